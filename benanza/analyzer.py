@@ -1,0 +1,271 @@
+"""Analyzer: lower-bound latency (LBL) of a model from the performance database.
+
+Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
+
+* a layer's time is its fastest *valid* measurement (status ok, finite median) in the requested
+  precision (storage data type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows);
+  zero-cost layers take 0 ms; a layer without a valid measurement has *no* time: the LBL is then
+  marked incomplete and the layer is listed with the reason, never counted as 0 ms;
+* LBL_sequential = sum of the layer times;
+* LBL_parallel = the critical path of the layer DAG weighted by the layer times (equal to the
+  sequential LBL for a chain);
+* the fused LBL replaces each fusion candidate (Conv + bias -> Relu) by the faster of its layers'
+  sum and the best cudnnConvolutionBiasActivationForward measurement.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+from . import layers as L
+from .database import Database, Measurement, System
+from .errors import UsageError
+from .model import Layer, ModelLayers
+
+
+@dataclass
+class LayerTime:
+    """A layer's lower-bound time and the measurement it comes from."""
+
+    layer: Layer
+    status: str  # measured / zero_cost / missing
+    time_ms: float | None = None
+    call: str = ""
+    algorithm: str = ""
+    math: str = ""
+    iqr_ms: float | None = None
+    converged: bool | None = None
+    note: str = ""
+    reason: str = ""
+    heuristic_algorithm: str = ""
+    heuristic_ms: float | None = None
+
+    def to_dict(self) -> dict:
+        ly = self.layer
+        return {
+            "index": ly.index, "name": ly.name, "op": ly.op_type,
+            "kind": ly.config.kind if ly.config else None, "key": ly.key,
+            "description": ly.config.describe() if ly.config else None,
+            "input_shapes": [list(s) if s is not None else None for s in ly.input_shapes],
+            "output_shapes": [list(s) if s is not None else None for s in ly.output_shapes],
+            "status": self.status, "time_ms": self.time_ms, "call": self.call or None,
+            "algorithm": self.algorithm or None, "math": self.math or None, "iqr_ms": self.iqr_ms,
+            "converged": self.converged, "note": self.note or None, "reason": self.reason or None,
+            "heuristic_algorithm": self.heuristic_algorithm or None, "heuristic_ms": self.heuristic_ms,
+            "fusion": ly.fusion,
+        }
+
+
+@dataclass
+class FusionTime:
+    layers: tuple[int, ...]
+    key: str
+    unfused_ms: float | None
+    fused_ms: float | None
+    algorithm: str = ""
+
+    @property
+    def profit_ms(self) -> float:
+        if self.unfused_ms is None or self.fused_ms is None:
+            return 0.0
+        return max(0.0, self.unfused_ms - self.fused_ms)
+
+
+@dataclass
+class Analysis:
+    """The LBL of one model at one batch size and precision on one system."""
+
+    model: str
+    batch: int
+    precision: str
+    cache: str
+    system: dict
+    layers: list[LayerTime]
+    lbl_sequential_ms: float
+    lbl_parallel_ms: float
+    critical_path: list[int]
+    lbl_fused_sequential_ms: float
+    lbl_fused_parallel_ms: float
+    fusions: list[FusionTime] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[LayerTime]:
+        return [t for t in self.layers if t.status == "missing"]
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def to_dict(self) -> dict:
+        by_op = collections.Counter(t.layer.op_type for t in self.missing)
+        return {
+            "model": self.model, "batch": self.batch, "precision": self.precision, "cache": self.cache,
+            "system": self.system,
+            "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
+            "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
+            "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
+            "complete": self.complete,
+            "missing": [{"index": t.layer.index, "name": t.layer.name, "op": t.layer.op_type,
+                         "reason": t.reason} for t in self.missing],
+            "missing_by_op": dict(sorted(by_op.items())),
+            "measured_layers": sum(1 for t in self.layers if t.status == "measured"),
+            "zero_cost_layers": sum(1 for t in self.layers if t.status == "zero_cost"),
+            "critical_path": self.critical_path,
+            "fusions": [{"layers": list(f.layers), "key": f.key, "unfused_ms": f.unfused_ms,
+                         "fused_ms": f.fused_ms, "algorithm": f.algorithm or None, "profit_ms": f.profit_ms}
+                        for f in self.fusions],
+            "layers": [t.to_dict() for t in self.layers],
+        }
+
+
+def system_dict(s: System) -> dict:
+    return {"id": s.id, "fingerprint": s.fingerprint, "gpu_name": s.gpu_name,
+            "compute_capability": s.compute_capability, "sm_count": s.sm_count, "memory_bytes": s.memory_bytes,
+            "max_sm_clock_mhz": s.max_sm_clock_mhz, "driver_version": s.driver_version,
+            "runtime_version": s.runtime_version, "cudnn_version": s.cudnn_version,
+            "cublas_version": s.cublas_version, "label": s.label()}
+
+
+def resolve_system(db: Database, spec: str | None, current_fingerprint: str | None = None) -> tuple[System, str]:
+    """Pick the system to analyze: ``spec`` (id, fingerprint prefix or GPU-name substring), else the
+    current GPU if the database has it, else the one measured most recently. Returns (system,
+    notice). Raises :class:`UsageError` when nothing matches or the database has no system."""
+    systems = db.systems()
+    if not systems:
+        raise UsageError(f"database {db.safe_url} has no measurements; run `benanza bench` or `benanza run` first")
+    if spec:
+        hits = [s for s in systems if str(s.id) == spec or s.fingerprint.startswith(spec.lower())
+                or spec.lower() in s.gpu_name.lower()]
+        if not hits:
+            raise UsageError(f"no system matches {spec!r} in {db.safe_url} (see `benanza db systems`)")
+        if len(hits) > 1:
+            hits.sort(key=lambda s: s.id)
+            return hits[-1], f"{len(hits)} systems match {spec!r}; using the newest, id {hits[-1].id}"
+        return hits[0], ""
+    if current_fingerprint:
+        for s in systems:
+            if s.fingerprint == current_fingerprint:
+                return s, ""
+    latest = db.latest_system() or systems[-1]
+    note = "" if len(systems) == 1 else (f"{len(systems)} systems in the database; using the most recently "
+                                         f"measured, id {latest.id} ({latest.gpu_name}); choose with --system")
+    return latest, note
+
+
+def _accepted(m: Measurement, precision: str) -> bool:
+    return m.dtype == L.PRECISION_DTYPE[precision] and m.math in L.ACCEPTED_MATH[precision]
+
+
+def _failure_reason(key: str, rows: list[Measurement], jobs: dict, precision: str) -> str:
+    relevant = [m for m in rows if m.dtype == L.PRECISION_DTYPE[precision]]
+    job_msgs = [j.message for j in jobs.get(key, []) if j.status == "failed" and j.message]
+    if not relevant and not jobs.get(key):
+        return f"not measured on this system in {precision} (run `benanza bench` or `benanza run`)"
+    if job_msgs:
+        return "job failed: " + job_msgs[0]
+    if not relevant:
+        return f"no {L.PRECISION_DTYPE[precision]} measurement"
+    counts = collections.Counter(m.status for m in relevant)
+    first = next((m.message for m in relevant if m.message), "")
+    parts = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
+    return f"no valid measurement ({parts})" + (f": {first}" if first else "")
+
+
+def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm") -> Analysis:
+    """Compute the LBL of ``ml`` on ``system`` in ``precision`` ("fp32", "tf32", "fp16") from warm
+    (default) or cold measurements. Never raises for missing data: the result says what is missing."""
+    if precision not in L.PRECISIONS:
+        raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")
+    if cache not in ("warm", "cold"):
+        raise UsageError(f"cache must be warm or cold, got {cache!r}")
+    keys = sorted({ly.key for ly in ml.benchmarked()} | {f.config.key for f in ml.fusions})
+    rows = db.measurements(system.id, keys, cache=cache) if keys else []
+    by_key: dict[str, list[Measurement]] = collections.defaultdict(list)
+    for m in rows:
+        by_key[m.layer_key].append(m)
+    jobs: dict[str, list] = collections.defaultdict(list)
+    for j in db.job_rows(system.id, keys) if keys else []:
+        jobs[j.layer_key].append(j)
+    choices = collections.defaultdict(list)
+    for c in db.choices(system.id, keys) if keys else []:
+        if c.precision == precision:
+            choices[c.layer_key].append(c)
+
+    def best(key: str) -> Measurement | None:
+        valid = [m for m in by_key.get(key, []) if m.status == "ok" and m.median_ms is not None
+                 and m.cache == cache and _accepted(m, precision)]
+        return min(valid, key=lambda m: m.median_ms) if valid else None
+
+    times: list[LayerTime] = []
+    for ly in ml.layers:
+        if ly.status == "zero_cost":
+            times.append(LayerTime(ly, "zero_cost", 0.0, reason=ly.reason))
+            continue
+        if ly.status == "unsupported":
+            times.append(LayerTime(ly, "missing", None, reason=f"unsupported: {ly.reason}"))
+            continue
+        b = best(ly.key)
+        if b is None:
+            times.append(LayerTime(ly, "missing", None, reason=_failure_reason(ly.key, by_key.get(ly.key, []),
+                                                                              jobs, precision)))
+            continue
+        lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
+                       iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "")
+        pick = sorted((c for c in choices.get(ly.key, []) if c.status == "ok"), key=lambda c: c.rank)
+        if pick:
+            lt.heuristic_algorithm = pick[0].algorithm
+            same = [m for m in by_key.get(ly.key, []) if m.algorithm == pick[0].algorithm and m.status == "ok"
+                    and m.cache == cache and m.precision == precision and m.median_ms is not None]
+            lt.heuristic_ms = min(m.median_ms for m in same) if same else None
+        times.append(lt)
+
+    weight = [t.time_ms or 0.0 for t in times]
+    seq = sum(weight)
+    par, path = critical_path(ml.edges, weight)
+
+    fusions: list[FusionTime] = []
+    fused_weight = list(weight)
+    for f in ml.fusions:
+        parts = [times[i] for i in f.layers]
+        unfused = None if any(p.time_ms is None for p in parts) else sum(p.time_ms for p in parts)
+        b = best(f.config.key)
+        ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "")
+        fusions.append(ft)
+        if ft.profit_ms > 0:
+            for i in f.layers[:-1]:
+                fused_weight[i] = 0.0
+            fused_weight[f.layers[-1]] = ft.fused_ms
+    fseq = sum(fused_weight)
+    fpar, _ = critical_path(ml.edges, fused_weight)
+    return Analysis(model=ml.model, batch=ml.batch, precision=precision, cache=cache, system=system_dict(system),
+                    layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
+                    lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions)
+
+
+def critical_path(edges: dict[int, list[int]], weight: list[float]) -> tuple[float, list[int]]:
+    """Longest weighted path through a DAG whose nodes are numbered in topological order.
+
+    ``edges[i]``: the predecessors of node i; ``weight[i]``: its time (ms). Returns (length in ms,
+    the nodes on the path in order). O(nodes + edges).
+    """
+    n = len(weight)
+    finish = [0.0] * n
+    prev = [-1] * n
+    for i in range(n):
+        start, arg = 0.0, -1
+        for p in edges.get(i, ()):
+            if p >= i:
+                raise ValueError(f"edge {p} -> {i} is not in topological order")
+            if finish[p] > start:
+                start, arg = finish[p], p
+        finish[i] = start + weight[i]
+        prev[i] = arg
+    if n == 0:
+        return 0.0, []
+    end = max(range(n), key=lambda i: finish[i])
+    length = finish[end]
+    path = []
+    while end != -1:
+        path.append(end)
+        end = prev[end]
+    return length, list(reversed(path))

@@ -1,0 +1,524 @@
+"""The ``benanza`` command line (typer + rich).
+
+Every failure the user can cause prints one line ``benanza: <what and where>`` on stderr and exits
+non-zero (codes in :mod:`benanza.errors`); no traceback unless ``BENANZA_DEBUG=1``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import __version__
+from . import layers as L
+from .errors import BenanzaError, UsageError
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+                  help="benanza: how fast could this ONNX model run on this GPU, and what stands in the way.")
+db_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+                     help="Query the performance database.")
+app.add_typer(db_app, name="db")
+
+def _console(stderr: bool = False) -> Console:
+    c = Console(stderr=stderr)
+    if not c.is_terminal:  # pipes and logs: wide tables, no wrapping mid-row
+        c = Console(stderr=stderr, width=200)
+    return c
+
+
+out = _console()
+err = _console(stderr=True)
+
+DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
+
+
+def _fail(msg: str, code: int) -> None:
+    err.print(f"benanza: {msg}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def guarded(fn):
+    """Turn BenanzaError, Ctrl-C and unexpected errors into one line and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except BenanzaError as e:
+            _fail(str(e), e.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted; every finished job is in the database, run again to resume", 130)
+        except Exception as e:  # never a traceback for the user
+            if os.environ.get("BENANZA_DEBUG"):
+                raise
+            _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+                  f"(set BENANZA_DEBUG=1 for the traceback)", 70)
+
+    return wrapper
+
+
+def _parse_dims(dims: list[str] | None) -> dict[str, int]:
+    outd = {}
+    for d in dims or []:
+        name, _, val = d.partition("=")
+        try:
+            v = int(val)
+        except ValueError:
+            raise UsageError(f"--dim {d!r}: expected NAME=INTEGER") from None
+        if not name or v <= 0:
+            raise UsageError(f"--dim {d!r}: expected NAME=POSITIVE_INTEGER")
+        outd[name] = v
+    return outd
+
+
+def _process_all(model: Path, batches: list[int], dims: dict, batch_dim: Optional[int], quiet: bool = False):
+    from .model import process
+
+    mls = []
+    for b in batches:
+        ml = process(model, b, dims, batch_dim)
+        if not quiet:
+            for n in ml.notices:
+                err.print(f"notice: {n}", markup=False)
+        mls.append(ml)
+    return mls
+
+
+# ------------------------------------------------------------------------------------------ layers
+
+@app.command()
+@guarded
+def layers(model: Path = typer.Argument(..., help="ONNX model file"),
+           batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
+           json_out: bool = typer.Option(False, "--json", help="JSON on stdout"),
+           details: bool = typer.Option(False, "--details", help="list every layer"),
+           dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
+           batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help="which dim of a fixed-shape input is the batch")):
+    """Parse MODEL into layers: counts and unique layers by type, unsupported ops, fusion candidates."""
+    from .model import parse_batches
+
+    mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
+    if json_out:
+        docs = []
+        for ml in mls:
+            d = ml.summary()
+            d["layer_list"] = [ly.to_dict() for ly in ml.layers]
+            docs.append(d)
+        out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs))
+        return
+    for ml in mls:
+        s = ml.summary()
+        t = Table(title=f"{ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique; "
+                        f"{s['benchmarked_layers']} benchmarked ({s['unique_benchmarked']} unique), "
+                        f"{s['zero_cost_layers']} zero-cost, {sum(s['unsupported'].values())} unsupported")
+        t.add_column("op")
+        t.add_column("layers", justify="right")
+        t.add_column("unique", justify="right")
+        t.add_column("status")
+        status = {}
+        for ly in ml.layers:
+            status.setdefault(ly.op_type, set()).add(ly.status)
+        for op, c in s["by_type"].items():
+            t.add_row(op, str(c["count"]), str(c["unique"]), ", ".join(sorted(status[op])))
+        out.print(t)
+        if s["unsupported"]:
+            reasons = {}
+            for ly in ml.layers:
+                if ly.status == "unsupported":
+                    reasons.setdefault(ly.op_type, ly.reason)
+            for op, n in s["unsupported"].items():
+                out.print(f"unsupported: {op} x{n}: {reasons[op]}", markup=False)
+        out.print(f"fusion candidates (Conv+bias+Relu): {s['fusion_candidates']}; folded nodes: "
+                  f"{sum(s['folded'].values())} ({', '.join(f'{k} {v}' for k, v in s['folded'].items()) or 'none'})",
+                  markup=False)
+        if details:
+            d = Table()
+            for c in ("#", "name", "op", "status", "config", "output"):
+                d.add_column(c)
+            for ly in ml.layers:
+                d.add_row(str(ly.index), ly.name, ly.op_type, ly.status,
+                          ly.config.describe() if ly.config else ly.reason,
+                          "x".join(map(str, ly.output_shapes[0])) if ly.output_shapes and ly.output_shapes[0] else "?")
+            out.print(d)
+
+
+# ---------------------------------------------------------------------------------------- generate
+
+@app.command()
+@guarded
+def generate(model: Path = typer.Argument(..., help="ONNX model file"),
+             batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
+             dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16"),
+             output: Path = typer.Option(..., "-o", "--output", help="folder for the suite"),
+             dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
+             batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
+    """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers."""
+    from .generator import generate as gen, parse_precisions
+    from .model import parse_batches
+
+    precisions = parse_precisions(dtype)
+    mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim)
+    suite = gen(mls, precisions, output)
+    kinds = {}
+    for j in suite.jobs:
+        kinds[j.kind] = kinds.get(j.kind, 0) + 1
+    out.print(f"{len(suite.jobs)} jobs ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}) in {output}",
+              markup=False)
+
+
+# ------------------------------------------------------------------------------------------- build
+
+@app.command()
+@guarded
+def build(folder: Path = typer.Argument(..., help="suite folder written by `benanza generate`"),
+          jobs: Optional[int] = typer.Option(None, "-j", "--jobs", help="parallel compile jobs")):
+    """Compile a generated suite with CMake against cuDNN and cuBLAS."""
+    from .builder import build as do_build
+
+    r = do_build(folder, jobs=jobs)
+    out.print(f"built {r.executable} (configure {r.configure_s:.1f} s, compile {r.compile_s:.1f} s)", markup=False)
+
+
+# --------------------------------------------------------------------------------------------- run
+
+def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
+                 force, retry_failed):
+    from .runner import RunOptions
+
+    if not 0 < rse < 1:
+        raise UsageError(f"--rse must be in (0, 1), got {rse}")
+    if min_samples < 1 or max_samples < min_samples:
+        raise UsageError("--min-samples must be >= 1 and <= --max-samples")
+    return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
+                      max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
+                      force=force, retry_failed=retry_failed)
+
+
+class _Progress:
+    """A rich progress bar over jobs: counts, ETA, failures so far."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.bar: Progress | None = None
+        self.task = None
+
+    def __call__(self, event: str, info: dict) -> None:
+        if self.quiet:
+            return
+        if event == "start":
+            self.bar = Progress(TextColumn("[bold]measuring"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("jobs  failed {task.fields[failed]}"), TimeElapsedColumn(),
+                                TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task("jobs", total=info["total"], failed=0)
+        elif event == "job" and self.bar is not None:
+            self.bar.update(self.task, completed=info["done"], failed=info["failed"])
+        elif event == "end":
+            self.close()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _do_run(suite, db, opts, quiet):
+    from .runner import run_suite
+
+    prog = _Progress(quiet)
+    try:
+        return run_suite(suite, db, opts, progress=prog)
+    finally:
+        prog.close()
+
+
+@app.command()
+@guarded
+def run(folder: Path = typer.Argument(..., help="built suite folder"),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
+        retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
+        warmup_ms: float = typer.Option(10.0, "--warmup-ms"),
+        rse: float = typer.Option(0.01, "--rse", help="target relative standard error of the median"),
+        min_samples: int = typer.Option(10, "--min-samples"),
+        max_samples: int = typer.Option(2000, "--max-samples"),
+        max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help="sampling time cap per measurement"),
+        workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
+        cold: bool = typer.Option(True, "--cold/--no-cold", help="also measure with L2 flushed"),
+        device: int = typer.Option(0, "--device"),
+        job_timeout: float = typer.Option(300.0, "--job-timeout", help="seconds before a job is killed"),
+        quiet: bool = typer.Option(False, "--quiet", "-q"),
+        json_out: bool = typer.Option(False, "--json")):
+    """Run a built suite on the GPU and store the measurements in the database."""
+    from .database import open_db
+    from .generator import load_suite
+
+    suite = load_suite(folder)
+    opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
+                        job_timeout, force, retry_failed)
+    database = open_db(db)
+    s = _do_run(suite, database, opts, quiet or json_out)
+    doc = _run_doc(s)
+    if json_out:
+        out.print_json(json.dumps(doc))
+    else:
+        out.print(_run_line(s), markup=False)
+
+
+def _run_doc(s) -> dict:
+    return {"system_id": s.system_id, "gpu": s.system.get("gpu_name"), "run_id": s.run_id, "planned": s.planned,
+            "skipped": s.skipped, "ok": s.ok, "failed": s.failed, "measurements": s.measurements,
+            "restarts": s.restarts, "wall_s": s.wall_s, "failures": [{"job": j, "reason": r} for j, r in s.failures]}
+
+
+def _run_line(s) -> str:
+    line = (f"{s.system.get('gpu_name')}: {s.ok + s.failed} jobs run ({s.failed} failed), {s.skipped} already in "
+            f"the database, {s.measurements} measurement records, {s.wall_s:.1f} s")
+    for j, r in s.failures[:10]:
+        line += f"\n  failed {j}: {r}"
+    return line
+
+
+# ----------------------------------------------------------------------------------------- analyze
+
+def _current_fingerprint() -> Optional[str]:
+    """Fingerprint of GPU 0 here, when there is one and the native module can see it."""
+    try:
+        from . import system as sysq
+
+        return sysq.current_fingerprint()
+    except Exception:
+        return None
+
+
+def _analysis_table(a) -> Table:
+    t = Table(title=f"{a.model} batch {a.batch} {a.precision}: LBL sequential {a.lbl_sequential_ms:.4f} ms, "
+                    f"parallel {a.lbl_parallel_ms:.4f} ms{'' if a.complete else ' (INCOMPLETE)'}")
+    for c in ("#", "layer", "kind", "shapes", "algorithm", "ms", "IQR ms", "v7 pick", "on crit. path"):
+        t.add_column(c, justify="right" if c in ("#", "ms", "IQR ms") else "left")
+    crit = set(a.critical_path)
+    for lt in a.layers:
+        ly = lt.layer
+        if lt.status == "zero_cost":
+            continue
+        shapes = ly.config.describe() if ly.config else ",".join(
+            "x".join(map(str, s)) for s in ly.input_shapes if s)
+        if lt.status == "missing":
+            t.add_row(str(ly.index), ly.name, ly.op_type, shapes, f"[red]missing: {lt.reason}", "-", "-", "", "")
+            continue
+        algo = f"{lt.call} {lt.algorithm} ({lt.math})" if lt.math not in ("", "none") else f"{lt.call} {lt.algorithm}"
+        pick = ""
+        if lt.heuristic_algorithm:
+            pick = lt.heuristic_algorithm + (f" {lt.heuristic_ms:.4f}" if lt.heuristic_ms is not None else " (failed)")
+        t.add_row(str(ly.index), ly.name, ly.config.kind if ly.config else ly.op_type, shapes, algo,
+                  f"{lt.time_ms:.4f}", f"{lt.iqr_ms:.4f}" if lt.iqr_ms is not None else "-", pick,
+                  "*" if ly.index in crit else "")
+    return t
+
+
+@app.command()
+@guarded
+def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
+            batch: str = typer.Option("1", "--batch", "-b", help="batch sizes"),
+            dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32, tf32, fp16"),
+            db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+            system_spec: Optional[str] = typer.Option(None, "--system", help="system id, fingerprint prefix or GPU name"),
+            cache: str = typer.Option("warm", "--cache", help="warm (default) or cold measurements"),
+            json_out: bool = typer.Option(False, "--json"),
+            layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer table"),
+            dim: Optional[list[str]] = typer.Option(None, "--dim"),
+            batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
+    """Lower-bound latency (sequential and parallel) of MODEL from the performance database."""
+    from .analyzer import analyze as do_analyze, resolve_system
+    from .database import open_db
+    from .generator import parse_precisions
+    from .model import parse_batches
+
+    precisions = parse_precisions(dtype)
+    mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
+    database = open_db(db, create=False)
+    system, notice = resolve_system(database, system_spec, _current_fingerprint())
+    if notice and not json_out:
+        err.print(f"notice: {notice}", markup=False)
+    results = [do_analyze(ml, database, system, p, cache) for ml in mls for p in precisions]
+    if json_out:
+        docs = [r.to_dict() for r in results]
+        out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs))
+        return
+    out.print(f"system: {system.label()}", markup=False)
+    if layers_table:
+        for r in results:
+            out.print(_analysis_table(r))
+    out.print(_summary_table(results))
+
+
+def _summary_table(results) -> Table:
+    t = Table(title="lower-bound latency (LBL)")
+    for c in ("model", "batch", "dtype", "LBL seq ms", "LBL par ms", "fused LBL seq ms", "layers measured",
+              "complete"):
+        t.add_column(c, justify="right" if "ms" in c or c in ("batch",) else "left")
+    for r in results:
+        d = r.to_dict()
+        miss = ", ".join(f"{op} x{n}" for op, n in d["missing_by_op"].items())
+        t.add_row(r.model, str(r.batch), r.precision, f"{r.lbl_sequential_ms:.4f}", f"{r.lbl_parallel_ms:.4f}",
+                  f"{r.lbl_fused_sequential_ms:.4f}", f"{d['measured_layers']} (+{d['zero_cost_layers']} zero-cost)",
+                  "yes" if r.complete else f"[red]no: {miss}")
+    return t
+
+
+# ------------------------------------------------------------------------------------------- bench
+
+@app.command()
+@guarded
+def bench(model: Path = typer.Argument(..., help="ONNX model file"),
+          batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
+          dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16"),
+          db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+          output: Optional[Path] = typer.Option(None, "-o", "--output", help="suite folder (default: a cache folder)"),
+          force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
+          retry_failed: bool = typer.Option(False, "--retry-failed"),
+          warmup_ms: float = typer.Option(10.0, "--warmup-ms"),
+          rse: float = typer.Option(0.01, "--rse"),
+          min_samples: int = typer.Option(10, "--min-samples"),
+          max_samples: int = typer.Option(2000, "--max-samples"),
+          max_time_ms: float = typer.Option(1000.0, "--max-time-ms"),
+          workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
+          cold: bool = typer.Option(True, "--cold/--no-cold"),
+          device: int = typer.Option(0, "--device"),
+          job_timeout: float = typer.Option(300.0, "--job-timeout"),
+          layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer tables"),
+          quiet: bool = typer.Option(False, "--quiet", "-q"),
+          json_out: bool = typer.Option(False, "--json"),
+          dim: Optional[list[str]] = typer.Option(None, "--dim"),
+          batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
+    """All of it: process, generate, compile, run on the GPU, store, and print the LBL."""
+    from .analyzer import analyze as do_analyze, resolve_system
+    from .builder import build as do_build
+    from .database import open_db, system_fingerprint
+    from .generator import generate as gen, parse_precisions
+    from .model import parse_batches
+
+    stages = {}
+    precisions = parse_precisions(dtype)
+    batches = parse_batches(batch)
+    opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
+                        job_timeout, force, retry_failed)
+    t = time.perf_counter()
+    mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
+    stages["process_s"] = time.perf_counter() - t
+    say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
+    for ml in mls:
+        s = ml.summary()
+        say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "
+            f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
+            f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
+    database = open_db(db)  # before the long stages: a bad URL fails now
+    t = time.perf_counter()
+    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
+        f"{mls[0].model}-{mls[0].sha256[:12]}")
+    suite = gen(mls, precisions, folder)
+    stages["generate_s"] = time.perf_counter() - t
+    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
+    t = time.perf_counter()
+    br = do_build(folder)
+    stages["compile_s"] = time.perf_counter() - t
+    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
+    t = time.perf_counter()
+    rs = _do_run(suite, database, opts, quiet or json_out)
+    stages["run_s"] = time.perf_counter() - t
+    say(f"[4/5] {_run_line(rs)}")
+    t = time.perf_counter()
+    system, _ = resolve_system(database, None, system_fingerprint(rs.system))
+    results = [do_analyze(ml, database, system, p) for ml in mls for p in precisions]
+    stages["analyze_s"] = time.perf_counter() - t
+    say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
+    if json_out:
+        out.print_json(json.dumps({"model": mls[0].model, "stages": stages, "run": _run_doc(rs),
+                                   "system": results[0].system if results else None,
+                                   "analyses": [r.to_dict() for r in results]}))
+        return
+    if layers_table:
+        for r in results:
+            out.print(_analysis_table(r))
+    out.print(_summary_table(results))
+    out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
+
+
+# ------------------------------------------------------------------------------------------ system
+
+@app.command()
+@guarded
+def system(json_out: bool = typer.Option(False, "--json")):
+    """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use."""
+    from . import system as sysq
+
+    info = sysq.describe()
+    if json_out:
+        out.print_json(json.dumps(info))
+        return
+    for d in info["devices"]:
+        out.print(f"GPU {d['index']}: {d['gpu_name']}, sm_{d['compute_capability'].replace('.', '')}, "
+                  f"{d['sm_count']} SMs, {d['memory_bytes'] / 2**30:.1f} GiB, max SM clock {d['max_sm_clock_mhz']} MHz, "
+                  f"driver {d['driver_version'] or d['driver_cuda_version']}", markup=False)
+    if info.get("device_error"):
+        out.print(info["device_error"], markup=False, soft_wrap=True)
+    for k in ("cudnn_library", "cudnn_version", "cublas_library", "cublas_version", "nvcc"):
+        out.print(f"{k}: {info.get(k)}", markup=False, soft_wrap=True)
+
+
+# ---------------------------------------------------------------------------------------------- db
+
+@db_app.command("systems")
+@guarded
+def db_systems(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+               json_out: bool = typer.Option(False, "--json")):
+    """The systems measured, with their versions and measurement counts."""
+    import sqlalchemy as sa
+
+    from .database import Measurement, open_db
+
+    database = open_db(db, create=False)
+    rows = []
+    with database.session() as s:
+        counts = dict(s.execute(sa.select(Measurement.system_id, sa.func.count()).group_by(Measurement.system_id)).all())
+    for sy in database.systems():
+        rows.append({"id": sy.id, "fingerprint": sy.fingerprint[:12], "gpu": sy.gpu_name,
+                     "cc": sy.compute_capability, "sms": sy.sm_count, "driver": sy.driver_version,
+                     "cuda_runtime": sy.runtime_version, "cudnn": sy.cudnn_version, "cublas": sy.cublas_version,
+                     "measurements": counts.get(sy.id, 0)})
+    if json_out:
+        out.print_json(json.dumps(rows))
+        return
+    t = Table(title=f"systems in {database.safe_url}")
+    for c in rows[0].keys() if rows else ["id"]:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[str(v) for v in r.values()])
+    out.print(t)
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: bool = typer.Option(False, "--version", help="print the version")):
+    if version:
+        out.print(f"benanza {__version__}")
+        raise typer.Exit(0)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

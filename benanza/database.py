@@ -1,0 +1,527 @@
+"""Performance database: systems, layer configs, measurements (failures included), heuristic choices.
+
+SQLAlchemy models over any SQLAlchemy URL; SQLite by default at :func:`default_url` (the file in
+``$BENANZA_DB``, else ``$XDG_DATA_HOME/benanza/perf.db``, i.e. ``~/.local/share/benanza/perf.db``).
+A measurement is keyed by system, layer config key, precision, library call, algorithm, math mode,
+data type, cache state (warm/cold) and layout; the batch size is part of the layer config and
+stored on its own too. Each finished job (one config in one precision) is written in one
+transaction together with its ``jobs`` row, so a run stopped at any point leaves whole jobs only,
+and the next run skips the jobs already done on the same system.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy import event, select
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from . import layers as L
+from .errors import DatabaseError
+
+SCHEMA_VERSION = 1
+
+#: system fields that identify a system (two machines with equal values share measurements)
+SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
+                   "max_mem_clock_mhz", "driver_version", "driver_cuda_version", "runtime_version",
+                   "cudnn_version", "cublas_version")
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SchemaInfo(Base):
+    __tablename__ = "schema_info"
+    key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(sa.String(256))
+
+
+class System(Base):
+    """A GPU with its software stack. ``fingerprint``: sha256 of the identity fields."""
+
+    __tablename__ = "systems"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    gpu_name: Mapped[str] = mapped_column(sa.String(128))
+    compute_capability: Mapped[str] = mapped_column(sa.String(16))
+    sm_count: Mapped[int]
+    memory_bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    l2_cache_bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    memory_bus_width_bits: Mapped[int]
+    max_sm_clock_mhz: Mapped[int]
+    max_mem_clock_mhz: Mapped[int]
+    driver_version: Mapped[str] = mapped_column(sa.String(64))
+    driver_cuda_version: Mapped[int]
+    runtime_version: Mapped[int]
+    cudnn_version: Mapped[int]
+    cublas_version: Mapped[int]
+    info: Mapped[str] = mapped_column(sa.Text)  # the full system record (JSON)
+    created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+
+    def label(self) -> str:
+        return (f"{self.gpu_name} (sm_{self.compute_capability.replace('.', '')}, {self.sm_count} SMs, "
+                f"driver {self.driver_version or self.driver_cuda_version}, cuDNN {self.cudnn_version}, "
+                f"cuBLAS {self.cublas_version})")
+
+
+class LayerConfigRow(Base):
+    """A canonical layer config (see :mod:`benanza.layers`)."""
+
+    __tablename__ = "layer_configs"
+    key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(sa.String(32), index=True)
+    params: Mapped[str] = mapped_column(sa.Text)
+    description: Mapped[str] = mapped_column(sa.Text)
+    batch: Mapped[int]
+    flops: Mapped[int] = mapped_column(sa.BigInteger)
+
+
+class Run(Base):
+    """One `benanza run`: when, on which system, what it measured, how it ended."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    system_id: Mapped[int | None] = mapped_column(sa.ForeignKey("systems.id"))
+    started_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+    finished_at: Mapped[_dt.datetime | None]
+    status: Mapped[str] = mapped_column(sa.String(16), default="running")  # running/completed/interrupted/failed
+    suite: Mapped[str] = mapped_column(sa.Text, default="")
+    models: Mapped[str] = mapped_column(sa.Text, default="")
+    jobs_planned: Mapped[int] = mapped_column(default=0)
+    jobs_done: Mapped[int] = mapped_column(default=0)
+    message: Mapped[str] = mapped_column(sa.Text, default="")
+
+
+class JobRow(Base):
+    """A finished job: one layer config in one precision on one system (drives incrementality)."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (sa.UniqueConstraint("system_id", "job"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"), index=True)
+    job: Mapped[str] = mapped_column(sa.String(96))
+    layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"), index=True)
+    precision: Mapped[str] = mapped_column(sa.String(8))
+    status: Mapped[str] = mapped_column(sa.String(16))  # ok / failed
+    message: Mapped[str] = mapped_column(sa.Text, default="")
+    run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
+    wall_s: Mapped[float | None]
+    finished_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+
+
+class Measurement(Base):
+    """One library call timed (or not) for one layer config. Times in ms; status ``ok`` only when
+    the call ran and its output was finite; otherwise ``not_supported``, ``skipped`` or ``failed``
+    with the message, and no time."""
+
+    __tablename__ = "measurements"
+    __table_args__ = (
+        sa.UniqueConstraint("system_id", "layer_key", "precision", "call", "algorithm", "math", "dtype",
+                            "cache", "layout", name="uq_measurement"),
+        sa.Index("ix_measurement_lookup", "system_id", "layer_key", "status"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"))
+    layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"))
+    precision: Mapped[str] = mapped_column(sa.String(8))
+    call: Mapped[str] = mapped_column(sa.String(96))
+    algorithm: Mapped[str] = mapped_column(sa.String(96))
+    math: Mapped[str] = mapped_column(sa.String(32))
+    dtype: Mapped[str] = mapped_column(sa.String(16))
+    cache: Mapped[str] = mapped_column(sa.String(8))  # warm / cold
+    layout: Mapped[str] = mapped_column(sa.String(8), default="NCHW")
+    batch: Mapped[int]
+    status: Mapped[str] = mapped_column(sa.String(16))
+    message: Mapped[str] = mapped_column(sa.Text, default="")
+    note: Mapped[str] = mapped_column(sa.Text, default="")
+    median_ms: Mapped[float | None]
+    q1_ms: Mapped[float | None]
+    q3_ms: Mapped[float | None]
+    mean_ms: Mapped[float | None]
+    min_ms: Mapped[float | None]
+    max_ms: Mapped[float | None]
+    stddev_ms: Mapped[float | None]
+    rse: Mapped[float | None]
+    samples: Mapped[int | None]
+    converged: Mapped[bool | None]
+    method: Mapped[str] = mapped_column(sa.String(32), default="")
+    reps: Mapped[int | None]
+    host_us: Mapped[float | None]
+    workspace_bytes: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    sm_clock_min_mhz: Mapped[int | None]
+    sm_clock_max_mhz: Mapped[int | None]
+    dropped: Mapped[int | None]
+    run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
+    created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+
+    @property
+    def iqr_ms(self) -> float | None:
+        if self.q1_ms is None or self.q3_ms is None:
+            return None
+        return self.q3_ms - self.q1_ms
+
+
+class Choice(Base):
+    """A library heuristic's ranking for a config (e.g. cudnnGetConvolutionForwardAlgorithm_v7)."""
+
+    __tablename__ = "choices"
+    __table_args__ = (sa.UniqueConstraint("system_id", "layer_key", "precision", "source", "rank"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"))
+    layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"))
+    precision: Mapped[str] = mapped_column(sa.String(8))
+    source: Mapped[str] = mapped_column(sa.String(96))
+    rank: Mapped[int]
+    algorithm: Mapped[str] = mapped_column(sa.String(96))
+    math: Mapped[str] = mapped_column(sa.String(32))
+    status: Mapped[str] = mapped_column(sa.String(64))
+    workspace_bytes: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
+
+
+class ModelRow(Base):
+    """A model at a batch size whose layers were sent to the database (for sharing queries)."""
+
+    __tablename__ = "models"
+    __table_args__ = (sa.UniqueConstraint("sha256", "batch"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(256))
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    batch: Mapped[int]
+    layers: Mapped[int]
+    unique_layers: Mapped[int]
+    summary: Mapped[str] = mapped_column(sa.Text)
+
+
+class ModelConfig(Base):
+    """How many layers of a model use a config."""
+
+    __tablename__ = "model_configs"
+    model_id: Mapped[int] = mapped_column(sa.ForeignKey("models.id"), primary_key=True)
+    layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"), primary_key=True)
+    count: Mapped[int]
+
+
+# ------------------------------------------------------------------------------------- connection
+
+def default_url() -> str:
+    """``$BENANZA_DB`` (URL or path), else SQLite at ``$XDG_DATA_HOME/benanza/perf.db``."""
+    env = os.environ.get("BENANZA_DB")
+    if env:
+        return env
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return str(base / "benanza" / "perf.db")
+
+
+def normalize_url(url: str | None) -> str:
+    """A SQLAlchemy URL from a URL or a file path (``sqlite:///`` absolute)."""
+    url = url or default_url()
+    if "://" in url:
+        return url
+    return "sqlite:///" + str(Path(url).expanduser().resolve())
+
+
+def _sqlite_pragmas(dbapi_conn, _record):
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+class Database:
+    """An open performance database. Create with :func:`open_db`."""
+
+    def __init__(self, engine: sa.Engine, url: str):
+        self.engine = engine
+        self.url = url
+        self._session = sessionmaker(engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction: committed on success, rolled back on any exception."""
+        s = self._session()
+        try:
+            yield s
+            s.commit()
+        except SQLAlchemyError as e:
+            s.rollback()
+            raise DatabaseError(f"database {self.safe_url}: {_first_line(e)}") from None
+        except BaseException:
+            s.rollback()
+            raise
+        finally:
+            s.close()
+
+    @property
+    def safe_url(self) -> str:
+        return sa.engine.make_url(self.url).render_as_string(hide_password=True)
+
+    # ---------------------------------------------------------------------------------- writes
+
+    def upsert_system(self, record: dict) -> int:
+        """Insert the system of a suite's system record if new; return its id."""
+        fp = system_fingerprint(record)
+        with self.session() as s:
+            row = s.scalar(select(System).where(System.fingerprint == fp))
+            if row is None:
+                row = System(fingerprint=fp, info=json.dumps(record, sort_keys=True),
+                             **{k: record.get(k, _default(k)) for k in (
+                                 "gpu_name", "compute_capability", "sm_count", "memory_bytes",
+                                 "l2_cache_bytes", "memory_bus_width_bits", "max_sm_clock_mhz",
+                                 "max_mem_clock_mhz", "driver_version", "driver_cuda_version",
+                                 "runtime_version", "cudnn_version", "cublas_version")})
+                s.add(row)
+                s.flush()
+            return row.id
+
+    def upsert_configs(self, configs: list[L.LayerConfig]) -> None:
+        """Store layer configs that are not yet known."""
+        if not configs:
+            return
+        with self.session() as s:
+            have = set(s.scalars(select(LayerConfigRow.key).where(
+                LayerConfigRow.key.in_([c.key for c in configs]))))
+            for c in configs:
+                if c.key not in have:
+                    s.add(LayerConfigRow(key=c.key, kind=c.kind, params=json.dumps(c.params(), sort_keys=True),
+                                         description=c.describe(), batch=c.batch, flops=c.flops()))
+                    have.add(c.key)
+
+    def record_model(self, name: str, sha256: str, batch: int, summary: dict, key_counts: dict[str, int]) -> None:
+        """Store a model's config usage (replacing an earlier record of the same file and batch)."""
+        with self.session() as s:
+            row = s.scalar(select(ModelRow).where(ModelRow.sha256 == sha256, ModelRow.batch == batch))
+            if row is None:
+                row = ModelRow(name=name, sha256=sha256, batch=batch, layers=summary["layers"],
+                               unique_layers=summary["unique_layers"], summary=json.dumps(summary, sort_keys=True))
+                s.add(row)
+                s.flush()
+            else:
+                s.execute(sa.delete(ModelConfig).where(ModelConfig.model_id == row.id))
+            for k, n in key_counts.items():
+                s.add(ModelConfig(model_id=row.id, layer_key=k, count=n))
+
+    def start_run(self, system_id: int | None, suite: str, models: str, planned: int) -> int:
+        with self.session() as s:
+            r = Run(system_id=system_id, suite=suite, models=models, jobs_planned=planned)
+            s.add(r)
+            s.flush()
+            return r.id
+
+    def finish_run(self, run_id: int, status: str, done: int, message: str = "") -> None:
+        with self.session() as s:
+            r = s.get(Run, run_id)
+            if r is not None:
+                r.status, r.jobs_done, r.message, r.finished_at = status, done, message, _now()
+
+    def write_job(self, system_id: int, run_id: int | None, job: str, layer_key: str, precision: str,
+                  status: str, message: str, records: list[dict], wall_s: float | None = None) -> None:
+        """Write one finished job atomically: its measurement and choice records replace earlier
+        ones for the same (system, config, precision), and the job is marked done."""
+        with self.session() as s:
+            s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
+                                                   Measurement.layer_key == layer_key,
+                                                   Measurement.precision == precision))
+            s.execute(sa.delete(Choice).where(Choice.system_id == system_id, Choice.layer_key == layer_key,
+                                              Choice.precision == precision))
+            s.execute(sa.delete(JobRow).where(JobRow.system_id == system_id, JobRow.job == job))
+            batch = s.scalar(select(LayerConfigRow.batch).where(LayerConfigRow.key == layer_key)) or 0
+            seen = set()
+            for r in records:
+                if r.get("type") == "choice":
+                    k = ("c", r.get("source"), r.get("rank"))
+                    if k in seen:
+                        continue
+                    seen.add(k)
+                    s.add(Choice(system_id=system_id, layer_key=layer_key, precision=precision,
+                                 source=r.get("source", ""), rank=int(r.get("rank", 0)),
+                                 algorithm=r.get("algorithm", ""), math=r.get("math", ""),
+                                 status=str(r.get("status", ""))[:64],
+                                 workspace_bytes=int(r.get("workspace_bytes") or 0), run_id=run_id))
+                    continue
+                k = ("m", r.get("call"), r.get("algorithm"), r.get("math"), r.get("dtype"), r.get("cache", "warm"),
+                     r.get("layout", "NCHW"))
+                if k in seen:
+                    continue
+                seen.add(k)
+                m_status, m_message = r.get("status", "failed"), r.get("message", "")
+                ok = m_status == "ok" and _finite(r.get("median_ms"))
+                if m_status == "ok" and not ok:
+                    m_status, m_message = "failed", "no valid time recorded"
+                s.add(Measurement(
+                    system_id=system_id, layer_key=layer_key, precision=precision,
+                    call=r.get("call", ""), algorithm=r.get("algorithm", ""), math=r.get("math", ""),
+                    dtype=r.get("dtype", ""), cache=r.get("cache", "warm"), layout=r.get("layout", "NCHW"),
+                    batch=batch, status=m_status, message=m_message,
+                    note=r.get("note", ""),
+                    median_ms=_f(r.get("median_ms")) if ok else None, q1_ms=_f(r.get("q1_ms")) if ok else None,
+                    q3_ms=_f(r.get("q3_ms")) if ok else None, mean_ms=_f(r.get("mean_ms")) if ok else None,
+                    min_ms=_f(r.get("min_ms")) if ok else None, max_ms=_f(r.get("max_ms")) if ok else None,
+                    stddev_ms=_f(r.get("stddev_ms")) if ok else None, rse=_f(r.get("rse")) if ok else None,
+                    samples=r.get("samples"), converged=r.get("converged"), method=r.get("method", ""),
+                    reps=r.get("reps"), host_us=_f(r.get("host_us")),
+                    workspace_bytes=int(r.get("workspace_bytes") or 0),
+                    sm_clock_min_mhz=r.get("sm_clock_min_mhz"), sm_clock_max_mhz=r.get("sm_clock_max_mhz"),
+                    dropped=r.get("dropped"), run_id=run_id))
+            s.add(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
+                         message=message[:2000], run_id=run_id, wall_s=wall_s))
+
+    # ----------------------------------------------------------------------------------- reads
+
+    def jobs_done(self, system_id: int, statuses: tuple[str, ...] = ("ok", "failed")) -> set[str]:
+        with self.session() as s:
+            return set(s.scalars(select(JobRow.job).where(JobRow.system_id == system_id,
+                                                           JobRow.status.in_(statuses))))
+
+    def systems(self) -> list[System]:
+        with self.session() as s:
+            return list(s.scalars(select(System).order_by(System.id)))
+
+    def system_by_fingerprint(self, fp: str) -> System | None:
+        with self.session() as s:
+            return s.scalar(select(System).where(System.fingerprint == fp))
+
+    def latest_system(self) -> System | None:
+        """The system of the most recent run that measured something."""
+        with self.session() as s:
+            sid = s.scalar(select(Measurement.system_id).order_by(Measurement.created_at.desc(),
+                                                                  Measurement.id.desc()).limit(1))
+            return s.get(System, sid) if sid is not None else None
+
+    def measurements(self, system_id: int, keys: list[str], cache: str = "warm") -> list[Measurement]:
+        """All measurement rows (any status) of ``keys`` on a system for one cache state."""
+        out: list[Measurement] = []
+        with self.session() as s:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                out += list(s.scalars(select(Measurement).where(
+                    Measurement.system_id == system_id, Measurement.layer_key.in_(chunk),
+                    Measurement.cache.in_([cache, "warm"] if cache == "cold" else [cache]))))
+        return out
+
+    def choices(self, system_id: int, keys: list[str]) -> list[Choice]:
+        out: list[Choice] = []
+        with self.session() as s:
+            for i in range(0, len(keys), 500):
+                out += list(s.scalars(select(Choice).where(Choice.system_id == system_id,
+                                                           Choice.layer_key.in_(keys[i:i + 500]))))
+        return out
+
+    def job_rows(self, system_id: int, keys: list[str]) -> list[JobRow]:
+        out: list[JobRow] = []
+        with self.session() as s:
+            for i in range(0, len(keys), 500):
+                out += list(s.scalars(select(JobRow).where(JobRow.system_id == system_id,
+                                                           JobRow.layer_key.in_(keys[i:i + 500]))))
+        return out
+
+    def counts(self) -> dict[str, int]:
+        with self.session() as s:
+            return {
+                "systems": s.scalar(select(sa.func.count()).select_from(System)),
+                "layer_configs": s.scalar(select(sa.func.count()).select_from(LayerConfigRow)),
+                "measurements": s.scalar(select(sa.func.count()).select_from(Measurement)),
+                "measurements_ok": s.scalar(select(sa.func.count()).select_from(Measurement).where(
+                    Measurement.status == "ok")),
+                "jobs": s.scalar(select(sa.func.count()).select_from(JobRow)),
+                "runs": s.scalar(select(sa.func.count()).select_from(Run)),
+            }
+
+
+def _first_line(e: BaseException) -> str:
+    msg = str(getattr(e, "orig", None) or e).strip().splitlines()
+    return msg[0][:300] if msg else type(e).__name__
+
+
+def _default(k: str):
+    return "" if k in ("gpu_name", "compute_capability", "driver_version") else 0
+
+
+def _finite(v) -> bool:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return False
+    return f == f and f not in (float("inf"), float("-inf")) and f >= 0
+
+
+def _f(v):
+    return float(v) if _finite(v) else None
+
+
+def system_fingerprint(record: dict) -> str:
+    """sha256 over the identity fields of a system record (:data:`SYSTEM_IDENTITY`)."""
+    ident = {k: record.get(k, _default(k)) for k in SYSTEM_IDENTITY}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def open_db(url: str | None = None, create: bool = True) -> Database:
+    """Open (and, when ``create``, create) the database at ``url`` (URL or path; default
+    :func:`default_url`). Raises :class:`DatabaseError` with one line when it cannot be opened or
+    was written by a newer schema."""
+    url = normalize_url(url)
+    try:
+        u = sa.engine.make_url(url)
+    except ArgumentError:
+        raise DatabaseError(f"cannot parse database URL {url!r}") from None
+    safe = u.render_as_string(hide_password=True)
+    if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:"):
+        path = Path(u.database)
+        if path.is_dir():
+            raise DatabaseError(f"database {safe}: is a directory")
+        if not path.exists():
+            if not create:
+                raise DatabaseError(f"database {safe}: no such file")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise DatabaseError(f"database {safe}: cannot create {path.parent}: {e.strerror}") from None
+    try:
+        engine = sa.create_engine(u, future=True)
+    except (NoSuchModuleError, ImportError) as e:
+        raise DatabaseError(f"database {safe}: driver not available ({_first_line(e)})") from None
+    except (ArgumentError, TypeError, ValueError) as e:
+        raise DatabaseError(f"database {safe}: {_first_line(e)}") from None
+    if u.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    try:
+        with engine.begin() as conn:
+            insp = sa.inspect(conn)
+            tables = set(insp.get_table_names())
+            if "schema_info" in tables:
+                row = conn.execute(select(SchemaInfo.value).where(SchemaInfo.key == "schema_version")).first()
+                ver = int(row[0]) if row else 0
+                if ver > SCHEMA_VERSION:
+                    raise DatabaseError(f"database {safe}: schema version {ver} is newer than this benanza "
+                                        f"({SCHEMA_VERSION}); upgrade benanza")
+                if ver < SCHEMA_VERSION:
+                    raise DatabaseError(f"database {safe}: schema version {ver} is older than "
+                                        f"{SCHEMA_VERSION} and cannot be upgraded by this version")
+            elif tables & {"measurements", "systems"}:
+                raise DatabaseError(f"database {safe}: has benanza-like tables but no schema version")
+            if create:
+                Base.metadata.create_all(conn)
+                if "schema_info" not in tables:
+                    conn.execute(sa.insert(SchemaInfo).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif "schema_info" not in tables:
+                raise DatabaseError(f"database {safe}: not a benanza performance database")
+    except DatabaseError:
+        engine.dispose()
+        raise
+    except (OperationalError, SQLAlchemyError, OSError) as e:
+        engine.dispose()
+        raise DatabaseError(f"cannot open database {safe}: {_first_line(e)}") from None
+    return Database(engine, url)

@@ -1,0 +1,499 @@
+"""Benchmark generator: unique layer configs -> a C++ benchmark suite and its CMake project.
+
+The suite is rendered from the Jinja templates in ``templates/`` (one translation unit per layer
+kind; layer configs are *data* in a table, so compile time does not grow with the model) and the
+fixed harness in ``cpp/`` (timing, statistics, device query, entry point), which is copied next to
+it so the generated folder builds on its own.
+
+Untrusted text (node names, the model name) reaches the generated code only through
+:func:`cpp_string`, an escaped C++ string literal; identifiers and numbers come from configs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from . import __version__
+from . import layers as L
+from .errors import UsageError
+from .model import ModelLayers
+
+#: where the templates and the C++ harness live: next to the package in a source checkout, inside
+#: the package data when installed
+_PKG = Path(__file__).resolve().parent
+
+
+def _resource_dir(name: str) -> Path:
+    for base in (_PKG / "_data", _PKG.parent):
+        p = base / name
+        if p.is_dir():
+            return p
+    raise FileNotFoundError(f"benanza resource folder {name!r} not found (broken install?)")
+
+
+def templates_dir() -> Path:
+    return _resource_dir("templates")
+
+
+def harness_dir() -> Path:
+    return _resource_dir("cpp")
+
+
+_PRECISION_ENUM = {"fp32": "Precision::FP32", "tf32": "Precision::TF32", "fp16": "Precision::FP16"}
+
+
+def cpp_string(text: str) -> str:
+    """Escape ``text`` as a C++ string literal (with quotes).
+
+    Printable ASCII passes except ``\\``, ``"`` and ``?`` (no trigraphs); everything else,
+    including newlines and every byte of non-ASCII UTF-8, becomes a 3-digit octal escape, so no
+    input can end the literal, start a comment or splice a line.
+    """
+    out = ['"']
+    for byte in str(text).encode("utf-8"):
+        ch = chr(byte)
+        if ch in '\\"?':
+            out.append("\\" + ch)
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    out.append('"')
+    return "".join(out)
+
+
+def c_array(values, size: int | None = None, fill: int = 0) -> str:
+    """C initializer ``{a, b, c}`` of ints/floats, padded with ``fill`` to ``size``."""
+    vals = list(values)
+    if size is not None:
+        if len(vals) > size:
+            raise ValueError(f"{len(vals)} values do not fit an array of {size}")
+        vals = vals + [fill] * (size - len(vals))
+    return "{" + ", ".join(_num(v) for v in vals) + "}"
+
+
+def _num(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError(f"non-finite constant {v}")
+    return repr(f)
+
+
+_JOB_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One benchmark job: a layer config measured in one precision."""
+
+    id: str
+    config: L.LayerConfig
+    precision: str
+    node: str  # one ONNX node name using this config (untrusted)
+
+    @property
+    def layer_key(self) -> str:
+        return self.config.key
+
+    @property
+    def kind(self) -> str:
+        return self.config.kind
+
+    def to_dict(self) -> dict:
+        return {"job": self.id, "layer_key": self.layer_key, "kind": self.kind,
+                "precision": self.precision, "node": self.node,
+                "description": self.config.describe(), "params": self.config.params(),
+                "batch": self.config.batch}
+
+
+def job_id(config: L.LayerConfig, precision: str) -> str:
+    jid = f"{config.key}.{precision}"
+    assert _JOB_ID.match(jid), jid
+    return jid
+
+
+def parse_precisions(text: str) -> list[str]:
+    """Parse ``"fp32,fp16"``. Raises :class:`UsageError` for an unknown data type."""
+    out = []
+    for part in str(text).split(","):
+        p = part.strip().lower()
+        if not p:
+            continue
+        if p not in L.PRECISIONS:
+            raise UsageError(f"unknown data type {part.strip()!r} (choose from {', '.join(L.PRECISIONS)})")
+        if p not in out:
+            out.append(p)
+    if not out:
+        raise UsageError("no data type given")
+    return out
+
+
+def plan_jobs(models: list[ModelLayers], precisions: list[str]) -> list[Job]:
+    """The jobs for the unique configs of ``models`` (one model at several batch sizes, or several
+    models) in the requested analysis precisions (:func:`benanza.layers.precisions_for`)."""
+    jobs: dict[str, Job] = {}
+    for ml in models:
+        names = {}
+        for ly in ml.benchmarked():
+            names.setdefault(ly.config.key, ly.name)
+        for f in ml.fusions:
+            names.setdefault(f.config.key, ml.layers[f.layers[0]].name)
+        for key, cfg in ml.unique_configs().items():
+            for p in L.precisions_for(cfg, precisions):
+                jid = job_id(cfg, p)
+                if jid not in jobs:
+                    jobs[jid] = Job(id=jid, config=cfg, precision=p, node=names.get(key, ""))
+    return list(jobs.values())
+
+
+# ----------------------------------------------------------------------------- case construction
+
+def _job_init(job: Job) -> str:
+    return ("{" + ", ".join([cpp_string(job.id), cpp_string(job.layer_key), cpp_string(job.kind),
+                             cpp_string(job.node), _PRECISION_ENUM[job.precision]]) + "}")
+
+
+def _as4(shape) -> list[int]:
+    """A packed tensor viewed with at most 4 dims, keeping dims 0 and 1 (N and C)."""
+    s = list(shape)
+    if len(s) <= 4:
+        return s + [1] * (4 - len(s))
+    return s[:2] + [math.prod(s[2:]), 1]
+
+
+def _conv_case(cfg: L.ConvConfig, job: Job) -> dict:
+    x, w = list(cfg.x), list(cfg.w)
+    nsp = len(x) - 2
+    pads_b, pads_e = list(cfg.pads[:nsp]), list(cfg.pads[nsp:])
+    strides, dil = list(cfg.strides), list(cfg.dilations)
+    note = ""
+    if pads_b != pads_e:
+        # cuDNN pads symmetrically: time the convolution on an input that already holds the pads
+        x = x[:2] + [x[2 + i] + pads_b[i] + pads_e[i] for i in range(nsp)]
+        pads_b = [0] * nsp
+        note = "asymmetric pads: timed on an input padded beforehand (pad 0), same output and work"
+    if nsp == 1:
+        x = x[:2] + [1] + x[2:]
+        w = w[:2] + [1] + w[2:]
+        pads_b, strides, dil = [0] + pads_b, [1] + strides, [1] + dil
+        nsp = 2
+        note = (note + "; " if note else "") + "1-D convolution timed as 2-D with H=1"
+    return {"job": _job_init(job), "nsp": nsp, "x": c_array(x, 5), "w": c_array(w, 5),
+            "pad": c_array(pads_b, 3), "stride": c_array(strides, 3, 1),
+            "dilation": c_array(dil, 3, 1), "group": cfg.group, "bias": _num(cfg.bias),
+            "note": cpp_string(note)}
+
+
+def _conv_bias_act_case(cfg: L.ConvBiasActConfig, job: Job) -> dict:
+    c = _conv_case(cfg.conv, job)
+    c["activation"] = {"relu": "CUDNN_ACTIVATION_RELU"}[cfg.activation]
+    return c
+
+
+_ACT = {"relu": ("CUDNN_ACTIVATION_RELU", 0), "sigmoid": ("CUDNN_ACTIVATION_SIGMOID", 0),
+        "tanh": ("CUDNN_ACTIVATION_TANH", 0), "clipped_relu": ("CUDNN_ACTIVATION_CLIPPED_RELU", 0),
+        "elu": ("CUDNN_ACTIVATION_ELU", 0), "leaky_relu": ("CUDNN_ACTIVATION_IDENTITY", 1),
+        "hard_sigmoid": ("CUDNN_ACTIVATION_CLIPPED_RELU", 2)}
+
+
+def _activation_case(cfg: L.ActivationConfig, job: Job) -> dict:
+    mode, variant = _ACT[cfg.mode]
+    coef = cfg.alpha
+    if cfg.mode == "hard_sigmoid":
+        coef = 1.0
+    return {"job": _job_init(job), "dims": c_array(_as4(cfg.shape), 4), "mode": mode,
+            "variant": variant, "coef": _num(coef), "label": cpp_string(cfg.mode)}
+
+
+def _bn_case(cfg: L.BatchNormConfig, job: Job) -> dict:
+    s = list(cfg.shape)
+    dims = s + [1] * (4 - len(s)) if len(s) <= 4 else s[:2] + [math.prod(s[2:]), 1]
+    return {"job": _job_init(job), "dims": c_array(dims, 4), "epsilon": _num(max(cfg.epsilon, 1e-5)),
+            "note": cpp_string("" if cfg.epsilon >= 1e-5 else
+                               f"epsilon {cfg.epsilon} raised to CUDNN_BN_MIN_EPSILON 1e-5")}
+
+
+_POOL = {"max": "CUDNN_POOLING_MAX", "avg_include_pad": "CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING",
+         "avg_exclude_pad": "CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING"}
+
+
+def pooling_cudnn_pads(cfg: L.PoolingConfig) -> tuple[list[int], str]:
+    """Symmetric cuDNN pads that give ``cfg.y`` (cuDNN pools with equal pads and floor rounding).
+
+    Asymmetric pads and ceil_mode are expressed as the smallest symmetric pad (< window) whose
+    floor-rounded output has the ONNX output size: the same output shape and work. Raises
+    ValueError when no such pad exists.
+    """
+    nsp = len(cfg.kernel)
+    pads, notes = [], []
+    for i in range(nsp):
+        n, k, s = cfg.x[2 + i], cfg.kernel[i], cfg.strides[i]
+        want = cfg.y[2 + i]
+        b, e = cfg.pads[i], cfg.pads[nsp + i]
+        for p in range(max(b, e) if b != e else b, k):
+            if (n + 2 * p - k) // s + 1 == want:
+                break
+        else:
+            p = min(b, e)
+            if (n + 2 * p - k) // s + 1 != want:
+                raise ValueError(f"no symmetric pad gives output {want} for size {n}, window {k}, stride {s}")
+        if (p, p) != (b, e):
+            notes.append(f"dim {i}: pads ({b},{e}) timed as symmetric pad {p} (same output size)")
+        pads.append(p)
+    return pads, "; ".join(notes)
+
+
+def _pool_case(cfg: L.PoolingConfig, job: Job) -> dict:
+    nsp = len(cfg.kernel)
+    x, y = list(cfg.x), list(cfg.y)
+    pads, note = pooling_cudnn_pads(cfg)
+    kernel, strides = list(cfg.kernel), list(cfg.strides)
+    if nsp == 1:
+        x, y = x[:2] + [1] + x[2:], y[:2] + [1] + y[2:]
+        kernel, strides, pads = [1] + kernel, [1] + strides, [0] + pads
+        nsp = 2
+    return {"job": _job_init(job), "nsp": nsp, "x": c_array(x, 5), "y": c_array(y, 5),
+            "mode": _POOL[cfg.mode], "window": c_array(kernel, 3, 1), "pad": c_array(pads, 3),
+            "stride": c_array(strides, 3, 1), "note": cpp_string(note)}
+
+
+def _softmax_case(cfg: L.SoftmaxConfig, job: Job) -> dict:
+    return {"job": _job_init(job), "dims": c_array(list(cfg.shape) + [1], 4),
+            "algo": "CUDNN_SOFTMAX_LOG" if cfg.log else "CUDNN_SOFTMAX_ACCURATE"}
+
+
+def collapse_broadcast(a: list[int], b: list[int]) -> tuple[list[int], list[int]]:
+    """Merge adjacent dims of two equal-rank shapes where both keep the same broadcast pattern
+    (each operand is full or broadcast on both dims), dropping dims of size 1 in both."""
+    y = [max(p, q) for p, q in zip(a, b)]
+    ra, rb = [], []
+    prev = None
+    for da, db, dy in zip(a, b, y):
+        if dy == 1:
+            continue
+        pat = (da == dy, db == dy)
+        if ra and pat == prev:
+            ra[-1] *= da
+            rb[-1] *= db
+        else:
+            ra.append(da)
+            rb.append(db)
+        prev = pat
+    return ra or [1], rb or [1]
+
+
+def _elementwise_case(cfg: L.ElementwiseConfig, job: Job) -> dict:
+    a, b = collapse_broadcast(list(cfg.a), list(cfg.b))
+    y = [max(p, q) for p, q in zip(a, b)]
+    swap = a != y  # cudnnOpTensor broadcasts B only: A must be the full operand
+    full, bcast = (b, a) if swap else (a, b)
+    op, alpha1, alpha2, note = {
+        "add": ("CUDNN_OP_TENSOR_ADD", 1.0, 1.0, ""),
+        "sub": ("CUDNN_OP_TENSOR_ADD", 1.0, -1.0, "Sub as ADD with alpha2 = -1"),
+        "mul": ("CUDNN_OP_TENSOR_MUL", 1.0, 1.0, ""),
+        "div": ("CUDNN_OP_TENSOR_MUL", 1.0, 1.0,
+                "Div timed as MUL by the reciprocal (cudnnOpTensor has no DIV; same memory traffic)"),
+        "max": ("CUDNN_OP_TENSOR_MAX", 1.0, 1.0, ""),
+        "min": ("CUDNN_OP_TENSOR_MIN", 1.0, 1.0, ""),
+    }[cfg.op]
+    if swap and cfg.op == "sub":
+        alpha1, alpha2 = -1.0, 1.0  # a - b with a broadcast: (-1)*b + a
+    if len(full) > 5:
+        raise ValueError(f"elementwise shapes {cfg.a} x {cfg.b} do not collapse to 5 dims")
+    pad = 4 if len(full) <= 4 else 5
+    full = full + [1] * (pad - len(full))
+    bcast = bcast + [1] * (pad - len(bcast))
+    return {"job": _job_init(job), "nd": pad, "a": c_array(full, 5, 1), "b": c_array(bcast, 5, 1),
+            "op": op, "alpha1": _num(alpha1), "alpha2": _num(alpha2), "note": cpp_string(note)}
+
+
+def _gemm_case(cfg: L.GemmConfig, job: Job) -> dict:
+    return {"job": _job_init(job), "m": cfg.m, "n": cfg.n, "k": cfg.k, "batch": cfg.batch,
+            "trans_a": _num(cfg.trans_a), "trans_b": _num(cfg.trans_b),
+            "bias": _num(cfg.bias != "none")}
+
+
+def _lrn_case(cfg: L.LRNConfig, job: Job) -> dict:
+    return {"job": _job_init(job), "dims": c_array(cfg.shape, 4), "size": cfg.size,
+            "alpha": _num(cfg.alpha), "beta": _num(cfg.beta), "bias": _num(cfg.bias)}
+
+
+def _dropout_case(cfg: L.DropoutConfig, job: Job) -> dict:
+    return {"job": _job_init(job), "dims": c_array(_as4(cfg.shape), 4), "ratio": _num(cfg.ratio)}
+
+
+_REDUCE = {"mean": "CUDNN_REDUCE_TENSOR_AVG", "sum": "CUDNN_REDUCE_TENSOR_ADD",
+           "max": "CUDNN_REDUCE_TENSOR_MAX", "min": "CUDNN_REDUCE_TENSOR_MIN"}
+
+
+def _reduce_case(cfg: L.ReduceConfig, job: Job) -> dict:
+    x, y = collapse_broadcast(list(cfg.x), list(cfg.y))
+    if len(x) > 8:
+        raise ValueError(f"reduction of rank {len(x)}")
+    nd = max(4, len(x))
+    x, y = x + [1] * (nd - len(x)), y + [1] * (nd - len(y))
+    return {"job": _job_init(job), "nd": nd, "x": c_array(x, 8, 1), "y": c_array(y, 8, 1),
+            "op": _REDUCE[cfg.op]}
+
+
+def collapse_transfer(t: L.Transfer) -> tuple[list[int], list[int], list[int]]:
+    """Drop size-1 dims and merge adjacent dims that are contiguous in both source and destination."""
+    dims, ss, ds = [], [], []
+    for d, s, o in zip(t.dims, t.src_strides, t.dst_strides):
+        if d == 1:
+            continue
+        if dims and ss[-1] == s * d and ds[-1] == o * d:
+            dims[-1] *= d
+            ss[-1], ds[-1] = s, o
+        else:
+            dims.append(d)
+            ss.append(s)
+            ds.append(o)
+    return dims or [1], ss or [1], ds or [1]
+
+
+def _copy_case(cfg: L.CopyConfig, job: Job) -> dict:
+    transfers = []
+    for t in cfg.transfers():
+        dims, ss, ds = collapse_transfer(t)
+        if len(dims) > 8:
+            raise ValueError(f"copy of rank {len(dims)}")
+        transfers.append({"nd": max(4, len(dims)), "dims": c_array(dims, 8, 1),
+                          "src_strides": c_array(ss, 8, 1), "dst_strides": c_array(ds, 8, 1),
+                          "src_offset": t.src_offset, "dst_offset": t.dst_offset,
+                          "src_index": t.src_index})
+    return {"job": _job_init(job), "inputs": [L.numel(s) for s in cfg.inputs],
+            "out": L.numel(cfg.y), "fill": _num(cfg.fills_output()), "transfers": transfers,
+            "label": cpp_string(cfg.op)}
+
+
+#: kind -> (template file, case builder)
+KIND_TEMPLATES = {
+    "Conv": ("conv.cpp.j2", _conv_case),
+    "ConvBiasAct": ("conv_bias_act.cpp.j2", _conv_bias_act_case),
+    "Activation": ("activation.cpp.j2", _activation_case),
+    "BatchNorm": ("batchnorm.cpp.j2", _bn_case),
+    "Pooling": ("pooling.cpp.j2", _pool_case),
+    "Softmax": ("softmax.cpp.j2", _softmax_case),
+    "Elementwise": ("elementwise.cpp.j2", _elementwise_case),
+    "Gemm": ("gemm.cpp.j2", _gemm_case),
+    "LRN": ("lrn.cpp.j2", _lrn_case),
+    "Dropout": ("dropout.cpp.j2", _dropout_case),
+    "Reduce": ("reduce.cpp.j2", _reduce_case),
+    "Copy": ("copy.cpp.j2", _copy_case),
+}
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
+
+
+@dataclass
+class Suite:
+    """A generated suite on disk: its folder, the job list and the manifest it wrote."""
+
+    root: Path
+    jobs: list[Job]
+    manifest: dict
+
+
+def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path) -> Suite:
+    """Write the C++ suite for ``models`` (their unique configs) in ``precisions`` into ``out_dir``.
+
+    Writes ``CMakeLists.txt``, ``src/<kind>.cpp`` per layer kind present, ``src/suite_info.cpp``,
+    the harness under ``harness/`` and ``suite.json`` (the manifest: jobs with their configs, the
+    models and their layer graphs' summaries). Returns the :class:`Suite`. Raises
+    :class:`UsageError` when no layer of the models can be benchmarked.
+    """
+    jobs = plan_jobs(models, precisions)
+    if not jobs:
+        names = ", ".join(sorted({m.model for m in models}))
+        raise UsageError(f"{names}: no benchmarkable layer (every layer is zero-cost or unsupported)")
+    root = Path(out_dir)
+    src = root / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    env = _env()
+    by_kind: dict[str, list[Job]] = {}
+    for j in jobs:
+        by_kind.setdefault(j.kind, []).append(j)
+    sources = []
+    for kind in sorted(by_kind):
+        tmpl, build = KIND_TEMPLATES[kind]
+        cases = [build(j.config, j) for j in by_kind[kind]]
+        text = env.get_template(tmpl).render(cases=cases, version=__version__)
+        name = f"{kind.lower()}.cpp"
+        _write_if_changed(src / name, text)
+        sources.append(f"src/{name}")
+    model_label = ", ".join(sorted({m.model for m in models}))
+    info = env.get_template("suite_info.cpp.j2").render(
+        model=cpp_string(model_label), generator=cpp_string(f"benanza {__version__}"))
+    _write_if_changed(src / "suite_info.cpp", info)
+    sources.append("src/suite_info.cpp")
+    for stale in src.glob("*.cpp"):
+        if f"src/{stale.name}" not in sources:
+            stale.unlink()
+    # the harness travels with the suite
+    hdst = root / "harness"
+    for sub in ("include", "src"):
+        s, d = harness_dir() / sub, hdst / sub
+        d.mkdir(parents=True, exist_ok=True)
+        for f in sorted(s.rglob("*")):
+            if f.is_file() and f.name != "module.cpp":
+                target = d / f.relative_to(s)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _write_if_changed(target, f.read_text())
+    cmake = env.get_template("CMakeLists.txt.j2").render(sources=sources, version=__version__)
+    _write_if_changed(root / "CMakeLists.txt", cmake)
+    manifest = {
+        "benanza_version": __version__,
+        "precisions": precisions,
+        "models": [{"model": m.model, "path": m.path, "sha256": m.sha256, "batch": m.batch,
+                    "summary": m.summary(), "key_counts": _key_counts(m)} for m in models],
+        "jobs": [j.to_dict() for j in jobs],
+        "sources": sources,
+        "fingerprint": hashlib.sha256(json.dumps(sources + [j.id for j in jobs]).encode()).hexdigest()[:16],
+    }
+    _write_if_changed(root / "suite.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return Suite(root=root, jobs=jobs, manifest=manifest)
+
+
+def _key_counts(m: ModelLayers) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for ly in m.benchmarked():
+        out[ly.key] = out.get(ly.key, 0) + 1
+    return out
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Write only when the content differs, so a rebuild recompiles only what changed."""
+    if path.exists() and path.read_text() == text:
+        return
+    path.write_text(text)
+
+
+def load_suite(folder: str | Path) -> Suite:
+    """Read a generated suite's manifest. Raises :class:`UsageError` if ``folder`` is not one."""
+    root = Path(folder)
+    mf = root / "suite.json"
+    if not mf.is_file():
+        raise UsageError(f"{folder}: not a benanza suite (no suite.json); run `benanza generate` first")
+    try:
+        manifest = json.loads(mf.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{mf}: unreadable suite manifest ({e})") from None
+    jobs = [Job(id=j["job"], config=L.config_from_params(j["kind"], j["params"]), precision=j["precision"],
+                node=j.get("node", "")) for j in manifest.get("jobs", [])]
+    return Suite(root=root, jobs=jobs, manifest=manifest)

@@ -1,0 +1,549 @@
+"""Typed layer configurations: the unit the generator, the database and the analyzer share.
+
+A *layer config* holds every parameter that changes the library call for one ONNX node: the kind of
+call, the tensor shapes (batch included) and the call's attributes. Two nodes with equal configs do
+the same work, so they are benchmarked once; the canonical :pyattr:`LayerConfig.key` identifies a
+config across runs and machines (it is a hash of a canonical JSON of the kind and parameters; it
+contains no node or tensor names). The data type is *not* part of a config: a config is measured
+once per precision (:data:`PRECISIONS`).
+
+Shapes are tuples of ints in ONNX order (NCHW for images). Sizes are elements unless a name says
+bytes. FLOPs count a multiply-add as two floating-point operations.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+Shape = tuple[int, ...]
+
+#: Precisions a layer can be measured in: storage data type and the math the library may use.
+#: ``fp32``: float32 data, pure FMA math (no Tensor Cores); ``tf32``: float32 data, TF32 Tensor
+#: Core math allowed; ``fp16``: float16 data, Tensor Core math, float32 accumulation.
+PRECISIONS = ("fp32", "tf32", "fp16")
+
+#: storage data type of each precision
+PRECISION_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}
+
+#: math modes a measurement may carry, per precision, that the analyzer accepts for a lower bound.
+#: ``fma``: CUDA-core FMA only; ``tf32``: TF32 Tensor Cores permitted; ``tensor_op``: FP16 Tensor
+#: Cores; ``none``: the call has no math mode (pooling, activations, copies...).
+ACCEPTED_MATH = {
+    "fp32": ("fma", "none"),
+    "tf32": ("fma", "tf32", "none"),
+    "fp16": ("tensor_op", "fma", "none"),
+}
+
+#: bytes per element of each storage data type
+DTYPE_BYTES = {"float32": 4, "float16": 2}
+
+
+def _canonical(value):
+    """JSON-ready canonical form: tuples become lists, floats keep their repr, dataclasses dicts."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def numel(shape: Shape) -> int:
+    """Number of elements of a tensor of ``shape``."""
+    return math.prod(shape) if shape else 1
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """Base class of layer configs (frozen dataclasses; fields are the call's parameters)."""
+
+    kind: ClassVar[str] = "Layer"
+    #: True when TF32/FP16 Tensor Core math changes the library call (convolutions, GEMMs)
+    tensor_cores: ClassVar[bool] = False
+
+    def params(self) -> dict:
+        """Canonical parameters (JSON-ready, deterministic)."""
+        return _canonical(self)
+
+    @property
+    def key(self) -> str:
+        """Stable identifier: ``<kind>-<16 hex digits of sha256(canonical JSON)>``."""
+        blob = json.dumps({"kind": self.kind, "params": self.params()}, sort_keys=True,
+                          separators=(",", ":"))
+        return f"{self.kind.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+    @property
+    def batch(self) -> int:
+        """Batch size (dim 0 of the first input) of this config."""
+        return self.input_shapes()[0][0] if self.input_shapes() and self.input_shapes()[0] else 1
+
+    def input_shapes(self) -> list[Shape]:
+        raise NotImplementedError
+
+    def output_shape(self) -> Shape:
+        raise NotImplementedError
+
+    def flops(self) -> int:
+        """Floating-point operations of one forward call (multiply-add = 2)."""
+        return numel(self.output_shape())
+
+    def describe(self) -> str:
+        """Short human-readable description: kind and shapes."""
+        ins = ",".join("x".join(map(str, s)) for s in self.input_shapes())
+        return f"{self.kind}({ins} -> {'x'.join(map(str, self.output_shape()))})"
+
+
+def _conv_out(size: int, k: int, pad_begin: int, pad_end: int, stride: int, dilation: int) -> int:
+    return (size + pad_begin + pad_end - dilation * (k - 1) - 1) // stride + 1
+
+
+@dataclass(frozen=True)
+class ConvConfig(LayerConfig):
+    """ONNX Conv: ``y = conv(x, w) (+ bias)``; cudnnConvolutionForward (+ cudnnAddTensor for bias).
+
+    x: (N, C, *spatial); w: (K, C/group, *kernel); pads: (begin..., end...) per spatial dim.
+    FLOPs: 2 * N * K * prod(out spatial) * C/group * prod(kernel) (+ N*K*prod(out) for bias).
+    """
+
+    kind: ClassVar[str] = "Conv"
+    tensor_cores: ClassVar[bool] = True
+    x: Shape
+    w: Shape
+    pads: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    group: int
+    bias: bool
+
+    def input_shapes(self):
+        return [self.x, self.w]
+
+    def output_shape(self):
+        nsp = len(self.x) - 2
+        spatial = tuple(
+            _conv_out(self.x[2 + i], self.w[2 + i], self.pads[i], self.pads[nsp + i],
+                      self.strides[i], self.dilations[i]) for i in range(nsp))
+        return (self.x[0], self.w[0]) + spatial
+
+    @property
+    def symmetric_pads(self) -> bool:
+        nsp = len(self.x) - 2
+        return tuple(self.pads[:nsp]) == tuple(self.pads[nsp:])
+
+    def flops(self):
+        y = self.output_shape()
+        macs = numel(y) * self.w[1] * numel(self.w[2:])
+        return 2 * macs + (numel(y) if self.bias else 0)
+
+    def describe(self):
+        nsp = len(self.x) - 2
+        k = "x".join(map(str, self.w[2:]))
+        parts = [f"{'x'.join(map(str, self.x))} k{self.w[0]} {k}",
+                 f"s{','.join(map(str, self.strides))}"]
+        if any(self.pads):
+            parts.append(f"p{','.join(map(str, self.pads[:nsp] if self.symmetric_pads else self.pads))}")
+        if any(d != 1 for d in self.dilations):
+            parts.append(f"d{','.join(map(str, self.dilations))}")
+        if self.group != 1:
+            parts.append(f"g{self.group}")
+        if self.bias:
+            parts.append("bias")
+        return f"Conv({' '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class ConvBiasActConfig(LayerConfig):
+    """Fused Conv -> bias -> activation: cudnnConvolutionBiasActivationForward.
+
+    Covers the two ONNX layers of a fusion candidate (a Conv with bias and the Relu after it), so its
+    measurements are only compared with the sum of those two layers, never with the Conv alone.
+    """
+
+    kind: ClassVar[str] = "ConvBiasAct"
+    tensor_cores: ClassVar[bool] = True
+    conv: ConvConfig
+    activation: str  # "relu"
+
+    def input_shapes(self):
+        return self.conv.input_shapes()
+
+    def output_shape(self):
+        return self.conv.output_shape()
+
+    def flops(self):
+        return self.conv.flops() + numel(self.output_shape())
+
+    def describe(self):
+        return self.conv.describe().replace("Conv(", "ConvBiasAct(", 1) + f"+{self.activation}"
+
+
+#: activation modes, their cuDNN call and how the ONNX attributes map
+ACTIVATION_MODES = ("relu", "sigmoid", "tanh", "clipped_relu", "leaky_relu", "hard_sigmoid", "elu")
+
+
+@dataclass(frozen=True)
+class ActivationConfig(LayerConfig):
+    """Elementwise activation (Relu, Sigmoid, Tanh, Clip(0, max), LeakyRelu, HardSigmoid, Elu).
+
+    cudnnActivationForward for relu/sigmoid/tanh/clipped_relu/elu; LeakyRelu is cudnnOpTensor
+    MAX(x, alpha*x) (exact for 0 < alpha < 1); HardSigmoid (no cuDNN call) is timed as
+    cudnnActivationForward(CLIPPED_RELU) on the same tensor, a proxy with the same memory traffic,
+    and its measurements say so.
+    """
+
+    kind: ClassVar[str] = "Activation"
+    shape: Shape
+    mode: str
+    alpha: float = 0.0  # clip max / leaky slope / hard-sigmoid alpha / elu alpha
+    beta: float = 0.0  # hard-sigmoid beta
+
+    def input_shapes(self):
+        return [self.shape]
+
+    def output_shape(self):
+        return self.shape
+
+    def describe(self):
+        return f"Activation({self.mode} {'x'.join(map(str, self.shape))})"
+
+
+@dataclass(frozen=True)
+class BatchNormConfig(LayerConfig):
+    """BatchNormalization in inference: cudnnBatchNormalizationForwardInference (spatial mode).
+
+    FLOPs: 2 per element (scale and shift after folding mean/var, as cuDNN computes it).
+    """
+
+    kind: ClassVar[str] = "BatchNorm"
+    shape: Shape
+    epsilon: float
+
+    def input_shapes(self):
+        return [self.shape]
+
+    def output_shape(self):
+        return self.shape
+
+    def flops(self):
+        return 2 * numel(self.shape)
+
+
+@dataclass(frozen=True)
+class PoolingConfig(LayerConfig):
+    """MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool: cudnnPoolingForward.
+
+    x: (N, C, *spatial); y: given (it carries ceil_mode). pads: (begin..., end...).
+    mode: "max", "avg_include_pad" or "avg_exclude_pad".
+    """
+
+    kind: ClassVar[str] = "Pooling"
+    x: Shape
+    y: Shape
+    mode: str
+    kernel: tuple[int, ...]
+    pads: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def input_shapes(self):
+        return [self.x]
+
+    def output_shape(self):
+        return self.y
+
+    def flops(self):
+        return numel(self.y) * numel(self.kernel)
+
+    def describe(self):
+        return (f"Pooling({self.mode} {'x'.join(map(str, self.x))} k{'x'.join(map(str, self.kernel))} "
+                f"s{','.join(map(str, self.strides))} -> {'x'.join(map(str, self.y))})")
+
+
+@dataclass(frozen=True)
+class SoftmaxConfig(LayerConfig):
+    """Softmax / LogSoftmax over one axis: cudnnSoftmaxForward (ACCURATE, CHANNEL mode).
+
+    shape: the tensor viewed as (outer, axis, inner): the reduction runs over dim 1.
+    """
+
+    kind: ClassVar[str] = "Softmax"
+    shape: Shape
+    log: bool = False
+
+    def input_shapes(self):
+        return [self.shape]
+
+    def output_shape(self):
+        return self.shape
+
+    def flops(self):
+        return 5 * numel(self.shape)
+
+
+ELEMENTWISE_OPS = ("add", "sub", "mul", "div", "max", "min")
+
+
+@dataclass(frozen=True)
+class ElementwiseConfig(LayerConfig):
+    """Binary elementwise op with ONNX (numpy) broadcasting: cudnnOpTensor / cudnnAddTensor.
+
+    a, b: input shapes padded to the output rank. Sub is ADD with alpha2 = -1; Div is timed as MUL
+    by the reciprocal (same memory traffic, the measurement says so).
+    """
+
+    kind: ClassVar[str] = "Elementwise"
+    op: str
+    a: Shape
+    b: Shape
+
+    def input_shapes(self):
+        return [self.a, self.b]
+
+    def output_shape(self):
+        return tuple(max(x, y) for x, y in zip(self.a, self.b))
+
+    def describe(self):
+        return f"Elementwise({self.op} {'x'.join(map(str, self.a))},{'x'.join(map(str, self.b))})"
+
+
+@dataclass(frozen=True)
+class GemmConfig(LayerConfig):
+    """Gemm / MatMul: ``Y[b] = A[b] @ B[b] (+ C)``, row-major; cublasGemmEx (batched: strided).
+
+    m, n, k: the product's sizes; batch: number of independent products (1 for Gemm);
+    trans_a/trans_b: ONNX transA/transB; bias: "none" or "c" (beta=1 onto Y, Gemm's C input).
+    FLOPs: 2*batch*m*n*k (+ batch*m*n for the bias).
+    """
+
+    kind: ClassVar[str] = "Gemm"
+    tensor_cores: ClassVar[bool] = True
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    trans_a: bool = False
+    trans_b: bool = False
+    bias: str = "none"
+
+    def input_shapes(self):
+        a = (self.k, self.m) if self.trans_a else (self.m, self.k)
+        b = (self.n, self.k) if self.trans_b else (self.k, self.n)
+        if self.batch > 1:
+            return [(self.batch,) + a, (self.batch,) + b]
+        return [a, b]
+
+    def output_shape(self):
+        return ((self.batch,) if self.batch > 1 else ()) + (self.m, self.n)
+
+    def flops(self):
+        return 2 * self.batch * self.m * self.n * self.k + (
+            self.batch * self.m * self.n if self.bias != "none" else 0)
+
+    def describe(self):
+        t = ("T" if self.trans_a else "N") + ("T" if self.trans_b else "N")
+        b = f"{self.batch}x" if self.batch > 1 else ""
+        return f"Gemm({b}m{self.m} n{self.n} k{self.k} {t}{' +C' if self.bias != 'none' else ''})"
+
+
+@dataclass(frozen=True)
+class LRNConfig(LayerConfig):
+    """LRN across channels: cudnnLRNCrossChannelForward (same formula as ONNX: alpha/size)."""
+
+    kind: ClassVar[str] = "LRN"
+    shape: Shape
+    size: int
+    alpha: float
+    beta: float
+    bias: float
+
+    def input_shapes(self):
+        return [self.shape]
+
+    def output_shape(self):
+        return self.shape
+
+    def flops(self):
+        return numel(self.shape) * (2 * self.size + 3)
+
+
+@dataclass(frozen=True)
+class DropoutConfig(LayerConfig):
+    """Dropout in training mode: cudnnDropoutForward. (In inference Dropout is an identity.)"""
+
+    kind: ClassVar[str] = "Dropout"
+    shape: Shape
+    ratio: float
+
+    def input_shapes(self):
+        return [self.shape]
+
+    def output_shape(self):
+        return self.shape
+
+
+REDUCE_OPS = ("mean", "sum", "max", "min")
+
+
+@dataclass(frozen=True)
+class ReduceConfig(LayerConfig):
+    """ReduceMean/Sum/Max/Min: cudnnReduceTensor. y is x with the reduced axes set to 1."""
+
+    kind: ClassVar[str] = "Reduce"
+    op: str
+    x: Shape
+    y: Shape
+
+    def input_shapes(self):
+        return [self.x]
+
+    def output_shape(self):
+        return self.y
+
+    def flops(self):
+        return numel(self.x)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One strided copy ``dst[dst_offset + i.dst_strides] = src[src_offset + i.src_strides]``.
+
+    dims, strides and offsets are in elements; src_index says which input tensor is read.
+    """
+
+    dims: tuple[int, ...]
+    src_strides: tuple[int, ...]
+    dst_strides: tuple[int, ...]
+    src_offset: int = 0
+    dst_offset: int = 0
+    src_index: int = 0
+
+
+def _packed_strides(shape: Shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True)
+class CopyConfig(LayerConfig):
+    """Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
+    traffic they are: cudnnTransformTensor per strided transfer (plus cudaMemsetAsync of the output
+    for Pad), not as zero.
+
+    op: ONNX op; inputs: input shapes; y: output shape; attrs: op parameters as sorted pairs
+    (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads).
+    """
+
+    kind: ClassVar[str] = "Copy"
+    op: str
+    inputs: tuple[Shape, ...]
+    y: Shape
+    attrs: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def input_shapes(self):
+        return list(self.inputs)
+
+    def output_shape(self):
+        return self.y
+
+    def flops(self):
+        return 0
+
+    def attr(self, name: str) -> tuple[int, ...]:
+        return dict(self.attrs)[name]
+
+    def fills_output(self) -> bool:
+        """True when the output is first set to the pad value (Pad)."""
+        return self.op == "Pad"
+
+    def transfers(self) -> list[Transfer]:
+        """The strided copies that implement the op (in elements)."""
+        y_strides = _packed_strides(self.y)
+        if self.op == "Concat":
+            axis = self.attr("axis")[0]
+            out, offset = [], 0
+            for i, s in enumerate(self.inputs):
+                out.append(Transfer(s, _packed_strides(s), y_strides, 0, offset * y_strides[axis], i))
+                offset += s[axis]
+            return out
+        x = self.inputs[0]
+        x_strides = _packed_strides(x)
+        if self.op == "Transpose":
+            perm = self.attr("perm")
+            return [Transfer(self.y, tuple(x_strides[p] for p in perm), y_strides)]
+        if self.op == "Slice":
+            starts, steps = self.attr("starts"), self.attr("steps")
+            off = sum(st * xs for st, xs in zip(starts, x_strides))
+            return [Transfer(self.y, tuple(xs * sp for xs, sp in zip(x_strides, steps)), y_strides, off, 0)]
+        if self.op == "Pad":
+            pads = self.attr("pads")
+            r = len(x)
+            off = sum(pads[i] * y_strides[i] for i in range(r))
+            return [Transfer(x, x_strides, y_strides, 0, off)]
+        raise ValueError(f"CopyConfig: unknown op {self.op}")
+
+    def describe(self):
+        ins = ",".join("x".join(map(str, s)) for s in self.inputs)
+        return f"Copy({self.op} {ins} -> {'x'.join(map(str, self.y))})"
+
+
+#: every concrete config class by kind
+CONFIG_KINDS: dict[str, type[LayerConfig]] = {
+    c.kind: c for c in (ConvConfig, ConvBiasActConfig, ActivationConfig, BatchNormConfig,
+                        PoolingConfig, SoftmaxConfig, ElementwiseConfig, GemmConfig, LRNConfig,
+                        DropoutConfig, ReduceConfig, CopyConfig)
+}
+
+
+def config_from_params(kind: str, params: dict) -> LayerConfig:
+    """Rebuild a config from :meth:`LayerConfig.params` output (as stored in the database).
+
+    Raises KeyError for an unknown kind, TypeError for parameters that do not fit it.
+    """
+    cls = CONFIG_KINDS[kind]
+
+    def build(klass, data):
+        kw = {}
+        for f in dataclasses.fields(klass):
+            v = data[f.name]
+            kw[f.name] = _decode(klass, f, v)
+        return klass(**kw)
+
+    def _decode(klass, f, v):
+        if klass is ConvBiasActConfig and f.name == "conv":
+            return build(ConvConfig, v)
+        if klass is CopyConfig and f.name == "attrs":
+            return tuple((name, tuple(vals)) for name, vals in v)
+        if klass is CopyConfig and f.name == "inputs":
+            return tuple(tuple(s) for s in v)
+        if isinstance(v, list):
+            return tuple(v)
+        if isinstance(v, str) and f.type in ("float",):
+            return float(v)
+        return v
+
+    return build(cls, params)
+
+
+def precisions_for(config: LayerConfig, requested: list[str]) -> list[str]:
+    """The benchmark precisions needed for ``config`` to serve ``requested`` analysis precisions.
+
+    Layers without Tensor Core math are measured once in float32 (math "none"), which serves both
+    fp32 and tf32; Tensor Core layers are measured in each requested precision. tf32 analysis also
+    accepts fma measurements, so it needs the fp32 job as well.
+    """
+    out: list[str] = []
+    for p in requested:
+        if not config.tensor_cores and p == "tf32":
+            p = "fp32"
+        need = [p] + (["fp32"] if p == "tf32" else [])
+        for q in need:
+            if q not in out:
+                out.append(q)
+    return out

@@ -1,0 +1,1003 @@
+"""Model processor: ONNX graph -> layer graph of typed layer configs.
+
+Steps (one function each): :func:`load_graph` reads the graph without weights;
+:func:`bind_batch` fixes the batch dimension; :func:`infer_and_fold` runs ONNX shape inference and
+folds the shape-computing subgraphs (Shape/Gather/Concat/... on constants) until every compute layer
+has concrete shapes; :func:`process` maps the remaining nodes to :class:`Layer` objects with typed
+configs (:mod:`benanza.layers`) and returns a :class:`ModelLayers`.
+
+A model file is untrusted input: node and tensor names are kept as data and never interpreted.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper, shape_inference
+
+from . import layers as L
+from .errors import ModelError, UsageError
+
+#: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
+ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+
+#: ops whose value depends only on constants and shapes are folded; these never are (random)
+_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                     "Multinomial", "Bernoulli"}
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+                onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
+
+#: folding evaluates a node only if its output stays this small (elements)
+_FOLD_MAX_ELEMENTS = 1 << 20
+
+
+@dataclass
+class Layer:
+    """One ONNX node that remains after folding.
+
+    status: "benchmark" (has a config), "zero_cost" (moves no data) or "unsupported" (reason says
+    why; its time is unknown and makes the lower bound incomplete). ``name`` is the ONNX node name,
+    untrusted text. ``signature`` identifies equal layers for the unique counts.
+    """
+
+    index: int
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    input_shapes: tuple[tuple[int, ...] | None, ...]
+    output_shapes: tuple[tuple[int, ...] | None, ...]
+    status: str
+    config: L.LayerConfig | None = None
+    reason: str = ""
+    fusion: int | None = None  # index into ModelLayers.fusions when part of a fusion candidate
+    static_inputs: tuple[str, ...] = ()  # inputs that are weights or constants
+
+    @property
+    def key(self) -> str | None:
+        return self.config.key if self.config is not None else None
+
+    @property
+    def signature(self) -> str:
+        if self.config is not None:
+            return self.config.key
+        blob = json.dumps([self.op_type, self.input_shapes, self.output_shapes, self.reason])
+        return f"{self.op_type.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+    def to_dict(self) -> dict:
+        return {
+            "index": self.index, "name": self.name, "op": self.op_type, "status": self.status,
+            "kind": self.config.kind if self.config else None, "key": self.key,
+            "description": self.config.describe() if self.config else None,
+            "input_shapes": [list(s) if s is not None else None for s in self.input_shapes],
+            "output_shapes": [list(s) if s is not None else None for s in self.output_shapes],
+            "flops": self.config.flops() if self.config else 0,
+            "reason": self.reason or None, "fusion": self.fusion,
+        }
+
+
+@dataclass
+class Fusion:
+    """A fusion candidate: Conv (+ bias) -> Relu layers that cudnnConvolutionBiasActivationForward
+    runs as one call. ``layers`` are layer indices in graph order; ``config`` the fused config."""
+
+    layers: tuple[int, ...]
+    config: L.ConvBiasActConfig
+
+
+@dataclass
+class ModelLayers:
+    """The layer graph of one model at one batch size.
+
+    ``layers`` in topological order; ``edges`` maps a layer index to the indices of the layers it
+    consumes (the DAG used for the critical path); ``folded`` counts the folded nodes by op type.
+    """
+
+    model: str
+    path: str
+    sha256: str
+    batch: int
+    dtype: str
+    opset: int
+    layers: list[Layer]
+    edges: dict[int, list[int]]
+    folded: dict[str, int]
+    fusions: list[Fusion] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+    def benchmarked(self) -> list[Layer]:
+        return [ly for ly in self.layers if ly.status == "benchmark"]
+
+    def unique_configs(self) -> dict[str, L.LayerConfig]:
+        """Unique layer configs (benchmarked layers and fusion candidates), by key, in graph order."""
+        out: dict[str, L.LayerConfig] = {}
+        for ly in self.benchmarked():
+            out.setdefault(ly.config.key, ly.config)
+        for f in self.fusions:
+            out.setdefault(f.config.key, f.config)
+        return out
+
+    def by_type(self) -> dict[str, dict[str, int]]:
+        """``{op: {"count": layers, "unique": unique layers}}`` over all layers (not folded nodes)."""
+        count: dict[str, int] = collections.Counter()
+        sigs: dict[str, set] = collections.defaultdict(set)
+        for ly in self.layers:
+            count[ly.op_type] += 1
+            sigs[ly.op_type].add(ly.signature)
+        return {op: {"count": count[op], "unique": len(sigs[op])} for op in sorted(count)}
+
+    def unsupported(self) -> dict[str, int]:
+        """``{op: n}`` of layers that cannot be benchmarked."""
+        c = collections.Counter(ly.op_type for ly in self.layers if ly.status == "unsupported")
+        return dict(sorted(c.items()))
+
+    def summary(self) -> dict:
+        """JSON-ready summary: counts by type, unsupported ops, fusion candidates, notices."""
+        sigs = {ly.signature for ly in self.layers}
+        return {
+            "model": self.model, "sha256": self.sha256, "batch": self.batch, "dtype": self.dtype,
+            "opset": self.opset,
+            "layers": len(self.layers), "unique_layers": len(sigs),
+            "benchmarked_layers": len(self.benchmarked()),
+            "unique_benchmarked": len({ly.key for ly in self.benchmarked()}),
+            "zero_cost_layers": sum(1 for ly in self.layers if ly.status == "zero_cost"),
+            "by_type": self.by_type(), "unsupported": self.unsupported(),
+            "folded": dict(sorted(self.folded.items())),
+            "fusion_candidates": len(self.fusions),
+            "complete": not self.unsupported(),
+            "notices": list(self.notices),
+        }
+
+
+# --------------------------------------------------------------------------------------- loading
+
+def load_graph(path: str | os.PathLike) -> tuple[onnx.ModelProto, str]:
+    """Read an ONNX model's graph without external weights.
+
+    Returns (model, sha256 of the file). Raises :class:`ModelError` for a missing, unreadable,
+    non-ONNX or truncated file, or a model without a graph.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ModelError(f"{path}: no such file")
+    if not p.is_file():
+        raise ModelError(f"{path}: not a file")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read: {e.strerror}") from None
+    if not data:
+        raise ModelError(f"{path}: empty file, not an ONNX model")
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise ModelError(f"{path}: not an ONNX model or truncated ({_first_line(e)})") from None
+    if model.ir_version <= 0 or not model.graph.node:
+        raise ModelError(f"{path}: not an ONNX model or truncated (no ir_version or no graph nodes)")
+    return model, hashlib.sha256(data).hexdigest()
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:300] if s else type(e).__name__
+
+
+def _has_data(t: onnx.TensorProto) -> bool:
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    return bool(t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data
+                or t.uint64_data or t.string_data or math.prod(t.dims) == 0)
+
+
+def _weights_as_inputs(model: onnx.ModelProto) -> set[str]:
+    """Replace initializers whose data is absent (external, not loaded) by typed graph inputs.
+
+    Returns the names of all initializers (weights). Shapes stay known; the checker and shape
+    inference then run without the weight file.
+    """
+    g = model.graph
+    names = {t.name for t in g.initializer}
+    keep, moved = [], []
+    for t in g.initializer:
+        (keep if _has_data(t) else moved).append(t)
+    if moved:
+        input_names = {i.name for i in g.input}
+        del g.initializer[:]
+        g.initializer.extend(keep)
+        for t in moved:
+            if t.name not in input_names:
+                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return names
+
+
+# ---------------------------------------------------------------------------------- batch binding
+
+@dataclass
+class InputBinding:
+    name: str
+    dims: list[int | str]
+
+
+def _input_dims(vi: onnx.ValueInfoProto) -> list[int | str]:
+    out: list[int | str] = []
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            out.append(int(d.dim_value))
+        else:
+            out.append(d.dim_param or "?")
+    return out
+
+
+def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
+               dims: dict[str, int] | None = None, batch_dim: int | None = None) -> list[str]:
+    """Set the batch dimension of every graph input (in place); return notices for the user.
+
+    The batch is the first symbolic dimension (``N``, ``batch_size``...). Where an input has no
+    symbolic dimension, its batch dimension is ``batch_dim`` if given, else the first dimension of
+    size 1 (dim 0 if none), and a fixed size other than ``batch`` is overridden with a notice.
+    ``dims`` binds other symbolic dimensions by name. Raises :class:`UsageError` for batch <= 0 and
+    :class:`ModelError` for a symbolic dimension left unbound.
+    """
+    if batch <= 0:
+        raise UsageError(f"batch size must be positive, got {batch}")
+    dims = dict(dims or {})
+    notices: list[str] = []
+    g = model.graph
+    data_inputs = [i for i in g.input if i.name not in weights]
+    if not data_inputs:
+        raise ModelError("model has no data input (every graph input is a weight)")
+    batch_param = None
+    for vi in data_inputs:
+        for d in vi.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                batch_param = d.dim_param or "?"
+                break
+        if batch_param is not None:
+            break
+    for vi in data_inputs:
+        shp = vi.type.tensor_type.shape
+        ds = list(shp.dim)
+        if not ds:
+            continue
+        has_sym = any(not d.HasField("dim_value") for d in ds)
+        if has_sym:
+            for i, d in enumerate(ds):
+                if d.HasField("dim_value"):
+                    continue
+                name = d.dim_param or "?"
+                if name == batch_param and name not in dims:
+                    d.Clear()
+                    d.dim_value = batch
+                elif name in dims:
+                    d.Clear()
+                    d.dim_value = dims[name]
+                else:
+                    raise ModelError(
+                        f"input {vi.name!r} has an unbound symbolic dimension {name!r} at dim {i}; "
+                        f"bind it with --dim {name}=VALUE")
+        else:
+            if batch_dim is not None:
+                if batch_dim >= len(ds):
+                    raise UsageError(f"--batch-dim {batch_dim} is out of range for input {vi.name!r} "
+                                     f"of rank {len(ds)}")
+                bd = batch_dim
+            else:
+                bd = next((i for i, d in enumerate(ds) if d.dim_value == 1), 0)
+            old = ds[bd].dim_value
+            if old != batch:
+                notices.append(f"input {vi.name!r} has a fixed batch of {old} (dim {bd}); "
+                               f"binding it to {batch}")
+                ds[bd].dim_value = batch
+    # inferred shapes of the exported batch are stale now: drop them and the outputs' dims
+    del g.value_info[:]
+    for o in g.output:
+        if o.type.HasField("tensor_type"):
+            o.type.tensor_type.ClearField("shape")
+    return notices
+
+
+# ------------------------------------------------------------------- shape inference and folding
+
+def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
+    out: dict[str, tuple[int, ...] | None] = {}
+    g = model.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            out.setdefault(vi.name, None)
+            continue
+        dims = []
+        for d in tt.shape.dim:
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                dims.append(int(d.dim_value))
+            else:
+                dims = None
+                break
+        out[vi.name] = tuple(dims) if dims is not None else None
+    for t in g.initializer:
+        out[t.name] = tuple(int(d) for d in t.dims)
+    return out
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    g = model.graph
+    out = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        out[vi.name] = vi.type.tensor_type.elem_type
+    for t in g.initializer:
+        out[t.name] = t.data_type
+    return out
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as e:  # onnx raises InferenceError / ValidationError / RuntimeError
+        raise ModelError(f"shape inference failed: {_first_line(e)}") from None
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return 1
+
+
+def _eval_node(node: onnx.NodeProto, values: list[np.ndarray], opset: int) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    ev = ReferenceEvaluator(node, opsets={"": opset})
+    feeds = {name: v for name, v in zip(node.input, values) if name}
+    return ev.run(None, feeds)
+
+
+def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.ModelProto, dict[str, int], set[str]]:
+    """Run shape inference and fold constant and shape-computing subgraphs until nothing changes.
+
+    A node is folded when all its inputs are constants (initializers, Constant outputs, folded
+    values) or weights, or when it is a Shape/Size of a tensor whose shape is known. Folded values
+    that the remaining graph reads become initializers. Returns (model, folded op counts, names of
+    tensors that are constant or weight-derived). Raises :class:`ModelError` if inference fails.
+    """
+    opset = _opset(model)
+    folded: dict[str, int] = collections.Counter()
+    for _ in range(64):
+        model = _infer(model)
+        g = model.graph
+        shapes = _shapes(model)
+        const: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer if _has_data(t)}
+        static = set(weights) | set(const)
+        evaluated: dict[str, np.ndarray] = {}
+        drop: list[int] = []
+        for idx, node in enumerate(g.node):
+            ins = [i for i in node.input if i]
+            if node.op_type == "Constant":
+                try:
+                    vals = _eval_node(node, [], opset)
+                except Exception as e:
+                    raise ModelError(f"node {node.name!r} (Constant): cannot evaluate: {_first_line(e)}") from None
+                evaluated[node.output[0]] = np.asarray(vals[0])
+                const[node.output[0]] = np.asarray(vals[0])
+                static.add(node.output[0])
+                drop.append(idx)
+                continue
+            if node.op_type in ("Shape", "Size") and ins and shapes.get(ins[0]) is not None:
+                shp = np.array(shapes[ins[0]], dtype=np.int64)
+                if node.op_type == "Size":
+                    val = np.array(int(np.prod(shp)), dtype=np.int64)
+                else:
+                    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+                    r = len(shp)
+                    start = attrs.get("start", 0)
+                    end = attrs.get("end", r)
+                    start = max(0, min(r, start + r if start < 0 else start))
+                    end = max(0, min(r, end + r if end < 0 else end))
+                    val = shp[start:end]
+                evaluated[node.output[0]] = val
+                const[node.output[0]] = val
+                static.add(node.output[0])
+                drop.append(idx)
+                continue
+            if node.op_type in _NONDETERMINISTIC or not all(i in static for i in ins):
+                continue
+            if ins and all(i in const for i in ins) and all(
+                    shapes.get(o) is None or math.prod(shapes[o]) <= _FOLD_MAX_ELEMENTS for o in node.output):
+                try:
+                    vals = _eval_node(node, [const[i] for i in node.input if i], opset)
+                except Exception:
+                    vals = None
+                if vals is not None and all(np.asarray(v).size <= _FOLD_MAX_ELEMENTS for v in vals):
+                    for o, v in zip(node.output, vals):
+                        if o:
+                            evaluated[o] = np.asarray(v)
+                            const[o] = np.asarray(v)
+                            static.add(o)
+                    drop.append(idx)
+                    continue
+            # weight-only preprocessing (e.g. Identity of a weight): folded, kept for its shapes
+            static.update(o for o in node.output if o)
+        if not drop:
+            break
+        used = {i for n_i, n in enumerate(g.node) if n_i not in set(drop) for i in n.input}
+        used |= {o.name for o in g.output}
+        for idx in drop:
+            folded[g.node[idx].op_type] += 1
+        keep = [n for i, n in enumerate(g.node) if i not in set(drop)]
+        del g.node[:]
+        g.node.extend(keep)
+        existing = {t.name for t in g.initializer}
+        for name, val in evaluated.items():
+            if name in used and name not in existing:
+                g.initializer.append(numpy_helper.from_array(np.array(val, copy=True, order="C"), name))
+        # value_info of folded outputs would be duplicated by the initializers
+        vis = [vi for vi in g.value_info if vi.name not in evaluated]
+        del g.value_info[:]
+        g.value_info.extend(vis)
+    else:
+        raise ModelError("constant folding did not converge after 64 passes")
+    # final classification of weight-only nodes
+    g = model.graph
+    const_names = {t.name for t in g.initializer}
+    static = set(weights) | const_names
+    for node in g.node:
+        ins = [i for i in node.input if i]
+        if node.op_type not in _NONDETERMINISTIC and all(i in static for i in ins):
+            static.update(o for o in node.output if o)
+    return model, dict(folded), static
+
+
+# ---------------------------------------------------------------------------------------- mapping
+
+class _Ctx:
+    """What the op mappers may read: shapes, element types, constant values, the opset."""
+
+    def __init__(self, model: onnx.ModelProto, static: set[str]):
+        self.opset = _opset(model)
+        self.shapes = _shapes(model)
+        self.types = _elem_types(model)
+        self.const = {t.name: t for t in model.graph.initializer}
+        self.static = static
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        return self.shapes.get(name)
+
+    def value(self, name: str) -> np.ndarray | None:
+        t = self.const.get(name)
+        if t is None or not _has_data(t):
+            return None
+        return numpy_helper.to_array(t)
+
+
+class Unsupported(Exception):
+    """Raised by a mapper: the node cannot be benchmarked; the message is the reason."""
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    out = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        out[a.name] = v
+    return out
+
+
+def _need(shape, what: str):
+    if shape is None:
+        raise Unsupported(f"{what} shape unknown after shape inference")
+    return shape
+
+
+def _spatial_pads(attrs: dict, x: tuple[int, ...], kernel: tuple[int, ...], strides, dilations):
+    nsp = len(kernel)
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for i in range(nsp):
+            out = -(-x[2 + i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - x[2 + i])
+            small, big = total // 2, total - total // 2
+            if auto == "SAME_UPPER":
+                begin.append(small)
+                end.append(big)
+            else:
+                begin.append(big)
+                end.append(small)
+        return tuple(begin + end)
+    if auto == "VALID":
+        return (0,) * (2 * nsp)
+    pads = tuple(int(p) for p in attrs.get("pads", [0] * (2 * nsp)))
+    if len(pads) != 2 * nsp:
+        raise Unsupported(f"pads has {len(pads)} values for {nsp} spatial dims")
+    if any(p < 0 for p in pads):
+        raise Unsupported("negative pads")
+    return pads
+
+
+def _map_conv(node, ctx: _Ctx, attrs):
+    x = _need(ctx.shape(node.input[0]), "input")
+    w = _need(ctx.shape(node.input[1]), "weight")
+    if len(x) < 3 or len(x) > 5:
+        raise Unsupported(f"Conv on a rank-{len(x)} tensor (cuDNN supports 1-3 spatial dims)")
+    nsp = len(x) - 2
+    kernel = tuple(attrs.get("kernel_shape", w[2:]))
+    strides = tuple(attrs.get("strides", [1] * nsp))
+    dil = tuple(attrs.get("dilations", [1] * nsp))
+    group = int(attrs.get("group", 1))
+    if tuple(w[2:]) != kernel:
+        raise Unsupported(f"kernel_shape {kernel} differs from weight shape {w}")
+    if group <= 0 or x[1] % group or w[0] % group or w[1] * group != x[1]:
+        raise Unsupported(f"group {group} does not fit input channels {x[1]} and weight {w}")
+    pads = _spatial_pads(attrs, x, kernel, strides, dil)
+    bias = len(node.input) > 2 and bool(node.input[2])
+    return L.ConvConfig(x=tuple(x), w=tuple(w), pads=pads, strides=strides, dilations=dil,
+                        group=group, bias=bias)
+
+
+def _map_bn(node, ctx, attrs):
+    if int(attrs.get("training_mode", 0)):
+        raise Unsupported("BatchNormalization in training mode")
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise Unsupported("BatchNormalization with running-statistics outputs")
+    x = _need(ctx.shape(node.input[0]), "input")
+    if len(x) < 2:
+        raise Unsupported("BatchNormalization on a rank-1 tensor")
+    return L.BatchNormConfig(shape=tuple(x), epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+def _scalar(ctx: _Ctx, node, idx: int):
+    if len(node.input) <= idx or not node.input[idx]:
+        return None
+    v = ctx.value(node.input[idx])
+    if v is None:
+        raise Unsupported(f"input {idx} is not a constant")
+    return float(np.asarray(v).reshape(-1)[0])
+
+
+def _map_activation(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    op = node.op_type
+    if op == "Relu":
+        return L.ActivationConfig(shape=x, mode="relu")
+    if op == "Sigmoid":
+        return L.ActivationConfig(shape=x, mode="sigmoid")
+    if op == "Tanh":
+        return L.ActivationConfig(shape=x, mode="tanh")
+    if op == "LeakyRelu":
+        a = float(attrs.get("alpha", 0.01))
+        if not 0.0 < a < 1.0:
+            raise Unsupported(f"LeakyRelu alpha {a} outside (0, 1)")
+        return L.ActivationConfig(shape=x, mode="leaky_relu", alpha=a)
+    if op == "HardSigmoid":
+        return L.ActivationConfig(shape=x, mode="hard_sigmoid", alpha=float(attrs.get("alpha", 0.2)),
+                                  beta=float(attrs.get("beta", 0.5)))
+    if op == "Elu":
+        return L.ActivationConfig(shape=x, mode="elu", alpha=float(attrs.get("alpha", 1.0)))
+    if op == "Clip":
+        if ctx.opset >= 11:
+            lo, hi = _scalar(ctx, node, 1), _scalar(ctx, node, 2)
+        else:
+            lo, hi = attrs.get("min"), attrs.get("max")
+        if lo == 0.0 and hi is None:
+            return L.ActivationConfig(shape=x, mode="relu")
+        if lo == 0.0 and hi is not None and math.isfinite(hi) and hi > 0:
+            return L.ActivationConfig(shape=x, mode="clipped_relu", alpha=float(hi))
+        raise Unsupported(f"Clip({lo}, {hi}) has no cuDNN activation (only Clip(0, max))")
+    raise Unsupported(f"no activation mapping for {op}")
+
+
+def _map_pool(node, ctx, attrs):
+    x = _need(ctx.shape(node.input[0]), "input")
+    y = _need(ctx.shape(node.output[0]), "output")
+    if len(x) < 3 or len(x) > 5:
+        raise Unsupported(f"pooling on a rank-{len(x)} tensor")
+    nsp = len(x) - 2
+    op = node.op_type
+    if op in ("GlobalAveragePool", "GlobalMaxPool"):
+        mode = "max" if op == "GlobalMaxPool" else "avg_include_pad"
+        return L.PoolingConfig(x=tuple(x), y=tuple(y), mode=mode, kernel=tuple(x[2:]),
+                               pads=(0,) * (2 * nsp), strides=(1,) * nsp)
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise Unsupported("MaxPool with an Indices output")
+    kernel = tuple(attrs["kernel_shape"])
+    strides = tuple(attrs.get("strides", [1] * nsp))
+    dil = tuple(attrs.get("dilations", [1] * nsp))
+    if any(d != 1 for d in dil):
+        raise Unsupported("dilated pooling (cuDNN pooling has no dilation)")
+    if int(attrs.get("storage_order", 0)):
+        raise Unsupported("MaxPool with column-major storage_order")
+    pads = _spatial_pads(attrs, x, kernel, strides, dil)
+    if op == "MaxPool":
+        mode = "max"
+    else:
+        mode = "avg_include_pad" if int(attrs.get("count_include_pad", 0)) else "avg_exclude_pad"
+    return L.PoolingConfig(x=tuple(x), y=tuple(y), mode=mode, kernel=kernel, pads=pads, strides=strides)
+
+
+def _map_softmax(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    r = len(x)
+    if r == 0:
+        raise Unsupported("softmax of a scalar")
+    if ctx.opset >= 13:
+        axis = int(attrs.get("axis", -1))
+        axis = axis + r if axis < 0 else axis
+        shape = (math.prod(x[:axis]), x[axis], math.prod(x[axis + 1:]))
+    else:
+        axis = int(attrs.get("axis", 1))
+        axis = axis + r if axis < 0 else axis
+        shape = (math.prod(x[:axis]), math.prod(x[axis:]), 1)
+    return L.SoftmaxConfig(shape=shape, log=node.op_type == "LogSoftmax")
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple, tuple, tuple]:
+    r = max(len(a), len(b))
+    a = (1,) * (r - len(a)) + tuple(a)
+    b = (1,) * (r - len(b)) + tuple(b)
+    y = []
+    for da, db in zip(a, b):
+        if da != db and 1 not in (da, db):
+            raise Unsupported(f"shapes {a} and {b} do not broadcast")
+        y.append(max(da, db))
+    return a, b, tuple(y)
+
+
+def _map_elementwise(node, ctx, attrs):
+    a = _need(ctx.shape(node.input[0]), "input A")
+    b = _need(ctx.shape(node.input[1]), "input B")
+    a, b, y = _broadcast(a, b)
+    if a != y and b != y:
+        raise Unsupported(f"both operands broadcast ({a}, {b}); cudnnOpTensor broadcasts only one")
+    if len(y) > 8:
+        raise Unsupported(f"rank {len(y)} > 8")
+    return L.ElementwiseConfig(op=node.op_type.lower(), a=a, b=b)
+
+
+def _map_gemm(node, ctx, attrs):
+    a = _need(ctx.shape(node.input[0]), "input A")
+    b = _need(ctx.shape(node.input[1]), "input B")
+    if len(a) != 2 or len(b) != 2:
+        raise Unsupported("Gemm operands must be 2-D")
+    ta, tb = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))
+    m, k = (a[1], a[0]) if ta else (a[0], a[1])
+    k2, n = (b[1], b[0]) if tb else (b[0], b[1])
+    if k != k2:
+        raise Unsupported(f"inner dimensions differ ({k} vs {k2})")
+    has_c = len(node.input) > 2 and bool(node.input[2]) and float(attrs.get("beta", 1.0)) != 0.0
+    return L.GemmConfig(m=m, n=n, k=k, batch=1, trans_a=ta, trans_b=tb, bias="c" if has_c else "none")
+
+
+def _map_matmul(node, ctx, attrs):
+    a = list(_need(ctx.shape(node.input[0]), "input A"))
+    b = list(_need(ctx.shape(node.input[1]), "input B"))
+    if not a or not b:
+        raise Unsupported("MatMul of a scalar")
+    if len(a) == 1:
+        a = [1] + a
+    if len(b) == 1:
+        b = b + [1]
+    m, k = a[-2], a[-1]
+    k2, n = b[-2], b[-1]
+    if k != k2:
+        raise Unsupported(f"inner dimensions differ ({k} vs {k2})")
+    ba, bb = a[:-2], b[:-2]
+    if math.prod(bb) == 1:
+        # B shared by every row block: one GEMM with M = prod(A's leading dims)
+        return L.GemmConfig(m=m * math.prod(ba), n=n, k=k)
+    r = max(len(ba), len(bb))
+    ba = [1] * (r - len(ba)) + ba
+    bb = [1] * (r - len(bb)) + bb
+    if ba == bb:
+        return L.GemmConfig(m=m, n=n, k=k, batch=math.prod(ba))
+    raise Unsupported(f"batched MatMul with partially broadcast batch dims {ba} x {bb}")
+
+
+def _map_lrn(node, ctx, attrs):
+    x = _need(ctx.shape(node.input[0]), "input")
+    if len(x) != 4:
+        raise Unsupported("LRN on a tensor that is not 4-D")
+    size = int(attrs["size"])
+    if not 1 <= size <= 16:
+        raise Unsupported(f"LRN size {size} outside cuDNN's 1..16")
+    return L.LRNConfig(shape=tuple(x), size=size, alpha=float(attrs.get("alpha", 1e-4)),
+                       beta=float(attrs.get("beta", 0.75)), bias=float(attrs.get("bias", 1.0)))
+
+
+def _dropout_training(node, ctx, attrs) -> tuple[bool, float]:
+    if ctx.opset >= 12:
+        ratio = _scalar(ctx, node, 1)
+        training = _scalar(ctx, node, 2)
+        return bool(training), 0.5 if ratio is None else ratio
+    return (not int(attrs.get("is_test", 1))) if ctx.opset < 7 else False, float(attrs.get("ratio", 0.5))
+
+
+def _map_reduce(node, ctx, attrs):
+    x = _need(ctx.shape(node.input[0]), "input")
+    r = len(x)
+    axes = attrs.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        v = ctx.value(node.input[1])
+        if v is None:
+            raise Unsupported("axes input is not a constant")
+        axes = [int(i) for i in np.asarray(v).reshape(-1)]
+    if not axes:
+        if int(attrs.get("noop_with_empty_axes", 0)):
+            raise Unsupported("reduction with no axes is an identity")
+        axes = list(range(r))
+    axes = sorted({a + r if a < 0 else a for a in axes})
+    if r > 8:
+        raise Unsupported(f"rank {r} > 8")
+    y = tuple(1 if i in axes else d for i, d in enumerate(x))
+    return L.ReduceConfig(op=node.op_type[len("Reduce"):].lower(), x=tuple(x), y=y)
+
+
+def _map_concat(node, ctx, attrs):
+    ins = tuple(tuple(_need(ctx.shape(i), "input")) for i in node.input if i)
+    y = tuple(_need(ctx.shape(node.output[0]), "output"))
+    axis = int(attrs["axis"])
+    axis = axis + len(y) if axis < 0 else axis
+    ins = tuple(s for s in ins if s[axis] > 0)
+    return L.CopyConfig(op="Concat", inputs=ins, y=y, attrs=(("axis", (axis,)),))
+
+
+def _map_transpose(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    perm = tuple(int(p) for p in attrs.get("perm", list(reversed(range(len(x))))))
+    y = tuple(x[p] for p in perm)
+    if len(x) > 8:
+        raise Unsupported(f"rank {len(x)} > 8")
+    return L.CopyConfig(op="Transpose", inputs=(x,), y=y, attrs=(("perm", perm),))
+
+
+def _map_slice(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    y = tuple(_need(ctx.shape(node.output[0]), "output"))
+    r = len(x)
+    if ctx.opset >= 10:
+        vals = []
+        for i in range(1, 5):
+            if len(node.input) > i and node.input[i]:
+                v = ctx.value(node.input[i])
+                if v is None:
+                    raise Unsupported(f"Slice input {i} is not a constant")
+                vals.append([int(t) for t in np.asarray(v).reshape(-1)])
+            else:
+                vals.append(None)
+        starts, ends, axes, steps = vals
+    else:
+        starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = steps if steps is not None else [1] * len(starts)
+    full_start, full_step = [0] * r, [1] * r
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = a + r if a < 0 else a
+        if st <= 0:
+            raise Unsupported("Slice with a non-positive step")
+        d = x[a]
+        s = s + d if s < 0 else s
+        full_start[a] = max(0, min(d, s))
+        full_step[a] = st
+    if r > 8:
+        raise Unsupported(f"rank {r} > 8")
+    return L.CopyConfig(op="Slice", inputs=(x,), y=y,
+                        attrs=(("starts", tuple(full_start)), ("steps", tuple(full_step))))
+
+
+def _map_pad(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    y = tuple(_need(ctx.shape(node.output[0]), "output"))
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        raise Unsupported(f"Pad mode {mode!r} (only constant)")
+    if ctx.opset >= 11:
+        v = ctx.value(node.input[1]) if len(node.input) > 1 else None
+        if v is None:
+            raise Unsupported("pads input is not a constant")
+        pads = [int(t) for t in np.asarray(v).reshape(-1)]
+        if len(node.input) > 3 and node.input[3]:
+            av = ctx.value(node.input[3])
+            if av is None:
+                raise Unsupported("axes input is not a constant")
+            axes = [int(a) + len(x) if int(a) < 0 else int(a) for a in np.asarray(av).reshape(-1)]
+            full = [0] * (2 * len(x))
+            for j, a in enumerate(axes):
+                full[a], full[len(x) + a] = pads[j], pads[len(axes) + j]
+            pads = full
+    else:
+        pads = [int(p) for p in attrs["pads"]]
+    if any(p < 0 for p in pads):
+        raise Unsupported("negative pads (cropping)")
+    if len(x) > 8:
+        raise Unsupported(f"rank {len(x)} > 8")
+    return L.CopyConfig(op="Pad", inputs=(x,), y=y, attrs=(("pads", tuple(pads)),))
+
+
+_MAPPERS = {
+    "Conv": _map_conv, "BatchNormalization": _map_bn,
+    "Relu": _map_activation, "Sigmoid": _map_activation, "Tanh": _map_activation,
+    "Clip": _map_activation, "LeakyRelu": _map_activation, "HardSigmoid": _map_activation,
+    "Elu": _map_activation,
+    "MaxPool": _map_pool, "AveragePool": _map_pool, "GlobalAveragePool": _map_pool,
+    "GlobalMaxPool": _map_pool,
+    "Softmax": _map_softmax, "LogSoftmax": _map_softmax,
+    "Add": _map_elementwise, "Sub": _map_elementwise, "Mul": _map_elementwise,
+    "Div": _map_elementwise, "Max": _map_elementwise, "Min": _map_elementwise,
+    "Gemm": _map_gemm, "MatMul": _map_matmul, "LRN": _map_lrn,
+    "ReduceMean": _map_reduce, "ReduceSum": _map_reduce, "ReduceMax": _map_reduce,
+    "ReduceMin": _map_reduce,
+    "Concat": _map_concat, "Transpose": _map_transpose, "Slice": _map_slice, "Pad": _map_pad,
+}
+
+
+def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | None, str]:
+    op = node.op_type
+    if node.domain not in ("", "ai.onnx"):
+        return "unsupported", None, f"operator domain {node.domain!r} is not benchmarked"
+    attrs = _attrs(node)
+    out_shapes = [ctx.shape(o) for o in node.output if o]
+    float_in = [ctx.types.get(i) for i in node.input[:1] if i]
+    try:
+        if op in ZERO_COST_OPS:
+            if op == "Reshape":
+                xs, ys = ctx.shape(node.input[0]), ctx.shape(node.output[0])
+                if xs is not None and ys is not None and math.prod(xs) != math.prod(ys):
+                    raise ModelError(f"node {node.name!r} (Reshape) reshapes {list(xs)} to {list(ys)}: "
+                                     f"element counts differ (a target shape fixed to the exported batch?)")
+            return "zero_cost", None, f"{op} moves no data"
+        if op == "Dropout":
+            training, ratio = _dropout_training(node, ctx, attrs)
+            if not training:
+                return "zero_cost", None, "Dropout in inference is an identity"
+            x = tuple(_need(ctx.shape(node.input[0]), "input"))
+            return "benchmark", L.DropoutConfig(shape=x, ratio=float(ratio)), ""
+        if op == "Cast":
+            if ctx.types.get(node.input[0]) == attrs.get("to"):
+                return "zero_cost", None, "Cast to the same type is an identity"
+            raise Unsupported("Cast between types is not benchmarked yet")
+        mapper = _MAPPERS.get(op)
+        if mapper is None:
+            raise Unsupported(f"no benchmark for {op}")
+        if any(s is None for s in out_shapes):
+            raise Unsupported("output shape unknown after shape inference")
+        if float_in and float_in[0] not in _FLOAT_TYPES and op not in ("Concat", "Transpose", "Slice", "Pad"):
+            raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
+        cfg = mapper(node, ctx, attrs)
+        if math.prod(cfg.output_shape()) != math.prod(out_shapes[0]):
+            raise Unsupported(f"config output {list(cfg.output_shape())} does not match the inferred "
+                              f"{list(out_shapes[0])}")
+        if 0 in cfg.output_shape():
+            return "zero_cost", None, "empty output"
+        return "benchmark", cfg, ""
+    except Unsupported as e:
+        return "unsupported", None, str(e)
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        return "unsupported", None, f"malformed {op} node: {type(e).__name__}: {_first_line(e)}"
+
+
+def _find_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
+                  ctx: _Ctx) -> list[Fusion]:
+    """Conv(+bias) -> Relu, and Conv -> Add(per-channel constant) -> Relu: the patterns that
+    cudnnConvolutionBiasActivationForward computes in one call."""
+    fusions: list[Fusion] = []
+
+    def only_consumer(ly: Layer) -> Layer | None:
+        out = ly.outputs[0]
+        users = consumers.get(out, [])
+        if len(users) != 1 or out in graph_outputs:
+            return None
+        return layers[users[0]]
+
+    for ly in layers:
+        cfg = ly.config
+        if ly.status != "benchmark" or not isinstance(cfg, L.ConvConfig) or ly.fusion is not None:
+            continue
+        nxt = only_consumer(ly)
+        chain = [ly.index]
+        conv = cfg
+        if nxt is not None and not cfg.bias and isinstance(nxt.config, L.ElementwiseConfig) \
+                and nxt.config.op == "add":
+            other = [i for i in nxt.inputs if i != ly.outputs[0]]
+            consts = list(nxt.static_inputs)
+            y = cfg.output_shape()
+            bshape = ctx.shape(consts[0]) if len(consts) == 1 and not other else None
+            if bshape is not None and consts[0] in ctx.static and len(bshape) <= len(y):
+                padded = (1,) * (len(y) - len(bshape)) + tuple(bshape)
+                per_channel = padded[1] == cfg.w[0] and math.prod(padded) == cfg.w[0]
+            else:
+                per_channel = False
+            if not per_channel:
+                continue
+            conv = L.ConvConfig(cfg.x, cfg.w, cfg.pads, cfg.strides, cfg.dilations, cfg.group, True)
+            chain.append(nxt.index)
+            nxt = only_consumer(nxt)
+        if not conv.bias or nxt is None or not isinstance(nxt.config, L.ActivationConfig) \
+                or nxt.config.mode != "relu":
+            continue
+        chain.append(nxt.index)
+        f = Fusion(layers=tuple(chain), config=L.ConvBiasActConfig(conv=conv, activation="relu"))
+        for i in chain:
+            layers[i].fusion = len(fusions)
+        fusions.append(f)
+    return fusions
+
+
+def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = None,
+            batch_dim: int | None = None) -> ModelLayers:
+    """Process one ONNX model at one batch size into its layer graph.
+
+    Raises :class:`ModelError` for an unreadable or inconsistent model and :class:`UsageError` for
+    a batch size <= 0. Unsupported ops never raise: they are layers with status "unsupported".
+    """
+    model, digest = load_graph(path)
+    weights = _weights_as_inputs(model)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise ModelError(f"{path}: invalid ONNX model: {_first_line(e)}") from None
+    notices = bind_batch(model, batch, weights, dims, batch_dim)
+    model, folded, static = infer_and_fold(model, weights)
+    ctx = _Ctx(model, static)
+    g = model.graph
+    producers: dict[str, int] = {}
+    consumers: dict[str, list[int]] = collections.defaultdict(list)
+    layers: list[Layer] = []
+    dtype = None
+    for vi in g.input:
+        if vi.name not in weights:
+            dtype = _FLOAT_TYPES.get(vi.type.tensor_type.elem_type, dtype)
+    for node in g.node:
+        ins = [i for i in node.input if i]
+        if node.op_type not in _NONDETERMINISTIC and all(i in static for i in ins):
+            folded[node.op_type] = folded.get(node.op_type, 0) + 1
+            continue
+        status, cfg, reason = _map_node(node, ctx)
+        data_ins = tuple(i for i in ins if i not in static)
+        ly = Layer(index=len(layers), name=node.name, op_type=node.op_type, inputs=data_ins,
+                   outputs=tuple(o for o in node.output if o),
+                   input_shapes=tuple(ctx.shape(i) for i in ins),
+                   output_shapes=tuple(ctx.shape(o) for o in node.output if o),
+                   status=status, config=cfg, reason=reason,
+                   static_inputs=tuple(i for i in ins if i in static))
+        if cfg is not None and dtype is None:
+            dtype = "float32"
+        for i in data_ins:
+            consumers[i].append(ly.index)
+        for o in ly.outputs:
+            producers[o] = ly.index
+        layers.append(ly)
+    if not layers:
+        raise ModelError(f"{path}: the graph has no layers after constant folding")
+    edges = {ly.index: sorted({producers[i] for i in ly.inputs if i in producers}) for ly in layers}
+    fusions = _find_fusions(layers, consumers, {o.name for o in g.output}, ctx)
+    return ModelLayers(model=Path(path).stem, path=str(path), sha256=digest, batch=batch,
+                       dtype=dtype or "float32", opset=ctx.opset, layers=layers, edges=edges,
+                       folded=dict(folded), fusions=fusions, notices=notices)
+
+
+def parse_batches(text: str) -> list[int]:
+    """Parse ``"1,32"`` into ``[1, 32]``. Raises :class:`UsageError` on a value <= 0 or not an int."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            b = int(part)
+        except ValueError:
+            raise UsageError(f"batch size {part!r} is not an integer") from None
+        if b <= 0:
+            raise UsageError(f"batch size must be positive, got {b}")
+        if b not in out:
+            out.append(b)
+    if not out:
+        raise UsageError("no batch size given")
+    return out

@@ -1,0 +1,285 @@
+"""Runner: executes a built suite on the GPU in a worker process and stores what it measures.
+
+The suite prints JSON lines (system, job_start, measurement, choice, job_end, fatal). The runner
+writes each finished job to the database in one transaction, so a run stopped at any point keeps
+every finished job and the next run resumes with the rest. A worker that crashes (signal), reports
+a sticky CUDA error or exceeds the per-job timeout marks its in-flight job failed with the reason
+and is restarted for the remaining jobs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .builder import suite_executable
+from .database import Database
+from .errors import DeviceError, UsageError
+from .generator import Suite
+
+
+@dataclass
+class RunOptions:
+    """Timing policy passed to the suite (see cpp/include/benanza/harness.hpp) and runner limits."""
+
+    device: int = 0
+    warmup_ms: float = 10.0
+    sample_ms: float = 0.5
+    rse: float = 0.01
+    min_samples: int = 10
+    max_samples: int = 2000
+    max_time_ms: float = 1000.0
+    workspace_limit_mb: float = 4096.0
+    cold: bool = True
+    graphs: bool = True
+    job_timeout_s: float = 300.0
+    force: bool = False
+    retry_failed: bool = False
+
+    def suite_args(self) -> list[str]:
+        args = ["--device", str(self.device), "--warmup-ms", str(self.warmup_ms), "--sample-ms", str(self.sample_ms),
+                "--rse", str(self.rse), "--min-samples", str(self.min_samples), "--max-samples",
+                str(self.max_samples), "--max-time-ms", str(self.max_time_ms), "--workspace-limit-mb",
+                str(self.workspace_limit_mb)]
+        if not self.cold:
+            args.append("--no-cold")
+        if not self.graphs:
+            args.append("--no-graphs")
+        return args
+
+
+@dataclass
+class RunSummary:
+    """What a run did. ``skipped``: jobs already in the database for this system."""
+
+    system_id: int
+    system: dict
+    run_id: int | None
+    planned: int
+    skipped: int
+    ok: int = 0
+    failed: int = 0
+    measurements: int = 0
+    wall_s: float = 0.0
+    restarts: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def query_system(exe: Path, device: int = 0, timeout_s: float = 120.0) -> dict:
+    """Run ``suite --system`` and return the system record. Raises :class:`DeviceError` when the
+    suite cannot start on a GPU (no CUDA device, driver too old...)."""
+    try:
+        proc = subprocess.run([str(exe), "--system", "--device", str(device)], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise DeviceError(f"{exe} --system did not answer within {timeout_s:.0f} s") from None
+    except OSError as e:
+        raise DeviceError(f"cannot start {exe}: {e.strerror}") from None
+    for line in proc.stdout.splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("type") == "system":
+            return rec["system"]
+        if rec.get("type") == "fatal":
+            raise DeviceError(rec.get("message", "the suite cannot start"))
+    err = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    raise DeviceError(f"the suite gave no system record: {err}")
+
+
+def _reader(stream, q: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        q.put(line)
+    q.put(None)
+
+
+def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
+              progress: Callable[[str, dict], None] | None = None) -> RunSummary:
+    """Run the suite's pending jobs on the GPU and store the results.
+
+    ``progress(event, info)`` is called with "start" (info: total), "job" (info: job, status,
+    done, failed) and "end". Raises :class:`DeviceError` when no GPU can run the suite,
+    :class:`UsageError` when the suite is not built. Ctrl-C stops the worker, keeps the finished
+    jobs, marks the run interrupted and re-raises KeyboardInterrupt.
+    """
+    opt = options or RunOptions()
+    exe = suite_executable(suite.root)
+    if not exe.exists():
+        raise UsageError(f"{suite.root}: suite not built (no {exe}); run `benanza build {suite.root}`")
+    system = query_system(exe, opt.device)
+    system_id = db.upsert_system(system)
+    configs = {j.layer_key: j.config for j in suite.jobs}
+    db.upsert_configs(list(configs.values()))
+    for m in suite.manifest.get("models", []):
+        if m.get("key_counts"):
+            db.record_model(m["model"], m["sha256"], m["batch"], m["summary"], m["key_counts"])
+    if opt.force:
+        pending = list(suite.jobs)
+    else:
+        done = db.jobs_done(system_id, ("ok",) if opt.retry_failed else ("ok", "failed"))
+        pending = [j for j in suite.jobs if j.id not in done]
+    summary = RunSummary(system_id=system_id, system=system, run_id=None, planned=len(pending),
+                         skipped=len(suite.jobs) - len(pending))
+    if not pending:
+        return summary
+    models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))
+    run_id = db.start_run(system_id, str(suite.root), models, len(pending))
+    summary.run_id = run_id
+    by_id = {j.id: j for j in pending}
+    remaining = [j.id for j in pending]
+    t0 = time.perf_counter()
+    if progress:
+        progress("start", {"total": len(pending), "skipped": summary.skipped})
+    log_path = suite.root / "run.log"
+    startup_failures = 0
+    try:
+        while remaining:
+            w = _one_worker(exe, remaining, by_id, opt, db, system_id, run_id, summary, progress, log_path)
+            remaining = [j for j in remaining if j not in w.finished]
+            crashed_job, reason, started_any = w.crashed, w.reason, w.started_any
+            if crashed_job is not None:
+                job = by_id[crashed_job]
+                db.write_job(system_id, run_id, job.id, job.layer_key, job.precision, "failed", reason,
+                             w.partial)
+                summary.failed += 1
+                summary.failures.append((job.id, reason))
+                remaining = [j for j in remaining if j != crashed_job]
+                if progress:
+                    progress("job", {"job": job.id, "status": "failed", "message": reason,
+                                     "done": summary.ok + summary.failed, "failed": summary.failed})
+            if remaining:
+                summary.restarts += 1
+                startup_failures = 0 if started_any else startup_failures + 1
+                if startup_failures >= 2:
+                    raise DeviceError(f"the suite failed to start twice: {reason}")
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        summary.wall_s = time.perf_counter() - t0
+        db.finish_run(run_id, "interrupted", summary.ok + summary.failed, "interrupted by the user")
+        raise
+    except BaseException as e:
+        summary.wall_s = time.perf_counter() - t0
+        db.finish_run(run_id, "failed", summary.ok + summary.failed, str(e)[:500])
+        raise
+    summary.wall_s = time.perf_counter() - t0
+    db.finish_run(run_id, "completed", summary.ok + summary.failed)
+    if progress:
+        progress("end", {})
+    return summary
+
+
+@dataclass
+class _WorkerResult:
+    finished: set[str]
+    crashed: str | None = None  # the job in flight when the worker died or timed out
+    reason: str = ""
+    started_any: bool = False
+    partial: list[dict] = field(default_factory=list)  # what the crashed job measured before
+
+
+def _one_worker(exe: Path, remaining: list[str], by_id: dict, opt: RunOptions, db: Database, system_id: int,
+                run_id: int, summary: RunSummary, progress, log_path: Path) -> _WorkerResult:
+    """Run one worker process over ``remaining`` and store every job it finishes."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jobs", delete=False) as f:
+        f.write("\n".join(remaining) + "\n")
+        jobs_file = f.name
+    finished: set[str] = set()
+    current: str | None = None
+    records: list[dict] = []
+    started_at = 0.0
+    fatal = ""
+    started_any = False
+    log = open(log_path, "a")
+    proc = subprocess.Popen([str(exe), "--jobs", jobs_file] + opt.suite_args(), stdout=subprocess.PIPE,
+                            stderr=log, text=True, bufsize=1, start_new_session=True)
+    q: queue.Queue = queue.Queue()
+    t = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
+    t.start()
+    timed_out = False
+    try:
+        while True:
+            try:
+                line = q.get(timeout=1.0)
+            except queue.Empty:
+                if current is not None and time.perf_counter() - started_at > opt.job_timeout_s:
+                    timed_out = True
+                    _kill(proc)
+                    break
+                continue
+            if line is None:
+                break
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            typ = rec.get("type")
+            if typ == "job_start":
+                current = rec.get("job")
+                records = []
+                started_at = time.perf_counter()
+                started_any = True
+            elif typ in ("measurement", "choice") and current is not None:
+                records.append(rec)
+            elif typ == "job_end" and current is not None and rec.get("job") == current:
+                job = by_id[current]
+                status = "ok" if rec.get("status") == "ok" else "failed"
+                msg = rec.get("message", "")
+                db.write_job(system_id, run_id, job.id, job.layer_key, job.precision, status, msg, records,
+                             time.perf_counter() - started_at)
+                finished.add(current)
+                summary.measurements += sum(1 for r in records if r.get("type") == "measurement")
+                if status == "ok":
+                    summary.ok += 1
+                else:
+                    summary.failed += 1
+                    summary.failures.append((job.id, msg))
+                if progress:
+                    progress("job", {"job": job.id, "status": status, "message": msg,
+                                     "done": summary.ok + summary.failed, "failed": summary.failed})
+                current, records = None, []
+            elif typ == "fatal":
+                fatal = rec.get("message", "")
+    except BaseException:
+        _kill(proc)
+        raise
+    finally:
+        proc.wait()
+        log.close()
+        try:
+            os.unlink(jobs_file)
+        except OSError:
+            pass
+    rc = proc.returncode
+    if current is not None:
+        if timed_out:
+            reason = f"timed out after {opt.job_timeout_s:.0f} s"
+        elif fatal:
+            reason = fatal
+        elif rc is not None and rc < 0:
+            reason = f"worker killed by signal {signal.Signals(-rc).name}"
+        else:
+            reason = f"worker exited with code {rc} during the job"
+        return _WorkerResult(finished, current, reason, started_any, records)
+    if rc == 3:
+        raise DeviceError(fatal or "no CUDA device")
+    if rc != 0:
+        return _WorkerResult(finished, None, fatal or f"worker exited with code {rc}", started_any)
+    return _WorkerResult(finished, None, "", started_any)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()

@@ -1,0 +1,43 @@
+"""The system here: CUDA devices (through benanza._native) and the cuDNN/cuBLAS benanza would use."""
+from __future__ import annotations
+
+from .cudalibs import find_cublas, find_cuda_home, find_cudnn
+from .database import system_fingerprint
+from .errors import BenanzaError
+
+
+def _native():
+    try:
+        from . import _native
+    except ImportError as e:
+        raise BenanzaError(f"the native module benanza._native is not built ({e}); install with `pip install .`") from None
+    return _native
+
+
+def describe() -> dict:
+    """Devices (may be empty, with ``device_error``), library paths and versions, nvcc."""
+    nat = _native()
+    info: dict = {"devices": [], "device_error": None}
+    try:
+        info["devices"] = list(nat.query_devices())
+    except RuntimeError as e:
+        info["device_error"] = str(e)
+    cudnn, cublas = find_cudnn(), find_cublas()
+    info["cudnn_library"] = str(cudnn[1]) if cudnn else None
+    info["cublas_library"] = str(cublas[1]) if cublas else None
+    if cudnn and cublas:
+        info.update(nat.library_versions(str(cudnn[1]), str(cublas[1])))
+    home = find_cuda_home()
+    info["nvcc"] = str(home / "bin" / "nvcc") if home else None
+    return info
+
+
+def current_fingerprint(index: int = 0) -> str | None:
+    """Fingerprint of GPU ``index`` with the libraries found here; None without a GPU."""
+    info = describe()
+    if not info["devices"] or index >= len(info["devices"]):
+        return None
+    rec = dict(info["devices"][index])
+    rec["cudnn_version"] = info.get("cudnn_version", 0)
+    rec["cublas_version"] = info.get("cublas_version", 0)
+    return system_fingerprint(rec)

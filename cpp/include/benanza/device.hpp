@@ -1,0 +1,51 @@
+// Device query: what identifies a measurement's system (GPU, clocks, memory, driver, runtime).
+//
+// Uses the CUDA runtime and, when the driver ships it, NVML loaded at run time (dlopen of
+// libnvidia-ml.so.1) for the maximum clocks, the driver version string and the current SM clock.
+// Library versions (cuDNN, cuBLAS) are filled by the caller that links them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace benanza {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;           // e.g. "NVIDIA H200"
+  std::string uuid;           // GPU-xxxxxxxx-...
+  std::string pci_bus_id;     // 0000:00:00.0
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  long long total_memory_bytes = 0;
+  long long l2_cache_bytes = 0;
+  int memory_bus_width_bits = 0;
+  int max_sm_clock_mhz = 0;   // NVML max SM clock, else cudaDevAttrClockRate
+  int max_mem_clock_mhz = 0;  // NVML max memory clock, else cudaDevAttrMemoryClockRate
+  int current_sm_clock_mhz = 0;  // NVML, 0 when unknown
+  int driver_cuda_version = 0;   // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;       // cudaRuntimeGetVersion
+  std::string driver_version;    // NVML, e.g. "580.159.03"; empty when NVML is absent
+};
+
+// Number of CUDA devices; on failure returns -1 and sets `error` (e.g. "no CUDA-capable device").
+int device_count(std::string* error);
+
+// Query one device. Returns false and sets `error` when the device cannot be queried.
+bool query_device(int index, DeviceInfo* out, std::string* error);
+
+// NVML helpers (all return false when NVML is unavailable).
+bool nvml_available();
+bool nvml_sm_clock_mhz(const std::string& pci_bus_id, int* mhz);
+// Bitmask of clock-event (throttle) reasons that slow the clocks: SW power cap, HW slowdown,
+// SW/HW thermal, power brake. 0 when none or unknown.
+bool nvml_throttle_reasons(const std::string& pci_bus_id, unsigned long long* mask);
+
+// JSON object of a DeviceInfo (no trailing newline), with extra key/values appended verbatim.
+std::string device_json(const DeviceInfo& d, const std::string& extra_fields);
+
+// Escape a string for a JSON string literal (without the quotes).
+std::string json_escape(const std::string& s);
+
+}  // namespace benanza

@@ -1,0 +1,215 @@
+// The benanza timing harness: what every generated benchmark calls.
+//
+// A generated suite is a set of *jobs* (one layer config in one precision); each job times one or
+// more library calls (an algorithm, an engine...) and emits one JSON line per measurement on stdout.
+// The method (../shared/DESIGN.md, "How to time GPU work"; nvbench's cold/batch measurements):
+//   * inputs filled with uniform random values, outputs checked once for NaN/Inf;
+//   * warm-up until `warmup_ms` and `min_warmup_calls` are reached (absorbs handle creation, lazy
+//     module loading, runtime compilation) and estimates the per-call time;
+//   * warm samples: `reps` back-to-back calls captured in a CUDA graph and replayed between two
+//     CUDA events (kernel time without launch gaps); when capture is refused the calls are issued
+//     back-to-back on the stream instead, and the method says so;
+//   * cold samples: one call after a write of 2x the L2 size (caches flushed);
+//   * adaptive stopping (stats.hpp) on the relative standard error of the median;
+//   * the SM clock is read with NVML around each sample; samples taken while the GPU reports a
+//     slowdown reason (power cap, thermal, HW slowdown) are dropped and counted;
+//   * host API time per call (enqueue cost) measured during warm-up.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "benanza/device.hpp"
+#include "benanza/stats.hpp"
+
+namespace benanza {
+
+enum class Precision { FP32, TF32, FP16 };
+enum class DType { F32, F16 };
+
+inline DType storage_of(Precision p) { return p == Precision::FP16 ? DType::F16 : DType::F32; }
+inline std::size_t dtype_bytes(DType t) { return t == DType::F16 ? 2 : 4; }
+inline cudnnDataType_t cudnn_dtype(DType t) { return t == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
+inline cudaDataType_t cuda_dtype(DType t) { return t == DType::F16 ? CUDA_R_16F : CUDA_R_32F; }
+const char* precision_name(Precision p);
+const char* dtype_name(DType t);
+
+// What a job is: ids and labels come from the generator as escaped string literals.
+struct JobInfo {
+  const char* id;           // job id (hex, from the layer key and precision)
+  const char* layer_key;    // canonical layer config key
+  const char* kind;         // layer kind (Conv, Pooling, ...)
+  const char* node;         // one ONNX node name with this config (untrusted text, escaped literal)
+  Precision precision;
+};
+
+struct Options {
+  int device = 0;
+  double warmup_ms = 10.0;
+  int min_warmup_calls = 3;
+  double sample_ms = 0.5;         // target duration of one warm sample (sets reps)
+  int max_reps = 1000;
+  StoppingRule rule;              // rse target, min/max samples, time cap (per measurement)
+  bool cold = true;               // also take cold (L2-flushed) samples
+  bool graphs = true;             // capture warm samples in CUDA graphs
+  std::size_t workspace_limit = std::size_t(4) << 30;  // bytes
+};
+
+// Outcome of one launch: ok, or the library status and where it came from.
+struct Status {
+  bool ok = true;
+  bool unsupported = false;
+  std::string message;
+  static Status success() { return {}; }
+  static Status cudnn(cudnnStatus_t s, const char* where);
+  static Status cublas(cublasStatus_t s, const char* where);
+  static Status cuda(cudaError_t e, const char* where);
+};
+
+#define BZ_CUDNN(call)                                                   \
+  do {                                                                   \
+    cudnnStatus_t bz_s_ = (call);                                        \
+    if (bz_s_ != CUDNN_STATUS_SUCCESS) return ::benanza::Status::cudnn(bz_s_, #call); \
+  } while (0)
+#define BZ_CUBLAS(call)                                                  \
+  do {                                                                   \
+    cublasStatus_t bz_s_ = (call);                                       \
+    if (bz_s_ != CUBLAS_STATUS_SUCCESS) return ::benanza::Status::cublas(bz_s_, #call); \
+  } while (0)
+#define BZ_CUDA(call)                                                    \
+  do {                                                                   \
+    cudaError_t bz_e_ = (call);                                          \
+    if (bz_e_ != cudaSuccess) return ::benanza::Status::cuda(bz_e_, #call); \
+  } while (0)
+
+// Setup failures inside a job (descriptor creation, allocation): the job is recorded as failed.
+struct JobError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The device is unusable (sticky CUDA error): the process must exit so the runner can restart it.
+struct FatalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(cudnnStatus_t s, const char* where);   // throws JobError
+void check(cublasStatus_t s, const char* where);  // throws JobError
+void check(cudaError_t e, const char* where);     // throws JobError, or FatalError when sticky
+
+using Launch = std::function<Status(cudaStream_t)>;
+
+// Process-wide state: device, handles, stream, L2 flush buffer, options.
+class Context {
+ public:
+  explicit Context(const Options& opt);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Options& options() const { return opt_; }
+  const DeviceInfo& device() const { return dev_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  cudaStream_t stream() const { return stream_; }
+  void* flush_buffer() const { return flush_; }
+  std::size_t flush_bytes() const { return flush_bytes_; }
+  // JSON fields of the system record (device + library versions).
+  std::string system_json() const;
+
+ private:
+  Options opt_;
+  DeviceInfo dev_;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* flush_ = nullptr;
+  std::size_t flush_bytes_ = 0;
+  void* cublas_ws_ = nullptr;
+};
+
+// What a measurement record says besides its statistics.
+struct Call {
+  std::string call;        // library function(s), e.g. "cudnnConvolutionForward+cudnnAddTensor"
+  std::string algorithm;   // algorithm / variant name
+  std::string math;        // fma | tf32 | tensor_op | none
+  DType dtype = DType::F32;
+  std::string note;        // how the call relates to the layer when not 1:1 (emulation, proxy)
+  std::size_t workspace = 0;
+};
+
+// Per-job helper: buffers, measurement and the emission of records.
+class Bench {
+ public:
+  Bench(Context& ctx, const JobInfo& job);
+  ~Bench();
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
+
+  Context& ctx() { return ctx_; }
+  const JobInfo& job() const { return job_; }
+  cudnnHandle_t cudnn() const { return ctx_.cudnn(); }
+  cublasHandle_t cublas() const { return ctx_.cublas(); }
+  cudaStream_t stream() const { return ctx_.stream(); }
+
+  // Device buffer of `count` elements of `t`, filled uniform in [lo, hi). Freed with the Bench.
+  void* random(std::size_t count, DType t, float lo = -1.0f, float hi = 1.0f);
+  void* zeros(std::size_t bytes);
+  // Workspace of at least `bytes` (grown on demand, shared by the job's calls).
+  void* workspace(std::size_t bytes);
+
+  // Time `launch`; emits the record(s) and returns true when the measurement is valid.
+  // `out`/`out_count`/`out_t`: the output checked once for NaN/Inf after the first call.
+  bool measure(const Call& call, const Launch& launch, const void* out, std::size_t out_count, DType out_t);
+  // Record a call that was not timed: status is "not_supported", "skipped" or "failed".
+  void record(const Call& call, const char* status, const std::string& message);
+  // Record a library heuristic's choice (not a timing): source call, rank, algorithm.
+  void choice(const char* source, int rank, const std::string& algorithm, const std::string& math,
+              const std::string& status, std::size_t workspace);
+
+ private:
+  struct Sampled {
+    Stats stats;
+    int dropped = 0;
+    int clock_min = 0, clock_max = 0;
+  };
+  Sampled sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps);
+  void free_all();
+
+  Context& ctx_;
+  JobInfo job_;
+  std::vector<void*> buffers_;
+  void* ws_ = nullptr;
+  std::size_t ws_bytes_ = 0;
+};
+
+// Job registry: each generated translation unit registers its jobs at static-initialisation time.
+struct JobEntry {
+  JobInfo info;
+  std::function<void(Bench&)> run;
+};
+std::vector<JobEntry>& registry();
+bool register_job(const JobInfo& info, std::function<void(Bench&)> run);
+
+// Device kernels (kernels.cu): random fill and the NaN/Inf check.
+void fill_uniform(void* p, std::size_t n, DType t, unsigned long long seed, float lo, float hi, cudaStream_t s);
+// Number of non-finite elements (synchronises the stream); -1 when the check itself failed.
+long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s);
+
+// Emit one JSON line on stdout (flushed: a crash loses nothing already printed).
+void emit_line(const std::string& json);
+
+// Suite metadata, generated (suite_info.cpp).
+extern const char* const kSuiteModel;
+extern const char* const kSuiteGenerator;
+
+// The suite's entry point (suite_main.cpp).
+int suite_main(int argc, char** argv);
+
+}  // namespace benanza

@@ -1,0 +1,482 @@
+#include "benanza/harness.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace benanza {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::string short_where(const char* where) {
+  std::string w(where);
+  const auto p = w.find('(');
+  return p == std::string::npos ? w : w.substr(0, p);
+}
+
+bool is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// After a failed call: clear a non-sticky error, throw FatalError for a sticky one.
+void settle(cudaStream_t s) {
+  cudaError_t e = cudaStreamSynchronize(s);
+  cudaError_t last = cudaGetLastError();
+  if (e == cudaSuccess) e = last;
+  if (e != cudaSuccess && is_sticky(e))
+    throw FatalError(std::string("sticky CUDA error: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+class JsonLine {
+ public:
+  JsonLine& kv(const char* k, const std::string& v) {
+    key(k);
+    o_ << '"' << json_escape(v) << '"';
+    return *this;
+  }
+  JsonLine& kv(const char* k, const char* v) { return kv(k, std::string(v ? v : "")); }
+  JsonLine& kv(const char* k, double v) {
+    key(k);
+    if (std::isfinite(v)) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.9g", v);
+      o_ << b;
+    } else {
+      o_ << "null";
+    }
+    return *this;
+  }
+  JsonLine& kv(const char* k, long long v) {
+    key(k);
+    o_ << v;
+    return *this;
+  }
+  JsonLine& kv(const char* k, int v) { return kv(k, static_cast<long long>(v)); }
+  JsonLine& kv(const char* k, std::size_t v) { return kv(k, static_cast<long long>(v)); }
+  JsonLine& kv(const char* k, bool v) {
+    key(k);
+    o_ << (v ? "true" : "false");
+    return *this;
+  }
+  std::string str() const { return "{" + o_.str() + "}"; }
+
+ private:
+  void key(const char* k) {
+    if (!first_) o_ << ',';
+    first_ = false;
+    o_ << '"' << k << "\":";
+  }
+  std::ostringstream o_;
+  bool first_ = true;
+};
+
+void stats_fields(JsonLine& j, const char* prefix, const Stats& s) {
+  std::string p(prefix);
+  j.kv((p + "median_ms").c_str(), s.median);
+  j.kv((p + "q1_ms").c_str(), s.q1);
+  j.kv((p + "q3_ms").c_str(), s.q3);
+  j.kv((p + "mean_ms").c_str(), s.mean);
+  j.kv((p + "min_ms").c_str(), s.min);
+  j.kv((p + "max_ms").c_str(), s.max);
+  j.kv((p + "stddev_ms").c_str(), s.stddev);
+  j.kv((p + "rse").c_str(), s.rse);
+  j.kv((p + "samples").c_str(), s.n);
+  j.kv((p + "converged").c_str(), s.converged);
+}
+
+JsonLine base_record(const char* type, const JobInfo& job, const Call& c) {
+  JsonLine j;
+  j.kv("type", type)
+      .kv("job", job.id)
+      .kv("layer_key", job.layer_key)
+      .kv("kind", job.kind)
+      .kv("precision", precision_name(job.precision))
+      .kv("call", c.call)
+      .kv("algorithm", c.algorithm)
+      .kv("math", c.math)
+      .kv("dtype", dtype_name(c.dtype))
+      .kv("workspace_bytes", c.workspace);
+  if (!c.note.empty()) j.kv("note", c.note);
+  return j;
+}
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "fp32";
+    case Precision::TF32: return "tf32";
+    case Precision::FP16: return "fp16";
+  }
+  return "?";
+}
+
+const char* dtype_name(DType t) { return t == DType::F16 ? "float16" : "float32"; }
+
+Status Status::cudnn(cudnnStatus_t s, const char* where) {
+  Status r;
+  r.ok = false;
+  r.unsupported = CUDNN_STATUS_CATEGORY(static_cast<int>(s)) == CUDNN_STATUS_NOT_SUPPORTED;
+  char detail[256] = {0};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  r.message = std::string(cudnnGetErrorString(s)) + " from " + short_where(where);
+  if (detail[0]) r.message += ": " + std::string(detail);
+  return r;
+}
+
+Status Status::cublas(cublasStatus_t s, const char* where) {
+  Status r;
+  r.ok = false;
+  r.unsupported = s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH;
+  r.message = std::string(cublasGetStatusName(s)) + " from " + short_where(where);
+  return r;
+}
+
+Status Status::cuda(cudaError_t e, const char* where) {
+  Status r;
+  r.ok = false;
+  r.message = std::string(cudaGetErrorName(e)) + " from " + short_where(where) + ": " + cudaGetErrorString(e);
+  return r;
+}
+
+void check(cudnnStatus_t s, const char* where) {
+  if (s != CUDNN_STATUS_SUCCESS) throw JobError(Status::cudnn(s, where).message);
+}
+void check(cublasStatus_t s, const char* where) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw JobError(Status::cublas(s, where).message);
+}
+void check(cudaError_t e, const char* where) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  if (is_sticky(e))
+    throw FatalError(std::string("sticky CUDA error: ") + cudaGetErrorName(e) + " from " + short_where(where));
+  throw JobError(Status::cuda(e, where).message);
+}
+
+void emit_line(const std::string& json) {
+  std::fputs(json.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------- Context
+
+Context::Context(const Options& opt) : opt_(opt) {
+  std::string err;
+  const int n = device_count(&err);
+  if (n < 0) throw FatalError("no CUDA device: " + err);
+  if (n == 0) throw FatalError("no CUDA device: cudaGetDeviceCount returned 0");
+  if (opt.device < 0 || opt.device >= n)
+    throw FatalError("no CUDA device " + std::to_string(opt.device) + " (" + std::to_string(n) + " present)");
+  cudaError_t e = cudaSetDevice(opt.device);
+  if (e != cudaSuccess) throw FatalError(std::string("cannot use CUDA device: ") + cudaGetErrorString(e));
+  if (!query_device(opt.device, &dev_, &err)) throw FatalError("cannot query CUDA device: " + err);
+  e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (e != cudaSuccess) throw FatalError(std::string("cannot create a stream: ") + cudaGetErrorString(e));
+  cudnnStatus_t s = cudnnCreate(&cudnn_);
+  if (s != CUDNN_STATUS_SUCCESS) throw FatalError(std::string("cudnnCreate failed: ") + cudnnGetErrorString(s));
+  cudnnSetStream(cudnn_, stream_);
+  cublasStatus_t b = cublasCreate(&cublas_);
+  if (b != CUBLAS_STATUS_SUCCESS) throw FatalError(std::string("cublasCreate failed: ") + cublasGetStatusName(b));
+  cublasSetStream(cublas_, stream_);
+  // A user-owned cuBLAS workspace keeps cuBLAS from allocating during graph capture.
+  const std::size_t cublas_ws = std::size_t(32) << 20;
+  if (cudaMalloc(&cublas_ws_, cublas_ws) == cudaSuccess) cublasSetWorkspace(cublas_, cublas_ws_, cublas_ws);
+  flush_bytes_ = static_cast<std::size_t>(std::max<long long>(dev_.l2_cache_bytes, 1 << 20)) * 2;
+  if (cudaMalloc(&flush_, flush_bytes_) != cudaSuccess) throw FatalError("cannot allocate the L2 flush buffer");
+}
+
+Context::~Context() {
+  if (flush_) cudaFree(flush_);
+  if (cublas_ws_) cudaFree(cublas_ws_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::string Context::system_json() const {
+  int major = 0, minor = 0, patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &major);
+  cublasGetProperty(MINOR_VERSION, &minor);
+  cublasGetProperty(PATCH_LEVEL, &patch);
+  std::ostringstream extra;
+  extra << "\"cudnn_version\":" << cudnnGetVersion() << ",\"cublas_version\":" << (major * 10000 + minor * 100 + patch)
+        << ",\"nvml\":" << (nvml_available() ? "true" : "false");
+  return device_json(dev_, extra.str());
+}
+
+// ------------------------------------------------------------------------------------------ Bench
+
+Bench::Bench(Context& ctx, const JobInfo& job) : ctx_(ctx), job_(job) {}
+
+Bench::~Bench() { free_all(); }
+
+void Bench::free_all() {
+  cudaStreamSynchronize(ctx_.stream());
+  for (void* p : buffers_) cudaFree(p);
+  buffers_.clear();
+  if (ws_) cudaFree(ws_);
+  ws_ = nullptr;
+  ws_bytes_ = 0;
+}
+
+void* Bench::random(std::size_t count, DType t, float lo, float hi) {
+  void* p = nullptr;
+  const std::size_t bytes = std::max<std::size_t>(count * dtype_bytes(t), 16);
+  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  buffers_.push_back(p);
+  static unsigned long long seed = 0x243f6a8885a308d3ULL;
+  seed += 0x9e3779b97f4a7c15ULL;
+  fill_uniform(p, count, t, seed, lo, hi, ctx_.stream());
+  check(cudaGetLastError(), "fill_uniform");
+  return p;
+}
+
+void* Bench::zeros(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)), "cudaMalloc");
+  buffers_.push_back(p);
+  check(cudaMemsetAsync(p, 0, std::max<std::size_t>(bytes, 16), ctx_.stream()), "cudaMemsetAsync");
+  return p;
+}
+
+void* Bench::workspace(std::size_t bytes) {
+  if (bytes == 0) return ws_;
+  if (bytes <= ws_bytes_) return ws_;
+  cudaStreamSynchronize(ctx_.stream());
+  if (ws_) cudaFree(ws_);
+  ws_ = nullptr;
+  ws_bytes_ = 0;
+  check(cudaMalloc(&ws_, bytes), "cudaMalloc(workspace)");
+  ws_bytes_ = bytes;
+  return ws_;
+}
+
+void Bench::record(const Call& c, const char* status, const std::string& message) {
+  JsonLine j = base_record("measurement", job_, c);
+  j.kv("cache", "warm").kv("status", status).kv("message", message);
+  emit_line(j.str());
+}
+
+void Bench::choice(const char* source, int rank, const std::string& algorithm, const std::string& math,
+                   const std::string& status, std::size_t workspace) {
+  JsonLine j;
+  j.kv("type", "choice")
+      .kv("job", job_.id)
+      .kv("layer_key", job_.layer_key)
+      .kv("kind", job_.kind)
+      .kv("precision", precision_name(job_.precision))
+      .kv("source", source)
+      .kv("rank", rank)
+      .kv("algorithm", algorithm)
+      .kv("math", math)
+      .kv("status", status)
+      .kv("workspace_bytes", workspace);
+  emit_line(j.str());
+}
+
+Bench::Sampled Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps) {
+  const Options& o = ctx_.options();
+  const std::string& pci = ctx_.device().pci_bus_id;
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  Sampled out;
+  std::vector<double> samples;
+  const auto t0 = Clock::now();
+  int clk = 0;
+  try {
+    while (!o.rule.done(samples, ms_since(t0))) {
+      if (!one(a, b)) throw JobError("launch failed while sampling");
+      check(cudaEventSynchronize(b), "cudaEventSynchronize");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+      unsigned long long reasons = 0;
+      if (nvml_throttle_reasons(pci, &reasons) && reasons != 0) {
+        ++out.dropped;
+        if (out.dropped > 4 * o.rule.max_samples) break;
+        continue;
+      }
+      if (nvml_sm_clock_mhz(pci, &clk)) {
+        out.clock_min = out.clock_min ? std::min(out.clock_min, clk) : clk;
+        out.clock_max = std::max(out.clock_max, clk);
+      }
+      samples.push_back(static_cast<double>(ms) / reps);
+    }
+  } catch (...) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    throw;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  out.stats = summarize(samples, o.rule.rse_target, o.rule.min_samples);
+  return out;
+}
+
+bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::size_t out_count, DType out_t) {
+  const Options& o = ctx_.options();
+  cudaStream_t s = ctx_.stream();
+  // 1. first call: does it run at all, and is its output finite?
+  {
+    Status st = launch(s);
+    if (!st.ok) {
+      settle(s);
+      record(c, st.unsupported ? "not_supported" : "failed", st.message);
+      return false;
+    }
+    cudaError_t e = cudaStreamSynchronize(s);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      if (is_sticky(e)) throw FatalError(std::string("sticky CUDA error in ") + c.call + ": " + cudaGetErrorName(e));
+      record(c, "failed", std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
+      return false;
+    }
+    const long long bad = out ? count_nonfinite(out, out_count, out_t, s) : 0;
+    if (bad != 0) {
+      record(c, "failed", bad < 0 ? "output check failed" : std::to_string(bad) + " non-finite output values");
+      return false;
+    }
+  }
+  // 2. warm-up: absorbs first-call costs, estimates the per-call time and the host API time
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  double per_call_ms = 0, host_us = 0, warm_ms = 0;
+  int calls = 0;
+  const auto w0 = Clock::now();
+  while (true) {
+    int batch = std::max(1, calls == 0 ? 1 : std::min(calls, 256));
+    check(cudaEventRecord(a, s), "cudaEventRecord");
+    const auto h0 = Clock::now();
+    for (int i = 0; i < batch; ++i) {
+      Status st = launch(s);
+      if (!st.ok) {
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+        settle(s);
+        record(c, "failed", "during warm-up: " + st.message);
+        return false;
+      }
+    }
+    const double host_ms = ms_since(h0);
+    check(cudaEventRecord(b, s), "cudaEventRecord");
+    check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    per_call_ms = ms / batch;
+    host_us = host_ms * 1000.0 / batch;
+    calls += batch;
+    warm_ms = ms_since(w0);
+    if (warm_ms >= o.warmup_ms && calls >= o.min_warmup_calls) break;
+    if (warm_ms >= 20 * o.warmup_ms + 1000 && calls >= 1) break;  // very slow calls
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  int reps = static_cast<int>(std::ceil(o.sample_ms / std::max(per_call_ms, 1e-6)));
+  reps = std::max(1, std::min(reps, o.max_reps));
+
+  // 3. warm samples: a CUDA graph of `reps` calls, or `reps` calls on the stream
+  std::string method = "stream";
+  cudaGraphExec_t exec = nullptr;
+  if (o.graphs) {
+    cudaGraph_t graph = nullptr;
+    bool ok = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess;
+    for (int i = 0; ok && i < reps; ++i) ok = launch(s).ok;
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    ok = ok && e == cudaSuccess && graph != nullptr;
+    if (ok && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) ok = false;
+    if (graph) cudaGraphDestroy(graph);
+    if (ok && (cudaGraphLaunch(exec, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)) ok = false;
+    if (ok) {
+      method = "cuda_graph";
+    } else {
+      if (exec) cudaGraphExecDestroy(exec);
+      exec = nullptr;
+      settle(s);
+    }
+  }
+  Sampled warm;
+  try {
+    warm = sample(
+        [&](cudaEvent_t ea, cudaEvent_t eb) {
+          if (cudaEventRecord(ea, s) != cudaSuccess) return false;
+          if (exec) {
+            if (cudaGraphLaunch(exec, s) != cudaSuccess) return false;
+          } else {
+            for (int i = 0; i < reps; ++i)
+              if (!launch(s).ok) return false;
+          }
+          return cudaEventRecord(eb, s) == cudaSuccess;
+        },
+        reps);
+  } catch (...) {
+    if (exec) cudaGraphExecDestroy(exec);
+    throw;
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+
+  JsonLine j = base_record("measurement", job_, c);
+  j.kv("cache", "warm").kv("status", "ok").kv("method", method).kv("reps", reps).kv("host_us", host_us);
+  j.kv("warmup_ms", warm_ms).kv("warmup_calls", calls);
+  stats_fields(j, "", warm.stats);
+  j.kv("dropped", warm.dropped).kv("sm_clock_min_mhz", warm.clock_min).kv("sm_clock_max_mhz", warm.clock_max);
+  emit_line(j.str());
+
+  // 4. cold samples: one call after flushing L2
+  if (o.cold) {
+    int flip = 0;
+    Sampled cold = sample(
+        [&](cudaEvent_t ea, cudaEvent_t eb) {
+          if (cudaMemsetAsync(ctx_.flush_buffer(), (++flip) & 0xff, ctx_.flush_bytes(), s) != cudaSuccess)
+            return false;
+          if (cudaEventRecord(ea, s) != cudaSuccess) return false;
+          if (!launch(s).ok) return false;
+          return cudaEventRecord(eb, s) == cudaSuccess;
+        },
+        1);
+    JsonLine k = base_record("measurement", job_, c);
+    k.kv("cache", "cold").kv("status", "ok").kv("method", "stream_l2_flushed").kv("reps", 1).kv("host_us", host_us);
+    stats_fields(k, "", cold.stats);
+    k.kv("dropped", cold.dropped).kv("sm_clock_min_mhz", cold.clock_min).kv("sm_clock_max_mhz", cold.clock_max);
+    emit_line(k.str());
+  }
+  return true;
+}
+
+// --------------------------------------------------------------------------------------- registry
+
+std::vector<JobEntry>& registry() {
+  static std::vector<JobEntry> r;
+  return r;
+}
+
+bool register_job(const JobInfo& info, std::function<void(Bench&)> run) {
+  registry().push_back(JobEntry{info, std::move(run)});
+  return true;
+}
+
+}  // namespace benanza

@@ -1,0 +1,73 @@
+// Device kernels of the harness: uniform random fill (a counter-based hash, so any element's value
+// is reproducible from the seed) and the NaN/Inf count used to check outputs once.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "benanza/harness.hpp"
+
+namespace benanza {
+namespace {
+
+// splitmix64 finaliser (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", 2014)
+__device__ __forceinline__ unsigned long long mix(unsigned long long z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+__global__ void fill_kernel(T* p, std::size_t n, unsigned long long seed, float lo, float hi) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    const float u = static_cast<float>(mix(seed ^ (i * 0xd1b54a32d192ed03ULL)) >> 40) * (1.0f / 16777216.0f);
+    p[i] = static_cast<T>(lo + (hi - lo) * u);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ bool finite_value(T v) { return isfinite(static_cast<float>(v)); }
+
+template <typename T>
+__global__ void nonfinite_kernel(const T* p, std::size_t n, unsigned long long* count) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  unsigned long long local = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    local += finite_value(p[i]) ? 0 : 1;
+  if (local) atomicAdd(count, local);
+}
+
+int grid_for(std::size_t n) {
+  std::size_t blocks = (n + 255) / 256;
+  if (blocks > 4096) blocks = 4096;
+  return static_cast<int>(blocks ? blocks : 1);
+}
+
+}  // namespace
+
+void fill_uniform(void* p, std::size_t n, DType t, unsigned long long seed, float lo, float hi, cudaStream_t s) {
+  if (n == 0) return;
+  if (t == DType::F16)
+    fill_kernel<__half><<<grid_for(n), 256, 0, s>>>(static_cast<__half*>(p), n, seed, lo, hi);
+  else
+    fill_kernel<float><<<grid_for(n), 256, 0, s>>>(static_cast<float*>(p), n, seed, lo, hi);
+}
+
+long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s) {
+  unsigned long long* d = nullptr;
+  if (cudaMalloc(&d, sizeof *d) != cudaSuccess) return -1;
+  unsigned long long h = 0;
+  cudaMemsetAsync(d, 0, sizeof *d, s);
+  if (n) {
+    if (t == DType::F16)
+      nonfinite_kernel<__half><<<grid_for(n), 256, 0, s>>>(static_cast<const __half*>(p), n, d);
+    else
+      nonfinite_kernel<float><<<grid_for(n), 256, 0, s>>>(static_cast<const float*>(p), n, d);
+  }
+  cudaError_t e = cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaFree(d);
+  return e == cudaSuccess ? static_cast<long long>(h) : -1;
+}
+
+}  // namespace benanza

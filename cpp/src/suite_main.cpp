@@ -1,0 +1,131 @@
+// Entry point of a generated benchmark suite.
+//
+//   suite --list                    print the jobs (JSON lines), no GPU needed
+//   suite --system                  print the system record and exit
+//   suite [--jobs FILE] [--job ID]  run the given jobs (all when none given)
+//   options: --device N --warmup-ms X --sample-ms X --rse X --min-samples N --max-samples N
+//            --max-time-ms X --workspace-limit-mb N --no-cold --no-graphs
+//
+// Output: JSON lines on stdout (system, job_start, measurement, choice, job_end, fatal).
+// Exit codes: 0 done; 2 bad arguments; 3 no usable CUDA device; 4 sticky CUDA error (the runner
+// restarts the suite for the remaining jobs).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "benanza/harness.hpp"
+
+namespace benanza {
+
+namespace {
+
+void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "benanza-suite: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+double number(const char* flag, const char* v) {
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (!end || *end || !(x >= 0)) usage_error(std::string("bad value for ") + flag + ": " + v);
+  return x;
+}
+
+void fatal_line(const std::string& msg) {
+  emit_line("{\"type\":\"fatal\",\"message\":\"" + json_escape(msg) + "\"}");
+}
+
+}  // namespace
+
+int suite_main(int argc, char** argv) {
+  Options opt;
+  bool list = false, system_only = false;
+  std::set<std::string> wanted;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error("missing value for " + a);
+      return argv[++i];
+    };
+    if (a == "--list") list = true;
+    else if (a == "--system") system_only = true;
+    else if (a == "--job") wanted.insert(val());
+    else if (a == "--jobs") {
+      const char* path = val();
+      std::ifstream f(path);
+      if (!f) usage_error(std::string("cannot read job file ") + path);
+      std::string line;
+      while (std::getline(f, line))
+        if (!line.empty()) wanted.insert(line);
+      if (wanted.empty()) usage_error(std::string("job file ") + path + " lists no job");
+    } else if (a == "--device") opt.device = static_cast<int>(number("--device", val()));
+    else if (a == "--warmup-ms") opt.warmup_ms = number("--warmup-ms", val());
+    else if (a == "--sample-ms") opt.sample_ms = number("--sample-ms", val());
+    else if (a == "--rse") opt.rule.rse_target = number("--rse", val());
+    else if (a == "--min-samples") opt.rule.min_samples = static_cast<int>(number("--min-samples", val()));
+    else if (a == "--max-samples") opt.rule.max_samples = static_cast<int>(number("--max-samples", val()));
+    else if (a == "--max-time-ms") opt.rule.max_time_ms = number("--max-time-ms", val());
+    else if (a == "--workspace-limit-mb")
+      opt.workspace_limit = static_cast<std::size_t>(number("--workspace-limit-mb", val()) * 1048576.0);
+    else if (a == "--no-cold") opt.cold = false;
+    else if (a == "--no-graphs") opt.graphs = false;
+    else usage_error("unknown argument " + a);
+  }
+  if (opt.rule.min_samples < 1) opt.rule.min_samples = 1;
+  if (opt.rule.max_samples < opt.rule.min_samples) opt.rule.max_samples = opt.rule.min_samples;
+
+  if (list) {
+    for (const JobEntry& j : registry()) {
+      emit_line(std::string("{\"type\":\"job\",\"job\":\"") + json_escape(j.info.id) + "\",\"layer_key\":\"" +
+                json_escape(j.info.layer_key) + "\",\"kind\":\"" + json_escape(j.info.kind) +
+                "\",\"precision\":\"" + precision_name(j.info.precision) + "\"}");
+    }
+    return 0;
+  }
+  Context* ctx = nullptr;
+  try {
+    ctx = new Context(opt);
+  } catch (const std::exception& e) {
+    fatal_line(e.what());
+    std::fprintf(stderr, "benanza-suite: %s\n", e.what());
+    return 3;
+  }
+  emit_line(std::string("{\"type\":\"system\",\"suite_model\":\"") + json_escape(kSuiteModel) +
+            "\",\"generator\":\"" + json_escape(kSuiteGenerator) + "\",\"system\":" + ctx->system_json() + "}");
+  if (system_only) {
+    delete ctx;
+    return 0;
+  }
+  std::set<std::string> known;
+  for (const JobEntry& j : registry()) known.insert(j.info.id);
+  for (const std::string& w : wanted)
+    if (!known.count(w)) usage_error("unknown job " + w);
+  for (const JobEntry& j : registry()) {
+    if (!wanted.empty() && !wanted.count(j.info.id)) continue;
+    emit_line(std::string("{\"type\":\"job_start\",\"job\":\"") + json_escape(j.info.id) + "\"}");
+    std::string status = "ok", message;
+    try {
+      Bench bench(*ctx, j.info);
+      j.run(bench);
+    } catch (const FatalError& e) {
+      fatal_line(std::string("job ") + j.info.id + ": " + e.what());
+      std::fprintf(stderr, "benanza-suite: %s\n", e.what());
+      std::_Exit(4);  // the CUDA context is unusable: no clean-up calls
+    } catch (const std::exception& e) {
+      status = "failed";
+      message = e.what();
+      cudaGetLastError();
+    }
+    emit_line(std::string("{\"type\":\"job_end\",\"job\":\"") + json_escape(j.info.id) + "\",\"status\":\"" + status +
+              "\",\"message\":\"" + json_escape(message) + "\"}");
+  }
+  delete ctx;
+  return 0;
+}
+
+}  // namespace benanza
+
+int main(int argc, char** argv) { return benanza::suite_main(argc, argv); }
