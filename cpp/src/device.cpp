@@ -50,9 +50,22 @@ Nvml& nvml() {
   return n;
 }
 
+// Handles are looked up once per PCI bus id (the lookup is slower than a clock read).
 bool nvml_handle(const std::string& pci, nvmlDevice_t* dev) {
   Nvml& n = nvml();
-  return n.ok && !pci.empty() && n.by_pci(pci.c_str(), dev) == 0;
+  if (!n.ok || pci.empty()) return false;
+  static std::mutex mu;
+  static std::string cached_pci;
+  static nvmlDevice_t cached = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached && pci == cached_pci) {
+    *dev = cached;
+    return true;
+  }
+  if (n.by_pci(pci.c_str(), dev) != 0) return false;
+  cached_pci = pci;
+  cached = *dev;
+  return true;
 }
 
 }  // namespace

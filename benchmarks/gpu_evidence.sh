@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Evidence run for a GPU machine: install benanza, `benanza bench` each model at batch 1 and 32 in
+# FP32/TF32/FP16 into one database, bench the first model again (must do no GPU work), and print
+# the table of benchmarks/summarize.py. Usage:
+#   benchmarks/gpu_evidence.sh OUTDIR MODEL.onnx [MODEL.onnx ...]
+# Extra Python wheels (e.g. SQLAlchemy where no package index is reachable) are taken from .whl/.
+set -uo pipefail
+OUTDIR=${1:?usage: gpu_evidence.sh OUTDIR MODEL...}; shift
+mkdir -p "$OUTDIR"
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+t0=$(date +%s.%N)
+python3 -m pip install -q --no-deps --no-build-isolation --no-index . > "$OUTDIR/install.log" 2>&1 || { tail -20 "$OUTDIR/install.log"; exit 1; }
+echo "install: $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
+python3 -m benanza system || true
+DB="$OUTDIR/bench.db"
+BATCH=${BENANZA_BATCH:-1,32}
+DTYPE=${BENANZA_DTYPE:-fp32,tf32,fp16}
+for m in "$@"; do
+  name=$(basename "$m" .onnx)
+  s=$(date +%s.%N)
+  timeout "${BENANZA_MODEL_TIMEOUT:-400}" python3 -m benanza bench "$m" --batch "$BATCH" --dtype "$DTYPE" --db "$DB" \
+      -o "/tmp/suites/$name" --json ${BENANZA_BENCH_ARGS:-} > "$OUTDIR/$name.json" 2> "$OUTDIR/$name.err"
+  echo "$name: exit $? in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"
+  tail -3 "$OUTDIR/$name.err"
+done
+first=$(basename "$1" .onnx)
+s=$(date +%s.%N)
+python3 -m benanza bench "$1" --batch "$BATCH" --dtype "$DTYPE" --db "$DB" -o "/tmp/suites/$first" --json \
+    > "$OUTDIR/${first}_again.json" 2> "$OUTDIR/${first}_again.err"
+echo "$first again: exit $? in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"
+python3 benchmarks/summarize.py "$DB" "$OUTDIR"/*.json
