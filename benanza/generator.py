@@ -363,19 +363,34 @@ def collapse_transfer(t: L.Transfer) -> tuple[list[int], list[int], list[int]]:
     return dims or [1], ss or [1], ds or [1]
 
 
+def memcpy2d_shape(dims: list[int], ss: list[int], ds: list[int]) -> tuple[int, int, int, int] | None:
+    """(rows, cols, src pitch, dst pitch) in elements when a collapsed transfer is a 2-D copy with
+    contiguous rows (what cudaMemcpy2DAsync does), else None."""
+    if len(dims) == 1 and ss[0] == 1 and ds[0] == 1:
+        return 1, dims[0], dims[0], dims[0]
+    if len(dims) == 2 and ss[1] == 1 and ds[1] == 1:
+        return dims[0], dims[1], ss[0], ds[0]
+    return None
+
+
 def _copy_case(cfg: L.CopyConfig, job: Job) -> dict:
     transfers = []
+    memcpy_ok = True
     for t in cfg.transfers():
         dims, ss, ds = collapse_transfer(t)
         if len(dims) > 8:
             raise ValueError(f"copy of rank {len(dims)}")
+        m2 = memcpy2d_shape(dims, ss, ds)
+        memcpy_ok = memcpy_ok and m2 is not None
+        rows, cols, sp, dp = m2 or (0, 0, 0, 0)
         transfers.append({"nd": max(4, len(dims)), "dims": c_array(dims, 8, 1),
                           "src_strides": c_array(ss, 8, 1), "dst_strides": c_array(ds, 8, 1),
                           "src_offset": t.src_offset, "dst_offset": t.dst_offset,
-                          "src_index": t.src_index})
+                          "src_index": t.src_index, "rows": rows, "cols": cols, "src_pitch": sp,
+                          "dst_pitch": dp})
     return {"job": _job_init(job), "inputs": [L.numel(s) for s in cfg.inputs],
             "out": L.numel(cfg.y), "fill": _num(cfg.fills_output()), "transfers": transfers,
-            "label": cpp_string(cfg.op)}
+            "memcpy": _num(memcpy_ok), "label": cpp_string(cfg.op)}
 
 
 #: kind -> (template file, case builder)

@@ -12,24 +12,33 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 t0=$(date +%s.%N)
-python3 -m pip install -q --no-deps --no-build-isolation --no-index . > "$OUTDIR/install.log" 2>&1 || { tail -20 "$OUTDIR/install.log"; exit 1; }
+python3 -m pip install -q --no-deps --no-build-isolation --no-index . > /tmp/benanza-install.log 2>&1 || { tail -20 /tmp/benanza-install.log; exit 1; }
 echo "install: $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
-python3 -m benanza system || true
-DB="$OUTDIR/bench.db"
+REPO=$(pwd)
+# run the installed package, not the source folder (python -m would import ./benanza first)
+bz() { (cd /tmp && python3 -m benanza "$@"); }
+bz system || true
+case "$OUTDIR" in /*) ;; *) OUTDIR="$REPO/$OUTDIR" ;; esac
+FINAL="$OUTDIR"
+OUTDIR=$(mktemp -d /tmp/benanza-evidence.XXXX)   # per-model files; packed into FINAL at the end
+DB="$FINAL/bench.db"
 BATCH=${BENANZA_BATCH:-1,32}
 DTYPE=${BENANZA_DTYPE:-fp32,tf32,fp16}
 for m in "$@"; do
   name=$(basename "$m" .onnx)
   s=$(date +%s.%N)
-  timeout "${BENANZA_MODEL_TIMEOUT:-400}" python3 -m benanza bench "$m" --batch "$BATCH" --dtype "$DTYPE" --db "$DB" \
+  case "$m" in /*) ;; *) m="$REPO/$m" ;; esac
+  timeout "${BENANZA_MODEL_TIMEOUT:-400}" bash -c 'cd /tmp && exec python3 -m benanza "$@"' _ bench "$m" --batch "$BATCH" --dtype "$DTYPE" --db "$DB" \
       -o "/tmp/suites/$name" --json ${BENANZA_BENCH_ARGS:-} > "$OUTDIR/$name.json" 2> "$OUTDIR/$name.err"
   echo "$name: exit $? in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"
   tail -3 "$OUTDIR/$name.err"
 done
 first=$(basename "$1" .onnx)
+m1="$1"; case "$m1" in /*) ;; *) m1="$REPO/$m1" ;; esac
 s=$(date +%s.%N)
-python3 -m benanza bench "$1" --batch "$BATCH" --dtype "$DTYPE" --db "$DB" -o "/tmp/suites/$first" --json \
+bz bench "$m1" --batch "$BATCH" --dtype "$DTYPE" --db "$DB" -o "/tmp/suites/$first" --json \
     > "$OUTDIR/${first}_again.json" 2> "$OUTDIR/${first}_again.err"
 echo "$first again: exit $? in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"
-python3 benchmarks/summarize.py "$DB" "$OUTDIR"/*.json
+python3 benchmarks/summarize.py "$DB" "$OUTDIR"/*.json | tee "$OUTDIR/summary.txt"
+tar czf "$FINAL/evidence.tar.gz" -C "$OUTDIR" .
