@@ -156,17 +156,20 @@ def _accepted(m: Measurement, precision: str) -> bool:
     return m.dtype == L.PRECISION_DTYPE[precision] and m.math in L.ACCEPTED_MATH[precision]
 
 
-def _failure_reason(key: str, rows: list[Measurement], jobs: dict, precision: str) -> str:
-    relevant = [m for m in rows if m.dtype == L.PRECISION_DTYPE[precision]]
-    job_msgs = [j.message for j in jobs.get(key, []) if j.status == "failed" and j.message]
-    if not relevant and not jobs.get(key):
+def _failure_reason(config: L.LayerConfig, rows: list[Measurement], jobs: list, precision: str) -> str:
+    """Why a layer has no valid measurement in ``precision``, from its rows and job records."""
+    needed = L.precisions_for(config, [precision])
+    ran = [j for j in jobs if j.precision in needed]
+    if not ran:
         return f"not measured on this system in {precision} (run `benanza bench` or `benanza run`)"
-    if job_msgs:
-        return "job failed: " + job_msgs[0]
+    failed = [j.message for j in ran if j.status == "failed" and j.message]
+    if failed:
+        return "job failed: " + failed[0]
+    relevant = [m for m in rows if m.dtype == L.PRECISION_DTYPE[precision] and m.precision in needed]
     if not relevant:
-        return f"no {L.PRECISION_DTYPE[precision]} measurement"
+        return f"no {L.PRECISION_DTYPE[precision]} measurement was recorded"
     counts = collections.Counter(m.status for m in relevant)
-    first = next((m.message for m in relevant if m.message), "")
+    first = next((m.message for m in relevant if m.status != "ok" and m.message), "")
     parts = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
     return f"no valid measurement ({parts})" + (f": {first}" if first else "")
 
@@ -206,8 +209,8 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
             continue
         b = best(ly.key)
         if b is None:
-            times.append(LayerTime(ly, "missing", None, reason=_failure_reason(ly.key, by_key.get(ly.key, []),
-                                                                              jobs, precision)))
+            times.append(LayerTime(ly, "missing", None, reason=_failure_reason(
+                ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), precision)))
             continue
         lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
                        iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "")

@@ -306,8 +306,8 @@ def _current_fingerprint() -> Optional[str]:
 def _analysis_table(a) -> Table:
     t = Table(title=f"{a.model} batch {a.batch} {a.precision}: LBL sequential {a.lbl_sequential_ms:.4f} ms, "
                     f"parallel {a.lbl_parallel_ms:.4f} ms{'' if a.complete else ' (INCOMPLETE)'}")
-    for c in ("#", "layer", "kind", "shapes", "algorithm", "ms", "IQR ms", "v7 pick", "on crit. path"):
-        t.add_column(c, justify="right" if c in ("#", "ms", "IQR ms") else "left")
+    for c in ("#", "layer", "config", "call", "algorithm", "math", "µs", "IQR µs", "v7 pick (µs)", "crit"):
+        t.add_column(c, justify="right" if c in ("#", "µs", "IQR µs") else "left")
     crit = set(a.critical_path)
     for lt in a.layers:
         ly = lt.layer
@@ -316,14 +316,14 @@ def _analysis_table(a) -> Table:
         shapes = ly.config.describe() if ly.config else ",".join(
             "x".join(map(str, s)) for s in ly.input_shapes if s)
         if lt.status == "missing":
-            t.add_row(str(ly.index), ly.name, ly.op_type, shapes, f"[red]missing: {lt.reason}", "-", "-", "", "")
+            t.add_row(str(ly.index), ly.name, shapes, "[red]missing", lt.reason, "", "-", "-", "", "")
             continue
-        algo = f"{lt.call} {lt.algorithm} ({lt.math})" if lt.math not in ("", "none") else f"{lt.call} {lt.algorithm}"
         pick = ""
         if lt.heuristic_algorithm:
-            pick = lt.heuristic_algorithm + (f" {lt.heuristic_ms:.4f}" if lt.heuristic_ms is not None else " (failed)")
-        t.add_row(str(ly.index), ly.name, ly.config.kind if ly.config else ly.op_type, shapes, algo,
-                  f"{lt.time_ms:.4f}", f"{lt.iqr_ms:.4f}" if lt.iqr_ms is not None else "-", pick,
+            pick = lt.heuristic_algorithm + (f" {lt.heuristic_ms * 1e3:.1f}" if lt.heuristic_ms is not None
+                                             else " (no valid time)")
+        t.add_row(str(ly.index), ly.name, shapes, lt.call, lt.algorithm, lt.math,
+                  f"{lt.time_ms * 1e3:.1f}", f"{lt.iqr_ms * 1e3:.1f}" if lt.iqr_ms is not None else "-", pick,
                   "*" if ly.index in crit else "")
     return t
 
@@ -407,7 +407,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     from .analyzer import analyze as do_analyze, resolve_system
     from .builder import build as do_build
     from .database import open_db, system_fingerprint
-    from .generator import generate as gen, parse_precisions
+    from .generator import generate as gen, parse_precisions, plan_jobs
     from .model import parse_batches
 
     stages = {}
@@ -419,12 +419,14 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     stages["process_s"] = time.perf_counter() - t
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
+    if not plan_jobs(mls, precisions):  # fail before creating anything
+        raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
+    database = open_db(db)  # before the long stages: a bad URL fails now
     for ml in mls:
         s = ml.summary()
         say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "
             f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
             f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
-    database = open_db(db)  # before the long stages: a bad URL fails now
     t = time.perf_counter()
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
         f"{mls[0].model}-{mls[0].sha256[:12]}")

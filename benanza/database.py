@@ -162,7 +162,9 @@ class Measurement(Base):
     workspace_bytes: Mapped[int] = mapped_column(sa.BigInteger, default=0)
     sm_clock_min_mhz: Mapped[int | None]
     sm_clock_max_mhz: Mapped[int | None]
-    dropped: Mapped[int | None]
+    dropped: Mapped[int | None]  # samples discarded for a thermal / hardware clock slowdown
+    power_capped: Mapped[int | None]  # samples kept that ran under the SW power cap
+    clock_reasons: Mapped[int | None] = mapped_column(sa.BigInteger)  # NVML clock-event reasons seen (bitmask)
     run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
     created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
 
@@ -375,7 +377,8 @@ class Database:
                     reps=r.get("reps"), host_us=_f(r.get("host_us")),
                     workspace_bytes=int(r.get("workspace_bytes") or 0),
                     sm_clock_min_mhz=r.get("sm_clock_min_mhz"), sm_clock_max_mhz=r.get("sm_clock_max_mhz"),
-                    dropped=r.get("dropped"), run_id=run_id))
+                    dropped=r.get("dropped"), power_capped=r.get("power_capped"),
+                    clock_reasons=r.get("clock_reasons"), run_id=run_id))
             s.add(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
                          message=message[:2000], run_id=run_id, wall_s=wall_s))
 
@@ -468,10 +471,42 @@ def system_fingerprint(record: dict) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
+def _unpack_reference(path: Path) -> Path:
+    """A gzip-compressed SQLite database (how reference databases ship) unpacked once into the
+    cache (``$XDG_CACHE_HOME/benanza/db/<sha256 prefix>.sqlite``)."""
+    import gzip
+    import shutil
+
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "db"
+    target = cache / f"{path.name[:-3]}-{digest}.sqlite"
+    if not target.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        try:
+            with gzip.open(path) as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except (OSError, EOFError) as e:
+            tmp.unlink(missing_ok=True)
+            raise DatabaseError(f"database {path}: not a gzip-compressed database ({e})") from None
+        tmp.replace(target)
+    return target
+
+
 def open_db(url: str | None = None, create: bool = True) -> Database:
     """Open (and, when ``create``, create) the database at ``url`` (URL or path; default
-    :func:`default_url`). Raises :class:`DatabaseError` with one line when it cannot be opened or
-    was written by a newer schema."""
+    :func:`default_url`). A path ending in ``.gz`` is a compressed reference database, opened
+    read-only (``create=False``) from an unpacked copy. Raises :class:`DatabaseError` with one line
+    when it cannot be opened or was written by a newer schema."""
+    if url and "://" not in url and url.endswith(".gz"):
+        path = Path(url).expanduser()
+        if create:
+            raise DatabaseError(f"database {url}: a compressed reference database is read-only; "
+                                f"gunzip a copy to write measurements into it")
+        if not path.is_file():
+            raise DatabaseError(f"database {url}: no such file")
+        url = str(_unpack_reference(path))
     url = normalize_url(url)
     try:
         u = sa.engine.make_url(url)

@@ -11,6 +11,23 @@ from pathlib import Path
 import numpy as np
 
 
+def lbl_table(files):
+    """[{model, batch, precision, lbl_sequential_ms, lbl_parallel_ms, lbl_fused_sequential_ms, complete}] of
+    the bench JSON outputs: what `benanza analyze` must reproduce from the database."""
+    rows = []
+    for f in files:
+        if Path(f).stem.endswith("_again"):
+            continue
+        try:
+            doc = json.loads(Path(f).read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        for a in doc["analyses"]:
+            rows.append({k: a[k] for k in ("model", "batch", "precision", "lbl_sequential_ms", "lbl_parallel_ms",
+                                           "lbl_fused_sequential_ms", "complete")})
+    return sorted(rows, key=lambda r: (r["model"], r["batch"], r["precision"]))
+
+
 def main(db_path, files):
     print("\n## LBL per model, batch and data type (ms)")
     print(f"{'model':<18}{'batch':>6} {'dtype':<6}{'layers':>7}{'uniq':>6}{'LBL seq':>11}{'LBL par':>11}"
@@ -69,4 +86,8 @@ def main(db_path, files):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    args = sys.argv[1:]
+    if args and args[0] == "--write-lbl":
+        Path(args[1]).write_text(json.dumps(lbl_table(args[2:]), indent=1) + "\n")
+    else:
+        main(args[0], args[1:])

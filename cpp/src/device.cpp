@@ -84,9 +84,9 @@ bool nvml_throttle_reasons(const std::string& pci, unsigned long long* mask) {
   nvmlDevice_t dev;
   unsigned long long v = 0;
   if (!nvml_handle(pci, &dev) || !nvml().reasons || nvml().reasons(dev, &v) != 0) return false;
-  // SW power cap 0x4, HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80
-  // (nvml.h, nvmlClocksEventReason*). Idle (0x1) and application clocks (0x2) do not slow work.
-  *mask = v & (0x4ULL | 0x8ULL | 0x20ULL | 0x40ULL | 0x80ULL);
+  // nvml.h, nvmlClocksEventReason*: idle 0x1, application clocks 0x2, SW power cap 0x4, HW slowdown
+  // 0x8, sync boost 0x10, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
+  *mask = v;
   return true;
 }
 

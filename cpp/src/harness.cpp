@@ -76,6 +76,11 @@ class JsonLine {
   }
   JsonLine& kv(const char* k, int v) { return kv(k, static_cast<long long>(v)); }
   JsonLine& kv(const char* k, std::size_t v) { return kv(k, static_cast<long long>(v)); }
+  JsonLine& raw(const char* k, const std::string& json) {
+    key(k);
+    o_ << json;
+    return *this;
+  }
   JsonLine& kv(const char* k, bool v) {
     key(k);
     o_ << (v ? "true" : "false");
@@ -305,20 +310,25 @@ Bench::Sampled Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>
   check(cudaEventCreate(&a), "cudaEventCreate");
   check(cudaEventCreate(&b), "cudaEventCreate");
   Sampled out;
-  std::vector<double> samples;
+  std::vector<double>& samples = out.samples;
   const auto t0 = Clock::now();
+  // hard cap: the rule's time cap bounds sampling, with a grace of 3x for the minimum 3 samples
+  const double hard_cap_ms = 3.0 * o.rule.max_time_ms + 1000.0;
   int clk = 0;
   try {
-    while (!o.rule.done(samples, ms_since(t0))) {
+    while (!o.rule.done(samples, ms_since(t0)) && ms_since(t0) < hard_cap_ms) {
       if (!one(a, b)) throw JobError("launch failed while sampling");
       check(cudaEventSynchronize(b), "cudaEventSynchronize");
       float ms = 0;
       check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
       unsigned long long reasons = 0;
-      if (nvml_throttle_reasons(pci, &reasons) && reasons != 0) {
-        ++out.dropped;
-        if (out.dropped > 4 * o.rule.max_samples) break;
-        continue;
+      if (nvml_throttle_reasons(pci, &reasons)) {
+        out.reasons |= reasons;
+        if (reasons & kDropReasons) {
+          ++out.dropped;
+          continue;
+        }
+        if (reasons & kPowerCapReason) ++out.power_capped;
       }
       if (nvml_sm_clock_mhz(pci, &clk)) {
         out.clock_min = out.clock_min ? std::min(out.clock_min, clk) : clk;
@@ -439,12 +449,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   }
   if (exec) cudaGraphExecDestroy(exec);
 
-  JsonLine j = base_record("measurement", job_, c);
-  j.kv("cache", "warm").kv("status", "ok").kv("method", method).kv("reps", reps).kv("host_us", host_us);
-  j.kv("warmup_ms", warm_ms).kv("warmup_calls", calls);
-  stats_fields(j, "", warm.stats);
-  j.kv("dropped", warm.dropped).kv("sm_clock_min_mhz", warm.clock_min).kv("sm_clock_max_mhz", warm.clock_max);
-  emit_line(j.str());
+  emit_sampled("warm", method, reps, host_us, warm_ms, calls, warm, c);
 
   // 4. cold samples: one call after flushing L2
   if (o.cold) {
@@ -458,13 +463,39 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
           return cudaEventRecord(eb, s) == cudaSuccess;
         },
         1);
-    JsonLine k = base_record("measurement", job_, c);
-    k.kv("cache", "cold").kv("status", "ok").kv("method", "stream_l2_flushed").kv("reps", 1).kv("host_us", host_us);
-    stats_fields(k, "", cold.stats);
-    k.kv("dropped", cold.dropped).kv("sm_clock_min_mhz", cold.clock_min).kv("sm_clock_max_mhz", cold.clock_max);
-    emit_line(k.str());
+    emit_sampled("cold", "stream_l2_flushed", 1, host_us, 0.0, 0, cold, c);
   }
   return true;
+}
+
+void Bench::emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
+                         int warm_calls, const Sampled& r, const Call& c) {
+  JsonLine j = base_record("measurement", job_, c);
+  const bool valid = r.stats.n > 0 && std::isfinite(r.stats.median);
+  j.kv("cache", cache).kv("status", valid ? "ok" : "failed");
+  if (!valid) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "no valid sample: %d dropped for clock slowdown (NVML reasons 0x%llx)", r.dropped,
+                  r.reasons);
+    j.kv("message", std::string(buf));
+  }
+  j.kv("method", method).kv("reps", reps).kv("host_us", host_us);
+  if (warm_calls) j.kv("warmup_ms", warm_ms).kv("warmup_calls", warm_calls);
+  stats_fields(j, "", r.stats);
+  j.kv("dropped", r.dropped).kv("power_capped", r.power_capped).kv("clock_reasons", static_cast<long long>(r.reasons));
+  j.kv("sm_clock_min_mhz", r.clock_min).kv("sm_clock_max_mhz", r.clock_max);
+  if (ctx_.options().dump_samples) {
+    std::ostringstream o;
+    o << "[";
+    for (std::size_t i = 0; i < r.samples.size(); ++i) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%s%.6g", i ? "," : "", r.samples[i]);
+      o << b;
+    }
+    o << "]";
+    j.raw("samples_ms", o.str());
+  }
+  emit_line(j.str());
 }
 
 // --------------------------------------------------------------------------------------- registry

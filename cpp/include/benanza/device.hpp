@@ -38,9 +38,14 @@ bool query_device(int index, DeviceInfo* out, std::string* error);
 // NVML helpers (all return false when NVML is unavailable).
 bool nvml_available();
 bool nvml_sm_clock_mhz(const std::string& pci_bus_id, int* mhz);
-// Bitmask of clock-event (throttle) reasons that slow the clocks: SW power cap, HW slowdown,
-// SW/HW thermal, power brake. 0 when none or unknown.
+// Current clock-event (throttle) reasons, nvml.h's nvmlClocksEventReason* bitmask.
 bool nvml_throttle_reasons(const std::string& pci_bus_id, unsigned long long* mask);
+// Reasons after which a sample is dropped: thermal slowdown (SW 0x20, HW 0x40), HW slowdown 0x8 and
+// HW power brake 0x80 -- transient events that do not describe the kernel. The SW power cap (0x4)
+// is the steady state of heavy kernels (a framework running them sees the same clocks): samples
+// under it are kept and counted.
+constexpr unsigned long long kDropReasons = 0x8ULL | 0x20ULL | 0x40ULL | 0x80ULL;
+constexpr unsigned long long kPowerCapReason = 0x4ULL;
 
 // JSON object of a DeviceInfo (no trailing newline), with extra key/values appended verbatim.
 std::string device_json(const DeviceInfo& d, const std::string& extra_fields);

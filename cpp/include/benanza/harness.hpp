@@ -11,8 +11,9 @@
 //     back-to-back on the stream instead, and the method says so;
 //   * cold samples: one call after a write of 2x the L2 size (caches flushed);
 //   * adaptive stopping (stats.hpp) on the relative standard error of the median;
-//   * the SM clock is read with NVML around each sample; samples taken while the GPU reports a
-//     slowdown reason (power cap, thermal, HW slowdown) are dropped and counted;
+//   * the SM clock is read with NVML after each sample; samples taken while the GPU reports a
+//     thermal or hardware slowdown are dropped and counted; samples under the SW power cap (the
+//     steady state of heavy kernels) are kept and counted (device.hpp, kDropReasons);
 //   * host API time per call (enqueue cost) measured during warm-up.
 #pragma once
 
@@ -61,6 +62,7 @@ struct Options {
   bool cold = true;               // also take cold (L2-flushed) samples
   bool graphs = true;             // capture warm samples in CUDA graphs
   std::size_t workspace_limit = std::size_t(4) << 30;  // bytes
+  bool dump_samples = false;      // add every kept sample to the records (samples_ms)
 };
 
 // Outcome of one launch: ok, or the library status and where it came from.
@@ -176,10 +178,15 @@ class Bench {
  private:
   struct Sampled {
     Stats stats;
-    int dropped = 0;
+    int dropped = 0;         // samples discarded for a thermal / HW slowdown
+    int power_capped = 0;    // samples kept that ran under the SW power cap
+    unsigned long long reasons = 0;  // union of the clock-event reasons seen
     int clock_min = 0, clock_max = 0;
+    std::vector<double> samples;     // kept samples (ms per call), in order
   };
   Sampled sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps);
+  void emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
+                    int warm_calls, const Sampled& r, const Call& c);
   void free_all();
 
   Context& ctx_;

@@ -1,0 +1,70 @@
+"""Shared fixtures: the real models in ../shared, a fake suite (tests/fake_suite.py) that speaks
+the suite protocol without a GPU, and temporary databases."""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+
+def _shared() -> Path:
+    env = os.environ.get("BENANZA_SHARED")
+    for p in ([Path(env)] if env else []) + [REPO.parent / "shared", REPO / "shared"]:
+        if (p / "models").is_dir():
+            return p
+    pytest.skip("the shared models folder (../shared/models) is not available")
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    return _shared()
+
+
+@pytest.fixture(scope="session")
+def models(shared) -> Path:
+    return shared / "models"
+
+
+def all_model_paths():
+    try:
+        return sorted((_shared() / "models").glob("*.onnx"))
+    except BaseException:
+        return []
+
+
+@pytest.fixture
+def db_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'perf.db'}"
+
+
+def make_fake_suite(folder: Path, model: Path, batches=(1,), precisions=("fp32",)) -> Path:
+    """Generate the real suite for ``model`` and put the fake executable where the build would."""
+    from benanza.generator import generate
+    from benanza.model import process
+
+    mls = [process(model, b) for b in batches]
+    generate(mls, list(precisions), folder)
+    exe = folder / "build" / "benanza-suite"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HERE / "fake_suite.py", exe)
+    exe.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def fake_suite(tmp_path, models):
+    return make_fake_suite(tmp_path / "suite", models / "googlenet.onnx", (1,), ("fp32", "fp16"))
+
+
+def have_gpu() -> bool:
+    try:
+        from benanza import _native
+
+        return _native.device_count() > 0
+    except Exception:
+        return False

@@ -1,0 +1,132 @@
+"""Benchmark generator: escaping, case tables, and generated suites that compile and link against
+the real cuDNN and cuBLAS wheels (no GPU needed to build; running says "no CUDA device")."""
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from benanza import layers as L
+from benanza.errors import UsageError
+from benanza.generator import (collapse_broadcast, collapse_transfer, cpp_string, generate, load_suite,
+                               parse_precisions, plan_jobs, pooling_cudnn_pads)
+from benanza.model import process
+from conftest import have_gpu
+from onnx_builders import HOSTILE, all_kinds_model, nothing_to_benchmark_model
+
+
+def test_cpp_string_escapes_everything_that_could_escape_a_literal():
+    s = cpp_string(HOSTILE + "\x00é")
+    assert s.startswith('"') and s.endswith('"')
+    body = s[1:-1]
+    assert "\n" not in body and "??=" not in body
+    assert '\\"' in body and "\\\\" in body and "\\303\\251" in body and "\\000" in body
+    # the only unescaped quote characters are the delimiters
+    assert body.replace('\\"', "").count('"') == 0
+
+
+def test_parse_precisions():
+    assert parse_precisions("fp32, FP16,fp32") == ["fp32", "fp16"]
+    with pytest.raises(UsageError, match="unknown data type 'int8'"):
+        parse_precisions("fp32,int8")
+
+
+def test_jobs_cover_unique_configs_and_precisions(models):
+    mls = [process(models / "resnet50.onnx", b) for b in (1, 32)]
+    jobs = plan_jobs(mls, ["fp32", "tf32", "fp16"])
+    ids = [j.id for j in jobs]
+    assert len(ids) == len(set(ids))
+    uniq = set()
+    for ml in mls:
+        uniq |= set(ml.unique_configs())
+    assert {j.layer_key for j in jobs} == uniq
+    for j in jobs:
+        if j.config.tensor_cores:
+            continue
+        assert j.precision in ("fp32", "fp16")  # tf32 changes nothing for non-Tensor-Core layers
+    # tf32 analysis also accepts FMA kernels: every tf32 job has its fp32 twin
+    assert all(f"{j.layer_key}.fp32" in ids for j in jobs if j.precision == "tf32")
+
+
+def test_pooling_pads_emulate_ceil_mode():
+    cfg = L.PoolingConfig(x=(1, 64, 112, 112), y=(1, 64, 56, 56), mode="max", kernel=(3, 3), pads=(0, 0, 0, 0),
+                          strides=(2, 2))
+    pads, note = pooling_cudnn_pads(cfg)
+    assert pads == [1, 1] and "same output size" in note
+    ok = L.PoolingConfig(x=(1, 64, 112, 112), y=(1, 64, 56, 56), mode="max", kernel=(3, 3), pads=(1, 1, 1, 1),
+                         strides=(2, 2))
+    assert pooling_cudnn_pads(ok) == ([1, 1], "")
+
+
+def test_collapse_helpers():
+    assert collapse_broadcast([32, 64, 56, 56], [1, 64, 1, 1]) == ([32, 64, 3136], [1, 64, 1])
+    assert collapse_broadcast([8, 3, 4], [8, 3, 4]) == ([96], [96])
+    cat = L.CopyConfig(op="Concat", inputs=((2, 3, 4, 4), (2, 5, 4, 4)), y=(2, 8, 4, 4), attrs=(("axis", (1,)),))
+    t0, t1 = cat.transfers()
+    assert collapse_transfer(t0) == ([2, 48], [48, 1], [128, 1])
+    assert t1.dst_offset == 48
+
+
+def test_no_benchmarkable_layer_is_a_clear_error(tmp_path):
+    ml = process(nothing_to_benchmark_model(tmp_path / "n.onnx"), 1)
+    with pytest.raises(UsageError, match="no benchmarkable layer"):
+        generate([ml], ["fp32"], tmp_path / "suite")
+    assert not (tmp_path / "suite" / "suite.json").exists()
+
+
+def test_generated_code_reads_as_cpp_with_data_tables(tmp_path, models):
+    suite = generate([process(models / "resnet50.onnx", 1)], ["fp16"], tmp_path / "s")
+    src = (tmp_path / "s" / "src" / "conv.cpp").read_text()
+    assert "const ConvCase kCases[] = {" in src and "cudnnConvolutionForward" in src
+    assert src.count("Precision::FP16") == sum(1 for j in suite.jobs if j.kind == "Conv")
+    manifest = json.loads((tmp_path / "s" / "suite.json").read_text())
+    assert {j["job"] for j in manifest["jobs"]} == {j.id for j in suite.jobs}
+    again = load_suite(tmp_path / "s")
+    assert [j.config for j in again.jobs] == [j.config for j in suite.jobs]
+
+
+def _build(folder):
+    from benanza.builder import build
+
+    return build(folder)
+
+
+@pytest.mark.slow
+def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models):
+    mls = [process(models / "resnet50.onnx", b) for b in (1, 32)]
+    suite = generate(mls, ["fp32", "tf32", "fp16"], tmp_path / "r50")
+    r = _build(tmp_path / "r50")
+    assert r.executable.exists()
+    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
+    ids = {json.loads(line)["job"] for line in listed.stdout.splitlines()}
+    assert ids == {j.id for j in suite.jobs}
+    # linked against the wheels' cuDNN and cuBLAS
+    ldd = subprocess.run(["ldd", str(r.executable)], capture_output=True, text=True).stdout
+    assert "libcudnn.so.9" in ldd and "libcublas.so" in ldd and "not found" not in ldd
+    if not have_gpu():
+        run = subprocess.run([str(r.executable)], capture_output=True, text=True)
+        assert run.returncode == 3
+        assert json.loads(run.stdout.splitlines()[0])["type"] == "fatal"
+        assert "no CUDA device" in run.stderr
+    # rebuilding an unchanged suite compiles nothing
+    again = _build(tmp_path / "r50")
+    assert again.compile_s < r.compile_s
+
+
+@pytest.mark.slow
+def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
+    model = all_kinds_model(tmp_path / "all.onnx")
+    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16"], tmp_path / "all")
+    assert {j.kind for j in suite.jobs} == {"Conv", "ConvBiasAct", "Activation", "BatchNorm", "Pooling",
+                                             "Softmax", "Elementwise", "Gemm", "LRN", "Dropout", "Reduce",
+                                             "Copy"}
+    conv = (tmp_path / "all" / "src" / "conv.cpp").read_text()
+    assert cpp_string(HOSTILE) in conv and "system(\"rm" not in conv.replace('\\"', "")
+    r = _build(tmp_path / "all")
+    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
+    assert len(listed.stdout.splitlines()) == len(suite.jobs)
+
+
+def test_build_of_a_folder_that_is_not_a_suite(tmp_path):
+    with pytest.raises(UsageError, match="not a benanza suite"):
+        _build(tmp_path)

@@ -1,0 +1,108 @@
+"""Runner: incremental runs, and a worker that crashes, hangs or loses the device (fake suite)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benanza.database import JobRow, Measurement, open_db
+from benanza.errors import DeviceError
+from benanza.generator import load_suite
+from benanza.runner import RunOptions, run_suite
+
+
+def _run(folder, db_url, **kw):
+    return run_suite(load_suite(folder), open_db(db_url), RunOptions(**kw))
+
+
+def test_full_run_then_nothing_to_do(fake_suite, db_url):
+    suite = load_suite(fake_suite)
+    s = _run(fake_suite, db_url)
+    assert (s.ok, s.failed, s.skipped) == (len(suite.jobs), 0, 0)
+    again = _run(fake_suite, db_url)
+    assert (again.ok, again.failed, again.skipped, again.run_id) == (0, 0, len(suite.jobs), None)
+    forced = _run(fake_suite, db_url, force=True)
+    assert forced.ok == len(suite.jobs)
+    db = open_db(db_url)
+    with db.session() as ses:
+        n_jobs = ses.query(JobRow).count()
+    assert n_jobs == len(suite.jobs)  # --force replaced, did not duplicate
+
+
+def test_crashing_worker_marks_that_job_failed_and_goes_on(fake_suite, db_url, monkeypatch):
+    suite = load_suite(fake_suite)
+    victim = next(j.id for j in suite.jobs if j.kind == "Conv")
+    monkeypatch.setenv("FAKE_SUITE_CRASH", victim)
+    s = _run(fake_suite, db_url)
+    assert s.failed == 1 and s.ok == len(suite.jobs) - 1 and s.restarts == 1
+    assert s.failures[0][0] == victim and "SIGSEGV" in s.failures[0][1]
+    db = open_db(db_url)
+    with db.session() as ses:
+        row = ses.query(JobRow).filter_by(job=victim).one()
+        assert row.status == "failed" and "SIGSEGV" in row.message
+        # what the job measured before the crash is kept
+        kept = ses.query(Measurement).filter_by(layer_key=row.layer_key, precision=row.precision).count()
+        assert kept >= 1
+    # failed jobs are not retried by default, but are with --retry-failed
+    monkeypatch.delenv("FAKE_SUITE_CRASH")
+    assert _run(fake_suite, db_url).ok == 0
+    assert _run(fake_suite, db_url, retry_failed=True).ok == 1
+
+
+def test_hanging_job_times_out(fake_suite, db_url, monkeypatch):
+    suite = load_suite(fake_suite)
+    victim = next(j.id for j in suite.jobs if j.kind == "Conv")
+    monkeypatch.setenv("FAKE_SUITE_HANG", victim)
+    t = time.perf_counter()
+    s = _run(fake_suite, db_url, job_timeout_s=2)
+    assert time.perf_counter() - t < 30
+    assert s.failed == 1 and "timed out" in s.failures[0][1]
+    assert s.ok == len(suite.jobs) - 1
+
+
+def test_sticky_error_restarts_the_worker(fake_suite, db_url, monkeypatch):
+    suite = load_suite(fake_suite)
+    victim = [j.id for j in suite.jobs if j.kind == "Conv"][-1]
+    monkeypatch.setenv("FAKE_SUITE_FATAL", victim)
+    s = _run(fake_suite, db_url)
+    assert s.failed == 1 and "cudaErrorIllegalAddress" in s.failures[0][1]
+
+
+def test_no_device_is_a_device_error_and_writes_nothing(fake_suite, db_url, monkeypatch):
+    monkeypatch.setenv("FAKE_SUITE_NODEVICE", "1")
+    with pytest.raises(DeviceError, match="no CUDA device"):
+        _run(fake_suite, db_url)
+    db = open_db(db_url)
+    assert db.counts()["measurements"] == 0 and db.counts()["systems"] == 0
+
+
+def test_killed_run_resumes_without_losing_or_repeating_jobs(fake_suite, db_url, tmp_path):
+    """SIGKILL the whole `benanza run` mid-way; the next run does exactly the jobs not finished."""
+    log = tmp_path / "started.log"
+    env = dict(os.environ, FAKE_SUITE_SLOW="0.05", FAKE_SUITE_LOG=str(log))
+    proc = subprocess.Popen([sys.executable, "-c", "from benanza.cli import main; main()", "run", str(fake_suite),
+                             "--db", db_url, "--quiet"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 15:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    db = open_db(db_url)
+    done_first = db.jobs_done(db.systems()[0].id)
+    assert 5 <= len(done_first) < len(load_suite(fake_suite).jobs)
+    log.write_text("")
+    env.pop("FAKE_SUITE_SLOW")
+    subprocess.run([sys.executable, "-c", "from benanza.cli import main; main()", "run", str(fake_suite), "--db",
+                    db_url, "--quiet"], env=env, check=True, stdout=subprocess.DEVNULL)
+    second = set(log.read_text().split())
+    all_jobs = {j.id for j in load_suite(fake_suite).jobs}
+    assert second.isdisjoint(done_first)  # nothing measured twice
+    assert second | done_first == all_jobs  # nothing lost
+    with db.session() as ses:
+        assert ses.query(JobRow).count() == len(all_jobs)
