@@ -193,17 +193,39 @@ def build(folder: Path = typer.Argument(..., help="suite folder written by `bena
 
 # --------------------------------------------------------------------------------------------- run
 
+def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
+    """``--devices all`` (every GPU here) or ``0,1,...``; none: ``(device,)``."""
+    if not text:
+        return (device,)
+    if text.strip().lower() == "all":
+        from . import system as sysq
+
+        n = sysq.device_count()
+        if n < 1:
+            raise UsageError("--devices all: no CUDA device here")
+        return tuple(range(n))
+    try:
+        out = tuple(dict.fromkeys(int(p) for p in text.split(",") if p.strip()))
+    except ValueError:
+        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1") from None
+    if not out or min(out) < 0:
+        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1")
+    return out
+
+
 def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
-                 force, retry_failed):
+                 force, retry_failed, devices=None):
     from .runner import RunOptions
 
     if not 0 < rse < 1:
         raise UsageError(f"--rse must be in (0, 1), got {rse}")
     if min_samples < 1 or max_samples < min_samples:
         raise UsageError("--min-samples must be >= 1 and <= --max-samples")
+    if job_timeout <= 0:
+        raise UsageError("--job-timeout must be positive")
     return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
                       max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
-                      force=force, retry_failed=retry_failed)
+                      force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device))
 
 
 class _Progress:
@@ -258,6 +280,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
         cold: bool = typer.Option(True, "--cold/--no-cold", help="also measure with L2 flushed"),
         device: int = typer.Option(0, "--device"),
+        devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
         job_timeout: float = typer.Option(300.0, "--job-timeout", help="seconds before a job is killed"),
         quiet: bool = typer.Option(False, "--quiet", "-q"),
         json_out: bool = typer.Option(False, "--json")):
@@ -267,7 +290,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
 
     suite = load_suite(folder)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed)
+                        job_timeout, force, retry_failed, devices)
     database = open_db(db)
     s = _do_run(suite, database, opts, quiet or json_out)
     doc = _run_doc(s)
@@ -397,6 +420,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
           cold: bool = typer.Option(True, "--cold/--no-cold"),
           device: int = typer.Option(0, "--device"),
+          devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
           job_timeout: float = typer.Option(300.0, "--job-timeout"),
           layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer tables"),
           quiet: bool = typer.Option(False, "--quiet", "-q"),
@@ -414,7 +438,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     precisions = parse_precisions(dtype)
     batches = parse_batches(batch)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed)
+                        job_timeout, force, retry_failed, devices)
     t = time.perf_counter()
     mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     stages["process_s"] = time.perf_counter() - t

@@ -16,12 +16,13 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from .builder import suite_executable
-from .database import Database
+from .database import Database, system_fingerprint
 from .errors import DeviceError, UsageError
 from .generator import Suite
 
@@ -43,9 +44,13 @@ class RunOptions:
     job_timeout_s: float = 300.0
     force: bool = False
     retry_failed: bool = False
+    devices: tuple[int, ...] = ()  # several identical GPUs: one worker each; empty: (device,)
 
-    def suite_args(self) -> list[str]:
-        args = ["--device", str(self.device), "--warmup-ms", str(self.warmup_ms), "--sample-ms", str(self.sample_ms),
+    def gpus(self) -> tuple[int, ...]:
+        return tuple(self.devices) or (self.device,)
+
+    def suite_args(self, device: int | None = None) -> list[str]:
+        args = ["--device", str(self.device if device is None else device), "--warmup-ms", str(self.warmup_ms), "--sample-ms", str(self.sample_ms),
                 "--rse", str(self.rse), "--min-samples", str(self.min_samples), "--max-samples",
                 str(self.max_samples), "--max-time-ms", str(self.max_time_ms), "--workspace-limit-mb",
                 str(self.workspace_limit_mb)]
@@ -116,7 +121,14 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     exe = suite_executable(suite.root)
     if not exe.exists():
         raise UsageError(f"{suite.root}: suite not built (no {exe}); run `benanza build {suite.root}`")
-    system = query_system(exe, opt.device)
+    gpus = opt.gpus()
+    systems = [query_system(exe, d) for d in gpus]
+    fps = {system_fingerprint(s) for s in systems}
+    if len(fps) > 1:
+        raise DeviceError("the GPUs " + ", ".join(map(str, gpus)) + " are not identical systems ("
+                          + "; ".join(f"{d}: {s.get('gpu_name')}" for d, s in zip(gpus, systems))
+                          + "); measure them one at a time with --devices")
+    system = systems[0]
     system_id = db.upsert_system(system)
     configs = {j.layer_key: j.config for j in suite.jobs}
     db.upsert_configs(list(configs.values()))
@@ -136,38 +148,36 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     run_id = db.start_run(system_id, str(suite.root), models, len(pending))
     summary.run_id = run_id
     by_id = {j.id: j for j in pending}
-    remaining = [j.id for j in pending]
+    # interleave jobs of every kind over the GPUs so that each shard gets a similar mix
+    order = sorted(pending, key=lambda j: (j.kind, j.config.batch, j.id))
+    shards = [[j.id for j in order[i::len(gpus)]] for i in range(len(gpus))]
     t0 = time.perf_counter()
     if progress:
-        progress("start", {"total": len(pending), "skipped": summary.skipped})
-    log_path = suite.root / "run.log"
-    startup_failures = 0
+        progress("start", {"total": len(pending), "skipped": summary.skipped, "gpus": len(gpus)})
+    ctx = _Shared(db=db, system_id=system_id, run_id=run_id, summary=summary, progress=progress, by_id=by_id,
+                  opt=opt, exe=exe, log_path=suite.root / "run.log")
     try:
-        while remaining:
-            w = _one_worker(exe, remaining, by_id, opt, db, system_id, run_id, summary, progress, log_path)
-            remaining = [j for j in remaining if j not in w.finished]
-            crashed_job, reason, started_any = w.crashed, w.reason, w.started_any
-            if crashed_job is not None:
-                job = by_id[crashed_job]
-                db.write_job(system_id, run_id, job.id, job.layer_key, job.precision, "failed", reason,
-                             w.partial)
-                summary.failed += 1
-                summary.failures.append((job.id, reason))
-                remaining = [j for j in remaining if j != crashed_job]
-                if progress:
-                    progress("job", {"job": job.id, "status": "failed", "message": reason,
-                                     "done": summary.ok + summary.failed, "failed": summary.failed})
-            if remaining:
-                summary.restarts += 1
-                startup_failures = 0 if started_any else startup_failures + 1
-                if startup_failures >= 2:
-                    raise DeviceError(f"the suite failed to start twice: {reason}")
+        if len(gpus) == 1:
+            _drive(ctx, gpus[0], shards[0])
+        else:
+            with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
+                futures = [pool.submit(_drive, ctx, d, sh) for d, sh in zip(gpus, shards)]
+                try:
+                    while any(not f.done() for f in futures):
+                        time.sleep(0.2)
+                except KeyboardInterrupt:
+                    ctx.stop.set()
+                    raise
+                for f in futures:
+                    f.result()
     except KeyboardInterrupt:
+        ctx.stop.set()
         summary.interrupted = True
         summary.wall_s = time.perf_counter() - t0
         db.finish_run(run_id, "interrupted", summary.ok + summary.failed, "interrupted by the user")
         raise
     except BaseException as e:
+        ctx.stop.set()
         summary.wall_s = time.perf_counter() - t0
         db.finish_run(run_id, "failed", summary.ok + summary.failed, str(e)[:500])
         raise
@@ -179,6 +189,58 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
 
 
 @dataclass
+class _Shared:
+    """What the per-GPU drivers share; ``lock`` guards the summary and the progress callback."""
+
+    db: Database
+    system_id: int
+    run_id: int
+    summary: RunSummary
+    progress: Callable[[str, dict], None] | None
+    by_id: dict
+    opt: RunOptions
+    exe: Path
+    log_path: Path
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def finished(self, job, status: str, message: str, measurements: int) -> None:
+        with self.lock:
+            s = self.summary
+            s.measurements += measurements
+            if status == "ok":
+                s.ok += 1
+            else:
+                s.failed += 1
+                s.failures.append((job.id, message))
+            if self.progress:
+                self.progress("job", {"job": job.id, "status": status, "message": message,
+                                      "done": s.ok + s.failed, "failed": s.failed})
+
+
+def _drive(ctx: _Shared, device: int, job_ids: list[str]) -> None:
+    """Run ``job_ids`` on ``device`` to the end: restart the worker after a crash, a hang or a
+    sticky error, recording the job in flight as failed with the reason."""
+    remaining = list(job_ids)
+    startup_failures = 0
+    while remaining and not ctx.stop.is_set():
+        w = _one_worker(ctx, device, remaining)
+        remaining = [j for j in remaining if j not in w.finished]
+        if w.crashed is not None:
+            job = ctx.by_id[w.crashed]
+            ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, "failed", w.reason,
+                             w.partial)
+            ctx.finished(job, "failed", w.reason, sum(1 for r in w.partial if r.get("type") == "measurement"))
+            remaining = [j for j in remaining if j != w.crashed]
+        if remaining and not ctx.stop.is_set():
+            with ctx.lock:
+                ctx.summary.restarts += 1
+            startup_failures = 0 if w.started_any else startup_failures + 1
+            if startup_failures >= 2:
+                raise DeviceError(f"the suite failed to start twice on GPU {device}: {w.reason}")
+
+
+@dataclass
 class _WorkerResult:
     finished: set[str]
     crashed: str | None = None  # the job in flight when the worker died or timed out
@@ -187,9 +249,9 @@ class _WorkerResult:
     partial: list[dict] = field(default_factory=list)  # what the crashed job measured before
 
 
-def _one_worker(exe: Path, remaining: list[str], by_id: dict, opt: RunOptions, db: Database, system_id: int,
-                run_id: int, summary: RunSummary, progress, log_path: Path) -> _WorkerResult:
-    """Run one worker process over ``remaining`` and store every job it finishes."""
+def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResult:
+    """Run one worker process on ``device`` over ``remaining`` and store every job it finishes."""
+    opt = ctx.opt
     with tempfile.NamedTemporaryFile("w", suffix=".jobs", delete=False) as f:
         f.write("\n".join(remaining) + "\n")
         jobs_file = f.name
@@ -199,8 +261,8 @@ def _one_worker(exe: Path, remaining: list[str], by_id: dict, opt: RunOptions, d
     started_at = 0.0
     fatal = ""
     started_any = False
-    log = open(log_path, "a")
-    proc = subprocess.Popen([str(exe), "--jobs", jobs_file] + opt.suite_args(), stdout=subprocess.PIPE,
+    log = open(ctx.log_path, "a")
+    proc = subprocess.Popen([str(ctx.exe), "--jobs", jobs_file] + opt.suite_args(device), stdout=subprocess.PIPE,
                             stderr=log, text=True, bufsize=1, start_new_session=True)
     q: queue.Queue = queue.Queue()
     t = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
@@ -208,8 +270,11 @@ def _one_worker(exe: Path, remaining: list[str], by_id: dict, opt: RunOptions, d
     timed_out = False
     try:
         while True:
+            if ctx.stop.is_set():
+                _kill(proc)
+                break
             try:
-                line = q.get(timeout=1.0)
+                line = q.get(timeout=0.5)
             except queue.Empty:
                 if current is not None and time.perf_counter() - started_at > opt.job_timeout_s:
                     timed_out = True
@@ -231,21 +296,13 @@ def _one_worker(exe: Path, remaining: list[str], by_id: dict, opt: RunOptions, d
             elif typ in ("measurement", "choice") and current is not None:
                 records.append(rec)
             elif typ == "job_end" and current is not None and rec.get("job") == current:
-                job = by_id[current]
+                job = ctx.by_id[current]
                 status = "ok" if rec.get("status") == "ok" else "failed"
                 msg = rec.get("message", "")
-                db.write_job(system_id, run_id, job.id, job.layer_key, job.precision, status, msg, records,
-                             time.perf_counter() - started_at)
+                ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, status, msg,
+                                 records, time.perf_counter() - started_at)
                 finished.add(current)
-                summary.measurements += sum(1 for r in records if r.get("type") == "measurement")
-                if status == "ok":
-                    summary.ok += 1
-                else:
-                    summary.failed += 1
-                    summary.failures.append((job.id, msg))
-                if progress:
-                    progress("job", {"job": job.id, "status": status, "message": msg,
-                                     "done": summary.ok + summary.failed, "failed": summary.failed})
+                ctx.finished(job, status, msg, sum(1 for r in records if r.get("type") == "measurement"))
                 current, records = None, []
             elif typ == "fatal":
                 fatal = rec.get("message", "")
@@ -259,6 +316,8 @@ def _one_worker(exe: Path, remaining: list[str], by_id: dict, opt: RunOptions, d
             os.unlink(jobs_file)
         except OSError:
             pass
+    if ctx.stop.is_set():
+        return _WorkerResult(finished, None, "stopped", started_any)
     rc = proc.returncode
     if current is not None:
         if timed_out:

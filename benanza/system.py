@@ -14,6 +14,14 @@ def _native():
     return _native
 
 
+def device_count() -> int:
+    """CUDA devices here (0 when none is usable)."""
+    try:
+        return int(_native().device_count())
+    except RuntimeError:
+        return 0
+
+
 def describe() -> dict:
     """Devices (may be empty, with ``device_error``), library paths and versions, nvcc."""
     nat = _native()

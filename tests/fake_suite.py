@@ -9,7 +9,7 @@ plausible measurements (deterministic per job id). Behaviour switches (environme
   FAKE_SUITE_NODEVICE=1        behave like a machine without a GPU (exit 3)
   FAKE_SUITE_SLOW=<seconds>    sleep this long per job
   FAKE_SUITE_GPU=<name>        GPU name of the system record
-  FAKE_SUITE_LOG=<path>        append the id of every job started to this file
+  FAKE_SUITE_LOG=<path>        append '<job id> <device>' for every job started to this file
 """
 import hashlib
 import json
@@ -63,8 +63,9 @@ def main(argv):
         j = by_id[jid]
         emit({"type": "job_start", "job": jid})
         if os.environ.get("FAKE_SUITE_LOG"):
+            device = argv[argv.index("--device") + 1] if "--device" in argv else "0"
             with open(os.environ["FAKE_SUITE_LOG"], "a") as f:
-                f.write(jid + "\n")
+                f.write(f"{jid} {device}\n")
         if os.environ.get("FAKE_SUITE_SLOW"):
             time.sleep(float(os.environ["FAKE_SUITE_SLOW"]))
         algos = ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD"] if j["kind"] in ("Conv", "ConvBiasAct") \

@@ -100,9 +100,33 @@ def test_killed_run_resumes_without_losing_or_repeating_jobs(fake_suite, db_url,
     env.pop("FAKE_SUITE_SLOW")
     subprocess.run([sys.executable, "-c", "from benanza.cli import main; main()", "run", str(fake_suite), "--db",
                     db_url, "--quiet"], env=env, check=True, stdout=subprocess.DEVNULL)
-    second = set(log.read_text().split())
+    second = {line.split()[0] for line in log.read_text().splitlines()}
     all_jobs = {j.id for j in load_suite(fake_suite).jobs}
     assert second.isdisjoint(done_first)  # nothing measured twice
     assert second | done_first == all_jobs  # nothing lost
     with db.session() as ses:
         assert ses.query(JobRow).count() == len(all_jobs)
+
+
+def test_jobs_are_sharded_over_identical_gpus(fake_suite, db_url, tmp_path, monkeypatch):
+    log = tmp_path / "started.log"
+    monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
+    suite = load_suite(fake_suite)
+    s = _run(fake_suite, db_url, devices=(0, 1))
+    assert s.ok == len(suite.jobs) and s.failed == 0
+    started = [line.split() for line in log.read_text().splitlines()]
+    assert sorted(j for j, _ in started) == sorted(j.id for j in suite.jobs)  # each job once
+    per_gpu = {d: sum(1 for _, dd in started if dd == d) for d in ("0", "1")}
+    assert abs(per_gpu["0"] - per_gpu["1"]) <= 1  # one worker per GPU, an even split
+
+
+def test_different_gpus_are_not_mixed(fake_suite, db_url, monkeypatch, tmp_path):
+    # a wrapper that reports another GPU name on device 1
+    exe = fake_suite / "build" / "benanza-suite"
+    real = fake_suite / "build" / "real-suite"
+    exe.rename(real)
+    exe.write_text("#!/bin/sh\ncase \"$*\" in *'--device 1'*) export FAKE_SUITE_GPU=Other;; esac\n"
+                   f"exec {sys.executable} {real} \"$@\"\n")
+    exe.chmod(0o755)
+    with pytest.raises(DeviceError, match="not identical"):
+        _run(fake_suite, db_url, devices=(0, 1))
