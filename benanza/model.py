@@ -360,6 +360,26 @@ def _eval_node(node: onnx.NodeProto, values: list[np.ndarray], opset: int) -> li
     return ev.run(None, feeds)
 
 
+class _LazyConsts(dict):
+    """Initializer values converted to numpy on first use: a model with its weights inline would
+    otherwise convert every weight on every folding pass."""
+
+    def __init__(self, tensors: dict[str, onnx.TensorProto]):
+        super().__init__()
+        self._tensors = tensors
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or name in self._tensors
+
+    def __getitem__(self, name):
+        if not dict.__contains__(self, name):
+            dict.__setitem__(self, name, numpy_helper.to_array(self._tensors[name]))
+        return dict.__getitem__(self, name)
+
+    def names(self) -> set[str]:
+        return set(self._tensors) | set(self.keys())
+
+
 def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.ModelProto, dict[str, int], set[str]]:
     """Run shape inference and fold constant and shape-computing subgraphs until nothing changes.
 
@@ -374,8 +394,8 @@ def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.Mode
         model = _infer(model)
         g = model.graph
         shapes = _shapes(model)
-        const: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer if _has_data(t)}
-        static = set(weights) | set(const)
+        const = _LazyConsts({t.name: t for t in g.initializer if _has_data(t)})
+        static = set(weights) | const.names()
         evaluated: dict[str, np.ndarray] = {}
         drop: list[int] = []
         for idx, node in enumerate(g.node):

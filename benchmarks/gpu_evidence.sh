@@ -40,5 +40,25 @@ s=$(date +%s.%N)
 bz bench "$m1" --batch "$BATCH" --dtype "$DTYPE" --db "$DB" -o "/tmp/suites/$first" --json \
     > "$OUTDIR/${first}_again.json" 2> "$OUTDIR/${first}_again.err"
 echo "$first again: exit $? in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"
+# raw sample series of a few measurements of the first model (for the tests of the statistics)
+SUITE1="/tmp/suites/$first/build/benanza-suite"
+if [ -x "$SUITE1" ]; then
+  "$SUITE1" --list | python3 -c '
+import json, sys
+seen = {}
+for line in sys.stdin:
+    j = json.loads(line)
+    if j["kind"] in ("Conv", "Activation", "Gemm", "Pooling", "Elementwise") and j["kind"] not in seen:
+        seen[j["kind"]] = j["job"]
+print("\n".join(seen.values()))' > /tmp/dump.jobs
+  "$SUITE1" --jobs /tmp/dump.jobs --dump-samples 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if r.get("type") == "measurement" and r.get("status") == "ok" and r.get("samples_ms"):
+        print(json.dumps({k: r[k] for k in ("kind", "precision", "call", "algorithm", "cache", "median_ms", "rse", "samples_ms")}))' \
+    > "$FINAL/samples_h200.jsonl"
+  echo "sample series: $(wc -l < "$FINAL/samples_h200.jsonl")"
+fi
 python3 benchmarks/summarize.py "$DB" "$OUTDIR"/*.json | tee "$OUTDIR/summary.txt"
 tar czf "$FINAL/evidence.tar.gz" -C "$OUTDIR" .
