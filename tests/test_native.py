@@ -66,3 +66,19 @@ def test_rse_shrinks_with_more_samples():
 def test_device_query_without_gpu_is_a_clear_error():
     with pytest.raises(RuntimeError, match="no CUDA device"):
         _native.query_devices()
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="no recorded sample series")
+def test_recorded_h200_series_reproduce_the_harness_decisions():
+    """Sample series the harness recorded on an H200 (--dump-samples): the statistics recomputed
+    here equal what the GPU run stored, and the stopping rule stops exactly where it stopped."""
+    series = [json.loads(line) for line in RECORDED.read_text().splitlines()]
+    assert len(series) >= 10
+    for rec in series:
+        s = rec["samples_ms"]
+        stats = _native.summarize(s, 0.01, 10)
+        assert stats["median"] == pytest.approx(rec["median_ms"], rel=1e-5)
+        assert stats["rse"] == pytest.approx(rec["rse"], rel=1e-3, abs=1e-6)
+        assert stats["converged"]
+        assert _native.should_stop(s, 0.0, 0.01, 10, 2000, 1000.0)
+        assert not _native.should_stop(s[:-1], 0.0, 0.01, 10, 2000, 1000.0)
