@@ -86,8 +86,9 @@ def torch_call(cfg, precision: str):
     raise ValueError(cfg.kind)
 
 
-def kernel_ms(fn, iters: int, windows: int) -> tuple[float, float]:
-    """(median, relative spread) over profiler windows of the device time per call (ms)."""
+def kernel_ms(fn, iters: int, windows: int) -> tuple[float, float, list]:
+    """(median, relative spread) over profiler windows of the device time per call (ms), and the
+    kernels of the last window as [(name, ms per call)], longest first."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -101,15 +102,18 @@ def kernel_ms(fn, iters: int, windows: int) -> tuple[float, float]:
                 fn()
             torch.cuda.synchronize()
         total_us = 0.0
+        kernels = []
         for e in prof.key_averages():
             t = getattr(e, "self_device_time_total", None)
             if t is None:
                 t = getattr(e, "self_cuda_time_total", 0.0)
             total_us += t
+            if t:
+                kernels.append((e.key[:90], t / iters / 1000.0))
         per_call.append(total_us / iters / 1000.0)
     med = statistics.median(per_call)
     spread = (max(per_call) - min(per_call)) / med if med > 0 else float("inf")
-    return med, spread
+    return med, spread, sorted(kernels, key=lambda k: -k[1])
 
 
 def compare(db_url: str, models: list[str], batches: list[int], precisions: list[str], iters: int, windows: int):
@@ -142,8 +146,8 @@ def compare(db_url: str, models: list[str], batches: list[int], precisions: list
                            "key": cfg.key, "layers": count, "description": cfg.describe(),
                            "benanza_ms": lt.time_ms, "benanza_call": f"{lt.call} {lt.algorithm} {lt.math}",
                            "benanza_iqr_ms": lt.iqr_ms}
-                    t_ms, spread = kernel_ms(torch_call(cfg, p), iters, windows)
-                    row.update(torch_ms=t_ms, torch_spread=spread,
+                    t_ms, spread, kernels = kernel_ms(torch_call(cfg, p), iters, windows)
+                    row.update(torch_ms=t_ms, torch_spread=spread, torch_kernels=kernels[:4],
                                ratio=lt.time_ms / t_ms if lt.time_ms and t_ms > 0 else None)
                     rows.append(row)
     return rows, system.label()
@@ -171,7 +175,8 @@ def report(rows, label):
     print("worst ratios:")
     for r in worst:
         print(f"  {r['ratio']:.2f}  {r['model']} b{r['batch']} {r['precision']} {r['description']}: benanza "
-              f"{r['benanza_ms'] * 1e3:.1f} us ({r['benanza_call']}) vs PyTorch {r['torch_ms'] * 1e3:.1f} us")
+              f"{r['benanza_ms'] * 1e3:.1f} us ({r['benanza_call']}) vs PyTorch {r['torch_ms'] * 1e3:.1f} us: "
+              + ", ".join(f"{n} {t * 1e3:.1f}" for n, t in r["torch_kernels"]))
 
 
 def main():
