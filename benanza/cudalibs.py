@@ -25,12 +25,16 @@ class CudaLibs:
     cudnn_library: Path
     cublas_include: Path
     cublas_library: Path
+    frontend_include: Path | None = None
 
     def cmake_args(self) -> list[str]:
-        return [f"-DCMAKE_CUDA_COMPILER={self.nvcc}",
+        args = [f"-DCMAKE_CUDA_COMPILER={self.nvcc}",
                 f"-DCUDAToolkit_ROOT={self.cuda_home}",
                 f"-DCUDNN_INCLUDE_DIR={self.cudnn_include}", f"-DCUDNN_LIBRARY={self.cudnn_library}",
                 f"-DCUBLAS_INCLUDE_DIR={self.cublas_include}", f"-DCUBLAS_LIBRARY={self.cublas_library}"]
+        if self.frontend_include:
+            args.append(f"-DCUDNN_FRONTEND_INCLUDE_DIR={self.frontend_include}")
+        return args
 
     def to_dict(self) -> dict:
         return {k: str(v) for k, v in self.__dict__.items()}
@@ -90,6 +94,17 @@ def find_cublas() -> tuple[Path, Path] | None:
     return None
 
 
+def find_frontend() -> Path | None:
+    """Include folder of cudnn-frontend (``cudnn_frontend.h``): ``$CUDNN_FRONTEND_INCLUDE``, else the
+    ``nvidia-cudnn-frontend`` wheel (``<site-packages>/include``)."""
+    cands = [Path(os.environ["CUDNN_FRONTEND_INCLUDE"])] if os.environ.get("CUDNN_FRONTEND_INCLUDE") else []
+    cands += [d / "include" for d in _site_dirs()]
+    for c in cands:
+        if (c / "cudnn_frontend.h").is_file():
+            return c
+    return None
+
+
 def find_cuda_home() -> Path | None:
     """The CUDA toolkit root (with bin/nvcc): CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on PATH."""
     cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
@@ -116,4 +131,5 @@ def locate() -> CudaLibs:
         raise LibraryError("cuBLAS not found: install the wheel with `pip install nvidia-cublas` "
                            "or set CUBLAS_ROOT")
     return CudaLibs(cuda_home=home, nvcc=home / "bin" / "nvcc", cudnn_include=cudnn[0],
-                    cudnn_library=cudnn[1], cublas_include=cublas[0], cublas_library=cublas[1])
+                    cudnn_library=cudnn[1], cublas_include=cublas[0], cublas_library=cublas[1],
+                    frontend_include=find_frontend())

@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--compile-only", action="store_true", help="time generate + compile only (no GPU)")
     ap.add_argument("--jobs", type=int, default=2, help="compile jobs for --compile-only")
+    ap.add_argument("--extra", default="", help="more `benanza bench` options, e.g. '--no-cold'")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="benanza-stages-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -113,8 +114,10 @@ def main():
         return
     docs = []
     for r in range(1, args.runs + 1):
-        docs.append((f"fresh run {r}", bench(model, args.batch, args.dtype, out / f"run{r}.db", out / f"suite{r}")))
-    docs.append(("again (run 1's db)", bench(model, args.batch, args.dtype, out / "run1.db", out / "suite1")))
+        docs.append((f"fresh run {r}", bench(model, args.batch, args.dtype, out / f"run{r}.db", out / f"suite{r}",
+                                             args.extra.split())))
+    docs.append(("again (run 1's db)", bench(model, args.batch, args.dtype, out / "run1.db", out / "suite1",
+                                             args.extra.split())))
     print(f"\n## stage wall times (s): {model.name}, batch {args.batch}, {args.dtype}, GPU "
           f"{docs[0][1]['system']['gpu_name']}")
     print(f"{'':<20}{'process':>8}{'generate':>9}{'compile':>8}{'run':>8}{'analyze':>8}{'total':>8}{'jobs':>6}"

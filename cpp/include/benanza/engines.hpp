@@ -1,0 +1,26 @@
+// cuDNN graph-API engine configs for convolutions (engines.cpp): the generated Conv and
+// ConvBiasAct benchmarks call run_conv_engines after the legacy algorithms.
+#pragma once
+
+#include <cstddef>
+
+#include "benanza/harness.hpp"
+
+namespace benanza {
+
+struct ConvSpec {
+  Precision precision;
+  int nsp;               // spatial dims
+  const int* x;          // N C (D) H W, as timed (pre-padded for asymmetric pads)
+  const int* w;          // K C/group (kD) kH kW
+  const int* pad;        // symmetric pads
+  const int* stride;
+  const int* dilation;
+  bool bias;             // + pointwise ADD of a per-channel bias
+  bool relu;             // + pointwise RELU
+};
+
+// Record heuristics A/B top picks and time every engine config (device buffers given, filled).
+void run_conv_engines(Bench& b, const ConvSpec& spec, void* x, void* w, void* bias, void* y, std::size_t y_count);
+
+}  // namespace benanza
