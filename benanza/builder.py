@@ -1,8 +1,12 @@
 """Build a generated suite with CMake (Ninja when available) against the located libraries."""
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import shutil
+import sys
 import subprocess
 import time
 from dataclasses import dataclass
@@ -19,8 +23,9 @@ class BuildResult:
 
     executable: Path
     configure_s: float
-    compile_s: float
+    compile_s: float  # includes harness_s
     log: Path
+    harness_s: float = 0.0  # building the cached harness library (0 when it was cached)
 
 
 def suite_executable(folder: str | Path) -> Path:
@@ -51,6 +56,57 @@ def _ninja() -> str | None:
     return exe
 
 
+def _harness_key(libs: CudaLibs, cuda_architectures: str | None) -> str:
+    from . import __version__
+    from .generator import harness_files, templates_dir
+
+    h = hashlib.sha256()
+    for rel, text in harness_files():
+        h.update(str(rel).encode() + b"\0" + text.encode() + b"\0")
+    h.update((templates_dir() / "CMakeLists.txt.j2").read_bytes())
+    h.update(json.dumps([__version__, libs.cmake_args(), cuda_architectures, sys.platform]).encode())
+    return h.hexdigest()[:20]
+
+
+def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: str | None = None) -> Path:
+    """The harness static library, compiled once per harness version and library set into
+    ``$XDG_CACHE_HOME/benanza/harness/<key>`` (locked against concurrent builds). Raises
+    :class:`BuildError` when it does not compile."""
+    from .generator import render_harness_project
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "harness"
+    root = base / _harness_key(libs, cuda_architectures)
+    lib = root / "build" / "libbenanza_harness.a"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not lib.exists():
+            render_harness_project(root)
+            _configure_and_compile(root, libs, jobs, cuda_architectures, "harness")
+        if not lib.exists():
+            raise BuildError(f"harness build finished but {lib} is missing (see {root / 'build' / 'build.log'})")
+    return lib
+
+
+def _configure_and_compile(root: Path, libs: CudaLibs, jobs: int | None, cuda_architectures: str | None,
+                           what: str, extra: list[str] | None = None) -> tuple[float, float, Path]:
+    bdir = root / "build"
+    bdir.mkdir(parents=True, exist_ok=True)
+    log = bdir / "build.log"
+    cmd = [_cmake(), "-S", str(root), "-B", str(bdir), "-DCMAKE_BUILD_TYPE=Release"] + libs.cmake_args() + (extra or [])
+    ninja = _ninja()
+    if ninja and not (bdir / "CMakeCache.txt").exists():
+        cmd += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+    if cuda_architectures:
+        cmd.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}")
+    t0 = time.perf_counter()
+    _run(cmd, log, f"{what} configure")
+    t1 = time.perf_counter()
+    _run([_cmake(), "--build", str(bdir), "--parallel", str(jobs or os.cpu_count() or 2)], log, f"{what} compile",
+         append=True)
+    return t1 - t0, time.perf_counter() - t1, log
+
+
 def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = None,
           cuda_architectures: str | None = None) -> BuildResult:
     """Configure and compile the suite in ``folder`` (output in ``folder/build``).
@@ -61,27 +117,16 @@ def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = N
     """
     suite = load_suite(folder)
     libs = libs or locate()
-    root = suite.root
-    bdir = root / "build"
-    bdir.mkdir(parents=True, exist_ok=True)
-    log = bdir / "build.log"
-    cmd = [_cmake(), "-S", str(root), "-B", str(bdir), "-DCMAKE_BUILD_TYPE=Release"] + libs.cmake_args()
-    ninja = _ninja()
-    cache = bdir / "CMakeCache.txt"
-    if ninja and not cache.exists():
-        cmd += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
-    if cuda_architectures:
-        cmd.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}")
     t0 = time.perf_counter()
-    _run(cmd, log, "configure")
-    t1 = time.perf_counter()
-    njobs = jobs or os.cpu_count() or 2
-    _run([_cmake(), "--build", str(bdir), "--parallel", str(njobs)], log, "compile", append=True)
-    t2 = time.perf_counter()
-    exe = suite_executable(root)
+    harness = build_harness(libs, jobs, cuda_architectures)
+    harness_s = time.perf_counter() - t0
+    configure_s, compile_s, log = _configure_and_compile(suite.root, libs, jobs, cuda_architectures, "suite",
+                                                         [f"-DBENANZA_HARNESS_LIBRARY={harness}"])
+    exe = suite_executable(suite.root)
     if not exe.exists():
-        raise BuildError(f"{root}: build finished but {exe} is missing (see {log})")
-    return BuildResult(executable=exe, configure_s=t1 - t0, compile_s=t2 - t1, log=log)
+        raise BuildError(f"{suite.root}: build finished but {exe} is missing (see {log})")
+    return BuildResult(executable=exe, configure_s=configure_s, compile_s=compile_s + harness_s, log=log,
+                       harness_s=harness_s)
 
 
 def _run(cmd: list[str], log: Path, stage: str, append: bool = False) -> None:
@@ -95,4 +140,4 @@ def _run(cmd: list[str], log: Path, stage: str, append: bool = False) -> None:
                       if "error" in ln.lower() and ln.strip()), proc.stdout.strip().splitlines()[-1:] or [""])
         if isinstance(first, list):
             first = first[0] if first else ""
-        raise BuildError(f"suite {stage} failed: {first[:300]} (full log: {log})")
+        raise BuildError(f"{stage} failed: {first[:300]} (full log: {log})")

@@ -460,17 +460,8 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
     for stale in src.glob("*.cpp"):
         if f"src/{stale.name}" not in sources:
             stale.unlink()
-    # the harness travels with the suite
-    hdst = root / "harness"
-    for sub in ("include", "src"):
-        s, d = harness_dir() / sub, hdst / sub
-        d.mkdir(parents=True, exist_ok=True)
-        for f in sorted(s.rglob("*")):
-            if f.is_file() and f.name != "module.cpp":
-                target = d / f.relative_to(s)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                _write_if_changed(target, f.read_text())
-    cmake = env.get_template("CMakeLists.txt.j2").render(sources=sources, version=__version__)
+    copy_harness(root)  # the harness travels with the suite
+    cmake = env.get_template("CMakeLists.txt.j2").render(sources=sources, version=__version__, harness_only=False)
     _write_if_changed(root / "CMakeLists.txt", cmake)
     manifest = {
         "benanza_version": __version__,
@@ -483,6 +474,31 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
     }
     _write_if_changed(root / "suite.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return Suite(root=root, jobs=jobs, manifest=manifest)
+
+
+def harness_files() -> list[tuple[Path, str]]:
+    """The harness sources a suite is built with: (path relative to ``harness/``, text)."""
+    out = []
+    for sub in ("include", "src"):
+        base = harness_dir() / sub
+        for f in sorted(base.rglob("*")):
+            if f.is_file() and f.name != "module.cpp":
+                out.append((Path(sub) / f.relative_to(base), f.read_text()))
+    return out
+
+
+def copy_harness(root: Path) -> None:
+    for rel, text in harness_files():
+        target = root / "harness" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write_if_changed(target, text)
+
+
+def render_harness_project(root: Path) -> None:
+    """The CMake project of the harness library alone (what `benanza build` caches)."""
+    copy_harness(root)
+    text = _env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True)
+    _write_if_changed(root / "CMakeLists.txt", text)
 
 
 def _key_counts(m: ModelLayers) -> dict[str, int]:
