@@ -48,15 +48,15 @@ class CMakeBuild(build_ext):
 
 
 class BuildPyWithData(build_py):
-    """Ship templates/ and cpp/ inside the package (benanza/_data/...), where the generator finds them."""
+    """Ship templates/, cpp/ and db/migrations inside the package (benanza/_data/...)."""
 
     def run(self):
         super().run()
-        for name in ("templates", "cpp"):
+        for name, src in (("templates", "templates"), ("cpp", "cpp"), ("migrations", "db/migrations")):
             dst = Path(self.build_lib) / "benanza" / "_data" / name
             if dst.exists():
                 shutil.rmtree(dst)
-            shutil.copytree(ROOT / name, dst)
+            shutil.copytree(ROOT / src, dst, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 setup(ext_modules=[CMakeExtension("benanza._native")],

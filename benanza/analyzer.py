@@ -18,6 +18,7 @@ import collections
 from dataclasses import dataclass, field
 
 from . import layers as L
+from . import query
 from .database import Database, Measurement, System
 from .errors import UsageError
 from .model import Layer, ModelLayers
@@ -152,10 +153,6 @@ def resolve_system(db: Database, spec: str | None, current_fingerprint: str | No
     return latest, note
 
 
-def _accepted(m: Measurement, precision: str) -> bool:
-    return m.dtype == L.PRECISION_DTYPE[precision] and m.math in L.ACCEPTED_MATH[precision]
-
-
 def _failure_reason(config: L.LayerConfig, rows: list[Measurement], jobs: list, precision: str) -> str:
     """Why a layer has no valid measurement in ``precision``, from its rows and job records."""
     needed = L.precisions_for(config, [precision])
@@ -174,6 +171,39 @@ def _failure_reason(config: L.LayerConfig, rows: list[Measurement], jobs: list, 
     return f"no valid measurement ({parts})" + (f": {first}" if first else "")
 
 
+#: the heuristic whose pick the per-layer table shows
+HEURISTIC_SOURCE = "cudnnGetConvolutionForwardAlgorithm_v7"
+
+
+def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: str,
+                     cache: str) -> dict[str, tuple[str, float | None]]:
+    """key -> (algorithm cudnnGetConvolutionForwardAlgorithm_v7 ranks first, its measured time)."""
+    import sqlalchemy as sa
+
+    from .database import Choice
+
+    out: dict[str, tuple[str, float | None]] = {}
+    with db.session() as s:
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            top = dict(s.execute(sa.select(Choice.layer_key, Choice.algorithm).where(
+                Choice.system_id == system_id, Choice.layer_key.in_(chunk), Choice.precision == precision,
+                Choice.source == HEURISTIC_SOURCE, Choice.rank == 0, Choice.status == "ok")).all())
+            if not top:
+                continue
+            times = collections.defaultdict(list)
+            for key, algo, ms in s.execute(sa.select(Measurement.layer_key, Measurement.algorithm,
+                                                     Measurement.median_ms).where(
+                    Measurement.system_id == system_id, Measurement.layer_key.in_(list(top)),
+                    Measurement.precision == precision, Measurement.cache == cache, Measurement.status == "ok",
+                    Measurement.call.like("cudnnConvolutionForward%"), Measurement.median_ms.is_not(None))):
+                if top.get(key) == algo:
+                    times[key].append(ms)
+            for key, algo in top.items():
+                out[key] = (algo, min(times[key]) if times.get(key) else None)
+    return out
+
+
 def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm") -> Analysis:
     """Compute the LBL of ``ml`` on ``system`` in ``precision`` ("fp32", "tf32", "fp16") from warm
     (default) or cold measurements. Never raises for missing data: the result says what is missing."""
@@ -182,22 +212,17 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     if cache not in ("warm", "cold"):
         raise UsageError(f"cache must be warm or cold, got {cache!r}")
     keys = sorted({ly.key for ly in ml.benchmarked()} | {f.config.key for f in ml.fusions})
-    rows = db.measurements(system.id, keys, cache=cache) if keys else []
+    # the fastest valid measurement per config: one windowed query (benanza.query.best_per_config)
+    best = query.best_per_config(db, system.id, precision, cache, keys) if keys else {}
+    # only for configs without one: every row and job record, to say why
+    missing_keys = [k for k in keys if k not in best]
     by_key: dict[str, list[Measurement]] = collections.defaultdict(list)
-    for m in rows:
+    for m in db.measurements(system.id, missing_keys, cache=cache) if missing_keys else []:
         by_key[m.layer_key].append(m)
     jobs: dict[str, list] = collections.defaultdict(list)
-    for j in db.job_rows(system.id, keys) if keys else []:
+    for j in db.job_rows(system.id, missing_keys) if missing_keys else []:
         jobs[j.layer_key].append(j)
-    choices = collections.defaultdict(list)
-    for c in db.choices(system.id, keys) if keys else []:
-        if c.precision == precision:
-            choices[c.layer_key].append(c)
-
-    def best(key: str) -> Measurement | None:
-        valid = [m for m in by_key.get(key, []) if m.status == "ok" and m.median_ms is not None
-                 and m.cache == cache and _accepted(m, precision)]
-        return min(valid, key=lambda m: m.median_ms) if valid else None
+    picks = _heuristic_picks(db, system.id, keys, precision, cache) if keys else {}
 
     times: list[LayerTime] = []
     for ly in ml.layers:
@@ -207,19 +232,15 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
         if ly.status == "unsupported":
             times.append(LayerTime(ly, "missing", None, reason=f"unsupported: {ly.reason}"))
             continue
-        b = best(ly.key)
+        b = best.get(ly.key)
         if b is None:
             times.append(LayerTime(ly, "missing", None, reason=_failure_reason(
                 ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), precision)))
             continue
         lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
                        iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "")
-        pick = sorted((c for c in choices.get(ly.key, []) if c.status == "ok"), key=lambda c: c.rank)
-        if pick:
-            lt.heuristic_algorithm = pick[0].algorithm
-            same = [m for m in by_key.get(ly.key, []) if m.algorithm == pick[0].algorithm and m.status == "ok"
-                    and m.cache == cache and m.precision == precision and m.median_ms is not None]
-            lt.heuristic_ms = min(m.median_ms for m in same) if same else None
+        if ly.key in picks:
+            lt.heuristic_algorithm, lt.heuristic_ms = picks[ly.key]
         times.append(lt)
 
     weight = [t.time_ms or 0.0 for t in times]
@@ -231,7 +252,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     for f in ml.fusions:
         parts = [times[i] for i in f.layers]
         unfused = None if any(p.time_ms is None for p in parts) else sum(p.time_ms for p in parts)
-        b = best(f.config.key)
+        b = best.get(f.config.key)
         ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "")
         fusions.append(ft)
         if ft.profit_ms > 0:

@@ -506,33 +506,213 @@ def system(json_out: bool = typer.Option(False, "--json")):
 
 # ---------------------------------------------------------------------------------------------- db
 
+def _emit(rows: list[dict], fmt: str, title: str, columns: list[str] | None = None) -> None:
+    """Rows as a rich table, CSV or JSON (a list of records) on stdout."""
+    fmt = fmt.lower()
+    if fmt == "json":
+        out.print_json(json.dumps(rows, default=str))
+        return
+    cols = columns or (list(rows[0].keys()) if rows else [])
+    if fmt == "csv":
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0].keys()) if rows else cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+        return
+    if fmt != "table":
+        raise UsageError(f"--format must be table, csv or json, not {fmt!r}")
+    t = Table(title=title)
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[_cell(r.get(c)) for c in cols])
+    out.print(t)
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _db_notices(database) -> None:
+    for n in database.notices:
+        err.print(f"notice: {n}", markup=False, soft_wrap=True)
+
+
+FORMAT_HELP = "table, csv or json"
+
+
 @db_app.command("systems")
 @guarded
 def db_systems(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-               json_out: bool = typer.Option(False, "--json")):
+               fmt: str = typer.Option("table", "--format", help=FORMAT_HELP),
+               json_out: bool = typer.Option(False, "--json", help="same as --format json")):
     """The systems measured, with their versions and measurement counts."""
-    import sqlalchemy as sa
-
-    from .database import Measurement, open_db
+    from . import query
+    from .database import open_db
 
     database = open_db(db, create=False)
-    rows = []
-    with database.session() as s:
-        counts = dict(s.execute(sa.select(Measurement.system_id, sa.func.count()).group_by(Measurement.system_id)).all())
-    for sy in database.systems():
-        rows.append({"id": sy.id, "fingerprint": sy.fingerprint[:12], "gpu": sy.gpu_name,
-                     "cc": sy.compute_capability, "sms": sy.sm_count, "driver": sy.driver_version,
-                     "cuda_runtime": sy.runtime_version, "cudnn": sy.cudnn_version, "cublas": sy.cublas_version,
-                     "measurements": counts.get(sy.id, 0)})
-    if json_out:
-        out.print_json(json.dumps(rows))
-        return
-    t = Table(title=f"systems in {database.safe_url}")
-    for c in rows[0].keys() if rows else ["id"]:
-        t.add_column(c)
+    _db_notices(database)
+    rows = query.systems(database)
     for r in rows:
-        t.add_row(*[str(v) for v in r.values()])
-    out.print(t)
+        r["fingerprint"] = r["fingerprint"][:12]
+    _emit(rows, "json" if json_out else fmt, f"systems in {database.safe_url}",
+          ["id", "fingerprint", "gpu_name", "compute_capability", "sm_count", "driver_version", "runtime_version",
+           "cudnn_version", "cublas_version", "measurements", "valid"])
+
+
+def _params(items: list[str] | None) -> dict[str, str]:
+    outp = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise UsageError(f"--param {it!r}: expected NAME=VALUE (e.g. group=1, x=32x64x56x56)")
+        outp[k] = v
+    return outp
+
+
+@db_app.command("query")
+@guarded
+def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+             system: Optional[str] = typer.Option(None, "--system", help="id, fingerprint prefix or GPU name"),
+             model: Optional[str] = typer.Option(None, "--model", help="ONNX file or a model name in the database"),
+             kind: Optional[list[str]] = typer.Option(None, "--kind", help="layer kind (Conv, Gemm, ...)"),
+             param: Optional[list[str]] = typer.Option(None, "--param", help="config field: NAME=VALUE"),
+             batch: Optional[int] = typer.Option(None, "--batch", help="batch size"),
+             dtype: Optional[str] = typer.Option(None, "--dtype", help="precision: fp32, tf32, fp16"),
+             math: Optional[str] = typer.Option(None, "--math", help="fma, tf32, tensor_op, none"),
+             call: Optional[str] = typer.Option(None, "--call", help="library call contains"),
+             algorithm: Optional[str] = typer.Option(None, "--algorithm", help="algorithm or engine contains"),
+             status: Optional[str] = typer.Option(None, "--status", help="ok, not_supported, skipped, failed"),
+             cache: Optional[str] = typer.Option(None, "--cache", help="warm or cold"),
+             best: bool = typer.Option(False, "--best", help="only the fastest valid measurement per layer config"),
+             sort: str = typer.Option("median_ms", "--sort"),
+             desc: bool = typer.Option(False, "--desc", help="sort descending"),
+             limit: Optional[int] = typer.Option(None, "--limit"),
+             fmt: str = typer.Option("table", "--format", help=FORMAT_HELP)):
+    """Measurements filtered by system, model, layer kind, config fields, data type, math, algorithm,
+    batch, status; sorted; as a table, CSV or JSON (a list of measurement records)."""
+    from . import query
+    from .database import open_db
+
+    if dtype and dtype not in L.PRECISIONS:
+        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(L.PRECISIONS)})")
+    database = open_db(db, create=False)
+    _db_notices(database)
+    f = query.Filters(system=system, model=model, model_batch=batch, kind=kind, params=_params(param),
+                      precision=None if best else dtype, math=math, call=call, algorithm=algorithm, batch=batch,
+                      status=status, cache=cache, sort=sort, descending=desc, limit=limit)
+    if best:
+        keys = query._config_keys(database, f)
+        recs = list(query.best_per_config(database, system, dtype or "fp32", cache or "warm", keys).values())
+        recs.sort(key=lambda r: (getattr(r, sort) is None, getattr(r, sort) or 0), reverse=desc)
+        recs = recs[:limit] if limit else recs
+    else:
+        recs = query.measurements(database, f)
+    _emit([r.to_dict() for r in recs], fmt, f"{len(recs)} measurements",
+          ["system_id", "kind", "description", "precision", "call", "algorithm", "math", "cache", "status",
+           "median_ms", "iqr_ms", "samples", "converged"])
+
+
+@db_app.command("shared")
+@guarded
+def db_shared(model: str = typer.Argument(..., help="ONNX file or model name in the database"),
+              batch: Optional[int] = typer.Option(None, "--batch"),
+              db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+              system: Optional[str] = typer.Option(None, "--system"),
+              dtype: str = typer.Option("fp32", "--dtype"),
+              json_out: bool = typer.Option(False, "--json")):
+    """How many of MODEL's unique layer configs are already measured (what a run still has to do)."""
+    from . import query
+    from .database import open_db
+
+    database = open_db(db, create=False)
+    _db_notices(database)
+    r = query.shared_configs(database, model, batch, system, dtype)
+    if json_out:
+        out.print_json(json.dumps(r))
+        return
+    out.print(f"{model} (batch {batch or 'any'}, {dtype}): {r['measured']} of {r['unique_configs']} unique layer "
+              f"configs already measured ({r['shared_fraction']:.0%}); {r['to_measure']} to measure", markup=False)
+
+
+@db_app.command("compare")
+@guarded
+def db_compare(system_a: str = typer.Argument(..., help="system A (id, fingerprint prefix, GPU name)"),
+               system_b: str = typer.Argument(..., help="system B"),
+               db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+               dtype: str = typer.Option("fp32", "--dtype"),
+               cache: str = typer.Option("warm", "--cache"),
+               fmt: str = typer.Option("table", "--format", help=FORMAT_HELP)):
+    """Per layer config measured on both systems: the best times and their ratio (B / A)."""
+    import numpy as np
+
+    from . import query
+    from .database import open_db
+
+    database = open_db(db, create=False)
+    _db_notices(database)
+    rows = query.compare_systems(database, system_a, system_b, dtype, cache)
+    _emit(rows, fmt, f"{len(rows)} layer configs on both systems; median ratio B/A "
+                     f"{np.median([r['ratio'] for r in rows]) if rows else float('nan'):.3f}",
+          ["kind", "description", "a_ms", "b_ms", "ratio", "a_algorithm", "b_algorithm"])
+
+
+@db_app.command("export")
+@guarded
+def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLite file"),
+              db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+              system: Optional[str] = typer.Option(None, "--system", help="only this system"),
+              model: Optional[list[str]] = typer.Option(None, "--model", help="only these models' configs"),
+              batch: Optional[int] = typer.Option(None, "--batch")):
+    """Write chosen systems and models to a portable SQLite file (merge it elsewhere with `db import`)."""
+    from . import sharing
+    from .database import open_db
+
+    database = open_db(db, create=False)
+    _db_notices(database)
+    st = sharing.export(database, output, system, model, batch)
+    out.print(f"exported {st.jobs_added} jobs, {st.measurements_written + st.orphans_written} measurements, "
+              f"{st.systems_added} systems, {st.configs_added} layer configs to {output}", markup=False)
+
+
+@db_app.command("import")
+@guarded
+def db_import(source: str = typer.Argument(..., help="a benanza database file or URL"),
+              db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+              json_out: bool = typer.Option(False, "--json")):
+    """Merge SOURCE into the database: per job (config x precision x system) the newer one wins."""
+    from . import sharing
+    from .database import open_db
+
+    database = open_db(db)
+    _db_notices(database)
+    st = sharing.import_db(database, source)
+    if json_out:
+        out.print_json(json.dumps(st.to_dict()))
+        return
+    out.print(f"imported from {source}: {st.jobs_added} jobs added, {st.jobs_replaced} replaced by newer, "
+              f"{st.jobs_kept} kept (not newer); {st.measurements_written + st.orphans_written} measurements, "
+              f"{st.systems_added} systems, {st.configs_added} layer configs, {st.models_added} models added; "
+              f"{st.rows_per_s:.0f} rows/s", markup=False)
+
+
+@db_app.command("upgrade")
+@guarded
+def db_upgrade(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP)):
+    """Bring a database written by an older benanza to the current schema (migrations)."""
+    from .database import SCHEMA_VERSION, open_db
+
+    database = open_db(db, create=False)
+    for n in database.notices:
+        out.print(n, markup=False, soft_wrap=True)
+    if not database.notices:
+        out.print(f"{database.safe_url}: schema {SCHEMA_VERSION} is current", markup=False)
 
 
 @app.callback(invoke_without_command=True)

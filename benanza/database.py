@@ -14,6 +14,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -26,7 +27,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from . import layers as L
 from .errors import DatabaseError
 
-SCHEMA_VERSION = 1
+#: the schema this version writes: the number of the newest migration in db/migrations/versions
+SCHEMA_VERSION = 2
 
 #: system fields that identify a system (two machines with equal values share measurements)
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
@@ -131,6 +133,7 @@ class Measurement(Base):
         sa.UniqueConstraint("system_id", "layer_key", "precision", "call", "algorithm", "math", "dtype",
                             "cache", "layout", name="uq_measurement"),
         sa.Index("ix_measurement_lookup", "system_id", "layer_key", "status"),
+        sa.Index("ix_measurement_best", "system_id", "cache", "status", "layer_key", "median_ms"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"))
@@ -165,6 +168,7 @@ class Measurement(Base):
     dropped: Mapped[int | None]  # samples discarded for a thermal / hardware clock slowdown
     power_capped: Mapped[int | None]  # samples kept that ran under the SW power cap
     clock_reasons: Mapped[int | None] = mapped_column(sa.BigInteger)  # NVML clock-event reasons seen (bitmask)
+    build_ms: Mapped[float | None]  # engine plans: time to build the plan (runtime compilation), not timed
     run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
     created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
 
@@ -243,12 +247,41 @@ def _sqlite_pragmas(dbapi_conn, _record):
     cur.close()
 
 
+def _retrying(fn):
+    """Run a write again when a concurrent writer got in the way: a unique key another process
+    inserted first, a deadlock, a serialization failure, or SQLite's "database is locked" past its
+    busy timeout. Each attempt is a fresh transaction; after 8 attempts the error stands."""
+    import functools
+    import random
+
+    from sqlalchemy.exc import IntegrityError
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        for attempt in range(8):
+            try:
+                return fn(*args, **kwargs)
+            except DatabaseError as e:
+                cause = e.__context__
+                transient = isinstance(cause, (IntegrityError, OperationalError)) or any(
+                    w in str(e).lower() for w in ("locked", "deadlock", "could not serialize", "duplicate key",
+                                                   "unique constraint"))
+                if not transient or attempt == 7:
+                    raise
+                time.sleep(0.02 * (2 ** attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
 class Database:
-    """An open performance database. Create with :func:`open_db`."""
+    """An open performance database. Create with :func:`open_db`. Writes retry on conflicts with
+    concurrent writers (other processes running `benanza run` into the same database)."""
 
     def __init__(self, engine: sa.Engine, url: str):
         self.engine = engine
         self.url = url
+        self.notices: list[str] = []
         self._session = sessionmaker(engine, expire_on_commit=False)
 
     @contextmanager
@@ -260,7 +293,9 @@ class Database:
             s.commit()
         except SQLAlchemyError as e:
             s.rollback()
-            raise DatabaseError(f"database {self.safe_url}: {_first_line(e)}") from None
+            err = DatabaseError(f"database {self.safe_url}: {_first_line(e)}")
+            err.__context__ = e
+            raise err from None
         except BaseException:
             s.rollback()
             raise
@@ -273,6 +308,7 @@ class Database:
 
     # ---------------------------------------------------------------------------------- writes
 
+    @_retrying
     def upsert_system(self, record: dict) -> int:
         """Insert the system of a suite's system record if new; return its id."""
         fp = system_fingerprint(record)
@@ -289,6 +325,7 @@ class Database:
                 s.flush()
             return row.id
 
+    @_retrying
     def upsert_configs(self, configs: list[L.LayerConfig]) -> None:
         """Store layer configs that are not yet known."""
         if not configs:
@@ -302,6 +339,7 @@ class Database:
                                          description=c.describe(), batch=c.batch, flops=c.flops()))
                     have.add(c.key)
 
+    @_retrying
     def record_model(self, name: str, sha256: str, batch: int, summary: dict, key_counts: dict[str, int]) -> None:
         """Store a model's config usage (replacing an earlier record of the same file and batch)."""
         with self.session() as s:
@@ -329,6 +367,7 @@ class Database:
             if r is not None:
                 r.status, r.jobs_done, r.message, r.finished_at = status, done, message, _now()
 
+    @_retrying
     def write_job(self, system_id: int, run_id: int | None, job: str, layer_key: str, precision: str,
                   status: str, message: str, records: list[dict], wall_s: float | None = None) -> None:
         """Write one finished job atomically: its measurement and choice records replace earlier
@@ -378,7 +417,7 @@ class Database:
                     workspace_bytes=int(r.get("workspace_bytes") or 0),
                     sm_clock_min_mhz=r.get("sm_clock_min_mhz"), sm_clock_max_mhz=r.get("sm_clock_max_mhz"),
                     dropped=r.get("dropped"), power_capped=r.get("power_capped"),
-                    clock_reasons=r.get("clock_reasons"), run_id=run_id))
+                    clock_reasons=r.get("clock_reasons"), build_ms=_f(r.get("build_ms")), run_id=run_id))
             s.add(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
                          message=message[:2000], run_id=run_id, wall_s=wall_s))
 
@@ -494,6 +533,73 @@ def _unpack_reference(path: Path) -> Path:
     return target
 
 
+def migrations_dir() -> Path:
+    """db/migrations of a source checkout, or the copy inside the installed package."""
+    pkg = Path(__file__).resolve().parent
+    for p in (pkg / "_data" / "migrations", pkg.parent / "db" / "migrations"):
+        if (p / "env.py").is_file():
+            return p
+    raise DatabaseError("benanza's database migrations are missing (broken install?)")
+
+
+def _alembic_config(conn):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.attributes["connection"] = conn
+    return cfg
+
+
+def _prepare_schema(conn, safe: str, create: bool) -> list[str]:
+    """Create a new database at the head schema, or bring an existing one to it (Alembic).
+
+    Refuses a database of a newer schema or one that is not benanza's. Returns notices."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    insp = sa.inspect(conn)
+    tables = set(insp.get_table_names())
+    cfg = _alembic_config(conn)
+    script = ScriptDirectory.from_config(cfg)
+    if not tables:
+        if not create:
+            raise DatabaseError(f"database {safe}: empty, not a benanza performance database")
+        Base.metadata.create_all(conn)
+        conn.execute(sa.insert(SchemaInfo).values(key="schema_version", value=str(SCHEMA_VERSION)))
+        command.stamp(cfg, "head")
+        return []
+    if "schema_info" not in tables:
+        if tables & {"measurements", "systems"}:
+            raise DatabaseError(f"database {safe}: has benanza-like tables but no schema version")
+        raise DatabaseError(f"database {safe}: not a benanza performance database (tables: "
+                            f"{', '.join(sorted(tables)[:5])})")
+    row = conn.execute(select(SchemaInfo.value).where(SchemaInfo.key == "schema_version")).first()
+    version = int(row[0]) if row and str(row[0]).isdigit() else 0
+    if version > SCHEMA_VERSION:
+        raise DatabaseError(f"database {safe}: schema version {version} is newer than this benanza "
+                            f"({SCHEMA_VERSION}); upgrade benanza")
+    current = MigrationContext.configure(conn).get_current_revision()
+    if current is None:
+        if version != 1:
+            raise DatabaseError(f"database {safe}: schema version {version or '?'} without a migration "
+                                f"record; cannot upgrade it")
+        command.stamp(cfg, "0001")  # written by benanza 0.1 before migrations were recorded
+        current = "0001"
+    try:
+        known = {r.revision for r in script.walk_revisions()}
+    except Exception as e:
+        raise DatabaseError(f"database {safe}: migration scripts unreadable ({_first_line(e)})") from None
+    if current not in known:
+        raise DatabaseError(f"database {safe}: schema revision {current} is unknown to this benanza "
+                            f"(written by a newer version?)")
+    if current != script.get_current_head():
+        command.upgrade(cfg, "head")
+        return [f"database {safe}: upgraded the schema from revision {current} to {script.get_current_head()}"]
+    return []
+
+
 def open_db(url: str | None = None, create: bool = True) -> Database:
     """Open (and, when ``create``, create) the database at ``url`` (URL or path; default
     :func:`default_url`). A path ending in ``.gz`` is a compressed reference database, opened
@@ -532,31 +638,16 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
         raise DatabaseError(f"database {safe}: {_first_line(e)}") from None
     if u.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    notices: list[str] = []
     try:
         with engine.begin() as conn:
-            insp = sa.inspect(conn)
-            tables = set(insp.get_table_names())
-            if "schema_info" in tables:
-                row = conn.execute(select(SchemaInfo.value).where(SchemaInfo.key == "schema_version")).first()
-                ver = int(row[0]) if row else 0
-                if ver > SCHEMA_VERSION:
-                    raise DatabaseError(f"database {safe}: schema version {ver} is newer than this benanza "
-                                        f"({SCHEMA_VERSION}); upgrade benanza")
-                if ver < SCHEMA_VERSION:
-                    raise DatabaseError(f"database {safe}: schema version {ver} is older than "
-                                        f"{SCHEMA_VERSION} and cannot be upgraded by this version")
-            elif tables & {"measurements", "systems"}:
-                raise DatabaseError(f"database {safe}: has benanza-like tables but no schema version")
-            if create:
-                Base.metadata.create_all(conn)
-                if "schema_info" not in tables:
-                    conn.execute(sa.insert(SchemaInfo).values(key="schema_version", value=str(SCHEMA_VERSION)))
-            elif "schema_info" not in tables:
-                raise DatabaseError(f"database {safe}: not a benanza performance database")
+            notices = _prepare_schema(conn, safe, create)
     except DatabaseError:
         engine.dispose()
         raise
     except (OperationalError, SQLAlchemyError, OSError) as e:
         engine.dispose()
         raise DatabaseError(f"cannot open database {safe}: {_first_line(e)}") from None
-    return Database(engine, url)
+    db = Database(engine, url)
+    db.notices = notices
+    return db

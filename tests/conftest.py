@@ -68,3 +68,37 @@ def have_gpu() -> bool:
         return _native.device_count() > 0
     except Exception:
         return False
+
+
+# ---------------------------------------------------------------------------- database backends
+
+def _pg_admin_url():
+    return os.environ.get("BENANZA_TEST_PG_URL")  # e.g. postgresql+psycopg://benanza:benanza@localhost/postgres
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend_url(request, tmp_path):
+    """A fresh, empty database URL on each backend. PostgreSQL runs when BENANZA_TEST_PG_URL names
+    a server (CI starts one and sets BENANZA_REQUIRE_PG=1, which turns its absence into a failure)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'perf.db'}"
+        return
+    admin = _pg_admin_url()
+    if not admin:
+        if os.environ.get("BENANZA_REQUIRE_PG"):
+            pytest.fail("BENANZA_REQUIRE_PG is set but BENANZA_TEST_PG_URL is not")
+        pytest.skip("no PostgreSQL server (set BENANZA_TEST_PG_URL)")
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = "bz_" + uuid.uuid4().hex[:12]
+    eng = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with eng.connect() as c:
+        c.execute(sa.text(f"CREATE DATABASE {name}"))
+    url = sa.engine.make_url(admin).set(database=name).render_as_string(hide_password=False)
+    yield url
+    sa.engine.create_engine(url).dispose()
+    with eng.connect() as c:
+        c.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    eng.dispose()

@@ -5,11 +5,10 @@
 // and of mode B are recorded as choices (what cuDNN's heuristic would run), then every engine config
 // of modes A, B and FALLBACK (deduplicated by plan name: engine global index + knob choices) is
 // built and timed with the harness's method. A plan's build (for runtime-compiled engines: their
-// compilation) is outside the timing; its duration is recorded in the note. Math: fp32 excludes
+// compilation) is outside the timing; its duration is stored on its own (build_ms). Math: fp32 excludes
 // Tensor Core engines (numerical note TENSOR_CORE) as CUDNN_FMA_MATH does; tf32 allows TF32 Tensor
 // Cores; no precision allows engines that down-convert their inputs (DOWN_CONVERT_INPUTS).
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <set>
 #include <string>
@@ -137,9 +136,8 @@ void run_conv_engines(Bench& b, const ConvSpec& c, void* x, void* w, void* bias,
     bool rtc = false;
     if (g->get_behavior_notes_for_plan_at_index(i, notes).is_good())
       for (auto note : notes) rtc = rtc || note == fe::BehaviorNote_t::RUNTIME_COMPILATION;
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%splan built in %.1f ms", rtc ? "runtime-compiled engine; " : "", build_ms);
-    cl.note = buf;
+    cl.build_ms = build_ms;
+    if (rtc) cl.note = "runtime-compiled engine";
     if (!st.is_good()) {
       b.record(cl, "not_supported", "plan build: " + st.get_message().substr(0, 300));
       continue;

@@ -125,6 +125,7 @@ JsonLine base_record(const char* type, const JobInfo& job, const Call& c) {
       .kv("dtype", dtype_name(c.dtype))
       .kv("workspace_bytes", c.workspace);
   if (!c.note.empty()) j.kv("note", c.note);
+  if (c.build_ms >= 0) j.kv("build_ms", c.build_ms);
   return j;
 }
 

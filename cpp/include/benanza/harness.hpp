@@ -144,6 +144,7 @@ struct Call {
   DType dtype = DType::F32;
   std::string note;        // how the call relates to the layer when not 1:1 (emulation, proxy)
   std::size_t workspace = 0;
+  double build_ms = -1;    // engine plans: time to build the plan (not part of the timing); -1: none
 };
 
 // Per-job helper: buffers, measurement and the emission of records.

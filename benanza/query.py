@@ -1,0 +1,328 @@
+"""Querying the performance database: the Python API behind `benanza db ...`.
+
+Every function takes an open :class:`benanza.database.Database` and returns plain objects
+(dataclasses with ``to_dict()``); :func:`to_dataframe` turns them into a pandas DataFrame when
+pandas is installed. Every filter value reaches the database as a bound parameter.
+
+>>> from benanza.database import open_db
+>>> from benanza import query
+>>> db = open_db("db/reference/h200.sqlite.gz", create=False)
+>>> rows = query.measurements(db, query.Filters(kind=["Conv"], batch=32, precision="fp16", status="ok"))
+>>> best = query.best_per_config(db, system="H200", precision="fp16")
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import func, select
+
+from . import layers as L
+from .database import Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System
+from .errors import UsageError
+
+#: columns `--sort` accepts
+SORTABLE = ("median_ms", "iqr_ms", "mean_ms", "min_ms", "batch", "kind", "layer_key", "algorithm", "call",
+            "precision", "status", "created_at", "system_id", "workspace_bytes")
+
+
+@dataclass
+class MeasurementRecord:
+    """One measurement row with its layer config and system (times in ms, sizes in bytes)."""
+
+    id: int
+    system_id: int
+    gpu_name: str
+    layer_key: str
+    kind: str
+    description: str
+    batch: int
+    precision: str
+    call: str
+    algorithm: str
+    math: str
+    dtype: str
+    cache: str
+    layout: str
+    status: str
+    message: str
+    note: str
+    median_ms: float | None
+    iqr_ms: float | None
+    mean_ms: float | None
+    min_ms: float | None
+    samples: int | None
+    converged: bool | None
+    rse: float | None
+    workspace_bytes: int
+    build_ms: float | None
+    created_at: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Filters:
+    """What `benanza db query` selects. ``params``: layer-config parameters that must match
+    (e.g. ``{"group": "1", "x": "32x64x56x56"}``); ``algorithm``/``call``: substrings."""
+
+    system: str | None = None
+    model: str | None = None
+    model_batch: int | None = None
+    kind: list[str] | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    precision: str | None = None
+    dtype: str | None = None
+    math: str | None = None
+    call: str | None = None
+    algorithm: str | None = None
+    batch: int | None = None
+    status: str | None = None
+    cache: str | None = None
+    sort: str = "median_ms"
+    descending: bool = False
+    limit: int | None = None
+
+
+def systems(db: Database) -> list[dict]:
+    """Every system with its versions and measurement counts (total and valid)."""
+    with db.session() as s:
+        total = dict(s.execute(select(Measurement.system_id, func.count()).group_by(Measurement.system_id)).all())
+        ok = dict(s.execute(select(Measurement.system_id, func.count()).where(Measurement.status == "ok")
+                            .group_by(Measurement.system_id)).all())
+        out = []
+        for sy in s.scalars(select(System).order_by(System.id)):
+            out.append({"id": sy.id, "fingerprint": sy.fingerprint, "gpu_name": sy.gpu_name,
+                        "compute_capability": sy.compute_capability, "sm_count": sy.sm_count,
+                        "memory_bytes": sy.memory_bytes, "max_sm_clock_mhz": sy.max_sm_clock_mhz,
+                        "driver_version": sy.driver_version, "runtime_version": sy.runtime_version,
+                        "cudnn_version": sy.cudnn_version, "cublas_version": sy.cublas_version,
+                        "measurements": total.get(sy.id, 0), "valid": ok.get(sy.id, 0)})
+        return out
+
+
+def resolve_systems(db: Database, spec: str | None) -> list[int]:
+    """System ids matching ``spec`` (id, fingerprint prefix or GPU-name substring); all if None.
+    Raises :class:`UsageError` when nothing matches."""
+    with db.session() as s:
+        rows = list(s.execute(select(System.id, System.fingerprint, System.gpu_name)))
+    if spec is None:
+        return [r.id for r in rows]
+    hits = [r.id for r in rows if str(r.id) == spec or r.fingerprint.startswith(spec.lower())
+            or spec.lower() in r.gpu_name.lower()]
+    if not hits:
+        raise UsageError(f"no system matches {spec!r} in {db.safe_url} (see `benanza db systems`)")
+    return hits
+
+
+def model_keys(db: Database, model: str, batch: int | None = None) -> list[str]:
+    """Layer config keys of a model: an ONNX file (processed at ``batch``, default 1) or the name of
+    a model recorded in the database (every recorded batch, or ``batch``)."""
+    p = Path(model)
+    if p.suffix == ".onnx" or p.is_file():
+        from .model import process
+
+        ml = process(p, batch or 1)
+        return sorted(ml.unique_configs())
+    with db.session() as s:
+        q = select(ModelConfig.layer_key).join(ModelRow, ModelRow.id == ModelConfig.model_id).where(
+            ModelRow.name == model)
+        if batch is not None:
+            q = q.where(ModelRow.batch == batch)
+        keys = sorted(set(s.scalars(q)))
+    if not keys:
+        raise UsageError(f"no model {model!r} recorded in {db.safe_url} (give an .onnx file instead)")
+    return keys
+
+
+def _parse_param(value: str):
+    v = value.strip()
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    if "x" in v and all(part.isdigit() for part in v.split("x")):
+        return [int(part) for part in v.split("x")]
+    if "," in v and all(part.strip().lstrip("-").isdigit() for part in v.split(",")):
+        return [int(part) for part in v.split(",")]
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+def _config_keys(db: Database, f: Filters) -> list[str] | None:
+    """Keys that the config-level filters (model, kind, params, batch) leave; None: no such filter."""
+    keys: set[str] | None = None
+    if f.model:
+        keys = set(model_keys(db, f.model, f.model_batch))
+    if f.kind or f.params or f.batch is not None:
+        with db.session() as s:
+            q = select(LayerConfigRow.key, LayerConfigRow.params)
+            if f.kind:
+                q = q.where(LayerConfigRow.kind.in_(f.kind))
+            if f.batch is not None:
+                q = q.where(LayerConfigRow.batch == f.batch)
+            rows = list(s.execute(q))
+        want = {k: _parse_param(v) for k, v in f.params.items()}
+        sel = set()
+        for key, params in rows:
+            if want:
+                p = json.loads(params)
+                if any(_norm(p.get(k)) != _norm(v) for k, v in want.items()):
+                    continue
+            sel.add(key)
+        keys = sel if keys is None else keys & sel
+    return None if keys is None else sorted(keys)
+
+
+def _norm(v):
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    if isinstance(v, list):
+        return [_norm(x) for x in v]
+    return v
+
+
+def _base_select():
+    return (select(Measurement, LayerConfigRow.kind, LayerConfigRow.description, System.gpu_name)
+            .join(LayerConfigRow, LayerConfigRow.key == Measurement.layer_key)
+            .join(System, System.id == Measurement.system_id))
+
+
+def _record(m: Measurement, kind: str, desc: str, gpu: str) -> MeasurementRecord:
+    return MeasurementRecord(
+        id=m.id, system_id=m.system_id, gpu_name=gpu, layer_key=m.layer_key, kind=kind, description=desc,
+        batch=m.batch, precision=m.precision, call=m.call, algorithm=m.algorithm, math=m.math, dtype=m.dtype,
+        cache=m.cache, layout=m.layout, status=m.status, message=m.message, note=m.note, median_ms=m.median_ms,
+        iqr_ms=m.iqr_ms, mean_ms=m.mean_ms, min_ms=m.min_ms, samples=m.samples, converged=m.converged, rse=m.rse,
+        workspace_bytes=m.workspace_bytes, build_ms=m.build_ms,
+        created_at=m.created_at.isoformat() if m.created_at else "")
+
+
+def _where(q, f: Filters, system_ids: list[int] | None):
+    if system_ids is not None:
+        q = q.where(Measurement.system_id.in_(system_ids))
+    if f.precision:
+        q = q.where(Measurement.precision == f.precision)
+    if f.dtype:
+        q = q.where(Measurement.dtype == f.dtype)
+    if f.math:
+        q = q.where(Measurement.math == f.math)
+    if f.call:
+        q = q.where(Measurement.call.contains(f.call, autoescape=True))
+    if f.algorithm:
+        q = q.where(Measurement.algorithm.contains(f.algorithm, autoescape=True))
+    if f.status:
+        q = q.where(Measurement.status == f.status)
+    if f.cache:
+        q = q.where(Measurement.cache == f.cache)
+    return q
+
+
+def measurements(db: Database, f: Filters | None = None) -> list[MeasurementRecord]:
+    """Measurement records matching ``f``, sorted by ``f.sort`` (see :data:`SORTABLE`)."""
+    f = f or Filters()
+    if f.sort not in SORTABLE:
+        raise UsageError(f"cannot sort by {f.sort!r} (choose from {', '.join(SORTABLE)})")
+    if f.limit is not None and f.limit <= 0:
+        raise UsageError("--limit must be positive")
+    sys_ids = resolve_systems(db, f.system) if f.system else None
+    keys = _config_keys(db, f)
+    out: list[MeasurementRecord] = []
+    with db.session() as s:
+        chunks = [None] if keys is None else [keys[i:i + 500] for i in range(0, len(keys), 500)]
+        for chunk in chunks:
+            q = _where(_base_select(), f, sys_ids)
+            if chunk is not None:
+                q = q.where(Measurement.layer_key.in_(chunk))
+            for m, kind, desc, gpu in s.execute(q):
+                out.append(_record(m, kind, desc, gpu))
+    key = f.sort
+
+    def sort_key(r: MeasurementRecord):
+        v = getattr(r, key)
+        return (v is None, v if v is not None else 0)
+
+    out.sort(key=sort_key, reverse=f.descending)
+    if f.descending:  # keep rows without a value last
+        out.sort(key=lambda r: getattr(r, key) is None)
+    return out[: f.limit] if f.limit else out
+
+
+def best_per_config(db: Database, system: str | int | None = None, precision: str = "fp32", cache: str = "warm",
+                    keys: list[str] | None = None) -> dict[str, MeasurementRecord]:
+    """The fastest valid measurement of each layer config on one system in ``precision`` (the data
+    type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows), one SQL query per 500
+    keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
+    if precision not in L.PRECISIONS:
+        raise UsageError(f"unknown data type {precision!r}")
+    if isinstance(system, int):
+        sid = system
+    else:
+        ids = resolve_systems(db, system)
+        if len(ids) != 1:
+            raise UsageError(f"{len(ids)} systems match {system!r}; choose one (see `benanza db systems`)")
+        sid = ids[0]
+    out: dict[str, MeasurementRecord] = {}
+    chunks = [None] if keys is None else [keys[i:i + 500] for i in range(0, len(keys), 500)]
+    with db.session() as s:
+        for chunk in chunks:
+            inner = (select(Measurement.id, func.row_number().over(
+                partition_by=Measurement.layer_key, order_by=(Measurement.median_ms, Measurement.id)).label("rank"))
+                .where(Measurement.system_id == sid, Measurement.cache == cache, Measurement.status == "ok",
+                       Measurement.median_ms.is_not(None), Measurement.dtype == L.PRECISION_DTYPE[precision],
+                       Measurement.math.in_(L.ACCEPTED_MATH[precision])))
+            if chunk is not None:
+                inner = inner.where(Measurement.layer_key.in_(chunk))
+            ranked = inner.subquery()
+            q = _base_select().join(ranked, ranked.c.id == Measurement.id).where(ranked.c.rank == 1)
+            for m, kind, desc, gpu in s.execute(q):
+                out[m.layer_key] = _record(m, kind, desc, gpu)
+    return out
+
+
+def shared_configs(db: Database, model: str, batch: int | None = None, system: str | None = None,
+                   precision: str = "fp32") -> dict:
+    """How many of a model's unique layer configs the database already has a valid measurement of
+    (on ``system`` when given, else on any system) in ``precision``: what a new run still has to
+    measure (Benanza: a new model only needs its new layers measured)."""
+    keys = model_keys(db, model, batch)
+    sys_ids = resolve_systems(db, system)
+    measured: set[str] = set()
+    for sid in sys_ids:
+        measured |= set(best_per_config(db, sid, precision, "warm", keys))
+    return {"model": model, "batch": batch, "precision": precision, "unique_configs": len(keys),
+            "measured": len(measured), "to_measure": len(keys) - len(measured),
+            "shared_fraction": len(measured) / len(keys) if keys else 0.0,
+            "missing": sorted(set(keys) - measured)}
+
+
+def compare_systems(db: Database, a: str, b: str, precision: str = "fp32", cache: str = "warm") -> list[dict]:
+    """Per layer config measured on both systems: best times and the ratio b / a."""
+    ia, ib = resolve_systems(db, a), resolve_systems(db, b)
+    if len(ia) != 1 or len(ib) != 1:
+        raise UsageError("each system must match exactly one system (see `benanza db systems`)")
+    ba = best_per_config(db, ia[0], precision, cache)
+    bb = best_per_config(db, ib[0], precision, cache)
+    rows = []
+    for k in sorted(set(ba) & set(bb)):
+        x, y = ba[k], bb[k]
+        rows.append({"layer_key": k, "kind": x.kind, "description": x.description, "batch": x.batch,
+                     "a_ms": x.median_ms, "a_algorithm": f"{x.call} {x.algorithm}", "b_ms": y.median_ms,
+                     "b_algorithm": f"{y.call} {y.algorithm}", "ratio": y.median_ms / x.median_ms})
+    return rows
+
+
+def to_dataframe(records):
+    """A pandas DataFrame of records (dataclasses or dicts). Raises :class:`UsageError` without pandas."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise UsageError("pandas is not installed (pip install 'benanza[pandas]')") from None
+    return pd.DataFrame([r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records])

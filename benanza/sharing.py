@@ -1,0 +1,239 @@
+"""Sharing performance databases: export a portable SQLite file of chosen systems and models, and
+import (merge) one into another database.
+
+The merge rule (what `benanza db import` documents): the unit is the *job*, one layer config in one
+precision on one system. A job present on one side only is copied; a job present on both sides is
+taken from the side that finished it later (``jobs.finished_at``), with all its measurements and
+heuristic choices, replacing the other side's; on equal times the existing data is kept.
+Measurement rows that belong to no job (hand-made data) merge row by row, the newer ``created_at``
+winning. Systems are matched by fingerprint, layer configs by key, models by (sha256, batch).
+Nothing is ever duplicated: the database's unique keys hold after any sequence of imports.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import select
+
+from .database import (Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
+                       open_db)
+from .errors import DatabaseError, UsageError
+from .query import model_keys, resolve_systems
+
+_CHUNK = 400
+
+
+def _cols(model) -> list[str]:
+    return [c.name for c in model.__table__.columns]
+
+
+def _rows(conn, stmt) -> list[dict]:
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+@dataclass
+class MergeStats:
+    """What an import did (counts of rows or jobs) and how fast (rows/s)."""
+
+    systems_added: int = 0
+    configs_added: int = 0
+    models_added: int = 0
+    jobs_added: int = 0
+    jobs_replaced: int = 0
+    jobs_kept: int = 0
+    measurements_written: int = 0
+    orphans_written: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rows_per_s(self) -> float:
+        return (self.measurements_written + self.orphans_written) / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["rows_per_s"] = self.rows_per_s
+        return d
+
+
+def merge(dst: Database, src: Database, system_ids: list[int] | None = None, keys: list[str] | None = None,
+          label: str = "") -> MergeStats:
+    """Merge ``src`` into ``dst`` (see the module docstring for the rule). ``system_ids`` and
+    ``keys`` restrict what is taken from ``src``."""
+    st = MergeStats()
+    t0 = time.perf_counter()
+    keyset = set(keys) if keys is not None else None
+    with src.engine.connect() as sc:
+        s_systems = _rows(sc, select(System.__table__))
+        if system_ids is not None:
+            s_systems = [s for s in s_systems if s["id"] in system_ids]
+        s_jobs = _rows(sc, select(JobRow.__table__))
+        s_runs = {r["id"]: r for r in _rows(sc, select(Run.__table__))}
+        s_models = _rows(sc, select(ModelRow.__table__))
+        s_model_cfgs = _rows(sc, select(ModelConfig.__table__))
+    sid_ok = {s["id"] for s in s_systems}
+    s_jobs = [j for j in s_jobs if j["system_id"] in sid_ok and (keyset is None or j["layer_key"] in keyset)]
+
+    with dst.engine.begin() as dc:
+        # systems by fingerprint
+        dst_fp = {r.fingerprint: r.id for r in dc.execute(select(System.id, System.fingerprint))}
+        sys_map = {}
+        for s in s_systems:
+            if s["fingerprint"] not in dst_fp:
+                row = {k: v for k, v in s.items() if k != "id"}
+                dst_fp[s["fingerprint"]] = dc.execute(sa.insert(System.__table__).values(**row)).inserted_primary_key[0]
+                st.systems_added += 1
+            sys_map[s["id"]] = dst_fp[s["fingerprint"]]
+    # layer configs referenced by what is imported
+    with src.engine.connect() as sc:
+        wanted = {j["layer_key"] for j in s_jobs}
+        orphan_q = select(Measurement.__table__).where(Measurement.system_id.in_(list(sid_ok)))
+        all_keys = set(sc.scalars(select(Measurement.layer_key).distinct().where(
+            Measurement.system_id.in_(list(sid_ok)))))
+        if keyset is not None:
+            all_keys &= keyset
+        wanted |= all_keys
+        cfgs = []
+        wl = sorted(wanted)
+        for i in range(0, len(wl), _CHUNK):
+            cfgs += _rows(sc, select(LayerConfigRow.__table__).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK])))
+    with dst.engine.begin() as dc:
+        have = set()
+        for i in range(0, len(wl), _CHUNK):
+            have |= set(dc.scalars(select(LayerConfigRow.key).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK]))))
+        new_cfgs = [c for c in cfgs if c["key"] not in have]
+        if new_cfgs:
+            dc.execute(sa.insert(LayerConfigRow.__table__), new_cfgs)
+        st.configs_added = len(new_cfgs)
+        # models
+        existing = {(r.sha256, r.batch) for r in dc.execute(select(ModelRow.sha256, ModelRow.batch))}
+        by_model = {}
+        for mc in s_model_cfgs:
+            by_model.setdefault(mc["model_id"], []).append(mc)
+        for m in s_models:
+            mk = [mc for mc in by_model.get(m["id"], []) if mc["layer_key"] in wanted or keyset is None]
+            if (m["sha256"], m["batch"]) in existing or not mk:
+                continue
+            if any(mc["layer_key"] not in have and mc["layer_key"] not in {c["key"] for c in new_cfgs} for mc in mk):
+                continue  # the model's configs did not come along (filtered out)
+            new_id = dc.execute(sa.insert(ModelRow.__table__).values(
+                **{k: v for k, v in m.items() if k != "id"})).inserted_primary_key[0]
+            dc.execute(sa.insert(ModelConfig.__table__), [dict(mc, model_id=new_id) for mc in mk])
+            st.models_added += 1
+    # jobs: decide the winner of each
+    with dst.engine.connect() as dc:
+        d_jobs = {(r.system_id, r.job): r.finished_at for r in dc.execute(
+            select(JobRow.system_id, JobRow.job, JobRow.finished_at))}
+    take = []
+    for j in s_jobs:
+        dsid = sys_map[j["system_id"]]
+        old = d_jobs.get((dsid, j["job"]))
+        if old is None:
+            st.jobs_added += 1
+            take.append(j)
+        elif j["finished_at"] and old and j["finished_at"] > old:
+            st.jobs_replaced += 1
+            take.append(j)
+        else:
+            st.jobs_kept += 1
+    run_map: dict[int, int] = {}
+
+    def dst_run(dc, rid):
+        if rid is None or rid not in s_runs:
+            return None
+        if rid not in run_map:
+            r = {k: v for k, v in s_runs[rid].items() if k != "id"}
+            r["system_id"] = sys_map.get(r["system_id"])
+            r["message"] = (f"imported from {label}: " if label else "imported: ") + (r.get("message") or "")
+            run_map[rid] = dc.execute(sa.insert(Run.__table__).values(**r)).inserted_primary_key[0]
+        return run_map[rid]
+
+    mcols = [c for c in _cols(Measurement) if c != "id"]
+    ccols = [c for c in _cols(Choice) if c != "id"]
+    for i in range(0, len(take), _CHUNK):
+        chunk = take[i:i + _CHUNK]
+        groups = {(j["system_id"], j["layer_key"], j["precision"]) for j in chunk}
+        ks = sorted({g[1] for g in groups})
+        with src.engine.connect() as sc:
+            ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
+                  if (r["system_id"], r["layer_key"], r["precision"]) in groups]
+            cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
+                  if (r["system_id"], r["layer_key"], r["precision"]) in groups]
+        with dst.engine.begin() as dc:
+            for (ssid, key, prec) in groups:
+                dsid = sys_map[ssid]
+                for model in (Measurement, Choice):
+                    dc.execute(sa.delete(model.__table__).where(model.system_id == dsid, model.layer_key == key,
+                                                                model.precision == prec))
+            for j in chunk:
+                dc.execute(sa.delete(JobRow.__table__).where(JobRow.system_id == sys_map[j["system_id"]],
+                                                             JobRow.job == j["job"]))
+            if ms:
+                dc.execute(sa.insert(Measurement.__table__), [
+                    {**{c: r[c] for c in mcols}, "system_id": sys_map[r["system_id"]], "run_id": dst_run(dc, r["run_id"])}
+                    for r in ms])
+            if cs:
+                dc.execute(sa.insert(Choice.__table__), [
+                    {**{c: r[c] for c in ccols}, "system_id": sys_map[r["system_id"]], "run_id": dst_run(dc, r["run_id"])}
+                    for r in cs])
+            dc.execute(sa.insert(JobRow.__table__), [
+                {**{k: v for k, v in j.items() if k != "id"}, "system_id": sys_map[j["system_id"]],
+                 "run_id": dst_run(dc, j["run_id"])} for j in chunk])
+        st.measurements_written += len(ms)
+    # measurements that belong to no job: row by row, newer created_at wins
+    with src.engine.connect() as sc:
+        all_jobs = {(r.system_id, r.layer_key, r.precision) for r in sc.execute(
+            select(JobRow.system_id, JobRow.layer_key, JobRow.precision))}
+        orphans = [r for r in _rows(sc, orphan_q) if (r["system_id"], r["layer_key"], r["precision"]) not in all_jobs
+                   and (keyset is None or r["layer_key"] in keyset)]
+    ucols = ("layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")
+    with dst.engine.begin() as dc:
+        for r in orphans:
+            dsid = sys_map[r["system_id"]]
+            cond = [Measurement.system_id == dsid] + [getattr(Measurement, c) == r[c] for c in ucols]
+            cur = dc.execute(select(Measurement.id, Measurement.created_at).where(*cond)).first()
+            if cur is not None and (cur.created_at or _dt.datetime.min) >= (r["created_at"] or _dt.datetime.min):
+                continue
+            if cur is not None:
+                dc.execute(sa.delete(Measurement.__table__).where(Measurement.id == cur.id))
+            dc.execute(sa.insert(Measurement.__table__).values(
+                **{**{c: r[c] for c in mcols}, "system_id": dsid, "run_id": dst_run(dc, r["run_id"])}))
+            st.orphans_written += 1
+    st.seconds = time.perf_counter() - t0
+    return st
+
+
+def export(db: Database, path: str | Path, system: str | None = None, models: list[str] | None = None,
+           batch: int | None = None) -> MergeStats:
+    """Write the chosen systems (all by default) and models' configs (all by default) into a new
+    SQLite file at ``path``. Raises :class:`UsageError` if ``path`` exists."""
+    p = Path(path)
+    if p.exists():
+        raise UsageError(f"{path}: exists; export writes a new file")
+    sids = resolve_systems(db, system)
+    keys = None
+    if models:
+        keys = sorted({k for m in models for k in model_keys(db, m, batch)})
+    out = open_db(str(p), create=True)
+    try:
+        return merge(out, db, sids, keys, label=db.safe_url)
+    except BaseException:
+        out.engine.dispose()
+        p.unlink(missing_ok=True)
+        raise
+
+
+def import_db(db: Database, source: str) -> MergeStats:
+    """Merge the database at ``source`` (path or URL; benanza schema, any version this one can read)
+    into ``db``. Raises :class:`DatabaseError` when ``source`` cannot be read."""
+    src = open_db(source, create=False)
+    if src.url == db.url:
+        raise UsageError("cannot import a database into itself")
+    try:
+        return merge(db, src, label=src.safe_url)
+    except sa.exc.SQLAlchemyError as e:
+        raise DatabaseError(f"import from {src.safe_url} failed: {str(e).splitlines()[0][:300]}") from None
