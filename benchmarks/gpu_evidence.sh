@@ -7,6 +7,8 @@
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_evidence.sh OUTDIR MODEL...}; shift
 mkdir -p "$OUTDIR"
+# cudnn-frontend headers where no package index is reachable: carried in .fe/include
+if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"; fi
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

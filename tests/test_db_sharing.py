@@ -106,8 +106,15 @@ def test_queries_filters_and_best(backend_url, suites, models):
     assert query.shared_configs(db, "googlenet", None, None, "fp16")["to_measure"] == 0
     with pytest.raises(UsageError):
         query.measurements(db, query.Filters(sort="median_ms; drop table x"))
-    df = pytest.importorskip("pandas")
-    assert len(query.to_dataframe(conv)) == len(conv)
+
+
+def test_records_as_a_dataframe(tmp_path, suites):
+    pd = pytest.importorskip("pandas")
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    _fill(url, suites["googlenet"])
+    rows = query.measurements(open_db(url), query.Filters(kind=["Conv"], status="ok"))
+    df = query.to_dataframe(rows)
+    assert isinstance(df, pd.DataFrame) and len(df) == len(rows) and "median_ms" in df.columns
 
 
 def test_compare_two_systems(backend_url, suites):
