@@ -9,7 +9,6 @@ import functools
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -292,6 +291,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
                         job_timeout, force, retry_failed, devices)
     database = open_db(db)
+    _db_notices(database)
     s = _do_run(suite, database, opts, quiet or json_out)
     doc = _run_doc(s)
     if json_out:
@@ -372,6 +372,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     precisions = parse_precisions(dtype)
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
     database = open_db(db, create=False)
+    if not json_out:
+        _db_notices(database)
     system, notice = resolve_system(database, system_spec, _current_fingerprint())
     if notice and not json_out:
         err.print(f"notice: {notice}", markup=False)
@@ -446,6 +448,8 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     if not plan_jobs(mls, precisions):  # fail before creating anything
         raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
     database = open_db(db)  # before the long stages: a bad URL fails now
+    if not (quiet or json_out):
+        _db_notices(database)
     for ml in mls:
         s = ml.summary()
         say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "

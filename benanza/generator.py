@@ -14,7 +14,6 @@ import hashlib
 import json
 import math
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 

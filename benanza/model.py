@@ -221,22 +221,6 @@ def _weights_as_inputs(model: onnx.ModelProto) -> set[str]:
 
 # ---------------------------------------------------------------------------------- batch binding
 
-@dataclass
-class InputBinding:
-    name: str
-    dims: list[int | str]
-
-
-def _input_dims(vi: onnx.ValueInfoProto) -> list[int | str]:
-    out: list[int | str] = []
-    for d in vi.type.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
-            out.append(int(d.dim_value))
-        else:
-            out.append(d.dim_param or "?")
-    return out
-
-
 def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
                dims: dict[str, int] | None = None, batch_dim: int | None = None) -> list[str]:
     """Set the batch dimension of every graph input (in place); return notices for the user.

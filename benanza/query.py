@@ -17,7 +17,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sqlalchemy as sa
 from sqlalchemy import func, select
 
 from . import layers as L

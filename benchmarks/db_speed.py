@@ -40,7 +40,6 @@ def synth(url: str, rows: int, seed: int = 0) -> tuple[int, list[str], float]:
             {"key": g.key, "kind": g.kind, "params": json.dumps(g.params()), "description": g.describe(), "batch": 1,
              "flops": g.flops()} for g in cfgs])
     chunk = []
-    now = sa.func.now()
     for i, g in enumerate(cfgs):
         for p, dt, math in PRECISIONS:
             for a, algo in enumerate(ALGOS):
@@ -58,7 +57,6 @@ def synth(url: str, rows: int, seed: int = 0) -> tuple[int, list[str], float]:
     if chunk:
         with db.engine.begin() as c:
             c.execute(sa.insert(Measurement.__table__), chunk)
-    del now
     return sid, [g.key for g in cfgs], time.perf_counter() - t0
 
 
@@ -109,7 +107,7 @@ def main():
     assert len(best) == len(model)
     rows.append((f"best per layer, {len(model)}-layer model, {total:,} rows", f"{med:.1f} ms", f"min {lo:.1f}, max {hi:.1f}"))
     med, lo, hi = timed(lambda: db.measurements(sid, model))
-    rows.append((f"all rows of the model's configs (analyzer fetch)", f"{med:.1f} ms", f"min {lo:.1f}, max {hi:.1f}"))
+    rows.append(("all rows of the model's configs (analyzer fetch)", f"{med:.1f} ms", f"min {lo:.1f}, max {hi:.1f}"))
     rows.append(("bulk fill", f"{total / fill_s:,.0f} rows/s", f"{total:,} rows in {fill_s:.1f} s"))
     # import / merge throughput
     src_url = f"sqlite:///{tmp / 'src.db'}"
@@ -123,10 +121,10 @@ def main():
                           "VALUES (:s, :j, :k, :p, 'ok', '', CURRENT_TIMESTAMP)"),
                   [{"s": s, "j": f"{k}.{p}", "k": k, "p": p} for s, k, p in grp])
     st = sharing.import_db(dst, src_url)
-    rows.append((f"import into an empty database", f"{st.rows_per_s:,.0f} rows/s",
+    rows.append(("import into an empty database", f"{st.rows_per_s:,.0f} rows/s",
                  f"{st.measurements_written:,} rows, {st.jobs_added:,} jobs in {st.seconds:.1f} s"))
     st2 = sharing.import_db(dst, src_url)
-    rows.append((f"import again (nothing newer)", f"{(st.measurements_written) / st2.seconds:,.0f} rows/s checked",
+    rows.append(("import again (nothing newer)", f"{(st.measurements_written) / st2.seconds:,.0f} rows/s checked",
                  f"{st2.jobs_kept:,} jobs kept in {st2.seconds:.1f} s"))
     # concurrent writers
     wurl = f"sqlite:///{tmp / 'writers.db'}" if url.startswith("sqlite") else url

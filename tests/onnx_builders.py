@@ -20,7 +20,6 @@ def _i64(name, values):
 def all_kinds_model(path, opset=13):
     """One graph with a node of every layer kind benanza benchmarks (batch dim symbolic 'N')."""
     nodes, inits = [], []
-    x = "x"
     inits += [_w("w1", (16, 3, 3, 3)), _w("b1", (16,))]
     nodes.append(helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name=HOSTILE, pads=[1, 1, 1, 1]))
     nodes.append(helper.make_node("Relu", ["c1"], ["r1"], name="relu1"))                       # fusion

@@ -1,13 +1,12 @@
 """Analyzer: LBL and critical path on recorded measurements -- the reference database measured on
 an H200 (db/reference) and crafted databases where layers are missing or failed."""
 import json
-import shutil
 
 import pytest
 import sqlalchemy as sa
 
 from benanza.analyzer import analyze, critical_path, resolve_system
-from benanza.database import JobRow, Measurement, open_db
+from benanza.database import Measurement, open_db
 from benanza.errors import UsageError
 from benanza.generator import load_suite
 from benanza.model import process

@@ -5,7 +5,7 @@ import pytest
 import sqlalchemy as sa
 
 from benanza import layers as L
-from benanza.database import SCHEMA_VERSION, Choice, Measurement, open_db, system_fingerprint
+from benanza.database import SCHEMA_VERSION, Choice, open_db, system_fingerprint
 from benanza.errors import DatabaseError
 
 SYSTEM = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,

@@ -1,7 +1,6 @@
 """The performance database as a shared asset: migrations, queries, export/import, concurrent
 writers and crashes -- on SQLite and on PostgreSQL (CI starts a real server)."""
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -13,7 +12,7 @@ import sqlalchemy as sa
 
 from benanza import query, sharing
 from benanza.analyzer import analyze
-from benanza.database import Base, Choice, JobRow, Measurement, SCHEMA_VERSION, migrations_dir, open_db
+from benanza.database import Base, JobRow, Measurement, SCHEMA_VERSION, migrations_dir, open_db
 from benanza.errors import DatabaseError, UsageError
 from benanza.generator import load_suite
 from benanza.model import process

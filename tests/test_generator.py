@@ -1,7 +1,6 @@
 """Benchmark generator: escaping, case tables, and generated suites that compile and link against
 the real cuDNN and cuBLAS wheels (no GPU needed to build; running says "no CUDA device")."""
 import json
-import shutil
 import subprocess
 
 import pytest

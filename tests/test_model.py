@@ -3,14 +3,13 @@ import collections
 import json
 import math
 
-import numpy as np
 import onnx
 import pytest
 from onnx import shape_inference
 
 from benanza import layers as L
 from benanza.errors import ModelError, UsageError
-from benanza.model import ZERO_COST_OPS, parse_batches, process
+from benanza.model import parse_batches, process
 from conftest import all_model_paths
 
 MODELS = all_model_paths()

@@ -2,7 +2,6 @@
 series, and the device query's behaviour without a GPU."""
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
