@@ -612,7 +612,7 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
                       precision=None if best else dtype, math=math, call=call, algorithm=algorithm, batch=batch,
                       status=status, cache=cache, sort=sort, descending=desc, limit=limit)
     if best:
-        keys = query._config_keys(database, f)
+        keys = query.config_keys(database, f)
         recs = list(query.best_per_config(database, system, dtype or "fp32", cache or "warm", keys).values())
         recs.sort(key=lambda r: (getattr(r, sort) is None, getattr(r, sort) or 0), reverse=desc)
         recs = recs[:limit] if limit else recs

@@ -152,8 +152,9 @@ def _parse_param(value: str):
         return v
 
 
-def _config_keys(db: Database, f: Filters) -> list[str] | None:
-    """Keys that the config-level filters (model, kind, params, batch) leave; None: no such filter."""
+def config_keys(db: Database, f: Filters) -> list[str] | None:
+    """Layer config keys that the config-level filters of ``f`` (model, kind, params, batch) leave;
+    None when ``f`` has no such filter."""
     keys: set[str] | None = None
     if f.model:
         keys = set(model_keys(db, f.model, f.model_batch))
@@ -232,7 +233,7 @@ def measurements(db: Database, f: Filters | None = None) -> list[MeasurementReco
     if f.limit is not None and f.limit <= 0:
         raise UsageError("--limit must be positive")
     sys_ids = resolve_systems(db, f.system) if f.system else None
-    keys = _config_keys(db, f)
+    keys = config_keys(db, f)
     out: list[MeasurementRecord] = []
     with db.session() as s:
         chunks = [None] if keys is None else [keys[i:i + 500] for i in range(0, len(keys), 500)]
