@@ -613,9 +613,10 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
                       status=status, cache=cache, sort=sort, descending=desc, limit=limit)
     if best:
         keys = query.config_keys(database, f)
-        recs = list(query.best_per_config(database, system, dtype or "fp32", cache or "warm", keys).values())
-        recs.sort(key=lambda r: (getattr(r, sort) is None, getattr(r, sort) or 0), reverse=desc)
-        recs = recs[:limit] if limit else recs
+        if sort not in query.SORTABLE:
+            raise UsageError(f"cannot sort by {sort!r} (choose from {', '.join(query.SORTABLE)})")
+        recs = query.sort_records(list(query.best_per_config(database, system, dtype or "fp32", cache or "warm",
+                                                        keys).values()), sort, desc, limit)
     else:
         recs = query.measurements(database, f)
     _emit([r.to_dict() for r in recs], fmt, f"{len(recs)} measurements",

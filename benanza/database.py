@@ -432,10 +432,6 @@ class Database:
         with self.session() as s:
             return list(s.scalars(select(System).order_by(System.id)))
 
-    def system_by_fingerprint(self, fp: str) -> System | None:
-        with self.session() as s:
-            return s.scalar(select(System).where(System.fingerprint == fp))
-
     def latest_system(self) -> System | None:
         """The system of the most recent run that measured something."""
         with self.session() as s:

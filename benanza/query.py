@@ -243,16 +243,15 @@ def measurements(db: Database, f: Filters | None = None) -> list[MeasurementReco
                 q = q.where(Measurement.layer_key.in_(chunk))
             for m, kind, desc, gpu in s.execute(q):
                 out.append(_record(m, kind, desc, gpu))
-    key = f.sort
+    return sort_records(out, f.sort, f.descending, f.limit)
 
-    def sort_key(r: MeasurementRecord):
-        v = getattr(r, key)
-        return (v is None, v if v is not None else 0)
 
-    out.sort(key=sort_key, reverse=f.descending)
-    if f.descending:  # keep rows without a value last
-        out.sort(key=lambda r: getattr(r, key) is None)
-    return out[: f.limit] if f.limit else out
+def sort_records(records: list, key: str, descending: bool, limit: int | None) -> list:
+    """Records sorted by ``key``, rows without a value last in either direction, cut to ``limit``."""
+    have = sorted((r for r in records if getattr(r, key) is not None), key=lambda r: getattr(r, key),
+                  reverse=descending)
+    out = have + [r for r in records if getattr(r, key) is None]
+    return out[:limit] if limit else out
 
 
 def best_per_config(db: Database, system: str | int | None = None, precision: str = "fp32", cache: str = "warm",
