@@ -28,12 +28,19 @@ from . import layers as L
 from .errors import DatabaseError
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: system fields that identify a system (two machines with equal values share measurements)
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
                    "max_mem_clock_mhz", "driver_version", "driver_cuda_version", "runtime_version",
                    "cudnn_version", "cublas_version")
+
+
+def _details(value) -> str:
+    """The ``details`` object of a record as canonical JSON text ("" when absent or not an object)."""
+    if not isinstance(value, dict) or not value:
+        return ""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _now() -> _dt.datetime:
@@ -169,6 +176,9 @@ class Measurement(Base):
     power_capped: Mapped[int | None]  # samples kept that ran under the SW power cap
     clock_reasons: Mapped[int | None] = mapped_column(sa.BigInteger)  # NVML clock-event reasons seen (bitmask)
     build_ms: Mapped[float | None]  # engine plans: time to build the plan (runtime compilation), not timed
+    #: JSON object describing the implementation beyond its name: cuDNN engine global index, knob
+    #: choices, numerical / behaviour notes; cuBLASLt algo id, tile, stages, split-K ("" = none)
+    details: Mapped[str] = mapped_column(sa.Text, default="")
     run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
     created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
 
@@ -417,7 +427,8 @@ class Database:
                     workspace_bytes=int(r.get("workspace_bytes") or 0),
                     sm_clock_min_mhz=r.get("sm_clock_min_mhz"), sm_clock_max_mhz=r.get("sm_clock_max_mhz"),
                     dropped=r.get("dropped"), power_capped=r.get("power_capped"),
-                    clock_reasons=r.get("clock_reasons"), build_ms=_f(r.get("build_ms")), run_id=run_id))
+                    clock_reasons=r.get("clock_reasons"), build_ms=_f(r.get("build_ms")),
+                    details=_details(r.get("details")), run_id=run_id))
             s.add(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
                          message=message[:2000], run_id=run_id, wall_s=wall_s))
 

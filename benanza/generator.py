@@ -45,7 +45,8 @@ def harness_dir() -> Path:
     return _resource_dir("cpp")
 
 
-_PRECISION_ENUM = {"fp32": "Precision::FP32", "tf32": "Precision::TF32", "fp16": "Precision::FP16"}
+_PRECISION_ENUM = {"fp32": "Precision::FP32", "tf32": "Precision::TF32", "fp16": "Precision::FP16",
+                   "bf16": "Precision::BF16"}
 
 
 def cpp_string(text: str) -> str:

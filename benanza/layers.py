@@ -23,11 +23,12 @@ Shape = tuple[int, ...]
 
 #: Precisions a layer can be measured in: storage data type and the math the library may use.
 #: ``fp32``: float32 data, pure FMA math (no Tensor Cores); ``tf32``: float32 data, TF32 Tensor
-#: Core math allowed; ``fp16``: float16 data, Tensor Core math, float32 accumulation.
-PRECISIONS = ("fp32", "tf32", "fp16")
+#: Core math allowed; ``fp16`` / ``bf16``: float16 / bfloat16 data, Tensor Core math, float32
+#: accumulation.
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 #: storage data type of each precision
-PRECISION_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16"}
+PRECISION_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 #: math modes a measurement may carry, per precision, that the analyzer accepts for a lower bound.
 #: ``fma``: CUDA-core FMA only; ``tf32``: TF32 Tensor Cores permitted; ``tensor_op``: FP16 Tensor
@@ -36,10 +37,11 @@ ACCEPTED_MATH = {
     "fp32": ("fma", "none"),
     "tf32": ("fma", "tf32", "none"),
     "fp16": ("tensor_op", "fma", "none"),
+    "bf16": ("tensor_op", "fma", "none"),
 }
 
 #: bytes per element of each storage data type
-DTYPE_BYTES = {"float32": 4, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def _canonical(value):

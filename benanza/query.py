@@ -58,6 +58,7 @@ class MeasurementRecord:
     rse: float | None
     workspace_bytes: int
     build_ms: float | None
+    details: dict
     created_at: str
 
     def to_dict(self) -> dict:
@@ -202,6 +203,7 @@ def _record(m: Measurement, kind: str, desc: str, gpu: str) -> MeasurementRecord
         cache=m.cache, layout=m.layout, status=m.status, message=m.message, note=m.note, median_ms=m.median_ms,
         iqr_ms=m.iqr_ms, mean_ms=m.mean_ms, min_ms=m.min_ms, samples=m.samples, converged=m.converged, rse=m.rse,
         workspace_bytes=m.workspace_bytes, build_ms=m.build_ms,
+        details=json.loads(m.details) if m.details else {},
         created_at=m.created_at.isoformat() if m.created_at else "")
 
 

@@ -115,7 +115,7 @@ def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models):
 @pytest.mark.slow
 def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
     model = all_kinds_model(tmp_path / "all.onnx")
-    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16"], tmp_path / "all")
+    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16", "bf16"], tmp_path / "all")
     assert {j.kind for j in suite.jobs} == {"Conv", "ConvBiasAct", "Activation", "BatchNorm", "Pooling",
                                              "Softmax", "Elementwise", "Gemm", "LRN", "Dropout", "Reduce",
                                              "Copy"}

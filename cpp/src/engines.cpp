@@ -53,8 +53,9 @@ std::vector<int64_t> packed(const std::vector<int64_t>& d) {
 }
 
 std::shared_ptr<fe::graph::Graph> make_graph(const ConvSpec& c) {
-  const bool half = c.precision == Precision::FP16;
-  const fe::DataType_t io = half ? fe::DataType_t::HALF : fe::DataType_t::FLOAT;
+  const fe::DataType_t io = c.precision == Precision::FP16   ? fe::DataType_t::HALF
+                            : c.precision == Precision::BF16 ? fe::DataType_t::BFLOAT16
+                                                             : fe::DataType_t::FLOAT;
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(
       fe::DataType_t::FLOAT);

@@ -126,6 +126,8 @@ JsonLine base_record(const char* type, const JobInfo& job, const Call& c) {
       .kv("workspace_bytes", c.workspace);
   if (!c.note.empty()) j.kv("note", c.note);
   if (c.build_ms >= 0) j.kv("build_ms", c.build_ms);
+  if (c.layout != "NCHW") j.kv("layout", c.layout);
+  if (!c.details.empty()) j.raw("details", c.details);
   return j;
 }
 
@@ -136,11 +138,14 @@ const char* precision_name(Precision p) {
     case Precision::FP32: return "fp32";
     case Precision::TF32: return "tf32";
     case Precision::FP16: return "fp16";
+    case Precision::BF16: return "bf16";
   }
   return "?";
 }
 
-const char* dtype_name(DType t) { return t == DType::F16 ? "float16" : "float32"; }
+const char* dtype_name(DType t) {
+  return t == DType::F16 ? "float16" : t == DType::BF16 ? "bfloat16" : "float32";
+}
 
 Status Status::cudnn(cudnnStatus_t s, const char* where) {
   Status r;

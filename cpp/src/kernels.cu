@@ -1,5 +1,6 @@
 // Device kernels of the harness: uniform random fill (a counter-based hash, so any element's value
 // is reproducible from the seed) and the NaN/Inf count used to check outputs once.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -49,6 +50,8 @@ void fill_uniform(void* p, std::size_t n, DType t, unsigned long long seed, floa
   if (n == 0) return;
   if (t == DType::F16)
     fill_kernel<__half><<<grid_for(n), 256, 0, s>>>(static_cast<__half*>(p), n, seed, lo, hi);
+  else if (t == DType::BF16)
+    fill_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, seed, lo, hi);
   else
     fill_kernel<float><<<grid_for(n), 256, 0, s>>>(static_cast<float*>(p), n, seed, lo, hi);
 }
@@ -61,6 +64,8 @@ long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s)
   if (n) {
     if (t == DType::F16)
       nonfinite_kernel<__half><<<grid_for(n), 256, 0, s>>>(static_cast<const __half*>(p), n, d);
+    else if (t == DType::BF16)
+      nonfinite_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(p), n, d);
     else
       nonfinite_kernel<float><<<grid_for(n), 256, 0, s>>>(static_cast<const float*>(p), n, d);
   }

@@ -82,6 +82,7 @@ inline cudnnMathType_t conv_math(Precision p) {
     case Precision::FP32: return CUDNN_FMA_MATH;
     case Precision::TF32: return CUDNN_DEFAULT_MATH;
     case Precision::FP16: return CUDNN_TENSOR_OP_MATH;
+    case Precision::BF16: return CUDNN_TENSOR_OP_MATH;
   }
   return CUDNN_DEFAULT_MATH;
 }
@@ -90,6 +91,7 @@ inline const char* math_label(Precision p) {
     case Precision::FP32: return "fma";
     case Precision::TF32: return "tf32";
     case Precision::FP16: return "tensor_op";
+    case Precision::BF16: return "tensor_op";
   }
   return "?";
 }

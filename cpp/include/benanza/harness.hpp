@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -33,13 +34,21 @@
 
 namespace benanza {
 
-enum class Precision { FP32, TF32, FP16 };
-enum class DType { F32, F16 };
+// fp32: float data, FMA math; tf32: float data, TF32 Tensor Cores; fp16 / bf16: half / bfloat16 data,
+// Tensor Cores, float accumulation.
+enum class Precision { FP32, TF32, FP16, BF16 };
+enum class DType { F32, F16, BF16 };
 
-inline DType storage_of(Precision p) { return p == Precision::FP16 ? DType::F16 : DType::F32; }
-inline std::size_t dtype_bytes(DType t) { return t == DType::F16 ? 2 : 4; }
-inline cudnnDataType_t cudnn_dtype(DType t) { return t == DType::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
-inline cudaDataType_t cuda_dtype(DType t) { return t == DType::F16 ? CUDA_R_16F : CUDA_R_32F; }
+inline DType storage_of(Precision p) {
+  return p == Precision::FP16 ? DType::F16 : p == Precision::BF16 ? DType::BF16 : DType::F32;
+}
+inline std::size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+inline cudnnDataType_t cudnn_dtype(DType t) {
+  return t == DType::F16 ? CUDNN_DATA_HALF : t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+inline cudaDataType_t cuda_dtype(DType t) {
+  return t == DType::F16 ? CUDA_R_16F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
 const char* precision_name(Precision p);
 const char* dtype_name(DType t);
 
@@ -145,6 +154,8 @@ struct Call {
   std::string note;        // how the call relates to the layer when not 1:1 (emulation, proxy)
   std::size_t workspace = 0;
   double build_ms = -1;    // engine plans: time to build the plan (not part of the timing); -1: none
+  std::string layout = "NCHW";  // tensor layout of the timed call (NCHW or NHWC)
+  std::string details;     // a JSON object: engine index, knobs, notes, cuBLASLt tile... ("" = none)
 };
 
 // Per-job helper: buffers, measurement and the emission of records.
