@@ -40,6 +40,7 @@ class LayerTime:
     reason: str = ""
     heuristic_algorithm: str = ""
     heuristic_ms: float | None = None
+    layout: str = ""  # the measurement's tensor layout (NCHW / NHWC)
 
     def to_dict(self) -> dict:
         ly = self.layer
@@ -53,7 +54,7 @@ class LayerTime:
             "algorithm": self.algorithm or None, "math": self.math or None, "iqr_ms": self.iqr_ms,
             "converged": self.converged, "note": self.note or None, "reason": self.reason or None,
             "heuristic_algorithm": self.heuristic_algorithm or None, "heuristic_ms": self.heuristic_ms,
-            "fusion": ly.fusion,
+            "fusion": ly.fusion, "layout": self.layout or None,
         }
 
 
@@ -88,6 +89,7 @@ class Analysis:
     lbl_fused_sequential_ms: float
     lbl_fused_parallel_ms: float
     fusions: list[FusionTime] = field(default_factory=list)
+    layouts: tuple[str, ...] = ("NCHW",)
 
     @property
     def missing(self) -> list[LayerTime]:
@@ -101,7 +103,7 @@ class Analysis:
         by_op = collections.Counter(t.layer.op_type for t in self.missing)
         return {
             "model": self.model, "batch": self.batch, "precision": self.precision, "cache": self.cache,
-            "system": self.system,
+            "layouts": list(self.layouts), "system": self.system,
             "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
             "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
             "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
@@ -204,16 +206,22 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
     return out
 
 
-def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm") -> Analysis:
-    """Compute the LBL of ``ml`` on ``system`` in ``precision`` ("fp32", "tf32", "fp16") from warm
-    (default) or cold measurements. Never raises for missing data: the result says what is missing."""
+def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm",
+            layouts: tuple[str, ...] = ("NCHW",)) -> Analysis:
+    """Compute the LBL of ``ml`` on ``system`` in ``precision`` ("fp32", "tf32", "fp16", "bf16") from
+    warm (default) or cold measurements, taking each layer's fastest measurement in one of
+    ``layouts`` (("NCHW",): the model as it is; ("NCHW", "NHWC"): convolutions may run
+    channels-last, layout conversions not counted). Never raises for missing data: the result says
+    what is missing. Raises :class:`UsageError` for an unknown precision, cache or layout."""
     if precision not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")
     if cache not in ("warm", "cold"):
         raise UsageError(f"cache must be warm or cold, got {cache!r}")
+    if not layouts or any(lay not in ("NCHW", "NHWC") for lay in layouts):
+        raise UsageError(f"layouts must be NCHW and/or NHWC, got {', '.join(layouts) or 'none'}")
     keys = sorted({ly.key for ly in ml.benchmarked()} | {f.config.key for f in ml.fusions})
     # the fastest valid measurement per config: one windowed query (benanza.query.best_per_config)
-    best = query.best_per_config(db, system.id, precision, cache, keys) if keys else {}
+    best = query.best_per_config(db, system.id, precision, cache, keys, tuple(layouts)) if keys else {}
     # only for configs without one: every row and job record, to say why
     missing_keys = [k for k in keys if k not in best]
     by_key: dict[str, list[Measurement]] = collections.defaultdict(list)
@@ -238,7 +246,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
                 ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), precision)))
             continue
         lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
-                       iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "")
+                       iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "", layout=b.layout)
         if ly.key in picks:
             lt.heuristic_algorithm, lt.heuristic_ms = picks[ly.key]
         times.append(lt)
@@ -263,7 +271,8 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     fpar, _ = critical_path(ml.edges, fused_weight)
     return Analysis(model=ml.model, batch=ml.batch, precision=precision, cache=cache, system=system_dict(system),
                     layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
-                    lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions)
+                    lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
+                    layouts=tuple(layouts))
 
 
 def critical_path(edges: dict[int, list[int]], weight: list[float]) -> tuple[float, list[int]]:

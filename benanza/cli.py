@@ -38,6 +38,7 @@ def _console(stderr: bool = False) -> Console:
 out = _console()
 err = _console(stderr=True)
 
+LAYOUT_HELP = "tensor layouts: nchw (the model's), nhwc (convolutions also channels-last), or nchw,nhwc"
 DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
 
 
@@ -161,15 +162,17 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
              dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16, bf16"),
              output: Path = typer.Option(..., "-o", "--output", help="folder for the suite"),
+             layout: str = typer.Option("nchw", "--layout", help=LAYOUT_HELP),
              dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
              batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers."""
-    from .generator import generate as gen, parse_precisions
+    from .generator import generate as gen, parse_layouts, parse_precisions
     from .model import parse_batches
 
     precisions = parse_precisions(dtype)
+    layouts = parse_layouts(layout)
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim)
-    suite = gen(mls, precisions, output)
+    suite = gen(mls, precisions, output, layouts)
     kinds = {}
     for j in suite.jobs:
         kinds[j.kind] = kinds.get(j.kind, 0) + 1
@@ -271,7 +274,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-        warmup_ms: float = typer.Option(10.0, "--warmup-ms"),
+        warmup_ms: float = typer.Option(3.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
         rse: float = typer.Option(0.01, "--rse", help="target relative standard error of the median"),
         min_samples: int = typer.Option(10, "--min-samples"),
         max_samples: int = typer.Option(2000, "--max-samples"),
@@ -359,6 +362,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
             system_spec: Optional[str] = typer.Option(None, "--system", help="system id, fingerprint prefix or GPU name"),
             cache: str = typer.Option("warm", "--cache", help="warm (default) or cold measurements"),
+            layout: str = typer.Option("nchw", "--layout", help="layouts a layer may run in: nchw (the model's), "
+                                       "nchw,nhwc (convolutions may run channels-last; conversions not counted)"),
             json_out: bool = typer.Option(False, "--json"),
             layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer table"),
             dim: Optional[list[str]] = typer.Option(None, "--dim"),
@@ -366,10 +371,11 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     """Lower-bound latency (sequential and parallel) of MODEL from the performance database."""
     from .analyzer import analyze as do_analyze, resolve_system
     from .database import open_db
-    from .generator import parse_precisions
+    from .generator import parse_layouts, parse_precisions
     from .model import parse_batches
 
     precisions = parse_precisions(dtype)
+    layouts = tuple(parse_layouts(layout))
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
     database = open_db(db, create=False)
     if not json_out:
@@ -377,7 +383,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     system, notice = resolve_system(database, system_spec, _current_fingerprint())
     if notice and not json_out:
         err.print(f"notice: {notice}", markup=False)
-    results = [do_analyze(ml, database, system, p, cache) for ml in mls for p in precisions]
+    results = [do_analyze(ml, database, system, p, cache, layouts) for ml in mls for p in precisions]
     if json_out:
         docs = [r.to_dict() for r in results]
         out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs))
@@ -412,9 +418,10 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16, bf16"),
           db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
           output: Optional[Path] = typer.Option(None, "-o", "--output", help="suite folder (default: a cache folder)"),
+          layout: str = typer.Option("nchw", "--layout", help=LAYOUT_HELP),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
           retry_failed: bool = typer.Option(False, "--retry-failed"),
-          warmup_ms: float = typer.Option(10.0, "--warmup-ms"),
+          warmup_ms: float = typer.Option(3.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
           rse: float = typer.Option(0.01, "--rse"),
           min_samples: int = typer.Option(10, "--min-samples"),
           max_samples: int = typer.Option(2000, "--max-samples"),
@@ -433,11 +440,12 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     from .analyzer import analyze as do_analyze, resolve_system
     from .builder import build as do_build
     from .database import open_db, system_fingerprint
-    from .generator import generate as gen, parse_precisions, plan_jobs
+    from .generator import generate as gen, parse_layouts, parse_precisions, plan_jobs
     from .model import parse_batches
 
     stages = {}
     precisions = parse_precisions(dtype)
+    layouts = parse_layouts(layout)
     batches = parse_batches(batch)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
                         job_timeout, force, retry_failed, devices)
@@ -458,7 +466,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     t = time.perf_counter()
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
         f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder)
+    suite = gen(mls, precisions, folder, layouts)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
     t = time.perf_counter()
@@ -471,7 +479,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     say(f"[4/5] {_run_line(rs)}")
     t = time.perf_counter()
     system, _ = resolve_system(database, None, system_fingerprint(rs.system))
-    results = [do_analyze(ml, database, system, p) for ml in mls for p in precisions]
+    results = [do_analyze(ml, database, system, p, layouts=tuple(layouts)) for ml in mls for p in precisions]
     stages["analyze_s"] = time.perf_counter() - t
     say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
     if json_out:

@@ -101,6 +101,7 @@ class Job:
     config: L.LayerConfig
     precision: str
     node: str  # one ONNX node name using this config (untrusted)
+    layout: str = "NCHW"  # NHWC: the convolution's engine configs on channels-last tensors
 
     @property
     def layer_key(self) -> str:
@@ -112,13 +113,13 @@ class Job:
 
     def to_dict(self) -> dict:
         return {"job": self.id, "layer_key": self.layer_key, "kind": self.kind,
-                "precision": self.precision, "node": self.node,
+                "precision": self.precision, "node": self.node, "layout": self.layout,
                 "description": self.config.describe(), "params": self.config.params(),
                 "batch": self.config.batch}
 
 
-def job_id(config: L.LayerConfig, precision: str) -> str:
-    jid = f"{config.key}.{precision}"
+def job_id(config: L.LayerConfig, precision: str, layout: str = "NCHW") -> str:
+    jid = f"{config.key}.{precision}" + ("" if layout == "NCHW" else f".{layout.lower()}")
     assert _JOB_ID.match(jid), jid
     return jid
 
@@ -139,9 +140,34 @@ def parse_precisions(text: str) -> list[str]:
     return out
 
 
-def plan_jobs(models: list[ModelLayers], precisions: list[str]) -> list[Job]:
+#: tensor layouts a suite can time; NHWC applies to convolutions (their graph-API engine configs)
+LAYOUTS = ("NCHW", "NHWC")
+
+#: layer kinds that get an NHWC job when NHWC is asked for
+NHWC_KINDS = ("Conv", "ConvBiasAct")
+
+
+def parse_layouts(text: str) -> list[str]:
+    """Parse ``"nchw,nhwc"``. Raises :class:`UsageError` for an unknown layout."""
+    out = []
+    for part in str(text).split(","):
+        lay = part.strip().upper()
+        if not lay:
+            continue
+        if lay not in LAYOUTS:
+            raise UsageError(f"unknown layout {part.strip()!r} (choose from nchw, nhwc)")
+        if lay not in out:
+            out.append(lay)
+    if not out:
+        raise UsageError("no layout given")
+    return out
+
+
+def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None) -> list[Job]:
     """The jobs for the unique configs of ``models`` (one model at several batch sizes, or several
-    models) in the requested analysis precisions (:func:`benanza.layers.precisions_for`)."""
+    models) in the requested analysis precisions (:func:`benanza.layers.precisions_for`) and layouts
+    (``["NCHW"]`` by default; with ``"NHWC"``, convolutions get a second job on channels-last tensors)."""
+    layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
     for ml in models:
         names = {}
@@ -151,9 +177,12 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str]) -> list[Job]:
             names.setdefault(f.config.key, ml.layers[f.layers[0]].name)
         for key, cfg in ml.unique_configs().items():
             for p in L.precisions_for(cfg, precisions):
-                jid = job_id(cfg, p)
-                if jid not in jobs:
-                    jobs[jid] = Job(id=jid, config=cfg, precision=p, node=names.get(key, ""))
+                for lay in layouts:
+                    if lay != "NCHW" and cfg.kind not in NHWC_KINDS:
+                        continue
+                    jid = job_id(cfg, p, lay)
+                    if jid not in jobs:
+                        jobs[jid] = Job(id=jid, config=cfg, precision=p, node=names.get(key, ""), layout=lay)
     return list(jobs.values())
 
 
@@ -161,7 +190,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str]) -> list[Job]:
 
 def _job_init(job: Job) -> str:
     return ("{" + ", ".join([cpp_string(job.id), cpp_string(job.layer_key), cpp_string(job.kind),
-                             cpp_string(job.node), _PRECISION_ENUM[job.precision]]) + "}")
+                             cpp_string(job.node), _PRECISION_ENUM[job.precision],
+                             cpp_string(job.layout)]) + "}")
 
 
 def _as4(shape) -> list[int]:
@@ -425,7 +455,8 @@ class Suite:
     manifest: dict
 
 
-def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path) -> Suite:
+def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path,
+             layouts: list[str] | None = None) -> Suite:
     """Write the C++ suite for ``models`` (their unique configs) in ``precisions`` into ``out_dir``.
 
     Writes ``CMakeLists.txt``, ``src/<kind>.cpp`` per layer kind present, ``src/suite_info.cpp``,
@@ -433,7 +464,7 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
     models and their layer graphs' summaries). Returns the :class:`Suite`. Raises
     :class:`UsageError` when no layer of the models can be benchmarked.
     """
-    jobs = plan_jobs(models, precisions)
+    jobs = plan_jobs(models, precisions, layouts)
     if not jobs:
         names = ", ".join(sorted({m.model for m in models}))
         raise UsageError(f"{names}: no benchmarkable layer (every layer is zero-cost or unsupported)")
@@ -461,11 +492,13 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         if f"src/{stale.name}" not in sources:
             stale.unlink()
     copy_harness(root)  # the harness travels with the suite
-    cmake = env.get_template("CMakeLists.txt.j2").render(sources=sources, version=__version__, harness_only=False)
+    cmake = env.get_template("CMakeLists.txt.j2").render(sources=sources, version=__version__, harness_only=False,
+                                                         **_harness_sources())
     _write_if_changed(root / "CMakeLists.txt", cmake)
     manifest = {
         "benanza_version": __version__,
         "precisions": precisions,
+        "layouts": layouts or ["NCHW"],
         "models": [{"model": m.model, "path": m.path, "sha256": m.sha256, "batch": m.batch,
                     "summary": m.summary(), "key_counts": _key_counts(m)} for m in models],
         "jobs": [j.to_dict() for j in jobs],
@@ -487,6 +520,15 @@ def harness_files() -> list[tuple[Path, str]]:
     return out
 
 
+def _harness_sources() -> dict[str, list[str]]:
+    """The harness's compiled sources (``src/*.cpp``, ``src/*.cu``) and those that include
+    cudnn-frontend (compiled without optimisation: heavy headers, nothing on the timed path)."""
+    srcs = [(str(rel), text) for rel, text in harness_files() if rel.parts[0] == "src"
+            and rel.suffix in (".cpp", ".cu")]
+    return {"harness_sources": [r for r, _ in srcs],
+            "frontend_sources": [r for r, t in srcs if "#include <cudnn_frontend.h>" in t]}
+
+
 def copy_harness(root: Path) -> None:
     for rel, text in harness_files():
         target = root / "harness" / rel
@@ -497,7 +539,8 @@ def copy_harness(root: Path) -> None:
 def render_harness_project(root: Path) -> None:
     """The CMake project of the harness library alone (what `benanza build` caches)."""
     copy_harness(root)
-    text = _env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True)
+    text = _env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True,
+                                                           **_harness_sources())
     _write_if_changed(root / "CMakeLists.txt", text)
 
 
@@ -526,5 +569,5 @@ def load_suite(folder: str | Path) -> Suite:
     except (OSError, json.JSONDecodeError) as e:
         raise UsageError(f"{mf}: unreadable suite manifest ({e})") from None
     jobs = [Job(id=j["job"], config=L.config_from_params(j["kind"], j["params"]), precision=j["precision"],
-                node=j.get("node", "")) for j in manifest.get("jobs", [])]
+                node=j.get("node", ""), layout=j.get("layout", "NCHW")) for j in manifest.get("jobs", [])]
     return Suite(root=root, jobs=jobs, manifest=manifest)

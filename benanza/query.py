@@ -257,10 +257,12 @@ def sort_records(records: list, key: str, descending: bool, limit: int | None) -
 
 
 def best_per_config(db: Database, system: str | int | None = None, precision: str = "fp32", cache: str = "warm",
-                    keys: list[str] | None = None) -> dict[str, MeasurementRecord]:
+                    keys: list[str] | None = None, layouts: tuple[str, ...] = ("NCHW",)
+                    ) -> dict[str, MeasurementRecord]:
     """The fastest valid measurement of each layer config on one system in ``precision`` (the data
-    type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows), one SQL query per 500
-    keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
+    type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows) among the tensor
+    ``layouts`` given (NCHW: the ONNX model's own; NHWC: channels-last convolutions), one SQL query
+    per 500 keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
     if precision not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r}")
     if isinstance(system, int):
@@ -278,7 +280,8 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
                 partition_by=Measurement.layer_key, order_by=(Measurement.median_ms, Measurement.id)).label("rank"))
                 .where(Measurement.system_id == sid, Measurement.cache == cache, Measurement.status == "ok",
                        Measurement.median_ms.is_not(None), Measurement.dtype == L.PRECISION_DTYPE[precision],
-                       Measurement.math.in_(L.ACCEPTED_MATH[precision])))
+                       Measurement.math.in_(L.ACCEPTED_MATH[precision]),
+                       Measurement.layout.in_(list(layouts))))
             if chunk is not None:
                 inner = inner.where(Measurement.layer_key.in_(chunk))
             ranked = inner.subquery()

@@ -32,7 +32,7 @@ class RunOptions:
     """Timing policy passed to the suite (see cpp/include/benanza/harness.hpp) and runner limits."""
 
     device: int = 0
-    warmup_ms: float = 10.0
+    warmup_ms: float = 3.0
     sample_ms: float = 0.5
     rse: float = 0.01
     min_samples: int = 10

@@ -8,7 +8,7 @@ import pytest
 from benanza import layers as L
 from benanza.errors import UsageError
 from benanza.generator import (collapse_broadcast, collapse_transfer, cpp_string, generate, load_suite,
-                               parse_precisions, plan_jobs, pooling_cudnn_pads)
+                               parse_layouts, parse_precisions, plan_jobs, pooling_cudnn_pads)
 from benanza.model import process
 from conftest import have_gpu
 from onnx_builders import HOSTILE, all_kinds_model, nothing_to_benchmark_model
@@ -45,6 +45,20 @@ def test_jobs_cover_unique_configs_and_precisions(models):
         assert j.precision in ("fp32", "fp16")  # tf32 changes nothing for non-Tensor-Core layers
     # tf32 analysis also accepts FMA kernels: every tf32 job has its fp32 twin
     assert all(f"{j.layer_key}.fp32" in ids for j in jobs if j.precision == "tf32")
+
+
+def test_nhwc_adds_a_channels_last_job_per_convolution(models):
+    ml = process(models / "resnet50.onnx", 1)
+    nchw = plan_jobs([ml], ["fp16"])
+    both = plan_jobs([ml], ["fp16"], ["NCHW", "NHWC"])
+    convs = [j for j in nchw if j.kind in ("Conv", "ConvBiasAct")]
+    extra = [j for j in both if j.layout == "NHWC"]
+    assert convs and len(both) == len(nchw) + len(convs)
+    assert {j.layer_key for j in extra} == {j.layer_key for j in convs}
+    assert all(j.id.endswith(".fp16.nhwc") for j in extra)
+    assert {j.id for j in nchw} <= {j.id for j in both}  # NCHW jobs keep their ids (incremental runs)
+    with pytest.raises(UsageError, match="unknown layout"):
+        parse_layouts("nchw,chwn")
 
 
 def test_pooling_pads_emulate_ceil_mode():
@@ -115,7 +129,9 @@ def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models):
 @pytest.mark.slow
 def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
     model = all_kinds_model(tmp_path / "all.onnx")
-    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16", "bf16"], tmp_path / "all")
+    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16", "bf16"], tmp_path / "all",
+                     ["NCHW", "NHWC"])
+    assert any(j.layout == "NHWC" for j in suite.jobs)
     assert {j.kind for j in suite.jobs} == {"Conv", "ConvBiasAct", "Activation", "BatchNorm", "Pooling",
                                              "Softmax", "Elementwise", "Gemm", "LRN", "Dropout", "Reduce",
                                              "Copy"}

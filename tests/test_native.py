@@ -81,3 +81,19 @@ def test_recorded_h200_series_reproduce_the_harness_decisions():
         assert stats["converged"]
         assert _native.should_stop(s, 0.0, 0.01, 10, 2000, 1000.0)
         assert not _native.should_stop(s[:-1], 0.0, 0.01, 10, 2000, 1000.0)
+
+
+def test_engine_details_name_the_engine_and_its_knobs():
+    """The details stored with an engine-config measurement: engine global index and knob choices
+    parsed from the cudnn-frontend plan name, knobs named as cudnnBackendKnobType_t."""
+    d = json.loads(_native.engine_details("eng51_k2=9_k13=0_k18=0_k25=1_k27=4_k28=1", ["TENSOR_CORE"],
+                                          ["RUNTIME_COMPILATION"], 0, 3))
+    assert d == {"engine": 51, "knobs": {"TILE_SIZE": 9, "TILEK": 0, "IDX_MODE": 0, "WORKSPACE": 1,
+                                         "TILE_CGA_M": 4, "TILE_CGA_N": 1},
+                 "numerical_notes": ["TENSOR_CORE"], "behavior_notes": ["RUNTIME_COMPILATION"],
+                 "heuristics_a_rank": 0, "heuristics_b_rank": 3}
+    assert json.loads(_native.engine_details("eng0")) == {"engine": 0, "knobs": {}, "numerical_notes": [],
+                                                          "behavior_notes": []}
+    # an unknown knob type keeps its number; a name that is not an engine config keeps the notes only
+    assert json.loads(_native.engine_details("eng7_k99=3"))["knobs"] == {"k99": 3}
+    assert json.loads(_native.engine_details("plan4")) == {"numerical_notes": [], "behavior_notes": []}

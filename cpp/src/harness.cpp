@@ -356,6 +356,21 @@ Bench::Sampled Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>
 bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::size_t out_count, DType out_t) {
   const Options& o = ctx_.options();
   cudaStream_t s = ctx_.stream();
+  // the harness's own cost per phase (wall ms), reported with --profile
+  double cost[5] = {0, 0, 0, 0, 0};  // first call + check, warm-up, graph capture, warm samples, cold samples
+  auto lap = Clock::now();
+  auto phase = [&](int i) {
+    const auto now = Clock::now();
+    cost[i] += std::chrono::duration<double, std::milli>(now - lap).count();
+    lap = now;
+  };
+  auto cost_json = [&]() -> std::string {
+    if (!o.profile) return "";
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "{\"first\":%.3f,\"warmup\":%.3f,\"capture\":%.3f,\"warm\":%.3f,\"cold\":%.3f}",
+                  cost[0], cost[1], cost[2], cost[3], cost[4]);
+    return buf;
+  };
   // 1. first call: does it run at all, and is its output finite?
   {
     Status st = launch(s);
@@ -377,6 +392,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
       return false;
     }
   }
+  phase(0);
   // 2. warm-up: absorbs first-call costs, estimates the per-call time and the host API time
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "cudaEventCreate");
@@ -415,6 +431,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   int reps = static_cast<int>(std::ceil(o.sample_ms / std::max(per_call_ms, 1e-6)));
   reps = std::max(1, std::min(reps, o.max_reps));
 
+  phase(1);
   // 3. warm samples: a CUDA graph of `reps` calls, or `reps` calls on the stream
   std::string method = "stream";
   cudaGraphExec_t exec = nullptr;
@@ -435,6 +452,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
       settle(s);
     }
   }
+  phase(2);
   Sampled warm;
   try {
     warm = sample(
@@ -454,7 +472,12 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     throw;
   }
   if (exec) cudaGraphExecDestroy(exec);
-
+  phase(3);
+  // without cold samples the warm record carries the cost; with them, the cold one does
+  if (!o.cold) {
+    emit_sampled("warm", method, reps, host_us, warm_ms, calls, warm, c, cost_json());
+    return true;
+  }
   emit_sampled("warm", method, reps, host_us, warm_ms, calls, warm, c);
 
   // 4. cold samples: one call after flushing L2
@@ -469,13 +492,14 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
           return cudaEventRecord(eb, s) == cudaSuccess;
         },
         1);
-    emit_sampled("cold", "stream_l2_flushed", 1, host_us, 0.0, 0, cold, c);
+    phase(4);
+    emit_sampled("cold", "stream_l2_flushed", 1, host_us, 0.0, 0, cold, c, cost_json());
   }
   return true;
 }
 
 void Bench::emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
-                         int warm_calls, const Sampled& r, const Call& c) {
+                         int warm_calls, const Sampled& r, const Call& c, const std::string& cost) {
   JsonLine j = base_record("measurement", job_, c);
   const bool valid = r.stats.n > 0 && std::isfinite(r.stats.median);
   j.kv("cache", cache).kv("status", valid ? "ok" : "failed");
@@ -490,6 +514,7 @@ void Bench::emit_sampled(const char* cache, const std::string& method, int reps,
   stats_fields(j, "", r.stats);
   j.kv("dropped", r.dropped).kv("power_capped", r.power_capped).kv("clock_reasons", static_cast<long long>(r.reasons));
   j.kv("sm_clock_min_mhz", r.clock_min).kv("sm_clock_max_mhz", r.clock_max);
+  if (!cost.empty()) j.raw("cost_ms", cost);
   if (ctx_.options().dump_samples) {
     std::ostringstream o;
     o << "[";

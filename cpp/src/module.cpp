@@ -5,6 +5,7 @@
 //   library_versions(cudnn, cublas)     -> dict: cudnnGetVersion / cublasGetProperty of the given .so files
 //   summarize(samples_ms, rse, min_n)   -> dict: the harness's statistics (stats.hpp)
 //   should_stop(samples_ms, elapsed_ms, rse, min_n, max_n, max_time_ms) -> bool: its stopping rule
+//   engine_details(plan_name, numerical, behavior, rank_a, rank_b) -> str: an engine config's details JSON
 #include <dlfcn.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "benanza/device.hpp"
+#include "benanza/engine_details.hpp"
 #include "benanza/stats.hpp"
 
 namespace py = pybind11;
@@ -70,6 +72,9 @@ Fn symbol(void* h, const char* name) {
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "benanza native helpers: CUDA device query and the timing harness's statistics";
+  m.def("engine_details", &benanza::engine_details_json, py::arg("plan_name"), py::arg("numerical") = std::vector<std::string>{},
+        py::arg("behavior") = std::vector<std::string>{}, py::arg("rank_a") = -1, py::arg("rank_b") = -1,
+        "The details JSON of a cuDNN engine config from its cudnn-frontend plan name (as the suites store it).");
   m.def("device_count", &count_or_throw, "Number of CUDA devices; RuntimeError 'no CUDA device: ...' if none usable.");
   m.def(
       "query_devices",

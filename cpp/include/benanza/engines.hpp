@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "benanza/harness.hpp"
 
@@ -18,7 +20,10 @@ struct ConvSpec {
   const int* dilation;
   bool bias;             // + pointwise ADD of a per-channel bias
   bool relu;             // + pointwise RELU
+  const int* y;          // N K (D) H W: the output dims
+  bool nhwc;             // tensors stored channels-last (NHWC / NDHWC) instead of NCHW
 };
+
 
 // Record heuristics A/B top picks and time every engine config (device buffers given, filled).
 void run_conv_engines(Bench& b, const ConvSpec& spec, void* x, void* w, void* bias, void* y, std::size_t y_count);

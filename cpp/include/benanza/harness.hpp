@@ -59,11 +59,12 @@ struct JobInfo {
   const char* kind;         // layer kind (Conv, Pooling, ...)
   const char* node;         // one ONNX node name with this config (untrusted text, escaped literal)
   Precision precision;
+  const char* layout = "NCHW";  // tensor layout the job times (NHWC: convolution engine configs only)
 };
 
 struct Options {
   int device = 0;
-  double warmup_ms = 10.0;
+  double warmup_ms = 3.0;         // after the first call (which absorbs lazy loading and handle set-up)
   int min_warmup_calls = 3;
   double sample_ms = 0.5;         // target duration of one warm sample (sets reps)
   int max_reps = 1000;
@@ -72,6 +73,7 @@ struct Options {
   bool graphs = true;             // capture warm samples in CUDA graphs
   std::size_t workspace_limit = std::size_t(4) << 30;  // bytes
   bool dump_samples = false;      // add every kept sample to the records (samples_ms)
+  bool profile = false;           // add the harness's own wall time per phase to the records (cost_ms)
 };
 
 // Outcome of one launch: ok, or the library status and where it came from.
@@ -198,7 +200,7 @@ class Bench {
   };
   Sampled sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps);
   void emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
-                    int warm_calls, const Sampled& r, const Call& c);
+                    int warm_calls, const Sampled& r, const Call& c, const std::string& cost = "");
   void free_all();
 
   Context& ctx_;
