@@ -46,7 +46,7 @@ def torch_call(cfg, precision: str):
     import torch
     import torch.nn.functional as F
 
-    dt = torch.float16 if precision == "fp16" else torch.float32
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
     dev = "cuda"
     g = torch.Generator(device=dev).manual_seed(0)
 
