@@ -215,8 +215,12 @@ def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
     return out
 
 
+SCREEN_HELP = ("skip sampling a call whose first replay is slower than this x its job's best so far "
+               "(recorded as screened with that time); 0: sample every call")
+
+
 def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
-                 force, retry_failed, devices=None):
+                 force, retry_failed, devices=None, screen=1.5):
     from .runner import RunOptions
 
     if not 0 < rse < 1:
@@ -225,9 +229,12 @@ def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspac
         raise UsageError("--min-samples must be >= 1 and <= --max-samples")
     if job_timeout <= 0:
         raise UsageError("--job-timeout must be positive")
+    if screen != 0 and screen < 1:
+        raise UsageError(f"--screen must be 0 (off) or >= 1, got {screen}")
     return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
                       max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
-                      force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device))
+                      force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device),
+                      screen=screen)
 
 
 class _Progress:
@@ -274,13 +281,14 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-        warmup_ms: float = typer.Option(3.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
+        warmup_ms: float = typer.Option(2.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
         rse: float = typer.Option(0.01, "--rse", help="target relative standard error of the median"),
         min_samples: int = typer.Option(10, "--min-samples"),
         max_samples: int = typer.Option(2000, "--max-samples"),
         max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help="sampling time cap per measurement"),
         workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
         cold: bool = typer.Option(True, "--cold/--no-cold", help="also measure with L2 flushed"),
+        screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
         device: int = typer.Option(0, "--device"),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
         job_timeout: float = typer.Option(300.0, "--job-timeout", help="seconds before a job is killed"),
@@ -292,7 +300,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
 
     suite = load_suite(folder)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices)
+                        job_timeout, force, retry_failed, devices, screen)
     database = open_db(db)
     _db_notices(database)
     s = _do_run(suite, database, opts, quiet or json_out)
@@ -421,13 +429,14 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           layout: str = typer.Option("nchw", "--layout", help=LAYOUT_HELP),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
           retry_failed: bool = typer.Option(False, "--retry-failed"),
-          warmup_ms: float = typer.Option(3.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
+          warmup_ms: float = typer.Option(2.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
           rse: float = typer.Option(0.01, "--rse"),
           min_samples: int = typer.Option(10, "--min-samples"),
           max_samples: int = typer.Option(2000, "--max-samples"),
           max_time_ms: float = typer.Option(1000.0, "--max-time-ms"),
           workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
           cold: bool = typer.Option(True, "--cold/--no-cold"),
+          screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
           device: int = typer.Option(0, "--device"),
           devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
           job_timeout: float = typer.Option(300.0, "--job-timeout"),
@@ -448,7 +457,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     layouts = parse_layouts(layout)
     batches = parse_batches(batch)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices)
+                        job_timeout, force, retry_failed, devices, screen)
     t = time.perf_counter()
     mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     stages["process_s"] = time.perf_counter() - t

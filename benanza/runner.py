@@ -32,8 +32,8 @@ class RunOptions:
     """Timing policy passed to the suite (see cpp/include/benanza/harness.hpp) and runner limits."""
 
     device: int = 0
-    warmup_ms: float = 3.0
-    sample_ms: float = 0.5
+    warmup_ms: float = 2.0
+    sample_ms: float = 0.25
     rse: float = 0.01
     min_samples: int = 10
     max_samples: int = 2000
@@ -45,6 +45,7 @@ class RunOptions:
     force: bool = False
     retry_failed: bool = False
     devices: tuple[int, ...] = ()  # several identical GPUs: one worker each; empty: (device,)
+    screen: float = 1.5  # calls slower than this x the job's best at their first replay are not sampled further
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -53,7 +54,7 @@ class RunOptions:
         args = ["--device", str(self.device if device is None else device), "--warmup-ms", str(self.warmup_ms), "--sample-ms", str(self.sample_ms),
                 "--rse", str(self.rse), "--min-samples", str(self.min_samples), "--max-samples",
                 str(self.max_samples), "--max-time-ms", str(self.max_time_ms), "--workspace-limit-mb",
-                str(self.workspace_limit_mb)]
+                str(self.workspace_limit_mb), "--screen", str(self.screen)]
         if not self.cold:
             args.append("--no-cold")
         if not self.graphs:

@@ -92,6 +92,7 @@ def convergence(db):
             out[cache] = {"n": len(rows), "converged": float(np.mean([bool(r[0]) for r in rows])),
                           "median_rse": float(np.median(rse)), "p90_rse": float(np.percentile(rse, 90)),
                           "max_rse": float(rse.max())}
+    out["screened"] = c.execute("select count(*) from measurements where status = 'screened'").fetchone()[0]
     return out
 
 
@@ -128,7 +129,9 @@ def main():
               f"{st['analyze_s']:>8.2f}{d['wall_s']:>8.1f}{run['ok'] + run['failed']:>6}{run['failed']:>7}"
               f"{run['measurements']:>13}")
     print("\n## convergence (run 1)")
-    for cache, c in convergence(out / "run1.db").items():
+    conv = convergence(out / "run1.db")
+    print(f"  screened (first replay > --screen x the job's best, not sampled further): {conv.pop('screened')}")
+    for cache, c in conv.items():
         print(f"  {cache}: {c['n']} valid measurements, converged {c['converged']:.1%}, RSE of the median: median "
               f"{c['median_rse']:.4f}, p90 {c['p90_rse']:.4f}, max {c['max_rse']:.4f}")
     if args.runs >= 2:

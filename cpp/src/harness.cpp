@@ -452,6 +452,35 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
       settle(s);
     }
   }
+  // screening: one timed replay (graph) or the warm-up's estimate (stream) against the job's best
+  if (o.screen > 0 && std::isfinite(best_warm_ms_)) {
+    double est = per_call_ms;
+    if (exec) {
+      cudaEvent_t ea, eb;
+      check(cudaEventCreate(&ea), "cudaEventCreate");
+      check(cudaEventCreate(&eb), "cudaEventCreate");
+      float ms = 0;
+      const bool ok = cudaEventRecord(ea, s) == cudaSuccess && cudaGraphLaunch(exec, s) == cudaSuccess &&
+                      cudaEventRecord(eb, s) == cudaSuccess && cudaEventSynchronize(eb) == cudaSuccess &&
+                      cudaEventElapsedTime(&ms, ea, eb) == cudaSuccess;
+      cudaEventDestroy(ea);
+      cudaEventDestroy(eb);
+      if (ok) est = static_cast<double>(ms) / reps;
+    }
+    if (est > o.screen * best_warm_ms_) {
+      if (exec) cudaGraphExecDestroy(exec);
+      char buf[240];
+      std::snprintf(buf, sizeof buf,
+                    "screened: %.4f ms per call (%s, %d calls) > %.2f x the job's best so far (%.4f ms); "
+                    "not sampled further",
+                    est, exec ? "one graph replay" : "warm-up", exec ? reps : calls, o.screen, best_warm_ms_);
+      JsonLine j = base_record("measurement", job_, c);
+      j.kv("cache", "warm").kv("status", "screened").kv("message", std::string(buf)).kv("estimate_ms", est);
+      j.kv("method", method).kv("reps", reps).kv("host_us", host_us);
+      emit_line(j.str());
+      return false;
+    }
+  }
   phase(2);
   Sampled warm;
   try {
@@ -502,6 +531,7 @@ void Bench::emit_sampled(const char* cache, const std::string& method, int reps,
                          int warm_calls, const Sampled& r, const Call& c, const std::string& cost) {
   JsonLine j = base_record("measurement", job_, c);
   const bool valid = r.stats.n > 0 && std::isfinite(r.stats.median);
+  if (valid && std::string(cache) == "warm") best_warm_ms_ = std::min(best_warm_ms_, r.stats.median);
   j.kv("cache", cache).kv("status", valid ? "ok" : "failed");
   if (!valid) {
     char buf[160];

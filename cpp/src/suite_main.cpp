@@ -5,6 +5,7 @@
 //   suite [--jobs FILE] [--job ID]  run the given jobs (all when none given)
 //   options: --device N --warmup-ms X --sample-ms X --rse X --min-samples N --max-samples N
 //            --max-time-ms X --workspace-limit-mb N --no-cold --no-graphs --dump-samples --profile
+//            --screen X (0: off)
 //
 // Output: JSON lines on stdout (system, job_start, measurement, choice, job_end, fatal).
 // Exit codes: 0 done; 2 bad arguments; 3 no usable CUDA device; 4 sticky CUDA error (the runner
@@ -74,6 +75,7 @@ int suite_main(int argc, char** argv) {
     else if (a == "--no-graphs") opt.graphs = false;
     else if (a == "--dump-samples") opt.dump_samples = true;
     else if (a == "--profile") opt.profile = true;
+    else if (a == "--screen") opt.screen = number("--screen", val());
     else usage_error("unknown argument " + a);
   }
   if (opt.rule.min_samples < 1) opt.rule.min_samples = 1;

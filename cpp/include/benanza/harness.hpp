@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <stdexcept>
@@ -64,9 +65,9 @@ struct JobInfo {
 
 struct Options {
   int device = 0;
-  double warmup_ms = 3.0;         // after the first call (which absorbs lazy loading and handle set-up)
+  double warmup_ms = 2.0;         // after the first call (which absorbs lazy loading and handle set-up)
   int min_warmup_calls = 3;
-  double sample_ms = 0.5;         // target duration of one warm sample (sets reps)
+  double sample_ms = 0.25;        // target duration of one warm sample (sets reps)
   int max_reps = 1000;
   StoppingRule rule;              // rse target, min/max samples, time cap (per measurement)
   bool cold = true;               // also take cold (L2-flushed) samples
@@ -74,6 +75,10 @@ struct Options {
   std::size_t workspace_limit = std::size_t(4) << 30;  // bytes
   bool dump_samples = false;      // add every kept sample to the records (samples_ms)
   bool profile = false;           // add the harness's own wall time per phase to the records (cost_ms)
+  // Screening: a call whose first graph replay takes more than `screen` x the fastest valid warm
+  // median of its job so far cannot be the layer's best; it is recorded as "screened" with that
+  // time and not sampled further. 0 turns screening off (every call sampled to convergence).
+  double screen = 1.5;
 };
 
 // Outcome of one launch: ok, or the library status and where it came from.
@@ -205,6 +210,7 @@ class Bench {
 
   Context& ctx_;
   JobInfo job_;
+  double best_warm_ms_ = INFINITY;  // fastest valid warm median of this job so far (screening)
   std::vector<void*> buffers_;
   void* ws_ = nullptr;
   std::size_t ws_bytes_ = 0;
