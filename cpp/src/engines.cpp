@@ -100,6 +100,7 @@ const char* numerical_name(fe::NumericalNote_t n) {
     case fe::NumericalNote_t::WINOGRAD_TILE_4x4: return "WINOGRAD_TILE_4x4";
     case fe::NumericalNote_t::WINOGRAD_TILE_6x6: return "WINOGRAD_TILE_6x6";
     case fe::NumericalNote_t::WINOGRAD_TILE_13x13: return "WINOGRAD_TILE_13x13";
+    case fe::NumericalNote_t::STRICT_NAN_PROP: return "STRICT_NAN_PROP";
     default: return "OTHER";
   }
 }
@@ -109,6 +110,8 @@ const char* behavior_name(fe::BehaviorNote_t n) {
     case fe::BehaviorNote_t::RUNTIME_COMPILATION: return "RUNTIME_COMPILATION";
     case fe::BehaviorNote_t::REQUIRES_FILTER_INT8x32_REORDER: return "REQUIRES_FILTER_INT8x32_REORDER";
     case fe::BehaviorNote_t::REQUIRES_BIAS_INT8x32_REORDER: return "REQUIRES_BIAS_INT8x32_REORDER";
+    case fe::BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API: return "SUPPORTS_CUDA_GRAPH_NATIVE_API";
+    case fe::BehaviorNote_t::CUBLASLT_DEPENDENCY: return "CUBLASLT_DEPENDENCY";
     default: return "OTHER";
   }
 }
@@ -155,65 +158,91 @@ std::string excluded_by(const std::vector<fe::NumericalNote_t>& notes, Precision
   return "";
 }
 
-// Build the op graph and the engine configs of `modes`; "" on success, else the reason.
-std::string prepare(fe::graph::Graph& g, cudnnHandle_t h, const std::vector<fe::HeurMode_t>& modes) {
-  auto st = g.validate();
-  if (st.is_good()) st = g.build_operation_graph(h);
-  if (st.is_good()) st = g.create_execution_plans(modes);
-  return st.is_good() ? "" : st.get_message();
-}
-
 std::string plan_name(const fe::graph::Graph& g, int64_t i) {
   std::string name;
   if (!g.get_plan_name_at_index(i, name).is_good() || name.empty()) name = "plan" + std::to_string(i);
   return name;
 }
 
-// One heuristics mode: the rank of every engine config in its list, and its top pick recorded as a
-// choice (the first config the precision allows that builds).
-std::unordered_map<std::string, int> heuristics_mode(Bench& b, const ConvSpec& c, bool bias, bool relu,
-                                                     fe::HeurMode_t mode, const char* source) {
-  std::unordered_map<std::string, int> rank;
-  const char* math = math_label(c.precision);
-  auto g = make_graph(c, bias, relu);
-  const std::string why = prepare(*g, b.cudnn(), {mode});
-  if (!why.empty()) {
-    b.choice(source, 0, "", math, why.substr(0, 60), 0);
-    return rank;
-  }
-  const int64_t n = g->get_execution_plan_count();
-  bool picked = false;
-  for (int64_t i = 0; i < n; ++i) {
-    const std::string name = plan_name(*g, i);
-    rank.emplace(name, static_cast<int>(i));
-    if (picked || !excluded_by(g->numerical(i), c.precision).empty()) continue;
-    if (g->build_plan_at_index(i).is_good()) {
-      int64_t ws = 0;
-      g->get_workspace_size_plan_at_index(i, ws);
-      b.choice(source, 0, name, math, "ok", static_cast<std::size_t>(ws));
-      picked = true;
-    }
-  }
-  if (!picked) b.choice(source, 0, "", math, "no engine config", 0);
-  return rank;
-}
-
-// Time every engine config of A, B and FALLBACK for the graph (conv [+ bias] [+ relu]); with
-// `add_bias`, each execution is followed by cudnnAddTensor of the bias (the unfused form).
-void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, const std::string& call,
-                  const std::unordered_map<std::string, int>& rank_a,
-                  const std::unordered_map<std::string, int>& rank_b, void* x, void* w, void* bias, void* y,
-                  std::size_t y_count) {
+// Every engine config of heuristics modes A, B and FALLBACK for the graph (conv [+ bias] [+ relu]),
+// queried on one graph in that order, so the list's first part is mode A's ranking and the next
+// mode B's. With `picks`, mode A's and B's top picks (the first config each mode lists that the
+// precision allows and that builds) are recorded as choices. Each distinct config is then built and
+// timed; with `add_bias`, each execution is followed by cudnnAddTensor of the bias (unfused form).
+void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, bool picks,
+                  const std::string& call, void* x, void* w, void* bias, void* y, std::size_t y_count) {
   const DType dt = storage_of(c.precision);
   const char* math = math_label(c.precision);
   auto g = make_graph(c, bias_in_graph, c.relu);
-  const std::string why = prepare(*g, b.cudnn(), {fe::HeurMode_t::A, fe::HeurMode_t::B, fe::HeurMode_t::FALLBACK});
   Call base{call, "*", math, dt, "", 0};
   base.layout = c.nhwc ? "NHWC" : "NCHW";
-  if (!why.empty()) {
+  auto st = g->validate();
+  if (st.is_good()) st = g->build_operation_graph(b.cudnn());
+  // mode by mode on the same graph: configs are appended, so [0, n_a) is A's list, [n_a, n_b) B's
+  int64_t n_a = 0, n_b = 0;
+  std::string why_a, why_b;
+  if (st.is_good()) {
+    auto sa = g->create_execution_plans({fe::HeurMode_t::A});
+    if (!sa.is_good()) why_a = sa.get_message();
+    n_a = g->get_execution_plan_count();
+    auto sb = g->create_execution_plans({fe::HeurMode_t::B});
+    if (!sb.is_good()) why_b = sb.get_message();
+    n_b = g->get_execution_plan_count();
+    st = g->create_execution_plans({fe::HeurMode_t::FALLBACK});
+    if (!st.is_good() && n_b > 0) st = {};  // a failed fallback query leaves A's and B's lists
+  }
+  if (!st.is_good() || g->get_execution_plan_count() == 0) {
+    const std::string why = st.is_good() ? "no engine config" : st.get_message();
+    if (picks) {
+      b.choice("cudnn_heuristics_mode_a", 0, "", math, why.substr(0, 60), 0);
+      b.choice("cudnn_heuristics_mode_b", 0, "", math, why.substr(0, 60), 0);
+    }
     b.record(base, "not_supported", "cuDNN graph API: " + why.substr(0, 300));
     return;
   }
+  const int64_t n = g->get_execution_plan_count();
+  std::vector<std::string> names(n);
+  std::unordered_map<std::string, int> rank_a, rank_b;
+  for (int64_t i = 0; i < n; ++i) {
+    names[i] = plan_name(*g, i);
+    if (i < n_a) rank_a.emplace(names[i], static_cast<int>(i));
+    else if (i < n_b) rank_b.emplace(names[i], static_cast<int>(i - n_a));
+  }
+  // build outcome per config name (a name built once is not built again): ok, ms, error
+  struct Built {
+    bool ok;
+    double ms;
+    std::string error;
+  };
+  std::unordered_map<std::string, Built> built;
+  auto build = [&](int64_t i) -> const Built& {
+    auto it = built.find(names[i]);
+    if (it != built.end()) return it->second;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto bs = g->build_plan_at_index(i);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return built[names[i]] = Built{bs.is_good(), ms, bs.is_good() ? "" : bs.get_message().substr(0, 300)};
+  };
+  if (picks) {
+    const std::pair<const char*, std::pair<int64_t, int64_t>> modes[] = {
+        {"cudnn_heuristics_mode_a", {0, n_a}}, {"cudnn_heuristics_mode_b", {n_a, n_b}}};
+    for (const auto& [source, range] : modes) {
+      bool picked = false;
+      for (int64_t i = range.first; i < range.second && !picked; ++i) {
+        if (!excluded_by(g->numerical(i), c.precision).empty() || !build(i).ok) continue;
+        int64_t ws = 0;
+        if (!g->get_workspace_size_plan_at_index(i, ws).is_good()) ws = 0;
+        b.choice(source, 0, names[i], math, "ok", static_cast<std::size_t>(ws));
+        picked = true;
+      }
+      if (!picked) {
+        const std::string& why = std::string(source).back() == 'a' ? why_a : why_b;
+        b.choice(source, 0, "", math, why.empty() ? "no engine config" : why.substr(0, 60), 0);
+      }
+    }
+  }
+  std::unordered_map<std::string, int64_t> first_index;
+  for (int64_t i = 0; i < n; ++i) first_index.emplace(names[i], i);
   std::unordered_map<int64_t, void*> pack{{kX, x}, {kW, w}, {kY, y}};
   if (bias_in_graph) pack[kB] = bias;
   // the bias as cudnnAddTensor sees it (same layout as the output)
@@ -228,11 +257,9 @@ void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias
     y_desc = std::make_unique<TensorDesc>(dt, ydims, to_int(strides_for(yd64, c.nhwc)));
   }
   const float one = 1.0f;
-  std::set<std::string> seen;
-  const int64_t n = g->get_execution_plan_count();
   for (int64_t i = 0; i < n; ++i) {
-    const std::string name = plan_name(*g, i);
-    if (!seen.insert(name).second) continue;
+    const std::string& name = names[i];
+    if (first_index[name] != i) continue;  // listed by several modes: timed once
     std::vector<std::string> num, beh;
     for (auto v : g->numerical(i)) num.push_back(numerical_name(v));
     bool rtc = false;
@@ -251,11 +278,10 @@ void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias
       b.record(cl, "not_supported", "excluded by the math mode: " + excluded);
       continue;
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    auto st = g->build_plan_at_index(i);
-    cl.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!st.is_good()) {
-      b.record(cl, "not_supported", "plan build: " + st.get_message().substr(0, 300));
+    const Built& bt = build(i);
+    cl.build_ms = bt.ms;
+    if (!bt.ok) {
+      b.record(cl, "not_supported", "plan build: " + bt.error);
       continue;
     }
     int64_t ws = 0;
@@ -290,15 +316,11 @@ void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias
 }  // namespace
 
 void run_conv_engines(Bench& b, const ConvSpec& c, void* x, void* w, void* bias, void* y, std::size_t y_count) {
-  // heuristics' top picks and ranks, mode by mode, for the graph as the layer is (fused bias)
-  const auto rank_a = heuristics_mode(b, c, c.bias, c.relu, fe::HeurMode_t::A, "cudnn_heuristics_mode_a");
-  const auto rank_b = heuristics_mode(b, c, c.bias, c.relu, fe::HeurMode_t::B, "cudnn_heuristics_mode_b");
-  time_engines(b, c, c.bias, false, "cudnnBackendExecute", rank_a, rank_b, x, w, bias, y, y_count);
-  if (c.bias && !c.relu) {
-    // unfused: the conv-only graph's engines + cudnnAddTensor (ranks from the conv-only heuristics)
-    std::unordered_map<std::string, int> none;
-    time_engines(b, c, false, true, "cudnnBackendExecute+cudnnAddTensor", none, none, x, w, bias, y, y_count);
-  }
+  // the graph as the layer is (bias fused), with the heuristics' top picks recorded
+  time_engines(b, c, c.bias, false, true, "cudnnBackendExecute", x, w, bias, y, y_count);
+  // unfused: the conv-only graph's engine configs, each followed by cudnnAddTensor
+  if (c.bias && !c.relu)
+    time_engines(b, c, false, true, false, "cudnnBackendExecute+cudnnAddTensor", x, w, bias, y, y_count);
 }
 
 #else  // built without cudnn-frontend headers
