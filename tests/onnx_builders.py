@@ -88,3 +88,31 @@ def nothing_to_benchmark_model(path):
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
+
+
+def rnn_model(path, op="GRU", seq=7, input_size=24, hidden=32, direction="bidirectional", layout=0,
+              linear_before_reset=1, bias=True, name=HOSTILE, opset=14, **attrs):
+    """One recurrent node (GRU or LSTM) on a symbolic batch 'N' (layout 0: X is [seq, N, input];
+    layout 1: [N, seq, input]), weights inline; its Y feeds a Sigmoid so the graph has a consumer."""
+    num_dir = 2 if direction == "bidirectional" else 1
+    gates = 3 if op == "GRU" else 4
+    inits = [_w("W", (num_dir, gates * hidden, input_size)), _w("R", (num_dir, gates * hidden, hidden))]
+    ins = ["x", "W", "R"]
+    if bias:
+        inits.append(_w("B", (num_dir, 2 * gates * hidden)))
+        ins.append("B")
+    if op == "GRU":
+        attrs["linear_before_reset"] = linear_before_reset
+    if opset >= 14:
+        attrs["layout"] = layout
+    node = helper.make_node(op, ins, ["y", "y_h"], name=name, hidden_size=hidden, direction=direction, **attrs)
+    x = [seq, "N", input_size] if layout == 0 else ["N", seq, input_size]
+    y_shape = [seq, num_dir, "N", hidden] if layout == 0 else ["N", seq, num_dir, hidden]
+    graph = helper.make_graph([node, helper.make_node("Sigmoid", ["y"], ["out"], name="after")], "rnn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, y_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
