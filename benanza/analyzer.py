@@ -3,7 +3,9 @@
 Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
 
 * a layer's time is its fastest *valid* measurement (status ok, finite median) in the requested
-  precision (storage data type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows);
+  precision (storage data types :data:`benanza.layers.ACCEPTED_DTYPES` and the math modes
+  :data:`benanza.layers.ACCEPTED_MATH` allows; fp8: FP8 GEMMs, every other layer, and a GEMM FP8
+  does not support, from its fp16 measurements);
   zero-cost layers take 0 ms; a layer without a valid measurement has *no* time: the LBL is then
   marked incomplete and the layer is listed with the reason, never counted as 0 ms;
 * LBL_sequential = sum of the layer times;
@@ -162,9 +164,9 @@ def _failure_reason(config: L.LayerConfig, rows: list[Measurement], jobs: list, 
     failed = [j.message for j in ran if j.status == "failed" and j.message]
     if failed:
         return "job failed: " + failed[0]
-    relevant = [m for m in rows if m.dtype == L.PRECISION_DTYPE[precision] and m.precision in needed]
+    relevant = [m for m in rows if m.dtype in L.ACCEPTED_DTYPES[precision] and m.precision in needed]
     if not relevant:
-        return f"no {L.PRECISION_DTYPE[precision]} measurement was recorded"
+        return f"no {' or '.join(L.ACCEPTED_DTYPES[precision])} measurement was recorded"
     counts = collections.Counter(m.status for m in relevant)
     first = next((m.message for m in relevant if m.status != "ok" and m.message), "")
     parts = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
@@ -205,7 +207,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
 
 
 def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm") -> Analysis:
-    """Compute the LBL of ``ml`` on ``system`` in ``precision`` ("fp32", "tf32", "fp16") from warm
+    """Compute the LBL of ``ml`` on ``system`` in ``precision`` (:data:`benanza.layers.PRECISIONS`) from warm
     (default) or cold measurements. Never raises for missing data: the result says what is missing."""
     if precision not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")
@@ -222,7 +224,9 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     jobs: dict[str, list] = collections.defaultdict(list)
     for j in db.job_rows(system.id, missing_keys) if missing_keys else []:
         jobs[j.layer_key].append(j)
-    picks = _heuristic_picks(db, system.id, keys, precision, cache) if keys else {}
+    # convolutions have no FP8 implementation: an fp8 analysis shows their fp16 heuristic picks
+    pick_precision = L.FP8_FALLBACK if precision == "fp8" else precision
+    picks = _heuristic_picks(db, system.id, keys, pick_precision, cache) if keys else {}
 
     times: list[LayerTime] = []
     for ly in ml.layers:

@@ -46,7 +46,7 @@ def harness_dir() -> Path:
 
 
 _PRECISION_ENUM = {"fp32": "Precision::FP32", "tf32": "Precision::TF32", "fp16": "Precision::FP16",
-                   "bf16": "Precision::BF16"}
+                   "bf16": "Precision::BF16", "fp8": "Precision::FP8"}
 
 
 def cpp_string(text: str) -> str:
@@ -321,7 +321,7 @@ def _elementwise_case(cfg: L.ElementwiseConfig, job: Job) -> dict:
 def _gemm_case(cfg: L.GemmConfig, job: Job) -> dict:
     return {"job": _job_init(job), "m": cfg.m, "n": cfg.n, "k": cfg.k, "batch": cfg.batch,
             "trans_a": _num(cfg.trans_a), "trans_b": _num(cfg.trans_b),
-            "bias": _num(cfg.bias != "none")}
+            "bias": {"none": 0, "c": 1}.get(cfg.bias, 2)}
 
 
 def _lrn_case(cfg: L.LRNConfig, job: Job) -> dict:

@@ -259,7 +259,8 @@ def sort_records(records: list, key: str, descending: bool, limit: int | None) -
 def best_per_config(db: Database, system: str | int | None = None, precision: str = "fp32", cache: str = "warm",
                     keys: list[str] | None = None) -> dict[str, MeasurementRecord]:
     """The fastest valid measurement of each layer config on one system in ``precision`` (the data
-    type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows), one SQL query per 500
+    types :data:`benanza.layers.ACCEPTED_DTYPES` and the math modes
+    :data:`benanza.layers.ACCEPTED_MATH` allow: fp8 takes FP8 GEMMs and fp16 for the rest), one SQL query per 500
     keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
     if precision not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r}")
@@ -277,7 +278,7 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
             inner = (select(Measurement.id, func.row_number().over(
                 partition_by=Measurement.layer_key, order_by=(Measurement.median_ms, Measurement.id)).label("rank"))
                 .where(Measurement.system_id == sid, Measurement.cache == cache, Measurement.status == "ok",
-                       Measurement.median_ms.is_not(None), Measurement.dtype == L.PRECISION_DTYPE[precision],
+                       Measurement.median_ms.is_not(None), Measurement.dtype.in_(L.ACCEPTED_DTYPES[precision]),
                        Measurement.math.in_(L.ACCEPTED_MATH[precision])))
             if chunk is not None:
                 inner = inner.where(Measurement.layer_key.in_(chunk))
