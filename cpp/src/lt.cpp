@@ -19,12 +19,14 @@
 //      harness limit), recorded as choices in its order, every distinct config timed;
 //   2. cublasLtMatmulAlgoGetIds: per algorithm id, cublasLtMatmulAlgoInit and the (tile, stages)
 //      pairs its capabilities list (CUBLASLT_ALGO_CAP_TILE_IDS, STAGES_IDS), each checked with
-//      cublasLtMatmulAlgoCheck (at most kMaxChecks checks per job, spread over the ids); the valid
-//      ones are pre-screened (one warm call, then two calls between CUDA events: a ranking, never a
-//      measurement), the kExpand fastest are expanded with split-K (SPLITK_SUPPORT, the reduction
-//      schemes of REDUCTION_SCHEME_MASK), CTA swizzling and custom options (CUSTOM_OPTION_MAX),
-//      checked and pre-screened too (at most kMaxPrescreen configs and kPrescreenBudgetMs per job),
-//      and the kLtExtraTimed fastest configs that the heuristic's list does not hold are timed;
+//      cublasLtMatmulAlgoCheck (kMaxBaseChecks checks per job, shared by the ids). The valid ones
+//      that the heuristic's list does not hold are pre-screened, ids in turn, each id's likeliest
+//      first (full last wave, large tile): one warm call, then two calls between CUDA events, a
+//      ranking and never a measurement. The kExpand fastest are expanded with split-K
+//      (SPLITK_SUPPORT, each reduction scheme of REDUCTION_SCHEME_MASK), CTA swizzling and custom
+//      options (CUSTOM_OPTION_MAX), checked (kMaxChecks in all) and pre-screened too (kMaxPrescreen
+//      configs and kPrescreenBudgetMs per job), and the kLtExtraTimed fastest are timed. Cluster
+//      shapes stay AUTO (the heuristic's configs carry the ones it picks);
 //   3. fp8 only: the heuristic's first kLtFastAccumTimed configs with CUBLASLT_MATMUL_DESC_FAST_ACCUM
 //      (math "fp8_fast_accum", as TransformerEngine's forward pass runs FP8 GEMMs).
 // Each measurement's algorithm reads "lt:algo=ID tile=RxC stages=KxS splitK=N ..." and its details
@@ -54,6 +56,7 @@ namespace {
 
 constexpr int kMaxAlgoIds = 128;          // cublasLtMatmulAlgoGetIds: requested
 constexpr int kMaxChecks = 3000;          // cublasLtMatmulAlgoCheck calls per job (host only, microseconds)
+constexpr int kMaxBaseChecks = 2000;      // of which for the (tile, stages) pairs; the rest for the variants
 constexpr int kMinChecksPerId = 24;       // each algorithm id gets at least this many
 constexpr int kMaxPrescreen = 96;         // configs pre-screened per job
 constexpr int kMaxPrescreenBase = 48;     // of which (tile, stages) pairs with default options
@@ -232,7 +235,7 @@ bool apply_config(cublasLtMatmulAlgo_t& a, const Config& c) {
 std::string algo_name(const Config& c, bool fast_accum) {
   std::string s = "lt:algo=" + std::to_string(c.id) + " tile=" + tile_name(c.tile) + " stages=" + stages_name(c.stages) +
                   " splitK=" + std::to_string(c.splitk);
-  if (c.splitk > 1) s += std::string(" red=") + reduction_name(c.reduction);
+  if (c.reduction) s += std::string(" red=") + reduction_name(c.reduction);
   if (c.swizzle) s += " swz=" + std::to_string(c.swizzle);
   if (c.custom) s += " opt=" + std::to_string(c.custom);
   if (c.cluster) s += " cl=" + cluster_name(c.cluster);
@@ -494,9 +497,10 @@ struct Search {
   std::set<Config> seen;  // checked configs
 };
 
-// Check `c` (an algorithm initialised with c.id); adds it to `out` when valid.
-void check_config(Search& x, const Config& c, std::vector<Candidate>& out) {
-  if (x.checks >= kMaxChecks || !x.seen.insert(c).second) return;
+// Check `c` (an algorithm initialised with c.id) unless `limit` checks were made; adds it to `out`
+// when valid.
+void check_config(Search& x, const Config& c, std::vector<Candidate>& out, int limit) {
+  if (x.checks >= limit || !x.seen.insert(c).second) return;
   cublasLtMatmulAlgo_t algo;
   if (cublasLtMatmulAlgoInit(x.lt, x.pr.compute, CUDA_R_32F, x.pr.a_type, x.pr.b_type, x.pr.c_type, x.pr.d_type, c.id,
                              &algo) != CUBLAS_STATUS_SUCCESS ||
@@ -570,7 +574,7 @@ std::vector<Candidate> search_algo_ids(Search& x, const std::set<Config>& heuris
     return {};
   }
   ids.resize(static_cast<std::size_t>(nids));
-  const int per_id = std::max(kMinChecksPerId, kMaxChecks / nids);
+  const int per_id = std::max(kMinChecksPerId, kMaxBaseChecks / nids);
   std::map<int, Caps> caps;
   std::vector<std::vector<Candidate>> base(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -579,22 +583,37 @@ std::vector<Candidate> search_algo_ids(Search& x, const std::set<Config>& heuris
                                ids[i], &algo) != CUBLAS_STATUS_SUCCESS)
       continue;
     const Caps& c = caps[ids[i]] = read_caps(algo);
-    // every (tile, stages) pair, sampled evenly when there are more than this id's share of checks
-    const std::size_t pairs = c.tiles.size() * c.stages.size();
-    const std::size_t step = std::max<std::size_t>(1, (pairs + per_id - 1) / static_cast<std::size_t>(per_id));
-    for (std::size_t p = 0; p < pairs; p += step) {
-      Config cfg;
-      cfg.id = ids[i];
-      cfg.tile = c.tiles[p / c.stages.size()];
-      cfg.stages = c.stages[p % c.stages.size()];
-      check_config(x, cfg, base[i]);
-    }
+    // every (tile, stages) pair, in rounds that give each tile another stages id (round r pairs
+    // tile t with stages (t + r) mod count), until this id's share of checks is spent
+    const std::size_t nt = c.tiles.size(), ns = c.stages.size();
+    int used = 0;
+    for (std::size_t r = 0; r < ns && used < per_id; ++r)
+      for (std::size_t t = 0; t < nt && used < per_id; ++t, ++used) {
+        Config cfg;
+        cfg.id = ids[i];
+        cfg.tile = c.tiles[t];
+        cfg.stages = c.stages[(t + r) % ns];
+        check_config(x, cfg, base[i], kMaxBaseChecks);
+      }
   }
   auto drop_heuristic = [&](std::vector<Candidate>& v) {
     v.erase(std::remove_if(v.begin(), v.end(), [&](const Candidate& c) { return heuristic_configs.count(c.config); }),
             v.end());
   };
-  for (auto& g : base) drop_heuristic(g);
+  // within an id, the configs likeliest to be fast first: full last waves (wavesCount / ceil) and
+  // large tiles (less traffic per FLOP); for a problem smaller than one wave this prefers small tiles
+  auto score = [](const Candidate& c) {
+    const double waves = c.waves > 0 ? c.waves : 0.0;
+    const double fill = waves > 0 ? waves / std::ceil(waves) : 0.0;
+    const double area = c.config.tile < sizeof kTiles / sizeof kTiles[0]
+                            ? static_cast<double>(kTiles[c.config.tile][0]) * kTiles[c.config.tile][1]
+                            : 1.0;
+    return fill * std::sqrt(std::max(area, 1.0));
+  };
+  for (auto& g : base) {
+    drop_heuristic(g);
+    std::stable_sort(g.begin(), g.end(), [&](const Candidate& a, const Candidate& b) { return score(a) > score(b); });
+  }
   double budget = kPrescreenBudgetMs;
   std::vector<Candidate> screened = screen(x, interleave(base), kMaxPrescreenBase, &budget);
   std::sort(screened.begin(), screened.end(),
@@ -619,7 +638,7 @@ std::vector<Candidate> search_algo_ids(Search& x, const std::set<Config>& heuris
           cfg.reduction = red;
           cfg.swizzle = swz;
           cfg.custom = static_cast<uint32_t>(opt);
-          check_config(x, cfg, v);
+          check_config(x, cfg, v, kMaxChecks);
         }
     drop_heuristic(v);
     variants.push_back(std::move(v));
