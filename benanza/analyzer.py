@@ -175,11 +175,14 @@ def _failure_reason(config: L.LayerConfig, rows: list[Measurement], jobs: list, 
 
 #: the heuristic whose pick the per-layer table shows
 HEURISTIC_SOURCE = "cudnnGetConvolutionForwardAlgorithm_v7"
+#: GEMMs: cuBLASLt's heuristic (its first pick, timed as a cublasLtMatmul config)
+LT_HEURISTIC_SOURCE = "cublasLtMatmulAlgoGetHeuristic"
 
 
-def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: str,
-                     cache: str) -> dict[str, tuple[str, float | None]]:
-    """key -> (algorithm cudnnGetConvolutionForwardAlgorithm_v7 ranks first, its measured time)."""
+def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: str, cache: str,
+                     source: str = HEURISTIC_SOURCE,
+                     call_like: str = "cudnnConvolutionForward%") -> dict[str, tuple[str, float | None]]:
+    """key -> (algorithm ``source`` ranks first, its measured time among the ``call_like`` calls)."""
     import sqlalchemy as sa
 
     from .database import Choice
@@ -190,7 +193,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
             chunk = keys[i:i + 500]
             top = dict(s.execute(sa.select(Choice.layer_key, Choice.algorithm).where(
                 Choice.system_id == system_id, Choice.layer_key.in_(chunk), Choice.precision == precision,
-                Choice.source == HEURISTIC_SOURCE, Choice.rank == 0, Choice.status == "ok")).all())
+                Choice.source == source, Choice.rank == 0, Choice.status == "ok")).all())
             if not top:
                 continue
             times = collections.defaultdict(list)
@@ -198,7 +201,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
                                                      Measurement.median_ms).where(
                     Measurement.system_id == system_id, Measurement.layer_key.in_(list(top)),
                     Measurement.precision == precision, Measurement.cache == cache, Measurement.status == "ok",
-                    Measurement.call.like("cudnnConvolutionForward%"), Measurement.median_ms.is_not(None))):
+                    Measurement.call.like(call_like), Measurement.median_ms.is_not(None))):
                 if top.get(key) == algo:
                     times[key].append(ms)
             for key, algo in top.items():
@@ -227,6 +230,8 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     # convolutions have no FP8 implementation: an fp8 analysis shows their fp16 heuristic picks
     pick_precision = L.FP8_FALLBACK if precision == "fp8" else precision
     picks = _heuristic_picks(db, system.id, keys, pick_precision, cache) if keys else {}
+    if keys:
+        picks.update(_heuristic_picks(db, system.id, keys, precision, cache, LT_HEURISTIC_SOURCE, "cublasLtMatmul%"))
 
     times: list[LayerTime] = []
     for ly in ml.layers:

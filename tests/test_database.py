@@ -160,7 +160,9 @@ def test_fp8_analysis_takes_fp8_gemms_and_fp16_for_everything_else(db_url, tmp_p
     fp8 = {gemms[0]: fp16_ms[gemms[0]] / 2, gemms[1]: fp16_ms[gemms[1]] * 2}
     for k in gemms:
         if k in fp8:
-            recs = [_rec("lt:algo=1", fp8[k], math="fp8", dtype="float8_e4m3", call="cublasLtMatmul")]
+            recs = [_rec("lt:algo=1", fp8[k], math="fp8", dtype="float8_e4m3", call="cublasLtMatmul"),
+                    {"type": "choice", "source": "cublasLtMatmulAlgoGetHeuristic", "rank": 0,
+                     "algorithm": "lt:algo=1", "math": "fp8", "status": "ok", "workspace_bytes": 0}]
         else:
             recs = [_rec("*", None, status="not_supported", math="fp8", dtype="float8_e4m3", call="cublasLtMatmul",
                          message="k and n multiples of 16")]
@@ -170,6 +172,8 @@ def test_fp8_analysis_takes_fp8_gemms_and_fp16_for_everything_else(db_url, tmp_p
     assert a.complete
     times = {t.layer.key: t for t in a.layers if t.status == "measured"}
     assert times[gemms[0]].time_ms == fp8[gemms[0]] and times[gemms[0]].math == "fp8"
+    # cuBLASLt's heuristic pick, with its measured time, as the per-layer table shows it
+    assert (times[gemms[0]].heuristic_algorithm, times[gemms[0]].heuristic_ms) == ("lt:algo=1", fp8[gemms[0]])
     assert times[gemms[1]].time_ms == fp16_ms[gemms[1]] and times[gemms[1]].call == "fp16call"
     assert times[gemms[2]].time_ms == fp16_ms[gemms[2]]
     rnn = next(k for k, c in configs.items() if c.kind == "RNN")
