@@ -745,7 +745,8 @@ def _map_rnn(node, ctx, attrs):
     acts = attrs.get("activations")
     if acts is not None:
         want = _RNN_DEFAULT_ACTIVATIONS[op] * num_dir
-        if tuple(str(a).lower() for a in acts) != want:
+        names = tuple((a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a)).lower() for a in acts)
+        if names != want:
             raise Unsupported(f"{op} activations {list(acts)}: cuDNN computes only the defaults "
                               f"{list(_RNN_DEFAULT_ACTIVATIONS[op])}")
     if attrs.get("clip") is not None:

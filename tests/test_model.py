@@ -220,6 +220,9 @@ def test_gru_mapping_and_what_cudnn_cannot_compute(tmp_path):
     assert bm.input_shapes() == [(5, 7, 24)] and bm.output_shape() == (5, 7, 1, 32)
     lstm = process(rnn_model(tmp_path / "l.onnx", op="LSTM", direction="reverse"), 2).layers[0].config
     assert (lstm.cell, lstm.direction, lstm.gates) == ("lstm", "reverse", 4)
+    # the default activations named explicitly are the defaults
+    named = process(rnn_model(tmp_path / "n.onnx", activations=["Sigmoid", "Tanh"] * 2), 1).layers[0]
+    assert named.status == "benchmark"
     # unsupported with the reason, never a crash
     for kw, reason in [({"activations": ["Tanh", "Tanh"] * 2}, "activations"), ({"clip": 3.0}, "clip")]:
         ly = process(rnn_model(tmp_path / "u.onnx", **kw), 1).layers[0]
