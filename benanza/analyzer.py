@@ -3,7 +3,9 @@
 Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
 
 * a layer's time is its fastest *valid* measurement (status ok, finite median) in the requested
-  precision (storage data type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows);
+  precision (storage data types :data:`benanza.layers.ACCEPTED_DTYPES` and the math modes
+  :data:`benanza.layers.ACCEPTED_MATH` allows; fp8: FP8 GEMMs, every other layer, and a GEMM FP8
+  does not support, from its fp16 measurements);
   zero-cost layers take 0 ms; a layer without a valid measurement has *no* time: the LBL is then
   marked incomplete and the layer is listed with the reason, never counted as 0 ms;
 * LBL_sequential = sum of the layer times;
@@ -164,9 +166,9 @@ def _failure_reason(config: L.LayerConfig, rows: list[Measurement], jobs: list, 
     failed = [j.message for j in ran if j.status == "failed" and j.message]
     if failed:
         return "job failed: " + failed[0]
-    relevant = [m for m in rows if m.dtype == L.PRECISION_DTYPE[precision] and m.precision in needed]
+    relevant = [m for m in rows if m.dtype in L.ACCEPTED_DTYPES[precision] and m.precision in needed]
     if not relevant:
-        return f"no {L.PRECISION_DTYPE[precision]} measurement was recorded"
+        return f"no {' or '.join(L.ACCEPTED_DTYPES[precision])} measurement was recorded"
     counts = collections.Counter(m.status for m in relevant)
     first = next((m.message for m in relevant if m.status != "ok" and m.message), "")
     parts = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
@@ -175,11 +177,14 @@ def _failure_reason(config: L.LayerConfig, rows: list[Measurement], jobs: list, 
 
 #: the heuristic whose pick the per-layer table shows
 HEURISTIC_SOURCE = "cudnnGetConvolutionForwardAlgorithm_v7"
+#: GEMMs: cuBLASLt's heuristic (its first pick, timed as a cublasLtMatmul config)
+LT_HEURISTIC_SOURCE = "cublasLtMatmulAlgoGetHeuristic"
 
 
-def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: str,
-                     cache: str) -> dict[str, tuple[str, float | None]]:
-    """key -> (algorithm cudnnGetConvolutionForwardAlgorithm_v7 ranks first, its measured time)."""
+def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: str, cache: str,
+                     source: str = HEURISTIC_SOURCE,
+                     call_like: str = "cudnnConvolutionForward%") -> dict[str, tuple[str, float | None]]:
+    """key -> (algorithm ``source`` ranks first, its measured time among the ``call_like`` calls)."""
     import sqlalchemy as sa
 
     from .database import Choice
@@ -190,7 +195,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
             chunk = keys[i:i + 500]
             top = dict(s.execute(sa.select(Choice.layer_key, Choice.algorithm).where(
                 Choice.system_id == system_id, Choice.layer_key.in_(chunk), Choice.precision == precision,
-                Choice.source == HEURISTIC_SOURCE, Choice.rank == 0, Choice.status == "ok")).all())
+                Choice.source == source, Choice.rank == 0, Choice.status == "ok")).all())
             if not top:
                 continue
             times = collections.defaultdict(list)
@@ -198,7 +203,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
                                                      Measurement.median_ms).where(
                     Measurement.system_id == system_id, Measurement.layer_key.in_(list(top)),
                     Measurement.precision == precision, Measurement.cache == cache, Measurement.status == "ok",
-                    Measurement.call.like("cudnnConvolutionForward%"), Measurement.median_ms.is_not(None))):
+                    Measurement.call.like(call_like), Measurement.median_ms.is_not(None))):
                 if top.get(key) == algo:
                     times[key].append(ms)
             for key, algo in top.items():
@@ -208,7 +213,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
 
 def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm",
             layouts: tuple[str, ...] = ("NCHW",)) -> Analysis:
-    """Compute the LBL of ``ml`` on ``system`` in ``precision`` ("fp32", "tf32", "fp16", "bf16") from
+    """Compute the LBL of ``ml`` on ``system`` in ``precision`` (:data:`benanza.layers.PRECISIONS`) from
     warm (default) or cold measurements, taking each layer's fastest measurement in one of
     ``layouts`` (("NCHW",): the model as it is; ("NCHW", "NHWC"): convolutions may run
     channels-last, layout conversions not counted). Never raises for missing data: the result says
@@ -230,7 +235,11 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     jobs: dict[str, list] = collections.defaultdict(list)
     for j in db.job_rows(system.id, missing_keys) if missing_keys else []:
         jobs[j.layer_key].append(j)
-    picks = _heuristic_picks(db, system.id, keys, precision, cache) if keys else {}
+    # convolutions have no FP8 implementation: an fp8 analysis shows their fp16 heuristic picks
+    pick_precision = L.FP8_FALLBACK if precision == "fp8" else precision
+    picks = _heuristic_picks(db, system.id, keys, pick_precision, cache) if keys else {}
+    if keys:
+        picks.update(_heuristic_picks(db, system.id, keys, precision, cache, LT_HEURISTIC_SOURCE, "cublasLtMatmul%"))
 
     times: list[LayerTime] = []
     for ly in ml.layers:

@@ -46,7 +46,7 @@ def harness_dir() -> Path:
 
 
 _PRECISION_ENUM = {"fp32": "Precision::FP32", "tf32": "Precision::TF32", "fp16": "Precision::FP16",
-                   "bf16": "Precision::BF16"}
+                   "bf16": "Precision::BF16", "fp8": "Precision::FP8"}
 
 
 def cpp_string(text: str) -> str:
@@ -351,7 +351,29 @@ def _elementwise_case(cfg: L.ElementwiseConfig, job: Job) -> dict:
 def _gemm_case(cfg: L.GemmConfig, job: Job) -> dict:
     return {"job": _job_init(job), "m": cfg.m, "n": cfg.n, "k": cfg.k, "batch": cfg.batch,
             "trans_a": _num(cfg.trans_a), "trans_b": _num(cfg.trans_b),
-            "bias": _num(cfg.bias != "none")}
+            "bias": {"none": 0, "c": 1}.get(cfg.bias, 2)}
+
+
+def rnn_note(cfg: L.RNNConfig) -> str:
+    """How the timed cudnnRNNForward differs from the ONNX node ("" when it does not)."""
+    notes = []
+    if cfg.cell == "gru" and not cfg.linear_before_reset:
+        notes.append("ONNX GRU linear_before_reset=0 timed as cuDNN's GRU, which computes the "
+                     "linear_before_reset=1 formula: same FLOPs and memory traffic, different result")
+    if cfg.direction == "reverse":
+        notes.append("direction reverse timed as forward (cuDNN has no reverse-only mode): the same work")
+    if cfg.direction == "bidirectional":
+        notes.append("bidirectional: cuDNN writes y as [seq, batch, 2*hidden], ONNX's Y is "
+                     "[seq, 2, batch, hidden]: the transpose between them is not timed")
+    return "; ".join(notes)
+
+
+def _rnn_case(cfg: L.RNNConfig, job: Job) -> dict:
+    return {"job": _job_init(job), "cell": {"lstm": "CUDNN_LSTM", "gru": "CUDNN_GRU"}[cfg.cell],
+            "seq_len": cfg.seq_len, "batch": cfg.batch, "input_size": cfg.input_size,
+            "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers,
+            "bidirectional": _num(cfg.direction == "bidirectional"), "bias": _num(cfg.bias),
+            "batch_major": _num(cfg.layout == "batch_major"), "note": cpp_string(rnn_note(cfg))}
 
 
 def _lrn_case(cfg: L.LRNConfig, job: Job) -> dict:
@@ -437,6 +459,7 @@ KIND_TEMPLATES = {
     "Dropout": ("dropout.cpp.j2", _dropout_case),
     "Reduce": ("reduce.cpp.j2", _reduce_case),
     "Copy": ("copy.cpp.j2", _copy_case),
+    "RNN": ("rnn.cpp.j2", _rnn_case),
 }
 
 

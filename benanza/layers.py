@@ -24,11 +24,20 @@ Shape = tuple[int, ...]
 #: Precisions a layer can be measured in: storage data type and the math the library may use.
 #: ``fp32``: float32 data, pure FMA math (no Tensor Cores); ``tf32``: float32 data, TF32 Tensor
 #: Core math allowed; ``fp16`` / ``bf16``: float16 / bfloat16 data, Tensor Core math, float32
-#: accumulation.
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+#: accumulation; ``fp8``: FP8 (E4M3) GEMM inputs on Hopper Tensor Cores (cuBLASLt, float32
+#: accumulation, float16 output), the other layers in fp16 (see :func:`precisions_for`).
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
-#: storage data type of each precision
-PRECISION_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+#: storage data type of each precision (fp8: the data type of the GEMM inputs)
+PRECISION_DTYPE = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16",
+                   "fp8": "float8_e4m3"}
+
+#: layer kinds with an FP8 implementation (cuBLASLt FP8 matmul); every other kind serves an fp8
+#: analysis with its fp16 measurements
+FP8_KINDS = ("Gemm",)
+
+#: precision an fp8 analysis falls back to for layers without an FP8 implementation
+FP8_FALLBACK = "fp16"
 
 #: math modes a measurement may carry, per precision, that the analyzer accepts for a lower bound.
 #: ``fma``: CUDA-core FMA only; ``tf32``: TF32 Tensor Cores permitted; ``tensor_op``: FP16 Tensor
@@ -38,10 +47,19 @@ ACCEPTED_MATH = {
     "tf32": ("fma", "tf32", "none"),
     "fp16": ("tensor_op", "fma", "none"),
     "bf16": ("tensor_op", "fma", "none"),
+    # fp8: FP8 GEMMs (``fp8``; ``fp8_fast_accum``: cuBLASLt's FP8 fast accumulation, as
+    # TransformerEngine's forward pass uses it) and, as fp16 does, everything else
+    "fp8": ("fp8", "fp8_fast_accum", "tensor_op", "fma", "none"),
 }
 
+#: storage data types whose measurements serve an analysis in each precision: its own, and for
+#: fp8 also float16 (layers without an FP8 implementation, and GEMMs whose shape FP8 does not
+#: support or that run faster in fp16)
+ACCEPTED_DTYPES = {p: (d,) for p, d in PRECISION_DTYPE.items()}
+ACCEPTED_DTYPES["fp8"] = (PRECISION_DTYPE["fp8"], PRECISION_DTYPE[FP8_FALLBACK])
+
 #: bytes per element of each storage data type
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
 
 
 def _canonical(value):
@@ -317,7 +335,10 @@ class GemmConfig(LayerConfig):
     """Gemm / MatMul: ``Y[b] = A[b] @ B[b] (+ C)``, row-major; cublasGemmEx (batched: strided).
 
     m, n, k: the product's sizes; batch: number of independent products (1 for Gemm);
-    trans_a/trans_b: ONNX transA/transB; bias: "none" or "c" (beta=1 onto Y, Gemm's C input).
+    trans_a/trans_b: ONNX transA/transB; bias: Gemm's C input, "none", "c" (a length-n vector,
+    C of shape (n,) or (1, n): the bias of a fully connected layer) or "c_full" (any other C that
+    broadcasts to (m, n)). Timed as beta = 1 onto an output that holds C (cublasGemmEx and
+    cublasLtMatmul) and, for "c", also as cuBLASLt's CUBLASLT_EPILOGUE_BIAS.
     FLOPs: 2*batch*m*n*k (+ batch*m*n for the bias).
     """
 
@@ -348,7 +369,8 @@ class GemmConfig(LayerConfig):
     def describe(self):
         t = ("T" if self.trans_a else "N") + ("T" if self.trans_b else "N")
         b = f"{self.batch}x" if self.batch > 1 else ""
-        return f"Gemm({b}m{self.m} n{self.n} k{self.k} {t}{' +C' if self.bias != 'none' else ''})"
+        c = {"none": "", "c": " +C", "c_full": " +C(full)"}.get(self.bias, f" +{self.bias}")
+        return f"Gemm({b}m{self.m} n{self.n} k{self.k} {t}{c})"
 
 
 @dataclass(frozen=True)
@@ -495,11 +517,82 @@ class CopyConfig(LayerConfig):
         return f"Copy({self.op} {ins} -> {'x'.join(map(str, self.y))})"
 
 
+#: recurrent cells cudnnRNNForward computes: gates per cell (LSTM: input, forget, cell, output;
+#: GRU: reset, update, new)
+RNN_GATES = {"lstm": 4, "gru": 3}
+RNN_DIRECTIONS = ("forward", "reverse", "bidirectional")
+
+
+@dataclass(frozen=True)
+class RNNConfig(LayerConfig):
+    """ONNX LSTM / GRU (one layer per node): cudnnRNNForward in inference mode (cuDNN 9 RNN API:
+    cudnnSetRNNDescriptor_v8, RNN data descriptors, cudnnGetRNNTempSpaceSizes with
+    CUDNN_FWD_MODE_INFERENCE), algorithms STANDARD, PERSIST_STATIC and PERSIST_STATIC_SMALL_H.
+
+    cell: "lstm" or "gru"; seq_len, input_size, hidden_size, batch: the ONNX sizes (X is
+    (seq_len, batch, input_size) for layout "seq_major", (batch, seq_len, input_size) for
+    "batch_major"); num_layers: 1 (an ONNX node is one layer); direction: "forward", "reverse"
+    (timed as forward: the same work on the reversed sequence) or "bidirectional"; bias: the ONNX
+    B input (W and R biases: CUDNN_RNN_DOUBLE_BIAS); linear_before_reset: the GRU attribute (cuDNN
+    computes the linear_before_reset=1 formula; 0 is timed with it, same FLOPs and traffic, and
+    the measurement says so).
+
+    Output Y: (seq_len, num_directions, batch, hidden_size) ("seq_major"; ONNX's layout 0) or
+    (batch, seq_len, num_directions, hidden_size) ("batch_major", layout 1).
+    FLOPs (the two GEMMs per gate; the elementwise cell updates are not counted):
+    2 * seq_len * batch * gates * hidden_size * (input_size + hidden_size) per direction, gates = 4
+    (LSTM) or 3 (GRU) (cuDNN developer guide, "Recurrent neural networks": each gate is
+    W x_t + R h_{t-1}; ONNX operator docs, LSTM / GRU equations).
+    """
+
+    kind: ClassVar[str] = "RNN"
+    tensor_cores: ClassVar[bool] = True
+    cell: str
+    seq_len: int
+    input_size: int
+    hidden_size: int
+    batch: int = 1  # a field with a default, as GemmConfig's: it replaces the base class's property
+    num_layers: int = 1
+    direction: str = "forward"
+    bias: bool = True
+    layout: str = "seq_major"
+    linear_before_reset: bool = False
+
+    @property
+    def num_directions(self) -> int:
+        return 2 if self.direction == "bidirectional" else 1
+
+    @property
+    def gates(self) -> int:
+        return RNN_GATES[self.cell]
+
+    def input_shapes(self):
+        if self.layout == "batch_major":
+            return [(self.batch, self.seq_len, self.input_size)]
+        return [(self.seq_len, self.batch, self.input_size)]
+
+    def output_shape(self):
+        if self.layout == "batch_major":
+            return (self.batch, self.seq_len, self.num_directions, self.hidden_size)
+        return (self.seq_len, self.num_directions, self.batch, self.hidden_size)
+
+    def flops(self):
+        per_dir = 2 * self.seq_len * self.batch * self.gates * self.hidden_size * (self.input_size + self.hidden_size)
+        return self.num_layers * self.num_directions * per_dir
+
+    def describe(self):
+        d = {"forward": "", "reverse": " rev", "bidirectional": " bidir"}[self.direction]
+        lbr = " lbr0" if self.cell == "gru" and not self.linear_before_reset else ""
+        lay = " batch-major" if self.layout == "batch_major" else ""
+        return (f"RNN({self.cell.upper()} seq{self.seq_len} b{self.batch} in{self.input_size} "
+                f"h{self.hidden_size}{d}{'' if self.bias else ' nobias'}{lay}{lbr})")
+
+
 #: every concrete config class by kind
 CONFIG_KINDS: dict[str, type[LayerConfig]] = {
     c.kind: c for c in (ConvConfig, ConvBiasActConfig, ActivationConfig, BatchNormConfig,
                         PoolingConfig, SoftmaxConfig, ElementwiseConfig, GemmConfig, LRNConfig,
-                        DropoutConfig, ReduceConfig, CopyConfig)
+                        DropoutConfig, ReduceConfig, CopyConfig, RNNConfig)
 }
 
 
@@ -539,12 +632,20 @@ def precisions_for(config: LayerConfig, requested: list[str]) -> list[str]:
     Layers without Tensor Core math are measured once in float32 (math "none"), which serves both
     fp32 and tf32; Tensor Core layers are measured in each requested precision. tf32 analysis also
     accepts fma measurements, so it needs the fp32 job as well.
+
+    fp8 is a GEMM precision: an fp8 analysis takes FP8 measurements for the kinds in
+    :data:`FP8_KINDS` and fp16 measurements (:data:`ACCEPTED_DTYPES`) for everything, so a GEMM
+    needs its fp8 and its fp16 job (the fp16 one also covers shapes FP8 does not support) and
+    any other layer only its fp16 job; no job runs an fp8 layer without an FP8 implementation.
     """
     out: list[str] = []
     for p in requested:
         if not config.tensor_cores and p == "tf32":
             p = "fp32"
-        need = [p] + (["fp32"] if p == "tf32" else [])
+        if p == "fp8":
+            need = ["fp8", FP8_FALLBACK] if config.kind in FP8_KINDS else [FP8_FALLBACK]
+        else:
+            need = [p] + (["fp32"] if p == "tf32" else [])
         for q in need:
             if q not in out:
                 out.append(q)

@@ -677,7 +677,12 @@ def _map_gemm(node, ctx, attrs):
     if k != k2:
         raise Unsupported(f"inner dimensions differ ({k} vs {k2})")
     has_c = len(node.input) > 2 and bool(node.input[2]) and float(attrs.get("beta", 1.0)) != 0.0
-    return L.GemmConfig(m=m, n=n, k=k, batch=1, trans_a=ta, trans_b=tb, bias="c" if has_c else "none")
+    bias = "none"
+    if has_c:
+        c = ctx.shape(node.input[2])
+        # a per-output-feature vector (the bias of a fully connected layer) or any other C
+        bias = "c" if c is None or tuple(c) in ((n,), (1, n)) else "c_full"
+    return L.GemmConfig(m=m, n=n, k=k, batch=1, trans_a=ta, trans_b=tb, bias=bias)
 
 
 def _map_matmul(node, ctx, attrs):
@@ -703,6 +708,64 @@ def _map_matmul(node, ctx, attrs):
     if ba == bb:
         return L.GemmConfig(m=m, n=n, k=k, batch=math.prod(ba))
     raise Unsupported(f"batched MatMul with partially broadcast batch dims {ba} x {bb}")
+
+
+#: ONNX default activations per direction of each recurrent cell (what cuDNN's cells compute)
+_RNN_DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoid", "tanh")}
+
+
+def _map_rnn(node, ctx, attrs):
+    """ONNX LSTM / GRU -> :class:`benanza.layers.RNNConfig` (cudnnRNNForward).
+
+    Inputs X, W, R[, B, sequence_lens, initial_h(, initial_c, P)]; W: (num_directions,
+    gates*hidden, input), R: (num_directions, gates*hidden, hidden). What cuDNN cannot compute is
+    unsupported with the reason: other activations, clip, input_forget, peepholes, sequence
+    lengths that differ from the padded length.
+    """
+    op = node.op_type
+    x = _need(ctx.shape(node.input[0]), "input X")
+    w = _need(ctx.shape(node.input[1]), "weight W")
+    if len(x) != 3 or len(w) != 3:
+        raise Unsupported(f"{op} with a rank-{len(x)} X or a rank-{len(w)} W (expected 3)")
+    direction = str(attrs.get("direction", "forward")).lower()
+    if direction not in L.RNN_DIRECTIONS:
+        raise Unsupported(f"{op} direction {direction!r}")
+    num_dir = 2 if direction == "bidirectional" else 1
+    hidden = int(attrs.get("hidden_size", 0)) or None
+    gates = L.RNN_GATES[op.lower()]
+    if w[0] != num_dir or w[1] % gates:
+        raise Unsupported(f"{op} weight W {list(w)} does not fit {num_dir} direction(s) of {gates} gates")
+    hidden = hidden or w[1] // gates
+    if w[1] != gates * hidden:
+        raise Unsupported(f"{op} weight W {list(w)} does not fit hidden_size {hidden}")
+    layout = int(attrs.get("layout", 0))
+    if layout not in (0, 1):
+        raise Unsupported(f"{op} layout {layout}")
+    seq, batch = (x[0], x[1]) if layout == 0 else (x[1], x[0])
+    acts = attrs.get("activations")
+    if acts is not None:
+        want = _RNN_DEFAULT_ACTIVATIONS[op] * num_dir
+        names = tuple((a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a)).lower() for a in acts)
+        if names != want:
+            raise Unsupported(f"{op} activations {list(acts)}: cuDNN computes only the defaults "
+                              f"{list(_RNN_DEFAULT_ACTIVATIONS[op])}")
+    if attrs.get("clip") is not None:
+        raise Unsupported(f"{op} with clip: cuDNN clips the cell state, ONNX the gate inputs")
+    if op == "LSTM" and int(attrs.get("input_forget", 0)):
+        raise Unsupported("LSTM with input_forget=1 (coupled input and forget gates): no cuDNN cell")
+    if op == "LSTM" and len(node.input) > 7 and node.input[7]:
+        raise Unsupported("LSTM with peephole weights P: no cuDNN cell")
+    if len(node.input) > 4 and node.input[4]:
+        lens = ctx.value(node.input[4])
+        if lens is None or any(int(v) != seq for v in np.asarray(lens).reshape(-1)):
+            raise Unsupported(f"{op} with sequence_lens that are not all {seq} (variable-length sequences)")
+    if not node.output or not node.output[0]:
+        raise Unsupported(f"{op} without its Y output (only Y_h/Y_c): not mapped")
+    bias = len(node.input) > 3 and bool(node.input[3])
+    lbr = bool(int(attrs.get("linear_before_reset", 0))) if op == "GRU" else False
+    return L.RNNConfig(cell=op.lower(), seq_len=int(seq), batch=int(batch), input_size=int(x[2]),
+                       hidden_size=int(hidden), num_layers=1, direction=direction, bias=bias,
+                       layout="batch_major" if layout == 1 else "seq_major", linear_before_reset=lbr)
 
 
 def _map_lrn(node, ctx, attrs):
@@ -836,6 +899,7 @@ _MAPPERS = {
     "Add": _map_elementwise, "Sub": _map_elementwise, "Mul": _map_elementwise,
     "Div": _map_elementwise, "Max": _map_elementwise, "Min": _map_elementwise,
     "Gemm": _map_gemm, "MatMul": _map_matmul, "LRN": _map_lrn,
+    "LSTM": _map_rnn, "GRU": _map_rnn,
     "ReduceMean": _map_reduce, "ReduceSum": _map_reduce, "ReduceMax": _map_reduce,
     "ReduceMin": _map_reduce,
     "Concat": _map_concat, "Transpose": _map_transpose, "Slice": _map_slice, "Pad": _map_pad,

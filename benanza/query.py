@@ -260,9 +260,10 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
                     keys: list[str] | None = None, layouts: tuple[str, ...] = ("NCHW",)
                     ) -> dict[str, MeasurementRecord]:
     """The fastest valid measurement of each layer config on one system in ``precision`` (the data
-    type and the math modes :data:`benanza.layers.ACCEPTED_MATH` allows) among the tensor
-    ``layouts`` given (NCHW: the ONNX model's own; NHWC: channels-last convolutions), one SQL query
-    per 500 keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
+    types :data:`benanza.layers.ACCEPTED_DTYPES` and the math modes
+    :data:`benanza.layers.ACCEPTED_MATH` allow: fp8 takes FP8 GEMMs and fp16 for the rest) among the
+    tensor ``layouts`` given (NCHW: the ONNX model's own; NHWC: channels-last convolutions), one SQL
+    query per 500 keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
     if precision not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r}")
     if isinstance(system, int):
@@ -279,7 +280,7 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
             inner = (select(Measurement.id, func.row_number().over(
                 partition_by=Measurement.layer_key, order_by=(Measurement.median_ms, Measurement.id)).label("rank"))
                 .where(Measurement.system_id == sid, Measurement.cache == cache, Measurement.status == "ok",
-                       Measurement.median_ms.is_not(None), Measurement.dtype == L.PRECISION_DTYPE[precision],
+                       Measurement.median_ms.is_not(None), Measurement.dtype.in_(L.ACCEPTED_DTYPES[precision]),
                        Measurement.math.in_(L.ACCEPTED_MATH[precision]),
                        Measurement.layout.in_(list(layouts))))
             if chunk is not None:

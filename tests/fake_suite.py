@@ -70,9 +70,10 @@ def main(argv):
             time.sleep(float(os.environ["FAKE_SUITE_SLOW"]))
         algos = ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD"] if j["kind"] in ("Conv", "ConvBiasAct") \
             else ["DEFAULT"]
-        dtype = {"fp16": "float16", "bf16": "bfloat16"}.get(j["precision"], "float32")
-        tc = j["kind"] in ("Conv", "ConvBiasAct", "Gemm")
-        math = {"fp32": "fma", "tf32": "tf32", "fp16": "tensor_op", "bf16": "tensor_op"}[j["precision"]] if tc else "none"
+        dtype = {"fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3"}.get(j["precision"], "float32")
+        tc = j["kind"] in ("Conv", "ConvBiasAct", "Gemm", "RNN")
+        math = {"fp32": "fma", "tf32": "tf32", "fp16": "tensor_op", "bf16": "tensor_op",
+                "fp8": "fp8"}[j["precision"]] if tc else "none"
         for i, a in enumerate(algos):
             base = {"type": "measurement", "job": jid, "layer_key": j["layer_key"], "kind": j["kind"],
                     "precision": j["precision"], "call": "fake" + j["kind"], "algorithm": a, "math": math,

@@ -88,3 +88,64 @@ def nothing_to_benchmark_model(path):
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
+
+
+def rnn_model(path, op="GRU", seq=7, input_size=24, hidden=32, direction="bidirectional", layout=0,
+              linear_before_reset=1, bias=True, name=HOSTILE, opset=14, **attrs):
+    """One recurrent node (GRU or LSTM) on a symbolic batch 'N' (layout 0: X is [seq, N, input];
+    layout 1: [N, seq, input]), weights inline; its Y feeds a Sigmoid so the graph has a consumer."""
+    num_dir = 2 if direction == "bidirectional" else 1
+    gates = 3 if op == "GRU" else 4
+    inits = [_w("W", (num_dir, gates * hidden, input_size)), _w("R", (num_dir, gates * hidden, hidden))]
+    ins = ["x", "W", "R"]
+    if bias:
+        inits.append(_w("B", (num_dir, 2 * gates * hidden)))
+        ins.append("B")
+    if op == "GRU":
+        attrs["linear_before_reset"] = linear_before_reset
+    if opset >= 14:
+        attrs["layout"] = layout
+    node = helper.make_node(op, ins, ["y", "y_h"], name=name, hidden_size=hidden, direction=direction, **attrs)
+    x = [seq, "N", input_size] if layout == 0 else ["N", seq, input_size]
+    y_shape = [seq, num_dir, "N", hidden] if layout == 0 else ["N", seq, num_dir, hidden]
+    graph = helper.make_graph([node, helper.make_node("Sigmoid", ["y"], ["out"], name="after")], "rnn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, y_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def gemm_rnn_model(path, opset=13):
+    """The GEMM and recurrent kinds with hostile node names: an LSTM (seq 12, input 32, hidden 48)
+    whose Y is squeezed, a bidirectional GRU with ONNX's default linear_before_reset=0, Gemms with
+    a bias vector (transB, the fully connected layer) and with a C that is not one, and a batched
+    MatMul; symbolic batch 'N'."""
+    nodes, inits = [], []
+    inits += [_w("lw", (1, 4 * 48, 32)), _w("lr", (1, 4 * 48, 48)), _w("lb", (1, 8 * 48))]
+    nodes.append(helper.make_node("LSTM", ["x", "lw", "lr", "lb"], ["l_y"], name=HOSTILE, hidden_size=48))
+    inits += [_i64("ax1", [1])]
+    nodes.append(helper.make_node("Squeeze", ["l_y", "ax1"], ["l_s"], name="squeeze"))
+    inits += [_w("gw", (2, 3 * 32, 48)), _w("gr", (2, 3 * 32, 32)), _w("gb", (2, 6 * 32))]
+    nodes.append(helper.make_node("GRU", ["l_s", "gw", "gr", "gb"], ["g_y"], name='gru"*/', hidden_size=32,
+                                  direction="bidirectional"))
+    nodes.append(helper.make_node("Transpose", ["g_y"], ["g_t"], name="to_batch", perm=[0, 2, 1, 3]))
+    inits += [_i64("flat", [-1, 64])]
+    nodes.append(helper.make_node("Reshape", ["g_t", "flat"], ["g_f"], name="flatten"))
+    inits += [_w("fw", (48, 64)), _w("fb", (48,))]
+    nodes.append(helper.make_node("Gemm", ["g_f", "fw", "fb"], ["fc"], name="fc_bias_vector", transB=1))
+    inits += [_w("f2", (48, 48)), _w("c1", (1,), [0.5])]
+    nodes.append(helper.make_node("Gemm", ["fc", "f2", "c1"], ["fc2"], name="fc_scalar_c"))
+    inits += [_i64("seq3", [12, -1, 48])]
+    nodes.append(helper.make_node("Reshape", ["fc2", "seq3"], ["r3"], name="unflatten"))
+    inits += [_w("bw", (12, 48, 16))]
+    nodes.append(helper.make_node("MatMul", ["r3", "bw"], ["y"], name="batched"))
+    graph = helper.make_graph(nodes, "gemm_rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [12, "N", 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [12, "N", 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path

@@ -99,3 +99,88 @@ def test_foreign_sqlite_database_is_not_misread(tmp_path):
     con.close()
     with pytest.raises(DatabaseError, match="no schema version"):
         open_db(str(path))
+
+
+# one record as a suite prints it (cpp/src/lt.cpp): a cuBLASLt config with its details object
+LT_LINE = ('{"type":"measurement","job":"JOB","layer_key":"KEY","kind":"Gemm","precision":"fp8",'
+           '"call":"cublasLtMatmul(EPILOGUE_BIAS)","algorithm":"lt:algo=66 tile=128x256 stages=64x4 splitK=1",'
+           '"math":"fp8","dtype":"float8_e4m3","workspace_bytes":1048576,"note":"",'
+           '"details":{"library":"cublasLt","source":"heuristic","heuristic_rank":0,"algo_id":66,"tile":"128x256",'
+           '"tile_id":23,"stages":"64x4","stages_id":16,"split_k":1,"reduction_scheme":"none","swizzle":0,'
+           '"custom_option":0,"cluster_shape":"auto","inner_shape_id":0,"workspace_bytes":1048576,"waves":0.75,'
+           '"epilogue":"BIAS","output_dtype":"float16"},'
+           '"cache":"warm","status":"ok","method":"cuda_graph","reps":40,"host_us":4.1,"median_ms":0.0125,'
+           '"q1_ms":0.0124,"q3_ms":0.0126,"mean_ms":0.0125,"min_ms":0.0123,"max_ms":0.013,"stddev_ms":0.0001,'
+           '"rse":0.003,"samples":12,"converged":true,"dropped":0,"power_capped":0,"clock_reasons":0,'
+           '"sm_clock_min_mhz":1980,"sm_clock_max_mhz":1980}')
+
+
+def test_cublaslt_details_round_trip_through_the_database(db_url):
+    import json
+
+    from benanza import query
+
+    gemm = L.GemmConfig(m=197, n=768, k=768, trans_b=True, bias="c")
+    db = open_db(db_url)
+    sid = db.upsert_system(SYSTEM)
+    db.upsert_configs([gemm])
+    rec = json.loads(LT_LINE.replace("KEY", gemm.key).replace("JOB", f"{gemm.key}.fp8"))
+    choice = {"type": "choice", "source": "cublasLtMatmulAlgoGetHeuristic", "rank": 0, "algorithm": rec["algorithm"],
+              "math": "fp8", "status": "ok", "workspace_bytes": 1048576}
+    db.write_job(sid, None, f"{gemm.key}.fp8", gemm.key, "fp8", "ok", "", [rec, choice], 0.5)
+    rows = query.measurements(db, query.Filters(kind=["Gemm"], precision="fp8"))
+    assert len(rows) == 1 and rows[0].details == rec["details"]
+    assert rows[0].details["algo_id"] == 66 and rows[0].details["tile"] == "128x256"
+    assert rows[0].dtype == "float8_e4m3" and rows[0].median_ms == 0.0125
+    assert [c.algorithm for c in db.choices(sid, [gemm.key])] == [rec["algorithm"]]
+    # a record without details reads back as an empty object
+    plain = dict(rec, algorithm="CUBLAS_GEMM_DEFAULT", call="cublasGemmEx", math="tensor_op", dtype="float16")
+    del plain["details"]
+    db.write_job(sid, None, f"{gemm.key}.fp16", gemm.key, "fp16", "ok", "", [plain], 0.5)
+    assert query.measurements(db, query.Filters(precision="fp16"))[0].details == {}
+
+
+def test_fp8_analysis_takes_fp8_gemms_and_fp16_for_everything_else(db_url, tmp_path):
+    from benanza import query
+    from benanza.analyzer import analyze
+    from benanza.model import process
+    from onnx_builders import gemm_rnn_model
+
+    ml = process(gemm_rnn_model(tmp_path / "m.onnx"), 1)
+    db = open_db(db_url)
+    sid = db.upsert_system(SYSTEM)
+    configs = ml.unique_configs()
+    db.upsert_configs(list(configs.values()))
+    gemms = [k for k, c in configs.items() if c.kind == "Gemm"]
+    fp16_ms = {k: 0.010 * (i + 1) for i, k in enumerate(configs)}
+    for k in configs:
+        r = _rec("X", fp16_ms[k], math="tensor_op", dtype="float16", call="fp16call")
+        db.write_job(sid, None, f"{k}.fp16", k, "fp16", "ok", "", [r], 0.1)
+    # FP8 faster for the first GEMM, slower for the second, not supported for the third
+    fp8 = {gemms[0]: fp16_ms[gemms[0]] / 2, gemms[1]: fp16_ms[gemms[1]] * 2}
+    for k in gemms:
+        if k in fp8:
+            recs = [_rec("lt:algo=1", fp8[k], math="fp8", dtype="float8_e4m3", call="cublasLtMatmul"),
+                    {"type": "choice", "source": "cublasLtMatmulAlgoGetHeuristic", "rank": 0,
+                     "algorithm": "lt:algo=1", "math": "fp8", "status": "ok", "workspace_bytes": 0}]
+        else:
+            recs = [_rec("*", None, status="not_supported", math="fp8", dtype="float8_e4m3", call="cublasLtMatmul",
+                         message="k and n multiples of 16")]
+        db.write_job(sid, None, f"{k}.fp8", k, "fp8", "ok", "", recs, 0.1)
+    system = db.systems()[0]
+    a = analyze(ml, db, system, "fp8")
+    assert a.complete
+    times = {t.layer.key: t for t in a.layers if t.status == "measured"}
+    assert times[gemms[0]].time_ms == fp8[gemms[0]] and times[gemms[0]].math == "fp8"
+    # cuBLASLt's heuristic pick, with its measured time, as the per-layer table shows it
+    assert (times[gemms[0]].heuristic_algorithm, times[gemms[0]].heuristic_ms) == ("lt:algo=1", fp8[gemms[0]])
+    assert times[gemms[1]].time_ms == fp16_ms[gemms[1]] and times[gemms[1]].call == "fp16call"
+    assert times[gemms[2]].time_ms == fp16_ms[gemms[2]]
+    rnn = next(k for k, c in configs.items() if c.kind == "RNN")
+    assert times[rnn].time_ms == fp16_ms[rnn]
+    # an fp16 analysis never takes an FP8 measurement
+    b = analyze(ml, db, system, "fp16")
+    assert {t.layer.key: t.time_ms for t in b.layers if t.status == "measured"}[gemms[0]] == fp16_ms[gemms[0]]
+    assert a.lbl_sequential_ms < b.lbl_sequential_ms
+    best = query.best_per_config(db, sid, "fp8", "warm", gemms)
+    assert best[gemms[0]].dtype == "float8_e4m3" and best[gemms[1]].dtype == "float16"

@@ -11,7 +11,7 @@ from benanza.generator import (collapse_broadcast, collapse_transfer, cpp_string
                                parse_layouts, parse_precisions, plan_jobs, pooling_cudnn_pads)
 from benanza.model import process
 from conftest import have_gpu
-from onnx_builders import HOSTILE, all_kinds_model, nothing_to_benchmark_model
+from onnx_builders import HOSTILE, all_kinds_model, gemm_rnn_model, nothing_to_benchmark_model
 
 
 def test_cpp_string_escapes_everything_that_could_escape_a_literal():
@@ -129,7 +129,7 @@ def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models):
 @pytest.mark.slow
 def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
     model = all_kinds_model(tmp_path / "all.onnx")
-    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16", "bf16"], tmp_path / "all",
+    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16", "bf16", "fp8"], tmp_path / "all",
                      ["NCHW", "NHWC"])
     assert any(j.layout == "NHWC" for j in suite.jobs)
     assert {j.kind for j in suite.jobs} == {"Conv", "ConvBiasAct", "Activation", "BatchNorm", "Pooling",
@@ -140,6 +140,48 @@ def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
     r = _build(tmp_path / "all")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
     assert len(listed.stdout.splitlines()) == len(suite.jobs)
+
+
+def test_fp8_jobs_are_gemm_jobs_and_the_rest_runs_in_fp16(tmp_path):
+    ml = process(gemm_rnn_model(tmp_path / "m.onnx"), 4)
+    jobs = plan_jobs([ml], ["fp8"])
+    by_kind = {}
+    for j in jobs:
+        by_kind.setdefault(j.kind, set()).add(j.precision)
+    # a GEMM needs its FP8 job and its fp16 one (shapes FP8 does not take, and the faster of both)
+    assert by_kind == {"Gemm": {"fp8", "fp16"}, "RNN": {"fp16"}, "Copy": {"fp16"}}
+    assert L.precisions_for(L.GemmConfig(m=8, n=16, k=16), ["fp32", "fp8"]) == ["fp32", "fp8", "fp16"]
+    assert L.ACCEPTED_DTYPES["fp8"] == ("float8_e4m3", "float16")
+    assert parse_precisions("FP8,bf16") == ["fp8", "bf16"]
+
+
+def test_gemm_and_rnn_cases(tmp_path):
+    ml = process(gemm_rnn_model(tmp_path / "m.onnx"), 4)
+    gemms = [ly.config for ly in ml.benchmarked() if ly.config.kind == "Gemm"]
+    assert [g.bias for g in gemms] == ["c", "c_full", "none"]  # bias vector, scalar C, batched MatMul
+    generate([ml], ["fp16"], tmp_path / "s")
+    gemm = (tmp_path / "s" / "src" / "gemm.cpp").read_text()
+    assert "run_lt_matmul" in gemm and ", 1}," in gemm and ", 2}," in gemm
+    rnn = (tmp_path / "s" / "src" / "rnn.cpp").read_text()
+    assert cpp_string(HOSTILE) in rnn and cpp_string('gru"*/') in rnn
+    assert "CUDNN_LSTM, 12, 4, 32, 48, 1, false, true, false" in rnn
+    assert "CUDNN_GRU, 12, 4, 48, 32, 1, true, true, false" in rnn and "linear_before_reset=0" in rnn
+
+
+@pytest.mark.slow
+def test_gemm_and_rnn_compile_in_every_precision_with_hostile_names(tmp_path):
+    model = gemm_rnn_model(tmp_path / "gr.onnx")
+    suite = generate([process(model, b) for b in (1, 8)], list(L.PRECISIONS), tmp_path / "gr")
+    assert {(j.kind, j.precision) for j in suite.jobs} >= {("Gemm", p) for p in L.PRECISIONS} | {
+        ("RNN", p) for p in ("fp32", "tf32", "fp16", "bf16")}
+    assert ("RNN", "fp8") not in {(j.kind, j.precision) for j in suite.jobs}
+    gemm = (tmp_path / "gr" / "src" / "gemm.cpp").read_text()
+    assert "Precision::FP8" in gemm and "Precision::BF16" in gemm
+    r = _build(tmp_path / "gr")
+    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
+    assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}
+    ldd = subprocess.run(["ldd", str(r.executable)], capture_output=True, text=True).stdout
+    assert "libcublasLt.so" in ldd and "libcudnn.so.9" in ldd and "not found" not in ldd
 
 
 def test_build_of_a_folder_that_is_not_a_suite(tmp_path):

@@ -139,7 +139,7 @@ def test_fixed_batch_is_overridden_with_a_notice(models):
     assert ml.layers[0].config.x[0] == 32
     lstm = process(models / "lstm_lm.onnx", 16)
     assert any("(dim 1)" in n for n in lstm.notices)  # [seq, batch] input: the batch is dim 1
-    assert lstm.summary()["unsupported"] == {"Gather": 1, "LSTM": 2}
+    assert "LSTM" not in lstm.summary()["unsupported"]
     mm = next(ly for ly in lstm.layers if ly.op_type == "MatMul")
     assert (mm.config.m, mm.config.n, mm.config.k) == (35 * 16, 32000, 1024)
 
@@ -183,3 +183,49 @@ def test_parse_batches(text, expected):
 def test_parse_batches_rejects(text):
     with pytest.raises(UsageError):
         parse_batches(text)
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_lstm_lm_maps_both_lstm_layers(models, batch):
+    ml = process(models / "lstm_lm.onnx", batch)
+    lstms = [ly for ly in ml.layers if ly.op_type == "LSTM"]
+    assert len(lstms) == 2 and all(ly.status == "benchmark" for ly in lstms)
+    want = L.RNNConfig(cell="lstm", seq_len=35, input_size=1024, hidden_size=1024, batch=batch, num_layers=1,
+                       direction="forward", bias=True, layout="seq_major", linear_before_reset=False)
+    assert [ly.config for ly in lstms] == [want, want]
+    assert want.input_shapes() == [(35, batch, 1024)]
+    # Y is [seq, num_directions, batch, hidden]; the Squeeze after it is zero-cost
+    assert lstms[0].output_shapes[0] == want.output_shape() == (35, 1, batch, 1024)
+    assert all(ml.layers[ly.index + 1].status == "zero_cost" for ly in lstms)
+    assert want.flops() == 2 * 35 * batch * 4 * 1024 * (1024 + 1024)
+    assert want.key.startswith("rnn-") and L.config_from_params("RNN", want.params()) == want
+    assert ml.summary()["by_type"]["LSTM"] == {"count": 2, "unique": 1}
+
+
+def test_gru_mapping_and_what_cudnn_cannot_compute(tmp_path):
+    from onnx_builders import rnn_model
+
+    ml = process(rnn_model(tmp_path / "g.onnx"), 3)
+    gru = ml.layers[0]
+    assert gru.status == "benchmark"
+    assert gru.config == L.RNNConfig(cell="gru", seq_len=7, input_size=24, hidden_size=32, batch=3,
+                                     direction="bidirectional", bias=True, layout="seq_major",
+                                     linear_before_reset=True)
+    assert gru.output_shapes[0] == gru.config.output_shape() == (7, 2, 3, 32)
+    assert gru.config.flops() == 2 * 2 * 7 * 3 * 3 * 32 * (24 + 32)
+    # batch-major layout (opset 14), no bias, ONNX's default linear_before_reset=0
+    bm = process(rnn_model(tmp_path / "b.onnx", layout=1, bias=False, linear_before_reset=0,
+                           direction="forward"), 5).layers[0].config
+    assert (bm.layout, bm.bias, bm.linear_before_reset, bm.batch) == ("batch_major", False, False, 5)
+    assert bm.input_shapes() == [(5, 7, 24)] and bm.output_shape() == (5, 7, 1, 32)
+    lstm = process(rnn_model(tmp_path / "l.onnx", op="LSTM", direction="reverse"), 2).layers[0].config
+    assert (lstm.cell, lstm.direction, lstm.gates) == ("lstm", "reverse", 4)
+    # the default activations named explicitly are the defaults
+    named = process(rnn_model(tmp_path / "n.onnx", activations=["Sigmoid", "Tanh"] * 2), 1).layers[0]
+    assert named.status == "benchmark"
+    # unsupported with the reason, never a crash
+    for kw, reason in [({"activations": ["Tanh", "Tanh"] * 2}, "activations"), ({"clip": 3.0}, "clip")]:
+        ly = process(rnn_model(tmp_path / "u.onnx", **kw), 1).layers[0]
+        assert ly.status == "unsupported" and reason in ly.reason
+    ly = process(rnn_model(tmp_path / "p.onnx", op="LSTM", direction="forward", input_forget=1), 1).layers[0]
+    assert ly.status == "unsupported" and "input_forget" in ly.reason

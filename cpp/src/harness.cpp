@@ -139,12 +139,13 @@ const char* precision_name(Precision p) {
     case Precision::TF32: return "tf32";
     case Precision::FP16: return "fp16";
     case Precision::BF16: return "bf16";
+    case Precision::FP8: return "fp8";
   }
   return "?";
 }
 
 const char* dtype_name(DType t) {
-  return t == DType::F16 ? "float16" : t == DType::BF16 ? "bfloat16" : "float32";
+  return t == DType::F16 ? "float16" : t == DType::BF16 ? "bfloat16" : t == DType::F8E4M3 ? "float8_e4m3" : "float32";
 }
 
 Status Status::cudnn(cudnnStatus_t s, const char* where) {

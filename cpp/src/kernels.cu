@@ -2,6 +2,7 @@
 // is reproducible from the seed) and the NaN/Inf count used to check outputs once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "benanza/harness.hpp"
@@ -52,6 +53,8 @@ void fill_uniform(void* p, std::size_t n, DType t, unsigned long long seed, floa
     fill_kernel<__half><<<grid_for(n), 256, 0, s>>>(static_cast<__half*>(p), n, seed, lo, hi);
   else if (t == DType::BF16)
     fill_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, seed, lo, hi);
+  else if (t == DType::F8E4M3)  // conversion from float saturates to the finite range (+-448)
+    fill_kernel<__nv_fp8_e4m3><<<grid_for(n), 256, 0, s>>>(static_cast<__nv_fp8_e4m3*>(p), n, seed, lo, hi);
   else
     fill_kernel<float><<<grid_for(n), 256, 0, s>>>(static_cast<float*>(p), n, seed, lo, hi);
 }
@@ -66,6 +69,8 @@ long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s)
       nonfinite_kernel<__half><<<grid_for(n), 256, 0, s>>>(static_cast<const __half*>(p), n, d);
     else if (t == DType::BF16)
       nonfinite_kernel<__nv_bfloat16><<<grid_for(n), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(p), n, d);
+    else if (t == DType::F8E4M3)  // E4M3 has no infinities: counts NaNs
+      nonfinite_kernel<__nv_fp8_e4m3><<<grid_for(n), 256, 0, s>>>(static_cast<const __nv_fp8_e4m3*>(p), n, d);
     else
       nonfinite_kernel<float><<<grid_for(n), 256, 0, s>>>(static_cast<const float*>(p), n, d);
   }

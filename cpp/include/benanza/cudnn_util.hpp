@@ -83,6 +83,7 @@ inline cudnnMathType_t conv_math(Precision p) {
     case Precision::TF32: return CUDNN_DEFAULT_MATH;
     case Precision::FP16: return CUDNN_TENSOR_OP_MATH;
     case Precision::BF16: return CUDNN_TENSOR_OP_MATH;
+    case Precision::FP8: return CUDNN_TENSOR_OP_MATH;
   }
   return CUDNN_DEFAULT_MATH;
 }
@@ -92,6 +93,7 @@ inline const char* math_label(Precision p) {
     case Precision::TF32: return "tf32";
     case Precision::FP16: return "tensor_op";
     case Precision::BF16: return "tensor_op";
+    case Precision::FP8: return "fp8";
   }
   return "?";
 }

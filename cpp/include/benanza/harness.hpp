@@ -20,6 +20,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -36,19 +37,26 @@
 namespace benanza {
 
 // fp32: float data, FMA math; tf32: float data, TF32 Tensor Cores; fp16 / bf16: half / bfloat16 data,
-// Tensor Cores, float accumulation.
-enum class Precision { FP32, TF32, FP16, BF16 };
-enum class DType { F32, F16, BF16 };
+// Tensor Cores, float accumulation; fp8: FP8 E4M3 GEMM inputs (cuBLASLt, Hopper), float
+// accumulation, half output (only GEMM jobs run in fp8).
+enum class Precision { FP32, TF32, FP16, BF16, FP8 };
+enum class DType { F32, F16, BF16, F8E4M3 };
 
 inline DType storage_of(Precision p) {
-  return p == Precision::FP16 ? DType::F16 : p == Precision::BF16 ? DType::BF16 : DType::F32;
+  return p == Precision::FP16   ? DType::F16
+         : p == Precision::BF16 ? DType::BF16
+         : p == Precision::FP8  ? DType::F8E4M3
+                                : DType::F32;
 }
-inline std::size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+inline std::size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : t == DType::F8E4M3 ? 1 : 2; }
 inline cudnnDataType_t cudnn_dtype(DType t) {
-  return t == DType::F16 ? CUDNN_DATA_HALF : t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  return t == DType::F16    ? CUDNN_DATA_HALF
+         : t == DType::BF16 ? CUDNN_DATA_BFLOAT16
+         : t == DType::F8E4M3 ? CUDNN_DATA_FP8_E4M3
+                              : CUDNN_DATA_FLOAT;
 }
 inline cudaDataType_t cuda_dtype(DType t) {
-  return t == DType::F16 ? CUDA_R_16F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  return t == DType::F16 ? CUDA_R_16F : t == DType::BF16 ? CUDA_R_16BF : t == DType::F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_32F;
 }
 const char* precision_name(Precision p);
 const char* dtype_name(DType t);

@@ -1,0 +1,28 @@
+// cuBLASLt matmul algorithms (lt.cpp): the generated Gemm benchmarks call run_lt_matmul after
+// cublasGemmEx's CUBLAS_GEMM_DEFAULT.
+#pragma once
+
+#include "benanza/harness.hpp"
+
+namespace benanza {
+
+// One GEMM layer config as ONNX has it, row-major: Y[b] (m x n) = op(A)[b] (m x k) * op(B)[b] (k x n)
+// (+ C) for b < batch (strided batches). op() transposes when trans_a / trans_b.
+struct LtSpec {
+  Precision precision;
+  int m, n, k, batch;
+  bool trans_a, trans_b;
+  int bias;  // 0: none; 1: C is a length-n vector (the bias of a fully connected layer); 2: any other C
+};
+
+// What run_lt_matmul times per job (see lt.cpp): every distinct config of the heuristic's list and
+// the fastest pre-screened configs of cublasLtMatmulAlgoGetIds beyond it.
+constexpr int kLtHeuristicRequest = 16;  // cublasLtMatmulAlgoGetHeuristic: requested (all timed)
+constexpr int kLtExtraTimed = 8;         // AlgoGetIds configs timed beyond the heuristic's
+constexpr int kLtFastAccumTimed = 4;     // fp8: the heuristic's first picks also with fast accumulation
+
+// Record cublasLtMatmulAlgoGetHeuristic's ranking as choices, then time the configs above with
+// Bench::measure. Allocates its own buffers; records every failure with its reason.
+void run_lt_matmul(Bench& b, const LtSpec& spec);
+
+}  // namespace benanza
