@@ -143,8 +143,17 @@ class ModelLayers:
         c = collections.Counter(ly.op_type for ly in self.layers if ly.status == "unsupported")
         return dict(sorted(c.items()))
 
+    def coverage(self) -> dict:
+        """How many compute layers (every layer but the zero-cost ones) get a benchmark:
+        ``{"compute_layers", "benchmarked", "unsupported", "percent"}`` (100.0 when there are none)."""
+        bench = len(self.benchmarked())
+        unsup = sum(1 for ly in self.layers if ly.status == "unsupported")
+        total = bench + unsup
+        return {"compute_layers": total, "benchmarked": bench, "unsupported": unsup,
+                "percent": round(100.0 * bench / total, 1) if total else 100.0}
+
     def summary(self) -> dict:
-        """JSON-ready summary: counts by type, unsupported ops, fusion candidates, notices."""
+        """JSON-ready summary: counts by type, unsupported ops, coverage, fusion candidates, notices."""
         sigs = {ly.signature for ly in self.layers}
         return {
             "model": self.model, "sha256": self.sha256, "batch": self.batch, "dtype": self.dtype,
@@ -156,6 +165,8 @@ class ModelLayers:
             "by_type": self.by_type(), "unsupported": self.unsupported(),
             "folded": dict(sorted(self.folded.items())),
             "fusion_candidates": len(self.fusions),
+            "fusions_by_kind": dict(sorted(collections.Counter(f.config.kind for f in self.fusions).items())),
+            "coverage": self.coverage(),
             "complete": not self.unsupported(),
             "notices": list(self.notices),
         }
@@ -1242,8 +1253,14 @@ def _find_attention(pat: _Pattern, mm1: Layer):
     else:
         b, h = math.prod(lead[:-1]), lead[-1]
     cfg = L.SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
-                       scale=float(np.float32(scale)), mask=mask, bias=bias)
+                       scale=_canonical_scale(scale), mask=mask, bias=bias)
     return chain, cfg
+
+
+def _canonical_scale(scale: float) -> float:
+    """The attention scale to 6 significant digits: sqrt(s) * sqrt(s) in float32 (torch's SDPA export)
+    and 1 / sqrt(d) give the same config key."""
+    return float(f"{float(np.float32(scale)):.6g}")
 
 
 def _trailing_axis(cfg: L.ReduceConfig) -> int | None:

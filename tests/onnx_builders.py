@@ -212,13 +212,12 @@ def bert_encoder_model(path, opset=14, layers=2, hidden=64, heads=4, intermediat
         nodes.append(helper.make_node("Add", [o, a], [g + "res2"], name=g + "Add_2"))
         x = _layernorm(nodes, inits, g + "res2", f"{L_}.oln", hidden, decomposed, opset)
     inits += [_i64("idx0", 0), _w("pool.weight", (hidden, hidden)), _w("pool.bias", (hidden,))]
-    nodes += [helper.make_node("Identity", [x], ["last_hidden_state"], name="/Identity"),
-              helper.make_node("Gather", [x, "idx0"], ["/cls"], name="/Gather", axis=1),
+    nodes += [helper.make_node("Gather", [x, "idx0"], ["/cls"], name="/Gather", axis=1),
               helper.make_node("Gemm", ["/cls", "pool.weight", "pool.bias"], ["/pool"], name="/pool/Gemm", transB=1),
               helper.make_node("Tanh", ["/pool"], ["pooler_output"], name="/Tanh")]
     ins = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
            for n in ("input_ids", "attention_mask", "token_type_ids")]
-    outs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", hidden]),
+    outs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", "seq", hidden]),
             helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", hidden])]
     graph = helper.make_graph(nodes, "bert_encoder", ins, outs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -269,8 +268,8 @@ def transformer_ops_model(path, opset=20):
            helper.make_tensor_value_info("ids", TensorProto.INT32, [B, S]),
            helper.make_tensor_value_info("keep", TensorProto.BOOL, [B, 1, H])]
     outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, 3, H]),
-            helper.make_tensor_value_info("ln_mean", TensorProto.FLOAT, None),
-            helper.make_tensor_value_info("ln_rstd", TensorProto.FLOAT, None)]
+            helper.make_tensor_value_info("ln_mean", TensorProto.FLOAT, [B, S, 1]),
+            helper.make_tensor_value_info("ln_rstd", TensorProto.FLOAT, [B, S, 1])]
     graph = helper.make_graph(nodes, "transformer_ops", ins, outs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 9
