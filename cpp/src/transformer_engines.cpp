@@ -231,7 +231,7 @@ void run_layernorm_engines(Bench& b, const NormSpec& c, void* x, void* scale, vo
   j.out_type = storage_of(p);
   j.math = "none";
   j.note = std::string("cuDNN graph: layernorm ") + (c.stats ? "TRAINING (mean, inv_variance written)" : "INFERENCE") +
-           ", scale and bias float32";
+           ", scale and bias float32" + (c.note && *c.note ? std::string("; ") + c.note : std::string());
   time_graph(b, j, p);
 }
 

@@ -66,6 +66,7 @@ struct NormSpec {
   long long rows, cols;  // x viewed as (rows, cols); scale and bias (cols,) float32
   float epsilon;
   bool stats;            // TRAINING phase: also writes mean and inverse variance (rows,) float32
+  const char* note;      // how the graph differs from the layer, if at all ("" when not)
 };
 void run_layernorm_engines(Bench& b, const NormSpec& spec, void* x, void* scale, void* bias, void* y, void* mean,
                            void* inv_variance);
