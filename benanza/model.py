@@ -1114,7 +1114,10 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     found: list[Fusion] = []
     for finder in (_find_attention, _find_layernorms, _find_gelus):
         for ly in layers:
-            hit = finder(pat, ly)
+            try:
+                hit = finder(pat, ly)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError):
+                hit = None  # an odd graph is no candidate; processing an untrusted model never fails here
             if hit is None:
                 continue
             chain, cfg = hit
