@@ -165,7 +165,8 @@ class ModelLayers:
             "by_type": self.by_type(), "unsupported": self.unsupported(),
             "folded": dict(sorted(self.folded.items())),
             "fusion_candidates": len(self.fusions),
-            "fusions_by_kind": dict(sorted(collections.Counter(f.config.kind for f in self.fusions).items())),
+            "fusions_by_kind": dict(sorted(collections.Counter(
+                "Gelu" if isinstance(f.config, L.UnaryConfig) else f.config.kind for f in self.fusions).items())),
             "coverage": self.coverage(),
             "complete": not self.unsupported(),
             "notices": list(self.notices),

@@ -94,7 +94,7 @@ def test_bert_builder_matches_the_torch_export_and_is_fully_covered(tmp_path):
     assert cast == L.UnaryConfig(shape=(2, 1, 1, 16), op="cast", src="int64")
     assert {ly.config for ly in ml.layers if ly.op_type == "Pow"} == {L.UnaryConfig((2, 16, 64), "pow", 2.0)}
     # fusion candidates: 5 decomposed LayerNorms, 2 attentions, 2 erf-GELUs
-    assert s["fusions_by_kind"] == {"LayerNorm": 5, "SDPA": 2, "Unary": 2}
+    assert s["fusions_by_kind"] == {"Gelu": 2, "LayerNorm": 5, "SDPA": 2}
     kinds = collections.defaultdict(list)
     for f in ml.fusions:
         kinds[f.config.kind].append(f)
@@ -125,7 +125,7 @@ def test_bert_builder_later_opsets(tmp_path, opset, gelu, expect):
     assert "Pow" not in by and "ReduceMean" not in by
     s = ml.summary()
     assert s["unsupported"] == {} and s["coverage"]["percent"] == 100.0
-    assert s["fusions_by_kind"] == ({"SDPA": 2, "Unary": 2} if gelu == "erf" else {"SDPA": 2})
+    assert s["fusions_by_kind"] == ({"Gelu": 2, "SDPA": 2} if gelu == "erf" else {"SDPA": 2})
     ln = {ly.config for ly in ml.layers if ly.op_type == "LayerNormalization"}
     assert ln == {L.LayerNormConfig(x=(4, 32, 64), axis=2, epsilon=float(np.float32(1e-12)), bias=True)}
     att = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
@@ -307,3 +307,17 @@ def test_transformer_kinds_compile_and_link_with_hostile_names(tmp_path):
     # the cudnn-frontend graphs are in the harness (not skipped for lack of headers)
     nm = subprocess.run(["nm", "-C", str(r.executable)], capture_output=True, text=True).stdout
     assert "benanza::run_sdpa_engines" in nm and "cudnn_frontend::graph::Graph" in nm
+
+
+def test_layers_command_prints_the_coverage(models, tmp_path):
+    from test_cli import bz, one_line_error
+
+    p = bz("layers", models / "vit_b_16.onnx", "--batch", "1")
+    assert p.returncode == 0, p.stderr
+    assert "coverage: 100% of compute layers benchmarked (343 of 343, 0 unsupported; 133 zero-cost layers)" in p.stdout
+    assert "fusion candidates: 12 (SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
+    bert = bert_encoder_model(tmp_path / "bert.onnx", opset=14)
+    d = json.loads(bz("layers", bert, "--batch", "2", "--dim", "seq=16", "--json").stdout)
+    assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"Gelu": 2, "LayerNorm": 5, "SDPA": 2}
+    # the symbolic sequence length must be bound: one clear line
+    one_line_error(bz("layers", bert, "--batch", "2"), 2)
