@@ -11,8 +11,10 @@ Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
 * LBL_sequential = sum of the layer times;
 * LBL_parallel = the critical path of the layer DAG weighted by the layer times (equal to the
   sequential LBL for a chain);
-* the fused LBL replaces each fusion candidate (Conv + bias -> Relu) by the faster of its layers'
-  sum and the best cudnnConvolutionBiasActivationForward measurement.
+* the fused LBL replaces each fusion candidate by the faster of its layers' sum and the best
+  measurement of the fused call: Conv + bias -> Relu (cudnnConvolutionBiasActivationForward),
+  attention MatMul -> scale -> mask -> Softmax -> MatMul (cuDNN fused SDPA), a decomposed LayerNorm
+  (cuDNN layernorm), an erf-GELU chain (one GELU); see ``model.Fusion``.
 """
 from __future__ import annotations
 
@@ -116,7 +118,8 @@ class Analysis:
             "measured_layers": sum(1 for t in self.layers if t.status == "measured"),
             "zero_cost_layers": sum(1 for t in self.layers if t.status == "zero_cost"),
             "critical_path": self.critical_path,
-            "fusions": [{"layers": list(f.layers), "key": f.key, "unfused_ms": f.unfused_ms,
+            "fusions": [{"layers": list(f.layers), "key": f.key, "kind": f.key.split("-")[0],
+                         "unfused_ms": f.unfused_ms,
                          "fused_ms": f.fused_ms, "algorithm": f.algorithm or None, "profit_ms": f.profit_ms}
                         for f in self.fusions],
             "layers": [t.to_dict() for t in self.layers],

@@ -140,7 +140,12 @@ def layers(model: Path = typer.Argument(..., help="ONNX model file"),
                     reasons.setdefault(ly.op_type, ly.reason)
             for op, n in s["unsupported"].items():
                 out.print(f"unsupported: {op} x{n}: {reasons[op]}", markup=False)
-        out.print(f"fusion candidates (Conv+bias+Relu): {s['fusion_candidates']}; folded nodes: "
+        cov = s["coverage"]
+        out.print(f"coverage: {cov['percent']:g}% of compute layers benchmarked ({cov['benchmarked']} of "
+                  f"{cov['compute_layers']}, {cov['unsupported']} unsupported; {s['zero_cost_layers']} zero-cost "
+                  f"layers)", markup=False)
+        kinds = ", ".join(f"{k} {v}" for k, v in s["fusions_by_kind"].items())
+        out.print(f"fusion candidates: {s['fusion_candidates']}{f' ({kinds})' if kinds else ''}; folded nodes: "
                   f"{sum(s['folded'].values())} ({', '.join(f'{k} {v}' for k, v in s['folded'].items()) or 'none'})",
                   markup=False)
         if details:

@@ -445,6 +445,102 @@ def _copy_case(cfg: L.CopyConfig, job: Job) -> dict:
             "memcpy": _num(memcpy_ok), "label": cpp_string(cfg.op)}
 
 
+# ------------------------------------------------------------------ transformer layers (issue 4)
+
+def _layernorm_case(cfg: L.LayerNormConfig, job: Job) -> dict:
+    note = "" if cfg.bias else "no bias input: the cuDNN graph adds a zero bias"
+    return {"job": _job_init(job), "rows": cfg.rows, "cols": cfg.cols, "epsilon": _num(float(cfg.epsilon)),
+            "bias": _num(cfg.bias), "stats": _num(cfg.stats), "note": cpp_string(note)}
+
+
+_UNARY_ENUM = {op: "UnaryOp::" + op.upper() for op in L.UNARY_OPS}
+_ELEM_ENUM = {"float32": "ElemType::F32", "float16": "ElemType::F16", "bfloat16": "ElemType::BF16",
+              "float64": "ElemType::F64", "int64": "ElemType::I64", "int32": "ElemType::I32",
+              "int8": "ElemType::I8", "uint8": "ElemType::I8", "bool": "ElemType::I8"}
+
+
+def unary_input_range(cfg: L.UnaryConfig) -> tuple[float, float]:
+    """The uniform range the benchmark fills x with: inside the op's domain (finite outputs)."""
+    if cfg.op == "pow" and abs(cfg.exponent) > 8:
+        return 0.9, 1.1  # x ** e stays finite in float16
+    if cfg.op in ("log", "sqrt", "reciprocal", "pow"):
+        return 0.5, 1.5
+    if cfg.op == "cast":
+        return (-1.0, 1.0) if cfg.src.startswith(("float", "bfloat")) else (0.0, 2.0)
+    return -1.0, 1.0
+
+
+def _unary_case(cfg: L.UnaryConfig, job: Job) -> dict:
+    cols = cfg.shape[-1] if cfg.shape else 1
+    rows = L.numel(cfg.shape) // max(cols, 1)
+    lo, hi = unary_input_range(cfg)
+    cast = cfg.op == "cast"
+    label = cfg.op + (f" from {cfg.src}" if cast else f" {cfg.exponent:g}" if cfg.op == "pow" else "")
+    return {"job": _job_init(job), "rows": rows, "cols": cols, "op": _UNARY_ENUM[cfg.op],
+            "exponent": _num(float(cfg.exponent)), "cast": _num(cast),
+            "src": _ELEM_ENUM[cfg.src] if cast else "ElemType::F32", "lo": _num(lo), "hi": _num(hi),
+            "label": cpp_string(label)}
+
+
+#: constant-index Gathers with at most this many indices are also timed as one cudaMemcpy2DAsync per index
+GATHER_MEMCPY_MAX = 64
+
+
+def _gather_case(cfg: L.GatherConfig, job: Job) -> dict:
+    n = L.numel(cfg.indices)
+    return {"job": _job_init(job), "outer": cfg.outer, "axis_dim": cfg.data[cfg.axis], "n": n, "inner": cfg.inner,
+            "indices": "{" + ", ".join(str(v) for v in cfg.values) + "}",
+            "memcpy": _num(bool(cfg.values) and n <= GATHER_MEMCPY_MAX)}
+
+
+def collapse_where(c: list[int], a: list[int], b: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """Merge adjacent dims where each of the three operands keeps its broadcast pattern; drop dims
+    of size 1 in the output (the three-operand form of :func:`collapse_broadcast`)."""
+    y = [max(t) for t in zip(c, a, b)]
+    rc, ra, rb, prev = [], [], [], None
+    for dc, da, db, dy in zip(c, a, b, y):
+        if dy == 1:
+            continue
+        pat = (dc == dy, da == dy, db == dy)
+        if rc and pat == prev:
+            rc[-1] *= dc
+            ra[-1] *= da
+            rb[-1] *= db
+        else:
+            rc.append(dc)
+            ra.append(da)
+            rb.append(db)
+        prev = pat
+    return rc or [1], ra or [1], rb or [1]
+
+
+def _broadcast_strides(shape: list[int], y: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for d, dy in zip(reversed(shape), reversed(y)):
+        strides.append(0 if d == 1 and dy != 1 else acc)
+        acc *= d
+    return list(reversed(strides))
+
+
+def _where_case(cfg: L.WhereConfig, job: Job) -> dict:
+    c, a, b = collapse_where(list(cfg.cond), list(cfg.a), list(cfg.b))
+    y = [max(t) for t in zip(c, a, b)]
+    return {"job": _job_init(job), "nd": len(y), "dims": c_array(y, 8, 1),
+            "cond": c_array(_broadcast_strides(c, y), 8), "a": c_array(_broadcast_strides(a, y), 8),
+            "b": c_array(_broadcast_strides(b, y), 8), "nc": L.numel(c), "na": L.numel(a), "nb": L.numel(b)}
+
+
+_SDPA_MASK = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS"}
+
+
+def _sdpa_case(cfg: L.SdpaConfig, job: Job) -> dict:
+    bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
+    return {"job": _job_init(job), "b": cfg.b, "h": cfg.h, "s_q": cfg.s_q, "s_kv": cfg.s_kv, "d": cfg.d,
+            "d_v": cfg.d_v, "scale": _num(float(cfg.scale)), "mask": _SDPA_MASK[cfg.mask],
+            "bias": c_array(bias, 4, 1)}
+
+
+
 #: kind -> (template file, case builder)
 KIND_TEMPLATES = {
     "Conv": ("conv.cpp.j2", _conv_case),
@@ -461,6 +557,13 @@ KIND_TEMPLATES = {
     "Copy": ("copy.cpp.j2", _copy_case),
     "RNN": ("rnn.cpp.j2", _rnn_case),
 }
+KIND_TEMPLATES.update({
+    "LayerNorm": ("layernorm.cpp.j2", _layernorm_case),
+    "Unary": ("unary.cpp.j2", _unary_case),
+    "Gather": ("gather.cpp.j2", _gather_case),
+    "Where": ("where.cpp.j2", _where_case),
+    "SDPA": ("sdpa.cpp.j2", _sdpa_case),
+})
 
 
 def _env() -> jinja2.Environment:

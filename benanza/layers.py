@@ -588,12 +588,248 @@ class RNNConfig(LayerConfig):
                 f"h{self.hidden_size}{d}{'' if self.bias else ' nobias'}{lay}{lbr})")
 
 
+# ------------------------------------------------------------------------ transformer layers (issue 4)
+
+@dataclass(frozen=True)
+class LayerNormConfig(LayerConfig):
+    """ONNX LayerNormalization (opset 17; ONNX operator spec), inference:
+    ``y = (x - mean) / sqrt(var + epsilon) * scale (+ bias)``, mean and (biased) variance over the
+    dims from ``axis`` on. Also the fused form of the decomposed ReduceMean/Sub/Pow/ReduceMean/Add/
+    Sqrt/Div/Mul/Add chain older exporters emit (a fusion candidate, see ``model._find_layernorms``).
+
+    x: the input shape; axis >= 0; the call sees x as (rows, cols) = (prod(x[:axis]), prod(x[axis:])),
+    scale and bias as (cols,) in float32 (as cuDNN's samples and mixed-precision frameworks keep
+    them). bias: ONNX's optional B input is present (absent: timed with a zero bias); stats: the
+    optional Mean/InvStdDev outputs are used (the call then also writes them, float32, (rows,)).
+    Timed: the cuDNN graph API's layernorm (cudnn-frontend ``Graph::layernorm``, forward phase
+    INFERENCE, or TRAINING when stats are needed; cuDNN developer guide, "Layernorm"), every engine
+    config of heuristics modes A, B and the fallback list; and a benanza CUDA kernel (one block per
+    row, float32 statistics) so a layer always has a valid measurement.
+    FLOPs: 8 per element (mean 1, variance 3, normalise 2, scale and shift 2).
+    """
+
+    kind: ClassVar[str] = "LayerNorm"
+    x: Shape
+    axis: int
+    epsilon: float
+    bias: bool = True
+    stats: bool = False
+
+    @property
+    def rows(self) -> int:
+        return numel(self.x[:self.axis])
+
+    @property
+    def cols(self) -> int:
+        return numel(self.x[self.axis:])
+
+    def input_shapes(self):
+        return [self.x, self.x[self.axis:]]
+
+    def output_shape(self):
+        return self.x
+
+    def flops(self):
+        return 8 * numel(self.x)
+
+    def describe(self):
+        return (f"LayerNorm({'x'.join(map(str, self.x))} axis {self.axis} eps {self.epsilon:g}"
+                f"{'' if self.bias else ' no-bias'}{' +stats' if self.stats else ''})")
+
+
+#: unary elementwise ops, their ONNX operators (ONNX operator spec) and FLOPs per element
+#: (transcendental functions count as one operation)
+UNARY_OPS = {
+    "gelu": ("Gelu approximate='none' (opset 20): x/2 (1 + erf(x/sqrt 2))", 5),
+    "gelu_tanh": ("Gelu approximate='tanh' (opset 20): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", 9),
+    "erf": ("Erf", 1),
+    "exp": ("Exp", 1),
+    "log": ("Log", 1),
+    "sqrt": ("Sqrt", 1),
+    "reciprocal": ("Reciprocal", 1),
+    "neg": ("Neg", 1),
+    "abs": ("Abs", 1),
+    "pow": ("Pow with a constant scalar exponent", 1),
+    "cast": ("Cast to the float type of the precision", 0),
+}
+
+#: element types a Cast may read (ONNX TensorProto names, lower case) and their size in bytes
+CAST_SOURCES = {"int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1, "float64": 8, "float32": 4,
+                "float16": 2, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class UnaryConfig(LayerConfig):
+    """Unary elementwise op ``y = f(x)`` on a packed tensor (see :data:`UNARY_OPS`).
+
+    shape: x and y; op: a key of :data:`UNARY_OPS`; exponent: Pow's constant scalar exponent (0 for
+    other ops); src: the element type Cast reads ("" for other ops: x has the precision's type).
+    Timed: a benanza CUDA kernel (one thread per element, float32 math; always), and for the ops the
+    cuDNN graph API has a pointwise mode for (GELU_FWD, GELU_APPROX_TANH_FWD, ERF, EXP, LOG, SQRT,
+    RECIPROCAL, NEG, ABS, POW; cudnn-frontend ``Graph::pointwise``) every engine config of that
+    one-node graph. FLOPs: numel * the per-element count of :data:`UNARY_OPS`.
+    """
+
+    kind: ClassVar[str] = "Unary"
+    shape: Shape
+    op: str
+    exponent: float = 0.0
+    src: str = ""
+
+    def input_shapes(self):
+        return [self.shape]
+
+    def output_shape(self):
+        return self.shape
+
+    def flops(self):
+        return numel(self.shape) * UNARY_OPS[self.op][1]
+
+    def describe(self):
+        extra = f" ^{self.exponent:g}" if self.op == "pow" else (f" from {self.src}" if self.src else "")
+        return f"Unary({self.op}{extra} {'x'.join(map(str, self.shape))})"
+
+
+#: constant index tensors longer than this are not kept in a Gather config (timed as random indices)
+GATHER_MAX_CONSTANT_INDICES = 1024
+
+
+@dataclass(frozen=True)
+class GatherConfig(LayerConfig):
+    """ONNX Gather (ONNX operator spec): ``y = take(data, indices, axis)``; embedding lookups and
+    index selection (a class token, one of Q/K/V). Costed as the memory traffic it is, not zero.
+
+    data: the data shape; indices: the index tensor's shape; axis >= 0. The call sees data as
+    (outer, axis_dim, inner) and y as (outer, n, inner) with n = numel(indices). values: the
+    constant index values (normalised to >= 0) when the model fixes them; () when they come from
+    data (an embedding lookup: timed with uniform random indices in [0, axis_dim)) or when there are
+    more than :data:`GATHER_MAX_CONSTANT_INDICES` of them.
+    Timed: a benanza gather kernel with that index pattern (one thread per output element; int64
+    indices in device memory); for constant indices also one cudaMemcpy2DAsync per index (rows =
+    outer, a row = inner elements), what a framework's copy of a strided view does. FLOPs: 0.
+    """
+
+    kind: ClassVar[str] = "Gather"
+    data: Shape
+    indices: Shape
+    axis: int
+    values: tuple[int, ...] = ()
+
+    @property
+    def batch(self) -> int:
+        y = self.output_shape()
+        return y[0] if y else 1
+
+    @property
+    def outer(self) -> int:
+        return numel(self.data[:self.axis])
+
+    @property
+    def inner(self) -> int:
+        return numel(self.data[self.axis + 1:])
+
+    def input_shapes(self):
+        return [self.data, self.indices]
+
+    def output_shape(self):
+        return self.data[:self.axis] + self.indices + self.data[self.axis + 1:]
+
+    def flops(self):
+        return 0
+
+    def describe(self):
+        idx = (f"[{','.join(map(str, self.values[:4]))}{',...' if len(self.values) > 4 else ''}]"
+               if self.values else "x".join(map(str, self.indices)) or "scalar")
+        return f"Gather({'x'.join(map(str, self.data))} axis {self.axis} idx {idx})"
+
+
+@dataclass(frozen=True)
+class WhereConfig(LayerConfig):
+    """ONNX Where (ONNX operator spec): ``y = cond ? a : b`` with numpy broadcasting; cond is bool
+    (1 byte per element). cond, a, b: shapes padded to the output rank (at most 8).
+    Timed: a benanza CUDA kernel (one thread per output element, broadcast by zero strides).
+    FLOPs: 0 (a select moves data; no arithmetic).
+    """
+
+    kind: ClassVar[str] = "Where"
+    cond: Shape
+    a: Shape
+    b: Shape
+
+    def input_shapes(self):
+        return [self.cond, self.a, self.b]
+
+    def output_shape(self):
+        return tuple(max(x, y, z) for x, y, z in zip(self.cond, self.a, self.b))
+
+    def flops(self):
+        return 0
+
+    def describe(self):
+        return "Where(" + ",".join("x".join(map(str, s)) for s in (self.cond, self.a, self.b)) + ")"
+
+
+SDPA_MASKS = ("none", "causal", "bias")
+
+
+@dataclass(frozen=True)
+class SdpaConfig(LayerConfig):
+    """Scaled dot-product attention as one fused call: ``O = softmax(scale * Q K^T (+ mask)) V``,
+    cuDNN's fused flash attention through the cuDNN graph API (cudnn-frontend ``Graph::sdpa``,
+    inference: no softmax statistics; cuDNN developer guide, "Scaled Dot Product Attention").
+
+    A fusion candidate only: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
+    [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
+    that makes K^T from K, and the constant scale of Q and K^T that torch's SDPA decomposition
+    emits, when those feed only the pattern), so its measurements are compared with the sum of
+    those layers, never with one of them (``model._find_attention``).
+
+    Q: (b, h, s_q, d); K: (b, h, s_kv, d); V: (b, h, s_kv, d_v); O: (b, h, s_q, d_v), all packed,
+    d innermost (the layout cuDNN reads; K^T of the graph is K with d innermost). Leading dims of
+    rank-3 tensors are b (h = 1). scale: the product of the pattern's constant factors. mask:
+    "none"; "causal" (a constant lower-triangular additive mask: cuDNN's causal masking, no bias
+    read); "bias" (an additive tensor of shape ``bias``, 4-D, each dim 1 or the full size).
+    cuDNN has fused engines for FP16/BF16 (and FP8) data only: fp32/tf32 jobs record what cuDNN
+    says (not_supported) and the fused LBL then keeps the unfused sum.
+    FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax).
+    """
+
+    kind: ClassVar[str] = "SDPA"
+    tensor_cores: ClassVar[bool] = True
+    b: int
+    h: int
+    s_q: int
+    s_kv: int
+    d: int
+    d_v: int
+    scale: float
+    mask: str = "none"
+    bias: Shape = ()
+
+    def input_shapes(self):
+        return [(self.b, self.h, self.s_q, self.d), (self.b, self.h, self.s_kv, self.d),
+                (self.b, self.h, self.s_kv, self.d_v)]
+
+    def output_shape(self):
+        return (self.b, self.h, self.s_q, self.d_v)
+
+    def flops(self):
+        s = self.b * self.h * self.s_q * self.s_kv
+        return 2 * s * (self.d + self.d_v) + 7 * s
+
+    def describe(self):
+        m = {"none": "", "causal": " causal", "bias": " bias " + "x".join(map(str, self.bias))}[self.mask]
+        return (f"SDPA(b{self.b} h{self.h} sq{self.s_q} skv{self.s_kv} d{self.d}"
+                f"{'' if self.d_v == self.d else f' dv{self.d_v}'} scale {self.scale:.4g}{m})")
+
+
 #: every concrete config class by kind
 CONFIG_KINDS: dict[str, type[LayerConfig]] = {
     c.kind: c for c in (ConvConfig, ConvBiasActConfig, ActivationConfig, BatchNormConfig,
                         PoolingConfig, SoftmaxConfig, ElementwiseConfig, GemmConfig, LRNConfig,
                         DropoutConfig, ReduceConfig, CopyConfig, RNNConfig)
 }
+CONFIG_KINDS.update({c.kind: c for c in (LayerNormConfig, UnaryConfig, GatherConfig, WhereConfig, SdpaConfig)})
 
 
 def config_from_params(kind: str, params: dict) -> LayerConfig:

@@ -87,11 +87,14 @@ class Layer:
 
 @dataclass
 class Fusion:
-    """A fusion candidate: Conv (+ bias) -> Relu layers that cudnnConvolutionBiasActivationForward
-    runs as one call. ``layers`` are layer indices in graph order; ``config`` the fused config."""
+    """A fusion candidate: layers one library call can run together. Conv (+ bias) -> Relu
+    (cudnnConvolutionBiasActivationForward, ConvBiasActConfig); attention MatMul -> [scale] ->
+    [mask] -> Softmax -> MatMul (cuDNN SDPA, SdpaConfig); a decomposed LayerNorm (LayerNormConfig);
+    an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu). ``layers`` are layer indices in graph
+    order, the last one the pattern's output; ``config`` the fused config."""
 
     layers: tuple[int, ...]
-    config: L.ConvBiasActConfig
+    config: L.LayerConfig
 
 
 @dataclass
@@ -140,8 +143,17 @@ class ModelLayers:
         c = collections.Counter(ly.op_type for ly in self.layers if ly.status == "unsupported")
         return dict(sorted(c.items()))
 
+    def coverage(self) -> dict:
+        """How many compute layers (every layer but the zero-cost ones) get a benchmark:
+        ``{"compute_layers", "benchmarked", "unsupported", "percent"}`` (100.0 when there are none)."""
+        bench = len(self.benchmarked())
+        unsup = sum(1 for ly in self.layers if ly.status == "unsupported")
+        total = bench + unsup
+        return {"compute_layers": total, "benchmarked": bench, "unsupported": unsup,
+                "percent": round(100.0 * bench / total, 1) if total else 100.0}
+
     def summary(self) -> dict:
-        """JSON-ready summary: counts by type, unsupported ops, fusion candidates, notices."""
+        """JSON-ready summary: counts by type, unsupported ops, coverage, fusion candidates, notices."""
         sigs = {ly.signature for ly in self.layers}
         return {
             "model": self.model, "sha256": self.sha256, "batch": self.batch, "dtype": self.dtype,
@@ -153,6 +165,9 @@ class ModelLayers:
             "by_type": self.by_type(), "unsupported": self.unsupported(),
             "folded": dict(sorted(self.folded.items())),
             "fusion_candidates": len(self.fusions),
+            "fusions_by_kind": dict(sorted(collections.Counter(
+                "Gelu" if isinstance(f.config, L.UnaryConfig) else f.config.kind for f in self.fusions).items())),
+            "coverage": self.coverage(),
             "complete": not self.unsupported(),
             "notices": list(self.notices),
         }
@@ -888,6 +903,104 @@ def _map_pad(node, ctx, attrs):
     return L.CopyConfig(op="Pad", inputs=(x,), y=y, attrs=(("pads", tuple(pads)),))
 
 
+# ------------------------------------------------------------------ transformer ops (issue 4)
+
+def _map_layernorm(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    r = len(x)
+    if r == 0:
+        raise Unsupported("LayerNormalization of a scalar")
+    axis = int(attrs.get("axis", -1))
+    axis = axis + r if axis < 0 else axis
+    if not 0 <= axis < r:
+        raise Unsupported(f"axis {attrs.get('axis')} out of range for rank {r}")
+    if len(node.input) < 2 or not node.input[1]:
+        raise Unsupported("LayerNormalization without its Scale input")
+    bias = len(node.input) > 2 and bool(node.input[2])
+    stats = any(o for o in node.output[1:])
+    return L.LayerNormConfig(x=x, axis=axis, epsilon=float(attrs.get("epsilon", 1e-5)), bias=bias, stats=stats)
+
+
+_UNARY = {"Erf": "erf", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg",
+          "Abs": "abs"}
+
+
+def _map_unary(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    op = node.op_type
+    if op == "Gelu":
+        approx = attrs.get("approximate", "none")
+        if approx not in ("none", "tanh"):
+            raise Unsupported(f"Gelu approximate={approx!r} (only 'none' and 'tanh')")
+        return L.UnaryConfig(shape=x, op="gelu" if approx == "none" else "gelu_tanh")
+    if op == "Pow":
+        v = ctx.value(node.input[1])
+        if v is None or np.asarray(v).size != 1:
+            raise Unsupported("Pow with an exponent that is not a constant scalar")
+        e = float(np.asarray(v).reshape(-1)[0])
+        if not math.isfinite(e):
+            raise Unsupported(f"Pow with a non-finite exponent {e}")
+        return L.UnaryConfig(shape=x, op="pow", exponent=e)
+    return L.UnaryConfig(shape=x, op=_UNARY[op])
+
+
+_CAST_NAMES = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT8: "int8",
+               onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool", onnx.TensorProto.DOUBLE: "float64",
+               onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+               onnx.TensorProto.BFLOAT16: "bfloat16"}
+
+
+def _map_cast(node, ctx, attrs):
+    x = tuple(_need(ctx.shape(node.input[0]), "input"))
+    to = attrs.get("to")
+    if to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
+        name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else str(to)
+        raise Unsupported(f"Cast to {name} (only casts to a float type are benchmarked)")
+    src = _CAST_NAMES.get(ctx.types.get(node.input[0]))
+    if src is None:
+        raise Unsupported("Cast from an element type that is not benchmarked")
+    return L.UnaryConfig(shape=x, op="cast", src=src)
+
+
+def _map_gather(node, ctx, attrs):
+    data = tuple(_need(ctx.shape(node.input[0]), "data"))
+    idx = tuple(_need(ctx.shape(node.input[1]), "indices"))
+    r = len(data)
+    if r == 0:
+        raise Unsupported("Gather from a scalar")
+    axis = int(attrs.get("axis", 0))
+    axis = axis + r if axis < 0 else axis
+    if not 0 <= axis < r:
+        raise Unsupported(f"axis {attrs.get('axis')} out of range for rank {r}")
+    values: tuple[int, ...] = ()
+    v = ctx.value(node.input[1])
+    if v is not None:
+        flat = [int(i) for i in np.asarray(v).reshape(-1)]
+        norm = [i + data[axis] if i < 0 else i for i in flat]
+        bad = [i for i, n in zip(flat, norm) if not 0 <= n < data[axis]]
+        if bad:
+            raise Unsupported(f"index {bad[0]} out of range for axis {axis} of size {data[axis]}")
+        if len(norm) <= L.GATHER_MAX_CONSTANT_INDICES:
+            values = tuple(norm)
+    return L.GatherConfig(data=data, indices=idx, axis=axis, values=values)
+
+
+def _map_where(node, ctx, attrs):
+    shapes = [tuple(_need(ctx.shape(node.input[i]), name)) for i, name in enumerate(("condition", "X", "Y"))]
+    if ctx.types.get(node.input[1]) not in _FLOAT_TYPES:
+        raise Unsupported("Where of a non-float tensor")
+    r = max(len(s) for s in shapes)
+    if r > 8:
+        raise Unsupported(f"rank {r} > 8")
+    padded = [(1,) * (r - len(s)) + s for s in shapes]
+    y = tuple(max(d) for d in zip(*padded))
+    for s in padded:
+        if any(d not in (1, dy) for d, dy in zip(s, y)):
+            raise Unsupported(f"shapes {shapes} do not broadcast")
+    c, a, b = padded
+    return L.WhereConfig(cond=c, a=a, b=b)
+
+
 _MAPPERS = {
     "Conv": _map_conv, "BatchNormalization": _map_bn,
     "Relu": _map_activation, "Sigmoid": _map_activation, "Tanh": _map_activation,
@@ -904,6 +1017,11 @@ _MAPPERS = {
     "ReduceMin": _map_reduce,
     "Concat": _map_concat, "Transpose": _map_transpose, "Slice": _map_slice, "Pad": _map_pad,
 }
+_MAPPERS.update({
+    "LayerNormalization": _map_layernorm, "Gelu": _map_unary, "Erf": _map_unary, "Exp": _map_unary,
+    "Log": _map_unary, "Sqrt": _map_unary, "Reciprocal": _map_unary, "Neg": _map_unary, "Abs": _map_unary,
+    "Pow": _map_unary, "Cast": _map_cast, "Gather": _map_gather, "Where": _map_where,
+})
 
 
 def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | None, str]:
@@ -930,13 +1048,12 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
         if op == "Cast":
             if ctx.types.get(node.input[0]) == attrs.get("to"):
                 return "zero_cost", None, "Cast to the same type is an identity"
-            raise Unsupported("Cast between types is not benchmarked yet")
         mapper = _MAPPERS.get(op)
         if mapper is None:
             raise Unsupported(f"no benchmark for {op}")
         if any(s is None for s in out_shapes):
             raise Unsupported("output shape unknown after shape inference")
-        if float_in and float_in[0] not in _FLOAT_TYPES and op not in ("Concat", "Transpose", "Slice", "Pad"):
+        if float_in and float_in[0] not in _FLOAT_TYPES and op not in ("Concat", "Transpose", "Slice", "Pad", "Cast", "Where"):
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
         cfg = mapper(node, ctx, attrs)
         if math.prod(cfg.output_shape()) != math.prod(out_shapes[0]):
@@ -998,6 +1115,319 @@ def _find_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_ou
     return fusions
 
 
+# ------------------------------------------------------------ transformer fusion candidates (issue 4)
+
+class _Pattern:
+    """Read-only views of the layer graph for the pattern finders: producers, consumers, constants."""
+
+    def __init__(self, layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str], ctx: _Ctx):
+        self.layers, self.consumers, self.graph_outputs, self.ctx = layers, consumers, graph_outputs, ctx
+        self.producer = {o: ly.index for ly in layers for o in ly.outputs}
+
+    def free(self, ly: Layer | None) -> bool:
+        return ly is not None and ly.fusion is None
+
+    def users(self, tensor: str) -> list[Layer]:
+        return [self.layers[i] for i in self.consumers.get(tensor, [])]
+
+    def sole_user(self, ly: Layer) -> Layer | None:
+        """The one layer reading ``ly``'s output, when no other layer (and no graph output) reads it."""
+        out = ly.outputs[0] if ly.outputs else None
+        users = self.users(out) if out else []
+        if len(users) != 1 or out in self.graph_outputs:
+            return None
+        return users[0]
+
+    def made_by(self, tensor: str) -> Layer | None:
+        i = self.producer.get(tensor)
+        return self.layers[i] if i is not None else None
+
+    def scalar(self, ly: Layer) -> float | None:
+        """The value of ``ly``'s one constant scalar operand, if it has exactly one."""
+        if len(ly.static_inputs) != 1 or len(ly.inputs) != 1:
+            return None
+        v = self.ctx.value(ly.static_inputs[0])
+        if v is None or np.asarray(v).size != 1:
+            return None
+        return float(np.asarray(v).reshape(-1)[0])
+
+    def elementwise(self, ly: Layer | None, op: str) -> bool:
+        return ly is not None and ly.status == "benchmark" and isinstance(ly.config, L.ElementwiseConfig) \
+            and ly.config.op == op
+
+    def scale_of(self, ly: Layer | None) -> float | None:
+        """The factor of a Mul by a constant scalar or a Div by one (x / c), else None."""
+        if not (self.elementwise(ly, "mul") or self.elementwise(ly, "div")):
+            return None
+        c = self.scalar(ly)
+        if c is None or c == 0.0 or not math.isfinite(c):
+            return None
+        if ly.config.op == "div":
+            # x / c only: the constant is the divisor (B), the data the dividend (A)
+            cfg = ly.config
+            if math.prod(cfg.b) != 1 or cfg.a != cfg.output_shape():
+                return None
+            return 1.0 / c
+        return c
+
+
+def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
+                              ctx: _Ctx, start: int) -> list[Fusion]:
+    """Attention (SDPA), decomposed LayerNorm and erf-GELU fusion candidates, numbered from ``start``
+    (after the Conv ones). A layer is in at most one candidate."""
+    pat = _Pattern(layers, consumers, graph_outputs, ctx)
+    found: list[Fusion] = []
+    for finder in (_find_attention, _find_layernorms, _find_gelus):
+        for ly in layers:
+            try:
+                hit = finder(pat, ly)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError):
+                hit = None  # an odd graph is no candidate; processing an untrusted model never fails here
+            if hit is None:
+                continue
+            chain, cfg = hit
+            chain = tuple(sorted(set(chain)))
+            if any(layers[i].fusion is not None for i in chain):
+                continue
+            for i in chain:
+                layers[i].fusion = start + len(found)
+            found.append(Fusion(layers=chain, config=cfg))
+    return found
+
+
+def _gemm_operands(ly: Layer) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(A, B) shapes of a MatMul layer whose two operands are both data (not weights)."""
+    if ly.op_type != "MatMul" or ly.status != "benchmark" or ly.static_inputs or len(ly.inputs) != 2:
+        return None
+    a, b = ly.input_shapes
+    if a is None or b is None or len(a) < 2 or len(a) != len(b):
+        return None
+    return tuple(a), tuple(b)
+
+
+def _attention_bias(mask: tuple[int, ...], scores: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The additive mask's shape in cuDNN's (b, h, s_q, s_kv) form (with the leading dims of the
+    scores mapped as in :class:`benanza.layers.SdpaConfig`), or None when it cannot be one."""
+    r = len(scores)
+    if len(mask) > r:
+        return None
+    m = (1,) * (r - len(mask)) + tuple(mask)
+    if any(d not in (1, full) for d, full in zip(m, scores)):
+        return None
+    lead_m, lead_s = m[:-2], scores[:-2]
+    if len(lead_s) == 0:
+        return (1, 1) + m[-2:]
+    if len(lead_s) == 1:
+        return (lead_m[0], 1) + m[-2:]
+    outer_m, outer_s = lead_m[:-1], lead_s[:-1]
+    if any(d != 1 for d in outer_m) and outer_m != outer_s:
+        return None  # partly broadcast outer dims do not fold into one b
+    return (math.prod(outer_m), lead_m[-1]) + m[-2:]
+
+
+def _causal(values: np.ndarray) -> bool:
+    """A constant additive mask that is 0 on and below the diagonal and very negative above it."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim < 2 or v.shape[-1] != v.shape[-2] or v.shape[-1] < 2:
+        return False
+    v = v.reshape(-1, v.shape[-2], v.shape[-1])
+    upper = np.triu(np.ones(v.shape[-2:], dtype=bool), 1)
+    return bool(np.all(v[:, ~upper] == 0) and np.all(v[:, upper] <= -1e4))
+
+
+def _find_attention(pat: _Pattern, mm1: Layer):
+    """MatMul(Q, K^T) -> [Mul/Div by constants] -> [Add mask] -> Softmax(last) -> MatMul(., V)."""
+    ops = _gemm_operands(mm1)
+    if ops is None or not pat.free(mm1):
+        return None
+    q_shape, kt_shape = ops
+    chain = [mm1.index]
+    scale = 1.0
+
+    def back(tensor: str, transpose_ok: bool) -> None:
+        # constant scalings of Q or K^T (torch's SDPA export scales both by sqrt(scale)), zero-cost
+        # views, and the Transpose that makes K^T out of K, when only this pattern reads them
+        nonlocal scale
+        t = pat.made_by(tensor)
+        while t is not None and pat.free(t) and pat.sole_user(t) is not None:
+            f = pat.scale_of(t)
+            if f is not None:
+                scale *= f
+            elif t.status == "zero_cost" and t.op_type in ("Reshape", "Identity", "Squeeze", "Unsqueeze"):
+                if t.input_shapes[0] is None or t.output_shapes[0] is None \
+                        or t.input_shapes[0][-2:] != t.output_shapes[0][-2:]:
+                    return
+            elif transpose_ok and t.op_type == "Transpose" and t.status == "benchmark":
+                perm = t.config.attr("perm")
+                r = len(perm)
+                if r >= 2 and perm[-1] == r - 2 and perm[-2] == r - 1 and list(perm[:-2]) == list(range(r - 2)):
+                    chain.append(t.index)
+                return
+            else:
+                return
+            chain.append(t.index)
+            if not t.inputs:
+                return
+            tensor = t.inputs[0]
+            t = pat.made_by(tensor)
+
+    nxt = pat.sole_user(mm1)
+    f = pat.scale_of(nxt) if pat.free(nxt) else None
+    if f is not None:
+        scale *= f
+        chain.append(nxt.index)
+        nxt = pat.sole_user(nxt)
+    mask, bias = "none", ()
+    scores = tuple(mm1.output_shapes[0] or ())
+    if pat.free(nxt) and pat.elementwise(nxt, "add") and nxt.config.output_shape() == scores:
+        other = [i for i in nxt.inputs if i != (pat.layers[chain[-1]].outputs[0])] + list(nxt.static_inputs)
+        if len(other) != 1:
+            return None
+        mshape = pat.ctx.shape(other[0])
+        if mshape is None:
+            return None
+        value = pat.ctx.value(other[0]) if other[0] in pat.ctx.static else None
+        if value is not None and _causal(value):
+            mask = "causal"
+        else:
+            b4 = _attention_bias(tuple(mshape), scores)
+            if b4 is None:
+                return None
+            mask, bias = "bias", b4
+        chain.append(nxt.index)
+        nxt = pat.sole_user(nxt)
+    if not pat.free(nxt) or nxt.status != "benchmark" or not isinstance(nxt.config, L.SoftmaxConfig) \
+            or nxt.config.log or nxt.config.shape[2] != 1:
+        return None
+    chain.append(nxt.index)
+    mm2 = pat.sole_user(nxt)
+    while mm2 is not None and mm2.status == "zero_cost" and mm2.op_type in ("Dropout", "Identity") and pat.free(mm2):
+        chain.append(mm2.index)
+        mm2 = pat.sole_user(mm2)
+    ops2 = _gemm_operands(mm2) if mm2 is not None else None
+    if ops2 is None or not pat.free(mm2) or mm2.inputs[0] != pat.layers[chain[-1]].outputs[0]:
+        return None
+    p_shape, v_shape = ops2
+    lead = q_shape[:-2]
+    if kt_shape[:-2] != lead or v_shape[:-2] != lead or kt_shape[-2] != q_shape[-1] or v_shape[-2] != kt_shape[-1]:
+        return None
+    chain.append(mm2.index)
+    back(mm1.inputs[0], transpose_ok=False)
+    back(mm1.inputs[1], transpose_ok=True)
+    if len(lead) == 0:
+        b, h = 1, 1
+    elif len(lead) == 1:
+        b, h = lead[0], 1
+    else:
+        b, h = math.prod(lead[:-1]), lead[-1]
+    cfg = L.SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
+                       scale=_canonical_scale(scale), mask=mask, bias=bias)
+    return chain, cfg
+
+
+def _canonical_scale(scale: float) -> float:
+    """The attention scale to 6 significant digits: sqrt(s) * sqrt(s) in float32 (torch's SDPA export)
+    and 1 / sqrt(d) give the same config key."""
+    return float(f"{float(np.float32(scale)):.6g}")
+
+
+def _trailing_axis(cfg: L.ReduceConfig) -> int | None:
+    """The LayerNorm axis of a reduction over trailing dims (y = x[:k] + (1,)*...), else None."""
+    x, y = cfg.x, cfg.y
+    k = len(y)
+    while k > 0 and y[k - 1] == 1:
+        k -= 1
+    if k == len(y) or tuple(y[:k]) != tuple(x[:k]):
+        return None
+    return k
+
+
+def _find_layernorms(pat: _Pattern, r1: Layer):
+    """ReduceMean -> Sub -> Pow 2 (or Mul d*d) -> ReduceMean -> Add eps -> Sqrt -> Div [-> Mul scale]
+    [-> Add bias]: LayerNormalization as exporters before opset 17 write it."""
+    if not pat.free(r1) or r1.status != "benchmark" or not isinstance(r1.config, L.ReduceConfig) \
+            or r1.config.op != "mean" or len(r1.inputs) != 1:
+        return None
+    axis = _trailing_axis(r1.config)
+    if axis is None:
+        return None
+    x = r1.inputs[0]
+    sub = pat.sole_user(r1)
+    if not pat.free(sub) or not pat.elementwise(sub, "sub") or sub.inputs != (x, r1.outputs[0]):
+        return None
+    d = sub.outputs[0]
+    users = pat.users(d)
+    if len(users) != 2 or d in pat.graph_outputs:
+        return None
+    sq = next((u for u in users if (u.status == "benchmark" and isinstance(u.config, L.UnaryConfig)
+                                    and u.config.op == "pow" and u.config.exponent == 2.0)
+               or (pat.elementwise(u, "mul") and u.inputs == (d, d))), None)
+    div = next((u for u in users if u is not sq), None)
+    if sq is None or not pat.free(sq) or not pat.free(div) or not pat.elementwise(div, "div"):
+        return None
+    r2 = pat.sole_user(sq)
+    if not pat.free(r2) or r2.status != "benchmark" or not isinstance(r2.config, L.ReduceConfig) \
+            or r2.config.op != "mean" or r2.config.x != r1.config.x or r2.config.y != r1.config.y:
+        return None
+    add = pat.sole_user(r2)
+    eps = pat.scalar(add) if pat.free(add) and pat.elementwise(add, "add") else None
+    if eps is None or eps < 0:
+        return None
+    root = pat.sole_user(add)
+    if not pat.free(root) or root.status != "benchmark" or not isinstance(root.config, L.UnaryConfig) \
+            or root.config.op != "sqrt" or pat.sole_user(root) is not div or div.inputs != (d, root.outputs[0]):
+        return None
+    chain = [r1.index, sub.index, sq.index, r2.index, add.index, root.index, div.index]
+    norm = tuple(r1.config.x[axis:])
+    last = div
+    nxt = pat.sole_user(div)
+    for op in ("mul", "add"):  # the optional scale, then the optional bias (constants of the normalised shape)
+        if pat.free(nxt) and pat.elementwise(nxt, op) and len(nxt.static_inputs) == 1 and len(nxt.inputs) == 1:
+            w = pat.ctx.shape(nxt.static_inputs[0])
+            if w is not None and math.prod(w) == math.prod(norm) and nxt.config.output_shape() == tuple(r1.config.x):
+                chain.append(nxt.index)
+                last = nxt
+                nxt = pat.sole_user(nxt)
+    has_bias = pat.elementwise(last, "add") and last is not div
+    cfg = L.LayerNormConfig(x=tuple(r1.config.x), axis=axis, epsilon=float(np.float32(eps)), bias=has_bias)
+    return chain, cfg
+
+
+def _find_gelus(pat: _Pattern, erf: Layer):
+    """x / sqrt(2) (or x * 1/sqrt(2)) -> Erf -> Add 1 -> Mul x -> Mul 0.5 (or x * 0.5 first): the
+    erf-GELU exporters before opset 20 write."""
+    if not pat.free(erf) or erf.status != "benchmark" or not isinstance(erf.config, L.UnaryConfig) \
+            or erf.config.op != "erf":
+        return None
+    pre = pat.made_by(erf.inputs[0]) if erf.inputs else None
+    f = pat.scale_of(pre) if pat.free(pre) and pat.sole_user(pre) is erf else None
+    if f is None or abs(f - 1 / math.sqrt(2)) > 1e-3:
+        return None
+    x = pre.inputs[0]
+    add = pat.sole_user(erf)
+    if not pat.free(add) or not pat.elementwise(add, "add") or pat.scalar(add) != 1.0:
+        return None
+    mul = pat.sole_user(add)
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2 or add.outputs[0] not in mul.inputs:
+        return None
+    other = next(i for i in mul.inputs if i != add.outputs[0]) if mul.inputs.count(add.outputs[0]) == 1 else None
+    chain = [pre.index, erf.index, add.index, mul.index]
+    if other == x:  # (x * (1 + erf)) * 0.5
+        half = pat.sole_user(mul)
+        if not pat.free(half) or pat.scale_of(half) != 0.5:
+            return None
+        chain.append(half.index)
+    else:  # (x * 0.5) * (1 + erf)
+        half = pat.made_by(other) if other else None
+        if not pat.free(half) or pat.scale_of(half) != 0.5 or half.inputs[0] != x or pat.sole_user(half) is not mul:
+            return None
+        chain.append(half.index)
+    shape = tuple(pre.output_shapes[0] or ())
+    if not shape or erf.config.shape != shape:
+        return None
+    return chain, L.UnaryConfig(shape=shape, op="gelu")
+
+
 def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = None,
             batch_dim: int | None = None) -> ModelLayers:
     """Process one ONNX model at one batch size into its layer graph.
@@ -1046,6 +1476,7 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
         raise ModelError(f"{path}: the graph has no layers after constant folding")
     edges = {ly.index: sorted({producers[i] for i in ly.inputs if i in producers}) for ly in layers}
     fusions = _find_fusions(layers, consumers, {o.name for o in g.output}, ctx)
+    fusions += _find_transformer_fusions(layers, consumers, {o.name for o in g.output}, ctx, len(fusions))
     return ModelLayers(model=Path(path).stem, path=str(path), sha256=digest, batch=batch,
                        dtype=dtype or "float32", opset=ctx.opset, layers=layers, edges=edges,
                        folded=dict(folded), fusions=fusions, notices=notices)

@@ -149,3 +149,194 @@ def gemm_rnn_model(path, opset=13):
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path
+
+
+# ------------------------------------------------------------------- transformer graphs (issue 4)
+
+def _f32(name, value):
+    return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
+
+
+def _layernorm(nodes, inits, x, prefix, hidden, decomposed, opset):
+    """LayerNormalization (opset >= 17) or the ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add chain
+    torch.onnx.export (TorchScript) writes for nn.LayerNorm before opset 17."""
+    w, b = f"{prefix}.weight", f"{prefix}.bias"
+    inits += [_w(w, (hidden,)), _w(b, (hidden,))]
+    out = f"{prefix}/out"
+    if not decomposed:
+        nodes.append(helper.make_node("LayerNormalization", [x, w, b], [out], name=f"/{prefix}/LayerNormalization",
+                                      axis=-1, epsilon=1e-12))
+        return out
+    p = f"/{prefix}/"
+    inits += [_f32(f"{prefix}.two", 2.0), _f32(f"{prefix}.eps", 1e-12)]
+    if opset >= 18:
+        inits.append(_i64(f"{prefix}.axes", [-1]))
+        rm = lambda i, o, n: helper.make_node("ReduceMean", [i, f"{prefix}.axes"], [o], name=n)  # noqa: E731
+    else:
+        rm = lambda i, o, n: helper.make_node("ReduceMean", [i], [o], name=n, axes=[-1])  # noqa: E731
+    nodes += [
+        rm(x, p + "mean", p + "ReduceMean"),
+        helper.make_node("Sub", [x, p + "mean"], [p + "d"], name=p + "Sub"),
+        helper.make_node("Pow", [p + "d", f"{prefix}.two"], [p + "sq"], name=p + "Pow"),
+        rm(p + "sq", p + "var", p + "ReduceMean_1"),
+        helper.make_node("Add", [p + "var", f"{prefix}.eps"], [p + "ve"], name=p + "Add"),
+        helper.make_node("Sqrt", [p + "ve"], [p + "std"], name=p + "Sqrt"),
+        helper.make_node("Div", [p + "d", p + "std"], [p + "n"], name=p + "Div"),
+        helper.make_node("Mul", [p + "n", w], [p + "s"], name=p + "Mul"),
+        helper.make_node("Add", [p + "s", b], [out], name=p + "Add_1"),
+    ]
+    return out
+
+
+def _linear(nodes, inits, x, prefix, n_in, n_out):
+    """MatMul by the transposed weight + Add(bias, .), as torch.onnx.export writes nn.Linear on 3-D input."""
+    inits += [_w(f"{prefix}.weight_t", (n_in, n_out)), _w(f"{prefix}.bias", (n_out,))]
+    p = f"/{prefix}/"
+    nodes += [helper.make_node("MatMul", [x, f"{prefix}.weight_t"], [p + "mm"], name=p + "MatMul"),
+              helper.make_node("Add", [f"{prefix}.bias", p + "mm"], [p + "out"], name=p + "Add")]
+    return p + "out"
+
+
+def bert_encoder_model(path, opset=14, layers=2, hidden=64, heads=4, intermediate=256, vocab=100, max_pos=64,
+                       gelu="erf", hostile=False):
+    """A HuggingFace-BERT-style encoder as torch.onnx.export (TorchScript exporter) writes BertModel
+    with eager attention (checked against a real export of the same architecture with torch 2.13):
+    inputs input_ids / attention_mask / token_type_ids (int64, [batch, seq] symbolic); the extended
+    mask Unsqueeze/Unsqueeze/Cast/Sub(1, m)/Mul(min); word and token-type embedding Gathers (data
+    indices), the position embedding Gather of a constant slice (folded); LayerNorm decomposed before
+    opset 17; per layer Q/K/V MatMul+Add, Reshape (0, 0, heads, d) + Transpose (0,2,1,3), K as
+    Transpose (0,2,3,1), MatMul -> Div(sqrt d) -> Add(mask) -> Softmax -> MatMul, Transpose back,
+    Reshape, output projection, residual Add, LayerNorm; the FFN with erf-GELU (Div(sqrt 2)/Erf/
+    Add 1/Mul x/Mul 0.5) or the opset-20 Gelu op (gelu="op"); the pooler: Gather(index 0, axis 1)
+    -> Gemm(transB) -> Tanh."""
+    d = hidden // heads
+    nodes, inits = [], []
+    decomposed = opset < 17
+    # extended attention mask
+    inits += [_i64("ax1", [1]), _i64("ax2", [2]), _f32("one", 1.0), _f32("fmin", np.finfo(np.float32).min)]
+    nodes += [helper.make_node("Unsqueeze", ["attention_mask", "ax1"], ["/m1"], name="/Unsqueeze"),
+              helper.make_node("Unsqueeze", ["/m1", "ax2"], ["/m2"], name="/Unsqueeze_1"),
+              helper.make_node("Cast", ["/m2"], ["/mf"], name=HOSTILE if hostile else "/Cast", to=TensorProto.FLOAT),
+              helper.make_node("Sub", ["one", "/mf"], ["/inv"], name="/Sub"),
+              helper.make_node("Mul", ["/inv", "fmin"], ["mask"], name="/Mul")]
+    # embeddings
+    inits += [_w("emb.word", (vocab, hidden)), _w("emb.tok", (2, hidden)), _w("emb.pos", (max_pos, hidden)),
+              _i64("position_ids", np.arange(max_pos).reshape(1, max_pos)), _i64("zero1", [0]), _i64("idx1", 1)]
+    nodes += [helper.make_node("Shape", ["input_ids"], ["/emb/shape"], name="/emb/Shape"),
+              helper.make_node("Gather", ["/emb/shape", "idx1"], ["/emb/seq"], name="/emb/Gather", axis=0),
+              helper.make_node("Unsqueeze", ["/emb/seq", "zero1"], ["/emb/seq1"], name="/emb/Unsqueeze"),
+              helper.make_node("Slice", ["position_ids", "zero1", "/emb/seq1", "ax1"], ["/emb/pos_ids"],
+                               name="/emb/Slice"),
+              helper.make_node("Gather", ["emb.word", "input_ids"], ["/emb/w"], name="/emb/word/Gather"),
+              helper.make_node("Gather", ["emb.tok", "token_type_ids"], ["/emb/t"], name="/emb/tok/Gather"),
+              helper.make_node("Add", ["/emb/w", "/emb/t"], ["/emb/wt"], name="/emb/Add"),
+              helper.make_node("Gather", ["emb.pos", "/emb/pos_ids"], ["/emb/p"], name="/emb/pos/Gather"),
+              helper.make_node("Add", ["/emb/wt", "/emb/p"], ["/emb/sum"], name="/emb/Add_1")]
+    x = _layernorm(nodes, inits, "/emb/sum", "emb.ln", hidden, decomposed, opset)
+    inits += [_i64("heads_shape", [0, 0, heads, d]), _i64("merge_shape", [0, 0, hidden]),
+              _f32("sqrt_d", np.sqrt(d)), _f32("sqrt2", np.sqrt(2.0)), _f32("half", 0.5)]
+    for i in range(layers):
+        L_ = f"layers.{i}"
+        p = f"/{L_}/att/"
+        q = _linear(nodes, inits, x, f"{L_}.att.q", hidden, hidden)
+        k = _linear(nodes, inits, x, f"{L_}.att.k", hidden, hidden)
+        v = _linear(nodes, inits, x, f"{L_}.att.v", hidden, hidden)
+        nodes += [
+            helper.make_node("Reshape", [q, "heads_shape"], [p + "q4"], name=p + "Reshape"),
+            helper.make_node("Transpose", [p + "q4"], [p + "qh"], name=p + "Transpose", perm=[0, 2, 1, 3]),
+            helper.make_node("Reshape", [k, "heads_shape"], [p + "k4"], name=p + "Reshape_1"),
+            helper.make_node("Reshape", [v, "heads_shape"], [p + "v4"], name=p + "Reshape_2"),
+            helper.make_node("Transpose", [p + "v4"], [p + "vh"], name=p + "Transpose_1", perm=[0, 2, 1, 3]),
+            helper.make_node("Transpose", [p + "k4"], [p + "kt"], name=p + "Transpose_2", perm=[0, 2, 3, 1]),
+            helper.make_node("MatMul", [p + "qh", p + "kt"], [p + "sc"], name=p + "MatMul"),
+            helper.make_node("Div", [p + "sc", "sqrt_d"], [p + "scd"], name=p + "Div"),
+            helper.make_node("Add", [p + "scd", "mask"], [p + "scm"], name=p + "Add"),
+            helper.make_node("Softmax", [p + "scm"], [p + "pr"], name=p + "Softmax", axis=-1),
+            helper.make_node("MatMul", [p + "pr", p + "vh"], [p + "ctx"], name=p + "MatMul_1"),
+            helper.make_node("Transpose", [p + "ctx"], [p + "ctxt"], name=p + "Transpose_3", perm=[0, 2, 1, 3]),
+            helper.make_node("Reshape", [p + "ctxt", "merge_shape"], [p + "merged"], name=p + "Reshape_3"),
+        ]
+        ao = _linear(nodes, inits, p + "merged", f"{L_}.ao", hidden, hidden)
+        nodes.append(helper.make_node("Add", [ao, x], [f"/{L_}/res1"], name=f"/{L_}/Add"))
+        a = _layernorm(nodes, inits, f"/{L_}/res1", f"{L_}.aln", hidden, decomposed, opset)
+        h = _linear(nodes, inits, a, f"{L_}.inter", hidden, intermediate)
+        g = f"/{L_}/"
+        if gelu == "op":
+            nodes.append(helper.make_node("Gelu", [h], [g + "gelu"], name=g + "Gelu"))
+        else:
+            nodes += [helper.make_node("Div", [h, "sqrt2"], [g + "hd"], name=g + "Div"),
+                      helper.make_node("Erf", [g + "hd"], [g + "erf"], name=g + "Erf"),
+                      helper.make_node("Add", [g + "erf", "one"], [g + "erf1"], name=g + "Add_1"),
+                      helper.make_node("Mul", [h, g + "erf1"], [g + "xe"], name=g + "Mul"),
+                      helper.make_node("Mul", [g + "xe", "half"], [g + "gelu"], name=g + "Mul_1")]
+        o = _linear(nodes, inits, g + "gelu", f"{L_}.out", intermediate, hidden)
+        nodes.append(helper.make_node("Add", [o, a], [g + "res2"], name=g + "Add_2"))
+        x = _layernorm(nodes, inits, g + "res2", f"{L_}.oln", hidden, decomposed, opset)
+    inits += [_i64("idx0", 0), _w("pool.weight", (hidden, hidden)), _w("pool.bias", (hidden,))]
+    nodes += [helper.make_node("Gather", [x, "idx0"], ["/cls"], name="/Gather", axis=1),
+              helper.make_node("Gemm", ["/cls", "pool.weight", "pool.bias"], ["/pool"], name="/pool/Gemm", transB=1),
+              helper.make_node("Tanh", ["/pool"], ["pooler_output"], name="/Tanh")]
+    ins = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"])
+           for n in ("input_ids", "attention_mask", "token_type_ids")]
+    outs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", "seq", hidden]),
+            helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", hidden])]
+    graph = helper.make_graph(nodes, "bert_encoder", ins, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+
+
+
+def transformer_ops_model(path, opset=20):
+    """Every transformer layer kind with hostile node names, fixed shapes [2, 8, 32]: Gelu (tanh),
+    LayerNormalization without bias and with its Mean/InvStdDev outputs used, Exp/Log/Sqrt/
+    Reciprocal/Neg/Abs/Pow(0.5), Cast from bool, Where with broadcasting, an embedding Gather of
+    int32 indices, a constant multi-index Gather, and a causal attention (constant triangular mask)
+    with torch's SDPA decomposition (Q and K^T each scaled by sqrt(scale), K^T a Transpose of K)."""
+    nodes, inits = [], []
+    B, S, H = 2, 8, 32
+    inits += [_w("ln.w", (H,)), _w("emb", (50, H)), _f32("p", 0.5), _f32("s", 0.25 ** 0.5)]
+    tri = np.triu(np.full((S, S), -np.inf, dtype=np.float32), 1).reshape(1, S, S)
+    inits += [numpy_helper.from_array(tri, "causal"), _i64("pick", [0, 3, 5])]
+    nodes += [
+        helper.make_node("Gather", ["emb", "ids"], ["e"], name=HOSTILE + "gather"),
+        helper.make_node("Add", ["x", "e"], ["xe"], name="add"),
+        helper.make_node("LayerNormalization", ["xe", "ln.w"], ["ln", "ln_mean", "ln_rstd"], name=HOSTILE + "ln",
+                         axis=-1, epsilon=1e-5),
+        helper.make_node("Gelu", ["ln"], ["g"], name=HOSTILE + "gelu", approximate="tanh"),
+        helper.make_node("Exp", ["g"], ["ex"], name="exp"),
+        helper.make_node("Log", ["ex"], ["lg"], name="log"),
+        helper.make_node("Abs", ["lg"], ["ab"], name="abs"),
+        helper.make_node("Sqrt", ["ab"], ["sq"], name="sqrt"),
+        helper.make_node("Pow", ["sq", "p"], ["pw"], name="pow"),
+        helper.make_node("Reciprocal", ["pw"], ["rc"], name="reciprocal"),
+        helper.make_node("Neg", ["rc"], ["ng"], name="neg"),
+        helper.make_node("Cast", ["keep"], ["keepf"], name=HOSTILE + "cast", to=TensorProto.FLOAT),
+        helper.make_node("Where", ["keep", "ng", "ln"], ["w"], name=HOSTILE + "where"),
+        helper.make_node("Mul", ["w", "keepf"], ["wk"], name="mul_keep"),
+        # causal attention on [B, S, H] (one head), scale 0.25 split over Q and K^T as torch does
+        helper.make_node("Transpose", ["wk"], ["kt"], name="k_transpose", perm=[0, 2, 1]),
+        helper.make_node("Mul", ["wk", "s"], ["qs"], name="q_scale"),
+        helper.make_node("Mul", ["kt", "s"], ["ks"], name="k_scale"),
+        helper.make_node("MatMul", ["qs", "ks"], ["sc"], name=HOSTILE + "qk"),
+        helper.make_node("Add", ["sc", "causal"], ["scm"], name="causal_mask"),
+        helper.make_node("Softmax", ["scm"], ["pr"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["pr", "ln"], ["att"], name="pv"),
+        helper.make_node("Gather", ["att", "pick"], ["y"], name="select_rows", axis=1),
+    ]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, S, H]),
+           helper.make_tensor_value_info("ids", TensorProto.INT32, [B, S]),
+           helper.make_tensor_value_info("keep", TensorProto.BOOL, [B, 1, H])]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, 3, H]),
+            helper.make_tensor_value_info("ln_mean", TensorProto.FLOAT, [B, S, 1]),
+            helper.make_tensor_value_info("ln_rstd", TensorProto.FLOAT, [B, S, 1])]
+    graph = helper.make_graph(nodes, "transformer_ops", ins, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path

@@ -95,13 +95,21 @@ def test_missing_layer_is_never_counted_as_zero(measured, models):
     assert a.lbl_sequential_ms == pytest.approx(full.lbl_sequential_ms - full.layers[victim.index].time_ms)
 
 
-def test_unmeasured_precision_and_unsupported_ops_are_listed(measured, models):
+def test_unmeasured_precision_and_unsupported_ops_are_listed(measured, models, tmp_path):
     system = measured.systems()[0]
     a = analyze(process(models / "googlenet.onnx", 1), measured, system, "fp16")  # only fp32 was run
     assert not a.complete and all("not measured on this system" in t.reason for t in a.missing)
-    vit = analyze(process(models / "vit_b_16.onnx", 1), measured, system, "fp32")
-    reasons = {t.layer.op_type: t.reason for t in vit.missing}
-    assert reasons["LayerNormalization"].startswith("unsupported: no benchmark for LayerNormalization")
+    from onnx import TensorProto, helper, save
+
+    g = helper.make_graph([helper.make_node("Einsum", ["x", "x"], ["e"], name="einsum", equation="nij,njk->nik"),
+                           helper.make_node("Relu", ["e"], ["y"], name="relu")], "einsum",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 8])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "einsum.onnx"))
+    other = analyze(process(tmp_path / "einsum.onnx", 1), measured, system, "fp32")
+    reasons = {t.layer.op_type: t.reason for t in other.missing}
+    assert reasons["Einsum"].startswith("unsupported: no benchmark for Einsum")
+    assert reasons["Relu"].startswith("not measured on this system")
 
 
 def test_resolve_system(measured):

@@ -1,0 +1,95 @@
+// The transformer layers of benanza (issue 4): LayerNorm, unary elementwise ops (Gelu, Erf, Pow,
+// Sqrt, Cast...), Gather, Where and fused scaled-dot-product attention.
+//
+// Two kinds of implementations, each timed by the generated benchmarks:
+//   * benanza CUDA kernels (transformer_kernels.cu): simple, correct, memory-bound kernels so every
+//     layer has a valid measurement even where cuDNN has no call for it;
+//   * the cuDNN graph API through cudnn-frontend (transformer_engines.cpp): layernorm, pointwise and
+//     sdpa operation graphs, every engine config of heuristics modes A, B and the fallback list,
+//     timed like the convolution engine configs (engines.cpp).
+// This header has no cudnn-frontend types: the generated sources include it without the frontend.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "benanza/harness.hpp"
+
+namespace benanza {
+
+// Unary elementwise ops (layers.UNARY_OPS); the generator writes these names.
+enum class UnaryOp : int { GELU, GELU_TANH, ERF, EXP, LOG, SQRT, RECIPROCAL, NEG, ABS, POW, CAST };
+const char* unary_name(UnaryOp op);
+
+// Element types a kernel may read besides the precision's float type (Cast sources, indices, masks).
+enum class ElemType : int { F32, F16, BF16, F64, I64, I32, I8 };
+ElemType elem_of(DType t);
+std::size_t elem_bytes(ElemType t);
+
+// ------------------------------------------------------------------ kernels (transformer_kernels.cu)
+// Every launcher enqueues on `s` and returns cudaGetLastError() of the launch.
+
+// y[i] = f(x[i]); x has element type `xt` (the storage type, or a Cast's source), y has `yt`.
+// Math in float32. `exponent`: Pow's exponent.
+cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, DType yt, std::size_t n, float exponent,
+                         cudaStream_t s);
+
+// LayerNorm over rows of `cols` elements: one block per row, float32 mean and variance, scale and
+// bias float32 (cols,); mean / rstd (rows,) float32 written when not null.
+cudaError_t layernorm_kernel(const void* x, const float* scale, const float* bias, void* y, float* mean, float* rstd,
+                             long long rows, long long cols, float epsilon, DType t, cudaStream_t s);
+
+// y[o][j][i] = data[o][idx[j]][i] for data (outer, axis_dim, inner), idx (n,) int64 in [0, axis_dim).
+cudaError_t gather_kernel(const void* data, const long long* idx, void* y, long long outer, long long axis_dim,
+                          long long n, long long inner, DType t, cudaStream_t s);
+
+// y = cond ? a : b over `dims`; strides in elements, 0 on broadcast dims; cond is 1 byte per element.
+struct WhereShape {
+  int nd;
+  long long dims[8];
+  long long cond[8], a[8], b[8];
+};
+cudaError_t where_kernel(const unsigned char* cond, const void* a, const void* b, void* y, const WhereShape& w,
+                         DType t, cudaStream_t s);
+
+// Fill `n` elements of type `t`: floats uniform in [lo, hi), integers uniform in [floor(lo), floor(hi)).
+void fill_elements(void* p, std::size_t n, ElemType t, double lo, double hi, unsigned long long seed, cudaStream_t s);
+
+// ------------------------------------------------- cuDNN graph API (transformer_engines.cpp)
+// Each records the top picks of heuristics modes A and B as choices, then times every engine config
+// of A, B and the fallback list (deduplicated by plan name); a graph cuDNN cannot run is recorded as
+// not_supported with cuDNN's reason, never raised.
+
+struct NormSpec {
+  Precision precision;
+  long long rows, cols;  // x viewed as (rows, cols); scale and bias (cols,) float32
+  float epsilon;
+  bool stats;            // TRAINING phase: also writes mean and inverse variance (rows,) float32
+  const char* note;      // how the graph differs from the layer, if at all ("" when not)
+};
+void run_layernorm_engines(Bench& b, const NormSpec& spec, void* x, void* scale, void* bias, void* y, void* mean,
+                           void* inv_variance);
+
+struct PointwiseSpec {
+  Precision precision;
+  UnaryOp op;
+  long long rows, cols;  // the packed tensor viewed as (rows, cols)
+  float exponent;        // POW
+};
+// Ops without a cuDNN pointwise mode (CAST) record nothing.
+void run_pointwise_engines(Bench& b, const PointwiseSpec& spec, void* x, void* y);
+
+enum class SdpaMask : int { NONE = 0, CAUSAL = 1, BIAS = 2 };
+struct SdpaSpec {
+  Precision precision;
+  long long b, h, s_q, s_kv, d, d_v;  // Q (b,h,s_q,d), K (b,h,s_kv,d), V (b,h,s_kv,d_v), O (b,h,s_q,d_v), packed
+  float scale;
+  SdpaMask mask;
+  long long bias[4];                  // BIAS: its dims, each 1 or the full size of (b, h, s_q, s_kv)
+};
+// `bias` must hold b*h*s_q*s_kv elements (a bias broadcast over s_q that cuDNN refuses is retried
+// expanded to s_q rows, with a note).
+void run_sdpa_engines(Bench& b, const SdpaSpec& spec, void* q, void* k, void* v, void* o, void* bias);
+
+}  // namespace benanza

@@ -1,0 +1,306 @@
+// benanza CUDA kernels for the transformer layers (transformer.hpp): unary elementwise ops, LayerNorm,
+// Gather, Where, and typed random fills. Simple and memory-bound on purpose: they give every layer a
+// valid measurement where cuDNN has no call; the lower bound takes the faster of them and the cuDNN
+// engine configs. Math is float32 whatever the storage type.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "benanza/transformer.hpp"
+
+namespace benanza {
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::GELU: return "gelu";
+    case UnaryOp::GELU_TANH: return "gelu_tanh";
+    case UnaryOp::ERF: return "erf";
+    case UnaryOp::EXP: return "exp";
+    case UnaryOp::LOG: return "log";
+    case UnaryOp::SQRT: return "sqrt";
+    case UnaryOp::RECIPROCAL: return "reciprocal";
+    case UnaryOp::NEG: return "neg";
+    case UnaryOp::ABS: return "abs";
+    case UnaryOp::POW: return "pow";
+    case UnaryOp::CAST: return "cast";
+  }
+  return "?";
+}
+
+ElemType elem_of(DType t) {
+  return t == DType::F16 ? ElemType::F16 : t == DType::BF16 ? ElemType::BF16 : ElemType::F32;
+}
+
+std::size_t elem_bytes(ElemType t) {
+  switch (t) {
+    case ElemType::F64:
+    case ElemType::I64: return 8;
+    case ElemType::F32:
+    case ElemType::I32: return 4;
+    case ElemType::F16:
+    case ElemType::BF16: return 2;
+    case ElemType::I8: return 1;
+  }
+  return 4;
+}
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(unsigned long long n) {
+  unsigned long long blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > (1ULL << 20)) blocks = 1ULL << 20;  // grid-stride loops cover the rest
+  return static_cast<unsigned>(blocks ? blocks : 1);
+}
+
+template <typename T>
+__device__ __forceinline__ float to_f(T v) { return static_cast<float>(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f(float v) { return static_cast<T>(v); }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ float apply(UnaryOp op, float x, float e) {
+  switch (op) {
+    case UnaryOp::GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case UnaryOp::GELU_TANH:
+      return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case UnaryOp::ERF: return erff(x);
+    case UnaryOp::EXP: return expf(x);
+    case UnaryOp::LOG: return logf(x);
+    case UnaryOp::SQRT: return sqrtf(x);
+    case UnaryOp::RECIPROCAL: return 1.0f / x;
+    case UnaryOp::NEG: return -x;
+    case UnaryOp::ABS: return fabsf(x);
+    case UnaryOp::POW: return e == 2.0f ? x * x : powf(x, e);
+    case UnaryOp::CAST: return x;
+  }
+  return x;
+}
+
+template <typename In, typename Out>
+__global__ void unary_k(UnaryOp op, const In* x, Out* y, unsigned long long n, float e) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
+       i += stride)
+    y[i] = from_f<Out>(apply(op, to_f<In>(x[i]), e));
+}
+
+template <typename In, typename Out>
+cudaError_t launch_unary(UnaryOp op, const void* x, void* y, std::size_t n, float e, cudaStream_t s) {
+  unary_k<In, Out><<<grid_for(n), kThreads, 0, s>>>(op, static_cast<const In*>(x), static_cast<Out*>(y), n, e);
+  return cudaGetLastError();
+}
+
+template <typename Out>
+cudaError_t unary_from(UnaryOp op, const void* x, ElemType xt, void* y, std::size_t n, float e, cudaStream_t s) {
+  switch (xt) {
+    case ElemType::F32: return launch_unary<float, Out>(op, x, y, n, e, s);
+    case ElemType::F16: return launch_unary<__half, Out>(op, x, y, n, e, s);
+    case ElemType::BF16: return launch_unary<__nv_bfloat16, Out>(op, x, y, n, e, s);
+    case ElemType::F64: return launch_unary<double, Out>(op, x, y, n, e, s);
+    case ElemType::I64: return launch_unary<long long, Out>(op, x, y, n, e, s);
+    case ElemType::I32: return launch_unary<int, Out>(op, x, y, n, e, s);
+    case ElemType::I8: return launch_unary<signed char, Out>(op, x, y, n, e, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+// sum over the block of two floats; every thread gets the result
+__device__ __forceinline__ float2 block_sum2(float a, float b) {
+  __shared__ float sa[32], sb[32];
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) {
+    sa[warp] = a;
+    sb[warp] = b;
+  }
+  __syncthreads();
+  a = lane < warps ? sa[lane] : 0.0f;
+  b = lane < warps ? sb[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  return make_float2(a, b);
+}
+
+template <typename T>
+__global__ void layernorm_k(const T* x, const float* scale, const float* bias, T* y, float* mean, float* rstd,
+                            long long cols, float eps) {
+  const long long row = blockIdx.x;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
+  float s = 0.0f, ss = 0.0f;
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = to_f<T>(xr[c]);
+    s += v;
+    ss += v * v;
+  }
+  const float2 t = block_sum2(s, ss);
+  const float mu = t.x / static_cast<float>(cols);
+  const float var = fmaxf(t.y / static_cast<float>(cols) - mu * mu, 0.0f);
+  const float r = rsqrtf(var + eps);
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x)
+    yr[c] = from_f<T>((to_f<T>(xr[c]) - mu) * r * scale[c] + (bias ? bias[c] : 0.0f));
+  if (threadIdx.x == 0) {
+    if (mean) mean[row] = mu;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+template <typename T>
+__global__ void gather_k(const T* data, const long long* idx, T* y, long long axis_dim, long long n, long long inner,
+                         unsigned long long total) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long t = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; t < total;
+       t += stride) {
+    const long long i = static_cast<long long>(t % inner);
+    const long long rest = static_cast<long long>(t / inner);
+    const long long j = rest % n, o = rest / n;
+    long long k = idx[j];
+    if (k < 0) k += axis_dim;
+    y[t] = data[(o * axis_dim + k) * inner + i];
+  }
+}
+
+template <typename T>
+__global__ void where_k(const unsigned char* cond, const T* a, const T* b, T* y, WhereShape w,
+                        unsigned long long total) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long t = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; t < total;
+       t += stride) {
+    unsigned long long rest = t;
+    long long oc = 0, oa = 0, ob = 0;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      const long long i = static_cast<long long>(rest % w.dims[d]);
+      rest /= w.dims[d];
+      oc += i * w.cond[d];
+      oa += i * w.a[d];
+      ob += i * w.b[d];
+    }
+    y[t] = cond[oc] ? a[oa] : b[ob];
+  }
+}
+
+// splitmix64 finaliser, as the harness's fill (kernels.cu)
+__device__ __forceinline__ unsigned long long mix(unsigned long long z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+template <typename T, bool kInt>
+__global__ void fill_k(T* p, unsigned long long n, unsigned long long seed, double lo, double hi) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const double u = static_cast<double>(mix(seed ^ (i * 0xd1b54a32d192ed03ULL)) >> 11) * (1.0 / 9007199254740992.0);
+    const double v = lo + (hi - lo) * u;
+    if (kInt) {
+      double f = floor(v);
+      if (f >= floor(hi)) f = floor(hi) - 1;  // [floor(lo), floor(hi))
+      p[i] = static_cast<T>(f);
+    } else {
+      p[i] = static_cast<T>(v);
+    }
+  }
+}
+
+template <typename T>
+cudaError_t launch_where(const unsigned char* cond, const void* a, const void* b, void* y, const WhereShape& w,
+                         unsigned long long total, cudaStream_t s) {
+  where_k<T><<<grid_for(total), kThreads, 0, s>>>(cond, static_cast<const T*>(a), static_cast<const T*>(b),
+                                                  static_cast<T*>(y), w, total);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, DType yt, std::size_t n, float exponent,
+                         cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  switch (yt) {
+    case DType::F32: return unary_from<float>(op, x, xt, y, n, exponent, s);
+    case DType::F16: return unary_from<__half>(op, x, xt, y, n, exponent, s);
+    case DType::BF16: return unary_from<__nv_bfloat16>(op, x, xt, y, n, exponent, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t layernorm_kernel(const void* x, const float* scale, const float* bias, void* y, float* mean, float* rstd,
+                             long long rows, long long cols, float epsilon, DType t, cudaStream_t s) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if (rows > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+  const unsigned g = static_cast<unsigned>(rows);
+  const int threads = cols >= 1024 ? 512 : cols >= 256 ? 256 : 128;
+  if (t == DType::F16)
+    layernorm_k<__half><<<g, threads, 0, s>>>(static_cast<const __half*>(x), scale, bias, static_cast<__half*>(y),
+                                              mean, rstd, cols, epsilon);
+  else if (t == DType::BF16)
+    layernorm_k<__nv_bfloat16><<<g, threads, 0, s>>>(static_cast<const __nv_bfloat16*>(x), scale, bias,
+                                                     static_cast<__nv_bfloat16*>(y), mean, rstd, cols, epsilon);
+  else
+    layernorm_k<float><<<g, threads, 0, s>>>(static_cast<const float*>(x), scale, bias, static_cast<float*>(y), mean,
+                                             rstd, cols, epsilon);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_kernel(const void* data, const long long* idx, void* y, long long outer, long long axis_dim,
+                          long long n, long long inner, DType t, cudaStream_t s) {
+  const unsigned long long total = static_cast<unsigned long long>(outer) * n * inner;
+  if (total == 0) return cudaSuccess;
+  if (t == DType::F32)
+    gather_k<float><<<grid_for(total), kThreads, 0, s>>>(static_cast<const float*>(data), idx, static_cast<float*>(y),
+                                                         axis_dim, n, inner, total);
+  else  // 2-byte types move as 16-bit words: a gather does no arithmetic
+    gather_k<unsigned short><<<grid_for(total), kThreads, 0, s>>>(static_cast<const unsigned short*>(data), idx,
+                                                                  static_cast<unsigned short*>(y), axis_dim, n, inner,
+                                                                  total);
+  return cudaGetLastError();
+}
+
+cudaError_t where_kernel(const unsigned char* cond, const void* a, const void* b, void* y, const WhereShape& w,
+                         DType t, cudaStream_t s) {
+  unsigned long long total = 1;
+  for (int d = 0; d < w.nd; ++d) total *= static_cast<unsigned long long>(w.dims[d]);
+  if (total == 0) return cudaSuccess;
+  return t == DType::F32 ? launch_where<float>(cond, a, b, y, w, total, s)
+                         : launch_where<unsigned short>(cond, a, b, y, w, total, s);
+}
+
+void fill_elements(void* p, std::size_t n, ElemType t, double lo, double hi, unsigned long long seed, cudaStream_t s) {
+  if (n == 0) return;
+  const unsigned g = grid_for(n);
+  switch (t) {
+    case ElemType::F32: fill_uniform(p, n, DType::F32, seed, static_cast<float>(lo), static_cast<float>(hi), s); break;
+    case ElemType::F16: fill_uniform(p, n, DType::F16, seed, static_cast<float>(lo), static_cast<float>(hi), s); break;
+    case ElemType::BF16:
+      fill_uniform(p, n, DType::BF16, seed, static_cast<float>(lo), static_cast<float>(hi), s);
+      break;
+    case ElemType::F64: fill_k<double, false><<<g, kThreads, 0, s>>>(static_cast<double*>(p), n, seed, lo, hi); break;
+    case ElemType::I64:
+      fill_k<long long, true><<<g, kThreads, 0, s>>>(static_cast<long long*>(p), n, seed, lo, hi);
+      break;
+    case ElemType::I32: fill_k<int, true><<<g, kThreads, 0, s>>>(static_cast<int*>(p), n, seed, lo, hi); break;
+    case ElemType::I8:
+      fill_k<signed char, true><<<g, kThreads, 0, s>>>(static_cast<signed char*>(p), n, seed, lo, hi);
+      break;
+  }
+}
+
+}  // namespace benanza
