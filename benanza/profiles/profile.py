@@ -573,4 +573,8 @@ def load_profile(folder: str | os.PathLike, model: str | os.PathLike | None = No
     settings = FrameworkSettings.from_dict(d.get("settings") or {})
     if settings.gpu_name is None and trace.device_name:
         settings = FrameworkSettings.from_dict({**settings.to_dict(), "gpu_name": trace.device_name})
-    return build_profile(trace, ml, cudnn, lt, _latency(d, f), settings, d.get("dtype"), str(p))
+    notices = d.get("notices") or []
+    if not isinstance(notices, list):
+        raise ProfileError(f"{f}: \"notices\" must be a list of strings")
+    return build_profile(trace, ml, cudnn, lt, _latency(d, f), settings, d.get("dtype"), str(p),
+                         tuple(str(n) for n in notices))
