@@ -739,6 +739,8 @@ if __name__ == "__main__":
 
 def _profile_tables(p) -> list:
     """The summary of a :class:`benanza.profiles.Profile` as rich renderables."""
+    from collections import Counter
+
     s = p.settings
     head = Table(title=f"{p.model} batch {p.batch} {p.dtype or ''}: PyTorch {s.framework_version or '?'}, "
                        f"{s.gpu_name or s.device or '?'}, cuDNN {s.cudnn_version or '?'}, "
@@ -769,7 +771,7 @@ def _profile_tables(p) -> list:
     unf = p.unfused()
     if unf:
         head.add_row("unfused layers", f"{sum(u.ms for u in unf):.4f}",
-                     ", ".join(f"{k} x{v}" for k, v in sorted(__import__('collections').Counter(u.kind for u in unf).items())))
+                     ", ".join(f"{k} x{v}" for k, v in sorted(Counter(u.kind for u in unf).items())))
     joined = sum(1 for lp in p.layers if lp.op is not None)
     head.add_row("layers joined", "", f"{joined} of {len(p.layers)} layers matched a framework op; "
                                       f"{len(p.conv_engines)} conv engines, {len(p.gemm_algos)} GEMM algorithms "

@@ -125,3 +125,18 @@ def test_capture_no_cuda_is_one_line(tmp_path):
     r = CliRunner().invoke(app, ["profile", str(model), "-o", str(tmp_path / "p"), "--no-logs"])
     last = r.output.strip().splitlines()[-1]
     assert r.exit_code == 6 and last.startswith("benanza: no CUDA device") and "Traceback" not in r.output
+
+
+def test_log_run_child_cpu(tmp_path):
+    """The log run's child on the CPU (no library logs there, but the same code): it traces one
+    iteration for the kernel comparison and leaves its result for the parent."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnx2torch")
+    from benanza.profiles.capture import CaptureSpec, _kernel_names, run_child
+
+    model = _tiny_model(tmp_path / "tiny.onnx")
+    res = run_child(CaptureSpec(role="logs", model=str(model), batch=1, dtype="fp32", device="cpu", warmup=1,
+                                runs=1, iterations=2, cudnn_benchmark=False, out=str(tmp_path), dims={}))
+    assert res["role"] == "logs" and "latency" not in res and res["settings"]["cudnn_benchmark"] is False
+    assert (tmp_path / ".capture-logs.json").exists()
+    assert _kernel_names(tmp_path / ".trace-logs.json") == []      # CPU: no kernels, but a valid trace

@@ -6,8 +6,9 @@ variables before they load, and so that logging never slows down what is timed:
 
 1. the **log run**: ``CUDNN_LOGLEVEL_DBG=3`` / ``CUDNN_LOGDEST_DBG`` and ``CUBLASLT_LOG_LEVEL=5`` /
    ``CUBLASLT_LOG_FILE`` set; warm-up (cuDNN autotuning when ``cudnn.benchmark`` is on) and a few
-   iterations, so the engine each convolution settles on is the one logged most often; the
-   kernel names of one iteration are kept to check that the timed run ran the same kernels;
+   iterations, so the engine each convolution settles on is the one logged most often; one
+   iteration is traced to check that the timed run launched the same kernels (a notice in
+   profile.json says when not: autotuning may pick differently in two processes);
 2. the **timed run**, without logging: warm-up, ``runs`` inferences timed one by one with CUDA
    events (``perf_counter`` on the CPU), then ``iterations`` inferences under ``torch.profiler``
    (CPU + CUDA activities, ``record_shapes=True``), each inside ``record_function("benanza.iteration")``
@@ -371,6 +372,8 @@ def run_child(spec: CaptureSpec) -> dict:
                               "(use --device cpu to profile on the CPU)")
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise DeviceError(f"no CUDA device {device.index} ({torch.cuda.device_count()} present)")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     torch.backends.cudnn.benchmark = spec.cudnn_benchmark
     tf32 = spec.dtype == "tf32"
@@ -452,9 +455,8 @@ def run_child(spec: CaptureSpec) -> dict:
             shutil.copyfileobj(fi, fo)
         tmp.unlink()
     else:
-        evs = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name]
-        evs.sort(key=lambda e: e.time_range.start)
-        result["kernels"] = [e.name for e in evs]
+        # the kernels of one logged iteration, read back like the timed run's trace
+        prof.export_chrome_trace(str(out / ".trace-logs.json"))
     (out / f".capture-{spec.role}.json").write_text(json.dumps(result))
     return result
 
@@ -518,6 +520,16 @@ def _run(spec: CaptureSpec, env: dict, timeout: float) -> None:
             f"the {spec.role} run failed (exit {r.returncode}): {(r.stderr or '').strip().splitlines()[-1:] or ''}"
         err = {2: ModelError, 6: DeviceError}.get(r.returncode, ProfileError)
         raise err(msg)
+
+
+def _kernel_names(trace_path: Path) -> list[str]:
+    """The names of the kernels (not memsets or copies) of a trace's first iteration, in order."""
+    from .trace import read_trace
+
+    tr = read_trace(trace_path)
+    if not tr.iterations:
+        return []
+    return [tr.kernels[i].name for i in tr.iterations[0].kernels if tr.kernels[i].kind == "kernel"]
 
 
 def _gzip(path: Path) -> Path | None:
@@ -584,7 +596,8 @@ def capture(model: str | os.PathLike, batch: int, dtype: str, out: str | os.Path
                 files[key] = gz.name
             else:
                 notices.append(f"{name} was not written (the library did not log: is it loaded?)")
-        logged_kernels = json.loads((o / ".capture-logs.json").read_text()).get("kernels")
+        logged_kernels = _kernel_names(o / ".trace-logs.json")
+        (o / ".trace-logs.json").unlink(missing_ok=True)
     say(f"timed run: {warmup} warm-up, {runs} timed, {iterations} profiled iterations")
     _run(CaptureSpec(role="timed", **common), timed_environment(), timeout)
     res = json.loads((o / ".capture-timed.json").read_text())
@@ -592,12 +605,8 @@ def capture(model: str | os.PathLike, batch: int, dtype: str, out: str | os.Path
 
     lat = Latency.from_samples(res["latency"]["samples_ms"], res["latency"]["method"])
     if logged_kernels is not None:
-        from .trace import read_trace
-
-        tr = read_trace(o / "trace.json.gz")
-        timed_names = [tr.kernels[i].name for i in tr.iterations[0].kernels] if tr.iterations else []
-        timed_names = [n for n in timed_names if not n.startswith("Memset") and not n.startswith("Memcpy")]
-        logged = [n for n in logged_kernels if not n.startswith("Memset") and not n.startswith("Memcpy")]
+        timed_names = _kernel_names(o / "trace.json.gz")
+        logged = logged_kernels
         if logged != timed_names:
             diff = sum(1 for a, b in zip(logged, timed_names) if a != b) + abs(len(logged) - len(timed_names))
             notices.append(f"the log run and the timed run launched different kernels ({diff} of "
@@ -616,7 +625,7 @@ def capture(model: str | os.PathLike, batch: int, dtype: str, out: str | os.Path
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "notices": notices,
     }
-    for n in (".capture-logs.json", ".capture-timed.json"):
+    for n in (".capture-logs.json", ".capture-timed.json", ".trace-logs.json"):
         (o / n).unlink(missing_ok=True)
     pj = o / "profile.json"
     pj.write_text(json.dumps(doc, indent=1))

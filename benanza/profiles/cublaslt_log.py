@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ProfileError
-from .cudnn_log import _open_lines
+from .cudnn_log import LogLines
 
 _LINE = re.compile(r"^\[([^\]]*)\]\[cublasLt\]\[(\d+)\]\[(\w+)\]\[(\w+)\]\s?(.*)$")
 
@@ -211,14 +211,13 @@ def read_cublaslt_log(path: str | os.PathLike) -> CublasLtLog:
     or a line mid-file that breaks the format (a partial last line is dropped, not an error).
     """
     p = Path(path)
-    lines, cut = _open_lines(p)
+    src = LogLines(p)
     matmuls: list[Matmul] = []
     calls: dict[str, int] = {}
     heur: list[tuple[int, ...]] = []
     version = None
-    truncated = cut  # a partial last line was left out
     seen = 0
-    for no, line in enumerate(lines, 1):
+    for no, line in src:
         if not line.strip():
             continue
         m = _LINE.match(line)
@@ -256,7 +255,7 @@ def read_cublaslt_log(path: str | os.PathLike) -> CublasLtLog:
         except (ValueError, KeyError) as e:
             raise ProfileError(f"{p}: line {no}: malformed {fn} {level} line ({e})") from None
     if seen == 0:
-        raise ProfileError(f"{p}: {'empty file' if not lines else 'no cuBLASLt line'}: not a cuBLASLt log")
+        raise ProfileError(f"{p}: {'empty file' if not src.count else 'no cuBLASLt line'}: not a cuBLASLt log")
     return CublasLtLog(path=str(p), version=version, matmuls=tuple(matmuls), calls=calls,
-                       heuristic_results=tuple(heur), truncated=truncated,
-                       lines=len(lines))
+                       heuristic_results=tuple(heur), truncated=src.cut,  # a partial last line was left out
+                       lines=src.count)

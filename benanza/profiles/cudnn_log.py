@@ -127,12 +127,12 @@ class Record:
     time: str | None = None
     thread: str | None = None
     text: list[str] = field(default_factory=list)
+    first_field: str | None = None
 
     @property
     def is_exit(self) -> bool:
         """True for the exit record of a call (it logs only the returned status)."""
-        names = [c.name for c in self.root.children]
-        return names == ["status"] or (not names and self.function.startswith("cudnnDestroy"))
+        return self.first_field == "status"
 
     @property
     def status(self) -> str | None:
@@ -302,110 +302,138 @@ def _parse_field(text: str) -> tuple[str, str | None, str | None, bool]:
     return name.strip(), typ, val, nested
 
 
-def _open_lines(p: Path) -> tuple[list[str], bool]:
-    """The complete lines of a text or gzip file, and whether it was cut: a last line without its
-    newline, or a gzip stream that ends early, is partial and left out."""
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ProfileError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ProfileError(f"{p}: is a folder, not a log file") from None
-    except OSError as e:
-        raise ProfileError(f"{p}: cannot read: {e.strerror}") from None
-    cut = False
-    if raw[:2] == b"\x1f\x8b":
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+class LogLines:
+    """The complete lines of a text or gzip log file, streamed: ``for no, line in LogLines(path)``
+    (1-based numbers, no newline). A last line without its newline, or the end of a gzip stream
+    cut short, is partial: it is left out and :attr:`cut` is set once iteration ends.
+    :attr:`count` is the number of lines yielded. Raises :class:`ProfileError` for a missing or
+    unreadable file, corrupt gzip data, or binary content."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.cut = False
+        self.count = 0
+
+    def __iter__(self):
+        p = self.path
         try:
-            raw = d.decompress(raw)
-        except zlib.error as e:
-            raise ProfileError(f"{p}: corrupt gzip data ({e})") from None
-        cut = not d.eof  # the gzip stream itself was cut: keep what decompressed
-    if b"\x00" in raw[:4096]:
-        raise ProfileError(f"{p}: binary data, not a text log")
-    lines = raw.decode("utf-8", errors="replace").split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    else:
-        lines.pop()  # no final newline: the last line is partial
-        cut = True
-    return lines, cut
+            f = open(p, "rb")
+        except FileNotFoundError:
+            raise ProfileError(f"{p}: no such file") from None
+        except IsADirectoryError:
+            raise ProfileError(f"{p}: is a folder, not a log file") from None
+        except OSError as e:
+            raise ProfileError(f"{p}: cannot read: {e.strerror}") from None
+        with f:
+            gz = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            stream = gzip.GzipFile(fileobj=f) if gz else f
+            pending = None
+            try:
+                for raw in stream:
+                    if pending is None and self.count == 0 and b"\x00" in raw[:4096]:
+                        raise ProfileError(f"{p}: binary data, not a text log")
+                    if pending is not None:
+                        self.count += 1
+                        yield self.count, pending.decode("utf-8", errors="replace").rstrip("\r\n")
+                    pending = raw
+            except EOFError:
+                self.cut = True  # the gzip stream ends early: what was read is kept
+            except (OSError, zlib.error) as e:
+                raise ProfileError(f"{p}: corrupt gzip data ({e})") from None
+            if pending is not None:
+                if pending.endswith(b"\n") and not self.cut:
+                    self.count += 1
+                    yield self.count, pending.decode("utf-8", errors="replace").rstrip("\r\n")
+                else:
+                    self.cut = True  # a partial last line
 
 
-def read_records(path: str | os.PathLike) -> tuple[list[Record], bool, int]:
-    """Split a cuDNN log (text or gzip) into :class:`Record` objects.
+class RecordReader:
+    """The records of a cuDNN log (text or gzip), streamed: ``for rec in RecordReader(path)``.
 
-    Returns (records, truncated, lines). A partial last record (no ``Time:``/``Process=``
-    trailer, or a cut line) is dropped and reported as truncated. Raises :class:`ProfileError`
+    Fields are parsed only for the records of ``functions`` (all when None); the others keep
+    their header, trailer and first field name (enough to tell an exit record). After iteration,
+    :attr:`truncated` says whether a partial last record (no ``Time:``/``Process=`` trailer, or a
+    cut line) was dropped and :attr:`lines` how many lines were read. Raises :class:`ProfileError`
     naming the file and line for a file that is not a cuDNN log or breaks the format mid-file.
     """
-    p = Path(path)
-    lines, cut = _open_lines(p)
-    records: list[Record] = []
-    cur: Record | None = None
-    stack: list[tuple[int, Field]] = []
-    complete = True
 
-    def finish():
-        nonlocal cur, complete
+    def __init__(self, path: str | os.PathLike, functions: set[str] | None = None):
+        self.path = Path(path)
+        self.functions = functions
+        self.truncated = False
+        self.lines = 0
+
+    def __iter__(self):
+        p = self.path
+        src = LogLines(p)
+        cur: Record | None = None
+        parse = True
+        stack: list[tuple[int, Field]] = []
+        n_records = 0
+        for no, line in src:
+            if not line.strip():
+                if cur is not None and cur.thread is not None:
+                    n_records += 1
+                    yield cur  # a blank line inside a record (warnings have one) is not its end
+                    cur = None
+                continue
+            m = _HEADER.match(line)
+            if m:
+                if cur is not None:
+                    if cur.thread is None:
+                        raise ProfileError(f"{p}: line {no}: new record before the end of {cur.function} "
+                                           f"(line {cur.line}): malformed cuDNN log")
+                    n_records += 1
+                    yield cur
+                cur = Record(level=m.group(1), version=int(m.group(2)), function=m.group(4), line=no,
+                             root=Field("", None, None))
+                parse = self.functions is None or cur.function in self.functions
+                stack = [(-1, cur.root)]
+                continue
+            b = _BODY.match(line)
+            if b is None or cur is None or b.group(1) != cur.level.lower():
+                if n_records == 0 and cur is None:
+                    raise ProfileError(f"{p}: line {no}: not a cuDNN API log (expected a line like "
+                                       f"'I! CuDNN (v91900) function cudnnCreate() called:')")
+                raise ProfileError(f"{p}: line {no}: unexpected text {line[:60]!r}: malformed cuDNN log")
+            body = b.group(2)
+            stripped = body.lstrip(" ")
+            if stripped.startswith("Time: "):
+                cur.time = stripped[6:].split(" ")[0]
+                continue
+            if stripped.startswith("Process="):
+                m2 = re.search(r"Thread=(\d+)", stripped)
+                cur.thread = m2.group(1) if m2 else "?"
+                continue
+            if cur.level != "I":
+                cur.text.append(stripped)
+                continue
+            if cur.first_field is None:
+                cur.first_field = stripped.partition(":")[0]
+            if not parse:
+                continue
+            indent = len(body) - len(stripped)
+            name, typ, val, nested = _parse_field(stripped)
+            f = Field(name, typ, val)
+            while len(stack) > 1 and stack[-1][0] >= indent:
+                stack.pop()
+            stack[-1][1].children.append(f)
+            if nested:
+                stack.append((indent, f))
+        self.lines = src.count
         if cur is not None:
-            records.append(cur)
-        cur = None
-
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            if cur is not None and cur.thread is not None:
-                finish()  # a blank line inside a record (warnings have one) is not its end
-            continue
-        m = _HEADER.match(line)
-        if m:
-            if cur is not None:
-                if cur.thread is None:
-                    raise ProfileError(f"{p}: line {no}: new record before the end of {cur.function} "
-                                       f"(line {cur.line}): malformed cuDNN log")
-                finish()
-            cur = Record(level=m.group(1), version=int(m.group(2)), function=m.group(4), line=no,
-                         root=Field("", None, None))
-            stack = [(-1, cur.root)]
-            continue
-        b = _BODY.match(line)
-        if b is None or cur is None or b.group(1) != cur.level.lower():
-            if not records and cur is None:
-                raise ProfileError(f"{p}: line {no}: not a cuDNN API log (expected a line like "
-                                   f"'I! CuDNN (v91900) function cudnnCreate() called:')")
-            raise ProfileError(f"{p}: line {no}: unexpected text {line[:60]!r}: malformed cuDNN log")
-        body = b.group(2)
-        stripped = body.lstrip(" ")
-        if stripped.startswith("Time: "):
-            cur.time = stripped[6:].split(" ")[0]
-            continue
-        if stripped.startswith("Process="):
-            m2 = re.search(r"Thread=(\d+)", stripped)
-            cur.thread = m2.group(1) if m2 else None
-            continue
-        if cur.level != "I":
-            cur.text.append(stripped)
-            continue
-        indent = len(body) - len(stripped)
-        name, typ, val, nested = _parse_field(stripped)
-        f = Field(name, typ, val)
-        while len(stack) > 1 and stack[-1][0] >= indent:
-            stack.pop()
-        stack[-1][1].children.append(f)
-        if nested:
-            stack.append((indent, f))
-    truncated = False
-    if cur is not None:
-        if cur.time is None or cur.thread is None:
-            truncated = True  # partial last record: dropped
-        else:
-            records.append(cur)
-    truncated = truncated or (cut and cur is not None)
-    if not records:
-        if lines:
-            raise ProfileError(f"{p}: line 1: not a cuDNN API log (no complete record)")
-        raise ProfileError(f"{p}: empty file: not a cuDNN API log")
-    return records, truncated, len(lines)
+            if cur.time is None or cur.thread is None:
+                self.truncated = True  # partial last record: dropped
+            else:
+                n_records += 1
+                yield cur
+        self.truncated = self.truncated or src.cut
+        if n_records == 0:
+            if src.count:
+                raise ProfileError(f"{p}: line 1: not a cuDNN API log (no complete record)")
+            raise ProfileError(f"{p}: empty file: not a cuDNN API log")
 
 
 def _tensor(f: Field | None) -> tuple[tuple[int, ...], tuple[int, ...], str | None]:
@@ -488,13 +516,15 @@ def read_cudnn_log(path: str | os.PathLike) -> CudnnLog:
     its algorithm. Raises :class:`ProfileError` naming the file and line for malformed input.
     """
     p = Path(path)
-    records, truncated, nlines = read_records(p)
+    reader = RecordReader(p, {"cudnnBackendExecute", "cudnnBackendExecuteInternal", *LEGACY_CALLS})
     execs: list[dict] = []
     calls: dict[str, int] = {}
     warnings, errors = [], []
-    version = records[0].version if records else None
+    version = None
     pending: dict[str | None, dict] = {}  # thread -> graph execution awaiting its internal record / status
-    for rec in records:
+    for rec in reader:
+        if version is None:
+            version = rec.version
         if rec.level == "W":
             warnings.append(f"line {rec.line}: {rec.function}: {_first_text(rec)}")
             continue
@@ -541,8 +571,8 @@ def read_cudnn_log(path: str | os.PathLike) -> CudnnLog:
             execs.append(d)
             pending[rec.thread] = d
     return CudnnLog(path=str(p), version=version, executions=tuple(Execution(**d) for d in execs),
-                    calls=calls, warnings=tuple(warnings), errors=tuple(errors), truncated=truncated,
-                    lines=nlines)
+                    calls=calls, warnings=tuple(warnings), errors=tuple(errors), truncated=reader.truncated,
+                    lines=reader.lines)
 
 
 def _first_text(rec: Record) -> str:
