@@ -1,6 +1,7 @@
 """`benanza profile`'s model side: random weights for a graph whose weight file is gone, weights
 behind Identity nodes, and (where PyTorch and onnx2torch are installed; CI has neither) a whole
 capture on the CPU: the profile folder, its profile.json, and the join of its trace."""
+import collections
 import json
 
 import numpy as np
@@ -140,3 +141,20 @@ def test_log_run_child_cpu(tmp_path):
     assert res["role"] == "logs" and "latency" not in res and res["settings"]["cudnn_benchmark"] is False
     assert (tmp_path / ".capture-logs.json").exists()
     assert _kernel_names(tmp_path / ".trace-logs.json") == []      # CPU: no kernels, but a valid trace
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50_bnkept", "densenet121", "googlenet", "vit_b_16"])
+def test_shared_models_on_cpu(models, tmp_path, name):
+    """The shared models (no weights in the files) convert, run and join completely; the
+    converted vit_b_16 reads no shape, axis or index back from the device (no aten::item)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("onnx2torch")
+    from benanza.profiles import capture, load_profile
+
+    capture(models / f"{name}.onnx", 1, "fp32", tmp_path / "p", device="cpu", warmup=1, runs=2, iterations=1)
+    p = load_profile(tmp_path / "p")
+    assert p.unmatched_layers == ()
+    assert all(lp.op is not None for lp in p.layers if lp.op_type != "Flatten")
+    names = collections.Counter(op.name for op in p.trace.cpu_ops)
+    assert names["aten::item"] == 0 and names["aten::_local_scalar_dense"] == 0

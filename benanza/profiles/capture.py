@@ -259,10 +259,14 @@ def _extend_onnx2torch() -> None:
         reg[OperationDescription("", "Gelu", 20)] = gelu
 
 
+_EXTENDED = False
+
+
 def _import_onnx2torch():
+    global _EXTENDED
     try:
         import torchvision  # noqa: F401  (onnx2torch imports it for its NMS/RoiAlign converters)
-    except ImportError:
+    except Exception:  # absent, or built for another torch
         import types
 
         # a stand-in so that onnx2torch imports without torchvision; NMS/RoiAlign then fail when run
@@ -281,7 +285,9 @@ def _import_onnx2torch():
     except ImportError:
         raise UsageError("onnx2torch is not installed: pip install onnx2torch (or \"benanza[profile]\"); "
                          "on a machine without a package index, carry its wheel (pure Python)") from None
-    _extend_onnx2torch()
+    if not _EXTENDED:
+        _extend_onnx2torch()
+        _EXTENDED = True
     return onnx2torch
 
 
