@@ -802,14 +802,14 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
             batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
     """Run MODEL in PyTorch under torch.profiler (and cuDNN/cuBLASLt logging) into a profile folder,
     join its kernels with the model's layers and print what the framework did."""
-    from .profiles import capture, load_profile
+    from .profiles import capture_profile, load_profile
 
     dims = _parse_dims(dim)
     if load is None:
         b = 1 if batch is None else batch
         folder = output or Path(f"profile-{model.stem}-b{b}-{dtype}")
         say = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False, highlight=False))
-        capture(model, b, dtype, folder, device=device, warmup=warmup, runs=runs, iterations=iterations,
+        capture_profile(model, b, dtype, folder, device=device, warmup=warmup, runs=runs, iterations=iterations,
                 cudnn_benchmark=cudnn_benchmark, logs=logs, dims=dims, batch_dim=batch_dim, force=force,
                 timeout=timeout, say=say)
         say(f"profile written to {folder}")

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
 
     from benanza.errors import BenanzaError
     from benanza.model import parse_batches
-    from benanza.profiles import capture, load_profile
+    from benanza.profiles import capture_profile, load_profile
 
     records = []
     failed = 0
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
                 folder = Path(a.out) / f"{name}-b{batch}-{dtype}"
                 t0 = time.perf_counter()
                 try:
-                    capture(model, batch, dtype, folder, device=a.device, warmup=a.warmup, runs=a.runs,
+                    capture_profile(model, batch, dtype, folder, device=a.device, warmup=a.warmup, runs=a.runs,
                             iterations=a.iterations, logs=not a.no_logs, force=True)
                     p = load_profile(folder, model)
                 except BenanzaError as e:

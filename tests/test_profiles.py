@@ -497,11 +497,11 @@ def test_cli_profile_without_torch(models, tmp_path, monkeypatch):
 
 def test_capture_refuses_to_overwrite(models, tmp_path):
     from benanza.errors import UsageError
-    from benanza.profiles import capture
+    from benanza.profiles import capture_profile
 
     (tmp_path / "profile.json").write_text("{}")
     with pytest.raises(UsageError, match="already holds a profile"):
-        capture(models / "resnet50_bnkept.onnx", 1, "fp32", tmp_path, device="cpu")
+        capture_profile(models / "resnet50_bnkept.onnx", 1, "fp32", tmp_path, device="cpu")
 
 
 def test_log_environment(tmp_path):

@@ -58,7 +58,7 @@ reports as ``other``) run with ``record_shapes=True`` (the join matches ops to l
 shapes); iterations are ``record_function("benanza.iteration")`` ranges, or ``ProfilerStep#N``
 of a profiler schedule, or else the whole trace.
 """
-from .capture import capture
+from .capture import capture_profile
 from .cublaslt_log import CublasLtLog, Matmul, read_cublaslt_log
 from .cudnn_log import CudnnLog, Execution, read_cudnn_log
 from .join import CATEGORIES, JoinResult, KernelJoin, OpMatch, join
@@ -69,6 +69,6 @@ from .trace import HostBoundStretch, LaunchGap, Trace, busy_ms, host_bound_stret
 __all__ = [
     "CATEGORIES", "ConvEngine", "CublasLtLog", "CudnnLog", "Execution", "FrameworkSettings", "GemmAlgo",
     "HostBoundStretch", "JoinResult", "KernelJoin", "LaunchGap", "LayerProfile", "Latency", "Matmul", "OpMatch",
-    "Profile", "Trace", "Unfused", "build_profile", "busy_ms", "capture", "host_bound_stretches", "join",
+    "Profile", "Trace", "Unfused", "build_profile", "busy_ms", "capture_profile", "host_bound_stretches", "join",
     "launch_gaps", "load_profile", "read_cublaslt_log", "read_cudnn_log", "read_trace",
 ]

@@ -548,7 +548,7 @@ def _gzip(path: Path) -> Path | None:
     return gz
 
 
-def capture(model: str | os.PathLike, batch: int, dtype: str, out: str | os.PathLike, device: str = "cuda",
+def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str | os.PathLike, device: str = "cuda",
             warmup: int = 20, runs: int = 100, iterations: int = 5, cudnn_benchmark: bool = True,
             logs: bool = True, dims: dict | None = None, batch_dim: int | None = None, force: bool = False,
             timeout: float = 1800.0, say=lambda m: None) -> Path:

@@ -220,7 +220,7 @@ class Profile:
     ``gpu_kernel_ms``: the union of GPU activity intervals per iteration (median, ms);
     ``iteration_ms``: the profiled iterations' span (host start to last GPU end; profiler
     overhead included); ``host_overhead_ms``: latency.median_ms - gpu_kernel_ms (>= 0; None
-    without latency): the time per inference the GPU does not compute; ``layers``: one
+    without latency or without GPU activity): the time per inference the GPU does not compute; ``layers``: one
     :class:`LayerProfile` per model layer, graph order; ``kernels``: the join of every GPU activity
     (:class:`~benanza.profiles.join.KernelJoin`); ``conv_engines``/``gemm_algos``: per layer
     index; ``unmatched_ops``: framework op name -> count of ops (per iteration) that matched no
@@ -473,7 +473,7 @@ def build_profile(trace: T.Trace, ml, cudnn: CudnnLog | None = None, cublaslt: C
         if cublaslt.truncated:
             notes.append(f"{cublaslt.path}: the cuBLASLt log is truncated (last line dropped)")
     host = None
-    if latency is not None:
+    if latency is not None and trace.kernels:  # a CPU-only profile has no GPU to wait
         host = max(0.0, latency.median_ms - gpu_ms)
     return Profile(model=ml.model, batch=ml.batch, dtype=dtype or (settings.dtype if settings else None),
                    latency=latency, settings=settings or FrameworkSettings(gpu_name=trace.device_name),
