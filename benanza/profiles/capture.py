@@ -1,6 +1,6 @@
 """``benanza profile``: run an ONNX model in PyTorch and write a profile folder.
 
-The parent (the CLI, :func:`capture`) starts two child processes of this module
+The parent (the CLI, :func:`capture_profile`) starts two child processes of this module
 (``python -m benanza.profiles.capture SPEC.json``) so that the libraries read their logging
 variables before they load, and so that logging never slows down what is timed:
 
