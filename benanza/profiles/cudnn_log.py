@@ -500,6 +500,8 @@ def _describe(rec, api, ops, engine_id, knobs, algorithm, holder: Field | None, 
     w, _, wdt = _tensor(holder.get("wDesc") if holder else None)
     y, ys, _ = _tensor(holder.get("yDesc") if holder else None)
     pads, strides, dil, groups, ct, mt = _conv_params(holder.get("convDesc") if holder else None)
+    if len(x) > 1 and len(w) > 1 and w[1] > 0 and x[1] % w[1] == 0:
+        groups = x[1] // w[1]  # the graph API's convolution descriptor has no group count
     ws = rec.root.get("workSpaceSizeInBytes")
     return dict(api=api, line=rec.line, time=rec.time, operations=ops, engine_id=engine_id, knobs=knobs,
                 algorithm=algorithm, x=x, w=w, y=y, x_strides=xs, y_strides=ys, pads=pads, strides=strides,
