@@ -182,6 +182,9 @@ i! Process=729; Thread=729; GPU=0; Handle=0x263b46e0; StreamId=(nil) (defaultStr
     assert e.math_type == "CUDNN_TENSOR_OP_MATH" and e.data_type == "CUDNN_DATA_HALF"
     assert e.layout == "NHWC" and e.pads == (1, 1, 1, 1) and e.workspace_bytes == 4096
     assert e.conv_key == ((32, 256, 14, 14), (256, 256, 3, 3), (1, 1, 1, 1), (1, 1), (1, 1), 1)
+    # a depthwise convolution: the group count follows from the filter (the graph API logs none)
+    f.write_text(rec.replace("[256,256,3,3]", "[256,1,3,3]").replace("groupCount: type=int; val=1;", ""))
+    assert read_cudnn_log(f).executions[0].groups == 256
 
 
 # ----------------------------------------------------------------------------------- cuBLASLt log
