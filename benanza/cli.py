@@ -755,3 +755,95 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ----------------------------------------------------------------------------------------- profile
+
+def _profile_tables(p) -> list:
+    """The summary of a :class:`benanza.profiles.Profile` as rich renderables."""
+    from collections import Counter
+
+    s = p.settings
+    head = Table(title=f"{p.model} batch {p.batch} {p.dtype or ''}: PyTorch {s.framework_version or '?'}, "
+                       f"{s.gpu_name or s.device or '?'}, cuDNN {s.cudnn_version or '?'}, "
+                       f"cudnn.benchmark {s.cudnn_benchmark}, TF32 matmul/cuDNN "
+                       f"{s.allow_tf32_matmul}/{s.allow_tf32_cudnn}")
+    head.add_column("measure")
+    head.add_column("ms", justify="right")
+    head.add_column("note")
+    lat = p.latency
+    if lat is not None:
+        head.add_row("latency (median)", f"{lat.median_ms:.4f}",
+                     f"IQR {lat.iqr_ms:.4f} ms, {lat.samples} samples, {lat.method}"
+                     + (" (noisy: IQR > 10 % of the median)" if lat.noisy else ""))
+    head.add_row("GPU kernel time", f"{p.gpu_kernel_ms:.4f}", f"union of kernel intervals, median of {p.iterations} iterations")
+    if p.host_overhead_ms is not None:
+        head.add_row("host overhead", f"{p.host_overhead_ms:.4f}", "latency - GPU kernel time: the GPU waits")
+    cat_ms, cat_n = p.category_ms(), p.category_counts()
+    for c, ms in cat_ms.items():
+        if cat_n[c]:
+            head.add_row(f"kernels: {c}", f"{ms:.4f}", f"{cat_n[c]} kernels per iteration")
+    gaps = p.launch_gaps() if p.trace is not None else []
+    if gaps:
+        n = max(p.iterations, 1)
+        hb = [g for g in gaps if g.host_bound]
+        head.add_row("launch gaps", f"{sum(g.gap_ms for g in gaps) / n:.4f}",
+                     f"{len(gaps) // n} gaps per iteration, {sum(g.gap_ms for g in hb) / n:.4f} ms host-bound "
+                     f"(under the profiler)")
+    unf = p.unfused()
+    if unf:
+        head.add_row("unfused layers", f"{sum(u.ms for u in unf):.4f}",
+                     ", ".join(f"{k} x{v}" for k, v in sorted(Counter(u.kind for u in unf).items())))
+    joined = sum(1 for lp in p.layers if lp.op is not None)
+    head.add_row("layers joined", "", f"{joined} of {len(p.layers)} layers matched a framework op; "
+                                      f"{len(p.conv_engines)} conv engines, {len(p.gemm_algos)} GEMM algorithms "
+                                      f"from the logs")
+    if p.unmatched_ops:
+        head.add_row("framework ops without a layer", "",
+                     ", ".join(f"{k} x{v:g}" for k, v in p.unmatched_ops.items()))
+    return [head]
+
+
+@app.command()
+@guarded
+def profile(model: Path = typer.Argument(..., help="ONNX model file"),
+            batch: Optional[int] = typer.Option(None, "--batch", "-b", help="batch size (default 1; with --from: the profile's)"),
+            dtype: str = typer.Option("fp32", "--dtype", "-t", help="fp32 (TF32 off), tf32, fp16 or bf16"),
+            output: Optional[Path] = typer.Option(None, "-o", "--output", help="profile folder to write (default ./profile-MODEL-bN-DTYPE)"),
+            load: Optional[Path] = typer.Option(None, "--from", help="read this profile folder instead of running the model (e.g. from your own PyTorch program)"),
+            device: str = typer.Option("cuda", "--device", help="cuda, cuda:N or cpu"),
+            warmup: int = typer.Option(20, "--warmup", help="warm-up inferences before timing"),
+            runs: int = typer.Option(100, "--runs", help="timed inferences (latency median and IQR)"),
+            iterations: int = typer.Option(5, "--iterations", help="inferences recorded by torch.profiler"),
+            cudnn_benchmark: bool = typer.Option(True, "--cudnn-benchmark/--no-cudnn-benchmark", help="torch.backends.cudnn.benchmark (engine autotuning)"),
+            logs: bool = typer.Option(True, "--logs/--no-logs", help="also run with cuDNN and cuBLASLt logging (engines, algorithms)"),
+            force: bool = typer.Option(False, "--force", help="replace a profile already in the output folder"),
+            timeout: float = typer.Option(1800.0, "--timeout", help="seconds per PyTorch run"),
+            json_out: bool = typer.Option(False, "--json", help="JSON on stdout (the joined profile)"),
+            dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
+            batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
+    """Run MODEL in PyTorch under torch.profiler (and cuDNN/cuBLASLt logging) into a profile folder,
+    join its kernels with the model's layers and print what the framework did."""
+    from .profiles import capture_profile, load_profile
+
+    dims = _parse_dims(dim)
+    if load is None:
+        b = 1 if batch is None else batch
+        folder = output or Path(f"profile-{model.stem}-b{b}-{dtype}")
+        say = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False, highlight=False))
+        capture_profile(model, b, dtype, folder, device=device, warmup=warmup, runs=runs, iterations=iterations,
+                cudnn_benchmark=cudnn_benchmark, logs=logs, dims=dims, batch_dim=batch_dim, force=force,
+                timeout=timeout, say=say)
+        say(f"profile written to {folder}")
+    else:
+        if output is not None:
+            raise UsageError("--from reads a profile and -o writes one: give one of them")
+        folder = load
+    p = load_profile(folder, model, batch, dims, batch_dim)
+    if json_out:
+        out.print_json(json.dumps(p.to_dict(), default=str))
+        return
+    for n in p.notices:
+        err.print(f"notice: {n}", markup=False, soft_wrap=True)
+    for t in _profile_tables(p):
+        out.print(t)

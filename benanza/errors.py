@@ -41,3 +41,10 @@ class DeviceError(BenanzaError):
     """No usable CUDA device, or the benchmark suite cannot start on it."""
 
     exit_code = 6
+
+
+class ProfileError(BenanzaError):
+    """A framework profile (Chrome trace, cuDNN or cuBLASLt log, profile.json) cannot be read:
+    truncated, malformed or from an unknown format; the message names the file and line."""
+
+    exit_code = 2

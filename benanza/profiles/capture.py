@@ -1,0 +1,642 @@
+"""``benanza profile``: run an ONNX model in PyTorch and write a profile folder.
+
+The parent (the CLI, :func:`capture_profile`) starts two child processes of this module
+(``python -m benanza.profiles.capture SPEC.json``) so that the libraries read their logging
+variables before they load, and so that logging never slows down what is timed:
+
+1. the **log run**: ``CUDNN_LOGLEVEL_DBG=3`` / ``CUDNN_LOGDEST_DBG`` and ``CUBLASLT_LOG_LEVEL=5`` /
+   ``CUBLASLT_LOG_FILE`` set; warm-up (cuDNN autotuning when ``cudnn.benchmark`` is on) and a few
+   iterations, so the engine each convolution settles on is the one logged most often; one
+   iteration is traced to check that the timed run launched the same kernels (a notice in
+   profile.json says when not: autotuning may pick differently in two processes);
+2. the **timed run**, without logging: warm-up, ``runs`` inferences timed one by one with CUDA
+   events (``perf_counter`` on the CPU), then ``iterations`` inferences under ``torch.profiler``
+   (CPU + CUDA activities, ``record_shapes=True``), each inside ``record_function("benanza.iteration")``
+   and followed by a synchronize.
+
+The model: the graph is read without external data (``onnx.load(..., load_external_data=False)``);
+weights whose data is absent get random values of their shape and type (normal, scaled by
+1/sqrt(fan-in); batch-norm variances uniform in [0.5, 1.5) so nothing is NaN); the batch is bound
+and shape computations folded (:func:`benanza.model.infer_and_fold`), so the module is specialized
+to the batch as a framework's own model is; the graph is converted to a ``torch.fx.GraphModule``
+with onnx2torch (extended here: weights reached through ``Identity`` nodes, newer opset versions
+whose change only added element types, ``Gelu``, and Reshape/Squeeze/Gather with constant
+shapes, axes or indices as modules that keep them as Python ints: onnx2torch's read them back
+from the device, one synchronization each). Data types:
+``fp32`` turns TF32 off for matmul and cuDNN, ``tf32`` turns it on for both, ``fp16``/``bf16``
+cast the model and its inputs.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BenanzaError, DeviceError, ModelError, ProfileError, UsageError
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16")
+
+#: ONNX ops whose listed versions changed only the element types they accept (ONNX changelog):
+#: onnx2torch's converter of the preceding version serves them unchanged
+TYPE_ONLY_VERSIONS = {
+    "Reshape": (19, 21), "Transpose": (21,), "Unsqueeze": (21,), "Squeeze": (21,), "Identity": (19, 21),
+    "Flatten": (21,), "Shape": (19, 21), "Size": (19, 21), "Constant": (19, 21), "Cast": (19, 21),
+    "Equal": (19,), "ConstantOfShape": (20, 21), "Conv": (22,), "MaxPool": (22,), "AveragePool": (22,),
+    "GlobalAveragePool": (22,), "GlobalMaxPool": (22,), "Dropout": (22,), "Relu": (22,), "Sigmoid": (22,),
+    "Tanh": (22,), "Softmax": (22,), "Erf": (22,), "Pad": (21,), "Where": (16,), "LRN": (22,),
+}
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    """What one child run does. ``role``: ``logs`` or ``timed``; ``model``: ONNX path; ``batch``;
+    ``dtype`` (:data:`DTYPES`); ``device`` (``cuda``, ``cuda:1``, ``cpu``); ``warmup``, ``runs``,
+    ``iterations``: counts; ``cudnn_benchmark``; ``dims``/``batch_dim``: as for
+    :func:`benanza.model.bind_batch`; ``out``: the folder; ``seed``: for weights and inputs."""
+
+    role: str
+    model: str
+    batch: int
+    dtype: str
+    device: str
+    warmup: int
+    runs: int
+    iterations: int
+    cudnn_benchmark: bool
+    out: str
+    dims: dict
+    batch_dim: int | None = None
+    seed: int = 0
+
+
+# -------------------------------------------------------------------------------- the model
+
+def random_weights(model, seed: int = 0) -> list[str]:
+    """Give every initializer of ``model`` (an ``onnx.ModelProto``, changed in place) whose data
+    is absent random values of its shape and type; return their names.
+
+    Float weights: normal / sqrt(fan-in) (fan-in = product of the dims after the first); inputs 4
+    (variance) of BatchNormalization nodes: uniform in [0.5, 1.5); integer tensors: zeros.
+    """
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    from ..model import _has_data
+
+    rng = np.random.default_rng(seed)
+    variances = {n.input[4] for n in model.graph.node if n.op_type == "BatchNormalization" and len(n.input) > 4}
+    filled = []
+    for t in model.graph.initializer:
+        if _has_data(t):
+            continue
+        shape = tuple(int(d) for d in t.dims)
+        try:
+            dt = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+        except Exception:
+            raise ModelError(f"initializer {t.name!r}: element type {t.data_type} has no numpy type") from None
+        if np.issubdtype(dt, np.floating):
+            if t.name in variances:
+                a = rng.uniform(0.5, 1.5, shape)
+            else:
+                fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else max(1, shape[0] if shape else 1)
+                a = rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))
+            a = a.astype(dt)
+        else:
+            a = np.zeros(shape, dtype=dt)
+        t.CopyFrom(numpy_helper.from_array(a, t.name))
+        filled.append(t.name)
+    return filled
+
+
+def inline_identity_weights(model) -> int:
+    """Replace ``Identity`` nodes of an initializer by an initializer of the output's name (the
+    TorchScript exporter writes shared weights so; onnx2torch wants weights as initializers).
+    Returns how many were replaced."""
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    keep, n = [], 0
+    for node in g.node:
+        if node.op_type == "Identity" and len(node.input) == 1 and node.input[0] in inits:
+            t = type(inits[node.input[0]])()
+            t.CopyFrom(inits[node.input[0]])
+            t.name = node.output[0]
+            g.initializer.append(t)
+            inits[t.name] = t
+            n += 1
+        else:
+            keep.append(node)
+    if n:
+        del g.node[:]
+        g.node.extend(keep)
+    return n
+
+
+def _extend_onnx2torch() -> None:
+    """Register converters onnx2torch lacks or runs slowly: newer versions of ops whose change
+    only added element types (:data:`TYPE_ONLY_VERSIONS`), ``Gelu`` (opset 20), and ``Reshape``
+    to a constant shape as a module that keeps the shape as Python ints (onnx2torch's reads the
+    shape tensor element by element, a device-to-host synchronization each on a GPU)."""
+    import torch
+    from onnx import defs
+    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY as reg, OperationDescription
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, get_const_value, onnx_mapping_from_node
+
+    class StaticReshape(torch.nn.Module):
+        """ONNX Reshape to a constant shape (0 copies the input's dimension unless allowzero)."""
+
+        def __init__(self, shape: list[int], allowzero: bool):
+            super().__init__()
+            self.shape = [int(d) for d in shape]
+            self.allowzero = allowzero
+
+        def forward(self, x):
+            if self.allowzero:
+                return torch.reshape(x, self.shape)
+            return torch.reshape(x, [x.shape[i] if d == 0 else d for i, d in enumerate(self.shape)])
+
+    for v in (5, 13, 14):
+        original = reg.get(OperationDescription("", "Reshape", v))
+        if original is None:
+            continue
+
+        def reshape(node, graph, _original=original):
+            try:
+                shape = get_const_value(node.input_values[1], graph)
+            except KeyError:
+                return _original(node, graph)
+            shape = shape.tolist() if hasattr(shape, "tolist") else list(shape)
+            return OperationConverterResult(
+                torch_module=StaticReshape(shape, bool(node.attributes.get("allowzero", 0))),
+                onnx_mapping=OnnxMapping(inputs=(node.input_values[0],), outputs=node.output_values))
+
+        reg[OperationDescription("", "Reshape", v)] = reshape
+
+    class StaticSqueeze(torch.nn.Module):
+        """ONNX Squeeze with constant axes (onnx2torch's opset-13 module loops over a tensor)."""
+
+        def __init__(self, axes: list[int]):
+            super().__init__()
+            self.axes = [int(a) for a in axes]
+
+        def forward(self, x):
+            return torch.squeeze(x, [a if a >= 0 else a + x.dim() for a in self.axes])
+
+    class StaticGather(torch.nn.Module):
+        """ONNX Gather with a constant scalar index: ``select`` with a Python int (indexing with a
+        0-d tensor reads it back to the host)."""
+
+        def __init__(self, axis: int, index: int):
+            super().__init__()
+            self.axis, self.index = int(axis), int(index)
+
+        def forward(self, x):
+            return torch.select(x, self.axis, self.index)
+
+    def const(node, graph, i):
+        try:
+            return get_const_value(node.input_values[i], graph)
+        except (KeyError, IndexError):
+            return None
+
+    for v in (13, 21):
+        original = reg.get(OperationDescription("", "Squeeze", v))
+        if original is None:
+            continue
+
+        def squeeze(node, graph, _original=original):
+            axes = const(node, graph, 1) if len(node.input_values) > 1 else None
+            if axes is None or not hasattr(axes, "tolist") or axes.numel() == 0:
+                return _original(node, graph)
+            return OperationConverterResult(
+                torch_module=StaticSqueeze(axes.tolist()),
+                onnx_mapping=OnnxMapping(inputs=(node.input_values[0],), outputs=node.output_values))
+
+        reg[OperationDescription("", "Squeeze", v)] = squeeze
+    for v in (1, 11, 13):
+        original = reg.get(OperationDescription("", "Gather", v))
+        if original is None:
+            continue
+
+        def gather(node, graph, _original=original):
+            idx = const(node, graph, 1)
+            if idx is None or not hasattr(idx, "dim") or idx.dim() != 0:
+                return _original(node, graph)
+            return OperationConverterResult(
+                torch_module=StaticGather(node.attributes.get("axis", 0), int(idx)),
+                onnx_mapping=OnnxMapping(inputs=(node.input_values[0],), outputs=node.output_values))
+
+        reg[OperationDescription("", "Gather", v)] = gather
+
+    for op, versions in TYPE_ONLY_VERSIONS.items():
+        try:
+            since = sorted({s.since_version for s in defs.get_all_schemas_with_history()
+                            if s.name == op and s.domain == ""})
+        except Exception:
+            continue
+        for v in versions:
+            if v not in since or OperationDescription("", op, v) in reg:
+                continue
+            prev = [s for s in since if s < v]
+            if prev and OperationDescription("", op, prev[-1]) in reg:
+                reg[OperationDescription("", op, v)] = reg[OperationDescription("", op, prev[-1])]
+
+    if OperationDescription("", "Gelu", 20) not in reg:
+        def gelu(node, graph):
+            approx = node.attributes.get("approximate", "none")
+            if isinstance(approx, bytes):
+                approx = approx.decode()
+            return OperationConverterResult(torch_module=torch.nn.GELU(approximate=str(approx)),
+                                            onnx_mapping=onnx_mapping_from_node(node))
+
+        reg[OperationDescription("", "Gelu", 20)] = gelu
+
+
+_EXTENDED = False
+
+
+def _import_onnx2torch():
+    global _EXTENDED
+    try:
+        import torchvision  # noqa: F401  (onnx2torch imports it for its NMS/RoiAlign converters)
+    except Exception:  # absent, or built for another torch
+        import types
+
+        # a stand-in so that onnx2torch imports without torchvision; NMS/RoiAlign then fail when run
+        tv = types.ModuleType("torchvision")
+        ops = types.ModuleType("torchvision.ops")
+
+        def _missing(*a, **k):
+            raise NotImplementedError("torchvision is not installed (needed by NMS/RoiAlign)")
+
+        ops.roi_align = ops.nms = ops.batched_nms = _missing
+        tv.ops = ops
+        sys.modules.setdefault("torchvision", tv)
+        sys.modules.setdefault("torchvision.ops", ops)
+    try:
+        import onnx2torch
+    except ImportError:
+        raise UsageError("onnx2torch is not installed: pip install onnx2torch (or \"benanza[profile]\"); "
+                         "on a machine without a package index, carry its wheel (pure Python)") from None
+    if not _EXTENDED:
+        _extend_onnx2torch()
+        _EXTENDED = True
+    return onnx2torch
+
+
+def load_torch_model(path: str, batch: int, dims: dict | None = None, batch_dim: int | None = None,
+                     seed: int = 0):
+    """The ONNX model as a ``torch.nn.Module`` with random weights where the file has none, and
+    the shapes and ONNX element types of its data inputs at ``batch``: ``(module, [(name, shape,
+    elem_type)])``. Raises :class:`ModelError` naming the op that cannot be converted."""
+    from ..model import bind_batch, infer_and_fold, load_graph
+
+    model, _ = load_graph(path)
+    inline_identity_weights(model)
+    random_weights(model, seed)
+    weights = {t.name for t in model.graph.initializer}
+    bind_batch(model, batch, weights, dims, batch_dim)
+    # shape computations (Shape/Gather/Concat... of constants) folded at this batch: Reshape,
+    # Squeeze and Unsqueeze then get constant shapes and axes, as in the framework's own model
+    model, _, _ = infer_and_fold(model, weights)
+    inputs = []
+    for vi in model.graph.input:
+        if vi.name in weights:
+            continue
+        tt = vi.type.tensor_type
+        shape = tuple(int(d.dim_value) for d in tt.shape.dim)
+        inputs.append((vi.name, shape, int(tt.elem_type)))
+    o2t = _import_onnx2torch()
+    try:
+        module = o2t.convert(model)
+    except NotImplementedError as e:
+        msg = str(e)
+        import re
+
+        m = re.search(r"operation_type='(\w+)', version=(\d+)", msg)
+        what = f"no converter for {m.group(1)} (opset {m.group(2)})" if m else msg.splitlines()[0][:200]
+        raise ModelError(f"{path}: cannot run the model in PyTorch: onnx2torch: {what}") from None
+    except Exception as e:
+        raise ModelError(f"{path}: cannot convert the model to PyTorch (onnx2torch): "
+                         f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+    return module, inputs
+
+
+# ------------------------------------------------------------------------------ the child run
+
+def _settings(torch, spec: CaptureSpec, device) -> dict:
+    import onnx
+
+    d = {"framework": "pytorch", "framework_version": torch.__version__, "dtype": spec.dtype,
+         "device": str(device), "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+         "allow_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+         "allow_tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+         "cuda_version": torch.version.cuda, "onnx_version": onnx.__version__,
+         "python": sys.version.split()[0]}
+    try:
+        d["converter"] = f"onnx2torch {_dist_version('onnx2torch')}"
+    except Exception:
+        pass
+    try:
+        d["cudnn_version"] = torch.backends.cudnn.version()
+    except Exception:
+        d["cudnn_version"] = None
+    if device.type == "cuda":
+        d["gpu_name"] = torch.cuda.get_device_name(device)
+        cap = torch.cuda.get_device_capability(device)
+        d["compute_capability"] = f"{cap[0]}.{cap[1]}"
+    return d
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
+
+
+def run_child(spec: CaptureSpec) -> dict:
+    """One child run (see the module doc); returns its result document (also written as
+    ``OUT/.capture-ROLE.json``)."""
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("PyTorch is not installed: pip install torch (benanza profile runs the model in PyTorch)") from None
+    device = torch.device(spec.device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError("no CUDA device: torch.cuda.is_available() is False "
+                              "(use --device cpu to profile on the CPU)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DeviceError(f"no CUDA device {device.index} ({torch.cuda.device_count()} present)")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(device)
+    torch.backends.cudnn.benchmark = spec.cudnn_benchmark
+    tf32 = spec.dtype == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.manual_seed(spec.seed)
+    module, inputs = load_torch_model(spec.model, spec.batch, spec.dims, spec.batch_dim, spec.seed)
+    module = module.eval().to(device)
+    cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec.dtype)
+    if cast is not None:
+        module = module.to(cast)
+    import onnx
+
+    xs = []
+    g = torch.Generator(device="cpu").manual_seed(spec.seed)
+    for name, shape, et in inputs:
+        npdt = onnx.helper.tensor_dtype_to_np_dtype(et)
+        if npdt.kind == "f":
+            x = torch.randn(*shape, generator=g)
+            x = x.to(cast) if cast is not None else x.to(getattr(torch, str(npdt)))
+        elif npdt.kind in "iu":
+            x = torch.randint(0, 2, shape, generator=g).to(getattr(torch, str(npdt)))
+        elif npdt.kind == "b":
+            x = torch.ones(*shape, dtype=torch.bool)
+        else:
+            raise ModelError(f"input {name!r}: element type {npdt} is not supported")
+        xs.append(x.to(device))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def infer():
+        return module(*xs)
+
+    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": [list(s) for _, s, _ in inputs]}
+    with torch.inference_mode():
+        try:
+            for _ in range(max(spec.warmup, 1)):
+                infer()
+            sync()
+        except Exception as e:
+            raise ModelError(f"{spec.model}: the converted model fails in PyTorch ({spec.dtype} on {device}): "
+                             f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+        if spec.role == "timed":
+            samples = []
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                for _ in range(spec.runs):
+                    start.record()
+                    infer()
+                    end.record()
+                    end.synchronize()
+                    samples.append(float(start.elapsed_time(end)))
+                method = "cuda_events"
+            else:
+                for _ in range(spec.runs):
+                    t0 = time.perf_counter()
+                    infer()
+                    samples.append((time.perf_counter() - t0) * 1e3)
+                method = "perf_counter"
+            result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
+        else:
+            for _ in range(spec.iterations):
+                infer()
+            sync()
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        timed = spec.role == "timed"
+        with profile(activities=acts, record_shapes=timed) as prof:
+            for _ in range(spec.iterations if timed else 1):
+                with record_function("benanza.iteration"):
+                    infer()
+                sync()
+        sync()
+    out = Path(spec.out)
+    if timed:
+        tmp = out / "trace.json"
+        prof.export_chrome_trace(str(tmp))
+        with open(tmp, "rb") as fi, gzip.open(out / "trace.json.gz", "wb", compresslevel=6) as fo:
+            shutil.copyfileobj(fi, fo)
+        tmp.unlink()
+    else:
+        # the kernels of one logged iteration, read back like the timed run's trace
+        prof.export_chrome_trace(str(out / ".trace-logs.json"))
+    (out / f".capture-{spec.role}.json").write_text(json.dumps(result))
+    return result
+
+
+def _child_main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m benanza.profiles.capture SPEC.json", file=sys.stderr)
+        return 2
+    try:
+        spec = CaptureSpec(**json.loads(Path(argv[0]).read_text()))
+        run_child(spec)
+        return 0
+    except BenanzaError as e:
+        print(f"benanza: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # one line for the parent; BENANZA_DEBUG=1 shows the traceback
+        if os.environ.get("BENANZA_DEBUG"):
+            raise
+        print(f"benanza: internal error in the profiling process: {type(e).__name__}: "
+              f"{str(e).splitlines()[0][:300] if str(e) else ''}", file=sys.stderr)
+        return 70
+
+
+# ------------------------------------------------------------------------------------ parent
+
+def log_environment(out: Path, base: dict | None = None) -> dict:
+    """The environment of the log run: cuDNN debug logging (level 3) to ``OUT/cudnn.log`` and
+    cuBLASLt logging (level 5: API trace, with the matmul trace lines) to ``OUT/cublaslt.log``."""
+    env = dict(os.environ if base is None else base)
+    env.update({"CUDNN_LOGLEVEL_DBG": "3", "CUDNN_LOGDEST_DBG": str(out / "cudnn.log"),
+                "CUBLASLT_LOG_LEVEL": "5", "CUBLASLT_LOG_FILE": str(out / "cublaslt.log")})
+    return env
+
+
+def timed_environment(base: dict | None = None) -> dict:
+    """The environment of the timed run: every library logging variable removed."""
+    env = dict(os.environ if base is None else base)
+    for k in ("CUDNN_LOGLEVEL_DBG", "CUDNN_LOGDEST_DBG", "CUDNN_LOGINFO_DBG", "CUDNN_LOGWARN_DBG",
+              "CUDNN_LOGERR_DBG", "CUBLASLT_LOG_LEVEL", "CUBLASLT_LOG_FILE", "CUBLASLT_LOG_MASK",
+              "CUBLAS_LOGINFO_DBG", "CUBLAS_LOGDEST_DBG"):
+        env.pop(k, None)
+    return env
+
+
+def _run(spec: CaptureSpec, env: dict, timeout: float) -> None:
+    out = Path(spec.out)
+    sp = out / f".spec-{spec.role}.json"
+    sp.write_text(json.dumps(spec.__dict__))
+    cmd = [sys.executable, "-m", "benanza.profiles.capture", str(sp)]
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ProfileError(f"the {spec.role} run of {spec.model} did not finish in {timeout:.0f} s") from None
+    finally:
+        sp.unlink(missing_ok=True)
+    if r.returncode != 0:
+        lines = [ln for ln in (r.stderr or "").splitlines() if ln.startswith("benanza: ")]
+        msg = lines[-1][len("benanza: "):] if lines else \
+            f"the {spec.role} run failed (exit {r.returncode}): {(r.stderr or '').strip().splitlines()[-1:] or ''}"
+        err = {2: ModelError, 6: DeviceError}.get(r.returncode, ProfileError)
+        raise err(msg)
+
+
+def _kernel_names(trace_path: Path) -> list[str]:
+    """The names of the kernels (not memsets or copies) of a trace's first iteration, in order."""
+    from .trace import read_trace
+
+    tr = read_trace(trace_path)
+    if not tr.iterations:
+        return []
+    return [tr.kernels[i].name for i in tr.iterations[0].kernels if tr.kernels[i].kind == "kernel"]
+
+
+def _gzip(path: Path) -> Path | None:
+    if not path.exists():
+        return None
+    gz = path.with_name(path.name + ".gz")
+    with open(path, "rb") as fi, gzip.open(gz, "wb", compresslevel=6) as fo:
+        shutil.copyfileobj(fi, fo)
+    path.unlink()
+    return gz
+
+
+def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str | os.PathLike, device: str = "cuda",
+            warmup: int = 20, runs: int = 100, iterations: int = 5, cudnn_benchmark: bool = True,
+            logs: bool = True, dims: dict | None = None, batch_dim: int | None = None, force: bool = False,
+            timeout: float = 1800.0, say=lambda m: None) -> Path:
+    """Profile ``model`` at ``batch`` in ``dtype`` on ``device`` into the folder ``out`` and return
+    the path of its ``profile.json`` (format in :mod:`benanza.profiles`).
+
+    Raises :class:`UsageError` for bad arguments or a folder that already holds a profile (unless
+    ``force``), :class:`ModelError` when the model cannot be read, converted or run,
+    :class:`DeviceError` without the requested device, :class:`ProfileError` when a run fails.
+    """
+    from ..model import load_graph
+
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(DTYPES)})")
+    if not isinstance(batch, int) or batch <= 0:
+        raise UsageError(f"batch size must be positive, got {batch}")
+    for name, v, lo in (("--warmup", warmup, 1), ("--runs", runs, 1), ("--iterations", iterations, 1)):
+        if v < lo:
+            raise UsageError(f"{name} must be at least {lo}, got {v}")
+    dev = str(device).lower()
+    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise UsageError(f"--device must be cuda, cuda:N or cpu, not {device!r}")
+    if dev == "cpu" and dtype == "tf32":
+        raise UsageError("tf32 needs a CUDA device")
+    mpath = Path(model).resolve()
+    _, digest = load_graph(mpath)  # a bad model fails here, before any child starts
+    o = Path(out)
+    if o.exists() and not o.is_dir():
+        raise UsageError(f"{o}: exists and is not a folder")
+    if (o / "profile.json").exists() and not force:
+        raise UsageError(f"{o}: already holds a profile (profile.json); use --force to replace it")
+    o.mkdir(parents=True, exist_ok=True)
+    for n in ("profile.json", "trace.json.gz", "cudnn.log", "cudnn.log.gz", "cublaslt.log", "cublaslt.log.gz"):
+        (o / n).unlink(missing_ok=True)
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("PyTorch is not installed: pip install torch onnx2torch (benanza profile runs the model in PyTorch)")
+    common = dict(model=str(mpath), batch=batch, dtype=dtype, device=dev, warmup=warmup, runs=runs,
+                  iterations=iterations, cudnn_benchmark=cudnn_benchmark, out=str(o.resolve()),
+                  dims=dict(dims or {}), batch_dim=batch_dim)
+    files = {"trace": "trace.json.gz"}
+    notices = []
+    logged_kernels = None
+    if logs and dev != "cpu":
+        say(f"log run: {mpath.name} batch {batch} {dtype} on {dev} (cuDNN and cuBLASLt logging on)")
+        _run(CaptureSpec(role="logs", **common), log_environment(o.resolve()), timeout)
+        for key, name in (("cudnn_log", "cudnn.log"), ("cublaslt_log", "cublaslt.log")):
+            gz = _gzip(o / name)
+            if gz is not None:
+                files[key] = gz.name
+            else:
+                notices.append(f"{name} was not written (the library did not log: is it loaded?)")
+        logged_kernels = _kernel_names(o / ".trace-logs.json")
+        (o / ".trace-logs.json").unlink(missing_ok=True)
+    say(f"timed run: {warmup} warm-up, {runs} timed, {iterations} profiled iterations")
+    _run(CaptureSpec(role="timed", **common), timed_environment(), timeout)
+    res = json.loads((o / ".capture-timed.json").read_text())
+    from .profile import FORMAT, FORMAT_VERSION, Latency
+
+    lat = Latency.from_samples(res["latency"]["samples_ms"], res["latency"]["method"])
+    if logged_kernels is not None:
+        timed_names = _kernel_names(o / "trace.json.gz")
+        logged = logged_kernels
+        if logged != timed_names:
+            diff = sum(1 for a, b in zip(logged, timed_names) if a != b) + abs(len(logged) - len(timed_names))
+            notices.append(f"the log run and the timed run launched different kernels ({diff} of "
+                           f"{len(timed_names)} differ; autotuning chose differently?): engines from the "
+                           f"logs may not be those of the trace")
+    doc = {
+        "format": FORMAT, "version": FORMAT_VERSION,
+        "model": mpath.stem, "model_path": str(mpath), "model_sha256": digest,
+        "batch": batch, "dtype": dtype, "inputs": res.get("inputs"),
+        "files": files,
+        "latency": {"samples_ms": lat.samples_ms, "median_ms": lat.median_ms, "q1_ms": lat.q1_ms,
+                    "q3_ms": lat.q3_ms, "iqr_ms": lat.iqr_ms, "samples": lat.samples, "method": lat.method,
+                    "warmup": warmup},
+        "profiled_iterations": iterations,
+        "settings": res["settings"],
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "notices": notices,
+    }
+    for n in (".capture-logs.json", ".capture-timed.json", ".trace-logs.json"):
+        (o / n).unlink(missing_ok=True)
+    pj = o / "profile.json"
+    pj.write_text(json.dumps(doc, indent=1))
+    return pj
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

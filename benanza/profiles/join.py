@@ -1,0 +1,353 @@
+"""The join: each framework GPU kernel to the ONNX layer it implements, or to what it is instead.
+
+Inputs: a :class:`~benanza.profiles.trace.Trace` and the model's layer graph
+(:func:`benanza.model.process` at the profiled batch size). Per iteration:
+
+1. **Framework ops.** Each kernel is attached to the CPU op that launched it (``External id`` of
+   the kernel / of its runtime call, see :meth:`Trace.op_of`); its *framework op* is the outermost
+   ``aten::``-style op enclosing that op (``aten::conv2d`` for a kernel launched by
+   ``aten::cudnn_convolution``). Framework ops are taken in execution order, with the input shapes
+   the profiler recorded (``record_shapes=True``).
+2. **Ops to layers.** Each framework op whose name maps to ONNX op types (:data:`ATEN_TO_ONNX`)
+   is matched to an unmatched layer of one of those types whose activation input shape is among
+   the op's input shapes. Among several candidates (identical blocks), layers whose producers are
+   already matched come first, then the one whose producer was matched most recently (data flow),
+   then graph order. Framework ops without a layer and layers without an op are kept as such.
+3. **Kernels.** Each kernel gets a category (:data:`CATEGORIES`): ``layer`` (it computes the layer
+   its framework op matched), ``layout`` (a layout conversion, e.g. cuDNN's ``nchwToNhwcKernel``
+   around an NHWC engine), ``copy``, ``fill`` (memsets, fills, workspace initialization),
+   ``unfused_batch_norm`` (a batch norm the framework ran where the model has none: BN folded in
+   the model, not in the framework), or ``other`` (a framework op that matches no layer). The
+   ``library`` that the kernel comes from is read from its name (cuDNN, cuBLAS/cuBLASLt,
+   PyTorch native, Triton), the ``api`` the framework called from the op chain.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .trace import CpuOp, Iteration, Kernel, Trace
+
+#: kernel categories of the join
+CATEGORIES = ("layer", "layout", "copy", "fill", "unfused_batch_norm", "other")
+
+#: framework (PyTorch ATen) op name -> the ONNX op types it can implement
+ATEN_TO_ONNX: dict[str, tuple[str, ...]] = {}
+
+
+def _reg(onnx_ops: str, *aten: str) -> None:
+    for a in aten:
+        ATEN_TO_ONNX[a] = ATEN_TO_ONNX.get(a, ()) + tuple(onnx_ops.split())
+
+
+_reg("Conv", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+     "aten::cudnn_convolution", "aten::cudnn_convolution_relu", "aten::cudnn_convolution_add_relu",
+     "aten::mkldnn_convolution", "aten::_conv_depthwise2d", "aten::conv_depthwise3d", "aten::thnn_conv2d",
+     "aten::slow_conv_dilated2d", "aten::_slow_conv2d_forward")
+_reg("ConvTranspose", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d")
+_reg("BatchNormalization", "aten::batch_norm", "aten::_batch_norm_impl_index", "aten::cudnn_batch_norm",
+     "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training", "aten::_native_batch_norm_legit",
+     "aten::instance_norm")
+_reg("InstanceNormalization", "aten::instance_norm")
+_reg("LayerNormalization", "aten::layer_norm", "aten::native_layer_norm")
+_reg("Relu", "aten::relu", "aten::relu_", "aten::threshold", "aten::threshold_", "aten::clamp_min",
+     "aten::clamp_min_")
+_reg("Clip", "aten::clamp", "aten::clamp_", "aten::hardtanh", "aten::hardtanh_", "aten::relu6", "aten::clip",
+     "aten::clamp_min", "aten::clamp_min_")
+_reg("Sigmoid", "aten::sigmoid", "aten::sigmoid_")
+_reg("Tanh", "aten::tanh", "aten::tanh_")
+_reg("LeakyRelu", "aten::leaky_relu", "aten::leaky_relu_")
+_reg("Elu", "aten::elu", "aten::elu_")
+_reg("HardSigmoid", "aten::hardsigmoid", "aten::hardsigmoid_")
+_reg("HardSwish", "aten::hardswish", "aten::hardswish_")
+_reg("Gelu", "aten::gelu", "aten::gelu_")
+_reg("Erf", "aten::erf")
+_reg("Add", "aten::add", "aten::add_")
+_reg("Sub", "aten::sub", "aten::sub_", "aten::rsub")
+_reg("Mul", "aten::mul", "aten::mul_")
+_reg("Div", "aten::div", "aten::div_")
+_reg("Pow", "aten::pow", "aten::pow_")
+_reg("Sqrt", "aten::sqrt", "aten::sqrt_")
+_reg("Max", "aten::maximum", "aten::max")
+_reg("Min", "aten::minimum", "aten::min")
+_reg("MaxPool", "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::max_pool2d_with_indices",
+     "aten::max_pool3d_with_indices")
+_reg("AveragePool", "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d")
+_reg("GlobalAveragePool", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+     "aten::_adaptive_avg_pool2d", "aten::mean")
+_reg("GlobalMaxPool", "aten::adaptive_max_pool2d", "aten::amax", "aten::max")
+_reg("ReduceMean", "aten::mean")
+_reg("ReduceSum", "aten::sum")
+_reg("ReduceMax", "aten::amax", "aten::max")
+_reg("ReduceMin", "aten::amin", "aten::min")
+_reg("Gemm", "aten::linear", "aten::addmm", "aten::mm", "aten::matmul")
+_reg("MatMul", "aten::matmul", "aten::mm", "aten::bmm", "aten::linear", "aten::addmm", "aten::baddbmm",
+     "aten::einsum")
+_reg("Softmax", "aten::softmax", "aten::_softmax", "aten::special_softmax")
+_reg("LogSoftmax", "aten::log_softmax", "aten::_log_softmax")
+_reg("LRN", "aten::local_response_norm")
+_reg("Dropout", "aten::dropout", "aten::feature_dropout", "aten::native_dropout")
+_reg("Concat", "aten::cat", "aten::concat", "aten::_cat")
+_reg("Transpose", "aten::permute", "aten::transpose", "aten::t")
+_reg("Flatten", "aten::flatten")
+_reg("Reshape", "aten::reshape", "aten::view", "aten::_unsafe_view")
+_reg("Squeeze", "aten::squeeze", "aten::squeeze_")
+_reg("Unsqueeze", "aten::unsqueeze", "aten::unsqueeze_")
+_reg("Pad", "aten::pad", "aten::constant_pad_nd")
+_reg("Slice", "aten::slice", "aten::narrow")
+_reg("Split", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::tensor_split")
+_reg("Gather", "aten::index_select", "aten::select", "aten::gather", "aten::index", "aten::embedding")
+_reg("Expand", "aten::expand")
+_reg("Cast", "aten::to", "aten::_to_copy")
+_reg("Identity", "aten::clone")
+_reg("Resize", "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::interpolate")
+
+#: ops that are batch norms (their kernels are "unfused_batch_norm" when no layer matched)
+BATCH_NORM_OPS = {a for a, o in ATEN_TO_ONNX.items() if "BatchNormalization" in o}
+
+_LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|NchwToNhwc|NhwcToNchw|convertTensor|"
+                     r"transpose_readWrite|tensorTransform|permute_kernel|layout_transform", re.I)
+_FILL = re.compile(r"FillFunctor|fill_kernel|memset|init_device_workspace|init_workspace|zero_kernel", re.I)
+_COPY = re.compile(r"copy|Memcpy|CatArray|_to_copy", re.I)
+
+
+@dataclass(frozen=True)
+class OpMatch:
+    """A framework op of one iteration and the layer it was matched to (None: no layer).
+
+    ``op``: index into :attr:`Trace.cpu_ops`; ``name``: its name (``aten::conv2d``);
+    ``input_dims``: the shapes it recorded; ``kernels``: indices of the GPU activities it launched.
+    """
+
+    iteration: int
+    op: int
+    name: str
+    input_dims: tuple[tuple[int, ...], ...]
+    layer: int | None
+    kernels: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class KernelJoin:
+    """What one GPU activity of the trace is.
+
+    ``kernel``: index into :attr:`Trace.kernels`; ``category``: one of :data:`CATEGORIES`;
+    ``layer``: the layer whose framework op launched it (for ``layer``, the layer it computes; for
+    ``layout``/``fill``/``copy`` inside a layer's op, the layer it serves; None otherwise);
+    ``op``: the framework op name (None if it has no CPU op); ``library``: ``cudnn``, ``cublas``
+    (cuBLAS/cuBLASLt, also when cuDNN's engine calls cuBLASLt), ``native`` (PyTorch's own
+    kernels), ``triton``, ``memset``/``memcpy``, or ``unknown``; ``api``: the library the
+    framework called (``cudnn``, ``cublas``, None for native ops); ``dur_ms``: kernel time (ms);
+    ``iteration``: which profiled iteration (None: outside every iteration); ``role``: what a
+    kernel does when its name tells more than its category (``NCHW->NHWC``, ``NHWC->NCHW``,
+    ``split-K reduction``, ``workspace init``), else ``""``.
+    """
+
+    kernel: int
+    name: str
+    category: str
+    layer: int | None
+    op: str | None
+    library: str
+    api: str | None
+    dur_ms: float
+    iteration: int | None
+    role: str = ""
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """The join of one trace with one model: ``ops`` (every framework op per iteration with its
+    layer), ``kernels`` (every GPU activity's :class:`KernelJoin`, in trace order), and per
+    iteration the layers that matched no framework op (``unmatched_layers``)."""
+
+    ops: tuple[OpMatch, ...]
+    kernels: tuple[KernelJoin, ...]
+    unmatched_layers: tuple[tuple[int, ...], ...]
+    iterations: int
+
+
+# ----------------------------------------------------------------------------------- framework ops
+
+def _is_framework_op(op: CpuOp) -> bool:
+    return "::" in op.name
+
+
+def framework_op(trace: Trace, op: CpuOp | None) -> CpuOp | None:
+    """The outermost framework (``ns::name``) op enclosing ``op`` (``op`` itself if none)."""
+    if op is None:
+        return None
+    best = None
+    for a in trace.ancestors(op):
+        if _is_framework_op(a):
+            best = a
+    return best if best is not None else op
+
+
+def kernel_library(name: str, kind: str = "kernel") -> str:
+    """Which library a kernel comes from, by its name (``cudnn``, ``cublas``, ``native``,
+    ``triton``, ``memset``, ``memcpy``, ``unknown``)."""
+    if kind in ("memset", "memcpy"):
+        return kind
+    n = name
+    if "cublas" in n.lower() or "gemvx" in n or "gemv2" in n or "gemmSN" in n or re.search(r"cutlass_\d+_\w*gemm", n):
+        return "cublas"
+    if "cudnn" in n.lower() or "xmma" in n or "cask" in n:
+        return "cudnn"
+    if n.startswith("triton_") or "triton" in n:
+        return "triton"
+    if "at::native" in n or "at::" in n or "c10::" in n:
+        return "native"
+    if re.search(r"cutlass|sm\d+_xmma|gemm", n):
+        return "cublas"
+    return "unknown"
+
+
+def _api(trace: Trace, op: CpuOp | None) -> str | None:
+    if op is None:
+        return None
+    for a in trace.ancestors(op):
+        n = a.name
+        if "cudnn" in n:
+            return "cudnn"
+        if n in ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm",
+                 "aten::addmv", "aten::mv", "aten::_addmm_activation"):
+            return "cublas"
+    return None
+
+
+_ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Concat", "MatMul"}
+
+
+def _shape_ok(layer, dims: tuple[tuple[int, ...], ...]) -> bool:
+    """Whether the op's recorded input shapes contain the layer's activation input shape (its
+    first input; any input for elementwise ops, whose constant operand may come first). Weights
+    are not compared: a framework may store them transposed. Without recorded shapes
+    (``record_shapes=False``) every op fits and the order alone decides."""
+    shapes = [tuple(s) for s in layer.input_shapes if s]
+    if not shapes:
+        return True
+    have = {tuple(d) for d in dims if d}
+    if not have:
+        return True
+    wants = shapes if layer.op_type in _ELEMENTWISE else shapes[:1]
+    for want in wants:
+        if want in have:
+            return True
+        # a framework may flatten leading dims (linear on (N, T, C) -> addmm on (N*T, C))
+        if len(want) > 2 and (math.prod(want[:-1]), want[-1]) in have:
+            return True
+    return False
+
+
+def _match_iteration(trace: Trace, it: Iteration, ml) -> tuple[list[OpMatch], dict[int, int], set[int]]:
+    """Match the framework ops of one iteration to layers. Returns the op matches, the map
+    framework-op index -> layer index, and the unmatched layer indices."""
+    # framework ops of this iteration, in execution order: outermost framework ops inside the
+    # iteration's range, on the threads that launched its kernels (the main thread when none)
+    kernels = trace.kernels_of(it)
+    by_fop: dict[int, list[int]] = {}
+    threads = set()
+    for k in kernels:
+        fop = framework_op(trace, trace.op_of(k))
+        if fop is not None:
+            by_fop.setdefault(fop.index, []).append(k.index)
+            threads.add(fop.thread)
+    fops = []
+    for op in trace.cpu_ops:
+        if op.start_ms < it.start_ms or op.start_ms > it.end_ms or not _is_framework_op(op):
+            continue
+        if threads and op.thread not in threads:
+            continue
+        if framework_op(trace, op) is not op:
+            continue
+        fops.append(op)
+    layers = ml.layers
+    by_type: dict[str, list[int]] = {}
+    for ly in layers:
+        by_type.setdefault(ly.op_type, []).append(ly.index)
+    matched: dict[int, int] = {}  # layer -> order in which it was matched
+    op_layer: dict[int, int] = {}
+    out: list[OpMatch] = []
+    for order, op in enumerate(fops):
+        types = ATEN_TO_ONNX.get(op.name, ())
+        cands = [i for t in types for i in by_type.get(t, ()) if i not in matched and _shape_ok(layers[i], op.input_dims)]
+        layer = None
+        if cands:
+            def rank(i):
+                prods = ml.edges.get(i, [])
+                ready = all(p in matched or layers[p].status == "zero_cost" for p in prods)
+                recent = max((matched[p] for p in prods if p in matched), default=-1)
+                return (0 if ready else 1, -recent, i)
+            layer = min(cands, key=rank)
+            matched[layer] = order
+            op_layer[op.index] = layer
+        out.append(OpMatch(iteration=it.index, op=op.index, name=op.name, input_dims=op.input_dims, layer=layer,
+                           kernels=tuple(by_fop.get(op.index, ()))))
+    unmatched = {ly.index for ly in layers} - set(matched)
+    return out, op_layer, unmatched
+
+
+def classify(kernel: Kernel, fop: CpuOp | None, layer: int | None) -> str:
+    """The category of ``kernel`` (:data:`CATEGORIES`) given its framework op and that op's layer."""
+    n = kernel.name
+    if kernel.kind == "memset":
+        return "fill"
+    if kernel.kind == "memcpy":
+        return "copy"
+    if _LAYOUT.search(n):
+        return "layout"
+    if _FILL.search(n):
+        return "fill"
+    if layer is not None:
+        return "layer"
+    if fop is not None and fop.name in BATCH_NORM_OPS:
+        return "unfused_batch_norm"
+    if _COPY.search(n) or (fop is not None and fop.name in ("aten::copy_", "aten::contiguous", "aten::clone",
+                                                            "aten::to", "aten::_to_copy")):
+        return "copy"
+    return "other"
+
+
+def kernel_role(name: str) -> str:
+    """A short description of what a library helper kernel does, from its name ("" if nothing
+    more than its category)."""
+    n = name.lower()
+    if "nchwtonhwc" in n or "nchw2nhwc" in n:
+        return "NCHW->NHWC"
+    if "nhwctonchw" in n or "nhwc2nchw" in n:
+        return "NHWC->NCHW"
+    if "splitkreduce" in n or "split_k_reduce" in n or "splitk_reduce" in n:
+        return "split-K reduction"
+    if "init_device_workspace" in n or "init_workspace" in n:
+        return "workspace init"
+    return ""
+
+
+def join(trace: Trace, ml) -> JoinResult:
+    """Join every GPU activity of ``trace`` with the layers of ``ml`` (a
+    :class:`benanza.model.ModelLayers` at the profiled batch size). Never raises for a model that
+    does not fit the trace: then few ops match and the result says so (``unmatched_layers``)."""
+    ops: list[OpMatch] = []
+    op_layer: dict[int, int] = {}
+    unmatched = []
+    kernel_iter: dict[int, int] = {}
+    for it in trace.iterations:
+        o, m, u = _match_iteration(trace, it, ml)
+        ops.extend(o)
+        op_layer.update(m)
+        unmatched.append(tuple(sorted(u)))
+        for k in it.kernels:
+            kernel_iter[k] = it.index
+    kj = []
+    for k in trace.kernels:
+        op = trace.op_of(k)
+        fop = framework_op(trace, op)
+        layer = op_layer.get(fop.index) if fop is not None else None
+        kj.append(KernelJoin(kernel=k.index, name=k.name, category=classify(k, fop, layer), layer=layer,
+                             op=fop.name if fop is not None else None, library=kernel_library(k.name, k.kind),
+                             api=_api(trace, op), dur_ms=k.dur_ms, iteration=kernel_iter.get(k.index),
+                             role=kernel_role(k.name)))
+    return JoinResult(ops=tuple(ops), kernels=tuple(kj), unmatched_layers=tuple(unmatched),
+                      iterations=len(trace.iterations))
