@@ -21,5 +21,16 @@ python3 benchmarks/stage_times.py --model "$REPO/examples/resnet50.onnx" --batch
 python3 benchmarks/harness_cost.py "$W/suite1" --kind Conv --limit 12 2>&1 | tee "$OUTDIR/cost.txt"
 python3 benchmarks/fidelity.py --db "$W/run1.db" --model "$REPO/examples/resnet50.onnx" --batch 1,32 \
     --dtype fp32,tf32,fp16 --json "$W/fidelity_resnet50.json" 2>&1 | tee "$OUTDIR/fidelity_resnet50.txt"
+if [ -n "${FIDELITY_VIT:-}" ]; then  # torchvision's vit_b_16 with a dynamic batch, measured then compared
+  VIT="$W/vit_b_16_dyn.onnx"
+  if python3 benchmarks/fidelity.py --export-vit "$VIT" > "$W/export.log" 2>&1; then
+    (cd /tmp && python3 -m benanza bench "$VIT" --batch 1,32 --dtype fp32,tf32,fp16 --db "$W/run1.db" --no-layers -q) 2>&1 | tail -3
+    python3 benchmarks/fidelity.py --db "$W/run1.db" --model "$VIT" --batch 1,32 --dtype fp32,tf32,fp16 \
+        --json "$W/fidelity_vit.json" 2>&1 | tee "$OUTDIR/fidelity_vit.txt"
+    cp "$W/fidelity_vit.json" "$OUTDIR/" 2>/dev/null
+  else
+    tail -3 "$W/export.log"
+  fi
+fi
 cp "$W/run1.db" "$OUTDIR/run1.db"
 cp "$W/fidelity_resnet50.json" "$OUTDIR/" 2>/dev/null

@@ -128,6 +128,10 @@ def main():
         print(f"{name:<20}{st['process_s']:>8.2f}{st['generate_s']:>9.2f}{st['compile_s']:>8.1f}{st['run_s']:>8.1f}"
               f"{st['analyze_s']:>8.2f}{d['wall_s']:>8.1f}{run['ok'] + run['failed']:>6}{run['failed']:>7}"
               f"{run['measurements']:>13}")
+    print("\n## LBL of run 1 (ms): sequential / parallel / fused sequential, complete")
+    for a in docs[0][1]["analyses"]:
+        print(f"  b{a['batch']:<3} {a['precision']:<5} {a['lbl_sequential_ms']:.4f} / {a['lbl_parallel_ms']:.4f} / "
+              f"{a['lbl_fused_sequential_ms']:.4f}  {'yes' if a['complete'] else 'no'}")
     print("\n## convergence (run 1)")
     conv = convergence(out / "run1.db")
     print(f"  screened (first replay > --screen x the job's best, not sampled further): {conv.pop('screened')}")
