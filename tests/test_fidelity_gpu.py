@@ -1,6 +1,9 @@
 """Fidelity against PyTorch (GPU only; skipped without a GPU): benanza's best measurement of each
-Conv and GEMM layer config of resnet50 must not be slower than the kernel time PyTorch achieves for
-the same layer (cudnn.benchmark=True, same data type and math mode), beyond noise.
+Conv and GEMM layer config of resnet50 must not be slower than the time PyTorch achieves for the
+same layer (cudnn.benchmark=True, same data type and math mode), beyond noise, both timed the same
+way: back-to-back calls replayed from a CUDA graph between CUDA events (benchmarks/fidelity.py,
+ratio_graph). The profiler's kernel-time ratio (sum of PyTorch's kernels, launch gaps excluded) is
+reported too; its median must also be at most 1.
 
 Run on a GPU machine: pytest tests/test_fidelity_gpu.py -s  (benchmarks/fidelity.py prints the
 full distribution; benchmarks/gpu_trust.sh runs it on resnet50 and vit_b_16)."""
@@ -29,8 +32,9 @@ def test_resnet50_conv_and_gemm_not_slower_than_pytorch(tmp_path):
 
     rows, label = fidelity.compare(str(db), [str(model)], [1, 32], ["fp32", "tf32", "fp16"], 20, 5)
     fidelity.report(rows, label)
-    ratios = np.array([r["ratio"] for r in rows])
-    assert len(ratios) == 144 and np.all(np.isfinite(ratios))
-    noise = 0.05  # PyTorch windows spread ~0.3 %, benanza RSE <= 1 %; 5 % covers clocks and L2 state
-    assert np.median(ratios) <= 1.0 + noise
+    ratios = np.array([r["ratio_graph"] for r in rows])
+    kernel = np.array([r["ratio"] for r in rows])
+    assert len(ratios) == 144 and np.all(np.isfinite(ratios)) and np.all(np.isfinite(kernel))
+    noise = 0.05  # PyTorch spread ~0.3 %, benanza RSE <= 1 %; 5 % covers clocks and L2 state
+    assert np.median(ratios) <= 1.0 and np.median(kernel) <= 1.0
     assert np.mean(ratios <= 1.0 + noise) >= 0.9, f"{np.mean(ratios <= 1 + noise):.0%} of layers within noise"
