@@ -144,7 +144,7 @@ def parse_precisions(text: str) -> list[str]:
 LAYOUTS = ("NCHW", "NHWC")
 
 #: layer kinds that get an NHWC job when NHWC is asked for
-NHWC_KINDS = ("Conv", "ConvBiasAct")
+NHWC_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct")
 
 
 def parse_layouts(text: str) -> list[str]:
@@ -228,6 +228,12 @@ def _conv_case(cfg: L.ConvConfig, job: Job) -> dict:
 def _conv_bias_act_case(cfg: L.ConvBiasActConfig, job: Job) -> dict:
     c = _conv_case(cfg.conv, job)
     c["activation"] = {"relu": "CUDNN_ACTIVATION_RELU"}[cfg.activation]
+    return c
+
+
+def _conv_bn_act_case(cfg: L.ConvBnActConfig, job: Job) -> dict:
+    c = _conv_case(cfg.conv, job)
+    c["relu"] = _num(cfg.activation == "relu")
     return c
 
 
@@ -545,6 +551,7 @@ def _sdpa_case(cfg: L.SdpaConfig, job: Job) -> dict:
 KIND_TEMPLATES = {
     "Conv": ("conv.cpp.j2", _conv_case),
     "ConvBiasAct": ("conv_bias_act.cpp.j2", _conv_bias_act_case),
+    "ConvBnAct": ("conv_bn_act.cpp.j2", _conv_bn_act_case),
     "Activation": ("activation.cpp.j2", _activation_case),
     "BatchNorm": ("batchnorm.cpp.j2", _bn_case),
     "Pooling": ("pooling.cpp.j2", _pool_case),

@@ -202,6 +202,38 @@ class ConvBiasActConfig(LayerConfig):
         return self.conv.describe().replace("Conv(", "ConvBiasAct(", 1) + f"+{self.activation}"
 
 
+@dataclass(frozen=True)
+class ConvBnActConfig(LayerConfig):
+    """Fused Conv -> BatchNormalization (inference) [-> Relu]: one cuDNN graph, conv_fprop ->
+    pointwise MUL (the per-channel scale gamma / sqrt(var + eps)) -> pointwise ADD (the shift, the
+    conv's own bias folded in) [-> RELU_FWD] (cuDNN developer guide, "Graph API": the ConvBNfprop /
+    conv + scale + bias + activation fusion patterns), every engine config of the graph API.
+
+    Covers the two or three ONNX layers of a fusion candidate (Conv, BatchNormalization, Relu), so
+    its measurements are only compared with the sum of those layers. activation: "relu" or "none".
+    FLOPs: the convolution's + 2 per output element (scale, shift) + 1 for the Relu.
+    """
+
+    kind: ClassVar[str] = "ConvBnAct"
+    tensor_cores: ClassVar[bool] = True
+    conv: ConvConfig
+    activation: str  # "relu" or "none"
+
+    def input_shapes(self):
+        return self.conv.input_shapes()
+
+    def output_shape(self):
+        return self.conv.output_shape()
+
+    def flops(self):
+        n = numel(self.output_shape())
+        return self.conv.flops() + 2 * n + (n if self.activation == "relu" else 0)
+
+    def describe(self):
+        act = "" if self.activation == "none" else f"+{self.activation}"
+        return self.conv.describe().replace("Conv(", "ConvBnAct(", 1) + "+bn" + act
+
+
 #: activation modes, their cuDNN call and how the ONNX attributes map
 ACTIVATION_MODES = ("relu", "sigmoid", "tanh", "clipped_relu", "leaky_relu", "hard_sigmoid", "elu")
 
@@ -825,7 +857,7 @@ class SdpaConfig(LayerConfig):
 
 #: every concrete config class by kind
 CONFIG_KINDS: dict[str, type[LayerConfig]] = {
-    c.kind: c for c in (ConvConfig, ConvBiasActConfig, ActivationConfig, BatchNormConfig,
+    c.kind: c for c in (ConvConfig, ConvBiasActConfig, ConvBnActConfig, ActivationConfig, BatchNormConfig,
                         PoolingConfig, SoftmaxConfig, ElementwiseConfig, GemmConfig, LRNConfig,
                         DropoutConfig, ReduceConfig, CopyConfig, RNNConfig)
 }
@@ -847,7 +879,7 @@ def config_from_params(kind: str, params: dict) -> LayerConfig:
         return klass(**kw)
 
     def _decode(klass, f, v):
-        if klass is ConvBiasActConfig and f.name == "conv":
+        if klass in (ConvBiasActConfig, ConvBnActConfig) and f.name == "conv":
             return build(ConvConfig, v)
         if klass is CopyConfig and f.name == "attrs":
             return tuple((name, tuple(vals)) for name, vals in v)

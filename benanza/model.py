@@ -1071,7 +1071,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
 def _find_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
                   ctx: _Ctx) -> list[Fusion]:
     """Conv(+bias) -> Relu, and Conv -> Add(per-channel constant) -> Relu: the patterns that
-    cudnnConvolutionBiasActivationForward computes in one call."""
+    cudnnConvolutionBiasActivationForward computes in one call; Conv -> BatchNormalization [->
+    Relu]: conv + scale + shift [+ relu] as one cuDNN graph (ConvBnActConfig)."""
     fusions: list[Fusion] = []
 
     def only_consumer(ly: Layer) -> Layer | None:
@@ -1088,6 +1089,19 @@ def _find_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_ou
         nxt = only_consumer(ly)
         chain = [ly.index]
         conv = cfg
+        if nxt is not None and isinstance(nxt.config, L.BatchNormConfig) and nxt.fusion is None:
+            # Conv -> BatchNormalization [-> Relu]: conv + per-channel scale + shift [+ relu]
+            chain.append(nxt.index)
+            act = only_consumer(nxt)
+            relu = act is not None and isinstance(act.config, L.ActivationConfig) and act.config.mode == "relu" \
+                and act.fusion is None
+            if relu:
+                chain.append(act.index)
+            f = Fusion(layers=tuple(chain), config=L.ConvBnActConfig(conv=cfg, activation="relu" if relu else "none"))
+            for i in chain:
+                layers[i].fusion = len(fusions)
+            fusions.append(f)
+            continue
         if nxt is not None and not cfg.bias and isinstance(nxt.config, L.ElementwiseConfig) \
                 and nxt.config.op == "add":
             other = [i for i in nxt.inputs if i != ly.outputs[0]]

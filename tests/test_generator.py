@@ -132,9 +132,9 @@ def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
     suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16", "bf16", "fp8"], tmp_path / "all",
                      ["NCHW", "NHWC"])
     assert any(j.layout == "NHWC" for j in suite.jobs)
-    assert {j.kind for j in suite.jobs} == {"Conv", "ConvBiasAct", "Activation", "BatchNorm", "Pooling",
-                                             "Softmax", "Elementwise", "Gemm", "LRN", "Dropout", "Reduce",
-                                             "Copy"}
+    assert {j.kind for j in suite.jobs} == {"Conv", "ConvBiasAct", "ConvBnAct", "Activation", "BatchNorm",
+                                             "Pooling", "Softmax", "Elementwise", "Gemm", "LRN", "Dropout",
+                                             "Reduce", "Copy"}
     conv = (tmp_path / "all" / "src" / "conv.cpp").read_text()
     assert cpp_string(HOSTILE) in conv and "system(\"rm" not in conv.replace('\\"', "")
     r = _build(tmp_path / "all")

@@ -104,11 +104,12 @@ def test_keys_are_canonical_and_stable(models):
         assert L.config_from_params(ly.config.kind, json.loads(json.dumps(ly.config.params()))) == ly.config
 
 
-def test_bnkept_keeps_batchnorm_and_has_no_fusion(models):
+def test_bnkept_keeps_batchnorm_and_has_no_bias_fusion(models):
     ml = process(models / "resnet50_bnkept.onnx", 1)
     s = ml.summary()
     assert s["by_type"]["BatchNormalization"]["count"] == 53
-    assert s["fusion_candidates"] == 0
+    assert s["fusion_candidates"] == 53  # Conv -> BN [-> Relu] only (no conv has a bias to fuse)
+    assert {f.config.kind for f in ml.fusions} == {"ConvBnAct"}
     assert all(not ly.config.bias for ly in ml.benchmarked() if ly.config.kind == "Conv")
 
 
@@ -171,7 +172,7 @@ def test_every_layer_kind_of_the_synthetic_model(tmp_path):
     bmm = [ly.config for ly in ml.layers if ly.op_type == "MatMul"][-1]
     assert bmm.batch == 2 and (bmm.m, bmm.n, bmm.k) == (3, 3, 4)
     assert ml.summary()["unsupported"] == {}
-    assert len(ml.fusions) == 1 and ml.fusions[0].layers == (0, 1)
+    assert [(f.layers, f.config.kind) for f in ml.fusions] == [((0, 1), "ConvBiasAct"), ((3, 4), "ConvBnAct")]
 
 
 @pytest.mark.parametrize("text,expected", [("1", [1]), ("1,32", [1, 32]), (" 8 , 8,16", [8, 16])])
@@ -229,3 +230,23 @@ def test_gru_mapping_and_what_cudnn_cannot_compute(tmp_path):
         assert ly.status == "unsupported" and reason in ly.reason
     ly = process(rnn_model(tmp_path / "p.onnx", op="LSTM", direction="forward", input_forget=1), 1).layers[0]
     assert ly.status == "unsupported" and "input_forget" in ly.reason
+
+
+def test_conv_batchnorm_relu_is_a_fusion_candidate(models):
+    """resnet50_bnkept keeps its BatchNormalization nodes: every Conv -> BN [-> Relu] is one
+    candidate for a conv + scale + shift [+ relu] cuDNN graph (ConvBnActConfig)."""
+    from benanza import layers as L
+
+    ml = process(models / "resnet50_bnkept.onnx", 1)
+    bn = [f for f in ml.fusions if f.config.kind == "ConvBnAct"]
+    assert len(bn) == 53
+    with_relu = [f for f in bn if f.config.activation == "relu"]
+    # the stem and the first two convs of each of the 16 bottlenecks; each block's third conv and
+    # the 4 downsample convs feed the residual Add
+    assert len(with_relu) == 1 + 2 * 16
+    for f in bn:
+        ops = [ml.layers[i].op_type for i in f.layers]
+        assert ops[:2] == ["Conv", "BatchNormalization"] and ops[2:] in ([], ["Relu"])
+        cfg = f.config
+        assert cfg.output_shape() == ml.layers[f.layers[0]].config.output_shape()
+        assert L.config_from_params(cfg.kind, cfg.params()) == cfg

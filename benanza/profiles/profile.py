@@ -280,6 +280,8 @@ class Profile:
             if lp.fusion is not None:
                 groups.setdefault(lp.fusion, []).append(lp)
         for _, lps in sorted(groups.items()):
+            if any(lp.op_type == "BatchNormalization" for lp in lps):
+                continue  # Conv -> BN [-> Relu]: reported as batch_norm_after_conv below
             if all(lp.kernels for lp in lps) and len({lp.op for lp in lps}) > 1:
                 out.append(Unfused("conv_bias_relu", tuple(lp.layer for lp in lps),
                                    sum(lp.total_ms for lp in lps[1:])))

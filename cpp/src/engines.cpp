@@ -17,6 +17,7 @@
 // (DOWN_CONVERT_INPUTS). Excluded configs are recorded as not_supported with the note that excluded
 // them, without being built.
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -51,7 +52,7 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-constexpr int64_t kX = 1, kW = 2, kB = 3, kY = 4;
+constexpr int64_t kX = 1, kW = 2, kB = 3, kY = 4, kS = 5;
 
 // Strides of dims (N, C, spatial...) stored packed in `layout` (NCHW, or NHWC: channels last).
 std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool nhwc) {
@@ -131,6 +132,15 @@ std::shared_ptr<NotedGraph> make_graph(const ConvSpec& c, bool bias, bool relu) 
       strides_for(wd, c.nhwc)));
   std::vector<int64_t> pad(c.pad, c.pad + c.nsp), stride(c.stride, c.stride + c.nsp), dil(c.dilation, c.dilation + c.nsp);
   auto Y = g->conv_fprop(X, W, fe::graph::Conv_fprop_attributes().set_padding(pad).set_stride(stride).set_dilation(dil));
+  if (c.scale) {
+    // BatchNormalization in inference, folded to a per-channel scale (the conv's bias goes into
+    // the shift: (conv + b) * s + t = conv * s + (b * s + t))
+    std::vector<int64_t> sd(nd, 1);
+    sd[1] = c.w[0];
+    auto S = g->tensor(fe::graph::Tensor_attributes().set_name("S").set_uid(kS).set_dim(sd).set_stride(
+        strides_for(sd, c.nhwc)));
+    Y = g->pointwise(Y, S, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL));
+  }
   if (bias) {
     std::vector<int64_t> bd(nd, 1);
     bd[1] = c.w[0];
@@ -164,18 +174,33 @@ std::string plan_name(const fe::graph::Graph& g, int64_t i) {
   return name;
 }
 
-// Every engine config of heuristics modes A, B and FALLBACK for the graph (conv [+ bias] [+ relu]),
-// queried on one graph in that order, so the list's first part is mode A's ranking and the next
-// mode B's. With `picks`, mode A's and B's top picks (the first config each mode lists that the
-// precision allows and that builds) are recorded as choices. Each distinct config is then built and
-// timed; with `add_bias`, each execution is followed by cudnnAddTensor of the bias (unfused form).
-void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, bool picks,
-                  const std::string& call, void* x, void* w, void* bias, void* y, std::size_t y_count) {
-  const DType dt = storage_of(c.precision);
-  const char* math = math_label(c.precision);
-  auto g = make_graph(c, bias_in_graph, c.relu);
-  Call base{call, "*", math, dt, "", 0};
-  base.layout = c.nhwc ? "NHWC" : "NCHW";
+// Every engine config of heuristics modes A, B and FALLBACK for an operation graph, queried on one
+// graph in that order, so the list's first part is mode A's ranking and the next mode B's. With
+// `picks`, mode A's and B's top picks (the first config each mode lists that the precision allows
+// and that builds) are recorded as choices. Each distinct config is then built and timed; `after`,
+// when set, runs after each execution inside the timed call (the unfused bias of a convolution).
+struct GraphTiming {
+  std::shared_ptr<NotedGraph> graph;
+  std::unordered_map<int64_t, void*> pack;
+  std::function<Status()> after;
+  Precision precision;
+  std::string layout = "NCHW";
+  std::string call = "cudnnBackendExecute";
+  std::string note;  // how the timed graph relates to the layer, when not 1:1
+  bool picks = true;
+  void* y = nullptr;
+  std::size_t y_count = 0;
+};
+
+void time_graph(Bench& b, const GraphTiming& t) {
+  const Precision prec = t.precision;
+  const DType dt = storage_of(prec);
+  const char* math = math_label(prec);
+  auto g = t.graph;
+  auto pack = t.pack;
+  const bool picks = t.picks;
+  Call base{t.call, "*", math, dt, t.note, 0};
+  base.layout = t.layout;
   auto st = g->validate();
   if (st.is_good()) st = g->build_operation_graph(b.cudnn());
   // mode by mode on the same graph: configs are appended, so [0, n_a) is A's list, [n_a, n_b) B's
@@ -229,7 +254,7 @@ void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias
     for (const auto& [source, range] : modes) {
       bool picked = false;
       for (int64_t i = range.first; i < range.second && !picked; ++i) {
-        if (!excluded_by(g->numerical(i), c.precision).empty() || !build(i).ok) continue;
+        if (!excluded_by(g->numerical(i), prec).empty() || !build(i).ok) continue;
         int64_t ws = 0;
         if (!g->get_workspace_size_plan_at_index(i, ws).is_good()) ws = 0;
         b.choice(source, 0, names[i], math, "ok", static_cast<std::size_t>(ws));
@@ -243,20 +268,6 @@ void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias
   }
   std::unordered_map<std::string, int64_t> first_index;
   for (int64_t i = 0; i < n; ++i) first_index.emplace(names[i], i);
-  std::unordered_map<int64_t, void*> pack{{kX, x}, {kW, w}, {kY, y}};
-  if (bias_in_graph) pack[kB] = bias;
-  // the bias as cudnnAddTensor sees it (same layout as the output)
-  const int nd = c.nsp + 2;
-  Dims bdims(nd, 1), ydims(c.y, c.y + nd);
-  bdims[1] = c.w[0];
-  std::vector<int64_t> bd64(bdims.begin(), bdims.end()), yd64(ydims.begin(), ydims.end());
-  auto to_int = [](const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); };
-  std::unique_ptr<TensorDesc> b_desc, y_desc;
-  if (add_bias) {
-    b_desc = std::make_unique<TensorDesc>(dt, bdims, to_int(strides_for(bd64, c.nhwc)));
-    y_desc = std::make_unique<TensorDesc>(dt, ydims, to_int(strides_for(yd64, c.nhwc)));
-  }
-  const float one = 1.0f;
   for (int64_t i = 0; i < n; ++i) {
     const std::string& name = names[i];
     if (first_index[name] != i) continue;  // listed by several modes: timed once
@@ -270,10 +281,11 @@ void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias
     const auto ra = rank_a.find(name), rb = rank_b.find(name);
     Call cl = base;
     cl.algorithm = name;
+    if (!t.note.empty()) cl.note = t.note;
     cl.details = engine_details_json(name, num, beh, ra == rank_a.end() ? -1 : ra->second,
                                      rb == rank_b.end() ? -1 : rb->second);
-    if (rtc) cl.note = "runtime-compiled engine";
-    const std::string excluded = excluded_by(g->numerical(i), c.precision);
+    if (rtc) cl.note = cl.note.empty() ? "runtime-compiled engine" : cl.note + "; runtime-compiled engine";
+    const std::string excluded = excluded_by(g->numerical(i), prec);
     if (!excluded.empty()) {
       b.record(cl, "not_supported", "excluded by the math mode: " + excluded);
       continue;
@@ -307,25 +319,107 @@ void time_engines(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias
         r.message = "cudnn-frontend execute: " + s.get_message();
         return r;
       }
-      if (add_bias) BZ_CUDNN(cudnnAddTensor(b.cudnn(), &one, b_desc->d, bias, &one, y_desc->d, y));
-      return Status::success();
-    }, y, y_count, dt);
+      return t.after ? t.after() : Status::success();
+    }, t.y, t.y_count, dt);
   }
+}
+
+// A convolution's graph (conv [+ scale] [+ bias] [+ relu]) timed; `add_bias`: the conv-only graph
+// followed by cudnnAddTensor of the bias.
+void time_conv(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, bool picks, const std::string& call,
+               void* x, void* w, void* scale, void* bias, void* y, std::size_t y_count) {
+  GraphTiming t;
+  t.graph = make_graph(c, bias_in_graph, c.relu);
+  t.pack = {{kX, x}, {kW, w}, {kY, y}};
+  if (bias_in_graph) t.pack[kB] = bias;
+  if (c.scale) t.pack[kS] = scale;
+  t.precision = c.precision;
+  t.layout = c.nhwc ? "NHWC" : "NCHW";
+  t.call = call;
+  t.picks = picks;
+  t.y = y;
+  t.y_count = y_count;
+  std::shared_ptr<TensorDesc> b_desc, y_desc;
+  if (add_bias) {
+    // the bias as cudnnAddTensor sees it (same layout as the output)
+    const DType dt = storage_of(c.precision);
+    const int nd = c.nsp + 2;
+    Dims bdims(nd, 1), ydims(c.y, c.y + nd);
+    bdims[1] = c.w[0];
+    auto to_int = [](const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); };
+    b_desc = std::make_shared<TensorDesc>(dt, bdims, to_int(strides_for({bdims.begin(), bdims.end()}, c.nhwc)));
+    y_desc = std::make_shared<TensorDesc>(dt, ydims, to_int(strides_for({ydims.begin(), ydims.end()}, c.nhwc)));
+    cudnnHandle_t h = b.cudnn();
+    t.after = [h, b_desc, y_desc, bias, y]() -> Status {
+      const float one = 1.0f;
+      BZ_CUDNN(cudnnAddTensor(h, &one, b_desc->d, bias, &one, y_desc->d, y));
+      return Status::success();
+    };
+  }
+  time_graph(b, t);
+}
+
+// Y[b] = op(A)[b] (m x k) @ op(B)[b] (k x n) [+ bias] [relu], row-major, as one cuDNN graph.
+std::shared_ptr<NotedGraph> make_matmul_graph(const MatmulSpec& m) {
+  const fe::DataType_t io = m.precision == Precision::FP16   ? fe::DataType_t::HALF
+                            : m.precision == Precision::BF16 ? fe::DataType_t::BFLOAT16
+                                                             : fe::DataType_t::FLOAT;
+  auto g = std::make_shared<NotedGraph>();
+  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(
+      fe::DataType_t::FLOAT);
+  const int64_t B = m.batch, M = m.m, N = m.n, K = m.k;
+  // A stored (m, k) row-major, or (k, m) when transposed; B stored (k, n), or (n, k) when transposed
+  const std::vector<int64_t> a_stride = m.trans_a ? std::vector<int64_t>{M * K, 1, M} : std::vector<int64_t>{M * K, K, 1};
+  const std::vector<int64_t> b_stride = m.trans_b ? std::vector<int64_t>{K * N, 1, K} : std::vector<int64_t>{K * N, N, 1};
+  auto A = g->tensor(fe::graph::Tensor_attributes().set_name("A").set_uid(kX).set_dim({B, M, K}).set_stride(a_stride));
+  auto W = g->tensor(fe::graph::Tensor_attributes().set_name("B").set_uid(kW).set_dim({B, K, N}).set_stride(b_stride));
+  auto Y = g->matmul(A, W, fe::graph::Matmul_attributes().set_compute_data_type(fe::DataType_t::FLOAT));
+  if (m.bias) {
+    auto C = m.bias == 1
+                 ? g->tensor(fe::graph::Tensor_attributes().set_name("C").set_uid(kB).set_dim({1, 1, N}).set_stride(
+                       {N, N, 1}))
+                 : g->tensor(fe::graph::Tensor_attributes().set_name("C").set_uid(kB).set_dim({1, M, N}).set_stride(
+                       {M * N, N, 1}));
+    Y = g->pointwise(Y, C, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD));
+  }
+  if (m.relu) Y = g->pointwise(Y, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
+  Y->set_output(true).set_uid(kY).set_data_type(io).set_dim({B, M, N}).set_stride({M * N, N, 1});
+  return g;
 }
 
 }  // namespace
 
-void run_conv_engines(Bench& b, const ConvSpec& c, void* x, void* w, void* bias, void* y, std::size_t y_count) {
-  // the graph as the layer is (bias fused), with the heuristics' top picks recorded
-  time_engines(b, c, c.bias, false, true, "cudnnBackendExecute", x, w, bias, y, y_count);
+void run_conv_engines(Bench& b, const ConvSpec& c, void* x, void* w, void* bias, void* y, std::size_t y_count,
+                      void* scale) {
+  // the graph as the layer is (bias, scale and activation fused), with the heuristics' top picks
+  time_conv(b, c, c.bias, false, true, "cudnnBackendExecute", x, w, scale, bias, y, y_count);
   // unfused: the conv-only graph's engine configs, each followed by cudnnAddTensor
-  if (c.bias && !c.relu)
-    time_engines(b, c, false, true, false, "cudnnBackendExecute+cudnnAddTensor", x, w, bias, y, y_count);
+  if (c.bias && !c.relu && !c.scale)
+    time_conv(b, c, false, true, false, "cudnnBackendExecute+cudnnAddTensor", x, w, scale, bias, y, y_count);
+}
+
+void run_matmul_engines(Bench& b, const MatmulSpec& m, void* a, void* w, void* c, void* y, std::size_t y_count) {
+  if (m.precision == Precision::FP8) return;  // FP8 GEMMs: cuBLASLt (lt.cpp)
+  GraphTiming t;
+  t.graph = make_matmul_graph(m);
+  t.pack = {{kX, a}, {kW, w}, {kY, y}};
+  if (m.bias) t.pack[kB] = c;
+  t.precision = m.precision;
+  t.call = "cudnnBackendExecute(matmul)";
+  if (m.bias == 2) t.note = "C added as a full (m x n) tensor";
+  t.y = y;
+  t.y_count = y_count;
+  time_graph(b, t);
 }
 
 #else  // built without cudnn-frontend headers
 
-void run_conv_engines(Bench& b, const ConvSpec& c, void*, void*, void*, void*, std::size_t) {
+void run_matmul_engines(Bench& b, const MatmulSpec& m, void*, void*, void*, void*, std::size_t) {
+  b.record(Call{"cudnnBackendExecute(matmul)", "*", math_label(m.precision), storage_of(m.precision), "", 0},
+           "skipped", "suite built without the cudnn-frontend headers (pip install nvidia-cudnn-frontend)");
+}
+
+void run_conv_engines(Bench& b, const ConvSpec& c, void*, void*, void*, void*, std::size_t, void*) {
   Call cl{"cudnnBackendExecute", "*", math_label(c.precision), storage_of(c.precision), "", 0};
   cl.layout = c.nhwc ? "NHWC" : "NCHW";
   b.record(cl, "skipped", "suite built without the cudnn-frontend headers (pip install nvidia-cudnn-frontend)");

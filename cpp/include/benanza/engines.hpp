@@ -22,10 +22,25 @@ struct ConvSpec {
   bool relu;             // + pointwise RELU
   const int* y;          // N K (D) H W: the output dims
   bool nhwc;             // tensors stored channels-last (NHWC / NDHWC) instead of NCHW
+  bool scale = false;    // + pointwise MUL by a per-channel scale before the bias (BatchNormalization folded)
 };
+
+// A GEMM as a cuDNN graph: Y[b] = op(A)[b] @ op(B)[b] (+ C) (+ relu), row-major.
+struct MatmulSpec {
+  Precision precision;
+  int m, n, k, batch;
+  bool trans_a, trans_b;
+  int bias;              // 0: none; 1: a length-n vector; 2: a full m x n C
+  bool relu;
+};
+
+// Record heuristics A/B top picks and time every engine config of the matmul graph.
+void run_matmul_engines(Bench& b, const MatmulSpec& spec, void* a, void* w, void* c, void* y, std::size_t y_count);
 
 
 // Record heuristics A/B top picks and time every engine config (device buffers given, filled).
-void run_conv_engines(Bench& b, const ConvSpec& spec, void* x, void* w, void* bias, void* y, std::size_t y_count);
+// (`scale`: the per-channel scale buffer when spec.scale)
+void run_conv_engines(Bench& b, const ConvSpec& spec, void* x, void* w, void* bias, void* y, std::size_t y_count,
+                      void* scale = nullptr);
 
 }  // namespace benanza
