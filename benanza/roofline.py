@@ -1,0 +1,119 @@
+"""Roofline quantities of a layer config: FLOPs, the minimum bytes it must move, arithmetic
+intensity, and the roofline bound on a machine with given ceilings.
+
+The roofline model (Williams, Waterman and Patterson, "Roofline: an insightful visual performance
+model for multicore architectures", CACM 52(4), 2009): a kernel doing F floating-point operations
+and moving B bytes to and from DRAM takes at least ``max(F / peak_flops, B / bandwidth)``.
+
+Minimum bytes: every input tensor read once and the output written once, in the storage data type
+of the precision (:data:`BYTES_PER_ELEMENT`; fp8 GEMMs read 1-byte E4M3 inputs and write a 2-byte
+output, their other layers run in fp16), with the exceptions that change what a layer must touch:
+a Slice or Gather reads only the elements it outputs (plus 8-byte int64 indices), Where's condition
+is 1 byte per element, LayerNorm's scale and bias are float32, an LSTM/GRU reads its weight matrices
+(gates x hidden x (input + hidden) per direction) once. Caches can only lower DRAM traffic below
+this when data is reused across layers, which the per-layer model does not count. FLOPs are the
+configs' own :meth:`benanza.layers.LayerConfig.flops` (a multiply-add is 2 FLOPs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import layers as L
+from .errors import UsageError
+
+#: bytes per element of a precision's storage data type
+BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+
+def _elem(precision: str, config: L.LayerConfig) -> tuple[int, int]:
+    """(input bytes, output bytes) per element for ``config`` measured in ``precision``."""
+    if precision not in BYTES_PER_ELEMENT:
+        raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(BYTES_PER_ELEMENT)})")
+    if precision == "fp8":
+        return (1, 2) if config.kind in L.FP8_KINDS else (2, 2)
+    b = BYTES_PER_ELEMENT[precision]
+    return b, b
+
+
+def min_bytes(config: L.LayerConfig, precision: str = "fp32") -> int:
+    """The fewest bytes ``config`` must move to and from memory in ``precision`` (each input read
+    once, the output written once; see the module docstring). Raises UsageError for an unknown
+    precision."""
+    ib, ob = _elem(precision, config)
+    n = L.numel
+    y = n(config.output_shape())
+    k = config.kind
+    if k in ("Conv", "ConvBiasAct", "ConvBnAct"):
+        conv = config if k == "Conv" else config.conv
+        params = conv.w[0] if conv.bias else 0
+        if k == "ConvBiasAct":
+            params = conv.w[0]
+        if k == "ConvBnAct":
+            params = 2 * conv.w[0]  # scale and shift (the conv's bias folded in)
+        return ib * (n(conv.x) + n(conv.w) + params) + ob * y
+    if k == "Gemm":
+        c = 0 if config.bias == "none" else (config.n if config.bias == "c" else config.m * config.n)
+        a, b = config.input_shapes()
+        return ib * (n(a) + n(b)) + ob * (y + c)
+    if k == "RNN":
+        nd = config.num_directions
+        w = nd * config.gates * config.hidden_size * (config.input_size + config.hidden_size)
+        bias = nd * 2 * config.gates * config.hidden_size if config.bias else 0
+        return ib * (n(config.input_shapes()[0]) + w + bias) + ob * y
+    if k == "BatchNorm":
+        return ib * (n(config.shape) + 2 * config.shape[1]) + ob * y  # x, folded scale and shift
+    if k == "LayerNorm":
+        return ib * n(config.x) + 4 * 2 * config.cols + ob * y
+    if k == "Gather":
+        return ib * y + 8 * n(config.indices) + ob * y
+    if k == "Where":
+        return n(config.cond) + ib * (n(config.a) + n(config.b)) + ob * y
+    if k == "Copy":
+        if config.op == "Slice":
+            return ib * y + ob * y
+        return ib * sum(n(s) for s in config.inputs) + ob * y
+    if k == "Unary" and config.src:
+        src = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(config.src, ib)
+        return src * n(config.shape) + ob * y
+    return ib * sum(n(s) for s in config.input_shapes()) + ob * y
+
+
+def intensity(config: L.LayerConfig, precision: str = "fp32") -> float:
+    """Arithmetic intensity, FLOPs per byte of :func:`min_bytes` (0 for a layer without FLOPs)."""
+    b = min_bytes(config, precision)
+    return config.flops() / b if b else 0.0
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """A machine's roofs: ``flops_per_s`` the peak rate of the precision's math (FLOP/s) and
+    ``bytes_per_s`` the DRAM bandwidth (bytes/s)."""
+
+    flops_per_s: float
+    bytes_per_s: float
+
+    @property
+    def ridge(self) -> float:
+        """The arithmetic intensity (FLOPs/byte) where the two roofs meet."""
+        return self.flops_per_s / self.bytes_per_s
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A layer on the roofline: its FLOPs, bytes, intensity, the bound (ms) and which roof sets it."""
+
+    flops: int
+    bytes: int
+    intensity: float
+    bound_ms: float
+    limit: str  # "compute" or "memory"
+
+
+def bound(config: L.LayerConfig, precision: str, ceilings: Ceilings) -> RooflinePoint:
+    """The roofline bound of ``config``: max(FLOPs / peak, bytes / bandwidth), in ms
+    (Williams et al. 2009). Raises UsageError for non-positive ceilings."""
+    if ceilings.flops_per_s <= 0 or ceilings.bytes_per_s <= 0:
+        raise UsageError("roofline ceilings must be positive")
+    f, b = config.flops(), min_bytes(config, precision)
+    t_c, t_m = f / ceilings.flops_per_s, b / ceilings.bytes_per_s
+    return RooflinePoint(f, b, f / b if b else 0.0, max(t_c, t_m) * 1e3, "compute" if t_c >= t_m else "memory")
