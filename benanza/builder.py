@@ -1,6 +1,7 @@
 """Build a generated suite with CMake (Ninja when available) against the located libraries."""
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import hashlib
 import json
@@ -23,7 +24,7 @@ class BuildResult:
 
     executable: Path
     configure_s: float
-    compile_s: float  # includes harness_s
+    compile_s: float  # wall time of compiling (and linking), the harness's first build included
     log: Path
     harness_s: float = 0.0  # building the cached harness library (0 when it was cached)
 
@@ -68,15 +69,24 @@ def _harness_key(libs: CudaLibs, cuda_architectures: str | None) -> str:
     return h.hexdigest()[:20]
 
 
+def _harness_root(libs: CudaLibs, cuda_architectures: str | None) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "harness"
+    return base / _harness_key(libs, cuda_architectures)
+
+
+def harness_library_path(libs: CudaLibs, cuda_architectures: str | None = None) -> Path:
+    """Where the cached harness library of this harness version and library set is (or will be)."""
+    return _harness_root(libs, cuda_architectures) / "build" / "libbenanza_harness.a"
+
+
 def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: str | None = None) -> Path:
     """The harness static library, compiled once per harness version and library set into
     ``$XDG_CACHE_HOME/benanza/harness/<key>`` (locked against concurrent builds). Raises
     :class:`BuildError` when it does not compile."""
     from .generator import render_harness_project
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "harness"
-    root = base / _harness_key(libs, cuda_architectures)
-    lib = root / "build" / "libbenanza_harness.a"
+    root = _harness_root(libs, cuda_architectures)
+    lib = harness_library_path(libs, cuda_architectures)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -89,7 +99,8 @@ def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: s
 
 
 def _configure_and_compile(root: Path, libs: CudaLibs, jobs: int | None, cuda_architectures: str | None,
-                           what: str, extra: list[str] | None = None) -> tuple[float, float, Path]:
+                           what: str, extra: list[str] | None = None, target: str | None = None
+                           ) -> tuple[float, float, Path]:
     bdir = root / "build"
     bdir.mkdir(parents=True, exist_ok=True)
     log = bdir / "build.log"
@@ -102,8 +113,8 @@ def _configure_and_compile(root: Path, libs: CudaLibs, jobs: int | None, cuda_ar
     t0 = time.perf_counter()
     _run(cmd, log, f"{what} configure")
     t1 = time.perf_counter()
-    _run([_cmake(), "--build", str(bdir), "--parallel", str(jobs or os.cpu_count() or 2)], log, f"{what} compile",
-         append=True)
+    _run([_cmake(), "--build", str(bdir), "--parallel", str(jobs or os.cpu_count() or 2)]
+         + (["--target", target] if target else []), log, f"{what} compile", append=True)
     return t1 - t0, time.perf_counter() - t1, log
 
 
@@ -111,22 +122,42 @@ def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = N
           cuda_architectures: str | None = None) -> BuildResult:
     """Configure and compile the suite in ``folder`` (output in ``folder/build``).
 
-    Incremental: unchanged sources are not recompiled. ``cuda_architectures`` overrides the
+    Incremental: unchanged sources are not recompiled. When the harness library of this version is
+    not cached yet and the machine has 8 cores or more (``BENANZA_BUILD_OVERLAP=1``/``0`` forces
+    the choice), it is built at the same time as the suite's own sources (they do not need it),
+    then the suite is linked. ``cuda_architectures`` overrides the
     CMAKE_CUDA_ARCHITECTURES default. Raises :class:`BuildError` with the first error line and the
     log path, :class:`LibraryError` when cuDNN/cuBLAS/CUDA are missing.
     """
     suite = load_suite(folder)
     libs = libs or locate()
     t0 = time.perf_counter()
-    harness = build_harness(libs, jobs, cuda_architectures)
-    harness_s = time.perf_counter() - t0
-    configure_s, compile_s, log = _configure_and_compile(suite.root, libs, jobs, cuda_architectures, "suite",
-                                                         [f"-DBENANZA_HARNESS_LIBRARY={harness}"])
+    lib = harness_library_path(libs, cuda_architectures)
+    extra = [f"-DBENANZA_HARNESS_LIBRARY={lib}"]
+    overlap = os.environ.get("BENANZA_BUILD_OVERLAP", "") or ("1" if (os.cpu_count() or 1) >= 8 else "0")
+    if lib.exists() or overlap != "1":
+        # cached, or too few cores for two builds at once: the harness first (if needed), then the suite
+        build_harness(libs, jobs, cuda_architectures)
+        harness_s = time.perf_counter() - t0
+        configure_s, compile_s, log = _configure_and_compile(suite.root, libs, jobs, cuda_architectures, "suite",
+                                                             extra)
+        compile_s += harness_s
+    else:
+        # first build of this harness: compile it and the suite's own sources at the same time
+        # (the suite's objects do not need the library), then link
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(build_harness, libs, jobs, cuda_architectures)
+            configure_s, compile_s, log = _configure_and_compile(suite.root, libs, jobs, cuda_architectures,
+                                                                 "suite", extra, target="benanza_suite_objects")
+            pending.result()  # raises the harness's BuildError
+        harness_s = time.perf_counter() - t0  # wall time until the harness library was ready
+        _run([_cmake(), "--build", str(suite.root / "build"), "--parallel", str(jobs or os.cpu_count() or 2)], log,
+             "suite compile", append=True)
+        compile_s = time.perf_counter() - t0 - configure_s  # the wall time of both builds and the link
     exe = suite_executable(suite.root)
     if not exe.exists():
         raise BuildError(f"{suite.root}: build finished but {exe} is missing (see {log})")
-    return BuildResult(executable=exe, configure_s=configure_s, compile_s=compile_s + harness_s, log=log,
-                       harness_s=harness_s)
+    return BuildResult(executable=exe, configure_s=configure_s, compile_s=compile_s, log=log, harness_s=harness_s)
 
 
 def _run(cmd: list[str], log: Path, stage: str, append: bool = False) -> None:
