@@ -346,19 +346,30 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             "cudnnConvolutionBiasActivationForward (or a fused engine) does the group in one call"))
     gaps = p.launch_gaps(min_gap_ms) if p.trace is not None else []
     gap_ms = sum(g.gap_ms for g in gaps) / n_it
+    # gaps are measured under the profiler (which slows the host): never more than the host
+    # overhead of the latency measured without it
+    gap_cap = p.host_overhead_ms
+    if gap_cap is not None and gap_ms > gap_cap:
+        notices.append(f"launch gaps under the profiler ({gap_ms:.4f} ms) exceed the host overhead of the measured "
+                       f"latency ({gap_cap:.4f} ms): their saving is capped at the host overhead")
+        gap_ms_raw, gap_ms = gap_ms, gap_cap
+    else:
+        gap_ms_raw = gap_ms
     if gaps:
         hb = [g for g in gaps if g.host_bound]
         big = sorted(gaps, key=lambda g: -g.gap_ms)[:5]
         kn = p.trace.kernels
         findings.append(Finding(
             "launch_gaps", "Q4", f"{len(gaps) // n_it} launch gaps (GPU idle between kernels)", gap_ms, (),
-            (f"{len(gaps) // n_it} gaps per inference, {gap_ms:.4f} ms idle, {sum(g.gap_ms for g in hb) / n_it:.4f} ms "
+            (f"{len(gaps) // n_it} gaps per inference, {gap_ms_raw:.4f} ms idle, {sum(g.gap_ms for g in hb) / n_it:.4f} ms "
              f"of it host-bound (under the profiler)",
              *(f"{g.gap_ms * 1e3:.1f} µs before {_short(kn[g.after].name, 50)}" for g in big)),
             "GPU idle time inside the inference: launch overhead, framework bookkeeping, synchronization"))
     stretches = p.host_bound_stretches() if p.trace is not None else []
     if stretches:
         idle = sum(s.idle_ms for s in stretches) / n_it
+        if gap_cap is not None:
+            idle = min(idle, gap_cap)
         top = sorted(stretches, key=lambda s: -s.idle_ms)[:5]
         findings.append(Finding(
             "host_bound", "Q4", f"{len(stretches) // n_it or len(stretches)} host-bound stretches (part of the launch gaps)",
@@ -465,6 +476,9 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
         if tc and other is not a and other is not None and other.complete:
             joint["speedup_tensor_cores"] = lat / other.lbl_fused_parallel_ms if other.lbl_fused_parallel_ms else None
             joint["tensor_core_precision"] = other.precision
+    if a.precision == "fp32" and any(e.tf32 for e in p.conv_engines.values()):
+        notices.append("the framework ran its convolutions with TF32 enabled (cuDNN log) while this analysis is "
+                       "fp32 (FMA only): compare with --dtype tf32 too")
     if not a.complete:
         notices.append(f"the LBL is incomplete: {len(a.missing)} layers have no valid measurement")
     if lat is None:
