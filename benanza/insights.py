@@ -192,11 +192,17 @@ def _counted(names) -> str:
 
 
 def _short(name: str, n: int = 70) -> str:
-    """A kernel name without its template arguments, at most ``n`` characters."""
-    base = name.split("<", 1)[0].split("(", 1)[0].strip() or name
-    for prefix in ("void ",):
-        if base.startswith(prefix):
-            base = base[len(prefix):]
+    """A kernel's name without return type, template arguments and parameters, at most ``n`` characters."""
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    base = "".join(out).split("(", 1)[0].split()
+    base = base[-1] if base else name
     return base if len(base) <= n else base[: n - 1] + "…"
 
 
