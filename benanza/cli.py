@@ -380,8 +380,14 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             json_out: bool = typer.Option(False, "--json"),
             layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer table"),
             dim: Optional[list[str]] = typer.Option(None, "--dim"),
-            batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
-    """Lower-bound latency (sequential and parallel) of MODEL from the performance database."""
+            batch_dim: Optional[int] = typer.Option(None, "--batch-dim"),
+            profile_dir: Optional[Path] = typer.Option(None, "--profile", help="framework profile folder "
+                                                       "(`benanza profile`): compare the framework with the LBL"),
+            html_out: Optional[Path] = typer.Option(None, "--html", help="with --profile: write a self-contained "
+                                                    "HTML report to this file")):
+    """Lower-bound latency (sequential and parallel) of MODEL from the performance database; with
+    --profile DIR, what stands between the framework's measured latency and the LBL (Benanza ratio,
+    algorithm selection, framework inefficiencies, fusion, Tensor Cores, joint speedup)."""
     from .analyzer import analyze as do_analyze, resolve_system
     from .database import open_db
     from .generator import parse_layouts, parse_precisions
@@ -389,6 +395,19 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
 
     precisions = parse_precisions(dtype)
     layouts = tuple(parse_layouts(layout))
+    if html_out is not None and profile_dir is None:
+        raise UsageError("--html needs --profile DIR (the report compares the framework with the LBL)")
+    prof = None
+    if profile_dir is not None:
+        from .profiles import load_profile
+        from .profiles.profile import read_profile_json
+
+        pb = read_profile_json(profile_dir)["batch"]
+        batches = parse_batches(batch)
+        if batch != "1" and batches != [pb]:
+            raise UsageError(f"{profile_dir}: the profile was taken at batch {pb}; analyze --batch {pb}")
+        batch = str(pb)
+        prof = load_profile(profile_dir, model, pb, _parse_dims(dim), batch_dim)
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
     database = open_db(db, create=False)
     if not json_out:
@@ -397,6 +416,9 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     if notice and not json_out:
         err.print(f"notice: {notice}", markup=False)
     results = [do_analyze(ml, database, system, p, cache, layouts) for ml in mls for p in precisions]
+    if prof is not None:
+        _analyze_profile(prof, results, mls[0], database, system, cache, layouts, json_out, html_out)
+        return
     if json_out:
         docs = [r.to_dict() for r in results]
         out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs))
@@ -406,6 +428,62 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
         for r in results:
             out.print(_analysis_table(r))
     out.print(_summary_table(results))
+
+
+def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_out, html_out) -> None:
+    """``analyze --profile``: insights per precision (Q6 against fp32, or tf32 for an fp32 run,
+    when the database has them), printed, as JSON and/or as HTML."""
+    from .analyzer import analyze as do_analyze
+    from .insights import build_insights
+    from .report import render_comparison, render_html, terminal_tables
+
+    docs = []
+    for a in results:
+        other = None
+        if a.precision in ("tf32", "fp16", "bf16"):
+            other = do_analyze(ml, database, system, "fp32", cache, layouts)
+        elif a.precision == "fp32":
+            other = do_analyze(ml, database, system, "tf32", cache, layouts)
+        if other is not None and not other.complete:  # the database lacks that precision
+            other = None
+        ins = build_insights(a, prof, database, system.id,
+                             fp32=other if a.precision != "fp32" else None,
+                             tensor_core=other if a.precision == "fp32" else None)
+        docs.append(ins.to_dict())
+    if html_out is not None:
+        text = render_html(docs[0]) if len(docs) == 1 else render_comparison(docs)
+        try:
+            html_out.write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{html_out}: cannot write the HTML report: {e.strerror or e}") from None
+        if not json_out:
+            err.print(f"HTML report written to {html_out}", markup=False)
+    if json_out:
+        out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs, default=str))
+        return
+    out.print(f"system: {system.label()}", markup=False)
+    for d in docs:
+        for n in d["notices"]:
+            err.print(f"notice: {n}", markup=False, soft_wrap=True)
+        for t in terminal_tables(d):
+            out.print(t)
+
+
+@app.command()
+@guarded
+def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by `benanza analyze --profile DIR --json`"),
+           html_out: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML comparison")):
+    """Compare several analyses (models, batch sizes, data types or GPUs) side by side."""
+    from .report import comparison_table, load_documents, render_comparison
+
+    docs = load_documents(list(inputs))
+    out.print(comparison_table(docs))
+    if html_out is not None:
+        try:
+            html_out.write_text(render_comparison(docs), encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{html_out}: cannot write the HTML report: {e.strerror or e}") from None
+        err.print(f"HTML report written to {html_out}", markup=False)
 
 
 def _summary_table(results) -> Table:

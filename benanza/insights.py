@@ -1,0 +1,505 @@
+"""Insights: the analysis workflow of a model against a framework profile (Benanza Q3-Q6 and joint).
+
+Joins an :class:`benanza.analyzer.Analysis` (the model's lower-bound latency, LBL, from the
+performance database) with a :class:`benanza.profiles.Profile` (what the framework ran) and
+names what stands between them. Definitions from ../shared/DESIGN.md and Benanza (Li, Dakkak,
+Xiong, Hwu, IPDPS 2020); every time is in **milliseconds per inference**:
+
+* Benanza ratio = LBL / measured latency (< 1: the gap is the opportunity);
+* parallel-execution potential = LBL_sequential - LBL_parallel (the critical path of the layer DAG);
+* Q3 algorithm selection: per Conv layer, the engine config (or legacy algorithm) the framework ran,
+  looked up by ``algorithm`` name among the layer's measurements in *our* database (call
+  ``cudnnBackendExecute`` for graph-API engine configs), minus the layer's best measurement; and
+  cuDNN's heuristic pick (``cudnnGetConvolutionForwardAlgorithm_v7``) minus the best. A framework
+  engine the database did not measure is reported as such, never costed;
+* Q4 framework inefficiencies: kernels the model does not need (layout conversions, copies,
+  fills, batch norms run after their convolution instead of folded into it), unfused
+  Conv+bias+Relu layers, launch gaps and host-bound stretches (from the trace) and host overhead
+  (latency - GPU kernel time); each costed by the kernel (or idle) time it takes;
+* Q5 layer fusion profit = LBL_unfused - LBL_fused (the Analysis' fusion candidates);
+* Q6 Tensor Core profit = LBL in fp32 - LBL in the Tensor Core precision (tf32/fp16/bf16);
+* joint speedup = measured latency / LBL_fused (parallel, the requested precision): every
+  finding above applied at once.
+
+Findings are ranked by estimated saving (ms). :func:`build_insights` computes them; the reports
+(terminal, JSON, HTML) are in :mod:`benanza.report`.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .analyzer import Analysis
+from .database import Database
+
+#: the insights JSON's ``format`` (the input of ``benanza report``)
+FORMAT = "benanza-insights"
+FORMAT_VERSION = 1
+#: a saving under this (ms) is noise, not a finding
+MIN_SAVING_MS = 1e-4
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One opportunity: ``kind`` (``algorithm_selection``, ``heuristic_selection``,
+    ``layout_conversion``, ``copy``, ``fill``, ``unfused_batch_norm``, ``framework_batch_norm``,
+    ``unfused_layers``, ``launch_gaps``, ``host_bound``, ``host_overhead``, ``layer_fusion``,
+    ``tensor_cores``, ``parallel_execution``), ``category`` (``Q3`` ... ``Q6``, ``parallel``),
+    ``title``; ``saving_ms``: estimated saving per inference (ms); ``layers``: layer indices
+    involved; ``evidence``: kernel names, engine names and times that support it; ``detail``."""
+
+    kind: str
+    category: str
+    title: str
+    saving_ms: float
+    layers: tuple[int, ...] = ()
+    evidence: tuple[str, ...] = ()
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["layers"] = list(self.layers)
+        d["evidence"] = list(self.evidence)
+        return d
+
+
+@dataclass(frozen=True)
+class AlgorithmChoice:
+    """Q3 for one layer. ``framework_engine``: the engine config / algorithm the framework ran
+    (from the cuDNN or cuBLASLt log); ``framework_db_ms``: its time in our database (None when the
+    database did not measure it: ``in_db`` False); ``framework_trace_ms``: the layer's kernel time
+    in the framework's trace; ``best_algorithm``/``best_ms``: the layer's fastest measurement;
+    ``heuristic_algorithm``/``heuristic_ms``: cuDNN's (or cuBLASLt's) heuristic pick and its
+    measured time; ``framework_cost_ms``/``heuristic_cost_ms``: their time minus the best (ms)."""
+
+    layer: int
+    name: str
+    op: str
+    library: str
+    framework_engine: str | None
+    framework_candidates: tuple[str, ...]
+    framework_db_ms: float | None
+    framework_trace_ms: float | None
+    in_db: bool
+    best_algorithm: str
+    best_call: str
+    best_ms: float | None
+    heuristic_algorithm: str
+    heuristic_ms: float | None
+
+    @property
+    def framework_cost_ms(self) -> float | None:
+        if self.framework_db_ms is None or self.best_ms is None:
+            return None
+        return max(0.0, self.framework_db_ms - self.best_ms)
+
+    @property
+    def heuristic_cost_ms(self) -> float | None:
+        if self.heuristic_ms is None or self.best_ms is None:
+            return None
+        return max(0.0, self.heuristic_ms - self.best_ms)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["framework_candidates"] = list(self.framework_candidates)
+        d["framework_cost_ms"] = self.framework_cost_ms
+        d["heuristic_cost_ms"] = self.heuristic_cost_ms
+        return d
+
+
+@dataclass
+class Insights:
+    """The analysis workflow's result for one model, batch size and precision on one GPU.
+
+    Times in ms per inference. ``latency_ms``: the framework's measured latency (None without one);
+    ``gpu_kernel_ms``/``host_overhead_ms``: from the profile; ``lbl_*``: from the analysis;
+    ``benanza_ratio`` = LBL_sequential / latency; ``breakdown``: the measured latency split into
+    layers / layout / copy / fill / unfused_batch_norm / other kernel time, launch gaps and the
+    rest of the host time; ``layers``: per layer, framework kernel time next to its LBL time;
+    ``tensor_cores``: fp32 vs Tensor Core LBL when both were analysed; ``joint_speedup`` =
+    latency / LBL_fused_parallel; ``findings`` ranked by ``saving_ms``."""
+
+    model: str
+    batch: int
+    precision: str
+    gpu: str
+    framework: dict
+    latency_ms: float | None
+    latency_iqr_ms: float | None
+    gpu_kernel_ms: float
+    host_overhead_ms: float | None
+    lbl_sequential_ms: float
+    lbl_parallel_ms: float
+    lbl_fused_sequential_ms: float
+    lbl_fused_parallel_ms: float
+    complete: bool
+    breakdown: dict
+    layers: list[dict]
+    critical_path: list[dict]
+    algorithms: list[AlgorithmChoice]
+    findings: list[Finding]
+    tensor_cores: dict | None = None
+    joint: dict = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def benanza_ratio(self) -> float | None:
+        """LBL_sequential / measured latency (DESIGN.md); None without a latency."""
+        if not self.latency_ms:
+            return None
+        return self.lbl_sequential_ms / self.latency_ms
+
+    @property
+    def parallel_potential_ms(self) -> float:
+        """LBL_sequential - LBL_parallel (ms)."""
+        return max(0.0, self.lbl_sequential_ms - self.lbl_parallel_ms)
+
+    @property
+    def fusion_profit_ms(self) -> float:
+        """LBL_unfused - LBL_fused, sequential (ms)."""
+        return max(0.0, self.lbl_sequential_ms - self.lbl_fused_sequential_ms)
+
+    @property
+    def joint_speedup(self) -> float | None:
+        return self.joint.get("speedup")
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT, "version": FORMAT_VERSION,
+            "model": self.model, "batch": self.batch, "precision": self.precision, "gpu": self.gpu,
+            "framework": self.framework, "latency_ms": self.latency_ms, "latency_iqr_ms": self.latency_iqr_ms,
+            "gpu_kernel_ms": self.gpu_kernel_ms, "host_overhead_ms": self.host_overhead_ms,
+            "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
+            "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
+            "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms, "complete": self.complete,
+            "benanza_ratio": self.benanza_ratio, "parallel_potential_ms": self.parallel_potential_ms,
+            "fusion_profit_ms": self.fusion_profit_ms, "tensor_cores": self.tensor_cores,
+            "joint": self.joint, "breakdown": self.breakdown,
+            "findings": [f.to_dict() for f in self.findings],
+            "algorithms": [a.to_dict() for a in self.algorithms],
+            "critical_path": self.critical_path, "layers": self.layers, "notices": self.notices,
+        }
+
+
+# --------------------------------------------------------------------------------------- helpers
+
+def _counted(names) -> str:
+    """``a x3, b x1`` of kernel names (most frequent first)."""
+    c = collections.Counter(names)
+    return ", ".join(f"{n} x{k}" for n, k in c.most_common())
+
+
+def _short(name: str, n: int = 70) -> str:
+    """A kernel's name without return type, template arguments and parameters, at most ``n`` characters."""
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    base = "".join(out).split("(", 1)[0].split()
+    base = base[-1] if base else name
+    return base if len(base) <= n else base[: n - 1] + "…"
+
+
+def _layer_list(idx, names: dict[int, str], n: int = 6) -> str:
+    idx = list(idx)
+    s = ", ".join(f"{i} {names.get(i, '')}".strip() for i in idx[:n])
+    return s + (f" (+{len(idx) - n} more)" if len(idx) > n else "")
+
+
+def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> dict[tuple[str, str], list[tuple]]:
+    """(layer key, algorithm) -> [(median_ms, call, precision, layout)] of every valid measurement."""
+    out: dict[tuple[str, str], list[tuple]] = collections.defaultdict(list)
+    if not keys:
+        return out
+    for m in db.measurements(system_id, keys, cache=cache):
+        if m.status == "ok" and m.median_ms is not None and np.isfinite(m.median_ms):
+            out[(m.layer_key, m.algorithm)].append((m.median_ms, m.call, m.precision, m.layout))
+    return out
+
+
+def _framework_precision(analysis_precision: str, tf32: bool | None) -> list[str]:
+    """Precisions whose measurements match what the framework ran: a TF32 cuDNN call in an fp32
+    analysis is a tf32 measurement."""
+    if analysis_precision == "fp32" and tf32:
+        return ["tf32", "fp32"]
+    return [analysis_precision]
+
+
+# ------------------------------------------------------------------------------------- building
+
+def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | None = None,
+                   fp32: Analysis | None = None, tensor_core: Analysis | None = None,
+                   min_gap_ms: float = 0.0) -> Insights:
+    """The insights of analysis ``a`` against profile ``p`` (a :class:`benanza.profiles.Profile` of
+    the same model and batch). ``db``/``system_id``: the performance database ``a`` came from,
+    to cost the framework's engine choices (Q3); ``fp32``: the fp32 analysis when ``a`` is in a
+    Tensor Core precision, or ``tensor_core``: a tf32/fp16/bf16 analysis when ``a`` is fp32 (Q6)."""
+    names = {t.layer.index: t.layer.name for t in a.layers}
+    n_it = max(p.iterations, 1)
+    findings: list[Finding] = []
+    notices = list(p.notices)
+    lps = {lp.layer: lp for lp in p.layers}
+    lat = p.latency.median_ms if p.latency is not None else None
+
+    # ---- Q3: algorithm selection
+    times = {t.layer.index: t for t in a.layers}
+    keys = sorted({t.layer.key for t in a.layers if t.layer.key and (
+        t.layer.index in p.conv_engines or t.layer.index in p.gemm_algos)})
+    dbt = _db_times(db, system_id, keys, a.cache) if db is not None and system_id is not None else {}
+    algos: list[AlgorithmChoice] = []
+    for idx in sorted(set(p.conv_engines) | set(p.gemm_algos)):
+        t = times.get(idx)
+        if t is None:
+            continue
+        ce = p.conv_engines.get(idx)
+        ga = p.gemm_algos.get(idx)
+        if ce is not None and ce.engine_config:
+            eng, cands, lib, tf32 = ce.engine_config, ce.candidates, "cudnn", ce.tf32
+        elif ga is not None:
+            eng, cands, lib, tf32 = ga.algorithm, ga.candidates, "cublaslt", ga.tensor_core
+        else:
+            continue
+        want = _framework_precision(a.precision, tf32)
+        rows = [r for r in dbt.get((t.layer.key, eng), []) if r[2] in want]
+        rows.sort(key=lambda r: (want.index(r[2]), r[0]))
+        db_ms = rows[0][0] if rows else None
+        lp = lps.get(idx)
+        algos.append(AlgorithmChoice(
+            layer=idx, name=t.layer.name, op=t.layer.op_type, library=lib, framework_engine=eng,
+            framework_candidates=tuple(cands), framework_db_ms=db_ms,
+            framework_trace_ms=lp.kernel_ms if lp is not None and lp.kernels else None, in_db=db_ms is not None,
+            best_algorithm=t.algorithm, best_call=t.call, best_ms=t.time_ms,
+            heuristic_algorithm=t.heuristic_algorithm, heuristic_ms=t.heuristic_ms))
+    # layers with only a heuristic pick (no framework log) still get Q3's heuristic half
+    for t in a.layers:
+        if t.layer.index not in p.conv_engines and t.layer.index not in p.gemm_algos and t.heuristic_algorithm:
+            algos.append(AlgorithmChoice(
+                layer=t.layer.index, name=t.layer.name, op=t.layer.op_type, library="cudnn", framework_engine=None,
+                framework_candidates=(), framework_db_ms=None, framework_trace_ms=None, in_db=False,
+                best_algorithm=t.algorithm, best_call=t.call, best_ms=t.time_ms,
+                heuristic_algorithm=t.heuristic_algorithm, heuristic_ms=t.heuristic_ms))
+    algos.sort(key=lambda c: c.layer)
+    costed = [c for c in algos if c.framework_cost_ms]
+    not_in_db = [c for c in algos if c.framework_engine and not c.in_db]
+    fw_cost = sum(c.framework_cost_ms for c in costed)
+    if costed:
+        worst = sorted(costed, key=lambda c: -c.framework_cost_ms)
+        findings.append(Finding(
+            "algorithm_selection", "Q3", f"framework's engine choice is slower than the best on {len(costed)} layers",
+            fw_cost, tuple(c.layer for c in worst),
+            tuple(f"layer {c.layer} {c.name}: ran {c.framework_engine} {c.framework_db_ms:.4f} ms in the database vs "
+                  f"best {c.best_algorithm} ({c.best_call}) {c.best_ms:.4f} ms: +{c.framework_cost_ms:.4f} ms"
+                  for c in worst[:10]),
+            "cost = the framework engine config's measured time in the performance database minus the layer's best"))
+    if not_in_db:
+        notices.append(f"{len(not_in_db)} framework engine configs are not in the performance database, so their "
+                       f"cost is unknown (e.g. layer {not_in_db[0].layer} {not_in_db[0].name}: "
+                       f"{not_in_db[0].framework_engine}); measure cudnnBackendExecute engine configs to cost them")
+    heur = [c for c in algos if c.heuristic_cost_ms]
+    if heur:
+        worst = sorted(heur, key=lambda c: -c.heuristic_cost_ms)
+        findings.append(Finding(
+            "heuristic_selection", "Q3", f"cuDNN's heuristic pick is slower than the best on {len(heur)} layers",
+            sum(c.heuristic_cost_ms for c in heur), tuple(c.layer for c in worst),
+            tuple(f"layer {c.layer} {c.name}: heuristic {c.heuristic_algorithm} {c.heuristic_ms:.4f} ms vs best "
+                  f"{c.best_algorithm} {c.best_ms:.4f} ms: +{c.heuristic_cost_ms:.4f} ms" for c in worst[:10]),
+            "what following the library's heuristic (no autotuning) costs over the best measured algorithm"))
+
+    # ---- Q4: kernels the model does not need
+    cat_ms = p.category_ms()
+    by_cat: dict[str, list] = collections.defaultdict(list)
+    for k in p.kernels:
+        if k.iteration is not None:
+            by_cat[k.category].append(k)
+    for cat, kind, title in (("layout", "layout_conversion", "layout conversions around convolutions"),
+                             ("copy", "copy", "memory copies"), ("fill", "fill", "memory fills / workspace initialization"),
+                             ("unfused_batch_norm", "framework_batch_norm", "batch norms the model folded"),
+                             ("other", "other_kernels", "kernels that compute no layer")):
+        ks = by_cat.get(cat, [])
+        if not ks:
+            continue
+        lays = tuple(sorted({k.layer for k in ks if k.layer is not None}))
+        n = round(len(ks) / n_it)
+        findings.append(Finding(
+            kind, "Q4", f"{n} {title}", cat_ms[cat], lays,
+            (f"{n} kernels per inference, {cat_ms[cat]:.4f} ms: " + _counted(_short(k.name) for k in ks),
+             *((f"roles: {_counted(k.role for k in ks if k.role)}",) if any(k.role for k in ks) else ()),
+             *((f"layers: {_layer_list(lays, names)}",) if lays else ())),
+            "kernel time the model does not need (DESIGN.md Q4)"))
+    unf = p.unfused()
+    bn = [u for u in unf if u.kind == "batch_norm_after_conv"]
+    if bn:
+        bn_layers = tuple(u.layers[1] for u in bn)
+        kn = [n for i in bn_layers for n in lps[i].kernels] if all(i in lps for i in bn_layers) else []
+        findings.append(Finding(
+            "unfused_batch_norm", "Q4", f"{len(bn)} batch norms run as separate kernels after their convolution",
+            sum(u.ms for u in bn), tuple(i for u in bn for i in u.layers),
+            (f"{len(bn)} BatchNormalization layers, {sum(u.ms for u in bn):.4f} ms: " + _counted(_short(n) for n in kn),
+             f"layers: {_layer_list(bn_layers, names)}"),
+            "fold each batch norm into the preceding convolution's weights and bias (inference)"))
+    cbr = [u for u in unf if u.kind == "conv_bias_relu"]
+    if cbr:
+        findings.append(Finding(
+            "unfused_layers", "Q4", f"{len(cbr)} Conv+bias+Relu groups run as separate kernels",
+            sum(u.ms for u in cbr), tuple(i for u in cbr for i in u.layers),
+            tuple(f"layers {_layer_list(u.layers, names)}: {u.ms:.4f} ms of separate kernels" for u in cbr[:10]),
+            "cudnnConvolutionBiasActivationForward (or a fused engine) does the group in one call"))
+    gaps = p.launch_gaps(min_gap_ms) if p.trace is not None else []
+    gap_ms = sum(g.gap_ms for g in gaps) / n_it
+    # gaps are measured under the profiler (which slows the host): never more than the host
+    # overhead of the latency measured without it
+    gap_cap = p.host_overhead_ms
+    if gap_cap is not None and gap_ms > gap_cap:
+        notices.append(f"launch gaps under the profiler ({gap_ms:.4f} ms) exceed the host overhead of the measured "
+                       f"latency ({gap_cap:.4f} ms): their saving is capped at the host overhead")
+        gap_ms_raw, gap_ms = gap_ms, gap_cap
+    else:
+        gap_ms_raw = gap_ms
+    if gaps:
+        hb = [g for g in gaps if g.host_bound]
+        big = sorted(gaps, key=lambda g: -g.gap_ms)[:5]
+        kn = p.trace.kernels
+        findings.append(Finding(
+            "launch_gaps", "Q4", f"{len(gaps) // n_it} launch gaps (GPU idle between kernels)", gap_ms, (),
+            (f"{len(gaps) // n_it} gaps per inference, {gap_ms_raw:.4f} ms idle, {sum(g.gap_ms for g in hb) / n_it:.4f} ms "
+             f"of it host-bound (under the profiler)",
+             *(f"{g.gap_ms * 1e3:.1f} µs before {_short(kn[g.after].name, 50)}" for g in big)),
+            "GPU idle time inside the inference: launch overhead, framework bookkeeping, synchronization"))
+    stretches = p.host_bound_stretches() if p.trace is not None else []
+    if stretches:
+        idle = sum(s.idle_ms for s in stretches) / n_it
+        if gap_cap is not None:
+            idle = min(idle, gap_cap)
+        top = sorted(stretches, key=lambda s: -s.idle_ms)[:5]
+        findings.append(Finding(
+            "host_bound", "Q4", f"{len(stretches) // n_it or len(stretches)} host-bound stretches (part of the launch gaps)",
+            idle, (),
+            tuple(f"{s.gaps} gaps, {s.idle_ms:.4f} ms idle over {s.span_ms:.4f} ms: {' → '.join(s.ops[:6])}" for s in top),
+            "the GPU finished each kernel before the host launched the next: CUDA graphs or a compiled "
+            "runtime remove it (already counted in the launch gaps)"))
+    rest_host = None
+    if p.host_overhead_ms is not None:
+        rest_host = max(0.0, p.host_overhead_ms - gap_ms)
+        if rest_host > MIN_SAVING_MS:
+            findings.append(Finding(
+                "host_overhead", "Q4", "host time outside GPU work (before the first / after the last kernel)",
+                rest_host, (),
+                (f"latency {lat:.4f} ms - GPU kernel time {p.gpu_kernel_ms:.4f} ms - launch gaps {gap_ms:.4f} ms",),
+                "time the inference spends on the host while the GPU is not computing"))
+
+    # ---- Q5 fusion
+    prof_fus = [f for f in a.fusions if f.profit_ms > 0]
+    if prof_fus:
+        findings.append(Finding(
+            "layer_fusion", "Q5", f"{len(prof_fus)} layer fusions are faster than their layers",
+            a.lbl_sequential_ms - a.lbl_fused_sequential_ms, tuple(i for f in prof_fus for i in f.layers),
+            tuple(f"layers {_layer_list(f.layers, names)} ({f.key.split('-')[0]}): {f.unfused_ms:.4f} → "
+                  f"{f.fused_ms:.4f} ms with {f.algorithm}" for f in sorted(prof_fus, key=lambda f: -f.profit_ms)[:10]),
+            "profit = LBL_unfused - LBL_fused (DESIGN.md Q5)"))
+
+    # ---- Q6 Tensor Cores
+    tc = None
+    base, other = (fp32, a) if fp32 is not None else ((a, tensor_core) if tensor_core is not None else (None, None))
+    if base is not None and other is not None and base is not other:
+        tc = {"fp32_lbl_ms": base.lbl_sequential_ms, "precision": other.precision,
+              "lbl_ms": other.lbl_sequential_ms, "profit_ms": base.lbl_sequential_ms - other.lbl_sequential_ms,
+              "complete": base.complete and other.complete}
+        if tc["profit_ms"] > MIN_SAVING_MS:
+            tc_layers = [(tb.layer.index, tb.time_ms - to.time_ms) for tb, to in zip(base.layers, other.layers)
+                         if tb.time_ms is not None and to.time_ms is not None and tb.time_ms - to.time_ms > 0]
+            tc_layers.sort(key=lambda x: -x[1])
+            findings.append(Finding(
+                "tensor_cores", "Q6", f"Tensor Cores ({other.precision}) instead of fp32 FMA",
+                tc["profit_ms"] if other is not a else tc["profit_ms"], tuple(i for i, _ in tc_layers),
+                (f"LBL fp32 {base.lbl_sequential_ms:.4f} ms vs {other.precision} {other.lbl_sequential_ms:.4f} ms",
+                 *(f"layer {i} {names.get(i, '')}: -{d:.4f} ms" for i, d in tc_layers[:5])),
+                "profit = LBL_without_TC - LBL_with_TC (DESIGN.md Q6)"
+                + ("" if other is a else f"; applies when running in {other.precision}")))
+
+    # ---- parallel execution
+    if a.lbl_sequential_ms - a.lbl_parallel_ms > MIN_SAVING_MS:
+        findings.append(Finding(
+            "parallel_execution", "parallel", "run independent layers concurrently (streams / graphs)",
+            a.lbl_sequential_ms - a.lbl_parallel_ms, tuple(a.critical_path),
+            (f"LBL sequential {a.lbl_sequential_ms:.4f} ms vs parallel (critical path of "
+             f"{len(a.critical_path)} layers) {a.lbl_parallel_ms:.4f} ms",),
+            "potential = LBL_sequential - LBL_parallel"))
+
+    findings = [f for f in findings if f.saving_ms > MIN_SAVING_MS]
+    findings.sort(key=lambda f: -f.saving_ms)
+
+    # ---- breakdown of the measured latency
+    # batch norms run after their convolution are layer kernels in the join: shown apart here
+    bn_ms = sum(u.ms for u in bn)
+    breakdown = {"layers": max(0.0, cat_ms.get("layer", 0.0) - bn_ms), "layout": cat_ms.get("layout", 0.0),
+                 "copies": cat_ms.get("copy", 0.0), "fills": cat_ms.get("fill", 0.0),
+                 "unfused_batch_norm": cat_ms.get("unfused_batch_norm", 0.0) + bn_ms, "other": cat_ms.get("other", 0.0),
+                 "gaps": gap_ms, "host": rest_host}
+
+    # ---- per layer
+    crit = set(a.critical_path)
+    rows = []
+    for t in a.layers:
+        lp = lps.get(t.layer.index)
+        if t.status == "zero_cost" and (lp is None or not lp.kernels):
+            continue
+        rows.append({"index": t.layer.index, "name": t.layer.name, "op": t.layer.op_type, "status": t.status,
+                     "framework_ms": lp.total_ms if lp is not None else None,
+                     "framework_kernel_ms": lp.kernel_ms if lp is not None else None,
+                     "framework_helper_ms": (lp.layout_ms + lp.fill_ms + lp.copy_ms) if lp is not None else None,
+                     "framework_kernels": list(lp.kernels) if lp is not None else [],
+                     "lbl_ms": t.time_ms, "algorithm": t.algorithm or None, "call": t.call or None,
+                     "critical": t.layer.index in crit})
+    cpath = [{"index": i, "name": names.get(i, ""), "op": times[i].layer.op_type, "lbl_ms": times[i].time_ms}
+             for i in a.critical_path]
+
+    # ---- joint
+    joint: dict = {}
+    if lat:
+        target = a.lbl_fused_parallel_ms
+        joint = {
+            "speedup": lat / target if target > 0 else None, "target_ms": target, "latency_ms": lat,
+            "speedup_sequential": lat / a.lbl_fused_sequential_ms if a.lbl_fused_sequential_ms > 0 else None,
+            "steps": [
+                {"step": "measured latency", "ms": lat},
+                {"step": "without host overhead and launch gaps (GPU kernel time)", "ms": p.gpu_kernel_ms},
+                {"step": "without layout conversions, copies, fills, unneeded batch norms",
+                 "ms": p.gpu_kernel_ms - sum(cat_ms.get(c, 0.0) for c in ("layout", "copy", "fill", "unfused_batch_norm"))},
+                {"step": f"best algorithm per layer (LBL sequential, {a.precision})", "ms": a.lbl_sequential_ms},
+                {"step": "with layer fusion (LBL fused sequential)", "ms": a.lbl_fused_sequential_ms},
+                {"step": "with parallel execution (LBL fused parallel)", "ms": a.lbl_fused_parallel_ms},
+            ],
+            "explanation": (f"measured {lat:.4f} ms / LBL_fused parallel {target:.4f} ms in {a.precision}: "
+                            f"removing host overhead and gaps, the kernels the model does not need, slower "
+                            f"algorithms, unfused layers and serial execution together"),
+        }
+        if tc and other is not a and other is not None and other.complete:
+            joint["speedup_tensor_cores"] = lat / other.lbl_fused_parallel_ms if other.lbl_fused_parallel_ms else None
+            joint["tensor_core_precision"] = other.precision
+    if a.precision == "fp32" and any(e.tf32 for e in p.conv_engines.values()):
+        notices.append("the framework ran its convolutions with TF32 enabled (cuDNN log) while this analysis is "
+                       "fp32 (FMA only): compare with --dtype tf32 too")
+    if not a.complete:
+        notices.append(f"the LBL is incomplete: {len(a.missing)} layers have no valid measurement")
+    if lat is None:
+        notices.append("the profile has no measured latency: no Benanza ratio or joint speedup")
+    s = p.settings
+    framework = {"framework": s.framework, "version": s.framework_version, "gpu_name": s.gpu_name,
+                 "cudnn_benchmark": s.cudnn_benchmark, "allow_tf32_cudnn": s.allow_tf32_cudnn,
+                 "allow_tf32_matmul": s.allow_tf32_matmul, "dtype": p.dtype, "folder": p.folder,
+                 "iterations": p.iterations,
+                 "latency_method": p.latency.method if p.latency is not None else None}
+    return Insights(
+        model=a.model, batch=a.batch, precision=a.precision, gpu=a.system.get("gpu_name") or "",
+        framework=framework, latency_ms=lat, latency_iqr_ms=p.latency.iqr_ms if p.latency is not None else None,
+        gpu_kernel_ms=p.gpu_kernel_ms, host_overhead_ms=p.host_overhead_ms,
+        lbl_sequential_ms=a.lbl_sequential_ms, lbl_parallel_ms=a.lbl_parallel_ms,
+        lbl_fused_sequential_ms=a.lbl_fused_sequential_ms, lbl_fused_parallel_ms=a.lbl_fused_parallel_ms,
+        complete=a.complete, breakdown=breakdown, layers=rows, critical_path=cpath, algorithms=algos,
+        findings=findings, tensor_cores=tc, joint=joint, notices=notices)

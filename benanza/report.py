@@ -1,0 +1,279 @@
+"""Reports of the analysis workflow (:mod:`benanza.insights`): rich terminal tables, and
+self-contained HTML (inline CSS, JS and SVG; no network, no server) rendered with jinja2.
+
+* :func:`terminal_tables` — summary, time breakdown, ranked findings, algorithm selection;
+* :func:`render_html` — one analysis: summary, per-layer time bars (framework vs LBL), the
+  breakdown of the measured latency (layers / layout / copies / fills / batch norms / gaps /
+  host), findings, algorithm selection and the critical path;
+* :func:`render_comparison` — several ``benanza analyze --profile --json`` outputs side by side
+  (models, batch sizes, data types or GPUs): ``benanza report A.json B.json --html out.html``.
+
+Times are ms per inference; definitions in :mod:`benanza.insights` (DESIGN.md, Benanza IPDPS 2020).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+from rich.table import Table
+
+from .errors import UsageError
+from .insights import FORMAT, FORMAT_VERSION
+
+#: breakdown parts in display order, with their colours
+PARTS = (("layers", "layers", "#4e79a7"), ("layout", "layout conversions", "#f28e2b"),
+         ("copies", "copies", "#e15759"), ("fills", "fills", "#76b7b2"),
+         ("unfused_batch_norm", "unfused batch norms", "#edc948"), ("other", "other kernels", "#b07aa1"),
+         ("gaps", "launch gaps", "#9c755f"), ("host", "other host time", "#bab0ac"))
+
+
+def _f(v, digits: int = 4) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+# ---------------------------------------------------------------------------------------- terminal
+
+def terminal_tables(d: dict, top: int = 15) -> list:
+    """Rich renderables of one insights document (:meth:`Insights.to_dict`)."""
+    fw = d.get("framework") or {}
+    head = Table(title=f"{d['model']} batch {d['batch']} {d['precision']} on {d.get('gpu') or '?'}: "
+                       f"{fw.get('framework') or 'framework'} {fw.get('version') or ''} vs the lower bound")
+    head.add_column("measure")
+    head.add_column("ms", justify="right")
+    head.add_column("note")
+    head.add_row("measured latency", _f(d["latency_ms"]), f"IQR {_f(d.get('latency_iqr_ms'))} ms")
+    head.add_row("GPU kernel time", _f(d["gpu_kernel_ms"]), "union of kernel intervals (trace)")
+    head.add_row("host overhead", _f(d["host_overhead_ms"]), "latency - GPU kernel time")
+    head.add_row("LBL sequential", _f(d["lbl_sequential_ms"]), "" if d["complete"] else "INCOMPLETE")
+    head.add_row("LBL parallel", _f(d["lbl_parallel_ms"]), "critical path of the layer DAG")
+    head.add_row("LBL fused (seq / par)", f"{_f(d['lbl_fused_sequential_ms'])} / {_f(d['lbl_fused_parallel_ms'])}", "")
+    head.add_row("Benanza ratio", _f(d["benanza_ratio"], 3), "LBL sequential / measured latency")
+    head.add_row("parallel-execution potential", _f(d["parallel_potential_ms"]), "LBL_seq - LBL_par")
+    head.add_row("layer fusion profit", _f(d["fusion_profit_ms"]), "LBL_unfused - LBL_fused")
+    tc = d.get("tensor_cores")
+    if tc:
+        head.add_row(f"Tensor Core profit ({tc['precision']})", _f(tc["profit_ms"]),
+                     f"LBL fp32 {_f(tc['fp32_lbl_ms'])} vs {tc['precision']} {_f(tc['lbl_ms'])}")
+    j = d.get("joint") or {}
+    if j.get("speedup"):
+        note = j.get("explanation", "")
+        if j.get("speedup_tensor_cores"):
+            note += f"; with {j['tensor_core_precision']}: x{j['speedup_tensor_cores']:.2f}"
+        head.add_row("joint speedup", f"x{j['speedup']:.2f}", note)
+    bd = Table(title="where the measured latency goes (ms per inference)")
+    for _, label, _c in PARTS:
+        bd.add_column(label, justify="right")
+    bd.add_row(*[_f((d.get("breakdown") or {}).get(k)) for k, _l, _c in PARTS])
+    fi = Table(title="findings, ranked by estimated saving")
+    for c in ("#", "Q", "finding", "saving ms", "evidence"):
+        fi.add_column(c, justify="right" if c in ("#", "saving ms") else "left")
+    for i, f in enumerate(d["findings"][:top], 1):
+        fi.add_row(str(i), f["category"], f["title"], _f(f["saving_ms"]), "\n".join(f["evidence"][:3]))
+    al = Table(title="algorithm selection (Q3): framework's and cuDNN heuristic's choice vs the best measured")
+    for c in ("#", "layer", "framework ran", "its ms (DB)", "best", "best ms", "framework cost", "heuristic",
+              "heuristic cost"):
+        al.add_column(c, justify="right" if "ms" in c or "cost" in c or c == "#" else "left")
+    for a in d["algorithms"]:
+        fw_ms = _f(a["framework_db_ms"]) if a["in_db"] else ("not in DB" if a["framework_engine"] else "")
+        al.add_row(str(a["layer"]), a["name"], a["framework_engine"] or "", fw_ms, a["best_algorithm"] or "",
+                   _f(a["best_ms"]), _f(a["framework_cost_ms"]), a["heuristic_algorithm"] or "",
+                   _f(a["heuristic_cost_ms"]))
+    return [head, bd, fi, al]
+
+
+def comparison_table(docs: list[dict]) -> Table:
+    """One row per insights document: the headline numbers side by side."""
+    t = Table(title="comparison")
+    for c in ("model", "batch", "dtype", "GPU", "latency ms", "LBL seq ms", "LBL par ms", "LBL fused ms",
+              "Benanza ratio", "joint speedup", "top finding"):
+        t.add_column(c, justify="right" if "ms" in c or c in ("batch", "Benanza ratio", "joint speedup") else "left")
+    for d in docs:
+        j = (d.get("joint") or {}).get("speedup")
+        top = d["findings"][0] if d.get("findings") else None
+        t.add_row(d["model"], str(d["batch"]), d["precision"], d.get("gpu") or "", _f(d.get("latency_ms")),
+                  _f(d["lbl_sequential_ms"]), _f(d["lbl_parallel_ms"]), _f(d["lbl_fused_parallel_ms"]),
+                  _f(d.get("benanza_ratio"), 3), f"x{j:.2f}" if j else "-",
+                  f"{top['title']} ({top['saving_ms']:.4f} ms)" if top else "")
+    return t
+
+
+# -------------------------------------------------------------------------------------------- HTML
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;
+text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.crit{font-weight:bold}.muted{color:#777}.ev{font-family:ui-monospace,monospace;font-size:.9em;white-space:pre-wrap}
+.legend span{display:inline-block;margin-right:1em}.sw{display:inline-block;width:.9em;height:.9em;margin-right:.3em;
+vertical-align:middle}.notice{background:#fff6d6;padding:.3em .6em;margin:.2em 0}
+"""
+
+_JS = """
+function bzFilter(inp, id){var q=inp.value.toLowerCase();var rows=document.getElementById(id).tBodies[0].rows;
+for(var i=0;i<rows.length;i++){rows[i].style.display=rows[i].textContent.toLowerCase().indexOf(q)<0?'none':'';}}
+"""
+
+_MACROS = r"""
+{% macro stacked(bd, width=900) -%}
+{%- set total = namespace(v=0) -%}
+{%- for k, label, colour in parts %}{% set total.v = total.v + (bd[k] or 0) %}{% endfor -%}
+<svg xmlns="http://www.w3.org/2000/svg" width="{{ width }}" height="28" role="img" aria-label="time breakdown">
+{%- set x = namespace(v=0) -%}
+{%- for k, label, colour in parts %}{% set w = ((bd[k] or 0) / total.v * width) if total.v > 0 else 0 %}
+<rect x="{{ '%.2f'|format(x.v) }}" y="2" width="{{ '%.2f'|format(w) }}" height="24" fill="{{ colour }}"><title>{{ label }}: {{ '%.4f'|format(bd[k] or 0) }} ms</title></rect>
+{%- set x.v = x.v + w %}{% endfor %}
+</svg>
+<div class="legend">{% for k, label, colour in parts %}<span><span class="sw" style="background:{{ colour }}"></span>{{ label }} {{ fmt(bd[k]) }} ms</span>{% endfor %}</div>
+{%- endmacro %}
+{% macro findings_table(fs) -%}
+<table><thead><tr><th class="n">#</th><th>Q</th><th>finding</th><th class="n">saving ms</th><th>layers</th><th>evidence</th></tr></thead><tbody>
+{% for f in fs %}<tr><td class="n">{{ loop.index }}</td><td>{{ f.category }}</td><td>{{ f.title }}<div class="muted">{{ f.detail }}</div></td>
+<td class="n">{{ fmt(f.saving_ms) }}</td><td>{{ f.layers|length }}</td><td class="ev">{{ f.evidence|join('\n') }}</td></tr>
+{% endfor %}</tbody></table>
+{%- endmacro %}
+"""
+
+_SINGLE = _MACROS + r"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>benanza: {{ d.model }} batch {{ d.batch }} {{ d.precision }}</title>
+<style>{{ css }}</style><script>{{ js }}</script></head><body>
+<h1>benanza: {{ d.model }}, batch {{ d.batch }}, {{ d.precision }} on {{ d.gpu or '?' }}</h1>
+<p class="muted">framework: {{ d.framework.framework or '?' }} {{ d.framework.version or '' }}, cudnn.benchmark {{ d.framework.cudnn_benchmark }},
+TF32 cuDNN/matmul {{ d.framework.allow_tf32_cudnn }}/{{ d.framework.allow_tf32_matmul }}. Times in ms per inference.
+Definitions: DESIGN.md; Benanza (Li et al., IPDPS 2020).</p>
+{% for n in d.notices %}<div class="notice">{{ n }}</div>{% endfor %}
+<h2 id="summary">Summary</h2>
+<table><tbody>
+<tr><td>measured latency</td><td class="n">{{ fmt(d.latency_ms) }}</td></tr>
+<tr><td>GPU kernel time</td><td class="n">{{ fmt(d.gpu_kernel_ms) }}</td></tr>
+<tr><td>host overhead</td><td class="n">{{ fmt(d.host_overhead_ms) }}</td></tr>
+<tr><td>LBL sequential / parallel</td><td class="n">{{ fmt(d.lbl_sequential_ms) }} / {{ fmt(d.lbl_parallel_ms) }}{% if not d.complete %} (incomplete){% endif %}</td></tr>
+<tr><td>LBL fused sequential / parallel</td><td class="n">{{ fmt(d.lbl_fused_sequential_ms) }} / {{ fmt(d.lbl_fused_parallel_ms) }}</td></tr>
+<tr><td>Benanza ratio (LBL / latency)</td><td class="n">{{ fmt(d.benanza_ratio, 3) }}</td></tr>
+<tr><td>parallel-execution potential</td><td class="n">{{ fmt(d.parallel_potential_ms) }}</td></tr>
+<tr><td>layer fusion profit</td><td class="n">{{ fmt(d.fusion_profit_ms) }}</td></tr>
+{% if d.tensor_cores %}<tr><td>Tensor Core profit (fp32 → {{ d.tensor_cores.precision }})</td><td class="n">{{ fmt(d.tensor_cores.profit_ms) }}</td></tr>{% endif %}
+{% if d.joint.speedup %}<tr><td>joint speedup</td><td class="n">x{{ '%.2f'|format(d.joint.speedup) }}{% if d.joint.speedup_tensor_cores %} (x{{ '%.2f'|format(d.joint.speedup_tensor_cores) }} with {{ d.joint.tensor_core_precision }}){% endif %}</td></tr>{% endif %}
+</tbody></table>
+{% if d.joint.steps %}<p class="muted">{{ d.joint.explanation }}</p><table><tbody>
+{% for s in d.joint.steps %}<tr><td>{{ s.step }}</td><td class="n">{{ fmt(s.ms) }}</td></tr>{% endfor %}</tbody></table>{% endif %}
+<h2 id="breakdown">Time breakdown</h2>
+{{ stacked(d.breakdown) }}
+<h2 id="findings">Findings (ranked by estimated saving)</h2>
+{{ findings_table(d.findings) }}
+<h2 id="algorithms">Algorithm selection (Q3)</h2>
+<table><thead><tr><th class="n">#</th><th>layer</th><th>framework ran</th><th class="n">its ms in the DB</th><th class="n">trace ms</th><th>best</th><th class="n">best ms</th><th class="n">framework cost</th><th>heuristic</th><th class="n">heuristic cost</th></tr></thead><tbody>
+{% for a in d.algorithms %}<tr><td class="n">{{ a.layer }}</td><td>{{ a.name }}</td><td>{{ a.framework_engine or '' }}</td>
+<td class="n">{% if a.in_db %}{{ fmt(a.framework_db_ms) }}{% elif a.framework_engine %}not in DB{% endif %}</td><td class="n">{{ fmt(a.framework_trace_ms) }}</td>
+<td>{{ a.best_algorithm }} <span class="muted">{{ a.best_call }}</span></td><td class="n">{{ fmt(a.best_ms) }}</td><td class="n">{{ fmt(a.framework_cost_ms) }}</td>
+<td>{{ a.heuristic_algorithm or '' }}</td><td class="n">{{ fmt(a.heuristic_cost_ms) }}</td></tr>{% endfor %}</tbody></table>
+<h2 id="layers">Per-layer time: framework vs LBL</h2>
+<p><span class="sw" style="background:#e15759"></span>framework (kernels + helpers) <span class="sw" style="background:#4e79a7"></span>LBL (best measured);
+bold: on the critical path. Filter: <input oninput="bzFilter(this,'layertab')" placeholder="layer name or op"></p>
+<table id="layertab"><thead><tr><th class="n">#</th><th>layer</th><th>op</th><th class="n">framework ms</th><th class="n">LBL ms</th><th>bars</th><th>best algorithm</th></tr></thead><tbody>
+{% for r in d.layers %}<tr{% if r.critical %} class="crit"{% endif %}><td class="n">{{ r.index }}</td><td>{{ r.name }}</td><td>{{ r.op }}</td>
+<td class="n">{{ fmt(r.framework_ms) }}</td><td class="n">{{ fmt(r.lbl_ms) }}</td><td>
+<svg xmlns="http://www.w3.org/2000/svg" width="{{ barw }}" height="14"><rect x="0" y="0" height="6" width="{{ '%.2f'|format((r.framework_ms or 0) / maxms * barw) }}" fill="#e15759"><title>framework {{ fmt(r.framework_ms) }} ms: {{ r.framework_kernels|join(', ') }}</title></rect><rect x="0" y="7" height="6" width="{{ '%.2f'|format((r.lbl_ms or 0) / maxms * barw) }}" fill="#4e79a7"><title>LBL {{ fmt(r.lbl_ms) }} ms</title></rect></svg>
+</td><td>{{ r.algorithm or r.status }}</td></tr>{% endfor %}</tbody></table>
+<h2 id="critical-path">Critical path ({{ d.critical_path|length }} layers, {{ fmt(d.lbl_parallel_ms) }} ms)</h2>
+<p class="ev">{% for c in d.critical_path %}{{ c.index }} {{ c.name }} ({{ c.op }}, {{ fmt(c.lbl_ms) }} ms){% if not loop.last %} → {% endif %}{% endfor %}</p>
+</body></html>
+"""
+
+_COMPARE = _MACROS + r"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>benanza comparison</title><style>{{ css }}</style></head><body>
+<h1>benanza: {{ docs|length }} analyses side by side</h1>
+<p class="muted">Times in ms per inference. Benanza ratio = LBL / measured latency; joint speedup = latency / LBL fused parallel.</p>
+<h2 id="summary">Summary</h2>
+<table><thead><tr><th>metric</th>{% for d in docs %}<th class="n">{{ d.model }}<br>b{{ d.batch }} {{ d.precision }}<br>{{ d.gpu }}</th>{% endfor %}</tr></thead><tbody>
+{% for key, label, digits in rows %}<tr><td>{{ label }}</td>{% for d in docs %}<td class="n">{{ fmt(d[key], digits) }}</td>{% endfor %}</tr>{% endfor %}
+<tr><td>joint speedup</td>{% for d in docs %}<td class="n">{% if d.joint and d.joint.speedup %}x{{ '%.2f'|format(d.joint.speedup) }}{% else %}-{% endif %}</td>{% endfor %}</tr>
+</tbody></table>
+<h2 id="latency">Latency vs LBL</h2>
+<svg xmlns="http://www.w3.org/2000/svg" width="{{ 160 * docs|length + 40 }}" height="240" role="img" aria-label="latency vs LBL">
+{% for d in docs %}{% set x0 = 40 + loop.index0 * 160 %}
+{% for key, colour in (('latency_ms', '#e15759'), ('lbl_sequential_ms', '#4e79a7'), ('lbl_fused_parallel_ms', '#59a14f')) %}
+{% set h = ((d[key] or 0) / maxms * 190) %}<rect x="{{ x0 + loop.index0 * 34 }}" y="{{ '%.2f'|format(200 - h) }}" width="30" height="{{ '%.2f'|format(h) }}" fill="{{ colour }}"><title>{{ key }} {{ fmt(d[key]) }} ms</title></rect>{% endfor %}
+<text x="{{ x0 }}" y="216" font-size="11">{{ d.model[:18] }}</text><text x="{{ x0 }}" y="230" font-size="11">b{{ d.batch }} {{ d.precision }}</text>
+{% endfor %}</svg>
+<div class="legend"><span><span class="sw" style="background:#e15759"></span>measured latency</span><span><span class="sw" style="background:#4e79a7"></span>LBL sequential</span><span><span class="sw" style="background:#59a14f"></span>LBL fused parallel</span></div>
+<h2 id="breakdown">Time breakdown</h2>
+{% for d in docs %}<h3>{{ d.model }} b{{ d.batch }} {{ d.precision }} {{ d.gpu }}</h3>{% if d.breakdown %}{{ stacked(d.breakdown) }}{% else %}<p class="muted">no profile</p>{% endif %}{% endfor %}
+<h2 id="findings">Findings</h2>
+{% for d in docs %}<h3>{{ d.model }} b{{ d.batch }} {{ d.precision }} {{ d.gpu }}</h3>{{ findings_table(d.findings[:10]) }}{% endfor %}
+</body></html>
+"""
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=False)
+    env.globals.update(fmt=lambda v, digits=4: _f(v, digits), parts=PARTS, css=_CSS, js=_JS)
+    return env
+
+
+def render_html(d: dict) -> str:
+    """Self-contained HTML of one insights document (inline CSS/JS/SVG only)."""
+    maxms = max([r.get("framework_ms") or 0 for r in d["layers"]] + [r.get("lbl_ms") or 0 for r in d["layers"]]
+                + [1e-9])
+    return _env().from_string(_SINGLE).render(d=d, maxms=maxms, barw=260)
+
+
+_ROWS = (("latency_ms", "measured latency", 4), ("gpu_kernel_ms", "GPU kernel time", 4),
+         ("host_overhead_ms", "host overhead", 4), ("lbl_sequential_ms", "LBL sequential", 4),
+         ("lbl_parallel_ms", "LBL parallel", 4), ("lbl_fused_sequential_ms", "LBL fused sequential", 4),
+         ("lbl_fused_parallel_ms", "LBL fused parallel", 4), ("benanza_ratio", "Benanza ratio", 3),
+         ("parallel_potential_ms", "parallel-execution potential", 4), ("fusion_profit_ms", "layer fusion profit", 4))
+
+
+def render_comparison(docs: list[dict]) -> str:
+    """Self-contained HTML comparing several insights documents side by side."""
+    maxms = max([d.get(k) or 0 for d in docs for k in ("latency_ms", "lbl_sequential_ms")] + [1e-9])
+    return _env().from_string(_COMPARE).render(docs=docs, rows=_ROWS, maxms=maxms)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+def _from_analysis(d: dict) -> dict:
+    """An insights-shaped document from a plain ``benanza analyze --json`` (no profile)."""
+    return {"format": FORMAT, "version": FORMAT_VERSION, "model": d["model"], "batch": d["batch"],
+            "precision": d["precision"], "gpu": (d.get("system") or {}).get("gpu_name") or "",
+            "framework": {}, "latency_ms": None, "gpu_kernel_ms": None, "host_overhead_ms": None,
+            "lbl_sequential_ms": d["lbl_sequential_ms"], "lbl_parallel_ms": d["lbl_parallel_ms"],
+            "lbl_fused_sequential_ms": d["lbl_fused_sequential_ms"],
+            "lbl_fused_parallel_ms": d["lbl_fused_parallel_ms"], "complete": d.get("complete", True),
+            "benanza_ratio": None, "parallel_potential_ms": d["lbl_sequential_ms"] - d["lbl_parallel_ms"],
+            "fusion_profit_ms": d["lbl_sequential_ms"] - d["lbl_fused_sequential_ms"], "joint": {},
+            "breakdown": None, "findings": [], "algorithms": [], "critical_path": [], "layers": [], "notices": []}
+
+
+def load_documents(paths: list[Path]) -> list[dict]:
+    """Read ``benanza analyze --json`` outputs (with or without ``--profile``; one object or a
+    list each). Raises :class:`UsageError` naming the file for anything else."""
+    if not paths:
+        raise UsageError("give at least one JSON file written by `benanza analyze --json`")
+    docs: list[dict] = []
+    for p in paths:
+        try:
+            data = json.loads(Path(p).read_text())
+        except FileNotFoundError:
+            raise UsageError(f"{p}: no such file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"{p}: cannot read: {e}") from None
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{p}: line {e.lineno} column {e.colno}: not valid JSON ({e.msg})") from None
+        for d in data if isinstance(data, list) else [data]:
+            if isinstance(d, dict) and d.get("format") == FORMAT:
+                if not isinstance(d.get("version"), int) or d["version"] > FORMAT_VERSION:
+                    raise UsageError(f"{p}: insights version {d.get('version')!r} is newer than this benanza reads")
+                missing = [k for k in ("model", "batch", "precision", "lbl_sequential_ms", "findings") if k not in d]
+                if missing:
+                    raise UsageError(f"{p}: not a complete benanza insights document (no {', '.join(missing)})")
+                docs.append(d)
+            elif isinstance(d, dict) and all(k in d for k in ("model", "batch", "precision", "lbl_sequential_ms",
+                                                                "lbl_parallel_ms", "lbl_fused_sequential_ms",
+                                                                "lbl_fused_parallel_ms")):
+                docs.append(_from_analysis(d))
+            else:
+                raise UsageError(f"{p}: not the output of `benanza analyze --json`")
+    return docs
