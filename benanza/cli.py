@@ -590,6 +590,40 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
 
 @app.command()
 @guarded
+def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+             device: int = typer.Option(0, "--device"),
+             output: Optional[Path] = typer.Option(None, "-o", "--output", help="suite folder (default: a cache folder)"),
+             json_out: bool = typer.Option(False, "--json")):
+    """Measure this GPU's ceilings (DRAM bandwidth, GEMM rate per data type, FP32 FMA rate) and
+    store them with the system: the roofs of the roofline."""
+    from . import ceilings as C
+    from .builder import build as do_build
+    from .database import open_db
+
+    database = open_db(db)
+    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / "ceilings"
+    br = do_build(C.generate_suite(folder))
+    system, rows, failed = C.measure(br.executable, device)
+    sid = database.upsert_system(system)
+    database.write_ceilings(sid, [r.to_row() for r in rows])
+    if json_out:
+        out.print_json(json.dumps({"system": system.get("gpu_name"), "ceilings": [r.to_row() for r in rows],
+                                   "failed": failed}))
+        return
+    t = Table(title=f"ceilings, {system.get('gpu_name')}")
+    for col in ("ceiling", "value", "median ms", "rse", "what"):
+        t.add_column(col, justify="right" if col in ("value", "median ms", "rse") else "left")
+    for r in rows:
+        scale, unit = (1e12, "TB/s") if r.unit == "bytes/s" else (1e12, "TFLOP/s")
+        t.add_row(r.name, f"{r.value / scale:.2f} {unit}", f"{r.median_ms:.4f}",
+                  f"{r.rse:.2%}" if r.rse is not None else "-", C.CEILINGS.get(r.name, ""))
+    out.print(t)
+    for f in failed:
+        err.print(f"failed: {f}", markup=False)
+
+
+@app.command()
+@guarded
 def system(json_out: bool = typer.Option(False, "--json")):
     """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use."""
     from . import system as sysq

@@ -28,7 +28,7 @@ from . import layers as L
 from .errors import DatabaseError
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: system fields that identify a system (two machines with equal values share measurements)
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
@@ -207,6 +207,26 @@ class Choice(Base):
     run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
 
 
+class Ceiling(Base):
+    """A machine ceiling measured on a system by `benanza ceilings` (the roofs of the roofline):
+    ``value`` in ``unit`` (bytes/s or FLOP/s) = ``work`` / the median time of the measurement."""
+
+    __tablename__ = "ceilings"
+    __table_args__ = (sa.UniqueConstraint("system_id", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"))
+    name: Mapped[str] = mapped_column(sa.String(32))
+    unit: Mapped[str] = mapped_column(sa.String(16))
+    value: Mapped[float]
+    work: Mapped[float]
+    median_ms: Mapped[float]
+    rse: Mapped[float | None]
+    samples: Mapped[int | None]
+    converged: Mapped[bool | None]
+    method: Mapped[str] = mapped_column(sa.Text, default="")
+    created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+
+
 class ModelRow(Base):
     """A model at a batch size whose layers were sent to the database (for sharing queries)."""
 
@@ -334,6 +354,25 @@ class Database:
                 s.add(row)
                 s.flush()
             return row.id
+
+    @_retrying
+    def write_ceilings(self, system_id: int, rows: list[dict]) -> None:
+        """Store measured ceilings (dicts of :class:`Ceiling`'s fields), replacing earlier ones of
+        the same name on the system, in one transaction."""
+        with self.session() as s:
+            for r in rows:
+                old = s.scalar(select(Ceiling).where(Ceiling.system_id == system_id, Ceiling.name == r["name"]))
+                if old is not None:
+                    s.delete(old)
+                    s.flush()
+                s.add(Ceiling(system_id=system_id, **r))
+
+    def ceilings(self, system_id: int) -> dict[str, Ceiling]:
+        """The ceilings measured on a system, by name."""
+        with self.session() as s:
+            rows = s.scalars(select(Ceiling).where(Ceiling.system_id == system_id)).all()
+            s.expunge_all()
+        return {r.name: r for r in rows}
 
     @_retrying
     def upsert_configs(self, configs: list[L.LayerConfig]) -> None:

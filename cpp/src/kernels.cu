@@ -45,7 +45,26 @@ int grid_for(std::size_t n) {
   return static_cast<int>(blocks ? blocks : 1);
 }
 
+__global__ void fma_rate_kernel(float* out, int iters) {
+  float a[kFmaChains];
+  const float x = 1.0f + 1e-7f * threadIdx.x, y = 1e-7f * blockIdx.x;
+#pragma unroll
+  for (int c = 0; c < kFmaChains; ++c) a[c] = static_cast<float>(c);
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int c = 0; c < kFmaChains; ++c) a[c] = fmaf(a[c], x, y);
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kFmaChains; ++c) sum += a[c];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
 }  // namespace
+
+void fma_rate(float* out, int blocks, int threads, int iters, cudaStream_t s) {
+  fma_rate_kernel<<<blocks, threads, 0, s>>>(out, iters);
+}
 
 void fill_uniform(void* p, std::size_t n, DType t, unsigned long long seed, float lo, float hi, cudaStream_t s) {
   if (n == 0) return;

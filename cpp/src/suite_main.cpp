@@ -2,6 +2,7 @@
 //
 //   suite --list                    print the jobs (JSON lines), no GPU needed
 //   suite --system                  print the system record and exit
+//   suite --ceilings                measure the machine's ceilings (ceilings.cpp) and exit
 //   suite [--jobs FILE] [--job ID]  run the given jobs (all when none given)
 //   options: --device N --warmup-ms X --sample-ms X --rse X --min-samples N --max-samples N
 //            --max-time-ms X --workspace-limit-mb N --no-cold --no-graphs --dump-samples --profile
@@ -43,7 +44,7 @@ void fatal_line(const std::string& msg) {
 
 int suite_main(int argc, char** argv) {
   Options opt;
-  bool list = false, system_only = false;
+  bool list = false, system_only = false, ceilings = false;
   std::set<std::string> wanted;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -53,6 +54,7 @@ int suite_main(int argc, char** argv) {
     };
     if (a == "--list") list = true;
     else if (a == "--system") system_only = true;
+    else if (a == "--ceilings") ceilings = true;
     else if (a == "--job") wanted.insert(val());
     else if (a == "--jobs") {
       const char* path = val();
@@ -99,6 +101,20 @@ int suite_main(int argc, char** argv) {
   }
   emit_line(std::string("{\"type\":\"system\",\"suite_model\":\"") + json_escape(kSuiteModel) +
             "\",\"generator\":\"" + json_escape(kSuiteGenerator) + "\",\"system\":" + ctx->system_json() + "}");
+  if (ceilings) {
+    int rc = 0;
+    try {
+      rc = run_ceilings(*ctx);
+    } catch (const FatalError& e) {
+      fatal_line(std::string("ceilings: ") + e.what());
+      std::_Exit(4);
+    } catch (const std::exception& e) {
+      fatal_line(std::string("ceilings: ") + e.what());
+      rc = 1;
+    }
+    delete ctx;
+    return rc;
+  }
   if (system_only) {
     delete ctx;
     return 0;

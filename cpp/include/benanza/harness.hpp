@@ -237,6 +237,15 @@ void fill_uniform(void* p, std::size_t n, DType t, unsigned long long seed, floa
 // Number of non-finite elements (synchronises the stream); -1 when the check itself failed.
 long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s);
 
+// The CUDA-core FP32 rate probe (kernels.cu): each thread runs kFmaChains independent FMA chains of
+// `iters` steps and writes one float (so the work is not optimised away).
+constexpr int kFmaChains = 8;
+void fma_rate(float* out, int blocks, int threads, int iters, cudaStream_t s);
+
+// Machine ceilings (ceilings.cpp): DRAM bandwidth, library GEMM rates, FP32 FMA rate.
+class Context;
+int run_ceilings(Context& ctx);
+
 // Emit one JSON line on stdout (flushed: a crash loses nothing already printed).
 void emit_line(const std::string& json);
 

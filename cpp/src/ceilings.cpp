@@ -1,0 +1,84 @@
+// Machine ceilings measured by benanza itself (`suite --ceilings`), the roofs of the roofline
+// (Williams, Waterman and Patterson, CACM 2009) for the GPU the suite runs on:
+//   * dram_bandwidth: a device-to-device cudaMemcpyAsync of 1 GiB (work: 2 x bytes, read + write);
+//   * gemm_fp32 / gemm_tf32 / gemm_fp16 / gemm_bf16: cublasGemmEx of 8192 x 8192 x 8192 with
+//     CUBLAS_COMPUTE_32F (FMA), CUBLAS_COMPUTE_32F_FAST_TF32, and 16-bit data with 32F compute
+//     (work: 2 x 8192^3 FLOPs), the matrix rate a library GEMM reaches per data type;
+//   * fma_fp32: a benanza kernel of independent FP32 FMA chains (fma_rate in kernels.cu; work: 2
+//     FLOPs per FMA), the CUDA-core rate.
+// Each is timed with the harness's method (Bench::measure: warm-up, CUDA-graph replays, adaptive
+// stop) and emitted as a measurement record of kind "Ceiling" whose details hold the ceiling's
+// name, its work and unit; the Python side divides the work by the median time.
+#include <string>
+
+#include "benanza/cudnn_util.hpp"
+#include "benanza/harness.hpp"
+
+namespace benanza {
+
+namespace {
+
+std::string details(const char* name, double work, const char* unit) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "{\"ceiling\":\"%s\",\"work\":%.17g,\"unit\":\"%s\"}", name, work, unit);
+  return buf;
+}
+
+}  // namespace
+
+int run_ceilings(Context& ctx) {
+  static const JobInfo job{"ceilings", "ceilings", "Ceiling", "", Precision::FP32};
+  Bench b(ctx, job);
+  // DRAM bandwidth: 1 GiB copied device to device
+  {
+    const std::size_t bytes = std::size_t(1) << 30;
+    void* src = b.random(bytes / 4, DType::F32);
+    void* dst = b.zeros(bytes);
+    Call c{"cudaMemcpyAsync(DeviceToDevice)", "dram_bandwidth", "none", DType::F32, "1 GiB read + 1 GiB written", 0};
+    c.details = details("dram_bandwidth", 2.0 * static_cast<double>(bytes), "bytes/s");
+    b.measure(c, [&](cudaStream_t s) -> Status {
+      BZ_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+      return Status::success();
+    }, nullptr, 0, DType::F32);
+  }
+  // library GEMM rate per data type
+  const int n = 8192;
+  const std::pair<const char*, Precision> gemms[] = {
+      {"gemm_fp32", Precision::FP32}, {"gemm_tf32", Precision::TF32}, {"gemm_fp16", Precision::FP16},
+      {"gemm_bf16", Precision::BF16}};
+  for (const auto& [name, p] : gemms) {
+    const DType dt = storage_of(p);
+    const cudaDataType_t t = cuda_dtype(dt);
+    const cublasComputeType_t compute = p == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const std::size_t nn = static_cast<std::size_t>(n) * n;
+    const float range = weight_range(static_cast<std::size_t>(n));
+    void* a = b.random(nn, dt);
+    void* w = b.random(nn, dt, -range, range);
+    void* y = b.random(nn, dt);
+    const float alpha = 1.0f, beta = 0.0f;
+    Call c{"cublasGemmEx", name, math_label(p), dt, "8192 x 8192 x 8192, CUBLAS_GEMM_DEFAULT", 0};
+    c.details = details(name, 2.0 * n * static_cast<double>(n) * n, "FLOP/s");
+    check(cublasSetMathMode(b.cublas(), CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    b.measure(c, [&](cudaStream_t) -> Status {
+      BZ_CUBLAS(cublasGemmEx(b.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, w, t, n, a, t, n, &beta, y, t, n,
+                             compute, CUBLAS_GEMM_DEFAULT));
+      return Status::success();
+    }, y, nn, dt);
+  }
+  // CUDA-core FP32 FMA rate
+  {
+    const int blocks = ctx.device().sm_count * 8, threads = 256, iters = 4096;
+    float* out = static_cast<float*>(b.zeros(static_cast<std::size_t>(blocks) * threads * sizeof(float)));
+    Call c{"fma_rate<<<8 x SMs, 256>>>", "fma_fp32", "fma", DType::F32, "8 independent FMA chains per thread", 0};
+    const double work = 2.0 * kFmaChains * static_cast<double>(iters) * blocks * threads;
+    c.details = details("fma_fp32", work, "FLOP/s");
+    b.measure(c, [&](cudaStream_t s) -> Status {
+      fma_rate(out, blocks, threads, iters, s);
+      BZ_CUDA(cudaGetLastError());
+      return Status::success();
+    }, out, static_cast<std::size_t>(blocks) * threads, DType::F32);
+  }
+  return 0;
+}
+
+}  // namespace benanza
