@@ -323,3 +323,53 @@ def test_layers_command_prints_the_coverage(models, tmp_path):
     assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"GemmAct": 2, "LayerNorm": 5, "SDPA": 2}
     # the symbolic sequence length must be bound: one clear line
     one_line_error(bz("layers", bert, "--batch", "2"), 2)
+
+
+# ------------------------------------------------------------------- GEMM (+ bias) -> activation
+
+def test_gemm_act_candidates_in_vit_b_16(models):
+    ml = process(models / "vit_b_16.onnx", 1)
+    acts = [f for f in ml.fusions if f.config.kind == "GemmAct"]
+    # the 12 MLP blocks: MatMul (768 -> 3072) -> Add(bias) -> Gelu; not the qkv/out projections
+    # (no activation) nor the head
+    assert len(acts) == 12
+    assert {f.config for f in acts} == {L.GemmActConfig(gemm=L.GemmConfig(m=197, n=3072, k=768, bias="c"),
+                                                        activation="gelu")}
+    assert all(_fusion_ops(ml, f) == ["MatMul", "Add", "Gelu"] for f in acts)
+    assert acts[0].config.flops() == 2 * 197 * 3072 * 768 + 197 * 3072 + 5 * 197 * 3072
+    members = [i for f in ml.fusions for i in f.layers]
+    assert len(members) == len(set(members))
+
+
+def test_gemm_act_candidates_in_a_builder_graph(tmp_path):
+    from onnx_builders import mlp_model
+
+    ml = process(mlp_model(tmp_path / "mlp.onnx"), 3)
+    assert [(_fusion_ops(ml, f), f.config) for f in ml.fusions] == [
+        (["Gemm", "Relu"], L.GemmActConfig(L.GemmConfig(m=3, n=64, k=32, trans_b=True, bias="c"), "relu")),
+        (["MatMul", "Add", "Gelu"], L.GemmActConfig(L.GemmConfig(m=3, n=48, k=64, bias="c"), "gelu_tanh")),
+        (["MatMul", "Add", "Div", "Erf", "Add", "Mul", "Mul"],
+         L.GemmActConfig(L.GemmConfig(m=3, n=40, k=48, bias="c"), "gelu")),
+    ]  # the last MatMul -> Relu: its product is also a graph output, so no candidate
+    for f in ml.fusions:
+        cfg = f.config
+        assert L.config_from_params(cfg.kind, json.loads(json.dumps(cfg.params()))) == cfg
+        assert cfg.key.startswith("gemmact-") and cfg.describe().startswith("GemmAct(")
+
+
+def test_an_erf_gelu_after_no_gemm_stays_a_gelu_candidate(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    c = lambda n, v: numpy_helper.from_array(np.array(v, dtype=np.float32), n)  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("Div", ["a", "s2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["a", "e1"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+                          [c("s2", 2 ** 0.5), c("one", 1.0), c("half", 0.5)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(m, str(tmp_path / "g.onnx"))
+    ml = process(tmp_path / "g.onnx", 2, batch_dim=0)
+    assert ml.summary()["fusions_by_kind"] == {"Gelu": 1}
