@@ -186,7 +186,8 @@ def image_layers(ml: ModelLayers) -> set[int]:
         if not reads:
             continue
         found.add(ly.index)
-        passes = (ly.status == "benchmark" and ly.config is not None and ly.config.kind in _IMAGE_KINDS) or \
+        passes = (ly.status == "benchmark" and ly.config is not None and ly.config.kind in _IMAGE_KINDS
+                  and ly.op_type != "Transpose") or \
             (ly.status == "zero_cost" and ly.op_type in ("Identity", "Dropout"))
         if passes and rank_ok:
             images.update(ly.outputs[:1])
