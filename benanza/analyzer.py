@@ -117,6 +117,8 @@ class Analysis:
             "missing_by_op": dict(sorted(by_op.items())),
             "measured_layers": sum(1 for t in self.layers if t.status == "measured"),
             "zero_cost_layers": sum(1 for t in self.layers if t.status == "zero_cost"),
+            # layers whose best measurement is channels-last (only with layouts NCHW and NHWC)
+            "nhwc_best_layers": sum(1 for t in self.layers if t.status == "measured" and t.layout == "NHWC"),
             "critical_path": self.critical_path,
             "fusions": [{"layers": list(f.layers), "key": f.key, "kind": f.key.split("-")[0],
                          "unfused_ms": f.unfused_ms,
@@ -218,8 +220,9 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
             layouts: tuple[str, ...] = ("NCHW",)) -> Analysis:
     """Compute the LBL of ``ml`` on ``system`` in ``precision`` (:data:`benanza.layers.PRECISIONS`) from
     warm (default) or cold measurements, taking each layer's fastest measurement in one of
-    ``layouts`` (("NCHW",): the model as it is; ("NCHW", "NHWC"): convolutions may run
-    channels-last, layout conversions not counted). Never raises for missing data: the result says
+    ``layouts`` (("NCHW",): the model as it is; ("NCHW", "NHWC"): convolutions and their neighbours
+    (BatchNorm, Pooling, per-channel Elementwise) may run channels-last, layout conversions not
+    counted; layout-agnostic layers keep their NCHW measurement). Never raises for missing data: the result says
     what is missing. Raises :class:`UsageError` for an unknown precision, cache or layout."""
     if precision not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")

@@ -38,7 +38,8 @@ def _console(stderr: bool = False) -> Console:
 out = _console()
 err = _console(stderr=True)
 
-LAYOUT_HELP = "tensor layouts: nchw (the model's), nhwc (convolutions also channels-last), or nchw,nhwc"
+LAYOUT_HELP = ("tensor layouts: nchw (the model's), nhwc (convolutions and their neighbours -- BatchNorm, pooling, "
+               "per-channel elementwise -- also channels-last), or nchw,nhwc")
 DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
 
 
@@ -376,7 +377,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             system_spec: Optional[str] = typer.Option(None, "--system", help="system id, fingerprint prefix or GPU name"),
             cache: str = typer.Option("warm", "--cache", help="warm (default) or cold measurements"),
             layout: str = typer.Option("nchw", "--layout", help="layouts a layer may run in: nchw (the model's), "
-                                       "nchw,nhwc (convolutions may run channels-last; conversions not counted)"),
+                                       "nchw,nhwc (convolutions and their neighbours may run channels-last; conversions not counted)"),
             json_out: bool = typer.Option(False, "--json"),
             layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer table"),
             dim: Optional[list[str]] = typer.Option(None, "--dim"),

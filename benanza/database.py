@@ -418,22 +418,27 @@ class Database:
 
     @_retrying
     def write_job(self, system_id: int, run_id: int | None, job: str, layer_key: str, precision: str,
-                  status: str, message: str, records: list[dict], wall_s: float | None = None) -> None:
-        """Write one finished job atomically: its measurement and choice records replace earlier
-        ones for the same (system, config, precision), and the job is marked done."""
+                  status: str, message: str, records: list[dict], wall_s: float | None = None,
+                  layout: str = "NCHW") -> None:
+        """Write one finished job atomically: its measurement records replace earlier ones for the
+        same (system, config, precision, layout), and the job is marked done. The heuristic choices
+        of an NCHW job replace earlier ones; an NHWC job (the same config channels-last) keeps the
+        NCHW job's measurements and choices and stores no choices (choices have no layout)."""
         with self.session() as s:
             s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
                                                    Measurement.layer_key == layer_key,
-                                                   Measurement.precision == precision))
-            s.execute(sa.delete(Choice).where(Choice.system_id == system_id, Choice.layer_key == layer_key,
-                                              Choice.precision == precision))
+                                                   Measurement.precision == precision,
+                                                   Measurement.layout == layout))
+            if layout == "NCHW":
+                s.execute(sa.delete(Choice).where(Choice.system_id == system_id, Choice.layer_key == layer_key,
+                                                  Choice.precision == precision))
             s.execute(sa.delete(JobRow).where(JobRow.system_id == system_id, JobRow.job == job))
             batch = s.scalar(select(LayerConfigRow.batch).where(LayerConfigRow.key == layer_key)) or 0
             seen = set()
             for r in records:
                 if r.get("type") == "choice":
                     k = ("c", r.get("source"), r.get("rank"))
-                    if k in seen:
+                    if k in seen or layout != "NCHW":
                         continue
                     seen.add(k)
                     s.add(Choice(system_id=system_id, layer_key=layer_key, precision=precision,

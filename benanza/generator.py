@@ -101,7 +101,7 @@ class Job:
     config: L.LayerConfig
     precision: str
     node: str  # one ONNX node name using this config (untrusted)
-    layout: str = "NCHW"  # NHWC: the convolution's engine configs on channels-last tensors
+    layout: str = "NCHW"  # NHWC: the layer on channels-last tensors (convolutions and their neighbours)
 
     @property
     def layer_key(self) -> str:
@@ -141,10 +141,72 @@ def parse_precisions(text: str) -> list[str]:
 
 
 #: tensor layouts a suite can time; NHWC applies to convolutions (their graph-API engine configs)
+#: and their neighbours (BatchNorm, Pooling, broadcasting Elementwise: the same legacy calls on
+#: channels-last tensors)
 LAYOUTS = ("NCHW", "NHWC")
 
-#: layer kinds that get an NHWC job when NHWC is asked for
-NHWC_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct")
+#: layer kinds that get an NHWC job when NHWC is asked for (see :func:`nhwc_job`). Activation,
+#: Dropout and Unary layers do not: they read and write every element once in memory order, so a
+#: channels-last tensor is the same call on the same bytes and their NCHW measurement serves an
+#: NHWC analysis as it is (the analyzer accepts NCHW measurements under ``--layout nchw,nhwc``).
+#: Elementwise layers get one only where the layout changes how the broadcast operand is read
+#: (a per-channel operand, ...) and they read a convolution's output (directly or through other
+#: image layers); a full-size or scalar operand is layout-agnostic as activations are.
+NHWC_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct", "BatchNorm", "Pooling", "Elementwise")
+
+#: kinds whose output stays an image (N, C, spatial...) when an input is one: how "a convolution's
+#: neighbour" propagates through a CNN
+_IMAGE_KINDS = ("Conv", "BatchNorm", "Pooling", "Activation", "Elementwise", "LRN", "Dropout", "Unary", "Copy")
+
+
+def channels_last(shape) -> list[int]:
+    """(N, C, s1, s2...) -> (N, s1, s2..., C): the order an NHWC tensor's memory is packed in."""
+    s = list(shape)
+    return s if len(s) < 3 else [s[0]] + s[2:] + [s[1]]
+
+
+def _elementwise_layout_matters(cfg: L.ElementwiseConfig) -> bool:
+    a, b = list(cfg.a), list(cfg.b)
+    if len(a) < 3 or len(a) != len(b):
+        return False
+    return collapse_broadcast(a, b) != collapse_broadcast(channels_last(a), channels_last(b))
+
+
+def image_layers(ml: ModelLayers) -> set[int]:
+    """Indices of the layers that read an image a convolution made: a Conv's output and what
+    image layers (:data:`_IMAGE_KINDS`, zero-cost Identity/Dropout) make of it at rank 3 to 5."""
+    images: set[str] = set()
+    found: set[int] = set()
+    for ly in ml.layers:  # topological order
+        rank_ok = bool(ly.output_shapes) and ly.output_shapes[0] is not None and 3 <= len(ly.output_shapes[0]) <= 5
+        reads = any(t in images for t in ly.inputs)
+        if ly.config is not None and ly.config.kind == "Conv":
+            images.update(ly.outputs[:1])
+            continue
+        if not reads:
+            continue
+        found.add(ly.index)
+        passes = (ly.status == "benchmark" and ly.config is not None and ly.config.kind in _IMAGE_KINDS
+                  and ly.op_type != "Transpose") or \
+            (ly.status == "zero_cost" and ly.op_type in ("Identity", "Dropout"))
+        if passes and rank_ok:
+            images.update(ly.outputs[:1])
+    return found
+
+
+def nhwc_job(cfg: L.LayerConfig, neighbour: bool) -> bool:
+    """Whether ``cfg`` gets an NHWC job: convolutions always; BatchNorm with a spatial extent > 1
+    (else both layouts are the same memory); Pooling of rank >= 3; Elementwise when ``neighbour``
+    (it reads a convolution's image) and its broadcast reads memory differently channels-last."""
+    if cfg.kind in ("Conv", "ConvBiasAct", "ConvBnAct"):
+        return True
+    if isinstance(cfg, L.BatchNormConfig):
+        return len(cfg.shape) >= 3 and math.prod(cfg.shape[2:]) > 1
+    if isinstance(cfg, L.PoolingConfig):
+        return len(cfg.x) >= 3
+    if isinstance(cfg, L.ElementwiseConfig):
+        return neighbour and _elementwise_layout_matters(cfg)
+    return False
 
 
 def parse_layouts(text: str) -> list[str]:
@@ -166,10 +228,14 @@ def parse_layouts(text: str) -> list[str]:
 def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None) -> list[Job]:
     """The jobs for the unique configs of ``models`` (one model at several batch sizes, or several
     models) in the requested analysis precisions (:func:`benanza.layers.precisions_for`) and layouts
-    (``["NCHW"]`` by default; with ``"NHWC"``, convolutions get a second job on channels-last tensors)."""
+    (``["NCHW"]`` by default; with ``"NHWC"``, convolutions and their neighbours get a second job on
+    channels-last tensors, see :func:`nhwc_job`)."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
     for ml in models:
+        neighbours = set()
+        if "NHWC" in layouts:
+            neighbours = {ml.layers[i].key for i in image_layers(ml)}
         names = {}
         for ly in ml.benchmarked():
             names.setdefault(ly.config.key, ly.name)
@@ -178,7 +244,7 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         for key, cfg in ml.unique_configs().items():
             for p in L.precisions_for(cfg, precisions):
                 for lay in layouts:
-                    if lay != "NCHW" and cfg.kind not in NHWC_KINDS:
+                    if lay != "NCHW" and (cfg.kind not in NHWC_KINDS or not nhwc_job(cfg, key in neighbours)):
                         continue
                     jid = job_id(cfg, p, lay)
                     if jid not in jobs:
@@ -330,7 +396,10 @@ def collapse_broadcast(a: list[int], b: list[int]) -> tuple[list[int], list[int]
 
 
 def _elementwise_case(cfg: L.ElementwiseConfig, job: Job) -> dict:
-    a, b = collapse_broadcast(list(cfg.a), list(cfg.b))
+    if job.layout == "NHWC":  # channels-last memory: the dims packed as (N, spatial..., C)
+        a, b = collapse_broadcast(channels_last(cfg.a), channels_last(cfg.b))
+    else:
+        a, b = collapse_broadcast(list(cfg.a), list(cfg.b))
     y = [max(p, q) for p, q in zip(a, b)]
     swap = a != y  # cudnnOpTensor broadcasts B only: A must be the full operand
     full, bcast = (b, a) if swap else (a, b)
@@ -358,6 +427,15 @@ def _gemm_case(cfg: L.GemmConfig, job: Job) -> dict:
     return {"job": _job_init(job), "m": cfg.m, "n": cfg.n, "k": cfg.k, "batch": cfg.batch,
             "trans_a": _num(cfg.trans_a), "trans_b": _num(cfg.trans_b),
             "bias": {"none": 0, "c": 1}.get(cfg.bias, 2)}
+
+
+_GEMM_ACT = {"relu": ("MatmulAct::RELU", 1), "gelu": ("MatmulAct::GELU", 3), "gelu_tanh": ("MatmulAct::GELU_TANH", 2)}
+
+
+def _gemm_act_case(cfg: L.GemmActConfig, job: Job) -> dict:
+    c = _gemm_case(cfg.gemm, job)
+    c["act"], c["lt_activation"] = _GEMM_ACT[cfg.activation]
+    return c
 
 
 def rnn_note(cfg: L.RNNConfig) -> str:
@@ -570,6 +648,7 @@ KIND_TEMPLATES.update({
     "Gather": ("gather.cpp.j2", _gather_case),
     "Where": ("where.cpp.j2", _where_case),
     "SDPA": ("sdpa.cpp.j2", _sdpa_case),
+    "GemmAct": ("gemm_act.cpp.j2", _gemm_act_case),
 })
 
 

@@ -405,6 +405,47 @@ class GemmConfig(LayerConfig):
         return f"Gemm({b}m{self.m} n{self.n} k{self.k} {t}{c})"
 
 
+#: activations a GemmAct fusion candidate applies after the matmul (+ bias)
+GEMM_ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+
+@dataclass(frozen=True)
+class GemmActConfig(LayerConfig):
+    """Fused Gemm/MatMul (+ bias) -> activation: ``Y = act(A @ B (+ C))``, the MLP block of a
+    transformer (Linear -> GELU) or a fully connected layer -> Relu.
+
+    gemm: the product (its ``bias`` is "c" when a Gemm's C or the per-output-feature bias Add after
+    a MatMul is part of the candidate); activation: "relu", "gelu" (erf form: ONNX Gelu
+    approximate='none', or the decomposed Div/Erf/Add/Mul/Mul) or "gelu_tanh".
+    Timed as one cuDNN graph, matmul -> pointwise ADD (bias) -> RELU_FWD / GELU_FWD /
+    GELU_APPROX_TANH_FWD, every engine config; and as cublasLtMatmul with the epilogue
+    CUBLASLT_EPILOGUE_RELU_BIAS / GELU_BIAS (RELU / GELU without a bias; cuBLASLt's GELU is the
+    tanh approximation, so for an erf GELU it is a same-work stand-in and says so).
+    Covers the two or three ONNX layers of the candidate (or the GEMM, bias Add and the five of a
+    decomposed GELU), so its measurements are only compared with their sum.
+    FLOPs: the GEMM's (bias included) + per output element 1 (relu) or the GELU's count of
+    :data:`UNARY_OPS`.
+    """
+
+    kind: ClassVar[str] = "GemmAct"
+    tensor_cores: ClassVar[bool] = True
+    gemm: GemmConfig
+    activation: str  # a member of GEMM_ACTIVATIONS
+
+    def input_shapes(self):
+        return self.gemm.input_shapes()
+
+    def output_shape(self):
+        return self.gemm.output_shape()
+
+    def flops(self):
+        per = 1 if self.activation == "relu" else UNARY_OPS[self.activation][1]
+        return self.gemm.flops() + per * numel(self.output_shape())
+
+    def describe(self):
+        return self.gemm.describe().replace("Gemm(", "GemmAct(", 1)[:-1] + f" +{self.activation})"
+
+
 @dataclass(frozen=True)
 class LRNConfig(LayerConfig):
     """LRN across channels: cudnnLRNCrossChannelForward (same formula as ONNX: alpha/size)."""
@@ -861,7 +902,8 @@ CONFIG_KINDS: dict[str, type[LayerConfig]] = {
                         PoolingConfig, SoftmaxConfig, ElementwiseConfig, GemmConfig, LRNConfig,
                         DropoutConfig, ReduceConfig, CopyConfig, RNNConfig)
 }
-CONFIG_KINDS.update({c.kind: c for c in (LayerNormConfig, UnaryConfig, GatherConfig, WhereConfig, SdpaConfig)})
+CONFIG_KINDS.update({c.kind: c for c in (LayerNormConfig, UnaryConfig, GatherConfig, WhereConfig, SdpaConfig,
+                                         GemmActConfig)})
 
 
 def config_from_params(kind: str, params: dict) -> LayerConfig:
@@ -881,6 +923,8 @@ def config_from_params(kind: str, params: dict) -> LayerConfig:
     def _decode(klass, f, v):
         if klass in (ConvBiasActConfig, ConvBnActConfig) and f.name == "conv":
             return build(ConvConfig, v)
+        if klass is GemmActConfig and f.name == "gemm":
+            return build(GemmConfig, v)
         if klass is CopyConfig and f.name == "attrs":
             return tuple((name, tuple(vals)) for name, vals in v)
         if klass is CopyConfig and f.name == "inputs":

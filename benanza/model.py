@@ -11,6 +11,7 @@ A model file is untrusted input: node and tensor names are kept as data and neve
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import json
 import math
@@ -90,7 +91,9 @@ class Fusion:
     """A fusion candidate: layers one library call can run together. Conv (+ bias) -> Relu
     (cudnnConvolutionBiasActivationForward, ConvBiasActConfig); attention MatMul -> [scale] ->
     [mask] -> Softmax -> MatMul (cuDNN SDPA, SdpaConfig); a decomposed LayerNorm (LayerNormConfig);
-    an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu). ``layers`` are layer indices in graph
+    an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu); Gemm/MatMul (+ bias Add) -> Relu / Gelu /
+    erf-GELU (GemmActConfig: cuDNN graph matmul -> add -> act, cuBLASLt bias + activation
+    epilogues). ``layers`` are layer indices in graph
     order, the last one the pattern's output; ``config`` the fused config."""
 
     layers: tuple[int, ...]
@@ -1187,11 +1190,12 @@ class _Pattern:
 
 def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
                               ctx: _Ctx, start: int) -> list[Fusion]:
-    """Attention (SDPA), decomposed LayerNorm and erf-GELU fusion candidates, numbered from ``start``
-    (after the Conv ones). A layer is in at most one candidate."""
+    """Attention (SDPA), decomposed LayerNorm, GEMM (+ bias) -> Relu/GELU and erf-GELU fusion
+    candidates, numbered from ``start`` (after the Conv ones). A layer is in at most one candidate:
+    a decomposed erf-GELU after a GEMM joins the GemmAct candidate rather than being a GELU one."""
     pat = _Pattern(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
-    for finder in (_find_attention, _find_layernorms, _find_gelus):
+    for finder in (_find_attention, _find_layernorms, _find_gemm_acts, _find_gelus):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -1440,6 +1444,59 @@ def _find_gelus(pat: _Pattern, erf: Layer):
     if not shape or erf.config.shape != shape:
         return None
     return chain, L.UnaryConfig(shape=shape, op="gelu")
+
+
+def _bias_vector_add(pat: _Pattern, ly: Layer | None, tensor: str, n: int) -> bool:
+    """``ly`` adds a constant per-output-feature vector (n values, broadcast along every dim but
+    the last) to ``tensor``: the bias of a Linear layer that an exporter wrote as MatMul -> Add."""
+    if not pat.free(ly) or not pat.elementwise(ly, "add") or list(ly.inputs) != [tensor] \
+            or len(ly.static_inputs) != 1:
+        return False
+    shape = pat.ctx.shape(ly.static_inputs[0])
+    if shape is None or not shape or shape[-1] != n or math.prod(shape) != n:
+        return False
+    data = pat.ctx.shape(tensor)
+    # the Add must not broadcast the product itself (its output is the product's size)
+    return data is not None and math.prod(ly.config.output_shape()) == math.prod(data)
+
+
+def _find_gemm_acts(pat: _Pattern, mm: Layer):
+    """Gemm/MatMul [-> Add(bias vector)] -> Relu | Gelu | decomposed erf-GELU: the product, its bias
+    and the activation as one call (cuDNN graph matmul -> add -> act; cuBLASLt bias+act epilogue)."""
+    if mm.op_type not in ("Gemm", "MatMul") or mm.status != "benchmark" or not pat.free(mm) \
+            or not isinstance(mm.config, L.GemmConfig) or mm.config.batch != 1:
+        return None
+    gemm = mm.config
+    chain = [mm.index]
+    out = mm.outputs[0]
+    nxt = pat.sole_user(mm)
+    if gemm.bias == "none" and _bias_vector_add(pat, nxt, out, gemm.n):
+        gemm = dataclasses.replace(gemm, bias="c")
+        chain.append(nxt.index)
+        out = nxt.outputs[0]
+        nxt = pat.sole_user(nxt)
+    numel = math.prod(gemm.output_shape())
+    if pat.free(nxt) and nxt.status == "benchmark":
+        cfg = nxt.config
+        if isinstance(cfg, L.ActivationConfig) and cfg.mode == "relu" and math.prod(cfg.shape) == numel:
+            return chain + [nxt.index], L.GemmActConfig(gemm=gemm, activation="relu")
+        if isinstance(cfg, L.UnaryConfig) and cfg.op in ("gelu", "gelu_tanh") and math.prod(cfg.shape) == numel:
+            return chain + [nxt.index], L.GemmActConfig(gemm=gemm, activation=cfg.op)
+    # a decomposed erf-GELU reads the output twice (x / sqrt 2 and x * 0.5 or x * (1 + erf))
+    if out in pat.graph_outputs:
+        return None
+    for u in pat.users(out):
+        erf = pat.sole_user(u) if pat.free(u) else None
+        hit = _find_gelus(pat, erf) if erf is not None else None
+        if hit is None:
+            continue
+        gchain, _ = hit
+        head = pat.layers[gchain[0]]
+        readers = {ly.index for ly in pat.users(out)}
+        if head.inputs[0] != out or not readers <= set(gchain) or math.prod(pat.layers[gchain[0]].output_shapes[0]) != numel:
+            continue
+        return chain + list(gchain), L.GemmActConfig(gemm=gemm, activation="gelu")
+    return None
 
 
 def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = None,

@@ -230,7 +230,7 @@ def _drive(ctx: _Shared, device: int, job_ids: list[str]) -> None:
         if w.crashed is not None:
             job = ctx.by_id[w.crashed]
             ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, "failed", w.reason,
-                             w.partial)
+                             w.partial, layout=job.layout)
             ctx.finished(job, "failed", w.reason, sum(1 for r in w.partial if r.get("type") == "measurement"))
             remaining = [j for j in remaining if j != w.crashed]
         if remaining and not ctx.stop.is_set():
@@ -301,7 +301,7 @@ def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResul
                 status = "ok" if rec.get("status") == "ok" else "failed"
                 msg = rec.get("message", "")
                 ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, status, msg,
-                                 records, time.perf_counter() - started_at)
+                                 records, time.perf_counter() - started_at, layout=job.layout)
                 finished.add(current)
                 ctx.finished(job, status, msg, sum(1 for r in records if r.get("type") == "measurement"))
                 current, records = None, []

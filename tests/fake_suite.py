@@ -78,6 +78,8 @@ def main(argv):
             base = {"type": "measurement", "job": jid, "layer_key": j["layer_key"], "kind": j["kind"],
                     "precision": j["precision"], "call": "fake" + j["kind"], "algorithm": a, "math": math,
                     "dtype": dtype, "workspace_bytes": 0}
+            if j.get("layout", "NCHW") != "NCHW":
+                base["layout"] = j["layout"]  # as the harness emits it
             if jid == os.environ.get("FAKE_SUITE_CRASH") and i == 1:
                 os.kill(os.getpid(), signal.SIGSEGV)
             if jid == os.environ.get("FAKE_SUITE_HANG") and i == 1:

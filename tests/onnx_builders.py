@@ -340,3 +340,37 @@ def transformer_ops_model(path, opset=20):
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path
+
+
+def mlp_model(path, opset=20):
+    """GEMM -> activation fusion candidates (GemmAct), hostile node names, input [N, 32]: Gemm with
+    a bias vector -> Relu; MatMul -> Add(bias) -> Gelu(tanh); MatMul -> Add(bias, .) -> the
+    decomposed erf-GELU (Div sqrt 2, Erf, Add 1, Mul x, Mul 0.5); then a MatMul -> Relu without bias
+    whose output is also a graph output (no candidate: another reader)."""
+    nodes, inits = [], []
+    inits += [_w("w1", (64, 32)), _w("b1", (64,)), _w("w2", (64, 48)), _w("b2", (48,)), _w("w3", (48, 40)),
+              _w("b3", (40,)), _f32("sqrt2", 2 ** 0.5), _f32("one", 1.0), _f32("half", 0.5), _w("w4", (40, 8))]
+    nodes += [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["fc1"], name=HOSTILE + "fc1", transB=1),
+        helper.make_node("Relu", ["fc1"], ["h1"], name=HOSTILE + "relu"),
+        helper.make_node("MatMul", ["h1", "w2"], ["mm2"], name="mm2"),
+        helper.make_node("Add", ["mm2", "b2"], ["a2"], name=HOSTILE + "bias2"),
+        helper.make_node("Gelu", ["a2"], ["h2"], name="gelu_tanh", approximate="tanh"),
+        helper.make_node("MatMul", ["h2", "w3"], ["mm3"], name="mm3"),
+        helper.make_node("Add", ["b3", "mm3"], ["a3"], name="bias3"),
+        helper.make_node("Div", ["a3", "sqrt2"], ["d3"], name="div"),
+        helper.make_node("Erf", ["d3"], ["e3"], name="erf"),
+        helper.make_node("Add", ["e3", "one"], ["e31"], name="add1"),
+        helper.make_node("Mul", ["a3", "e31"], ["m3"], name="mul"),
+        helper.make_node("Mul", ["m3", "half"], ["h3"], name="mul_half"),
+        helper.make_node("MatMul", ["h3", "w4"], ["mm4"], name="mm4"),
+        helper.make_node("Relu", ["mm4"], ["y"], name="relu4"),
+    ]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8]),
+                               helper.make_tensor_value_info("mm4", TensorProto.FLOAT, ["N", 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path

@@ -118,3 +118,38 @@ def test_resolve_system(measured):
     assert resolve_system(measured, "fake")[0].id == s.id
     with pytest.raises(UsageError, match="no system matches"):
         resolve_system(measured, "A100")
+
+
+def test_nhwc_neighbours_take_their_channels_last_time(tmp_path, db_url):
+    """`analyze --layout nchw,nhwc`: a pooling layer whose NHWC measurement is the faster takes it,
+    and the result counts the layers whose best is channels-last."""
+    import shutil
+
+    from benanza.generator import generate
+    from conftest import HERE
+    from onnx_builders import all_kinds_model
+
+    ml = process(all_kinds_model(tmp_path / "all.onnx"), 2)
+    folder = tmp_path / "s"
+    generate([ml], ["fp32"], folder, ["NCHW", "NHWC"])
+    exe = folder / "build" / "benanza-suite"
+    exe.parent.mkdir(parents=True)
+    shutil.copy(HERE / "fake_suite.py", exe)
+    exe.chmod(0o755)
+    db = open_db(db_url)
+    run_suite(load_suite(folder), db, RunOptions())
+    system = db.systems()[0]
+    pool = next(ly for ly in ml.layers if ly.op_type == "MaxPool")
+    with db.session() as s:
+        s.execute(sa.update(Measurement).where(Measurement.layer_key == pool.key,
+                                               Measurement.layout == "NHWC").values(median_ms=1e-5))
+        bn = next(ly for ly in ml.layers if ly.op_type == "BatchNormalization")
+        assert s.execute(sa.select(sa.func.count()).select_from(Measurement).where(
+            Measurement.layout == "NHWC", Measurement.layer_key == bn.key)).scalar() > 0
+    nchw = analyze(ml, db, system, "fp32")
+    both = analyze(ml, db, system, "fp32", layouts=("NCHW", "NHWC"))
+    assert nchw.layers[pool.index].layout in ("", "NCHW") and nchw.to_dict()["nhwc_best_layers"] == 0
+    assert both.layers[pool.index].layout == "NHWC" and both.layers[pool.index].time_ms == pytest.approx(1e-5)
+    assert both.to_dict()["nhwc_best_layers"] >= 1
+    assert nchw.complete and both.complete  # the NHWC job keeps the NCHW measurements of the same config
+    assert both.lbl_sequential_ms < nchw.lbl_sequential_ms

@@ -5,13 +5,14 @@ import subprocess
 
 import pytest
 
+from benanza import generator as gen
 from benanza import layers as L
 from benanza.errors import UsageError
 from benanza.generator import (collapse_broadcast, collapse_transfer, cpp_string, generate, load_suite,
                                parse_layouts, parse_precisions, plan_jobs, pooling_cudnn_pads)
 from benanza.model import process
 from conftest import have_gpu
-from onnx_builders import HOSTILE, all_kinds_model, gemm_rnn_model, nothing_to_benchmark_model
+from onnx_builders import HOSTILE, all_kinds_model, gemm_rnn_model, mlp_model, nothing_to_benchmark_model
 
 
 def test_cpp_string_escapes_everything_that_could_escape_a_literal():
@@ -51,14 +52,52 @@ def test_nhwc_adds_a_channels_last_job_per_convolution(models):
     ml = process(models / "resnet50.onnx", 1)
     nchw = plan_jobs([ml], ["fp16"])
     both = plan_jobs([ml], ["fp16"], ["NCHW", "NHWC"])
-    convs = [j for j in nchw if j.kind in ("Conv", "ConvBiasAct")]
+    # convolutions and their neighbours: resnet50 (BN folded) has MaxPool and GlobalAveragePool; its
+    # Relus and residual Adds (full-size operands) read the same memory in either layout: no job
+    convs = [j for j in nchw if j.kind in ("Conv", "ConvBiasAct", "Pooling")]
     extra = [j for j in both if j.layout == "NHWC"]
     assert convs and len(both) == len(nchw) + len(convs)
     assert {j.layer_key for j in extra} == {j.layer_key for j in convs}
+    assert sum(j.kind == "Pooling" for j in extra) == 2
     assert all(j.id.endswith(".fp16.nhwc") for j in extra)
     assert {j.id for j in nchw} <= {j.id for j in both}  # NCHW jobs keep their ids (incremental runs)
     with pytest.raises(UsageError, match="unknown layout"):
         parse_layouts("nchw,chwn")
+
+
+def test_nhwc_jobs_for_the_neighbours_of_convolution(tmp_path, models):
+    ml = process(all_kinds_model(tmp_path / "all.onnx"), 2)
+    nhwc = [j for j in plan_jobs([ml], ["fp32"], ["NCHW", "NHWC"]) if j.layout == "NHWC"]
+    kinds = {}
+    for j in nhwc:
+        kinds.setdefault(j.kind, []).append(j.config)
+    # BN, both pools, and the two per-channel broadcasts (Sub, Div) after the convolutions; not the
+    # full-size Add, the activations, LRN or the copies
+    assert sorted(kinds) == ["BatchNorm", "Conv", "ConvBiasAct", "ConvBnAct", "Elementwise", "Pooling"]
+    assert len(kinds["Pooling"]) == 2 and len(kinds["BatchNorm"]) == 1
+    assert sorted(c.op for c in kinds["Elementwise"]) == ["div", "sub"]
+    assert all(c.b == (1, 16, 1, 1) or c.a == (1, 16, 1, 1) for c in kinds["Elementwise"])
+    # resnet50 with its BatchNormalizations kept: every BN has a spatial extent, so each gets a job
+    bn = process(models / "resnet50_bnkept.onnx", 1)
+    jobs = plan_jobs([bn], ["fp32"], ["NCHW", "NHWC"])
+    bns = {j.layer_key for j in jobs if j.kind == "BatchNorm"}
+    assert bns and bns == {j.layer_key for j in jobs if j.kind == "BatchNorm" and j.layout == "NHWC"}
+    # a per-channel Elementwise with no convolution before it gets none; spatial-size-1 BN neither
+    assert not gen.nhwc_job(L.ElementwiseConfig("mul", (2, 8, 4, 4), (1, 8, 1, 1)), neighbour=False)
+    assert gen.nhwc_job(L.ElementwiseConfig("mul", (2, 8, 4, 4), (1, 8, 1, 1)), neighbour=True)
+    assert not gen.nhwc_job(L.ElementwiseConfig("add", (2, 8, 4, 4), (2, 8, 4, 4)), neighbour=True)
+    assert not gen.nhwc_job(L.ElementwiseConfig("add", (2, 8, 4, 4), (1, 1, 1, 1)), neighbour=True)
+    assert not gen.nhwc_job(L.BatchNormConfig((2, 8, 1, 1), 1e-5), neighbour=True)
+    assert not gen.nhwc_job(L.ActivationConfig((2, 8, 4, 4), "relu"), neighbour=True)
+
+
+def test_nhwc_elementwise_case_is_the_channels_last_memory(tmp_path):
+    cfg = L.ElementwiseConfig("mul", (2, 8, 4, 4), (1, 8, 1, 1))
+    nchw = gen._elementwise_case(cfg, gen.Job("j", cfg, "fp32", "n"))
+    nhwc = gen._elementwise_case(cfg, gen.Job("j.nhwc", cfg, "fp32", "n", layout="NHWC"))
+    assert (nchw["a"], nchw["b"]) == ("{2, 8, 16, 1, 1}", "{1, 8, 1, 1, 1}")
+    assert (nhwc["a"], nhwc["b"]) == ("{32, 8, 1, 1, 1}", "{1, 8, 1, 1, 1}")
+    assert '"NHWC"' in nhwc["job"] and '"NCHW"' in nchw["job"]
 
 
 def test_pooling_pads_emulate_ceil_mode():
@@ -129,14 +168,23 @@ def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models):
 @pytest.mark.slow
 def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
     model = all_kinds_model(tmp_path / "all.onnx")
-    suite = generate([process(model, b) for b in (1, 4)], ["fp32", "tf32", "fp16", "bf16", "fp8"], tmp_path / "all",
-                     ["NCHW", "NHWC"])
-    assert any(j.layout == "NHWC" for j in suite.jobs)
+    mlp = mlp_model(tmp_path / "mlp.onnx")
+    suite = generate([process(model, b) for b in (1, 4)] + [process(mlp, 3)], ["fp32", "tf32", "fp16", "bf16", "fp8"],
+                     tmp_path / "all", ["NCHW", "NHWC"])
+    assert {j.kind for j in suite.jobs if j.layout == "NHWC"} == {"Conv", "ConvBiasAct", "ConvBnAct", "BatchNorm",
+                                                                   "Pooling", "Elementwise"}
     assert {j.kind for j in suite.jobs} == {"Conv", "ConvBiasAct", "ConvBnAct", "Activation", "BatchNorm",
                                              "Pooling", "Softmax", "Elementwise", "Gemm", "LRN", "Dropout",
-                                             "Reduce", "Copy"}
+                                             "Reduce", "Copy", "GemmAct", "Unary"}
+    # GemmAct: relu, gelu_tanh and erf gelu, in fp32/tf32/fp16/bf16 (fp8 analysis: the fp16 job)
+    acts = {(j.config.activation, j.precision) for j in suite.jobs if j.kind == "GemmAct"}
+    assert acts == {(a, p) for a in ("relu", "gelu", "gelu_tanh") for p in ("fp32", "tf32", "fp16", "bf16")}
     conv = (tmp_path / "all" / "src" / "conv.cpp").read_text()
     assert cpp_string(HOSTILE) in conv and "system(\"rm" not in conv.replace('\\"', "")
+    gemm_act = (tmp_path / "all" / "src" / "gemmact.cpp").read_text()
+    assert "MatmulAct::GELU_TANH, 2}" in gemm_act and "MatmulAct::GELU, 3}" in gemm_act and "MatmulAct::RELU, 1}" in gemm_act
+    assert cpp_string(HOSTILE + "fc1") in gemm_act
+    assert '"NHWC"' in (tmp_path / "all" / "src" / "batchnorm.cpp").read_text()
     r = _build(tmp_path / "all")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
     assert len(listed.stdout.splitlines()) == len(suite.jobs)

@@ -65,8 +65,9 @@ def test_vit_b_16_maps_every_compute_layer(models):
 
 def test_vit_b_16_attention_is_a_fusion_candidate(models):
     ml = process(models / "vit_b_16.onnx", 1)
-    assert ml.summary()["fusions_by_kind"] == {"SDPA": 12}
-    cfgs = {f.config for f in ml.fusions}
+    # (and the 12 MLP blocks' MatMul -> Add(bias) -> Gelu: GemmAct candidates, see test_gemm_act)
+    assert ml.summary()["fusions_by_kind"] == {"GemmAct": 12, "SDPA": 12}
+    cfgs = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
     assert cfgs == {L.SdpaConfig(b=1, h=12, s_q=197, s_kv=197, d=64, d_v=64, scale=0.125)}
     f = ml.fusions[0]
     # torch's SDPA decomposition: K^T = Transpose(0,2,1) of K (+ a no-op Reshape), Q and K^T each
@@ -93,8 +94,9 @@ def test_bert_builder_matches_the_torch_export_and_is_fully_covered(tmp_path):
     cast = next(ly.config for ly in ml.layers if ly.op_type == "Cast")
     assert cast == L.UnaryConfig(shape=(2, 1, 1, 16), op="cast", src="int64")
     assert {ly.config for ly in ml.layers if ly.op_type == "Pow"} == {L.UnaryConfig((2, 16, 64), "pow", 2.0)}
-    # fusion candidates: 5 decomposed LayerNorms, 2 attentions, 2 erf-GELUs
-    assert s["fusions_by_kind"] == {"Gelu": 2, "LayerNorm": 5, "SDPA": 2}
+    # fusion candidates: 5 decomposed LayerNorms, 2 attentions, 2 FFN MatMul -> Add(bias) -> erf-GELU
+    # (the erf-GELU joins the GEMM's candidate: a layer is in one candidate only)
+    assert s["fusions_by_kind"] == {"GemmAct": 2, "LayerNorm": 5, "SDPA": 2}
     kinds = collections.defaultdict(list)
     for f in ml.fusions:
         kinds[f.config.kind].append(f)
@@ -105,9 +107,9 @@ def test_bert_builder_matches_the_torch_export_and_is_fully_covered(tmp_path):
     assert _fusion_ops(ml, att) == ["MatMul", "Div", "Add", "Softmax", "MatMul"]
     assert att.config == L.SdpaConfig(b=2, h=4, s_q=16, s_kv=16, d=16, d_v=16, scale=0.25, mask="bias",
                                       bias=(2, 1, 1, 16))
-    gelu = kinds["Unary"][0]
-    assert _fusion_ops(ml, gelu) == ["Div", "Erf", "Add", "Mul", "Mul"]
-    assert gelu.config == L.UnaryConfig(shape=(2, 16, 256), op="gelu")
+    gelu = kinds["GemmAct"][0]
+    assert _fusion_ops(ml, gelu) == ["MatMul", "Add", "Div", "Erf", "Add", "Mul", "Mul"]
+    assert gelu.config == L.GemmActConfig(gemm=L.GemmConfig(m=32, n=256, k=64, bias="c"), activation="gelu")
     # no layer in two candidates
     members = [i for f in ml.fusions for i in f.layers]
     assert len(members) == len(set(members))
@@ -125,7 +127,7 @@ def test_bert_builder_later_opsets(tmp_path, opset, gelu, expect):
     assert "Pow" not in by and "ReduceMean" not in by
     s = ml.summary()
     assert s["unsupported"] == {} and s["coverage"]["percent"] == 100.0
-    assert s["fusions_by_kind"] == ({"Gelu": 2, "SDPA": 2} if gelu == "erf" else {"SDPA": 2})
+    assert s["fusions_by_kind"] == {"GemmAct": 2, "SDPA": 2}  # the FFN's MatMul + bias + GELU (erf or op)
     ln = {ly.config for ly in ml.layers if ly.op_type == "LayerNormalization"}
     assert ln == {L.LayerNormConfig(x=(4, 32, 64), axis=2, epsilon=float(np.float32(1e-12)), bias=True)}
     att = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
@@ -315,9 +317,59 @@ def test_layers_command_prints_the_coverage(models, tmp_path):
     p = bz("layers", models / "vit_b_16.onnx", "--batch", "1")
     assert p.returncode == 0, p.stderr
     assert "coverage: 100% of compute layers benchmarked (343 of 343, 0 unsupported; 133 zero-cost layers)" in p.stdout
-    assert "fusion candidates: 12 (SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
+    assert "fusion candidates: 24 (GemmAct 12, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
     bert = bert_encoder_model(tmp_path / "bert.onnx", opset=14)
     d = json.loads(bz("layers", bert, "--batch", "2", "--dim", "seq=16", "--json").stdout)
-    assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"Gelu": 2, "LayerNorm": 5, "SDPA": 2}
+    assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"GemmAct": 2, "LayerNorm": 5, "SDPA": 2}
     # the symbolic sequence length must be bound: one clear line
     one_line_error(bz("layers", bert, "--batch", "2"), 2)
+
+
+# ------------------------------------------------------------------- GEMM (+ bias) -> activation
+
+def test_gemm_act_candidates_in_vit_b_16(models):
+    ml = process(models / "vit_b_16.onnx", 1)
+    acts = [f for f in ml.fusions if f.config.kind == "GemmAct"]
+    # the 12 MLP blocks: MatMul (768 -> 3072) -> Add(bias) -> Gelu; not the qkv/out projections
+    # (no activation) nor the head
+    assert len(acts) == 12
+    assert {f.config for f in acts} == {L.GemmActConfig(gemm=L.GemmConfig(m=197, n=3072, k=768, bias="c"),
+                                                        activation="gelu")}
+    assert all(_fusion_ops(ml, f) == ["MatMul", "Add", "Gelu"] for f in acts)
+    assert acts[0].config.flops() == 2 * 197 * 3072 * 768 + 197 * 3072 + 5 * 197 * 3072
+    members = [i for f in ml.fusions for i in f.layers]
+    assert len(members) == len(set(members))
+
+
+def test_gemm_act_candidates_in_a_builder_graph(tmp_path):
+    from onnx_builders import mlp_model
+
+    ml = process(mlp_model(tmp_path / "mlp.onnx"), 3)
+    assert [(_fusion_ops(ml, f), f.config) for f in ml.fusions] == [
+        (["Gemm", "Relu"], L.GemmActConfig(L.GemmConfig(m=3, n=64, k=32, trans_b=True, bias="c"), "relu")),
+        (["MatMul", "Add", "Gelu"], L.GemmActConfig(L.GemmConfig(m=3, n=48, k=64, bias="c"), "gelu_tanh")),
+        (["MatMul", "Add", "Div", "Erf", "Add", "Mul", "Mul"],
+         L.GemmActConfig(L.GemmConfig(m=3, n=40, k=48, bias="c"), "gelu")),
+    ]  # the last MatMul -> Relu: its product is also a graph output, so no candidate
+    for f in ml.fusions:
+        cfg = f.config
+        assert L.config_from_params(cfg.kind, json.loads(json.dumps(cfg.params()))) == cfg
+        assert cfg.key.startswith("gemmact-") and cfg.describe().startswith("GemmAct(")
+
+
+def test_an_erf_gelu_after_no_gemm_stays_a_gelu_candidate(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    c = lambda n, v: numpy_helper.from_array(np.array(v, dtype=np.float32), n)  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("Div", ["a", "s2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["a", "e1"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+                          [c("s2", 2 ** 0.5), c("one", 1.0), c("half", 0.5)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(m, str(tmp_path / "g.onnx"))
+    ml = process(tmp_path / "g.onnx", 2, batch_dim=0)
+    assert ml.summary()["fusions_by_kind"] == {"Gelu": 1}

@@ -47,6 +47,18 @@ void* cudnn_dlhandle = [] {
 
 namespace benanza {
 
+namespace {
+// The call name of a matmul graph: "cudnnBackendExecute(matmul)", "...(matmul+add+relu)"...
+std::string matmul_call(const MatmulSpec& m) {
+  std::string ops = "matmul";
+  if (m.bias) ops += "+add";
+  if (m.act == MatmulAct::RELU) ops += "+relu";
+  if (m.act == MatmulAct::GELU) ops += "+gelu";
+  if (m.act == MatmulAct::GELU_TANH) ops += "+gelu_tanh";
+  return "cudnnBackendExecute(" + ops + ")";
+}
+}  // namespace
+
 #if BENANZA_WITH_FRONTEND
 namespace fe = cudnn_frontend;
 
@@ -359,7 +371,7 @@ void time_conv(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, b
   time_graph(b, t);
 }
 
-// Y[b] = op(A)[b] (m x k) @ op(B)[b] (k x n) [+ bias] [relu], row-major, as one cuDNN graph.
+// Y[b] = act(op(A)[b] (m x k) @ op(B)[b] (k x n) [+ bias]), row-major, as one cuDNN graph.
 std::shared_ptr<NotedGraph> make_matmul_graph(const MatmulSpec& m) {
   const fe::DataType_t io = m.precision == Precision::FP16   ? fe::DataType_t::HALF
                             : m.precision == Precision::BF16 ? fe::DataType_t::BFLOAT16
@@ -382,7 +394,12 @@ std::shared_ptr<NotedGraph> make_matmul_graph(const MatmulSpec& m) {
                        {M * N, N, 1}));
     Y = g->pointwise(Y, C, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD));
   }
-  if (m.relu) Y = g->pointwise(Y, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
+  if (m.act != MatmulAct::NONE) {
+    const fe::PointwiseMode_t mode = m.act == MatmulAct::RELU   ? fe::PointwiseMode_t::RELU_FWD
+                                     : m.act == MatmulAct::GELU ? fe::PointwiseMode_t::GELU_FWD
+                                                                : fe::PointwiseMode_t::GELU_APPROX_TANH_FWD;
+    Y = g->pointwise(Y, fe::graph::Pointwise_attributes().set_mode(mode));
+  }
   Y->set_output(true).set_uid(kY).set_data_type(io).set_dim({B, M, N}).set_stride({M * N, N, 1});
   return g;
 }
@@ -405,7 +422,7 @@ void run_matmul_engines(Bench& b, const MatmulSpec& m, void* a, void* w, void* c
   t.pack = {{kX, a}, {kW, w}, {kY, y}};
   if (m.bias) t.pack[kB] = c;
   t.precision = m.precision;
-  t.call = "cudnnBackendExecute(matmul)";
+  t.call = matmul_call(m);
   if (m.bias == 2) t.note = "C added as a full (m x n) tensor";
   t.y = y;
   t.y_count = y_count;
@@ -415,7 +432,7 @@ void run_matmul_engines(Bench& b, const MatmulSpec& m, void* a, void* w, void* c
 #else  // built without cudnn-frontend headers
 
 void run_matmul_engines(Bench& b, const MatmulSpec& m, void*, void*, void*, void*, std::size_t) {
-  b.record(Call{"cudnnBackendExecute(matmul)", "*", math_label(m.precision), storage_of(m.precision), "", 0},
+  b.record(Call{matmul_call(m), "*", math_label(m.precision), storage_of(m.precision), "", 0},
            "skipped", "suite built without the cudnn-frontend headers (pip install nvidia-cudnn-frontend)");
 }
 

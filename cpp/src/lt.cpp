@@ -12,7 +12,9 @@
 // other shapes are recorded as not_supported with the reason, other ONNX layouts are timed in TN
 // with a note (a transposed copy of an operand, free for weights, is not timed).
 // C: a length-n bias vector (Gemm's C of shape (n) or (1, n)) is CUBLASLT_EPILOGUE_BIAS; any other
-// C is beta = 1 onto an output that holds it.
+// C is beta = 1 onto an output that holds it. A fused activation (LtSpec::activation, GemmAct
+// candidates) is the epilogue RELU / GELU, with the bias vector RELU_BIAS / GELU_BIAS (bias added,
+// then the activation).
 //
 // What is timed, per job and with the harness's method (Bench::measure):
 //   1. cublasLtMatmulAlgoGetHeuristic's list (kLtHeuristicRequest requested, workspace up to the
@@ -341,7 +343,8 @@ std::string build(Problem& pr, const LtSpec& s, DType out_t, uint32_t epilogue, 
   LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-    LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (epilogue & CUBLASLT_EPILOGUE_BIAS)
+      LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   }
   if (fp8) {
     LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof scale));
@@ -679,10 +682,23 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
   const bool fp8 = p == Precision::FP8;
   const DType in_t = storage_of(p);
   const char* math = math_label(p);
-  const uint32_t epilogue = s.bias == 1 ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-  const char* epilogue_name = s.bias == 1 ? "BIAS" : "DEFAULT";
-  const std::string call_name = s.bias == 1 ? "cublasLtMatmul(EPILOGUE_BIAS)" : "cublasLtMatmul";
+  const bool vec = s.bias == 1;
+  uint32_t epilogue = vec ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  const char* epilogue_name = vec ? "BIAS" : "DEFAULT";
+  if (s.activation == 1) {
+    epilogue = vec ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    epilogue_name = vec ? "RELU_BIAS" : "RELU";
+  } else if (s.activation == 2 || s.activation == 3) {
+    epilogue = vec ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    epilogue_name = vec ? "GELU_BIAS" : "GELU";
+  }
+  const std::string call_name =
+      epilogue == CUBLASLT_EPILOGUE_DEFAULT ? "cublasLtMatmul" : std::string("cublasLtMatmul(EPILOGUE_") + epilogue_name + ")";
   std::string note = s.bias == 2 ? "C as beta=1 onto the output" : "";
+  if (s.activation == 3)
+    note += std::string(note.empty() ? "" : "; ") +
+            "erf GELU timed with cuBLASLt's GELU epilogue (its tanh approximation, as PyTorch uses it): same work, "
+            "different rounding";
   const bool tn_changed = fp8 && (s.trans_a || !s.trans_b);
   if (tn_changed)
     note += std::string(note.empty() ? "" : "; ") +

@@ -31,6 +31,28 @@ inline Dims packed_strides(const Dims& d) {
   return s;
 }
 
+// Strides of dims (N, C, spatial...) stored channels-last (NHWC / NDHWC): C fastest, then the
+// spatial dims, N slowest.
+inline Dims channels_last_strides(const Dims& d) {
+  const int n = static_cast<int>(d.size());
+  if (n < 3) return packed_strides(d);
+  Dims s(d.size());
+  long long acc = 1;
+  s[1] = 1;
+  acc *= d[1];
+  for (int i = n - 1; i >= 2; --i) {
+    s[i] = static_cast<int>(acc);
+    acc *= d[i];
+  }
+  s[0] = static_cast<int>(acc);
+  return s;
+}
+
+// The strides of dims in a job's layout: "NHWC" channels-last, anything else packed (NCHW).
+inline Dims layout_strides(const Dims& d, const char* layout) {
+  return std::string(layout) == "NHWC" ? channels_last_strides(d) : packed_strides(d);
+}
+
 // cuDNN tensor descriptors need at least 4 dims: pad with trailing 1s (stride 1).
 inline void pad4(Dims& d, Dims& s) {
   while (d.size() < 4) {

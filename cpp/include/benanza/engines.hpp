@@ -25,13 +25,16 @@ struct ConvSpec {
   bool scale = false;    // + pointwise MUL by a per-channel scale before the bias (BatchNormalization folded)
 };
 
-// A GEMM as a cuDNN graph: Y[b] = op(A)[b] @ op(B)[b] (+ C) (+ relu), row-major.
+// The pointwise activation a matmul graph ends with (GemmAct fusion candidates).
+enum class MatmulAct { NONE, RELU, GELU, GELU_TANH };
+
+// A GEMM as a cuDNN graph: Y[b] = act(op(A)[b] @ op(B)[b] (+ C)), row-major.
 struct MatmulSpec {
   Precision precision;
   int m, n, k, batch;
   bool trans_a, trans_b;
   int bias;              // 0: none; 1: a length-n vector; 2: a full m x n C
-  bool relu;
+  MatmulAct act;         // RELU_FWD, GELU_FWD (erf) or GELU_APPROX_TANH_FWD after the bias
 };
 
 // Record heuristics A/B top picks and time every engine config of the matmul graph.

@@ -13,6 +13,10 @@ struct LtSpec {
   int m, n, k, batch;
   bool trans_a, trans_b;
   int bias;  // 0: none; 1: C is a length-n vector (the bias of a fully connected layer); 2: any other C
+  // the activation fused as the epilogue (GemmAct): 0 none; 1 relu (CUBLASLT_EPILOGUE_RELU[_BIAS]);
+  // 2 gelu, tanh form (CUBLASLT_EPILOGUE_GELU[_BIAS]); 3 gelu, erf form: the same epilogue as a
+  // stand-in (cuBLASLt has no erf GELU), said in the note
+  int activation = 0;
 };
 
 // What run_lt_matmul times per job (see lt.cpp): every distinct config of the heuristic's list and
