@@ -130,15 +130,15 @@ def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) 
     grid = np.logspace(np.log10(lo), np.log10(hi), 200)
     for k in peaks:
         pk = mr.gpu.peak_flops(k)
-        ax.plot(grid, np.minimum(pk, mr.gpu.bandwidth * grid), lw=1.5,
+        ax.plot(grid, np.minimum(pk, mr.gpu.bandwidth * grid), lw=1.5, color=("crimson", "navy", "darkgreen", "purple")[peaks.index(k) % 4],
                 label=f"{k} peak {pk / 1e12:.0f} TFLOP/s" + ("" if k == "fp32" else " (Tensor Cores, dense)"))
     ax.plot(grid, mr.gpu.bandwidth * grid, "k--", lw=0.8, label=f"DRAM {mr.gpu.bandwidth / 1e12:.2f} TB/s")
     kinds = sorted({x.kind for x in pts})
-    cmap = plt.get_cmap("tab10")
+    cmap = plt.get_cmap("Set2")
     for i, kind in enumerate(kinds):
         sel = [x for x in pts if x.kind == kind]
         ax.scatter([x.intensity for x in sel], [x.achieved_flops_per_s for x in sel],
-                   s=[20 + 2000 * x.lbl_share for x in sel], color=cmap(i % 10), alpha=0.6,
+                   s=[20 + 2000 * x.lbl_share for x in sel], color=cmap(i % 8), alpha=0.6,
                    edgecolors="k", linewidths=0.3, label=kind)
     floor = [(x.intensity, x.flops / (LAUNCH_FLOOR_US * 1e-6)) for x in pts]
     if floor:

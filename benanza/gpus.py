@@ -109,9 +109,10 @@ GPUS: tuple[GpuSpec, ...] = (
             "NVIDIA L4 Tensor Core GPU datasheet (FP32 30.3, TF32 120*, FP16/BF16 242*, FP8 485* TFLOPS, "
             "300 GB/s; * with sparsity, halved here), https://www.nvidia.com/en-us/data-center/l4/"),
     GpuSpec("L40S", ("NVIDIA L40S",), "Ada Lovelace", "8.9",
-            142, 2520, 864 * GB, 48 * GiB, 96 * MiB, _p(91.6 * T, 183 * T, 362 * T, 362 * T, 733 * T), 350,
+            142, 2520, 864 * GB, 48 * GiB, 96 * MiB, _p(91.6 * T, 183 * T, 366.5 * T, 366.5 * T, 733 * T), 350,
             "NVIDIA L40S GPU datasheet (FP32 91.6, TF32 366*, FP16/BF16 733*, FP8 1,466* TFLOPS, 864 GB/s; "
-            "* with sparsity, halved here), https://www.nvidia.com/en-us/data-center/l40s/"),
+            "* with sparsity, halved here), https://www.nvidia.com/en-us/data-center/l40s/",
+            note="the datasheet's dense FP16 figure (362.05) is not half its sparse one (733): half used"),
     GpuSpec("H100-PCIe", ("NVIDIA H100 PCIe", "H100 PCIe"), "Hopper", "9.0",
             114, 1755, 2000 * GB, 80 * GiB, 50 * MiB, _p(51.2 * T, 378 * T, 756 * T, 756 * T, 1513 * T), 350,
             "NVIDIA H100 Tensor Core GPU datasheet (PCIe: FP32 51, TF32 756*, FP16/BF16 1,513*, FP8 3,026* "
