@@ -501,6 +501,117 @@ def _summary_table(results) -> Table:
     return t
 
 
+# --------------------------------------------------------------------------- predict and roofline
+
+def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system_spec: Optional[str], json_out: bool):
+    """Process MODEL at one batch, resolve the system and analyze it in one precision."""
+    from .analyzer import analyze as do_analyze, resolve_system
+    from .database import open_db
+
+    if dtype not in L.PRECISIONS:
+        raise UsageError(f"unknown data type {dtype!r} (choose one of {', '.join(L.PRECISIONS)})")
+    if batch <= 0:
+        raise UsageError(f"--batch must be a positive integer, got {batch}")
+    ml = _process_all(model, [batch], {}, None, quiet=json_out)[0]
+    database = open_db(db, create=False)
+    system, notice = resolve_system(database, system_spec, _current_fingerprint())
+    if notice and not json_out:
+        err.print(f"notice: {notice}", markup=False)
+    return do_analyze(ml, database, system, dtype), system
+
+
+def _spec_of(system, json_out: bool):
+    """The spec-table entry of a measured system, with a notice when the two disagree."""
+    from .gpus import find_gpu
+
+    spec = find_gpu(system.gpu_name)
+    if not json_out and (system.sm_count != spec.sm_count or
+                         (system.max_sm_clock_mhz and system.max_sm_clock_mhz != spec.boost_clock_mhz)):
+        err.print(f"notice: {system.gpu_name} reports {system.sm_count} SMs at {system.max_sm_clock_mhz} MHz; "
+                  f"the spec table says {spec.sm_count} at {spec.boost_clock_mhz} MHz (spec used)", markup=False)
+    return spec
+
+
+@app.command()
+@guarded
+def predict(model: Path = typer.Argument(..., help="ONNX model file"),
+            batch: int = typer.Option(1, "--batch", "-b", help="batch size"),
+            dtype: str = typer.Option("fp32", "--dtype", "-t", help="data type: fp32, tf32, fp16, bf16, fp8"),
+            origin: Optional[str] = typer.Option(None, "--from", help="measured system: id, fingerprint prefix or "
+                                                 "GPU name (as analyze --system)"),
+            target: str = typer.Option(..., "--to", help="GPU to predict for, from the spec table "
+                                       "(e.g. h100-sxm, A100, L4, B200)"),
+            db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+            json_out: bool = typer.Option(False, "--json")):
+    """Predict MODEL's LBL on a GPU you do not have from its measurements on one you do (Habitat
+    wave scaling, USENIX ATC 2021, with datasheet figures)."""
+    from .gpus import find_gpu
+    from .predict import predict as do_predict
+
+    dest = find_gpu(target)
+    a, system = _one_analysis(model, batch, dtype, db, origin, json_out)
+    p = do_predict(a, _spec_of(system, json_out), dest, dtype)
+    if json_out:
+        out.print_json(json.dumps(p.to_dict()))
+        return
+    t = Table(title=f"{a.model} batch {a.batch} {dtype}: {p.origin.name} (measured) -> {p.target.name} (predicted)")
+    for c in ("layer kind", "layers", f"{p.origin.name} ms", f"{p.target.name} ms", "ratio"):
+        t.add_column(c, justify="left" if c == "layer kind" else "right")
+    for kind, v in p.by_kind().items():
+        t.add_row(kind, str(v["layers"]), f"{v['origin_ms']:.4f}", f"{v['predicted_ms']:.4f}",
+                  f"{v['ratio']:.3f}" if v["ratio"] else "-")
+    out.print(t)
+    out.print(f"LBL sequential: {p.origin_lbl_sequential_ms:.4f} ms measured -> {p.lbl_sequential_ms:.4f} ms predicted; "
+              f"parallel (critical path): {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
+              + ("" if p.complete else " (INCOMPLETE: layers without a measurement)"), markup=False)
+    out.print(f"method: Habitat wave scaling; figures from the spec table ({p.target.source})", markup=False,
+              highlight=False)
+
+
+@app.command()
+@guarded
+def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
+             batch: int = typer.Option(1, "--batch", "-b", help="batch size"),
+             dtype: str = typer.Option("fp32", "--dtype", "-t", help="data type: fp32, tf32, fp16, bf16, fp8"),
+             db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+             system_spec: Optional[str] = typer.Option(None, "--system", help="system id, fingerprint prefix or GPU name"),
+             ceilings: str = typer.Option("spec", "--ceilings", help="spec (datasheet figures) or measured"),
+             png: Optional[Path] = typer.Option(None, "--png", help="write the roofline chart as PNG"),
+             svg: Optional[Path] = typer.Option(None, "--svg", help="write the roofline chart as SVG"),
+             json_out: bool = typer.Option(False, "--json")):
+    """Roofline bound and library efficiency (bound / best measured) of every layer of MODEL, and the
+    roofline chart."""
+    from .chart import LAUNCH_FLOOR_US, model_roofline, render
+
+    if ceilings not in ("spec", "measured"):
+        raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
+    if ceilings == "measured":
+        raise UsageError("--ceilings measured: benanza does not measure this GPU's ceilings yet; "
+                         "use --ceilings spec (datasheet figures)")
+    a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out)
+    mr = model_roofline(a, _spec_of(system, json_out), ceilings)
+    written = render(mr, png, svg) if (png or svg) else []
+    if json_out:
+        d = mr.to_dict()
+        d["charts"] = [str(p) for p in written]
+        out.print_json(json.dumps(d))
+        return
+    t = Table(title=f"{a.model} batch {a.batch} {dtype} on {mr.gpu.name}: roofline ({ceilings} ceilings: "
+                    f"datasheet figures, not measured on this GPU)")
+    for c in ("#", "layer", "kind", "GFLOP", "MB", "FLOP/B", "roof", "peak", "bound µs", "best µs", "efficiency"):
+        t.add_column(c, justify="left" if c in ("layer", "kind", "roof", "peak") else "right")
+    for x in mr.layers:
+        t.add_row(str(x.index), x.name, x.kind, f"{x.flops / 1e9:.3f}", f"{x.bytes / 1e6:.2f}", f"{x.intensity:.1f}",
+                  x.limit, x.peak, f"{x.bound_ms * 1e3:.1f}", f"{x.measured_ms * 1e3:.1f}", f"{x.efficiency:.0%}")
+    out.print(t)
+    out.print(f"roofline bound: {mr.bound_sequential_ms:.4f} ms sequential, {mr.bound_parallel_ms:.4f} ms parallel; "
+              f"with the {LAUNCH_FLOOR_US:g} µs launch floor {mr.attainable_sequential_ms:.4f} ms; LBL {mr.lbl_sequential_ms:.4f} ms; "
+              f"library efficiency {mr.efficiency:.1%}", markup=False)
+    out.print(f"ceilings: {mr.gpu.source}", markup=False, highlight=False)
+    for p in written:
+        out.print(f"wrote {p}", markup=False)
+
+
 # ------------------------------------------------------------------------------------------- bench
 
 @app.command()

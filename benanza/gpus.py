@@ -1,0 +1,161 @@
+"""GPU specification table: the vendor's figures for GPUs benanza may predict for or draw roofs of.
+
+Every figure is NVIDIA's datasheet value for the board named (``source`` says which document):
+SM count, boost clock (MHz), DRAM bandwidth (bytes/s), memory and L2 (bytes), and *dense* peak
+math rates (FLOP/s) per precision: ``fp32`` on the CUDA cores (FMA = 2 FLOPs), ``tf32``, ``fp16``,
+``bf16`` and ``fp8`` on the Tensor Cores. NVIDIA's datasheets quote Tensor Core rates *with* 2:4
+structured sparsity from Ampere on; the table holds those figures halved (``sparse_factor`` = 2
+says the datasheet's number is twice the one here). ``None``: the GPU has no Tensor Core path for
+that precision (V100 and T4 have no TF32, BF16 or FP8; A100, A10 have no FP8).
+
+Sources disagree on Blackwell B200 (SM count, clocks and L2 are not in NVIDIA's datasheet; the
+FP32 rate differs between the HGX datasheet and the architecture brief): see :data:`GPUS`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .errors import UsageError
+
+T = 1e12
+GB = 1e9  # bandwidth: decimal GB/s as the datasheets use
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU's datasheet figures.
+
+    Units: ``boost_clock_mhz`` MHz; ``bandwidth`` DRAM bytes/s; ``memory_bytes``, ``l2_bytes`` bytes;
+    ``peak`` FLOP/s per precision, dense (no 2:4 sparsity): ``fp32`` CUDA-core FMA, ``tf32``,
+    ``fp16``, ``bf16``, ``fp8`` Tensor Core (``None``: not supported); ``tdp_w`` watts.
+    ``aliases``: names ``nvidia-smi`` / ``cudaGetDeviceProperties`` report (``System.gpu_name``) and
+    short names users type. ``source``: the NVIDIA document the figures come from.
+    """
+
+    name: str
+    aliases: tuple[str, ...]
+    architecture: str
+    compute_capability: str
+    sm_count: int
+    boost_clock_mhz: int
+    bandwidth: float
+    memory_bytes: int
+    l2_bytes: int
+    peak: dict = field(hash=False, compare=False)
+    tdp_w: int
+    source: str
+    fp32_lanes_per_sm: int = 128  # FP32 FMA units per SM (64 on Volta, Turing, GA100)
+    note: str = ""
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense peak FLOP/s of ``precision`` (fp32: CUDA cores; others: Tensor Cores). Raises
+        UsageError when this GPU has no Tensor Core path for it."""
+        v = self.peak.get(precision)
+        if v is None:
+            raise UsageError(f"{self.name} has no {precision} Tensor Core peak (its datasheet lists none)")
+        return v
+
+    def ridge(self, precision: str = "fp32") -> float:
+        """Ridge point (FLOP/byte) of the roofline in ``precision``: peak / bandwidth."""
+        return self.peak_flops(precision) / self.bandwidth
+
+    @property
+    def fp32_from_clock(self) -> float:
+        """SMs x FP32 lanes x 2 x boost clock (FLOP/s): what the CUDA-core FP32 peak should be."""
+        return self.sm_count * self.fp32_lanes_per_sm * 2 * self.boost_clock_mhz * 1e6
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "architecture": self.architecture,
+                "compute_capability": self.compute_capability, "sm_count": self.sm_count,
+                "boost_clock_mhz": self.boost_clock_mhz, "bandwidth_bytes_per_s": self.bandwidth,
+                "memory_bytes": self.memory_bytes, "l2_bytes": self.l2_bytes,
+                "peak_flops_per_s": dict(self.peak), "tdp_w": self.tdp_w, "source": self.source,
+                "note": self.note or None}
+
+
+#: datasheet sparse figures are twice the dense ones stored here (Ampere and later Tensor Cores)
+SPARSE_FACTOR = 2
+
+
+def _p(fp32, tf32=None, fp16=None, bf16=None, fp8=None) -> dict:
+    return {"fp32": fp32, "tf32": tf32, "fp16": fp16, "bf16": bf16, "fp8": fp8}
+
+
+GPUS: tuple[GpuSpec, ...] = (
+    GpuSpec("V100-SXM2", ("Tesla V100-SXM2-32GB", "Tesla V100-SXM2-16GB", "V100"), "Volta", "7.0",
+            80, 1530, 900 * GB, 32 * GiB, 6 * MiB, _p(15.7 * T, fp16=125 * T), 300,
+            "NVIDIA Tesla V100 GPU Accelerator datasheet (SXM2: FP32 15.7 TFLOPS, Tensor 125 TFLOPS, "
+            "900 GB/s), https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+            fp32_lanes_per_sm=64, note="Volta Tensor Cores are FP16 only; there is no sparsity"),
+    GpuSpec("T4", ("Tesla T4", "NVIDIA T4"), "Turing", "7.5",
+            40, 1590, 320 * GB, 16 * GiB, 4 * MiB, _p(8.1 * T, fp16=65 * T), 70,
+            "NVIDIA T4 Tensor Core GPU datasheet (FP32 8.1 TFLOPS, mixed FP16/FP32 65 TFLOPS, 320 GB/s), "
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
+            fp32_lanes_per_sm=64),
+    GpuSpec("A100-SXM4-80GB", ("NVIDIA A100-SXM4-80GB", "A100", "A100 SXM"), "Ampere", "8.0",
+            108, 1410, 2039 * GB, 80 * GiB, 40 * MiB, _p(19.5 * T, 156 * T, 312 * T, 312 * T), 400,
+            "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: TF32 156/312* , FP16/BF16 312/624* TFLOPS, "
+            "2,039 GB/s; * with sparsity), https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+            fp32_lanes_per_sm=64),
+    GpuSpec("A10", ("NVIDIA A10",), "Ampere", "8.6",
+            72, 1695, 600 * GB, 24 * GiB, 6 * MiB, _p(31.2 * T, 62.5 * T, 125 * T, 125 * T), 150,
+            "NVIDIA A10 Tensor Core GPU datasheet (FP32 31.2, TF32 62.5/125*, FP16/BF16 125/250* TFLOPS, "
+            "600 GB/s; * with sparsity), https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf"),
+    GpuSpec("L4", ("NVIDIA L4",), "Ada Lovelace", "8.9",
+            58, 2040, 300 * GB, 24 * GiB, 48 * MiB, _p(30.3 * T, 60 * T, 121 * T, 121 * T, 242.5 * T), 72,
+            "NVIDIA L4 Tensor Core GPU datasheet (FP32 30.3, TF32 120*, FP16/BF16 242*, FP8 485* TFLOPS, "
+            "300 GB/s; * with sparsity, halved here), https://www.nvidia.com/en-us/data-center/l4/"),
+    GpuSpec("L40S", ("NVIDIA L40S",), "Ada Lovelace", "8.9",
+            142, 2520, 864 * GB, 48 * GiB, 96 * MiB, _p(91.6 * T, 183 * T, 366.5 * T, 366.5 * T, 733 * T), 350,
+            "NVIDIA L40S GPU datasheet (FP32 91.6, TF32 366*, FP16/BF16 733*, FP8 1,466* TFLOPS, 864 GB/s; "
+            "* with sparsity, halved here), https://www.nvidia.com/en-us/data-center/l40s/",
+            note="the datasheet's dense FP16 figure (362.05) is not half its sparse one (733): half used"),
+    GpuSpec("H100-PCIe", ("NVIDIA H100 PCIe", "H100 PCIe"), "Hopper", "9.0",
+            114, 1755, 2000 * GB, 80 * GiB, 50 * MiB, _p(51.2 * T, 378 * T, 756 * T, 756 * T, 1513 * T), 350,
+            "NVIDIA H100 Tensor Core GPU datasheet (PCIe: FP32 51, TF32 756*, FP16/BF16 1,513*, FP8 3,026* "
+            "TFLOPS, 2 TB/s; * with sparsity, halved here), https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
+    GpuSpec("H100-SXM", ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", "H100 SXM5"), "Hopper", "9.0",
+            132, 1980, 3350 * GB, 80 * GiB, 50 * MiB, _p(66.9 * T, 494.7 * T, 989.4 * T, 989.4 * T, 1978.9 * T), 700,
+            "NVIDIA H100 Tensor Core GPU datasheet (SXM: FP32 67, TF32 989*, FP16/BF16 1,979*, FP8 3,958* "
+            "TFLOPS, 3.35 TB/s; * with sparsity, halved here), https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
+    GpuSpec("H200", ("NVIDIA H200", "H200 SXM", "NVIDIA H200 SXM"), "Hopper", "9.0",
+            132, 1980, 4800 * GB, 141 * 10 ** 9, 50 * MiB, _p(66.9 * T, 494.7 * T, 989.4 * T, 989.4 * T, 1978.9 * T), 700,
+            "NVIDIA H200 Tensor Core GPU datasheet (SXM: FP32 67, TF32 989*, FP16/BF16 1,979*, FP8 3,958* "
+            "TFLOPS, 141 GB, 4.8 TB/s; * with sparsity, halved here), https://www.nvidia.com/en-us/data-center/h200/"),
+    GpuSpec("B200", ("NVIDIA B200", "HGX B200"), "Blackwell", "10.0",
+            148, 1965, 8000 * GB, 180 * 10 ** 9, 126 * MiB, _p(80 * T, 1100 * T, 2250 * T, 2250 * T, 4500 * T), 1000,
+            "NVIDIA HGX B200 datasheet, per GPU (TF32 2.2*, FP16/BF16 4.5*, FP8 9* PFLOPS, 8 TB/s, 180 GB "
+            "HBM3e, 1,000 W; * with sparsity, halved here) and NVIDIA Blackwell architecture technical brief "
+            "(FP32 80 TFLOPS), https://www.nvidia.com/en-us/data-center/hgx/",
+            note="uncertain: NVIDIA's datasheet gives neither SM count nor clocks; 148 SMs (2 dies x 74) "
+                 "and 1,965 MHz boost are from third-party nvidia-smi reports and disagree with the FP32 "
+                 "80 TFLOPS figure by ~7% (148 x 128 x 2 x 1.965 GHz = 74.4 TFLOPS); the L2 size (126 MB) "
+                 "is also third-party; memory was announced as 192 GB and ships as 180 GB"),
+)
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", s.lower().replace("nvidia", "").replace("tesla", ""))
+
+
+def find_gpu(name: str) -> GpuSpec:
+    """The spec for ``name``: a ``System.gpu_name`` ("NVIDIA H200", "NVIDIA H100 80GB HBM3") or a
+    user string ("h100-sxm", "A100", "b200"), matched case- and punctuation-insensitively: an exact
+    name or alias first, else the one GPU whose name or alias contains ``name``. Raises
+    UsageError (listing the known names) when nothing or more than one GPU matches."""
+    q = _norm(name or "")
+    known = ", ".join(g.name for g in GPUS)
+    if not q:
+        raise UsageError(f"no GPU name given (known GPUs: {known})")
+    for g in GPUS:
+        if q == _norm(g.name) or any(q == _norm(a) for a in g.aliases):
+            return g
+    hits = [g for g in GPUS if any(q in _norm(n) for n in (g.name, *g.aliases))]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise UsageError(f"GPU {name!r} is ambiguous: {', '.join(g.name for g in hits)}")
+    raise UsageError(f"unknown GPU {name!r} (known GPUs: {known})")

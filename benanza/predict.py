@@ -1,0 +1,241 @@
+"""Predict a model's layer times and LBL on a GPU benanza has not measured, by wave scaling.
+
+Method: Habitat (Yu, Gao, Golikov, Pekhimenko, "Habitat: A Runtime-Based Computational Performance
+Predictor for Deep Neural Network Training", USENIX ATC 2021), §4.1 "wave scaling", as its authors'
+reference implementation computes it (``analyzer/habitat/analysis/wave_scaling/roofline.py`` in
+github.com/geoffxy/habitat). A kernel measured at T_o on the origin GPU o is predicted on the
+destination d as::
+
+    T_d = T_o * (D_o / D_d) ** gamma * (C_o / C_d) ** (1 - gamma) * (W_o / W_d) ** (1 - gamma)
+
+with D the DRAM bandwidth, C the SM clock, W the wave size (thread blocks resident at once: SMs x
+blocks per SM) and gamma in [0, 1] the kernel's memory-boundness. Habitat's gamma interpolates on
+the kernel's arithmetic intensity x against the destination's ridge point R (FLOP/byte)::
+
+    gamma = 1 - 0.5 * x / R    if x <= R        (1 at x = 0: all memory; 0.5 at the ridge)
+    gamma = 0.5 * R / x        otherwise        (-> 0 for strongly compute-bound kernels)
+
+What benanza changes, and why:
+
+* **Wave size.** benanza times library calls, not kernels: the thread-block count and occupancy
+  are unknown. With the same occupancy on both GPUs W_o / W_d = SMs_o / SMs_d (Habitat's own
+  "large kernel" case, many waves); Habitat's special case for kernels under one wave is dropped.
+  So for a CUDA-core layer C x W is the SM-count x boost-clock throughput.
+* **Tensor Cores.** A layer whose best measurement ran on Tensor Cores (math ``tensor_op``,
+  ``tf32``, ``fp8``) scales its compute term by the ratio of the precision's dense Tensor Core
+  peaks (:mod:`benanza.gpus`) instead: that peak is SMs x clock x per-SM Tensor Core rate, and the
+  per-SM rate changes between architectures (Habitat predicted FP32 training only).
+* **Intensity.** x is :func:`benanza.roofline.intensity` (the layer's FLOPs over the fewest bytes it
+  must move) instead of Habitat's profiled DRAM bytes and FLOP efficiency; R uses the destination's
+  peak for the layer's math (fp32 CUDA-core peak or the precision's Tensor Core peak) over its
+  bandwidth, as Habitat uses the destination ridge.
+* **Clock.** The datasheet boost clock, not Habitat's base clock (benanza records the max SM clock).
+
+Limits: no change of algorithm between GPUs (the origin's best implementation is assumed best on
+the target), no L2-size effects, no launch-overhead floor. Zero-cost layers stay 0 ms; a layer
+without an origin measurement has no prediction and marks the predicted LBL incomplete.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from . import roofline
+from .analyzer import Analysis, critical_path
+from .errors import UsageError
+from .gpus import GpuSpec
+
+#: math modes (benanza.layers.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
+TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
+
+
+def math_peak_key(math: str, precision: str) -> str | None:
+    """The :attr:`GpuSpec.peak` key of a measurement's math mode: ``tf32``/``fp16``/``bf16``/``fp8``
+    for Tensor Core math, None for CUDA-core math (``fma``, ``none``)."""
+    if math not in TENSOR_MATH:
+        return None
+    key = TENSOR_MATH[math]
+    if key is None:  # tensor_op: the precision's half type; fp8 analyses run the rest in fp16
+        key = precision if precision in ("fp16", "bf16") else "fp16"
+    return key
+
+
+def habitat_gamma(x: float, ridge: float) -> float:
+    """Habitat's memory-boundness of a kernel of arithmetic intensity ``x`` (FLOP/byte) on a GPU
+    whose ridge point is ``ridge`` (FLOP/byte): 1 - x / (2R) up to the ridge, R / (2x) past it."""
+    if ridge <= 0:
+        raise UsageError("ridge point must be positive")
+    if x <= 0:
+        return 1.0
+    return 1.0 - 0.5 * x / ridge if x <= ridge else 0.5 * ridge / x
+
+
+@dataclass
+class LayerPrediction:
+    """One layer: its origin time and predicted time (ms), gamma, intensity (FLOP/byte), the peak
+    its compute term scales by (``cuda_cores`` or a Tensor Core precision) and the factor T_d/T_o."""
+
+    index: int
+    name: str
+    op: str
+    kind: str | None
+    status: str  # measured / zero_cost / missing
+    origin_ms: float | None
+    predicted_ms: float | None
+    gamma: float | None = None
+    intensity: float | None = None
+    compute: str = ""
+    factor: float | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Prediction:
+    """A model's predicted layer times and LBL (sequential and parallel, ms) on ``target`` from its
+    analysis on ``origin``."""
+
+    model: str
+    batch: int
+    precision: str
+    origin: GpuSpec
+    target: GpuSpec
+    layers: list[LayerPrediction]
+    lbl_sequential_ms: float
+    lbl_parallel_ms: float
+    critical_path: list[int]
+    origin_lbl_sequential_ms: float
+    origin_lbl_parallel_ms: float
+    complete: bool
+
+    def by_kind(self) -> dict[str, dict]:
+        """Per layer kind: layer count, origin and predicted time sums (ms) and their ratio."""
+        acc: dict[str, dict] = collections.defaultdict(lambda: {"layers": 0, "origin_ms": 0.0, "predicted_ms": 0.0})
+        for lp in self.layers:
+            if lp.status != "measured":
+                continue
+            a = acc[lp.kind or lp.op]
+            a["layers"] += 1
+            a["origin_ms"] += lp.origin_ms
+            a["predicted_ms"] += lp.predicted_ms
+        for a in acc.values():
+            a["ratio"] = a["predicted_ms"] / a["origin_ms"] if a["origin_ms"] else None
+        return dict(sorted(acc.items(), key=lambda kv: -kv[1]["predicted_ms"]))
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "batch": self.batch, "precision": self.precision,
+                "origin": self.origin.name, "target": self.target.name, "method": "habitat-wave-scaling",
+                "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
+                "origin_lbl_sequential_ms": self.origin_lbl_sequential_ms,
+                "origin_lbl_parallel_ms": self.origin_lbl_parallel_ms, "complete": self.complete,
+                "critical_path": self.critical_path, "by_kind": self.by_kind(),
+                "layers": [lp.to_dict() for lp in self.layers]}
+
+
+def edges_of(analysis: Analysis) -> dict[int, list[int]]:
+    """The layer DAG (index -> predecessor indices) from the layers' input and output tensor names,
+    as :func:`benanza.model.process` builds it."""
+    producers = {}
+    for lt in analysis.layers:
+        for o in lt.layer.outputs:
+            producers[o] = lt.layer.index
+    return {lt.layer.index: sorted({producers[i] for i in lt.layer.inputs if i in producers})
+            for lt in analysis.layers}
+
+
+def _check(spec: GpuSpec, precision: str) -> None:
+    if precision in ("tf32", "bf16", "fp8"):
+        spec.peak_flops(precision)  # raises UsageError when the GPU has no such Tensor Cores
+
+
+def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None) -> Prediction:
+    """Predict ``analysis`` (measured on ``origin``) on ``target`` by wave scaling (module
+    docstring). ``precision`` defaults to the analysis's own. Raises UsageError when it differs
+    from the analysis's or either GPU lacks Tensor Cores for it."""
+    precision = precision or analysis.precision
+    if precision != analysis.precision:
+        raise UsageError(f"the analysis is in {analysis.precision}, not {precision}")
+    _check(origin, precision)
+    _check(target, precision)
+    out: list[LayerPrediction] = []
+    for lt in analysis.layers:
+        ly = lt.layer
+        kind = ly.config.kind if ly.config else None
+        lp = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, lt.time_ms, None)
+        if lt.status == "zero_cost":
+            lp.predicted_ms = 0.0
+        elif lt.status == "measured":
+            key = math_peak_key(lt.math, precision)
+            x = roofline.intensity(ly.config, precision)
+            if key is None:
+                ridge = target.ridge("fp32")
+                c_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
+                lp.compute = "cuda_cores"
+            else:
+                ridge = target.ridge(key)
+                c_ratio = origin.peak_flops(key) / target.peak_flops(key)
+                lp.compute = key
+            g = habitat_gamma(x, ridge)
+            lp.factor = (origin.bandwidth / target.bandwidth) ** g * c_ratio ** (1.0 - g)
+            lp.gamma, lp.intensity = g, x
+            lp.predicted_ms = lt.time_ms * lp.factor
+        out.append(lp)
+    weight = [lp.predicted_ms or 0.0 for lp in out]
+    par, path = critical_path(edges_of(analysis), weight)
+    return Prediction(analysis.model, analysis.batch, precision, origin, target, out, sum(weight), par, path,
+                      analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
+                      all(lp.predicted_ms is not None for lp in out))
+
+
+@dataclass
+class Validation:
+    """A prediction against a measurement on the target: relative errors (predicted / measured - 1)
+    of the LBL (sequential, parallel), per layer kind (sum of the kind's layer times), and the mean
+    absolute per-layer error."""
+
+    model: str
+    batch: int
+    precision: str
+    lbl_sequential_error: float
+    lbl_parallel_error: float
+    by_kind: dict[str, float] = field(default_factory=dict)
+    mean_abs_layer_error: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def validate(prediction: Prediction, measured: Analysis) -> Validation:
+    """Compare ``prediction`` with ``measured``, the same model, batch and precision analyzed from
+    measurements on the target GPU. Layers missing on either side are left out of the per-layer
+    and per-kind errors. Raises UsageError when the two are not the same model configuration."""
+    if (prediction.model, prediction.batch, prediction.precision) != (measured.model, measured.batch, measured.precision):
+        raise UsageError(f"cannot validate a prediction of {prediction.model} b{prediction.batch} "
+                         f"{prediction.precision} with {measured.model} b{measured.batch} {measured.precision}")
+    if len(prediction.layers) != len(measured.layers):
+        raise UsageError("prediction and measurement have different layer lists")
+    kinds: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    errs = []
+    for lp, lt in zip(prediction.layers, measured.layers):
+        if lp.status != "measured" or lt.status != "measured" or not lt.time_ms:
+            continue
+        k = kinds[lp.kind or lp.op]
+        k[0] += lp.predicted_ms
+        k[1] += lt.time_ms
+        errs.append(abs(lp.predicted_ms / lt.time_ms - 1.0))
+    return Validation(prediction.model, prediction.batch, prediction.precision,
+                      prediction.lbl_sequential_ms / measured.lbl_sequential_ms - 1.0,
+                      prediction.lbl_parallel_ms / measured.lbl_parallel_ms - 1.0,
+                      {k: p / m - 1.0 for k, (p, m) in sorted(kinds.items()) if m},
+                      sum(errs) / len(errs) if errs else 0.0)
+
+
+def mean_model_error(validations: Iterable[Validation]) -> float:
+    """Mean absolute model-level (sequential LBL) error over several validations (issue 6's target:
+    under 8 % between H100 and H200)."""
+    v = [abs(x.lbl_sequential_error) for x in validations]
+    if not v:
+        raise UsageError("no validations to average")
+    return sum(v) / len(v)

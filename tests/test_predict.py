@@ -1,0 +1,195 @@
+"""Issue 6: the GPU spec table, Habitat wave scaling on the reference H200 database, the roofline
+table and chart, and the `predict` / `roofline` commands. No GPU needed."""
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from benanza.analyzer import analyze, resolve_system
+from benanza.chart import LAUNCH_FLOOR_US, model_roofline, render
+from benanza.database import open_db
+from benanza.errors import UsageError
+from benanza.gpus import GPUS, SPARSE_FACTOR, find_gpu
+from benanza.model import process
+from benanza.predict import habitat_gamma, mean_model_error, predict, validate
+from conftest import REPO
+from test_cli import bz, one_line_error
+
+REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
+H200, H100, A100 = find_gpu("H200"), find_gpu("h100-sxm"), find_gpu("A100")
+
+
+# ------------------------------------------------------------------------------------ spec table
+
+@pytest.mark.parametrize("g", GPUS, ids=lambda g: g.name)
+def test_spec_table_is_consistent(g):
+    # FP32 peak = SMs x FP32 lanes x 2 FLOPs x boost clock (B200: NVIDIA's 80 TFLOPS vs 74.4 from the
+    # third-party SM count and clock; the docstring says so)
+    assert g.fp32_from_clock == pytest.approx(g.peak["fp32"], rel=0.10 if g.name == "B200" else 0.01)
+    assert (g.name == "B200") == bool(g.note and "uncertain" in g.note)
+    assert g.ridge("fp32") == pytest.approx(g.peak["fp32"] / g.bandwidth)
+    tc = {k: v for k, v in g.peak.items() if k != "fp32" and v is not None}
+    assert "fp16" in tc
+    for k, v in tc.items():
+        assert v > g.peak["fp32"] and g.ridge(k) > g.ridge("fp32")
+    if "bf16" in tc:  # Ampere and later: tf32 = fp16 / 2 = bf16 / 2, fp8 = 2 x fp16
+        assert tc["bf16"] == tc["fp16"] and tc["tf32"] == pytest.approx(tc["fp16"] / 2, rel=0.03)  # B200: 2.2 vs 4.5 rounded
+    if "fp8" in tc:
+        assert tc["fp8"] == pytest.approx(2 * tc["fp16"], rel=0.01)
+    assert g.source.startswith("NVIDIA") and "http" in g.source
+    assert 0 < g.l2_bytes < g.memory_bytes and g.tdp_w > 0
+
+
+def test_dense_is_half_the_datasheet_sparse_figure():
+    # the datasheets' "with sparsity" FP16 figures (TFLOPS)
+    sparse = {"A100-SXM4-80GB": 624, "A10": 250, "L4": 242, "L40S": 733, "H100-PCIe": 1513, "H100-SXM": 1979,
+              "H200": 1979, "B200": 4500}
+    for name, s in sparse.items():
+        dense = find_gpu(name).peak["fp16"]
+        assert dense <= s * 1e12 and dense * SPARSE_FACTOR == pytest.approx(s * 1e12, rel=0.01)
+    assert find_gpu("V100").peak["tf32"] is None  # Volta: FP16 Tensor Cores only
+
+
+def test_find_gpu_matches_system_names_and_user_strings():
+    assert find_gpu("NVIDIA H200") is H200
+    assert find_gpu("NVIDIA H100 80GB HBM3") is H100 and find_gpu("H100_SXM") is H100
+    assert find_gpu("NVIDIA A100-SXM4-80GB") is A100
+    assert find_gpu("A10").name == "A10" and find_gpu("nvidia a10").name == "A10"  # not A100
+    assert find_gpu("Tesla T4").name == "T4" and find_gpu("l40s").name == "L40S"
+    with pytest.raises(UsageError, match="ambiguous: H100-PCIe, H100-SXM"):
+        find_gpu("H100")
+    with pytest.raises(UsageError, match=r"unknown GPU 'MI300X' \(known GPUs: V100-SXM2, T4, .*B200\)"):
+        find_gpu("MI300X")
+
+
+# ---------------------------------------------------------------------------------- wave scaling
+
+@pytest.fixture(scope="module")
+def r50(models):
+    db = open_db(str(REF_DB), create=False)
+    system, _ = resolve_system(db, None)
+    return analyze(process(models / "resnet50.onnx", 32), db, system, "fp16")
+
+
+def test_habitat_gamma():
+    assert habitat_gamma(0, 10) == 1.0
+    assert habitat_gamma(10, 10) == 0.5
+    assert habitat_gamma(5, 10) == 0.75 and habitat_gamma(40, 10) == 0.125
+    with pytest.raises(UsageError):
+        habitat_gamma(1, 0)
+
+
+def test_same_gpu_returns_the_measured_times(r50):
+    p = predict(r50, H200, H200)
+    assert [lp.predicted_ms for lp in p.layers] == [t.time_ms for t in r50.layers]
+    assert p.lbl_sequential_ms == pytest.approx(r50.lbl_sequential_ms, rel=1e-12)
+    assert p.lbl_parallel_ms == pytest.approx(r50.lbl_parallel_ms, rel=1e-12)
+    assert p.critical_path == r50.critical_path and p.complete
+    v = validate(p, r50)
+    assert v.lbl_sequential_error == pytest.approx(0, abs=1e-12) and v.mean_abs_layer_error == pytest.approx(0, abs=1e-12)
+    assert set(v.by_kind) == {"Conv", "Activation", "Elementwise", "Pooling", "Gemm"}
+    assert mean_model_error([v]) == pytest.approx(0, abs=1e-12)
+
+
+def test_h200_to_h100_sxm_on_hand_computed_layers(r50):
+    p = predict(r50, H200, H100)
+    by_name = {lp.name: lp for lp in p.layers}
+    bw = 4.8 / 3.35  # same SMs, clock and Tensor Core peaks: only the bandwidth term moves
+    # a ReLU (CUDA cores, fp16): 1 FLOP per 4 bytes; H100 SXM FP32 ridge 66.9 / 3.35 FLOP/B
+    relu = by_name["/relu/Relu"]
+    g = 1 - 0.5 * 0.25 / (66.9 / 3.35)
+    assert relu.compute == "cuda_cores" and relu.gamma == pytest.approx(g)
+    assert relu.predicted_ms == pytest.approx(r50.layers[relu.index].time_ms * bw ** g, rel=1e-9)
+    assert relu.predicted_ms / relu.origin_ms == pytest.approx(bw, rel=0.003)  # memory-bound: ~ bandwidth ratio
+    # the first conv (BN folded into a bias), fp16 Tensor Cores: x = FLOPs / bytes by hand
+    conv = by_name["/conv1/Conv"]
+    y = 32 * 64 * 112 * 112
+    flops = 2 * y * 3 * 49 + y
+    nbytes = 2 * (32 * 3 * 224 * 224 + 64 * 3 * 49 + 64 + y)
+    g = 1 - 0.5 * (flops / nbytes) / (989.4 / 3.35)
+    assert conv.compute == "fp16" and conv.intensity == pytest.approx(flops / nbytes)
+    assert conv.predicted_ms == pytest.approx(conv.origin_ms * bw ** g, rel=1e-9)
+    # the model: every layer slower on the 3.35 TB/s part, none by more than the bandwidth ratio
+    assert all(1 <= lp.factor <= bw + 1e-12 for lp in p.layers if lp.status == "measured")
+    assert r50.lbl_sequential_ms < p.lbl_sequential_ms < bw * r50.lbl_sequential_ms
+    assert p.lbl_parallel_ms <= p.lbl_sequential_ms
+    assert sum(v["predicted_ms"] for v in p.by_kind().values()) == pytest.approx(p.lbl_sequential_ms)
+
+
+def test_compute_bound_layers_scale_by_the_tensor_core_peak(r50):
+    p = predict(r50, H200, A100)
+    conv = next(lp for lp in p.layers if lp.compute == "fp16" and lp.intensity > A100.ridge("fp16"))
+    g = 0.5 * (312 / 2039) * 1e3 / conv.intensity  # past the A100 ridge: R / 2x
+    assert conv.gamma == pytest.approx(g)
+    assert conv.factor == pytest.approx((4800 / 2039) ** g * (989.4 / 312) ** (1 - g))
+    relu = next(lp for lp in p.layers if lp.name == "/relu/Relu")  # CUDA cores: SM x clock ratio
+    g = 1 - 0.5 * 0.25 / (19.5e12 / 2039e9)
+    assert relu.factor == pytest.approx((4800 / 2039) ** g * ((132 * 1980) / (108 * 1410)) ** (1 - g))
+
+
+def test_predict_refuses_missing_tensor_cores_and_mismatches(r50):
+    with pytest.raises(UsageError, match="analysis is in fp16"):
+        predict(r50, H200, H100, "tf32")
+    other = predict(r50, H200, H100)
+    other.batch = 1
+    with pytest.raises(UsageError, match="cannot validate"):
+        validate(other, r50)
+
+
+# ------------------------------------------------------------------------------------- roofline
+
+def test_roofline_table_and_chart(r50, tmp_path):
+    mr = model_roofline(r50, H200)
+    assert len(mr.layers) == sum(1 for t in r50.layers if t.status == "measured")
+    assert 0 < mr.bound_parallel_ms <= mr.bound_sequential_ms < mr.lbl_sequential_ms
+    assert mr.attainable_sequential_ms >= mr.bound_sequential_ms
+    assert 0 < mr.efficiency < 1
+    for x in mr.layers:
+        assert x.efficiency == pytest.approx(x.bound_ms / x.measured_ms) and x.efficiency <= 1
+        assert x.attainable_ms >= LAUNCH_FLOOR_US * 1e-3
+    assert sum(x.lbl_share for x in mr.layers) == pytest.approx(1.0)
+    d = mr.to_dict()
+    assert d["ceilings"] == "spec" and "datasheet" in d["ceilings_source"]
+    png, svg = tmp_path / "r.png", tmp_path / "r.svg"
+    assert render(mr, png, svg) == [png, svg]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+def test_cli_predict_and_roofline(models, tmp_path):
+    m = models / "resnet50.onnx"
+    p = bz("predict", m, "--batch", "32", "--dtype", "fp16", "--db", REF_DB, "--from", "H200", "--to", "h100-sxm",
+           "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["origin"] == "H200" and d["target"] == "H100-SXM" and d["complete"]
+    assert d["lbl_sequential_ms"] > d["origin_lbl_sequential_ms"] > 0 and "Conv" in d["by_kind"]
+    p = bz("predict", m, "--batch", "32", "--dtype", "fp16", "--db", REF_DB, "--to", "A100")
+    assert p.returncode == 0, p.stderr
+    assert "LBL sequential" in p.stdout and "A100-SXM4-80GB" in p.stdout
+    png, svg = tmp_path / "c.png", tmp_path / "c.svg"
+    p = bz("roofline", m, "--batch", "32", "--dtype", "fp16", "--db", REF_DB, "--png", png, "--svg", svg)
+    assert p.returncode == 0, p.stderr
+    assert "library efficiency" in p.stdout and "datasheet" in p.stdout and png.stat().st_size > 0
+    ET.parse(svg)
+    p = bz("roofline", m, "--batch", "1", "--dtype", "fp32", "--db", REF_DB, "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["gpu"] == "H200" and d["ceilings"] == "spec" and 0 < d["library_efficiency"] < 1
+
+
+@pytest.mark.parametrize("args,msg", [
+    (("predict", "--to", "MI300X"), "unknown GPU 'MI300X'"),
+    (("predict", "--to", "H100"), "ambiguous"),
+    (("predict", "--to", "V100", "--dtype", "tf32"), "V100-SXM2 has no tf32 Tensor Core peak"),
+    (("predict", "--to", "L4", "--dtype", "fp64"), "unknown data type 'fp64'"),
+    (("predict", "--to", "L4", "--from", "A100"), "no system matches 'A100'"),
+    (("roofline", "--ceilings", "measured"), "does not measure this GPU's ceilings yet"),
+    (("roofline", "--ceilings", "guess"), "--ceilings must be spec or measured"),
+])
+def test_cli_bad_input_is_one_line(models, args, msg):
+    p = bz(args[0], models / "resnet50.onnx", "--db", REF_DB, *args[1:])
+    assert msg in one_line_error(p, 2)
