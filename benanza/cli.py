@@ -585,11 +585,14 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
 
     if ceilings not in ("spec", "measured"):
         raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
-    if ceilings == "measured":
-        raise UsageError("--ceilings measured: benanza does not measure this GPU's ceilings yet; "
-                         "use --ceilings spec (datasheet figures)")
     a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out)
-    mr = model_roofline(a, _spec_of(system, json_out), ceilings)
+    spec = _spec_of(system, json_out)
+    if ceilings == "measured":
+        from .database import open_db
+        from .gpus import with_measured_ceilings
+
+        spec = with_measured_ceilings(spec, open_db(db, create=False).ceilings(system.id))
+    mr = model_roofline(a, spec, ceilings)
     written = render(mr, png, svg) if (png or svg) else []
     if json_out:
         d = mr.to_dict()

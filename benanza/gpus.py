@@ -13,6 +13,8 @@ FP32 rate differs between the HGX datasheet and the architecture brief): see :da
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from dataclasses import dataclass, field
 
@@ -159,3 +161,22 @@ def find_gpu(name: str) -> GpuSpec:
     if hits:
         raise UsageError(f"GPU {name!r} is ambiguous: {', '.join(g.name for g in hits)}")
     raise UsageError(f"unknown GPU {name!r} (known GPUs: {known})")
+
+
+def with_measured_ceilings(spec: GpuSpec, measured: dict) -> GpuSpec:
+    """``spec`` with the roofs measured by `benanza ceilings` on the system (``measured``: name ->
+    a row with ``.value``): DRAM bandwidth from the device copy, the fp32 peak from the faster of
+    the FMA kernel and the FP32 GEMM, tf32/fp16/bf16 from the library GEMM rates (fp8 stays the
+    datasheet's). Raises UsageError when the system has no measured bandwidth."""
+    if "dram_bandwidth" not in measured:
+        raise UsageError("no measured ceilings for this system: run `benanza ceilings` on it first "
+                         "(or use --ceilings spec)")
+    peak = dict(spec.peak)
+    fp32 = [measured[k].value for k in ("fma_fp32", "gemm_fp32") if k in measured]
+    if fp32:
+        peak["fp32"] = max(fp32)
+    for prec in ("tf32", "fp16", "bf16"):
+        if f"gemm_{prec}" in measured:
+            peak[prec] = measured[f"gemm_{prec}"].value
+    return dataclasses.replace(spec, bandwidth=measured["dram_bandwidth"].value, peak=peak,
+                               source="measured by `benanza ceilings` on this system (fp8: " + spec.source + ")")

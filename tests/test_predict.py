@@ -187,9 +187,24 @@ def test_cli_predict_and_roofline(models, tmp_path):
     (("predict", "--to", "V100", "--dtype", "tf32"), "V100-SXM2 has no tf32 Tensor Core peak"),
     (("predict", "--to", "L4", "--dtype", "fp64"), "unknown data type 'fp64'"),
     (("predict", "--to", "L4", "--from", "A100"), "no system matches 'A100'"),
-    (("roofline", "--ceilings", "measured"), "does not measure this GPU's ceilings yet"),
+    (("roofline", "--ceilings", "measured"), "no measured ceilings for this system"),
     (("roofline", "--ceilings", "guess"), "--ceilings must be spec or measured"),
 ])
 def test_cli_bad_input_is_one_line(models, args, msg):
     p = bz(args[0], models / "resnet50.onnx", "--db", REF_DB, *args[1:])
     assert msg in one_line_error(p, 2)
+
+
+def test_measured_ceilings_replace_the_datasheet_roofs():
+    from types import SimpleNamespace as NS
+
+    from benanza.gpus import find_gpu, with_measured_ceilings
+
+    h200 = find_gpu("NVIDIA H200")
+    m = with_measured_ceilings(h200, {"dram_bandwidth": NS(value=4.1e12), "gemm_fp16": NS(value=700e12),
+                                      "fma_fp32": NS(value=58e12), "gemm_fp32": NS(value=52e12)})
+    assert m.bandwidth == 4.1e12 and m.peak_flops("fp16") == 700e12 and m.peak_flops("fp32") == 58e12
+    assert m.peak_flops("fp8") == h200.peak_flops("fp8") and "measured" in m.source
+    assert m.ridge("fp16") == pytest.approx(700e12 / 4.1e12)
+    with pytest.raises(UsageError, match="run `benanza ceilings`"):
+        with_measured_ceilings(h200, {})
