@@ -7,14 +7,7 @@
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_evidence.sh OUTDIR MODEL...}; shift
 mkdir -p "$OUTDIR"
-# cudnn-frontend headers where no package index is reachable: carried in .fe/include
-if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"; fi
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-t0=$(date +%s.%N)
-python3 -m pip install -q --no-deps --no-build-isolation --no-index . > /tmp/benanza-install.log 2>&1 || { tail -20 /tmp/benanza-install.log; exit 1; }
+. benchmarks/gpu_install.sh || exit 1
 echo "install: $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader || true
 REPO=$(pwd)

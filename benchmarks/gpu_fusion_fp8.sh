@@ -7,12 +7,7 @@ OUTDIR=${1:?usage: gpu_fusion_fp8.sh OUTDIR [MODELS_DIR]}
 MODELS=${2:-.models}
 mkdir -p "$OUTDIR"
 REPO=$(pwd)
-if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"; fi
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/sqlalchemy*.whl .whl/alembic*.whl .whl/mako*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-python3 -m pip install -q --no-deps --no-build-isolation --no-index . > /tmp/benanza-install.log 2>&1 || { tail -20 /tmp/benanza-install.log; exit 1; }
+. benchmarks/gpu_install.sh || exit 1
 W=/tmp/fusion; rm -rf "$W"; mkdir -p "$W"; DB="$W/f.db"
 echo "### benanza bench resnet50_bnkept --batch 32 --dtype fp16 --layout nchw,nhwc"
 (cd /tmp && timeout 170 python3 -m benanza bench "$REPO/$MODELS/resnet50_bnkept.onnx" --batch 32 --dtype fp16 \

@@ -8,12 +8,7 @@ OUTDIR=${1:?usage: gpu_library.sh OUTDIR [MODELS_DIR]}
 MODELS=${2:-.models}
 mkdir -p "$OUTDIR"
 REPO=$(pwd)
-if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"; fi
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/sqlalchemy*.whl .whl/alembic*.whl .whl/mako*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-python3 -m pip install -q --no-deps --no-build-isolation --no-index . > /tmp/benanza-install.log 2>&1 || { tail -20 /tmp/benanza-install.log; exit 1; }
+. benchmarks/gpu_install.sh || exit 1
 W=/tmp/library
 rm -rf "$W"; mkdir -p "$W"
 DB="$W/library.db"

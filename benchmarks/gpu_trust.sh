@@ -7,13 +7,7 @@ set -uo pipefail
 OUTDIR=${1:?usage: gpu_trust.sh OUTDIR}
 mkdir -p "$OUTDIR"
 REPO=$(pwd)
-# cudnn-frontend headers where no package index is reachable: carried in .fe/include
-if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"; fi
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-python3 -m pip install -q --no-deps --no-build-isolation --no-index . > /tmp/benanza-install.log 2>&1 || { tail -20 /tmp/benanza-install.log; exit 1; }
+. benchmarks/gpu_install.sh || exit 1
 W=/tmp/trust
 rm -rf "$W"; mkdir -p "$W"
 python3 benchmarks/stage_times.py --model "$REPO/examples/resnet50.onnx" --batch 1,32 --dtype fp32,tf32,fp16 \
