@@ -31,6 +31,10 @@
 #include "benanza/engines.hpp"
 
 #if BENANZA_WITH_FRONTEND
+#include "benanza/graph_timing.hpp"
+#endif
+
+#if BENANZA_WITH_FRONTEND
 #include <dlfcn.h>
 
 #include <cudnn_frontend.h>
@@ -88,19 +92,6 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool nhwc) {
   s[0] = acc;
   return s;
 }
-
-// The frontend graph, with access to the numerical and behaviour notes of its engine configs.
-class NotedGraph : public fe::graph::Graph {
- public:
-  std::vector<fe::NumericalNote_t> numerical(int64_t i) const {
-    return i >= 0 && i < static_cast<int64_t>(plans.numeric_notes.size()) ? plans.numeric_notes[i]
-                                                                           : std::vector<fe::NumericalNote_t>{};
-  }
-  std::vector<fe::BehaviorNote_t> behavior(int64_t i) const {
-    return i >= 0 && i < static_cast<int64_t>(plans.behavior_notes.size()) ? plans.behavior_notes[i]
-                                                                            : std::vector<fe::BehaviorNote_t>{};
-  }
-};
 
 const char* numerical_name(fe::NumericalNote_t n) {
   switch (n) {
@@ -186,39 +177,30 @@ std::string plan_name(const fe::graph::Graph& g, int64_t i) {
   return name;
 }
 
-// Every engine config of heuristics modes A, B and FALLBACK for an operation graph, queried on one
-// graph in that order, so the list's first part is mode A's ranking and the next mode B's. With
-// `picks`, mode A's and B's top picks (the first config each mode lists that the precision allows
-// and that builds) are recorded as choices. Each distinct config is then built and timed; `after`,
-// when set, runs after each execution inside the timed call (the unfused bias of a convolution).
-struct GraphTiming {
-  std::shared_ptr<NotedGraph> graph;
-  std::unordered_map<int64_t, void*> pack;
-  std::function<Status()> after;
-  Precision precision;
-  std::string layout = "NCHW";
-  std::string call = "cudnnBackendExecute";
-  std::string note;  // how the timed graph relates to the layer, when not 1:1
-  bool picks = true;
-  void* y = nullptr;
-  std::size_t y_count = 0;
-};
+}  // namespace
 
-void time_graph(Bench& b, const GraphTiming& t) {
+bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool record_failure) {
   const Precision prec = t.precision;
   const DType dt = storage_of(prec);
-  const char* math = math_label(prec);
+  const std::string math_s = t.math.empty() ? std::string(math_label(prec)) : t.math;
+  const char* math = math_s.c_str();
+  const DType out_t = t.y_type.value_or(dt);
   auto g = t.graph;
   auto pack = t.pack;
   const bool picks = t.picks;
   Call base{t.call, "*", math, dt, t.note, 0};
   base.layout = t.layout;
-  auto st = g->validate();
-  if (st.is_good()) st = g->build_operation_graph(b.cudnn());
+  fe::error_t st;
+  try {
+    st = g->validate();
+    if (st.is_good()) st = g->build_operation_graph(b.cudnn());
+  } catch (const fe::cudnnException& e) {
+    st = {fe::error_code_t::GRAPH_NOT_SUPPORTED, e.what()};
+  }
   // mode by mode on the same graph: configs are appended, so [0, n_a) is A's list, [n_a, n_b) B's
   int64_t n_a = 0, n_b = 0;
   std::string why_a, why_b;
-  if (st.is_good()) {
+  if (st.is_good()) try {
     auto sa = g->create_execution_plans({fe::HeurMode_t::A});
     if (!sa.is_good()) why_a = sa.get_message();
     n_a = g->get_execution_plan_count();
@@ -227,6 +209,8 @@ void time_graph(Bench& b, const GraphTiming& t) {
     n_b = g->get_execution_plan_count();
     st = g->create_execution_plans({fe::HeurMode_t::FALLBACK});
     if (!st.is_good() && n_b > 0) st = {};  // a failed fallback query leaves A's and B's lists
+  } catch (const fe::cudnnException& e) {
+    st = {fe::error_code_t::GRAPH_NOT_SUPPORTED, e.what()};
   }
   if (!st.is_good() || g->get_execution_plan_count() == 0) {
     const std::string why = st.is_good() ? "no engine config" : st.get_message();
@@ -234,8 +218,9 @@ void time_graph(Bench& b, const GraphTiming& t) {
       b.choice("cudnn_heuristics_mode_a", 0, "", math, why.substr(0, 60), 0);
       b.choice("cudnn_heuristics_mode_b", 0, "", math, why.substr(0, 60), 0);
     }
-    b.record(base, "not_supported", "cuDNN graph API: " + why.substr(0, 300));
-    return;
+    if (why_out) *why_out = why;
+    if (record_failure) b.record(base, "not_supported", "cuDNN graph API: " + why.substr(0, 300));
+    return false;
   }
   const int64_t n = g->get_execution_plan_count();
   std::vector<std::string> names(n);
@@ -256,7 +241,12 @@ void time_graph(Bench& b, const GraphTiming& t) {
     auto it = built.find(names[i]);
     if (it != built.end()) return it->second;
     const auto t0 = std::chrono::steady_clock::now();
-    auto bs = g->build_plan_at_index(i);
+    fe::error_t bs;
+    try {
+      bs = g->build_plan_at_index(i);
+    } catch (const fe::cudnnException& e) {
+      bs = {fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, e.what()};
+    }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return built[names[i]] = Built{bs.is_good(), ms, bs.is_good() ? "" : bs.get_message().substr(0, 300)};
   };
@@ -324,7 +314,12 @@ void time_graph(Bench& b, const GraphTiming& t) {
       continue;
     }
     b.measure(cl, [&, i, wsp](cudaStream_t) -> Status {
-      auto s = g->execute_plan_at_index(b.cudnn(), pack, wsp, i);
+      fe::error_t s;
+      try {
+        s = g->execute_plan_at_index(b.cudnn(), pack, wsp, i);
+      } catch (const fe::cudnnException& e) {
+        s = {fe::error_code_t::GRAPH_EXECUTION_FAILED, e.what()};
+      }
       if (!s.is_good()) {
         Status r;
         r.ok = false;
@@ -332,9 +327,12 @@ void time_graph(Bench& b, const GraphTiming& t) {
         return r;
       }
       return t.after ? t.after() : Status::success();
-    }, t.y, t.y_count, dt);
+    }, t.y, t.y_count, out_t);
   }
+  return true;
 }
+
+namespace {
 
 // A convolution's graph (conv [+ scale] [+ bias] [+ relu]) timed; `add_bias`: the conv-only graph
 // followed by cudnnAddTensor of the bias.
