@@ -163,3 +163,19 @@ def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) 
             written.append(Path(path))
     plt.close(fig)
     return written
+
+
+def svg_text(mr: ModelRoofline) -> str:
+    """The roofline chart of ``mr`` as an inline ``<svg>`` element (for the HTML report): the
+    SVG matplotlib writes, without its XML prolog."""
+    import re
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "roofline.svg"
+        render(mr, svg=path)
+        text = path.read_text(encoding="utf-8")
+    start = text.find("<svg")
+    text = text[start:] if start >= 0 else ""
+    # the RDF metadata block names external vocabularies; the chart needs none of it
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)

@@ -431,6 +431,25 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     out.print(_summary_table(results))
 
 
+def _roofline_svg(analysis, system, database) -> tuple[str, str]:
+    """The roofline chart of an analysis as inline SVG and where its roofs come from (the ceilings
+    measured on the system when there are, else the spec table); ("", why) when the GPU is not in
+    the spec table."""
+    from .chart import model_roofline, svg_text
+    from .gpus import find_gpu, with_measured_ceilings
+
+    try:
+        spec = find_gpu(system.gpu_name)
+    except UsageError as e:
+        return "", str(e)
+    measured = database.ceilings(system.id)
+    kind, label = "spec", f"the {spec.name} datasheet figures (benanza/gpus.py)"
+    if "dram_bandwidth" in measured:
+        spec, kind = with_measured_ceilings(spec, measured), "measured"
+        label = f"the ceilings `benanza ceilings` measured on this {spec.name}"
+    return svg_text(model_roofline(analysis, spec, kind)), label
+
+
 def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_out, html_out) -> None:
     """``analyze --profile``: insights per precision (Q6 against fp32, or tf32 for an fp32 run,
     when the database has them), printed, as JSON and/or as HTML."""
@@ -452,7 +471,11 @@ def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_o
                              tensor_core=other if a.precision == "fp32" else None)
         docs.append(ins.to_dict())
     if html_out is not None:
-        text = render_html(docs[0]) if len(docs) == 1 else render_comparison(docs)
+        if len(docs) == 1:
+            svg, source = _roofline_svg(results[0], system, database)
+            text = render_html(docs[0], svg, source)
+        else:
+            text = render_comparison(docs)
         try:
             html_out.write_text(text, encoding="utf-8")
         except OSError as e:

@@ -178,6 +178,9 @@ bold: on the critical path. Filter: <input oninput="bzFilter(this,'layertab')" p
 </td><td>{{ r.algorithm or r.status }}</td></tr>{% endfor %}</tbody></table>
 <h2 id="critical-path">Critical path ({{ d.critical_path|length }} layers, {{ fmt(d.lbl_parallel_ms) }} ms)</h2>
 <p class="ev">{% for c in d.critical_path %}{{ c.index }} {{ c.name }} ({{ c.op }}, {{ fmt(c.lbl_ms) }} ms){% if not loop.last %} → {% endif %}{% endfor %}</p>
+{% if roofline_svg %}<h2 id="roofline">Roofline</h2>
+<p>Each layer at its arithmetic intensity and achieved rate (FLOPs / best measured time), sized by its share of the LBL, under the roofs of {{ roofline_source }}.</p>
+<div class="roofline">{{ roofline_svg|safe }}</div>{% endif %}
 </body></html>
 """
 
@@ -212,11 +215,14 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_html(d: dict) -> str:
-    """Self-contained HTML of one insights document (inline CSS/JS/SVG only)."""
+def render_html(d: dict, roofline_svg: str = "", roofline_source: str = "") -> str:
+    """Self-contained HTML of one insights document (inline CSS/JS/SVG only); with
+    ``roofline_svg`` (:func:`benanza.chart.svg_text`) a roofline section whose roofs come from
+    ``roofline_source``."""
     maxms = max([r.get("framework_ms") or 0 for r in d["layers"]] + [r.get("lbl_ms") or 0 for r in d["layers"]]
                 + [1e-9])
-    return _env().from_string(_SINGLE).render(d=d, maxms=maxms, barw=260)
+    return _env().from_string(_SINGLE).render(d=d, maxms=maxms, barw=260, roofline_svg=roofline_svg,
+                                              roofline_source=roofline_source)
 
 
 _ROWS = (("latency_ms", "measured latency", 4), ("gpu_kernel_ms", "GPU kernel time", 4),
