@@ -124,20 +124,26 @@ def job_id(config: L.LayerConfig, precision: str, layout: str = "NCHW") -> str:
     return jid
 
 
+def _parse_choices(text: str, allowed, normalise, what: str, choices: str) -> list[str]:
+    """A comma-separated list of ``allowed`` values (after ``normalise``), in order, without
+    repeats. Raises :class:`UsageError` for an unknown value or an empty list."""
+    out: list[str] = []
+    for part in str(text).split(","):
+        v = normalise(part.strip())
+        if not v:
+            continue
+        if v not in allowed:
+            raise UsageError(f"unknown {what} {part.strip()!r} (choose from {choices})")
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise UsageError(f"no {what} given")
+    return out
+
+
 def parse_precisions(text: str) -> list[str]:
     """Parse ``"fp32,fp16"``. Raises :class:`UsageError` for an unknown data type."""
-    out = []
-    for part in str(text).split(","):
-        p = part.strip().lower()
-        if not p:
-            continue
-        if p not in L.PRECISIONS:
-            raise UsageError(f"unknown data type {part.strip()!r} (choose from {', '.join(L.PRECISIONS)})")
-        if p not in out:
-            out.append(p)
-    if not out:
-        raise UsageError("no data type given")
-    return out
+    return _parse_choices(text, L.PRECISIONS, str.lower, "data type", ", ".join(L.PRECISIONS))
 
 
 #: tensor layouts a suite can time; NHWC applies to convolutions (their graph-API engine configs)
@@ -211,18 +217,7 @@ def nhwc_job(cfg: L.LayerConfig, neighbour: bool) -> bool:
 
 def parse_layouts(text: str) -> list[str]:
     """Parse ``"nchw,nhwc"``. Raises :class:`UsageError` for an unknown layout."""
-    out = []
-    for part in str(text).split(","):
-        lay = part.strip().upper()
-        if not lay:
-            continue
-        if lay not in LAYOUTS:
-            raise UsageError(f"unknown layout {part.strip()!r} (choose from nchw, nhwc)")
-        if lay not in out:
-            out.append(lay)
-    if not out:
-        raise UsageError("no layout given")
-    return out
+    return _parse_choices(text, LAYOUTS, str.upper, "layout", "nchw, nhwc")
 
 
 def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None) -> list[Job]:

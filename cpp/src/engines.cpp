@@ -121,12 +121,8 @@ const char* behavior_name(fe::BehaviorNote_t n) {
 }
 
 std::shared_ptr<NotedGraph> make_graph(const ConvSpec& c, bool bias, bool relu) {
-  const fe::DataType_t io = c.precision == Precision::FP16   ? fe::DataType_t::HALF
-                            : c.precision == Precision::BF16 ? fe::DataType_t::BFLOAT16
-                                                             : fe::DataType_t::FLOAT;
-  auto g = std::make_shared<NotedGraph>();
-  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(
-      fe::DataType_t::FLOAT);
+  const fe::DataType_t io = graph_io_type(c.precision);
+  auto g = new_graph(c.precision);
   const int nd = c.nsp + 2;
   std::vector<int64_t> xd(c.x, c.x + nd), wd(c.w, c.w + nd);
   auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(
@@ -371,12 +367,8 @@ void time_conv(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, b
 
 // Y[b] = act(op(A)[b] (m x k) @ op(B)[b] (k x n) [+ bias]), row-major, as one cuDNN graph.
 std::shared_ptr<NotedGraph> make_matmul_graph(const MatmulSpec& m) {
-  const fe::DataType_t io = m.precision == Precision::FP16   ? fe::DataType_t::HALF
-                            : m.precision == Precision::BF16 ? fe::DataType_t::BFLOAT16
-                                                             : fe::DataType_t::FLOAT;
-  auto g = std::make_shared<NotedGraph>();
-  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(
-      fe::DataType_t::FLOAT);
+  const fe::DataType_t io = graph_io_type(m.precision);
+  auto g = new_graph(m.precision);
   const int64_t B = m.batch, M = m.m, N = m.n, K = m.k;
   // A stored (m, k) row-major, or (k, m) when transposed; B stored (k, n), or (n, k) when transposed
   const std::vector<int64_t> a_stride = m.trans_a ? std::vector<int64_t>{M * K, 1, M} : std::vector<int64_t>{M * K, K, 1};

@@ -40,11 +40,6 @@ namespace {
 using GraphPtr = std::shared_ptr<NotedGraph>;
 using Pack = std::unordered_map<int64_t, void*>;
 
-fe::DataType_t io_type(Precision p) {
-  return p == Precision::FP16 ? fe::DataType_t::HALF : p == Precision::BF16 ? fe::DataType_t::BFLOAT16
-                                                                            : fe::DataType_t::FLOAT;
-}
-
 std::vector<int64_t> packed(const std::vector<int64_t>& d) {
   std::vector<int64_t> s(d.size());
   int64_t acc = 1;
@@ -55,12 +50,6 @@ std::vector<int64_t> packed(const std::vector<int64_t>& d) {
   return s;
 }
 
-GraphPtr new_graph(Precision p) {
-  auto g = std::make_shared<NotedGraph>();
-  g->set_io_data_type(io_type(p)).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(
-      fe::DataType_t::FLOAT);
-  return g;
-}
 
 std::string first_line(const std::string& s, std::size_t max = 300) {
   std::string out = s.substr(0, s.find('\n'));
@@ -107,7 +96,7 @@ void run_layernorm_engines(Bench& b, const NormSpec& c, void* x, void* scale, vo
                     .set_forward_phase(c.stats ? fe::NormFwdPhase_t::TRAINING : fe::NormFwdPhase_t::INFERENCE)
                     .set_epsilon(c.epsilon);
     auto [Y, M, V] = g->layernorm(X, S, B, opts);
-    Y->set_output(true).set_uid(kY).set_data_type(io_type(c.precision));
+    Y->set_output(true).set_uid(kY).set_data_type(graph_io_type(c.precision));
     if (c.stats) {
       M->set_output(true).set_uid(kMean).set_data_type(fe::DataType_t::FLOAT);
       V->set_output(true).set_uid(kInvVar).set_data_type(fe::DataType_t::FLOAT);
@@ -142,7 +131,7 @@ void run_pointwise_engines(Bench& b, const PointwiseSpec& c, void* x, void* y) {
       Y = g->pointwise(X, g->tensor(fe::graph::Tensor_attributes(c.exponent)), attrs);
     else
       Y = g->pointwise(X, attrs);
-    Y->set_output(true).set_uid(kY).set_data_type(io_type(c.precision)).set_dim(d).set_stride(s);
+    Y->set_output(true).set_uid(kY).set_data_type(graph_io_type(c.precision)).set_dim(d).set_stride(s);
     return g;
   }();
   j.pack = {{kX, x}, {kY, y}};
@@ -170,12 +159,12 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
       if (c.mask == SdpaMask::BIAS) {
         auto B = g->tensor(fe::graph::Tensor_attributes().set_name("bias").set_uid(kAttnBias).set_dim(bias_dims)
-                               .set_stride(packed(bias_dims)).set_data_type(io_type(c.precision)));
+                               .set_stride(packed(bias_dims)).set_data_type(graph_io_type(c.precision)));
         opts.set_bias(B);
       }
       auto [O, stats] = g->sdpa(Q, K, V, opts);
       (void)stats;
-      O->set_output(true).set_uid(kO).set_dim(od).set_stride(packed(od)).set_data_type(io_type(c.precision));
+      O->set_output(true).set_uid(kO).set_dim(od).set_stride(packed(od)).set_data_type(graph_io_type(c.precision));
       return g;
     }();
     j.pack = {{kQ, q}, {kK, k}, {kV, v}, {kO, o}};

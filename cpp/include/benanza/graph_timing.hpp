@@ -30,6 +30,23 @@ class NotedGraph : public cudnn_frontend::graph::Graph {
   }
 };
 
+// The cuDNN data type of a precision's tensors (fp32/tf32: FLOAT; fp16: HALF; bf16: BFLOAT16).
+inline cudnn_frontend::DataType_t graph_io_type(Precision p) {
+  return p == Precision::FP16   ? cudnn_frontend::DataType_t::HALF
+         : p == Precision::BF16 ? cudnn_frontend::DataType_t::BFLOAT16
+                                : cudnn_frontend::DataType_t::FLOAT;
+}
+
+// An empty graph in precision `p`: its I/O tensors in the precision's type, intermediates and
+// compute in float32.
+inline std::shared_ptr<NotedGraph> new_graph(Precision p) {
+  auto g = std::make_shared<NotedGraph>();
+  g->set_io_data_type(graph_io_type(p))
+      .set_intermediate_data_type(cudnn_frontend::DataType_t::FLOAT)
+      .set_compute_data_type(cudnn_frontend::DataType_t::FLOAT);
+  return g;
+}
+
 // What to time: the graph (tensors carry the uids of `pack`), the device buffers by uid, an
 // optional call run after each execution inside the timed call (the unfused bias of a
 // convolution), the records' labels, and the output checked once for NaN/Inf.
