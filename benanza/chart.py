@@ -88,7 +88,8 @@ class ModelRoofline:
 
 def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec") -> ModelRoofline:
     """Roofline bound and library efficiency of every measured layer of ``analysis`` on ``gpu``'s
-    datasheet ceilings (``ceilings="spec"``, the only kind available so far)."""
+    ceilings: ``ceilings`` names where they come from (``spec``: the datasheet table of
+    :mod:`benanza.gpus`; ``measured``: :func:`benanza.gpus.with_measured_ceilings`)."""
     p = analysis.precision
     out: list[LayerRoofline] = []
     weights = [0.0] * len(analysis.layers)

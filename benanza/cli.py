@@ -622,8 +622,8 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
         d["charts"] = [str(p) for p in written]
         out.print_json(json.dumps(d))
         return
-    t = Table(title=f"{a.model} batch {a.batch} {dtype} on {mr.gpu.name}: roofline ({ceilings} ceilings: "
-                    f"datasheet figures, not measured on this GPU)")
+    what = "datasheet figures, not measured on this GPU" if ceilings == "spec" else "measured by `benanza ceilings`"
+    t = Table(title=f"{a.model} batch {a.batch} {dtype} on {mr.gpu.name}: roofline ({ceilings} ceilings: {what})")
     for c in ("#", "layer", "kind", "GFLOP", "MB", "FLOP/B", "roof", "peak", "bound µs", "best µs", "efficiency"):
         t.add_column(c, justify="left" if c in ("layer", "kind", "roof", "peak") else "right")
     for x in mr.layers:
@@ -1066,6 +1066,7 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
             runs: int = typer.Option(100, "--runs", help="timed inferences (latency median and IQR)"),
             iterations: int = typer.Option(5, "--iterations", help="inferences recorded by torch.profiler"),
             cudnn_benchmark: bool = typer.Option(True, "--cudnn-benchmark/--no-cudnn-benchmark", help="torch.backends.cudnn.benchmark (engine autotuning)"),
+            channels_last: bool = typer.Option(False, "--channels-last", help="run the model and its 4-D inputs in torch.channels_last (NHWC) memory format"),
             logs: bool = typer.Option(True, "--logs/--no-logs", help="also run with cuDNN and cuBLASLt logging (engines, algorithms)"),
             force: bool = typer.Option(False, "--force", help="replace a profile already in the output folder"),
             timeout: float = typer.Option(1800.0, "--timeout", help="seconds per PyTorch run"),
@@ -1083,7 +1084,7 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
         say = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False, highlight=False))
         capture_profile(model, b, dtype, folder, device=device, warmup=warmup, runs=runs, iterations=iterations,
                 cudnn_benchmark=cudnn_benchmark, logs=logs, dims=dims, batch_dim=batch_dim, force=force,
-                timeout=timeout, say=say)
+                timeout=timeout, say=say, channels_last=channels_last)
         say(f"profile written to {folder}")
     else:
         if output is not None:

@@ -22,6 +22,10 @@ import time
 from pathlib import Path
 
 
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="../shared/models", help="folder of the ONNX models")
@@ -34,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--no-logs", action="store_true", help="skip the cuDNN/cuBLASLt log run")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="run in torch.channels_last memory format (folders end in -cl)")
     ap.add_argument("--json", help="write the summary records here")
     a = ap.parse_args(argv)
 
@@ -47,11 +53,12 @@ def main(argv=None) -> int:
         model = Path(a.models) / f"{name}.onnx"
         for batch in parse_batches(a.batch):
             for dtype in [d.strip() for d in a.dtype.split(",") if d.strip()]:
-                folder = Path(a.out) / f"{name}-b{batch}-{dtype}"
+                folder = Path(a.out) / f"{name}-b{batch}-{dtype}{'-cl' if a.channels_last else ''}"
                 t0 = time.perf_counter()
                 try:
                     capture_profile(model, batch, dtype, folder, device=a.device, warmup=a.warmup, runs=a.runs,
-                            iterations=a.iterations, logs=not a.no_logs, force=True)
+                            iterations=a.iterations, logs=not a.no_logs, force=True,
+                            channels_last=a.channels_last)
                     p = load_profile(folder, model)
                 except BenanzaError as e:
                     failed += 1
@@ -62,7 +69,7 @@ def main(argv=None) -> int:
                 joined = sum(1 for lp in p.layers if lp.op is not None)
                 convs = sum(1 for lp in p.layers if lp.op_type == "Conv")
                 rec = {
-                    "model": name, "batch": batch, "dtype": dtype, "gpu": p.settings.gpu_name,
+                    "model": name, "batch": batch, "dtype": dtype, "channels_last": a.channels_last, "gpu": p.settings.gpu_name,
                     "torch": p.settings.framework_version, "cudnn": p.settings.cudnn_version,
                     "latency_ms": p.latency.median_ms, "latency_iqr_ms": p.latency.iqr_ms,
                     "gpu_kernel_ms": p.gpu_kernel_ms, "host_overhead_ms": p.host_overhead_ms,
@@ -75,7 +82,7 @@ def main(argv=None) -> int:
                 records.append(rec)
                 cats = " ".join(f"{c}={cat_n[c]}/{cat_ms[c]:.3f}" for c in cat_n if cat_n[c])
                 print(f"{name} b{batch} {dtype}: latency {p.latency.median_ms:.3f} ms (IQR {p.latency.iqr_ms:.3f}), "
-                      f"GPU {p.gpu_kernel_ms:.3f} ms, host {p.host_overhead_ms:.3f} ms; kernels {cats}; "
+                      f"GPU {p.gpu_kernel_ms:.3f} ms, host {_ms(p.host_overhead_ms)} ms; kernels {cats}; "
                       f"joined {joined}/{len(p.layers)} layers; engines {len(p.conv_engines)}/{convs} convs, "
                       f"{len(p.gemm_algos)} GEMM algos; unmatched ops {p.unmatched_ops or '-'}; "
                       f"{rec['seconds']:.0f} s", flush=True)

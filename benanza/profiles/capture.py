@@ -59,7 +59,9 @@ class CaptureSpec:
     """What one child run does. ``role``: ``logs`` or ``timed``; ``model``: ONNX path; ``batch``;
     ``dtype`` (:data:`DTYPES`); ``device`` (``cuda``, ``cuda:1``, ``cpu``); ``warmup``, ``runs``,
     ``iterations``: counts; ``cudnn_benchmark``; ``dims``/``batch_dim``: as for
-    :func:`benanza.model.bind_batch`; ``out``: the folder; ``seed``: for weights and inputs."""
+    :func:`benanza.model.bind_batch`; ``out``: the folder; ``seed``: for weights and inputs;
+    ``channels_last``: run the module and its 4-D inputs in ``torch.channels_last`` memory format
+    (NHWC), as a user applies benanza's layout-conversion finding."""
 
     role: str
     model: str
@@ -74,6 +76,7 @@ class CaptureSpec:
     dims: dict
     batch_dim: int | None = None
     seed: int = 0
+    channels_last: bool = False
 
 
 # -------------------------------------------------------------------------------- the model
@@ -339,6 +342,7 @@ def _settings(torch, spec: CaptureSpec, device) -> dict:
          "allow_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
          "allow_tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
          "cuda_version": torch.version.cuda, "onnx_version": onnx.__version__,
+         "memory_format": "channels_last" if spec.channels_last else "contiguous",
          "python": sys.version.split()[0]}
     try:
         d["converter"] = f"onnx2torch {_dist_version('onnx2torch')}"
@@ -391,6 +395,8 @@ def run_child(spec: CaptureSpec) -> dict:
     cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec.dtype)
     if cast is not None:
         module = module.to(cast)
+    if spec.channels_last:
+        module = module.to(memory_format=torch.channels_last)
     import onnx
 
     xs = []
@@ -406,6 +412,8 @@ def run_child(spec: CaptureSpec) -> dict:
             x = torch.ones(*shape, dtype=torch.bool)
         else:
             raise ModelError(f"input {name!r}: element type {npdt} is not supported")
+        if spec.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
         xs.append(x.to(device))
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
@@ -551,7 +559,7 @@ def _gzip(path: Path) -> Path | None:
 def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str | os.PathLike, device: str = "cuda",
             warmup: int = 20, runs: int = 100, iterations: int = 5, cudnn_benchmark: bool = True,
             logs: bool = True, dims: dict | None = None, batch_dim: int | None = None, force: bool = False,
-            timeout: float = 1800.0, say=lambda m: None) -> Path:
+            timeout: float = 1800.0, say=lambda m: None, channels_last: bool = False) -> Path:
     """Profile ``model`` at ``batch`` in ``dtype`` on ``device`` into the folder ``out`` and return
     the path of its ``profile.json`` (format in :mod:`benanza.profiles`).
 
@@ -589,7 +597,7 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
         raise UsageError("PyTorch is not installed: pip install torch onnx2torch (benanza profile runs the model in PyTorch)")
     common = dict(model=str(mpath), batch=batch, dtype=dtype, device=dev, warmup=warmup, runs=runs,
                   iterations=iterations, cudnn_benchmark=cudnn_benchmark, out=str(o.resolve()),
-                  dims=dict(dims or {}), batch_dim=batch_dim)
+                  dims=dict(dims or {}), batch_dim=batch_dim, channels_last=channels_last)
     files = {"trace": "trace.json.gz"}
     notices = []
     logged_kernels = None

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# GPU evidence of the analysis workflow (framework profiles, Benanza ratio, advisor) and of the
+# roofline and cross-GPU prediction. Run from the repository root on the lent GPU machine:
+#
+#   benchmarks/gpu_workflow.sh OUTDIR STAGE
+#
+# STAGE:
+#   bench-full  ceilings, then `benanza bench` of resnet50_bnkept (NCHW and NHWC), googlenet,
+#               vit_b_16 (dynamic batch) and densenet121 at batch 1,32 in fp32 and fp16 (vit also
+#               tf32), then vgg16, mobilenet_v2, lstm_lm in fp16, on every GPU here (--devices all)
+#   bench-fp16  ceilings, then the same models at batch 1,32 in fp16 only, NCHW (the second GPU of
+#               a prediction check)
+#   profile     `benanza profile` of resnet50_bnkept, googlenet, densenet121, vit_b_16 at batch 1,32
+#               in fp32 and fp16 (two streams when two GPUs are here), plus two findings applied:
+#               resnet50_bnkept b32 fp16 in channels_last and vit_b_16 b32 in tf32; then
+#               `benanza analyze --profile` (JSON and HTML) and `benanza roofline --ceilings
+#               measured` of each, and benchmarks/workflow_report.py
+#
+# Models come from .models/ (vit_b_16_dyn.onnx is exported with torchvision when missing; its graph
+# comes back in OUTDIR for the next call). The database is /tmp/wf/bench.db, unpacked from
+# .gpu/bench.db.gz when a fresh machine needs it; every bench stage writes OUTDIR/bench.db.gz after
+# each model, so a run stopped at the time limit still returns what it measured. DEADLINE (seconds
+# from the start, default 560) bounds the bench stages.
+set -uo pipefail
+OUTDIR=${1:?usage: gpu_workflow.sh OUTDIR bench-full|bench-fp16|profile}
+STAGE=${2:?usage: gpu_workflow.sh OUTDIR bench-full|bench-fp16|profile}
+REPO=$(pwd)
+case "$OUTDIR" in /*) ;; *) OUTDIR="$REPO/$OUTDIR" ;; esac
+mkdir -p "$OUTDIR"
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+DEADLINE=${DEADLINE:-560}
+. benchmarks/gpu_install.sh || exit 1
+echo "install: $(el) s"
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv,noheader || true
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+MODELS=$REPO/.models
+W=/tmp/wf; mkdir -p "$W"
+DB=$W/bench.db
+if [ ! -f "$DB" ] && [ -f .gpu/bench.db.gz ]; then gunzip -c .gpu/bench.db.gz > "$DB"; echo "database from .gpu/bench.db.gz"; fi
+bz() { (cd /tmp && python3 -m benanza "$@"); }
+VIT=$MODELS/vit_b_16_dyn.onnx
+if [ ! -f "$VIT" ]; then
+  VIT=$W/vit_b_16_dyn.onnx
+  if [ ! -f "$VIT" ]; then
+    python3 benchmarks/fidelity.py --export-vit "$VIT" > "$W/export.log" 2>&1 || { tail -3 "$W/export.log"; }
+    rm -f "$VIT.data"   # graph only: benanza needs no weights; `benanza profile` draws random ones
+  fi
+  cp "$VIT" "$OUTDIR/" 2>/dev/null
+fi
+
+bench() {  # bench NAME|PATH TIMEOUT ARGS...
+  local m=$1 t=$2; shift 2
+  case "$m" in /*) ;; *) m=$MODELS/$m.onnx ;; esac
+  local name; name=$(basename "$m" .onnx)
+  local left=$(( DEADLINE - $(el) - 15 ))
+  [ "$left" -lt "$t" ] && t=$left
+  if [ "$t" -lt 20 ]; then echo "bench $name: skipped (deadline)"; return; fi
+  local s; s=$(date +%s)
+  timeout -s INT -k 20 "$t" bash -c 'cd /tmp && exec python3 -m benanza "$@"' _ bench "$m" --db "$DB" \
+      -o "/tmp/suites/$name" --no-layers --json "$@" > "$W/bench-$name.json" 2> "$W/bench-$name.err"
+  local rc=$?
+  echo "bench $name $*: exit $rc in $(( $(date +%s) - s )) s (at $(el) s)"
+  [ $rc -ne 0 ] && tail -3 "$W/bench-$name.err"
+  python3 - "$W/bench-$name.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit(0)
+st = d.get("stages", {}); r = d.get("run", {})
+print("  stages " + ", ".join(f"{k[:-2]} {v:.1f}" for k, v in st.items()) + f"; run {json.dumps(r)[:200]}")
+for a in d.get("analyses", []):
+    print(f"  {a['model']} b{a['batch']} {a['precision']} {'/'.join(a.get('layouts') or [])}: LBL seq {a['lbl_sequential_ms']:.4f} "
+          f"par {a['lbl_parallel_ms']:.4f} fused {a['lbl_fused_sequential_ms']:.4f} ms, complete {a['complete']}")
+PY
+  gzip -c "$DB" > "$OUTDIR/bench.db.gz.tmp" && mv "$OUTDIR/bench.db.gz.tmp" "$OUTDIR/bench.db.gz"
+}
+
+ceil() {
+  bz ceilings --db "$DB" > "$W/ceilings.txt" 2>&1; echo "ceilings: exit $? (at $(el) s)"; cat "$W/ceilings.txt"
+}
+
+case "$STAGE" in
+bench-full)
+  ceil
+  D="--devices all"
+  bench resnet50_bnkept 200 --batch 1,32 --dtype fp32,fp16 --layout nchw,nhwc $D
+  bench googlenet 150 --batch 1,32 --dtype fp32,fp16 $D
+  bench "$VIT" 120 --batch 1,32 --dtype fp32,tf32,fp16 $D
+  bench densenet121 200 --batch 1,32 --dtype fp32,fp16 $D
+  bench vgg16 60 --batch 1,32 --dtype fp16 $D
+  bench mobilenet_v2 60 --batch 1,32 --dtype fp16 $D
+  bench lstm_lm 40 --batch 1,32 --dtype fp16 $D
+  ;;
+bench-fp16)
+  ceil
+  D="--devices all"
+  bench resnet50_bnkept 120 --batch 1,32 --dtype fp16 $D
+  bench googlenet 120 --batch 1,32 --dtype fp16 $D
+  bench "$VIT" 60 --batch 1,32 --dtype fp16 $D
+  bench densenet121 150 --batch 1,32 --dtype fp16 $D
+  bench vgg16 40 --batch 1,32 --dtype fp16 $D
+  bench mobilenet_v2 40 --batch 1,32 --dtype fp16 $D
+  bench lstm_lm 30 --batch 1,32 --dtype fp16 $D
+  ;;
+profile)
+  [ -f "$DB" ] || { echo "no database: carry .gpu/bench.db.gz"; exit 1; }
+  P=$W/profiles; A=$W/analysis; mkdir -p "$P" "$A"
+  cp "$VIT" "$MODELS/" 2>/dev/null
+  pc() {  # pc GPU LOG ARGS...
+    local g=$1 log=$2; shift 2
+    CUDA_VISIBLE_DEVICES=$g timeout -k 10 "${PROFILE_TIMEOUT:-330}" python3 benchmarks/profile_check.py \
+        --models "$MODELS" --out "$P" "$@" > "$W/$log" 2>&1
+  }
+  g2=0; [ "$NGPU" -ge 2 ] && g2=1
+  if [ "$g2" = 1 ]; then
+    ( pc 0 pc0.log --model resnet50_bnkept --model vit_b_16_dyn --batch 1,32 --dtype fp32,fp16 --json "$W/pc0.json";
+      pc 0 pc2.log --model resnet50_bnkept --batch 32 --dtype fp16 --channels-last --json "$W/pc2.json" ) &
+    ( pc 1 pc1.log --model googlenet --model densenet121 --batch 1,32 --dtype fp32,fp16 --json "$W/pc1.json";
+      pc 1 pc3.log --model vit_b_16_dyn --batch 32 --dtype tf32 --json "$W/pc3.json" ) &
+    wait
+  else
+    pc 0 pc0.log --model resnet50_bnkept --model vit_b_16_dyn --model googlenet --model densenet121 --batch 1,32 --dtype fp32,fp16 --json "$W/pc0.json"
+    pc 0 pc2.log --model resnet50_bnkept --batch 32 --dtype fp16 --channels-last --json "$W/pc2.json"
+    pc 0 pc3.log --model vit_b_16_dyn --batch 32 --dtype tf32 --json "$W/pc3.json"
+  fi
+  echo "profiles: $(el) s"
+  cat "$W"/pc[0-3].log | grep -v "^  notice" | cut -c1-400
+  for dir in "$P"/*/; do
+    n=$(basename "$dir"); m=${n%%-b[0-9]*}; rest=${n#"$m"-b}; b=${rest%%-*}; rest=${rest#*-}; dt=${rest%%-*}
+    echo "$n $m $b $dt"
+  done > "$W/configs.txt"
+  xargs -P 8 -L 1 bash -c 'n=$0 m=$1 b=$2 dt=$3; cd /tmp;
+    python3 -m benanza analyze "'"$MODELS"'/$m.onnx" --batch "$b" --dtype "$dt" --db "'"$DB"'" --profile "'"$P"'/$n" \
+        --json --html "'"$A"'/$n.html" > "'"$A"'/$n.json" 2> "'"$A"'/$n.err" || echo "analyze $n failed: $(tail -1 "'"$A"'/$n.err")";
+    python3 -m benanza roofline "'"$MODELS"'/$m.onnx" --batch "$b" --dtype "$dt" --db "'"$DB"'" --ceilings measured \
+        --json --svg "'"$A"'/roof-$n.svg" > "'"$A"'/roof-$n.json" 2>> "'"$A"'/$n.err" || echo "roofline $n failed: $(tail -1 "'"$A"'/$n.err")"' \
+      < "$W/configs.txt"
+  echo "analyses: $(el) s"
+  python3 benchmarks/workflow_report.py "$A" --json "$A/workflow.json" | tee "$OUTDIR/workflow.txt"
+  tar czf "$OUTDIR/analysis.tgz" -C "$W" analysis pc0.json pc1.json pc2.json pc3.json 2>/dev/null
+  # profile folders (trace, logs) in parts under 15 MiB
+  tar czf "$W/profiles.tgz" -C "$W" profiles
+  split -b 15M -d "$W/profiles.tgz" "$OUTDIR/profiles.tgz.part"
+  ls -la "$OUTDIR"
+  ;;
+*) echo "unknown stage $STAGE"; exit 2 ;;
+esac
+echo "done: $(el) s"
