@@ -18,7 +18,8 @@ from .errors import DeviceError, UsageError
 
 #: the ceilings the harness measures, and what each is the roof of
 CEILINGS = {
-    "dram_bandwidth": "DRAM bandwidth (device-to-device copy; read + write bytes)",
+    "dram_bandwidth": "DRAM bandwidth (device-to-device copy kernel, 16-byte vectors; read + write bytes)",
+    "dram_bandwidth_memcpy": "device-to-device cudaMemcpyAsync (read + write bytes), for comparison",
     "gemm_fp32": "FP32 GEMM rate, FMA math (cublasGemmEx, CUBLAS_COMPUTE_32F)",
     "gemm_tf32": "TF32 Tensor Core GEMM rate (CUBLAS_COMPUTE_32F_FAST_TF32)",
     "gemm_fp16": "FP16 Tensor Core GEMM rate (fp32 accumulation)",

@@ -10,6 +10,10 @@
 #               tf32), then vgg16, mobilenet_v2, lstm_lm in fp16, on every GPU here (--devices all)
 #   bench-fp16  ceilings, then the same models at batch 1,32 in fp16 only, NCHW (the second GPU of
 #               a prediction check)
+#   resume-profile  with two GPUs: GPU 0 measures the ceilings again and finishes bench-full's
+#               models (NCHW), GPU 1 meanwhile profiles googlenet, vit_b_16 and densenet121; then GPU 0
+#               profiles resnet50_bnkept; then as profile (PROFILE_END: seconds from the start by which
+#               the profiles stop, default 450)
 #   profile     `benanza profile` of resnet50_bnkept, googlenet, densenet121, vit_b_16 at batch 1,32
 #               in fp32 and fp16 (two streams when two GPUs are here), plus two findings applied:
 #               resnet50_bnkept b32 fp16 in channels_last and vit_b_16 b32 in tf32; then
@@ -105,17 +109,36 @@ bench-fp16)
   bench mobilenet_v2 40 --batch 1,32 --dtype fp16 $D
   bench lstm_lm 30 --batch 1,32 --dtype fp16 $D
   ;;
-profile)
+profile|resume-profile)
   [ -f "$DB" ] || { echo "no database: carry .gpu/bench.db.gz"; exit 1; }
   P=$W/profiles; A=$W/analysis; mkdir -p "$P" "$A"
   cp "$VIT" "$MODELS/" 2>/dev/null
+  PEND=${PROFILE_END:-450}   # profiles stop by this many seconds from the start
   pc() {  # pc GPU LOG ARGS...
     local g=$1 log=$2; shift 2
-    CUDA_VISIBLE_DEVICES=$g timeout -k 10 "${PROFILE_TIMEOUT:-330}" python3 benchmarks/profile_check.py \
-        --models "$MODELS" --out "$P" "$@" > "$W/$log" 2>&1
+    local t=$(( PEND - $(el) ))
+    if [ "$t" -lt 30 ]; then echo "profiles $*: skipped (deadline)" >> "$W/$log"; return; fi
+    CUDA_VISIBLE_DEVICES=$g timeout -k 10 "$t" python3 benchmarks/profile_check.py \
+        --models "$MODELS" --out "$P" "$@" >> "$W/$log" 2>&1
   }
   g2=0; [ "$NGPU" -ge 2 ] && g2=1
-  if [ "$g2" = 1 ]; then
+  if [ "$STAGE" = resume-profile ] && [ "$g2" = 1 ]; then
+    # GPU 0: the ceilings and the rest of the benches, then resnet50_bnkept's profiles;
+    # GPU 1 meanwhile: the other models' profiles
+    ( pc 1 pc1.log --model googlenet --model vit_b_16_dyn --batch 1,32 --dtype fp32,fp16 --json "$W/pc1.json";
+      pc 1 pc3.log --model vit_b_16_dyn --batch 32 --dtype tf32 --json "$W/pc3.json";
+      pc 1 pc4.log --model densenet121 --batch 1,32 --dtype fp32,fp16 --json "$W/pc4.json" ) &
+    ( ceil
+      D="--devices 0"
+      bench resnet50_bnkept 120 --batch 1,32 --dtype fp32,fp16 $D
+      bench densenet121 120 --batch 1,32 --dtype fp32,fp16 $D
+      bench vgg16 50 --batch 1,32 --dtype fp16 $D
+      bench mobilenet_v2 50 --batch 1,32 --dtype fp16 $D
+      bench lstm_lm 30 --batch 1,32 --dtype fp16 $D
+      pc 0 pc0.log --model resnet50_bnkept --batch 1,32 --dtype fp32,fp16 --json "$W/pc0.json"
+      pc 0 pc2.log --model resnet50_bnkept --batch 32 --dtype fp16 --channels-last --json "$W/pc2.json" ) &
+    wait
+  elif [ "$g2" = 1 ]; then
     ( pc 0 pc0.log --model resnet50_bnkept --model vit_b_16_dyn --batch 1,32 --dtype fp32,fp16 --json "$W/pc0.json";
       pc 0 pc2.log --model resnet50_bnkept --batch 32 --dtype fp16 --channels-last --json "$W/pc2.json" ) &
     ( pc 1 pc1.log --model googlenet --model densenet121 --batch 1,32 --dtype fp32,fp16 --json "$W/pc1.json";
@@ -127,7 +150,7 @@ profile)
     pc 0 pc3.log --model vit_b_16_dyn --batch 32 --dtype tf32 --json "$W/pc3.json"
   fi
   echo "profiles: $(el) s"
-  cat "$W"/pc[0-3].log | grep -v "^  notice" | cut -c1-400
+  cat "$W"/pc[0-4].log | grep -v "^  notice" | cut -c1-400
   for dir in "$P"/*/; do
     n=$(basename "$dir"); m=${n%%-b[0-9]*}; rest=${n#"$m"-b}; b=${rest%%-*}; rest=${rest#*-}; dt=${rest%%-*}
     echo "$n $m $b $dt"
@@ -140,7 +163,7 @@ profile)
       < "$W/configs.txt"
   echo "analyses: $(el) s"
   python3 benchmarks/workflow_report.py "$A" --json "$A/workflow.json" | tee "$OUTDIR/workflow.txt"
-  tar czf "$OUTDIR/analysis.tgz" -C "$W" analysis pc0.json pc1.json pc2.json pc3.json 2>/dev/null
+  tar czf "$OUTDIR/analysis.tgz" -C "$W" analysis pc0.json pc1.json pc2.json pc3.json pc4.json ceilings.txt 2>/dev/null
   # profile folders (trace, logs) in parts under 15 MiB
   tar czf "$W/profiles.tgz" -C "$W" profiles
   split -b 15M -d "$W/profiles.tgz" "$OUTDIR/profiles.tgz.part"

@@ -60,7 +60,18 @@ __global__ void fma_rate_kernel(float* out, int iters) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 }
 
+// grid-stride copy of 16-byte vectors (STREAM's "copy", McCalpin 1995): one read, one write each
+__global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__ dst, std::size_t n) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
 }  // namespace
+
+void copy_rate(const void* src, void* dst, std::size_t bytes, int blocks, int threads, cudaStream_t s) {
+  copy_kernel<<<blocks, threads, 0, s>>>(static_cast<const float4*>(src), static_cast<float4*>(dst), bytes / 16);
+}
 
 void fma_rate(float* out, int blocks, int threads, int iters, cudaStream_t s) {
   fma_rate_kernel<<<blocks, threads, 0, s>>>(out, iters);

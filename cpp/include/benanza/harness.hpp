@@ -241,6 +241,9 @@ long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s)
 // `iters` steps and writes one float (so the work is not optimised away).
 constexpr int kFmaChains = 8;
 void fma_rate(float* out, int blocks, int threads, int iters, cudaStream_t s);
+// The DRAM bandwidth probe (kernels.cu): `bytes` (a multiple of 16) copied from src to dst as
+// 16-byte vectors by a grid-stride loop.
+void copy_rate(const void* src, void* dst, std::size_t bytes, int blocks, int threads, cudaStream_t s);
 
 // Machine ceilings (ceilings.cpp): DRAM bandwidth, library GEMM rates, FP32 FMA rate.
 class Context;
