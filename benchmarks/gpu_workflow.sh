@@ -101,13 +101,13 @@ bench-full)
 bench-fp16)
   ceil
   D="--devices all"
-  bench resnet50_bnkept 120 --batch 1,32 --dtype fp16 $D
-  bench googlenet 120 --batch 1,32 --dtype fp16 $D
-  bench "$VIT" 60 --batch 1,32 --dtype fp16 $D
-  bench densenet121 150 --batch 1,32 --dtype fp16 $D
-  bench vgg16 40 --batch 1,32 --dtype fp16 $D
-  bench mobilenet_v2 40 --batch 1,32 --dtype fp16 $D
   bench lstm_lm 30 --batch 1,32 --dtype fp16 $D
+  bench "$VIT" 60 --batch 1,32 --dtype fp16 $D
+  bench googlenet 120 --batch 1,32 --dtype fp16 $D
+  bench resnet50_bnkept 120 --batch 1,32 --dtype fp16 $D
+  bench densenet121 150 --batch 1,32 --dtype fp16 $D
+  bench mobilenet_v2 40 --batch 1,32 --dtype fp16 $D
+  bench vgg16 40 --batch 1,32 --dtype fp16 $D
   ;;
 profile|resume-profile)
   [ -f "$DB" ] || { echo "no database: carry .gpu/bench.db.gz"; exit 1; }
