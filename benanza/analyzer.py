@@ -22,7 +22,7 @@ import collections
 from dataclasses import dataclass, field
 
 from . import layers as L
-from . import query
+from . import query, roofline
 from .database import Database, Measurement, System
 from .errors import UsageError
 from .model import Layer, ModelLayers
@@ -216,6 +216,33 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
     return out
 
 
+def _drop_tensor_core_fp32(db: Database, system: System, ml: ModelLayers, best: dict, cache: str,
+                           layouts: tuple[str, ...], rejected: dict[str, str]) -> None:
+    """fp32 analyses: replace a GEMM's fastest measurement when it is faster than FP32 FMA math
+    allows (:func:`benanza.roofline.implausible_fma`; databases written before the runner relabelled
+    such measurements) by its fastest plausible one, or drop it (``rejected`` says why)."""
+    configs = {ly.key: ly.config for ly in ml.benchmarked()} | {f.config.key: f.config for f in ml.fusions}
+    bad = [k for k, b in best.items() if k in configs and roofline.implausible_fma(
+        configs[k], b.median_ms, system.sm_count, system.max_sm_clock_mhz)]
+    if not bad:
+        return
+    rows = collections.defaultdict(list)
+    for m in db.measurements(system.id, bad, cache=cache):
+        if (m.cache == cache and m.status == "ok" and m.median_ms
+                and m.dtype in L.ACCEPTED_DTYPES["fp32"] and m.math in L.ACCEPTED_MATH["fp32"]
+                and m.layout in layouts):
+            rows[m.layer_key].append(m)
+    for k in bad:
+        why = roofline.implausible_fma(configs[k], best[k].median_ms, system.sm_count, system.max_sm_clock_mhz)
+        ok = sorted((m for m in rows[k] if not roofline.implausible_fma(
+            configs[k], m.median_ms, system.sm_count, system.max_sm_clock_mhz)), key=lambda m: (m.median_ms, m.id))
+        if not ok:
+            del best[k]
+            rejected[k] = f"no FP32 FMA measurement: the fastest {why}"
+            continue
+        best[k] = query.record_by_id(db, ok[0].id)
+
+
 def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm",
             layouts: tuple[str, ...] = ("NCHW",)) -> Analysis:
     """Compute the LBL of ``ml`` on ``system`` in ``precision`` (:data:`benanza.layers.PRECISIONS`) from
@@ -233,6 +260,9 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     keys = sorted({ly.key for ly in ml.benchmarked()} | {f.config.key for f in ml.fusions})
     # the fastest valid measurement per config: one windowed query (benanza.query.best_per_config)
     best = query.best_per_config(db, system.id, precision, cache, keys, tuple(layouts)) if keys else {}
+    rejected: dict[str, str] = {}
+    if precision == "fp32" and best:
+        _drop_tensor_core_fp32(db, system, ml, best, cache, tuple(layouts), rejected)
     # only for configs without one: every row and job record, to say why
     missing_keys = [k for k in keys if k not in best]
     by_key: dict[str, list[Measurement]] = collections.defaultdict(list)
@@ -257,7 +287,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
             continue
         b = best.get(ly.key)
         if b is None:
-            times.append(LayerTime(ly, "missing", None, reason=_failure_reason(
+            times.append(LayerTime(ly, "missing", None, reason=rejected.get(ly.key) or _failure_reason(
                 ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), precision)))
             continue
         lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,

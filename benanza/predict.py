@@ -31,9 +31,19 @@ What benanza changes, and why:
   bandwidth, as Habitat uses the destination ridge.
 * **Clock.** The datasheet boost clock, not Habitat's base clock (benanza records the max SM clock).
 
+* **L2 residency** (``memory="l2"``, the default; ``memory="dram"`` is Habitat's DRAM-only term).
+  benanza's warm-cache measurements repeat a call on the same buffers, so a layer whose working
+  set fits in the L2 cache reads it from L2, not DRAM, and its memory term follows the L2's
+  throughput, not the DRAM bandwidth. With B the layer's fewest bytes (:func:`benanza.roofline.min_bytes`)
+  and L the smaller of the two GPUs' L2 capacities, the share that must come from DRAM is
+  f = max(0, 1 - L / B) (f = 1 for cold-cache analyses), and the memory ratio is
+  ``(D_o / D_d) ** f * (S_o / S_d) ** (1 - f)`` with S = SMs x boost clock, the proxy for L2
+  throughput (its slices and clock; datasheets give no L2 bandwidth). Checked on an H100 SXM and an
+  H200 (same SMs, clocks and L2, 1.43x the DRAM bandwidth): `benchmarks/predict_check.py`.
+
 Limits: no change of algorithm between GPUs (the origin's best implementation is assumed best on
-the target), no L2-size effects, no launch-overhead floor. Zero-cost layers stay 0 ms; a layer
-without an origin measurement has no prediction and marks the predicted LBL incomplete.
+the target), no launch-overhead floor. Zero-cost layers stay 0 ms; a layer without an origin
+measurement has no prediction and marks the predicted LBL incomplete.
 """
 from __future__ import annotations
 
@@ -45,6 +55,9 @@ from . import roofline
 from .analyzer import Analysis, critical_path
 from .errors import UsageError
 from .gpus import GpuSpec
+
+#: how the memory term scales: Habitat's DRAM bandwidth ratio, or L2-aware (module docstring)
+MEMORY_MODELS = ("l2", "dram")
 
 #: math modes (benanza.layers.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
 TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
@@ -87,6 +100,7 @@ class LayerPrediction:
     intensity: float | None = None
     compute: str = ""
     factor: float | None = None
+    dram_share: float | None = None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -109,6 +123,7 @@ class Prediction:
     origin_lbl_sequential_ms: float
     origin_lbl_parallel_ms: float
     complete: bool
+    memory: str = "l2"
 
     def by_kind(self) -> dict[str, dict]:
         """Per layer kind: layer count, origin and predicted time sums (ms) and their ratio."""
@@ -127,6 +142,7 @@ class Prediction:
     def to_dict(self) -> dict:
         return {"model": self.model, "batch": self.batch, "precision": self.precision,
                 "origin": self.origin.name, "target": self.target.name, "method": "habitat-wave-scaling",
+                "memory_model": self.memory,
                 "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
                 "origin_lbl_sequential_ms": self.origin_lbl_sequential_ms,
                 "origin_lbl_parallel_ms": self.origin_lbl_parallel_ms, "complete": self.complete,
@@ -150,10 +166,25 @@ def _check(spec: GpuSpec, precision: str) -> None:
         spec.peak_flops(precision)  # raises UsageError when the GPU has no such Tensor Cores
 
 
-def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None) -> Prediction:
+def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "warm") -> float:
+    """The share of a layer's ``nbytes`` (its fewest bytes) that must come from DRAM on both GPUs:
+    ``max(0, 1 - L2 / nbytes)`` with L2 the smaller of the two L2 capacities for warm-cache
+    measurements, 1 for cold-cache ones (and for a layer that moves no bytes, 0)."""
+    if cache == "cold":
+        return 1.0
+    if nbytes <= 0:
+        return 0.0
+    return max(0.0, 1.0 - min(origin.l2_bytes, target.l2_bytes) / nbytes)
+
+
+def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
+            memory: str = "l2") -> Prediction:
     """Predict ``analysis`` (measured on ``origin``) on ``target`` by wave scaling (module
-    docstring). ``precision`` defaults to the analysis's own. Raises UsageError when it differs
-    from the analysis's or either GPU lacks Tensor Cores for it."""
+    docstring); ``memory``: ``l2`` (L2-aware memory term, default) or ``dram`` (Habitat's).
+    ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
+    analysis's, either GPU lacks Tensor Cores for it, or ``memory`` is unknown."""
+    if memory not in MEMORY_MODELS:
+        raise UsageError(f"memory model must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
     precision = precision or analysis.precision
     if precision != analysis.precision:
         raise UsageError(f"the analysis is in {analysis.precision}, not {precision}")
@@ -178,7 +209,13 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
                 c_ratio = origin.peak_flops(key) / target.peak_flops(key)
                 lp.compute = key
             g = habitat_gamma(x, ridge)
-            lp.factor = (origin.bandwidth / target.bandwidth) ** g * c_ratio ** (1.0 - g)
+            m_ratio = origin.bandwidth / target.bandwidth
+            if memory == "l2":
+                f = dram_share(roofline.min_bytes(ly.config, precision), origin, target, analysis.cache)
+                s_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
+                m_ratio = m_ratio ** f * s_ratio ** (1.0 - f)
+                lp.dram_share = f
+            lp.factor = m_ratio ** g * c_ratio ** (1.0 - g)
             lp.gamma, lp.intensity = g, x
             lp.predicted_ms = lt.time_ms * lp.factor
         out.append(lp)
@@ -186,7 +223,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
     par, path = critical_path(edges_of(analysis), weight)
     return Prediction(analysis.model, analysis.batch, precision, origin, target, out, sum(weight), par, path,
                       analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
-                      all(lp.predicted_ms is not None for lp in out))
+                      all(lp.predicted_ms is not None for lp in out), memory)
 
 
 @dataclass

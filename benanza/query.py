@@ -207,6 +207,15 @@ def _record(m: Measurement, kind: str, desc: str, gpu: str) -> MeasurementRecord
         created_at=m.created_at.isoformat() if m.created_at else "")
 
 
+def record_by_id(db: Database, measurement_id: int) -> MeasurementRecord:
+    """One measurement as a :class:`MeasurementRecord`. Raises UsageError for an unknown id."""
+    with db.session() as s:
+        row = s.execute(_base_select().where(Measurement.id == measurement_id)).first()
+    if row is None:
+        raise UsageError(f"no measurement with id {measurement_id}")
+    return _record(*row)
+
+
 def _where(q, f: Filters, system_ids: list[int] | None):
     if system_ids is not None:
         q = q.where(Measurement.system_id.in_(system_ids))

@@ -117,3 +117,39 @@ def bound(config: L.LayerConfig, precision: str, ceilings: Ceilings) -> Roofline
     f, b = config.flops(), min_bytes(config, precision)
     t_c, t_m = f / ceilings.flops_per_s, b / ceilings.bytes_per_s
     return RooflinePoint(f, b, f / b if b else 0.0, max(t_c, t_m) * 1e3, "compute" if t_c >= t_m else "memory")
+
+
+#: the most FP32 FMA units an NVIDIA SM has (Ampere GA10x, Ada, Hopper, Blackwell: 128; Volta, Turing
+#: and GA100: 64; NVIDIA architecture whitepapers), so SMs x 128 x 2 x clock bounds any GPU's FP32 rate
+MAX_FP32_LANES_PER_SM = 128
+#: tolerance over that bound before a measurement is called impossible (clock reporting, timer noise)
+FMA_PLAUSIBILITY_MARGIN = 1.05
+#: layer kinds whose every algorithm performs all of its FLOPs (GEMMs: cuBLAS and cuDNN use no
+#: Strassen-like reductions), unlike convolutions, where Winograd and FFT algorithms legitimately
+#: beat the FMA rate computed from the direct method's FLOPs
+GEMM_KINDS = ("Gemm", "GemmAct")
+
+
+def fp32_fma_bound(sm_count: int, max_sm_clock_mhz: float) -> float:
+    """Upper bound (FLOP/s) of any NVIDIA GPU's CUDA-core FP32 rate: SMs x 128 lanes x 2 FLOPs per FMA
+    x the maximum SM clock (MHz)."""
+    return sm_count * MAX_FP32_LANES_PER_SM * 2 * max_sm_clock_mhz * 1e6
+
+
+def implausible_fma(config: L.LayerConfig, median_ms: float | None, sm_count: int | None,
+                    max_sm_clock_mhz: float | None) -> str | None:
+    """Why a GEMM-kind measurement labelled FP32 FMA math cannot be FMA math (None when it can): its
+    achieved rate, ``config.flops()`` / ``median_ms``, exceeds :func:`fp32_fma_bound` by more than
+    :data:`FMA_PLAUSIBILITY_MARGIN`, so the library ran it on Tensor Cores (e.g. cuDNN's matmul graph
+    dispatched to cuBLASLt, which allows TF32 for FLOAT compute unless told otherwise). Other kinds,
+    missing system figures or times: None."""
+    if config.kind not in GEMM_KINDS or not median_ms or median_ms <= 0 or not sm_count or not max_sm_clock_mhz:
+        return None
+    rate = config.flops() / (median_ms * 1e-3)
+    bound = fp32_fma_bound(sm_count, max_sm_clock_mhz)
+    if rate <= FMA_PLAUSIBILITY_MARGIN * bound:
+        return None
+    return (f"{rate / 1e12:.1f} TFLOP/s exceeds the FP32 FMA bound {bound / 1e12:.1f} TFLOP/s "
+            f"({sm_count} SMs x {MAX_FP32_LANES_PER_SM} lanes x 2 x {max_sm_clock_mhz:g} MHz): Tensor Core math (TF32), "
+            f"not FMA")
+

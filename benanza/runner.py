@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import roofline
 from .builder import suite_executable
 from .database import Database, system_fingerprint
 from .errors import DeviceError, UsageError
@@ -101,6 +102,22 @@ def query_system(exe: Path, device: int = 0, timeout_s: float = 120.0) -> dict:
             raise DeviceError(rec.get("message", "the suite cannot start"))
     err = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
     raise DeviceError(f"the suite gave no system record: {err}")
+
+
+def _relabel_tensor_core_fp32(job, records: list[dict], system: dict | None) -> None:
+    """An fp32 GEMM measurement labelled FMA math that is faster than any FP32 FMA rate allows
+    (:func:`benanza.roofline.implausible_fma`) ran on Tensor Cores: its math becomes ``tf32`` and
+    its note says why, so an fp32 analysis never counts it."""
+    if job.precision != "fp32" or not system:
+        return
+    for r in records:
+        if r.get("type") != "measurement" or r.get("status") != "ok" or r.get("math") not in ("fma", "none"):
+            continue
+        why = roofline.implausible_fma(job.config, r.get("median_ms"), system.get("sm_count"),
+                                       system.get("max_sm_clock_mhz"))
+        if why:
+            r["math"] = "tf32"
+            r["note"] = "; ".join(x for x in (r.get("note"), why) if x)
 
 
 def _reader(stream, q: queue.Queue) -> None:
@@ -300,6 +317,7 @@ def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResul
                 job = ctx.by_id[current]
                 status = "ok" if rec.get("status") == "ok" else "failed"
                 msg = rec.get("message", "")
+                _relabel_tensor_core_fp32(job, records, ctx.summary.system)
                 ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, status, msg,
                                  records, time.perf_counter() - started_at, layout=job.layout)
                 finished.add(current)

@@ -1,7 +1,8 @@
 """Sharing performance databases: export a portable SQLite file of chosen systems and models, and
 import (merge) one into another database.
 
-The merge rule (what `benanza db import` documents): the unit is the *job*, one layer config in one
+The merge rule (what `benanza db import` documents; machine ceilings: per system and name, the
+newer wins): the unit is the *job*, one layer config in one
 precision on one system. A job present on one side only is copied; a job present on both sides is
 taken from the side that finished it later (``jobs.finished_at``), with all its measurements and
 heuristic choices, replacing the other side's; on equal times the existing data is kept.
@@ -19,7 +20,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import select
 
-from .database import (Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
+from .database import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
                        open_db)
 from .errors import DatabaseError, UsageError
 from .query import model_keys, resolve_systems
@@ -47,6 +48,7 @@ class MergeStats:
     jobs_kept: int = 0
     measurements_written: int = 0
     orphans_written: int = 0
+    ceilings_written: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -203,6 +205,21 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
             dc.execute(sa.insert(Measurement.__table__).values(
                 **{**{c: r[c] for c in mcols}, "system_id": dsid, "run_id": dst_run(dc, r["run_id"])}))
             st.orphans_written += 1
+    # machine ceilings (`benanza ceilings`): per system and name, the newer measurement wins
+    with src.engine.connect() as sc:
+        ceils = [r for r in _rows(sc, select(Ceiling.__table__)) if r["system_id"] in sid_ok]
+    with dst.engine.begin() as dc:
+        for r in ceils:
+            dsid = sys_map[r["system_id"]]
+            cur = dc.execute(select(Ceiling.id, Ceiling.created_at).where(
+                Ceiling.system_id == dsid, Ceiling.name == r["name"])).first()
+            if cur is not None and (cur.created_at or _dt.datetime.min) >= (r["created_at"] or _dt.datetime.min):
+                continue
+            if cur is not None:
+                dc.execute(sa.delete(Ceiling.__table__).where(Ceiling.id == cur.id))
+            dc.execute(sa.insert(Ceiling.__table__).values(
+                **{**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}))
+            st.ceilings_written += 1
     st.seconds = time.perf_counter() - t0
     return st
 

@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="fp16")
     ap.add_argument("--a", help="first system (GPU name part or fingerprint prefix); default: the first of two")
     ap.add_argument("--b", help="second system; default: the second of two")
+    ap.add_argument("--memory", default="l2,dram",
+                    help="memory models to validate: l2 (L2-aware, benanza's default), dram (Habitat's)")
     ap.add_argument("--json", help="write the validations here")
     a = ap.parse_args(argv)
 
@@ -63,8 +65,7 @@ def main(argv=None) -> int:
           f"{spec[sa.id].sm_count} SMs at {spec[sa.id].boost_clock_mhz} MHz)")
     print(f"B: {sb.gpu_name} (spec {spec[sb.id].name}, {spec[sb.id].bandwidth / 1e12:.2f} TB/s, "
           f"{spec[sb.id].sm_count} SMs at {spec[sb.id].boost_clock_mhz} MHz)")
-    rows, skipped = [], []
-    kinds = {d: collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0]) for d in ("A->B", "B->A")}
+    analyses, skipped = [], []
     for name in a.model:
         path = Path(name) if name.endswith(".onnx") else Path(a.models) / f"{name}.onnx"
         for batch in parse_batches(a.batch):
@@ -75,24 +76,42 @@ def main(argv=None) -> int:
                     skipped.append(f"{ml.model} b{batch} {dtype}: " + ", ".join(
                         f"{s.gpu_name} {'complete' if an[s.id].complete else 'incomplete'}" for s in (sa, sb)))
                     continue
-                for d, o, t in (("A->B", sa, sb), ("B->A", sb, sa)):
-                    p = predict(an[o.id], spec[o.id], spec[t.id], dtype)
-                    v = validate(p, an[t.id])
-                    naive = an[o.id].lbl_sequential_ms / an[t.id].lbl_sequential_ms - 1.0
-                    rows.append({"model": ml.model, "batch": batch, "dtype": dtype, "direction": d,
-                                 "origin": o.gpu_name, "target": t.gpu_name,
-                                 "origin_ms": an[o.id].lbl_sequential_ms, "measured_ms": an[t.id].lbl_sequential_ms,
-                                 "predicted_ms": p.lbl_sequential_ms, "error": v.lbl_sequential_error,
-                                 "parallel_error": v.lbl_parallel_error, "naive_error": naive,
-                                 "mean_abs_layer_error": v.mean_abs_layer_error, "by_kind": v.by_kind})
-                    for lp, lt, lo in zip(p.layers, an[t.id].layers, an[o.id].layers):
-                        if lp.status == "measured" and lt.status == "measured" and lt.time_ms:
-                            k = kinds[d][lp.kind or lp.op]
-                            k[0] += lp.predicted_ms
-                            k[1] += lt.time_ms
-                            k[2] += lo.time_ms
-                            k[3] += 1
-    print(f"\n{'model':<22}{'batch':>6} {'dtype':<6}{'dir':<6}{'origin ms':>11}{'measured ms':>13}"
+                analyses.append((ml, dtype, an))
+    out = {"skipped": skipped}
+    for memory in [m.strip() for m in a.memory.split(",") if m.strip()]:
+        out[memory] = report(analyses, memory, sa, sb, spec, predict, validate)
+    for s_ in skipped:
+        print(f"left out (incomplete): {s_}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+    return 0 if analyses else 1
+
+
+def report(analyses, memory, sa, sb, spec, predict, validate) -> dict:
+    """Validate every configuration in both directions with one memory model and print the tables."""
+    rows = []
+    kinds = {d: collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0]) for d in ("A->B", "B->A")}
+    for ml, dtype, an in analyses:
+        batch = ml.batch
+        for d, o, t in (("A->B", sa, sb), ("B->A", sb, sa)):
+            p = predict(an[o.id], spec[o.id], spec[t.id], dtype, memory=memory)
+            v = validate(p, an[t.id])
+            naive = an[o.id].lbl_sequential_ms / an[t.id].lbl_sequential_ms - 1.0
+            rows.append({"model": ml.model, "batch": batch, "dtype": dtype, "direction": d,
+                         "origin": o.gpu_name, "target": t.gpu_name,
+                         "origin_ms": an[o.id].lbl_sequential_ms, "measured_ms": an[t.id].lbl_sequential_ms,
+                         "predicted_ms": p.lbl_sequential_ms, "error": v.lbl_sequential_error,
+                         "parallel_error": v.lbl_parallel_error, "naive_error": naive,
+                         "mean_abs_layer_error": v.mean_abs_layer_error, "by_kind": v.by_kind})
+            for lp, lt, lo in zip(p.layers, an[t.id].layers, an[o.id].layers):
+                if lp.status == "measured" and lt.status == "measured" and lt.time_ms:
+                    k = kinds[d][lp.kind or lp.op]
+                    k[0] += lp.predicted_ms
+                    k[1] += lt.time_ms
+                    k[2] += lo.time_ms
+                    k[3] += 1
+    print(f"\n=== memory model {memory} ===")
+    print(f"{'model':<22}{'batch':>6} {'dtype':<6}{'dir':<6}{'origin ms':>11}{'measured ms':>13}"
           f"{'predicted ms':>14}{'error':>9}{'naive':>9}{'layer |err|':>13}")
     for r in rows:
         print(f"{r['model']:<22}{r['batch']:>6} {r['dtype']:<6}{r['direction']:<6}{r['origin_ms']:>11.4f}"
@@ -111,13 +130,7 @@ def main(argv=None) -> int:
             mx = max(sel, key=lambda r: abs(r["error"]))
             print(f"mean |model error| {d or 'both directions'}: {m:.2%} over {len(sel)} configurations "
                   f"(naive {nv:.2%}; worst {mx['model']} b{mx['batch']} {mx['dtype']} {mx['error']:+.1%})")
-    for s in skipped:
-        print(f"left out (incomplete): {s}")
-    if a.json:
-        Path(a.json).write_text(json.dumps({"rows": rows, "skipped": skipped,
-                                            "by_kind": {d: {k: list(v) for k, v in kinds[d].items()} for d in kinds}},
-                                           indent=1))
-    return 0 if rows else 1
+    return {"rows": rows, "by_kind": {d: {k: list(v) for k, v in kinds[d].items()} for d in kinds}}
 
 
 if __name__ == "__main__":

@@ -393,6 +393,16 @@ class RecordReader:
                 stack = [(-1, cur.root)]
                 continue
             b = _BODY.match(line)
+            if b is None and cur is not None and cur.thread is None and not line.startswith(("I!", "W!", "E!")):
+                # a message that continues on the next line without the "i! " prefix (cuDNN 9.19's
+                # warnings, e.g. "Reason: no search results ...\n at: 0 == newResults"): part of
+                # the last field
+                last = stack[-1][1].children[-1] if stack and stack[-1][1].children else None
+                if last is not None and parse and cur.level == "I":
+                    last.val = (last.val or "") + "\n" + line.rstrip("\n")
+                elif cur.level != "I":
+                    cur.text.append(line.strip())
+                continue
             if b is None or cur is None or b.group(1) != cur.level.lower():
                 if n_records == 0 and cur is None:
                     raise ProfileError(f"{p}: line {no}: not a cuDNN API log (expected a line like "
