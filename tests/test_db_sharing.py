@@ -261,3 +261,21 @@ def test_cli_db_commands(tmp_path, suites):
     bad = bz("db", "query", "--db", url, "--sort", "nope")
     assert bad.returncode == 2 and bad.stderr.startswith("benanza: cannot sort by")
     assert bz("db", "export", "-o", exp, "--db", url).returncode == 2  # exists
+
+
+def test_import_carries_the_ceilings(suites, tmp_path):
+    """`benanza ceilings` results travel with `db import` (per system and name, the newer wins)."""
+    src_url = f"sqlite:///{tmp_path / 'src.db'}"
+    _fill(src_url, suites["resnet50"], gpu="GPU C")
+    src = open_db(src_url)
+    sid = src.systems()[0].id
+    row = {"name": "dram_bandwidth", "unit": "bytes/s", "value": 3.9e12, "work": 2.0 * 2 ** 30,
+           "median_ms": 0.55, "rse": 0.001, "samples": 50, "converged": True, "method": "graph"}
+    src.write_ceilings(sid, [row])
+    dst = open_db(f"sqlite:///{tmp_path / 'dst.db'}")
+    st = sharing.import_db(dst, str(tmp_path / "src.db"))
+    assert st.ceilings_written == 1
+    got = dst.ceilings(dst.systems()[0].id)
+    assert got["dram_bandwidth"].value == 3.9e12
+    # again: nothing newer, nothing written
+    assert sharing.import_db(dst, str(tmp_path / "src.db")).ceilings_written == 0

@@ -11,7 +11,8 @@ from benanza.database import open_db
 from benanza.errors import UsageError
 from benanza.gpus import GPUS, SPARSE_FACTOR, find_gpu
 from benanza.model import process
-from benanza.predict import habitat_gamma, mean_model_error, predict, validate
+from benanza.predict import dram_share, habitat_gamma, mean_model_error, predict, validate
+from benanza import roofline
 from conftest import REPO
 from test_cli import bz, one_line_error
 
@@ -92,7 +93,7 @@ def test_same_gpu_returns_the_measured_times(r50):
 
 
 def test_h200_to_h100_sxm_on_hand_computed_layers(r50):
-    p = predict(r50, H200, H100)
+    p = predict(r50, H200, H100, memory="dram")  # Habitat's DRAM-only memory term
     by_name = {lp.name: lp for lp in p.layers}
     bw = 4.8 / 3.35  # same SMs, clock and Tensor Core peaks: only the bandwidth term moves
     # a ReLU (CUDA cores, fp16): 1 FLOP per 4 bytes; H100 SXM FP32 ridge 66.9 / 3.35 FLOP/B
@@ -117,7 +118,7 @@ def test_h200_to_h100_sxm_on_hand_computed_layers(r50):
 
 
 def test_compute_bound_layers_scale_by_the_tensor_core_peak(r50):
-    p = predict(r50, H200, A100)
+    p = predict(r50, H200, A100, memory="dram")
     conv = next(lp for lp in p.layers if lp.compute == "fp16" and lp.intensity > A100.ridge("fp16"))
     g = 0.5 * (312 / 2039) * 1e3 / conv.intensity  # past the A100 ridge: R / 2x
     assert conv.gamma == pytest.approx(g)
@@ -125,6 +126,37 @@ def test_compute_bound_layers_scale_by_the_tensor_core_peak(r50):
     relu = next(lp for lp in p.layers if lp.name == "/relu/Relu")  # CUDA cores: SM x clock ratio
     g = 1 - 0.5 * 0.25 / (19.5e12 / 2039e9)
     assert relu.factor == pytest.approx((4800 / 2039) ** g * ((132 * 1980) / (108 * 1410)) ** (1 - g))
+
+
+def test_l2_resident_layers_scale_by_the_sm_throughput(r50):
+    """benanza's default memory term: a warm-cache layer whose bytes fit in the smaller L2 (50 MB on
+    both) moves at L2 speed, the same on an H100 SXM and an H200 (same SMs and clock); only the
+    share beyond the L2 scales by the DRAM bandwidth ratio."""
+    p = predict(r50, H200, H100)
+    assert p.memory == "l2" and p.to_dict()["memory_model"] == "l2"
+    bw = 4.8 / 3.35
+    small = [lp for lp in p.layers if lp.status == "measured" and lp.dram_share == 0]
+    assert small and all(lp.factor == pytest.approx(1.0) for lp in small)
+    for lp in p.layers:
+        if lp.status != "measured":
+            continue
+        nbytes = roofline.min_bytes(r50.layers[lp.index].layer.config, "fp16")
+        f = max(0.0, 1 - 50 * 2 ** 20 / nbytes)
+        assert lp.dram_share == pytest.approx(f)
+        assert lp.factor == pytest.approx(bw ** (f * lp.gamma))  # S ratio and Tensor Core ratio are 1
+    assert r50.lbl_sequential_ms <= p.lbl_sequential_ms < predict(r50, H200, H100, memory="dram").lbl_sequential_ms
+    # to an A100 (40 MB L2, 108 SMs at 1410 MHz): the L2 share scales by SMs x clock
+    a = predict(r50, H200, A100)
+    relu = next(lp for lp in a.layers if lp.name == "/relu/Relu")
+    nbytes = roofline.min_bytes(r50.layers[relu.index].layer.config, "fp16")
+    f = max(0.0, 1 - 40 * 2 ** 20 / nbytes)
+    s_ratio = (132 * 1980) / (108 * 1410)
+    m = (4800 / 2039) ** f * s_ratio ** (1 - f)
+    assert relu.factor == pytest.approx(m ** relu.gamma * s_ratio ** (1 - relu.gamma))
+    assert dram_share(100, H200, H100, "cold") == 1.0 and dram_share(0, H200, H100) == 0.0
+    assert dram_share(100 * 2 ** 20, H200, H100) == pytest.approx(0.5)
+    with pytest.raises(UsageError, match="memory model must be one of l2, dram"):
+        predict(r50, H200, H100, memory="hbm")
 
 
 def test_predict_refuses_missing_tensor_cores_and_mismatches(r50):
@@ -208,3 +240,39 @@ def test_measured_ceilings_replace_the_datasheet_roofs():
     assert m.ridge("fp16") == pytest.approx(700e12 / 4.1e12)
     with pytest.raises(UsageError, match="run `benanza ceilings`"):
         with_measured_ceilings(h200, {})
+
+
+def test_fp32_analysis_skips_gemms_faster_than_fma(models, tmp_path):
+    """A database written before the runner relabelled them: an fp32 GEMM measurement faster than any
+    FP32 FMA rate is not counted; the layer takes its fastest plausible measurement."""
+    import gzip
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "ref.sqlite"
+    with gzip.open(REF_DB) as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    ml = process(models / "resnet50.onnx", 1)  # the classifier has two FMA measurements (GEMM, GEMV)
+    fc = next(ly for ly in ml.layers if ly.op_type == "Gemm")
+    db = open_db(str(path), create=False)
+    system, _ = resolve_system(db, None)
+    before = analyze(ml, db, system, "fp32").layers[fc.index]
+    con = sqlite3.connect(path)
+    con.execute("UPDATE measurements SET median_ms = 1e-6 WHERE id = (SELECT id FROM measurements WHERE "
+                "layer_key = ? AND dtype = 'float32' AND math = 'fma' AND status = 'ok' AND cache = 'warm' "
+                "ORDER BY median_ms LIMIT 1)", (fc.key,))
+    con.commit()
+    con.close()
+    db = open_db(str(path), create=False)
+    after = analyze(ml, db, system, "fp32").layers[fc.index]
+    assert after.status == "measured" and after.time_ms > before.time_ms > 1e-3
+    assert after.call != before.call  # the other FMA measurement (cublasSgemv)
+    # every fp32 measurement implausible: missing, with the reason, never 0 ms
+    con = sqlite3.connect(path)
+    con.execute("UPDATE measurements SET median_ms = 1e-6 WHERE layer_key = ? AND status = 'ok'", (fc.key,))
+    con.commit()
+    con.close()
+    a = analyze(ml, open_db(str(path), create=False), system, "fp32")
+    lt = a.layers[fc.index]
+    assert lt.status == "missing" and lt.time_ms is None and "exceeds the FP32 FMA bound" in lt.reason
+    assert not a.complete

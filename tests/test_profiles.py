@@ -360,6 +360,16 @@ def test_cudnn_log_truncated_and_malformed(samples, tmp_path):
     k.write_text("\n".join(lines[1:3] + lines[6:12]) + "\n")
     with pytest.raises(ProfileError, match=r"line 3: new record before the end of cudnnGetVersion \(line 1\)"):
         read_cudnn_log(k)
+    # cuDNN 9.19 continues some warnings on a line of their own, without the "i! " prefix (seen on
+    # an H200 with PyTorch 2.11): part of the record, not a malformed log
+    rec = [i for i, x in enumerate(lines) if x.startswith("I! CuDNN")][3]
+    cont = list(lines)
+    cont.insert(rec + 2, " at: 0 == newResults")
+    c = tmp_path / "continued.log"
+    c.write_text("\n".join(cont))
+    full = read_cudnn_log(samples / CUDNN)
+    got = read_cudnn_log(c)
+    assert len(got.executions) == len(full.executions) and got.truncated == full.truncated
     j = tmp_path / "notcudnn.log"
     j.write_text("hello\nworld\n")
     with pytest.raises(ProfileError, match=r"notcudnn\.log: line 1: not a cuDNN API log"):

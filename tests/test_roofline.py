@@ -67,3 +67,41 @@ def test_bound_takes_the_higher_roof():
         R.bound(relu, "fp16", R.Ceilings(0, 1))
     with pytest.raises(UsageError, match="unknown data type"):
         R.min_bytes(relu, "int4")
+
+
+# ------------------------------------------------------------ FP32 measurements that cannot be FMA
+
+FC = L.GemmConfig(m=32, n=1000, k=2048, trans_b=True, bias="c")  # resnet50's classifier at batch 32
+CONV = L.ConvConfig((32, 64, 56, 56), (64, 64, 3, 3), (1, 1, 1, 1), (1, 1), (1, 1), 1, False)
+
+
+def test_fp32_fma_bound_and_implausible_gemms():
+    bound = R.fp32_fma_bound(132, 1980)  # H200: 132 SMs x 128 lanes x 2 x 1.98 GHz = 66.9 TFLOP/s
+    assert bound == pytest.approx(66.9e12, rel=1e-3)
+    fastest = FC.flops() / bound * 1e3  # ms at the bound
+    assert R.implausible_fma(FC, fastest, 132, 1980) is None
+    assert R.implausible_fma(FC, fastest * 1.04, 132, 1980) is None
+    why = R.implausible_fma(FC, fastest / 2, 132, 1980)
+    assert why and "exceeds the FP32 FMA bound 66.9 TFLOP/s" in why and "Tensor Core math (TF32)" in why
+    # convolutions may beat the direct method's FMA rate (Winograd, FFT): never flagged
+    assert R.implausible_fma(CONV, 1e-6, 132, 1980) is None
+    # without a time or the system's figures nothing is said
+    assert R.implausible_fma(FC, None, 132, 1980) is None and R.implausible_fma(FC, fastest / 2, None, 1980) is None
+
+
+def test_runner_relabels_tensor_core_fp32_gemms():
+    from benanza.generator import Job
+    from benanza.runner import _relabel_tensor_core_fp32
+
+    fastest = FC.flops() / R.fp32_fma_bound(132, 1980) * 1e3
+    recs = [{"type": "measurement", "status": "ok", "math": "fma", "median_ms": fastest / 4, "note": ""},
+            {"type": "measurement", "status": "ok", "math": "fma", "median_ms": fastest * 2},
+            {"type": "measurement", "status": "screened", "math": "fma", "median_ms": fastest / 4},
+            {"type": "choice", "math": "fma"}]
+    system = {"sm_count": 132, "max_sm_clock_mhz": 1980}
+    _relabel_tensor_core_fp32(Job("j", FC, "fp32", "fc"), recs, system)
+    assert recs[0]["math"] == "tf32" and "Tensor Core math" in recs[0]["note"]
+    assert [r["math"] for r in recs[1:]] == ["fma", "fma", "fma"]
+    tf = [{"type": "measurement", "status": "ok", "math": "tf32", "median_ms": fastest / 4}]
+    _relabel_tensor_core_fp32(Job("j", FC, "tf32", "fc"), tf, system)  # only fp32 jobs are checked
+    assert tf[0]["math"] == "tf32" and "note" not in tf[0]
