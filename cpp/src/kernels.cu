@@ -67,7 +67,39 @@ __global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__
     dst[i] = src[i];
 }
 
+// one strided transfer: element i of the row-major index space of `dims` goes from
+// src[sum c_d * src_strides[d]] to dst[sum c_d * dst_strides[d]]; consecutive threads take
+// consecutive indices, so writes coalesce when dst is row-major (a framework's generic copy kernel,
+// e.g. PyTorch's TensorIterator copy of a permuted view)
+template <typename T>
+__global__ void strided_copy_kernel(const T* __restrict__ src, T* __restrict__ dst, StridedView v, long long n) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    long long r = i, so = 0, dof = 0;
+    for (int d = v.nd - 1; d >= 0; --d) {
+      const long long q = r / v.dims[d], c = r - q * v.dims[d];
+      r = q;
+      so += c * v.src_strides[d];
+      dof += c * v.dst_strides[d];
+    }
+    dst[dof] = src[so];
+  }
+}
+
 }  // namespace
+
+void strided_copy(const void* src, void* dst, std::size_t elem_bytes, const StridedView& v, cudaStream_t s) {
+  long long n = 1;
+  for (int d = 0; d < v.nd; ++d) n *= v.dims[d];
+  if (n <= 0) return;
+  const int blocks = grid_for(static_cast<std::size_t>(n));
+  switch (elem_bytes) {
+    case 1: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned char*>(src), static_cast<unsigned char*>(dst), v, n); break;
+    case 2: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned short*>(src), static_cast<unsigned short*>(dst), v, n); break;
+    case 4: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned int*>(src), static_cast<unsigned int*>(dst), v, n); break;
+    default: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned long long*>(src), static_cast<unsigned long long*>(dst), v, n); break;
+  }
+}
 
 void copy_rate(const void* src, void* dst, std::size_t bytes, int blocks, int threads, cudaStream_t s) {
   copy_kernel<<<blocks, threads, 0, s>>>(static_cast<const float4*>(src), static_cast<float4*>(dst), bytes / 16);
