@@ -37,6 +37,16 @@ from .database import Database
 #: the insights JSON's ``format`` (the input of ``benanza report``)
 FORMAT = "benanza-insights"
 FORMAT_VERSION = 1
+#: how the unfused-layers finding names each fusion candidate kind (benanza.model.Fusion), and the call
+#: that would run the group
+FUSION_TEXT = {
+    "ConvBiasAct": ("Conv+bias+Relu groups", "cudnnConvolutionBiasActivationForward (or a fused engine) does the group in one call"),
+    "GemmAct": ("MatMul+bias+activation groups", "a cuBLASLt epilogue (BIAS, RELU_BIAS, GELU_BIAS) or a cuDNN matmul graph does the group in one call"),
+    "SDPA": ("attention blocks (MatMul, Softmax, MatMul)", "cuDNN's fused scaled-dot-product attention (or FlashAttention) does the block in one call"),
+    "LayerNorm": ("decomposed LayerNormalizations", "one LayerNormalization kernel (cuDNN graph or torch.nn.functional.layer_norm)"),
+    "Unary": ("erf-GELUs (Div, Erf, Add, Mul, Mul)", "one GELU kernel"),
+}
+
 #: a saving under this (ms) is noise, not a finding
 MIN_SAVING_MS = 1e-4
 
@@ -343,13 +353,17 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             (f"{len(bn)} BatchNormalization layers, {sum(u.ms for u in bn):.4f} ms: " + _counted(_short(n) for n in kn),
              f"layers: {_layer_list(bn_layers, names)}"),
             "fold each batch norm into the preceding convolution's weights and bias (inference)"))
-    cbr = [u for u in unf if u.kind == "conv_bias_relu"]
-    if cbr:
+    groups: dict[str, list] = collections.defaultdict(list)
+    for u in unf:
+        if u.kind in ("conv_bias_relu", "fusion_candidate"):
+            groups[u.fusion_kind or "ConvBiasAct"].append(u)
+    for fk, us in sorted(groups.items()):
+        what, how = FUSION_TEXT.get(fk, (f"{fk} groups", "one fused library call does the group"))
         findings.append(Finding(
-            "unfused_layers", "Q4", f"{len(cbr)} Conv+bias+Relu groups run as separate kernels",
-            sum(u.ms for u in cbr), tuple(i for u in cbr for i in u.layers),
-            tuple(f"layers {_layer_list(u.layers, names)}: {u.ms:.4f} ms of separate kernels" for u in cbr[:10]),
-            "cudnnConvolutionBiasActivationForward (or a fused engine) does the group in one call"))
+            "unfused_layers", "Q4", f"{len(us)} {what} run as separate kernels",
+            sum(u.ms for u in us), tuple(i for u in us for i in u.layers),
+            tuple(f"layers {_layer_list(u.layers, names)}: {u.ms:.4f} ms of separate kernels" for u in us[:10]),
+            how))
     gaps = p.launch_gaps(min_gap_ms) if p.trace is not None else []
     gap_ms = sum(g.gap_ms for g in gaps) / n_it
     # gaps are measured under the profiler (which slows the host): never more than the host
@@ -410,17 +424,18 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
         tc = {"fp32_lbl_ms": base.lbl_sequential_ms, "precision": other.precision,
               "lbl_ms": other.lbl_sequential_ms, "profit_ms": base.lbl_sequential_ms - other.lbl_sequential_ms,
               "complete": base.complete and other.complete}
-        if tc["profit_ms"] > MIN_SAVING_MS:
+        # an opportunity only for an fp32 run: a Tensor Core run already has the profit (reported in
+        # ``tensor_cores``, not as a finding)
+        if tc["profit_ms"] > MIN_SAVING_MS and other is not a:
             tc_layers = [(tb.layer.index, tb.time_ms - to.time_ms) for tb, to in zip(base.layers, other.layers)
                          if tb.time_ms is not None and to.time_ms is not None and tb.time_ms - to.time_ms > 0]
             tc_layers.sort(key=lambda x: -x[1])
             findings.append(Finding(
                 "tensor_cores", "Q6", f"Tensor Cores ({other.precision}) instead of fp32 FMA",
-                tc["profit_ms"] if other is not a else tc["profit_ms"], tuple(i for i, _ in tc_layers),
+                tc["profit_ms"], tuple(i for i, _ in tc_layers),
                 (f"LBL fp32 {base.lbl_sequential_ms:.4f} ms vs {other.precision} {other.lbl_sequential_ms:.4f} ms",
                  *(f"layer {i} {names.get(i, '')}: -{d:.4f} ms" for i, d in tc_layers[:5])),
-                "profit = LBL_without_TC - LBL_with_TC (DESIGN.md Q6)"
-                + ("" if other is a else f"; applies when running in {other.precision}")))
+                f"profit = LBL_without_TC - LBL_with_TC (DESIGN.md Q6); applies when running in {other.precision}"))
 
     # ---- parallel execution
     if a.lbl_sequential_ms - a.lbl_parallel_ms > MIN_SAVING_MS:

@@ -176,7 +176,9 @@ class LayerProfile:
     initialization, copies); ``kernels``: the names of its kernels in one iteration, in order;
     ``libraries``: where they come from; ``op``: the framework op matched (None: the layer
     matched no op — zero-cost layers often do not); ``inputs_from``: producer layers;
-    ``fusion``: index of the model's fusion candidate (Conv+bias+Relu) it belongs to.
+    ``fusion``: index of the model's fusion candidate it belongs to (:class:`benanza.model.Fusion`),
+    ``fusion_kind`` that candidate's fused config kind (``ConvBiasAct``, ``GemmAct``, ``SDPA``,
+    ``LayerNorm``, ``Unary`` for an erf-GELU, ...).
     """
 
     layer: int
@@ -192,6 +194,7 @@ class LayerProfile:
     copy_ms: float
     inputs_from: tuple[int, ...]
     fusion: int | None
+    fusion_kind: str | None = None
 
     @property
     def total_ms(self) -> float:
@@ -201,7 +204,8 @@ class LayerProfile:
 @dataclass(frozen=True)
 class Unfused:
     """Layers the framework ran as separate kernels where one call would do: ``kind`` is
-    ``conv_bias_relu`` (a model fusion candidate), ``batch_norm_after_conv`` (a BatchNormalization
+    ``conv_bias_relu`` (a Conv (+ bias) -> Relu fusion candidate), ``fusion_candidate`` (another of
+    the model's fusion candidates; ``fusion_kind`` says which), ``batch_norm_after_conv`` (a BatchNormalization
     layer the framework could fold into the preceding Conv), or ``framework_batch_norm`` (batch
     norm kernels where the model has no batch norm layer). ``layers``: the layers involved;
     ``ms``: the kernel time per iteration that fusing or folding removes (the non-Conv kernels)."""
@@ -209,6 +213,7 @@ class Unfused:
     kind: str
     layers: tuple[int, ...]
     ms: float
+    fusion_kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,8 +288,9 @@ class Profile:
             if any(lp.op_type == "BatchNormalization" for lp in lps):
                 continue  # Conv -> BN [-> Relu]: reported as batch_norm_after_conv below
             if all(lp.kernels for lp in lps) and len({lp.op for lp in lps}) > 1:
-                out.append(Unfused("conv_bias_relu", tuple(lp.layer for lp in lps),
-                                   sum(lp.total_ms for lp in lps[1:])))
+                fk = lps[0].fusion_kind
+                out.append(Unfused("conv_bias_relu" if fk in (None, "ConvBiasAct") else "fusion_candidate",
+                                   tuple(lp.layer for lp in lps), sum(lp.total_ms for lp in lps[1:]), fk))
         for lp in self.layers:
             if lp.op_type == "BatchNormalization" and lp.kernels and lp.inputs_from and \
                     by.get(lp.inputs_from[0]) is not None and by[lp.inputs_from[0]].op_type == "Conv":
@@ -454,7 +460,8 @@ def build_profile(trace: T.Trace, ml, cudnn: CudnnLog | None = None, cublaslt: C
                                 libraries=tuple(libs.get(ly.index, ())), kernel_ms=med(ly.index, "layer"),
                                 layout_ms=med(ly.index, "layout"), fill_ms=med(ly.index, "fill"),
                                 copy_ms=med(ly.index, "copy"), inputs_from=tuple(ml.edges.get(ly.index, ())),
-                                fusion=ly.fusion))
+                                fusion=ly.fusion,
+                                fusion_kind=ml.fusions[ly.fusion].config.kind if ly.fusion is not None else None))
     unmatched_ops = Counter(o.name for o in jr.ops if o.layer is None and o.kernels)
     unmatched_ops = {k: round(v / n_it, 2) for k, v in sorted(unmatched_ops.items())}
     never = set.intersection(*(set(u) for u in jr.unmatched_layers)) if jr.unmatched_layers else set()
