@@ -565,6 +565,9 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
             target: str = typer.Option(..., "--to", help="GPU to predict for, from the spec table "
                                        "(e.g. h100-sxm, A100, L4, B200)"),
             db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+            memory: str = typer.Option("l2", "--memory", help="memory term: l2 (warm working sets that fit "
+                                       "the L2 scale with SMs x clock, the rest with DRAM bandwidth) or dram "
+                                       "(Habitat's: all with DRAM bandwidth)"),
             json_out: bool = typer.Option(False, "--json")):
     """Predict MODEL's LBL on a GPU you do not have from its measurements on one you do (Habitat
     wave scaling, USENIX ATC 2021, with datasheet figures)."""
@@ -573,7 +576,11 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
 
     dest = find_gpu(target)
     a, system = _one_analysis(model, batch, dtype, db, origin, json_out)
-    p = do_predict(a, _spec_of(system, json_out), dest, dtype)
+    from .predict import MEMORY_MODELS
+
+    if memory not in MEMORY_MODELS:
+        raise UsageError(f"--memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
+    p = do_predict(a, _spec_of(system, json_out), dest, dtype, memory=memory)
     if json_out:
         out.print_json(json.dumps(p.to_dict()))
         return
@@ -587,7 +594,7 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
     out.print(f"LBL sequential: {p.origin_lbl_sequential_ms:.4f} ms measured -> {p.lbl_sequential_ms:.4f} ms predicted; "
               f"parallel (critical path): {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
               + ("" if p.complete else " (INCOMPLETE: layers without a measurement)"), markup=False)
-    out.print(f"method: Habitat wave scaling; figures from the spec table ({p.target.source})", markup=False,
+    out.print(f"method: Habitat wave scaling, {memory} memory term; figures from the spec table ({p.target.source})", markup=False,
               highlight=False)
 
 

@@ -164,9 +164,11 @@ profile|resume-profile)
   echo "analyses: $(el) s"
   python3 benchmarks/workflow_report.py "$A" --json "$A/workflow.json" | tee "$OUTDIR/workflow.txt"
   tar czf "$OUTDIR/analysis.tgz" -C "$W" analysis pc0.json pc1.json pc2.json pc3.json pc4.json ceilings.txt 2>/dev/null
-  # profile folders (trace, logs) in parts under 15 MiB
-  tar czf "$W/profiles.tgz" -C "$W" profiles
-  split -b 15M -d "$W/profiles.tgz" "$OUTDIR/profiles.tgz.part"
+  # profile folders: profile.json and the traces first (they always fit), then the library logs
+  # (large: cuDNN logs every autotuning call) in parts under 15 MiB, the first two (the 64 MiB return limit)
+  (cd "$W" && tar czf "$OUTDIR/profiles-traces.tgz" profiles/*/profile.json profiles/*/trace.json.gz)
+  (cd "$W" && tar cf - profiles/*/*.log.gz) | split -b 15M -d - "$W/logs.tar.part"
+  for f in $(ls "$W"/logs.tar.part* | head -2); do cp "$f" "$OUTDIR/"; done
   ls -la "$OUTDIR"
   ;;
 *) echo "unknown stage $STAGE"; exit 2 ;;

@@ -276,3 +276,41 @@ def test_fp32_analysis_skips_gemms_faster_than_fma(models, tmp_path):
     lt = a.layers[fc.index]
     assert lt.status == "missing" and lt.time_ms is None and "exceeds the FP32 FMA bound" in lt.reason
     assert not a.complete
+
+
+# ------------------------------------------------- prediction validated on an H100 and an H200
+
+PAIR_DB = REPO / "db" / "reference" / "h100_h200_fp16.sqlite.gz"
+
+
+@pytest.fixture(scope="module")
+def pair(models):
+    """fp16 analyses of four shared models at batch 1 and 32 on the H200 and the H100 of the
+    reference database (measured, see db/README.md)."""
+    db = open_db(str(PAIR_DB), create=False)
+    systems = {s.gpu_name: s for s in db.systems()}
+    h200, h100 = systems["NVIDIA H200"], systems["NVIDIA H100 80GB HBM3"]
+    out = []
+    for name in ("lstm_lm", "googlenet", "resnet50_bnkept", "densenet121"):
+        for b in (1, 32):
+            ml = process(models / f"{name}.onnx", b)
+            out.append((analyze(ml, db, h200, "fp16"), analyze(ml, db, h100, "fp16")))
+    return db, h200, h100, out
+
+
+def test_prediction_between_h100_and_h200_meets_the_target(pair):
+    """Issue 6's target: mean model-level error under 8 % predicting each GPU from the other. The
+    L2-aware memory term meets it; Habitat's DRAM-only term (the H200 has 1.43x the bandwidth)
+    overpredicts the difference, since warm-cache layers of these sizes mostly run from L2."""
+    db, h200, h100, runs = pair
+    assert all(a.complete and b.complete for a, b in runs)
+    errs = {"l2": [], "dram": []}
+    for a200, a100 in runs:
+        for memory in errs:
+            errs[memory].append(validate(predict(a200, H200, H100, memory=memory), a100))
+            errs[memory].append(validate(predict(a100, H100, H200, memory=memory), a200))
+    assert mean_model_error(errs["l2"]) < 0.08
+    assert mean_model_error(errs["dram"]) > 2 * mean_model_error(errs["l2"])
+    # the measured ceilings came along: the H200's copy bandwidth is the higher
+    c200, c100 = db.ceilings(h200.id), db.ceilings(h100.id)
+    assert c200["dram_bandwidth"].value > 1.2 * c100["dram_bandwidth"].value
