@@ -36,6 +36,18 @@ def _rows(conn, stmt) -> list[dict]:
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
+def _newer_wins(dc, model, cond: list, src_row: dict, values: dict) -> bool:
+    """Insert ``values`` into ``model``'s table unless the row matching ``cond`` there is as new as
+    ``src_row`` (``created_at``), replacing an older one; True when inserted."""
+    cur = dc.execute(select(model.id, model.created_at).where(*cond)).first()
+    if cur is not None and (cur.created_at or _dt.datetime.min) >= (src_row["created_at"] or _dt.datetime.min):
+        return False
+    if cur is not None:
+        dc.execute(sa.delete(model.__table__).where(model.id == cur.id))
+    dc.execute(sa.insert(model.__table__).values(**values))
+    return True
+
+
 @dataclass
 class MergeStats:
     """What an import did (counts of rows or jobs) and how fast (rows/s)."""
@@ -197,29 +209,18 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         for r in orphans:
             dsid = sys_map[r["system_id"]]
             cond = [Measurement.system_id == dsid] + [getattr(Measurement, c) == r[c] for c in ucols]
-            cur = dc.execute(select(Measurement.id, Measurement.created_at).where(*cond)).first()
-            if cur is not None and (cur.created_at or _dt.datetime.min) >= (r["created_at"] or _dt.datetime.min):
-                continue
-            if cur is not None:
-                dc.execute(sa.delete(Measurement.__table__).where(Measurement.id == cur.id))
-            dc.execute(sa.insert(Measurement.__table__).values(
-                **{**{c: r[c] for c in mcols}, "system_id": dsid, "run_id": dst_run(dc, r["run_id"])}))
-            st.orphans_written += 1
+            if _newer_wins(dc, Measurement, cond, r, {**{c: r[c] for c in mcols}, "system_id": dsid,
+                                                       "run_id": dst_run(dc, r["run_id"])}):
+                st.orphans_written += 1
     # machine ceilings (`benanza ceilings`): per system and name, the newer measurement wins
     with src.engine.connect() as sc:
         ceils = [r for r in _rows(sc, select(Ceiling.__table__)) if r["system_id"] in sid_ok]
     with dst.engine.begin() as dc:
         for r in ceils:
             dsid = sys_map[r["system_id"]]
-            cur = dc.execute(select(Ceiling.id, Ceiling.created_at).where(
-                Ceiling.system_id == dsid, Ceiling.name == r["name"])).first()
-            if cur is not None and (cur.created_at or _dt.datetime.min) >= (r["created_at"] or _dt.datetime.min):
-                continue
-            if cur is not None:
-                dc.execute(sa.delete(Ceiling.__table__).where(Ceiling.id == cur.id))
-            dc.execute(sa.insert(Ceiling.__table__).values(
-                **{**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}))
-            st.ceilings_written += 1
+            if _newer_wins(dc, Ceiling, [Ceiling.system_id == dsid, Ceiling.name == r["name"]], r,
+                           {**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}):
+                st.ceilings_written += 1
     st.seconds = time.perf_counter() - t0
     return st
 
