@@ -6,7 +6,8 @@ run): ``NAME.json`` (`benanza analyze MODEL --profile ... --json`) and ``roof-NA
 (`benanza roofline ... --ceilings measured --json`). Prints:
 
 * per configuration: the framework's measured latency (median, IQR), GPU kernel time, host
-  overhead, LBL sequential and parallel, the roofline bound (sequential, measured ceilings), the
+  overhead, LBL sequential and parallel, the roofline bound (sequential, measured ceilings; and
+  with the 2 µs launch floor per layer, ``+floor``), the
   Benanza ratio (LBL / latency), the library efficiency (roofline bound / LBL) and the joint
   speedup;
 * its top three findings with their estimated savings (ms);
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
         return 1
     rows = []
     hdr = (f"{'configuration':<30}{'latency':>9}{'IQR':>7}{'kernels':>9}{'host':>8}{'LBL seq':>9}{'LBL par':>9}"
-           f"{'roofline':>9}{'ratio':>7}{'lib eff':>8}{'joint':>7}")
+           f"{'roofline':>9}{'+floor':>8}{'ratio':>7}{'lib eff':>8}{'joint':>7}")
     print(hdr)
     for name, d in docs.items():
         roof = d.get("_roof") or {}
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
         rows.append(r)
         print(f"{name:<30}{_f(r['latency_ms']):>9}{_f(r['latency_iqr_ms']):>7}{_f(r['gpu_kernel_ms']):>9}"
               f"{_f(r['host_overhead_ms']):>8}{_f(r['lbl_sequential_ms']):>9}{_f(r['lbl_parallel_ms']):>9}"
-              f"{_f(rb):>9}{_f(r['benanza_ratio'], '{:.2f}'):>7}{_f(eff, '{:.0%}'):>8}"
+              f"{_f(rb):>9}{_f(r['roofline_attainable_ms']):>8}{_f(r['benanza_ratio'], '{:.2f}'):>7}{_f(eff, '{:.0%}'):>8}"
               f"{_f(r['joint_speedup'], '{:.2f}'):>7}" + ("" if r["complete"] else "  INCOMPLETE"))
     print("\ntop three findings (estimated saving per inference)")
     for r in rows:
