@@ -222,6 +222,25 @@ def _layer_list(idx, names: dict[int, str], n: int = 6) -> str:
     return s + (f" (+{len(idx) - n} more)" if len(idx) > n else "")
 
 
+def _above_framework(a: Analysis, p, rows: list[dict]) -> str:
+    """The notice for an LBL above the framework's GPU kernel time: not a lower bound of what the
+    framework ran, and the op types whose benanza time exceeds the framework's kernel time the most
+    (a view in the framework, e.g. a Transpose folded into a later copy, has 0 ms there)."""
+    over: dict[str, list] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    for r in rows:
+        if r["lbl_ms"] is None or r["framework_ms"] is None:
+            continue
+        o = over[r["op"]]
+        o[0] += 1
+        o[1] += r["lbl_ms"]
+        o[2] += r["framework_ms"]
+    worst = sorted(((op, n, lbl, fw) for op, (n, lbl, fw) in over.items() if lbl > fw), key=lambda x: x[3] - x[2])
+    top = ", ".join(f"{op} x{n} (LBL {lbl:.4f} ms, framework kernels {fw:.4f} ms)" for op, n, lbl, fw in worst[:3])
+    return (f"the LBL ({a.lbl_sequential_ms:.4f} ms) exceeds the framework's GPU kernel time ({p.gpu_kernel_ms:.4f} ms), "
+            f"so it is not a lower bound of what the framework ran: benanza's measurements are slower than the "
+            f"framework's kernels for {top or 'no single op type'}")
+
+
 def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> dict[tuple[str, str], list[tuple]]:
     """(layer key, algorithm) -> [(median_ms, call, precision, layout)] of every valid measurement."""
     out: dict[tuple[str, str], list[tuple]] = collections.defaultdict(list)
@@ -500,6 +519,8 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
     if a.precision == "fp32" and any(e.tf32 for e in p.conv_engines.values()):
         notices.append("the framework ran its convolutions with TF32 enabled (cuDNN log) while this analysis is "
                        "fp32 (FMA only): compare with --dtype tf32 too")
+    if a.lbl_sequential_ms > p.gpu_kernel_ms > 0:
+        notices.append(_above_framework(a, p, rows))
     if not a.complete:
         notices.append(f"the LBL is incomplete: {len(a.missing)} layers have no valid measurement")
     if lat is None:

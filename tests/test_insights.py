@@ -275,3 +275,23 @@ def test_cli_bad_input_is_one_line(args, msg, prof_dir, models, tmp_path):
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert lines and lines[-1].startswith("benanza: ") and msg in r.output, r.output
     assert "Traceback" not in r.output
+
+
+def test_an_lbl_above_the_framework_is_called_out():
+    """Seen on an H200 (vit_b_16, batch 32): benanza's Transposes cost 7.3 ms where PyTorch runs them
+    as views; the LBL then exceeds the framework's kernel time and the analysis must say so, naming
+    the op types responsible."""
+    from types import SimpleNamespace
+
+    from benanza.insights import _above_framework
+
+    a = SimpleNamespace(lbl_sequential_ms=38.68)
+    p = SimpleNamespace(gpu_kernel_ms=35.73)
+    rows = [{"op": "Transpose", "lbl_ms": 0.075, "framework_ms": 0.0}] * 97 + \
+           [{"op": "MatMul", "lbl_ms": 0.5, "framework_ms": 0.6}] * 48 + \
+           [{"op": "Erf", "lbl_ms": 0.069, "framework_ms": 0.037}] * 12 + \
+           [{"op": "Reshape", "lbl_ms": None, "framework_ms": 0.05}]
+    msg = _above_framework(a, p, rows)
+    assert msg.startswith("the LBL (38.6800 ms) exceeds the framework's GPU kernel time (35.7300 ms)")
+    assert "Transpose x97 (LBL 7.2750 ms, framework kernels 0.0000 ms), Erf x12" in msg
+    assert "MatMul" not in msg
