@@ -295,3 +295,35 @@ def test_an_lbl_above_the_framework_is_called_out():
     assert msg.startswith("the LBL (38.6800 ms) exceeds the framework's GPU kernel time (35.7300 ms)")
     assert "Transpose x97 (LBL 7.2750 ms, framework kernels 0.0000 ms), Erf x12" in msg
     assert "MatMul" not in msg
+
+
+# ------------------------------------------- a real H200 profile and the finding applied in PyTorch
+
+H200_PROFILES = REPO / "tests" / "data" / "h200_profiles"
+PAIR_DB = REPO / "db" / "reference" / "h100_h200_fp16.sqlite.gz"
+
+
+def test_h200_layout_finding_and_channels_last(models):
+    """resnet50_bnkept at batch 32 in fp16, profiled with `benanza profile` on an H200 (PyTorch 2.11,
+    cudnn.benchmark; traces of benchmarks/gpu_workflow.sh, logs left out), against the H200's fp16
+    measurements: the framework's NCHW run converts layouts around its convolutions (69 kernels per
+    inference) and runs 53 batch norms apart; the same model in torch.channels_last runs no layout
+    conversion and is faster by more than the conversions' kernel time (the convolutions speed up too)."""
+    db = open_db(str(PAIR_DB), create=False)
+    system = next(s for s in db.systems() if s.gpu_name == "NVIDIA H200")
+    model = models / "resnet50_bnkept.onnx"
+    ml = process(model, 32)
+    a = analyze(ml, db, system, "fp16")
+    assert a.complete
+    nchw = load_profile(H200_PROFILES / "resnet50_bnkept-b32-fp16", model)
+    cl = load_profile(H200_PROFILES / "resnet50_bnkept-b32-fp16-cl", model)
+    assert nchw.category_counts()["layout"] == 69 and cl.category_counts()["layout"] == 0
+    assert nchw.settings.gpu_name == "NVIDIA H200" and cl.settings.extra.get("memory_format") == "channels_last"
+    ins = build_insights(a, nchw, db, system.id)
+    kinds = {f.kind: f for f in ins.findings}
+    layout = kinds["layout_conversion"]
+    assert layout.saving_ms == pytest.approx(nchw.category_ms()["layout"]) and 0.5 < layout.saving_ms < 0.7
+    assert len(kinds["unfused_batch_norm"].layers) == 2 * 53
+    assert 0.8 < ins.benanza_ratio < 0.9  # LBL 3.57 ms vs 4.22 ms measured
+    gain = nchw.latency.median_ms - cl.latency.median_ms
+    assert gain > layout.saving_ms  # 0.79 ms measured vs 0.59 ms estimated
