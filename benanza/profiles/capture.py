@@ -622,10 +622,16 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
         timed_names = _kernel_names(o / "trace.json.gz")
         logged = logged_kernels
         if logged != timed_names:
-            diff = sum(1 for a, b in zip(logged, timed_names) if a != b) + abs(len(logged) - len(timed_names))
-            notices.append(f"the log run and the timed run launched different kernels ({diff} of "
-                           f"{len(timed_names)} differ; autotuning chose differently?): engines from the "
-                           f"logs may not be those of the trace")
+            import difflib
+
+            # kernels of the timed run without a counterpart in the log run (an extra or missing
+            # kernel shifts the rest, so align the two sequences first)
+            same = sum(b.size for b in difflib.SequenceMatcher(None, logged, timed_names, autojunk=False)
+                       .get_matching_blocks())
+            diff = len(timed_names) - same
+            notices.append(f"the log run and the timed run launched different kernels ({diff} of the timed run's "
+                           f"{len(timed_names)} have no counterpart, the log run launched {len(logged)}; autotuning "
+                           f"chose differently?): engines from the logs may not be those of the trace")
     doc = {
         "format": FORMAT, "version": FORMAT_VERSION,
         "model": mpath.stem, "model_path": str(mpath), "model_sha256": digest,
