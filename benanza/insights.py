@@ -27,6 +27,7 @@ Findings are ranked by estimated saving (ms). :func:`build_insights` computes th
 from __future__ import annotations
 
 import collections
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -241,14 +242,64 @@ def _above_framework(a: Analysis, p, rows: list[dict]) -> str:
             f"framework's kernels for {top or 'no single op type'}")
 
 
+_UNSET_KNOB = re.compile(r"_k\d+=-1(?=_|$)")
+_LT_DEFAULTS = {"tile": "auto", "stages": "auto", "splitK": "1", "red": "none", "swz": "0", "opt": "0", "cl": "auto"}
+# cuBLASLt log field (cublasLtMatmulAlgoConfigAttributes_t as CUBLASLT_LOG_LEVEL prints it) -> benanza's name
+_LT_LOG_FIELDS = {"tile": "tile", "stages": "stages", "splitK": "splitK", "reduction": "red", "swizzle": "swz",
+                  "custom": "opt", "clusterShape": "cl"}
+_LT_PREFIXES = ("MATMUL_TILE_", "MATMUL_STAGES_", "REDUCTION_SCHEME_", "CLUSTER_SHAPE_")
+_LT_REDUCTION = {"COMPUTE_TYPE": "compute", "OUTPUT_TYPE": "output", "INPLACE": "inplace", "NONE": "none"}
+
+
+def _lt_key(name: str) -> str | None:
+    """A cuBLASLt algorithm as ``lt:algo=ID tile=.. stages=.. splitK=.. red=.. swz=.. opt=.. cl=..``
+    with every field spelled out, from benanza's name (``lt:algo=55 tile=64x64 stages=8x3 splitK=1
+    red=compute``) or the framework log's (``algo55 tile=64x64 stages=8x3 splitK=4
+    reduction=COMPUTE_TYPE clusterShape=CLUSTER_SHAPE_2x1x1``, see
+    :attr:`benanza.profiles.cublaslt_log.LtMatmul.algorithm`); None if ``name`` is neither."""
+    if name.startswith("lt:algo="):
+        toks = name[3:].split()
+        fields = dict(t.split("=", 1) for t in toks if "=" in t)
+        algo = fields.pop("algo")
+    else:
+        m = re.match(r"algo(-?\d+)(?:\s|$)", name)
+        if m is None:
+            return None
+        algo = m.group(1)
+        fields = {}
+        for t in name[m.end():].split():
+            if "=" not in t:
+                continue
+            k, v = t.split("=", 1)
+            if k not in _LT_LOG_FIELDS:
+                continue
+            for pre in _LT_PREFIXES:
+                if v.startswith(pre):
+                    v = v[len(pre):]
+            fields[_LT_LOG_FIELDS[k]] = _LT_REDUCTION.get(v, v.lower()) if k == "reduction" else v
+    return "lt:algo=" + algo + "".join(f" {k}={fields.get(k, d)}" for k, d in _LT_DEFAULTS.items())
+
+
+def engine_key(name: str) -> str:
+    """An engine config or cuBLASLt algorithm name in the one spelling the framework's logs and the
+    performance database share. cuDNN: unset knobs (choice -1) dropped, since cudnn-frontend lists
+    them in some plans and not in others (PyTorch's ``eng1_k2=-1_k3=-1`` is benanza's ``eng1``).
+    cuBLASLt: every config attribute with its default filled in (:func:`_lt_key`); attributes a log
+    does not print (inner shape, fast accumulation) are left out of the key."""
+    if name.startswith("eng"):
+        return _UNSET_KNOB.sub("", name)
+    return _lt_key(name) or name
+
+
 def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> dict[tuple[str, str], list[tuple]]:
-    """(layer key, algorithm) -> [(median_ms, call, precision, layout)] of every valid measurement."""
+    """(layer key, :func:`engine_key` of the algorithm) -> [(median_ms, call, precision, layout)] of
+    every valid measurement."""
     out: dict[tuple[str, str], list[tuple]] = collections.defaultdict(list)
     if not keys:
         return out
     for m in db.measurements(system_id, keys, cache=cache):
         if m.status == "ok" and m.median_ms is not None and np.isfinite(m.median_ms):
-            out[(m.layer_key, m.algorithm)].append((m.median_ms, m.call, m.precision, m.layout))
+            out[(m.layer_key, engine_key(m.algorithm))].append((m.median_ms, m.call, m.precision, m.layout))
     return out
 
 
@@ -295,7 +346,7 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
         else:
             continue
         want = _framework_precision(a.precision, tf32)
-        rows = [r for r in dbt.get((t.layer.key, eng), []) if r[2] in want]
+        rows = [r for r in dbt.get((t.layer.key, engine_key(eng)), []) if r[2] in want]
         rows.sort(key=lambda r: (want.index(r[2]), r[0]))
         db_ms = rows[0][0] if rows else None
         lp = lps.get(idx)

@@ -327,3 +327,37 @@ def test_h200_layout_finding_and_channels_last(models):
     assert 0.8 < ins.benanza_ratio < 0.9  # LBL 3.57 ms vs 4.22 ms measured
     gain = nchw.latency.median_ms - cl.latency.median_ms
     assert gain > layout.saving_ms  # 0.79 ms measured vs 0.59 ms estimated
+
+
+def test_engine_names_match_across_framework_logs_and_database(shared):
+    """The framework's logs and the performance database spell the same engine config or cuBLASLt
+    algorithm differently; the join must see them as one (real spellings from the H200 run)."""
+    from benanza.insights import engine_key
+    from benanza.profiles.cublaslt_log import read_cublaslt_log
+    # cudnn-frontend lists unset knobs in PyTorch's plan names and not in benanza's
+    assert engine_key("eng1_k2=-1_k3=-1") == engine_key("eng1")
+    assert engine_key("eng3_k2=1_k3=-1_k5=2") == "eng3_k2=1_k5=2"
+    assert engine_key("eng3_k2=1") != engine_key("eng3_k2=2")
+    # cuBLASLt: the log strips the enum prefixes and leaves defaults out; benanza's name fills some in
+    log_names = {
+        "algo66 tile=32x64 stages=64xAUTO custom=2 clusterShape=CLUSTER_SHAPE_4x2x1":
+            "lt:algo=66 tile=32x64 stages=64xAUTO splitK=1 opt=2 cl=4x2x1",
+        "algo21 tile=64x64 stages=32x5 splitK=8 reduction=COMPUTE_TYPE":
+            "lt:algo=21 tile=64x64 stages=32x5 splitK=8 red=compute",
+        "algo21 tile=64x64 stages=32x6 splitK=2 reduction=INPLACE": "lt:algo=21 tile=64x64 stages=32x6 splitK=2 red=inplace",
+        "algo63 tile=32x32 stages=64x3 swizzle=1": "lt:algo=63 tile=32x32 stages=64x3 splitK=1 swz=1",
+        "algo13 custom=75": "lt:algo=13 tile=auto stages=auto splitK=1 opt=75",
+    }
+    for log, db in log_names.items():
+        assert engine_key(log) == engine_key(db), (log, db)
+    assert engine_key("algo21 tile=64x64 stages=32x5 splitK=8 reduction=COMPUTE_TYPE") != \
+        engine_key("lt:algo=21 tile=64x64 stages=32x5 splitK=4 red=compute")
+    assert engine_key("CUBLAS_GEMM_DEFAULT") == "CUBLAS_GEMM_DEFAULT"
+    # and the names the log parser builds from the shared sample are of that form
+    sample = shared / "samples" / SAMPLES["cublaslt.log.gz"]
+    if not sample.exists():
+        pytest.skip("the shared samples (../shared/samples) are not available")
+    log = read_cublaslt_log(sample)
+    keys = {engine_key(m.algorithm) for m in log.matmuls}
+    assert "lt:algo=21 tile=64x64 stages=32x5 splitK=16 red=compute swz=0 opt=0 cl=auto" in keys
+    assert all(k.startswith("lt:algo=") for k in keys)
