@@ -5,6 +5,11 @@
 #   benchmarks/gpu_workflow.sh OUTDIR STAGE
 #
 # STAGE:
+#   issue4      with two GPUs: `benanza bench` of vit_b_16 (dynamic batch) and lstm_lm on GPU 0,
+#               resnet50 on GPU 1, at batch 1,32 in fp32, tf32, fp16 and bf16, each GPU into its own
+#               fresh database (OUTDIR/e0.db.gz, e1.db.gz); then the profiles the last profile run
+#               lost (vit_b_16 b1 fp32 and b32 fp16, googlenet b1 fp16 and b32 fp32,
+#               resnet50_bnkept b32 fp32; PROFILE_END as below)
 #   bench-full  ceilings, then `benanza bench` of resnet50_bnkept (NCHW and NHWC), googlenet,
 #               vit_b_16 (dynamic batch) and densenet121 at batch 1,32 in fp32 and fp16 (vit also
 #               tf32), then vgg16, mobilenet_v2, lstm_lm in fp16, on every GPU here (--devices all)
@@ -23,8 +28,8 @@
 # Models come from .models/ (vit_b_16_dyn.onnx is exported with torchvision when missing; its graph
 # comes back in OUTDIR for the next call). The database is /tmp/wf/bench.db, unpacked from
 # .gpu/bench.db.gz when a fresh machine needs it; every bench stage writes OUTDIR/bench.db.gz after
-# each model, so a run stopped at the time limit still returns what it measured. DEADLINE (seconds
-# from the start, default 560) bounds the bench stages.
+# each model (OUTDIR/NAME.gz for the database NAME), so a run stopped at the time limit still
+# returns what it measured. DEADLINE (seconds from the start, default 560) bounds the bench stages.
 set -uo pipefail
 OUTDIR=${1:?usage: gpu_workflow.sh OUTDIR bench-full|bench-fp16|profile}
 STAGE=${2:?usage: gpu_workflow.sh OUTDIR bench-full|bench-fp16|profile}
@@ -79,14 +84,55 @@ for a in d.get("analyses", []):
     print(f"  {a['model']} b{a['batch']} {a['precision']} {'/'.join(a.get('layouts') or [])}: LBL seq {a['lbl_sequential_ms']:.4f} "
           f"par {a['lbl_parallel_ms']:.4f} fused {a['lbl_fused_sequential_ms']:.4f} ms, complete {a['complete']}")
 PY
-  gzip -c "$DB" > "$OUTDIR/bench.db.gz.tmp" && mv "$OUTDIR/bench.db.gz.tmp" "$OUTDIR/bench.db.gz"
+  local z; z="$OUTDIR/$(basename "$DB").gz"
+  gzip -c "$DB" > "$z.tmp" && mv "$z.tmp" "$z"
 }
 
 ceil() {
   bz ceilings --db "$DB" > "$W/ceilings.txt" 2>&1; echo "ceilings: exit $? (at $(el) s)"; cat "$W/ceilings.txt"
 }
 
+P=$W/profiles; A=$W/analysis; mkdir -p "$P" "$A"
+PEND=${PROFILE_END:-450}   # profiles stop by this many seconds from the start
+pc() {  # pc GPU LOG ARGS...: benchmarks/profile_check.py on one GPU, its output appended to $W/LOG
+  local g=$1 log=$2; shift 2
+  local t=$(( PEND - $(el) ))
+  if [ "$t" -lt 30 ]; then echo "profiles $*: skipped (deadline)" >> "$W/$log"; return; fi
+  CUDA_VISIBLE_DEVICES=$g timeout -k 10 "$t" python3 benchmarks/profile_check.py \
+      --models "$MODELS" --out "$P" "$@" >> "$W/$log" 2>&1
+}
+
+pack_profiles() {  # pack_profiles N: the profile folders into OUTDIR
+  # profile.json and the traces first (they always fit), then the library logs (large: cuDNN logs
+  # every autotuning call) in parts under 15 MiB, the first N of them (the 64 MiB return limit)
+  (cd "$W" && tar czf "$OUTDIR/profiles-traces.tgz" profiles/*/profile.json profiles/*/trace.json.gz)
+  (cd "$W" && tar cf - profiles/*/*.log.gz) | split -b 15M -d - "$W/logs.tar.part"
+  for f in $(ls "$W"/logs.tar.part* | head -"$1"); do cp "$f" "$OUTDIR/"; done
+}
+
 case "$STAGE" in
+issue4)
+  # GPU 0: vit_b_16 (dynamic batch) then lstm_lm, into $W/e0.db; GPU 1: resnet50 into $W/e1.db;
+  # each at batch 1,32 in fp32, tf32, fp16, bf16, in a fresh database (merged into the reference
+  # one afterwards with `benanza db import`); then each GPU profiles what the last profile run lost
+  DT=fp32,tf32,fp16,bf16
+  ( DB=$W/e0.db
+    bench "$VIT" 280 --batch 1,32 --dtype $DT --devices 0
+    bench lstm_lm 60 --batch 1,32 --dtype $DT --devices 0
+    pc 0 pc0.log --model vit_b_16_dyn --batch 1 --dtype fp32 --json "$W/pc0.json"
+    pc 0 pc2.log --model vit_b_16_dyn --batch 32 --dtype fp16 --json "$W/pc2.json"
+    pc 0 pc4.log --model googlenet --batch 1 --dtype fp16 --json "$W/pc4.json" ) > "$W/gpu0.log" 2>&1 &
+  ( DB=$W/e1.db
+    bench resnet50 330 --batch 1,32 --dtype $DT --devices 1
+    pc 1 pc1.log --model googlenet --batch 32 --dtype fp32 --json "$W/pc1.json"
+    pc 1 pc3.log --model resnet50_bnkept --batch 32 --dtype fp32 --json "$W/pc3.json" ) > "$W/gpu1.log" 2>&1 &
+  wait
+  echo "== GPU 0"; cat "$W/gpu0.log"; echo "== GPU 1"; cat "$W/gpu1.log"
+  echo "profiles: $(el) s"
+  cat "$W"/pc[0-4].log 2>/dev/null | grep -v "^  notice" | cut -c1-400
+  pack_profiles 3
+  ls -la "$OUTDIR"
+  ;;
 bench-full)
   ceil
   D="--devices all"
@@ -111,16 +157,7 @@ bench-fp16)
   ;;
 profile|resume-profile)
   [ -f "$DB" ] || { echo "no database: carry .gpu/bench.db.gz"; exit 1; }
-  P=$W/profiles; A=$W/analysis; mkdir -p "$P" "$A"
   cp "$VIT" "$MODELS/" 2>/dev/null
-  PEND=${PROFILE_END:-450}   # profiles stop by this many seconds from the start
-  pc() {  # pc GPU LOG ARGS...
-    local g=$1 log=$2; shift 2
-    local t=$(( PEND - $(el) ))
-    if [ "$t" -lt 30 ]; then echo "profiles $*: skipped (deadline)" >> "$W/$log"; return; fi
-    CUDA_VISIBLE_DEVICES=$g timeout -k 10 "$t" python3 benchmarks/profile_check.py \
-        --models "$MODELS" --out "$P" "$@" >> "$W/$log" 2>&1
-  }
   g2=0; [ "$NGPU" -ge 2 ] && g2=1
   if [ "$STAGE" = resume-profile ] && [ "$g2" = 1 ]; then
     # GPU 0: the ceilings and the rest of the benches, then resnet50_bnkept's profiles;
@@ -164,11 +201,7 @@ profile|resume-profile)
   echo "analyses: $(el) s"
   python3 benchmarks/workflow_report.py "$A" --json "$A/workflow.json" | tee "$OUTDIR/workflow.txt"
   tar czf "$OUTDIR/analysis.tgz" -C "$W" analysis pc0.json pc1.json pc2.json pc3.json pc4.json ceilings.txt 2>/dev/null
-  # profile folders: profile.json and the traces first (they always fit), then the library logs
-  # (large: cuDNN logs every autotuning call) in parts under 15 MiB, the first two (the 64 MiB return limit)
-  (cd "$W" && tar czf "$OUTDIR/profiles-traces.tgz" profiles/*/profile.json profiles/*/trace.json.gz)
-  (cd "$W" && tar cf - profiles/*/*.log.gz) | split -b 15M -d - "$W/logs.tar.part"
-  for f in $(ls "$W"/logs.tar.part* | head -2); do cp "$f" "$OUTDIR/"; done
+  pack_profiles 2
   ls -la "$OUTDIR"
   ;;
 *) echo "unknown stage $STAGE"; exit 2 ;;
