@@ -10,6 +10,8 @@
 #               fresh database (OUTDIR/e0.db.gz, e1.db.gz); then the profiles the last profile run
 #               lost (vit_b_16 b1 fp32 and b32 fp16, googlenet b1 fp16 and b32 fp32,
 #               resnet50_bnkept b32 fp32; PROFILE_END as below)
+#   copyfix     tests/test_strided_copy_gpu.py, then vit_b_16 (dynamic batch) on GPU 0 and resnet50 in
+#               NHWC on GPU 1, batch 1,32 in fp32, tf32, fp16, bf16 (OUTDIR/e2.db.gz, e3.db.gz)
 #   bench-full  ceilings, then `benanza bench` of resnet50_bnkept (NCHW and NHWC), googlenet,
 #               vit_b_16 (dynamic batch) and densenet121 at batch 1,32 in fp32 and fp16 (vit also
 #               tf32), then vgg16, mobilenet_v2, lstm_lm in fp16, on every GPU here (--devices all)
@@ -132,6 +134,18 @@ issue4)
   cat "$W"/pc[0-4].log 2>/dev/null | grep -v "^  notice" | cut -c1-400
   pack_profiles 3
   ls -la "$OUTDIR"
+  ;;
+copyfix)
+  # the strided-copy kernel checked against a CPU reference and its rates, then vit_b_16 (dynamic
+  # batch) again with it on GPU 0 (OUTDIR/e2.db.gz) while GPU 1 measures resnet50 in NHWC
+  # (OUTDIR/e3.db.gz), each at batch 1,32 in fp32, tf32, fp16, bf16
+  timeout 150 python3 -m pytest -q -s -p no:cacheprovider tests/test_strided_copy_gpu.py 2>&1 | grep -E "^(vit|concat|slice|pad)|passed|failed|Error" | cut -c1-200
+  echo "copy check: $(el) s"
+  DT=fp32,tf32,fp16,bf16
+  ( DB=$W/e2.db; bench "$VIT" 300 --batch 1,32 --dtype $DT --devices 0 ) > "$W/gpu0.log" 2>&1 &
+  ( DB=$W/e3.db; bench resnet50 300 --batch 1,32 --dtype $DT --layout nhwc --devices 1 ) > "$W/gpu1.log" 2>&1 &
+  wait
+  echo "== GPU 0"; cat "$W/gpu0.log"; echo "== GPU 1"; cat "$W/gpu1.log"
   ;;
 bench-full)
   ceil

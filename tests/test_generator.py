@@ -296,3 +296,57 @@ def test_strided_copy_transfers_reproduce_the_op(cfg, ref):
     for t in case["transfers"]:
         _strided_copy(xs[t["src_index"]].reshape(-1), y, t)
     np.testing.assert_array_equal(y.reshape(cfg.y), ref(xs))
+
+
+
+def _planned_copy(src: np.ndarray, dst: np.ndarray, t: dict, es: int) -> dict:
+    """What the strided-copy kernel moves for one transfer once plan_strided_copy (strided_copy.hpp)
+    has coalesced and vectorized it, in numpy on the bytes; returns the plan."""
+    from benanza import _native
+    parse = lambda s: [int(v) for v in s.strip("{}").split(",")]  # noqa: E731
+    nd = t["nd"]
+    base = 4096  # an aligned allocation, as cudaMalloc's
+    plan = _native.plan_strided_copy(parse(t["dims"])[:nd], parse(t["src_strides"])[:nd], parse(t["dst_strides"])[:nd],
+                                     es, base + t["src_offset"] * es, base + t["dst_offset"] * es)
+    u = plan["unit_bytes"]
+    idx = np.indices(plan["dims"]).reshape(len(plan["dims"]), -1)
+    so = t["src_offset"] * es + u * (idx * np.array(plan["src_strides"])[:, None]).sum(0)
+    do = t["dst_offset"] * es + u * (idx * np.array(plan["dst_strides"])[:, None]).sum(0)
+    sb, db = src.view(np.uint8), dst.view(np.uint8)
+    db[(do[:, None] + np.arange(u)).ravel()] = sb[(so[:, None] + np.arange(u)).ravel()]
+    return plan
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("cfg,ref", [
+    # vit_b_16's attention transposes (torch.onnx export of nn.MultiheadAttention), batch 2
+    (L.CopyConfig("Transpose", ((197, 2, 3, 768),), (3, 197, 2, 768), (("perm", (2, 0, 1, 3)),)),
+     lambda xs: np.transpose(xs[0], (2, 0, 1, 3))),
+    (L.CopyConfig("Transpose", ((197, 24, 64),), (24, 197, 64), (("perm", (1, 0, 2)),)),
+     lambda xs: np.transpose(xs[0], (1, 0, 2))),
+    (L.CopyConfig("Transpose", ((2, 12, 197, 64),), (2, 12, 64, 197), (("perm", (0, 1, 3, 2)),)),
+     lambda xs: np.transpose(xs[0], (0, 1, 3, 2))),
+    (L.CopyConfig("Concat", ((2, 3, 4, 4), (2, 5, 4, 4)), (2, 8, 4, 4), (("axis", (1,)),)),
+     lambda xs: np.concatenate(xs, axis=1)),
+    (L.CopyConfig("Slice", ((1, 8, 6, 6),), (1, 4, 6, 6), (("starts", (0, 4, 0, 0)), ("steps", (1, 1, 1, 1)))),
+     lambda xs: xs[0][:, 4:8]),
+    (L.CopyConfig("Pad", ((1, 3, 4, 4),), (1, 3, 6, 6), (("pads", (0, 0, 1, 1, 0, 0, 1, 1)),)),
+     lambda xs: np.pad(xs[0], ((0, 0), (0, 0), (1, 1), (1, 1)))),
+], ids=["vit-qkv", "vit-heads", "kT", "concat", "slice", "pad"])
+def test_strided_copy_plan_moves_the_same_bytes(cfg, ref, dtype):
+    """The kernel's plan (dims of extent 1 dropped, contiguous dims merged, 16-byte vectors, tiles)
+    moves exactly the op's data, in fp32 and fp16; the vit transposes get the fast paths."""
+    from benanza.generator import Job, _copy_case
+
+    es = np.dtype(dtype).itemsize
+    case = _copy_case(cfg, Job("j", cfg, "fp32", "n"))
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(s).astype(dtype) for s in cfg.inputs]
+    y = np.zeros(L.numel(cfg.y), dtype)
+    plans = [_planned_copy(xs[t["src_index"]].reshape(-1), y, t, es) for t in case["transfers"]]
+    np.testing.assert_array_equal(y.reshape(cfg.y), ref(xs))
+    if cfg.inputs == ((197, 24, 64),):  # heads: 64 contiguous elements per row, moved as 16-byte vectors
+        assert plans[0]["unit_bytes"] == 16 and plans[0]["kind"] == "elementwise" and len(plans[0]["dims"]) == 3
+    if cfg.inputs == ((2, 12, 197, 64),):  # K^T: written along the dim read with stride 64: tiled
+        assert plans[0]["kind"] == "tiled" and plans[0]["dims"] == [24, 64, 197] and plans[0]["tile_dim"] == 1
+    assert all(p["index32"] for p in plans)

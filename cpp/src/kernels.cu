@@ -67,12 +67,52 @@ __global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__
     dst[i] = src[i];
 }
 
-// one strided transfer: element i of the row-major index space of `dims` goes from
-// src[sum c_d * src_strides[d]] to dst[sum c_d * dst_strides[d]]; consecutive threads take
-// consecutive indices, so writes coalesce when dst is row-major (a framework's generic copy kernel,
-// e.g. PyTorch's TensorIterator copy of a permuted view)
-template <typename T>
-__global__ void strided_copy_kernel(const T* __restrict__ src, T* __restrict__ dst, StridedView v, long long n) {
+// Fast unsigned division by a run-time constant (Granlund & Montgomery, PLDI 1994; PyTorch's
+// IntDivider): q = (umulhi(n, m) + n) >> s, exact for n, d < 2^31.
+struct Div32 {
+  unsigned d = 1, m = 0, s = 0;
+};
+
+Div32 make_div32(unsigned d) {
+  Div32 r;
+  r.d = d;
+  while (r.s < 32 && (1ull << r.s) < d) ++r.s;
+  r.m = static_cast<unsigned>(((1ull << 32) * ((1ull << r.s) - d)) / d + 1);
+  return r;
+}
+
+__device__ __forceinline__ unsigned div32(unsigned n, const Div32& v) { return (__umulhi(n, v.m) + n) >> v.s; }
+
+struct View32 {
+  int nd;
+  Div32 div[8];
+  unsigned src_strides[8];
+  unsigned dst_strides[8];
+};
+
+// one strided transfer in 32-bit indexing: element i of the row-major index space of the dims goes
+// from src[sum c_d * src_strides[d]] to dst[sum c_d * dst_strides[d]]; consecutive threads take
+// consecutive indices, so writes coalesce when dst is row-major
+template <typename U>
+__global__ void strided_copy32_kernel(const U* __restrict__ src, U* __restrict__ dst, View32 v, unsigned n) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    unsigned r = i, so = 0, dof = 0;
+#pragma unroll
+    for (int d = 7; d >= 0; --d) {
+      if (d < v.nd) {
+        const unsigned q = div32(r, v.div[d]), c = r - q * v.div[d].d;
+        r = q;
+        so += c * v.src_strides[d];
+        dof += c * v.dst_strides[d];
+      }
+    }
+    dst[dof] = src[so];
+  }
+}
+
+// the same in 64-bit indexing (views beyond 2^31 elements or with negative strides)
+template <typename U>
+__global__ void strided_copy64_kernel(const U* __restrict__ src, U* __restrict__ dst, StridedPlan v, long long n) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     long long r = i, so = 0, dof = 0;
@@ -86,18 +126,77 @@ __global__ void strided_copy_kernel(const T* __restrict__ src, T* __restrict__ d
   }
 }
 
+// a tiled copy: dimension t (source stride 1) and the last (destination stride 1) move through a
+// 32 x 33 shared-memory tile (the padding avoids bank conflicts), reads along t, writes along the
+// last dim; blockIdx.z walks the other dims
+template <typename U>
+__global__ void strided_copy_tiled_kernel(const U* __restrict__ src, U* __restrict__ dst, StridedPlan v, long long outer) {
+  __shared__ U tile[32][33];
+  const int t = v.tile_dim, l = v.nd - 1;
+  const long long nt = v.dims[t], nl = v.dims[l];
+  const long long t0 = static_cast<long long>(blockIdx.y) * 32, l0 = static_cast<long long>(blockIdx.x) * 32;
+  for (long long o = blockIdx.z; o < outer; o += gridDim.z) {
+    long long r = o, sb = 0, db = 0;
+    for (int d = l - 1; d >= 0; --d) {
+      if (d == t) continue;
+      const long long q = r / v.dims[d], c = r - q * v.dims[d];
+      r = q;
+      sb += c * v.src_strides[d];
+      db += c * v.dst_strides[d];
+    }
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+      const long long ti = t0 + threadIdx.x, li = l0 + j;
+      if (ti < nt && li < nl) tile[j][threadIdx.x] = src[sb + ti + li * v.src_strides[l]];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+      const long long ti = t0 + j, li = l0 + threadIdx.x;
+      if (ti < nt && li < nl) dst[db + ti * v.dst_strides[t] + li] = tile[threadIdx.x][j];
+    }
+    __syncthreads();
+  }
+}
+
+template <typename U>
+void launch_strided_copy(const StridedPlan& p, const void* src, void* dst, cudaStream_t s) {
+  const U* in = static_cast<const U*>(src);
+  U* out = static_cast<U*>(dst);
+  const long long n = p.count();
+  if (p.kind == StridedPlan::kTiled && (p.dims[p.tile_dim] + 31) / 32 <= 65535) {
+    const long long nt = p.dims[p.tile_dim], nl = p.dims[p.nd - 1];
+    const long long outer = n / (nt * nl);
+    const dim3 grid(static_cast<unsigned>((nl + 31) / 32), static_cast<unsigned>((nt + 31) / 32),
+                    static_cast<unsigned>(outer < 65535 ? outer : 65535));
+    strided_copy_tiled_kernel<U><<<grid, dim3(32, 8), 0, s>>>(in, out, p, outer);
+    return;
+  }
+  const int blocks = grid_for(static_cast<std::size_t>(n));
+  if (p.index32) {
+    View32 v{};
+    v.nd = p.nd;
+    for (int d = 0; d < p.nd; ++d) {
+      v.div[d] = make_div32(static_cast<unsigned>(p.dims[d]));
+      v.src_strides[d] = static_cast<unsigned>(p.src_strides[d]);
+      v.dst_strides[d] = static_cast<unsigned>(p.dst_strides[d]);
+    }
+    strided_copy32_kernel<U><<<blocks, 256, 0, s>>>(in, out, v, static_cast<unsigned>(n));
+  } else {
+    strided_copy64_kernel<U><<<blocks, 256, 0, s>>>(in, out, p, n);
+  }
+}
+
 }  // namespace
 
 void strided_copy(const void* src, void* dst, std::size_t elem_bytes, const StridedView& v, cudaStream_t s) {
-  long long n = 1;
-  for (int d = 0; d < v.nd; ++d) n *= v.dims[d];
-  if (n <= 0) return;
-  const int blocks = grid_for(static_cast<std::size_t>(n));
-  switch (elem_bytes) {
-    case 1: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned char*>(src), static_cast<unsigned char*>(dst), v, n); break;
-    case 2: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned short*>(src), static_cast<unsigned short*>(dst), v, n); break;
-    case 4: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned int*>(src), static_cast<unsigned int*>(dst), v, n); break;
-    default: strided_copy_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned long long*>(src), static_cast<unsigned long long*>(dst), v, n); break;
+  const StridedPlan p = plan_strided_copy(v, elem_bytes, reinterpret_cast<std::uintptr_t>(src),
+                                          reinterpret_cast<std::uintptr_t>(dst));
+  if (p.count() <= 0) return;
+  switch (p.unit_bytes) {
+    case 1: launch_strided_copy<unsigned char>(p, src, dst, s); break;
+    case 2: launch_strided_copy<unsigned short>(p, src, dst, s); break;
+    case 4: launch_strided_copy<unsigned int>(p, src, dst, s); break;
+    case 8: launch_strided_copy<unsigned long long>(p, src, dst, s); break;
+    default: launch_strided_copy<uint4>(p, src, dst, s); break;
   }
 }
 

@@ -6,6 +6,8 @@
 //   summarize(samples_ms, rse, min_n)   -> dict: the harness's statistics (stats.hpp)
 //   should_stop(samples_ms, elapsed_ms, rse, min_n, max_n, max_time_ms) -> bool: its stopping rule
 //   engine_details(plan_name, numerical, behavior, rank_a, rank_b) -> str: an engine config's details JSON
+//   plan_strided_copy(dims, src_strides, dst_strides, elem_bytes, src_addr, dst_addr) -> dict: what the
+//                                       harness's strided-copy kernel launches for a view (strided_copy.hpp)
 #include <dlfcn.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -16,6 +18,7 @@
 #include "benanza/device.hpp"
 #include "benanza/engine_details.hpp"
 #include "benanza/stats.hpp"
+#include "benanza/strided_copy.hpp"
 
 namespace py = pybind11;
 
@@ -72,6 +75,34 @@ Fn symbol(void* h, const char* name) {
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "benanza native helpers: CUDA device query and the timing harness's statistics";
+  m.def(
+      "plan_strided_copy",
+      [](const std::vector<long long>& dims, const std::vector<long long>& src_strides,
+         const std::vector<long long>& dst_strides, std::size_t elem_bytes, std::uintptr_t src, std::uintptr_t dst) {
+        if (dims.size() > 8 || src_strides.size() != dims.size() || dst_strides.size() != dims.size())
+          throw std::invalid_argument("plan_strided_copy: dims and both strides need the same length, at most 8");
+        benanza::StridedView v{static_cast<int>(dims.size()), {}, {}, {}};
+        for (std::size_t d = 0; d < dims.size(); ++d) {
+          v.dims[d] = dims[d];
+          v.src_strides[d] = src_strides[d];
+          v.dst_strides[d] = dst_strides[d];
+        }
+        const benanza::StridedPlan p = benanza::plan_strided_copy(v, elem_bytes, src, dst);
+        py::dict o;
+        o["kind"] = p.kind == benanza::StridedPlan::kTiled ? "tiled" : "elementwise";
+        o["dims"] = std::vector<long long>(p.dims, p.dims + p.nd);
+        o["src_strides"] = std::vector<long long>(p.src_strides, p.src_strides + p.nd);
+        o["dst_strides"] = std::vector<long long>(p.dst_strides, p.dst_strides + p.nd);
+        o["unit_bytes"] = p.unit_bytes;
+        o["tile_dim"] = p.tile_dim;
+        o["index32"] = p.index32;
+        return o;
+      },
+      py::arg("dims"), py::arg("src_strides"), py::arg("dst_strides"), py::arg("elem_bytes"), py::arg("src") = 0,
+      py::arg("dst") = 0,
+      "The plan of the harness's strided-copy kernel for one view (dims and strides in elements, byte "
+      "addresses for alignment): kind ('elementwise' or 'tiled'), the coalesced dims and strides in units of "
+      "unit_bytes, tile_dim, index32.");
   m.def("engine_details", &benanza::engine_details_json, py::arg("plan_name"), py::arg("numerical") = std::vector<std::string>{},
         py::arg("behavior") = std::vector<std::string>{}, py::arg("rank_a") = -1, py::arg("rank_b") = -1,
         "The details JSON of a cuDNN engine config from its cudnn-frontend plan name (as the suites store it).");

@@ -24,6 +24,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "benanza/strided_copy.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <functional>
@@ -241,16 +243,10 @@ long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s)
 // `iters` steps and writes one float (so the work is not optimised away).
 constexpr int kFmaChains = 8;
 void fma_rate(float* out, int blocks, int threads, int iters, cudaStream_t s);
-// A strided view for strided_copy: `nd` dims (at most 8) with source and destination strides (elements).
-struct StridedView {
-  int nd;
-  long long dims[8];
-  long long src_strides[8];
-  long long dst_strides[8];
-};
 // One strided transfer by a CUDA kernel (kernels.cu): every element of the view's index space copied
 // from src to dst, `elem_bytes` (1, 2, 4 or 8) each; the generic copy kernel a framework runs for a
-// permuted or sliced view (Transpose, Slice, Concat, Pad).
+// permuted or sliced view (Transpose, Slice, Concat, Pad), launched as plan_strided_copy plans it
+// (StridedView and the plan: strided_copy.hpp).
 void strided_copy(const void* src, void* dst, std::size_t elem_bytes, const StridedView& v, cudaStream_t s);
 // The DRAM bandwidth probe (kernels.cu): `bytes` (a multiple of 16) copied from src to dst as
 // 16-byte vectors by a grid-stride loop.
