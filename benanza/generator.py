@@ -707,7 +707,11 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         "precisions": precisions,
         "layouts": layouts or ["NCHW"],
         "models": [{"model": m.model, "path": m.path, "sha256": m.sha256, "batch": m.batch,
-                    "summary": m.summary(), "key_counts": _key_counts(m)} for m in models],
+                    "summary": m.summary(), "key_counts": _key_counts(m),
+                    # every config the model uses, jobs or not (an NHWC-only suite has no job for
+                    # a Gemm), so that the database knows each key the model's record names
+                    "configs": [{"kind": c.kind, "params": c.params()} for c in _used_configs(m)]}
+                   for m in models],
         "jobs": [j.to_dict() for j in jobs],
         "sources": sources,
         "fingerprint": hashlib.sha256(json.dumps(sources + [j.id for j in jobs]).encode()).hexdigest()[:16],
@@ -749,6 +753,14 @@ def render_harness_project(root: Path) -> None:
     text = _env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True,
                                                            **_harness_sources())
     _write_if_changed(root / "CMakeLists.txt", text)
+
+
+def _used_configs(m: ModelLayers) -> list[L.LayerConfig]:
+    """The configs of :func:`_key_counts`' keys, once each, in graph order."""
+    out: dict[str, L.LayerConfig] = {}
+    for ly in m.benchmarked():
+        out.setdefault(ly.key, ly.config)
+    return list(out.values())
 
 
 def _key_counts(m: ModelLayers) -> dict[str, int]:

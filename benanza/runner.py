@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import layers as L
 from . import roofline
 from .builder import suite_executable
 from .database import Database, system_fingerprint
@@ -149,6 +150,10 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     system = systems[0]
     system_id = db.upsert_system(system)
     configs = {j.layer_key: j.config for j in suite.jobs}
+    for m in suite.manifest.get("models", []):
+        for c in m.get("configs", []):
+            cfg = L.config_from_params(c["kind"], c["params"])
+            configs.setdefault(cfg.key, cfg)
     db.upsert_configs(list(configs.values()))
     for m in suite.manifest.get("models", []):
         if m.get("key_counts"):

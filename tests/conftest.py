@@ -42,13 +42,13 @@ def db_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'perf.db'}"
 
 
-def make_fake_suite(folder: Path, model: Path, batches=(1,), precisions=("fp32",)) -> Path:
+def make_fake_suite(folder: Path, model: Path, batches=(1,), precisions=("fp32",), layouts=None) -> Path:
     """Generate the real suite for ``model`` and put the fake executable where the build would."""
     from benanza.generator import generate
     from benanza.model import process
 
     mls = [process(model, b) for b in batches]
-    generate(mls, list(precisions), folder)
+    generate(mls, list(precisions), folder, layouts=layouts)
     exe = folder / "build" / "benanza-suite"
     exe.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(HERE / "fake_suite.py", exe)

@@ -129,3 +129,24 @@ def test_different_gpus_are_not_mixed(fake_suite, db_url, monkeypatch, tmp_path)
     exe.chmod(0o755)
     with pytest.raises(DeviceError, match="not identical"):
         _run(fake_suite, db_url, devices=(0, 1))
+
+
+def test_nhwc_only_suite_into_a_fresh_database(tmp_path, models, db_url):
+    """A channels-last-only run has no job for the model's Gemm or Softmax, yet the model's record
+    names every layer config: a fresh database must still take it (it failed with a foreign-key error
+    on the GPU: `bench resnet50 --layout nhwc`)."""
+    from conftest import make_fake_suite
+
+    folder = make_fake_suite(tmp_path / "nhwc", models / "resnet50.onnx", (1,), ("fp16",), layouts=["NHWC"])
+    suite = load_suite(folder)
+    assert suite.jobs and all(j.layout == "NHWC" for j in suite.jobs)
+    job_keys = {j.layer_key for j in suite.jobs}
+    used = set(suite.manifest["models"][0]["key_counts"])
+    assert used - job_keys, "resnet50 has layers without an NHWC job (its Gemm)"
+    s = _run(folder, db_url)
+    assert (s.ok, s.failed) == (len(suite.jobs), 0)
+    db = open_db(db_url)
+    from benanza.database import LayerConfigRow, ModelConfig
+    with db.session() as ses:
+        assert {r.layer_key for r in ses.query(ModelConfig)} == used
+        assert used <= {r.key for r in ses.query(LayerConfigRow)}
