@@ -10,6 +10,9 @@
 #               fresh database (OUTDIR/e0.db.gz, e1.db.gz); then the profiles the last profile run
 #               lost (vit_b_16 b1 fp32 and b32 fp16, googlenet b1 fp16 and b32 fp32,
 #               resnet50_bnkept b32 fp32; PROFILE_END as below)
+#   nhwc        tests/test_strided_copy_gpu.py; then resnet50_bnkept fp32 NHWC, vgg16 and mobilenet_v2
+#               fp16 on GPU 0 (OUTDIR/e4.db.gz), resnet50 NHWC in fp32, tf32, fp16, bf16 on GPU 1
+#               (OUTDIR/e3.db.gz); batch 1,32
 #   copyfix     tests/test_strided_copy_gpu.py, then vit_b_16 (dynamic batch) on GPU 0 and resnet50 in
 #               NHWC on GPU 1, batch 1,32 in fp32, tf32, fp16, bf16 (OUTDIR/e2.db.gz, e3.db.gz)
 #   bench-full  ceilings, then `benanza bench` of resnet50_bnkept (NCHW and NHWC), googlenet,
@@ -112,7 +115,27 @@ pack_profiles() {  # pack_profiles N: the profile folders into OUTDIR
   for f in $(ls "$W"/logs.tar.part* | head -"$1"); do cp "$f" "$OUTDIR/"; done
 }
 
+copycheck() {  # the strided-copy kernel against a CPU reference, with its rates
+  # (from /tmp: `python -m pytest` puts the working directory first on sys.path, and the source tree
+  # has no compiled benanza._native, so every GPU test would skip)
+  (cd /tmp && timeout 150 python3 -m pytest -q -s -p no:cacheprovider "$REPO/tests/test_strided_copy_gpu.py" 2>&1) \
+      | grep -E "^(vit|concat|slice|pad)|passed|failed|skipped|rror" | cut -c1-200
+  echo "copy check: $(el) s"
+}
+
 case "$STAGE" in
+nhwc)
+  # the strided-copy check; then GPU 0: resnet50_bnkept fp32 in NHWC, vgg16 and mobilenet_v2 in fp16
+  # (OUTDIR/e4.db.gz); GPU 1: resnet50 in NHWC at fp32, tf32, fp16, bf16 (OUTDIR/e3.db.gz); batch 1,32
+  copycheck
+  ( DB=$W/e4.db
+    bench resnet50_bnkept 200 --batch 1,32 --dtype fp32 --layout nhwc --devices 0
+    bench vgg16 120 --batch 1,32 --dtype fp16 --devices 0
+    bench mobilenet_v2 120 --batch 1,32 --dtype fp16 --devices 0 ) > "$W/gpu0.log" 2>&1 &
+  ( DB=$W/e3.db; bench resnet50 300 --batch 1,32 --dtype fp32,tf32,fp16,bf16 --layout nhwc --devices 1 ) > "$W/gpu1.log" 2>&1 &
+  wait
+  echo "== GPU 0"; cat "$W/gpu0.log"; echo "== GPU 1"; cat "$W/gpu1.log"
+  ;;
 issue4)
   # GPU 0: vit_b_16 (dynamic batch) then lstm_lm, into $W/e0.db; GPU 1: resnet50 into $W/e1.db;
   # each at batch 1,32 in fp32, tf32, fp16, bf16, in a fresh database (merged into the reference
@@ -139,8 +162,7 @@ copyfix)
   # the strided-copy kernel checked against a CPU reference and its rates, then vit_b_16 (dynamic
   # batch) again with it on GPU 0 (OUTDIR/e2.db.gz) while GPU 1 measures resnet50 in NHWC
   # (OUTDIR/e3.db.gz), each at batch 1,32 in fp32, tf32, fp16, bf16
-  timeout 150 python3 -m pytest -q -s -p no:cacheprovider tests/test_strided_copy_gpu.py 2>&1 | grep -E "^(vit|concat|slice|pad)|passed|failed|Error" | cut -c1-200
-  echo "copy check: $(el) s"
+  copycheck
   DT=fp32,tf32,fp16,bf16
   ( DB=$W/e2.db; bench "$VIT" 300 --batch 1,32 --dtype $DT --devices 0 ) > "$W/gpu0.log" 2>&1 &
   ( DB=$W/e3.db; bench resnet50 300 --batch 1,32 --dtype $DT --layout nhwc --devices 1 ) > "$W/gpu1.log" 2>&1 &
