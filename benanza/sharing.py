@@ -3,7 +3,7 @@ import (merge) one into another database.
 
 The merge rule (what `benanza db import` documents; machine ceilings: per system and name, the
 newer wins): the unit is the *job*, one layer config in one
-precision on one system. A job present on one side only is copied; a job present on both sides is
+precision and one tensor layout (NCHW, or NHWC for a channels-last job) on one system. A job present on one side only is copied; a job present on both sides is
 taken from the side that finished it later (``jobs.finished_at``), with all its measurements and
 heuristic choices, replacing the other side's; on equal times the existing data is kept.
 Measurement rows that belong to no job (hand-made data) merge row by row, the newer ``created_at``
@@ -34,6 +34,11 @@ def _cols(model) -> list[str]:
 
 def _rows(conn, stmt) -> list[dict]:
     return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def _job_layout(job: str) -> str:
+    """The tensor layout of a job id (:func:`benanza.generator.job_id`: ``KEY.PRECISION[.nhwc]``)."""
+    return "NHWC" if job.endswith(".nhwc") else "NCHW"
 
 
 def _newer_wins(dc, model, cond: list, src_row: dict, values: dict) -> bool:
@@ -170,19 +175,24 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
     ccols = [c for c in _cols(Choice) if c != "id"]
     for i in range(0, len(take), _CHUNK):
         chunk = take[i:i + _CHUNK]
-        groups = {(j["system_id"], j["layer_key"], j["precision"]) for j in chunk}
+        # a job is one layout: an NHWC job's rows replace only NHWC rows, and heuristic choices
+        # (which have no layout) belong to the NCHW job, as in Database.write_job
+        groups = {(j["system_id"], j["layer_key"], j["precision"], _job_layout(j["job"])) for j in chunk}
         ks = sorted({g[1] for g in groups})
         with src.engine.connect() as sc:
             ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
-                  if (r["system_id"], r["layer_key"], r["precision"]) in groups]
+                  if (r["system_id"], r["layer_key"], r["precision"], r["layout"]) in groups]
             cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
-                  if (r["system_id"], r["layer_key"], r["precision"]) in groups]
+                  if (r["system_id"], r["layer_key"], r["precision"], "NCHW") in groups]
         with dst.engine.begin() as dc:
-            for (ssid, key, prec) in groups:
+            for (ssid, key, prec, lay) in groups:
                 dsid = sys_map[ssid]
-                for model in (Measurement, Choice):
-                    dc.execute(sa.delete(model.__table__).where(model.system_id == dsid, model.layer_key == key,
-                                                                model.precision == prec))
+                dc.execute(sa.delete(Measurement.__table__).where(
+                    Measurement.system_id == dsid, Measurement.layer_key == key, Measurement.precision == prec,
+                    Measurement.layout == lay))
+                if lay == "NCHW":
+                    dc.execute(sa.delete(Choice.__table__).where(Choice.system_id == dsid, Choice.layer_key == key,
+                                                                 Choice.precision == prec))
             for j in chunk:
                 dc.execute(sa.delete(JobRow.__table__).where(JobRow.system_id == sys_map[j["system_id"]],
                                                              JobRow.job == j["job"]))
@@ -200,9 +210,10 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         st.measurements_written += len(ms)
     # measurements that belong to no job: row by row, newer created_at wins
     with src.engine.connect() as sc:
-        all_jobs = {(r.system_id, r.layer_key, r.precision) for r in sc.execute(
-            select(JobRow.system_id, JobRow.layer_key, JobRow.precision))}
-        orphans = [r for r in _rows(sc, orphan_q) if (r["system_id"], r["layer_key"], r["precision"]) not in all_jobs
+        all_jobs = {(r.system_id, r.layer_key, r.precision, _job_layout(r.job)) for r in sc.execute(
+            select(JobRow.system_id, JobRow.layer_key, JobRow.precision, JobRow.job))}
+        orphans = [r for r in _rows(sc, orphan_q)
+                   if (r["system_id"], r["layer_key"], r["precision"], r["layout"]) not in all_jobs
                    and (keyset is None or r["layer_key"] in keyset)]
     ucols = ("layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")
     with dst.engine.begin() as dc:

@@ -279,3 +279,37 @@ def test_import_carries_the_ceilings(suites, tmp_path):
     assert got["dram_bandwidth"].value == 3.9e12
     # again: nothing newer, nothing written
     assert sharing.import_db(dst, str(tmp_path / "src.db")).ceilings_written == 0
+
+
+def test_an_nhwc_job_merges_beside_the_nchw_job(tmp_path, models):
+    """The GPU workflow measures NCHW and NHWC into separate files and merges them: importing the
+    channels-last jobs must keep the NCHW measurements and heuristic choices of the same configs
+    (it deleted them: the unit of a merge is a job, and a job is one layout)."""
+    nchw = make_fake_suite(tmp_path / "a", models / "resnet50.onnx", (1,), ("fp16",))
+    nhwc = make_fake_suite(tmp_path / "b", models / "resnet50.onnx", (1,), ("fp16",), layouts=["NHWC"])
+    dst_url, src_url = f"sqlite:///{tmp_path / 'dst.db'}", f"sqlite:///{tmp_path / 'src.db'}"
+    _fill(dst_url, nchw)
+    _fill(src_url, nhwc)
+    dst, src = open_db(dst_url), open_db(src_url)
+
+    def rows(db):
+        out = {}
+        for m in query.measurements(db, query.Filters()):
+            out.setdefault(m.layout, set()).add((m.layer_key, m.call, m.algorithm, m.cache, m.median_ms))
+        return out
+
+    def choices(db):
+        with db.session() as s:
+            return s.query(sa.func.count()).select_from(sa.table("choices")).scalar()
+
+    before, n_choices = rows(dst), choices(dst)
+    assert set(before) == {"NCHW"} and n_choices > 0
+    st = sharing.import_db(dst, src_url.removeprefix("sqlite:///"))
+    assert st.jobs_added == len(load_suite(nhwc).jobs) and st.jobs_replaced == 0
+    after = rows(dst)
+    assert after["NCHW"] == before["NCHW"]
+    assert after["NHWC"] == rows(src)["NHWC"]
+    assert choices(dst) == n_choices
+    # and the other way round: NCHW jobs into a database of NHWC jobs
+    sharing.import_db(src, str(tmp_path / "dst.db"))
+    assert rows(src) == after
