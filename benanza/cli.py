@@ -6,6 +6,7 @@ non-zero (codes in :mod:`benanza.errors`); no traceback unless ``BENANZA_DEBUG=1
 from __future__ import annotations
 
 import functools
+import dataclasses
 import json
 import os
 import sys
@@ -376,8 +377,10 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
             system_spec: Optional[str] = typer.Option(None, "--system", help="system id, fingerprint prefix or GPU name"),
             cache: str = typer.Option("warm", "--cache", help="warm (default) or cold measurements"),
-            layout: str = typer.Option("nchw", "--layout", help="layouts a layer may run in: nchw (the model's), "
-                                       "nchw,nhwc (convolutions and their neighbours may run channels-last; conversions not counted)"),
+            layout: Optional[str] = typer.Option(None, "--layout", help="layouts a layer may run in: nchw (the model's), "
+                                                 "nchw,nhwc (convolutions and their neighbours may run channels-last; "
+                                                 "conversions not counted); default nchw, or nchw,nhwc for a profile "
+                                                 "the framework ran in channels_last"),
             json_out: bool = typer.Option(False, "--json"),
             layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer table"),
             dim: Optional[list[str]] = typer.Option(None, "--dim"),
@@ -395,7 +398,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     from .model import parse_batches
 
     precisions = parse_precisions(dtype)
-    layouts = tuple(parse_layouts(layout))
+    layouts = tuple(parse_layouts(layout or "nchw"))
     if html_out is not None and profile_dir is None:
         raise UsageError("--html needs --profile DIR (the report compares the framework with the LBL)")
     prof = None
@@ -409,6 +412,12 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             raise UsageError(f"{profile_dir}: the profile was taken at batch {pb}; analyze --batch {pb}")
         batch = str(pb)
         prof = load_profile(profile_dir, model, pb, _parse_dims(dim), batch_dim)
+        if layout is None and prof.settings.extra.get("memory_format") == "channels_last":
+            # the framework's convolutions ran channels-last: so may the lower bound's
+            layouts = ("NCHW", "NHWC")
+            prof = dataclasses.replace(prof, notices=prof.notices + (
+                "the framework ran in channels_last: the LBL lets convolutions and their neighbours run NHWC "
+                "(--layout nchw,nhwc; give --layout nchw for the model's layout only)",))
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
     database = open_db(db, create=False)
     if not json_out:

@@ -361,3 +361,18 @@ def test_engine_names_match_across_framework_logs_and_database(shared):
     keys = {engine_key(m.algorithm) for m in log.matmuls}
     assert "lt:algo=21 tile=64x64 stages=32x5 splitK=16 red=compute swz=0 opt=0 cl=auto" in keys
     assert all(k.startswith("lt:algo=") for k in keys)
+
+
+def test_a_channels_last_profile_lets_the_lbl_run_nhwc(models):
+    """`analyze --profile` of a run the framework made in channels_last: the LBL's convolutions and
+    their neighbours may run NHWC too (and the report says so), unless --layout says otherwise."""
+    args = ["analyze", str(models / "resnet50_bnkept.onnx"), "--dtype", "fp16", "--db", str(PAIR_DB), "--system",
+            "NVIDIA H200", "--profile", str(H200_PROFILES / "resnet50_bnkept-b32-fp16-cl"), "--json"]
+    runner = CliRunner()
+    auto = runner.invoke(app, args)
+    assert auto.exit_code == 0, auto.output
+    notice = [n for n in json.loads(auto.stdout)["notices"] if "channels_last" in n]
+    assert notice and "nchw,nhwc" in notice[0]
+    fixed = runner.invoke(app, args + ["--layout", "nchw"])
+    assert fixed.exit_code == 0, fixed.output
+    assert not [n for n in json.loads(fixed.stdout)["notices"] if "ran in channels_last" in n]
