@@ -170,16 +170,17 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16, bf16, fp8 (FP8 GEMMs, the rest fp16)"),
              output: Path = typer.Option(..., "-o", "--output", help="folder for the suite"),
              layout: str = typer.Option("nchw", "--layout", help=LAYOUT_HELP),
+             kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise"),
              dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
              batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers."""
-    from .generator import generate as gen, parse_layouts, parse_precisions
+    from .generator import generate as gen, parse_kinds, parse_layouts, parse_precisions
     from .model import parse_batches
 
     precisions = parse_precisions(dtype)
     layouts = parse_layouts(layout)
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim)
-    suite = gen(mls, precisions, output, layouts)
+    suite = gen(mls, precisions, output, layouts, parse_kinds(kinds))
     kinds = {}
     for j in suite.jobs:
         kinds[j.kind] = kinds.get(j.kind, 0) + 1
@@ -664,6 +665,8 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
           output: Optional[Path] = typer.Option(None, "-o", "--output", help="suite folder (default: a cache folder)"),
           layout: str = typer.Option("nchw", "--layout", help=LAYOUT_HELP),
+          kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise "
+                                              "(with --force: measure again what a harness change touched)"),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
           retry_failed: bool = typer.Option(False, "--retry-failed"),
           warmup_ms: float = typer.Option(2.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
@@ -686,12 +689,13 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     from .analyzer import analyze as do_analyze, resolve_system
     from .builder import build as do_build
     from .database import open_db, system_fingerprint
-    from .generator import generate as gen, parse_layouts, parse_precisions, plan_jobs
+    from .generator import generate as gen, parse_kinds, parse_layouts, parse_precisions, plan_jobs
     from .model import parse_batches
 
     stages = {}
     precisions = parse_precisions(dtype)
     layouts = parse_layouts(layout)
+    kind_list = parse_kinds(kinds)
     batches = parse_batches(batch)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
                         job_timeout, force, retry_failed, devices, screen)
@@ -712,7 +716,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     t = time.perf_counter()
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
         f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder, layouts)
+    suite = gen(mls, precisions, folder, layouts, kind_list)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
     t = time.perf_counter()

@@ -662,19 +662,34 @@ class Suite:
     manifest: dict
 
 
+def parse_kinds(text: str | None) -> list[str] | None:
+    """Parse ``"Activation,Elementwise"`` (layer kinds, as ``benanza layers`` names them; any case).
+    None or empty: every kind. Raises :class:`UsageError` for an unknown kind."""
+    if not text:
+        return None
+    by_lower = {k.lower(): k for k in KIND_TEMPLATES}
+    return _parse_choices(text, set(KIND_TEMPLATES), lambda v: by_lower.get(v.lower(), v), "layer kind",
+                          ", ".join(sorted(KIND_TEMPLATES)))
+
+
 def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path,
-             layouts: list[str] | None = None) -> Suite:
+             layouts: list[str] | None = None, kinds: list[str] | None = None) -> Suite:
     """Write the C++ suite for ``models`` (their unique configs) in ``precisions`` into ``out_dir``.
 
     Writes ``CMakeLists.txt``, ``src/<kind>.cpp`` per layer kind present, ``src/suite_info.cpp``,
     the harness under ``harness/`` and ``suite.json`` (the manifest: jobs with their configs, the
-    models and their layer graphs' summaries). Returns the :class:`Suite`. Raises
-    :class:`UsageError` when no layer of the models can be benchmarked.
+    models and their layer graphs' summaries). ``kinds``: only the jobs of these layer kinds (to
+    measure again what a harness change touched). Returns the :class:`Suite`. Raises
+    :class:`UsageError` when no layer of the models can be benchmarked (or none of ``kinds``).
     """
     jobs = plan_jobs(models, precisions, layouts)
+    names = ", ".join(sorted({m.model for m in models}))
     if not jobs:
-        names = ", ".join(sorted({m.model for m in models}))
         raise UsageError(f"{names}: no benchmarkable layer (every layer is zero-cost or unsupported)")
+    if kinds:
+        jobs = [j for j in jobs if j.kind in kinds]
+        if not jobs:
+            raise UsageError(f"{names}: no layer of kind {', '.join(kinds)} to benchmark")
     root = Path(out_dir)
     src = root / "src"
     src.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@
 #               fresh database (OUTDIR/e0.db.gz, e1.db.gz); then the profiles the last profile run
 #               lost (vit_b_16 b1 fp32 and b32 fp16, googlenet b1 fp16 and b32 fp32,
 #               resnet50_bnkept b32 fp32; PROFILE_END as below)
+#   pointwise   the GPU kernel tests; then `bench --kinds Activation,Elementwise` (the harness's
+#               pointwise kernels) of the models above into OUTDIR/e5.db.gz (GPU 0), e6.db.gz (GPU 1)
 #   nhwc        tests/test_strided_copy_gpu.py; then resnet50_bnkept fp32 NHWC, vgg16 and mobilenet_v2
 #               fp16 on GPU 0 (OUTDIR/e4.db.gz), resnet50 NHWC in fp32, tf32, fp16, bf16 on GPU 1
 #               (OUTDIR/e3.db.gz); batch 1,32
@@ -115,15 +117,36 @@ pack_profiles() {  # pack_profiles N: the profile folders into OUTDIR
   for f in $(ls "$W"/logs.tar.part* | head -"$1"); do cp "$f" "$OUTDIR/"; done
 }
 
-copycheck() {  # the strided-copy kernel against a CPU reference, with its rates
+copycheck() {  # the strided-copy and pointwise kernels against CPU references, with the copy rates
   # (from /tmp: `python -m pytest` puts the working directory first on sys.path, and the source tree
   # has no compiled benanza._native, so every GPU test would skip)
-  (cd /tmp && timeout 150 python3 -m pytest -q -s -p no:cacheprovider "$REPO/tests/test_strided_copy_gpu.py" 2>&1) \
-      | grep -E "^(vit|concat|slice|pad)|passed|failed|skipped|rror" | cut -c1-200
-  echo "copy check: $(el) s"
+  (cd /tmp && timeout 200 python3 -m pytest -q -s -p no:cacheprovider "$REPO/tests/test_strided_copy_gpu.py" \
+      "$REPO/tests/test_pointwise_gpu.py" 2>&1) \
+      | grep -E "(vit|concat|slice|pad)-?[a-zT]* [0-9] ok|passed|failed|skipped|rror|^bad|fp32|fp16|bf16" | cut -c1-200
+  echo "kernel checks: $(el) s"
 }
 
 case "$STAGE" in
+pointwise)
+  # the kernel checks; then only the Activation and Elementwise layers (the harness's pointwise
+  # kernels besides cuDNN's), in fresh databases: GPU 0 (OUTDIR/e5.db.gz) resnet50_bnkept fp32,fp16
+  # NCHW+NHWC, vit_b_16 and lstm_lm in fp32, tf32, fp16, bf16; GPU 1 (OUTDIR/e6.db.gz) resnet50 in
+  # the four types NCHW+NHWC, densenet121 and googlenet fp32,fp16, vgg16 and mobilenet_v2 fp16
+  copycheck
+  K="--kinds Activation,Elementwise"
+  ( DB=$W/e5.db
+    bench resnet50_bnkept 120 --batch 1,32 --dtype fp32,fp16 --layout nchw,nhwc $K --devices 0
+    bench "$VIT" 120 --batch 1,32 --dtype fp32,tf32,fp16,bf16 $K --devices 0
+    bench lstm_lm 60 --batch 1,32 --dtype fp32,tf32,fp16,bf16 $K --devices 0 ) > "$W/gpu0.log" 2>&1 &
+  ( DB=$W/e6.db
+    bench resnet50 120 --batch 1,32 --dtype fp32,tf32,fp16,bf16 --layout nchw,nhwc $K --devices 1
+    bench densenet121 90 --batch 1,32 --dtype fp32,fp16 $K --devices 1
+    bench googlenet 90 --batch 1,32 --dtype fp32,fp16 $K --devices 1
+    bench vgg16 60 --batch 1,32 --dtype fp16 $K --devices 1
+    bench mobilenet_v2 60 --batch 1,32 --dtype fp16 $K --devices 1 ) > "$W/gpu1.log" 2>&1 &
+  wait
+  echo "== GPU 0"; cat "$W/gpu0.log"; echo "== GPU 1"; cat "$W/gpu1.log"
+  ;;
 nhwc)
   # the strided-copy check; then GPU 0: resnet50_bnkept fp32 in NHWC, vgg16 and mobilenet_v2 in fp16
   # (OUTDIR/e4.db.gz); GPU 1: resnet50 in NHWC at fp32, tf32, fp16, bf16 (OUTDIR/e3.db.gz); batch 1,32

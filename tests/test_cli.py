@@ -126,3 +126,19 @@ def test_run_on_a_folder_that_is_not_a_suite(tmp_path):
 def test_reference_db_is_read_only(tmp_path, fake_suite):
     msg = one_line_error(bz("run", fake_suite, "--db", REF_DB), 3)
     assert "read-only" in msg
+
+
+def test_generate_only_some_layer_kinds(models, tmp_path):
+    """--kinds measures again only what a harness change touched (e.g. the pointwise kernels): the
+    suite holds only those kinds' jobs, the manifest still every config of the model; an unknown or
+    absent kind is a one-line error."""
+    p = bz("generate", models / "resnet50_bnkept.onnx", "-b", "1", "-t", "fp16", "--kinds", "activation,Elementwise",
+           "-o", tmp_path / "s")
+    assert p.returncode == 0, p.stderr
+    suite = json.loads((tmp_path / "s" / "suite.json").read_text())
+    assert {j["kind"] for j in suite["jobs"]} == {"Activation", "Elementwise"}
+    assert len(suite["models"][0]["configs"]) > len(suite["jobs"])
+    msg = one_line_error(bz("generate", models / "resnet50_bnkept.onnx", "--kinds", "Relu", "-o", tmp_path / "t"), 2)
+    assert "unknown layer kind 'Relu'" in msg and "Activation" in msg
+    msg = one_line_error(bz("generate", models / "lstm_lm.onnx", "--kinds", "Conv", "-o", tmp_path / "u"), 2)
+    assert "no layer of kind Conv" in msg

@@ -185,6 +185,120 @@ void launch_strided_copy(const StridedPlan& p, const void* src, void* dst, cudaS
   }
 }
 
+// ---- pointwise kernels: what a framework's elementwise kernels do (PyTorch's vectorized
+// TensorIterator loops: 16-byte loads and stores where the innermost dimension allows, float math)
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+template <typename T>
+__device__ __forceinline__ float to_f(T x) { return static_cast<float>(x); }
+template <typename T>
+__device__ __forceinline__ T from_f(float x) { return static_cast<T>(x); }
+
+__device__ __forceinline__ float binary_op(int op, float a, float b) {
+  switch (op) {
+    case 0: return a + b;
+    case 1: return a * b;
+    case 2: return fminf(a, b);
+    default: return fmaxf(a, b);
+  }
+}
+
+// y = op(alpha1 * a, alpha2 * b) over a's collapsed row-major index space; b's offset from the
+// per-dim strides (0 where b broadcasts); V elements per step along the innermost dim
+struct BinaryView {
+  int nd;
+  Div32 div[6];
+  unsigned b_strides[6];
+};
+
+template <typename T, int V>
+__global__ void binary_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, BinaryView v,
+                              unsigned nvec, int op, float alpha1, float alpha2, bool b_inner) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += gridDim.x * blockDim.x) {
+    const unsigned e = i * V;
+    unsigned r = e, bo = 0;
+#pragma unroll
+    for (int d = 5; d >= 0; --d) {
+      if (d < v.nd) {
+        const unsigned q = div32(r, v.div[d]);
+        bo += (r - q * v.div[d].d) * v.b_strides[d];
+        r = q;
+      }
+    }
+    const Vec<T, V> av = *reinterpret_cast<const Vec<T, V>*>(a + e);
+    Vec<T, V> out;
+    if (V > 1 && b_inner) {
+      const Vec<T, V> bv = *reinterpret_cast<const Vec<T, V>*>(b + bo);
+#pragma unroll
+      for (int k = 0; k < V; ++k) out.v[k] = from_f<T>(binary_op(op, alpha1 * to_f(av.v[k]), alpha2 * to_f(bv.v[k])));
+    } else {
+      const float bs = alpha2 * to_f(b[bo]);
+#pragma unroll
+      for (int k = 0; k < V; ++k) out.v[k] = from_f<T>(binary_op(op, alpha1 * to_f(av.v[k]), bs));
+    }
+    *reinterpret_cast<Vec<T, V>*>(y + e) = out;
+  }
+}
+
+__device__ __forceinline__ float activation_op(int mode, float x, float coef) {
+  switch (mode) {
+    case 0: return 1.0f / (1.0f + __expf(-x));                  // sigmoid
+    case 1: return fmaxf(x, 0.0f);                              // relu
+    case 2: return tanhf(x);                                    // tanh
+    case 3: return fminf(fmaxf(x, 0.0f), coef);                 // clipped relu
+    case 4: return x > 0.0f ? x : coef * (__expf(x) - 1.0f);    // elu
+    case 5: return x;                                           // identity
+    default: return x > 0.0f ? x : coef * x;                    // leaky relu (-1)
+  }
+}
+
+template <typename T, int V>
+__global__ void activation_kernel_k(const T* __restrict__ x, T* __restrict__ y, unsigned long long nvec, int mode,
+                                    float coef) {
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < nvec;
+       i += static_cast<unsigned long long>(gridDim.x) * blockDim.x) {
+    const Vec<T, V> xv = reinterpret_cast<const Vec<T, V>*>(x)[i];
+    Vec<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = from_f<T>(activation_op(mode, to_f(xv.v[k]), coef));
+    reinterpret_cast<Vec<T, V>*>(y)[i] = out;
+  }
+}
+
+template <typename T>
+cudaError_t launch_binary(const void* a, const void* b, void* y, const BinaryView& v, unsigned n, unsigned inner,
+                          bool b_inner, int op, float alpha1, float alpha2, cudaStream_t s) {
+  constexpr int V = 16 / sizeof(T);
+  const auto* pa = static_cast<const T*>(a);
+  const auto* pb = static_cast<const T*>(b);
+  auto* py = static_cast<T*>(y);
+  const bool vec = inner % V == 0 && reinterpret_cast<std::uintptr_t>(a) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(y) % 16 == 0 &&
+                   (!b_inner || reinterpret_cast<std::uintptr_t>(b) % 16 == 0);
+  if (vec)
+    binary_kernel<T, V><<<grid_for(n / V), 256, 0, s>>>(pa, pb, py, v, n / V, op, alpha1, alpha2, b_inner);
+  else
+    binary_kernel<T, 1><<<grid_for(n), 256, 0, s>>>(pa, pb, py, v, n, op, alpha1, alpha2, b_inner);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_activation(const void* x, void* y, unsigned long long n, int mode, float coef, cudaStream_t s) {
+  constexpr int V = 16 / sizeof(T);
+  const bool vec = n % V == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+  if (vec)
+    activation_kernel_k<T, V><<<grid_for(n / V), 256, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n / V,
+                                                             mode, coef);
+  else
+    activation_kernel_k<T, 1><<<grid_for(n), 256, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, mode, coef);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 void strided_copy(const void* src, void* dst, std::size_t elem_bytes, const StridedView& v, cudaStream_t s) {
@@ -239,6 +353,59 @@ long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s)
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   cudaFree(d);
   return e == cudaSuccess ? static_cast<long long>(h) : -1;
+}
+
+cudaError_t binary_pointwise(const void* a, const void* b, void* y, const int* a_dims, const int* b_dims, int nd,
+                             PointwiseOp op, float alpha1, float alpha2, DType t, cudaStream_t s) {
+  // collapse: drop dims of extent 1; merge neighbours that b keeps or broadcasts alike
+  long long ext[6];
+  bool full[6];
+  int m = 0;
+  unsigned long long n = 1;
+  for (int d = 0; d < nd && d < 6; ++d) {
+    if (b_dims[d] != a_dims[d] && b_dims[d] != 1) return cudaErrorInvalidValue;
+    n *= static_cast<unsigned long long>(a_dims[d]);
+    if (a_dims[d] == 1) continue;
+    const bool f = b_dims[d] == a_dims[d];
+    if (m > 0 && full[m - 1] == f) {
+      ext[m - 1] *= a_dims[d];
+    } else {
+      ext[m] = a_dims[d];
+      full[m] = f;
+      ++m;
+    }
+  }
+  if (n == 0) return cudaSuccess;
+  if (n >= 0x7fffffffULL) return cudaErrorInvalidConfiguration;
+  if (m == 0) {
+    ext[0] = 1;
+    full[0] = true;
+    m = 1;
+  }
+  BinaryView v{};
+  v.nd = m;
+  unsigned long long stride = 1;
+  for (int d = m - 1; d >= 0; --d) {
+    v.div[d] = make_div32(static_cast<unsigned>(ext[d]));
+    v.b_strides[d] = full[d] ? static_cast<unsigned>(stride) : 0u;
+    if (full[d]) stride *= static_cast<unsigned long long>(ext[d]);
+  }
+  const unsigned inner = static_cast<unsigned>(ext[m - 1]);
+  const bool b_inner = full[m - 1];
+  const int o = static_cast<int>(op);
+  if (t == DType::F16) return launch_binary<__half>(a, b, y, v, static_cast<unsigned>(n), inner, b_inner, o, alpha1, alpha2, s);
+  if (t == DType::BF16)
+    return launch_binary<__nv_bfloat16>(a, b, y, v, static_cast<unsigned>(n), inner, b_inner, o, alpha1, alpha2, s);
+  if (t == DType::F32) return launch_binary<float>(a, b, y, v, static_cast<unsigned>(n), inner, b_inner, o, alpha1, alpha2, s);
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  if (t == DType::F16) return launch_activation<__half>(x, y, n, mode, coef, s);
+  if (t == DType::BF16) return launch_activation<__nv_bfloat16>(x, y, n, mode, coef, s);
+  if (t == DType::F32) return launch_activation<float>(x, y, n, mode, coef, s);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace benanza

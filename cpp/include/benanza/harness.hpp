@@ -251,6 +251,17 @@ void strided_copy(const void* src, void* dst, std::size_t elem_bytes, const Stri
 // The DRAM bandwidth probe (kernels.cu): `bytes` (a multiple of 16) copied from src to dst as
 // 16-byte vectors by a grid-stride loop.
 void copy_rate(const void* src, void* dst, std::size_t bytes, int blocks, int threads, cudaStream_t s);
+// Pointwise kernels (kernels.cu), a framework's elementwise loops as the harness's own
+// implementation of Activation and Elementwise layers: float math on fp32/fp16/bf16 storage, 16-byte
+// vectors where the innermost dimension allows.
+// binary_pointwise: y = op(alpha1 * a, alpha2 * b), b broadcast to a's dims (each of b's dims equal
+// to a's or 1; at most 6 dims; fewer than 2^31 elements); cudaErrorInvalidValue for other shapes.
+enum class PointwiseOp { Add = 0, Mul = 1, Min = 2, Max = 3 };
+cudaError_t binary_pointwise(const void* a, const void* b, void* y, const int* a_dims, const int* b_dims, int nd,
+                             PointwiseOp op, float alpha1, float alpha2, DType t, cudaStream_t s);
+// activation_pointwise: y = f(x) for n elements; mode as cudnnActivationMode_t (0 sigmoid, 1 relu,
+// 2 tanh, 3 clipped relu at coef, 4 elu with alpha coef, 5 identity) or -1: leaky relu, slope coef.
+cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s);
 
 // Machine ceilings (ceilings.cpp): DRAM bandwidth, library GEMM rates, FP32 FMA rate.
 class Context;
