@@ -10,6 +10,8 @@
 #               fresh database (OUTDIR/e0.db.gz, e1.db.gz); then the profiles the last profile run
 #               lost (vit_b_16 b1 fp32 and b32 fp16, googlenet b1 fp16 and b32 fp32,
 #               resnet50_bnkept b32 fp32; PROFILE_END as below)
+#   concat      the GPU kernel tests; then `bench --kinds Copy` (batched Concat copies) of densenet121,
+#               googlenet (OUTDIR/e7.db.gz) and vit_b_16 (OUTDIR/e8.db.gz)
 #   pointwise   the GPU kernel tests; then `bench --kinds Activation,Elementwise` (the harness's
 #               pointwise kernels) of the models above into OUTDIR/e5.db.gz (GPU 0), e6.db.gz (GPU 1)
 #   nhwc        tests/test_strided_copy_gpu.py; then resnet50_bnkept fp32 NHWC, vgg16 and mobilenet_v2
@@ -127,6 +129,20 @@ copycheck() {  # the strided-copy and pointwise kernels against CPU references, 
 }
 
 case "$STAGE" in
+concat)
+  # the kernel checks; then only the Copy layers (Concat, Transpose, Slice, Pad: now also one batched
+  # launch per Concat), fresh databases: GPU 0 (OUTDIR/e7.db.gz) densenet121 and googlenet fp32,fp16;
+  # GPU 1 (OUTDIR/e8.db.gz) vit_b_16 in fp32, tf32, fp16, bf16; batch 1,32
+  copycheck
+  K="--kinds Copy"
+  ( DB=$W/e7.db
+    bench densenet121 150 --batch 1,32 --dtype fp32,fp16 $K --devices 0
+    bench googlenet 100 --batch 1,32 --dtype fp32,fp16 $K --devices 0 ) > "$W/gpu0.log" 2>&1 &
+  ( DB=$W/e8.db
+    bench "$VIT" 150 --batch 1,32 --dtype fp32,tf32,fp16,bf16 $K --devices 1 ) > "$W/gpu1.log" 2>&1 &
+  wait
+  echo "== GPU 0"; cat "$W/gpu0.log"; echo "== GPU 1"; cat "$W/gpu1.log"
+  ;;
 pointwise)
   # the kernel checks; then only the Activation and Elementwise layers (the harness's pointwise
   # kernels besides cuDNN's), in fresh databases: GPU 0 (OUTDIR/e5.db.gz) resnet50_bnkept fp32,fp16

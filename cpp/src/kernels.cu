@@ -299,6 +299,29 @@ cudaError_t launch_activation(const void* x, void* y, unsigned long long n, int 
   return cudaGetLastError();
 }
 
+// ---- batched 2-D copies: every input of a Concat in one launch (PyTorch's cat kernel,
+// CatArrayBatchedCopy, does the same), blockIdx.y picks the copy
+constexpr int kBatch2D = 32;
+struct Copy2DBatch {
+  int n;
+  unsigned long long src[kBatch2D], dst[kBatch2D];
+  unsigned total[kBatch2D], src_pitch[kBatch2D], dst_pitch[kBatch2D];
+  Div32 cols[kBatch2D];
+};
+
+template <typename U>
+__global__ void batched_copy2d_k(Copy2DBatch b) {
+  const int i = blockIdx.y;
+  const U* __restrict__ s = reinterpret_cast<const U*>(b.src[i]);
+  U* __restrict__ d = reinterpret_cast<U*>(b.dst[i]);
+  const unsigned total = b.total[i], sp = b.src_pitch[i], dp = b.dst_pitch[i];
+  const Div32 cols = b.cols[i];
+  for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+    const unsigned r = div32(e, cols), c = e - r * cols.d;
+    d[r * dp + c] = s[r * sp + c];
+  }
+}
+
 }  // namespace
 
 void strided_copy(const void* src, void* dst, std::size_t elem_bytes, const StridedView& v, cudaStream_t s) {
@@ -406,6 +429,49 @@ cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode
   if (t == DType::BF16) return launch_activation<__nv_bfloat16>(x, y, n, mode, coef, s);
   if (t == DType::F32) return launch_activation<float>(x, y, n, mode, coef, s);
   return cudaErrorInvalidValue;
+}
+
+cudaError_t batched_copy2d(const Copy2D* copies, int n, std::size_t elem_bytes, cudaStream_t s) {
+  // the unit: the largest of 16, 8, 4, 2 bytes (or the element) dividing every row, pitch and address
+  std::size_t u = 16;
+  for (; u > elem_bytes; u /= 2) {
+    bool ok = u % elem_bytes == 0;
+    for (int i = 0; i < n && ok; ++i) {
+      const Copy2D& c = copies[i];
+      ok = (c.cols * elem_bytes) % u == 0 && (c.src_pitch * elem_bytes) % u == 0 && (c.dst_pitch * elem_bytes) % u == 0 &&
+           reinterpret_cast<std::uintptr_t>(c.src) % u == 0 && reinterpret_cast<std::uintptr_t>(c.dst) % u == 0;
+    }
+    if (ok) break;
+  }
+  const long long k = static_cast<long long>(u / elem_bytes);
+  for (int first = 0; first < n; first += kBatch2D) {
+    Copy2DBatch b{};
+    b.n = n - first < kBatch2D ? n - first : kBatch2D;
+    unsigned long long most = 1;
+    for (int j = 0; j < b.n; ++j) {
+      const Copy2D& c = copies[first + j];
+      const long long cols = c.cols / k, total = c.rows * cols;
+      if (c.rows < 0 || c.cols < 0 || total >= 0x7fffffffLL || c.rows * (c.src_pitch / k) >= 0x7fffffffLL ||
+          c.rows * (c.dst_pitch / k) >= 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+      b.src[j] = reinterpret_cast<unsigned long long>(c.src);
+      b.dst[j] = reinterpret_cast<unsigned long long>(c.dst);
+      b.total[j] = static_cast<unsigned>(total);
+      b.src_pitch[j] = static_cast<unsigned>(c.src_pitch / k);
+      b.dst_pitch[j] = static_cast<unsigned>(c.dst_pitch / k);
+      b.cols[j] = make_div32(static_cast<unsigned>(cols > 0 ? cols : 1));
+      if (static_cast<unsigned long long>(total) > most) most = static_cast<unsigned long long>(total);
+    }
+    const dim3 grid(static_cast<unsigned>(grid_for(most)), static_cast<unsigned>(b.n));
+    switch (u) {
+      case 1: batched_copy2d_k<unsigned char><<<grid, 256, 0, s>>>(b); break;
+      case 2: batched_copy2d_k<unsigned short><<<grid, 256, 0, s>>>(b); break;
+      case 4: batched_copy2d_k<unsigned int><<<grid, 256, 0, s>>>(b); break;
+      case 8: batched_copy2d_k<unsigned long long><<<grid, 256, 0, s>>>(b); break;
+      default: batched_copy2d_k<uint4><<<grid, 256, 0, s>>>(b); break;
+    }
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace benanza

@@ -1,5 +1,6 @@
 // GPU check of the harness's pointwise kernels (cpp/src/kernels.cu) against a CPU reference in
-// float: binary_pointwise with broadcasting and activation_pointwise, in fp32, fp16 and bf16.
+// float: binary_pointwise with broadcasting and activation_pointwise, in fp32, fp16 and bf16; and
+// batched_copy2d (a Concat's inputs in one launch) byte for byte.
 // Used by tests/test_strided_copy_gpu.py. Prints one line per case: "ok NAME max_err" or
 // "bad NAME at I: got G want W"; exits non-zero on a mismatch.
 #include <cuda_bf16.h>
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "benanza/harness.hpp"
@@ -131,11 +133,64 @@ bool all_cases(const char* type, DType t, float tol) {
   return ok;
 }
 
+// a Concat along axis 1 of inputs [2, c_i, 7, 7] (+1 element of offset to force narrow units when odd)
+bool concat_case(const char* name, std::size_t es, const std::vector<int>& chans, int spatial) {
+  int total_c = 0;
+  for (int c : chans) total_c += c;
+  const long long rows = 2, out_cols = static_cast<long long>(total_c) * spatial;
+  std::vector<unsigned char> want(rows * out_cols * es), got(want.size());
+  std::vector<void*> ins;
+  std::vector<Copy2D> copies;
+  unsigned char* dy;
+  cudaMalloc(&dy, want.size());
+  long long off = 0;
+  unsigned seed = 7;
+  for (int c : chans) {
+    const long long cols = static_cast<long long>(c) * spatial;
+    std::vector<unsigned char> h(rows * cols * es);
+    for (auto& x : h) x = static_cast<unsigned char>((seed = seed * 1103515245u + 12345u) >> 16);
+    for (long long r = 0; r < rows; ++r)
+      std::memcpy(&want[(r * out_cols + off) * es], &h[r * cols * es], cols * es);
+    void* d;
+    cudaMalloc(&d, h.size());
+    cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice);
+    ins.push_back(d);
+    copies.push_back(Copy2D{d, dy + off * es, rows, cols, cols, out_cols});
+    off += cols;
+  }
+  const cudaError_t e = batched_copy2d(copies.data(), static_cast<int>(copies.size()), es, nullptr);
+  cudaMemcpy(got.data(), dy, got.size(), cudaMemcpyDeviceToHost);
+  for (void* d : ins) cudaFree(d);
+  cudaFree(dy);
+  if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    std::printf("bad %s: %s\n", name, cudaGetErrorString(e));
+    return false;
+  }
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) {
+      std::printf("bad %s at byte %zu\n", name, i);
+      return false;
+    }
+  std::printf("ok %s 0\n", name);
+  return true;
+}
+
 }  // namespace
 
 int main() {
   bool ok = all_cases<float>("fp32", DType::F32, 1e-5f);
   ok &= all_cases<__half>("fp16", DType::F16, 2e-3f);
   ok &= all_cases<__nv_bfloat16>("bf16", DType::BF16, 1.6e-2f);
+  std::vector<int> many(40, 32);  // densenet's widest Concat has 33 inputs: two launches here
+  many[0] = 64;
+  for (std::size_t es : {2, 4}) {
+    char n[64];
+    std::snprintf(n, sizeof n, "concat-4-es%zu", es);
+    ok &= concat_case(n, es, {64, 32, 32, 3}, 49);
+    std::snprintf(n, sizeof n, "concat-40-es%zu", es);
+    ok &= concat_case(n, es, many, 49);
+    std::snprintf(n, sizeof n, "concat-odd-es%zu", es);
+    ok &= concat_case(n, es, {3, 5, 1}, 7);
+  }
   return ok ? 0 : 1;
 }

@@ -251,6 +251,17 @@ void strided_copy(const void* src, void* dst, std::size_t elem_bytes, const Stri
 // The DRAM bandwidth probe (kernels.cu): `bytes` (a multiple of 16) copied from src to dst as
 // 16-byte vectors by a grid-stride loop.
 void copy_rate(const void* src, void* dst, std::size_t bytes, int blocks, int threads, cudaStream_t s);
+// One 2-D copy of batched_copy2d: `rows` rows of `cols` elements, row starts `src_pitch` /
+// `dst_pitch` elements apart.
+struct Copy2D {
+  const void* src;
+  void* dst;
+  long long rows, cols, src_pitch, dst_pitch;
+};
+// Every copy in one kernel launch per 32 (kernels.cu; what PyTorch's cat kernel does for a Concat),
+// in units of the largest of 16/8/4/2 bytes that divides every row, pitch and address;
+// cudaErrorInvalidValue when a copy has 2^31 units or more.
+cudaError_t batched_copy2d(const Copy2D* copies, int n, std::size_t elem_bytes, cudaStream_t s);
 // Pointwise kernels (kernels.cu), a framework's elementwise loops as the harness's own
 // implementation of Activation and Elementwise layers: float math on fp32/fp16/bf16 storage, 16-byte
 // vectors where the innermost dimension allows.
