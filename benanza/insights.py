@@ -291,16 +291,22 @@ def engine_key(name: str) -> str:
     return _lt_key(name) or name
 
 
-def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> dict[tuple[str, str], list[tuple]]:
+def _db_times(db: Database, system_id: int, keys: list[str], cache: str
+              ) -> tuple[dict[tuple[str, str], list[tuple]], dict[tuple[str, str], collections.Counter]]:
     """(layer key, :func:`engine_key` of the algorithm) -> [(median_ms, call, precision, layout)] of
-    every valid measurement."""
+    every valid measurement; and -> Counter of the other rows' statuses (screened, not_supported,
+    failed, skipped), which say why a framework's engine has no time."""
     out: dict[tuple[str, str], list[tuple]] = collections.defaultdict(list)
+    other: dict[tuple[str, str], collections.Counter] = collections.defaultdict(collections.Counter)
     if not keys:
-        return out
+        return out, other
     for m in db.measurements(system_id, keys, cache=cache):
+        k = (m.layer_key, engine_key(m.algorithm))
         if m.status == "ok" and m.median_ms is not None and np.isfinite(m.median_ms):
-            out[(m.layer_key, engine_key(m.algorithm))].append((m.median_ms, m.call, m.precision, m.layout))
-    return out
+            out[k].append((m.median_ms, m.call, m.precision, m.layout))
+        else:
+            other[k][m.status] += 1
+    return out, other
 
 
 def _framework_precision(analysis_precision: str, tf32: bool | None) -> list[str]:
@@ -331,7 +337,8 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
     times = {t.layer.index: t for t in a.layers}
     keys = sorted({t.layer.key for t in a.layers if t.layer.key and (
         t.layer.index in p.conv_engines or t.layer.index in p.gemm_algos)})
-    dbt = _db_times(db, system_id, keys, a.cache) if db is not None and system_id is not None else {}
+    dbt, db_other = _db_times(db, system_id, keys, a.cache) if db is not None and system_id is not None else ({}, {})
+    why_missing: collections.Counter = collections.Counter()
     algos: list[AlgorithmChoice] = []
     for idx in sorted(set(p.conv_engines) | set(p.gemm_algos)):
         t = times.get(idx)
@@ -347,6 +354,9 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             continue
         want = _framework_precision(a.precision, tf32)
         rows = [r for r in dbt.get((t.layer.key, engine_key(eng)), []) if r[2] in want]
+        if not rows:
+            st = db_other.get((t.layer.key, engine_key(eng)))
+            why_missing[max(st, key=st.get) if st else "never measured"] += 1
         rows.sort(key=lambda r: (want.index(r[2]), r[0]))
         db_ms = rows[0][0] if rows else None
         lp = lps.get(idx)
@@ -378,9 +388,16 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
                   for c in worst[:10]),
             "cost = the framework engine config's measured time in the performance database minus the layer's best"))
     if not_in_db:
-        notices.append(f"{len(not_in_db)} framework engine configs are not in the performance database, so their "
-                       f"cost is unknown (e.g. layer {not_in_db[0].layer} {not_in_db[0].name}: "
-                       f"{not_in_db[0].framework_engine}); measure cudnnBackendExecute engine configs to cost them")
+        reasons = {"never measured": "never measured (not among the configs benanza timed)",
+                   "screened": "screened (first replay slower than the screen factor x the job's best, so slower "
+                               "than the best)",
+                   "not_supported": "not supported or excluded in this precision's math mode (e.g. a TENSOR_CORE "
+                                    "engine for fp32 FMA)",
+                   "failed": "failed", "skipped": "skipped (workspace over the limit)"}
+        why = "; ".join(f"{n} {reasons.get(k, k)}" for k, n in why_missing.most_common())
+        notices.append(f"{len(not_in_db)} framework engine configs have no valid time in the performance database, "
+                       f"so their cost is unknown: {why} (e.g. layer {not_in_db[0].layer} {not_in_db[0].name}: "
+                       f"{not_in_db[0].framework_engine})")
     heur = [c for c in algos if c.heuristic_cost_ms]
     if heur:
         worst = sorted(heur, key=lambda c: -c.heuristic_cost_ms)

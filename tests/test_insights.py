@@ -108,7 +108,7 @@ def test_algorithm_selection(ins):
     assert c0.framework_engine.startswith("eng") and len(c0.framework_candidates) > 1
     # the reference database times legacy algorithms only: the engine config is not there, and is said so
     assert not c0.in_db and c0.framework_cost_ms is None
-    assert any("not in the performance database" in n for n in i.notices)
+    assert any("have no valid time in the performance database" in n and "never measured" in n for n in i.notices)
     assert c0.best_ms > 0 and c0.heuristic_algorithm
     heur = _finding(i, "heuristic_selection")
     assert heur.saving_ms > 0 and all("heuristic" in e for e in heur.evidence)
@@ -142,6 +142,14 @@ def test_framework_engine_cost_from_database(ins, prof_dir, models, tmp_path):
     assert c0.in_db and c0.framework_cost_ms == pytest.approx(0.01)
     f = _finding(got, "algorithm_selection")
     assert eng in f.evidence[0] and f.saving_ms == pytest.approx(0.01)
+    # the same engine config screened (no time): not costed, and the notice says why
+    with db.session() as s:
+        row = s.scalars(sa.select(Measurement).where(Measurement.layer_key == key, Measurement.algorithm == eng)).one()
+        row.status, row.median_ms, row.message = "screened", None, "screened: 0.2 ms per call (one graph replay)"
+    got = build_insights(a, p, db, system.id)
+    c0 = next(c for c in got.algorithms if c.layer == 0)
+    assert not c0.in_db and c0.framework_cost_ms is None
+    assert any("no valid time" in n and "1 screened (first replay slower" in n for n in got.notices)
 
 
 class _Checker(HTMLParser):
