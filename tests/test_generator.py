@@ -257,20 +257,7 @@ def test_first_build_overlaps_the_harness_with_the_suite(tmp_path, monkeypatch, 
     assert again.harness_s < r.harness_s
 
 
-def _strided_copy(src: np.ndarray, dst: np.ndarray, case_transfer: dict) -> None:
-    """What strided_copy (cpp/src/kernels.cu) does with one generated transfer, in numpy: the
-    row-major index space of dims[:nd], each index's offsets from the strides."""
-    parse = lambda s: [int(v) for v in s.strip("{}").split(",")]  # noqa: E731
-    nd = case_transfer["nd"]
-    dims = parse(case_transfer["dims"])[:nd]
-    ss, ds = parse(case_transfer["src_strides"])[:nd], parse(case_transfer["dst_strides"])[:nd]
-    idx = np.indices(dims).reshape(nd, -1)
-    so = case_transfer["src_offset"] + (idx * np.array(ss)[:, None]).sum(0)
-    do = case_transfer["dst_offset"] + (idx * np.array(ds)[:, None]).sum(0)
-    dst[do] = src[so]
-
-
-@pytest.mark.parametrize("cfg,ref", [
+COPY_CASES = [  # (config, numpy reference)
     # vit_b_16's attention transposes (torch.onnx export of nn.MultiheadAttention), batch 2
     (L.CopyConfig("Transpose", ((197, 2, 3, 768),), (3, 197, 2, 768), (("perm", (2, 0, 1, 3)),)),
      lambda xs: np.transpose(xs[0], (2, 0, 1, 3))),
@@ -284,7 +271,24 @@ def _strided_copy(src: np.ndarray, dst: np.ndarray, case_transfer: dict) -> None
      lambda xs: xs[0][:, 4:8]),
     (L.CopyConfig("Pad", ((1, 3, 4, 4),), (1, 3, 6, 6), (("pads", (0, 0, 1, 1, 0, 0, 1, 1)),)),
      lambda xs: np.pad(xs[0], ((0, 0), (0, 0), (1, 1), (1, 1)))),
-], ids=["vit-qkv", "vit-heads", "kT", "concat", "slice", "pad"])
+]
+COPY_IDS = ["vit-qkv", "vit-heads", "kT", "concat", "slice", "pad"]
+
+
+def _strided_copy(src: np.ndarray, dst: np.ndarray, case_transfer: dict) -> None:
+    """What strided_copy (cpp/src/kernels.cu) does with one generated transfer, in numpy: the
+    row-major index space of dims[:nd], each index's offsets from the strides."""
+    parse = lambda s: [int(v) for v in s.strip("{}").split(",")]  # noqa: E731
+    nd = case_transfer["nd"]
+    dims = parse(case_transfer["dims"])[:nd]
+    ss, ds = parse(case_transfer["src_strides"])[:nd], parse(case_transfer["dst_strides"])[:nd]
+    idx = np.indices(dims).reshape(nd, -1)
+    so = case_transfer["src_offset"] + (idx * np.array(ss)[:, None]).sum(0)
+    do = case_transfer["dst_offset"] + (idx * np.array(ds)[:, None]).sum(0)
+    dst[do] = src[so]
+
+
+@pytest.mark.parametrize("cfg,ref", COPY_CASES, ids=COPY_IDS)
 def test_strided_copy_transfers_reproduce_the_op(cfg, ref):
     """The transfers the copy benchmark gives its strided-copy kernel move exactly the op's data."""
     from benanza.generator import Job, _copy_case
@@ -318,21 +322,7 @@ def _planned_copy(src: np.ndarray, dst: np.ndarray, t: dict, es: int) -> dict:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("cfg,ref", [
-    # vit_b_16's attention transposes (torch.onnx export of nn.MultiheadAttention), batch 2
-    (L.CopyConfig("Transpose", ((197, 2, 3, 768),), (3, 197, 2, 768), (("perm", (2, 0, 1, 3)),)),
-     lambda xs: np.transpose(xs[0], (2, 0, 1, 3))),
-    (L.CopyConfig("Transpose", ((197, 24, 64),), (24, 197, 64), (("perm", (1, 0, 2)),)),
-     lambda xs: np.transpose(xs[0], (1, 0, 2))),
-    (L.CopyConfig("Transpose", ((2, 12, 197, 64),), (2, 12, 64, 197), (("perm", (0, 1, 3, 2)),)),
-     lambda xs: np.transpose(xs[0], (0, 1, 3, 2))),
-    (L.CopyConfig("Concat", ((2, 3, 4, 4), (2, 5, 4, 4)), (2, 8, 4, 4), (("axis", (1,)),)),
-     lambda xs: np.concatenate(xs, axis=1)),
-    (L.CopyConfig("Slice", ((1, 8, 6, 6),), (1, 4, 6, 6), (("starts", (0, 4, 0, 0)), ("steps", (1, 1, 1, 1)))),
-     lambda xs: xs[0][:, 4:8]),
-    (L.CopyConfig("Pad", ((1, 3, 4, 4),), (1, 3, 6, 6), (("pads", (0, 0, 1, 1, 0, 0, 1, 1)),)),
-     lambda xs: np.pad(xs[0], ((0, 0), (0, 0), (1, 1), (1, 1)))),
-], ids=["vit-qkv", "vit-heads", "kT", "concat", "slice", "pad"])
+@pytest.mark.parametrize("cfg,ref", COPY_CASES, ids=COPY_IDS)
 def test_strided_copy_plan_moves_the_same_bytes(cfg, ref, dtype):
     """The kernel's plan (dims of extent 1 dropped, contiguous dims merged, 16-byte vectors, tiles)
     moves exactly the op's data, in fp32 and fp16; the vit transposes get the fast paths."""
