@@ -80,7 +80,8 @@ class Finding:
 class AlgorithmChoice:
     """Q3 for one layer. ``framework_engine``: the engine config / algorithm the framework ran
     (from the cuDNN or cuBLASLt log); ``framework_db_ms``: its time in our database (None when the
-    database did not measure it: ``in_db`` False); ``framework_trace_ms``: the layer's kernel time
+    database did not measure it: ``in_db`` False; from ``framework_db_source`` "screening replay"
+    when the harness's screen timed it once and stopped, as slower than 1.5x the job's best); ``framework_trace_ms``: the layer's kernel time
     in the framework's trace; ``best_algorithm``/``best_ms``: the layer's fastest measurement;
     ``heuristic_algorithm``/``heuristic_ms``: cuDNN's (or cuBLASLt's) heuristic pick and its
     measured time; ``framework_cost_ms``/``heuristic_cost_ms``: their time minus the best (ms)."""
@@ -99,6 +100,7 @@ class AlgorithmChoice:
     best_ms: float | None
     heuristic_algorithm: str
     heuristic_ms: float | None
+    framework_db_source: str = "measured"  # or "screening replay": one replay, stopped as slower than the best
 
     @property
     def framework_cost_ms(self) -> float | None:
@@ -291,22 +293,30 @@ def engine_key(name: str) -> str:
     return _lt_key(name) or name
 
 
-def _db_times(db: Database, system_id: int, keys: list[str], cache: str
-              ) -> tuple[dict[tuple[str, str], list[tuple]], dict[tuple[str, str], collections.Counter]]:
-    """(layer key, :func:`engine_key` of the algorithm) -> [(median_ms, call, precision, layout)] of
-    every valid measurement; and -> Counter of the other rows' statuses (screened, not_supported,
-    failed, skipped), which say why a framework's engine has no time."""
+# the harness's message for a screened call (cpp/src/harness.cpp): its one replay's time per call
+_SCREENED = re.compile(r"^screened: ([0-9.]+(?:[eE][-+]?[0-9]+)?) ms per call")
+
+
+def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> tuple[dict, dict, dict]:
+    """Per (layer key, :func:`engine_key` of the algorithm): [(median_ms, call, precision, layout)]
+    of every valid measurement; [(ms, call, precision, layout)] of every screened one (its one
+    screening replay, from the harness's message); and a Counter of the other rows' statuses
+    (not_supported, failed, skipped), which say why a framework's engine has no time."""
     out: dict[tuple[str, str], list[tuple]] = collections.defaultdict(list)
+    screened: dict[tuple[str, str], list[tuple]] = collections.defaultdict(list)
     other: dict[tuple[str, str], collections.Counter] = collections.defaultdict(collections.Counter)
     if not keys:
-        return out, other
+        return out, screened, other
     for m in db.measurements(system_id, keys, cache=cache):
         k = (m.layer_key, engine_key(m.algorithm))
+        sm = _SCREENED.match(m.message or "") if m.status == "screened" else None
         if m.status == "ok" and m.median_ms is not None and np.isfinite(m.median_ms):
             out[k].append((m.median_ms, m.call, m.precision, m.layout))
+        elif sm:
+            screened[k].append((float(sm.group(1)), m.call, m.precision, m.layout))
         else:
             other[k][m.status] += 1
-    return out, other
+    return out, screened, other
 
 
 def _framework_precision(analysis_precision: str, tf32: bool | None) -> list[str]:
@@ -337,7 +347,8 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
     times = {t.layer.index: t for t in a.layers}
     keys = sorted({t.layer.key for t in a.layers if t.layer.key and (
         t.layer.index in p.conv_engines or t.layer.index in p.gemm_algos)})
-    dbt, db_other = _db_times(db, system_id, keys, a.cache) if db is not None and system_id is not None else ({}, {})
+    dbt, db_screened, db_other = (_db_times(db, system_id, keys, a.cache) if db is not None and system_id is not None
+                                  else ({}, {}, {}))
     why_missing: collections.Counter = collections.Counter()
     algos: list[AlgorithmChoice] = []
     for idx in sorted(set(p.conv_engines) | set(p.gemm_algos)):
@@ -353,9 +364,14 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
         else:
             continue
         want = _framework_precision(a.precision, tf32)
-        rows = [r for r in dbt.get((t.layer.key, engine_key(eng)), []) if r[2] in want]
+        ek = (t.layer.key, engine_key(eng))
+        rows = [r for r in dbt.get(ek, []) if r[2] in want]
+        source = "measured"
         if not rows:
-            st = db_other.get((t.layer.key, engine_key(eng)))
+            rows = [r for r in db_screened.get(ek, []) if r[2] in want]
+            source = "screening replay"
+        if not rows:
+            st = db_other.get(ek)
             why_missing[max(st, key=st.get) if st else "never measured"] += 1
         rows.sort(key=lambda r: (want.index(r[2]), r[0]))
         db_ms = rows[0][0] if rows else None
@@ -365,7 +381,7 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             framework_candidates=tuple(cands), framework_db_ms=db_ms,
             framework_trace_ms=lp.kernel_ms if lp is not None and lp.kernels else None, in_db=db_ms is not None,
             best_algorithm=t.algorithm, best_call=t.call, best_ms=t.time_ms,
-            heuristic_algorithm=t.heuristic_algorithm, heuristic_ms=t.heuristic_ms))
+            heuristic_algorithm=t.heuristic_algorithm, heuristic_ms=t.heuristic_ms, framework_db_source=source))
     # layers with only a heuristic pick (no framework log) still get Q3's heuristic half
     for t in a.layers:
         if t.layer.index not in p.conv_engines and t.layer.index not in p.gemm_algos and t.heuristic_algorithm:
@@ -383,14 +399,15 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
         findings.append(Finding(
             "algorithm_selection", "Q3", f"framework's engine choice is slower than the best on {len(costed)} layers",
             fw_cost, tuple(c.layer for c in worst),
-            tuple(f"layer {c.layer} {c.name}: ran {c.framework_engine} {c.framework_db_ms:.4f} ms in the database vs "
+            tuple(f"layer {c.layer} {c.name}: ran {c.framework_engine} {c.framework_db_ms:.4f} ms in the database"
+                  f"{' (one screening replay)' if c.framework_db_source != 'measured' else ''} vs "
                   f"best {c.best_algorithm} ({c.best_call}) {c.best_ms:.4f} ms: +{c.framework_cost_ms:.4f} ms"
                   for c in worst[:10]),
-            "cost = the framework engine config's measured time in the performance database minus the layer's best"))
+            "cost = the framework engine config's measured time in the performance database minus the layer's best; "
+            f"{sum(c.framework_db_source != 'measured' for c in costed)} of the {len(costed)} from the one replay "
+            "of the harness's screen (it stops sampling a call slower than 1.5x the job's best)"))
     if not_in_db:
         reasons = {"never measured": "never measured (not among the configs benanza timed)",
-                   "screened": "screened (first replay slower than the screen factor x the job's best, so slower "
-                               "than the best)",
                    "not_supported": "not supported or excluded in this precision's math mode (e.g. a TENSOR_CORE "
                                     "engine for fp32 FMA)",
                    "failed": "failed", "skipped": "skipped (workspace over the limit)"}

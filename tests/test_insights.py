@@ -142,14 +142,28 @@ def test_framework_engine_cost_from_database(ins, prof_dir, models, tmp_path):
     assert c0.in_db and c0.framework_cost_ms == pytest.approx(0.01)
     f = _finding(got, "algorithm_selection")
     assert eng in f.evidence[0] and f.saving_ms == pytest.approx(0.01)
-    # the same engine config screened (no time): not costed, and the notice says why
+    # the same engine config screened by the harness (one replay, slower than 1.5x the best): costed
+    # from that replay, and said so
+    screen_ms = a.layers[0].time_ms * 2
     with db.session() as s:
         row = s.scalars(sa.select(Measurement).where(Measurement.layer_key == key, Measurement.algorithm == eng)).one()
-        row.status, row.median_ms, row.message = "screened", None, "screened: 0.2 ms per call (one graph replay)"
+        row.status, row.median_ms = "screened", None
+        row.message = (f"screened: {screen_ms:.4f} ms per call (one graph replay, 3 calls) > 1.50 x the job's best "
+                       f"so far ({a.layers[0].time_ms:.4f} ms); not sampled further")
+    got = build_insights(a, p, db, system.id)
+    c0 = next(c for c in got.algorithms if c.layer == 0)
+    assert c0.in_db and c0.framework_db_source == "screening replay"
+    assert c0.framework_cost_ms == pytest.approx(round(screen_ms, 4) - a.layers[0].time_ms)
+    f = _finding(got, "algorithm_selection")
+    assert "(one screening replay)" in f.evidence[0] and "1 of the 1 from the one replay" in f.detail
+    # not supported in this precision: no time, and the notice says why
+    with db.session() as s:
+        row = s.scalars(sa.select(Measurement).where(Measurement.layer_key == key, Measurement.algorithm == eng)).one()
+        row.status, row.message = "not_supported", "excluded by the math mode: numerical note TENSOR_CORE"
     got = build_insights(a, p, db, system.id)
     c0 = next(c for c in got.algorithms if c.layer == 0)
     assert not c0.in_db and c0.framework_cost_ms is None
-    assert any("no valid time" in n and "1 screened (first replay slower" in n for n in got.notices)
+    assert any("no valid time" in n and "1 not supported or excluded" in n for n in got.notices)
 
 
 class _Checker(HTMLParser):
