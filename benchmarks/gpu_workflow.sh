@@ -10,6 +10,7 @@
 #               fresh database (OUTDIR/e0.db.gz, e1.db.gz); then the profiles the last profile run
 #               lost (vit_b_16 b1 fp32 and b32 fp16, googlenet b1 fp16 and b32 fp32,
 #               resnet50_bnkept b32 fp32; PROFILE_END as below)
+#   tiled       the GPU kernel tests; then `bench --kinds Copy` of vit_b_16 (OUTDIR/e9.db.gz)
 #   concat      the GPU kernel tests; then `bench --kinds Copy` (batched Concat copies) of densenet121,
 #               googlenet (OUTDIR/e7.db.gz) and vit_b_16 (OUTDIR/e8.db.gz)
 #   pointwise   the GPU kernel tests; then `bench --kinds Activation,Elementwise` (the harness's
@@ -129,6 +130,13 @@ copycheck() {  # the strided-copy and pointwise kernels against CPU references, 
 }
 
 case "$STAGE" in
+tiled)
+  # the kernel checks (the tiled transposes' rates), then vit_b_16's Copy layers again
+  # (OUTDIR/e9.db.gz), batch 1,32 in fp32, tf32, fp16, bf16
+  copycheck
+  DB=$W/e9.db
+  bench "$VIT" 150 --batch 1,32 --dtype fp32,tf32,fp16,bf16 --kinds Copy --devices all
+  ;;
 concat)
   # the kernel checks; then only the Copy layers (Concat, Transpose, Slice, Pad: now also one batched
   # launch per Concat), fresh databases: GPU 0 (OUTDIR/e7.db.gz) densenet121 and googlenet fp32,fp16;

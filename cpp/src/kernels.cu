@@ -127,14 +127,20 @@ __global__ void strided_copy64_kernel(const U* __restrict__ src, U* __restrict__
 }
 
 // a tiled copy: dimension t (source stride 1) and the last (destination stride 1) move through a
-// 32 x 33 shared-memory tile (the padding avoids bank conflicts), reads along t, writes along the
-// last dim; blockIdx.z walks the other dims
+// shared-memory tile of 32 (last) x kTileT(U) (t) elements, padded against bank conflicts; reads
+// along t, writes along the last dim; blockIdx.z walks the other dims. Narrow elements get a wider
+// tile along t (64 for 2-byte, 128 for 1-byte): each block then moves 4 KiB or more, enough bytes in
+// flight per SM to approach the DRAM rate.
+template <typename U>
+constexpr int kTileT = sizeof(U) >= 4 ? 32 : 32 * static_cast<int>(4 / sizeof(U));
+
 template <typename U>
 __global__ void strided_copy_tiled_kernel(const U* __restrict__ src, U* __restrict__ dst, StridedPlan v, long long outer) {
-  __shared__ U tile[32][33];
+  constexpr int TT = kTileT<U>;
+  __shared__ U tile[32][TT + 1];  // [last][t]
   const int t = v.tile_dim, l = v.nd - 1;
   const long long nt = v.dims[t], nl = v.dims[l];
-  const long long t0 = static_cast<long long>(blockIdx.y) * 32, l0 = static_cast<long long>(blockIdx.x) * 32;
+  const long long t0 = static_cast<long long>(blockIdx.y) * TT, l0 = static_cast<long long>(blockIdx.x) * 32;
   for (long long o = blockIdx.z; o < outer; o += gridDim.z) {
     long long r = o, sb = 0, db = 0;
     for (int d = l - 1; d >= 0; --d) {
@@ -145,11 +151,15 @@ __global__ void strided_copy_tiled_kernel(const U* __restrict__ src, U* __restri
       db += c * v.dst_strides[d];
     }
     for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-      const long long ti = t0 + threadIdx.x, li = l0 + j;
-      if (ti < nt && li < nl) tile[j][threadIdx.x] = src[sb + ti + li * v.src_strides[l]];
+      const long long li = l0 + j;
+#pragma unroll
+      for (int k = 0; k < TT / 32; ++k) {
+        const long long ti = t0 + k * 32 + threadIdx.x;
+        if (ti < nt && li < nl) tile[j][k * 32 + threadIdx.x] = src[sb + ti + li * v.src_strides[l]];
+      }
     }
     __syncthreads();
-    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+    for (int j = threadIdx.y; j < TT; j += blockDim.y) {
       const long long ti = t0 + j, li = l0 + threadIdx.x;
       if (ti < nt && li < nl) dst[db + ti * v.dst_strides[t] + li] = tile[threadIdx.x][j];
     }
@@ -162,10 +172,11 @@ void launch_strided_copy(const StridedPlan& p, const void* src, void* dst, cudaS
   const U* in = static_cast<const U*>(src);
   U* out = static_cast<U*>(dst);
   const long long n = p.count();
-  if (p.kind == StridedPlan::kTiled && (p.dims[p.tile_dim] + 31) / 32 <= 65535) {
+  constexpr int TT = kTileT<U>;
+  if (p.kind == StridedPlan::kTiled && (p.dims[p.tile_dim] + TT - 1) / TT <= 65535) {
     const long long nt = p.dims[p.tile_dim], nl = p.dims[p.nd - 1];
     const long long outer = n / (nt * nl);
-    const dim3 grid(static_cast<unsigned>((nl + 31) / 32), static_cast<unsigned>((nt + 31) / 32),
+    const dim3 grid(static_cast<unsigned>((nl + 31) / 32), static_cast<unsigned>((nt + TT - 1) / TT),
                     static_cast<unsigned>(outer < 65535 ? outer : 65535));
     strided_copy_tiled_kernel<U><<<grid, dim3(32, 8), 0, s>>>(in, out, p, outer);
     return;
