@@ -8,7 +8,8 @@
 //   2. when the innermost dimension is contiguous on both sides, elements are moved as 16/8/4/2-byte
 //      vectors (alignment and strides permitting);
 //   3. when the destination's innermost dimension is not contiguous in the source but another
-//      dimension is, the copy is tiled: 32 x 32 tiles through shared memory, so that reads and
+//      dimension is, the copy is tiled through shared memory (32 x 32 elements; 32 x 64 for 2-byte and 32 x 128
+//      for 1-byte ones), so that reads and
 //      writes are both coalesced;
 //   4. indices and offsets use 32-bit arithmetic when every one fits.
 #pragma once
