@@ -5,8 +5,8 @@ non-zero (codes in :mod:`benanza.errors`); no traceback unless ``BENANZA_DEBUG=1
 """
 from __future__ import annotations
 
-import functools
 import dataclasses
+import functools
 import json
 import os
 import sys

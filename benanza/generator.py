@@ -124,6 +124,11 @@ def job_id(config: L.LayerConfig, precision: str, layout: str = "NCHW") -> str:
     return jid
 
 
+def job_layout(jid: str) -> str:
+    """The tensor layout of a :func:`job_id` (``KEY.PRECISION[.nhwc]``)."""
+    return "NHWC" if jid.endswith(".nhwc") else "NCHW"
+
+
 def _parse_choices(text: str, allowed, normalise, what: str, choices: str) -> list[str]:
     """A comma-separated list of ``allowed`` values (after ``normalise``), in order, without
     repeats. Raises :class:`UsageError` for an unknown value or an empty list."""
@@ -725,7 +730,7 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
                     "summary": m.summary(), "key_counts": _key_counts(m),
                     # every config the model uses, jobs or not (an NHWC-only suite has no job for
                     # a Gemm), so that the database knows each key the model's record names
-                    "configs": [{"kind": c.kind, "params": c.params()} for c in _used_configs(m)]}
+                    "configs": [{"kind": c.kind, "params": c.params()} for c in m.unique_configs().values()]}
                    for m in models],
         "jobs": [j.to_dict() for j in jobs],
         "sources": sources,
@@ -768,14 +773,6 @@ def render_harness_project(root: Path) -> None:
     text = _env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True,
                                                            **_harness_sources())
     _write_if_changed(root / "CMakeLists.txt", text)
-
-
-def _used_configs(m: ModelLayers) -> list[L.LayerConfig]:
-    """The configs of :func:`_key_counts`' keys, once each, in graph order."""
-    out: dict[str, L.LayerConfig] = {}
-    for ly in m.benchmarked():
-        out.setdefault(ly.key, ly.config)
-    return list(out.values())
 
 
 def _key_counts(m: ModelLayers) -> dict[str, int]:

@@ -2,10 +2,11 @@
 import (merge) one into another database.
 
 The merge rule (what `benanza db import` documents; machine ceilings: per system and name, the
-newer wins): the unit is the *job*, one layer config in one
-precision and one tensor layout (NCHW, or NHWC for a channels-last job) on one system. A job present on one side only is copied; a job present on both sides is
-taken from the side that finished it later (``jobs.finished_at``), with all its measurements and
-heuristic choices, replacing the other side's; on equal times the existing data is kept.
+newer wins): the unit is the *job*, one layer config in one precision and one tensor layout (NCHW,
+or NHWC for a channels-last job) on one system. A job present on one side only is copied; a job
+present on both sides is taken from the side that finished it later (``jobs.finished_at``), with
+all its measurements and heuristic choices, replacing the other side's; on equal times the
+existing data is kept.
 Measurement rows that belong to no job (hand-made data) merge row by row, the newer ``created_at``
 winning. Systems are matched by fingerprint, layer configs by key, models by (sha256, batch).
 Nothing is ever duplicated: the database's unique keys hold after any sequence of imports.
@@ -23,6 +24,7 @@ from sqlalchemy import select
 from .database import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
                        open_db)
 from .errors import DatabaseError, UsageError
+from .generator import job_layout
 from .query import model_keys, resolve_systems
 
 _CHUNK = 400
@@ -34,11 +36,6 @@ def _cols(model) -> list[str]:
 
 def _rows(conn, stmt) -> list[dict]:
     return [dict(r._mapping) for r in conn.execute(stmt)]
-
-
-def _job_layout(job: str) -> str:
-    """The tensor layout of a job id (:func:`benanza.generator.job_id`: ``KEY.PRECISION[.nhwc]``)."""
-    return "NHWC" if job.endswith(".nhwc") else "NCHW"
 
 
 def _newer_wins(dc, model, cond: list, src_row: dict, values: dict) -> bool:
@@ -177,7 +174,7 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         chunk = take[i:i + _CHUNK]
         # a job is one layout: an NHWC job's rows replace only NHWC rows, and heuristic choices
         # (which have no layout) belong to the NCHW job, as in Database.write_job
-        groups = {(j["system_id"], j["layer_key"], j["precision"], _job_layout(j["job"])) for j in chunk}
+        groups = {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"])) for j in chunk}
         ks = sorted({g[1] for g in groups})
         with src.engine.connect() as sc:
             ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
@@ -210,7 +207,7 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         st.measurements_written += len(ms)
     # measurements that belong to no job: row by row, newer created_at wins
     with src.engine.connect() as sc:
-        all_jobs = {(r.system_id, r.layer_key, r.precision, _job_layout(r.job)) for r in sc.execute(
+        all_jobs = {(r.system_id, r.layer_key, r.precision, job_layout(r.job)) for r in sc.execute(
             select(JobRow.system_id, JobRow.layer_key, JobRow.precision, JobRow.job))}
         orphans = [r for r in _rows(sc, orphan_q)
                    if (r["system_id"], r["layer_key"], r["precision"], r["layout"]) not in all_jobs

@@ -1,6 +1,7 @@
 """What the modern library surface adds, from a performance database (SQLite file) that `benanza bench`
 filled: engine configs per convolution layer, best cuDNN engine config vs best legacy algorithm,
-best cuBLASLt algorithm vs cublasGemmEx's CUBLAS_GEMM_DEFAULT, and the outcome of every layer kind's
+best cuBLASLt algorithm vs cublasGemmEx's CUBLAS_GEMM_DEFAULT, benanza's own kernels (pointwise,
+strided and batched copies) vs the best cuDNN/CUDA call, and the outcome of every layer kind's
 implementations (timed, screened, not supported, failed) with its reasons.
 
   python3 benchmarks/library_report.py run.db [--json out.json]
@@ -95,7 +96,21 @@ def main() -> int:
         print(f"    {prec:<5} {desc}: default {dm:.1f} us, cuBLASLt best {bm:.1f} us")
     doc["cublaslt_vs_default"] = {k: v for k, v in lt.items()}
 
-    # 4. every kind: outcome of its implementations, and the most common reasons
+    # 4. benanza's own kernels (what a framework runs) vs the best library call, per job
+    own = collections.defaultdict(list)
+    for (key, prec, lay), rs in by_job.items():
+        if rs[0][1] not in ("Activation", "Elementwise", "Copy"):
+            continue
+        k = [r[7] for r in rs if r[4].split("+")[-1].startswith(("benanza::", "strided_copy")) and r[6] == "ok"]
+        lib = [r[7] for r in rs if not r[4].split("+")[-1].startswith(("benanza::", "strided_copy")) and r[6] == "ok"]
+        if k and lib:
+            own[(rs[0][1], prec)].append(min(k) / min(lib))
+    print("\n## best benanza kernel / best library call per job (< 1: the harness's kernel is faster)")
+    for (kind, prec), v in sorted(own.items()):
+        print(f"  {kind:<12}{prec:<6} {_stats(v)}  kernel faster: {np.mean(np.asarray(v) < 1):.0%}")
+    doc["own_kernel_vs_library"] = {f"{k[0]}/{k[1]}": v for k, v in own.items()}
+
+    # 5. every kind: outcome of its implementations, and the most common reasons
     print("\n## outcome per layer kind and precision (warm records)")
     out = collections.defaultdict(collections.Counter)
     reasons = collections.defaultdict(collections.Counter)
