@@ -62,10 +62,22 @@ ACCEPTED_DTYPES["fp8"] = (PRECISION_DTYPE["fp8"], PRECISION_DTYPE[FP8_FALLBACK])
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
 
 
+#: ``dataclasses.field(metadata=OPTIONAL)`` marks a config field added after configs were first stored:
+#: it is left out of the canonical parameters (and so of the key) while it holds its default, so the
+#: keys of every config that does not use it stay what they were (databases keep matching).
+OPTIONAL = {"omit_default": True}
+
+
+def _omitted(f: dataclasses.Field, value) -> bool:
+    return bool(f.metadata.get("omit_default")) and f.default is not dataclasses.MISSING and value == f.default
+
+
 def _canonical(value):
-    """JSON-ready canonical form: tuples become lists, floats keep their repr, dataclasses dicts."""
+    """JSON-ready canonical form: tuples become lists, floats keep their repr, dataclasses dicts
+    (fields marked :data:`OPTIONAL` left out while they hold their default)."""
     if dataclasses.is_dataclass(value):
-        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not _omitted(f, getattr(value, f.name))}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
     if isinstance(value, float):
@@ -878,6 +890,22 @@ class SdpaConfig(LayerConfig):
     scale: float
     mask: str = "none"
     bias: Shape = ()
+    #: element strides of Q, K, V and O over (b, h, s, d) when the pattern reads its operands as
+    #: views of other tensors and writes its output into one (head-split and head-merge
+    #: Transposes and Reshapes absorbed, see ``model._find_attention``); () = packed. d's stride
+    #: is 1 in every view the pattern finder accepts.
+    q_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
+    k_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
+    v_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
+    o_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
+
+    def strides(self) -> tuple[Shape, Shape, Shape, Shape]:
+        """(Q, K, V, O) element strides over (b, h, s, d): the given ones or packed."""
+        out = []
+        for given, shape in zip((self.q_strides, self.k_strides, self.v_strides, self.o_strides),
+                                self.input_shapes() + [self.output_shape()]):
+            out.append(tuple(given) if given else _packed_strides(shape))
+        return tuple(out)
 
     def input_shapes(self):
         return [(self.b, self.h, self.s_q, self.d), (self.b, self.h, self.s_kv, self.d),
@@ -916,6 +944,8 @@ def config_from_params(kind: str, params: dict) -> LayerConfig:
     def build(klass, data):
         kw = {}
         for f in dataclasses.fields(klass):
+            if f.name not in data and f.metadata.get("omit_default"):
+                continue  # an optional field at its default
             v = data[f.name]
             kw[f.name] = _decode(klass, f, v)
         return klass(**kw)
