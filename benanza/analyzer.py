@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 
 from . import layers as L
 from . import query, roofline
+from .query import FRAMEWORK_CALL_PREFIX
 from .database import Database, Measurement, System
 from .errors import UsageError
+from .generator import nhwc_job
 from .model import Layer, ModelLayers
 
 
@@ -45,6 +47,21 @@ class LayerTime:
     heuristic_algorithm: str = ""
     heuristic_ms: float | None = None
     layout: str = ""  # the measurement's tensor layout (NCHW / NHWC)
+    #: a Transpose between channels-first and channels-last order in an analysis that lets layers
+    #: run NHWC: a layout conversion, reported apart and not part of the bound (its time is 0 there)
+    conversion: bool = False
+    #: when the best measurement is the framework's own kernel: the fastest library call (cuDNN,
+    #: cuBLAS, benanza's kernels) and its time, for the "framework beats the libraries" list
+    library_call: str = ""
+    library_ms: float | None = None
+
+    @property
+    def bound_ms(self) -> float | None:
+        """The layer's share of the LBL (ms): its time, 0 for zero-cost layers and layout
+        conversions, None when it has no valid measurement."""
+        if self.conversion:
+            return 0.0
+        return self.time_ms
 
     def to_dict(self) -> dict:
         ly = self.layer
@@ -58,7 +75,8 @@ class LayerTime:
             "algorithm": self.algorithm or None, "math": self.math or None, "iqr_ms": self.iqr_ms,
             "converged": self.converged, "note": self.note or None, "reason": self.reason or None,
             "heuristic_algorithm": self.heuristic_algorithm or None, "heuristic_ms": self.heuristic_ms,
-            "fusion": ly.fusion, "layout": self.layout or None,
+            "fusion": ly.fusion, "layout": self.layout or None, "layout_conversion": self.conversion,
+            "library_call": self.library_call or None, "library_ms": self.library_ms,
         }
 
 
@@ -69,6 +87,9 @@ class FusionTime:
     unfused_ms: float | None
     fused_ms: float | None
     algorithm: str = ""
+    call: str = ""
+    library_call: str = ""  # when the fused best is the framework's kernel: the fastest library call
+    library_ms: float | None = None
 
     @property
     def profit_ms(self) -> float:
@@ -94,6 +115,9 @@ class Analysis:
     lbl_fused_parallel_ms: float
     fusions: list[FusionTime] = field(default_factory=list)
     layouts: tuple[str, ...] = ("NCHW",)
+    #: adjacent layout-sensitive layers whose best measurements are in different layouts: the
+    #: conversions the bound does not count ({"count": edges, "bytes": their tensors' bytes})
+    layout_switches: dict = field(default_factory=lambda: {"count": 0, "bytes": 0})
 
     @property
     def missing(self) -> list[LayerTime]:
@@ -103,6 +127,42 @@ class Analysis:
     def complete(self) -> bool:
         return not self.missing
 
+    @property
+    def measured_layers(self) -> int:
+        return sum(1 for t in self.layers if t.status == "measured")
+
+    @property
+    def lbl_ms(self) -> float:
+        """The headline lower-bound latency (ms): fused (each fusion group at the faster of its
+        fused measurement and its layers' sum) along the critical path of the layer DAG. A partial
+        sum when the analysis is incomplete (:attr:`complete`)."""
+        return self.lbl_fused_parallel_ms
+
+    @property
+    def conversion_layers(self) -> list[LayerTime]:
+        return [t for t in self.layers if t.conversion]
+
+    @property
+    def conversion_ms(self) -> float:
+        """Measured time (ms) of the layout-conversion Transposes the bound leaves out."""
+        return sum(t.time_ms or 0.0 for t in self.conversion_layers)
+
+    def framework_faster(self) -> list[dict]:
+        """Layers and fusion groups whose fastest measurement is the framework's own kernel, with
+        the fastest library call's time: a finding for the library developers."""
+        out = []
+        for t in self.layers:
+            if t.status == "measured" and t.call.startswith(FRAMEWORK_CALL_PREFIX):
+                out.append({"layers": [t.layer.index], "name": t.layer.name, "what": t.layer.config.describe(),
+                            "framework_call": t.call, "framework_ms": t.time_ms,
+                            "library_call": t.library_call or None, "library_ms": t.library_ms})
+        for f in self.fusions:
+            if f.fused_ms is not None and f.call.startswith(FRAMEWORK_CALL_PREFIX):
+                out.append({"layers": list(f.layers), "name": self.layers[f.layers[-1]].layer.name,
+                            "what": f.key, "framework_call": f.call, "framework_ms": f.fused_ms,
+                            "library_call": f.library_call or None, "library_ms": f.library_ms})
+        return out
+
     def to_dict(self) -> dict:
         by_op = collections.Counter(t.layer.op_type for t in self.missing)
         return {
@@ -111,18 +171,23 @@ class Analysis:
             "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
             "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
             "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
+            "lbl_ms": self.lbl_ms, "lbl_kind": "fused parallel (critical path)",
             "complete": self.complete,
+            "layout_conversions": {"layers": [t.layer.index for t in self.conversion_layers],
+                                   "measured_ms": self.conversion_ms},
+            "layout_switches": dict(self.layout_switches),
+            "framework_faster": self.framework_faster(),
             "missing": [{"index": t.layer.index, "name": t.layer.name, "op": t.layer.op_type,
                          "reason": t.reason} for t in self.missing],
             "missing_by_op": dict(sorted(by_op.items())),
-            "measured_layers": sum(1 for t in self.layers if t.status == "measured"),
+            "measured_layers": self.measured_layers,
             "zero_cost_layers": sum(1 for t in self.layers if t.status == "zero_cost"),
             # layers whose best measurement is channels-last (only with layouts NCHW and NHWC)
             "nhwc_best_layers": sum(1 for t in self.layers if t.status == "measured" and t.layout == "NHWC"),
             "critical_path": self.critical_path,
             "fusions": [{"layers": list(f.layers), "key": f.key, "kind": f.key.split("-")[0],
-                         "unfused_ms": f.unfused_ms,
-                         "fused_ms": f.fused_ms, "algorithm": f.algorithm or None, "profit_ms": f.profit_ms}
+                         "unfused_ms": f.unfused_ms, "fused_ms": f.fused_ms, "call": f.call or None,
+                         "algorithm": f.algorithm or None, "profit_ms": f.profit_ms}
                         for f in self.fusions],
             "layers": [t.to_dict() for t in self.layers],
         }
@@ -277,6 +342,11 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     if keys:
         picks.update(_heuristic_picks(db, system.id, keys, precision, cache, LT_HEURISTIC_SOURCE, "cublasLtMatmul%"))
 
+    framework_best = [k for k, b in best.items() if b.call.startswith(FRAMEWORK_CALL_PREFIX)]
+    library = query.best_per_config(db, system.id, precision, cache, framework_best, tuple(layouts),
+                                    source="library") if framework_best else {}
+    conversions = layout_conversions(ml) if "NHWC" in layouts else set()
+
     times: list[LayerTime] = []
     for ly in ml.layers:
         if ly.status == "zero_cost":
@@ -291,12 +361,15 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
                 ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), precision)))
             continue
         lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
-                       iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "", layout=b.layout)
+                       iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "", layout=b.layout,
+                       conversion=ly.index in conversions)
+        if ly.key in library:
+            lt.library_call, lt.library_ms = library[ly.key].call, library[ly.key].median_ms
         if ly.key in picks:
             lt.heuristic_algorithm, lt.heuristic_ms = picks[ly.key]
         times.append(lt)
 
-    weight = [t.time_ms or 0.0 for t in times]
+    weight = [t.bound_ms or 0.0 for t in times]
     seq = sum(weight)
     par, path = critical_path(ml.edges, weight)
 
@@ -304,9 +377,12 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     fused_weight = list(weight)
     for f in ml.fusions:
         parts = [times[i] for i in f.layers]
-        unfused = None if any(p.time_ms is None for p in parts) else sum(p.time_ms for p in parts)
+        unfused = None if any(p.bound_ms is None for p in parts) else sum(p.bound_ms for p in parts)
         b = best.get(f.config.key)
-        ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "")
+        ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "",
+                        b.call if b else "")
+        if f.config.key in library:
+            ft.library_call, ft.library_ms = library[f.config.key].call, library[f.config.key].median_ms
         fusions.append(ft)
         if ft.profit_ms > 0:
             for i in f.layers[:-1]:
@@ -317,7 +393,71 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     return Analysis(model=ml.model, batch=ml.batch, precision=precision, cache=cache, system=system_dict(system),
                     layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
                     lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
-                    layouts=tuple(layouts))
+                    layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision))
+
+
+#: Transpose permutations that turn channels-first (N, C, spatial...) into channels-last
+#: (N, spatial..., C) order or back, by rank
+def _channels_last_perms(rank: int) -> set[tuple[int, ...]]:
+    if rank < 3:
+        return set()
+    to_last = (0,) + tuple(range(2, rank)) + (1,)
+    to_first = (0, rank - 1) + tuple(range(1, rank - 1))
+    return {to_last, to_first}
+
+
+def layout_conversions(ml: ModelLayers) -> set[int]:
+    """Indices of the Transposes that are layout conversions when layers may run channels-last: in
+    a model with convolutions, a Transpose of rank 4 or 5 between channels-first and
+    channels-last order (ConvNeXt's and Swin's ``permute(0, 2, 3, 1)`` around their norms and
+    linears), and a rank-3 ``(0, 2, 1)`` of a convolution's output whose spatial dims a Reshape
+    merged (ViT's patch embedding). With the convolution writing channels-last, each is the
+    identity on memory: the bound leaves it out and the analysis reports it apart."""
+    convs = [ly for ly in ml.layers if ly.config is not None and ly.config.kind == "Conv"]
+    if not convs:
+        return set()
+    producer = {o: ly for ly in ml.layers for o in ly.outputs}
+    out: set[int] = set()
+    for ly in ml.layers:
+        cfg = ly.config
+        if not isinstance(cfg, L.CopyConfig) or cfg.op != "Transpose":
+            continue
+        perm = tuple(cfg.attr("perm"))
+        r = len(perm)
+        if perm not in _channels_last_perms(r):
+            continue
+        if r in (4, 5):
+            out.add(ly.index)
+            continue
+        # rank 3: (N, C, H*W) -> (N, H*W, C) of a convolution's output reshaped (merged spatial dims)
+        src = producer.get(ly.inputs[0]) if ly.inputs else None
+        while src is not None and src.status == "zero_cost" and src.op_type in ("Reshape", "Flatten") and src.inputs:
+            src = producer.get(src.inputs[0])
+        if src is not None and src.config is not None and src.config.kind == "Conv" \
+                and tuple(src.config.output_shape()[:2]) == tuple(cfg.inputs[0][:2]):
+            out.add(ly.index)
+    return out
+
+
+def _layout_switches(ml: ModelLayers, times: list[LayerTime], precision: str) -> dict:
+    """Edges between two layout-sensitive layers whose best measurements are in different layouts:
+    a conversion the framework would run there, which the bound does not count (count, bytes)."""
+    def sensitive(t: LayerTime) -> bool:  # its NCHW and NHWC measurements read memory differently
+        return t.status == "measured" and bool(t.layout) and nhwc_job(t.layer.config, True)
+
+    count, nbytes = 0, 0
+    elem = roofline.BYTES_PER_ELEMENT.get(precision, 4)
+    for i, preds in ml.edges.items():
+        ti = times[i]
+        if not sensitive(ti):
+            continue
+        for p in preds:
+            tp = times[p]
+            if sensitive(tp) and tp.layout != ti.layout:
+                count += 1
+                shape = tp.layer.output_shapes[0] if tp.layer.output_shapes else None
+                nbytes += elem * L.numel(shape) if shape else 0
+    return {"count": count, "bytes": nbytes}
 
 
 def critical_path(edges: dict[int, list[int]], weight: list[float]) -> tuple[float, list[int]]:

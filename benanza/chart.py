@@ -95,7 +95,7 @@ def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec") -> 
     weights = [0.0] * len(analysis.layers)
     total = analysis.lbl_sequential_ms or 1.0
     for lt in analysis.layers:
-        if lt.status != "measured":
+        if lt.status != "measured" or lt.conversion:
             continue
         ly = lt.layer
         key = math_peak_key(lt.math, p) or "fp32"
@@ -108,6 +108,43 @@ def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec") -> 
     par, _ = critical_path(edges_of(analysis), weights)
     return ModelRoofline(analysis.model, analysis.batch, p, gpu, ceilings, out, sum(weights), par,
                          sum(x.attainable_ms for x in out), analysis.lbl_sequential_ms, analysis.lbl_parallel_ms)
+
+
+#: a layer whose best time exceeds this many times its attainable roofline time is listed by
+#: ``analyze`` (issue 14: "far from the roofline")
+FAR_FACTOR = 4.0
+
+
+def roofline_outliers(analysis: Analysis, database, system, factor: float = FAR_FACTOR) -> list[dict]:
+    """The measured layers of ``analysis`` whose best time is above ``factor`` x their attainable
+    roofline time (the bound of :func:`benanza.roofline.bound`, or the launch floor when higher), on
+    the ceilings ``benanza ceilings`` measured on ``system`` or else its datasheet figures, largest
+    share of the LBL first. Each: index, name, what, call, time_ms, bound_ms, ratio, share,
+    factor, ceilings. [] when the GPU is not in the spec table (benanza/gpus.py)."""
+    from .errors import UsageError
+    from .gpus import find_gpu, with_measured_ceilings
+
+    try:
+        spec = find_gpu(system.gpu_name)
+    except UsageError:
+        return []
+    measured = database.ceilings(system.id)
+    kind = "spec"
+    if "dram_bandwidth" in measured:
+        spec, kind = with_measured_ceilings(spec, measured), "measured"
+    mr = model_roofline(analysis, spec, kind)
+    total = analysis.lbl_sequential_ms or 1.0
+    by_index = {t.layer.index: t for t in analysis.layers}
+    out = []
+    for x in mr.layers:
+        ratio = x.measured_ms / x.attainable_ms if x.attainable_ms > 0 else float("inf")
+        if ratio > factor:
+            t = by_index[x.index]
+            out.append({"index": x.index, "name": x.name, "what": t.layer.config.describe(), "call": t.call,
+                        "time_ms": x.measured_ms, "bound_ms": x.attainable_ms, "ratio": ratio,
+                        "share": x.measured_ms / total, "factor": factor,
+                        "ceilings": f"{kind} ceilings of the {spec.name}"})
+    return sorted(out, key=lambda r: -r["share"])
 
 
 def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) -> list[Path]:

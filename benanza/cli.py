@@ -5,7 +5,6 @@ non-zero (codes in :mod:`benanza.errors`); no traceback unless ``BENANZA_DEBUG=1
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -39,8 +38,9 @@ def _console(stderr: bool = False) -> Console:
 out = _console()
 err = _console(stderr=True)
 
-LAYOUT_HELP = ("tensor layouts: nchw (the model's), nhwc (convolutions and their neighbours -- BatchNorm, pooling, "
-               "per-channel elementwise -- also channels-last), or nchw,nhwc")
+LAYOUT_HELP = ("tensor layouts: nchw,nhwc (default: convolutions and their neighbours -- BatchNorm, pooling, "
+               "per-channel elementwise -- also channels-last, each layer taking the faster), or nchw "
+               "(the model's layout only)")
 DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
 
 
@@ -169,7 +169,7 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
              dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16, bf16, fp8 (FP8 GEMMs, the rest fp16)"),
              output: Path = typer.Option(..., "-o", "--output", help="folder for the suite"),
-             layout: str = typer.Option("nchw", "--layout", help=LAYOUT_HELP),
+             layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP),
              kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise"),
              dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
              batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
@@ -346,8 +346,9 @@ def _current_fingerprint() -> Optional[str]:
 
 
 def _analysis_table(a) -> Table:
-    t = Table(title=f"{a.model} batch {a.batch} {a.precision}: LBL sequential {a.lbl_sequential_ms:.4f} ms, "
-                    f"parallel {a.lbl_parallel_ms:.4f} ms{'' if a.complete else ' (INCOMPLETE)'}")
+    part = "" if a.complete else " (INCOMPLETE: partial sums)"
+    t = Table(title=f"{a.model} batch {a.batch} {a.precision}: LBL {a.lbl_ms:.4f} ms (fused, critical path); "
+                    f"unfused sequential {a.lbl_sequential_ms:.4f} ms, parallel {a.lbl_parallel_ms:.4f} ms{part}")
     for c in ("#", "layer", "config", "call", "algorithm", "math", "µs", "IQR µs", "v7 pick (µs)", "crit"):
         t.add_column(c, justify="right" if c in ("#", "µs", "IQR µs") else "left")
     crit = set(a.critical_path)
@@ -364,7 +365,8 @@ def _analysis_table(a) -> Table:
         if lt.heuristic_algorithm:
             pick = lt.heuristic_algorithm + (f" {lt.heuristic_ms * 1e3:.1f}" if lt.heuristic_ms is not None
                                              else " (no valid time)")
-        t.add_row(str(ly.index), ly.name, shapes, lt.call, lt.algorithm, lt.math,
+        t.add_row(str(ly.index), ly.name, shapes, lt.call, lt.algorithm + (" [layout conversion: not counted]"
+                                                                          if lt.conversion else ""), lt.math,
                   f"{lt.time_ms * 1e3:.1f}", f"{lt.iqr_ms * 1e3:.1f}" if lt.iqr_ms is not None else "-", pick,
                   "*" if ly.index in crit else "")
     return t
@@ -378,10 +380,9 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
             system_spec: Optional[str] = typer.Option(None, "--system", help="system id, fingerprint prefix or GPU name"),
             cache: str = typer.Option("warm", "--cache", help="warm (default) or cold measurements"),
-            layout: Optional[str] = typer.Option(None, "--layout", help="layouts a layer may run in: nchw (the model's), "
-                                                 "nchw,nhwc (convolutions and their neighbours may run channels-last; "
-                                                 "conversions not counted); default nchw, or nchw,nhwc for a profile "
-                                                 "the framework ran in channels_last"),
+            layout: str = typer.Option("nchw,nhwc", "--layout", help="layouts a layer may run in: nchw,nhwc "
+                                       "(default: convolutions and their neighbours may run channels-last, layout "
+                                       "conversions reported apart, not counted) or nchw (the model's layout only)"),
             json_out: bool = typer.Option(False, "--json"),
             layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer table"),
             dim: Optional[list[str]] = typer.Option(None, "--dim"),
@@ -399,7 +400,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     from .model import parse_batches
 
     precisions = parse_precisions(dtype)
-    layouts = tuple(parse_layouts(layout or "nchw"))
+    layouts = tuple(parse_layouts(layout))
     if html_out is not None and profile_dir is None:
         raise UsageError("--html needs --profile DIR (the report compares the framework with the LBL)")
     prof = None
@@ -413,12 +414,6 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             raise UsageError(f"{profile_dir}: the profile was taken at batch {pb}; analyze --batch {pb}")
         batch = str(pb)
         prof = load_profile(profile_dir, model, pb, _parse_dims(dim), batch_dim)
-        if layout is None and prof.settings.extra.get("memory_format") == "channels_last":
-            # the framework's convolutions ran channels-last: so may the lower bound's
-            layouts = ("NCHW", "NHWC")
-            prof = dataclasses.replace(prof, notices=prof.notices + (
-                "the framework ran in channels_last: the LBL lets convolutions and their neighbours run NHWC "
-                "(--layout nchw,nhwc; give --layout nchw for the model's layout only)",))
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
     database = open_db(db, create=False)
     if not json_out:
@@ -427,6 +422,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     if notice and not json_out:
         err.print(f"notice: {notice}", markup=False)
     results = [do_analyze(ml, database, system, p, cache, layouts) for ml in mls for p in precisions]
+    _require_measurements(results, database, system)
     if prof is not None:
         _analyze_profile(prof, results, mls[0], database, system, cache, layouts, json_out, html_out)
         return
@@ -438,7 +434,68 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     if layers_table:
         for r in results:
             out.print(_analysis_table(r))
+    _print_findings(results, database, system)
     out.print(_summary_table(results))
+
+
+def _require_measurements(results, database, system) -> None:
+    """An LBL without measurements is never a number: raise :class:`UsageError` (exit 2) when an
+    analysis has benchmarkable layers and not one of them is measured on ``system``."""
+    for r in results:
+        if r.measured_layers == 0 and r.missing:
+            raise UsageError(f"{r.model} batch {r.batch} {r.precision}: no layer is measured on {system.gpu_name} "
+                             f"(system {system.id}) in {database.safe_url}; run `benanza bench` for this batch "
+                             f"and data type")
+
+
+def _print_findings(results, database, system) -> None:
+    """Under the per-layer tables: layout conversions left out of the bound, layers where the
+    framework's own kernel beats every library call, and layers far above their roofline bound."""
+    from .chart import roofline_outliers as outliers
+
+    for r in results:
+        head = f"{r.model} batch {r.batch} {r.precision}"
+        if r.conversion_layers:
+            out.print(f"{head}: {len(r.conversion_layers)} layout-conversion Transposes left out of the bound "
+                      f"(measured {r.conversion_ms:.4f} ms; layers {_ranges([t.layer.index for t in r.conversion_layers])})",
+                      markup=False)
+        sw = r.layout_switches
+        if sw["count"]:
+            out.print(f"{head}: {sw['count']} edges between layers whose best layouts differ "
+                      f"({sw['bytes'] / 1e6:.2f} MB to convert; not counted)", markup=False)
+        fast = r.framework_faster()
+        if fast:
+            t = Table(title=f"{head}: the framework's kernel beats every library call")
+            for c in ("layers", "what", "framework call", "µs", "best library call", "library µs"):
+                t.add_column(c, justify="right" if "µs" in c else "left")
+            for f in sorted(fast, key=lambda f: -((f["library_ms"] or f["framework_ms"]) - f["framework_ms"])):
+                t.add_row(_ranges(f["layers"]), f["what"], f["framework_call"], f"{f['framework_ms'] * 1e3:.1f}",
+                          f["library_call"] or "none valid",
+                          f"{f['library_ms'] * 1e3:.1f}" if f["library_ms"] is not None else "-")
+            out.print(t)
+        far = outliers(r, database, system)
+        if far:
+            t = Table(title=f"{head}: layers above {far[0]['factor']:g}x their roofline bound "
+                            f"({far[0]['ceilings']})")
+            for c in ("#", "layer", "what", "call", "µs", "bound µs", "x bound", "share of LBL"):
+                t.add_column(c, justify="right" if c in ("#", "µs", "bound µs", "x bound", "share of LBL") else "left")
+            for f in far[:15]:
+                t.add_row(str(f["index"]), f["name"], f["what"], f["call"], f"{f['time_ms'] * 1e3:.1f}",
+                          f"{f['bound_ms'] * 1e3:.2f}", f"{f['ratio']:.1f}", f"{100 * f['share']:.1f} %")
+            out.print(t)
+
+
+def _ranges(ix: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``1-3,7``."""
+    out, ix = [], sorted(ix)
+    i = 0
+    while i < len(ix):
+        j = i
+        while j + 1 < len(ix) and ix[j + 1] == ix[j] + 1:
+            j += 1
+        out.append(str(ix[i]) if i == j else f"{ix[i]}-{ix[j]}")
+        i = j + 1
+    return ",".join(out)
 
 
 def _roofline_svg(analysis, system, database) -> tuple[str, str]:
@@ -521,15 +578,20 @@ def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by 
 
 
 def _summary_table(results) -> Table:
-    t = Table(title="lower-bound latency (LBL)")
-    for c in ("model", "batch", "dtype", "LBL seq ms", "LBL par ms", "fused LBL seq ms", "layers measured",
-              "complete"):
+    """One row per analysis: the headline LBL (fused, critical path) first, then the fused
+    sequential and the unfused figures; an incomplete analysis shows partial sums, marked."""
+    t = Table(title="lower-bound latency (LBL), ms: fused, critical path; partial sums marked incomplete")
+    for c in ("model", "batch", "dtype", "layouts", "LBL ms", "fused seq ms", "unfused par ms", "unfused seq ms",
+              "layers measured", "complete"):
         t.add_column(c, justify="right" if "ms" in c or c in ("batch",) else "left")
     for r in results:
         d = r.to_dict()
         miss = ", ".join(f"{op} x{n}" for op, n in d["missing_by_op"].items())
-        t.add_row(r.model, str(r.batch), r.precision, f"{r.lbl_sequential_ms:.4f}", f"{r.lbl_parallel_ms:.4f}",
-                  f"{r.lbl_fused_sequential_ms:.4f}", f"{d['measured_layers']} (+{d['zero_cost_layers']} zero-cost)",
+        mark = "" if r.complete else " incomplete"
+        t.add_row(r.model, str(r.batch), r.precision, "+".join(x.lower() for x in r.layouts),
+                  f"{r.lbl_ms:.4f}{mark}", f"{r.lbl_fused_sequential_ms:.4f}{mark}",
+                  f"{r.lbl_parallel_ms:.4f}{mark}", f"{r.lbl_sequential_ms:.4f}{mark}",
+                  f"{d['measured_layers']} (+{d['zero_cost_layers']} zero-cost)",
                   "yes" if r.complete else f"[red]no: {miss}")
     return t
 
@@ -664,7 +726,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16, bf16, fp8 (FP8 GEMMs, the rest fp16)"),
           db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
           output: Optional[Path] = typer.Option(None, "-o", "--output", help="suite folder (default: a cache folder)"),
-          layout: str = typer.Option("nchw", "--layout", help=LAYOUT_HELP),
+          layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP),
           kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise "
                                               "(with --force: measure again what a harness change touched)"),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
@@ -730,6 +792,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     t = time.perf_counter()
     system, _ = resolve_system(database, None, system_fingerprint(rs.system))
     results = [do_analyze(ml, database, system, p, layouts=tuple(layouts)) for ml in mls for p in precisions]
+    _require_measurements(results, database, system)
     stages["analyze_s"] = time.perf_counter() - t
     say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
     if json_out:
@@ -740,6 +803,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     if layers_table:
         for r in results:
             out.print(_analysis_table(r))
+        _print_findings(results, database, system)
     out.print(_summary_table(results))
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
 

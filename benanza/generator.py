@@ -619,9 +619,10 @@ _SDPA_MASK = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "S
 
 def _sdpa_case(cfg: L.SdpaConfig, job: Job) -> dict:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
+    q, k, v, o = cfg.strides()
     return {"job": _job_init(job), "b": cfg.b, "h": cfg.h, "s_q": cfg.s_q, "s_kv": cfg.s_kv, "d": cfg.d,
             "d_v": cfg.d_v, "scale": _num(float(cfg.scale)), "mask": _SDPA_MASK[cfg.mask],
-            "bias": c_array(bias, 4, 1)}
+            "bias": c_array(bias, 4, 1), "strides": c_array(list(q) + list(k) + list(v) + list(o), 16)}
 
 
 

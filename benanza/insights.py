@@ -42,6 +42,7 @@ FORMAT_VERSION = 1
 #: that would run the group
 FUSION_TEXT = {
     "ConvBiasAct": ("Conv+bias+Relu groups", "cudnnConvolutionBiasActivationForward (or a fused engine) does the group in one call"),
+    "Gemm": ("MatMul+bias groups", "a cuBLASLt BIAS epilogue (as PyTorch's Linear) does the group in one call"),
     "GemmAct": ("MatMul+bias+activation groups", "a cuBLASLt epilogue (BIAS, RELU_BIAS, GELU_BIAS) or a cuDNN matmul graph does the group in one call"),
     "SDPA": ("attention blocks (MatMul, Softmax, MatMul)", "cuDNN's fused scaled-dot-product attention (or FlashAttention) does the block in one call"),
     "LayerNorm": ("decomposed LayerNormalizations", "one LayerNormalization kernel (cuDNN graph or torch.nn.functional.layer_norm)"),

@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper, shape_inference
 
 from . import layers as L
+from . import views as V
 from .errors import ModelError, UsageError
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
@@ -1253,42 +1254,149 @@ def _causal(values: np.ndarray) -> bool:
     return bool(np.all(v[:, ~upper] == 0) and np.all(v[:, upper] <= -1e4))
 
 
+#: zero-cost ops that only relabel a packed tensor's shape (a reshape of the same memory)
+_RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
+
+def _view_step(ly: Layer, v: V.View) -> V.View | None:
+    """The view ``ly``'s output is of the memory ``v`` views, when ``ly`` moves data in a way a
+    strided reader absorbs (Transpose, the zero-cost reshapes, Dropout in inference, constant
+    scalar Gather, constant Slice), else None."""
+    out = ly.output_shapes[0] if ly.output_shapes else None
+    if out is None:
+        return None
+    if ly.status == "zero_cost" and ly.op_type in _RESHAPES + ("Dropout",):
+        return V.reshape(v, tuple(out))
+    cfg = ly.config
+    if ly.status != "benchmark":
+        return None
+    if isinstance(cfg, L.CopyConfig) and cfg.op == "Transpose":
+        return V.permute(v, tuple(cfg.attr("perm")))
+    if isinstance(cfg, L.CopyConfig) and cfg.op == "Slice":
+        return V.slice_view(v, tuple(cfg.attr("starts")), tuple(cfg.attr("steps")), tuple(out))
+    if isinstance(cfg, L.GatherConfig) and len(cfg.values) == 1 and len(cfg.indices) <= 1:
+        w = V.select(v, cfg.axis, cfg.values[0])
+        return V.unsqueeze(w, (cfg.axis,)) if w is not None and len(cfg.indices) == 1 else w
+    return None
+
+
+def _inverse_view_step(ly: Layer, v: V.View) -> V.View | None:
+    """The view of ``ly``'s input over the memory of its output ``v`` (Transpose, reshapes)."""
+    src = ly.input_shapes[0] if ly.input_shapes else None
+    if src is None:
+        return None
+    if ly.status == "zero_cost" and ly.op_type in _RESHAPES + ("Dropout",):
+        return V.reshape(v, tuple(src))
+    if ly.status == "benchmark" and isinstance(ly.config, L.CopyConfig) and ly.config.op == "Transpose":
+        return V.permute(v, V.inverse_permutation(tuple(ly.config.attr("perm"))))
+    return None
+
+
+def _bhsd(v: V.View) -> tuple[int, int, int, int] | None:
+    """The strides over (b, h, s, d) of an attention operand view of shape (lead..., s, d), with
+    the lead dims mapped as :class:`benanza.layers.SdpaConfig` maps them (one lead dim: b; more:
+    b = all but the last, h = the last); a dim of size 1 takes its packed stride. None when b, h
+    or s has no single stride or d is not contiguous (stride 1), which fused attention needs."""
+    if len(v.dims) < 2:
+        return None
+    lead = list(v.dims[:-2])
+    h = lead.pop() if len(lead) >= 2 else ()
+    groups = (tuple(m for dim in lead for m in dim), h, v.dims[-2], v.dims[-1])
+    sizes = [math.prod(sz for sz, _ in g) for g in groups]
+    packed = V.packed_strides(tuple(sizes))
+    out = []
+    for modes, size, pk in zip(groups, sizes, packed):
+        c = V.coalesce(modes)
+        if len(c) > 1:
+            return None
+        out.append(c[0][1] if c and size > 1 else pk)
+    if out[3] != 1:
+        return None
+    return tuple(out)
+
+
+def _operand_chain(pat: _Pattern, tensor: str, group: set[int]) -> tuple[list[Layer], str]:
+    """Walking back from an attention operand: the movement and constant-scale layers that only
+    feed it (nearest first) and the tensor they start from."""
+    chain: list[Layer] = []
+    t = pat.made_by(tensor)
+    while t is not None and pat.free(t) and t.index not in group and t.inputs and pat.sole_user(t) is not None:
+        movement = _view_step(t, V.View.packed(tuple(t.input_shapes[0]))) is not None \
+            if t.input_shapes and t.input_shapes[0] is not None else False
+        if not movement and pat.scale_of(t) is None:
+            break
+        chain.append(t)
+        tensor = t.inputs[0]
+        t = pat.made_by(tensor)
+    return chain, tensor
+
+
+def _absorb_operand(pat: _Pattern, chain: list[Layer], want_t: bool) -> tuple[list[Layer], float, tuple | None]:
+    """The longest part of ``chain`` (nearest the attention first) that a strided read absorbs:
+    (absorbed layers, their constant scale, (b, h, s, d) strides or None when packed).
+    ``want_t``: the operand is K^T, whose last two dims the strides swap back to K's."""
+    fwd = list(reversed(chain))  # from the source towards the attention
+    for i in range(len(fwd) + 1):
+        part = fwd[i:]
+        src = part[0].input_shapes[0] if part else None
+        if part and src is None:
+            continue
+        v = V.View.packed(tuple(src)) if part else None
+        for ly in part:
+            v = v if pat.scale_of(ly) is not None else _view_step(ly, v)
+            if v is None:
+                break
+        if part and v is None:
+            continue
+        scale = math.prod(pat.scale_of(ly) or 1.0 for ly in part)
+        if not part:
+            return [], 1.0, None
+        if want_t:
+            r = len(v.shape)
+            v = V.permute(v, tuple(range(r - 2)) + (r - 1, r - 2))
+        st = _bhsd(v)
+        if st is None:
+            continue
+        return part, scale, st
+    return [], 1.0, None
+
+
+def _absorb_output(pat: _Pattern, mm2: Layer) -> tuple[list[Layer], tuple | None]:
+    """The Transposes and reshapes after the attention output that only move it, as far as the
+    output can be written straight into their final tensor: (layers, O strides or None)."""
+    fwd: list[Layer] = []
+    t = mm2
+    while True:
+        u = pat.sole_user(t)
+        if u is None or not pat.free(u) or _inverse_view_step(u, V.View.packed(tuple(u.output_shapes[0] or ()))) is None:
+            break
+        fwd.append(u)
+        t = u
+    for k in range(len(fwd), 0, -1):
+        v = V.View.packed(tuple(fwd[k - 1].output_shapes[0]))
+        for ly in reversed(fwd[:k]):
+            v = _inverse_view_step(ly, v)
+            if v is None:
+                break
+        st = _bhsd(v) if v is not None else None
+        if st is not None:
+            return fwd[:k], st
+    return [], None
+
+
 def _find_attention(pat: _Pattern, mm1: Layer):
-    """MatMul(Q, K^T) -> [Mul/Div by constants] -> [Add mask] -> Softmax(last) -> MatMul(., V)."""
+    """MatMul(Q, K^T) -> [Mul/Div by constants] -> [Add mask] -> Softmax(last) -> MatMul(., V), with
+    the data movement around it that a strided fused kernel reads through: the head-split Reshapes,
+    Transposes, Squeezes and constant-index Gathers that make Q, K^T and V out of a projection's
+    output (shared by Q, K and V when only they read it), the constant scaling of Q and K^T (torch's
+    SDPA export scales both by sqrt(scale)), and the Transposes and Reshapes that merge the heads of
+    the output. The absorbed movement becomes the strides of :class:`benanza.layers.SdpaConfig`."""
     ops = _gemm_operands(mm1)
     if ops is None or not pat.free(mm1):
         return None
     q_shape, kt_shape = ops
     chain = [mm1.index]
     scale = 1.0
-
-    def back(tensor: str, transpose_ok: bool) -> None:
-        # constant scalings of Q or K^T (torch's SDPA export scales both by sqrt(scale)), zero-cost
-        # views, and the Transpose that makes K^T out of K, when only this pattern reads them
-        nonlocal scale
-        t = pat.made_by(tensor)
-        while t is not None and pat.free(t) and pat.sole_user(t) is not None:
-            f = pat.scale_of(t)
-            if f is not None:
-                scale *= f
-            elif t.status == "zero_cost" and t.op_type in ("Reshape", "Identity", "Squeeze", "Unsqueeze"):
-                if t.input_shapes[0] is None or t.output_shapes[0] is None \
-                        or t.input_shapes[0][-2:] != t.output_shapes[0][-2:]:
-                    return
-            elif transpose_ok and t.op_type == "Transpose" and t.status == "benchmark":
-                perm = t.config.attr("perm")
-                r = len(perm)
-                if r >= 2 and perm[-1] == r - 2 and perm[-2] == r - 1 and list(perm[:-2]) == list(range(r - 2)):
-                    chain.append(t.index)
-                return
-            else:
-                return
-            chain.append(t.index)
-            if not t.inputs:
-                return
-            tensor = t.inputs[0]
-            t = pat.made_by(tensor)
-
     nxt = pat.sole_user(mm1)
     f = pat.scale_of(nxt) if pat.free(nxt) else None
     if f is not None:
@@ -1330,8 +1438,12 @@ def _find_attention(pat: _Pattern, mm1: Layer):
     if kt_shape[:-2] != lead or v_shape[:-2] != lead or kt_shape[-2] != q_shape[-1] or v_shape[-2] != kt_shape[-1]:
         return None
     chain.append(mm2.index)
-    back(mm1.inputs[0], transpose_ok=False)
-    back(mm1.inputs[1], transpose_ok=True)
+    strides, absorbed = _absorb_operands(pat, (mm1.inputs[0], mm1.inputs[1], mm2.inputs[1]), set(chain))
+    for part, f, _ in absorbed:
+        scale *= f
+        chain += [ly.index for ly in part]
+    out_part, o_st = _absorb_output(pat, mm2)
+    chain += [ly.index for ly in out_part]
     if len(lead) == 0:
         b, h = 1, 1
     elif len(lead) == 1:
@@ -1340,7 +1452,40 @@ def _find_attention(pat: _Pattern, mm1: Layer):
         b, h = math.prod(lead[:-1]), lead[-1]
     cfg = L.SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
                        scale=_canonical_scale(scale), mask=mask, bias=bias)
+    given = list(strides) + [o_st]
+    packed = cfg.strides()
+    fields = ("q_strides", "k_strides", "v_strides", "o_strides")
+    cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
+                                      if st is not None and tuple(st) != tuple(pk)})
     return chain, cfg
+
+
+def _absorb_operands(pat: _Pattern, operands: tuple[str, str, str], group: set[int]):
+    """Q, K^T and V's movement chains (:func:`_operand_chain`), extended back through the movement
+    layers they share when only they read them (a packed QKV projection split into three), and
+    what each absorbs (:func:`_absorb_operand`). Returns ((q, k, v) strides, absorbed parts)."""
+    chains, sources = [], []
+    for t in operands:
+        c, src = _operand_chain(pat, t, group)
+        chains.append(c)
+        sources.append(src)
+    shared: list[Layer] = []
+    members = group | {ly.index for c in chains for ly in c}
+    src = sources[0] if len(set(sources)) == 1 else None
+    while src is not None:
+        t = pat.made_by(src)
+        users = pat.users(src)
+        if t is None or not pat.free(t) or not t.inputs or src in pat.graph_outputs or not users \
+                or any(u.index not in members for u in users) or t.input_shapes[0] is None \
+                or _view_step(t, V.View.packed(tuple(t.input_shapes[0]))) is None:
+            break
+        shared.append(t)
+        members.add(t.index)
+        src = t.inputs[0]
+    absorbed = [_absorb_operand(pat, c + shared, want_t=(i == 1)) for i, c in enumerate(chains)]
+    if shared and any(not set(s.index for s in shared) <= {ly.index for ly in part} for part, _, _ in absorbed):
+        absorbed = [_absorb_operand(pat, c, want_t=(i == 1)) for i, c in enumerate(chains)]
+    return tuple(a[2] for a in absorbed), absorbed
 
 
 def _canonical_scale(scale: float) -> float:
@@ -1462,7 +1607,9 @@ def _bias_vector_add(pat: _Pattern, ly: Layer | None, tensor: str, n: int) -> bo
 
 def _find_gemm_acts(pat: _Pattern, mm: Layer):
     """Gemm/MatMul [-> Add(bias vector)] -> Relu | Gelu | decomposed erf-GELU: the product, its bias
-    and the activation as one call (cuDNN graph matmul -> add -> act; cuBLASLt bias+act epilogue)."""
+    and the activation as one call (cuDNN graph matmul -> add -> act; cuBLASLt bias+act epilogue);
+    and MatMul -> Add(bias vector) without an activation as one GEMM with a bias (GemmConfig with
+    bias "c": cublasGemmEx onto C, cuBLASLt's BIAS epilogue)."""
     if mm.op_type not in ("Gemm", "MatMul") or mm.status != "benchmark" or not pat.free(mm) \
             or not isinstance(mm.config, L.GemmConfig) or mm.config.batch != 1:
         return None
@@ -1496,7 +1643,8 @@ def _find_gemm_acts(pat: _Pattern, mm: Layer):
         if head.inputs[0] != out or not readers <= set(gchain) or math.prod(pat.layers[gchain[0]].output_shapes[0]) != numel:
             continue
         return chain + list(gchain), L.GemmActConfig(gemm=gemm, activation="gelu")
-    return None
+    # a MatMul and the Add of its bias vector: one GEMM with a bias epilogue (torch's Linear)
+    return (chain, gemm) if len(chain) > 1 else None
 
 
 def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = None,

@@ -265,14 +265,22 @@ def sort_records(records: list, key: str, descending: bool, limit: int | None) -
     return out[:limit] if limit else out
 
 
+#: the ``call`` prefix of measurements of the framework's own kernels (benanza.torch_candidates)
+FRAMEWORK_CALL_PREFIX = "torch:"
+
+
 def best_per_config(db: Database, system: str | int | None = None, precision: str = "fp32", cache: str = "warm",
-                    keys: list[str] | None = None, layouts: tuple[str, ...] = ("NCHW",)
+                    keys: list[str] | None = None, layouts: tuple[str, ...] = ("NCHW",), source: str = "all"
                     ) -> dict[str, MeasurementRecord]:
     """The fastest valid measurement of each layer config on one system in ``precision`` (the data
     types :data:`benanza.layers.ACCEPTED_DTYPES` and the math modes
     :data:`benanza.layers.ACCEPTED_MATH` allow: fp8 takes FP8 GEMMs and fp16 for the rest) among the
     tensor ``layouts`` given (NCHW: the ONNX model's own; NHWC: channels-last convolutions), one SQL
-    query per 500 keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
+    query per 500 keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms)).
+    ``source``: ``all``, ``library`` (cuDNN, cuBLAS and benanza's kernels: not the framework's) or
+    ``framework`` (calls starting with :data:`FRAMEWORK_CALL_PREFIX`)."""
+    if source not in ("all", "library", "framework"):
+        raise UsageError(f"unknown measurement source {source!r}")
     if precision not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r}")
     if isinstance(system, int):
@@ -292,6 +300,10 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
                        Measurement.median_ms.is_not(None), Measurement.dtype.in_(L.ACCEPTED_DTYPES[precision]),
                        Measurement.math.in_(L.ACCEPTED_MATH[precision]),
                        Measurement.layout.in_(list(layouts))))
+            if source == "library":
+                inner = inner.where(Measurement.call.not_like(FRAMEWORK_CALL_PREFIX + "%"))
+            elif source == "framework":
+                inner = inner.where(Measurement.call.like(FRAMEWORK_CALL_PREFIX + "%"))
             if chunk is not None:
                 inner = inner.where(Measurement.layer_key.in_(chunk))
             ranked = inner.subquery()

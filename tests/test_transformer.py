@@ -65,15 +65,29 @@ def test_vit_b_16_maps_every_compute_layer(models):
 
 def test_vit_b_16_attention_is_a_fusion_candidate(models):
     ml = process(models / "vit_b_16.onnx", 1)
-    # (and the 12 MLP blocks' MatMul -> Add(bias) -> Gelu: GemmAct candidates, see test_gemm_act)
-    assert ml.summary()["fusions_by_kind"] == {"GemmAct": 12, "SDPA": 12}
+    # (and the 12 MLP blocks' MatMul -> Add(bias) -> Gelu: GemmAct candidates, see test_gemm_act; the
+    # in-projection's and the second MLP MatMul's Add(bias): Gemm candidates with a bias epilogue)
+    assert ml.summary()["fusions_by_kind"] == {"Gemm": 24, "GemmAct": 12, "SDPA": 12}
     cfgs = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
-    assert cfgs == {L.SdpaConfig(b=1, h=12, s_q=197, s_kv=197, d=64, d_v=64, scale=0.125)}
-    f = ml.fusions[0]
-    # torch's SDPA decomposition: K^T = Transpose(0,2,1) of K (+ a no-op Reshape), Q and K^T each
-    # scaled by sqrt(1/8), MatMul, Softmax, MatMul
-    assert _fusion_ops(ml, f) == ["Reshape", "Transpose", "Reshape", "Mul", "Mul", "MatMul", "Softmax", "MatMul"]
-    assert ml.layers[f.layers[-1]].name == "node_scaled_dot_product_attention"
+    # Q, K and V read in place from the packed in-projection output, laid out (s, b, 3, h, d) by the
+    # seq-first MHA (197 x 1 x 2304), and O written as (s, b, h, d), the out-projection's input
+    # (b has size 1: its stride is the packed one, 12 x 197 x 64)
+    qkv = (12 * 197 * 64, 64, 2304, 1)
+    assert cfgs == {L.SdpaConfig(b=1, h=12, s_q=197, s_kv=197, d=64, d_v=64, scale=0.125, q_strides=qkv,
+                                 k_strides=qkv, v_strides=qkv, o_strides=(12 * 197 * 64, 64, 768, 1))}
+    f = next(f for f in ml.fusions if f.config.kind == "SDPA")
+    # the head split (Reshape, Unsqueeze, Transpose, Squeeze, 3 Gathers, per head Reshape + Transpose),
+    # torch's SDPA decomposition (K^T = Transpose(0,2,1) of K, Q and K^T each scaled by sqrt(1/8),
+    # MatMul, Softmax, MatMul) and the head merge (Transpose, Reshape)
+    assert _fusion_ops(ml, f) == ["Reshape", "Unsqueeze", "Transpose", "Squeeze", "Gather", "Gather", "Gather",
+                                  "Reshape", "Transpose", "Reshape", "Transpose", "Reshape", "Transpose",
+                                  "Reshape", "Reshape", "Transpose", "Reshape", "Mul", "Mul", "MatMul", "Softmax",
+                                  "MatMul", "Transpose", "Reshape"]
+    assert ml.layers[f.layers[-1]].op_type == "Reshape" and ml.layers[f.layers[-3]].name == \
+        "node_scaled_dot_product_attention"
+    # what is left of a block's data movement: the batch-first <-> seq-first Transposes around it
+    free = collections.Counter(ly.op_type for ly in ml.layers if ly.fusion is None and ly.status == "benchmark")
+    assert free["Transpose"] == 25 and free["Gather"] == 1
     for fu in ml.fusions:
         assert all(ml.layers[i].fusion == ml.fusions.index(fu) for i in fu.layers)
     assert cfgs.pop().flops() == 2 * 12 * 197 * 197 * 128 + 7 * 12 * 197 * 197
@@ -95,8 +109,9 @@ def test_bert_builder_matches_the_torch_export_and_is_fully_covered(tmp_path):
     assert cast == L.UnaryConfig(shape=(2, 1, 1, 16), op="cast", src="int64")
     assert {ly.config for ly in ml.layers if ly.op_type == "Pow"} == {L.UnaryConfig((2, 16, 64), "pow", 2.0)}
     # fusion candidates: 5 decomposed LayerNorms, 2 attentions, 2 FFN MatMul -> Add(bias) -> erf-GELU
-    # (the erf-GELU joins the GEMM's candidate: a layer is in one candidate only)
-    assert s["fusions_by_kind"] == {"GemmAct": 2, "LayerNorm": 5, "SDPA": 2}
+    # (the erf-GELU joins the GEMM's candidate: a layer is in one candidate only), and the other 10
+    # Linears' MatMul -> Add(bias) (Q, K, V, attention output, FFN output: one GEMM with a bias)
+    assert s["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "LayerNorm": 5, "SDPA": 2}
     kinds = collections.defaultdict(list)
     for f in ml.fusions:
         kinds[f.config.kind].append(f)
@@ -104,9 +119,16 @@ def test_bert_builder_matches_the_torch_export_and_is_fully_covered(tmp_path):
     assert _fusion_ops(ml, ln) == ["ReduceMean", "Sub", "Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul", "Add"]
     assert ln.config == L.LayerNormConfig(x=(2, 16, 64), axis=2, epsilon=float(np.float32(1e-12)), bias=True)
     att = kinds["SDPA"][0]
-    assert _fusion_ops(ml, att) == ["MatMul", "Div", "Add", "Softmax", "MatMul"]
+    # the head split (view + permute of Q, K, V; K^T's extra Transpose) and the head merge (permute +
+    # view) are read and written in place: Q, K, V and O are (b, s, h, d) in memory
+    assert _fusion_ops(ml, att) == ["Reshape", "Transpose", "Reshape", "Reshape", "Transpose", "Transpose",
+                                    "MatMul", "Div", "Add", "Softmax", "MatMul", "Transpose", "Reshape"]
+    bshd = (16 * 64, 16, 64, 1)
     assert att.config == L.SdpaConfig(b=2, h=4, s_q=16, s_kv=16, d=16, d_v=16, scale=0.25, mask="bias",
-                                      bias=(2, 1, 1, 16))
+                                      bias=(2, 1, 1, 16), q_strides=bshd, k_strides=bshd, v_strides=bshd,
+                                      o_strides=bshd)
+    assert collections.Counter(ly.op_type for ly in ml.layers if ly.fusion is None and ly.op_type == "Transpose") \
+        == collections.Counter()
     gelu = kinds["GemmAct"][0]
     assert _fusion_ops(ml, gelu) == ["MatMul", "Add", "Div", "Erf", "Add", "Mul", "Mul"]
     assert gelu.config == L.GemmActConfig(gemm=L.GemmConfig(m=32, n=256, k=64, bias="c"), activation="gelu")
@@ -127,11 +149,14 @@ def test_bert_builder_later_opsets(tmp_path, opset, gelu, expect):
     assert "Pow" not in by and "ReduceMean" not in by
     s = ml.summary()
     assert s["unsupported"] == {} and s["coverage"]["percent"] == 100.0
-    assert s["fusions_by_kind"] == {"GemmAct": 2, "SDPA": 2}  # the FFN's MatMul + bias + GELU (erf or op)
+    # the FFN's MatMul + bias + GELU (erf or op), the other Linears' MatMul + bias
+    assert s["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "SDPA": 2}
     ln = {ly.config for ly in ml.layers if ly.op_type == "LayerNormalization"}
     assert ln == {L.LayerNormConfig(x=(4, 32, 64), axis=2, epsilon=float(np.float32(1e-12)), bias=True)}
     att = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
-    assert att == {L.SdpaConfig(b=4, h=4, s_q=32, s_kv=32, d=16, d_v=16, scale=0.25, mask="bias", bias=(4, 1, 1, 32))}
+    bshd = (32 * 64, 16, 64, 1)
+    assert att == {L.SdpaConfig(b=4, h=4, s_q=32, s_kv=32, d=16, d_v=16, scale=0.25, mask="bias", bias=(4, 1, 1, 32),
+                                q_strides=bshd, k_strides=bshd, v_strides=bshd, o_strides=bshd)}
 
 
 # ------------------------------------------------------------------ every new kind, hostile names
@@ -317,10 +342,10 @@ def test_layers_command_prints_the_coverage(models, tmp_path):
     p = bz("layers", models / "vit_b_16.onnx", "--batch", "1")
     assert p.returncode == 0, p.stderr
     assert "coverage: 100% of compute layers benchmarked (343 of 343, 0 unsupported; 133 zero-cost layers)" in p.stdout
-    assert "fusion candidates: 24 (GemmAct 12, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
+    assert "fusion candidates: 48 (Gemm 24, GemmAct 12, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
     bert = bert_encoder_model(tmp_path / "bert.onnx", opset=14)
     d = json.loads(bz("layers", bert, "--batch", "2", "--dim", "seq=16", "--json").stdout)
-    assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"GemmAct": 2, "LayerNorm": 5, "SDPA": 2}
+    assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "LayerNorm": 5, "SDPA": 2}
     # the symbolic sequence length must be bound: one clear line
     one_line_error(bz("layers", bert, "--batch", "2"), 2)
 

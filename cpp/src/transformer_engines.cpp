@@ -151,9 +151,10 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
       auto g = new_graph(c.precision);
       const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, kd{c.b, c.h, c.s_kv, c.d}, vd{c.b, c.h, c.s_kv, c.d_v},
           od{c.b, c.h, c.s_q, c.d_v};
-      auto Q = g->tensor(fe::graph::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim(qd).set_stride(packed(qd)));
-      auto K = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim(kd).set_stride(packed(kd)));
-      auto V = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim(vd).set_stride(packed(vd)));
+      const auto st = [&c](int t) { return std::vector<int64_t>(c.strides + 4 * t, c.strides + 4 * t + 4); };
+      auto Q = g->tensor(fe::graph::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim(qd).set_stride(st(0)));
+      auto K = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim(kd).set_stride(st(1)));
+      auto V = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim(vd).set_stride(st(2)));
       auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_is_inference(true).set_attn_scale(c.scale);
       if (c.mask == SdpaMask::CAUSAL)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
@@ -164,13 +165,13 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
       }
       auto [O, stats] = g->sdpa(Q, K, V, opts);
       (void)stats;
-      O->set_output(true).set_uid(kO).set_dim(od).set_stride(packed(od)).set_data_type(graph_io_type(c.precision));
+      O->set_output(true).set_uid(kO).set_dim(od).set_stride(st(3)).set_data_type(graph_io_type(c.precision));
       return g;
     }();
     j.pack = {{kQ, q}, {kK, k}, {kV, v}, {kO, o}};
     if (c.mask == SdpaMask::BIAS) j.pack[kAttnBias] = bias;
     j.y = o;
-    j.y_count = static_cast<std::size_t>(c.b * c.h * c.s_q * c.d_v);
+    j.y_count = static_cast<std::size_t>(strided_extent({c.b, c.h, c.s_q, c.d_v}, c.strides + 12));
     j.math = math_label(p);
     j.note = std::string("cuDNN graph: sdpa (fused attention, inference)") +
              (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::BIAS ? ", additive bias" : "") + extra;

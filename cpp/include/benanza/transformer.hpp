@@ -9,6 +9,7 @@
 //     timed like the convolution engine configs (engines.cpp).
 // This header has no cudnn-frontend types: the generated sources include it without the frontend.
 #pragma once
+#include <initializer_list>
 
 #include <cuda_runtime.h>
 
@@ -83,11 +84,22 @@ void run_pointwise_engines(Bench& b, const PointwiseSpec& spec, void* x, void* y
 enum class SdpaMask : int { NONE = 0, CAUSAL = 1, BIAS = 2 };
 struct SdpaSpec {
   Precision precision;
-  long long b, h, s_q, s_kv, d, d_v;  // Q (b,h,s_q,d), K (b,h,s_kv,d), V (b,h,s_kv,d_v), O (b,h,s_q,d_v), packed
+  long long b, h, s_q, s_kv, d, d_v;  // Q (b,h,s_q,d), K (b,h,s_kv,d), V (b,h,s_kv,d_v), O (b,h,s_q,d_v)
   float scale;
   SdpaMask mask;
   long long bias[4];                  // BIAS: its dims, each 1 or the full size of (b, h, s_q, s_kv)
+  long long strides[16];              // Q, K, V, O element strides over (b, h, s, d)
 };
+// Elements a strided tensor of `dims` (4) spans: 1 + sum((dim - 1) * stride); 0 when empty.
+inline long long strided_extent(std::initializer_list<long long> dims, const long long* strides) {
+  long long e = 1;
+  int i = 0;
+  for (long long d : dims) {
+    if (d <= 0) return 0;
+    e += (d - 1) * strides[i++];
+  }
+  return e;
+}
 // `bias` must hold b*h*s_q*s_kv elements (a bias broadcast over s_q that cuDNN refuses is retried
 // expanded to s_q rows, with a note).
 void run_sdpa_engines(Bench& b, const SdpaSpec& spec, void* q, void* k, void* v, void* o, void* bias);
