@@ -223,12 +223,15 @@ def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
     return out
 
 
+MAX_ENGINES_HELP = ("time at most this many cuDNN engine configs and cuBLASLt configs per call and job, in "
+                    "heuristics order (the rest recorded as skipped; fewer candidates can only raise the LBL); "
+                    "0: all, and cuBLASLt's algo-id search")
 SCREEN_HELP = ("skip sampling a call whose first replay is slower than this x its job's best so far "
                "(recorded as screened with that time); 0: sample every call")
 
 
 def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
-                 force, retry_failed, devices=None, screen=1.5):
+                 force, retry_failed, devices=None, screen=1.5, max_engines=0):
     from .runner import RunOptions
 
     if not 0 < rse < 1:
@@ -239,10 +242,12 @@ def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspac
         raise UsageError("--job-timeout must be positive")
     if screen != 0 and screen < 1:
         raise UsageError(f"--screen must be 0 (off) or >= 1, got {screen}")
+    if max_engines < 0:
+        raise UsageError(f"--max-engines must be 0 (all) or positive, got {max_engines}")
     return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
                       max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
                       force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device),
-                      screen=screen)
+                      screen=screen, max_engines=max_engines)
 
 
 class _Progress:
@@ -297,6 +302,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
         cold: bool = typer.Option(True, "--cold/--no-cold", help="also measure with L2 flushed"),
         screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
+        max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
         device: int = typer.Option(0, "--device"),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
         job_timeout: float = typer.Option(300.0, "--job-timeout", help="seconds before a job is killed"),
@@ -308,7 +314,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
 
     suite = load_suite(folder)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen)
+                        job_timeout, force, retry_failed, devices, screen, max_engines)
     database = open_db(db)
     _db_notices(database)
     s = _do_run(suite, database, opts, quiet or json_out)
@@ -739,6 +745,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
           cold: bool = typer.Option(True, "--cold/--no-cold"),
           screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
+          max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
           device: int = typer.Option(0, "--device"),
           devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
           job_timeout: float = typer.Option(300.0, "--job-timeout"),
@@ -760,7 +767,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     kind_list = parse_kinds(kinds)
     batches = parse_batches(batch)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen)
+                        job_timeout, force, retry_failed, devices, screen, max_engines)
     t = time.perf_counter()
     mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     stages["process_s"] = time.perf_counter() - t

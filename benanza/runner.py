@@ -48,6 +48,7 @@ class RunOptions:
     retry_failed: bool = False
     devices: tuple[int, ...] = ()  # several identical GPUs: one worker each; empty: (device,)
     screen: float = 1.5  # calls slower than this x the job's best at their first replay are not sampled further
+    max_engines: int = 0  # engine / cuBLASLt configs timed per call and job, heuristics order; 0 = all
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -57,6 +58,8 @@ class RunOptions:
                 "--rse", str(self.rse), "--min-samples", str(self.min_samples), "--max-samples",
                 str(self.max_samples), "--max-time-ms", str(self.max_time_ms), "--workspace-limit-mb",
                 str(self.workspace_limit_mb), "--screen", str(self.screen)]
+        if self.max_engines:
+            args += ["--max-engines", str(self.max_engines)]
         if not self.cold:
             args.append("--no-cold")
         if not self.graphs:

@@ -266,9 +266,17 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
   }
   std::unordered_map<std::string, int64_t> first_index;
   for (int64_t i = 0; i < n; ++i) first_index.emplace(names[i], i);
+  const int cap = b.ctx().options().max_engines;
+  int tried = 0;
   for (int64_t i = 0; i < n; ++i) {
     const std::string& name = names[i];
     if (first_index[name] != i) continue;  // listed by several modes: timed once
+    if (cap > 0 && tried >= cap) {
+      Call cl = base;
+      cl.algorithm = name;
+      b.record(cl, "skipped", "beyond --max-engines " + std::to_string(cap) + " (heuristics order)");
+      continue;
+    }
     std::vector<std::string> num, beh;
     for (auto v : g->numerical(i)) num.push_back(numerical_name(v));
     bool rtc = false;
@@ -288,6 +296,7 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
       b.record(cl, "not_supported", "excluded by the math mode: " + excluded);
       continue;
     }
+    ++tried;
     const Built& bt = build(i);
     cl.build_ms = bt.ms;
     if (!bt.ok) {

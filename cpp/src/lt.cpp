@@ -753,10 +753,12 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
     return;
   }
   std::set<Config> timed;
+  const int cap = b.ctx().options().max_engines;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const Config c = read_config(list[i].algo);
     const std::string name = algo_name(c, false);
     b.choice(source, static_cast<int>(i), name, math, "ok", list[i].workspaceSize);
+    if (cap > 0 && static_cast<int>(timed.size()) >= cap) continue;  // recorded as a choice, not timed
     if (!timed.insert(c).second) continue;
     Call cl{call_name, name, math, in_t, note, list[i].workspaceSize};
     cl.details = details_json(c, Origin{"heuristic", static_cast<int>(i), -1}, list[i].workspaceSize,
@@ -765,24 +767,29 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
   }
 
   // 2. cublasLtMatmulAlgoGetIds: checked, pre-screened, the fastest beyond the heuristic's timed
-  Search x{b, lt, s, pr, o, limit};
-  std::string ids_why;
-  std::vector<Candidate> found = search_algo_ids(x, timed, &ids_why);
-  if (found.empty())
-    b.record(Call{call_name, "lt:algo_ids", math, in_t, note, 0}, "not_supported", ids_why);
-  int extra = 0;
-  for (std::size_t i = 0; i < found.size() && extra < kLtExtraTimed; ++i) {
-    if (!timed.insert(found[i].config).second) continue;
-    ++extra;
-    Call cl{call_name, algo_name(found[i].config, false), math, in_t, note, found[i].workspace};
-    cl.details = details_json(found[i].config, Origin{"algo_ids", static_cast<int>(i), found[i].prescreen_ms},
-                              found[i].workspace, found[i].waves, epilogue_name, false, out_t, tn_changed);
-    time_config(b, lt, pr, o, found[i].algo, cl);
+  if (cap > 0) {
+    b.record(Call{call_name, "lt:algo_ids", math, in_t, note, 0}, "skipped",
+             "algo-id search off under --max-engines " + std::to_string(cap));
+  } else {
+    Search x{b, lt, s, pr, o, limit};
+    std::string ids_why;
+    std::vector<Candidate> found = search_algo_ids(x, timed, &ids_why);
+    if (found.empty())
+      b.record(Call{call_name, "lt:algo_ids", math, in_t, note, 0}, "not_supported", ids_why);
+    int extra = 0;
+    for (std::size_t i = 0; i < found.size() && extra < kLtExtraTimed; ++i) {
+      if (!timed.insert(found[i].config).second) continue;
+      ++extra;
+      Call cl{call_name, algo_name(found[i].config, false), math, in_t, note, found[i].workspace};
+      cl.details = details_json(found[i].config, Origin{"algo_ids", static_cast<int>(i), found[i].prescreen_ms},
+                                found[i].workspace, found[i].waves, epilogue_name, false, out_t, tn_changed);
+      time_config(b, lt, pr, o, found[i].algo, cl);
+    }
+    if (x.over_limit)
+      b.record(Call{call_name, "lt:algo_ids(workspace)", math, in_t, note, x.over_limit_max}, "skipped",
+               std::to_string(x.over_limit) + " configs of cublasLtMatmulAlgoGetIds need more workspace than the limit of " +
+                   std::to_string(limit) + " bytes (up to " + std::to_string(x.over_limit_max) + ")");
   }
-  if (x.over_limit)
-    b.record(Call{call_name, "lt:algo_ids(workspace)", math, in_t, note, x.over_limit_max}, "skipped",
-             std::to_string(x.over_limit) + " configs of cublasLtMatmulAlgoGetIds need more workspace than the limit of " +
-                 std::to_string(limit) + " bytes (up to " + std::to_string(x.over_limit_max) + ")");
 
   // 3. fp8: the heuristic's first picks with fast accumulation
   if (fp8) {

@@ -78,6 +78,7 @@ int suite_main(int argc, char** argv) {
     else if (a == "--dump-samples") opt.dump_samples = true;
     else if (a == "--profile") opt.profile = true;
     else if (a == "--screen") opt.screen = number("--screen", val());
+    else if (a == "--max-engines") opt.max_engines = static_cast<int>(number("--max-engines", val()));
     else usage_error("unknown argument " + a);
   }
   if (opt.rule.min_samples < 1) opt.rule.min_samples = 1;
