@@ -1403,25 +1403,11 @@ def _find_attention(pat: _Pattern, mm1: Layer):
         scale *= f
         chain.append(nxt.index)
         nxt = pat.sole_user(nxt)
-    mask, bias = "none", ()
     scores = tuple(mm1.output_shapes[0] or ())
-    if pat.free(nxt) and pat.elementwise(nxt, "add") and nxt.config.output_shape() == scores:
-        other = [i for i in nxt.inputs if i != (pat.layers[chain[-1]].outputs[0])] + list(nxt.static_inputs)
-        if len(other) != 1:
-            return None
-        mshape = pat.ctx.shape(other[0])
-        if mshape is None:
-            return None
-        value = pat.ctx.value(other[0]) if other[0] in pat.ctx.static else None
-        if value is not None and _causal(value):
-            mask = "causal"
-        else:
-            b4 = _attention_bias(tuple(mshape), scores)
-            if b4 is None:
-                return None
-            mask, bias = "bias", b4
-        chain.append(nxt.index)
-        nxt = pat.sole_user(nxt)
+    got = _attention_mask(pat, nxt, chain, scores)
+    if got is None:
+        return None
+    mask, bias, nxt = got
     if not pat.free(nxt) or nxt.status != "benchmark" or not isinstance(nxt.config, L.SoftmaxConfig) \
             or nxt.config.log or nxt.config.shape[2] != 1:
         return None
@@ -1458,6 +1444,46 @@ def _find_attention(pat: _Pattern, mm1: Layer):
     cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
                                       if st is not None and tuple(st) != tuple(pk)})
     return chain, cfg
+
+
+def _attention_mask(pat: _Pattern, nxt: Layer | None, chain: list[int], scores: tuple[int, ...]):
+    """The additive masks between the scores and the Softmax: (mask kind, bias shape, the layer
+    after them), appending their layers to ``chain``; None when an Add there cannot be a mask.
+    One Add of a constant triangular mask is cuDNN's causal mask; one Add of a broadcastable
+    tensor a bias of its shape; several Adds, or Reshapes between them (Swin's relative position
+    bias, then its shifted-window mask added per window), one bias of the scores' full shape (the
+    constants summed and broadcast once: data-independent, as a compiler would precompute them)."""
+    adds, reshapes = [], []
+    while pat.free(nxt) and nxt.status in ("benchmark", "zero_cost"):
+        if pat.elementwise(nxt, "add") and math.prod(nxt.config.output_shape()) == math.prod(scores):
+            adds.append(nxt)
+        elif nxt.status == "zero_cost" and nxt.op_type in ("Reshape", "Identity") and nxt.output_shapes \
+                and nxt.output_shapes[0] is not None and math.prod(nxt.output_shapes[0]) == math.prod(scores):
+            reshapes.append(nxt)
+        else:
+            break
+        chain.append(nxt.index)
+        nxt = pat.sole_user(nxt)
+    final = pat.layers[chain[-1]].output_shapes[0] if chain else None
+    if final is None or tuple(final[-2:]) != tuple(scores[-2:]):
+        return None
+    if not adds:
+        return "none", (), nxt
+    others = []
+    for a in adds:
+        prev = pat.layers[chain[chain.index(a.index) - 1]].outputs[0]
+        other = [i for i in a.inputs if i != prev] + list(a.static_inputs)
+        if len(other) != 1 or pat.ctx.shape(other[0]) is None:
+            return None
+        others.append(other[0])
+    if len(adds) == 1 and not reshapes:
+        value = pat.ctx.value(others[0]) if others[0] in pat.ctx.static else None
+        if value is not None and _causal(value):
+            return "causal", (), nxt
+        b4 = _attention_bias(tuple(pat.ctx.shape(others[0])), scores)
+        return (None if b4 is None else ("bias", b4, nxt))
+    full = _attention_bias(scores, scores)
+    return (None if full is None else ("bias", full, nxt))
 
 
 def _absorb_operands(pat: _Pattern, operands: tuple[str, str, str], group: set[int]):
