@@ -306,14 +306,14 @@ def _conv_bn_act_case(cfg: L.ConvBnActConfig, job: Job) -> dict:
 _ACT = {"relu": ("CUDNN_ACTIVATION_RELU", 0), "sigmoid": ("CUDNN_ACTIVATION_SIGMOID", 0),
         "tanh": ("CUDNN_ACTIVATION_TANH", 0), "clipped_relu": ("CUDNN_ACTIVATION_CLIPPED_RELU", 0),
         "elu": ("CUDNN_ACTIVATION_ELU", 0), "leaky_relu": ("CUDNN_ACTIVATION_IDENTITY", 1),
-        "hard_sigmoid": ("CUDNN_ACTIVATION_CLIPPED_RELU", 2)}
+        "hard_sigmoid": ("CUDNN_ACTIVATION_CLIPPED_RELU", 2), "swish": ("CUDNN_ACTIVATION_SWISH", 0)}
 
 
 def _activation_case(cfg: L.ActivationConfig, job: Job) -> dict:
     mode, variant = _ACT[cfg.mode]
     coef = cfg.alpha
-    if cfg.mode == "hard_sigmoid":
-        coef = 1.0
+    if cfg.mode in ("hard_sigmoid", "swish"):
+        coef = 1.0  # the proxy's clip; swish's beta (SiLU)
     return {"job": _job_init(job), "dims": c_array(_as4(cfg.shape), 4), "mode": mode,
             "variant": variant, "coef": _num(coef), "label": cpp_string(cfg.mode)}
 

@@ -47,6 +47,7 @@ FUSION_TEXT = {
     "SDPA": ("attention blocks (MatMul, Softmax, MatMul)", "cuDNN's fused scaled-dot-product attention (or FlashAttention) does the block in one call"),
     "LayerNorm": ("decomposed LayerNormalizations", "one LayerNormalization kernel (cuDNN graph or torch.nn.functional.layer_norm)"),
     "Unary": ("erf-GELUs (Div, Erf, Add, Mul, Mul)", "one GELU kernel"),
+    "Activation": ("SiLUs (Sigmoid, Mul)", "one SiLU kernel (cudnnActivationForward SWISH, torch's silu)"),
 }
 
 #: a saving under this (ms) is noise, not a finding

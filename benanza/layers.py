@@ -247,14 +247,15 @@ class ConvBnActConfig(LayerConfig):
 
 
 #: activation modes, their cuDNN call and how the ONNX attributes map
-ACTIVATION_MODES = ("relu", "sigmoid", "tanh", "clipped_relu", "leaky_relu", "hard_sigmoid", "elu")
+ACTIVATION_MODES = ("relu", "sigmoid", "tanh", "clipped_relu", "leaky_relu", "hard_sigmoid", "elu", "swish")
 
 
 @dataclass(frozen=True)
 class ActivationConfig(LayerConfig):
-    """Elementwise activation (Relu, Sigmoid, Tanh, Clip(0, max), LeakyRelu, HardSigmoid, Elu).
+    """Elementwise activation (Relu, Sigmoid, Tanh, Clip(0, max), LeakyRelu, HardSigmoid, Elu; and
+    swish, x * sigmoid(x), PyTorch's SiLU: the fusion candidate of an exported Sigmoid -> Mul).
 
-    cudnnActivationForward for relu/sigmoid/tanh/clipped_relu/elu; LeakyRelu is cudnnOpTensor
+    cudnnActivationForward for relu/sigmoid/tanh/clipped_relu/elu/swish (beta 1); LeakyRelu is cudnnOpTensor
     MAX(x, alpha*x) (exact for 0 < alpha < 1); HardSigmoid (no cuDNN call) is timed as
     cudnnActivationForward(CLIPPED_RELU) on the same tensor, a proxy with the same memory traffic,
     and its measurements say so.

@@ -170,11 +170,21 @@ class ModelLayers:
             "folded": dict(sorted(self.folded.items())),
             "fusion_candidates": len(self.fusions),
             "fusions_by_kind": dict(sorted(collections.Counter(
-                "Gelu" if isinstance(f.config, L.UnaryConfig) else f.config.kind for f in self.fusions).items())),
+                _fusion_label(f.config) for f in self.fusions).items())),
             "coverage": self.coverage(),
             "complete": not self.unsupported(),
             "notices": list(self.notices),
         }
+
+
+def _fusion_label(cfg: L.LayerConfig) -> str:
+    """How ``layers`` counts a fusion candidate: its config kind, Gelu for an erf-GELU chain, SiLU
+    for a Sigmoid -> Mul."""
+    if isinstance(cfg, L.UnaryConfig):
+        return "Gelu"
+    if isinstance(cfg, L.ActivationConfig) and cfg.mode == "swish":
+        return "SiLU"
+    return cfg.kind
 
 
 # --------------------------------------------------------------------------------------- loading
@@ -1196,7 +1206,7 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     a decomposed erf-GELU after a GEMM joins the GemmAct candidate rather than being a GELU one."""
     pat = _Pattern(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
-    for finder in (_find_attention, _find_layernorms, _find_gemm_acts, _find_gelus):
+    for finder in (_find_attention, _find_layernorms, _find_gemm_acts, _find_gelus, _find_silus):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -1615,6 +1625,22 @@ def _find_gelus(pat: _Pattern, erf: Layer):
     if not shape or erf.config.shape != shape:
         return None
     return chain, L.UnaryConfig(shape=shape, op="gelu")
+
+
+def _find_silus(pat: _Pattern, sig: Layer):
+    """Sigmoid -> Mul(x, sigmoid(x)): SiLU (swish) as exporters write torch's ``silu`` (EfficientNet,
+    and the SE blocks' activations), one elementwise pass where the pair takes two."""
+    if not pat.free(sig) or sig.status != "benchmark" or not isinstance(sig.config, L.ActivationConfig) \
+            or sig.config.mode != "sigmoid" or len(sig.inputs) != 1:
+        return None
+    mul = pat.sole_user(sig)
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") \
+            or sorted(mul.inputs) != sorted((sig.inputs[0], sig.outputs[0])):
+        return None
+    cfg = mul.config
+    if cfg.a != cfg.b or tuple(cfg.a) != tuple(sig.config.shape):
+        return None
+    return [sig.index, mul.index], L.ActivationConfig(shape=tuple(sig.config.shape), mode="swish")
 
 
 def _bias_vector_add(pat: _Pattern, ly: Layer | None, tensor: str, n: int) -> bool:

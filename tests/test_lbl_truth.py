@@ -280,3 +280,35 @@ def test_a_partial_lbl_says_incomplete_everywhere(tmp_path):
     assert "INCOMPLETE" in p.stdout and "incomplete" in p.stdout and "no: " in p.stdout
     p = bz("analyze", tmp_path / "cn.onnx", "--batch", "2", "--dtype", "fp16", "--db", url, "--json")
     assert json.loads(p.stdout)["complete"] is False
+
+
+def _silu_model(path):
+    """EfficientNet's activation as torch.onnx writes SiLU: Conv -> Sigmoid -> Mul(x, sigmoid(x))."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"], name="sigmoid"),
+             helper.make_node("Mul", ["c", "s"], ["y"], name="mul")]
+    g = helper.make_graph(nodes, "silu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 8, 8])],
+                          [_w("w", (8, 4, 3, 3))])
+    import onnx
+
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_sigmoid_times_input_is_one_silu(tmp_path):
+    ml = process(_silu_model(tmp_path / "silu.onnx"), 2)
+    (f,) = ml.fusions
+    assert f.config == L.ActivationConfig(shape=(2, 8, 8, 8), mode="swish")
+    assert [ml.layers[i].op_type for i in f.layers] == ["Sigmoid", "Mul"]
+    assert ml.summary()["fusions_by_kind"] == {"SiLU": 1}
+
+
+@pytest.mark.slow
+def test_a_silu_suite_compiles(tmp_path):
+    from benanza.builder import build
+
+    ml = process(_silu_model(tmp_path / "silu.onnx"), 2)
+    suite = generate([ml], ["fp16"], tmp_path / "suite", kinds=["Activation"])
+    assert {j.config.mode for j in suite.jobs} == {"sigmoid", "swish"}
+    assert build(tmp_path / "suite").executable.exists()

@@ -263,6 +263,7 @@ __device__ __forceinline__ float activation_op(int mode, float x, float coef) {
     case 3: return fminf(fmaxf(x, 0.0f), coef);                 // clipped relu
     case 4: return x > 0.0f ? x : coef * (__expf(x) - 1.0f);    // elu
     case 5: return x;                                           // identity
+    case 6: return x / (1.0f + __expf(-coef * x));              // swish (SiLU with beta = coef = 1)
     default: return x > 0.0f ? x : coef * x;                    // leaky relu (-1)
   }
 }

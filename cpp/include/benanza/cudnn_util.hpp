@@ -151,6 +151,8 @@ struct ActivationDesc {
   ActivationDesc(cudnnActivationMode_t mode, double coef) {
     check(cudnnCreateActivationDescriptor(&d), "cudnnCreateActivationDescriptor");
     check(cudnnSetActivationDescriptor(d, mode, CUDNN_PROPAGATE_NAN, coef), "cudnnSetActivationDescriptor");
+    if (mode == CUDNN_ACTIVATION_SWISH)
+      check(cudnnSetActivationDescriptorSwishBeta(d, coef), "cudnnSetActivationDescriptorSwishBeta");
   }
   ~ActivationDesc() {
     if (d) cudnnDestroyActivationDescriptor(d);
