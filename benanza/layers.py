@@ -568,6 +568,20 @@ class CopyConfig(LayerConfig):
     def attr(self, name: str) -> tuple[int, ...]:
         return dict(self.attrs)[name]
 
+    def is_identity(self) -> bool:
+        """True when the op returns its one input unchanged: a Slice of every element (starts 0,
+        steps 1, the input's shape), a Pad of zeros, a Transpose by the identity permutation, a
+        Concat of one input. Such a layer moves no data in any implementation (zero-cost)."""
+        if len(self.inputs) != 1 or tuple(self.inputs[0]) != tuple(self.y):
+            return False
+        if self.op == "Slice":
+            return not any(self.attr("starts")) and all(s == 1 for s in self.attr("steps"))
+        if self.op == "Pad":
+            return not any(self.attr("pads"))
+        if self.op == "Transpose":
+            return tuple(self.attr("perm")) == tuple(range(len(self.y)))
+        return self.op == "Concat"
+
     def fills_output(self) -> bool:
         """True when the output is first set to the pad value (Pad)."""
         return self.op == "Pad"

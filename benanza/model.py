@@ -1075,6 +1075,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
                               f"{list(out_shapes[0])}")
         if 0 in cfg.output_shape():
             return "zero_cost", None, "empty output"
+        if isinstance(cfg, L.CopyConfig) and cfg.is_identity():
+            return "zero_cost", None, f"{op} of the whole tensor is an identity"
         return "benchmark", cfg, ""
     except Unsupported as e:
         return "unsupported", None, str(e)
@@ -1277,6 +1279,8 @@ def _view_step(ly: Layer, v: V.View) -> V.View | None:
         return None
     if ly.status == "zero_cost" and ly.op_type in _RESHAPES + ("Dropout",):
         return V.reshape(v, tuple(out))
+    if ly.status == "zero_cost" and ly.op_type in ("Slice", "Pad", "Transpose", "Concat", "Cast"):
+        return v if v.shape == tuple(out) else None  # an identity (CopyConfig.is_identity)
     cfg = ly.config
     if ly.status != "benchmark":
         return None

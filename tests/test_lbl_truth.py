@@ -312,3 +312,22 @@ def test_a_silu_suite_compiles(tmp_path):
     suite = generate([ml], ["fp16"], tmp_path / "suite", kinds=["Activation"])
     assert {j.config.mode for j in suite.jobs} == {"sigmoid", "swish"}
     assert build(tmp_path / "suite").executable.exists()
+
+
+def test_identity_copies_cost_nothing(tmp_path):
+    """Swin exports F.pad with zero pads and slices of the whole tensor: identities, 0 ms."""
+    import onnx
+
+    nodes = [helper.make_node("Pad", ["x", "p0"], ["a"], name="pad0"),
+             helper.make_node("Slice", ["a", "s0", "e0", "ax"], ["b"], name="whole"),
+             helper.make_node("Slice", ["b", "s1", "e0", "ax"], ["c"], name="part"),
+             helper.make_node("Pad", ["c", "p1"], ["y"], name="pad1")]
+    inits = [_i64("p0", [0] * 8), _i64("p1", [0, 0, 1, 0, 0, 0, 1, 0]), _i64("s0", [0]), _i64("s1", [1]),
+             _i64("e0", [8]), _i64("ax", [2])]
+    g = helper.make_graph(nodes, "pads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 9, 8])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "p.onnx"))
+    ml = process(tmp_path / "p.onnx", 2)
+    status = {ly.name: ly.status for ly in ml.layers}
+    assert status == {"pad0": "zero_cost", "whole": "zero_cost", "part": "benchmark", "pad1": "benchmark"}
+    assert "identity" in ml.layers[0].reason
