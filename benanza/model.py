@@ -1426,7 +1426,7 @@ def _find_attention(pat: _Pattern, mm1: Layer):
             or nxt.config.log or nxt.config.shape[2] != 1:
         return None
     chain.append(nxt.index)
-    mm2 = pat.sole_user(nxt)
+    mm2 = pat.sole_user(nxt) or _nan_guard(pat, nxt, chain)
     while mm2 is not None and mm2.status == "zero_cost" and mm2.op_type in ("Dropout", "Identity") and pat.free(mm2):
         chain.append(mm2.index)
         mm2 = pat.sole_user(mm2)
@@ -1458,6 +1458,22 @@ def _find_attention(pat: _Pattern, mm1: Layer):
     cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
                                       if st is not None and tuple(st) != tuple(pk)})
     return chain, cfg
+
+
+def _nan_guard(pat: _Pattern, softmax: Layer, chain: list[int]) -> Layer | None:
+    """torch.export's SDPA decomposition zeroes the rows a mask left empty: Softmax -> IsNaN ->
+    Where(isnan, 0, softmax). When that guard is all that reads the Softmax, append its two layers
+    to ``chain`` and return the layer after it (a fused attention returns those rows as zeros too)."""
+    users = pat.users(softmax.outputs[0])
+    if len(users) != 2 or softmax.outputs[0] in pat.graph_outputs:
+        return None
+    isnan = next((u for u in users if u.op_type == "IsNaN"), None)
+    where = next((u for u in users if u.op_type == "Where"), None)
+    if isnan is None or where is None or not pat.free(isnan) or not pat.free(where) \
+            or pat.sole_user(isnan) is not where or list(where.inputs) != [isnan.outputs[0], softmax.outputs[0]]:
+        return None
+    chain += [isnan.index, where.index]
+    return pat.sole_user(where)
 
 
 def _attention_mask(pat: _Pattern, nxt: Layer | None, chain: list[int], scores: tuple[int, ...]):
