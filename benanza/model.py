@@ -999,6 +999,26 @@ def _map_gather(node, ctx, attrs):
     return L.GatherConfig(data=data, indices=idx, axis=axis, values=values)
 
 
+def _map_gathernd(node, ctx, attrs):
+    """ONNX GatherND with constant indices (batch_dims 0): a Gather along the first k dims of the
+    data flattened into one (k = the index tuples' length), at the tuples' row-major positions."""
+    data = tuple(_need(ctx.shape(node.input[0]), "data"))
+    v = ctx.value(node.input[1])
+    if v is None:
+        raise Unsupported("GatherND with indices that are not constant")
+    if int(attrs.get("batch_dims", 0)) != 0:
+        raise Unsupported("GatherND with batch_dims > 0")
+    idx = np.asarray(v).astype(np.int64)
+    k = idx.shape[-1] if idx.ndim else 0
+    if idx.ndim == 0 or not 1 <= k <= len(data):
+        raise Unsupported(f"GatherND index tuples of length {k} for data of rank {len(data)}")
+    lead = data[:k]
+    tuples = idx.reshape(-1, k) % np.asarray(lead, dtype=np.int64)  # negative indices count from the end
+    flat = np.ravel_multi_index(tuple(tuples.T), lead) if tuples.size else np.zeros(0, dtype=np.int64)
+    values = tuple(int(i) for i in flat) if flat.size <= L.GATHER_MAX_CONSTANT_INDICES else ()
+    return L.GatherConfig(data=(math.prod(lead),) + data[k:], indices=tuple(idx.shape[:-1]), axis=0, values=values)
+
+
 def _map_where(node, ctx, attrs):
     shapes = [tuple(_need(ctx.shape(node.input[i]), name)) for i, name in enumerate(("condition", "X", "Y"))]
     if ctx.types.get(node.input[1]) not in _FLOAT_TYPES:
@@ -1034,7 +1054,7 @@ _MAPPERS = {
 _MAPPERS.update({
     "LayerNormalization": _map_layernorm, "Gelu": _map_unary, "Erf": _map_unary, "Exp": _map_unary,
     "Log": _map_unary, "Sqrt": _map_unary, "Reciprocal": _map_unary, "Neg": _map_unary, "Abs": _map_unary,
-    "Pow": _map_unary, "Cast": _map_cast, "Gather": _map_gather, "Where": _map_where,
+    "Pow": _map_unary, "Cast": _map_cast, "Gather": _map_gather, "GatherND": _map_gathernd, "Where": _map_where,
 })
 
 
@@ -1067,7 +1087,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
             raise Unsupported(f"no benchmark for {op}")
         if any(s is None for s in out_shapes):
             raise Unsupported("output shape unknown after shape inference")
-        if float_in and float_in[0] not in _FLOAT_TYPES and op not in ("Concat", "Transpose", "Slice", "Pad", "Cast", "Where"):
+        if float_in and float_in[0] not in _FLOAT_TYPES and op not in ("Concat", "Transpose", "Slice", "Pad", "Cast", "Where",
+                                                                       "Gather", "GatherND"):
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
         cfg = mapper(node, ctx, attrs)
         if math.prod(cfg.output_shape()) != math.prod(out_shapes[0]):

@@ -331,3 +331,20 @@ def test_identity_copies_cost_nothing(tmp_path):
     status = {ly.name: ly.status for ly in ml.layers}
     assert status == {"pad0": "zero_cost", "whole": "zero_cost", "part": "benchmark", "pad1": "benchmark"}
     assert "identity" in ml.layers[0].reason
+
+
+def test_gathernd_with_constant_indices_is_a_gather(tmp_path):
+    """torch.export writes BERT's mask expansion as GatherND with a constant index tensor."""
+    import onnx
+
+    idx = np.stack(np.meshgrid(np.arange(2), np.arange(3), indexing="ij"), -1).reshape(1, 6, 2)[:, ::-1]
+    nodes = [helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")]
+    inits = [_i64("i", np.ascontiguousarray(idx))]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "g.onnx"))
+    ml = process(tmp_path / "g.onnx", 2, batch_dim=0)
+    (ly,) = ml.layers
+    flat = [int(a) * 3 + int(b) for a, b in idx.reshape(-1, 2)]
+    assert ly.config == L.GatherConfig(data=(6, 4), indices=(1, 6), axis=0, values=tuple(flat))
+    assert ly.config.output_shape() == (1, 6, 4)
