@@ -115,6 +115,9 @@ class Analysis:
     lbl_fused_parallel_ms: float
     fusions: list[FusionTime] = field(default_factory=list)
     layouts: tuple[str, ...] = ("NCHW",)
+    #: the precision of the convolutions (the analysis precision unless given: PyTorch's fp32 default
+    #: runs cuDNN convolutions in tf32)
+    conv_precision: str = ""
     #: adjacent layout-sensitive layers whose best measurements are in different layouts: the
     #: conversions the bound does not count ({"count": edges, "bytes": their tensors' bytes})
     layout_switches: dict = field(default_factory=lambda: {"count": 0, "bytes": 0})
@@ -130,6 +133,12 @@ class Analysis:
     @property
     def measured_layers(self) -> int:
         return sum(1 for t in self.layers if t.status == "measured")
+
+    @property
+    def precision_label(self) -> str:
+        """``fp32``, or ``fp32+tf32conv`` when the convolutions ran in another precision."""
+        cp = self.conv_precision or self.precision
+        return self.precision if cp == self.precision else f"{self.precision}+{cp}conv"
 
     @property
     def lbl_ms(self) -> float:
@@ -166,7 +175,8 @@ class Analysis:
     def to_dict(self) -> dict:
         by_op = collections.Counter(t.layer.op_type for t in self.missing)
         return {
-            "model": self.model, "batch": self.batch, "precision": self.precision, "cache": self.cache,
+            "model": self.model, "batch": self.batch, "precision": self.precision,
+            "conv_precision": self.conv_precision or self.precision, "cache": self.cache,
             "layouts": list(self.layouts), "system": self.system,
             "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
             "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
@@ -309,22 +319,37 @@ def _drop_tensor_core_fp32(db: Database, system: System, ml: ModelLayers, best: 
 
 
 def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm",
-            layouts: tuple[str, ...] = ("NCHW",)) -> Analysis:
+            layouts: tuple[str, ...] = ("NCHW",), conv_precision: str | None = None) -> Analysis:
     """Compute the LBL of ``ml`` on ``system`` in ``precision`` (:data:`benanza.layers.PRECISIONS`) from
     warm (default) or cold measurements, taking each layer's fastest measurement in one of
     ``layouts`` (("NCHW",): the model as it is; ("NCHW", "NHWC"): convolutions and their neighbours
     (BatchNorm, Pooling, per-channel Elementwise) may run channels-last, layout conversions not
     counted; layout-agnostic layers keep their NCHW measurement). Never raises for missing data: the result says
-    what is missing. Raises :class:`UsageError` for an unknown precision, cache or layout."""
-    if precision not in L.PRECISIONS:
+    what is missing. ``conv_precision``: the convolutions (:data:`benanza.layers.CONV_KINDS`) in this
+    precision instead, e.g. ``tf32`` in an ``fp32`` analysis: PyTorch's default, which runs cuDNN
+    convolutions with TF32 (``torch.backends.cudnn.allow_tf32``) and matmuls without. Raises
+    :class:`UsageError` for an unknown precision, cache or layout."""
+    if precision not in L.PRECISIONS or (conv_precision or precision) not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")
     if cache not in ("warm", "cold"):
         raise UsageError(f"cache must be warm or cold, got {cache!r}")
     if not layouts or any(lay not in ("NCHW", "NHWC") for lay in layouts):
         raise UsageError(f"layouts must be NCHW and/or NHWC, got {', '.join(layouts) or 'none'}")
-    keys = sorted({ly.key for ly in ml.benchmarked()} | {f.config.key for f in ml.fusions})
+    configs = {ly.key: ly.config for ly in ml.benchmarked()} | {f.config.key: f.config for f in ml.fusions}
+    keys = sorted(configs)
+    conv_precision = conv_precision or precision
+    prec = {k: conv_precision if configs[k].kind in L.CONV_KINDS else precision for k in keys}
+
+    def per_precision(fn, some: list[str]) -> dict:
+        """``fn(precision, keys)`` for each precision the keys are analyzed in, merged."""
+        out: dict = {}
+        for p in sorted({prec[k] for k in some}):
+            part = [k for k in some if prec[k] == p]
+            out.update(fn(p, part) if part else {})
+        return out
+
     # the fastest valid measurement per config: one windowed query (benanza.query.best_per_config)
-    best = query.best_per_config(db, system.id, precision, cache, keys, tuple(layouts)) if keys else {}
+    best = per_precision(lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, tuple(layouts)), keys)
     rejected: dict[str, str] = {}
     if precision == "fp32" and best:
         _drop_tensor_core_fp32(db, system, ml, best, cache, tuple(layouts), rejected)
@@ -337,14 +362,14 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     for j in db.job_rows(system.id, missing_keys) if missing_keys else []:
         jobs[j.layer_key].append(j)
     # convolutions have no FP8 implementation: an fp8 analysis shows their fp16 heuristic picks
-    pick_precision = L.FP8_FALLBACK if precision == "fp8" else precision
-    picks = _heuristic_picks(db, system.id, keys, pick_precision, cache) if keys else {}
-    if keys:
-        picks.update(_heuristic_picks(db, system.id, keys, precision, cache, LT_HEURISTIC_SOURCE, "cublasLtMatmul%"))
+    picks = per_precision(lambda p, ks: _heuristic_picks(db, system.id, ks, L.FP8_FALLBACK if p == "fp8" else p,
+                                                         cache), keys)
+    picks.update(per_precision(lambda p, ks: _heuristic_picks(db, system.id, ks, p, cache, LT_HEURISTIC_SOURCE,
+                                                              "cublasLtMatmul%"), keys))
 
     framework_best = [k for k, b in best.items() if b.call.startswith(FRAMEWORK_CALL_PREFIX)]
-    library = query.best_per_config(db, system.id, precision, cache, framework_best, tuple(layouts),
-                                    source="library") if framework_best else {}
+    library = per_precision(lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, tuple(layouts),
+                                                                source="library"), framework_best)
     conversions = layout_conversions(ml) if "NHWC" in layouts else set()
 
     times: list[LayerTime] = []
@@ -358,7 +383,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
         b = best.get(ly.key)
         if b is None:
             times.append(LayerTime(ly, "missing", None, reason=rejected.get(ly.key) or _failure_reason(
-                ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), precision)))
+                ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), prec[ly.key])))
             continue
         lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
                        iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "", layout=b.layout,
@@ -390,7 +415,8 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
             fused_weight[f.layers[-1]] = ft.fused_ms
     fseq = sum(fused_weight)
     fpar, _ = critical_path(ml.edges, fused_weight)
-    return Analysis(model=ml.model, batch=ml.batch, precision=precision, cache=cache, system=system_dict(system),
+    return Analysis(model=ml.model, batch=ml.batch, precision=precision, conv_precision=conv_precision,
+                    cache=cache, system=system_dict(system),
                     layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
                     lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
                     layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision))

@@ -41,6 +41,8 @@ err = _console(stderr=True)
 LAYOUT_HELP = ("tensor layouts: nchw,nhwc (default: convolutions and their neighbours -- BatchNorm, pooling, "
                "per-channel elementwise -- also channels-last, each layer taking the faster), or nchw "
                "(the model's layout only)")
+CONV_TF32_HELP = ("with --dtype fp32: convolutions in tf32, matmuls and the rest in fp32 -- PyTorch's default "
+                  "(torch.backends.cudnn.allow_tf32 on, torch.backends.cuda.matmul.allow_tf32 off)")
 DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
 
 
@@ -171,6 +173,7 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              output: Path = typer.Option(..., "-o", "--output", help="folder for the suite"),
              layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP),
              kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise"),
+             conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
              dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
              batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers."""
@@ -180,7 +183,7 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
     precisions = parse_precisions(dtype)
     layouts = parse_layouts(layout)
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim)
-    suite = gen(mls, precisions, output, layouts, parse_kinds(kinds))
+    suite = gen(mls, precisions, output, layouts, parse_kinds(kinds), _conv_precision(conv_tf32, precisions))
     kinds = {}
     for j in suite.jobs:
         kinds[j.kind] = kinds.get(j.kind, 0) + 1
@@ -353,7 +356,7 @@ def _current_fingerprint() -> Optional[str]:
 
 def _analysis_table(a) -> Table:
     part = "" if a.complete else " (INCOMPLETE: partial sums)"
-    t = Table(title=f"{a.model} batch {a.batch} {a.precision}: LBL {a.lbl_ms:.4f} ms (fused, critical path); "
+    t = Table(title=f"{a.model} batch {a.batch} {a.precision_label}: LBL {a.lbl_ms:.4f} ms (fused, critical path); "
                     f"unfused sequential {a.lbl_sequential_ms:.4f} ms, parallel {a.lbl_parallel_ms:.4f} ms{part}")
     for c in ("#", "layer", "config", "call", "algorithm", "math", "µs", "IQR µs", "v7 pick (µs)", "crit"):
         t.add_column(c, justify="right" if c in ("#", "µs", "IQR µs") else "left")
@@ -396,7 +399,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             profile_dir: Optional[Path] = typer.Option(None, "--profile", help="framework profile folder "
                                                        "(`benanza profile`): compare the framework with the LBL"),
             html_out: Optional[Path] = typer.Option(None, "--html", help="with --profile: write a self-contained "
-                                                    "HTML report to this file")):
+                                                    "HTML report to this file"),
+            conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP)):
     """Lower-bound latency (sequential and parallel) of MODEL from the performance database; with
     --profile DIR, what stands between the framework's measured latency and the LBL (Benanza ratio,
     algorithm selection, framework inefficiencies, fusion, Tensor Cores, joint speedup)."""
@@ -427,7 +431,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     system, notice = resolve_system(database, system_spec, _current_fingerprint())
     if notice and not json_out:
         err.print(f"notice: {notice}", markup=False)
-    results = [do_analyze(ml, database, system, p, cache, layouts) for ml in mls for p in precisions]
+    conv_p = _conv_precision(conv_tf32, precisions)
+    results = [do_analyze(ml, database, system, p, cache, layouts, conv_p) for ml in mls for p in precisions]
     _require_measurements(results, database, system)
     if prof is not None:
         _analyze_profile(prof, results, mls[0], database, system, cache, layouts, json_out, html_out)
@@ -444,12 +449,21 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     out.print(_summary_table(results))
 
 
+def _conv_precision(conv_tf32: bool, precisions: list[str]) -> Optional[str]:
+    """``tf32`` for ``--conv-tf32`` (valid with ``--dtype fp32`` alone), else None."""
+    if not conv_tf32:
+        return None
+    if precisions != ["fp32"]:
+        raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
+    return "tf32"
+
+
 def _require_measurements(results, database, system) -> None:
     """An LBL without measurements is never a number: raise :class:`UsageError` (exit 2) when an
     analysis has benchmarkable layers and not one of them is measured on ``system``."""
     for r in results:
         if r.measured_layers == 0 and r.missing:
-            raise UsageError(f"{r.model} batch {r.batch} {r.precision}: no layer is measured on {system.gpu_name} "
+            raise UsageError(f"{r.model} batch {r.batch} {r.precision_label}: no layer is measured on {system.gpu_name} "
                              f"(system {system.id}) in {database.safe_url}; run `benanza bench` for this batch "
                              f"and data type")
 
@@ -460,7 +474,7 @@ def _print_findings(results, database, system) -> None:
     from .chart import roofline_outliers as outliers
 
     for r in results:
-        head = f"{r.model} batch {r.batch} {r.precision}"
+        head = f"{r.model} batch {r.batch} {r.precision_label}"
         if r.conversion_layers:
             out.print(f"{head}: {len(r.conversion_layers)} layout-conversion Transposes left out of the bound "
                       f"(measured {r.conversion_ms:.4f} ms; layers {_ranges([t.layer.index for t in r.conversion_layers])})",
@@ -594,7 +608,7 @@ def _summary_table(results) -> Table:
         d = r.to_dict()
         miss = ", ".join(f"{op} x{n}" for op, n in d["missing_by_op"].items())
         mark = "" if r.complete else " incomplete"
-        t.add_row(r.model, str(r.batch), r.precision, "+".join(x.lower() for x in r.layouts),
+        t.add_row(r.model, str(r.batch), r.precision_label, "+".join(x.lower() for x in r.layouts),
                   f"{r.lbl_ms:.4f}{mark}", f"{r.lbl_fused_sequential_ms:.4f}{mark}",
                   f"{r.lbl_parallel_ms:.4f}{mark}", f"{r.lbl_sequential_ms:.4f}{mark}",
                   f"{d['measured_layers']} (+{d['zero_cost_layers']} zero-cost)",
@@ -752,6 +766,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer tables"),
           quiet: bool = typer.Option(False, "--quiet", "-q"),
           json_out: bool = typer.Option(False, "--json"),
+          conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
           dim: Optional[list[str]] = typer.Option(None, "--dim"),
           batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL."""
@@ -772,6 +787,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     stages["process_s"] = time.perf_counter() - t
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
+    conv_p = _conv_precision(conv_tf32, precisions)
     if not plan_jobs(mls, precisions):  # fail before creating anything
         raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
     database = open_db(db)  # before the long stages: a bad URL fails now
@@ -785,7 +801,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     t = time.perf_counter()
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
         f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder, layouts, kind_list)
+    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
     t = time.perf_counter()
@@ -798,7 +814,8 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     say(f"[4/5] {_run_line(rs)}")
     t = time.perf_counter()
     system, _ = resolve_system(database, None, system_fingerprint(rs.system))
-    results = [do_analyze(ml, database, system, p, layouts=tuple(layouts)) for ml in mls for p in precisions]
+    results = [do_analyze(ml, database, system, p, layouts=tuple(layouts), conv_precision=conv_p)
+               for ml in mls for p in precisions]
     _require_measurements(results, database, system)
     stages["analyze_s"] = time.perf_counter() - t
     say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")

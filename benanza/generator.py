@@ -225,11 +225,14 @@ def parse_layouts(text: str) -> list[str]:
     return _parse_choices(text, LAYOUTS, str.upper, "layout", "nchw, nhwc")
 
 
-def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None) -> list[Job]:
+def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None,
+              conv_precision: str | None = None) -> list[Job]:
     """The jobs for the unique configs of ``models`` (one model at several batch sizes, or several
     models) in the requested analysis precisions (:func:`benanza.layers.precisions_for`) and layouts
     (``["NCHW"]`` by default; with ``"NHWC"``, convolutions and their neighbours get a second job on
-    channels-last tensors, see :func:`nhwc_job`)."""
+    channels-last tensors, see :func:`nhwc_job`). ``conv_precision``: the convolutions
+    (:data:`benanza.layers.CONV_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
+    ``["fp32"]``: PyTorch's fp32 default, TF32 convolutions and FP32 matmuls)."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
     for ml in models:
@@ -242,7 +245,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         for f in ml.fusions:
             names.setdefault(f.config.key, ml.layers[f.layers[0]].name)
         for key, cfg in ml.unique_configs().items():
-            for p in L.precisions_for(cfg, precisions):
+            wanted = [conv_precision] if conv_precision and cfg.kind in L.CONV_KINDS else precisions
+            for p in L.precisions_for(cfg, wanted):
                 for lay in layouts:
                     if lay != "NCHW" and (cfg.kind not in NHWC_KINDS or not nhwc_job(cfg, key in neighbours)):
                         continue
@@ -679,7 +683,8 @@ def parse_kinds(text: str | None) -> list[str] | None:
 
 
 def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path,
-             layouts: list[str] | None = None, kinds: list[str] | None = None) -> Suite:
+             layouts: list[str] | None = None, kinds: list[str] | None = None,
+             conv_precision: str | None = None) -> Suite:
     """Write the C++ suite for ``models`` (their unique configs) in ``precisions`` into ``out_dir``.
 
     Writes ``CMakeLists.txt``, ``src/<kind>.cpp`` per layer kind present, ``src/suite_info.cpp``,
@@ -687,8 +692,9 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
     models and their layer graphs' summaries). ``kinds``: only the jobs of these layer kinds (to
     measure again what a harness change touched). Returns the :class:`Suite`. Raises
     :class:`UsageError` when no layer of the models can be benchmarked (or none of ``kinds``).
+    ``conv_precision``: see :func:`plan_jobs`.
     """
-    jobs = plan_jobs(models, precisions, layouts)
+    jobs = plan_jobs(models, precisions, layouts, conv_precision)
     names = ", ".join(sorted({m.model for m in models}))
     if not jobs:
         raise UsageError(f"{names}: no benchmarkable layer (every layer is zero-cost or unsupported)")

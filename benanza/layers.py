@@ -58,6 +58,10 @@ ACCEPTED_MATH = {
 ACCEPTED_DTYPES = {p: (d,) for p, d in PRECISION_DTYPE.items()}
 ACCEPTED_DTYPES["fp8"] = (PRECISION_DTYPE["fp8"], PRECISION_DTYPE[FP8_FALLBACK])
 
+#: layer kinds that are convolutions (cuDNN convolution calls), which PyTorch's fp32 default runs with
+#: TF32 (``torch.backends.cudnn.allow_tf32``) while its matmuls run in FP32
+CONV_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct")
+
 #: bytes per element of each storage data type
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
 

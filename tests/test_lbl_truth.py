@@ -208,8 +208,8 @@ def _measure(db, sid, cfg, precision, rows, layout="NCHW"):
     from benanza.generator import job_id
 
     db.upsert_configs([cfg])
-    recs = [{"type": "measurement", "call": call, "algorithm": "a", "math": "none" if not cfg.tensor_cores else
-             "tensor_op", "dtype": L.PRECISION_DTYPE[precision], "cache": "warm", "layout": layout, "status": "ok",
+    math = {"fp32": "fma", "tf32": "tf32"}.get(precision, "tensor_op") if cfg.tensor_cores else "none"
+    recs = [{"type": "measurement", "call": call, "algorithm": "a", "math": math, "dtype": L.PRECISION_DTYPE[precision], "cache": "warm", "layout": layout, "status": "ok",
              "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10, "converged": True} for call, ms in rows]
     db.write_job(sid, None, job_id(cfg, precision, layout), cfg.key, precision, "ok", "", recs, layout=layout)
 
@@ -348,3 +348,27 @@ def test_gathernd_with_constant_indices_is_a_gather(tmp_path):
     flat = [int(a) * 3 + int(b) for a, b in idx.reshape(-1, 2)]
     assert ly.config == L.GatherConfig(data=(6, 4), indices=(1, 6), axis=0, values=tuple(flat))
     assert ly.config.output_shape() == (1, 6, 4)
+
+
+def test_pytorch_default_fp32_runs_convolutions_in_tf32(tmp_path):
+    """--conv-tf32: the convolutions take their tf32 measurements, everything else fp32."""
+    ml = process(_convnext_block(tmp_path / "cn.onnx"), 2)
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    jobs = plan_jobs([ml], ["fp32"], ["NCHW"], conv_precision="tf32")
+    by_kind = {}
+    for j in jobs:
+        by_kind.setdefault(j.kind, set()).add(j.precision)
+    assert by_kind["Conv"] == {"tf32", "fp32"} and by_kind["Gemm"] == {"fp32"} and by_kind["LayerNorm"] == {"fp32"}
+    for cfg in ml.unique_configs().values():
+        _measure(db, sid, cfg, "fp32", [("lib", 0.05)])
+        if cfg.kind == "Conv":
+            _measure(db, sid, cfg, "tf32", [("lib", 0.01)])
+    system = db.systems()[0]
+    plain = analyze(ml, db, system, "fp32", layouts=("NCHW",))
+    torch_default = analyze(ml, db, system, "fp32", layouts=("NCHW",), conv_precision="tf32")
+    conv = next(t for t in torch_default.layers if t.layer.op_type == "Conv")
+    assert conv.time_ms == pytest.approx(0.01) and plain.lbl_sequential_ms - torch_default.lbl_sequential_ms \
+        == pytest.approx(0.04)
+    assert torch_default.precision_label == "fp32+tf32conv" and torch_default.to_dict()["conv_precision"] == "tf32"
+    p = bz("analyze", tmp_path / "cn.onnx", "--batch", "2", "--dtype", "fp16", "--conv-tf32", "--db", str(tmp_path / "perf.db"))
+    assert "--conv-tf32 goes with --dtype fp32" in one_line_error(p, 2)
