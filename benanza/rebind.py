@@ -30,7 +30,8 @@ one-line :class:`ModelError` that names the node and says to export with a dynam
 
 Two heuristics, said here because a fixed graph cannot tell: at ``B0 = 1`` a static operand of
 extent 1 broadcasts against the batch (a positional embedding ``[1, 197, 768]``) unless it is an
-Expand/Tile/ConstantOfShape output that fixes that dim, or an embedding lookup of static indices
+Expand/Tile/ConstantOfShape output that fixes that dim, the first rows of a larger constant (a Slice
+with ends = batch), or an embedding lookup of static indices
 (transformers' token-type ids, ``expand(batch, seq)`` at batch 1 that torch.export drops); a
 GatherND whose indices address the batch dim of its data gets indices ``0..B-1`` on their
 outermost extent-1 axis.
@@ -129,8 +130,11 @@ class _Facts:
     batch: int
 
     def leaf(self, name: str) -> bool:
-        """A tensor that is a weight or a known constant: rewritten by cloning, not through a producer."""
-        return name in self.consts or name in self.weights
+        """A weight, an initializer or a Constant output: rewritten by cloning, not through a producer
+        (a constant folded from other nodes is rewritten through the node that computes it)."""
+        if name not in self.consts and name not in self.weights:
+            return False
+        return name not in self.producer or self.nodes[self.producer[name]].op_type == "Constant"
 
     def dim(self, name: str, ax: BatchAxis) -> tuple[int, int]:
         """(extent at b0, inner factor) of ``name``'s batch dim."""
@@ -359,6 +363,13 @@ def _batch_shaped(f: _Facts, name: str, axis: int, depth: int = 0) -> bool:
         return shp is not None and axis - (len(s) - len(shp)) >= 0
     if op in ("Tile", "ConstantOfShape"):
         return True
+    if op == "Slice" and f.opset >= 10 and all(f.consts.get(i) is not None for i in ins[1:4] if i):
+        axes = [_norm(int(a), len(s)) for a in (f.consts[ins[3]] if len(ins) > 3 and ins[3]
+                                                  else range(len(f.consts[ins[1]])))]
+        if axis in axes:  # the first rows of a larger buffer, as many as the batch
+            k = axes.index(axis)
+            return int(f.consts[ins[1]][k]) == 0 and (f.shapes.get(ins[0]) or (0,) * len(s))[axis] > s[axis]
+        return _batch_shaped(f, ins[0], axis, depth + 1)
     if op == "Gather" and ins[0] in f.weights and len(f.shapes.get(ins[0]) or ()) == 2 \
             and _attrs(node).get("axis", 0) == 0 and ins[1] in f.static:
         return axis < len(f.shapes.get(ins[1]) or ())
@@ -570,7 +581,7 @@ def _slice_spec(c: _Node):
             [int(v) for v in steps], (1, 2))
 
 
-def _slice_batch(c: _Node, data: str, ax: BatchAxis, d: int, start: int, end: int, step: int):
+def _slice_batch(c: _Node, ax: BatchAxis, d: int, start: int, end: int, step: int):
     """The new (start, end) and output BatchAxis of a slice along the batch dim (extent ``d``)."""
     inner = d // (ax.outer * c.f.b0)
     unit, D = c.f.b0 * inner, ax.outer * c.f.batch * inner
@@ -595,7 +606,7 @@ def _rule_slice(c: _Node) -> list[_Out]:
     for k, a in enumerate(axes):
         if _norm(a, len(s)) != ax.axis:
             continue
-        new_starts[k], new_ends[k], out_ax = _slice_batch(c, c.ins[0], ax, s[ax.axis], starts[k], ends[k], steps[k])
+        new_starts[k], new_ends[k], out_ax = _slice_batch(c, ax, s[ax.axis], starts[k], ends[k], steps[k])
     out = _Out({c.outs[0]: out_ax})
     out.rewrites += _slice_rewrites(c, slots, (starts, new_starts), (ends, new_ends))
     return [out]
