@@ -27,6 +27,7 @@ from onnx import numpy_helper, shape_inference
 from . import layers as L
 from . import views as V
 from .errors import ModelError, UsageError
+from .rebind import input_batch_axis
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
 ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
@@ -304,7 +305,7 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
                                      f"of rank {len(ds)}")
                 bd = batch_dim
             else:
-                bd = next((i for i, d in enumerate(ds) if d.dim_value == 1), 0)
+                bd = input_batch_axis([d.dim_value for d in ds], None)
             old = ds[bd].dim_value
             if old != batch:
                 notices.append(f"input {vi.name!r} has a fixed batch of {old} (dim {bd}); "
@@ -316,6 +317,37 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
         if o.type.HasField("tensor_type"):
             o.type.tensor_type.ClearField("shape")
     return notices
+
+
+# ------------------------------------------------- fixed-batch exports at another batch (issue 14)
+
+def rebind_fixed_batch(model: onnx.ModelProto, batch: int, weights: set[str],
+                       batch_dim: int | None = None) -> tuple["Rebinding | None", list[str]]:
+    """Rewrite the constants of a fixed-batch export that hold its batch (Reshape targets, Expand/
+    Tile/ConstantOfShape shapes, Slice bounds, Split sizes, expanded weights, mask indices) to
+    ``batch``, in place, before :func:`bind_batch`; see :mod:`benanza.rebind`.
+
+    Returns (the rebinding or None, notices). None, and the model untouched, for a dynamic-batch
+    export (a symbolic dim on a data input) or when ``batch`` is the exported batch. Raises a
+    one-line :class:`ModelError` naming the node when it cannot be done safely.
+    """
+    from .rebind import plan
+
+    rebinding = plan(model, batch, weights, batch_dim)
+    return rebinding, (rebinding.apply(model, weights) if rebinding is not None else [])
+
+
+def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding) -> tuple:
+    """:func:`infer_and_fold`; after a rebinding, a failure says so with the hint to export with a
+    dynamic batch, and every tensor's shape is checked against the rebinding's prediction."""
+    if rebinding is None:
+        return infer_and_fold(model, weights)
+    try:
+        out = infer_and_fold(model, weights)
+    except ModelError as e:
+        raise rebinding.explain(e) from None
+    rebinding.verify(out[0])
+    return out
 
 
 # ------------------------------------------------------------------- shape inference and folding
@@ -1753,8 +1785,9 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
         onnx.checker.check_model(model)
     except Exception as e:
         raise ModelError(f"{path}: invalid ONNX model: {_first_line(e)}") from None
-    notices = bind_batch(model, batch, weights, dims, batch_dim)
-    model, folded, static = infer_and_fold(model, weights)
+    rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
+    notices = bind_batch(model, batch, weights, dims, batch_dim) + rebound
+    model, folded, static = _infer_and_fold_rebound(model, weights, rebinding)
     ctx = _Ctx(model, static)
     g = model.graph
     producers: dict[str, int] = {}

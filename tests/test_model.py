@@ -145,9 +145,13 @@ def test_fixed_batch_is_overridden_with_a_notice(models):
     assert (mm.config.m, mm.config.n, mm.config.k) == (35 * 16, 32000, 1024)
 
 
-def test_fixed_batch_reshape_constants_give_a_clear_error(models):
-    with pytest.raises(ModelError, match="Reshape.*element counts differ"):
-        process(models / "vit_b_16.onnx", 32)
+def test_fixed_batch_vit_is_rebound_to_another_batch(models):
+    """The shared vit_b_16 (torch.export, fixed batch 1) at batch 32: its batch constants are
+    rewritten with a notice (tests/test_rebind.py has the patterns and the dynamic-export check)."""
+    ml = process(models / "vit_b_16.onnx", 32)
+    assert any("fixed batch 1 rebound to 32" in n and "'node_view' (Reshape)" in n for n in ml.notices)
+    assert ml.summary()["unsupported"] == {}
+    assert ml.layers[0].config.x[0] == 32
     ml = process(models / "vit_b_16.onnx", 1)
     s = ml.summary()
     assert s["unsupported"] == {}  # Gather, Gelu, LayerNormalization: tests/test_transformer.py
