@@ -31,8 +31,8 @@ one-line :class:`ModelError` that names the node and says to export with a dynam
 Two heuristics, said here because a fixed graph cannot tell: at ``B0 = 1`` a static operand of
 extent 1 broadcasts against the batch (a positional embedding ``[1, 197, 768]``) unless it is an
 Expand/Tile/ConstantOfShape output that fixes that dim, the first rows of a larger constant (a Slice
-with ends = batch), or an embedding lookup of static indices
-(transformers' token-type ids, ``expand(batch, seq)`` at batch 1 that torch.export drops); a
+with ends = batch), or an embedding lookup of ids built by a GatherElements (transformers' token-type
+ids, whose ``expand(batch, seq)`` torch.export drops at batch 1; position ids, a constant, broadcast); a
 GatherND whose indices address the batch dim of its data gets indices ``0..B-1`` on their
 outermost extent-1 axis.
 
@@ -128,6 +128,7 @@ class _Facts:
     opset: int
     b0: int
     batch: int
+    at_b0: dict = field(default_factory=dict)  # values benanza's folding computes at b0 (shapes too)
 
     def leaf(self, name: str) -> bool:
         """A weight, an initializer or a Constant output: rewritten by cloning, not through a producer
@@ -151,14 +152,19 @@ def _attrs(node) -> dict:
 
 
 def _facts(model: onnx.ModelProto, weights: set, b0: int, batch: int) -> _Facts:
-    from .model import _eval_node, _has_data, _infer, _opset, _shapes
+    """Shapes at b0 (onnx inference, completed by benanza's inference-and-folding where onnx alone
+    leaves a shape unknown), constant values, static tensors and producers."""
+    from .model import _eval_node, _has_data, _infer, _opset, _shapes, infer_and_fold
 
     try:
         inferred = _infer(copy.deepcopy(model))
+        folded_model = infer_and_fold(copy.deepcopy(model), set(weights))[0]
     except ModelError as e:
         raise ModelError(f"{e} (at the exported batch {b0})") from None
     g = inferred.graph
     shapes = _shapes(inferred)
+    shapes.update({k: v for k, v in _shapes(folded_model).items() if v is not None and shapes.get(k) is None})
+    at_b0 = {t.name: numpy_helper.to_array(t) for t in folded_model.graph.initializer if _has_data(t)}
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer if _has_data(t)}
     opset = _opset(inferred)
     static = set(weights) | set(consts)
@@ -181,7 +187,7 @@ def _facts(model: onnx.ModelProto, weights: set, b0: int, batch: int) -> _Facts:
         elif not ins:
             static.update(o for o in node.output if o)
     return _Facts(nodes=list(g.node), shapes=shapes, consts=consts, weights=set(weights), static=static,
-                  producer=producer, opset=opset, b0=b0, batch=batch)
+                  producer=producer, opset=opset, b0=b0, batch=batch, at_b0=at_b0)
 
 
 # ------------------------------------------------------------------------------ search state
@@ -247,10 +253,17 @@ class _Node:
         return len(s) if s is not None else None
 
     def const(self, slot: int):
-        """The value of input ``slot`` if it is a known constant, else None."""
+        """The value of input ``slot`` if it is a known constant or computed without the batch
+        (its value at b0 then holds at any batch), else None."""
         if slot >= len(self.ins) or not self.ins[slot]:
             return None
-        return self.f.consts.get(self.ins[slot])
+        name = self.ins[slot]
+        if name in self.f.consts:
+            return self.f.consts[name]
+        v = self.info(name)
+        if v is None or (isinstance(v, ShapeValue) and not v.batch_positions()):
+            return self.f.at_b0.get(name)  # computed at run time, but not from the batch: as at b0
+        return None
 
     def axes_operand(self, slot: int, attr: str = "axes"):
         """Axes from an attribute (older opsets) or a constant input; None if computed at run time."""
@@ -312,7 +325,8 @@ def _norm(axis: int, rank: int) -> int:
 # ----------------------------------------------------------------------------- forward rules
 
 def _carrying(c: _Node) -> list[tuple[str, object]]:
-    return [(i, c.info(i)) for i in c.ins if i and c.info(i) is not None]
+    """Inputs that carry the batch (a BatchAxis, or OPAQUE for a shape value or an unknown one)."""
+    return [(i, OPAQUE if isinstance(c.info(i), ShapeValue) else c.info(i)) for i in c.ins if i and c.info(i) is not None]
 
 
 def _rule_unary(c: _Node) -> list[_Out]:
@@ -371,8 +385,11 @@ def _batch_shaped(f: _Facts, name: str, axis: int, depth: int = 0) -> bool:
             return int(f.consts[ins[1]][k]) == 0 and (f.shapes.get(ins[0]) or (0,) * len(s))[axis] > s[axis]
         return _batch_shaped(f, ins[0], axis, depth + 1)
     if op == "Gather" and ins[0] in f.weights and len(f.shapes.get(ins[0]) or ()) == 2 \
-            and _attrs(node).get("axis", 0) == 0 and ins[1] in f.static:
-        return axis < len(f.shapes.get(ins[1]) or ())
+            and _attrs(node).get("axis", 0) == 0 and ins[1] in f.static and axis < len(f.shapes.get(ins[1]) or ()):
+        # an embedding of static ids: per sample when the ids are built (transformers' token types,
+        # a GatherElements of a buffer), shared by the batch when they are a constant (position ids)
+        idx = f.nodes[f.producer[ins[1]]] if ins[1] in f.producer else None
+        return (idx is not None and idx.op_type == "GatherElements") or _batch_shaped(f, ins[1], axis, depth + 1)
     if op in _UNARY:
         return _batch_shaped(f, ins[0], axis, depth + 1)
     if op in _ELEMENTWISE:
@@ -673,7 +690,16 @@ def _rule_gather_nd(c: _Node) -> list[_Out]:
     if ax_d.axis >= k:
         return [_Out({c.outs[0]: BatchAxis(len(si) - 1 + ax_d.axis - k, ax_d.outer)})]
     v = c.const(1)
-    if v is None or c.f.dim(data, ax_d) != (c.f.b0, 1):
+    if c.f.dim(data, ax_d) != (c.f.b0, 1):
+        c.fail("indexes a dim that merges the batch with other dims")
+    if v is None and idx in c.f.weights:  # indices stored with the weights: their shape is all there is
+        j = next((j for j in range(len(si) - 1) if si[j] == c.f.b0), None)
+        if j is None:
+            c.fail("its indices (a weight without data) have no dim of the batch's extent")
+        dims = list(si)
+        dims[j] = c.f.batch
+        return [_Out({c.outs[0]: BatchAxis(j, 1)}, [_Rewrite(c.idx, 1, "weight", tuple(dims), tiled=True)])]
+    if v is None:
         c.fail("indexes the batch dim with indices computed at run time")
     rows = v[..., ax_d.axis]
     for j in range(len(si) - 1):
@@ -950,7 +976,9 @@ def _rule(c: _Node) -> list[_Out]:
     if c.op in ("Shape", "Size"):
         return [_rule_shape_of(c)]
     if any(isinstance(c.info(i), ShapeValue) for i in c.ins if i):
-        return [_rule_shape_values(c)]
+        out = _rule_shape_values(c)
+        if out is not None:
+            return [out]
     rule = _RULES.get(c.op, _rule_generic) if c.node.domain in ("", "ai.onnx") else _rule_generic
     outs = rule(c)
     if c.want:
@@ -975,15 +1003,19 @@ def _rule_shape_of(c: _Node) -> _Out:
     return _Out({c.outs[0]: ShapeValue(tuple(elems[max(0, start):end]))})
 
 
-def _rule_shape_values(c: _Node) -> _Out:
+def _rule_shape_values(c: _Node) -> _Out | None:
     """Arithmetic on shape values (Gather/Concat/Slice/Unsqueeze/Cast of ``Shape`` outputs) and the
     ops that take a shape from them (Expand, ConstantOfShape, Reshape, Tile, Range): the batch is where
-    the value holds it; anything else is opaque."""
+    the value holds it; anything else is opaque. None: an op on batch-carrying data whose shape
+    operands do not depend on the batch (its usual rule applies, with their values at b0)."""
     sv = [c.info(i) if isinstance(c.info(i), ShapeValue) else None for i in c.ins]
     x_ax = c.info(c.ins[0])
     out_sv = _shape_value_op(c, sv)
     if out_sv is not None:
         return c.uniform(out_sv)
+    if sv[0] is None and not any(s.batch_positions() for s in sv if s is not None) and x_ax is not None:
+        # shape operands that do not depend on the batch: their values at b0 hold at any batch
+        return None
     if c.op in ("Expand", "ConstantOfShape", "Tile", "Range", "Reshape") and not isinstance(x_ax, ShapeValue):
         shape_sv = sv[1] if c.op in ("Expand", "Tile", "Reshape", "Range") else sv[0]
         if shape_sv is None or (x_ax is not None and c.op != "Reshape"):
@@ -1010,6 +1042,11 @@ def _rule_shape_values(c: _Node) -> _Out:
 def _shape_value_op(c: _Node, sv: list) -> ShapeValue | None:
     """The shape value an op computes from shape values and constants, or None."""
     op, a = c.op, sv[0]
+    y = c.shape(c.outs[0]) if c.outs else None
+    if y is not None and len(y) <= 1 and all(
+            (s is not None and not s.batch_positions()) or (s is None and (not i or i in c.f.static))
+            for s, i in zip(sv, c.ins)):  # arithmetic on values that do not depend on the batch
+        return ShapeValue((None,) * (y[0] if y else 1), scalar=not y)
     if op in ("Cast", "Identity") and a is not None:
         return a
     if op in ("Mul", "Div", "Floor", "Ceil") and a is not None and all(

@@ -3,8 +3,9 @@ torchvision, transformers and onnxscript; not run in CI).
 
 Each model is exported twice with the torch.export-based exporter (``torch.onnx.export(...,
 dynamo=True)``, opset 20): at batch 1 with a fixed batch, and with a dynamic batch axis. The files
-keep the graph and the small constants only: initializer data goes to an external file that is
-deleted (the files still name it; benanza loads ``load_external_data=False``), and node metadata (stack traces) and
+keep the graph and the small constants only (``zoo.strip_weights``): floating-point initializers
+go to an external file that is deleted (the files still name it; benanza loads
+``load_external_data=False``), integer constants (indices) stay, node metadata (stack traces) and
 value_info are dropped, so each file stays at tens of kB.
 
 * ``vit_b_16_fixed1.onnx`` / ``vit_b_16_dynamic.onnx``: torchvision ``vit_b_16(weights=None)``,
@@ -20,19 +21,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-import onnx
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def strip(src: Path, dst: Path) -> int:
-    """Copy ``src`` to ``dst`` without weights, node metadata or value_info; return its size (bytes)."""
-    m = onnx.load(str(src), load_external_data=False)
-    for n in m.graph.node:
-        n.ClearField("metadata_props")
-        n.doc_string = ""
-    del m.graph.value_info[:]
-    m.ClearField("metadata_props")
-    onnx.save(m, str(dst))
-    return dst.stat().st_size
+    """Copy ``src`` and its external data into ``dst``'s folder (same names), then strip the weights
+    (zoo.strip_weights: the data file goes); return the size."""
+    import shutil
+
+    from zoo import strip_weights
+
+    assert src.name == dst.name, "the external data file is named after the model"
+    for f in src.parent.glob(src.name + "*"):
+        shutil.copy(f, dst.parent / f.name)
+    return strip_weights(dst)
 
 
 def export(module, args: tuple, kwargs: dict, dynamic: dict | None, path: Path, names=None) -> None:

@@ -121,7 +121,8 @@ def vit_pattern(b0: int, dynamic: bool, cls: str = "weight") -> onnx.ModelProto:
 
 def bert_pattern(b0: int, dynamic: bool) -> onnx.ModelProto:
     """A BERT layer as torch.export writes transformers' BertModel: token-type ids from a buffer by
-    GatherElements (torch.export drops their ``expand(batch, seq)`` at batch 1), the attention
+    GatherElements (torch.export drops their ``expand(batch, seq)`` at batch 1), position
+    embeddings of constant ids (shared by the batch: they broadcast), the attention
     mask built by a GatherND whose indices name batch row 0 then And/Where, heads by Reshape
     [B, S, -1, hd] and K^T through [-1, S, hd], softmax guarded by IsNaN/Where."""
     b = Builder(b0, dynamic, "input_ids")
@@ -130,7 +131,7 @@ def bert_pattern(b0: int, dynamic: bool) -> onnx.ModelProto:
     if dynamic or b0 > 1:  # at batch 1 the expand is a no-op that torch.export drops
         tt = b.node("Expand", [tt, b.bshape([("B", 1), S])])
     e = b.node("Add", [b.node("Gather", [b.weight((V, H)), "input_ids"]), b.node("Gather", [b.weight((2, H)), tt])])
-    e = b.node("Add", [e, b.weight((1, S, H))])
+    e = b.node("Add", [e, b.node("Gather", [b.weight((10, H)), b.const(np.arange(S).reshape(1, S))])])  # position ids
     x = b.node("LayerNormalization", [e, b.const(np.ones(H), np.float32), b.const(np.zeros(H), np.float32)], axis=-1)
     mask = b.node("Cast", ["attention_mask"], to=TensorProto.BOOL)
     if dynamic:
@@ -216,8 +217,9 @@ def test_bert_patterns_match_the_dynamic_export(tmp_path):
     ml = _same_as_dynamic(tmp_path, bert_pattern)[32]
     nd = next(ly for ly in ml.layers if ly.op_type == "GatherND")
     assert nd.input_shapes == ((32, 6), (32, 1, 1, 6, 2))  # the mask indices name rows 0..31
-    add = next(ly for ly in ml.layers if ly.op_type == "Add")
-    assert add.input_shapes == ((32, 6, 8), (32, 6, 8))  # token types carry the batch, as torch.export's dynamic export
+    adds = [ly.input_shapes for ly in ml.layers if ly.op_type == "Add"][:2]
+    # token types carry the batch (as torch.export's dynamic export), position embeddings broadcast
+    assert adds == [((32, 6, 8), (32, 6, 8)), ((32, 6, 8), (1, 6, 8))]
 
 
 def test_bert_pattern_exported_at_batch_2(tmp_path):

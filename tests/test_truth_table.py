@@ -1,0 +1,117 @@
+"""The truth benchmark's table, flag and precision-choice logic (benchmarks/truth.py) on
+fabricated analyses; and its one-line errors for bad arguments. No GPU, no torch."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def truth():
+    spec = importlib.util.spec_from_file_location("truth", BENCHMARKS / "truth.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["truth"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _analysis(lbl, seq=None, complete=True, batch=32, precision="fp16"):
+    return {"model": "m", "batch": batch, "precision": precision, "lbl_fused_parallel_ms": lbl,
+            "lbl_fused_sequential_ms": seq if seq is not None else lbl * 1.1, "lbl_sequential_ms": lbl * 1.3,
+            "complete": complete, "missing_by_op": {} if complete else {"IsNaN": 12}}
+
+
+def _pytorch(median, iqr=0.01):
+    return {"kernel_ms": {"median": median, "q1": median - iqr / 2, "q3": median + iqr / 2, "iqr": iqr, "n": 30},
+            "wall_ms": {"median": median * 1.2}}
+
+
+def test_precision_choice(truth):
+    assert truth.choose_precision("fp16", 0.99) == "fp16"
+    assert truth.choose_precision("fp32", 0.97) == "tf32"   # a CNN: PyTorch runs its convolutions in TF32
+    assert truth.choose_precision("fp32", 0.5) == "fp32"    # not most of the FLOPs
+    assert truth.choose_precision("fp32", 0.02) == "fp32"   # a transformer: matmuls stay FP32
+    with pytest.raises(truth.TruthError, match="unknown data type 'bf16'"):
+        truth.choose_precision("bf16", 0.9)
+
+
+def test_conv_flop_share_counts_convolutions_among_benchmarked_layers(truth):
+    def ly(kind, flops):
+        return SimpleNamespace(config=SimpleNamespace(kind=kind, flops=lambda: flops))
+    layers = [ly("Conv", 900), ly("Gemm", 50), ly("Elementwise", 50), SimpleNamespace(config=None)]
+    assert truth.conv_flop_share(layers) == pytest.approx(0.9)
+    assert truth.conv_flop_share([SimpleNamespace(config=None)]) == 0.0
+
+
+def test_stats_median_and_iqr(truth):
+    s = truth.stats([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (s["median"], s["q1"], s["q3"], s["iqr"], s["n"]) == (3.0, 2.0, 4.0, 2.0, 5)
+    assert truth.stats([])["median"] is None
+    assert truth.stats([1.5])["iqr"] == 0.0
+
+
+@pytest.mark.parametrize("lbl,complete,flags", [
+    (0.95, True, []),
+    (1.00, True, []),                      # equal is a bound
+    (1.0001, True, ["LBL>PT"]),            # every ratio above 1.00, however slightly
+    (1.5, False, ["LBL>PT", "INCOMPLETE"]),
+    (0.5, False, ["INCOMPLETE"]),          # a partial sum below is still flagged
+])
+def test_row_ratio_and_flags(truth, lbl, complete, flags):
+    r = truth.make_row("resnet50", 32, "fp16", "fp16", _pytorch(1.0), _analysis(lbl, complete=complete))
+    assert r["ratio"] == pytest.approx(lbl)
+    assert r["flags"] == flags
+
+
+def test_missing_sides_are_flagged_not_zero(truth):
+    no_lbl = truth.make_row("m", 1, "fp32", "tf32", _pytorch(2.0), None)
+    assert no_lbl["ratio"] is None and no_lbl["flags"] == ["NO-LBL"]
+    no_pt = truth.make_row("m", 1, "fp32", "tf32", None, _analysis(1.0))
+    assert no_pt["ratio"] is None and no_pt["flags"] == ["NO-PYTORCH"]
+
+
+def test_table_lines_hold_every_column(truth):
+    rows = [truth.make_row("vit_b_16", 32, "fp16", "fp16", _pytorch(3.15, 0.02), _analysis(3.0, 3.2), 0.01),
+            truth.make_row("resnet50", 1, "fp32", "tf32", _pytorch(1.0), _analysis(1.2, complete=False), 0.97)]
+    lines = truth.table_lines(rows)
+    assert [c.strip() for c in lines[0].split(" | ")][:5] == ["model", "batch", "dtype", "benanza precision",
+                                         "PyTorch kernel ms (median, IQR)"]
+    assert "3.150 (0.020)" in lines[2] and "3.000; 3.200" in lines[2] and "0.952" in lines[2] and lines[2].endswith("ok")
+    assert "tf32 (conv 97%)" in lines[3] and "partial" in lines[3] and lines[3].endswith("LBL>PT INCOMPLETE")
+    md = truth.table_markdown(rows)
+    assert md.count("\n") == 4 and md.startswith("| model")
+    assert truth.summary_line(rows).startswith("2 rows: 1 ok")
+
+
+def test_stage_lines_sum_the_stages(truth):
+    lines = truth.stage_lines({"resnet50": {"export_s": 3.0, "process_s": 1.0, "compile_s": 20.0, "run_s": 60.0,
+                                            "pytorch_s": 16.0}})
+    assert lines[0].split()[:3] == ["model", "export", "process"]
+    assert lines[1].split()[-1] == "100.0" and " - " in lines[1]  # the missing stages show as "-"
+
+
+def test_records_survive_a_truncated_last_line(truth, tmp_path):
+    p = tmp_path / "results.jsonl"
+    p.write_text(json.dumps({"kind": "pytorch", "model": "m"}) + "\n" + '{"kind": "bench", "mod')
+    assert [r["kind"] for r in truth.read_records(p)] == ["pytorch"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--models", "resnet50,nosuchnet"], "unknown model 'nosuchnet'"),
+    (["--batch", "1,0"], "batch sizes must be positive"),
+    (["--batch", "x"], "batch sizes must be integers"),
+    (["--dtype", "fp16,int8"], "data types are fp16 and fp32"),
+    (["--deadline", "-5"], "--deadline must be positive"),
+    (["--skip-bench", "--dry-run"], "exclude each other"),
+    (["--skip-bench"], "results.jsonl not found"),
+    (["--skip-bench", "--no-cold"], "do nothing with --skip-bench"),
+])
+def test_bad_arguments_are_one_line_errors(truth, tmp_path, capsys, args, message):
+    assert truth.main(["--out", str(tmp_path / "out")] + args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("benanza: ") and message in err and err.count("\n") == 1
