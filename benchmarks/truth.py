@@ -63,16 +63,44 @@ class TruthError(Exception):
 
 # ----------------------------------------------------------------- pure logic (unit-tested)
 
-def choose_precision(dtype: str, cudnn_share: float) -> str:
-    """benanza's precision for a PyTorch data type: fp16 for fp16; for fp32 (PyTorch's default:
+FP32_MODES = ("auto", "tf32", "fp32", "conv-tf32")
+
+
+def choose_precision(dtype: str, cudnn_share: float, fp32_mode: str = "auto") -> str:
+    """benanza's precision for a PyTorch data type: fp16 for fp16. For fp32 (PyTorch's default:
     ``torch.backends.cudnn.allow_tf32`` True, so cuDNN convolutions and RNNs in TF32;
-    ``torch.backends.cuda.matmul.allow_tf32`` False, so matmuls in FP32) ``tf32`` when the cuDNN
-    layers hold more than half of the model's FLOPs, else ``fp32``."""
+    ``torch.backends.cuda.matmul.allow_tf32`` False, so matmuls in FP32), by ``fp32_mode``: "auto"
+    is ``tf32`` when the cuDNN layers hold more than half of the model's FLOPs, else ``fp32``;
+    "tf32" / "fp32" force one; "conv-tf32" is ``fp32+tf32conv``, benanza's ``--dtype fp32
+    --conv-tf32`` (convolutions in TF32, the rest in FP32, as PyTorch; benanza versions that have it)."""
     if dtype == "fp16":
         return "fp16"
-    if dtype == "fp32":
+    if dtype != "fp32":
+        raise TruthError(f"unknown data type {dtype!r} (fp16 or fp32)")
+    if fp32_mode == "auto":
         return "tf32" if cudnn_share > 0.5 else "fp32"
-    raise TruthError(f"unknown data type {dtype!r} (fp16 or fp32)")
+    if fp32_mode == "conv-tf32":
+        return "fp32+tf32conv"
+    if fp32_mode in ("tf32", "fp32"):
+        return fp32_mode
+    raise TruthError(f"unknown --fp32 mode {fp32_mode!r} ({', '.join(FP32_MODES)})")
+
+
+def analysis_label(an: dict) -> str:
+    """An analysis's precision as :func:`choose_precision` names it (``fp32+tf32conv`` when its
+    convolutions ran in another precision)."""
+    p, cp = an.get("precision"), an.get("conv_precision")
+    return p if cp in (None, "", p) else f"{p}+{cp}conv"
+
+
+def bench_calls(precisions: list[str]) -> list[tuple[str, list[str]]]:
+    """``(--dtype value, extra flags)`` per benanza invocation: the plain precisions together, and
+    ``fp32+tf32conv`` apart as ``--dtype fp32 --conv-tf32`` (that flag takes fp32 alone)."""
+    plain = sorted(p for p in set(precisions) if p != "fp32+tf32conv")
+    calls = [(",".join(plain), [])] if plain else []
+    if "fp32+tf32conv" in precisions:
+        calls.append(("fp32", ["--conv-tf32"]))
+    return calls
 
 
 #: layer kinds PyTorch runs through cuDNN in fp32 with TF32 allowed by default
@@ -411,7 +439,9 @@ class Run:
                 continue
             for b in self.a.batches:
                 for d in self.a.dtypes:
-                    p = pr[d]
+                    p = pr.get(d)
+                    if p is None:
+                        continue
                     out.append(make_row(model, b, d, p, self.pytorch.get((model, b, d)),
                                         self.analyses.get((model, b, p)), pr["share"]))
         return out
@@ -439,7 +469,7 @@ def precision_stage(run: Run, entry, path: Path) -> dict:
 
     ml = process(path, max(run.a.batches))
     share = cudnn_flop_share(ml.layers)
-    pr = {"share": share, **{d: choose_precision(d, share) for d in run.a.dtypes}}
+    pr = {"share": share, **{d: choose_precision(d, share, run.a.fp32) for d in run.a.dtypes}}
     run.precisions[entry.name] = pr
     run.rec.write("precision", model=entry.name, cudnn_flop_share=share, precisions=pr,
                   unsupported=ml.unsupported(), notices=ml.notices)
@@ -469,35 +499,38 @@ def pytorch_stage(run: Run, entry) -> None:
 
 
 def bench_stage(run: Run, entry, path: Path, pr: dict) -> None:
+    """``benanza bench`` (``analyze`` with --skip-bench) of the export at every batch, one call per
+    :func:`bench_calls` group; the analyses go into ``run`` and a record, bench's stages are summed."""
     a, name = run.a, entry.name
-    precs = sorted({pr[d] for d in a.dtypes})
-    batch_arg, dtype_arg = ",".join(map(str, a.batches)), ",".join(precs)
     (a.out / "logs").mkdir(exist_ok=True)
     if a.skip_bench:
-        system = run.systems.get(name) or {}
-        sys_arg = ["--system", str(system.get("fingerprint") or system.get("id"))] if system else []
-        cmd = benanza_command("analyze", str(path), "--batch", batch_arg, "--dtype", dtype_arg, "--db", a.db,
-                              "--json", *sys_arg, *a.analyze_args)
-    else:
-        cmd = benanza_command("bench", str(path), "--batch", batch_arg, "--dtype", dtype_arg, "--db", a.db,
-                              "--json", *a.bench_args)
-    if a.dry_run:
-        run.rec.write("dry_run", model=name, command=shlex.join(cmd))
-        print(f"  would run: {shlex.join(cmd)}", flush=True)
-        return
-    t = time.perf_counter()
-    doc = run_benanza(cmd, run.left() - 15, a.out / "logs" / f"{name}.{'analyze' if a.skip_bench else 'bench'}")
-    analyses = doc["analyses"] if isinstance(doc, dict) and "analyses" in doc else (doc if isinstance(doc, list) else [doc])
-    for an in analyses:
-        run.analyses[(name, an["batch"], an["precision"])] = _slim(an)
-    if isinstance(doc, dict) and "stages" in doc:
-        run.stages[name].update(doc["stages"])
-        run.systems[name] = doc.get("system") or {}
-    elif a.skip_bench:
-        run.stages[name]["analyze_s"] = time.perf_counter() - t
-    run.rec.write("bench" if not a.skip_bench else "analysis", model=name, command=shlex.join(cmd),
-                  seconds=time.perf_counter() - t, stages=doc.get("stages") if isinstance(doc, dict) else None,
-                  system=run.systems.get(name), analyses=[_slim(x) for x in analyses])
+        run.stages[name]["analyze_s"] = 0.0  # this re-analysis only
+    for k, (dtype_arg, flags) in enumerate(bench_calls([pr[d] for d in a.dtypes])):
+        verb = "analyze" if a.skip_bench else "bench"
+        common = [str(path), "--batch", ",".join(map(str, a.batches)), "--dtype", dtype_arg, "--db", a.db, "--json", *flags]
+        if a.skip_bench:
+            system = run.systems.get(name) or {}
+            sys_arg = ["--system", str(system.get("fingerprint") or system.get("id"))] if system else []
+            cmd = benanza_command("analyze", *common, *sys_arg, *a.analyze_args)
+        else:
+            cmd = benanza_command("bench", *common, *a.bench_args)
+        if a.dry_run:
+            run.rec.write("dry_run", model=name, command=shlex.join(cmd))
+            print(f"  would run: {shlex.join(cmd)}", flush=True)
+            continue
+        t = time.perf_counter()
+        doc = run_benanza(cmd, run.left() - 15, a.out / "logs" / f"{name}.{verb}{k or ''}")
+        analyses = doc["analyses"] if isinstance(doc, dict) and "analyses" in doc else (doc if isinstance(doc, list) else [doc])
+        for an in analyses:
+            run.analyses[(name, an["batch"], analysis_label(an))] = _slim(an)
+        st = run.stages[name]
+        for key, v in ((doc.get("stages") if isinstance(doc, dict) else None) or {"analyze_s": time.perf_counter() - t}).items():
+            st[key] = st.get(key, 0.0) + v
+        if isinstance(doc, dict) and doc.get("system"):
+            run.systems[name] = doc["system"]
+        run.rec.write("bench" if not a.skip_bench else "analysis", model=name, command=shlex.join(cmd),
+                      seconds=time.perf_counter() - t, stages=doc.get("stages") if isinstance(doc, dict) else None,
+                      system=run.systems.get(name), analyses=[_slim(x) for x in analyses])
 
 
 def _line(e: BaseException) -> str:
@@ -559,6 +592,9 @@ def parse_args(argv: list[str]):
     ap.add_argument("--models", help="comma-separated zoo models (default: all; see benchmarks/zoo.py list)")
     ap.add_argument("--batch", default="1,32", help="batch sizes (default 1,32)")
     ap.add_argument("--dtype", default="fp16,fp32", help="PyTorch data types: fp16, fp32 (PyTorch's defaults)")
+    ap.add_argument("--fp32", default="auto", choices=FP32_MODES, help="benanza precision for PyTorch's fp32: auto "
+                    "(tf32 when cuDNN layers hold most FLOPs, else fp32), tf32, fp32, or conv-tf32 (benanza's "
+                    "--dtype fp32 --conv-tf32, where benanza has it)")
     ap.add_argument("--deadline", type=float, help="seconds for the whole run: no model starts when less is left "
                     "than the slowest model so far (at least --min-model-s)")
     ap.add_argument("--min-model-s", type=float, default=120.0, help="time a model needs at least (default 120)")
@@ -633,7 +669,7 @@ def load_records(run: Run, path: Path, analyses: bool = True) -> set[str]:
             if r.get("system"):
                 run.systems[model] = r["system"]
             for an in (r.get("analyses") or []) if analyses else []:
-                run.analyses[(model, an["batch"], an["precision"])] = an
+                run.analyses[(model, an["batch"], analysis_label(an))] = an
         elif kind == "model_done":
             run.stages[model] = {**run.stages.get(model, {}), **(r.get("stages") or {})}
             done.add(model)

@@ -164,3 +164,39 @@ def test_pack_splits_large_files_and_keeps_the_table(truth, tmp_path, monkeypatc
     assert len(parts) == 4 and not (dest / "truth-db.sqlite.gz").exists()
     import gzip
     assert gzip.decompress(b"".join((dest / n).read_bytes() for n in parts)) == db.read_bytes()
+
+
+def test_fp32_modes_and_the_bench_calls_they_make(truth):
+    assert truth.choose_precision("fp32", 0.9, "fp32") == "fp32"
+    assert truth.choose_precision("fp32", 0.1, "tf32") == "tf32"
+    assert truth.choose_precision("fp32", 0.9, "conv-tf32") == "fp32+tf32conv"
+    assert truth.bench_calls(["fp16", "tf32"]) == [("fp16,tf32", [])]
+    assert truth.bench_calls(["fp16", "fp32+tf32conv"]) == [("fp16", []), ("fp32", ["--conv-tf32"])]
+    assert truth.bench_calls(["fp32+tf32conv"]) == [("fp32", ["--conv-tf32"])]
+    assert truth.analysis_label({"precision": "fp32", "conv_precision": "tf32"}) == "fp32+tf32conv"
+    assert truth.analysis_label({"precision": "fp16", "conv_precision": "fp16"}) == "fp16"
+    assert truth.analysis_label({"precision": "tf32"}) == "tf32"  # a benanza without conv_precision
+
+
+def test_kernel_time_per_iteration_from_a_trace(truth, tmp_path):
+    """Kernels count in the iteration whose marker encloses their launch; memcpy/memset apart."""
+    ev = []
+    for k, (t0, kernels) in enumerate([(0, [(10, 30), (45, 20)]), (200, [(210, 50)])]):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": truth.MARKER, "ts": t0, "dur": 100, "pid": 1, "tid": 1})
+        for j, (ts, dur) in enumerate(kernels):
+            corr = 100 * k + j
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t0 + 1 + j, "dur": 1,
+                       "pid": 1, "tid": 1, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": f"gemm_{j}", "ts": t0 + ts, "dur": dur, "pid": 0, "tid": 7,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+    ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": 5, "dur": 1, "pid": 1, "tid": 1,
+               "args": {"correlation": 999}})
+    ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 90, "dur": 4, "pid": 0, "tid": 7,
+               "args": {"correlation": 999, "device": 0, "stream": 7}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    from benanza.profiles.trace import read_trace
+    st = truth._trace_stats(read_trace(path))
+    assert st["kernel_ms"]["n"] == 2 and st["kernel_ms"]["median"] == pytest.approx(0.05)   # 0.050 and 0.050 ms
+    assert st["memcpy_ms"]["median"] == pytest.approx(0.002)  # 0.004 ms in the first iteration, none in the second
+    assert st["kernels_per_iteration"] == 1.5 and st["top_kernels"][0]["name"] == "gemm_0"
