@@ -187,6 +187,7 @@ def table_lines(rows: list[dict]) -> list[str]:
 
 
 def table_markdown(rows: list[dict]) -> str:
+    """The truth table as a Markdown table."""
     lines = table_lines(rows)
     out = ["| " + lines[0].replace(" | ", " | ") + " |", "|" + "|".join("---" for _ in lines[0].split(" | ")) + "|"]
     out += ["| " + ln + " |" for ln in lines[2:]]
@@ -263,6 +264,7 @@ class Recorder:
         self.path = out / "results.jsonl"
 
     def write(self, kind: str, **rec) -> dict:
+        """Append one record of ``kind`` (with a timestamp); return it."""
         rec = {"kind": kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **rec}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec, default=str) + "\n")
@@ -271,6 +273,7 @@ class Recorder:
         return rec
 
     def tables(self, rows: list[dict], stages: dict, env: dict, command: str) -> str:
+        """Write table.txt, table.md and table.json; return the text table."""
         text = "\n".join([f"command: {command}", "device: " + _env_line(env), ""] + table_lines(rows)
                          + ["", summary_line(rows), "", "stage times (s)"] + stage_lines(stages)) + "\n"
         (self.out / "table.txt").write_text(text, encoding="utf-8")
@@ -428,6 +431,7 @@ class Run:
         self.durations: list = []
 
     def left(self) -> float:
+        """Seconds left of --deadline (infinite without one)."""
         return self.a.deadline - (time.monotonic() - self.t0) if self.a.deadline else math.inf
 
     def rows(self) -> list[dict]:
@@ -447,10 +451,12 @@ class Run:
         return out
 
     def save(self) -> str:
+        """Rewrite the tables from everything measured so far; return the text table."""
         return self.rec.tables(self.rows(), self.stages, self.env, self.command)
 
 
 def export_stage(run: Run, entry) -> Path:
+    """The model's dynamic-batch ONNX file: exported into OUT/onnx (the earlier run's with --skip-bench)."""
     a, name = run.a, entry.name
     if a.skip_bench:
         path = a.from_dir / "onnx" / f"{name}.onnx"
@@ -465,6 +471,7 @@ def export_stage(run: Run, entry) -> Path:
 
 
 def precision_stage(run: Run, entry, path: Path) -> dict:
+    """benanza's precision per data type, from the cuDNN FLOP share of the export (CPU only)."""
     from benanza.model import process
 
     ml = process(path, max(run.a.batches))
@@ -477,6 +484,7 @@ def precision_stage(run: Run, entry, path: Path) -> dict:
 
 
 def pytorch_stage(run: Run, entry) -> None:
+    """:func:`profile_pytorch` at every batch and data type; a failure (an OOM) is recorded, the rest runs."""
     a, name = run.a, entry.name
     t = time.perf_counter()
     (a.out / "traces").mkdir(exist_ok=True)
@@ -713,6 +721,7 @@ class Packer:
         self.folder, self.out, self.db = folder, out, db
 
     def pack(self) -> None:
+        """Copy the table, the results archive and the database into the pack folder (if any)."""
         if self.folder is None:
             return
         import gzip
@@ -782,6 +791,7 @@ def run_all(run: Run, packer: Packer) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit status (2 with one ``benanza: ...`` line for a bad argument)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         a = parse_args(argv)
