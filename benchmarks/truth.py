@@ -13,8 +13,8 @@ For each selected model of the zoo (``benchmarks/zoo.py``), batch and data type:
 (b) the same module is exported to ONNX with a dynamic batch (zoo), weights deleted;
 (c) ``benanza bench MODEL.onnx --batch 1,32 --dtype P --db DB --json`` runs as a subprocess (extra
     arguments after the known ones pass through, e.g. ``--no-cold --max-time-ms 200 --devices
-    all``); P is fp16 for fp16, and for fp32 ``tf32`` when convolutions hold most of the model's
-    FLOPs (the cuDNN-TF32 part of PyTorch's default) else ``fp32``. The headline LBL is
+    all``); P is fp16 for fp16, and for fp32 ``tf32`` when cuDNN layers (convolutions, RNNs) hold
+    most of the model's FLOPs (the cuDNN-TF32 part of PyTorch's default) else ``fp32``. The headline LBL is
     ``lbl_fused_parallel_ms``; ``lbl_fused_sequential_ms``, ``lbl_sequential_ms``, ``complete``
     and bench's ``stages`` are kept;
 (d) the table ``model | batch | dtype | benanza precision | PyTorch kernel ms (median, IQR) |
@@ -63,27 +63,60 @@ class TruthError(Exception):
 
 # ----------------------------------------------------------------- pure logic (unit-tested)
 
-def choose_precision(dtype: str, conv_share: float) -> str:
-    """benanza's precision for a PyTorch data type: fp16 for fp16; for fp32 (PyTorch's default,
-    cuDNN convolutions in TF32, matmuls in FP32) ``tf32`` when convolutions hold more than half of
-    the model's FLOPs, else ``fp32``."""
+FP32_MODES = ("auto", "tf32", "fp32", "conv-tf32")
+
+
+def choose_precision(dtype: str, cudnn_share: float, fp32_mode: str = "auto") -> str:
+    """benanza's precision for a PyTorch data type: fp16 for fp16. For fp32 (PyTorch's default:
+    ``torch.backends.cudnn.allow_tf32`` True, so cuDNN convolutions and RNNs in TF32;
+    ``torch.backends.cuda.matmul.allow_tf32`` False, so matmuls in FP32), by ``fp32_mode``: "auto"
+    is ``tf32`` when the cuDNN layers hold more than half of the model's FLOPs, else ``fp32``;
+    "tf32" / "fp32" force one; "conv-tf32" is ``fp32+tf32conv``, benanza's ``--dtype fp32
+    --conv-tf32`` (convolutions in TF32, the rest in FP32, as PyTorch; benanza versions that have it)."""
     if dtype == "fp16":
         return "fp16"
-    if dtype == "fp32":
-        return "tf32" if conv_share > 0.5 else "fp32"
-    raise TruthError(f"unknown data type {dtype!r} (fp16 or fp32)")
+    if dtype != "fp32":
+        raise TruthError(f"unknown data type {dtype!r} (fp16 or fp32)")
+    if fp32_mode == "auto":
+        return "tf32" if cudnn_share > 0.5 else "fp32"
+    if fp32_mode == "conv-tf32":
+        return "fp32+tf32conv"
+    if fp32_mode in ("tf32", "fp32"):
+        return fp32_mode
+    raise TruthError(f"unknown --fp32 mode {fp32_mode!r} ({', '.join(FP32_MODES)})")
 
 
-def conv_flop_share(layers) -> float:
-    """FLOPs of the convolution layers / FLOPs of every benchmarked layer (0 when there are none);
-    ``layers``: :attr:`benanza.model.ModelLayers.layers`."""
+def analysis_label(an: dict) -> str:
+    """An analysis's precision as :func:`choose_precision` names it (``fp32+tf32conv`` when its
+    convolutions ran in another precision)."""
+    p, cp = an.get("precision"), an.get("conv_precision")
+    return p if cp in (None, "", p) else f"{p}+{cp}conv"
+
+
+def bench_calls(precisions: list[str]) -> list[tuple[str, list[str]]]:
+    """``(--dtype value, extra flags)`` per benanza invocation: the plain precisions together, and
+    ``fp32+tf32conv`` apart as ``--dtype fp32 --conv-tf32`` (that flag takes fp32 alone)."""
+    plain = sorted(p for p in set(precisions) if p != "fp32+tf32conv")
+    calls = [(",".join(plain), [])] if plain else []
+    if "fp32+tf32conv" in precisions:
+        calls.append(("fp32", ["--conv-tf32"]))
+    return calls
+
+
+#: layer kinds PyTorch runs through cuDNN in fp32 with TF32 allowed by default
+CUDNN_TF32_KINDS = ("Conv", "RNN")
+
+
+def cudnn_flop_share(layers) -> float:
+    """FLOPs of the convolution and RNN layers (:data:`CUDNN_TF32_KINDS`) / FLOPs of every
+    benchmarked layer (0 when there are none); ``layers``: :attr:`benanza.model.ModelLayers.layers`."""
     total = conv = 0
     for ly in layers:
         if ly.config is None:
             continue
         f = ly.config.flops()
         total += f
-        if ly.config.kind == "Conv":
+        if ly.config.kind in CUDNN_TF32_KINDS:
             conv += f
     return conv / total if total else 0.0
 
@@ -101,14 +134,14 @@ def stats(samples: list[float]) -> dict:
 
 
 def make_row(model: str, batch: int, dtype: str, precision: str, pytorch: dict | None, analysis: dict | None,
-             conv_share: float | None = None) -> dict:
+             cudnn_share: float | None = None) -> dict:
     """One table row from a ``pytorch`` record (``kernel_ms`` stats) and a benanza analysis dict
     (``lbl_fused_parallel_ms``, ``lbl_fused_sequential_ms``, ``lbl_sequential_ms``, ``complete``)."""
     pt = (pytorch or {}).get("kernel_ms") or {}
     lbl = analysis.get("lbl_fused_parallel_ms") if analysis else None
     ratio = lbl / pt["median"] if lbl is not None and pt.get("median") else None
     complete = analysis.get("complete") if analysis else None
-    row = {"model": model, "batch": batch, "dtype": dtype, "precision": precision, "conv_share": conv_share,
+    row = {"model": model, "batch": batch, "dtype": dtype, "precision": precision, "cudnn_share": cudnn_share,
            "pytorch_ms": pt.get("median"), "pytorch_iqr_ms": pt.get("iqr"),
            "pytorch_wall_ms": ((pytorch or {}).get("wall_ms") or {}).get("median"),
            "lbl_ms": lbl, "lbl_fused_seq_ms": analysis.get("lbl_fused_sequential_ms") if analysis else None,
@@ -143,7 +176,7 @@ def table_lines(rows: list[dict]) -> list[str]:
             "LBL ms (fused parallel; fused seq)", "ratio", "flag"]
     cells = []
     for r in rows:
-        prec = r["precision"] + (f" (conv {r['conv_share']:.0%})" if r.get("conv_share") is not None else "")
+        prec = r["precision"] + (f" (cuDNN {r['cudnn_share']:.0%})" if r.get("cudnn_share") is not None else "")
         cells.append([r["model"], str(r["batch"]), r["dtype"], prec,
                       f"{_f(r['pytorch_ms'])} ({_f(r['pytorch_iqr_ms'])})",
                       f"{_f(r['lbl_ms'])}; {_f(r['lbl_fused_seq_ms'])}" + ("" if r.get("complete") is not False else " partial"),
@@ -154,6 +187,7 @@ def table_lines(rows: list[dict]) -> list[str]:
 
 
 def table_markdown(rows: list[dict]) -> str:
+    """The truth table as a Markdown table."""
     lines = table_lines(rows)
     out = ["| " + lines[0].replace(" | ", " | ") + " |", "|" + "|".join("---" for _ in lines[0].split(" | ")) + "|"]
     out += ["| " + ln + " |" for ln in lines[2:]]
@@ -230,6 +264,7 @@ class Recorder:
         self.path = out / "results.jsonl"
 
     def write(self, kind: str, **rec) -> dict:
+        """Append one record of ``kind`` (with a timestamp); return it."""
         rec = {"kind": kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **rec}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec, default=str) + "\n")
@@ -238,6 +273,7 @@ class Recorder:
         return rec
 
     def tables(self, rows: list[dict], stages: dict, env: dict, command: str) -> str:
+        """Write table.txt, table.md and table.json; return the text table."""
         text = "\n".join([f"command: {command}", "device: " + _env_line(env), ""] + table_lines(rows)
                          + ["", summary_line(rows), "", "stage times (s)"] + stage_lines(stages)) + "\n"
         (self.out / "table.txt").write_text(text, encoding="utf-8")
@@ -358,17 +394,18 @@ def _slim(a: dict) -> dict:
 
 
 def run_benanza(cmd: list[str], timeout: float, log: Path) -> dict | list:
-    """Run a benanza command with ``--json``; its stderr and stdout go to ``log``.{err,json}. Returns
+    """Run a benanza command with ``--json``; its stderr and stdout go to ``LOG.err`` / ``LOG.json``. Returns
     the parsed JSON; raises RuntimeError with the last stderr line when there is none, and
     :class:`TruthError` for a command line benanza rejects (a wrong pass-through flag)."""
     try:
         # from a neutral folder: `python -m benanza` in the repository would import its source tree
         # (without the native module) instead of the installed package
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(1.0, timeout), cwd=tempfile.gettempdir())
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(),
+                           timeout=None if math.isinf(timeout) else max(1.0, timeout))
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"timed out after {timeout:.0f} s (the --deadline)") from None
-    log.with_suffix(".err").write_text(p.stderr, encoding="utf-8")
-    log.with_suffix(".json").write_text(p.stdout, encoding="utf-8")
+    Path(f"{log}.err").write_text(p.stderr, encoding="utf-8")
+    Path(f"{log}.json").write_text(p.stdout, encoding="utf-8")
     try:
         return json.loads(p.stdout)
     except json.JSONDecodeError:
@@ -388,29 +425,38 @@ class Run:
         self.t0 = time.monotonic()
         self.pytorch: dict = {}     # (model, batch, dtype) -> pytorch record
         self.analyses: dict = {}    # (model, batch, precision) -> analysis dict
-        self.precisions: dict = {}  # model -> {"share": conv FLOP share, dtype: precision}
+        self.precisions: dict = {}  # model -> {"share": cuDNN FLOP share, dtype: precision}
         self.stages: dict = {}      # model -> stage -> seconds
         self.systems: dict = {}     # model -> benanza's system dict (for --skip-bench)
         self.durations: list = []
 
     def left(self) -> float:
+        """Seconds left of --deadline (infinite without one)."""
         return self.a.deadline - (time.monotonic() - self.t0) if self.a.deadline else math.inf
 
     def rows(self) -> list[dict]:
+        """The table's rows: the selected models (every model of the merged runs with --merge)."""
         out = []
+        chosen = None if self.a.merge else {e.name for e in self.a.entries}
         for model, pr in self.precisions.items():
+            if chosen is not None and model not in chosen:
+                continue
             for b in self.a.batches:
                 for d in self.a.dtypes:
-                    p = pr[d]
+                    p = pr.get(d)
+                    if p is None:
+                        continue
                     out.append(make_row(model, b, d, p, self.pytorch.get((model, b, d)),
                                         self.analyses.get((model, b, p)), pr["share"]))
         return out
 
     def save(self) -> str:
+        """Rewrite the tables from everything measured so far; return the text table."""
         return self.rec.tables(self.rows(), self.stages, self.env, self.command)
 
 
 def export_stage(run: Run, entry) -> Path:
+    """The model's dynamic-batch ONNX file: exported into OUT/onnx (the earlier run's with --skip-bench)."""
     a, name = run.a, entry.name
     if a.skip_bench:
         path = a.from_dir / "onnx" / f"{name}.onnx"
@@ -425,18 +471,20 @@ def export_stage(run: Run, entry) -> Path:
 
 
 def precision_stage(run: Run, entry, path: Path) -> dict:
+    """benanza's precision per data type, from the cuDNN FLOP share of the export (CPU only)."""
     from benanza.model import process
 
     ml = process(path, max(run.a.batches))
-    share = conv_flop_share(ml.layers)
-    pr = {"share": share, **{d: choose_precision(d, share) for d in run.a.dtypes}}
+    share = cudnn_flop_share(ml.layers)
+    pr = {"share": share, **{d: choose_precision(d, share, run.a.fp32) for d in run.a.dtypes}}
     run.precisions[entry.name] = pr
-    run.rec.write("precision", model=entry.name, conv_flop_share=share, precisions=pr,
+    run.rec.write("precision", model=entry.name, cudnn_flop_share=share, precisions=pr,
                   unsupported=ml.unsupported(), notices=ml.notices)
     return pr
 
 
 def pytorch_stage(run: Run, entry) -> None:
+    """:func:`profile_pytorch` at every batch and data type; a failure (an OOM) is recorded, the rest runs."""
     a, name = run.a, entry.name
     t = time.perf_counter()
     (a.out / "traces").mkdir(exist_ok=True)
@@ -459,33 +507,38 @@ def pytorch_stage(run: Run, entry) -> None:
 
 
 def bench_stage(run: Run, entry, path: Path, pr: dict) -> None:
+    """``benanza bench`` (``analyze`` with --skip-bench) of the export at every batch, one call per
+    :func:`bench_calls` group; the analyses go into ``run`` and a record, bench's stages are summed."""
     a, name = run.a, entry.name
-    precs = sorted({pr[d] for d in a.dtypes})
-    batch_arg, dtype_arg = ",".join(map(str, a.batches)), ",".join(precs)
     (a.out / "logs").mkdir(exist_ok=True)
     if a.skip_bench:
-        system = run.systems.get(name) or {}
-        sys_arg = ["--system", str(system.get("fingerprint") or system.get("id"))] if system else []
-        cmd = benanza_command("analyze", str(path), "--batch", batch_arg, "--dtype", dtype_arg, "--db", a.db,
-                              "--json", *sys_arg, *a.analyze_args)
-    else:
-        cmd = benanza_command("bench", str(path), "--batch", batch_arg, "--dtype", dtype_arg, "--db", a.db,
-                              "--json", *a.bench_args)
-    if a.dry_run:
-        run.rec.write("dry_run", model=name, command=shlex.join(cmd))
-        print(f"  would run: {shlex.join(cmd)}", flush=True)
-        return
-    t = time.perf_counter()
-    doc = run_benanza(cmd, run.left() - 15, a.out / "logs" / f"{name}.{'analyze' if a.skip_bench else 'bench'}")
-    analyses = doc["analyses"] if isinstance(doc, dict) and "analyses" in doc else (doc if isinstance(doc, list) else [doc])
-    for an in analyses:
-        run.analyses[(name, an["batch"], an["precision"])] = _slim(an)
-    if isinstance(doc, dict) and "stages" in doc:
-        run.stages[name].update(doc["stages"])
-        run.systems[name] = doc.get("system") or {}
-    run.rec.write("bench" if not a.skip_bench else "analysis", model=name, command=shlex.join(cmd),
-                  seconds=time.perf_counter() - t, stages=doc.get("stages") if isinstance(doc, dict) else None,
-                  system=run.systems.get(name), analyses=[_slim(x) for x in analyses])
+        run.stages[name]["analyze_s"] = 0.0  # this re-analysis only
+    for k, (dtype_arg, flags) in enumerate(bench_calls([pr[d] for d in a.dtypes])):
+        verb = "analyze" if a.skip_bench else "bench"
+        common = [str(path), "--batch", ",".join(map(str, a.batches)), "--dtype", dtype_arg, "--db", a.db, "--json", *flags]
+        if a.skip_bench:
+            system = run.systems.get(name) or {}
+            sys_arg = ["--system", str(system.get("fingerprint") or system.get("id"))] if system else []
+            cmd = benanza_command("analyze", *common, *sys_arg, *a.analyze_args)
+        else:
+            cmd = benanza_command("bench", *common, *a.bench_args)
+        if a.dry_run:
+            run.rec.write("dry_run", model=name, command=shlex.join(cmd))
+            print(f"  would run: {shlex.join(cmd)}", flush=True)
+            continue
+        t = time.perf_counter()
+        doc = run_benanza(cmd, run.left() - 15, a.out / "logs" / f"{name}.{verb}{k or ''}")
+        analyses = doc["analyses"] if isinstance(doc, dict) and "analyses" in doc else (doc if isinstance(doc, list) else [doc])
+        for an in analyses:
+            run.analyses[(name, an["batch"], analysis_label(an))] = _slim(an)
+        st = run.stages[name]
+        for key, v in ((doc.get("stages") if isinstance(doc, dict) else None) or {"analyze_s": time.perf_counter() - t}).items():
+            st[key] = st.get(key, 0.0) + v
+        if isinstance(doc, dict) and doc.get("system"):
+            run.systems[name] = doc["system"]
+        run.rec.write("bench" if not a.skip_bench else "analysis", model=name, command=shlex.join(cmd),
+                      seconds=time.perf_counter() - t, stages=doc.get("stages") if isinstance(doc, dict) else None,
+                      system=run.systems.get(name), analyses=[_slim(x) for x in analyses])
 
 
 def _line(e: BaseException) -> str:
@@ -529,7 +582,10 @@ def run_model(run: Run, entry) -> None:
     except Exception as e:
         run.rec.write("error", model=name, stage="analyze" if run.a.skip_bench else "bench", message=_line(e))
         print(f"  error: {_line(e)}", flush=True)
+        return
     run.durations.append(time.monotonic() - t)
+    if not run.a.dry_run:
+        run.rec.write("model_done", model=name, seconds=run.durations[-1], stages=run.stages[name])
 
 
 # ---------------------------------------------------------------------------------- main
@@ -544,6 +600,9 @@ def parse_args(argv: list[str]):
     ap.add_argument("--models", help="comma-separated zoo models (default: all; see benchmarks/zoo.py list)")
     ap.add_argument("--batch", default="1,32", help="batch sizes (default 1,32)")
     ap.add_argument("--dtype", default="fp16,fp32", help="PyTorch data types: fp16, fp32 (PyTorch's defaults)")
+    ap.add_argument("--fp32", default="auto", choices=FP32_MODES, help="benanza precision for PyTorch's fp32: auto "
+                    "(tf32 when cuDNN layers hold most FLOPs, else fp32), tf32, fp32, or conv-tf32 (benanza's "
+                    "--dtype fp32 --conv-tf32, where benanza has it)")
     ap.add_argument("--deadline", type=float, help="seconds for the whole run: no model starts when less is left "
                     "than the slowest model so far (at least --min-model-s)")
     ap.add_argument("--min-model-s", type=float, default=120.0, help="time a model needs at least (default 120)")
@@ -556,6 +615,11 @@ def parse_args(argv: list[str]):
     ap.add_argument("--from", dest="from_dir", type=Path, help="the earlier run's folder for --skip-bench (default OUT)")
     ap.add_argument("--analyze-args", default="", help="extra `benanza analyze` arguments for --skip-bench, one string")
     ap.add_argument("--dry-run", action="store_true", help="everything but GPU work: exports, precision choice, commands")
+    ap.add_argument("--resume", action="store_true", help="skip the models an earlier run into the same --out finished")
+    ap.add_argument("--pack", type=Path, help="after each model, copy table.txt, truth-results.tgz and the database "
+                    "(gzip) into this folder, in pieces of 15 MiB at most (e.g. $OUT on a lent GPU machine)")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="RUN", help="no GPU work: one table from earlier runs' "
+                    "--out folders or truth-results.tgz archives")
     a, extra = ap.parse_known_args(argv)
     return _validate(a, extra)
 
@@ -577,8 +641,8 @@ def _validate(a, extra: list[str]):
         raise TruthError("--deadline must be positive (seconds)")
     if min(a.warmup, a.iters, a.latency_iters) < 1:
         raise TruthError("--warmup, --iters and --latency-iters must be at least 1")
-    if a.skip_bench and a.dry_run:
-        raise TruthError("--skip-bench and --dry-run exclude each other")
+    if sum(map(bool, (a.skip_bench, a.dry_run, a.merge))) > 1:
+        raise TruthError("--skip-bench, --dry-run and --merge exclude each other")
     if extra and a.skip_bench:
         raise TruthError(f"bench options {' '.join(extra)} do nothing with --skip-bench (use --analyze-args)")
     try:
@@ -598,19 +662,106 @@ def _validate(a, extra: list[str]):
     return a
 
 
-def load_earlier(run: Run) -> None:
-    """--skip-bench: the PyTorch measurements, precisions and benanza systems of the earlier run."""
-    for r in read_records(run.a.from_dir / "results.jsonl"):
-        if r["kind"] == "pytorch":
-            run.pytorch[(r["model"], r["batch"], r["dtype"])] = r
-        elif r["kind"] in ("bench", "analysis") and r.get("system"):
-            run.systems[r["model"]] = r["system"]
-        elif r["kind"] == "export":
-            run.stages.setdefault(r["model"], {})["export_s"] = r.get("seconds")
+def load_records(run: Run, path: Path, analyses: bool = True) -> set[str]:
+    """Load an earlier run's records (``results.jsonl``) into ``run``: PyTorch measurements,
+    precisions, stage times, benanza systems and (with ``analyses``) its LBLs. Returns the models
+    it finished."""
+    done = set()
+    for r in read_records(path):
+        kind, model = r.get("kind"), r.get("model")
+        if kind == "pytorch":
+            run.pytorch[(model, r["batch"], r["dtype"])] = r
+        elif kind == "precision":
+            run.precisions[model] = r["precisions"]
+        elif kind in ("bench", "analysis"):
+            if r.get("system"):
+                run.systems[model] = r["system"]
+            for an in (r.get("analyses") or []) if analyses else []:
+                run.analyses[(model, an["batch"], analysis_label(an))] = an
+        elif kind == "model_done":
+            run.stages[model] = {**run.stages.get(model, {}), **(r.get("stages") or {})}
+            done.add(model)
+        elif kind == "export":
+            run.stages.setdefault(model, {})["export_s"] = r.get("seconds")
+    return done
+
+
+def merge_sources(run: Run, sources: list[Path]) -> None:
+    """--merge: the records of several runs' folders or packed ``truth-results.tgz`` archives."""
+    import tarfile
+
+    for src in sources:
+        if src.is_dir():
+            load_records(run, src / "results.jsonl")
+            continue
+        if not src.is_file():
+            raise TruthError(f"--merge {src}: no such folder or archive")
+        try:
+            with tarfile.open(src) as tar:
+                member = next((m for m in tar.getmembers() if m.name.endswith("results.jsonl")), None)
+                if member is None:
+                    raise TruthError(f"--merge {src}: the archive has no results.jsonl")
+                with tempfile.TemporaryDirectory() as tmp:
+                    target = Path(tmp) / "results.jsonl"
+                    target.write_bytes(tar.extractfile(member).read())
+                    load_records(run, target)
+        except tarfile.TarError as e:
+            raise TruthError(f"--merge {src}: not a readable archive ({e})") from None
+
+
+class Packer:
+    """--pack DIR: after each model, ``table.txt``, ``truth-results.tgz`` (the --out folder but the
+    database and traces) and the database gzip-compressed (``truth-db.sqlite.gz``), each split into
+    ``.partNN`` pieces of 15 MiB when larger (the lent GPU machines send back few files of 16 MiB at
+    most); written to a temporary name and renamed, so a run killed while packing keeps the last pack."""
+
+    PART = 15 << 20
+
+    def __init__(self, folder: Path | None, out: Path, db: str):
+        self.folder, self.out, self.db = folder, out, db
+
+    def pack(self) -> None:
+        """Copy the table, the results archive and the database into the pack folder (if any)."""
+        if self.folder is None:
+            return
+        import gzip
+        import shutil
+        import tarfile
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(self.out / "table.txt", self.folder / "table.txt")
+        tmp = self.folder / "truth-results.tgz.tmp"
+        with tarfile.open(tmp, "w:gz") as tar:
+            for name in ("results.jsonl", "table.txt", "table.md", "table.json", "onnx", "logs"):
+                if (self.out / name).exists():
+                    tar.add(self.out / name, arcname=f"truth/{name}")
+        self._place(tmp, "truth-results.tgz")
+        db = Path(self.db)
+        if "://" not in self.db and db.is_file():
+            tmp = self.folder / "truth-db.sqlite.gz.tmp"
+            if db.suffix == ".gz":
+                shutil.copy(db, tmp)
+            else:
+                with open(db, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+                    shutil.copyfileobj(src, dst)
+            self._place(tmp, "truth-db.sqlite.gz")
+
+    def _place(self, tmp: Path, name: str) -> None:
+        for old in self.folder.glob(name + ".part*"):
+            old.unlink()
+        size = tmp.stat().st_size
+        if size <= self.PART:
+            tmp.replace(self.folder / name)
+            return
+        with open(tmp, "rb") as f:
+            for k in range(math.ceil(size / self.PART)):
+                (self.folder / f"{name}.part{k:02d}").write_bytes(f.read(self.PART))
+        tmp.unlink()
+        (self.folder / name).unlink(missing_ok=True)
 
 
 def _check_gpu(a) -> None:
-    if a.skip_bench or a.dry_run:
+    if a.skip_bench or a.dry_run or a.merge:
         return
     try:
         import torch
@@ -620,7 +771,27 @@ def _check_gpu(a) -> None:
         raise TruthError("no CUDA GPU visible to PyTorch: run on the GPU machine, or with --dry-run / --skip-bench")
 
 
+def run_all(run: Run, packer: Packer) -> None:
+    """Every selected model in turn, within the --deadline; tables (and the pack) after each."""
+    a, rec = run.a, run.rec
+    done = load_records(run, a.out / "results.jsonl") if a.resume else set()
+    for k, entry in enumerate(a.entries):
+        if entry.name in done:
+            print(f"== {entry.name}: done in the earlier run (--resume)", flush=True)
+            continue
+        need = max([a.min_model_s] + run.durations)
+        if run.left() < need:
+            for e in a.entries[k:]:
+                rec.write("skip", model=e.name, reason=f"{run.left():.0f} s left of --deadline, a model needs ~{need:.0f} s")
+            print(f"deadline: {len(a.entries) - k} models not started", flush=True)
+            break
+        run_model(run, entry)
+        run.save()
+        packer.pack()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit status (2 with one ``benanza: ...`` line for a bad argument)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         a = parse_args(argv)
@@ -628,22 +799,19 @@ def main(argv: list[str] | None = None) -> int:
         env = software_versions()
         command = "python3 benchmarks/truth.py " + shlex.join(argv)
         rec = Recorder(a.out)
-        rec.write("env", command=command, mode="skip-bench" if a.skip_bench else "dry-run" if a.dry_run else "full",
-                  bench_args=a.bench_args, **env)
+        mode = "merge" if a.merge else "skip-bench" if a.skip_bench else "dry-run" if a.dry_run else "full"
+        rec.write("env", command=command, mode=mode, bench_args=a.bench_args, **env)
         print(_env_line(env), flush=True)
         run = Run(a, rec, env, command)
-        if a.skip_bench:
-            load_earlier(run)
-        for k, entry in enumerate(a.entries):
-            need = max([a.min_model_s] + run.durations)
-            if run.left() < need:
-                for e in a.entries[k:]:
-                    rec.write("skip", model=e.name, reason=f"{run.left():.0f} s left of --deadline, a model needs ~{need:.0f} s")
-                print(f"deadline: {len(a.entries) - k} models not started", flush=True)
-                break
-            run_model(run, entry)
-            run.save()
+        packer = Packer(a.pack, a.out, a.db)
+        if a.merge:
+            merge_sources(run, a.merge)
+        else:
+            if a.skip_bench:
+                load_records(run, a.from_dir / "results.jsonl", analyses=False)
+            run_all(run, packer)
         print(run.save(), flush=True)
+        packer.pack()
     except TruthError as e:
         print(f"benanza: {e}", file=sys.stderr)
         return 2

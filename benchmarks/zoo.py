@@ -319,6 +319,7 @@ def print_check(rows: list[dict], batches: list[int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``list`` and ``check``; returns the exit status (1 when a model failed, 2 for a bad argument)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the models and how each is exported")

@@ -343,3 +343,17 @@ def test_real_torch_export_at_batch_32_matches_its_dynamic_export(name):
         assert fixed.summary()["fusions_by_kind"] == {"Gemm": 24, "GemmAct": 12, "SDPA": 12}
     else:  # what stays unsupported: the softmax NaN guard, the mask's bool ops and its index gather
         assert set(fixed.unsupported()) <= {"IsNaN", "And", "Cast", "GatherND"}
+
+
+def test_a_shape_left_unexplained_names_the_first_node_that_differs():
+    """The final check: a tensor whose shape after inference at the new batch is not the predicted
+    one is a one-line error naming its node, with the hint."""
+    from benanza.rebind import Rebinding
+
+    rb = Rebinding(b0=1, batch=4, info={"a": BatchAxis(0), "y": None}, shapes={"a": (1, 3), "y": (1, 3)},
+                   rewrites=[], order=[("ok", "Relu", ["a"]), ("stuck", "Expand", ["y"])])
+    g = helper.make_graph([], "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])])
+    with pytest.raises(ModelError, match=r"node 'stuck' \(Expand\): output 'y' is \[4, 3\] at batch 4, "
+                                         r"\[1, 3\] expected .*dynamic batch axis"):
+        rb.verify(helper.make_model(g))

@@ -40,12 +40,12 @@ def test_precision_choice(truth):
         truth.choose_precision("bf16", 0.9)
 
 
-def test_conv_flop_share_counts_convolutions_among_benchmarked_layers(truth):
+def test_cudnn_flop_share_counts_convolutions_and_rnns_among_benchmarked_layers(truth):
     def ly(kind, flops):
         return SimpleNamespace(config=SimpleNamespace(kind=kind, flops=lambda: flops))
-    layers = [ly("Conv", 900), ly("Gemm", 50), ly("Elementwise", 50), SimpleNamespace(config=None)]
-    assert truth.conv_flop_share(layers) == pytest.approx(0.9)
-    assert truth.conv_flop_share([SimpleNamespace(config=None)]) == 0.0
+    layers = [ly("Conv", 800), ly("RNN", 100), ly("Gemm", 50), ly("Elementwise", 50), SimpleNamespace(config=None)]
+    assert truth.cudnn_flop_share(layers) == pytest.approx(0.9)
+    assert truth.cudnn_flop_share([SimpleNamespace(config=None)]) == 0.0
 
 
 def test_stats_median_and_iqr(truth):
@@ -82,7 +82,7 @@ def test_table_lines_hold_every_column(truth):
     assert [c.strip() for c in lines[0].split(" | ")][:5] == ["model", "batch", "dtype", "benanza precision",
                                          "PyTorch kernel ms (median, IQR)"]
     assert "3.150 (0.020)" in lines[2] and "3.000; 3.200" in lines[2] and "0.952" in lines[2] and lines[2].endswith("ok")
-    assert "tf32 (conv 97%)" in lines[3] and "partial" in lines[3] and lines[3].endswith("LBL>PT INCOMPLETE")
+    assert "tf32 (cuDNN 97%)" in lines[3] and "partial" in lines[3] and lines[3].endswith("LBL>PT INCOMPLETE")
     md = truth.table_markdown(rows)
     assert md.count("\n") == 4 and md.startswith("| model")
     assert truth.summary_line(rows).startswith("2 rows: 1 ok")
@@ -108,6 +108,7 @@ def test_records_survive_a_truncated_last_line(truth, tmp_path):
     (["--dtype", "fp16,int8"], "data types are fp16 and fp32"),
     (["--deadline", "-5"], "--deadline must be positive"),
     (["--skip-bench", "--dry-run"], "exclude each other"),
+    (["--merge", "nowhere", "--dry-run"], "exclude each other"),
     (["--skip-bench"], "results.jsonl not found"),
     (["--skip-bench", "--no-cold"], "do nothing with --skip-bench"),
 ])
@@ -115,3 +116,87 @@ def test_bad_arguments_are_one_line_errors(truth, tmp_path, capsys, args, messag
     assert truth.main(["--out", str(tmp_path / "out")] + args) == 2
     err = capsys.readouterr().err
     assert err.startswith("benanza: ") and message in err and err.count("\n") == 1
+
+
+def _fabricated_run(folder: Path, model="resnet50", lbl=(0.8, 1.3), pt=1.0):
+    """A results.jsonl as a GPU run writes it: precision, PyTorch and bench records, model_done."""
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = [{"kind": "precision", "model": model, "precisions": {"share": 0.97, "fp16": "fp16", "fp32": "tf32"}}]
+    for b in (1, 32):
+        for d in ("fp16", "fp32"):
+            recs.append({"kind": "pytorch", "model": model, "batch": b, "dtype": d, **_pytorch(pt)})
+    analyses = [_analysis(lbl[0], batch=b, precision=p) for b in (1, 32) for p in ("fp16",)]
+    analyses += [_analysis(lbl[1], batch=b, precision="tf32", complete=b == 1) for b in (1, 32)]
+    recs.append({"kind": "bench", "model": model, "stages": {"compile_s": 4.0, "run_s": 60.0},
+                 "system": {"id": 1}, "analyses": analyses})
+    recs.append({"kind": "model_done", "model": model, "stages": {"export_s": 2.0, "pytorch_s": 10.0,
+                                                                  "compile_s": 4.0, "run_s": 60.0}})
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return folder
+
+
+def test_merge_builds_one_table_from_earlier_runs(truth, tmp_path):
+    a = _fabricated_run(tmp_path / "a", "resnet50")
+    b = _fabricated_run(tmp_path / "b", "vit_b_16", lbl=(0.9, 0.95))
+    out = tmp_path / "merged"
+    assert truth.main(["--out", str(out), "--models", "resnet50,vit_b_16", "--merge", str(a), str(b)]) == 0
+    doc = json.loads((out / "table.json").read_text())
+    rows = {(r["model"], r["batch"], r["dtype"]): r for r in doc["rows"]}
+    assert len(rows) == 8
+    assert rows[("resnet50", 32, "fp32")]["flags"] == ["LBL>PT", "INCOMPLETE"]
+    assert rows[("resnet50", 1, "fp32")]["precision"] == "tf32" and rows[("resnet50", 1, "fp32")]["flags"] == ["LBL>PT"]
+    assert rows[("vit_b_16", 1, "fp16")]["flags"] == [] and rows[("vit_b_16", 1, "fp16")]["ratio"] == pytest.approx(0.9)
+    text = (out / "table.txt").read_text()
+    assert "8 rows: 5 ok" in text and "2 above 1.00, 2 incomplete" in text and "resnet50" in text.split("stage times")[1]
+
+
+def test_pack_splits_large_files_and_keeps_the_table(truth, tmp_path, monkeypatch):
+    out = _fabricated_run(tmp_path / "out")
+    (out / "table.txt").write_text("table\n")
+    db = out / "truth.db"
+    db.write_bytes(__import__("os").urandom(300_000))  # incompressible
+    monkeypatch.setattr(truth.Packer, "PART", 100_000)
+    dest = tmp_path / "pack"
+    truth.Packer(dest, out, str(db)).pack()
+    names = sorted(p.name for p in dest.iterdir())
+    assert "table.txt" in names and "truth-results.tgz" in names
+    parts = [n for n in names if n.startswith("truth-db.sqlite.gz.part")]
+    assert len(parts) == 4 and not (dest / "truth-db.sqlite.gz").exists()
+    import gzip
+    assert gzip.decompress(b"".join((dest / n).read_bytes() for n in parts)) == db.read_bytes()
+
+
+def test_fp32_modes_and_the_bench_calls_they_make(truth):
+    assert truth.choose_precision("fp32", 0.9, "fp32") == "fp32"
+    assert truth.choose_precision("fp32", 0.1, "tf32") == "tf32"
+    assert truth.choose_precision("fp32", 0.9, "conv-tf32") == "fp32+tf32conv"
+    assert truth.bench_calls(["fp16", "tf32"]) == [("fp16,tf32", [])]
+    assert truth.bench_calls(["fp16", "fp32+tf32conv"]) == [("fp16", []), ("fp32", ["--conv-tf32"])]
+    assert truth.bench_calls(["fp32+tf32conv"]) == [("fp32", ["--conv-tf32"])]
+    assert truth.analysis_label({"precision": "fp32", "conv_precision": "tf32"}) == "fp32+tf32conv"
+    assert truth.analysis_label({"precision": "fp16", "conv_precision": "fp16"}) == "fp16"
+    assert truth.analysis_label({"precision": "tf32"}) == "tf32"  # a benanza without conv_precision
+
+
+def test_kernel_time_per_iteration_from_a_trace(truth, tmp_path):
+    """Kernels count in the iteration whose marker encloses their launch; memcpy/memset apart."""
+    ev = []
+    for k, (t0, kernels) in enumerate([(0, [(10, 30), (45, 20)]), (200, [(210, 50)])]):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": truth.MARKER, "ts": t0, "dur": 100, "pid": 1, "tid": 1})
+        for j, (ts, dur) in enumerate(kernels):
+            corr = 100 * k + j
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t0 + 1 + j, "dur": 1,
+                       "pid": 1, "tid": 1, "args": {"correlation": corr}})
+            ev.append({"ph": "X", "cat": "kernel", "name": f"gemm_{j}", "ts": t0 + ts, "dur": dur, "pid": 0, "tid": 7,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+    ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": 5, "dur": 1, "pid": 1, "tid": 1,
+               "args": {"correlation": 999}})
+    ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 90, "dur": 4, "pid": 0, "tid": 7,
+               "args": {"correlation": 999, "device": 0, "stream": 7}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    from benanza.profiles.trace import read_trace
+    st = truth._trace_stats(read_trace(path))
+    assert st["kernel_ms"]["n"] == 2 and st["kernel_ms"]["median"] == pytest.approx(0.05)   # 0.050 and 0.050 ms
+    assert st["memcpy_ms"]["median"] == pytest.approx(0.002)  # 0.004 ms in the first iteration, none in the second
+    assert st["kernels_per_iteration"] == 1.5 and st["top_kernels"][0]["name"] == "gemm_0"
