@@ -50,6 +50,9 @@ class LayerTime:
     #: a Transpose between channels-first and channels-last order in an analysis that lets layers
     #: run NHWC: a layout conversion, reported apart and not part of the bound (its time is 0 there)
     conversion: bool = False
+    #: a layer without a measurement of its own inside a fusion group whose fused call is measured:
+    #: the fused LBL counts it (in the group's time), the unfused sums cannot
+    covered: bool = False
     #: when the best measurement is the framework's own kernel: the fastest library call (cuDNN,
     #: cuBLAS, benanza's kernels) and its time, for the "framework beats the libraries" list
     library_call: str = ""
@@ -76,6 +79,7 @@ class LayerTime:
             "converged": self.converged, "note": self.note or None, "reason": self.reason or None,
             "heuristic_algorithm": self.heuristic_algorithm or None, "heuristic_ms": self.heuristic_ms,
             "fusion": ly.fusion, "layout": self.layout or None, "layout_conversion": self.conversion,
+            "covered_by_fusion": self.covered,
             "library_call": self.library_call or None, "library_ms": self.library_ms,
         }
 
@@ -124,11 +128,19 @@ class Analysis:
 
     @property
     def missing(self) -> list[LayerTime]:
-        return [t for t in self.layers if t.status == "missing"]
+        """Layers without a valid measurement that no measured fusion candidate computes: the
+        headline (fused) LBL is a partial sum while there are any."""
+        return [t for t in self.layers if t.status == "missing" and not t.covered]
 
     @property
     def complete(self) -> bool:
+        """The headline LBL has a time for every layer (its own, or its fusion group's)."""
         return not self.missing
+
+    @property
+    def complete_unfused(self) -> bool:
+        """Every layer has a measurement of its own (the unfused figures are full sums)."""
+        return not any(t.status == "missing" for t in self.layers)
 
     @property
     def measured_layers(self) -> int:
@@ -182,7 +194,7 @@ class Analysis:
             "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
             "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
             "lbl_ms": self.lbl_ms, "lbl_kind": "fused parallel (critical path)",
-            "complete": self.complete,
+            "complete": self.complete, "complete_unfused": self.complete_unfused,
             "layout_conversions": {"layers": [t.layer.index for t in self.conversion_layers],
                                    "measured_ms": self.conversion_ms},
             "layout_switches": dict(self.layout_switches),
@@ -409,10 +421,17 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
         if f.config.key in library:
             ft.library_call, ft.library_ms = library[f.config.key].call, library[f.config.key].median_ms
         fusions.append(ft)
-        if ft.profit_ms > 0:
+        # the fused call computes every layer of the group: it replaces their sum where it is faster,
+        # and stands for the group where a member has no measurement of its own (an op only the
+        # fused call implements, e.g. torch.export's IsNaN guard inside an attention)
+        if ft.fused_ms is not None and (unfused is None or ft.fused_ms < unfused):
             for i in f.layers[:-1]:
                 fused_weight[i] = 0.0
             fused_weight[f.layers[-1]] = ft.fused_ms
+            for p in parts:
+                if p.status == "missing":
+                    p.covered = True
+                    p.reason = f"computed by the fused {f.config.kind} candidate ({p.reason})"
     fseq = sum(fused_weight)
     fpar, _ = critical_path(ml.edges, fused_weight)
     return Analysis(model=ml.model, batch=ml.batch, precision=precision, conv_precision=conv_precision,

@@ -608,9 +608,10 @@ def _summary_table(results) -> Table:
         d = r.to_dict()
         miss = ", ".join(f"{op} x{n}" for op, n in d["missing_by_op"].items())
         mark = "" if r.complete else " incomplete"
+        umark = "" if r.complete_unfused else " incomplete"
         t.add_row(r.model, str(r.batch), r.precision_label, "+".join(x.lower() for x in r.layouts),
                   f"{r.lbl_ms:.4f}{mark}", f"{r.lbl_fused_sequential_ms:.4f}{mark}",
-                  f"{r.lbl_parallel_ms:.4f}{mark}", f"{r.lbl_sequential_ms:.4f}{mark}",
+                  f"{r.lbl_parallel_ms:.4f}{umark}", f"{r.lbl_sequential_ms:.4f}{umark}",
                   f"{d['measured_layers']} (+{d['zero_cost_layers']} zero-cost)",
                   "yes" if r.complete else f"[red]no: {miss}")
     return t

@@ -85,6 +85,14 @@ def test_missing_layer_is_never_counted_as_zero(measured, models):
     with measured.session() as s:
         s.execute(sa.update(Measurement).where(Measurement.layer_key == victim.key).values(
             status="failed", median_ms=None, message="CUDNN_STATUS_EXECUTION_FAILED from cudnnConvolutionForward"))
+    # its Conv+bias+Relu candidate's fused call still computes it: the fused LBL is complete, the
+    # unfused figures are partial sums
+    covered = analyze(ml, measured, system, "fp32")
+    assert covered.complete and not covered.complete_unfused and covered.layers[victim.index].covered
+    fusion = ml.fusions[victim.fusion].config.key
+    with measured.session() as s:
+        s.execute(sa.update(Measurement).where(Measurement.layer_key == fusion).values(
+            status="failed", median_ms=None, message="CUDNN_STATUS_EXECUTION_FAILED"))
     a = analyze(ml, measured, system, "fp32")
     assert not a.complete
     lt = a.layers[victim.index]

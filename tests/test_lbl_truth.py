@@ -372,3 +372,21 @@ def test_pytorch_default_fp32_runs_convolutions_in_tf32(tmp_path):
     assert torch_default.precision_label == "fp32+tf32conv" and torch_default.to_dict()["conv_precision"] == "tf32"
     p = bz("analyze", tmp_path / "cn.onnx", "--batch", "2", "--dtype", "fp16", "--conv-tf32", "--db", str(tmp_path / "perf.db"))
     assert "--conv-tf32 goes with --dtype fp32" in one_line_error(p, 2)
+
+
+def test_a_measured_fusion_covers_a_member_without_a_measurement(tmp_path):
+    """BERT's attention under torch.export has an IsNaN guard only the fused SDPA computes: with the
+    fused call measured, the headline LBL is complete (the unfused sums are not)."""
+
+    ml = process(_convnext_block(tmp_path / "cn.onnx"), 2)
+    f = next(f for f in ml.fusions if f.config.kind == "Gemm")  # MatMul + Add(bias)
+    add = ml.layers[f.layers[-1]]
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    for cfg in ml.unique_configs().values():
+        if cfg != add.config:
+            _measure(db, sid, cfg, "fp16", [("lib", 0.010)])
+    a = analyze(ml, db, db.systems()[0], "fp16")
+    assert a.complete and not a.complete_unfused
+    t = next(t for t in a.layers if t.layer.index == add.index)
+    assert t.status == "missing" and t.covered and "computed by the fused Gemm candidate" in t.reason
+    assert a.to_dict()["complete"] is True and a.to_dict()["complete_unfused"] is False
