@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 
 from . import layers as L
 from . import query, roofline
-from .query import FRAMEWORK_CALL_PREFIX
-from .database import Database, Measurement, System
+from .database import FRAMEWORK_CALL_PREFIX, Database, Measurement, System
 from .errors import UsageError
 from .generator import nhwc_job
 from .model import Layer, ModelLayers

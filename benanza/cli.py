@@ -20,7 +20,7 @@ from rich.table import Table
 
 from . import __version__
 from . import layers as L
-from .errors import BenanzaError, UsageError
+from .errors import BenanzaError, LibraryError, UsageError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
                   help="benanza: how fast could this ONNX model run on this GPU, and what stands in the way.")
@@ -256,8 +256,9 @@ def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspac
 class _Progress:
     """A rich progress bar over jobs: counts, ETA, failures so far."""
 
-    def __init__(self, quiet: bool):
+    def __init__(self, quiet: bool, label: str = "measuring"):
         self.quiet = quiet
+        self.label = label
         self.bar: Progress | None = None
         self.task = None
 
@@ -265,7 +266,7 @@ class _Progress:
         if self.quiet:
             return
         if event == "start":
-            self.bar = Progress(TextColumn("[bold]measuring"), BarColumn(), MofNCompleteColumn(),
+            self.bar = Progress(TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("jobs  failed {task.fields[failed]}"), TimeElapsedColumn(),
                                 TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
             self.bar.start()
@@ -291,6 +292,31 @@ def _do_run(suite, db, opts, quiet):
         prog.close()
 
 
+TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the framework's own kernels, "
+              "calls torch:aten::...), a candidate of the LBL; default: when PyTorch sees a CUDA device")
+
+
+def _do_torch(suite, db, system_id, opts, quiet, torch: Optional[bool]):
+    """The framework's kernels after the suite's (``torch``: None = when available). Returns the
+    run summary, or None (with the reason printed unless quiet) when they are not timed."""
+    from .runner import framework_available, run_framework_jobs
+
+    if torch is False:
+        return None
+    why = framework_available()
+    if why:
+        if torch:
+            raise LibraryError(f"--torch: {why}")
+        if not quiet:
+            err.print(f"notice: the framework's kernels are not timed: {why}", markup=False)
+        return None
+    prog = _Progress(quiet, "framework kernels")
+    try:
+        return run_framework_jobs(suite, db, system_id, opts, progress=prog)
+    finally:
+        prog.close()
+
+
 @app.command()
 @guarded
 def run(folder: Path = typer.Argument(..., help="built suite folder"),
@@ -309,6 +335,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         device: int = typer.Option(0, "--device"),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
         job_timeout: float = typer.Option(300.0, "--job-timeout", help="seconds before a job is killed"),
+        torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
         quiet: bool = typer.Option(False, "--quiet", "-q"),
         json_out: bool = typer.Option(False, "--json")):
     """Run a built suite on the GPU and store the measurements in the database."""
@@ -321,11 +348,16 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
     database = open_db(db)
     _db_notices(database)
     s = _do_run(suite, database, opts, quiet or json_out)
+    ts = _do_torch(suite, database, s.system_id, opts, quiet or json_out, torch)
     doc = _run_doc(s)
+    if ts is not None:
+        doc["framework"] = _run_doc(ts)
     if json_out:
         out.print_json(json.dumps(doc))
     else:
         out.print(_run_line(s), markup=False)
+        if ts is not None:
+            out.print("framework kernels: " + _run_line(ts), markup=False)
 
 
 def _run_doc(s) -> dict:
@@ -768,6 +800,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           quiet: bool = typer.Option(False, "--quiet", "-q"),
           json_out: bool = typer.Option(False, "--json"),
           conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
+          torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
           dim: Optional[list[str]] = typer.Option(None, "--dim"),
           batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL."""
@@ -814,6 +847,11 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     stages["run_s"] = time.perf_counter() - t
     say(f"[4/5] {_run_line(rs)}")
     t = time.perf_counter()
+    ts = _do_torch(suite, database, rs.system_id, opts, quiet or json_out, torch)
+    if ts is not None:
+        stages["torch_s"] = time.perf_counter() - t
+        say(f"[4/5] framework kernels: {_run_line(ts)}")
+    t = time.perf_counter()
     system, _ = resolve_system(database, None, system_fingerprint(rs.system))
     results = [do_analyze(ml, database, system, p, layouts=tuple(layouts), conv_precision=conv_p)
                for ml in mls for p in precisions]
@@ -822,6 +860,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
     if json_out:
         out.print_json(json.dumps({"model": mls[0].model, "stages": stages, "run": _run_doc(rs),
+                                   "framework_run": _run_doc(ts) if ts is not None else None,
                                    "system": results[0].system if results else None,
                                    "analyses": [r.to_dict() for r in results]}))
         return

@@ -420,16 +420,20 @@ class Database:
     def write_job(self, system_id: int, run_id: int | None, job: str, layer_key: str, precision: str,
                   status: str, message: str, records: list[dict], wall_s: float | None = None,
                   layout: str = "NCHW") -> None:
-        """Write one finished job atomically: its measurement records replace earlier ones for the
-        same (system, config, precision, layout), and the job is marked done. The heuristic choices
-        of an NCHW job replace earlier ones; an NHWC job (the same config channels-last) keeps the
-        NCHW job's measurements and choices and stores no choices (choices have no layout)."""
+        """Write one finished job atomically: its measurement records replace earlier ones of the
+        same source for the same (system, config, precision, layout), and the job is marked done.
+        A job of the framework's own kernels (id ending in ``.torch``) owns the ``torch:`` calls, a
+        suite job every other call: neither deletes the other's measurements. The heuristic choices
+        of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
+        the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
+        framework = job.endswith(FRAMEWORK_JOB_SUFFIX)
         with self.session() as s:
             s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
                                                    Measurement.layer_key == layer_key,
                                                    Measurement.precision == precision,
-                                                   Measurement.layout == layout))
-            if layout == "NCHW":
+                                                   Measurement.layout == layout,
+                                                   source_filter(framework)))
+            if layout == "NCHW" and not framework:
                 s.execute(sa.delete(Choice).where(Choice.system_id == system_id, Choice.layer_key == layer_key,
                                                   Choice.precision == precision))
             s.execute(sa.delete(JobRow).where(JobRow.system_id == system_id, JobRow.job == job))
@@ -438,7 +442,7 @@ class Database:
             for r in records:
                 if r.get("type") == "choice":
                     k = ("c", r.get("source"), r.get("rank"))
-                    if k in seen or layout != "NCHW":
+                    if k in seen or layout != "NCHW" or framework:
                         continue
                     seen.add(k)
                     s.add(Choice(system_id=system_id, layer_key=layer_key, precision=precision,
@@ -532,6 +536,22 @@ class Database:
                 "jobs": s.scalar(select(sa.func.count()).select_from(JobRow)),
                 "runs": s.scalar(select(sa.func.count()).select_from(Run)),
             }
+
+
+#: the ``call`` prefix of the framework's own kernels and the job id suffix of their jobs
+#: (benanza.torch_candidates; also query.FRAMEWORK_CALL_PREFIX and generator.FRAMEWORK_JOB_SUFFIX)
+FRAMEWORK_CALL_PREFIX = "torch:"
+FRAMEWORK_JOB_SUFFIX = ".torch"
+
+
+def source_filter(framework: bool):
+    """The SQL condition on Measurement.call for one source's rows (framework or library)."""
+    like = Measurement.call.like(FRAMEWORK_CALL_PREFIX + "%")
+    return like if framework else sa.not_(like)
+
+
+def is_framework_call(call: str | None) -> bool:
+    return bool(call) and call.startswith(FRAMEWORK_CALL_PREFIX)
 
 
 def _first_line(e: BaseException) -> str:

@@ -21,6 +21,7 @@ import jinja2
 
 from . import __version__
 from . import layers as L
+from .database import FRAMEWORK_JOB_SUFFIX
 from .errors import UsageError
 from .model import ModelLayers
 
@@ -125,8 +126,22 @@ def job_id(config: L.LayerConfig, precision: str, layout: str = "NCHW") -> str:
 
 
 def job_layout(jid: str) -> str:
-    """The tensor layout of a :func:`job_id` (``KEY.PRECISION[.nhwc]``)."""
+    """The tensor layout of a :func:`job_id` (``KEY.PRECISION[.nhwc][.torch]``)."""
+    if jid.endswith(FRAMEWORK_JOB_SUFFIX):
+        jid = jid[:-len(FRAMEWORK_JOB_SUFFIX)]
     return "NHWC" if jid.endswith(".nhwc") else "NCHW"
+
+
+def job_source(jid: str) -> str:
+    """``framework`` for a job of the framework's own kernels (its id ends in ``.torch``: its
+    measurements are the ``torch:`` calls), else ``library`` (the generated suite's job: cuDNN,
+    cuBLAS and benanza's kernels)."""
+    return "framework" if jid.endswith(FRAMEWORK_JOB_SUFFIX) else "library"
+
+
+def framework_job_id(jid: str) -> str:
+    """The framework job of the same config, precision and layout as the suite job ``jid``."""
+    return jid + FRAMEWORK_JOB_SUFFIX
 
 
 def _parse_choices(text: str, allowed, normalise, what: str, choices: str) -> list[str]:

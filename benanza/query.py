@@ -20,7 +20,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from . import layers as L
-from .database import Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System
+from .database import FRAMEWORK_CALL_PREFIX, Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System
 from .errors import UsageError
 
 #: columns `--sort` accepts
@@ -265,8 +265,6 @@ def sort_records(records: list, key: str, descending: bool, limit: int | None) -
     return out[:limit] if limit else out
 
 
-#: the ``call`` prefix of measurements of the framework's own kernels (benanza.torch_candidates)
-FRAMEWORK_CALL_PREFIX = "torch:"
 
 
 def best_per_config(db: Database, system: str | int | None = None, precision: str = "fp32", cache: str = "warm",

@@ -161,17 +161,72 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     for m in suite.manifest.get("models", []):
         if m.get("key_counts"):
             db.record_model(m["model"], m["sha256"], m["batch"], m["summary"], m["key_counts"])
+    return _run_jobs(suite.jobs, db, system, system_id, opt, _suite_worker(exe, opt), suite.root,
+                     ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress)
+
+
+def framework_available() -> str:
+    """"" when PyTorch with a CUDA device is importable here (the framework's kernels can be timed),
+    else why not (one line)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not installed"
+    try:
+        import torch
+    except Exception as e:  # a broken install
+        return f"PyTorch does not import: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
+    if not torch.cuda.is_available():
+        return f"PyTorch {torch.__version__} sees no CUDA device"
+    return ""
+
+
+def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunOptions | None = None,
+                       progress: Callable[[str, dict], None] | None = None) -> RunSummary:
+    """Time the framework's own kernels for the suite's jobs (:mod:`benanza.torch_candidates`: each
+    layer config and fusion candidate as PyTorch runs it), in worker processes that speak the
+    suite protocol, into the suite's system ``system_id`` (the same GPU). Incremental like the
+    suite's jobs; a framework job's id is the suite job's plus ``.torch``
+    (:func:`benanza.generator.framework_job_id`)."""
+    import sys
+
+    from .generator import Job, framework_job_id
+
+    opt = options or RunOptions()
+    jobs = [Job(id=framework_job_id(j.id), config=j.config, precision=j.precision, node=j.node, layout=j.layout)
+            for j in suite.jobs]
+    system = next((s for s in db.systems() if s.id == system_id), None)
+    record = json.loads(system.info) if system is not None and system.info else {}
+
+    def jobs_text(ids: list[str]) -> str:
+        by_id = {j.id: j for j in jobs}
+        return "".join(json.dumps({"job": i, "kind": by_id[i].kind, "params": by_id[i].config.params(),
+                                   "precision": by_id[i].precision, "layout": by_id[i].layout}) + "\n"
+                       for i in ids)
+
+    worker = Worker(argv=lambda jobs_file, device: [sys.executable, "-m", "benanza.torch_candidates", "--jobs",
+                                                    jobs_file] + opt.suite_args(device),
+                    jobs_text=jobs_text)
+    models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))
+    return _run_jobs(jobs, db, record, system_id, opt, worker, suite.root, models + " (framework kernels)", progress)
+
+
+def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOptions, worker: "Worker",
+              root: Path, models: str, progress) -> RunSummary:
+    """Run the pending ``jobs`` (not yet in the database unless ``opt.force``) with ``worker``
+    processes, one per GPU, each job written in its own transaction; the run recorded in the
+    database. Shared by the suite's jobs and the framework's (:func:`run_framework_jobs`)."""
+    gpus = opt.gpus()
     if opt.force:
-        pending = list(suite.jobs)
+        pending = list(jobs)
     else:
         done = db.jobs_done(system_id, ("ok",) if opt.retry_failed else ("ok", "failed"))
-        pending = [j for j in suite.jobs if j.id not in done]
+        pending = [j for j in jobs if j.id not in done]
     summary = RunSummary(system_id=system_id, system=system, run_id=None, planned=len(pending),
-                         skipped=len(suite.jobs) - len(pending))
+                         skipped=len(jobs) - len(pending))
     if not pending:
         return summary
-    models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))
-    run_id = db.start_run(system_id, str(suite.root), models, len(pending))
+    run_id = db.start_run(system_id, str(root), models, len(pending))
     summary.run_id = run_id
     by_id = {j.id: j for j in pending}
     # interleave jobs of every kind over the GPUs so that each shard gets a similar mix
@@ -181,7 +236,7 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     if progress:
         progress("start", {"total": len(pending), "skipped": summary.skipped, "gpus": len(gpus)})
     ctx = _Shared(db=db, system_id=system_id, run_id=run_id, summary=summary, progress=progress, by_id=by_id,
-                  opt=opt, exe=exe, log_path=suite.root / "run.log")
+                  opt=opt, worker=worker, log_path=root / "run.log")
     try:
         if len(gpus) == 1:
             _drive(ctx, gpus[0], shards[0])
@@ -225,7 +280,7 @@ class _Shared:
     progress: Callable[[str, dict], None] | None
     by_id: dict
     opt: RunOptions
-    exe: Path
+    worker: "Worker"
     log_path: Path
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -275,11 +330,27 @@ class _WorkerResult:
     partial: list[dict] = field(default_factory=list)  # what the crashed job measured before
 
 
+@dataclass(frozen=True)
+class Worker:
+    """How to start a worker process that speaks the suite protocol (JSON lines: job_start,
+    measurement, choice, job_end, fatal; exit code 3: no device): ``argv(jobs_file, device)`` and
+    the jobs file's text for a list of job ids, ``jobs_text(ids)``."""
+
+    argv: Callable[[str, int], list[str]]
+    jobs_text: Callable[[list[str]], str]
+
+
+def _suite_worker(exe: Path, opt: RunOptions) -> Worker:
+    """The generated suite: its jobs file lists job ids (the suite has their cases compiled in)."""
+    return Worker(argv=lambda jobs_file, device: [str(exe), "--jobs", jobs_file] + opt.suite_args(device),
+                  jobs_text=lambda ids: "\n".join(ids) + "\n")
+
+
 def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResult:
     """Run one worker process on ``device`` over ``remaining`` and store every job it finishes."""
     opt = ctx.opt
     with tempfile.NamedTemporaryFile("w", suffix=".jobs", delete=False) as f:
-        f.write("\n".join(remaining) + "\n")
+        f.write(ctx.worker.jobs_text(remaining))
         jobs_file = f.name
     finished: set[str] = set()
     current: str | None = None
@@ -288,7 +359,7 @@ def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResul
     fatal = ""
     started_any = False
     log = open(ctx.log_path, "a")
-    proc = subprocess.Popen([str(ctx.exe), "--jobs", jobs_file] + opt.suite_args(device), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(ctx.worker.argv(jobs_file, device), stdout=subprocess.PIPE,
                             stderr=log, text=True, bufsize=1, start_new_session=True)
     q: queue.Queue = queue.Queue()
     t = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)

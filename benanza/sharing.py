@@ -22,9 +22,9 @@ import sqlalchemy as sa
 from sqlalchemy import select
 
 from .database import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
-                       open_db)
+                       is_framework_call, open_db, source_filter)
 from .errors import DatabaseError, UsageError
-from .generator import job_layout
+from .generator import job_layout, job_source
 from .query import model_keys, resolve_systems
 
 _CHUNK = 400
@@ -174,20 +174,25 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         chunk = take[i:i + _CHUNK]
         # a job is one layout: an NHWC job's rows replace only NHWC rows, and heuristic choices
         # (which have no layout) belong to the NCHW job, as in Database.write_job
-        groups = {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"])) for j in chunk}
+        # and a job of the framework's own kernels owns the torch: calls, a suite job the others
+        groups = {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
+                  for j in chunk}
         ks = sorted({g[1] for g in groups})
+
+        def source(call):
+            return "framework" if is_framework_call(call) else "library"
         with src.engine.connect() as sc:
             ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
-                  if (r["system_id"], r["layer_key"], r["precision"], r["layout"]) in groups]
+                  if (r["system_id"], r["layer_key"], r["precision"], r["layout"], source(r["call"])) in groups]
             cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
-                  if (r["system_id"], r["layer_key"], r["precision"], "NCHW") in groups]
+                  if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
         with dst.engine.begin() as dc:
-            for (ssid, key, prec, lay) in groups:
+            for (ssid, key, prec, lay, src_kind) in groups:
                 dsid = sys_map[ssid]
                 dc.execute(sa.delete(Measurement.__table__).where(
                     Measurement.system_id == dsid, Measurement.layer_key == key, Measurement.precision == prec,
-                    Measurement.layout == lay))
-                if lay == "NCHW":
+                    Measurement.layout == lay, source_filter(src_kind == "framework")))
+                if lay == "NCHW" and src_kind == "library":
                     dc.execute(sa.delete(Choice.__table__).where(Choice.system_id == dsid, Choice.layer_key == key,
                                                                  Choice.precision == prec))
             for j in chunk:
@@ -207,10 +212,11 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         st.measurements_written += len(ms)
     # measurements that belong to no job: row by row, newer created_at wins
     with src.engine.connect() as sc:
-        all_jobs = {(r.system_id, r.layer_key, r.precision, job_layout(r.job)) for r in sc.execute(
+        all_jobs = {(r.system_id, r.layer_key, r.precision, job_layout(r.job), job_source(r.job)) for r in sc.execute(
             select(JobRow.system_id, JobRow.layer_key, JobRow.precision, JobRow.job))}
         orphans = [r for r in _rows(sc, orphan_q)
-                   if (r["system_id"], r["layer_key"], r["precision"], r["layout"]) not in all_jobs
+                   if (r["system_id"], r["layer_key"], r["precision"], r["layout"],
+                       "framework" if is_framework_call(r["call"]) else "library") not in all_jobs
                    and (keyset is None or r["layer_key"] in keyset)]
     ucols = ("layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")
     with dst.engine.begin() as dc:
