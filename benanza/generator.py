@@ -471,6 +471,8 @@ def _dropout_case(cfg: L.DropoutConfig, job: Job) -> dict:
 
 _REDUCE = {"mean": "CUDNN_REDUCE_TENSOR_AVG", "sum": "CUDNN_REDUCE_TENSOR_ADD",
            "max": "CUDNN_REDUCE_TENSOR_MAX", "min": "CUDNN_REDUCE_TENSOR_MIN"}
+#: the same ops for the harness's reduction kernel (benanza::reduce)
+_REDUCE_KERNEL = {"mean": "ReduceOp::Mean", "sum": "ReduceOp::Sum", "max": "ReduceOp::Max", "min": "ReduceOp::Min"}
 
 
 def _reduce_case(cfg: L.ReduceConfig, job: Job) -> dict:
@@ -480,7 +482,7 @@ def _reduce_case(cfg: L.ReduceConfig, job: Job) -> dict:
     nd = max(4, len(x))
     x, y = x + [1] * (nd - len(x)), y + [1] * (nd - len(y))
     return {"job": _job_init(job), "nd": nd, "x": c_array(x, 8, 1), "y": c_array(y, 8, 1),
-            "op": _REDUCE[cfg.op]}
+            "op": _REDUCE[cfg.op], "kop": _REDUCE_KERNEL[cfg.op]}
 
 
 def collapse_transfer(t: L.Transfer) -> tuple[list[int], list[int], list[int]]:

@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "benanza/reduce_plan.hpp"
 #include "benanza/strided_copy.hpp"
 
 #include <cmath>
@@ -273,6 +274,20 @@ cudaError_t binary_pointwise(const void* a, const void* b, void* y, const int* a
 // activation_pointwise: y = f(x) for n elements; mode as cudnnActivationMode_t (0 sigmoid, 1 relu,
 // 2 tanh, 3 clipped relu at coef, 4 elu with alpha coef, 5 identity) or -1: leaky relu, slope coef.
 cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s);
+// Reductions (reduce_kernels.cu; the plan is reduce_plan.hpp): ReduceSum/Mean/Max/Min of packed x
+// (dims x_dims, nd <= 8) into y (y_dims: each x's dim or 1), fp32/fp16/bf16 storage, float32
+// accumulation, as a framework's vectorized reduction kernels (16-byte loads, warp shuffles), in
+// one to eight launches; `workspace` holds the float32 results between stages
+// (plan_reduce_for(...).workspace_bytes() bytes, 0 for a one-stage plan).
+// cudaErrorInvalidValue for shapes that are not a reduction or a workspace that is too small.
+enum class ReduceOp { Sum = 0, Mean = 1, Max = 2, Min = 3 };
+const char* reduce_op_name(ReduceOp op);
+// The plan for the current device (its SM count decides where a long reduced dim is split).
+ReducePlan plan_reduce_for(const int* x_dims, const int* y_dims, int nd, DType t);
+// One line for a record's note: the stages, their views and launch shapes.
+std::string describe_reduce(const ReducePlan& p);
+cudaError_t reduce(const void* x, void* y, const int* x_dims, const int* y_dims, int nd, ReduceOp op, DType t,
+                   void* workspace, std::size_t workspace_bytes, cudaStream_t s);
 
 // Machine ceilings (ceilings.cpp): DRAM bandwidth, library GEMM rates, FP32 FMA rate.
 class Context;
