@@ -617,12 +617,13 @@ def _unary_case(cfg: L.UnaryConfig, job: Job) -> dict:
     rows = L.numel(cfg.shape) // max(cols, 1)
     lo, hi = unary_input_range(cfg)
     if cfg.op == "cast":
-        label = f"cast from {cfg.src}"
+        label = f"cast from {cfg.src}" + (f" to {cfg.dst}" if cfg.dst else "")
     elif cfg.op == "pow":
         label = f"pow {cfg.exponent:g}"
     else:
         label = cfg.op + (f" {cfg.src or cfg.dst}" if cfg.src or cfg.dst else "")
-    return {"job": _job_init(job), "rows": rows, "cols": cols, "op": _UNARY_ENUM[cfg.op],
+    op = "UnaryOp::CAST_BOOL" if cfg.op == "cast" and cfg.dst == "bool" else _UNARY_ENUM[cfg.op]
+    return {"job": _job_init(job), "rows": rows, "cols": cols, "op": op,
             "exponent": _num(float(cfg.exponent)), "alpha": _num(float(cfg.alpha)), "beta": _num(float(cfg.beta)),
             "x_stored": _num(bool(cfg.src)), "xt": _ELEM_ENUM[cfg.src] if cfg.src else "ElemType::F32",
             "y_stored": _num(bool(cfg.dst)), "yt": _ELEM_ENUM[cfg.dst] if cfg.dst else "ElemType::F32",

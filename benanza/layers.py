@@ -786,7 +786,7 @@ UNARY_OPS = {
     "neg": ("Neg", 1),
     "abs": ("Abs", 1),
     "pow": ("Pow with a constant scalar exponent", 1),
-    "cast": ("Cast to the float type of the precision", 0),
+    "cast": ("Cast (CastLike) to the float type of the precision, to bool or to an integer type", 0),
     "acos": ("Acos", 1),
     "acosh": ("Acosh", 1),
     "asin": ("Asin", 1),
@@ -814,7 +814,12 @@ UNARY_OPS = {
     "celu": ("Celu (alpha): max(0, x) + min(0, alpha * (exp(x / alpha) - 1))", 7),
     "shrink": ("Shrink (alpha: lambd, beta: bias): x < -lambd ? x + bias : x > lambd ? x - bias : 0", 3),
     "bitwise_not": ("BitwiseNot: integer input and output", 0),
+    "clip": ("Clip (alpha: min, beta: max; an absent bound is -/+ FLT_MAX) other than Clip(0, max)", 2),
+    "swish": ("Swish (alpha): x * sigmoid(alpha * x)", 5),
 }
+
+#: the largest finite float32: Clip's absent bound
+FLT_MAX = 3.4028234663852886e38
 
 #: element types a Cast may read (ONNX TensorProto names, lower case) and their size in bytes
 CAST_SOURCES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, **STORED_TYPES}
@@ -828,12 +833,13 @@ class UnaryConfig(LayerConfig):
     other ops); src: the element type x is stored as when it is not the precision's float type
     (Cast's source; "bool" for Not; an integer type for BitwiseNot and Abs/Neg/Sign on integers;
     "" otherwise); dst: y's element type when it is not the precision's float type ("bool" for
-    IsNaN/IsInf/Not, the integer type for integer ops, "" otherwise); alpha, beta: the op's
+    IsNaN/IsInf/Not and Cast to bool, the integer type for integer ops and Casts to it, "" otherwise);
+    alpha, beta: the op's
     attributes (see :data:`UNARY_OPS`; 0 for ops without any).
     Timed: a benanza CUDA kernel (16-byte vectors, float32 math, integer math on integers; always),
     cudnnOpTensor SQRT / NOT for Sqrt / Not, and for the ops the cuDNN graph API has a pointwise
     mode for (GELU_FWD, GELU_APPROX_TANH_FWD, ERF, EXP, LOG, SQRT, RECIPROCAL, NEG, ABS, POW, CEIL,
-    COS, FLOOR, SIN, TAN, SOFTPLUS_FWD, LOGICAL_NOT; cudnn-frontend ``Graph::pointwise``) every
+    COS, FLOOR, SIN, TAN, SOFTPLUS_FWD, SWISH_FWD, LOGICAL_NOT; cudnn-frontend ``Graph::pointwise``) every
     engine config of that one-node graph. FLOPs: numel * the per-element count of
     :data:`UNARY_OPS` (0 for ops on integer or bool data and for Cast).
     """
@@ -862,7 +868,7 @@ class UnaryConfig(LayerConfig):
         if self.op == "pow":
             extra = f" ^{self.exponent:g}"
         elif self.op == "cast":
-            extra = f" from {self.src}" if self.src else ""
+            extra = (f" from {self.src}" if self.src else "") + (f" to {self.dst}" if self.dst else "")
         else:
             extra = f" {self.src or self.dst}" if (self.src or self.dst) else ""
             extra += "".join(f" {n}={v:g}" for n, v in (("alpha", self.alpha), ("beta", self.beta)) if v)

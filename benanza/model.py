@@ -613,7 +613,10 @@ def _map_activation(node, ctx, attrs):
             return L.ActivationConfig(shape=x, mode="relu")
         if lo == 0.0 and hi is not None and math.isfinite(hi) and hi > 0:
             return L.ActivationConfig(shape=x, mode="clipped_relu", alpha=float(hi))
-        raise Unsupported(f"Clip({lo}, {hi}) has no cuDNN activation (only Clip(0, max))")
+        # any other bounds: the harness's unary kernel (cuDNN's CLIPPED_RELU clips at 0 only)
+        lo = -L.FLT_MAX if lo is None else max(float(lo), -L.FLT_MAX)
+        hi = L.FLT_MAX if hi is None else min(float(hi), L.FLT_MAX)
+        return L.UnaryConfig(shape=x, op="clip", alpha=lo, beta=hi)
     raise Unsupported(f"no activation mapping for {op}")
 
 
@@ -995,7 +998,8 @@ _SELU_ALPHA, _SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
 
 
 def _unary_with_attrs(op: str, x, attrs) -> L.UnaryConfig:
-    """The unary ops with attributes or a bool output (IsNaN, IsInf, Selu, Celu, ThresholdedRelu, Shrink)."""
+    """The unary ops with attributes or a bool output (IsNaN, IsInf, Selu, Celu, ThresholdedRelu, Swish,
+    Shrink)."""
     f = lambda name, default: float(attrs.get(name, default))  # noqa: E731
     if op == "IsNaN":
         return L.UnaryConfig(shape=x, op="is_nan", dst="bool")
@@ -1010,6 +1014,8 @@ def _unary_with_attrs(op: str, x, attrs) -> L.UnaryConfig:
         return L.UnaryConfig(shape=x, op="celu", alpha=f("alpha", 1.0))
     if op == "ThresholdedRelu":
         return L.UnaryConfig(shape=x, op="thresholded_relu", alpha=f("alpha", 1.0))
+    if op == "Swish":
+        return L.UnaryConfig(shape=x, op="swish", alpha=f("alpha", 1.0))
     return L.UnaryConfig(shape=x, op="shrink", alpha=f("lambd", 0.5), beta=f("bias", 0.0))
 
 
@@ -1052,15 +1058,19 @@ _CAST_NAMES = {**_STORED_NAMES, onnx.TensorProto.DOUBLE: "float64", onnx.TensorP
 
 
 def _map_cast(node, ctx, attrs):
+    """Cast (and CastLike, to the type of its second input) to a float type (the precision's), to
+    bool or to an integer type; x is read as its own type."""
     x = tuple(_need(ctx.shape(node.input[0]), "input"))
-    to = attrs.get("to")
-    if to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
-        name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else str(to)
-        raise Unsupported(f"Cast to {name} (only casts to a float type are benchmarked)")
+    to = attrs.get("to") if node.op_type == "Cast" else ctx.types.get(node.input[1])
     src = _CAST_NAMES.get(ctx.types.get(node.input[0]))
     if src is None:
         raise Unsupported("Cast from an element type that is not benchmarked")
-    return L.UnaryConfig(shape=x, op="cast", src=src)
+    if to in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
+        return L.UnaryConfig(shape=x, op="cast", src=src)
+    if to in _STORED_NAMES:  # (a Cast to its own type is a zero-cost layer, see _map_node)
+        return L.UnaryConfig(shape=x, op="cast", src=src, dst=_STORED_NAMES[to])
+    name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else str(to)
+    raise Unsupported(f"Cast to {name} (casts to float32/16, bfloat16, bool and integer types are benchmarked)")
 
 
 def _map_gather(node, ctx, attrs):
@@ -1127,12 +1137,14 @@ _MAPPERS.update({
 # ops with broadcasting and their element types
 _MAPPERS.update({op: _map_unary for op in _UNARY})
 _MAPPERS.update({op: _map_unary for op in ("Not", "BitwiseNot", "IsNaN", "IsInf", "Selu", "Celu", "ThresholdedRelu",
-                                           "Shrink")})
+                                           "Shrink", "Swish")})
+_MAPPERS["CastLike"] = _map_cast
 _MAPPERS.update({op: _map_elementwise for op in _BINARY if op != "Pow"})
 _MAPPERS.update({"Mod": _map_elementwise, "BitShift": _map_elementwise})
 
 #: ops whose mapper checks the element types itself (the others must read a float tensor)
-_TYPED_OPS = {"Concat", "Transpose", "Slice", "Pad", "Cast", "Where", "Not", "BitwiseNot", "Pow", "Mod", "BitShift"}
+_TYPED_OPS = {"Concat", "Transpose", "Slice", "Pad", "Cast", "CastLike", "Where", "Not", "BitwiseNot", "Pow", "Mod",
+              "BitShift"}
 _TYPED_OPS |= _UNARY_INT | (set(_BINARY) - {"Mean", "PRelu"})
 
 
@@ -1157,9 +1169,10 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
                 return "zero_cost", None, "Dropout in inference is an identity"
             x = tuple(_need(ctx.shape(node.input[0]), "input"))
             return "benchmark", L.DropoutConfig(shape=x, ratio=float(ratio)), ""
-        if op == "Cast":
-            if ctx.types.get(node.input[0]) == attrs.get("to"):
-                return "zero_cost", None, "Cast to the same type is an identity"
+        if op in ("Cast", "CastLike"):
+            to = attrs.get("to") if op == "Cast" else ctx.types.get(node.input[1])
+            if ctx.types.get(node.input[0]) == to:
+                return "zero_cost", None, f"{op} to the same type is an identity"
         mapper = _MAPPERS.get(op)
         if mapper is None:
             raise Unsupported(f"no benchmark for {op}")

@@ -381,7 +381,8 @@ def elementwise_ops_model(path, opset=18):
     each (hostile names on a few), on [N, 4, 8] tensors: float x, bool m and m2, int64 k and k2,
     uint8 u and u2, a broadcast float s [1, 4, 1] and a row r [8]; unary ops with their attributes,
     IsNaN/IsInf (bool out), Not, BitwiseNot and integer Abs/Sign, binary ops with one operand or both
-    broadcast, Mod both ways, BitShift both ways, 2-input Sum/Mean/Max/Min, Pow with a tensor exponent."""
+    broadcast, Mod both ways, BitShift both ways, 2-input Sum/Mean/Max/Min, Pow with a tensor exponent,
+    Clip other than Clip(0, max), Cast to bool, to an integer type and from uint8, CastLike."""
     nodes, outs = [], []
     floats = ["Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Floor", "HardSwish", "Mish",
               "Round", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Tan", "IsNaN"]
@@ -390,7 +391,11 @@ def elementwise_ops_model(path, opset=18):
     for op in floats + list(attrs):
         nodes.append(helper.make_node(op, ["x"], [f"o_{op}"], name=(HOSTILE if op == "Mish" else "") + op,
                                       **attrs.get(op, {})))
-    typed = [("Not", ["m"]), ("BitwiseNot", ["k"]), ("Abs", ["k"]), ("Sign", ["u"]), ("Neg", ["k"])]
+    typed = [("Not", ["m"]), ("BitwiseNot", ["k"]), ("Abs", ["k"]), ("Sign", ["u"]), ("Neg", ["k"]),
+             ("Clip", ["x", "lo", "hi"]), ("Clip", ["col", "", "hi"]), ("CastLike", ["x", "m"])]
+    nodes += [helper.make_node("Cast", ["x"], ["o_Cast_bool"], name="Cast_bool", to=TensorProto.BOOL),
+              helper.make_node("Cast", ["k"], ["o_Cast_int32"], name="Cast_int32", to=TensorProto.INT32),
+              helper.make_node("Cast", ["u"], ["o_Cast_fp16"], name="Cast_fp16", to=TensorProto.FLOAT16)]
     binary = [("Pow", ["x", "x2"], {}), ("PRelu", ["x", "slope"], {}), ("Equal", ["x", "s"], {}),
               ("Less", ["x", "s"], {}), ("LessOrEqual", ["s", "x"], {}), ("Greater", ["x", "r"], {}),
               ("GreaterOrEqual", ["col", "r"], {}), ("And", ["m", "m2"], {}), ("Or", ["m", "m2"], {}),
@@ -405,7 +410,8 @@ def elementwise_ops_model(path, opset=18):
     for i, (op, ins, at) in enumerate(binary):
         nodes.append(helper.make_node(op, ins, [f"b{i}"], name=(HOSTILE if op == "Xor" else "") + f"{op}{i}", **at))
     vi = helper.make_tensor_value_info
-    inits = [_w("s", (1, 4, 1)), _w("r", (8,)), _w("slope", (4, 1))]  # constants: a per-row, a per-column operand
+    inits = [_w("s", (1, 4, 1)), _w("r", (8,)), _w("slope", (4, 1)),  # constants: a per-row, a per-column operand
+             _w("lo", (), -1.0), _w("hi", (), 1.0)]  # Clip's bounds
     ins = [vi("x", TensorProto.FLOAT, ["N", 4, 8]), vi("x2", TensorProto.FLOAT, ["N", 4, 8]),
            vi("col", TensorProto.FLOAT, ["N", 4, 1]), vi("m", TensorProto.BOOL, ["N", 4, 8]),
            vi("m2", TensorProto.BOOL, ["N", 4, 8]), vi("k", TensorProto.INT64, ["N", 4, 8]),

@@ -46,6 +46,12 @@ def test_every_elementwise_op_maps(tmp_path):
     assert cfg["BitwiseNot_k"] == L.UnaryConfig(x, "bitwise_not", src="int64", dst="int64")
     assert cfg["Abs_k"] == L.UnaryConfig(x, "abs", src="int64", dst="int64")
     assert cfg["Sign_u"] == L.UnaryConfig(x, "sign", src="uint8", dst="uint8")
+    assert cfg["Clip_x"] == L.UnaryConfig(x, "clip", alpha=-1.0, beta=1.0)
+    assert cfg["Clip_col"] == L.UnaryConfig((2, 4, 1), "clip", alpha=-L.FLT_MAX, beta=1.0)  # no min
+    assert cfg["CastLike_x"] == L.UnaryConfig(x, "cast", src="float32", dst="bool")
+    assert cfg["Cast_bool"] == L.UnaryConfig(x, "cast", src="float32", dst="bool")
+    assert cfg["Cast_int32"] == L.UnaryConfig(x, "cast", src="int64", dst="int32")
+    assert cfg["Cast_fp16"] == L.UnaryConfig(x, "cast", src="uint8")
     E = L.ElementwiseConfig
     assert cfg["Pow0"] == E("pow", x, x)  # a tensor exponent: the binary op
     assert cfg["PRelu1"] == E("prelu", x, (1, 4, 1))
@@ -63,7 +69,7 @@ def test_every_elementwise_op_maps(tmp_path):
     assert cfg["Add21"] == E("add", x, x, dtype="int64") and cfg["Equal22"] == E("equal", x, x, dtype="int64")
     # every op of the tables is reached by this graph or the first models
     assert {c.op for c in cfg.values() if c.kind == "Unary"} >= set(L.UNARY_OPS) - {
-        "gelu", "gelu_tanh", "erf", "exp", "log", "sqrt", "reciprocal", "pow", "cast"}
+        "gelu", "gelu_tanh", "erf", "exp", "log", "sqrt", "reciprocal", "pow", "swish"}  # swish: opset 24, below
     assert {c.op for c in cfg.values() if c.kind == "Elementwise"} >= set(L.ELEMENTWISE_OPS) - {"sub", "mul"}
 
 
@@ -71,11 +77,21 @@ def _one_node(path, op, inputs, attrs=None, opset=18):
     vi = helper.make_tensor_value_info
     ins = [vi(n, t, s) for n, t, s in inputs]
     node = helper.make_node(op, [n for n, _, _ in inputs], ["y"], name="n", **(attrs or {}))
-    g = helper.make_graph([node], "one", ins, [vi("y", inputs[0][1], ["N", 4])])
+    out_type = (attrs or {}).get("to", inputs[0][1])
+    g = helper.make_graph([node], "one", ins, [vi("y", out_type, ["N", 4])])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 9
+    if opset <= 21:
+        model.ir_version = 9
     onnx.save(model, str(path))
     return process(path, 2)
+
+
+def test_swish_and_cast_like_to_the_same_type(tmp_path):
+    F = TensorProto.FLOAT
+    (ly,) = _one_node(tmp_path / "s.onnx", "Swish", [("a", F, ["N", 4])], {"alpha": 0.5}, opset=24).layers
+    assert ly.config == L.UnaryConfig((2, 4), "swish", alpha=0.5)
+    (ly,) = _one_node(tmp_path / "c.onnx", "CastLike", [("a", F, ["N", 4]), ("b", F, [3])]).layers
+    assert ly.status == "zero_cost" and "identity" in ly.reason
 
 
 def test_what_stays_unsupported_says_why(tmp_path):
@@ -86,6 +102,7 @@ def test_what_stays_unsupported_says_why(tmp_path):
         ("Mod", [("a", F, ["N", 4]), ("b", F, ["N", 4])], {}, "Mod fmod=0 reads integer tensors, not float"),
         ("Acos", [("a", TensorProto.DOUBLE, ["N", 4])], {}, None),  # float64 data: the precision's float type
         ("Celu", [("a", F, ["N", 4])], {"alpha": 0.0}, "Celu with alpha 0"),
+        ("Cast", [("a", F, ["N", 4])], {"to": TensorProto.DOUBLE}, "Cast to DOUBLE"),
         ("Mean", [("a", F, ["N", 4])], {}, "Mean of 1 input(s)"),
     ]
     for i, (op, ins, attrs, why) in enumerate(cases):
@@ -119,6 +136,8 @@ def test_keys_of_configs_stored_before_are_unchanged():
     (L.UnaryConfig((8, 1000), "bitwise_not", src="int64", dst="int64"), "fp16", 0, 16 * 8000),
     (L.UnaryConfig((8, 1000), "cast", src="int64"), "fp16", 0, 8 * 8000 + 2 * 8000),    # Cast reads int64
     (L.UnaryConfig((8, 1000), "celu", alpha=0.5), "bf16", 7 * 8000, 2 * 2 * 8000),
+    (L.UnaryConfig((8, 1000), "cast", src="float32", dst="bool"), "fp16", 0, 4 * 8000 + 8000),
+    (L.UnaryConfig((8, 1000), "clip", alpha=-1.0, beta=1.0), "fp32", 2 * 8000, 4 * 2 * 8000),
     (L.ElementwiseConfig("less", (2, 4, 8), (1, 4, 1)), "fp32", 64, 4 * (64 + 4) + 64),
     (L.ElementwiseConfig("and", (2, 4, 8), (2, 4, 8), dtype="bool"), "fp16", 0, 64 + 64 + 64),
     (L.ElementwiseConfig("bitwise_or", (2, 4, 8), (1, 1, 8), dtype="int32"), "fp16", 0, 4 * (64 + 8) + 4 * 64),
@@ -149,6 +168,8 @@ def test_generated_cases_of_the_new_ops(tmp_path):
     assert cpp_string(HOSTILE + "Xor9") in ew  # ...except as escaped job node literals
     rows = [ln for ln in ew.splitlines() if "PointwiseOp::Max," in ln]
     assert rows and all(", false, 4, {1, 1, 1, 1, 1}" in ln for ln in rows)  # Max15: (2,4,1) x (1,1,8)
+    assert "UnaryOp::CAST_BOOL, 0.0, 0.0, 0.0, true, ElemType::F32, true, ElemType::I8" in un  # Cast to bool
+    assert "UnaryOp::CLIP, 0.0, -3.4028234663852886e+38, 1.0" in un
     assert elementwise_input_ranges(L.ElementwiseConfig("pow", (2,), (2,))) == ((0.5, 1.5), (-1.0, 1.0))
     assert unary_input_range(L.UnaryConfig((2,), "atanh")) == (-0.9, 0.9)
 

@@ -3,8 +3,8 @@ benanza::binary_pointwise_typed (cpp/src/kernels.cu) and benanza::unary_kernel
 (cpp/src/unary_kernels.cu) against a CPU reference of the ONNX formulas
 (tests/data/elementwise_check.cu): every binary op on fp32/fp16/bf16, every integer type and
 bool, with both operands broadcast, one broadcast, a scalar and odd sizes; every unary op on
-fp32/fp16/bf16 (IsNaN/IsInf on NaN and infinities), integer Abs/Neg/Sign/BitwiseNot, Not on bool,
-Cast from every integer type.
+fp32/fp16/bf16 (IsNaN/IsInf on NaN and infinities, Clip, Swish, Cast to bool and int32), integer
+Abs/Neg/Sign/BitwiseNot, Not on bool, Cast from every integer type.
 
 Run on a GPU machine: pytest tests/test_elementwise_gpu.py -s"""
 import subprocess
@@ -18,9 +18,9 @@ from conftest import HERE, REPO, have_gpu
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU")]
 
 #: lines the check prints: float binaries 6 shapes x 18 x 3 types, integer binaries 6 x 12 (signed)
-#: or 14 (unsigned) x 4 + 4 types, bool binaries 6 x 4, float unaries 70 x 3, integer unaries 10 x 6,
+#: or 14 (unsigned) x 4 + 4 types, bool binaries 6 x 4, float unaries 76 x 3, integer unaries 12 x 6,
 #: Not on bool 2
-EXPECTED_LINES = 6 * 18 * 3 + 6 * 12 * 4 + 6 * 14 * 4 + 6 * 4 + 70 * 3 + 10 * 6 + 2
+EXPECTED_LINES = 6 * 18 * 3 + 6 * 12 * 4 + 6 * 14 * 4 + 6 * 4 + 76 * 3 + 12 * 6 + 2
 
 
 def test_elementwise_kernels_match_the_reference(tmp_path):

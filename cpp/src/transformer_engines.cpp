@@ -77,6 +77,7 @@ bool pointwise_mode(UnaryOp op, fe::PointwiseMode_t& mode) {
     case UnaryOp::SIN: mode = fe::PointwiseMode_t::SIN; return true;
     case UnaryOp::TAN: mode = fe::PointwiseMode_t::TAN; return true;
     case UnaryOp::SOFTPLUS: mode = fe::PointwiseMode_t::SOFTPLUS_FWD; return true;  // beta 1: log(1 + e^x)
+    case UnaryOp::SWISH: mode = fe::PointwiseMode_t::SWISH_FWD; return true;        // x * sigmoid(beta x)
     case UnaryOp::NOT: mode = fe::PointwiseMode_t::LOGICAL_NOT; return true;
     default: return false;
   }
@@ -181,6 +182,8 @@ void run_pointwise_engines(Bench& b, const PointwiseSpec& c, void* x, void* y) {
     auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(d).set_stride(s)
                            .set_data_type(xt));
     auto attrs = fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+    if (c.op == UnaryOp::SWISH) attrs.set_swish_beta(c.alpha);
+    if (c.op == UnaryOp::SOFTPLUS) attrs.set_softplus_beta(1.0f);
     std::shared_ptr<fe::graph::Tensor_attributes> Y;
     if (c.op == UnaryOp::POW)
       Y = g->pointwise(X, g->tensor(fe::graph::Tensor_attributes(c.exponent)), attrs);
@@ -303,7 +306,7 @@ bool has_pointwise_mode(UnaryOp op) {
     case UnaryOp::GELU: case UnaryOp::GELU_TANH: case UnaryOp::ERF: case UnaryOp::EXP: case UnaryOp::LOG:
     case UnaryOp::SQRT: case UnaryOp::RECIPROCAL: case UnaryOp::NEG: case UnaryOp::ABS: case UnaryOp::POW:
     case UnaryOp::CEIL: case UnaryOp::COS: case UnaryOp::FLOOR: case UnaryOp::SIN: case UnaryOp::TAN:
-    case UnaryOp::SOFTPLUS: case UnaryOp::NOT: return true;
+    case UnaryOp::SOFTPLUS: case UnaryOp::SWISH: case UnaryOp::NOT: return true;
     default: return false;
   }
 }

@@ -18,7 +18,7 @@ const char* unary_name(UnaryOp op) {
       "gelu", "gelu_tanh", "erf", "exp", "log", "sqrt", "reciprocal", "neg", "abs", "pow", "cast",
       "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "floor", "hard_swish", "is_inf",
       "is_nan", "mish", "not", "round", "selu", "sign", "sin", "sinh", "softplus", "softsign", "tan",
-      "thresholded_relu", "celu", "shrink", "bitwise_not"};
+      "thresholded_relu", "celu", "shrink", "bitwise_not", "clip", "swish", "cast_bool"};
   const int i = static_cast<int>(op);
   return i >= 0 && i < static_cast<int>(sizeof names / sizeof names[0]) ? names[i] : "?";
 }
@@ -94,6 +94,9 @@ __device__ __forceinline__ float float_unary(UnaryOp op, float x, const UnaryPar
     case UnaryOp::THRESHOLDED_RELU: return x > p.alpha ? x : 0.0f;
     case UnaryOp::CELU: return fmaxf(0.0f, x) + fminf(0.0f, p.alpha * (expf(x / p.alpha) - 1.0f));
     case UnaryOp::SHRINK: return x < -p.alpha ? x + p.beta : x > p.alpha ? x - p.beta : 0.0f;
+    case UnaryOp::CLIP: return fminf(fmaxf(x, p.alpha), p.beta);
+    case UnaryOp::SWISH: return x / (1.0f + expf(-p.alpha * x));
+    case UnaryOp::CAST_BOOL: return x != 0.0f ? 1.0f : 0.0f;
     case UnaryOp::BITWISE_NOT: return x;
   }
   return x;
@@ -111,15 +114,22 @@ __device__ __forceinline__ C int_unary(UnaryOp op, C x) {
       if constexpr (std::is_signed<C>::value) return (x > 0) - (x < 0);
       return x > 0;
     case UnaryOp::NOT: return x == 0;
+    case UnaryOp::CAST_BOOL: return x != 0;
     case UnaryOp::BITWISE_NOT: return ~x;
-    default: return x;
+    default: return x;  // CAST
   }
 }
 
 template <typename In, typename Out>
 __device__ __forceinline__ Out one(UnaryOp op, In x, const UnaryParams& p) {
-  if constexpr (kFloatStore<In>) {
+  if constexpr (kFloatStore<In> && kFloatStore<Out>) {
     return store<Out>(float_unary(op, static_cast<float>(x), p));
+  } else if constexpr (kFloatStore<In> && std::is_same<Out, signed char>::value) {  // bool or int8 out
+    const float v = static_cast<float>(x);
+    if (op == UnaryOp::IS_NAN || op == UnaryOp::IS_INF || op == UnaryOp::CAST_BOOL) return float_unary(op, v, p) != 0.0f;
+    return static_cast<signed char>(v);  // Cast to int8: toward zero
+  } else if constexpr (kFloatStore<In>) {  // Cast to an integer type: toward zero
+    return static_cast<Out>(static_cast<float>(x));
   } else if constexpr (kFloatStore<Out>) {  // Cast from an integer type
     return store<Out>(static_cast<float>(x));
   } else {
@@ -159,9 +169,9 @@ cudaError_t launch_unary(UnaryOp op, const void* x, void* y, unsigned long long 
   return cudaGetLastError();
 }
 
-// a float output: float math on the same type, or a Cast from any type
+// any input type to Out (float math on the same float type, Cast, or integer ops)
 template <typename Out>
-cudaError_t to_float(UnaryOp op, const void* x, ElemType xt, void* y, unsigned long long n, const UnaryParams& p,
+cudaError_t from_any(UnaryOp op, const void* x, ElemType xt, void* y, unsigned long long n, const UnaryParams& p,
                      cudaStream_t s) {
   switch (xt) {
     case ElemType::F32: return launch_unary<float, Out>(op, x, y, n, p, s);
@@ -180,18 +190,20 @@ cudaError_t to_float(UnaryOp op, const void* x, ElemType xt, void* y, unsigned l
   return cudaErrorInvalidValue;
 }
 
-// an integer (or bool) output of the same type as x
-cudaError_t int_to_int(UnaryOp op, const void* x, ElemType t, void* y, unsigned long long n, const UnaryParams& p,
-                       cudaStream_t s) {
-  switch (t) {
-    case ElemType::I8: return launch_unary<signed char, signed char>(op, x, y, n, p, s);
-    case ElemType::U8: return launch_unary<unsigned char, unsigned char>(op, x, y, n, p, s);
-    case ElemType::I16: return launch_unary<short, short>(op, x, y, n, p, s);
-    case ElemType::U16: return launch_unary<unsigned short, unsigned short>(op, x, y, n, p, s);
-    case ElemType::I32: return launch_unary<int, int>(op, x, y, n, p, s);
-    case ElemType::U32: return launch_unary<unsigned, unsigned>(op, x, y, n, p, s);
-    case ElemType::I64: return launch_unary<long long, long long>(op, x, y, n, p, s);
-    case ElemType::U64: return launch_unary<unsigned long long, unsigned long long>(op, x, y, n, p, s);
+cudaError_t to_type(UnaryOp op, const void* x, ElemType xt, void* y, ElemType yt, unsigned long long n,
+                    const UnaryParams& p, cudaStream_t s) {
+  switch (yt) {
+    case ElemType::F32: return from_any<float>(op, x, xt, y, n, p, s);
+    case ElemType::F16: return from_any<__half>(op, x, xt, y, n, p, s);
+    case ElemType::BF16: return from_any<__nv_bfloat16>(op, x, xt, y, n, p, s);
+    case ElemType::I8: return from_any<signed char>(op, x, xt, y, n, p, s);
+    case ElemType::U8: return from_any<unsigned char>(op, x, xt, y, n, p, s);
+    case ElemType::I16: return from_any<short>(op, x, xt, y, n, p, s);
+    case ElemType::U16: return from_any<unsigned short>(op, x, xt, y, n, p, s);
+    case ElemType::I32: return from_any<int>(op, x, xt, y, n, p, s);
+    case ElemType::U32: return from_any<unsigned>(op, x, xt, y, n, p, s);
+    case ElemType::I64: return from_any<long long>(op, x, xt, y, n, p, s);
+    case ElemType::U64: return from_any<unsigned long long>(op, x, xt, y, n, p, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -201,19 +213,11 @@ cudaError_t int_to_int(UnaryOp op, const void* x, ElemType t, void* y, unsigned 
 cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, ElemType yt, std::size_t n,
                          const UnaryParams& p, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
-  if (is_float(yt)) {
-    if (op != UnaryOp::CAST && xt != yt) return cudaErrorInvalidValue;
-    if (yt == ElemType::F16) return to_float<__half>(op, x, xt, y, n, p, s);
-    if (yt == ElemType::BF16) return to_float<__nv_bfloat16>(op, x, xt, y, n, p, s);
-    return to_float<float>(op, x, xt, y, n, p, s);
-  }
-  if (yt == ElemType::I8 && is_float(xt)) {  // IsNaN, IsInf
-    if (xt == ElemType::F16) return launch_unary<__half, signed char>(op, x, y, n, p, s);
-    if (xt == ElemType::BF16) return launch_unary<__nv_bfloat16, signed char>(op, x, y, n, p, s);
-    return launch_unary<float, signed char>(op, x, y, n, p, s);
-  }
-  if (xt == yt) return int_to_int(op, x, xt, y, n, p, s);
-  return cudaErrorInvalidValue;
+  const bool cast = op == UnaryOp::CAST || op == UnaryOp::CAST_BOOL;
+  const bool to_bool = yt == ElemType::I8 && is_float(xt) && (op == UnaryOp::IS_NAN || op == UnaryOp::IS_INF);
+  if (!cast && !to_bool && xt != yt) return cudaErrorInvalidValue;  // the op's math keeps the type
+  if (!cast && !to_bool && xt == ElemType::F64) return cudaErrorInvalidValue;  // float64: Cast only
+  return to_type(op, x, xt, y, yt, n, p, s);
 }
 
 }  // namespace benanza

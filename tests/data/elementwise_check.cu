@@ -6,8 +6,9 @@
 //     Or, Xor, Equal), with both operands broadcast, one broadcast, a scalar, and odd inner sizes
 //     (vectorized and scalar paths);
 //   * unary_kernel (cpp/src/unary_kernels.cu): every float op in fp32/fp16/bf16 (IsNaN and IsInf on
-//     inputs holding NaN and infinities, bool out), Abs/Neg/Sign/BitwiseNot on integers, Not on
-//     bool, and Cast from every integer type, on vectorizable and odd sizes.
+//     inputs holding NaN and infinities, bool out; Clip, Swish; Cast to bool and to int32),
+//     Abs/Neg/Sign/BitwiseNot on integers, Not on bool, and Cast from every integer type (to
+//     fp32, fp16, int32 and bool), on vectorizable and odd sizes.
 // Used by tests/test_elementwise_gpu.py. Prints one line per case: "ok NAME max_err" or
 // "bad NAME at I: got G want W"; exits non-zero on a mismatch.
 #include <cuda_bf16.h>
@@ -330,14 +331,17 @@ double ref_unary(UnaryOp op, double x, const UnaryParams& p) {
     case UnaryOp::THRESHOLDED_RELU: return x > p.alpha ? x : 0;
     case UnaryOp::CELU: return std::fmax(0.0, x) + std::fmin(0.0, p.alpha * (std::exp(x / p.alpha) - 1));
     case UnaryOp::SHRINK: return x < -p.alpha ? x + p.beta : x > p.alpha ? x - p.beta : 0;
+    case UnaryOp::CLIP: return std::fmin(std::fmax(x, static_cast<double>(p.alpha)), static_cast<double>(p.beta));
+    case UnaryOp::SWISH: return x / (1 + std::exp(-p.alpha * x));
+    case UnaryOp::CAST_BOOL: return x != 0;
     default: return NAN;
   }
 }
 
 template <typename T, typename TY>
 bool unary_case(const std::string& name, ElemType xt, ElemType yt, UnaryOp op, const UnaryParams& p, double lo, double hi,
-                std::size_t n, double tol, bool specials = false) {
-  auto x = values<T>(n, lo, hi, 3);
+                std::size_t n, double tol, bool specials = false, bool integers = false) {
+  auto x = values<T>(n, lo, hi, 3, integers);
   if constexpr (kFloat<T>)
     if (specials)  // NaN, +-inf and finite values around them
       for (std::size_t i = 0; i < n; i += 5)
@@ -353,18 +357,22 @@ bool unary_case(const std::string& name, ElemType xt, ElemType yt, UnaryOp op, c
   double worst = 0, bg = 0, bw = 0;
   for (std::size_t i = 0; i < n && bad == static_cast<std::size_t>(-1); ++i) {
     double want;
-    if constexpr (kFloat<T>) {
-      want = ref_unary(op, as_double(x[i]), p);
+    const double xd = as_double(x[i]);
+    if constexpr (kFloat<T> && kFloat<TY>) {
+      want = ref_unary(op, xd, p);
+    } else if constexpr (kFloat<T>) {  // bool (IsNaN, IsInf, Cast to bool) or a Cast to an integer (toward zero)
+      want = op == UnaryOp::CAST ? as_double(static_cast<TY>(std::trunc(xd))) : ref_unary(op, xd, p);
     } else if constexpr (kFloat<TY>) {
-      want = as_double(x[i]);  // Cast
+      want = xd;  // Cast from an integer type
     } else {
       using C = typename std::conditional<std::is_signed<T>::value, long long, unsigned long long>::type;
       const C v = static_cast<C>(x[i]);
-      C r = v;
+      C r = v;  // Cast
       if (op == UnaryOp::ABS) r = std::is_signed<C>::value && v < C(0) ? C(0) - v : v;
       if (op == UnaryOp::NEG) r = C(0) - v;
       if (op == UnaryOp::SIGN) r = (v > C(0)) - (std::is_signed<C>::value && v < C(0));
       if (op == UnaryOp::NOT) r = v == C(0);
+      if (op == UnaryOp::CAST_BOOL) r = v != C(0);
       if (op == UnaryOp::BITWISE_NOT) r = ~v;
       want = as_double(static_cast<TY>(r));
     }
@@ -397,7 +405,8 @@ bool float_unaries(const char* type, ElemType et, double tol) {
       {UnaryOp::SIGN, -2, 2, 0, 0},     {UnaryOp::SIN, -3, 3, 0, 0},       {UnaryOp::SINH, -2, 2, 0, 0},
       {UnaryOp::SOFTPLUS, -3, 3, 0, 0}, {UnaryOp::SOFTSIGN, -3, 3, 0, 0},  {UnaryOp::TAN, -1, 1, 0, 0},
       {UnaryOp::THRESHOLDED_RELU, -2, 2, 0.5, 0}, {UnaryOp::CELU, -2, 2, 0.7, 0},
-      {UnaryOp::SHRINK, -2, 2, 0.5, 0.25}, {UnaryOp::CAST, -2, 2, 0, 0},
+      {UnaryOp::SHRINK, -2, 2, 0.5, 0.25}, {UnaryOp::CAST, -2, 2, 0, 0}, {UnaryOp::CLIP, -2, 2, -1, 0.5},
+      {UnaryOp::SWISH, -3, 3, 0.5, 0},
   };
   bool ok = true;
   for (const Op& o : ops)
@@ -420,6 +429,10 @@ bool float_unaries(const char* type, ElemType et, double tol) {
                                    true);
   ok &= unary_case<T, signed char>(std::string("is_inf-negative-") + type, et, ElemType::I8, UnaryOp::IS_INF, neg_only,
                                    -2, 2, 1001, 0, true);
+  ok &= unary_case<T, signed char>(std::string("cast_bool-") + type, et, ElemType::I8, UnaryOp::CAST_BOOL, both, -2, 2,
+                                   4096, 0, false, true);  // integers: zeros occur
+  ok &= unary_case<T, int>(std::string("cast-") + type + "-to-int32", et, ElemType::I32, UnaryOp::CAST, both, -100, 100,
+                           1001, 0);
   return ok;
 }
 
@@ -435,6 +448,10 @@ bool int_unaries(const char* type, ElemType et) {
                              u ? 0 : -100, 100, 1001, 0);
   ok &= unary_case<T, __half>(std::string("cast-from-") + type + "-to-fp16", et, ElemType::F16, UnaryOp::CAST,
                               UnaryParams{}, u ? 0 : -100, 100, 4096, 0);
+  ok &= unary_case<T, int>(std::string("cast-from-") + type + "-to-int32", et, ElemType::I32, UnaryOp::CAST,
+                           UnaryParams{}, u ? 0 : -100, 100, 1001, 0);
+  ok &= unary_case<T, signed char>(std::string("cast_bool-from-") + type, et, ElemType::I8, UnaryOp::CAST_BOOL,
+                                   UnaryParams{}, u ? 0 : -100, 100, 4096, 0);
   return ok;
 }
 

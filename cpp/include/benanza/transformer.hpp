@@ -23,12 +23,13 @@ namespace benanza {
 enum class UnaryOp : int {
   GELU, GELU_TANH, ERF, EXP, LOG, SQRT, RECIPROCAL, NEG, ABS, POW, CAST,
   ACOS, ACOSH, ASIN, ASINH, ATAN, ATANH, CEIL, COS, COSH, FLOOR, HARD_SWISH, IS_INF, IS_NAN, MISH, NOT, ROUND, SELU,
-  SIGN, SIN, SINH, SOFTPLUS, SOFTSIGN, TAN, THRESHOLDED_RELU, CELU, SHRINK, BITWISE_NOT
+  SIGN, SIN, SINH, SOFTPLUS, SOFTSIGN, TAN, THRESHOLDED_RELU, CELU, SHRINK, BITWISE_NOT, CLIP, SWISH, CAST_BOOL
 };
 const char* unary_name(UnaryOp op);
 
 // The constants of a unary op: Pow's exponent; alpha and beta: Selu alpha and gamma, Celu alpha,
-// ThresholdedRelu alpha, Shrink lambd and bias, IsInf detect_negative and detect_positive (0 or 1).
+// ThresholdedRelu alpha, Shrink lambd and bias, IsInf detect_negative and detect_positive (0 or 1),
+// Clip min and max, Swish alpha.
 struct UnaryParams {
   float exponent = 0.0f, alpha = 0.0f, beta = 0.0f;
 };
@@ -39,8 +40,9 @@ struct UnaryParams {
 
 // y[i] = f(x[i]) (unary_kernels.cu), 16-byte vectors where the pointers allow; x has element type
 // `xt`, y has `yt`: float ops read and write the storage type (F32/F16/BF16) with float32 math;
-// IsNaN/IsInf read it and write bool (I8, 0 or 1); Cast reads any type and writes a float type;
-// Not (bool), BitwiseNot, Abs, Neg and Sign on integers read and write that type (integer math).
+// IsNaN/IsInf read it and write bool (I8, 0 or 1); Cast reads any type and writes any type (float
+// to integer: toward zero), CAST_BOOL any type to bool (nonzero is true); Not (bool), BitwiseNot,
+// Abs, Neg and Sign on integers read and write that type (integer math).
 // cudaErrorInvalidValue for other type pairs.
 cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, ElemType yt, std::size_t n,
                          const UnaryParams& p, cudaStream_t s);
@@ -87,9 +89,10 @@ struct PointwiseSpec {
   long long rows, cols;  // the packed tensor viewed as (rows, cols)
   float exponent;        // POW
   ElemType x_type, y_type;  // the storage type, or bool (I8) for NOT
+  float alpha;           // SWISH: its alpha (cuDNN's swish beta)
 };
 // One-node pointwise graph of the op's mode (GELU_FWD, ERF, ..., CEIL, COS, FLOOR, SIN, TAN,
-// SOFTPLUS_FWD, LOGICAL_NOT); ops without a cuDNN pointwise mode (CAST, ACOS, ...) record nothing.
+// SOFTPLUS_FWD, SWISH_FWD, LOGICAL_NOT); ops without a cuDNN pointwise mode (CAST, ACOS, ...) record nothing.
 // Bool tensors are given to cuDNN as INT8 (ONNX's 1-byte bool; cuDNN documents its BOOLEAN type as
 // bit-packed, 8 elements per byte, a different memory layout); cuDNN may refuse that (recorded).
 void run_pointwise_engines(Bench& b, const PointwiseSpec& spec, void* x, void* y);
