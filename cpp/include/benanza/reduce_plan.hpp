@@ -120,6 +120,38 @@ inline ReduceStage shape_stage(long long outer, long long r, long long inner, in
   return s;
 }
 
+// Drop group g (reduced) of the alternating groups and merge the kept groups on either side of it.
+inline void drop_group(long long* ext, bool* red, int& m, int g) {
+  for (int i = g; i + 1 < m; ++i) {
+    ext[i] = ext[i + 1];
+    red[i] = red[i + 1];
+  }
+  --m;
+  if (g > 0 && g < m && !red[g - 1] && !red[g]) {
+    ext[g - 1] *= ext[g];
+    for (int i = g; i + 1 < m; ++i) {
+      ext[i] = ext[i + 1];
+      red[i] = red[i + 1];
+    }
+    --m;
+  }
+}
+
+// Stage i reads x (i == 0) or the half the previous stage wrote, and writes half i % 2 of the
+// workspace (the last stage writes y); each half is sized for the largest result it holds.
+template <typename Plan>
+void assign_buffers(Plan& p) {
+  for (int i = 0; i < p.n; ++i) {
+    auto& s = p.st[i];
+    s.src = i == 0 ? -1 : (i - 1) % 2;
+    s.dst = i == p.n - 1 ? -1 : i % 2;
+    if (s.dst >= 0) {
+      const long long need = cdiv(s.out_count(), 64) * 64;
+      if (need > p.ws_elems[s.dst]) p.ws_elems[s.dst] = need;
+    }
+  }
+}
+
 }  // namespace reduce_detail
 
 // The plan for reducing packed x (dims `x`) to y (dims `y`: each y[d] is x[d] or 1), `nd` <= 8,
@@ -178,33 +210,12 @@ inline ReducePlan plan_reduce(const long long* x, const long long* y, int nd, in
       continue;
     }
     partials = false;
-    // drop the reduced group and merge the kept groups around it
-    for (int g = last_red; g + 1 < m; ++g) {
-      ext[g] = ext[g + 1];
-      red[g] = red[g + 1];
-    }
-    --m;
-    if (last_red > 0 && last_red < m && !red[last_red - 1] && !red[last_red]) {
-      ext[last_red - 1] *= ext[last_red];
-      for (int g = last_red; g + 1 < m; ++g) {
-        ext[g] = ext[g + 1];
-        red[g] = red[g + 1];
-      }
-      --m;
-    }
+    drop_group(ext, red, m, last_red);
     last_red = -1;
     for (int g = 0; g < m; ++g)
       if (red[g]) last_red = g;
   }
-  for (int i = 0; i < p.n; ++i) {  // stage i writes half i % 2 of the workspace, the last one y
-    ReduceStage& s = p.st[i];
-    s.src = i == 0 ? -1 : (i - 1) % 2;
-    s.dst = i == p.n - 1 ? -1 : i % 2;
-    if (s.dst >= 0) {
-      const long long need = cdiv(s.out_count(), 64) * 64;
-      if (need > p.ws_elems[s.dst]) p.ws_elems[s.dst] = need;
-    }
-  }
+  assign_buffers(p);
   p.ok = true;
   return p;
 }
