@@ -334,7 +334,8 @@ def _activation_case(cfg: L.ActivationConfig, job: Job) -> dict:
     if cfg.mode in ("hard_sigmoid", "swish"):
         coef = 1.0  # the proxy's clip; swish's beta (SiLU)
     return {"job": _job_init(job), "dims": c_array(_as4(cfg.shape), 4), "mode": mode,
-            "variant": variant, "coef": _num(coef), "label": cpp_string(cfg.mode)}
+            "variant": variant, "coef": _num(coef), "alpha": _num(float(cfg.alpha)), "beta": _num(float(cfg.beta)),
+            "label": cpp_string(cfg.mode)}
 
 
 def _bn_case(cfg: L.BatchNormConfig, job: Job) -> dict:
@@ -414,32 +415,75 @@ def collapse_broadcast(a: list[int], b: list[int]) -> tuple[list[int], list[int]
     return ra or [1], rb or [1]
 
 
+#: cudnnOpTensor's form of the float ops it has: (op, alpha1, alpha2, note)
+_OP_TENSOR = {
+    "add": ("CUDNN_OP_TENSOR_ADD", 1.0, 1.0, ""),
+    "sub": ("CUDNN_OP_TENSOR_ADD", 1.0, -1.0, "Sub as ADD with alpha2 = -1"),
+    "mul": ("CUDNN_OP_TENSOR_MUL", 1.0, 1.0, ""),
+    "div": ("CUDNN_OP_TENSOR_MUL", 1.0, 1.0,
+            "Div timed as MUL by the reciprocal (cudnnOpTensor has no DIV; same memory traffic)"),
+    "max": ("CUDNN_OP_TENSOR_MAX", 1.0, 1.0, ""),
+    "min": ("CUDNN_OP_TENSOR_MIN", 1.0, 1.0, ""),
+    "mean": ("CUDNN_OP_TENSOR_ADD", 0.5, 0.5, "Mean of 2 as ADD with alpha1 = alpha2 = 1/2"),
+}
+
+#: the harness kernel's op for each ElementwiseConfig op (benanza::PointwiseOp, harness.hpp)
+_POINTWISE_ENUM = {op: "PointwiseOp::" + "".join(w.capitalize() for w in op.split("_")) for op in L.ELEMENTWISE_OPS}
+_POINTWISE_ENUM.update({"fmod": "PointwiseOp::FMod", "prelu": "PointwiseOp::PRelu",
+                        "less_equal": "PointwiseOp::LessOrEqual", "greater_equal": "PointwiseOp::GreaterOrEqual",
+                        "bitwise_and": "PointwiseOp::BitAnd", "bitwise_or": "PointwiseOp::BitOr",
+                        "bitwise_xor": "PointwiseOp::BitXor"})
+
+
+def elementwise_input_ranges(cfg: L.ElementwiseConfig) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The uniform ranges the benchmark fills a and b with: finite outputs (b away from 0 for
+    Div/Mod, a positive base for Pow, shift counts below 8) and a mix of outcomes for comparisons;
+    integers are drawn from [floor(lo), floor(hi)), bool from {0, 1}."""
+    t = cfg.dtype
+    if t == "bool":
+        return (0.0, 2.0), (0.0, 2.0)
+    if t:
+        a = (0.0, 100.0) if t.startswith("u") else (-100.0, 100.0)
+        return a, ((0.0, 8.0) if cfg.op.startswith("shift") else (1.0, 100.0))
+    if cfg.op == "pow":
+        return (0.5, 1.5), (-1.0, 1.0)
+    if L.ELEMENTWISE_OPS[cfg.op][2]:
+        return (-1.0, 1.0), (-1.0, 1.0)
+    return (-1.0, 1.0), (0.5, 1.5)
+
+
+def _cudnn_op_tensor(cfg: L.ElementwiseConfig, a: list[int], b: list[int]) -> dict:
+    """cudnnOpTensor's form of the layer (it broadcasts B only: A is the full operand), or none."""
+    y = [max(p, q) for p, q in zip(a, b)]
+    if cfg.op not in _OP_TENSOR or cfg.dtype or (a != y and b != y) or len(y) > 5:
+        return {"cudnn": "false", "cnd": 4, "ca": c_array([1] * 5), "cb": c_array([1] * 5),
+                "op": "CUDNN_OP_TENSOR_ADD", "alpha1": "1.0", "alpha2": "1.0", "note": cpp_string("")}
+    swap = a != y
+    full, bcast = (b, a) if swap else (a, b)
+    op, alpha1, alpha2, note = _OP_TENSOR[cfg.op]
+    if swap and cfg.op == "sub":
+        alpha1, alpha2 = -1.0, 1.0  # a - b with a broadcast: (-1)*b + a
+    pad = 4 if len(full) <= 4 else 5
+    return {"cudnn": "true", "cnd": pad, "ca": c_array(full + [1] * (pad - len(full)), 5, 1),
+            "cb": c_array(bcast + [1] * (pad - len(bcast)), 5, 1), "op": op, "alpha1": _num(alpha1),
+            "alpha2": _num(alpha2), "note": cpp_string(note)}
+
+
 def _elementwise_case(cfg: L.ElementwiseConfig, job: Job) -> dict:
     if job.layout == "NHWC":  # channels-last memory: the dims packed as (N, spatial..., C)
         a, b = collapse_broadcast(channels_last(cfg.a), channels_last(cfg.b))
     else:
         a, b = collapse_broadcast(list(cfg.a), list(cfg.b))
-    y = [max(p, q) for p, q in zip(a, b)]
-    swap = a != y  # cudnnOpTensor broadcasts B only: A must be the full operand
-    full, bcast = (b, a) if swap else (a, b)
-    op, alpha1, alpha2, note = {
-        "add": ("CUDNN_OP_TENSOR_ADD", 1.0, 1.0, ""),
-        "sub": ("CUDNN_OP_TENSOR_ADD", 1.0, -1.0, "Sub as ADD with alpha2 = -1"),
-        "mul": ("CUDNN_OP_TENSOR_MUL", 1.0, 1.0, ""),
-        "div": ("CUDNN_OP_TENSOR_MUL", 1.0, 1.0,
-                "Div timed as MUL by the reciprocal (cudnnOpTensor has no DIV; same memory traffic)"),
-        "max": ("CUDNN_OP_TENSOR_MAX", 1.0, 1.0, ""),
-        "min": ("CUDNN_OP_TENSOR_MIN", 1.0, 1.0, ""),
-    }[cfg.op]
-    if swap and cfg.op == "sub":
-        alpha1, alpha2 = -1.0, 1.0  # a - b with a broadcast: (-1)*b + a
-    if len(full) > 5:
-        raise ValueError(f"elementwise shapes {cfg.a} x {cfg.b} do not collapse to 5 dims")
-    pad = 4 if len(full) <= 4 else 5
-    full = full + [1] * (pad - len(full))
-    bcast = bcast + [1] * (pad - len(bcast))
-    return {"job": _job_init(job), "nd": pad, "a": c_array(full, 5, 1), "b": c_array(bcast, 5, 1),
-            "op": op, "alpha1": _num(alpha1), "alpha2": _num(alpha2), "note": cpp_string(note)}
+    if len(a) > 8:
+        raise ValueError(f"elementwise shapes {cfg.a} x {cfg.b} do not collapse to 8 dims")
+    (alo, ahi), (blo, bhi) = elementwise_input_ranges(cfg)
+    case = {"job": _job_init(job), "nd": len(a), "a": c_array(a, 8, 1), "b": c_array(b, 8, 1),
+            "kop": _POINTWISE_ENUM[cfg.op], "stored": _num(bool(cfg.dtype)),
+            "et": _ELEM_ENUM[cfg.dtype] if cfg.dtype else "ElemType::F32", "out_bool": _num(cfg.out_dtype == "bool"),
+            "a_lo": _num(alo), "a_hi": _num(ahi), "b_lo": _num(blo), "b_hi": _num(bhi),
+            "graph": _num(cfg.dtype in ("", "bool")), "label": cpp_string(cfg.op + (f" {cfg.dtype}" if cfg.dtype else ""))}
+    case.update(_cudnn_op_tensor(cfg, a, b))
+    return case
 
 
 def _gemm_case(cfg: L.GemmConfig, job: Job) -> dict:
@@ -490,6 +534,8 @@ def _dropout_case(cfg: L.DropoutConfig, job: Job) -> dict:
 
 _REDUCE = {"mean": "CUDNN_REDUCE_TENSOR_AVG", "sum": "CUDNN_REDUCE_TENSOR_ADD",
            "max": "CUDNN_REDUCE_TENSOR_MAX", "min": "CUDNN_REDUCE_TENSOR_MIN"}
+#: the same ops for the harness's reduction kernel (benanza::reduce)
+_REDUCE_KERNEL = {"mean": "ReduceOp::Mean", "sum": "ReduceOp::Sum", "max": "ReduceOp::Max", "min": "ReduceOp::Min"}
 
 
 def _reduce_case(cfg: L.ReduceConfig, job: Job) -> dict:
@@ -499,7 +545,7 @@ def _reduce_case(cfg: L.ReduceConfig, job: Job) -> dict:
     nd = max(4, len(x))
     x, y = x + [1] * (nd - len(x)), y + [1] * (nd - len(y))
     return {"job": _job_init(job), "nd": nd, "x": c_array(x, 8, 1), "y": c_array(y, 8, 1),
-            "op": _REDUCE[cfg.op]}
+            "op": _REDUCE[cfg.op], "kop": _REDUCE_KERNEL[cfg.op]}
 
 
 def collapse_transfer(t: L.Transfer) -> tuple[list[int], list[int], list[int]]:
@@ -559,17 +605,29 @@ def _layernorm_case(cfg: L.LayerNormConfig, job: Job) -> dict:
 _UNARY_ENUM = {op: "UnaryOp::" + op.upper() for op in L.UNARY_OPS}
 _ELEM_ENUM = {"float32": "ElemType::F32", "float16": "ElemType::F16", "bfloat16": "ElemType::BF16",
               "float64": "ElemType::F64", "int64": "ElemType::I64", "int32": "ElemType::I32",
-              "int8": "ElemType::I8", "uint8": "ElemType::I8", "bool": "ElemType::I8"}
+              "int8": "ElemType::I8", "uint8": "ElemType::U8", "bool": "ElemType::I8", "int16": "ElemType::I16",
+              "uint16": "ElemType::U16", "uint32": "ElemType::U32", "uint64": "ElemType::U64"}
+#: the legacy cudnnOpTensor's unary ops: Sqrt on float data, Not on bool bytes
+_UNARY_OP_TENSOR = {"sqrt": "1", "not": "2"}
 
 
 def unary_input_range(cfg: L.UnaryConfig) -> tuple[float, float]:
-    """The uniform range the benchmark fills x with: inside the op's domain (finite outputs)."""
+    """The uniform range the benchmark fills x with: inside the op's domain (finite outputs);
+    integers are drawn from [floor(lo), floor(hi)), bool from {0, 1}."""
     if cfg.op == "pow" and abs(cfg.exponent) > 8:
         return 0.9, 1.1  # x ** e stays finite in float16
     if cfg.op in ("log", "sqrt", "reciprocal", "pow"):
         return 0.5, 1.5
+    if cfg.op in ("acos", "asin", "atanh"):
+        return -0.9, 0.9
+    if cfg.op == "acosh":
+        return 1.1, 3.0
     if cfg.op == "cast":
         return (-1.0, 1.0) if cfg.src.startswith(("float", "bfloat")) else (0.0, 2.0)
+    if cfg.src == "bool":
+        return 0.0, 2.0
+    if cfg.src in L.STORED_TYPES:
+        return (0.0, 200.0) if cfg.src.startswith("u") else (-100.0, 100.0)
     return -1.0, 1.0
 
 
@@ -577,12 +635,19 @@ def _unary_case(cfg: L.UnaryConfig, job: Job) -> dict:
     cols = cfg.shape[-1] if cfg.shape else 1
     rows = L.numel(cfg.shape) // max(cols, 1)
     lo, hi = unary_input_range(cfg)
-    cast = cfg.op == "cast"
-    label = cfg.op + (f" from {cfg.src}" if cast else f" {cfg.exponent:g}" if cfg.op == "pow" else "")
-    return {"job": _job_init(job), "rows": rows, "cols": cols, "op": _UNARY_ENUM[cfg.op],
-            "exponent": _num(float(cfg.exponent)), "cast": _num(cast),
-            "src": _ELEM_ENUM[cfg.src] if cast else "ElemType::F32", "lo": _num(lo), "hi": _num(hi),
-            "label": cpp_string(label)}
+    if cfg.op == "cast":
+        label = f"cast from {cfg.src}" + (f" to {cfg.dst}" if cfg.dst else "")
+    elif cfg.op == "pow":
+        label = f"pow {cfg.exponent:g}"
+    else:
+        label = cfg.op + (f" {cfg.src or cfg.dst}" if cfg.src or cfg.dst else "")
+    op = "UnaryOp::CAST_BOOL" if cfg.op == "cast" and cfg.dst == "bool" else _UNARY_ENUM[cfg.op]
+    return {"job": _job_init(job), "rows": rows, "cols": cols, "op": op,
+            "exponent": _num(float(cfg.exponent)), "alpha": _num(float(cfg.alpha)), "beta": _num(float(cfg.beta)),
+            "x_stored": _num(bool(cfg.src)), "xt": _ELEM_ENUM[cfg.src] if cfg.src else "ElemType::F32",
+            "y_stored": _num(bool(cfg.dst)), "yt": _ELEM_ENUM[cfg.dst] if cfg.dst else "ElemType::F32",
+            "legacy": _UNARY_OP_TENSOR.get(cfg.op, "0") if cfg.src in ("", "bool") else "0",
+            "lo": _num(lo), "hi": _num(hi), "label": cpp_string(label)}
 
 
 #: constant-index Gathers with at most this many indices are also timed as one cudaMemcpy2DAsync per index

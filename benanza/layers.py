@@ -353,21 +353,63 @@ class SoftmaxConfig(LayerConfig):
         return 5 * numel(self.shape)
 
 
-ELEMENTWISE_OPS = ("add", "sub", "mul", "div", "max", "min")
+#: element types a layer may store besides the precision's float type (ONNX TensorProto names,
+#: lower case) and their size in bytes; bool is ONNX's one byte per element
+STORED_TYPES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+                "uint64": 8}
+
+#: binary elementwise ops: their ONNX operators (ONNX operator spec), FLOPs per output element on
+#: float data (0 on integer and bool data, which have no floating-point operations; a library
+#: function such as pow or fmod counts as one, as in :data:`UNARY_OPS`), and whether the output is
+#: bool (1 byte per element)
+ELEMENTWISE_OPS = {
+    "add": ("Add, Sum of 2 inputs", 1, False),
+    "sub": ("Sub", 1, False),
+    "mul": ("Mul", 1, False),
+    "div": ("Div", 1, False),
+    "max": ("Max of 2 inputs", 1, False),
+    "min": ("Min of 2 inputs", 1, False),
+    "mean": ("Mean of 2 inputs: (a + b) / 2", 2, False),
+    "pow": ("Pow with a tensor exponent", 1, False),
+    "mod": ("Mod fmod=0 (integers): the remainder with the sign of the divisor", 1, False),
+    "fmod": ("Mod fmod=1: the remainder with the sign of the dividend (C fmod)", 1, False),
+    "prelu": ("PRelu: x < 0 ? slope * x : x, slope broadcast to x", 2, False),
+    "equal": ("Equal", 1, True),
+    "less": ("Less", 1, True),
+    "less_equal": ("LessOrEqual", 1, True),
+    "greater": ("Greater", 1, True),
+    "greater_equal": ("GreaterOrEqual", 1, True),
+    "and": ("And (bool)", 0, True),
+    "or": ("Or (bool)", 0, True),
+    "xor": ("Xor (bool)", 0, True),
+    "bitwise_and": ("BitwiseAnd (integers)", 0, False),
+    "bitwise_or": ("BitwiseOr (integers)", 0, False),
+    "bitwise_xor": ("BitwiseXor (integers)", 0, False),
+    "shift_left": ("BitShift direction=LEFT (unsigned integers)", 0, False),
+    "shift_right": ("BitShift direction=RIGHT (unsigned integers)", 0, False),
+}
 
 
 @dataclass(frozen=True)
 class ElementwiseConfig(LayerConfig):
-    """Binary elementwise op with ONNX (numpy) broadcasting: cudnnOpTensor / cudnnAddTensor.
+    """Binary elementwise op with ONNX (numpy) broadcasting (see :data:`ELEMENTWISE_OPS`).
 
-    a, b: input shapes padded to the output rank. Sub is ADD with alpha2 = -1; Div is timed as MUL
-    by the reciprocal (same memory traffic, the measurement says so).
+    a, b: input shapes padded to the output rank (either may broadcast); dtype: the element type
+    of a and b when they are not float ("" : the precision's float type; else a key of
+    :data:`STORED_TYPES`); the output is bool for comparisons and logical ops, else a's type.
+    Timed: the harness's vectorized kernel (``benanza::binary_pointwise``, broadcasting both
+    operands) always; cudnnOpTensor for add/sub/mul/div/max/min/mean on float data when one operand
+    has the output's shape (Sub is ADD with alpha2 = -1, Mean ADD with both alphas 1/2, Div MUL by
+    the reciprocal: same memory traffic, the measurement says so); and a one-node cuDNN pointwise
+    graph for the ops cuDNN's pointwise modes have (DIV, POW, MOD, CMP_*, LOGICAL_AND/OR).
+    FLOPs: output elements * the op's count (0 on integer or bool data).
     """
 
     kind: ClassVar[str] = "Elementwise"
     op: str
     a: Shape
     b: Shape
+    dtype: str = dataclasses.field(default="", metadata=OPTIONAL)
 
     def input_shapes(self):
         return [self.a, self.b]
@@ -375,8 +417,17 @@ class ElementwiseConfig(LayerConfig):
     def output_shape(self):
         return tuple(max(x, y) for x, y in zip(self.a, self.b))
 
+    @property
+    def out_dtype(self) -> str:
+        """The output's element type ("" : the precision's float type)."""
+        return "bool" if ELEMENTWISE_OPS[self.op][2] else self.dtype
+
+    def flops(self):
+        return 0 if self.dtype else numel(self.output_shape()) * ELEMENTWISE_OPS[self.op][1]
+
     def describe(self):
-        return f"Elementwise({self.op} {'x'.join(map(str, self.a))},{'x'.join(map(str, self.b))})"
+        t = f" {self.dtype}" if self.dtype else ""
+        return f"Elementwise({self.op}{t} {'x'.join(map(str, self.a))},{'x'.join(map(str, self.b))})"
 
 
 @dataclass(frozen=True)
@@ -754,12 +805,43 @@ UNARY_OPS = {
     "neg": ("Neg", 1),
     "abs": ("Abs", 1),
     "pow": ("Pow with a constant scalar exponent", 1),
-    "cast": ("Cast to the float type of the precision", 0),
+    "cast": ("Cast (CastLike) to the float type of the precision, to bool or to an integer type", 0),
+    "acos": ("Acos", 1),
+    "acosh": ("Acosh", 1),
+    "asin": ("Asin", 1),
+    "asinh": ("Asinh", 1),
+    "atan": ("Atan", 1),
+    "atanh": ("Atanh", 1),
+    "ceil": ("Ceil", 1),
+    "cos": ("Cos", 1),
+    "cosh": ("Cosh", 1),
+    "floor": ("Floor", 1),
+    "hard_swish": ("HardSwish: x * max(0, min(1, x / 6 + 1/2))", 5),
+    "is_inf": ("IsInf (alpha: detect_negative, beta: detect_positive, 0 or 1): bool output", 1),
+    "is_nan": ("IsNaN: bool output", 1),
+    "mish": ("Mish: x * tanh(log(1 + exp(x)))", 5),
+    "not": ("Not: bool input and output", 0),
+    "round": ("Round (half to even)", 1),
+    "selu": ("Selu (alpha, gamma as beta): x > 0 ? gamma * x : gamma * (alpha * exp(x) - alpha)", 5),
+    "sign": ("Sign", 1),
+    "sin": ("Sin", 1),
+    "sinh": ("Sinh", 1),
+    "softplus": ("Softplus: log(exp(x) + 1)", 3),
+    "softsign": ("Softsign: x / (1 + |x|)", 3),
+    "tan": ("Tan", 1),
+    "thresholded_relu": ("ThresholdedRelu (alpha): x > alpha ? x : 0", 1),
+    "celu": ("Celu (alpha): max(0, x) + min(0, alpha * (exp(x / alpha) - 1))", 7),
+    "shrink": ("Shrink (alpha: lambd, beta: bias): x < -lambd ? x + bias : x > lambd ? x - bias : 0", 3),
+    "bitwise_not": ("BitwiseNot: integer input and output", 0),
+    "clip": ("Clip (alpha: min, beta: max; an absent bound is -/+ FLT_MAX) other than Clip(0, max)", 2),
+    "swish": ("Swish (alpha): x * sigmoid(alpha * x)", 5),
 }
 
+#: the largest finite float32: Clip's absent bound
+FLT_MAX = 3.4028234663852886e38
+
 #: element types a Cast may read (ONNX TensorProto names, lower case) and their size in bytes
-CAST_SOURCES = {"int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1, "float64": 8, "float32": 4,
-                "float16": 2, "bfloat16": 2}
+CAST_SOURCES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, **STORED_TYPES}
 
 
 @dataclass(frozen=True)
@@ -767,11 +849,18 @@ class UnaryConfig(LayerConfig):
     """Unary elementwise op ``y = f(x)`` on a packed tensor (see :data:`UNARY_OPS`).
 
     shape: x and y; op: a key of :data:`UNARY_OPS`; exponent: Pow's constant scalar exponent (0 for
-    other ops); src: the element type Cast reads ("" for other ops: x has the precision's type).
-    Timed: a benanza CUDA kernel (one thread per element, float32 math; always), and for the ops the
-    cuDNN graph API has a pointwise mode for (GELU_FWD, GELU_APPROX_TANH_FWD, ERF, EXP, LOG, SQRT,
-    RECIPROCAL, NEG, ABS, POW; cudnn-frontend ``Graph::pointwise``) every engine config of that
-    one-node graph. FLOPs: numel * the per-element count of :data:`UNARY_OPS`.
+    other ops); src: the element type x is stored as when it is not the precision's float type
+    (Cast's source; "bool" for Not; an integer type for BitwiseNot and Abs/Neg/Sign on integers;
+    "" otherwise); dst: y's element type when it is not the precision's float type ("bool" for
+    IsNaN/IsInf/Not and Cast to bool, the integer type for integer ops and Casts to it, "" otherwise);
+    alpha, beta: the op's
+    attributes (see :data:`UNARY_OPS`; 0 for ops without any).
+    Timed: a benanza CUDA kernel (16-byte vectors, float32 math, integer math on integers; always),
+    cudnnOpTensor SQRT / NOT for Sqrt / Not, and for the ops the cuDNN graph API has a pointwise
+    mode for (GELU_FWD, GELU_APPROX_TANH_FWD, ERF, EXP, LOG, SQRT, RECIPROCAL, NEG, ABS, POW, CEIL,
+    COS, FLOOR, SIN, TAN, SOFTPLUS_FWD, SWISH_FWD, LOGICAL_NOT; cudnn-frontend ``Graph::pointwise``) every
+    engine config of that one-node graph. FLOPs: numel * the per-element count of
+    :data:`UNARY_OPS` (0 for ops on integer or bool data and for Cast).
     """
 
     kind: ClassVar[str] = "Unary"
@@ -779,6 +868,9 @@ class UnaryConfig(LayerConfig):
     op: str
     exponent: float = 0.0
     src: str = ""
+    alpha: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
+    beta: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
+    dst: str = dataclasses.field(default="", metadata=OPTIONAL)
 
     def input_shapes(self):
         return [self.shape]
@@ -787,10 +879,18 @@ class UnaryConfig(LayerConfig):
         return self.shape
 
     def flops(self):
+        if self.src in STORED_TYPES:
+            return 0
         return numel(self.shape) * UNARY_OPS[self.op][1]
 
     def describe(self):
-        extra = f" ^{self.exponent:g}" if self.op == "pow" else (f" from {self.src}" if self.src else "")
+        if self.op == "pow":
+            extra = f" ^{self.exponent:g}"
+        elif self.op == "cast":
+            extra = (f" from {self.src}" if self.src else "") + (f" to {self.dst}" if self.dst else "")
+        else:
+            extra = f" {self.src or self.dst}" if (self.src or self.dst) else ""
+            extra += "".join(f" {n}={v:g}" for n, v in (("alpha", self.alpha), ("beta", self.beta)) if v)
         return f"Unary({self.op}{extra} {'x'.join(map(str, self.shape))})"
 
 

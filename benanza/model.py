@@ -656,7 +656,10 @@ def _map_activation(node, ctx, attrs):
             return L.ActivationConfig(shape=x, mode="relu")
         if lo == 0.0 and hi is not None and math.isfinite(hi) and hi > 0:
             return L.ActivationConfig(shape=x, mode="clipped_relu", alpha=float(hi))
-        raise Unsupported(f"Clip({lo}, {hi}) has no cuDNN activation (only Clip(0, max))")
+        # any other bounds: the harness's unary kernel (cuDNN's CLIPPED_RELU clips at 0 only)
+        lo = -L.FLT_MAX if lo is None else max(float(lo), -L.FLT_MAX)
+        hi = L.FLT_MAX if hi is None else min(float(hi), L.FLT_MAX)
+        return L.UnaryConfig(shape=x, op="clip", alpha=lo, beta=hi)
     raise Unsupported(f"no activation mapping for {op}")
 
 
@@ -716,15 +719,73 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple, tuple, tu
     return a, b, tuple(y)
 
 
+#: ONNX's integer and bool element types by the names of :data:`benanza.layers.STORED_TYPES`
+_STORED_NAMES = {onnx.TensorProto.BOOL: "bool", onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8",
+                 onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.INT32: "int32",
+                 onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.UINT64: "uint64"}
+
+#: ONNX binary elementwise operators -> ELEMENTWISE_OPS (Mod and BitShift pick theirs by attribute)
+_BINARY = {"Add": "add", "Sum": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Max": "max", "Min": "min",
+           "Mean": "mean", "Pow": "pow", "PRelu": "prelu", "Equal": "equal", "Less": "less",
+           "LessOrEqual": "less_equal", "Greater": "greater", "GreaterOrEqual": "greater_equal", "And": "and",
+           "Or": "or", "Xor": "xor", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or",
+           "BitwiseXor": "bitwise_xor"}
+#: the element types each family of ops is defined on (ONNX operator spec): logical ops read bool,
+#: bitwise ops and BitShift integers, Mod with fmod=0 integers; comparisons also read bool (Equal)
+_BOOL_ONLY = {"and", "or", "xor"}
+_INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right", "mod"}
+#: variadic operators: benchmarked with exactly 2 inputs
+_VARIADIC = {"Sum", "Mean", "Max", "Min"}
+
+
+def _elem_name(ctx: _Ctx, name: str, op: str) -> str:
+    """"" for a float tensor, the stored type's name for bool and integers; Unsupported otherwise."""
+    t = ctx.types.get(name)
+    if t in _FLOAT_TYPES:
+        return ""
+    if t in _STORED_NAMES:
+        return _STORED_NAMES[t]
+    tname = onnx.TensorProto.DataType.Name(t) if t in onnx.TensorProto.DataType.values() else "an unknown type"
+    raise Unsupported(f"{op} of {tname} data is not benchmarked")
+
+
+def _binary_op(node, attrs) -> str:
+    op = node.op_type
+    if op == "Mod":
+        return "fmod" if int(attrs.get("fmod", 0)) else "mod"
+    if op == "BitShift":
+        d = str(attrs.get("direction", ""))
+        if d not in ("LEFT", "RIGHT"):
+            raise Unsupported(f"BitShift direction {d!r} (LEFT or RIGHT)")
+        return "shift_left" if d == "LEFT" else "shift_right"
+    return _BINARY[op]
+
+
 def _map_elementwise(node, ctx, attrs):
+    """Binary elementwise ops with numpy broadcasting of both operands -> ElementwiseConfig
+    (the element types the ONNX operator spec defines the op on; 2-input Sum/Mean/Max/Min)."""
+    ins = [i for i in node.input if i]
+    if node.op_type in _VARIADIC and len(ins) != 2:
+        raise Unsupported(f"{node.op_type} of {len(ins)} input(s): only the 2-input form is benchmarked "
+                          f"(1 input is a copy; more would be a chain of 2-input ops)")
+    op = _binary_op(node, attrs)
     a = _need(ctx.shape(node.input[0]), "input A")
     b = _need(ctx.shape(node.input[1]), "input B")
+    ta, tb = _elem_name(ctx, node.input[0], node.op_type), _elem_name(ctx, node.input[1], node.op_type)
+    if ta != tb or (not ta and ctx.types.get(node.input[0]) != ctx.types.get(node.input[1])):
+        raise Unsupported(f"{node.op_type} of operands with different element types")
+    if op in _BOOL_ONLY and ta != "bool":
+        raise Unsupported(f"{node.op_type} reads bool tensors, not {ta or 'float'}")
+    if op in _INT_ONLY and ta in ("", "bool"):
+        raise Unsupported(f"{node.op_type}{' fmod=0' if op == 'mod' else ''} reads integer tensors, not {ta or 'float'}")
+    if ta == "bool" and op not in _BOOL_ONLY | {"equal"}:
+        raise Unsupported(f"{node.op_type} of bool tensors is not an ONNX operator")
     a, b, y = _broadcast(a, b)
-    if a != y and b != y:
-        raise Unsupported(f"both operands broadcast ({a}, {b}); cudnnOpTensor broadcasts only one")
+    if op == "prelu" and a != y:
+        raise Unsupported(f"PRelu slope {b} does not broadcast to X {a}")
     if len(y) > 8:
         raise Unsupported(f"rank {len(y)} > 8")
-    return L.ElementwiseConfig(op=node.op_type.lower(), a=a, b=b)
+    return L.ElementwiseConfig(op=op, a=a, b=b, dtype=ta)
 
 
 def _map_gemm(node, ctx, attrs):
@@ -968,44 +1029,91 @@ def _map_layernorm(node, ctx, attrs):
 
 
 _UNARY = {"Erf": "erf", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg",
-          "Abs": "abs"}
+          "Abs": "abs", "Acos": "acos", "Acosh": "acosh", "Asin": "asin", "Asinh": "asinh", "Atan": "atan",
+          "Atanh": "atanh", "Ceil": "ceil", "Cos": "cos", "Cosh": "cosh", "Floor": "floor", "HardSwish": "hard_swish",
+          "Mish": "mish", "Round": "round", "Sign": "sign", "Sin": "sin", "Sinh": "sinh", "Softplus": "softplus",
+          "Softsign": "softsign", "Tan": "tan"}
+#: unary ops ONNX also defines on integers (integer math, same type out)
+_UNARY_INT = {"Abs", "Neg", "Sign"}
+
+#: ONNX defaults of Selu (alpha, gamma: float32 values of the spec's constants)
+_SELU_ALPHA, _SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
+
+
+def _unary_with_attrs(op: str, x, attrs) -> L.UnaryConfig:
+    """The unary ops with attributes or a bool output (IsNaN, IsInf, Selu, Celu, ThresholdedRelu, Swish,
+    Shrink)."""
+    f = lambda name, default: float(attrs.get(name, default))  # noqa: E731
+    if op == "IsNaN":
+        return L.UnaryConfig(shape=x, op="is_nan", dst="bool")
+    if op == "IsInf":
+        return L.UnaryConfig(shape=x, op="is_inf", alpha=f("detect_negative", 1), beta=f("detect_positive", 1),
+                             dst="bool")
+    if op == "Selu":
+        return L.UnaryConfig(shape=x, op="selu", alpha=f("alpha", _SELU_ALPHA), beta=f("gamma", _SELU_GAMMA))
+    if op == "Celu":
+        if f("alpha", 1.0) == 0.0:
+            raise Unsupported("Celu with alpha 0 (divides by alpha)")
+        return L.UnaryConfig(shape=x, op="celu", alpha=f("alpha", 1.0))
+    if op == "ThresholdedRelu":
+        return L.UnaryConfig(shape=x, op="thresholded_relu", alpha=f("alpha", 1.0))
+    if op == "Swish":
+        return L.UnaryConfig(shape=x, op="swish", alpha=f("alpha", 1.0))
+    return L.UnaryConfig(shape=x, op="shrink", alpha=f("lambd", 0.5), beta=f("bias", 0.0))
 
 
 def _map_unary(node, ctx, attrs):
     x = tuple(_need(ctx.shape(node.input[0]), "input"))
     op = node.op_type
+    t = _elem_name(ctx, node.input[0], op)
+    if op == "Not":
+        if t != "bool":
+            raise Unsupported(f"Not reads bool tensors, not {t or 'float'}")
+        return L.UnaryConfig(shape=x, op="not", src="bool", dst="bool")
+    if op == "BitwiseNot":
+        if t in ("", "bool"):
+            raise Unsupported(f"BitwiseNot reads integer tensors, not {t or 'float'}")
+        return L.UnaryConfig(shape=x, op="bitwise_not", src=t, dst=t)
+    if op == "Pow":
+        v = ctx.value(node.input[1])
+        if t or v is None or np.asarray(v).size != 1:
+            return _map_elementwise(node, ctx, attrs)  # a tensor exponent or integers: the binary op
+        e = float(np.asarray(v).reshape(-1)[0])
+        if not math.isfinite(e):
+            raise Unsupported(f"Pow with a non-finite exponent {e}")
+        return L.UnaryConfig(shape=x, op="pow", exponent=e)
+    if t:
+        if op in _UNARY_INT and t != "bool":
+            return L.UnaryConfig(shape=x, op=_UNARY[op], src=t, dst=t)
+        raise Unsupported(f"{op} of {t} data (ONNX defines it on floats)")
     if op == "Gelu":
         approx = attrs.get("approximate", "none")
         if approx not in ("none", "tanh"):
             raise Unsupported(f"Gelu approximate={approx!r} (only 'none' and 'tanh')")
         return L.UnaryConfig(shape=x, op="gelu" if approx == "none" else "gelu_tanh")
-    if op == "Pow":
-        v = ctx.value(node.input[1])
-        if v is None or np.asarray(v).size != 1:
-            raise Unsupported("Pow with an exponent that is not a constant scalar")
-        e = float(np.asarray(v).reshape(-1)[0])
-        if not math.isfinite(e):
-            raise Unsupported(f"Pow with a non-finite exponent {e}")
-        return L.UnaryConfig(shape=x, op="pow", exponent=e)
-    return L.UnaryConfig(shape=x, op=_UNARY[op])
+    if op in _UNARY:
+        return L.UnaryConfig(shape=x, op=_UNARY[op])
+    return _unary_with_attrs(op, x, attrs)
 
 
-_CAST_NAMES = {onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT8: "int8",
-               onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool", onnx.TensorProto.DOUBLE: "float64",
-               onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
-               onnx.TensorProto.BFLOAT16: "bfloat16"}
+_CAST_NAMES = {**_STORED_NAMES, onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.FLOAT: "float32",
+               onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 
 
 def _map_cast(node, ctx, attrs):
+    """Cast (and CastLike, to the type of its second input) to a float type (the precision's), to
+    bool or to an integer type; x is read as its own type."""
     x = tuple(_need(ctx.shape(node.input[0]), "input"))
-    to = attrs.get("to")
-    if to not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
-        name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else str(to)
-        raise Unsupported(f"Cast to {name} (only casts to a float type are benchmarked)")
+    to = attrs.get("to") if node.op_type == "Cast" else ctx.types.get(node.input[1])
     src = _CAST_NAMES.get(ctx.types.get(node.input[0]))
     if src is None:
         raise Unsupported("Cast from an element type that is not benchmarked")
-    return L.UnaryConfig(shape=x, op="cast", src=src)
+    if to in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
+        return L.UnaryConfig(shape=x, op="cast", src=src)
+    if to in _STORED_NAMES:  # (a Cast to its own type is a zero-cost layer, see _map_node)
+        return L.UnaryConfig(shape=x, op="cast", src=src, dst=_STORED_NAMES[to])
+    name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else str(to)
+    raise Unsupported(f"Cast to {name} (casts to float32/16, bfloat16, bool and integer types are benchmarked)")
 
 
 def _map_gather(node, ctx, attrs):
@@ -1088,6 +1196,19 @@ _MAPPERS.update({
     "Log": _map_unary, "Sqrt": _map_unary, "Reciprocal": _map_unary, "Neg": _map_unary, "Abs": _map_unary,
     "Pow": _map_unary, "Cast": _map_cast, "Gather": _map_gather, "GatherND": _map_gathernd, "Where": _map_where,
 })
+# every other elementwise operator ONNX defines (issue 14): unary ops and their attributes, binary
+# ops with broadcasting and their element types
+_MAPPERS.update({op: _map_unary for op in _UNARY})
+_MAPPERS.update({op: _map_unary for op in ("Not", "BitwiseNot", "IsNaN", "IsInf", "Selu", "Celu", "ThresholdedRelu",
+                                           "Shrink", "Swish")})
+_MAPPERS["CastLike"] = _map_cast
+_MAPPERS.update({op: _map_elementwise for op in _BINARY if op != "Pow"})
+_MAPPERS.update({"Mod": _map_elementwise, "BitShift": _map_elementwise})
+
+#: ops whose mapper checks the element types itself (the others must read a float tensor)
+_TYPED_OPS = {"Concat", "Transpose", "Slice", "Pad", "Cast", "CastLike", "Where", "Not", "BitwiseNot", "Pow", "Mod",
+              "BitShift"}
+_TYPED_OPS |= _UNARY_INT | (set(_BINARY) - {"Mean", "PRelu"})
 
 
 def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | None, str]:
@@ -1111,16 +1232,16 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
                 return "zero_cost", None, "Dropout in inference is an identity"
             x = tuple(_need(ctx.shape(node.input[0]), "input"))
             return "benchmark", L.DropoutConfig(shape=x, ratio=float(ratio)), ""
-        if op == "Cast":
-            if ctx.types.get(node.input[0]) == attrs.get("to"):
-                return "zero_cost", None, "Cast to the same type is an identity"
+        if op in ("Cast", "CastLike"):
+            to = attrs.get("to") if op == "Cast" else ctx.types.get(node.input[1])
+            if ctx.types.get(node.input[0]) == to:
+                return "zero_cost", None, f"{op} to the same type is an identity"
         mapper = _MAPPERS.get(op)
         if mapper is None:
             raise Unsupported(f"no benchmark for {op}")
         if any(s is None for s in out_shapes):
             raise Unsupported("output shape unknown after shape inference")
-        if float_in and float_in[0] not in _FLOAT_TYPES and op not in ("Concat", "Transpose", "Slice", "Pad", "Cast", "Where",
-                                                                       "Gather", "GatherND"):
+        if float_in and float_in[0] not in _FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
         cfg = mapper(node, ctx, attrs)
         if math.prod(cfg.output_shape()) != math.prod(out_shapes[0]):

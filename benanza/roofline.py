@@ -9,7 +9,9 @@ Minimum bytes: every input tensor read once and the output written once, in the 
 of the precision (:data:`BYTES_PER_ELEMENT`; fp8 GEMMs read 1-byte E4M3 inputs and write a 2-byte
 output, their other layers run in fp16), with the exceptions that change what a layer must touch:
 a Slice or Gather reads only the elements it outputs (plus 8-byte int64 indices), Where's condition
-is 1 byte per element, LayerNorm's scale and bias are float32, an LSTM/GRU reads its weight matrices
+is 1 byte per element, LayerNorm's scale and bias are float32, unary and binary elementwise ops
+on bool or integer data move their stored element size (:data:`benanza.layers.STORED_TYPES`; a
+bool output, of IsNaN or a comparison, is 1 byte; a Cast reads its source type), an LSTM/GRU reads its weight matrices
 (gates x hidden x (input + hidden) per direction) once. Caches can only lower DRAM traffic below
 this when data is reused across layers, which the per-layer model does not count. FLOPs are the
 configs' own :meth:`benanza.layers.LayerConfig.flops` (a multiply-add is 2 FLOPs).
@@ -72,9 +74,14 @@ def min_bytes(config: L.LayerConfig, precision: str = "fp32") -> int:
         if config.op == "Slice":
             return ib * y + ob * y
         return ib * sum(n(s) for s in config.inputs) + ob * y
-    if k == "Unary" and config.src:
-        src = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(config.src, ib)
-        return src * n(config.shape) + ob * y
+    if k == "Unary":
+        src = L.CAST_SOURCES.get(config.src, ib) if config.src else ib
+        dst = L.STORED_TYPES.get(config.dst, ob) if config.dst else ob
+        return src * n(config.shape) + dst * y
+    if k == "Elementwise":
+        eb = L.STORED_TYPES[config.dtype] if config.dtype else ib
+        out = L.STORED_TYPES[config.out_dtype] if config.out_dtype else ob
+        return eb * (n(config.a) + n(config.b)) + out * y
     return ib * sum(n(s) for s in config.input_shapes()) + ob * y
 
 

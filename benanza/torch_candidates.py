@@ -73,6 +73,16 @@ class Ctx:
             t = t.abs() + 0.5
         return t.to(dtype or self.dtype)
 
+    def typed(self, shape, type_name: str = "", positive: bool = False):
+        """Random values of ``type_name`` (a key of :data:`benanza.layers.STORED_TYPES`, or "" for the
+        precision's float type): bools half true, integers in [1, 8) (valid shifts and divisors)."""
+        torch = self.torch
+        if not type_name:
+            return self.randn(shape, positive=positive)
+        if type_name == "bool":
+            return torch.randint(0, 2, tuple(shape), device=self.device).bool()
+        return torch.randint(1, 8, tuple(shape), device=self.device, dtype=getattr(torch, type_name))
+
     def fmt(self, t):
         """Channels-last memory for the image tensors of an NHWC job (rank 4 or 5)."""
         if not self.nhwc or t.dim() not in (4, 5):
@@ -229,18 +239,36 @@ def _softmax(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{'_log_softmax' if cfg.log else '_softmax'}", _algo(c), fn, L.numel(cfg.shape))
 
 
-#: ElementwiseConfig ops -> torch functions
-_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "max": "maximum", "min": "minimum"}
+#: ElementwiseConfig ops -> the torch function PyTorch runs for them (benanza.layers.ELEMENTWISE_OPS)
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "max": "maximum", "min": "minimum",
+           "pow": "pow", "mod": "remainder", "fmod": "fmod", "equal": "eq", "less": "lt", "less_equal": "le",
+           "greater": "gt", "greater_equal": "ge", "and": "logical_and", "or": "logical_or", "xor": "logical_xor",
+           "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
+           "shift_left": "bitwise_left_shift", "shift_right": "bitwise_right_shift"}
 
 
 def _elementwise(c: Ctx) -> Candidate:
-    cfg, torch = c.cfg, c.torch
+    cfg, torch, F = c.cfg, c.torch, _F(c)
+    dt = getattr(cfg, "dtype", "")
+    a = c.typed(cfg.a, dt, positive=cfg.op == "pow")
+    b = c.typed(cfg.b, dt)
+    a = c.fmt(a) if L.numel(cfg.a) > 1 else a
+    b = c.fmt(b) if L.numel(cfg.b) > 1 else b
+    y = L.numel(cfg.output_shape())
+    if cfg.op == "mean":
+        return Candidate("torch:aten::add+div", _algo(c), lambda: torch.add(a, b).div_(2), y)
+    if cfg.op == "prelu":
+        per_channel = len(cfg.a) >= 2 and L.numel(cfg.b) in (1, cfg.a[1]) and \
+            all(d == 1 for i, d in enumerate(cfg.b) if i != 1)
+        if per_channel:
+            w = b.reshape(-1)
+            return Candidate("torch:aten::prelu", _algo(c), lambda: F.prelu(a, w), y)
+        return Candidate("torch:aten::lt+mul+where", _algo(c), lambda: torch.where(a < 0, a * b, a), y,
+                         "PRelu with a slope that is not per channel: where(x < 0, slope * x, x)")
     if cfg.op not in _BINARY:
         raise NotSupported(f"elementwise op {cfg.op}")
-    a = c.fmt(c.randn(cfg.a)) if L.numel(cfg.a) > 1 else c.randn(cfg.a)
-    b = c.fmt(c.randn(cfg.b)) if L.numel(cfg.b) > 1 else c.randn(cfg.b)
     op = getattr(torch, _BINARY[cfg.op])
-    return Candidate(f"torch:aten::{_BINARY[cfg.op]}", _algo(c), lambda: op(a, b), L.numel(cfg.output_shape()))
+    return Candidate(f"torch:aten::{_BINARY[cfg.op]}", _algo(c), lambda: op(a, b), y)
 
 
 def _gemm_fn(c: Ctx, g: L.GemmConfig):
@@ -375,19 +403,49 @@ def _unary(c: Ctx) -> Candidate:
             x = torch.randint(0, 2, cfg.shape, device=c.device).bool()
         else:
             x = torch.randint(0, 100, cfg.shape, device=c.device, dtype=src)
-        return Candidate("torch:aten::_to_copy", "default", lambda: x.to(c.dtype), n)
-    positive = cfg.op in ("log", "sqrt", "reciprocal", "pow")
-    x = c.randn(cfg.shape, positive=positive)
-    e = float(cfg.exponent)
-    ops = {"gelu": ("gelu", lambda: F.gelu(x)), "gelu_tanh": ("gelu", lambda: F.gelu(x, approximate="tanh")),
-           "erf": ("erf", lambda: torch.erf(x)), "exp": ("exp", lambda: torch.exp(x)),
-           "log": ("log", lambda: torch.log(x)), "sqrt": ("sqrt", lambda: torch.sqrt(x)),
-           "reciprocal": ("reciprocal", lambda: torch.reciprocal(x)), "neg": ("neg", lambda: torch.neg(x)),
-           "abs": ("abs", lambda: torch.abs(x)), "pow": ("pow", lambda: torch.pow(x, e))}
+        dst = getattr(torch, cfg.dst) if getattr(cfg, "dst", "") else c.dtype
+        return Candidate("torch:aten::_to_copy", "default", lambda: x.to(dst), n)
+    x = _unary_input(c, cfg)
+    ops = _unary_ops(c, cfg, x)
     if cfg.op not in ops:
         raise NotSupported(f"unary op {cfg.op}")
     name, fn = ops[cfg.op]
     return Candidate(f"torch:aten::{name}", "default", fn, n)
+
+
+def _unary_input(c: Ctx, cfg: L.UnaryConfig):
+    """A random input in the op's domain (positive for log and sqrt, within [-1, 1] for asin...)."""
+    src = cfg.src if cfg.src in L.STORED_TYPES else ""
+    if src or cfg.op in ("not", "bitwise_not"):
+        return c.typed(cfg.shape, src or ("bool" if cfg.op == "not" else "int32"))
+    x = c.randn(cfg.shape, positive=cfg.op in ("log", "sqrt", "reciprocal", "pow", "acosh"))
+    if cfg.op in ("acos", "asin", "atanh"):
+        x = c.torch.tanh(x)
+    if cfg.op == "acosh":
+        x = x + 1.0
+    return x
+
+
+def _unary_ops(c: Ctx, cfg: L.UnaryConfig, x) -> dict:
+    """op -> (ATen name, callable) for :data:`benanza.layers.UNARY_OPS`."""
+    F, torch = _F(c), c.torch
+    e, a, b = float(cfg.exponent), float(getattr(cfg, "alpha", 0.0)), float(getattr(cfg, "beta", 0.0))
+    ops = {"gelu": ("gelu", lambda: F.gelu(x)), "gelu_tanh": ("gelu", lambda: F.gelu(x, approximate="tanh")),
+           "pow": ("pow", lambda: torch.pow(x, e)), "hard_swish": ("hardswish", lambda: F.hardswish(x)),
+           "is_inf": ("isinf", lambda: torch.isinf(x)), "is_nan": ("isnan", lambda: torch.isnan(x)),
+           "mish": ("mish", lambda: F.mish(x)), "not": ("logical_not", lambda: torch.logical_not(x)),
+           "softplus": ("softplus", lambda: F.softplus(x)), "softsign": ("softsign", lambda: F.softsign(x)),
+           "thresholded_relu": ("threshold", lambda: F.threshold(x, a, 0.0)), "celu": ("celu", lambda: F.celu(x, a)),
+           "clip": ("clamp", lambda: torch.clamp(x, a, b)), "selu": ("selu", lambda: F.selu(x)),
+           "swish": ("silu", lambda: F.silu(x)) if a in (0.0, 1.0) else ("mul+sigmoid+mul",
+                                                                         lambda: x * torch.sigmoid(x * a)),
+           "shrink": ("softshrink", lambda: F.softshrink(x, a)) if a == b else
+           ("hardshrink", lambda: F.hardshrink(x, a)) if b == 0 else
+           ("where", lambda: torch.where(x < -a, x + b, torch.where(x > a, x - b, torch.zeros_like(x))))}
+    for name in ("erf", "exp", "log", "sqrt", "reciprocal", "neg", "abs", "acos", "acosh", "asin", "asinh", "atan",
+                 "atanh", "ceil", "cos", "cosh", "floor", "round", "sign", "sin", "sinh", "tan", "bitwise_not"):
+        ops[name] = (name, (lambda f: lambda: f(x))(getattr(torch, name)))
+    return ops
 
 
 def _gather(c: Ctx) -> Candidate:

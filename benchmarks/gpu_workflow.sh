@@ -120,12 +120,14 @@ pack_profiles() {  # pack_profiles N: the profile folders into OUTDIR
   for f in $(ls "$W"/logs.tar.part* | head -"$1"); do cp "$f" "$OUTDIR/"; done
 }
 
-copycheck() {  # the strided-copy and pointwise kernels against CPU references, with the copy rates
+copycheck() {  # the strided-copy, pointwise, reduction and elementwise kernels against CPU references, with
+  # the copy and reduction rates
   # (from /tmp: `python -m pytest` puts the working directory first on sys.path, and the source tree
   # has no compiled benanza._native, so every GPU test would skip)
-  (cd /tmp && timeout 200 python3 -m pytest -q -s -p no:cacheprovider "$REPO/tests/test_strided_copy_gpu.py" \
-      "$REPO/tests/test_pointwise_gpu.py" 2>&1) \
-      | grep -E "(vit|concat|slice|pad)-?[a-zT]* [0-9] ok|passed|failed|skipped|rror|^bad|fp32|fp16|bf16" | cut -c1-200
+  (cd /tmp && timeout 400 python3 -m pytest -q -s -p no:cacheprovider "$REPO/tests/test_strided_copy_gpu.py" \
+      "$REPO/tests/test_pointwise_gpu.py" "$REPO/tests/test_reduce_gpu.py" "$REPO/tests/test_elementwise_gpu.py" 2>&1) \
+      | grep -E "(vit|concat|slice|pad)-?[a-zT]* [0-9] ok|passed|failed|skipped|rror|^bad|fp32|fp16|bf16|^rate|check:" \
+      | cut -c1-200
   echo "kernel checks: $(el) s"
 }
 

@@ -374,3 +374,87 @@ def mlp_model(path, opset=20):
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path
+
+
+def elementwise_ops_model(path, opset=18):
+    """Every elementwise operator ONNX defines beyond the ones the first models covered, one node
+    each (hostile names on a few), on [N, 4, 8] tensors: float x, bool m and m2, int64 k and k2,
+    uint8 u and u2, a broadcast float s [1, 4, 1] and a row r [8]; unary ops with their attributes,
+    IsNaN/IsInf (bool out), Not, BitwiseNot and integer Abs/Sign, binary ops with one operand or both
+    broadcast, Mod both ways, BitShift both ways, 2-input Sum/Mean/Max/Min, Pow with a tensor exponent,
+    Clip other than Clip(0, max), Cast to bool, to an integer type and from uint8, CastLike."""
+    nodes, outs = [], []
+    floats = ["Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Cos", "Cosh", "Floor", "HardSwish", "Mish",
+              "Round", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Tan", "IsNaN"]
+    attrs = {"Selu": {"alpha": 2.0, "gamma": 3.0}, "Celu": {"alpha": 0.5}, "ThresholdedRelu": {"alpha": 0.7},
+             "Shrink": {"bias": 0.1, "lambd": 0.3}, "IsInf": {"detect_positive": 0}}
+    for op in floats + list(attrs):
+        nodes.append(helper.make_node(op, ["x"], [f"o_{op}"], name=(HOSTILE if op == "Mish" else "") + op,
+                                      **attrs.get(op, {})))
+    typed = [("Not", ["m"]), ("BitwiseNot", ["k"]), ("Abs", ["k"]), ("Sign", ["u"]), ("Neg", ["k"]),
+             ("Clip", ["x", "lo", "hi"]), ("Clip", ["col", "", "hi"]), ("CastLike", ["x", "m"])]
+    nodes += [helper.make_node("Cast", ["x"], ["o_Cast_bool"], name="Cast_bool", to=TensorProto.BOOL),
+              helper.make_node("Cast", ["k"], ["o_Cast_int32"], name="Cast_int32", to=TensorProto.INT32),
+              helper.make_node("Cast", ["u"], ["o_Cast_fp16"], name="Cast_fp16", to=TensorProto.FLOAT16)]
+    binary = [("Pow", ["x", "x2"], {}), ("PRelu", ["x", "slope"], {}), ("Equal", ["x", "s"], {}),
+              ("Less", ["x", "s"], {}), ("LessOrEqual", ["s", "x"], {}), ("Greater", ["x", "r"], {}),
+              ("GreaterOrEqual", ["col", "r"], {}), ("And", ["m", "m2"], {}), ("Or", ["m", "m2"], {}),
+              ("Xor", ["m", "m2"], {}), ("BitwiseAnd", ["k", "k2"], {}), ("BitwiseOr", ["k", "k2"], {}),
+              ("BitwiseXor", ["k", "k2"], {}), ("Sum", ["x", "s"], {}), ("Mean", ["x", "s"], {}),
+              ("Max", ["col", "r"], {}), ("Min", ["x", "x2"], {}), ("Mod", ["k", "k2"], {}),
+              ("Mod", ["x", "x2"], {"fmod": 1}), ("BitShift", ["u", "u2"], {"direction": "LEFT"}),
+              ("BitShift", ["u", "u2"], {"direction": "RIGHT"}), ("Add", ["k", "k2"], {}), ("Equal", ["k", "k2"], {}),
+              ("Equal", ["m", "m2"], {}), ("Div", ["x", "x2"], {})]
+    for op, ins in typed:
+        nodes.append(helper.make_node(op, ins, [f"o_{op}_{ins[0]}"], name=f"{op}_{ins[0]}"))
+    for i, (op, ins, at) in enumerate(binary):
+        nodes.append(helper.make_node(op, ins, [f"b{i}"], name=(HOSTILE if op == "Xor" else "") + f"{op}{i}", **at))
+    vi = helper.make_tensor_value_info
+    inits = [_w("s", (1, 4, 1)), _w("r", (8,)), _w("slope", (4, 1)),  # constants: a per-row, a per-column operand
+             _w("lo", (), -1.0), _w("hi", (), 1.0)]  # Clip's bounds
+    ins = [vi("x", TensorProto.FLOAT, ["N", 4, 8]), vi("x2", TensorProto.FLOAT, ["N", 4, 8]),
+           vi("col", TensorProto.FLOAT, ["N", 4, 1]), vi("m", TensorProto.BOOL, ["N", 4, 8]),
+           vi("m2", TensorProto.BOOL, ["N", 4, 8]), vi("k", TensorProto.INT64, ["N", 4, 8]),
+           vi("k2", TensorProto.INT64, ["N", 4, 8]), vi("u", TensorProto.UINT8, ["N", 4, 8]),
+           vi("u2", TensorProto.UINT8, ["N", 4, 8])]
+    outs = [helper.make_empty_tensor_value_info(o) for n in nodes for o in n.output]
+    graph = helper.make_graph(nodes, "elementwise_ops", ins, outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    model = onnx.shape_inference.infer_shapes(model)
+    del model.graph.output[:]
+    model.graph.output.extend(model.graph.value_info)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def strip_weights(model, keep_elements=64):
+    """Drop the data of every initializer with more than ``keep_elements`` elements (benanza reads
+    shapes, never weights: ``model._weights_as_inputs`` turns them into typed graph inputs); small
+    constants that shape folding needs stay. Returns the model (changed in place)."""
+    for t in model.graph.initializer:
+        if t.dims and int(np.prod(t.dims)) > keep_elements:
+            for f in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+                t.ClearField(f)
+            t.data_location = TensorProto.EXTERNAL
+            del t.external_data[:]
+            e = t.external_data.add()
+            e.key, e.value = "location", "weights-not-kept.bin"
+    return model
+
+
+def mobilenet_v3_large_export(batch=1):
+    """torchvision's mobilenet_v3_large (random weights) exported by torch.onnx (TorchScript
+    exporter, opset 17, dynamic batch 'N'), weights stripped: how tests/data/mobilenet_v3_large.onnx
+    was made. Needs torch and torchvision."""
+    import io
+
+    import torch
+    import torchvision
+
+    m = torchvision.models.mobilenet_v3_large(weights=None).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(m, torch.randn(batch, 3, 224, 224), buf, opset_version=17, dynamo=False, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    return strip_weights(onnx.load_from_string(buf.getvalue()))

@@ -96,8 +96,11 @@ def test_nhwc_elementwise_case_is_the_channels_last_memory(tmp_path):
     cfg = L.ElementwiseConfig("mul", (2, 8, 4, 4), (1, 8, 1, 1))
     nchw = gen._elementwise_case(cfg, gen.Job("j", cfg, "fp32", "n"))
     nhwc = gen._elementwise_case(cfg, gen.Job("j.nhwc", cfg, "fp32", "n", layout="NHWC"))
-    assert (nchw["a"], nchw["b"]) == ("{2, 8, 16, 1, 1}", "{1, 8, 1, 1, 1}")
-    assert (nhwc["a"], nhwc["b"]) == ("{32, 8, 1, 1, 1}", "{1, 8, 1, 1, 1}")
+    # the kernel's collapsed dims, and cudnnOpTensor's (padded to 4)
+    assert (nchw["a"], nchw["b"]) == ("{2, 8, 16, 1, 1, 1, 1, 1}", "{1, 8, 1, 1, 1, 1, 1, 1}")
+    assert (nchw["ca"], nchw["cb"]) == ("{2, 8, 16, 1, 1}", "{1, 8, 1, 1, 1}")
+    assert (nhwc["a"], nhwc["b"]) == ("{32, 8, 1, 1, 1, 1, 1, 1}", "{1, 8, 1, 1, 1, 1, 1, 1}")
+    assert (nhwc["ca"], nhwc["cb"]) == ("{32, 8, 1, 1, 1}", "{1, 8, 1, 1, 1}")
     assert '"NHWC"' in nhwc["job"] and '"NCHW"' in nchw["job"]
 
 

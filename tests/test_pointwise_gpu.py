@@ -1,7 +1,7 @@
 """The harness's pointwise kernels (benanza::binary_pointwise, benanza::activation_pointwise in
 cpp/src/kernels.cu) on a real GPU (skipped without one): every broadcast pattern benanza's
 Elementwise layers use (same shape, per channel NCHW and NHWC, scalar, inner and outer broadcast,
-vectorized and odd sizes) and every activation mode match a CPU reference in fp32, fp16 and bf16;
+vectorized and odd sizes) and every activation mode (HardSigmoid's exact form too) match a CPU reference in fp32, fp16 and bf16;
 batched_copy2d moves a Concat's inputs (4, 40, and odd-sized) byte for byte.
 
 Run on a GPU machine: pytest tests/test_pointwise_gpu.py -s"""
@@ -25,4 +25,4 @@ def test_pointwise_kernels_match_the_reference(tmp_path):
     print(out.stdout)
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and lines and all(ln.startswith("ok ") for ln in lines), out.stdout + out.stderr
-    assert len(lines) == 3 * (6 + 14) + 6
+    assert len(lines) == 3 * (6 + 16) + 6

@@ -154,3 +154,22 @@ def test_framework_and_library_jobs_keep_each_others_rows(tmp_path):
     import_db(other, str(exported))
     got = {m.call: m.median_ms for m in other.measurements(osid, [cfg.key])}
     assert got == {"cudnnActivationForward": 0.5, "torch:aten::relu": 0.015}
+
+
+def test_every_elementwise_and_unary_op_has_a_torch_call():
+    """Each op of benanza.layers.UNARY_OPS and ELEMENTWISE_OPS, in the element types it takes."""
+    src = {"not": "bool", "bitwise_not": "int32", "cast": "int64"}
+    for op in L.UNARY_OPS:
+        cfg = L.UnaryConfig(shape=(2, 8), op=op, exponent=2.0 if op == "pow" else 0.0, src=src.get(op, ""),
+                            alpha=0.5 if op in ("clip", "celu", "shrink", "thresholded_relu") else 0.0,
+                            beta=1.0 if op == "clip" else 0.0)
+        cand = T.build(cfg, "fp32", "NCHW", "cpu")
+        with torch.inference_mode():
+            assert T._check(torch, cand.fn(), 16) == "", op
+    dtype = {"and": "bool", "or": "bool", "xor": "bool", "mod": "int32", "bitwise_and": "int32",
+             "bitwise_or": "int32", "bitwise_xor": "int32", "shift_left": "uint8", "shift_right": "uint8"}
+    for op in L.ELEMENTWISE_OPS:
+        cfg = L.ElementwiseConfig(op=op, a=(2, 4, 3), b=(1, 4, 1), dtype=dtype.get(op, ""))
+        cand = T.build(cfg, "fp32", "NCHW", "cpu")
+        with torch.inference_mode():
+            assert T._check(torch, cand.fn(), 24) == "", op

@@ -264,8 +264,11 @@ def test_generated_cases_of_the_new_kinds(tmp_path):
     src = {k: (tmp_path / "s" / "src" / f"{k}.cpp").read_text() for k in ("layernorm", "unary", "gather", "where",
                                                                           "sdpa")}
     assert "16, 32, 9.999999747378752e-06, false, true" in src["layernorm"]       # rows, cols, eps, no bias, stats
-    assert "UnaryOp::POW, 0.5, false, ElemType::F32, 0.5, 1.5" in src["unary"]  # x inside pow's domain
-    assert "UnaryOp::CAST, 0.0, true, ElemType::I8, 0.0, 2.0" in src["unary"]   # Cast reads bool bytes
+    # exponent, alpha, beta, x stored as, y stored as, cudnnOpTensor form, x's range (inside pow's domain)
+    assert "UnaryOp::POW, 0.5, 0.0, 0.0, false, ElemType::F32, false, ElemType::F32, 0, 0.5, 1.5" in src["unary"]
+    # Cast reads bool bytes
+    assert "UnaryOp::CAST, 0.0, 0.0, 0.0, true, ElemType::I8, false, ElemType::F32, 0, 0.0, 2.0" in src["unary"]
+    assert "UnaryOp::SQRT, 0.0, 0.0, 0.0, false, ElemType::F32, false, ElemType::F32, 1, 0.5, 1.5" in src["unary"]
     assert "2, 8, 3, 32, {0, 3, 5}, true" in src["gather"]         # outer, axis, n, inner, indices, memcpy
     assert "1, 50, 16, 32, {}, false" in src["gather"]             # random embedding indices
     assert "2, 1, 8, 8, 32, 32, 0.25, SdpaMask::CAUSAL" in src["sdpa"]  # b h s_q s_kv d d_v

@@ -5,6 +5,9 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "benanza/harness.hpp"
 
 namespace benanza {
@@ -208,55 +211,188 @@ template <typename T>
 __device__ __forceinline__ float to_f(T x) { return static_cast<float>(x); }
 template <typename T>
 __device__ __forceinline__ T from_f(float x) { return static_cast<T>(x); }
+// a stored value in the compute domain C (float, long long or unsigned long long)
+template <typename C, typename T>
+__device__ __forceinline__ C to_f_or_int(T x) {
+  if constexpr (std::is_same<C, float>::value)
+    return static_cast<float>(x);
+  else
+    return static_cast<C>(x);
+}
+// a value of the compute domain stored as T (bool outputs: 0 or 1 in a byte)
+template <typename T, typename C>
+__device__ __forceinline__ T from_c(C x) {
+  if constexpr (std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value)
+    return static_cast<T>(static_cast<float>(x));
+  else
+    return static_cast<T>(x);
+}
 
-__device__ __forceinline__ float binary_op(int op, float a, float b) {
+// The math of a binary op on values of the compute domain C: float for float storage, long long
+// for signed integers and bool, unsigned long long for unsigned integers (ONNX operator spec).
+template <typename T>
+struct Domain {
+  using type = long long;
+};
+template <>
+struct Domain<float> {
+  using type = float;
+};
+template <>
+struct Domain<__half> {
+  using type = float;
+};
+template <>
+struct Domain<__nv_bfloat16> {
+  using type = float;
+};
+template <>
+struct Domain<unsigned char> {
+  using type = unsigned long long;
+};
+template <>
+struct Domain<unsigned short> {
+  using type = unsigned long long;
+};
+template <>
+struct Domain<unsigned> {
+  using type = unsigned long long;
+};
+template <>
+struct Domain<unsigned long long> {
+  using type = unsigned long long;
+};
+
+template <typename C>
+__device__ __forceinline__ C int_binary(PointwiseOp op, C a, C b) {
   switch (op) {
-    case 0: return a + b;
-    case 1: return a * b;
-    case 2: return fminf(a, b);
-    default: return fmaxf(a, b);
+    case PointwiseOp::Add: return a + b;
+    case PointwiseOp::Sub: return a - b;
+    case PointwiseOp::Mul: return a * b;
+    case PointwiseOp::Div: return b ? a / b : C(0);
+    case PointwiseOp::Min: return a < b ? a : b;
+    case PointwiseOp::Max: return a > b ? a : b;
+    case PointwiseOp::Mean: return (a + b) / 2;
+    case PointwiseOp::Pow: return static_cast<C>(pow(static_cast<double>(a), static_cast<double>(b)));
+    case PointwiseOp::FMod: return b ? a % b : C(0);
+    case PointwiseOp::Mod: {  // floored: the result takes the sign of b
+      if (!b) return C(0);
+      const C r = a % b;
+      if constexpr (std::is_signed<C>::value) return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+      return r;
+    }
+    case PointwiseOp::PRelu:
+      if constexpr (std::is_signed<C>::value) return a < 0 ? a * b : a;
+      return a;
+    case PointwiseOp::BitAnd: return a & b;
+    case PointwiseOp::BitOr: return a | b;
+    case PointwiseOp::BitXor: return a ^ b;
+    case PointwiseOp::ShiftLeft: return b >= 64 ? C(0) : a << b;
+    case PointwiseOp::ShiftRight: return b >= 64 ? C(0) : a >> b;
+    default: return a;
   }
 }
 
-// y = op(alpha1 * a, alpha2 * b) over a's collapsed row-major index space; b's offset from the
-// per-dim strides (0 where b broadcasts); V elements per step along the innermost dim
+__device__ __forceinline__ float float_binary(PointwiseOp op, float a, float b) {
+  switch (op) {
+    case PointwiseOp::Add: return a + b;
+    case PointwiseOp::Mul: return a * b;
+    case PointwiseOp::Min: return fminf(a, b);
+    case PointwiseOp::Max: return fmaxf(a, b);
+    case PointwiseOp::Sub: return a - b;
+    case PointwiseOp::Div: return a / b;
+    case PointwiseOp::Mean: return 0.5f * (a + b);
+    case PointwiseOp::Pow: return powf(a, b);
+    case PointwiseOp::FMod: return fmodf(a, b);
+    case PointwiseOp::Mod: return a - floorf(a / b) * b;
+    case PointwiseOp::PRelu: return a < 0.0f ? a * b : a;
+    default: return a;
+  }
+}
+
+// comparisons and logical ops give 0 or 1 in any domain; the rest by domain
+template <typename C>
+__device__ __forceinline__ C apply_binary(PointwiseOp op, C a, C b) {
+  switch (op) {
+    case PointwiseOp::Equal: return a == b;
+    case PointwiseOp::Less: return a < b;
+    case PointwiseOp::LessOrEqual: return a <= b;
+    case PointwiseOp::Greater: return a > b;
+    case PointwiseOp::GreaterOrEqual: return a >= b;
+    case PointwiseOp::And: return (a != C(0)) && (b != C(0));
+    case PointwiseOp::Or: return (a != C(0)) || (b != C(0));
+    case PointwiseOp::Xor: return (a != C(0)) != (b != C(0));
+    default: break;
+  }
+  if constexpr (std::is_same<C, float>::value)
+    return float_binary(op, a, b);
+  else
+    return int_binary<C>(op, a, b);
+}
+
+// y = op(alpha1 * a, alpha2 * b) over y's collapsed row-major index space; each operand's offset
+// from its per-dim strides (0 where it broadcasts; a_full: a is y-shaped, its offset is the
+// index); V elements per step along the innermost dim, loaded as a vector by an operand that is
+// full there (a_inner / b_inner) and as one broadcast value otherwise
 struct BinaryView {
   int nd;
-  Div32 div[6];
-  unsigned b_strides[6];
+  Div32 div[8];
+  unsigned a_strides[8], b_strides[8];
 };
 
-template <typename T, int V>
-__global__ void binary_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, BinaryView v,
-                              unsigned nvec, int op, float alpha1, float alpha2, bool b_inner) {
+template <typename TA, typename TY, int V>
+__global__ void binary_kernel(const TA* __restrict__ a, const TA* __restrict__ b, TY* __restrict__ y, BinaryView v,
+                              unsigned nvec, PointwiseOp op, float alpha1, float alpha2, bool a_full, bool a_inner,
+                              bool b_inner) {
+  using C = typename Domain<TA>::type;
+  constexpr bool kFloat = std::is_same<C, float>::value;
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += gridDim.x * blockDim.x) {
     const unsigned e = i * V;
-    unsigned r = e, bo = 0;
+    unsigned r = e, ao = 0, bo = 0;
 #pragma unroll
-    for (int d = 5; d >= 0; --d) {
+    for (int d = 7; d >= 0; --d) {
       if (d < v.nd) {
-        const unsigned q = div32(r, v.div[d]);
-        bo += (r - q * v.div[d].d) * v.b_strides[d];
+        const unsigned q = div32(r, v.div[d]), c = r - q * v.div[d].d;
+        ao += c * v.a_strides[d];
+        bo += c * v.b_strides[d];
         r = q;
       }
     }
-    const Vec<T, V> av = *reinterpret_cast<const Vec<T, V>*>(a + e);
-    Vec<T, V> out;
-    if (V > 1 && b_inner) {
-      const Vec<T, V> bv = *reinterpret_cast<const Vec<T, V>*>(b + bo);
+    if (a_full) ao = e;
+    C av[V], bv[V];
+    if (V > 1 && a_inner) {
+      const Vec<TA, V> t = *reinterpret_cast<const Vec<TA, V>*>(a + ao);
 #pragma unroll
-      for (int k = 0; k < V; ++k) out.v[k] = from_f<T>(binary_op(op, alpha1 * to_f(av.v[k]), alpha2 * to_f(bv.v[k])));
+      for (int k = 0; k < V; ++k) av[k] = static_cast<C>(to_f_or_int<C>(t.v[k]));
     } else {
-      const float bs = alpha2 * to_f(b[bo]);
+      const C t = static_cast<C>(to_f_or_int<C>(a[ao]));
 #pragma unroll
-      for (int k = 0; k < V; ++k) out.v[k] = from_f<T>(binary_op(op, alpha1 * to_f(av.v[k]), bs));
+      for (int k = 0; k < V; ++k) av[k] = t;
     }
-    *reinterpret_cast<Vec<T, V>*>(y + e) = out;
+    if (V > 1 && b_inner) {
+      const Vec<TA, V> t = *reinterpret_cast<const Vec<TA, V>*>(b + bo);
+#pragma unroll
+      for (int k = 0; k < V; ++k) bv[k] = static_cast<C>(to_f_or_int<C>(t.v[k]));
+    } else {
+      const C t = static_cast<C>(to_f_or_int<C>(b[bo]));
+#pragma unroll
+      for (int k = 0; k < V; ++k) bv[k] = t;
+    }
+    Vec<TY, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      if constexpr (kFloat)
+        out.v[k] = from_c<TY>(apply_binary<C>(op, alpha1 * av[k], alpha2 * bv[k]));
+      else
+        out.v[k] = from_c<TY>(apply_binary<C>(op, av[k], bv[k]));
+    }
+    *reinterpret_cast<Vec<TY, V>*>(y + e) = out;
   }
 }
 
-__device__ __forceinline__ float activation_op(int mode, float x, float coef) {
+__device__ __forceinline__ float activation_op(int mode, float x, float coef, float coef2) {
   switch (mode) {
+    case -2: return fminf(fmaxf(coef * x + coef2, 0.0f), 1.0f);  // hard sigmoid (alpha, beta)
     case 0: return 1.0f / (1.0f + __expf(-x));                  // sigmoid
     case 1: return fmaxf(x, 0.0f);                              // relu
     case 2: return tanhf(x);                                    // tanh
@@ -270,44 +406,61 @@ __device__ __forceinline__ float activation_op(int mode, float x, float coef) {
 
 template <typename T, int V>
 __global__ void activation_kernel_k(const T* __restrict__ x, T* __restrict__ y, unsigned long long nvec, int mode,
-                                    float coef) {
+                                    float coef, float coef2) {
   for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < nvec;
        i += static_cast<unsigned long long>(gridDim.x) * blockDim.x) {
     const Vec<T, V> xv = reinterpret_cast<const Vec<T, V>*>(x)[i];
     Vec<T, V> out;
 #pragma unroll
-    for (int k = 0; k < V; ++k) out.v[k] = from_f<T>(activation_op(mode, to_f(xv.v[k]), coef));
+    for (int k = 0; k < V; ++k) out.v[k] = from_f<T>(activation_op(mode, to_f(xv.v[k]), coef, coef2));
     reinterpret_cast<Vec<T, V>*>(y)[i] = out;
   }
 }
 
-template <typename T>
+template <typename TA, typename TY>
 cudaError_t launch_binary(const void* a, const void* b, void* y, const BinaryView& v, unsigned n, unsigned inner,
-                          bool b_inner, int op, float alpha1, float alpha2, cudaStream_t s) {
-  constexpr int V = 16 / sizeof(T);
-  const auto* pa = static_cast<const T*>(a);
-  const auto* pb = static_cast<const T*>(b);
-  auto* py = static_cast<T*>(y);
-  const bool vec = inner % V == 0 && reinterpret_cast<std::uintptr_t>(a) % 16 == 0 &&
-                   reinterpret_cast<std::uintptr_t>(y) % 16 == 0 &&
+                          PointwiseOp op, float alpha1, float alpha2, bool a_full, bool a_inner, bool b_inner,
+                          cudaStream_t s) {
+  constexpr int V = 16 / sizeof(TA);
+  const auto* pa = static_cast<const TA*>(a);
+  const auto* pb = static_cast<const TA*>(b);
+  auto* py = static_cast<TY*>(y);
+  const bool vec = inner % V == 0 && reinterpret_cast<std::uintptr_t>(y) % (sizeof(TY) * V) == 0 &&
+                   (!a_inner || reinterpret_cast<std::uintptr_t>(a) % 16 == 0) &&
                    (!b_inner || reinterpret_cast<std::uintptr_t>(b) % 16 == 0);
   if (vec)
-    binary_kernel<T, V><<<grid_for(n / V), 256, 0, s>>>(pa, pb, py, v, n / V, op, alpha1, alpha2, b_inner);
+    binary_kernel<TA, TY, V><<<grid_for(n / V), 256, 0, s>>>(pa, pb, py, v, n / V, op, alpha1, alpha2, a_full,
+                                                              a_inner, b_inner);
   else
-    binary_kernel<T, 1><<<grid_for(n), 256, 0, s>>>(pa, pb, py, v, n, op, alpha1, alpha2, b_inner);
+    binary_kernel<TA, TY, 1><<<grid_for(n), 256, 0, s>>>(pa, pb, py, v, n, op, alpha1, alpha2, a_full, a_inner,
+                                                          b_inner);
   return cudaGetLastError();
 }
 
+// the output type: the input's, or a bool byte (comparisons, logical ops)
+template <typename TA>
+cudaError_t launch_binary_to(ElemType out, ElemType in, const void* a, const void* b, void* y, const BinaryView& v,
+                             unsigned n, unsigned inner, PointwiseOp op, float alpha1, float alpha2, bool a_full,
+                             bool a_inner, bool b_inner, cudaStream_t s) {
+  if (out == in)
+    return launch_binary<TA, TA>(a, b, y, v, n, inner, op, alpha1, alpha2, a_full, a_inner, b_inner, s);
+  if (out == ElemType::I8)
+    return launch_binary<TA, signed char>(a, b, y, v, n, inner, op, alpha1, alpha2, a_full, a_inner, b_inner, s);
+  return cudaErrorInvalidValue;
+}
+
 template <typename T>
-cudaError_t launch_activation(const void* x, void* y, unsigned long long n, int mode, float coef, cudaStream_t s) {
+cudaError_t launch_activation(const void* x, void* y, unsigned long long n, int mode, float coef, float coef2,
+                              cudaStream_t s) {
   constexpr int V = 16 / sizeof(T);
   const bool vec = n % V == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
                    reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
   if (vec)
     activation_kernel_k<T, V><<<grid_for(n / V), 256, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n / V,
-                                                             mode, coef);
+                                                             mode, coef, coef2);
   else
-    activation_kernel_k<T, 1><<<grid_for(n), 256, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, mode, coef);
+    activation_kernel_k<T, 1><<<grid_for(n), 256, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n, mode, coef,
+                                                         coef2);
   return cudaGetLastError();
 }
 
@@ -392,21 +545,31 @@ long long count_nonfinite(const void* p, std::size_t n, DType t, cudaStream_t s)
 
 cudaError_t binary_pointwise(const void* a, const void* b, void* y, const int* a_dims, const int* b_dims, int nd,
                              PointwiseOp op, float alpha1, float alpha2, DType t, cudaStream_t s) {
-  // collapse: drop dims of extent 1; merge neighbours that b keeps or broadcasts alike
-  long long ext[6];
-  bool full[6];
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return cudaErrorInvalidValue;
+  return binary_pointwise_typed(a, b, y, a_dims, b_dims, nd, op, alpha1, alpha2, elem_of(t), elem_of(t), s);
+}
+
+cudaError_t binary_pointwise_typed(const void* a, const void* b, void* y, const int* a_dims, const int* b_dims,
+                                   int nd, PointwiseOp op, float alpha1, float alpha2, ElemType in, ElemType out,
+                                   cudaStream_t s) {
+  // collapse: drop dims where y has extent 1; merge neighbours where a and b keep their patterns
+  long long ext[8];
+  bool af[8], bf[8];
   int m = 0;
   unsigned long long n = 1;
-  for (int d = 0; d < nd && d < 6; ++d) {
-    if (b_dims[d] != a_dims[d] && b_dims[d] != 1) return cudaErrorInvalidValue;
-    n *= static_cast<unsigned long long>(a_dims[d]);
-    if (a_dims[d] == 1) continue;
-    const bool f = b_dims[d] == a_dims[d];
-    if (m > 0 && full[m - 1] == f) {
-      ext[m - 1] *= a_dims[d];
+  if (nd < 0 || nd > 8) return cudaErrorInvalidValue;
+  for (int d = 0; d < nd; ++d) {
+    const int yd = a_dims[d] > b_dims[d] ? a_dims[d] : b_dims[d];
+    if ((a_dims[d] != yd && a_dims[d] != 1) || (b_dims[d] != yd && b_dims[d] != 1)) return cudaErrorInvalidValue;
+    n *= static_cast<unsigned long long>(yd);
+    if (yd == 1) continue;
+    const bool fa = a_dims[d] == yd, fb = b_dims[d] == yd;
+    if (m > 0 && af[m - 1] == fa && bf[m - 1] == fb) {
+      ext[m - 1] *= yd;
     } else {
-      ext[m] = a_dims[d];
-      full[m] = f;
+      ext[m] = yd;
+      af[m] = fa;
+      bf[m] = fb;
       ++m;
     }
   }
@@ -414,32 +577,48 @@ cudaError_t binary_pointwise(const void* a, const void* b, void* y, const int* a
   if (n >= 0x7fffffffULL) return cudaErrorInvalidConfiguration;
   if (m == 0) {
     ext[0] = 1;
-    full[0] = true;
+    af[0] = bf[0] = true;
     m = 1;
   }
   BinaryView v{};
   v.nd = m;
-  unsigned long long stride = 1;
+  unsigned long long sa = 1, sb = 1;
+  bool a_full = true;
   for (int d = m - 1; d >= 0; --d) {
     v.div[d] = make_div32(static_cast<unsigned>(ext[d]));
-    v.b_strides[d] = full[d] ? static_cast<unsigned>(stride) : 0u;
-    if (full[d]) stride *= static_cast<unsigned long long>(ext[d]);
+    v.a_strides[d] = af[d] ? static_cast<unsigned>(sa) : 0u;
+    v.b_strides[d] = bf[d] ? static_cast<unsigned>(sb) : 0u;
+    if (af[d]) sa *= static_cast<unsigned long long>(ext[d]);
+    if (bf[d]) sb *= static_cast<unsigned long long>(ext[d]);
+    a_full = a_full && af[d];
   }
-  const unsigned inner = static_cast<unsigned>(ext[m - 1]);
-  const bool b_inner = full[m - 1];
-  const int o = static_cast<int>(op);
-  if (t == DType::F16) return launch_binary<__half>(a, b, y, v, static_cast<unsigned>(n), inner, b_inner, o, alpha1, alpha2, s);
-  if (t == DType::BF16)
-    return launch_binary<__nv_bfloat16>(a, b, y, v, static_cast<unsigned>(n), inner, b_inner, o, alpha1, alpha2, s);
-  if (t == DType::F32) return launch_binary<float>(a, b, y, v, static_cast<unsigned>(n), inner, b_inner, o, alpha1, alpha2, s);
-  return cudaErrorInvalidValue;
+  const unsigned inner = static_cast<unsigned>(ext[m - 1]), cnt = static_cast<unsigned>(n);
+  const bool ai = af[m - 1], bi = bf[m - 1];
+  switch (in) {
+#define BZ_BINARY(E, T) \
+  case ElemType::E: return launch_binary_to<T>(out, in, a, b, y, v, cnt, inner, op, alpha1, alpha2, a_full, ai, bi, s);
+    BZ_BINARY(F32, float)
+    BZ_BINARY(F16, __half)
+    BZ_BINARY(BF16, __nv_bfloat16)
+    BZ_BINARY(I8, signed char)
+    BZ_BINARY(U8, unsigned char)
+    BZ_BINARY(I16, short)
+    BZ_BINARY(U16, unsigned short)
+    BZ_BINARY(I32, int)
+    BZ_BINARY(U32, unsigned)
+    BZ_BINARY(I64, long long)
+    BZ_BINARY(U64, unsigned long long)
+#undef BZ_BINARY
+    default: return cudaErrorInvalidValue;
+  }
 }
 
-cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s) {
+cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s,
+                                 float coef2) {
   if (n == 0) return cudaSuccess;
-  if (t == DType::F16) return launch_activation<__half>(x, y, n, mode, coef, s);
-  if (t == DType::BF16) return launch_activation<__nv_bfloat16>(x, y, n, mode, coef, s);
-  if (t == DType::F32) return launch_activation<float>(x, y, n, mode, coef, s);
+  if (t == DType::F16) return launch_activation<__half>(x, y, n, mode, coef, coef2, s);
+  if (t == DType::BF16) return launch_activation<__nv_bfloat16>(x, y, n, mode, coef, coef2, s);
+  if (t == DType::F32) return launch_activation<float>(x, y, n, mode, coef, coef2, s);
   return cudaErrorInvalidValue;
 }
 

@@ -71,9 +71,52 @@ bool pointwise_mode(UnaryOp op, fe::PointwiseMode_t& mode) {
     case UnaryOp::NEG: mode = fe::PointwiseMode_t::NEG; return true;
     case UnaryOp::ABS: mode = fe::PointwiseMode_t::ABS; return true;
     case UnaryOp::POW: mode = fe::PointwiseMode_t::POW; return true;
-    case UnaryOp::CAST: return false;
+    case UnaryOp::CEIL: mode = fe::PointwiseMode_t::CEIL; return true;
+    case UnaryOp::COS: mode = fe::PointwiseMode_t::COS; return true;
+    case UnaryOp::FLOOR: mode = fe::PointwiseMode_t::FLOOR; return true;
+    case UnaryOp::SIN: mode = fe::PointwiseMode_t::SIN; return true;
+    case UnaryOp::TAN: mode = fe::PointwiseMode_t::TAN; return true;
+    case UnaryOp::SOFTPLUS: mode = fe::PointwiseMode_t::SOFTPLUS_FWD; return true;  // beta 1: log(1 + e^x)
+    case UnaryOp::SWISH: mode = fe::PointwiseMode_t::SWISH_FWD; return true;        // x * sigmoid(beta x)
+    case UnaryOp::NOT: mode = fe::PointwiseMode_t::LOGICAL_NOT; return true;
+    default: return false;
   }
-  return false;
+}
+
+bool binary_mode(PointwiseOp op, fe::PointwiseMode_t& mode) {
+  switch (op) {
+    case PointwiseOp::Div: mode = fe::PointwiseMode_t::DIV; return true;
+    case PointwiseOp::Pow: mode = fe::PointwiseMode_t::POW; return true;
+    case PointwiseOp::FMod: mode = fe::PointwiseMode_t::MOD; return true;
+    case PointwiseOp::Equal: mode = fe::PointwiseMode_t::CMP_EQ; return true;
+    case PointwiseOp::Less: mode = fe::PointwiseMode_t::CMP_LT; return true;
+    case PointwiseOp::LessOrEqual: mode = fe::PointwiseMode_t::CMP_LE; return true;
+    case PointwiseOp::Greater: mode = fe::PointwiseMode_t::CMP_GT; return true;
+    case PointwiseOp::GreaterOrEqual: mode = fe::PointwiseMode_t::CMP_GE; return true;
+    case PointwiseOp::And: mode = fe::PointwiseMode_t::LOGICAL_AND; return true;
+    case PointwiseOp::Or: mode = fe::PointwiseMode_t::LOGICAL_OR; return true;
+    default: return false;
+  }
+}
+
+// The graph data type of an element type (bool: INT8, one byte per element as ONNX stores it)
+bool graph_type(ElemType t, fe::DataType_t& out) {
+  switch (t) {
+    case ElemType::F32: out = fe::DataType_t::FLOAT; return true;
+    case ElemType::F16: out = fe::DataType_t::HALF; return true;
+    case ElemType::BF16: out = fe::DataType_t::BFLOAT16; return true;
+    case ElemType::I8: out = fe::DataType_t::INT8; return true;
+    case ElemType::U8: out = fe::DataType_t::UINT8; return true;
+    case ElemType::I32: out = fe::DataType_t::INT32; return true;
+    case ElemType::I64: out = fe::DataType_t::INT64; return true;
+    default: return false;
+  }
+}
+
+std::vector<int64_t> dims4(const long long* d, int nd) {
+  std::vector<int64_t> out(d, d + nd);
+  while (out.size() < 4) out.push_back(1);
+  return out;
 }
 
 }  // namespace
@@ -116,29 +159,88 @@ void run_layernorm_engines(Bench& b, const NormSpec& c, void* x, void* scale, vo
   time_graph(b, j);
 }
 
+bool has_pointwise_mode(UnaryOp op) {
+  fe::PointwiseMode_t mode;
+  return pointwise_mode(op, mode);
+}
+
+bool has_binary_pointwise_mode(PointwiseOp op) {
+  fe::PointwiseMode_t mode;
+  return binary_mode(op, mode);
+}
+
 void run_pointwise_engines(Bench& b, const PointwiseSpec& c, void* x, void* y) {
   fe::PointwiseMode_t mode;
+  fe::DataType_t xt, yt;
   if (!pointwise_mode(c.op, mode)) return;
+  const bool typed = graph_type(c.x_type, xt) && graph_type(c.y_type, yt);
   GraphTiming j;
   j.precision = c.precision;
-  j.graph = [c, mode]() {
+  j.graph = [c, mode, xt, yt]() {
     auto g = new_graph(c.precision);
     const std::vector<int64_t> d{c.rows, c.cols, 1, 1}, s{c.cols, 1, c.cols, c.cols};
-    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(d).set_stride(s));
+    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(d).set_stride(s)
+                           .set_data_type(xt));
     auto attrs = fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+    if (c.op == UnaryOp::SWISH) attrs.set_swish_beta(c.alpha);
+    if (c.op == UnaryOp::SOFTPLUS) attrs.set_softplus_beta(1.0f);
     std::shared_ptr<fe::graph::Tensor_attributes> Y;
     if (c.op == UnaryOp::POW)
       Y = g->pointwise(X, g->tensor(fe::graph::Tensor_attributes(c.exponent)), attrs);
     else
       Y = g->pointwise(X, attrs);
-    Y->set_output(true).set_uid(kY).set_data_type(graph_io_type(c.precision)).set_dim(d).set_stride(s);
+    Y->set_output(true).set_uid(kY).set_data_type(yt).set_dim(d).set_stride(s);
     return g;
   }();
   j.pack = {{kX, x}, {kY, y}};
-  j.y = y;
+  j.y = is_float(c.y_type) ? y : nullptr;  // a bool output has nothing to check for NaN
   j.y_count = static_cast<std::size_t>(c.rows * c.cols);
   j.math = "none";
-  j.note = std::string("cuDNN graph: pointwise ") + unary_name(c.op);
+  j.note = std::string("cuDNN graph: pointwise ") + unary_name(c.op) +
+           (c.x_type == ElemType::I8 ? "; bool as INT8 (one byte per element, as ONNX stores it)" : "");
+  if (!typed) {
+    b.record(Call{"cudnnBackendExecute", "*", "none", storage_of(c.precision), j.note, 0}, "not_supported",
+             "no cuDNN graph data type for this element type");
+    return;
+  }
+  time_graph(b, j);
+}
+
+void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void* a, void* bb, void* y) {
+  fe::PointwiseMode_t mode;
+  fe::DataType_t it, ot;
+  if (!binary_mode(c.op, mode)) return;
+  const std::string note = std::string("cuDNN graph: pointwise, broadcasting by dims of extent 1") +
+                           (c.out == ElemType::I8 || c.in == ElemType::I8
+                                ? "; bool as INT8 (one byte per element, as ONNX stores it; cuDNN's BOOLEAN is bit-packed)"
+                                : "");
+  if (c.nd < 1 || c.nd > 8 || !graph_type(c.in, it) || !graph_type(c.out, ot)) {
+    b.record(Call{"cudnnBackendExecute", "*", "none", storage_of(c.precision), note, 0}, "not_supported",
+             "no cuDNN graph data type for this element type");
+    return;
+  }
+  std::vector<int64_t> ad = dims4(c.a, c.nd), bd = dims4(c.b, c.nd), yd(ad.size());
+  for (std::size_t i = 0; i < ad.size(); ++i) yd[i] = ad[i] > bd[i] ? ad[i] : bd[i];
+  GraphTiming j;
+  j.precision = c.precision;
+  j.graph = [c, mode, it, ot, ad, bd, yd]() {
+    auto g = new_graph(c.precision);
+    auto A = g->tensor(fe::graph::Tensor_attributes().set_name("A").set_uid(kX).set_dim(ad).set_stride(packed(ad))
+                           .set_data_type(it));
+    auto B = g->tensor(fe::graph::Tensor_attributes().set_name("B").set_uid(kScale).set_dim(bd).set_stride(packed(bd))
+                           .set_data_type(it));
+    auto attrs = fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
+    auto Y = g->pointwise(A, B, attrs);
+    Y->set_output(true).set_uid(kY).set_data_type(ot).set_dim(yd).set_stride(packed(yd));
+    return g;
+  }();
+  j.pack = {{kX, a}, {kScale, bb}, {kY, y}};
+  std::size_t n = 1;
+  for (int64_t v : yd) n *= static_cast<std::size_t>(v);
+  j.y = is_float(c.out) ? y : nullptr;
+  j.y_count = n;
+  j.math = "none";
+  j.note = note;
   time_graph(b, j);
 }
 
@@ -200,8 +302,28 @@ void skipped(Bench& b, Precision p, const char* math) {
 void run_layernorm_engines(Bench& b, const NormSpec& c, void*, void*, void*, void*, void*, void*) {
   skipped(b, c.precision, "none");
 }
+bool has_pointwise_mode(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::GELU: case UnaryOp::GELU_TANH: case UnaryOp::ERF: case UnaryOp::EXP: case UnaryOp::LOG:
+    case UnaryOp::SQRT: case UnaryOp::RECIPROCAL: case UnaryOp::NEG: case UnaryOp::ABS: case UnaryOp::POW:
+    case UnaryOp::CEIL: case UnaryOp::COS: case UnaryOp::FLOOR: case UnaryOp::SIN: case UnaryOp::TAN:
+    case UnaryOp::SOFTPLUS: case UnaryOp::SWISH: case UnaryOp::NOT: return true;
+    default: return false;
+  }
+}
+bool has_binary_pointwise_mode(PointwiseOp op) {
+  switch (op) {
+    case PointwiseOp::Div: case PointwiseOp::Pow: case PointwiseOp::FMod: case PointwiseOp::Equal:
+    case PointwiseOp::Less: case PointwiseOp::LessOrEqual: case PointwiseOp::Greater:
+    case PointwiseOp::GreaterOrEqual: case PointwiseOp::And: case PointwiseOp::Or: return true;
+    default: return false;
+  }
+}
 void run_pointwise_engines(Bench& b, const PointwiseSpec& c, void*, void*) {
-  if (c.op != UnaryOp::CAST) skipped(b, c.precision, "none");
+  if (has_pointwise_mode(c.op)) skipped(b, c.precision, "none");
+}
+void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void*, void*, void*) {
+  if (has_binary_pointwise_mode(c.op)) skipped(b, c.precision, "none");
 }
 void run_sdpa_engines(Bench& b, const SdpaSpec& c, void*, void*, void*, void*, void*) {
   skipped(b, c.precision, math_label(c.precision));

@@ -1,5 +1,5 @@
-// benanza CUDA kernels for the transformer layers (transformer.hpp): unary elementwise ops, LayerNorm,
-// Gather, Where, and typed random fills. Simple and memory-bound on purpose: they give every layer a
+// benanza CUDA kernels for the transformer layers (transformer.hpp): LayerNorm, Gather, Where, and
+// typed random fills (the unary elementwise ops are in unary_kernels.cu). Simple and memory-bound on purpose: they give every layer a
 // valid measurement where cuDNN has no call; the lower bound takes the faster of them and the cuDNN
 // engine configs. Math is float32 whatever the storage type.
 #include <cuda_bf16.h>
@@ -11,40 +11,6 @@
 #include "benanza/transformer.hpp"
 
 namespace benanza {
-
-const char* unary_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::GELU: return "gelu";
-    case UnaryOp::GELU_TANH: return "gelu_tanh";
-    case UnaryOp::ERF: return "erf";
-    case UnaryOp::EXP: return "exp";
-    case UnaryOp::LOG: return "log";
-    case UnaryOp::SQRT: return "sqrt";
-    case UnaryOp::RECIPROCAL: return "reciprocal";
-    case UnaryOp::NEG: return "neg";
-    case UnaryOp::ABS: return "abs";
-    case UnaryOp::POW: return "pow";
-    case UnaryOp::CAST: return "cast";
-  }
-  return "?";
-}
-
-ElemType elem_of(DType t) {
-  return t == DType::F16 ? ElemType::F16 : t == DType::BF16 ? ElemType::BF16 : ElemType::F32;
-}
-
-std::size_t elem_bytes(ElemType t) {
-  switch (t) {
-    case ElemType::F64:
-    case ElemType::I64: return 8;
-    case ElemType::F32:
-    case ElemType::I32: return 4;
-    case ElemType::F16:
-    case ElemType::BF16: return 2;
-    case ElemType::I8: return 1;
-  }
-  return 4;
-}
 
 namespace {
 
@@ -69,52 +35,6 @@ template <>
 __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-__device__ __forceinline__ float apply(UnaryOp op, float x, float e) {
-  switch (op) {
-    case UnaryOp::GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case UnaryOp::GELU_TANH:
-      return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-    case UnaryOp::ERF: return erff(x);
-    case UnaryOp::EXP: return expf(x);
-    case UnaryOp::LOG: return logf(x);
-    case UnaryOp::SQRT: return sqrtf(x);
-    case UnaryOp::RECIPROCAL: return 1.0f / x;
-    case UnaryOp::NEG: return -x;
-    case UnaryOp::ABS: return fabsf(x);
-    case UnaryOp::POW: return e == 2.0f ? x * x : powf(x, e);
-    case UnaryOp::CAST: return x;
-  }
-  return x;
-}
-
-template <typename In, typename Out>
-__global__ void unary_k(UnaryOp op, const In* x, Out* y, unsigned long long n, float e) {
-  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
-  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < n;
-       i += stride)
-    y[i] = from_f<Out>(apply(op, to_f<In>(x[i]), e));
-}
-
-template <typename In, typename Out>
-cudaError_t launch_unary(UnaryOp op, const void* x, void* y, std::size_t n, float e, cudaStream_t s) {
-  unary_k<In, Out><<<grid_for(n), kThreads, 0, s>>>(op, static_cast<const In*>(x), static_cast<Out*>(y), n, e);
-  return cudaGetLastError();
-}
-
-template <typename Out>
-cudaError_t unary_from(UnaryOp op, const void* x, ElemType xt, void* y, std::size_t n, float e, cudaStream_t s) {
-  switch (xt) {
-    case ElemType::F32: return launch_unary<float, Out>(op, x, y, n, e, s);
-    case ElemType::F16: return launch_unary<__half, Out>(op, x, y, n, e, s);
-    case ElemType::BF16: return launch_unary<__nv_bfloat16, Out>(op, x, y, n, e, s);
-    case ElemType::F64: return launch_unary<double, Out>(op, x, y, n, e, s);
-    case ElemType::I64: return launch_unary<long long, Out>(op, x, y, n, e, s);
-    case ElemType::I32: return launch_unary<int, Out>(op, x, y, n, e, s);
-    case ElemType::I8: return launch_unary<signed char, Out>(op, x, y, n, e, s);
-  }
-  return cudaErrorInvalidValue;
-}
 
 // sum over the block of two floats; every thread gets the result
 __device__ __forceinline__ float2 block_sum2(float a, float b) {
@@ -231,17 +151,6 @@ cudaError_t launch_where(const unsigned char* cond, const void* a, const void* b
 
 }  // namespace
 
-cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, DType yt, std::size_t n, float exponent,
-                         cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  switch (yt) {
-    case DType::F32: return unary_from<float>(op, x, xt, y, n, exponent, s);
-    case DType::F16: return unary_from<__half>(op, x, xt, y, n, exponent, s);
-    case DType::BF16: return unary_from<__nv_bfloat16>(op, x, xt, y, n, exponent, s);
-  }
-  return cudaErrorInvalidValue;
-}
-
 cudaError_t layernorm_kernel(const void* x, const float* scale, const float* bias, void* y, float* mean, float* rstd,
                              long long rows, long long cols, float epsilon, DType t, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
@@ -299,6 +208,17 @@ void fill_elements(void* p, std::size_t n, ElemType t, double lo, double hi, uns
     case ElemType::I32: fill_k<int, true><<<g, kThreads, 0, s>>>(static_cast<int*>(p), n, seed, lo, hi); break;
     case ElemType::I8:
       fill_k<signed char, true><<<g, kThreads, 0, s>>>(static_cast<signed char*>(p), n, seed, lo, hi);
+      break;
+    case ElemType::U8:
+      fill_k<unsigned char, true><<<g, kThreads, 0, s>>>(static_cast<unsigned char*>(p), n, seed, lo, hi);
+      break;
+    case ElemType::I16: fill_k<short, true><<<g, kThreads, 0, s>>>(static_cast<short*>(p), n, seed, lo, hi); break;
+    case ElemType::U16:
+      fill_k<unsigned short, true><<<g, kThreads, 0, s>>>(static_cast<unsigned short*>(p), n, seed, lo, hi);
+      break;
+    case ElemType::U32: fill_k<unsigned, true><<<g, kThreads, 0, s>>>(static_cast<unsigned*>(p), n, seed, lo, hi); break;
+    case ElemType::U64:
+      fill_k<unsigned long long, true><<<g, kThreads, 0, s>>>(static_cast<unsigned long long*>(p), n, seed, lo, hi);
       break;
   }
 }

@@ -1,5 +1,6 @@
 // GPU check of the harness's pointwise kernels (cpp/src/kernels.cu) against a CPU reference in
-// float: binary_pointwise with broadcasting and activation_pointwise, in fp32, fp16 and bf16; and
+// float: binary_pointwise with broadcasting and activation_pointwise (HardSigmoid as mode -2 with
+// beta 0.5), in fp32, fp16 and bf16; and
 // batched_copy2d (a Concat's inputs in one launch) byte for byte.
 // Used by tests/test_strided_copy_gpu.py. Prints one line per case: "ok NAME max_err" or
 // "bad NAME at I: got G want W"; exits non-zero on a mismatch.
@@ -95,13 +96,13 @@ bool activation_case(const char* name, DType t, std::size_t n, int mode, float c
     const float v = f(x[i]);
     want[i] = mode == 0 ? 1.0f / (1.0f + std::exp(-v)) : mode == 1 ? std::fmax(v, 0.0f) : mode == 2 ? std::tanh(v)
               : mode == 3 ? std::fmin(std::fmax(v, 0.0f), coef) : mode == 4 ? (v > 0 ? v : coef * (std::exp(v) - 1))
-              : mode == 5 ? v : (v > 0 ? v : coef * v);
+              : mode == 5 ? v : mode == -2 ? std::fmin(std::fmax(coef * v + 0.5f, 0.0f), 1.0f) : (v > 0 ? v : coef * v);
   }
   T *dx, *dy;
   cudaMalloc(&dx, n * sizeof(T));
   cudaMalloc(&dy, n * sizeof(T));
   cudaMemcpy(dx, x.data(), n * sizeof(T), cudaMemcpyHostToDevice);
-  const cudaError_t e = activation_pointwise(dx, dy, n, mode, coef, t, nullptr);
+  const cudaError_t e = activation_pointwise(dx, dy, n, mode, coef, t, nullptr, mode == -2 ? 0.5f : 0.0f);
   std::vector<T> got(n);
   cudaMemcpy(got.data(), dy, n * sizeof(T), cudaMemcpyDeviceToHost);
   cudaFree(dx);
@@ -124,7 +125,7 @@ bool all_cases(const char* type, DType t, float tol) {
   ok &= binary_case<T>(nm("mul-scalar"), t, {3, 197, 768}, {1, 1, 1}, PointwiseOp::Mul, 1, 0.5f, tol);
   ok &= binary_case<T>(nm("max-rows-odd"), t, {5, 3, 7}, {5, 1, 7}, PointwiseOp::Max, 1, 1, tol);
   ok &= binary_case<T>(nm("min-cols"), t, {6, 9, 11}, {6, 9, 1}, PointwiseOp::Min, 2, 1, tol);
-  for (int mode : {0, 1, 2, 3, 4, 5, -1}) {
+  for (int mode : {0, 1, 2, 3, 4, 5, -1, -2}) {
     std::snprintf(n, sizeof n, "act%d-%s", mode, type);
     ok &= activation_case<T>(n, t, 4 * 1000 + 3, mode, 0.2f, tol);
     std::snprintf(n, sizeof n, "act%d-vec-%s", mode, type);

@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "benanza/reduce_plan.hpp"
 #include "benanza/strided_copy.hpp"
 
 #include <cmath>
@@ -62,6 +63,32 @@ inline cudaDataType_t cuda_dtype(DType t) {
 }
 const char* precision_name(Precision p);
 const char* dtype_name(DType t);
+
+// Element types a kernel may read or write besides the precision's float type: Cast sources,
+// indices, masks, bool (I8 holding 0 or 1: ONNX's 1-byte bool) and the integer tensors of
+// elementwise ops. The first seven keep their values (generated code names them).
+enum class ElemType : int { F32, F16, BF16, F64, I64, I32, I8, U8, I16, U16, U32, U64 };
+inline ElemType elem_of(DType t) {
+  return t == DType::F16 ? ElemType::F16 : t == DType::BF16 ? ElemType::BF16 : ElemType::F32;
+}
+inline std::size_t elem_bytes(ElemType t) {
+  switch (t) {
+    case ElemType::F64:
+    case ElemType::I64:
+    case ElemType::U64: return 8;
+    case ElemType::F32:
+    case ElemType::I32:
+    case ElemType::U32: return 4;
+    case ElemType::F16:
+    case ElemType::BF16:
+    case ElemType::I16:
+    case ElemType::U16: return 2;
+    case ElemType::I8:
+    case ElemType::U8: return 1;
+  }
+  return 4;
+}
+inline bool is_float(ElemType t) { return t == ElemType::F32 || t == ElemType::F16 || t == ElemType::BF16; }
 
 // What a job is: ids and labels come from the generator as escaped string literals.
 struct JobInfo {
@@ -270,14 +297,45 @@ cudaError_t batched_copy2d(const Copy2D* copies, int n, std::size_t elem_bytes, 
 // Pointwise kernels (kernels.cu), a framework's elementwise loops as the harness's own
 // implementation of Activation and Elementwise layers: float math on fp32/fp16/bf16 storage, 16-byte
 // vectors where the innermost dimension allows.
-// binary_pointwise: y = op(alpha1 * a, alpha2 * b), b broadcast to a's dims (each of b's dims equal
-// to a's or 1; at most 6 dims; fewer than 2^31 elements); cudaErrorInvalidValue for other shapes.
-enum class PointwiseOp { Add = 0, Mul = 1, Min = 2, Max = 3 };
+// binary_pointwise: y = op(alpha1 * a, alpha2 * b) with numpy broadcasting of both operands
+// (each dim of a and b equal to y's or 1; at most 8 dims; fewer than 2^31 elements);
+// cudaErrorInvalidValue for other shapes. The alphas scale float operands only.
+// ONNX ops (ONNX operator spec): Add/Sum, Sub, Mul, Div, Max, Min, Mean (of 2: (a + b) / 2), Pow,
+// Mod (fmod = 0: floored, the sign of b), FMod (fmod = 1: truncated, C's fmod), PRelu (a < 0 ? a * b : a),
+// Equal, Less, LessOrEqual, Greater, GreaterOrEqual (bool out), And, Or, Xor (bool in and out:
+// nonzero is true), BitwiseAnd/Or/Xor, BitShift LEFT/RIGHT (integers). Integer division and
+// modulo by 0 give 0; shifts by 64 or more give 0.
+enum class PointwiseOp {
+  Add = 0, Mul = 1, Min = 2, Max = 3, Sub, Div, Mean, Pow, Mod, FMod, PRelu,
+  Equal, Less, LessOrEqual, Greater, GreaterOrEqual, And, Or, Xor, BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight
+};
+// a, b and y in the storage type `t` (fp32/fp16/bf16), float math.
 cudaError_t binary_pointwise(const void* a, const void* b, void* y, const int* a_dims, const int* b_dims, int nd,
                              PointwiseOp op, float alpha1, float alpha2, DType t, cudaStream_t s);
+// a and b of element type `in` (F32/F16/BF16: float math; I8 (bool or int8), U8, I16, U16, I32, U32,
+// I64, U64: 64-bit integer math), y of `out`: `in`, or I8 (bool) for comparisons and logical ops.
+cudaError_t binary_pointwise_typed(const void* a, const void* b, void* y, const int* a_dims, const int* b_dims,
+                                   int nd, PointwiseOp op, float alpha1, float alpha2, ElemType in, ElemType out,
+                                   cudaStream_t s);
 // activation_pointwise: y = f(x) for n elements; mode as cudnnActivationMode_t (0 sigmoid, 1 relu,
-// 2 tanh, 3 clipped relu at coef, 4 elu with alpha coef, 5 identity) or -1: leaky relu, slope coef.
-cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s);
+// 2 tanh, 3 clipped relu at coef, 4 elu with alpha coef, 5 identity), -1: leaky relu, slope coef,
+// or -2: ONNX HardSigmoid max(0, min(1, coef * x + coef2)) (alpha coef, beta coef2).
+cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s,
+                                 float coef2 = 0.0f);
+// Reductions (reduce_kernels.cu; the plan is reduce_plan.hpp): ReduceSum/Mean/Max/Min of packed x
+// (dims x_dims, nd <= 8) into y (y_dims: each x's dim or 1), fp32/fp16/bf16 storage, float32
+// accumulation, as a framework's vectorized reduction kernels (16-byte loads, warp shuffles), in
+// one to eight launches; `workspace` holds the float32 results between stages
+// (plan_reduce_for(...).workspace_bytes() bytes, 0 for a one-stage plan).
+// cudaErrorInvalidValue for shapes that are not a reduction or a workspace that is too small.
+enum class ReduceOp { Sum = 0, Mean = 1, Max = 2, Min = 3 };
+const char* reduce_op_name(ReduceOp op);
+// The plan for the current device (its SM count decides where a long reduced dim is split).
+ReducePlan plan_reduce_for(const int* x_dims, const int* y_dims, int nd, DType t);
+// One line for a record's note: the stages, their views and launch shapes.
+std::string describe_reduce(const ReducePlan& p);
+cudaError_t reduce(const void* x, void* y, const int* x_dims, const int* y_dims, int nd, ReduceOp op, DType t,
+                   void* workspace, std::size_t workspace_bytes, cudaStream_t s);
 
 // Machine ceilings (ceilings.cpp): DRAM bandwidth, library GEMM rates, FP32 FMA rate.
 class Context;

@@ -19,22 +19,34 @@
 
 namespace benanza {
 
-// Unary elementwise ops (layers.UNARY_OPS); the generator writes these names.
-enum class UnaryOp : int { GELU, GELU_TANH, ERF, EXP, LOG, SQRT, RECIPROCAL, NEG, ABS, POW, CAST };
+// Unary elementwise ops (layers.UNARY_OPS); the generator writes these names. The first eleven keep
+// their values; the rest are ONNX's other unary elementwise operators (ONNX operator spec).
+enum class UnaryOp : int {
+  GELU, GELU_TANH, ERF, EXP, LOG, SQRT, RECIPROCAL, NEG, ABS, POW, CAST,
+  ACOS, ACOSH, ASIN, ASINH, ATAN, ATANH, CEIL, COS, COSH, FLOOR, HARD_SWISH, IS_INF, IS_NAN, MISH, NOT, ROUND, SELU,
+  SIGN, SIN, SINH, SOFTPLUS, SOFTSIGN, TAN, THRESHOLDED_RELU, CELU, SHRINK, BITWISE_NOT, CLIP, SWISH, CAST_BOOL
+};
 const char* unary_name(UnaryOp op);
 
-// Element types a kernel may read besides the precision's float type (Cast sources, indices, masks).
-enum class ElemType : int { F32, F16, BF16, F64, I64, I32, I8 };
-ElemType elem_of(DType t);
-std::size_t elem_bytes(ElemType t);
+// The constants of a unary op: Pow's exponent; alpha and beta: Selu alpha and gamma, Celu alpha,
+// ThresholdedRelu alpha, Shrink lambd and bias, IsInf detect_negative and detect_positive (0 or 1),
+// Clip min and max, Swish alpha.
+struct UnaryParams {
+  float exponent = 0.0f, alpha = 0.0f, beta = 0.0f;
+};
+
 
 // ------------------------------------------------------------------ kernels (transformer_kernels.cu)
 // Every launcher enqueues on `s` and returns cudaGetLastError() of the launch.
 
-// y[i] = f(x[i]); x has element type `xt` (the storage type, or a Cast's source), y has `yt`.
-// Math in float32. `exponent`: Pow's exponent.
-cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, DType yt, std::size_t n, float exponent,
-                         cudaStream_t s);
+// y[i] = f(x[i]) (unary_kernels.cu), 16-byte vectors where the pointers allow; x has element type
+// `xt`, y has `yt`: float ops read and write the storage type (F32/F16/BF16) with float32 math;
+// IsNaN/IsInf read it and write bool (I8, 0 or 1); Cast reads any type and writes any type (float
+// to integer: toward zero), CAST_BOOL any type to bool (nonzero is true); Not (bool), BitwiseNot,
+// Abs, Neg and Sign on integers read and write that type (integer math).
+// cudaErrorInvalidValue for other type pairs.
+cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, ElemType yt, std::size_t n,
+                         const UnaryParams& p, cudaStream_t s);
 
 // LayerNorm over rows of `cols` elements: one block per row, float32 mean and variance, scale and
 // bias float32 (cols,); mean / rstd (rows,) float32 written when not null.
@@ -77,9 +89,30 @@ struct PointwiseSpec {
   UnaryOp op;
   long long rows, cols;  // the packed tensor viewed as (rows, cols)
   float exponent;        // POW
+  ElemType x_type, y_type;  // the storage type, or bool (I8) for NOT
+  float alpha;           // SWISH: its alpha (cuDNN's swish beta)
 };
-// Ops without a cuDNN pointwise mode (CAST) record nothing.
+// One-node pointwise graph of the op's mode (GELU_FWD, ERF, ..., CEIL, COS, FLOOR, SIN, TAN,
+// SOFTPLUS_FWD, SWISH_FWD, LOGICAL_NOT); ops without a cuDNN pointwise mode (CAST, ACOS, ...) record nothing.
+// Bool tensors are given to cuDNN as INT8 (ONNX's 1-byte bool; cuDNN documents its BOOLEAN type as
+// bit-packed, 8 elements per byte, a different memory layout); cuDNN may refuse that (recorded).
 void run_pointwise_engines(Bench& b, const PointwiseSpec& spec, void* x, void* y);
+// Whether run_pointwise_engines has a graph for `op` (and so records something).
+bool has_pointwise_mode(UnaryOp op);
+
+// A binary elementwise op as a one-node cuDNN pointwise graph (SUB, DIV, POW, MOD (fmod), CMP_EQ,
+// CMP_LT, CMP_LE, CMP_GT, CMP_GE, LOGICAL_AND, LOGICAL_OR): a and b with dims 1 where they broadcast
+// (cuDNN's broadcasting), y packed with the broadcast dims.
+struct BinaryGraphSpec {
+  Precision precision;
+  PointwiseOp op;
+  int nd;                   // <= 8
+  long long a[8], b[8];     // operand dims (each 1 or y's)
+  ElemType in, out;         // storage type or bool (I8) inputs; output: `in`, or bool for comparisons
+};
+// Ops without a cuDNN pointwise mode (Mod on integers, PRelu, Xor, bitwise ops...) record nothing.
+void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& spec, void* a, void* bb, void* y);
+bool has_binary_pointwise_mode(PointwiseOp op);
 
 enum class SdpaMask : int { NONE = 0, CAUSAL = 1, BIAS = 2 };
 struct SdpaSpec {
