@@ -559,12 +559,12 @@ class Policy:
 
 def median_rse(samples: list[float]) -> float:
     """Relative standard error of the median: sqrt(pi/2) * (IQR / 1.349) / sqrt(n) / median, the
-    harness's estimate (cpp/include/benanza/stats.hpp)."""
+    harness's estimate (cpp/include/benanza/stats.hpp); a Python float."""
     import numpy as np
 
     if len(samples) < 2:
         return math.inf
-    q1, med, q3 = np.percentile(samples, [25, 50, 75])
+    q1, med, q3 = (float(v) for v in np.percentile(samples, [25, 50, 75]))
     if med <= 0:
         return math.inf
     return math.sqrt(math.pi / 2) * ((q3 - q1) / 1.349) / math.sqrt(len(samples)) / med
@@ -577,10 +577,11 @@ def summarize(samples: list[float], policy: Policy) -> dict:
     a = np.asarray(samples, dtype=float)
     q1, med, q3 = np.percentile(a, [25, 50, 75])
     rse = median_rse(samples)
+    rse = float(rse)
     return {"median_ms": float(med), "q1_ms": float(q1), "q3_ms": float(q3), "mean_ms": float(a.mean()),
             "min_ms": float(a.min()), "max_ms": float(a.max()), "stddev_ms": float(a.std(ddof=1)) if len(a) > 1 else 0.0,
             "rse": rse if math.isfinite(rse) else None, "samples": len(samples),
-            "converged": len(samples) >= policy.min_samples and rse <= policy.rse}
+            "converged": bool(len(samples) >= policy.min_samples and rse <= policy.rse)}
 
 
 def _sample(timed_once: Callable[[], float], policy: Policy) -> list[float]:
@@ -685,8 +686,14 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0) -> list[dict]:
 
 # ------------------------------------------------------------------------------- the worker
 
+def _plain(v):
+    """JSON for numpy scalars (their Python value) and anything else (its text)."""
+    item = getattr(v, "item", None)
+    return item() if callable(item) else str(v)
+
+
 def _emit(rec: dict) -> None:
-    sys.stdout.write(json.dumps(rec, default=str) + "\n")
+    sys.stdout.write(json.dumps(rec, default=_plain) + "\n")
     sys.stdout.flush()
 
 
