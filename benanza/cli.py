@@ -226,9 +226,9 @@ def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
     return out
 
 
-MAX_ENGINES_HELP = ("time at most this many cuDNN engine configs and cuBLASLt configs per call and job, in "
-                    "heuristics order (the rest recorded as skipped; fewer candidates can only raise the LBL); "
-                    "0: all, and cuBLASLt's algo-id search")
+MAX_ENGINES_HELP = ("quick runs: time at most this many cuDNN engine configs, cuBLASLt configs and legacy "
+                    "convolution algorithms per call and job, in heuristics order (the rest recorded as skipped; "
+                    "fewer candidates can only raise the LBL); 0: all, and cuBLASLt's algo-id search")
 SCREEN_HELP = ("skip sampling a call whose first replay is slower than this x its job's best so far "
                "(recorded as screened with that time); 0: sample every call")
 

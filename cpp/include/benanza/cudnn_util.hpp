@@ -240,6 +240,26 @@ inline const char* conv_fwd_algo_name(int a) {
   return "UNKNOWN";
 }
 
+// Whether the legacy algorithm `a` is timed under Options::max_engines = `cap` (0: every algorithm):
+// with a cap, only the first `cap` algorithms cudnnGetConvolutionForwardAlgorithm_v7 ranks as usable
+// (a quick run: FFT and FFT_TILING on grouped convolutions can take seconds to set up per call).
+inline bool legacy_algo_timed(int a, int cap, cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                              cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
+  if (cap <= 0) return true;
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  if (cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf) !=
+      CUDNN_STATUS_SUCCESS)
+    return true;
+  int usable = 0;
+  for (int i = 0; i < returned && usable < cap; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (static_cast<int>(perf[i].algo) == a) return true;
+    ++usable;
+  }
+  return false;
+}
+
 inline bool cudnn_unsupported(cudnnStatus_t s) {
   return CUDNN_STATUS_CATEGORY(static_cast<int>(s)) == CUDNN_STATUS_NOT_SUPPORTED;
 }

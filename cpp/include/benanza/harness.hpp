@@ -116,9 +116,10 @@ struct Options {
   // median of its job so far cannot be the layer's best; it is recorded as "screened" with that
   // time and not sampled further. 0 turns screening off (every call sampled to convergence).
   double screen = 1.5;
-  // Engine configs (cuDNN graph API, heuristics A then B then the fallback list) and cuBLASLt configs
-  // (the heuristic's list) timed per call and job, in list order; 0 = all of them, and cuBLASLt's
-  // algo-id search. The rest are recorded as skipped. A lower cap measures fewer candidates, so the
+  // Engine configs (cuDNN graph API, heuristics A then B then the fallback list), cuBLASLt configs
+  // (the heuristic's list) and legacy convolution algorithms (cudnnGetConvolutionForwardAlgorithm_v7's
+  // ranking) timed per call and job, in list order; 0 = all of them, and cuBLASLt's algo-id search.
+  // The rest are recorded as skipped. A lower cap measures fewer candidates, so the
   // lower bound it gives can only be higher (never below what a full run finds).
   int max_engines = 0;
 };
