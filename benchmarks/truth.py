@@ -194,7 +194,7 @@ def table_markdown(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-STAGES = ("export_s", "process_s", "generate_s", "compile_s", "run_s", "analyze_s", "pytorch_s")
+STAGES = ("export_s", "process_s", "generate_s", "compile_s", "run_s", "torch_s", "analyze_s", "pytorch_s")
 
 
 def stage_lines(stages: dict[str, dict]) -> list[str]:
