@@ -91,6 +91,7 @@ class FusionTime:
     fused_ms: float | None
     algorithm: str = ""
     call: str = ""
+    description: str = ""  # the fused config's describe()
     library_call: str = ""  # when the fused best is the framework's kernel: the fastest library call
     library_ms: float | None = None
 
@@ -179,7 +180,7 @@ class Analysis:
         for f in self.fusions:
             if f.fused_ms is not None and f.call.startswith(FRAMEWORK_CALL_PREFIX):
                 out.append({"layers": list(f.layers), "name": self.layers[f.layers[-1]].layer.name,
-                            "what": f.key, "framework_call": f.call, "framework_ms": f.fused_ms,
+                            "what": f.description or f.key, "framework_call": f.call, "framework_ms": f.fused_ms,
                             "library_call": f.library_call or None, "library_ms": f.library_ms})
         return out
 
@@ -416,7 +417,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
         unfused = None if any(p.bound_ms is None for p in parts) else sum(p.bound_ms for p in parts)
         b = best.get(f.config.key)
         ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "",
-                        b.call if b else "")
+                        b.call if b else "", f.config.describe())
         if f.config.key in library:
             ft.library_call, ft.library_ms = library[f.config.key].call, library[f.config.key].median_ms
         fusions.append(ft)

@@ -742,19 +742,18 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True) -> l
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
+    """The suite's flags (benanza.runner.RunOptions.suite_args), with the runner's defaults."""
+    from .runner import RunOptions
+
+    d = RunOptions()
     ap = argparse.ArgumentParser(prog="python -m benanza.torch_candidates",
                                  description="Time the framework's own kernels for benanza jobs (a suite-protocol worker).")
     ap.add_argument("--jobs", required=True, help="JSON lines: job, kind, params, precision, layout")
-    ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--warmup-ms", type=float, default=2.0)
-    ap.add_argument("--sample-ms", type=float, default=0.25)
-    ap.add_argument("--rse", type=float, default=0.01)
-    ap.add_argument("--min-samples", type=int, default=10)
-    ap.add_argument("--max-samples", type=int, default=2000)
-    ap.add_argument("--max-time-ms", type=float, default=1000.0)
-    ap.add_argument("--workspace-limit-mb", type=float, default=4096.0)
-    ap.add_argument("--screen", type=float, default=1.5)  # accepted for the suite's flags; one call per job
-    ap.add_argument("--max-engines", type=int, default=0)
+    for flag, default in (("--device", d.device), ("--warmup-ms", d.warmup_ms), ("--sample-ms", d.sample_ms),
+                          ("--rse", d.rse), ("--min-samples", d.min_samples), ("--max-samples", d.max_samples),
+                          ("--max-time-ms", d.max_time_ms), ("--workspace-limit-mb", d.workspace_limit_mb),
+                          ("--screen", d.screen), ("--max-engines", d.max_engines)):
+        ap.add_argument(flag, type=type(default), default=default)  # screen, max-engines: one call per job
     ap.add_argument("--no-cold", action="store_true")
     ap.add_argument("--no-graphs", action="store_true")
     return ap.parse_args(argv)
