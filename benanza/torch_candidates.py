@@ -201,14 +201,10 @@ def _pooling(c: Ctx) -> Candidate:
             pad_first += [begin[i], end[i]]
         begin = [0] * nsp
         note = "asymmetric pads: F.pad first"
-    ceil = False
-    for i in range(nsp):
-        n = cfg.x[2 + i] + (end[i] + begin[i] if pad_first is None else cfg.pads[i] + cfg.pads[nsp + i])
-        p2 = 2 * begin[i] if pad_first is None else 0
-        floor_out = (cfg.x[2 + i] + p2 - cfg.kernel[i]) // cfg.strides[i] + 1 if pad_first is None else \
-            (n - cfg.kernel[i]) // cfg.strides[i] + 1
-        if floor_out != out_sp[i]:
-            ceil = True
+    # the padded size the pooling sees (pads given to it, or applied by F.pad first); ceil mode where
+    # floor rounding would not give the ONNX output size
+    padded = [cfg.x[2 + i] + cfg.pads[i] + cfg.pads[nsp + i] for i in range(nsp)]
+    ceil = any((n - k) // st + 1 != o for n, k, st, o in zip(padded, cfg.kernel, cfg.strides, out_sp))
     if cfg.mode == "max":
         op = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nsp]
         fill = float("-inf")

@@ -124,15 +124,6 @@ def reshape(v: View, shape: Shape) -> View | None:
     return View(tuple(new), v.offset)
 
 
-def squeeze(v: View, axes: tuple[int, ...]) -> View | None:
-    """``x.squeeze(axes)`` (axes of size 1)."""
-    r = len(v.dims)
-    ax = {a + r if a < 0 else a for a in axes}
-    if any(not 0 <= a < r or v.shape[a] != 1 for a in ax):
-        return None
-    return View(tuple(d for i, d in enumerate(v.dims) if i not in ax), v.offset)
-
-
 def unsqueeze(v: View, axes: tuple[int, ...]) -> View | None:
     """``x.unsqueeze(...)`` for ONNX's ``axes`` (positions in the output)."""
     r = len(v.dims) + len(axes)
