@@ -346,6 +346,7 @@ def _settings(torch, spec: CaptureSpec, device) -> dict:
          "python": sys.version.split()[0]}
     try:
         d["converter"] = f"onnx2torch {_dist_version('onnx2torch')}"
+        d["run"] = "onnx2torch"
     except Exception:
         pass
     try:

@@ -81,8 +81,12 @@ class FrameworkSettings:
     """How the framework ran: ``framework`` (``pytorch``), versions, the GPU, the data type and
     the switches that change the libraries' choices: ``cudnn_benchmark`` (autotuning of cuDNN
     engines), ``allow_tf32_matmul`` (``torch.backends.cuda.matmul.allow_tf32``),
-    ``allow_tf32_cudnn`` (``torch.backends.cudnn.allow_tf32``). None where unknown; ``extra``
-    keeps any other key of profile.json's ``settings``."""
+    ``allow_tf32_cudnn`` (``torch.backends.cudnn.allow_tf32``); ``converter``: the ONNX-to-framework
+    converter that built the module (``onnx2torch 1.5.15``), None for the user's own module;
+    ``run``: what ran, ``native`` (the user's ``nn.Module``, torchvision or transformers model:
+    ``benanza torch``) or ``onnx2torch`` (the ONNX graph converted: ``benanza profile``);
+    ``memory_format`` (``contiguous``, ``channels_last``); ``compiled`` (``torch.compile`` mode, None
+    for eager). None where unknown; ``extra`` keeps any other key of profile.json's ``settings``."""
 
     framework: str | None = None
     framework_version: str | None = None
@@ -95,6 +99,9 @@ class FrameworkSettings:
     allow_tf32_matmul: bool | None = None
     allow_tf32_cudnn: bool | None = None
     converter: str | None = None
+    run: str | None = None
+    memory_format: str | None = None
+    compiled: str | None = None
     extra: dict = field(default_factory=dict, hash=False, compare=False)
 
     @classmethod
@@ -106,6 +113,26 @@ class FrameworkSettings:
         d = {k: v for k, v in asdict(self).items() if k != "extra"}
         d.update(self.extra)
         return d
+
+    @property
+    def run_kind(self) -> str:
+        """``native`` or ``onnx2torch``: ``run`` when profile.json says, else ``onnx2torch`` when a
+        converter built the module (profiles written before ``run`` existed), else ``unknown``."""
+        if self.run:
+            return self.run
+        return "onnx2torch" if self.converter and self.converter.startswith("onnx2torch") else "unknown"
+
+    @property
+    def run_label(self) -> str:
+        """What the framework side is, in words, for reports: ``PyTorch 2.11 eager, native module,
+        channels_last`` or ``PyTorch 2.11 eager, onnx2torch conversion of the ONNX graph``."""
+        what = {"native": "native module", "onnx2torch": "onnx2torch conversion of the ONNX graph"}.get(
+            self.run_kind, "unknown module")
+        parts = [f"{self.framework or 'framework'} {self.framework_version or ''}".strip(),
+                 f"torch.compile({self.compiled})" if self.compiled else "eager", what]
+        if self.memory_format and self.memory_format != "contiguous":
+            parts.append(self.memory_format)
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
