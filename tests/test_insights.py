@@ -341,7 +341,7 @@ def test_h200_layout_finding_and_channels_last(models):
     nchw = load_profile(H200_PROFILES / "resnet50_bnkept-b32-fp16", model)
     cl = load_profile(H200_PROFILES / "resnet50_bnkept-b32-fp16-cl", model)
     assert nchw.category_counts()["layout"] == 69 and cl.category_counts()["layout"] == 0
-    assert nchw.settings.gpu_name == "NVIDIA H200" and cl.settings.extra.get("memory_format") == "channels_last"
+    assert nchw.settings.gpu_name == "NVIDIA H200" and cl.settings.memory_format == "channels_last"
     ins = build_insights(a, nchw, db, system.id)
     kinds = {f.kind: f for f in ins.findings}
     layout = kinds["layout_conversion"]
