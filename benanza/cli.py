@@ -569,12 +569,11 @@ def _roofline_svg(analysis, system, database) -> tuple[str, str]:
     return svg_text(model_roofline(analysis, spec, kind)), label
 
 
-def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_out, html_out) -> None:
-    """``analyze --profile``: insights per precision (Q6 against fp32, or tf32 for an fp32 run,
-    when the database has them), printed, as JSON and/or as HTML."""
+def _insight_docs(prof, results, ml, database, system, cache, layouts) -> list[dict]:
+    """The insights documents of ``results`` against profile ``prof`` (Q6 against fp32, or tf32 for
+    an fp32 run, when the database has them)."""
     from .analyzer import analyze as do_analyze
     from .insights import build_insights
-    from .report import render_comparison, render_html, terminal_tables
 
     docs = []
     for a in results:
@@ -589,6 +588,15 @@ def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_o
                              fp32=other if a.precision != "fp32" else None,
                              tensor_core=other if a.precision == "fp32" else None)
         docs.append(ins.to_dict())
+    return docs
+
+
+def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_out, html_out) -> None:
+    """``analyze --profile``: insights per precision (Q6 against fp32, or tf32 for an fp32 run,
+    when the database has them), printed, as JSON and/or as HTML."""
+    from .report import render_comparison, render_html, terminal_tables
+
+    docs = _insight_docs(prof, results, ml, database, system, cache, layouts)
     if html_out is not None:
         if len(docs) == 1:
             svg, source = _roofline_svg(results[0], system, database)
@@ -1247,3 +1255,90 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
         err.print(f"notice: {n}", markup=False, soft_wrap=True)
     for t in _profile_tables(p):
         out.print(t)
+
+
+TORCH_SPEC_HELP = ("a torchvision model name (resnet50, vit_b_16), transformers:TYPE (transformers:bert) or "
+                   "package.module:factory (a function returning the nn.Module)")
+
+
+@app.command("torch")
+@guarded
+def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
+              batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
+              dtype: str = typer.Option("fp32", "--dtype", "-t", help="fp32 (PyTorch's default: TF32 convolutions, "
+                                        "FP32 matmuls), tf32, fp16 or bf16"),
+              db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+              output: Optional[Path] = typer.Option(None, "-o", "--output", help="working folder: the export, "
+                                                    "profiles and reports (default ./benanza-torch-NAME)"),
+              device: str = typer.Option("cuda", "--device", help="cuda or cuda:N"),
+              channels_last: bool = typer.Option(False, "--channels-last", help="also profile the module in "
+                                                 "torch.channels_last memory format"),
+              compile_mode: Optional[str] = typer.Option(None, "--compile", help="also profile torch.compile(module, "
+                                                         "mode=MODE): default, reduce-overhead or max-autotune"),
+              bench: bool = typer.Option(True, "--bench/--no-bench", help="bench the layers first (--no-bench: "
+                                         "the database has them)"),
+              bench_args: str = typer.Option("", "--bench-args", help="more `benanza bench` options, one string, "
+                                             "e.g. '--max-engines 4 --no-cold'"),
+              seq: int = typer.Option(128, "--seq", help="sequence length of transformers inputs"),
+              input_shape: Optional[str] = typer.Option(None, "--input-shape", help="per-sample input shape of an "
+                                                        "image model, e.g. 3x299x299"),
+              warmup: int = typer.Option(20, "--warmup", help="warm-up inferences before timing"),
+              runs: int = typer.Option(100, "--runs", help="timed inferences (latency median and IQR)"),
+              iterations: int = typer.Option(5, "--iterations", help="inferences recorded by torch.profiler"),
+              force: bool = typer.Option(False, "--force", help="export again over an existing export"),
+              json_out: bool = typer.Option(False, "--json", help="the insights documents as a JSON list on stdout")):
+    """Analyze a PyTorch module as users run it: export it to ONNX, bench its layers, profile the
+    module itself (eager; channels_last and torch.compile when asked), join its kernels to the
+    layers and report how fast it could run and what stands in the way.
+
+    Example: benanza torch resnet50 --batch 1,32 --dtype fp16
+    """
+    from .analyzer import analyze as do_analyze, resolve_system
+    from .database import open_db
+    from .model import parse_batches, process
+    from .modules import resolve
+    from .profiles import load_profile
+    from .pytorch import DTYPES, check_dtype, prepare
+    from .report import render_html, terminal_tables
+
+    check_dtype(dtype)
+    batches = parse_batches(batch)
+    if compile_mode is not None and compile_mode not in ("default", "reduce-overhead", "max-autotune"):
+        raise UsageError(f"--compile {compile_mode!r}: choose default, reduce-overhead or max-autotune")
+    shape = None
+    if input_shape:
+        try:
+            shape = tuple(int(x) for x in input_shape.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"--input-shape {input_shape!r}: give dims like 3x224x224") from None
+    src = resolve(spec, seq, shape)
+    folder = output or Path(f"benanza-torch-{src.name}")
+    say = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False, highlight=False))
+    ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None}
+    onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, bench,
+                                   bench_args, warmup, runs, iterations, ref, force, say)
+    database = open_db(db, create=False)
+    system, notice = resolve_system(database, None, _current_fingerprint())
+    _, _, precision, conv = DTYPES[dtype]
+    layouts = ("NCHW", "NHWC")
+    docs = []
+    for r in runs_done:
+        prof = load_profile(r.folder, onnx_path, r.batch)
+        ml = process(onnx_path, r.batch)
+        a = do_analyze(ml, database, system, precision, "warm", layouts, conv)
+        _require_measurements([a], database, system)
+        d = _insight_docs(prof, [a], ml, database, system, "warm", layouts)[0]
+        d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path)}
+        stem = r.folder.name.replace("profile-", "report-")
+        (folder / f"{stem}.json").write_text(json.dumps(d, indent=1, default=str))
+        svg, source = _roofline_svg(a, system, database)
+        (folder / f"{stem}.html").write_text(render_html(d, svg, source), encoding="utf-8")
+        docs.append(d)
+        if not json_out:
+            out.print(f"{spec} batch {r.batch} {dtype}, {r.label}: report in {folder / (stem + '.html')}", markup=False)
+            for n in d["notices"]:
+                err.print(f"notice: {n}", markup=False, soft_wrap=True)
+            for t in terminal_tables(d):
+                out.print(t)
+    if json_out:
+        out.print_json(json.dumps(docs, default=str))

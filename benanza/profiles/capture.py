@@ -61,7 +61,14 @@ class CaptureSpec:
     ``iterations``: counts; ``cudnn_benchmark``; ``dims``/``batch_dim``: as for
     :func:`benanza.model.bind_batch`; ``out``: the folder; ``seed``: for weights and inputs;
     ``channels_last``: run the module and its 4-D inputs in ``torch.channels_last`` memory format
-    (NHWC), as a user applies benanza's layout-conversion finding."""
+    (NHWC), as a user applies benanza's layout-conversion finding; ``module``: run the native
+    PyTorch module instead of the ONNX graph (``benanza torch``): ``{"spec": SPEC, "seq": N,
+    "input_shape": [..]}`` (:func:`benanza.modules.resolve`) or ``{"pickle": FILE}`` (a module saved
+    with ``torch.save`` by :func:`benanza.analyze_module`, with ``inputs``: a saved tuple of example
+    tensors and ``batch_dims``), ``model`` then being its ONNX export; ``compile``: a
+    ``torch.compile`` mode (``default``, ``reduce-overhead``, ``max-autotune``) or None for eager;
+    ``scopes``: open a ``record_function("benanza.module:NAME")`` around every submodule's forward
+    during the profiled iterations (the join's module scopes)."""
 
     role: str
     model: str
@@ -77,6 +84,9 @@ class CaptureSpec:
     batch_dim: int | None = None
     seed: int = 0
     channels_last: bool = False
+    module: dict | None = None
+    compile: str | None = None
+    scopes: bool = False
 
 
 # -------------------------------------------------------------------------------- the model
@@ -344,11 +354,16 @@ def _settings(torch, spec: CaptureSpec, device) -> dict:
          "cuda_version": torch.version.cuda, "onnx_version": onnx.__version__,
          "memory_format": "channels_last" if spec.channels_last else "contiguous",
          "python": sys.version.split()[0]}
-    try:
-        d["converter"] = f"onnx2torch {_dist_version('onnx2torch')}"
+    if spec.module is not None:
+        d["run"] = "native"
+        d["module"] = spec.module.get("spec") or "a module object (benanza.analyze_module)"
+        d["compiled"] = spec.compile
+    else:
+        try:
+            d["converter"] = f"onnx2torch {_dist_version('onnx2torch')}"
+        except Exception:
+            pass
         d["run"] = "onnx2torch"
-    except Exception:
-        pass
     try:
         d["cudnn_version"] = torch.backends.cudnn.version()
     except Exception:
@@ -389,11 +404,16 @@ def run_child(spec: CaptureSpec) -> dict:
     torch.backends.cudnn.benchmark = spec.cudnn_benchmark
     tf32 = spec.dtype == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    # the native module runs with PyTorch's defaults: fp32 convolutions in TF32 (torch.backends.cudnn.allow_tf32
+    # is True by default), fp32 matmuls in FP32; onnx2torch runs keep benanza's strict fp32
+    torch.backends.cudnn.allow_tf32 = tf32 or (spec.module is not None and spec.dtype == "fp32")
     torch.manual_seed(spec.seed)
+    cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec.dtype)
+    if spec.module is not None:
+        module, xs, shapes = _native_module(torch, spec, device, cast)
+        return _profile_child(torch, spec, device, module, xs, shapes)
     module, inputs = load_torch_model(spec.model, spec.batch, spec.dims, spec.batch_dim, spec.seed)
     module = module.eval().to(device)
-    cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec.dtype)
     if cast is not None:
         module = module.to(cast)
     if spec.channels_last:
@@ -416,19 +436,95 @@ def run_child(spec: CaptureSpec) -> dict:
         if spec.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         xs.append(x.to(device))
+    return _profile_child(torch, spec, device, module, xs, [list(s) for _, s, _ in inputs])
+
+
+def _native_module(torch, spec: CaptureSpec, device, cast):
+    """The native module of ``spec.module`` on ``device`` in the run's data type and memory
+    format (compiled when asked), its inputs at ``spec.batch``, and their shapes."""
+    from ..modules import resolve
+
+    m = spec.module
+    if m.get("pickle"):
+        module = torch.load(m["pickle"], weights_only=False)
+        base = torch.load(m["inputs"], weights_only=False)
+        from ..modules import from_module
+
+        src = from_module(module, base, tuple(m.get("batch_dims") or ()) or None)
+    else:
+        shape = tuple(m["input_shape"]) if m.get("input_shape") else None
+        src = resolve(m["spec"], int(m.get("seq") or 128), shape)
+    module = src.build().eval().to(device)
+    if cast is not None:
+        module = module.to(cast)
+    if spec.channels_last:
+        module = module.to(memory_format=torch.channels_last)
+    xs = []
+    for x in src.inputs(spec.batch):
+        if x.is_floating_point() and cast is not None:
+            x = x.to(cast)
+        if spec.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        xs.append(x.to(device))
+    if spec.compile:
+        module = torch.compile(module, mode=None if spec.compile == "default" else spec.compile)
+    return module, xs, [list(x.shape) for x in xs]
+
+
+class _Scopes:
+    """``record_function("benanza.module:NAME")`` around every submodule's forward while
+    installed (forward pre-hooks open, forward hooks close; the root module is ``""``)."""
+
+    def __init__(self, torch, module):
+        self.torch, self.module, self.handles, self.stack = torch, module, [], []
+
+    def __enter__(self):
+        from ..modules import SCOPE_PREFIX
+
+        rf = self.torch.autograd.profiler.record_function
+        for name, sub in self.module.named_modules():
+            if not name:
+                continue
+
+            def pre(_m, _a, name=name):
+                r = rf(SCOPE_PREFIX + name)
+                r.__enter__()
+                self.stack.append(r)
+
+            def post(_m, _a, _o):
+                if self.stack:
+                    self.stack.pop().__exit__(None, None, None)
+
+            self.handles.append(sub.register_forward_pre_hook(pre))
+            self.handles.append(sub.register_forward_hook(post))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        while self.stack:
+            self.stack.pop().__exit__(None, None, None)
+
+
+def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict:
+    """Warm up, time (the timed run) and profile ``module`` on inputs ``xs``; write the trace and
+    the result document (see :func:`run_child`)."""
+    import contextlib
+
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def infer():
         return module(*xs)
 
-    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": [list(s) for _, s, _ in inputs]}
+    what = "the module" if spec.module is not None else "the converted model"
+    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes}
     with torch.inference_mode():
         try:
             for _ in range(max(spec.warmup, 1)):
                 infer()
             sync()
         except Exception as e:
-            raise ModelError(f"{spec.model}: the converted model fails in PyTorch ({spec.dtype} on {device}): "
+            raise ModelError(f"{spec.model}: {what} fails in PyTorch ({spec.dtype} on {device}): "
                              f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
         if spec.role == "timed":
             samples = []
@@ -456,7 +552,8 @@ def run_child(spec: CaptureSpec) -> dict:
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         timed = spec.role == "timed"
-        with profile(activities=acts, record_shapes=timed) as prof:
+        scopes = _Scopes(torch, module) if spec.scopes and timed and not spec.compile else contextlib.nullcontext()
+        with profile(activities=acts, record_shapes=timed) as prof, scopes:
             for _ in range(spec.iterations if timed else 1):
                 with record_function("benanza.iteration"):
                     infer()
@@ -560,9 +657,14 @@ def _gzip(path: Path) -> Path | None:
 def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str | os.PathLike, device: str = "cuda",
             warmup: int = 20, runs: int = 100, iterations: int = 5, cudnn_benchmark: bool = True,
             logs: bool = True, dims: dict | None = None, batch_dim: int | None = None, force: bool = False,
-            timeout: float = 1800.0, say=lambda m: None, channels_last: bool = False) -> Path:
+            timeout: float = 1800.0, say=lambda m: None, channels_last: bool = False,
+            module: dict | None = None, compile: str | None = None) -> Path:
     """Profile ``model`` at ``batch`` in ``dtype`` on ``device`` into the folder ``out`` and return
     the path of its ``profile.json`` (format in :mod:`benanza.profiles`).
+
+    With ``module`` (:class:`CaptureSpec`), the native PyTorch module runs instead of the ONNX
+    graph (``model`` is then its export, whose hash the profile records), with module scopes in
+    the trace; ``compile``: a ``torch.compile`` mode for the native module.
 
     Raises :class:`UsageError` for bad arguments or a folder that already holds a profile (unless
     ``force``), :class:`ModelError` when the model cannot be read, converted or run,
@@ -598,7 +700,8 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
         raise UsageError("PyTorch is not installed: pip install torch onnx2torch (benanza profile runs the model in PyTorch)")
     common = dict(model=str(mpath), batch=batch, dtype=dtype, device=dev, warmup=warmup, runs=runs,
                   iterations=iterations, cudnn_benchmark=cudnn_benchmark, out=str(o.resolve()),
-                  dims=dict(dims or {}), batch_dim=batch_dim, channels_last=channels_last)
+                  dims=dict(dims or {}), batch_dim=batch_dim, channels_last=channels_last,
+                  module=module, compile=compile, scopes=module is not None)
     files = {"trace": "trace.json.gz"}
     notices = []
     logged_kernels = None

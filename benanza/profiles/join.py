@@ -20,6 +20,17 @@ Inputs: a :class:`~benanza.profiles.trace.Trace` and the model's layer graph
    the model, not in the framework), or ``other`` (a framework op that matches no layer). The
    ``library`` that the kernel comes from is read from its name (cuDNN, cuBLAS/cuBLASLt,
    PyTorch native, Triton), the ``api`` the framework called from the op chain.
+
+**Module scopes** (profiles of the native module, ``benanza torch``): the trace then has a
+``record_function("benanza.module:NAME")`` around every submodule's forward, and the export's
+nodes name the module they came from (:func:`benanza.modules.module_paths`). Given both, step 2
+prefers, among the candidates, the layers whose module shares the longest qualified-name prefix
+with the op's innermost scope (a folded Conv+BatchNorm carries the batch norm's module, a sibling
+of the convolution's), and a second pass gives each framework op that matched no layer but
+launched compute kernels inside a scope (e.g. ``aten::_native_multi_head_attention``, one op for
+the whole of nn.MultiheadAttention; ``aten::scaled_dot_product_attention`` for the MatMul,
+Softmax, MatMul of the export) to the **group** of that scope's still unmatched layers: its
+kernels count for the group's first layer, which *covers* the others (:attr:`JoinResult.covers`).
 """
 from __future__ import annotations
 
@@ -74,6 +85,7 @@ _reg("Min", "aten::minimum", "aten::min")
 _reg("MaxPool", "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::max_pool2d_with_indices",
      "aten::max_pool3d_with_indices")
 _reg("AveragePool", "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d")
+_reg("ReduceMean", "aten::adaptive_avg_pool2d")
 _reg("GlobalAveragePool", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
      "aten::_adaptive_avg_pool2d", "aten::mean")
 _reg("GlobalMaxPool", "aten::adaptive_max_pool2d", "aten::amax", "aten::max")
@@ -159,13 +171,16 @@ class KernelJoin:
 @dataclass(frozen=True)
 class JoinResult:
     """The join of one trace with one model: ``ops`` (every framework op per iteration with its
-    layer), ``kernels`` (every GPU activity's :class:`KernelJoin`, in trace order), and per
-    iteration the layers that matched no framework op (``unmatched_layers``)."""
+    layer), ``kernels`` (every GPU activity's :class:`KernelJoin`, in trace order), per
+    iteration the layers that matched no framework op (``unmatched_layers``), and ``covers``:
+    for a framework op that computes a group of layers (module scopes), the group's first layer ->
+    every layer of the group (first iteration's groups; empty without scopes)."""
 
     ops: tuple[OpMatch, ...]
     kernels: tuple[KernelJoin, ...]
     unmatched_layers: tuple[tuple[int, ...], ...]
     iterations: int
+    covers: dict = None  # group anchor layer -> the layers its framework op computes (module scopes)
 
 
 # ----------------------------------------------------------------------------------- framework ops
@@ -241,9 +256,73 @@ def _shape_ok(layer, dims: tuple[tuple[int, ...], ...]) -> bool:
     return False
 
 
-def _match_iteration(trace: Trace, it: Iteration, ml) -> tuple[list[OpMatch], dict[int, int], set[int]]:
+#: framework ops that only move, allocate or fill memory: never given a scope's group of layers
+HELPER_OPS = {"aten::copy_", "aten::contiguous", "aten::clone", "aten::to", "aten::_to_copy", "aten::fill_",
+              "aten::zero_", "aten::zeros", "aten::zeros_like", "aten::empty", "aten::empty_like", "aten::ones",
+              "aten::ones_like", "aten::full", "aten::new_zeros", "aten::new_ones", "aten::new_empty",
+              "aten::arange", "aten::empty_strided", "aten::resize_", "aten::lift_fresh", "aten::detach"}
+
+
+def scope_of(trace: Trace, op: CpuOp | None) -> str | None:
+    """The qualified name of the innermost module scope (``benanza.module:NAME``) around ``op``,
+    None outside every scope (or in a trace without scopes)."""
+    from ..modules import SCOPE_PREFIX
+
+    if op is None:
+        return None
+    for a in trace.ancestors(op):
+        if a.name.startswith(SCOPE_PREFIX):
+            return a.name[len(SCOPE_PREFIX):]
+    return None
+
+
+def _common(a: str | None, b: str | None) -> int:
+    """Components two qualified module names share from the start (0 when either is unknown)."""
+    if not a or not b:
+        return 0
+    n = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _in_scope(path: str | None, scope: str) -> bool:
+    return path is not None and (path == scope or path.startswith(scope + "."))
+
+
+def _group_pass(trace: Trace, ml, paths: dict, out: list, op_layer: dict, matched: dict,
+                covers: dict) -> None:
+    """Second pass (module scopes): framework ops that matched no layer but launched kernels in a
+    scope get that scope's unmatched computing layers as one group (module doc)."""
+    groups: dict[str, int] = {}
+    for i, om in enumerate(out):
+        if om.layer is not None or not om.kernels or om.name in HELPER_OPS:
+            continue
+        scope = scope_of(trace, trace.cpu_ops[om.op])
+        if not scope:
+            continue
+        if scope not in groups:
+            members = [ly.index for ly in ml.layers if ly.index not in matched and ly.status != "zero_cost"
+                       and _in_scope(paths.get(ly.index), scope)]
+            if not members:
+                continue
+            groups[scope] = members[0]
+            for m in members:
+                matched[m] = len(out) + i
+            covers.setdefault(members[0], tuple(members))
+        anchor = groups[scope]
+        op_layer[om.op] = anchor
+        out[i] = OpMatch(iteration=om.iteration, op=om.op, name=om.name, input_dims=om.input_dims, layer=anchor,
+                         kernels=om.kernels)
+
+
+def _match_iteration(trace: Trace, it: Iteration, ml, paths: dict | None = None,
+                     covers: dict | None = None) -> tuple[list[OpMatch], dict[int, int], set[int]]:
     """Match the framework ops of one iteration to layers. Returns the op matches, the map
-    framework-op index -> layer index, and the unmatched layer indices."""
+    framework-op index -> layer index, and the unmatched layer indices. ``paths``: layer index ->
+    module name (module scopes, module doc); ``covers`` collects the groups."""
     # framework ops of this iteration, in execution order: outermost framework ops inside the
     # iteration's range, on the threads that launched its kernels (the main thread when none)
     kernels = trace.kernels_of(it)
@@ -270,21 +349,25 @@ def _match_iteration(trace: Trace, it: Iteration, ml) -> tuple[list[OpMatch], di
     matched: dict[int, int] = {}  # layer -> order in which it was matched
     op_layer: dict[int, int] = {}
     out: list[OpMatch] = []
+    scoped = bool(paths)
     for order, op in enumerate(fops):
         types = ATEN_TO_ONNX.get(op.name, ())
         cands = [i for t in types for i in by_type.get(t, ()) if i not in matched and _shape_ok(layers[i], op.input_dims)]
         layer = None
+        scope = scope_of(trace, op) if scoped else None
         if cands:
             def rank(i):
                 prods = ml.edges.get(i, [])
                 ready = all(p in matched or layers[p].status == "zero_cost" for p in prods)
                 recent = max((matched[p] for p in prods if p in matched), default=-1)
-                return (0 if ready else 1, -recent, i)
+                return (-_common(paths.get(i), scope) if scope else 0, 0 if ready else 1, -recent, i)
             layer = min(cands, key=rank)
             matched[layer] = order
             op_layer[op.index] = layer
         out.append(OpMatch(iteration=it.index, op=op.index, name=op.name, input_dims=op.input_dims, layer=layer,
                            kernels=tuple(by_fop.get(op.index, ()))))
+    if scoped:
+        _group_pass(trace, ml, paths, out, op_layer, matched, covers if covers is not None else {})
     unmatched = {ly.index for ly in layers} - set(matched)
     return out, op_layer, unmatched
 
@@ -325,16 +408,20 @@ def kernel_role(name: str) -> str:
     return ""
 
 
-def join(trace: Trace, ml) -> JoinResult:
+def join(trace: Trace, ml, paths: dict[int, str] | None = None) -> JoinResult:
     """Join every GPU activity of ``trace`` with the layers of ``ml`` (a
-    :class:`benanza.model.ModelLayers` at the profiled batch size). Never raises for a model that
-    does not fit the trace: then few ops match and the result says so (``unmatched_layers``)."""
+    :class:`benanza.model.ModelLayers` at the profiled batch size). ``paths``: layer index ->
+    the module it came from (:func:`layer_paths`), for traces with module scopes. Never raises for
+    a model that does not fit the trace: then few ops match and the result says so
+    (``unmatched_layers``)."""
     ops: list[OpMatch] = []
     op_layer: dict[int, int] = {}
     unmatched = []
     kernel_iter: dict[int, int] = {}
-    for it in trace.iterations:
-        o, m, u = _match_iteration(trace, it, ml)
+    covers: dict[int, tuple[int, ...]] = {}
+    has_scopes = bool(paths) and trace_has_scopes(trace)
+    for n, it in enumerate(trace.iterations):
+        o, m, u = _match_iteration(trace, it, ml, paths if has_scopes else None, covers if n == 0 else {})
         ops.extend(o)
         op_layer.update(m)
         unmatched.append(tuple(sorted(u)))
@@ -350,4 +437,24 @@ def join(trace: Trace, ml) -> JoinResult:
                              api=_api(trace, op), dur_ms=k.dur_ms, iteration=kernel_iter.get(k.index),
                              role=kernel_role(k.name)))
     return JoinResult(ops=tuple(ops), kernels=tuple(kj), unmatched_layers=tuple(unmatched),
-                      iterations=len(trace.iterations))
+                      iterations=len(trace.iterations), covers=covers)
+
+
+def trace_has_scopes(trace: Trace) -> bool:
+    """Whether the trace has module scopes (``record_function("benanza.module:...")``)."""
+    from ..modules import SCOPE_PREFIX
+
+    return any(op.name.startswith(SCOPE_PREFIX) for op in trace.cpu_ops)
+
+
+def layer_paths(ml, model=None) -> dict[int, str]:
+    """Layer index -> the module its ONNX node came from (:func:`benanza.modules.module_paths` of
+    ``model``, the ONNX file or ModelProto; ``ml.path`` by default). Empty when the export recorded
+    no module names."""
+    from ..modules import module_paths
+
+    try:
+        by_node = module_paths(model if model is not None else ml.path)
+    except Exception:  # noqa: BLE001 - an unreadable file was reported when ml was built
+        return {}
+    return {ly.index: by_node[ly.name] for ly in ml.layers if ly.name in by_node}

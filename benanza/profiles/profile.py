@@ -205,7 +205,10 @@ class LayerProfile:
     matched no op — zero-cost layers often do not); ``inputs_from``: producer layers;
     ``fusion``: index of the model's fusion candidate it belongs to (:class:`benanza.model.Fusion`),
     ``fusion_kind`` that candidate's fused config kind (``ConvBiasAct``, ``GemmAct``, ``SDPA``,
-    ``LayerNorm``, ``Unary`` for an erf-GELU, ...).
+    ``LayerNorm``, ``Unary`` for an erf-GELU, ...); ``covers``: the layers one framework op of
+    this layer computes with it (a group found through module scopes, e.g. nn.MultiheadAttention's
+    one op for its projections and attention: this layer's times are the group's), ``covered_by``:
+    the layer whose times include this one's (its own times are then 0).
     """
 
     layer: int
@@ -222,6 +225,8 @@ class LayerProfile:
     inputs_from: tuple[int, ...]
     fusion: int | None
     fusion_kind: str | None = None
+    covers: tuple[int, ...] = ()
+    covered_by: int | None = None
 
     @property
     def total_ms(self) -> float:
@@ -444,10 +449,11 @@ def gemm_algos(ml, log: CublasLtLog, layer_kernels: dict[int, tuple[str, ...]] |
 def build_profile(trace: T.Trace, ml, cudnn: CudnnLog | None = None, cublaslt: CublasLtLog | None = None,
                   latency: Latency | None = None, settings: FrameworkSettings | None = None,
                   dtype: str | None = None, folder: str | None = None,
-                  notices: tuple[str, ...] = ()) -> Profile:
+                  notices: tuple[str, ...] = (), paths: dict[int, str] | None = None) -> Profile:
     """Join ``trace`` with the layer graph ``ml`` (:func:`benanza.model.process` at the profiled
-    batch) and, when given, the cuDNN and cuBLASLt logs; return the :class:`Profile`."""
-    jr: JoinResult = join(trace, ml)
+    batch) and, when given, the cuDNN and cuBLASLt logs; return the :class:`Profile`. ``paths``:
+    layer index -> module name, for a trace with module scopes (:func:`benanza.profiles.join.join`)."""
+    jr: JoinResult = join(trace, ml, paths)
     notes = list(notices)
     n_it = max(jr.iterations, 1)
     # per-iteration GPU time
@@ -480,10 +486,15 @@ def build_profile(trace: T.Trace, ml, cudnn: CudnnLog | None = None, cublaslt: C
     def med(layer: int, cat: str) -> float:
         return _median([sums.get((layer, it.index, cat), 0.0) for it in trace.iterations])
 
+    covers = jr.covers or {}
+    covered_by = {m: a for a, ms in covers.items() for m in ms if m != a}
     lps = []
     for ly in ml.layers:
+        anchor = covered_by.get(ly.index)
         lps.append(LayerProfile(layer=ly.index, name=ly.name, op_type=ly.op_type, key=ly.key,
-                                op=op_of_layer.get(ly.index), kernels=tuple(names.get(ly.index, ())),
+                                op=op_of_layer.get(ly.index if anchor is None else anchor),
+                                covers=tuple(covers.get(ly.index, ())), covered_by=anchor,
+                                kernels=tuple(names.get(ly.index, ())),
                                 libraries=tuple(libs.get(ly.index, ())), kernel_ms=med(ly.index, "layer"),
                                 layout_ms=med(ly.index, "layout"), fill_ms=med(ly.index, "fill"),
                                 copy_ms=med(ly.index, "copy"), inputs_from=tuple(ml.edges.get(ly.index, ())),
@@ -606,6 +617,9 @@ def load_profile(folder: str | os.PathLike, model: str | os.PathLike | None = No
     cudnn = read_cudnn_log(p / files["cudnn_log"]) if files.get("cudnn_log") else None
     lt = read_cublaslt_log(p / files["cublaslt_log"]) if files.get("cublaslt_log") else None
     ml = process(model, d["batch"], dims, batch_dim)
+    from .join import layer_paths, trace_has_scopes
+
+    paths = layer_paths(ml, model) if trace_has_scopes(trace) else None
     settings = FrameworkSettings.from_dict(d.get("settings") or {})
     if settings.gpu_name is None and trace.device_name:
         settings = FrameworkSettings.from_dict({**settings.to_dict(), "gpu_name": trace.device_name})
@@ -613,4 +627,4 @@ def load_profile(folder: str | os.PathLike, model: str | os.PathLike | None = No
     if not isinstance(notices, list):
         raise ProfileError(f"{f}: \"notices\" must be a list of strings")
     return build_profile(trace, ml, cudnn, lt, _latency(d, f), settings, d.get("dtype"), str(p),
-                         tuple(str(n) for n in notices))
+                         tuple(str(n) for n in notices), paths)

@@ -1,0 +1,413 @@
+"""PyTorch modules as benanza's input: resolve a module spec, make example inputs, export to ONNX
+with a dynamic batch, and read back which module each ONNX node came from.
+
+A **module spec** (``benanza torch SPEC``) is one of
+
+* a torchvision classification model name (``resnet50``, ``vit_b_16``; ``torchvision:NAME`` to be
+  explicit): ``torchvision.models.get_model(NAME, weights=None)``, input ``[B, 3, 224, 224]``
+  (``[B, 3, 299, 299]`` for inception_v3), random weights (the weights do not change the kernels);
+* a transformers model (``transformers:bert``, ``bert-base-uncased``, ``bert_base``): the model
+  type's default configuration (``AutoConfig.for_model``; a Hugging Face name is read with
+  ``AutoConfig.from_pretrained`` from the local cache, never downloaded) built with random
+  weights by ``AutoModel.from_config``; inputs ``input_ids`` and ``attention_mask`` ``[B, seq]``
+  int64 (``seq`` 128 by default, no padding);
+* ``package.module:factory``: ``factory()`` returns the ``nn.Module``; the module
+  ``package.module`` may define ``example_inputs(batch)`` returning a tuple of CPU tensors (else
+  one ``[B, 3, 224, 224]`` float input is used, or ``input_shape`` when given).
+
+The export (:func:`export_onnx`) uses torch.export (``torch.onnx.export(..., dynamo=True)``,
+opset 20, a dynamic batch), whose nodes carry the module they came from
+(``pkg.torch.onnx.name_scopes`` metadata), and falls back to the TorchScript exporter (opset 17,
+``dynamic_axes``; node names ``/layer1/layer1.0/conv1/Conv`` carry the scope) when torch.export or
+onnxscript fails. Weights go to an external file that is deleted: benanza reads graphs with
+``load_external_data=False``. :func:`module_paths` reads the module path of each node back from
+either form; :mod:`benanza.profiles.join` uses it to join kernels to layers through the
+``record_function`` scopes that :mod:`benanza.profiles.capture` opens around every submodule.
+
+torch is imported inside functions: importing this module needs only onnx.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .errors import ModelError, UsageError
+
+#: the record_function name prefix of a module scope in a native profile's trace (one colon: the
+#: join treats ``ns::name`` events as framework ops)
+SCOPE_PREFIX = "benanza.module:"
+#: metadata key of the torch.export-based exporter holding a node's module names, outermost first
+NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+#: transformers spellings benanza accepts for a model type
+TRANSFORMERS_ALIASES = {"bert_base": "bert", "bert-base-uncased": "bert", "bert-base-cased": "bert",
+                        "gpt2": "gpt2", "roberta-base": "roberta", "distilbert-base-uncased": "distilbert"}
+FLOAT_TYPES = (1, 10, 11, 16)  # onnx FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+@dataclass
+class ModuleSource:
+    """A resolved module spec: ``name`` (file-name safe), ``kind`` (``torchvision``,
+    ``transformers``, ``factory``, ``object``), ``build()`` -> the ``nn.Module`` in eval mode on the
+    CPU, ``inputs(batch)`` -> tuple of CPU example tensors, ``input_names``, ``batch_dims`` (the
+    batch dim of each input), ``spec``: the text it came from (None for a module object)."""
+
+    name: str
+    kind: str
+    build: Callable
+    inputs: Callable
+    input_names: tuple[str, ...]
+    batch_dims: tuple[int, ...]
+    spec: str | None = None
+    output_names: tuple[str, ...] = ()
+    notes: list = field(default_factory=list)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "module"
+
+
+def _image_inputs(shape: tuple[int, ...]) -> Callable:
+    def inputs(batch: int):
+        import torch
+
+        return (torch.randn(batch, *shape),)
+    return inputs
+
+
+def _torchvision(name: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
+    def build():
+        import torchvision
+
+        kw = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
+        return torchvision.models.get_model(name, weights=None, **kw).eval()
+
+    shape = input_shape or ((3, 299, 299) if name == "inception_v3" else (3, 224, 224))
+    return ModuleSource(_safe(name), "torchvision", build, _image_inputs(shape), ("input",), (0,), output_names=("output",))
+
+
+def _transformers(name: str, seq: int) -> ModuleSource:
+    def config():
+        from transformers import AutoConfig
+
+        mt = TRANSFORMERS_ALIASES.get(name, name)
+        try:
+            return AutoConfig.for_model(mt)
+        except (ValueError, KeyError):
+            pass
+        try:
+            return AutoConfig.from_pretrained(name, local_files_only=True)
+        except Exception:
+            raise UsageError(f"transformers model {name!r}: not a model type and not in the local Hugging Face "
+                             f"cache (benanza never downloads; try transformers:bert)") from None
+
+    cfg = config()
+    vocab = int(getattr(cfg, "vocab_size", 30522))
+
+    def build():
+        import torch
+        from transformers import AutoModel
+
+        class Encoder(torch.nn.Module):
+            """The transformers model called with keyword inputs, returning its last hidden state."""
+
+            def __init__(self):
+                super().__init__()
+                self.model = AutoModel.from_config(cfg)
+
+            def forward(self, input_ids, attention_mask):
+                return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+        torch.manual_seed(0)
+        return Encoder().eval()
+
+    def inputs(batch: int):
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        return (torch.randint(0, vocab, (batch, seq), generator=g), torch.ones(batch, seq, dtype=torch.int64))
+
+    return ModuleSource(_safe(name), "transformers", build, inputs, ("input_ids", "attention_mask"), (0, 0),
+                        output_names=("last_hidden_state",))
+
+
+def _factory(spec: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
+    mod_name, _, fn = spec.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as e:
+        raise UsageError(f"module spec {spec!r}: cannot import {mod_name!r}: {type(e).__name__}: {e}") from None
+    factory = getattr(mod, fn, None)
+    if not callable(factory):
+        raise UsageError(f"module spec {spec!r}: {mod_name!r} has no callable {fn!r}")
+
+    def build():
+        m = factory()
+        import torch
+
+        if not isinstance(m, torch.nn.Module):
+            raise UsageError(f"module spec {spec!r}: {fn}() returned {type(m).__name__}, not a torch.nn.Module")
+        return m.eval()
+
+    ex = getattr(mod, "example_inputs", None)
+    if callable(ex):
+        inputs = lambda batch: tuple(ex(batch))  # noqa: E731
+    else:
+        inputs = _image_inputs(input_shape or (3, 224, 224))
+    return ModuleSource(_safe(fn if fn not in ("model", "build", "create") else mod_name.rsplit(".", 1)[-1]),
+                        "factory", build, inputs, ("input",) if not callable(ex) else (), (0,) if not callable(ex) else (),
+                        spec=spec)
+
+
+def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = None) -> ModuleSource:
+    """The :class:`ModuleSource` of a module spec (module doc). Raises :class:`UsageError` for a
+    spec that names nothing benanza can build (the message lists the forms)."""
+    s = spec.strip()
+    if not s:
+        raise UsageError("empty module spec")
+    if s.startswith("torchvision:"):
+        src = _torchvision(s.split(":", 1)[1], input_shape)
+    elif s.startswith("transformers:"):
+        src = _transformers(s.split(":", 1)[1], seq)
+    elif ":" in s:
+        src = _factory(s, input_shape)
+    else:
+        import torchvision
+
+        if s in torchvision.models.list_models(module=torchvision.models):
+            src = _torchvision(s, input_shape)
+        elif s in TRANSFORMERS_ALIASES or re.fullmatch(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_.-]+)?", s):
+            try:
+                src = _transformers(s, seq)
+            except (UsageError, ImportError):
+                raise UsageError(f"unknown module spec {spec!r}: give a torchvision model name (resnet50), "
+                                 f"transformers:TYPE (transformers:bert) or package.module:factory") from None
+        else:
+            raise UsageError(f"unknown module spec {spec!r}: give a torchvision model name (resnet50), "
+                             f"transformers:TYPE (transformers:bert) or package.module:factory")
+    src.spec = spec
+    return src
+
+
+def from_module(module, example_inputs: tuple, batch_dims: tuple[int, ...] | None = None,
+                name: str | None = None) -> ModuleSource:
+    """A :class:`ModuleSource` of a module object and example inputs at any batch (their batch dim
+    (``batch_dims``, 0 by default) is resized with :func:`torch.Tensor.expand` + clone for another batch)."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise UsageError(f"analyze_module needs a torch.nn.Module, got {type(module).__name__}")
+    xs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    if not xs or not all(isinstance(x, torch.Tensor) for x in xs):
+        raise UsageError("example_inputs must be a tensor or a tuple of tensors")
+    dims = tuple(batch_dims) if batch_dims is not None else (0,) * len(xs)
+
+    def inputs(batch: int):
+        out = []
+        for x, d in zip(xs, dims):
+            x = x.detach().cpu()
+            idx = [slice(None)] * x.dim()
+            idx[d] = slice(0, 1)
+            one = x[tuple(idx)]
+            shape = list(x.shape)
+            shape[d] = batch
+            out.append(one.expand(*shape).clone())
+        return tuple(out)
+
+    return ModuleSource(_safe(name or type(module).__name__.lower()), "object", lambda: module.eval(), inputs,
+                        tuple(f"input_{i}" for i in range(len(xs))), dims)
+
+
+# ------------------------------------------------------------------------------------- export
+
+@dataclass(frozen=True)
+class Export:
+    """One ONNX export: ``path``, ``exporter`` (``dynamo`` or ``torchscript``), ``opset``,
+    ``seconds`` it took, ``size`` (bytes, weights stripped), ``notes``."""
+
+    path: Path
+    exporter: str
+    opset: int
+    seconds: float
+    size: int
+    notes: tuple[str, ...] = ()
+
+
+def _has_onnxscript() -> bool:
+    try:
+        import onnxscript  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _first(e: BaseException) -> str:
+    t = str(e).strip()
+    return t.splitlines()[0][:300] if t else type(e).__name__
+
+
+def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2) -> Export:
+    """Export ``src``'s module to ``path`` with a dynamic batch, traced at ``batch`` (at least 2,
+    so that no exporter specializes the batch to 1). torch.export first (node metadata keeps the
+    module scopes), the TorchScript exporter when it fails. Grad mode stays on during the export:
+    under ``no_grad`` nn.MultiheadAttention takes its fused fast path, which no exporter knows.
+    Raises :class:`ModelError` with the exporter's first line when both fail."""
+    import contextlib
+    import io
+    import logging
+
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    model, inputs, notes = src.build(), src.inputs(max(batch, 2)), []
+    if src.kind == "object":
+        import copy
+
+        model = copy.deepcopy(model)
+    if _untrained_batch_norms(model):
+        notes.append("batch norms at their initial statistics got random ones for the export (trained models have "
+                     "them; with zero bias and mean the exporter drops the folded convolutions' bias)")
+    names = list(src.input_names) or [f"input_{i}" for i in range(len(inputs))]
+    dims = list(src.batch_dims) or [0] * len(inputs)
+    errors = []
+    exporters = ("dynamo", "torchscript") if _has_onnxscript() else ("torchscript",)
+    if not _has_onnxscript():
+        notes.append("onnxscript is not installed: TorchScript exporter (opset 17) instead of torch.export")
+    for exporter in exporters:
+        try:
+            quiet = io.StringIO()
+            logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                if exporter == "dynamo":
+                    b = torch.export.Dim("batch")
+                    torch.onnx.export(model, inputs, str(path), dynamo=True, external_data=True, opset_version=20,
+                                      dynamic_shapes=tuple({d: b} for d in dims), input_names=names,
+                                      output_names=list(src.output_names) or None)
+                else:
+                    outs = list(src.output_names) or ["output"]
+                    axes = {n: {d: "batch"} for n, d in zip(names, dims)}
+                    axes.update({n: {0: "batch"} for n in outs})
+                    torch.onnx.export(model, inputs, str(path), dynamo=False, opset_version=17, input_names=names,
+                                      output_names=outs, dynamic_axes=axes)
+            size = strip_weights(path)
+            return Export(path, exporter, 20 if exporter == "dynamo" else 17, time.perf_counter() - t0, size,
+                          tuple(notes + [f"{e}" for e in errors]))
+        except Exception as e:  # noqa: BLE001 - an exporter's failure is reported, the other tried
+            errors.append(f"{exporter} export failed: {_first(e)}")
+    raise ModelError(f"{src.spec or src.name}: cannot export to ONNX: " + "; ".join(errors))
+
+
+def _untrained_batch_norms(model) -> int:
+    """Give batch norms still at their initial statistics (mean 0, variance 1, bias 0) random ones,
+    as a trained model has (torch.export's optimizer folds each into the preceding convolution and
+    drops an all-zero bias, which would benchmark a convolution the real model does not run).
+    Returns how many were changed."""
+    import torch
+
+    n = 0
+    g = torch.Generator().manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats \
+                and m.running_mean is not None and not m.running_mean.any() and bool((m.running_var == 1).all()):
+            with torch.no_grad():
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+            n += 1
+    return n
+
+
+def strip_weights(path: Path, threshold: int = 1024) -> int:
+    """Leave ``path`` with its graph and small constants only: floating-point initializers of
+    ``threshold`` bytes or more (the weights) become external data in ``path``.data, which is
+    deleted with every external file the exporter wrote; integer and bool tensors stay. Node
+    metadata other than the module scopes (:data:`NAME_SCOPES_KEY`; stack traces, FX nodes) and
+    value_info go. Returns the file's size (bytes)."""
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_tensor, set_external_data
+
+    m = onnx.load(str(path), load_external_data=False)
+    location = path.name + ".data"
+    written = {kv.value for t in m.graph.initializer for kv in t.external_data if kv.key == "location"}
+    for t in m.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL and t.data_type not in FLOAT_TYPES:
+            load_external_data_for_tensor(t, str(path.parent))
+            t.data_location = onnx.TensorProto.DEFAULT
+            del t.external_data[:]
+        elif t.data_location != onnx.TensorProto.EXTERNAL and t.HasField("raw_data") \
+                and len(t.raw_data) >= threshold and t.data_type in FLOAT_TYPES:
+            set_external_data(t, location=location)
+            t.ClearField("raw_data")
+    for n in m.graph.node:
+        keep = [(p.key, p.value) for p in n.metadata_props if p.key == NAME_SCOPES_KEY]
+        n.ClearField("metadata_props")
+        for k, v in keep:
+            n.metadata_props.add(key=k, value=v)
+        n.doc_string = ""
+    del m.graph.value_info[:]
+    onnx.save(m, str(path))
+    for name in written | {location}:
+        if (path.parent / name).exists():
+            (path.parent / name).unlink()
+    return path.stat().st_size
+
+
+# ---------------------------------------------------------------------------- module paths
+
+def _path_of_scopes(value: str) -> str | None:
+    """The innermost module of a ``name_scopes`` metadata value (``['', 'layer1', 'layer1.0',
+    'layer1.0.conv1', 'conv2d_3']`` -> ``layer1.0.conv1``): the entries are qualified module names
+    but the last, which names the ATen op."""
+    try:
+        scopes = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(scopes, (list, tuple)) or len(scopes) < 2:
+        return "" if scopes else None
+    mods = [str(s) for s in scopes[:-1]]
+    return mods[-1]
+
+
+def _path_of_name(name: str) -> str | None:
+    """The module of a TorchScript-exported node name (``/layer1/layer1.0/conv1/Conv`` ->
+    ``layer1.0.conv1``): the scope components joined by the qualified-name rule (a component
+    that starts with its parent's path is already qualified)."""
+    if not name.startswith("/"):
+        return None
+    parts = name.strip("/").split("/")[:-1]
+    path = ""
+    for p in parts:
+        if path and p.startswith(path + "."):
+            path = p
+        else:
+            path = f"{path}.{p}" if path else p
+    return path
+
+
+def module_paths(model) -> dict[str, str]:
+    """Node name -> the qualified name of the module that produced it (``""`` for the root
+    module), for the nodes whose export recorded it (module doc). ``model``: an ONNX ModelProto or
+    a path. Nodes inside functions are not included."""
+    import onnx
+
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model), load_external_data=False)
+    out = {}
+    for n in model.graph.node:
+        p = None
+        for prop in n.metadata_props:
+            if prop.key == NAME_SCOPES_KEY:
+                p = _path_of_scopes(prop.value)
+        if p is None:
+            p = _path_of_name(n.name)
+        if p is not None:
+            out[n.name] = p
+    return out

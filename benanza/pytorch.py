@@ -1,0 +1,188 @@
+"""The PyTorch entry point: a module in, benanza's answer out (``benanza torch SPEC``,
+:func:`analyze_module`).
+
+Steps, for a module spec (:mod:`benanza.modules`) or a module object:
+
+1. **export** the module to ONNX with a dynamic batch (``OUT/MODEL.onnx``, weights stripped, the
+   nodes' module names kept);
+2. **bench** its layers: ``benanza bench OUT/MODEL.onnx --batch B --dtype D`` in a child process
+   (every cuDNN/cuBLAS implementation and the framework's own kernels, into the performance
+   database); PyTorch's fp32 is benched as ``--dtype fp32 --conv-tf32`` (TF32 convolutions, FP32
+   matmuls: PyTorch's defaults, ``torch.backends.cudnn.allow_tf32 = True``,
+   ``torch.backends.cuda.matmul.allow_tf32 = False``);
+3. **profile the module itself** per batch (:func:`benanza.profiles.capture_profile` with the
+   native module: eager, ``cudnn.benchmark`` on, a log run with cuDNN/cuBLASLt logging and a timed
+   run under torch.profiler with a ``record_function`` scope around every submodule), into
+   ``OUT/profile-bB-D[-cl][-compile-MODE]``; also in ``channels_last`` and under ``torch.compile``
+   when asked;
+4. the CLI then joins kernels to layers (through the scopes and the export's module names),
+   analyzes and reports (:func:`benanza.cli.torch_cmd`).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BenanzaError, UsageError
+from .modules import ModuleSource, export_onnx
+
+#: benanza torch's data types -> (bench --dtype, extra bench flags, analysis precision, conv precision)
+DTYPES = {"fp16": ("fp16", (), "fp16", None), "bf16": ("bf16", (), "bf16", None),
+          "fp32": ("fp32", ("--conv-tf32",), "fp32", "tf32"), "tf32": ("tf32", (), "tf32", None)}
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    """One framework run to profile: ``batch``, ``channels_last``, ``compile`` (a torch.compile
+    mode or None) and the folder it goes to."""
+
+    batch: int
+    channels_last: bool
+    compile: str | None
+    folder: Path
+
+    @property
+    def label(self) -> str:
+        return ", ".join(["eager" if not self.compile else f"torch.compile({self.compile})"]
+                         + (["channels_last"] if self.channels_last else []))
+
+
+def profile_runs(out: Path, batches: list[int], dtype: str, channels_last: bool, compile: str | None) -> list[ProfileRun]:
+    """The runs ``benanza torch`` profiles: per batch eager (default memory format), and eager
+    channels_last / compiled when asked."""
+    runs = []
+    for b in batches:
+        runs.append(ProfileRun(b, False, None, out / f"profile-b{b}-{dtype}"))
+        if channels_last:
+            runs.append(ProfileRun(b, True, None, out / f"profile-b{b}-{dtype}-cl"))
+        if compile:
+            runs.append(ProfileRun(b, False, compile, out / f"profile-b{b}-{dtype}-compile-{compile}"))
+    return runs
+
+
+def bench_command(onnx_path: Path, batches: list[int], dtype: str, db: str | None, extra: str = "") -> list[str]:
+    """The ``benanza bench`` child command of step 2 (module doc)."""
+    bd, flags, _, _ = DTYPES[dtype]
+    cmd = [sys.executable, "-m", "benanza", "bench", str(onnx_path), "--batch", ",".join(map(str, batches)),
+           "--dtype", bd, *flags, "--no-layers"]
+    if db:
+        cmd += ["--db", db]
+    return cmd + shlex.split(extra)
+
+
+def run_bench(cmd: list[str], say=lambda m: None) -> None:
+    """Run the bench child with its progress on the terminal; raise :class:`BenanzaError` (its exit
+    code) naming the command when it fails."""
+    say("bench: " + " ".join(shlex.quote(c) for c in cmd[2:]))
+    r = subprocess.run(cmd, stdout=sys.stderr)
+    if r.returncode != 0:
+        e = BenanzaError(f"`{' '.join(cmd[3:5])} ...` failed (exit {r.returncode}): see its message above")
+        e.exit_code = r.returncode
+        raise e
+
+
+def check_dtype(dtype: str) -> None:
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown data type {dtype!r} for benanza torch (choose from {', '.join(DTYPES)})")
+
+
+def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: str | None, device: str = "cuda",
+            channels_last: bool = False, compile: str | None = None, bench: bool = True, bench_args: str = "",
+            warmup: int = 20, runs: int = 100, iterations: int = 5, module_ref: dict | None = None,
+            force: bool = False, say=lambda m: None) -> tuple[Path, list[ProfileRun]]:
+    """Steps 1-3 of the module doc for ``src``: returns the ONNX export and the profiled runs.
+    ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``).
+    Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
+    error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
+    from .profiles import capture_profile
+
+    check_dtype(dtype)
+    out.mkdir(parents=True, exist_ok=True)
+    onnx_path = out / f"{src.name}.onnx"
+    if onnx_path.exists() and not force:
+        say(f"export: {onnx_path} exists, kept (--force exports again)")
+    else:
+        say(f"export: {src.spec or src.name} to {onnx_path} (dynamic batch)")
+        ex = export_onnx(src, onnx_path)
+        say(f"export: {ex.exporter} exporter, opset {ex.opset}, {ex.size / 1e3:.0f} kB, {ex.seconds:.1f} s"
+            + "".join(f"; {n}" for n in ex.notes))
+    if bench:
+        run_bench(bench_command(onnx_path, batches, dtype, db, bench_args), say)
+    ref = module_ref or {"spec": src.spec}
+    profile_dtype = dtype  # capture's fp32 for a native module is PyTorch's default (TF32 convolutions)
+    runs_done = []
+    for r in profile_runs(out, batches, dtype, channels_last, compile):
+        say(f"profile: {src.spec or src.name} batch {r.batch} {dtype}, {r.label} -> {r.folder}")
+        capture_profile(onnx_path, r.batch, profile_dtype, r.folder, device=device, warmup=warmup, runs=runs,
+                        iterations=iterations, cudnn_benchmark=True, logs=not r.compile, force=True,
+                        say=say, channels_last=r.channels_last, module=ref, compile=r.compile)
+        runs_done.append(r)
+    return onnx_path, runs_done
+
+
+def analyze_module(module, example_inputs, *, batch: int | list[int] | None = None, dtype: str = "fp16",
+                   db: str | None = None, out: str | os.PathLike | None = None, device: str = "cuda",
+                   batch_dims: tuple[int, ...] | None = None, channels_last: bool = False, compile: str | None = None,
+                   bench: bool = True, bench_args: str = "", name: str | None = None) -> list:
+    """benanza for a module object: export, bench, profile the module itself and analyze (module
+    doc). ``example_inputs``: a tensor or tuple of tensors (their batch dim, ``batch_dims`` or 0,
+    is resized to each batch); ``batch``: one or several batch sizes (default: the example's);
+    ``dtype``: fp16, bf16, fp32 (PyTorch's default math) or tf32; ``db``: the performance database
+    (default benanza's); ``out``: the working folder (default ``./benanza-torch-NAME``).
+
+    The profiling child loads the module with ``torch.load`` from ``OUT/module.pt`` (written with
+    ``torch.save``): its class must be importable (not defined in ``__main__``). Returns one
+    :class:`benanza.insights.Insights` per profiled run. Raises :class:`UsageError` for bad
+    arguments or a module torch.save cannot write, and the errors of :func:`prepare`."""
+    import torch
+
+    from .modules import from_module
+
+    src = from_module(module, example_inputs, batch_dims, name)
+    xs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    dims = tuple(batch_dims) if batch_dims is not None else (0,) * len(xs)
+    batches = [batch] if isinstance(batch, int) else list(batch or [int(xs[0].shape[dims[0]])])
+    o = Path(out) if out is not None else Path(f"benanza-torch-{src.name}")
+    o.mkdir(parents=True, exist_ok=True)
+    try:
+        torch.save(module.cpu(), o / "module.pt")
+        torch.save(tuple(x.detach().cpu() for x in xs), o / "inputs.pt")
+    except Exception as e:  # noqa: BLE001 - pickling errors come in many types
+        raise UsageError(f"cannot save the module for the profiling process (torch.save: {type(e).__name__}: "
+                         f"{str(e)[:200]}): define its class in an importable module") from None
+    ref = {"pickle": str((o / "module.pt").resolve()), "inputs": str((o / "inputs.pt").resolve()),
+           "batch_dims": list(dims), "spec": f"{type(module).__module__}.{type(module).__qualname__} object"}
+    onnx_path, runs = prepare(src, o, batches, dtype, db, device, channels_last, compile, bench, bench_args,
+                              module_ref=ref, force=True)
+    return [insights_of(onnx_path, r, dtype, db) for r in runs]
+
+
+def insights_of(onnx_path: Path, run: ProfileRun, dtype: str, db: str | None, layouts=("NCHW", "NHWC")):
+    """The :class:`benanza.insights.Insights` of one profiled run against the database."""
+    from .analyzer import analyze, resolve_system
+    from .database import open_db
+    from .insights import build_insights
+    from .profiles import load_profile
+
+    _, _, precision, conv = DTYPES[dtype]
+    prof = load_profile(run.folder, onnx_path, run.batch)
+    from .model import process
+
+    database = open_db(db, create=False)
+    system, _ = resolve_system(database, None, current_fingerprint())
+    a = analyze(process(onnx_path, run.batch), database, system, precision, "warm", layouts, conv)
+    return build_insights(a, prof, database, system.id)
+
+
+def current_fingerprint() -> str | None:
+    """Fingerprint of GPU 0 here (:func:`benanza.system.current_fingerprint`), None without one."""
+    try:
+        from . import system as sysq
+
+        return sysq.current_fingerprint()
+    except Exception:  # noqa: BLE001 - no GPU, no driver, no native module: no current system
+        return None
