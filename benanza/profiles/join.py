@@ -29,8 +29,10 @@ with the op's innermost scope (a folded Conv+BatchNorm carries the batch norm's 
 of the convolution's), and a second pass gives each framework op that matched no layer but
 launched compute kernels inside a scope (e.g. ``aten::_native_multi_head_attention``, one op for
 the whole of nn.MultiheadAttention; ``aten::scaled_dot_product_attention`` for the MatMul,
-Softmax, MatMul of the export) to the **group** of that scope's still unmatched layers: its
-kernels count for the group's first layer, which *covers* the others (:attr:`JoinResult.covers`).
+Softmax, MatMul of the export) to the **group** of the still unmatched layers of that very module
+(not of its submodules, which ran in their own scopes): its kernels count for the group's first
+layer, which *covers* the others (:attr:`JoinResult.covers`). Likewise a MatMul matched by an op
+with a bias epilogue (``aten::linear``) covers the bias Add of its fusion candidate.
 """
 from __future__ import annotations
 
@@ -263,6 +265,24 @@ HELPER_OPS = {"aten::copy_", "aten::contiguous", "aten::clone", "aten::to", "ate
               "aten::arange", "aten::empty_strided", "aten::resize_", "aten::lift_fresh", "aten::detach"}
 
 
+#: framework ops that add the bias in the GEMM's epilogue (one cuBLASLt kernel for MatMul + Add)
+BIAS_EPILOGUE_OPS = {"aten::linear", "aten::addmm", "aten::_addmm_activation", "aten::baddbmm"}
+
+
+def _cover_bias(ml, layer: int, matched: dict, order: int, covers: dict) -> None:
+    """A MatMul matched by an op with a bias epilogue also computes its fusion candidate's bias Add
+    (the export's MatMul -> Add of a Linear on 3-D inputs): that Add is covered by the MatMul."""
+    f = ml.layers[layer].fusion
+    if f is None:
+        return
+    adds = [i for i in ml.fusions[f].layers if i != layer and ml.layers[i].op_type == "Add" and i not in matched
+            and layer in ml.edges.get(i, ())]
+    for i in adds:
+        matched[i] = order
+    if adds:
+        covers[layer] = (layer, *adds)
+
+
 def scope_of(trace: Trace, op: CpuOp | None) -> str | None:
     """The qualified name of the innermost module scope (``benanza.module:NAME``) around ``op``,
     None outside every scope (or in a trace without scopes)."""
@@ -304,8 +324,9 @@ def _group_pass(trace: Trace, ml, paths: dict, out: list, op_layer: dict, matche
         if not scope:
             continue
         if scope not in groups:
+            # the scope's own layers (not its submodules': those ran inside their own scopes)
             members = [ly.index for ly in ml.layers if ly.index not in matched and ly.status != "zero_cost"
-                       and _in_scope(paths.get(ly.index), scope)]
+                       and paths.get(ly.index) == scope]
             if not members:
                 continue
             groups[scope] = members[0]
@@ -364,6 +385,8 @@ def _match_iteration(trace: Trace, it: Iteration, ml, paths: dict | None = None,
             layer = min(cands, key=rank)
             matched[layer] = order
             op_layer[op.index] = layer
+            if op.name in BIAS_EPILOGUE_OPS and covers is not None:
+                _cover_bias(ml, layer, matched, order, covers)
         out.append(OpMatch(iteration=it.index, op=op.index, name=op.name, input_dims=op.input_dims, layer=layer,
                            kernels=tuple(by_fop.get(op.index, ()))))
     if scoped:
