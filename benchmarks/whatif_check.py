@@ -1,0 +1,232 @@
+"""benanza's what-if estimates against PyTorch with each finding applied (issue 15, item 3).
+
+Per model and batch (GPU machine):
+
+1. the **starting run**: the native torchvision module, eager, default memory format, PyTorch's
+   fp32 defaults (TF32 convolutions, FP32 matmuls) or fp16, ``cudnn.benchmark`` **off** (so the
+   algorithm-selection finding has something to change); benanza profiles it
+   (:func:`benanza.profiles.capture_profile` with the native module: module scopes, cuDNN and
+   cuBLASLt logs) and joins it with the model's ONNX export (the truth benchmark's exports in
+   ``--exports``, whose layers the database ``--db`` holds: no bench here), and the insights'
+   what-if composition (:attr:`benanza.insights.Insights.whatif`) gives each step's estimated
+   saving (ms), in its fixed order;
+2. the **measured** side: the same changes applied in PyTorch, one after the other in the
+   composition's order, each on top of the ones before (so a measured gain is the step's
+   marginal effect, as the estimate is): ``cudnn.benchmark = True`` (algorithm selection),
+   ``channels_last`` (layout conversions), TF32 matmuls (Tensor Cores, fp32 runs),
+   ``torch.compile`` (fusion; ``--compile``), a CUDA graph of the whole inference (launch gaps and
+   host overhead); after each, the latency is the median of ``--runs`` inferences timed with CUDA
+   events (100 by default) after warm-up;
+3. the table: per finding the estimate, the measured gain (median latency before minus after,
+   with the IQRs), and |estimate - measured| / measured; the goal is a median error <= 15 %.
+
+    python benchmarks/whatif_check.py --out DIR --db DB --exports db/reference/truth \\
+        --models resnet50,vit_b_16,convnext_tiny,efficientnet_b0,mobilenet_v2 --batch 1,32 --dtype fp32 [--compile]
+
+Writes ``DIR/whatif-check.txt`` and ``.json`` after every model (a cut run keeps what it did).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from truth import software_versions, stats  # noqa: E402
+
+GOAL = 0.15
+#: the PyTorch change of each what-if step kind (benanza.insights) and what it is called in the table
+CHANGES = {
+    "algorithm_selection": "cudnn.benchmark",
+    "layout_conversion": "channels_last",
+    "tensor_cores": "TF32 matmuls",
+    "layer_fusion": "torch.compile",
+    "launch_gaps": "CUDA graph",
+}
+
+
+# ----------------------------------------------------------------------------- PyTorch (GPU)
+
+class Variant:
+    """The PyTorch configuration after some changes: which of :data:`CHANGES` are on."""
+
+    def __init__(self, on: set[str]):
+        self.on = set(on)
+
+    def label(self) -> str:
+        return " + ".join(CHANGES[k] for k in CHANGES if k in self.on) or "start"
+
+
+def measure(spec: str, batch: int, dtype: str, v: Variant, runs: int, warmup: int = 20) -> dict:
+    """Latency (ms per inference, CUDA events) of the module under ``v``: ``stats`` over ``runs``."""
+    import torch
+
+    from benanza.modules import resolve
+
+    torch.backends.cudnn.benchmark = "algorithm_selection" in v.on
+    torch.backends.cuda.matmul.allow_tf32 = "tensor_cores" in v.on
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's default
+    torch.manual_seed(0)
+    src = resolve(spec)
+    model = src.build().cuda()
+    cast = torch.float16 if dtype == "fp16" else None
+    if cast is not None:
+        model = model.to(cast)
+    xs = [x.cuda() for x in src.inputs(batch)]
+    xs = [x.to(cast) if cast is not None and x.is_floating_point() else x for x in xs]
+    if "layout_conversion" in v.on:
+        model = model.to(memory_format=torch.channels_last)
+        xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
+    if "layer_fusion" in v.on:
+        model = torch.compile(model)
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(*xs)
+        torch.cuda.synchronize()
+        run = lambda: model(*xs)  # noqa: E731
+        if "launch_gaps" in v.on:
+            g = torch.cuda.CUDAGraph()
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    model(*xs)
+            torch.cuda.current_stream().wait_stream(s)
+            with torch.cuda.graph(g):
+                model(*xs)
+            run = g.replay
+            for _ in range(5):
+                run()
+            torch.cuda.synchronize()
+        samples = []
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(runs):
+            torch.cuda.synchronize()
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+    del model, xs
+    torch.cuda.empty_cache()
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    return stats(samples)
+
+
+# ------------------------------------------------------------------------------- benanza side
+
+def estimates(spec: str, export: Path, batch: int, dtype: str, db: str, folder: Path, runs: int) -> dict:
+    """Profile the starting run with benanza and return its insights document (what-if steps)."""
+    from benanza.analyzer import analyze, resolve_system
+    from benanza.database import open_db
+    from benanza.insights import build_insights
+    from benanza.model import process
+    from benanza.profiles import capture_profile, load_profile
+
+    capture_profile(export, batch, dtype, folder, warmup=20, runs=runs, iterations=3, cudnn_benchmark=False,
+                    logs=True, force=True, module={"spec": spec})
+    prof = load_profile(folder, export, batch)
+    database = open_db(db, create=False)
+    system, _ = resolve_system(database, "H200")
+    ml = process(export, batch)
+    precision, conv = ("fp32", "tf32") if dtype == "fp32" else (dtype, None)
+    a = analyze(ml, database, system, precision, "warm", ("NCHW", "NHWC"), conv)
+    tc = analyze(ml, database, system, "tf32", "warm", ("NCHW", "NHWC")) if dtype == "fp32" else None
+    ins = build_insights(a, prof, database, system.id, tensor_core=tc if tc is not None and tc.complete else None)
+    return ins.to_dict()
+
+
+def check_one(spec: str, export: Path, batch: int, dtype: str, a) -> list[dict]:
+    """Steps 1-2 for one model and batch: one row per what-if step that has a PyTorch change."""
+    doc = estimates(spec, export, batch, dtype, a.db, a.out / "profiles" / f"{spec}-b{batch}-{dtype}", a.runs)
+    steps = (doc.get("whatif") or {}).get("steps") or []
+    on: set[str] = set()
+    before = measure(spec, batch, dtype, Variant(on), a.runs)
+    rows = []
+    for st in steps:
+        kind = st.get("kind")
+        if kind not in CHANGES or (kind == "layer_fusion" and not a.compile) or \
+                (kind == "tensor_cores" and dtype != "fp32"):
+            continue
+        on.add(kind)
+        after = measure(spec, batch, dtype, Variant(on), a.runs)
+        gain = before["median"] - after["median"]
+        est = float(st.get("saving_ms") or 0.0)
+        rows.append({"model": spec, "batch": batch, "dtype": dtype, "finding": kind, "change": CHANGES[kind],
+                     "estimate_ms": est, "measured_ms": gain, "before": before, "after": after,
+                     "error": abs(est - gain) / abs(gain) if gain else None,
+                     "benanza_latency_ms": doc.get("latency_ms"), "lbl_ms": doc.get("lbl_fused_parallel_ms")})
+        before = after
+    return rows
+
+
+def _f(x, d=3):
+    return "-" if x is None else f"{x:.{d}f}"
+
+
+def table(rows: list[dict], env: dict, command: str) -> str:
+    lines = [f"command: {command}",
+             "device: " + ", ".join(f"{k} {env.get(k)}" for k in ("gpu", "driver", "cuda_runtime", "cudnn", "torch",
+                                                                   "torchvision", "git")), "",
+             "model | batch | dtype | finding | PyTorch change | estimate ms | measured gain ms | latency before "
+             "(median, IQR) | after (median, IQR) | |est-meas|/meas"]
+    for r in rows:
+        b, a = r["before"], r["after"]
+        lines.append(" | ".join([r["model"], str(r["batch"]), r["dtype"], r["finding"], r["change"],
+                                 _f(r["estimate_ms"], 4), _f(r["measured_ms"], 4),
+                                 f"{_f(b['median'])} ({_f(b['iqr'])})", f"{_f(a['median'])} ({_f(a['iqr'])})",
+                                 "-" if r["error"] is None else f"{100 * r['error']:.0f} %"]))
+    errs = [r["error"] for r in rows if r["error"] is not None]
+    if errs:
+        med = statistics.median(errs)
+        lines += ["", f"{len(rows)} findings on {len({(r['model'], r['batch']) for r in rows})} model/batch pairs: "
+                      f"median |estimate - measured| / measured = {100 * med:.0f} % (goal <= {100 * GOAL:.0f} %)"]
+        kinds = sorted({r["finding"] for r in rows})
+        for k in kinds:
+            ek = [r["error"] for r in rows if r["finding"] == k and r["error"] is not None]
+            if ek:
+                lines.append(f"  {k}: median error {100 * statistics.median(ek):.0f} % over {len(ek)}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--db", required=True, help="performance database holding the exports' layers")
+    ap.add_argument("--exports", type=Path, default=HERE.parent / "db" / "reference" / "truth")
+    ap.add_argument("--models", default="resnet50,vit_b_16,convnext_tiny,efficientnet_b0,mobilenet_v2")
+    ap.add_argument("--batch", default="1,32")
+    ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--compile", action="store_true", help="also apply torch.compile for the fusion finding")
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    env = software_versions()
+    command = "python benchmarks/whatif_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    rows: list[dict] = []
+    for spec in [m for m in a.models.split(",") if m]:
+        export = a.exports / f"{spec}.onnx"
+        for b in [int(x) for x in a.batch.split(",")]:
+            t = time.perf_counter()
+            try:
+                rows += check_one(spec, export, b, a.dtype, a)
+            except Exception as e:  # noqa: BLE001 - one model's failure is reported, the others go on
+                print(f"{spec} b{b}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            text = table(rows, env, command)
+            (a.out / "whatif-check.txt").write_text(text)
+            (a.out / "whatif-check.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+            print(f"{spec} b{b}: {time.perf_counter() - t:.0f} s", flush=True)
+    print(table(rows, env, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
