@@ -1,5 +1,7 @@
 """benanza: lower-bound latency of ONNX models on GPUs from per-layer cuDNN/cuBLAS benchmarks.
 
+PyTorch modules: ``benanza torch SPEC`` and :func:`analyze_module` (:mod:`benanza.pytorch`).
+
 Pipeline (one module each): :mod:`benanza.model` (model processor), :mod:`benanza.generator`
 (benchmark generator), :mod:`benanza.builder` (CMake build), :mod:`benanza.runner` (GPU runs),
 :mod:`benanza.database` (performance database), :mod:`benanza.analyzer` (LBL and advice).
@@ -8,3 +10,12 @@ Latency and Inform Optimizations of Deep Learning Models on GPUs", IPDPS 2020.
 """
 
 __version__ = "0.1.0"
+
+
+def analyze_module(module, example_inputs, **kw):
+    """benanza for a PyTorch module object: export, bench, profile the module itself and analyze.
+    See :func:`benanza.pytorch.analyze_module` (arguments, errors); returns one
+    :class:`benanza.insights.Insights` per profiled run."""
+    from .pytorch import analyze_module as _analyze_module
+
+    return _analyze_module(module, example_inputs, **kw)

@@ -267,10 +267,10 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2) -> E
     path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     model, inputs, notes = src.build(), src.inputs(max(batch, 2)), []
-    if src.kind == "object":
+    if src.kind == "object":  # the user's module: exported as a CPU copy, never changed
         import copy
 
-        model = copy.deepcopy(model)
+        model = copy.deepcopy(model).cpu()
     if _untrained_batch_norms(model):
         notes.append("batch norms at their initial statistics got random ones for the export (trained models have "
                      "them; with zero bias and mean the exporter drops the folded convolutions' bias)")

@@ -149,7 +149,7 @@ def analyze_module(module, example_inputs, *, batch: int | list[int] | None = No
     o = Path(out) if out is not None else Path(f"benanza-torch-{src.name}")
     o.mkdir(parents=True, exist_ok=True)
     try:
-        torch.save(module.cpu(), o / "module.pt")
+        torch.save(module, o / "module.pt")
         torch.save(tuple(x.detach().cpu() for x in xs), o / "inputs.pt")
     except Exception as e:  # noqa: BLE001 - pickling errors come in many types
         raise UsageError(f"cannot save the module for the profiling process (torch.save: {type(e).__name__}: "

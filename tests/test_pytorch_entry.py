@@ -106,3 +106,23 @@ def test_cli_refuses_a_bad_spec_in_one_line():
     r = subprocess.run([sys.executable, "-m", "benanza", "torch", "resnet18", "--dtype", "fp64"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "unknown data type" in r.stderr
+
+
+def test_analyze_module_profiles_the_object_itself(fixture_path, tmp_path, monkeypatch):
+    """benanza.analyze_module on a module object (no GPU: profiled on the CPU, nothing benched):
+    the profiling process loads the very module (torch.save), and the insights say what ran."""
+    import benanza
+    from tiny_models import build, example_inputs
+
+    monkeypatch.setenv("PYTHONPATH", str(fixture_path))
+    m = build()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    res = benanza.analyze_module(m, example_inputs(4), batch=2, dtype="fp32", device="cpu", bench=False,
+                                 db=str(REPO / "db" / "reference" / "h200_truth.sqlite.gz"), out=tmp_path / "w")
+    assert len(res) == 1
+    ins = res[0]
+    assert ins.batch == 2 and ins.framework.get("framework") == "pytorch"
+    assert json.loads((tmp_path / "w" / "profile-b2-fp32" / "profile.json").read_text())["settings"]["run"] == "native"
+    assert (tmp_path / "w" / "module.pt").exists() and (tmp_path / "w" / "net.onnx").exists()
+    # the user's module is left as it was (the export works on a copy)
+    assert all((before[k] == v).all() for k, v in m.state_dict().items())
