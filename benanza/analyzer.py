@@ -337,7 +337,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     ``layouts`` (("NCHW",): the model as it is; ("NCHW", "NHWC"): convolutions and their neighbours
     (BatchNorm, Pooling, per-channel Elementwise) may run channels-last, layout conversions not
     counted; layout-agnostic layers keep their NCHW measurement). Never raises for missing data: the result says
-    what is missing. ``conv_precision``: the convolutions (:data:`benanza.layers.CONV_KINDS`) in this
+    what is missing. ``conv_precision``: the convolutions (and cuDNN RNNs: :data:`benanza.layers.CUDNN_TF32_KINDS`) in this
     precision instead, e.g. ``tf32`` in an ``fp32`` analysis: PyTorch's default, which runs cuDNN
     convolutions with TF32 (``torch.backends.cudnn.allow_tf32``) and matmuls without. Raises
     :class:`UsageError` for an unknown precision, cache or layout."""
@@ -350,7 +350,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     configs = {ly.key: ly.config for ly in ml.benchmarked()} | {f.config.key: f.config for f in ml.fusions}
     keys = sorted(configs)
     conv_precision = conv_precision or precision
-    prec = {k: conv_precision if configs[k].kind in L.CONV_KINDS else precision for k in keys}
+    prec = {k: conv_precision if configs[k].kind in L.CUDNN_TF32_KINDS else precision for k in keys}
 
     def per_precision(fn, some: list[str]) -> dict:
         """``fn(precision, keys)`` for each precision the keys are analyzed in, merged."""

@@ -41,7 +41,7 @@ err = _console(stderr=True)
 LAYOUT_HELP = ("tensor layouts: nchw,nhwc (default: convolutions and their neighbours -- BatchNorm, pooling, "
                "per-channel elementwise -- also channels-last, each layer taking the faster), or nchw "
                "(the model's layout only)")
-CONV_TF32_HELP = ("with --dtype fp32: convolutions in tf32, matmuls and the rest in fp32 -- PyTorch's default "
+CONV_TF32_HELP = ("with --dtype fp32: convolutions (and cuDNN RNNs) in tf32, matmuls and the rest in fp32 -- PyTorch's default "
                   "(torch.backends.cudnn.allow_tf32 on, torch.backends.cuda.matmul.allow_tf32 off)")
 DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
 

@@ -246,7 +246,7 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
     models) in the requested analysis precisions (:func:`benanza.layers.precisions_for`) and layouts
     (``["NCHW"]`` by default; with ``"NHWC"``, convolutions and their neighbours get a second job on
     channels-last tensors, see :func:`nhwc_job`). ``conv_precision``: the convolutions
-    (:data:`benanza.layers.CONV_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
+    (and cuDNN RNNs: :data:`benanza.layers.CUDNN_TF32_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
     ``["fp32"]``: PyTorch's fp32 default, TF32 convolutions and FP32 matmuls)."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
@@ -260,7 +260,7 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         for f in ml.fusions:
             names.setdefault(f.config.key, ml.layers[f.layers[0]].name)
         for key, cfg in ml.unique_configs().items():
-            wanted = [conv_precision] if conv_precision and cfg.kind in L.CONV_KINDS else precisions
+            wanted = [conv_precision] if conv_precision and cfg.kind in L.CUDNN_TF32_KINDS else precisions
             for p in L.precisions_for(cfg, wanted):
                 for lay in layouts:
                     if lay != "NCHW" and (cfg.kind not in NHWC_KINDS or not nhwc_job(cfg, key in neighbours)):

@@ -61,6 +61,11 @@ ACCEPTED_DTYPES["fp8"] = (PRECISION_DTYPE["fp8"], PRECISION_DTYPE[FP8_FALLBACK])
 #: layer kinds that are convolutions (cuDNN convolution calls), which PyTorch's fp32 default runs with
 #: TF32 (``torch.backends.cudnn.allow_tf32``) while its matmuls run in FP32
 CONV_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct")
+#: layer kinds whose math mode ``torch.backends.cudnn.allow_tf32`` sets in PyTorch: its cuDNN
+#: convolutions and its cuDNN RNNs (ATen's cudnn/RNN.cpp picks TF32 math for float RNNs under that
+#: flag; seen on an H200: PyTorch 2.11's fp32 LSTM runs ``sm90_xmma_gemm_f32f32_tf32f32`` kernels). An
+#: ``fp32`` analysis with ``conv_precision`` ``tf32`` (``--conv-tf32``, PyTorch's fp32 default) runs these in tf32
+CUDNN_TF32_KINDS = CONV_KINDS + ("RNN",)
 
 #: bytes per element of each storage data type
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}

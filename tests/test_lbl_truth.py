@@ -390,3 +390,20 @@ def test_a_measured_fusion_covers_a_member_without_a_measurement(tmp_path):
     t = next(t for t in a.layers if t.layer.index == add.index)
     assert t.status == "missing" and t.covered and "computed by the fused Gemm candidate" in t.reason
     assert a.to_dict()["complete"] is True and a.to_dict()["complete_unfused"] is False
+
+
+def test_pytorch_fp32_default_runs_cudnn_rnns_in_tf32_too(tmp_path):
+    """torch.backends.cudnn.allow_tf32 (on by default) sets the math of PyTorch's cuDNN RNNs as well
+    as its convolutions: on an H200 the fp32 lstm_lm's LSTM ran TF32 xmma kernels, and benanza's
+    FP32-FMA LSTM made the 'lower bound' 1.53x PyTorch's kernel time. With --conv-tf32 the RNN is
+    planned and analyzed in tf32, the Sigmoid after it in fp32."""
+    from onnx_builders import rnn_model
+
+    ml = process(rnn_model(tmp_path / "lstm.onnx", op="LSTM", direction="forward"), 4)
+    jobs = plan_jobs([ml], ["fp32"], ["NCHW"], conv_precision="tf32")
+    by_kind = {}
+    for j in jobs:
+        by_kind.setdefault(j.config.kind, set()).add(j.precision)
+    # a tf32 analysis also takes FMA measurements (as for convolutions), so both jobs run
+    assert by_kind["RNN"] == {"tf32", "fp32"} and by_kind["Activation"] == {"fp32"}
+    assert "RNN" in L.CUDNN_TF32_KINDS and set(L.CONV_KINDS) < set(L.CUDNN_TF32_KINDS)

@@ -27,8 +27,20 @@ def test_the_truth_table_is_reproduced_and_below_pytorch(row, truth_db):
     precision, conv = ("fp32", "tf32") if row["precision"] == "fp32+tf32conv" else (row["precision"], None)
     a = analyze(ml, truth_db, system, precision, layouts=("NCHW", "NHWC"), conv_precision=conv)
     assert a.complete and a.precision_label == row["precision"]
-    # the database holds both runs: a row analyzed before the second run can only have gone down (a
-    # config measured again in it, e.g. convnext_tiny b1 fp32 by 0.04 us); the rest are the same
-    assert a.lbl_ms <= row["lbl_ms"] * (1 + 1e-9) and a.lbl_ms == pytest.approx(row["lbl_ms"], rel=1e-3)
-    assert a.lbl_sequential_ms <= row["lbl_seq_ms"] * (1 + 1e-9)
+    # rows.json holds the LBL of this database; a config measured in several runs keeps its latest
+    # measurement, so the run's own figure (run_lbl_ms, printed by the run) may differ a little
+    assert a.lbl_ms == pytest.approx(row["lbl_ms"], rel=1e-9)
+    assert a.lbl_sequential_ms == pytest.approx(row["lbl_seq_ms"], rel=1e-9)
+    assert a.lbl_ms == pytest.approx(row["run_lbl_ms"], rel=1e-2)
     assert a.lbl_ms <= row["pytorch_ms"]
+
+
+def test_the_truth_table_covers_the_zoo():
+    """Every model of the truth benchmark's zoo at batch 1 and 32, fp16 and PyTorch's fp32."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from zoo import MODELS
+
+    have = {(r["model"], r["batch"], r["dtype"]) for r in ROWS}
+    assert have == {(m, b, d) for m in MODELS for b in (1, 32) for d in ("fp16", "fp32")}
