@@ -432,7 +432,9 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
                                                        "(`benanza profile`): compare the framework with the LBL"),
             html_out: Optional[Path] = typer.Option(None, "--html", help="with --profile: write a self-contained "
                                                     "HTML report to this file"),
-            conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP)):
+            conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
+            allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="with --profile: compare a profile "
+                                                "taken of another model file (its recorded hash differs)")):
     """Lower-bound latency (sequential and parallel) of MODEL from the performance database; with
     --profile DIR, what stands between the framework's measured latency and the LBL (Benanza ratio,
     algorithm selection, framework inefficiencies, fusion, Tensor Cores, joint speedup)."""
@@ -455,7 +457,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
         if batch != "1" and batches != [pb]:
             raise UsageError(f"{profile_dir}: the profile was taken at batch {pb}; analyze --batch {pb}")
         batch = str(pb)
-        prof = load_profile(profile_dir, model, pb, _parse_dims(dim), batch_dim)
+        prof = load_profile(profile_dir, model, pb, _parse_dims(dim), batch_dim, allow_mismatch)
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
     database = open_db(db, create=False)
     if not json_out:

@@ -34,6 +34,7 @@ import numpy as np
 
 from .analyzer import Analysis
 from .database import Database
+from .whatif import WhatIf, compose, headline
 
 #: the insights JSON's ``format`` (the input of ``benanza report``)
 FORMAT = "benanza-insights"
@@ -70,6 +71,11 @@ class Finding:
     layers: tuple[int, ...] = ()
     evidence: tuple[str, ...] = ()
     detail: str = ""
+    #: its marginal saving in the what-if composition (:mod:`benanza.whatif`, ms): the additive
+    #: findings' marginal savings add up to latency - the composition's final figure; None for an
+    #: informational finding (``additive`` False: part of another step, or what no autotuning costs)
+    marginal_ms: float | None = None
+    additive: bool = False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -158,6 +164,8 @@ class Insights:
     tensor_cores: dict | None = None
     joint: dict = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+    whatif: dict = field(default_factory=dict)
+    headline: str = ""
 
     @property
     def benanza_ratio(self) -> float | None:
@@ -197,10 +205,51 @@ class Insights:
             "findings": [f.to_dict() for f in self.findings],
             "algorithms": [a.to_dict() for a in self.algorithms],
             "critical_path": self.critical_path, "layers": self.layers, "notices": self.notices,
+            "whatif": self.whatif, "headline": self.headline,
         }
 
 
 # --------------------------------------------------------------------------------------- helpers
+
+#: the what-if step (:data:`benanza.whatif.STEPS`) each finding kind is part of
+STEP_OF = {"launch_gaps": "launch_gaps", "host_overhead": "launch_gaps", "layout_conversion": "layout_conversion",
+           "copy": "unneeded_kernels", "fill": "unneeded_kernels", "framework_batch_norm": "unneeded_kernels",
+           "other_kernels": "unneeded_kernels", "algorithm_selection": "algorithm_selection",
+           "layer_fusion": "layer_fusion", "tensor_cores": "tensor_cores", "parallel_execution": "parallel_execution"}
+STEP_CATEGORY = {"launch_gaps": "Q4", "layout_conversion": "Q4", "unneeded_kernels": "Q4",
+                 "algorithm_selection": "Q3", "layer_fusion": "Q5", "tensor_cores": "Q6",
+                 "parallel_execution": "parallel"}
+
+
+def _with_marginals(findings: list, w: WhatIf) -> list:
+    """The findings with their marginal savings in the composition ``w``: a step's saving split
+    among its findings in proportion to their own estimates (exact: the categories are disjoint);
+    a step with a saving and no finding gets one; other findings are informational."""
+    from dataclasses import replace
+
+    out = []
+    by_step: dict[str, list] = collections.defaultdict(list)
+    for f in findings:
+        st = STEP_OF.get(f.kind)
+        if st is None:
+            out.append(replace(f, marginal_ms=None, additive=False))
+        else:
+            by_step[st].append(f)
+    for s in w.steps:
+        fs = by_step.pop(s.kind, [])
+        if not fs:
+            if s.saving_ms > MIN_SAVING_MS:
+                out.append(Finding(s.kind, STEP_CATEGORY[s.kind], s.title, s.saving_ms, s.layers, s.evidence,
+                                   "what-if step (benanza.whatif)", marginal_ms=s.saving_ms, additive=True))
+            continue
+        tot = sum(f.saving_ms for f in fs)
+        for f in fs:
+            share = s.saving_ms * (f.saving_ms / tot if tot > 0 else 1 / len(fs))
+            out.append(replace(f, marginal_ms=share, additive=True))
+    for fs in by_step.values():  # a step the composition did not take (no Tensor Core analysis)
+        out.extend(replace(f, marginal_ms=None, additive=False) for f in fs)
+    return out
+
 
 def _counted(names) -> str:
     """``a x3, b x1`` of kernel names (most frequent first)."""
@@ -449,7 +498,7 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             (f"{n} kernels per inference, {cat_ms[cat]:.4f} ms: " + _counted(_short(k.name) for k in ks),
              *((f"roles: {_counted(k.role for k in ks if k.role)}",) if any(k.role for k in ks) else ()),
              *((f"layers: {_layer_list(lays, names)}",) if lays else ())),
-            "kernel time the model does not need (DESIGN.md Q4)"))
+            "kernel time the model does not need (Benanza, IPDPS 2020: framework inefficiencies)"))
     unf = p.unfused()
     bn = [u for u in unf if u.kind == "batch_norm_after_conv"]
     if bn:
@@ -523,7 +572,7 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             a.lbl_sequential_ms - a.lbl_fused_sequential_ms, tuple(i for f in prof_fus for i in f.layers),
             tuple(f"layers {_layer_list(f.layers, names)} ({f.key.split('-')[0]}): {f.unfused_ms:.4f} → "
                   f"{f.fused_ms:.4f} ms with {f.algorithm}" for f in sorted(prof_fus, key=lambda f: -f.profit_ms)[:10]),
-            "profit = LBL_unfused - LBL_fused (DESIGN.md Q5)"))
+            "profit = LBL_unfused - LBL_fused (Benanza, IPDPS 2020: layer fusion)"))
 
     # ---- Q6 Tensor Cores
     tc = None
@@ -543,7 +592,7 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
                 tc["profit_ms"], tuple(i for i, _ in tc_layers),
                 (f"LBL fp32 {base.lbl_sequential_ms:.4f} ms vs {other.precision} {other.lbl_sequential_ms:.4f} ms",
                  *(f"layer {i} {names.get(i, '')}: -{d:.4f} ms" for i, d in tc_layers[:5])),
-                f"profit = LBL_without_TC - LBL_with_TC (DESIGN.md Q6); applies when running in {other.precision}"))
+                f"profit = LBL_without_TC - LBL_with_TC (Benanza, IPDPS 2020: Tensor Cores); applies when running in {other.precision}"))
 
     # ---- parallel execution
     if a.lbl_sequential_ms - a.lbl_parallel_ms > MIN_SAVING_MS:
@@ -555,6 +604,9 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             "potential = LBL_sequential - LBL_parallel"))
 
     findings = [f for f in findings if f.saving_ms > MIN_SAVING_MS]
+    w = compose(a, p, tensor_core=other if tc and other is not a else None) if lat else None
+    if w is not None:
+        findings = _with_marginals(findings, w)
     findings.sort(key=lambda f: -f.saving_ms)
 
     # ---- breakdown of the measured latency
@@ -589,15 +641,8 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
         joint = {
             "speedup": lat / target if target > 0 else None, "target_ms": target, "latency_ms": lat,
             "speedup_sequential": lat / a.lbl_fused_sequential_ms if a.lbl_fused_sequential_ms > 0 else None,
-            "steps": [
-                {"step": "measured latency", "ms": lat},
-                {"step": "without host overhead and launch gaps (GPU kernel time)", "ms": p.gpu_kernel_ms},
-                {"step": "without layout conversions, copies, fills, unneeded batch norms",
-                 "ms": p.gpu_kernel_ms - sum(cat_ms.get(c, 0.0) for c in ("layout", "copy", "fill", "unfused_batch_norm"))},
-                {"step": f"best algorithm per layer (LBL sequential, {a.precision})", "ms": a.lbl_sequential_ms},
-                {"step": "with layer fusion (LBL fused sequential)", "ms": a.lbl_fused_sequential_ms},
-                {"step": "with parallel execution (LBL fused parallel)", "ms": a.lbl_fused_parallel_ms},
-            ],
+            "steps": [{"step": "measured latency", "ms": lat}]
+                     + [{"step": st.title, "ms": st.ms_after} for st in w.steps],
             "explanation": (f"measured {lat:.4f} ms / LBL_fused parallel {target:.4f} ms in {a.precision}: "
                             f"removing host overhead and gaps, the kernels the model does not need, slower "
                             f"algorithms, unfused layers and serial execution together"),
@@ -620,7 +665,12 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
                  "allow_tf32_matmul": s.allow_tf32_matmul, "dtype": p.dtype, "folder": p.folder,
                  "iterations": p.iterations,
                  "latency_method": p.latency.method if p.latency is not None else None}
+    framework["run_label"] = s.run_label
+    framework["run"] = s.run_kind
+    gpu = a.system.get("gpu_name") or ""
     return Insights(
+        whatif=w.to_dict() if w is not None else {},
+        headline=headline(a.model, a.batch, a.precision_label, gpu, s.run_label, w) if w is not None else "",
         model=a.model, batch=a.batch, precision=a.precision, gpu=a.system.get("gpu_name") or "",
         framework=framework, latency_ms=lat, latency_iqr_ms=p.latency.iqr_ms if p.latency is not None else None,
         gpu_kernel_ms=p.gpu_kernel_ms, host_overhead_ms=p.host_overhead_ms,

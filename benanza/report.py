@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 from rich.table import Table
+from rich.text import Text
 
 from .errors import UsageError
 from .insights import FORMAT, FORMAT_VERSION
@@ -80,7 +81,42 @@ def terminal_tables(d: dict, top: int = 15) -> list:
         al.add_row(str(a["layer"]), a["name"], a["framework_engine"] or "", fw_ms, a["best_algorithm"] or "",
                    _f(a["best_ms"]), _f(a["framework_cost_ms"]), a["heuristic_algorithm"] or "",
                    _f(a["heuristic_cost_ms"]))
-    return [head, bd, fi, al]
+    out = [head, bd, fi, al]
+    wt = whatif_table(d)
+    if wt is not None:
+        out.insert(0, wt)
+    return [Text(answer(d))] + out
+
+
+def answer(d: dict) -> str:
+    """The report's first sentence: the document's headline (the what-if composition's: measured
+    latency, what it could be, the three largest steps), else one composed from the older fields."""
+    if d.get("headline"):
+        return d["headline"]
+    lat, lbl = d.get("latency_ms"), d.get("lbl_fused_parallel_ms")
+    top = [f for f in d.get("findings") or [] if f.get("saving_ms")][:3]
+    how = ", ".join(f"{f['title']} (-{f['saving_ms']:.2f} ms, overlapping)" for f in top)
+    if lat is None:
+        return f"{d['model']} batch {d['batch']} {d['precision']}: lower bound {_f(lbl, 2)} ms (no measured latency)."
+    return (f"{d['model']} batch {d['batch']} {d['precision']} on {d.get('gpu') or 'the GPU'}: measured {lat:.2f} ms, "
+            f"lower bound {_f(lbl, 2)} ms" + (f"; largest findings: {how}." if how else "."))
+
+
+def whatif_table(d: dict) -> Table | None:
+    """The what-if composition (benanza.whatif) as a table: latency after each step, its saving."""
+    w = d.get("whatif") or {}
+    if not w.get("steps"):
+        return None
+    t = Table(title="what-if: each change applied to the measured timeline in this order (ms per inference)")
+    for c in ("#", "step", "latency after ms", "saving ms"):
+        t.add_column(c, justify="left" if c == "step" else "right")
+    t.add_row("", "measured", _f(w["start_ms"]), "")
+    for i, st in enumerate(w["steps"], 1):
+        t.add_row(str(i), st["title"], _f(st["ms_after"]), _f(st["saving_ms"]))
+    note = " (clamped at the lower bound)" if w.get("clamped") else ""
+    t.add_row("", f"final{note}; lower bound {_f(w['lbl_ms'])} ms", _f(w["final_ms"]),
+              _f(w["start_ms"] - w["final_ms"]))
+    return t
 
 
 def comparison_table(docs: list[dict]) -> Table:
@@ -121,7 +157,7 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;
 text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .crit{font-weight:bold}.muted{color:#777}.ev{font-family:ui-monospace,monospace;font-size:.9em;white-space:pre-wrap}
-.legend span{display:inline-block;margin-right:1em}.sw{display:inline-block;width:.9em;height:.9em;margin-right:.3em;
+.answer{font-size:1.15em;font-weight:600;margin:.6em 0}.legend span{display:inline-block;margin-right:1em}.sw{display:inline-block;width:.9em;height:.9em;margin-right:.3em;
 vertical-align:middle}.notice{background:#fff6d6;padding:.3em .6em;margin:.2em 0}
 """
 
@@ -134,7 +170,11 @@ _MACROS = r"""
 {% macro stacked(bd, width=900) -%}
 {%- set total = namespace(v=0) -%}
 {%- for k, label, colour in parts %}{% set total.v = total.v + (bd[k] or 0) %}{% endfor -%}
-<svg xmlns="http://www.w3.org/2000/svg" width="{{ width }}" height="28" role="img" aria-label="time breakdown">
+<svg xmlns="http://www.w3.org/2000/svg" width="{{ width + 40 }}" height="50" role="img" aria-label="time breakdown (ms)">
+{%- for k in range(6) %}{% set tx = (k / 5 * width) %}
+<line x1="{{ '%.2f'|format(tx) }}" y1="27" x2="{{ '%.2f'|format(tx) }}" y2="32" stroke="#555"/><text x="{{ '%.2f'|format(tx) }}" y="44" font-size="10" text-anchor="{{ 'start' if k == 0 else 'middle' }}">{{ '%.3g'|format(total.v * k / 5) }}{% if k == 5 %} ms{% endif %}</text>
+{%- endfor %}
+<line x1="0" y1="27" x2="{{ width }}" y2="27" stroke="#555"/>
 {%- set x = namespace(v=0) -%}
 {%- for k, label, colour in parts %}{% set w = ((bd[k] or 0) / total.v * width) if total.v > 0 else 0 %}
 <rect x="{{ '%.2f'|format(x.v) }}" y="2" width="{{ '%.2f'|format(w) }}" height="24" fill="{{ colour }}"><title>{{ label }}: {{ '%.4f'|format(bd[k] or 0) }} ms</title></rect>
@@ -152,11 +192,21 @@ _MACROS = r"""
 
 _SINGLE = _MACROS + r"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>benanza: {{ d.model }} batch {{ d.batch }} {{ d.precision }}</title>
-<style>{{ css }}</style><script>{{ js }}</script></head><body>
+<style>{{ css|safe }}</style><script>{{ js|safe }}</script></head><body>
 <h1>benanza: {{ d.model }}, batch {{ d.batch }}, {{ d.precision }} on {{ d.gpu or '?' }}</h1>
-<p class="muted">framework: {{ d.framework.framework or '?' }} {{ d.framework.version or '' }}, cudnn.benchmark {{ d.framework.cudnn_benchmark }},
+<p class="answer" id="answer">{{ answer }}</p>
+{% if d.whatif and d.whatif.steps %}<h2 id="whatif">What-if: the changes in order</h2>
+<p class="muted">Each change applied to the framework's measured timeline after the ones above it; the savings add up to
+the measured latency minus the final figure, which is never below the lower bound.</p>
+<table id="whatif-table"><thead><tr><th class="n">#</th><th>step</th><th class="n">latency after (ms)</th><th class="n">saving (ms)</th></tr></thead><tbody>
+<tr><td></td><td>measured</td><td class="n">{{ fmt(d.whatif.start_ms) }}</td><td></td></tr>
+{% for st in d.whatif.steps %}<tr><td class="n">{{ loop.index }}</td><td>{{ st.title }}</td><td class="n">{{ fmt(st.ms_after) }}</td><td class="n">{{ fmt(st.saving_ms) }}</td></tr>
+{% endfor %}<tr><td></td><td><strong>final</strong>{% if d.whatif.clamped %} (clamped at the lower bound){% endif %}; lower bound {{ fmt(d.whatif.lbl_ms) }} ms</td><td class="n"><strong>{{ fmt(d.whatif.final_ms) }}</strong></td><td class="n">{{ fmt(d.whatif.start_ms - d.whatif.final_ms) }}</td></tr>
+</tbody></table>{% endif %}
+<p class="muted">Compared with: {{ d.framework.run_label or ((d.framework.framework or '?') ~ ' ' ~ (d.framework.version or '')) }}; cudnn.benchmark {{ d.framework.cudnn_benchmark }},
 TF32 cuDNN/matmul {{ d.framework.allow_tf32_cudnn }}/{{ d.framework.allow_tf32_matmul }}. Times in ms per inference.
-Definitions: DESIGN.md; Benanza (Li et al., IPDPS 2020).</p>
+Lower-bound latency (LBL): the sum (sequential) or critical path (parallel) of each layer's fastest measured
+implementation; Benanza ratio = LBL / measured latency (Li, Dakkak, Xiong, Hwu, "Benanza", IPDPS 2020).</p>
 {% for n in d.notices %}<div class="notice">{{ n }}</div>{% endfor %}
 <h2 id="summary">Summary</h2>
 <table><tbody>
@@ -200,11 +250,11 @@ bold: on the critical path. Filter: <input oninput="bzFilter(this,'layertab')" p
 """
 
 _COMPARE = _MACROS + r"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>benanza comparison</title><style>{{ css }}</style></head><body>
+<html lang="en"><head><meta charset="utf-8"><title>benanza comparison</title><style>{{ css|safe }}</style></head><body>
 <h1>benanza: {{ docs|length }} analyses side by side</h1>
 <p class="muted">Times in ms per inference. Benanza ratio = LBL / measured latency; joint speedup = latency / LBL fused parallel.</p>
 <h2 id="summary">Summary</h2>
-<table><thead><tr><th>metric</th>{% for d in docs %}<th class="n">{{ d.model }}<br>b{{ d.batch }} {{ d.precision }}<br>{{ d.gpu }}</th>{% endfor %}</tr></thead><tbody>
+<table><thead><tr><th>metric</th>{% for d in docs %}<th class="n">{{ d.model }}<br>b{{ d.batch }} {{ d.precision }}<br>{{ d.gpu }}<br><span class="muted">{{ run_label(d) }}</span></th>{% endfor %}</tr></thead><tbody>
 {% for key, label, digits in rows %}<tr><td>{{ label }}</td>{% for d in docs %}<td class="n">{{ fmt(d[key], digits) }}</td>{% endfor %}</tr>{% endfor %}
 <tr><td>joint speedup</td>{% for d in docs %}<td class="n">{% if d.joint and d.joint.speedup %}x{{ '%.2f'|format(d.joint.speedup) }}{% else %}-{% endif %}</td>{% endfor %}</tr>
 </tbody></table>
@@ -237,7 +287,7 @@ def render_html(d: dict, roofline_svg: str = "", roofline_source: str = "") -> s
     maxms = max([r.get("framework_ms") or 0 for r in d["layers"]] + [r.get("lbl_ms") or 0 for r in d["layers"]]
                 + [1e-9])
     return _env().from_string(_SINGLE).render(d=d, maxms=maxms, barw=260, roofline_svg=roofline_svg,
-                                              roofline_source=roofline_source)
+                                              roofline_source=roofline_source, answer=answer(d))
 
 
 _ROWS = (("latency_ms", "measured latency", 4), ("gpu_kernel_ms", "GPU kernel time", 4),
@@ -250,7 +300,16 @@ _ROWS = (("latency_ms", "measured latency", 4), ("gpu_kernel_ms", "GPU kernel ti
 def render_comparison(docs: list[dict]) -> str:
     """Self-contained HTML comparing several insights documents side by side."""
     maxms = max([d.get(k) or 0 for d in docs for k in ("latency_ms", "lbl_sequential_ms")] + [1e-9])
-    return _env().from_string(_COMPARE).render(docs=docs, rows=_ROWS, maxms=maxms)
+    return _env().from_string(_COMPARE).render(docs=docs, rows=_ROWS, maxms=maxms, run_label=run_label)
+
+
+def run_label(d: dict) -> str:
+    """What the framework side of a document was, to tell runs apart: the run kind and memory
+    format (native module / onnx2torch conversion, channels_last, torch.compile) and the profile folder."""
+    fw = d.get("framework") or {}
+    label = fw.get("run_label") or " ".join(x for x in (fw.get("framework"), fw.get("version")) if x) or "no profile"
+    folder = fw.get("folder")
+    return label + (f"; {Path(folder).name}" if folder else "")
 
 
 # ------------------------------------------------------------------------------------------ inputs

@@ -589,11 +589,14 @@ def _latency(d: dict, f: Path) -> Latency | None:
 
 
 def load_profile(folder: str | os.PathLike, model: str | os.PathLike | None = None, batch: int | None = None,
-                 dims: dict[str, int] | None = None, batch_dim: int | None = None) -> Profile:
+                 dims: dict[str, int] | None = None, batch_dim: int | None = None,
+                 allow_mismatch: bool = False) -> Profile:
     """Load a profile folder and join it with the ONNX model.
 
     ``model``: the ONNX file (default: profile.json's ``model_path``, relative to the folder if
-    not absolute); ``batch``: must equal profile.json's ``batch`` when given. Raises
+    not absolute); ``batch``: must equal profile.json's ``batch`` when given. A profile taken of
+    another model (profile.json's ``model_sha256`` differs from the model file's SHA-256) is refused
+    unless ``allow_mismatch`` (then a notice says so). Raises
     :class:`ProfileError` for a bad folder or file, :class:`~benanza.errors.ModelError` for a bad
     model.
     """
@@ -617,6 +620,18 @@ def load_profile(folder: str | os.PathLike, model: str | os.PathLike | None = No
     cudnn = read_cudnn_log(p / files["cudnn_log"]) if files.get("cudnn_log") else None
     lt = read_cublaslt_log(p / files["cublaslt_log"]) if files.get("cublaslt_log") else None
     ml = process(model, d["batch"], dims, batch_dim)
+    notes = list(d.get("notices") or []) if isinstance(d.get("notices") or [], list) else d.get("notices")
+    want = d.get("model_sha256")
+    if want and want != ml.sha256:
+        what = (f"{f}: the profile was taken of another model (its model_sha256 {str(want)[:12]}... is not "
+                f"{Path(model).name}'s {ml.sha256[:12]}...)")
+        if not allow_mismatch:
+            raise ProfileError(what + "; give the profiled model, or --allow-mismatch")
+        notes = list(notes) + [what + ": compared anyway (--allow-mismatch); the join and every figure may be wrong"]
+    elif not want:
+        notes = list(notes) + ["the profile does not record its model's hash: benanza cannot check that it is "
+                               "a profile of this model"]
+    d["notices"] = notes
     from .join import layer_paths, trace_has_scopes
 
     paths = layer_paths(ml, model) if trace_has_scopes(trace) else None

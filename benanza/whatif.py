@@ -1,0 +1,244 @@
+"""One what-if model: the framework's measured timeline, changed by one optimization after the
+other in a fixed order, with the latency after each step.
+
+The **start** is what the framework measured (a :class:`benanza.profiles.Profile`): the latency
+``L`` (median, CUDA events), the GPU busy time ``G`` (union of kernel intervals per iteration), per
+layer its kernel time (a group of layers one framework op computed counts on the group's first
+layer), and the kernels that compute no layer by category (layout conversions, copies, fills, batch
+norms the model folded, other). The **steps**, in this order (the ones a user applies without
+touching the model come first; each works on the timeline the ones before left):
+
+1. ``launch_gaps``: launch gaps and host time removed, as a CUDA graph of the inference (or a
+   compiled runtime) does: the latency becomes the GPU busy time, ``L -> G``;
+2. ``layout_conversion``: the layout-conversion kernels removed (``channels_last``);
+3. ``unneeded_kernels``: copies, fills, batch norms the model folded and kernels that compute no
+   layer removed;
+4. ``algorithm_selection``: per layer the best implementation measured (like with like: the
+   analysis' precision and layouts), ``min(framework time, best time)``; a framework group against
+   the sum of its layers' best times; a layer without a valid measurement keeps the framework's time
+   (never 0 ms);
+5. ``layer_fusion``: each fusion candidate measured faster than its members' current times
+   replaces them;
+6. ``tensor_cores``: an fp32 run's layers in the Tensor Core precision (when that analysis is
+   given), where faster;
+7. ``parallel_execution``: independent layers on streams: the longest path of the layer DAG with
+   the current per-layer times instead of their sum (the kernels outside layers stay serial).
+
+Each step's saving is its marginal effect in this order; a step that would raise the latency saves
+0. The savings add up exactly to ``L - final``. The final figure is never below the LBL (the
+analysis' headline, fused parallel): when the steps reach below it, the last steps' savings are
+cut until the final figure is the LBL, and :attr:`WhatIf.clamped` says so. Definitions: Benanza
+(Li, Dakkak, Xiong, Hwu, IPDPS 2020), sections on the analysis workflow (Q3-Q6).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+#: the steps in their fixed order: (kind, title)
+STEPS = (
+    ("launch_gaps", "CUDA graphs: no launch gaps or host time"),
+    ("layout_conversion", "no layout conversions (channels_last)"),
+    ("unneeded_kernels", "no copies, fills or folded batch norms"),
+    ("algorithm_selection", "the best implementation per layer"),
+    ("layer_fusion", "layer fusion"),
+    ("tensor_cores", "Tensor Cores"),
+    ("parallel_execution", "independent layers in parallel"),
+)
+#: what the headline calls each step
+SHORT = {"launch_gaps": "CUDA graphs", "layout_conversion": "channels_last",
+         "unneeded_kernels": "no copies, fills or folded batch norms",
+         "algorithm_selection": "the best engine per layer", "layer_fusion": "layer fusion",
+         "tensor_cores": "Tensor Cores", "parallel_execution": "parallel streams"}
+UNNEEDED = ("copy", "fill", "unfused_batch_norm", "other")
+
+
+@dataclass
+class WhatIfStep:
+    """One step: ``kind`` (:data:`STEPS`), ``title``, latency before and after (ms per
+    inference), ``saving_ms`` (= before - after, >= 0), ``layers`` it changed, ``evidence``."""
+
+    kind: str
+    title: str
+    ms_before: float
+    ms_after: float
+    saving_ms: float
+    layers: tuple[int, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["layers"] = list(self.layers)
+        d["evidence"] = list(self.evidence)
+        return d
+
+
+@dataclass
+class WhatIf:
+    """The composition: ``start_ms`` (the measured latency), ``steps``, ``final_ms``, ``lbl_ms``
+    (the floor), ``clamped`` (the floor cut the last steps), ``unmeasured`` (layers that kept the
+    framework's time: no valid measurement), ``order`` (the steps' kinds)."""
+
+    start_ms: float
+    steps: list[WhatIfStep]
+    final_ms: float
+    lbl_ms: float
+    clamped: bool
+    unmeasured: int
+    order: tuple[str, ...] = field(default_factory=lambda: tuple(k for k, _ in STEPS))
+
+    def saving(self, kind: str) -> float:
+        return sum(s.saving_ms for s in self.steps if s.kind == kind)
+
+    def top(self, n: int = 3) -> list[WhatIfStep]:
+        """The ``n`` largest steps with a saving."""
+        return sorted((s for s in self.steps if s.saving_ms > 0), key=lambda s: -s.saving_ms)[:n]
+
+    def to_dict(self) -> dict:
+        return {"start_ms": self.start_ms, "final_ms": self.final_ms, "lbl_ms": self.lbl_ms, "clamped": self.clamped,
+                "unmeasured": self.unmeasured, "order": list(self.order), "steps": [s.to_dict() for s in self.steps]}
+
+
+def _longest_path(times: dict[int, float], producers: dict[int, tuple[int, ...]]) -> float:
+    """Longest path (ms) through the layer DAG (layers in topological order = index order)."""
+    finish: dict[int, float] = {}
+    for i in sorted(times):
+        finish[i] = times[i] + max((finish.get(p, 0.0) for p in producers.get(i, ())), default=0.0)
+    return max(finish.values(), default=0.0)
+
+
+def _layer_state(a, p) -> tuple[dict, dict, dict, int]:
+    """Per layer (or framework group anchor): current time (framework kernel ms), its best time
+    (None: unmeasured), and the members of each group."""
+    best = {t.layer.index: t.time_ms for t in a.layers}
+    status = {t.layer.index: t.status for t in a.layers}
+    cur, lbl, members = {}, {}, {}
+    unmeasured = 0
+    for lp in p.layers:
+        if lp.covered_by is not None:
+            continue
+        group = tuple(lp.covers) or (lp.layer,)
+        members[lp.layer] = group
+        cur[lp.layer] = lp.kernel_ms
+        times = [best.get(i) for i in group if status.get(i) != "zero_cost"]
+        if any(x is None for x in times):
+            lbl[lp.layer] = None
+            if lp.kernel_ms > 0:
+                unmeasured += 1
+        else:
+            lbl[lp.layer] = sum(times)
+    return cur, lbl, members, unmeasured
+
+
+def compose(a, p, tensor_core=None, gap_ms: float | None = None) -> WhatIf:
+    """The what-if composition of analysis ``a`` (:class:`benanza.analyzer.Analysis`) against profile
+    ``p`` (module doc); ``tensor_core``: the Tensor Core analysis of an fp32 run (step 6);
+    ``gap_ms``: the launch gaps and host time to remove in step 1 (default latency - GPU busy time)."""
+    lat = p.latency.median_ms if p.latency is not None else p.gpu_kernel_ms
+    n_it = max(p.iterations, 1)
+    cat = p.category_ms()
+    cur, lbl, members, unmeasured = _layer_state(a, p)
+    layer_sum0 = sum(cur.values())
+    # what the busy time holds beyond the layers and the removable kernels (per-layer medians vs
+    # per-category means, kernels that overlap): signed, so that after step 1 the timeline is the
+    # GPU busy time exactly
+    rest = p.gpu_kernel_ms - layer_sum0 - cat["layout"] - sum(cat[c] for c in UNNEEDED)
+    nonlayer = {"layout": cat["layout"], **{c: cat[c] for c in UNNEEDED}}
+    steps: list[WhatIfStep] = []
+    ms = lat
+
+    def total(parallel: float | None = None) -> float:
+        return (sum(cur.values()) if parallel is None else parallel) + sum(nonlayer.values()) + rest
+
+    def step(kind, after, layers=(), evidence=()):
+        nonlocal ms
+        title = dict(STEPS)[kind]
+        after = min(after, ms)
+        steps.append(WhatIfStep(kind, title, ms, after, ms - after, tuple(layers), tuple(evidence)))
+        ms = after
+
+    # 1. launch gaps and host time
+    busy = total()
+    step("launch_gaps", busy if gap_ms is None else lat - gap_ms,
+         evidence=(f"latency {lat:.4f} ms, GPU kernels {busy:.4f} ms per inference ({n_it} profiled iterations)",))
+    # 2. layout conversions; 3. unneeded kernels
+    lay = nonlayer.pop("layout")
+    step("layout_conversion", ms - lay, evidence=(f"layout-conversion kernels {lay:.4f} ms",))
+    gone = {c: nonlayer[c] for c in UNNEEDED}
+    for c in UNNEEDED:
+        nonlayer[c] = 0.0
+    step("unneeded_kernels", ms - sum(gone.values()),
+         evidence=tuple(f"{c.replace('_', ' ')} kernels {v:.4f} ms" for c, v in gone.items() if v > 0))
+    # 4. best implementation per layer
+    changed, ev = [], []
+    for i, t in list(cur.items()):
+        b = lbl.get(i)
+        if b is not None and b < t:
+            changed.append(i)
+            ev.append((t - b, f"layer {i}: {t:.4f} -> {b:.4f} ms"))
+            cur[i] = b
+    step("algorithm_selection", total(), changed, [e for _, e in sorted(ev, reverse=True)[:8]])
+    # 5. fusion: a fused measurement replaces its members' current times
+    anchor_of = {m: anc for anc, grp in members.items() for m in grp}
+    changed, ev = [], []
+    for f in a.fusions:
+        if f.fused_ms is None:
+            continue
+        anchors = sorted({anchor_of[i] for i in f.layers if i in anchor_of})
+        # a framework group that computes more than the fusion (an attention op with its
+        # projections) is not replaced by the fused measurement
+        inside = all(set(members[x]) <= set(f.layers) for x in anchors)
+        now = sum(cur[x] for x in anchors)
+        if anchors and inside and f.fused_ms < now:
+            for x in anchors:
+                cur[x] = 0.0
+            cur[anchors[0]] = f.fused_ms
+            changed += list(f.layers)
+            ev.append((now - f.fused_ms, f"layers {f.layers[0]}..{f.layers[-1]} ({f.key.split('-')[0]}): "
+                                         f"{now:.4f} -> {f.fused_ms:.4f} ms"))
+    step("layer_fusion", total(), changed, [e for _, e in sorted(ev, reverse=True)[:8]])
+    # 6. Tensor Cores
+    if tensor_core is not None:
+        tc = {t.layer.index: t.time_ms for t in tensor_core.layers}
+        changed = []
+        for i in list(cur):
+            times = [tc.get(m) for m in members[i]]
+            if cur[i] > 0 and times and all(x is not None for x in times) and sum(times) < cur[i]:
+                cur[i] = sum(times)
+                changed.append(i)
+        step("tensor_cores", total(), changed, (f"{tensor_core.precision} where faster",))
+    # 7. parallel execution
+    producers = {lp.layer: lp.inputs_from for lp in p.layers}
+    crit = _longest_path(cur, {i: tuple(anchor_of.get(x, x) for x in producers.get(i, ())) for i in cur})
+    step("parallel_execution", total(crit), evidence=(f"sum of layer times {sum(cur.values()):.4f} ms, "
+                                                     f"longest path {crit:.4f} ms",))
+    return _clamp(WhatIf(lat, steps, ms, a.lbl_ms, False, unmeasured))
+
+
+def _clamp(w: WhatIf) -> WhatIf:
+    """Cut the last steps' savings so that the final figure is never below the LBL."""
+    short = w.lbl_ms - w.final_ms
+    if short <= 0:
+        return w
+    for s in reversed(w.steps):
+        cut = min(short, s.saving_ms)
+        s.saving_ms -= cut
+        short -= cut
+        if short <= 1e-15:
+            break
+    ms = w.start_ms
+    for s in w.steps:
+        s.ms_before, s.ms_after = ms, ms - s.saving_ms
+        ms = s.ms_after
+    return WhatIf(w.start_ms, w.steps, ms, w.lbl_ms, True, w.unmeasured, w.order)
+
+
+def headline(model: str, batch: int, precision: str, gpu: str, run_label: str, w: WhatIf) -> str:
+    """One sentence: measured latency, what it could be, and the three largest steps."""
+    top = w.top(3)
+    how = ""
+    if top:
+        parts = [f"{SHORT[s.kind]} (-{s.saving_ms:.2f} ms)" for s in top]
+        how = " with " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+    floor = " (the lower bound)" if w.clamped else f" (lower bound {w.lbl_ms:.2f} ms)"
+    return (f"{model} batch {batch} {precision} on {gpu or 'the GPU'}: {run_label} runs in {w.start_ms:.2f} ms; "
+            f"it could run in {w.final_ms:.2f} ms{floor}{how}.")

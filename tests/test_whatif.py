@@ -1,0 +1,115 @@
+"""The what-if composition (benanza.whatif) and the report that answers first, on checked-in data:
+resnet50 recorded natively on an H200 (tests/data/h200_native) against the truth runs' database
+(db/reference/h200_truth.sqlite.gz), and synthetic timelines for the floor."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from benanza.analyzer import analyze, resolve_system
+from benanza.database import open_db
+from benanza.insights import build_insights
+from benanza.model import process
+from benanza.profiles import load_profile
+from benanza.report import answer, render_html
+from benanza.whatif import STEPS, _clamp, WhatIf, WhatIfStep
+from conftest import REPO
+
+NATIVE = REPO / "tests" / "data" / "h200_native" / "resnet50-b32-fp16"
+TRUTH_DB = REPO / "db" / "reference" / "h200_truth.sqlite.gz"
+
+
+@pytest.fixture(scope="module")
+def resnet50():
+    """The native resnet50 profile against the truth database (the export's ReduceMean, the one
+    layer the database lacks, keeps the framework's time)."""
+    db = open_db(str(TRUTH_DB), create=False)
+    system, _ = resolve_system(db, "H200")
+    p = load_profile(NATIVE)
+    ml = process(NATIVE / "model.onnx", 32)
+    a = analyze(ml, db, system, "fp16", layouts=("NCHW", "NHWC"))
+    return a, p, build_insights(a, p, db, system.id)
+
+
+def test_savings_add_up_to_latency_minus_final_and_never_go_up(resnet50):
+    a, p, ins = resnet50
+    w = ins.whatif
+    assert [s["kind"] for s in w["steps"]] == [k for k, _ in STEPS if k != "tensor_cores"]
+    assert w["start_ms"] == pytest.approx(p.latency.median_ms)
+    ms = w["start_ms"]
+    for s in w["steps"]:
+        assert s["ms_before"] == pytest.approx(ms) and s["saving_ms"] >= 0
+        assert s["ms_after"] == pytest.approx(s["ms_before"] - s["saving_ms"])
+        ms = s["ms_after"]
+    assert w["final_ms"] == pytest.approx(ms)
+    assert sum(s["saving_ms"] for s in w["steps"]) == pytest.approx(w["start_ms"] - w["final_ms"], abs=1e-12)
+    # the findings' marginal savings are the composition's: they add up exactly too
+    assert sum(f.marginal_ms for f in ins.findings if f.additive) == pytest.approx(w["start_ms"] - w["final_ms"],
+                                                                                    abs=1e-9)
+    assert all(f.marginal_ms is None for f in ins.findings if not f.additive)
+    # never below the lower bound; the joint table follows the composition and never goes up
+    assert w["final_ms"] >= a.lbl_ms - 1e-12
+    steps = [s["ms"] for s in ins.joint["steps"]]
+    assert steps == sorted(steps, reverse=True)
+
+
+def test_steps_are_what_the_profile_measured(resnet50):
+    a, p, ins = resnet50
+    w = {s["kind"]: s for s in ins.whatif["steps"]}
+    cat = p.category_ms()
+    assert w["launch_gaps"]["saving_ms"] == pytest.approx(p.latency.median_ms - p.gpu_kernel_ms, rel=1e-6)
+    assert w["layout_conversion"]["saving_ms"] == pytest.approx(cat["layout"])
+    assert w["unneeded_kernels"]["saving_ms"] == pytest.approx(
+        cat["copy"] + cat["fill"] + cat["unfused_batch_norm"] + cat["other"])
+    # 53 batch norms PyTorch runs apart (the export folded them): about 1.3 ms of the 3.6 ms of kernels
+    assert 1.2 < w["unneeded_kernels"]["saving_ms"] < 1.4
+    assert ins.whatif["unmeasured"] == 1  # the export's ReduceMean: not in the database, keeps PyTorch's time
+
+
+def test_the_headline_answers_first(resnet50, tmp_path):
+    _, _, ins = resnet50
+    h = ins.headline
+    assert h.startswith("model batch 32 fp16 on NVIDIA H200") and "native module runs in" in h and "could run in" in h
+    m = re.search(r"runs in ([\d.]+) ms; it could run in ([\d.]+) ms", h)
+    assert float(m.group(1)) == pytest.approx(ins.whatif["start_ms"], abs=0.005)
+    assert float(m.group(2)) == pytest.approx(ins.whatif["final_ms"], abs=0.005)
+    top = sorted(ins.whatif["steps"], key=lambda s: -s["saving_ms"])[:3]
+    assert all(f"-{s['saving_ms']:.2f} ms" in h for s in top)
+    d = ins.to_dict()
+    html = render_html(d)
+    # the answer is the first thing after the title, before any notice
+    body = html[html.index("<body>"):]
+    assert body.index('id="answer"') < body.index("<h2") and body.index('id="answer"') < body.find("notice")
+    assert answer(d) == h and "DESIGN.md" not in html
+
+
+def test_the_script_is_code_and_names_stay_text():
+    """autoescape turned the filter script's '<' into '&lt;' (the script failed); a layer name is
+    untrusted text and stays escaped."""
+    ins = json.loads((NATIVE / "report.json").read_text())
+    ins["layers"][0]["name"] = "</script><script>alert(1)</script>"
+    html = render_html(ins)
+    script = html[html.index("<script>") + 8:html.index("</script>")]
+    assert "i<rows.length" in script and "&lt;" not in script
+    assert "<script>alert(1)</script>" not in html and "&lt;/script&gt;&lt;script&gt;alert(1)" in html
+
+
+def test_the_floor_cuts_the_last_steps():
+    steps = [WhatIfStep(k, t, 0, 0, s) for (k, t), s in zip(STEPS, (1.0, 0.5, 0.0, 0.3, 0.4, 0.0, 0.2))]
+    w = _clamp(WhatIf(4.0, steps, 4.0 - 2.4, 2.0, False, 0))
+    assert w.clamped and w.final_ms == pytest.approx(2.0)
+    got = [s.saving_ms for s in w.steps]
+    assert got == pytest.approx([1.0, 0.5, 0.0, 0.3, 0.2, 0.0, 0.0])  # parallel, then fusion cut
+    assert sum(got) == pytest.approx(4.0 - 2.0)
+
+
+def test_a_profile_of_another_model_is_refused(tmp_path):
+    other = REPO / "tests" / "data" / "h200_native" / "vit_b_16-b32-fp16" / "model.onnx"
+    r = subprocess.run([sys.executable, "-m", "benanza", "analyze", str(other), "--batch", "32", "--dtype", "fp16",
+                        "--db", str(TRUTH_DB), "--profile", str(NATIVE)], capture_output=True, text=True)
+    assert r.returncode != 0 and r.stderr.startswith("benanza: ") and len(r.stderr.strip().splitlines()) == 1
+    assert "another model" in r.stderr and "--allow-mismatch" in r.stderr
+    p = load_profile(NATIVE, other, allow_mismatch=True)
+    assert any("--allow-mismatch" in n for n in p.notices)
