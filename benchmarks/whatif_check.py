@@ -122,7 +122,8 @@ def measure(spec: str, batch: int, dtype: str, v: Variant, runs: int, warmup: in
 
 # ------------------------------------------------------------------------------- benanza side
 
-def estimates(spec: str, export: Path, batch: int, dtype: str, db: str, folder: Path, runs: int) -> dict:
+def estimates(spec: str, export: Path, batch: int, dtype: str, db: str, folder: Path, runs: int,
+              device: str = "cuda") -> dict:
     """Profile the starting run with benanza and return its insights document (what-if steps)."""
     from benanza.analyzer import analyze, resolve_system
     from benanza.database import open_db
@@ -130,8 +131,9 @@ def estimates(spec: str, export: Path, batch: int, dtype: str, db: str, folder: 
     from benanza.model import process
     from benanza.profiles import capture_profile, load_profile
 
-    capture_profile(export, batch, dtype, folder, warmup=20, runs=runs, iterations=3, cudnn_benchmark=False,
-                    logs=True, force=True, module={"spec": spec})
+    capture_profile(export, batch, dtype, folder, device=device, warmup=20 if device != "cpu" else 1,
+                    runs=runs, iterations=3, cudnn_benchmark=False, logs=device != "cpu", force=True,
+                    module={"spec": spec})
     prof = load_profile(folder, export, batch)
     database = open_db(db, create=False)
     system, _ = resolve_system(database, "H200")
