@@ -1,4 +1,4 @@
-"""Shared fixtures: the real models in ../shared, a fake suite (tests/fake_suite.py) that speaks
+"""Shared fixtures: the real models in tests/data/shared (weight-stripped exports and a PyTorch profile's sample), a fake suite (tests/fake_suite.py) that speaks
 the suite protocol without a GPU, and temporary databases."""
 import os
 import shutil
@@ -14,10 +14,12 @@ sys.path.insert(0, str(HERE))
 
 def _shared() -> Path:
     env = os.environ.get("BENANZA_SHARED")
-    for p in ([Path(env)] if env else []) + [REPO.parent / "shared", REPO / "shared"]:
+    # the models and samples the tests need live in the repo (tests/data/shared: weight-stripped ONNX
+    # files and the heads of a PyTorch profile's logs), so a fresh clone tests everything
+    for p in ([Path(env)] if env else []) + [HERE / "data" / "shared"]:
         if (p / "models").is_dir():
             return p
-    pytest.skip("the shared models folder (../shared/models) is not available")
+    pytest.skip("the test models folder (tests/data/shared/models) is not available")
 
 
 @pytest.fixture(scope="session")
@@ -102,3 +104,58 @@ def backend_url(request, tmp_path):
     with eng.connect() as c:
         c.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     eng.dispose()
+
+
+# ------------------------------------------------------------------------------- skip summary
+
+#: what may skip, by the words of the skip reasons: no GPU, no PostgreSQL server, no torch, no
+#: headless browser. Anything else skipping is a defect of the tests (CI fails on it: BENANZA_CI=1)
+SKIP_CATEGORIES = (("GPU", ("gpu", "cuda", "device", "nvidia", "driver")),
+                   ("PostgreSQL", ("postgres", "pg_url", "benanza_test_pg")),
+                   ("torch", ("torch", "pytorch", "onnx2torch", "torchvision", "transformers")),
+                   ("browser", ("chromium", "browser", "playwright")))
+
+
+def skip_category(reason: str) -> str:
+    """The category (:data:`SKIP_CATEGORIES`) of a skip reason, ``other`` when none fits."""
+    r = reason.lower()
+    for name, words in SKIP_CATEGORIES:
+        if any(w in r for w in words):
+            return name
+    return "other"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line at the end: what skipped and why, by category; with BENANZA_CI=1 the session fails
+    when a test skipped for another reason."""
+    import collections
+
+    reasons = collections.Counter()
+    others = []
+    for rep in terminalreporter.stats.get("skipped", []):
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        cat = skip_category(reason)
+        reasons[cat] += 1
+        if cat == "other":
+            others.append(f"{rep.nodeid}: {reason}")
+    if not reasons:
+        terminalreporter.write_line("benanza: nothing skipped")
+        return
+    terminalreporter.write_line("benanza: skipped " + ", ".join(f"{n} without {c}" if c != "other" else f"{n} other"
+                                                                for c, n in reasons.most_common()))
+    if others and os.environ.get("BENANZA_CI"):
+        for o in others[:10]:
+            terminalreporter.write_line(f"  not allowed to skip (BENANZA_CI=1 fails the run): {o}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("BENANZA_CI") and exitstatus == 0:
+        rep = session.config.pluginmanager.get_plugin("terminalreporter")
+        if rep is not None:
+            for r in rep.stats.get("skipped", []):
+                lr = r.longrepr
+                reason = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
+                if skip_category(reason) == "other":
+                    session.exitstatus = 1
+                    return
