@@ -33,8 +33,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .analyzer import Analysis
-from .database import Database
-from .whatif import WhatIf, compose, headline
+from . import layers as L
+from .database import FRAMEWORK_CALL_PREFIX, Database
+from .whatif import Alternatives, WhatIf, compose, headline
 
 #: the insights JSON's ``format`` (the input of ``benanza report``)
 FORMAT = "benanza-insights"
@@ -215,9 +216,10 @@ class Insights:
 STEP_OF = {"launch_gaps": "launch_gaps", "host_overhead": "launch_gaps", "layout_conversion": "layout_conversion",
            "copy": "unneeded_kernels", "fill": "unneeded_kernels", "framework_batch_norm": "unneeded_kernels",
            "other_kernels": "unneeded_kernels", "algorithm_selection": "algorithm_selection",
+           "implementation": "implementation",
            "layer_fusion": "layer_fusion", "tensor_cores": "tensor_cores", "parallel_execution": "parallel_execution"}
 STEP_CATEGORY = {"launch_gaps": "Q4", "layout_conversion": "Q4", "unneeded_kernels": "Q4",
-                 "algorithm_selection": "Q3", "layer_fusion": "Q5", "tensor_cores": "Q6",
+                 "algorithm_selection": "Q3", "implementation": "Q3", "layer_fusion": "Q5", "tensor_cores": "Q6",
                  "parallel_execution": "parallel"}
 
 
@@ -378,6 +380,91 @@ def _framework_precision(analysis_precision: str, tf32: bool | None) -> list[str
     if analysis_precision == "fp32" and tf32:
         return ["tf32", "fp32"]
     return [analysis_precision]
+
+
+def _framework_rows(db: Database, system_id: int, keys: list[str], cache: str) -> dict:
+    """Per (layer key, precision, layout): the fastest valid ``torch:`` measurement (ms): the
+    framework's own call as PyTorch eager runs it (:mod:`benanza.torch_candidates`)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for m in db.measurements(system_id, keys, cache=cache) if keys else ():
+        if m.call.startswith(FRAMEWORK_CALL_PREFIX) and m.status == "ok" and m.median_ms is not None and \
+                np.isfinite(m.median_ms) and m.cache == cache:
+            k = (m.layer_key, m.precision, m.layout)
+            out[k] = min(out.get(k, np.inf), m.median_ms)
+    return out
+
+
+def _alternatives(a: Analysis, p, db: Database, system_id: int, algos: list, dbt: dict) -> Alternatives:
+    """The framework's own switches per profile layer (:class:`benanza.whatif.Alternatives`):
+    channels_last from the ``torch:`` rows in both layouts (with the batch norm PyTorch runs after
+    each convolution when the export folded them: as many framework batch-norm kernels per
+    inference as convolutions), cudnn.benchmark from the engine configs' rows (``dbt``)."""
+    s = p.settings
+    tf32_conv = bool(s.allow_tf32_cudnn) if s.allow_tf32_cudnn is not None else True
+    layout_now = "NHWC" if s.memory_format == "channels_last" else "NCHW"
+    by_index = {t.layer.index: t.layer for t in a.layers}
+    n_it = max(p.iterations, 1)
+    convs = [ly for ly in by_index.values() if ly.config is not None and ly.config.kind == "Conv"]
+    n_bn = round(sum(1 for k in p.kernels if k.iteration is not None and k.category == "unfused_batch_norm") / n_it)
+    bn_after_conv = bool(convs) and n_bn == len(convs)
+
+    def prec(kind: str) -> str:
+        if a.precision in ("fp32", "tf32") and kind in L.CUDNN_TF32_KINDS:
+            return "tf32" if tf32_conv else "fp32"
+        return "fp32" if a.precision == "tf32" else a.precision
+
+    bn_key = {ly.index: L.BatchNormConfig(shape=tuple(ly.config.output_shape()),
+                                          epsilon=float(np.float32(1e-5))).key for ly in convs} if bn_after_conv else {}
+    keys = sorted({ly.key for ly in by_index.values() if ly.key} | set(bn_key.values()))
+    rows = _framework_rows(db, system_id, keys, a.cache)
+    cl: dict[int, float] = {}
+    lay: dict[int, float] = {}
+    missing = 0
+    if layout_now == "NCHW":
+        for lp in p.layers:
+            if lp.covered_by is not None:
+                continue
+            d, any_pair = 0.0, False
+            for i in tuple(lp.covers) or (lp.layer,):
+                ly = by_index.get(i)
+                if ly is None or ly.config is None:
+                    continue
+                pr = prec(ly.config.kind)
+                t0, t1 = rows.get((ly.key, pr, "NCHW")), rows.get((ly.key, pr, "NHWC"))
+                if t0 is None or t1 is None:
+                    missing += ly.config.kind == "Conv"
+                    continue
+                d += t0 - t1
+                any_pair = True
+                if i in bn_key:
+                    b0, b1 = (rows.get((bn_key[i], prec("BatchNorm"), x)) for x in ("NCHW", "NHWC"))
+                    if b0 is not None and b1 is not None:
+                        d += b0 - b1
+            if any_pair:
+                cl[lp.layer] = d
+                lay[lp.layer] = lp.layout_ms
+    notes = (f"{missing} convolutions without the framework's call timed in both layouts keep their time",) \
+        if missing else ()
+    # cudnn.benchmark: the framework's engine config against the fastest of the same call
+    by_key: dict[str, list] = collections.defaultdict(list)
+    for (k, _e), rs in dbt.items():
+        by_key[k].extend(rs)
+    eng: dict[int, float] = {}
+    anchor = {m: lp.layer for lp in p.layers for m in (tuple(lp.covers) or (lp.layer,)) if lp.covered_by is None}
+    for c in algos:
+        ce = p.conv_engines.get(c.layer)
+        if c.library != "cudnn" or ce is None or not ce.engine_config or c.layer not in anchor:
+            continue
+        want = _framework_precision(a.precision, ce.tf32)
+        key = by_index[c.layer].key
+        fw = [r for r in dbt.get((key, engine_key(ce.engine_config)), []) if r[2] in want and r[3] == ce.layout]
+        if not fw:
+            continue
+        fw_ms, call, pr, _ = min(fw, key=lambda r: (want.index(r[2]), r[0]))
+        best = min(r[0] for r in by_key[key] if r[1] == call and r[2] == pr and r[3] == ce.layout)
+        if fw_ms > best:
+            eng[anchor[c.layer]] = eng.get(anchor[c.layer], 0.0) + fw_ms - best
+    return Alternatives(cl, lay, eng, notes)
 
 
 # ------------------------------------------------------------------------------------- building
@@ -604,7 +691,8 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             "potential = LBL_sequential - LBL_parallel"))
 
     findings = [f for f in findings if f.saving_ms > MIN_SAVING_MS]
-    w = compose(a, p, tensor_core=other if tc and other is not a else None) if lat else None
+    alt = _alternatives(a, p, db, system_id, algos, dbt) if db is not None and system_id is not None else None
+    w = compose(a, p, tensor_core=other if tc and other is not a else None, alternatives=alt) if lat else None
     if w is not None:
         findings = _with_marginals(findings, w)
     findings.sort(key=lambda f: -f.saving_ms)

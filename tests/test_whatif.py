@@ -60,12 +60,80 @@ def test_steps_are_what_the_profile_measured(resnet50):
     w = {s["kind"]: s for s in ins.whatif["steps"]}
     cat = p.category_ms()
     assert w["launch_gaps"]["saving_ms"] == pytest.approx(p.latency.median_ms - p.gpu_kernel_ms, rel=1e-6)
-    assert w["layout_conversion"]["saving_ms"] == pytest.approx(cat["layout"])
+    # channels_last: each layer's framework call (torch:aten::conv2d, and the batch norm PyTorch
+    # runs after it) timed NCHW and NHWC in the database; the NCHW call holds the layout conversions
+    rows = _torch_rows()
+    want = 0.0
+    for t in a.layers:
+        if t.layer.config is not None and t.layer.config.kind in ("Conv", "BatchNorm", "Pooling"):
+            pair = [rows.get((t.layer.key, "fp16", lay)) for lay in ("NCHW", "NHWC")]
+            if None not in pair:
+                want += pair[0] - pair[1]
+    assert w["layout_conversion"]["effect_ms"] == pytest.approx(want, rel=1e-9)
+    assert w["layout_conversion"]["saving_ms"] == pytest.approx(want) and want > cat["layout"] > 0.5
     assert w["unneeded_kernels"]["saving_ms"] == pytest.approx(
         cat["copy"] + cat["fill"] + cat["unfused_batch_norm"] + cat["other"])
     # 53 batch norms PyTorch runs apart (the export folded them): about 1.3 ms of the 3.6 ms of kernels
     assert 1.2 < w["unneeded_kernels"]["saving_ms"] < 1.4
     assert ins.whatif["unmeasured"] == 1  # the export's ReduceMean: not in the database, keeps PyTorch's time
+
+
+def _torch_rows() -> dict:
+    import gzip
+    import sqlite3
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".db") as f:
+        f.write(gzip.decompress(TRUTH_DB.read_bytes()))
+        f.flush()
+        con = sqlite3.connect(f.name)
+        out = {}
+        for key, prec, lay, ms in con.execute(
+                "select layer_key, precision, layout, min(median_ms) from measurements where call like 'torch:%' "
+                "and status = 'ok' and cache = 'warm' group by layer_key, precision, layout"):
+            out[(key, prec, lay)] = ms
+        con.close()
+    return out
+
+
+def _timeline(layers: dict[int, float], layout_ms: float = 0.0):
+    """A synthetic profile: layers with kernel times (ms), layout kernels, no gaps."""
+    from types import SimpleNamespace as NS
+
+    lps = [NS(layer=i, covered_by=None, covers=(), kernel_ms=t, inputs_from=(i - 1,) if i else ())
+           for i, t in layers.items()]
+    busy = sum(layers.values()) + layout_ms
+    cats = {"layout": layout_ms, "copy": 0.0, "fill": 0.0, "unfused_batch_norm": 0.0, "other": 0.0}
+    p = NS(latency=NS(median_ms=busy), gpu_kernel_ms=busy, iterations=1, layers=lps, category_ms=lambda: cats)
+    a = NS(layers=[NS(layer=NS(index=i), status="measured", time_ms=t / 2) for i, t in layers.items()],
+           fusions=[], lbl_ms=sum(layers.values()) / 4)
+    return a, p
+
+
+def test_channels_last_is_signed_and_taken_only_when_it_saves():
+    from benanza.whatif import Alternatives, compose
+
+    a, p = _timeline({0: 1.0, 1: 1.0}, layout_ms=0.2)
+    # faster NHWC: the layers change by NCHW - NHWC, their layout kernels go with them
+    w = compose(a, p, alternatives=Alternatives({0: 0.5, 1: 0.1}, {0: 0.2}))
+    s = w.steps[1]
+    assert s.kind == "layout_conversion" and s.effect_ms == pytest.approx(0.6) and s.saving_ms == pytest.approx(0.6)
+    # slower NHWC (batch 1 depthwise convolutions): effect negative, step not taken, timeline kept
+    w = compose(a, p, alternatives=Alternatives({0: -0.3}, {}))
+    s = w.steps[1]
+    assert s.effect_ms == pytest.approx(-0.3) and s.saving_ms == 0 and "not taken" in s.evidence[0]
+    assert w.steps[4].kind == "implementation" and w.steps[4].saving_ms == pytest.approx(1.0)
+
+
+def test_cudnn_benchmark_step_is_the_engine_cost_then_any_library():
+    from benanza.whatif import Alternatives, compose
+
+    a, p = _timeline({0: 1.0, 1: 1.0})
+    w = compose(a, p, alternatives=Alternatives(engine={0: 0.25}))
+    st = {s.kind: s for s in w.steps}
+    assert st["algorithm_selection"].saving_ms == pytest.approx(0.25) and st["algorithm_selection"].layers == (0,)
+    # then each layer to its best of any library: 0.75 -> 0.5 and 1.0 -> 0.5
+    assert st["implementation"].saving_ms == pytest.approx(0.25 + 0.5)
 
 
 def test_the_headline_answers_first(resnet50, tmp_path):
@@ -97,11 +165,11 @@ def test_the_script_is_code_and_names_stay_text():
 
 
 def test_the_floor_cuts_the_last_steps():
-    steps = [WhatIfStep(k, t, 0, 0, s) for (k, t), s in zip(STEPS, (1.0, 0.5, 0.0, 0.3, 0.4, 0.0, 0.2))]
+    steps = [WhatIfStep(k, t, 0, 0, s) for (k, t), s in zip(STEPS, (1.0, 0.5, 0.0, 0.1, 0.2, 0.4, 0.0, 0.2))]
     w = _clamp(WhatIf(4.0, steps, 4.0 - 2.4, 2.0, False, 0))
     assert w.clamped and w.final_ms == pytest.approx(2.0)
     got = [s.saving_ms for s in w.steps]
-    assert got == pytest.approx([1.0, 0.5, 0.0, 0.3, 0.2, 0.0, 0.0])  # parallel, then fusion cut
+    assert got == pytest.approx([1.0, 0.5, 0.0, 0.1, 0.2, 0.2, 0.0, 0.0])  # parallel, then fusion cut
     assert sum(got) == pytest.approx(4.0 - 2.0)
 
 
