@@ -24,6 +24,9 @@ Per model and batch (GPU machine):
    measured effect is within the noise is judged against the noise, not against a near-zero
    difference of medians. The goal is a median error <= 15 %.
 
+For torch.compile the estimate is the fusion step's plus the unneeded-kernels step's (the batch
+norms a folded export does not have, copies, fills): Inductor removes those too, in inference mode.
+
 For the launch-gap step the estimate is what benanza says remains (its GPU busy time per inference,
 the latency a CUDA graph leaves) subtracted from the measured starting latency: an eager run's
 host-bound latency differs between processes of the same configuration by up to 2x at batch 1 (the
@@ -174,6 +177,10 @@ def check_one(spec: str, export: Path, batch: int, dtype: str, a) -> list[dict]:
         est = float(effect if effect is not None else st.get("saving_ms") or 0.0)
         if kind == "launch_gaps":
             est = before["median"] - float(st.get("ms_after"))
+        if kind == "layer_fusion":
+            # torch.compile (Inductor, inference) reaches the unneeded-kernels step too: it folds the
+            # batch norms into pointwise kernels with their neighbours and drops copies
+            est += sum(float(x.get("saving_ms") or 0.0) for x in steps if x.get("kind") == "unneeded_kernels")
         noise = max(before["iqr"], after["iqr"], 0.01 * before["median"])
         rows.append({"model": spec, "batch": batch, "dtype": dtype, "finding": kind, "change": CHANGES[kind],
                      "estimate_ms": est, "benanza_effect_ms": effect, "measured_ms": gain, "before": before,
