@@ -1017,7 +1017,9 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
              model: Optional[str] = typer.Option(None, "--model", help="ONNX file or a model name in the database"),
              kind: Optional[list[str]] = typer.Option(None, "--kind", help="layer kind (Conv, Gemm, ...)"),
              param: Optional[list[str]] = typer.Option(None, "--param", help="config field: NAME=VALUE"),
-             batch: Optional[int] = typer.Option(None, "--batch", help="batch size"),
+             batch: Optional[int] = typer.Option(None, "--batch", help="with --model: the model's batch size (its "
+                                                 "layer configs at that batch); without: the layer configs' batch "
+                                                 "(dim 0 of the first input)"),
              dtype: Optional[str] = typer.Option(None, "--dtype", help="precision: fp32, tf32, fp16, bf16, fp8"),
              math: Optional[str] = typer.Option(None, "--math", help="fma, tf32, tensor_op, none"),
              call: Optional[str] = typer.Option(None, "--call", help="library call contains"),
@@ -1039,7 +1041,10 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     database = open_db(db, create=False)
     _db_notices(database)
     f = query.Filters(system=system, model=model, model_batch=batch, kind=kind, params=_params(param),
-                      precision=None if best else dtype, math=math, call=call, algorithm=algorithm, batch=batch,
+                      precision=None if best else dtype, math=math, call=call, algorithm=algorithm,
+                      # one meaning of batch: with --model it selects the model's configs (a GEMM of
+                      # ViT at batch 32 has M = 32 x 197), never their own dim 0 as well
+                      batch=None if model else batch,
                       status=status, cache=cache, sort=sort, descending=desc, limit=limit)
     if best:
         keys = query.config_keys(database, f)
@@ -1114,6 +1119,8 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
     st = sharing.export(database, output, system, model, batch)
     out.print(f"exported {st.jobs_added} jobs, {st.measurements_written + st.orphans_written} measurements, "
               f"{st.systems_added} systems, {st.configs_added} layer configs to {output}", markup=False)
+    for n in st.notes:
+        err.print(f"benanza: note: {n}", markup=False)
 
 
 @db_app.command("import")

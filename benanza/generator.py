@@ -863,9 +863,14 @@ def render_harness_project(root: Path) -> None:
 
 
 def _key_counts(m: ModelLayers) -> dict[str, int]:
+    """How often each config key occurs in the model: its benchmarked layers and its fusion
+    candidates (a model's record names both, so that ``db export --model`` takes the fused
+    measurements with it)."""
     out: dict[str, int] = {}
     for ly in m.benchmarked():
         out[ly.key] = out.get(ly.key, 0) + 1
+    for f in m.fusions:
+        out[f.config.key] = out.get(f.config.key, 0) + 1
     return out
 
 

@@ -14,6 +14,7 @@ Nothing is ever duplicated: the database's unique keys hold after any sequence o
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,15 +249,40 @@ def export(db: Database, path: str | Path, system: str | None = None, models: li
         raise UsageError(f"{path}: exists; export writes a new file")
     sids = resolve_systems(db, system)
     keys = None
+    notes = []
     if models:
         keys = sorted({k for m in models for k in model_keys(db, m, batch)})
+        notes = [n for m in models for n in _records_without_fusions(db, m, batch)]
     out = open_db(str(p), create=True)
     try:
-        return merge(out, db, sids, keys, label=db.safe_url)
+        st = merge(out, db, sids, keys, label=db.safe_url)
+        st.notes.extend(notes)
+        return st
     except BaseException:
         out.engine.dispose()
         p.unlink(missing_ok=True)
         raise
+
+
+def _records_without_fusions(db: Database, model: str, batch: int | None) -> list[str]:
+    """Notes for the records of ``model`` (a name, not an .onnx file) that name only its benchmarked
+    configs: written before the records named fusion candidates too (benanza.generator
+    ``_key_counts``), so an export by name cannot take the fused measurements."""
+    if Path(model).suffix == ".onnx" or Path(model).is_file():
+        return []
+    out = []
+    with db.session() as s:
+        q = select(ModelRow).where(ModelRow.name == model)
+        if batch is not None:
+            q = q.where(ModelRow.batch == batch)
+        for row in s.scalars(q):
+            summ = json.loads(row.summary or "{}")
+            n = s.scalar(select(sa.func.count()).select_from(ModelConfig).where(ModelConfig.model_id == row.id))
+            if summ.get("fusion_candidates") and n <= summ.get("unique_benchmarked", n):
+                out.append(f"model {model} batch {row.batch}: its record predates fusion keys, so its "
+                           f"{summ['fusion_candidates']} fusion candidates' measurements are not exported; "
+                           f"give the model's .onnx file instead of its name to take them")
+    return out
 
 
 def import_db(db: Database, source: str) -> MergeStats:

@@ -1,0 +1,56 @@
+"""`db query --model M --batch B` and `db export --model M` on the reference database (issue 16's
+two defects): one meaning of batch, and the fused measurements go with the model."""
+import json
+import sqlite3
+import subprocess
+import sys
+
+from benanza.generator import _key_counts
+from benanza.model import process
+from conftest import REPO
+
+REF = REPO / "db" / "reference" / "h200.sqlite.gz"
+RESNET50 = REPO / "tests" / "data" / "shared" / "models" / "resnet50.onnx"
+
+
+def bz(*a):
+    return subprocess.run([sys.executable, "-m", "benanza", *a], capture_output=True, text=True)
+
+
+def test_query_with_model_batch_keeps_every_config_of_the_model():
+    """--batch with --model is the model's batch: resnet50 at batch 32 has 42 configs; the config-level
+    batch filter used to drop its GEMM (whose dim 0 is not the batch of a convolution)."""
+    r = bz("db", "query", "--db", str(REF), "--model", "resnet50", "--batch", "32", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    kinds = {x["kind"] for x in rows}
+    assert len({x["layer_key"] for x in rows}) == 42 and "Gemm" in kinds
+    r = bz("db", "query", "--db", str(REF), "--model", "resnet50", "--batch", "32", "--best", "--dtype", "fp16",
+           "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert len({x["layer_key"] for x in json.loads(r.stdout)}) == 42
+
+
+def test_a_model_record_names_its_fusion_candidates():
+    ml = process(RESNET50, 32)
+    counts = _key_counts(ml)
+    fused = {f.config.key for f in ml.fusions}
+    assert fused and fused <= set(counts)
+    assert sum(counts[k] for k in fused) >= len(ml.fusions) > 0
+
+
+def test_export_by_onnx_takes_the_fused_measurements_and_by_old_name_says_what_it_cannot(tmp_path):
+    out = tmp_path / "r50.db"
+    r = bz("db", "export", "--db", str(REF), "--model", str(RESNET50), "--batch", "32", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    con = sqlite3.connect(out)
+    n = con.execute("select count(*) from measurements m join layer_configs l on l.key = m.layer_key "
+                    "where l.kind = 'ConvBiasAct'").fetchone()[0]
+    con.close()
+    assert n > 0
+    # the reference database's records predate fusion keys: an export by name says so, in one line each
+    out2 = tmp_path / "r50-name.db"
+    r = bz("db", "export", "--db", str(REF), "--model", "resnet50", "--batch", "32", "-o", str(out2))
+    assert r.returncode == 0, r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("benanza: note:")]
+    assert len(notes) == 1 and "predates fusion keys" in notes[0] and ".onnx" in notes[0]
