@@ -1086,10 +1086,13 @@ def db_shared(model: str = typer.Argument(..., help="ONNX file or model name in 
 def db_compare(system_a: str = typer.Argument(..., help="system A (id, fingerprint prefix, GPU name)"),
                system_b: str = typer.Argument(..., help="system B"),
                db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-               dtype: str = typer.Option("fp32", "--dtype"),
-               cache: str = typer.Option("warm", "--cache"),
+               dtype: str = typer.Option("fp32", "--dtype", help="the data type compared (fp32, tf32, fp16, bf16, fp8)"),
+               cache: str = typer.Option("warm", "--cache", help="warm or cold measurements"),
                fmt: str = typer.Option("table", "--format", help=FORMAT_HELP)):
-    """Per layer config measured on both systems: the best times and their ratio (B / A)."""
+    """Per layer config measured on both systems: the best times and their ratio (B / A). Exits 2 when
+    the two systems have nothing in common in that data type.
+
+    Example: benanza db compare H100 H200 --dtype fp16 --db db/reference/h100_h200_fp16.sqlite.gz"""
     import numpy as np
 
     from . import query
@@ -1097,9 +1100,14 @@ def db_compare(system_a: str = typer.Argument(..., help="system A (id, fingerpri
 
     database = open_db(db, create=False)
     _db_notices(database)
+    if dtype not in L.PRECISIONS:
+        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(L.PRECISIONS)})")
     rows = query.compare_systems(database, system_a, system_b, dtype, cache)
-    _emit(rows, fmt, f"{len(rows)} layer configs on both systems; median ratio B/A "
-                     f"{np.median([r['ratio'] for r in rows]) if rows else float('nan'):.3f}",
+    if not rows:
+        raise UsageError(f"systems {system_a} and {system_b} have no layer config measured in {dtype} ({cache}) "
+                         f"on both: nothing to compare (try another --dtype)")
+    _emit(rows, fmt, f"{len(rows)} layer configs on both systems in {dtype} ({cache}); median ratio B/A "
+                     f"{np.median([r['ratio'] for r in rows]):.3f}",
           ["kind", "description", "a_ms", "b_ms", "ratio", "a_algorithm", "b_algorithm"])
 
 

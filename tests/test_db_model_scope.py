@@ -54,3 +54,13 @@ def test_export_by_onnx_takes_the_fused_measurements_and_by_old_name_says_what_i
     assert r.returncode == 0, r.stderr
     notes = [ln for ln in r.stderr.splitlines() if ln.startswith("benanza: note:")]
     assert len(notes) == 1 and "predates fusion keys" in notes[0] and ".onnx" in notes[0]
+
+
+def test_compare_with_nothing_in_common_exits_2_and_says_why():
+    """It printed "0 layer configs on both systems; median ratio nan" and exited 0."""
+    pair = REPO / "db" / "reference" / "h100_h200_fp16.sqlite.gz"
+    r = bz("db", "compare", "H100", "H200", "--dtype", "fp32", "--db", str(pair))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("benanza: ") and "nothing to compare" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = bz("db", "compare", "H100", "H200", "--dtype", "fp16", "--db", str(pair))
+    assert r.returncode == 0 and "in fp16 (warm)" in r.stdout
