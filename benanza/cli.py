@@ -1050,11 +1050,16 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         keys = query.config_keys(database, f)
         if sort not in query.SORTABLE:
             raise UsageError(f"cannot sort by {sort!r} (choose from {', '.join(query.SORTABLE)})")
-        recs = query.sort_records(list(query.best_per_config(database, system, dtype or "fp32", cache or "warm",
-                                                        keys).values()), sort, desc, limit)
+        # no --dtype: every data type, the best per config in each (it used to be fp32 only, silently)
+        found = [r for p in ([dtype] if dtype else L.PRECISIONS)
+                 for r in query.best_per_config(database, system, p, cache or "warm", keys).values()
+                 if dtype or r.precision == p]  # a precision's fallback rows (fp8 -> fp16) once
+        recs = query.sort_records(found, sort, desc, limit)
+        title = f"{len(recs)} best measurements per config in {dtype or 'each data type'}"
     else:
         recs = query.measurements(database, f)
-    _emit([r.to_dict() for r in recs], fmt, f"{len(recs)} measurements",
+        title = f"{len(recs)} measurements"
+    _emit([r.to_dict() for r in recs], fmt, title,
           ["system_id", "kind", "description", "precision", "call", "algorithm", "math", "cache", "status",
            "median_ms", "iqr_ms", "samples", "converged"])
 

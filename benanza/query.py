@@ -286,7 +286,8 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
     else:
         ids = resolve_systems(db, system)
         if len(ids) != 1:
-            raise UsageError(f"{len(ids)} systems match {system!r}; choose one (see `benanza db systems`)")
+            what = f"match {system!r}" if system else "are in the database"
+            raise UsageError(f"{len(ids)} systems {what}; choose one with --system (see `benanza db systems`)")
         sid = ids[0]
     out: dict[str, MeasurementRecord] = {}
     chunks = [None] if keys is None else [keys[i:i + 500] for i in range(0, len(keys), 500)]

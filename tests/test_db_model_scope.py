@@ -64,3 +64,18 @@ def test_compare_with_nothing_in_common_exits_2_and_says_why():
     assert r.stderr.startswith("benanza: ") and "nothing to compare" in r.stderr and len(r.stderr.splitlines()) == 1
     r = bz("db", "compare", "H100", "H200", "--dtype", "fp16", "--db", str(pair))
     assert r.returncode == 0 and "in fp16 (warm)" in r.stdout
+
+
+def test_best_without_a_data_type_covers_every_data_type_once():
+    """`db query --best` without --dtype returned fp32 rows only, silently."""
+    r = bz("db", "query", "--db", str(REF), "--best", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    seen = {}
+    for x in rows:
+        assert (x["layer_key"], x["precision"]) not in seen
+        seen[(x["layer_key"], x["precision"])] = 1
+    assert {x["precision"] for x in rows} >= {"fp32", "tf32", "fp16"}
+    one = json.loads(bz("db", "query", "--db", str(REF), "--best", "--dtype", "fp16", "--format", "json").stdout)
+    assert {x["precision"] for x in one} == {"fp16"}
+    assert len(one) == sum(1 for x in rows if x["precision"] == "fp16")
