@@ -21,6 +21,7 @@ from rich.table import Table
 from . import __version__
 from . import layers as L
 from .errors import BenanzaError, LibraryError, UsageError
+from .versions import version_text
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
                   help="benanza: how fast could this ONNX model run on this GPU, and what stands in the way.")
@@ -934,8 +935,10 @@ def system(json_out: bool = typer.Option(False, "--json")):
                   f"driver {d['driver_version'] or d['driver_cuda_version']}", markup=False)
     if info.get("device_error"):
         out.print(info["device_error"], markup=False, soft_wrap=True)
-    for k in ("cudnn_library", "cudnn_version", "cublas_library", "cublas_version", "nvcc"):
-        out.print(f"{k}: {info.get(k)}", markup=False, soft_wrap=True)
+    for k, lib in (("cudnn_library", ""), ("cudnn_version", "cudnn"), ("cublas_library", ""),
+                   ("cublas_version", "cublas"), ("nvcc", "")):
+        v = info.get(k)
+        out.print(f"{k}: {version_text(lib, v) if lib else v}", markup=False, soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------------------------- db
@@ -993,9 +996,13 @@ def db_systems(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     database = open_db(db, create=False)
     _db_notices(database)
     rows = query.systems(database)
+    fmt = "json" if json_out else fmt
     for r in rows:
         r["fingerprint"] = r["fingerprint"][:12]
-    _emit(rows, "json" if json_out else fmt, f"systems in {database.safe_url}",
+        if fmt != "json":  # JSON keeps the libraries' integers
+            for k, lib in (("cudnn_version", "cudnn"), ("cublas_version", "cublas"), ("runtime_version", "cuda")):
+                r[k] = version_text(lib, r.get(k))
+    _emit(rows, fmt, f"systems in {database.safe_url}",
           ["id", "fingerprint", "gpu_name", "compute_capability", "sm_count", "driver_version", "runtime_version",
            "cudnn_version", "cublas_version", "measurements", "valid"])
 
@@ -1194,7 +1201,7 @@ def _profile_tables(p) -> list:
 
     s = p.settings
     head = Table(title=f"{p.model} batch {p.batch} {p.dtype or ''}: PyTorch {s.framework_version or '?'}, "
-                       f"{s.gpu_name or s.device or '?'}, cuDNN {s.cudnn_version or '?'}, "
+                       f"{s.gpu_name or s.device or '?'}, cuDNN {version_text('cudnn', s.cudnn_version)}, "
                        f"cudnn.benchmark {s.cudnn_benchmark}, TF32 matmul/cuDNN "
                        f"{s.allow_tf32_matmul}/{s.allow_tf32_cudnn}")
     head.add_column("measure")

@@ -26,6 +26,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from . import layers as L
 from .errors import DatabaseError
+from .versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
 SCHEMA_VERSION = 4
@@ -81,8 +82,8 @@ class System(Base):
 
     def label(self) -> str:
         return (f"{self.gpu_name} (sm_{self.compute_capability.replace('.', '')}, {self.sm_count} SMs, "
-                f"driver {self.driver_version or self.driver_cuda_version}, cuDNN {self.cudnn_version}, "
-                f"cuBLAS {self.cublas_version})")
+                f"driver {self.driver_version or self.driver_cuda_version}, "
+                f"cuDNN {version_text('cudnn', self.cudnn_version)}, cuBLAS {version_text('cublas', self.cublas_version)})")
 
 
 class LayerConfigRow(Base):

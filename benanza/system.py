@@ -49,3 +49,4 @@ def current_fingerprint(index: int = 0) -> str | None:
     rec["cudnn_version"] = info.get("cudnn_version", 0)
     rec["cublas_version"] = info.get("cublas_version", 0)
     return system_fingerprint(rec)
+

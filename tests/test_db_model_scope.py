@@ -79,3 +79,15 @@ def test_best_without_a_data_type_covers_every_data_type_once():
     one = json.loads(bz("db", "query", "--db", str(REF), "--best", "--dtype", "fp16", "--format", "json").stdout)
     assert {x["precision"] for x in one} == {"fp16"}
     assert len(one) == sum(1 for x in rows if x["precision"] == "fp16")
+
+
+def test_versions_print_as_people_write_them():
+    from benanza.versions import version_text
+
+    assert version_text("cudnn", 91900) == "9.19.0" and version_text("cudnn", 8907) == "8.9.7"
+    assert version_text("cublas", 130100) == "13.1.0" and version_text("cuda", 13000) == "13.0"
+    assert version_text("cudnn", None) == "?"
+    r = bz("db", "systems", "--db", str(REF), "--format", "csv")
+    assert r.returncode == 0 and "9.19.0" in r.stdout and "91900" not in r.stdout
+    r = bz("db", "systems", "--db", str(REF), "--json")
+    assert json.loads(r.stdout)[0]["cudnn_version"] == 91900  # JSON keeps the library's integer
