@@ -65,6 +65,9 @@ def guarded(fn):
             _fail(str(e), e.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted; every finished job is in the database, run again to resume", 130)
+        except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as e:
+            # a path the user gave that cannot be written or read as asked: a usage error
+            _fail(f"{e.filename}: {e.strerror.lower() if e.strerror else type(e).__name__}", 2)
         except Exception as e:  # never a traceback for the user
             if os.environ.get("BENANZA_DEBUG"):
                 raise
@@ -72,6 +75,17 @@ def guarded(fn):
                   f"(set BENANZA_DEBUG=1 for the traceback)", 70)
 
     return wrapper
+
+
+def _check_output_file(flag: str, path: Optional[Path]) -> None:
+    """A file the command will write: refused before any work when it is a folder or its folder is
+    missing (a chart written last must not cost the table)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name, e.g. {path / 'roofline.png'}")
+    if not path.parent.is_dir():
+        raise UsageError(f"{flag} {path}: folder {path.parent} does not exist")
 
 
 def _parse_dims(dims: list[str] | None) -> dict[str, int]:
@@ -183,6 +197,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
 
     precisions = parse_precisions(dtype)
     layouts = parse_layouts(layout)
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"-o {output}: exists and is not a folder; give a folder for the suite")
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim)
     suite = gen(mls, precisions, output, layouts, parse_kinds(kinds), _conv_precision(conv_tf32, precisions))
     kinds = {}
@@ -751,6 +767,8 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
 
     if ceilings not in ("spec", "measured"):
         raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
+    for flag, path in (("--png", png), ("--svg", svg)):
+        _check_output_file(flag, path)
     a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out)
     spec = _spec_of(system, json_out)
     if ceilings == "measured":

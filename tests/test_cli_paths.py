@@ -1,0 +1,34 @@
+"""A path the user gave that cannot be used is a one-line usage error (exit 2), before any work: it
+was "internal error: IsADirectoryError" with exit 70, after the roofline table was computed."""
+import subprocess
+import sys
+
+from conftest import REPO
+
+MODEL = REPO / "tests" / "data" / "shared" / "models" / "resnet18.onnx"
+REF = REPO / "db" / "reference" / "h200.sqlite.gz"
+
+
+def bz(*a):
+    return subprocess.run([sys.executable, "-m", "benanza", *a], capture_output=True, text=True)
+
+
+def _one_line_usage(r, *words):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("benanza: ") and "internal error" not in lines[0]
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+def test_roofline_chart_into_a_folder(tmp_path):
+    _one_line_usage(bz("roofline", str(MODEL), "--batch", "1", "--db", str(REF), "--png", str(tmp_path)),
+                    "--png", "is a folder")
+    _one_line_usage(bz("roofline", str(MODEL), "--batch", "1", "--db", str(REF), "--svg",
+                       str(tmp_path / "nope" / "r.svg")), "does not exist")
+
+
+def test_generate_into_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    _one_line_usage(bz("generate", str(MODEL), "--batch", "1", "-o", str(f)), "not a folder")
+    assert f.read_text() == "x"
