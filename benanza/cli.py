@@ -53,28 +53,51 @@ def _fail(msg: str, code: int) -> None:
 
 
 def guarded(fn):
-    """Turn BenanzaError, Ctrl-C and unexpected errors into one line and an exit code."""
+    """Turn BenanzaError, Ctrl-C and unexpected errors into one line and an exit code; a SQLite file
+    the failed command created and left empty is removed (:func:`benanza.database.discard_fresh`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except typer.Exit:
+        except typer.Exit as e:
+            if e.exit_code:
+                _discard_fresh()
             raise
-        except BenanzaError as e:
-            _fail(str(e), e.exit_code)
-        except KeyboardInterrupt:
-            _fail("interrupted; every finished job is in the database, run again to resume", 130)
-        except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as e:
-            # a path the user gave that cannot be written or read as asked: a usage error
-            _fail(f"{e.filename}: {e.strerror.lower() if e.strerror else type(e).__name__}", 2)
-        except Exception as e:  # never a traceback for the user
-            if os.environ.get("BENANZA_DEBUG"):
-                raise
-            _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-                  f"(set BENANZA_DEBUG=1 for the traceback)", 70)
+        except BaseException:
+            _discard_fresh()
+            return _guarded_failure()
 
     return wrapper
+
+
+def _discard_fresh() -> None:
+    try:
+        from .database import discard_fresh
+
+        discard_fresh()
+    except Exception:  # noqa: BLE001 - cleaning up must not hide the failure
+        pass
+
+
+def _guarded_failure():
+    """The one line and exit code of the exception being handled."""
+    try:
+        raise
+    except typer.Exit:
+        raise
+    except BenanzaError as e:
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted; every finished job is in the database, run again to resume", 130)
+    except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as e:
+        # a path the user gave that cannot be written or read as asked: a usage error
+        _fail(f"{e.filename}: {e.strerror.lower() if e.strerror else type(e).__name__}", 2)
+    except Exception as e:  # never a traceback for the user
+        if os.environ.get("BENANZA_DEBUG"):
+            raise
+        _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              f"(set BENANZA_DEBUG=1 for the traceback)", 70)
 
 
 def _check_output_file(flag: str, path: Optional[Path]) -> None:

@@ -708,12 +708,18 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
         raise DatabaseError(f"database {safe}: driver not available ({_first_line(e)})") from None
     except (ArgumentError, TypeError, ValueError) as e:
         raise DatabaseError(f"database {safe}: {_first_line(e)}") from None
+    sqlite_file = Path(u.database) if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") \
+        else None
+    fresh = sqlite_file is not None and not sqlite_file.exists()
     if u.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     notices: list[str] = []
     try:
-        with engine.begin() as conn:
-            notices = _prepare_schema(conn, safe, create)
+        with _folder_lock(sqlite_file):
+            if sqlite_file is not None and not fresh:
+                _quick_check(engine, safe)
+            with engine.begin() as conn:
+                notices = _prepare_schema(conn, safe, create)
     except DatabaseError:
         engine.dispose()
         raise
@@ -722,4 +728,68 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
         raise DatabaseError(f"cannot open database {safe}: {_first_line(e)}") from None
     db = Database(engine, url)
     db.notices = notices
+    if fresh:
+        _FRESH.append(sqlite_file)
     return db
+
+
+#: SQLite files this process created (open_db); :func:`discard_fresh` removes the ones still empty
+_FRESH: list[Path] = []
+
+
+def discard_fresh() -> list[Path]:
+    """Remove the SQLite files this process created that hold no system, run, job or measurement
+    (a command that failed must leave nothing behind); returns what it removed. Another process
+    that wrote into one meanwhile keeps it (the rows are checked under the folder's lock)."""
+    gone = []
+    for path in list(_FRESH):
+        _FRESH.remove(path)
+        if not path.is_file():
+            continue
+        import sqlite3
+
+        with _folder_lock(path):
+            try:
+                con = sqlite3.connect(path)
+                try:
+                    n = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                            for t in ("systems", "runs", "jobs", "measurements"))
+                finally:
+                    con.close()
+            except sqlite3.Error:
+                continue
+            if n == 0:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(str(path) + suffix).unlink(missing_ok=True)
+                gone.append(path)
+    return gone
+
+
+@contextmanager
+def _folder_lock(path: Path | None):
+    """An exclusive lock (flock) on the SQLite file's folder while its schema is prepared, so that
+    processes opening one fresh file at once create its tables once (no lock file is left)."""
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _quick_check(engine, safe: str) -> None:
+    """Refuse a damaged SQLite file (``PRAGMA quick_check``, SQLite's O(N) structural check)."""
+    try:
+        with engine.connect() as conn:
+            rows = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
+    except (OperationalError, SQLAlchemyError) as e:
+        raise DatabaseError(f"database {safe}: damaged or not a database ({_first_line(e)})") from None
+    if rows != ["ok"]:
+        raise DatabaseError(f"database {safe}: damaged: PRAGMA quick_check says {rows[0][:120]!r}"
+                            f"{f' and {len(rows) - 1} more problems' if len(rows) > 1 else ''}")

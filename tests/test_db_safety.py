@@ -1,0 +1,75 @@
+"""Data safety of the SQLite database (issue 17, item 5): concurrent first opens of one fresh file
+all succeed; a failed command leaves no database file behind; a damaged file is refused in one line."""
+import multiprocessing as mp
+import subprocess
+import sys
+
+from conftest import REPO
+
+MODEL = REPO / "tests" / "data" / "shared" / "models" / "resnet18.onnx"
+
+
+def bz(*a, cwd=None):
+    return subprocess.run([sys.executable, "-m", "benanza", *a], capture_output=True, text=True, cwd=cwd)
+
+
+def _open(path, q):
+    from benanza.database import open_db
+
+    try:
+        db = open_db(str(path), create=True)
+        db.engine.dispose()
+        q.put("ok")
+    except Exception as e:  # noqa: BLE001 - the test reports it
+        q.put(f"{type(e).__name__}: {e}")
+
+
+def test_four_processes_open_one_fresh_database_at_once(tmp_path):
+    """The second of two first opens failed with "table runs already exists"."""
+    path = tmp_path / "fresh.db"
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_open, args=(path, q)) for _ in range(4)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join(120)
+    got = [q.get(timeout=5) for _ in ps]
+    assert got == ["ok"] * 4, got
+
+
+def test_a_failed_import_leaves_no_database(tmp_path):
+    db = tmp_path / "new.db"
+    r = bz("db", "import", str(tmp_path / "missing.db"), "--db", str(db))
+    assert r.returncode != 0 and r.stderr.startswith("benanza: ")
+    assert not db.exists() and not list(tmp_path.glob("new.db*"))
+
+
+def test_a_failed_command_keeps_a_database_that_has_data(tmp_path):
+    from benanza.database import discard_fresh, open_db
+
+    path = tmp_path / "kept.db"
+    db = open_db(str(path), create=True)
+    with db.engine.begin() as c:
+        cols = [r for r in c.exec_driver_sql("PRAGMA table_info(systems)").fetchall() if r[3] and not r[5]]
+        vals = ["'2026-01-01'" if "DATETIME" in r[2] else ("1" if "INT" in r[2] or "FLOAT" in r[2] else "'x'")
+                for r in cols]
+        c.exec_driver_sql(f"INSERT INTO systems ({', '.join(r[1] for r in cols)}) VALUES ({', '.join(vals)})")
+    db.engine.dispose()
+    assert discard_fresh() == [] and path.exists()
+
+
+def test_a_damaged_database_is_refused_in_one_line(tmp_path):
+    from benanza.database import open_db
+
+    path = tmp_path / "ok.db"
+    open_db(str(path), create=True).engine.dispose()
+    data = bytearray(path.read_bytes())
+    # damage a page in the middle of the file (not the header): the schema's b-tree pages
+    page = 4096
+    assert len(data) > 3 * page
+    data[2 * page + 8: 3 * page] = b"\xff" * (page - 8)
+    path.write_bytes(bytes(data))
+    r = bz("db", "systems", "--db", str(path))
+    assert r.returncode != 0 and r.stderr.startswith("benanza: ") and len(r.stderr.strip().splitlines()) == 1
+    assert "damaged" in r.stderr, r.stderr
