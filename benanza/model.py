@@ -1893,6 +1893,32 @@ def _find_gemm_acts(pat: _Pattern, mm: Layer):
     return (chain, gemm) if len(chain) > 1 else None
 
 
+#: the largest tensor dimension the libraries take: cuDNN's tensor descriptors and cuBLAS's m, n, k
+#: are C ``int`` (cudnnSetTensorNdDescriptor's ``dimA``, cublasGemmEx), 2^31 - 1
+MAX_DIM = 2**31 - 1
+#: the most bytes one tensor may take: the largest GPU memory shipping (NVIDIA B300, 288 GB HBM3e,
+#: datasheet), counted at 1 byte per element (FP8), so only what no GPU can hold is refused
+MAX_TENSOR_BYTES = 288 * 10**9
+
+
+def _check_sizes(path, ly: "Layer") -> None:
+    """Refuse a layer whose tensors no library or GPU takes (:data:`MAX_DIM`, :data:`MAX_TENSOR_BYTES`):
+    raises :class:`ModelError` naming the node."""
+    for s in (*ly.input_shapes, *ly.output_shapes):
+        if not s:
+            continue
+        big = [d for d in s if isinstance(d, int) and d > MAX_DIM]
+        if big:
+            raise ModelError(f"{path}: node {ly.name!r} ({ly.op_type}): dimension {big[0]} of shape "
+                             f"{list(s)} is above 2^31 - 1, the largest cuDNN and cuBLAS take")
+        n = 1
+        for d in s:
+            n *= d if isinstance(d, int) and d > 0 else 1
+        if n > MAX_TENSOR_BYTES:
+            raise ModelError(f"{path}: node {ly.name!r} ({ly.op_type}): a tensor of shape {list(s)} has {n:.3g} "
+                             f"elements, more than any GPU holds ({MAX_TENSOR_BYTES / 1e9:.0f} GB at 1 byte each)")
+
+
 def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = None,
             batch_dim: int | None = None) -> ModelLayers:
     """Process one ONNX model at one batch size into its layer graph.
@@ -1933,6 +1959,7 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
                    static_inputs=tuple(i for i in ins if i in static))
         if cfg is not None and dtype is None:
             dtype = "float32"
+        _check_sizes(path, ly)
         for i in data_ins:
             consumers[i].append(ly.index)
         for o in ly.outputs:
@@ -1961,6 +1988,8 @@ def parse_batches(text: str) -> list[int]:
             raise UsageError(f"batch size {part!r} is not an integer") from None
         if b <= 0:
             raise UsageError(f"batch size must be positive, got {b}")
+        if b > MAX_DIM:
+            raise UsageError(f"batch size {b} is above 2^31 - 1, the largest dimension cuDNN and cuBLAS take")
         if b not in out:
             out.append(b)
     if not out:
