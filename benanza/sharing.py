@@ -146,17 +146,19 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         d_jobs = {(r.system_id, r.job): r.finished_at for r in dc.execute(
             select(JobRow.system_id, JobRow.job, JobRow.finished_at))}
     take = []
+
+    def verdict(j, old) -> str:
+        if old is _NONE:
+            return "added"
+        return "replaced" if j["finished_at"] and old and j["finished_at"] > old else "kept"
+
     for j in s_jobs:
-        dsid = sys_map[j["system_id"]]
-        old = d_jobs.get((dsid, j["job"]))
-        if old is None:
-            st.jobs_added += 1
-            take.append(j)
-        elif j["finished_at"] and old and j["finished_at"] > old:
-            st.jobs_replaced += 1
-            take.append(j)
-        else:
+        # a first pass on a snapshot: only candidates move; the counts are decided again under the
+        # write lock below, so that concurrent imports of the same jobs each count what they added
+        if verdict(j, d_jobs.get((sys_map[j["system_id"]], j["job"]), _NONE)) == "kept":
             st.jobs_kept += 1
+        else:
+            take.append(j)
     run_map: dict[int, int] = {}
 
     def dst_run(dc, rid):
@@ -188,6 +190,24 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
             cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
                   if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
         with dst.engine.begin() as dc:
+            _write_lock(dc)
+            now = {(r.system_id, r.job): r.finished_at for r in dc.execute(
+                select(JobRow.system_id, JobRow.job, JobRow.finished_at).where(
+                    JobRow.job.in_([j["job"] for j in chunk])))}
+            fresh = []
+            for j in chunk:
+                v = verdict(j, now.get((sys_map[j["system_id"]], j["job"]), _NONE))
+                setattr(st, f"jobs_{v}", getattr(st, f"jobs_{v}") + 1)
+                if v != "kept":
+                    fresh.append(j)
+            chunk = fresh
+            if not chunk:
+                continue
+            groups = {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
+                      for j in chunk}
+            ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], r["layout"],
+                                    source(r["call"])) in groups]
+            cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
             for (ssid, key, prec, lay, src_kind) in groups:
                 dsid = sys_map[ssid]
                 dc.execute(sa.delete(Measurement.__table__).where(
@@ -262,6 +282,19 @@ def export(db: Database, path: str | Path, system: str | None = None, models: li
         out.engine.dispose()
         p.unlink(missing_ok=True)
         raise
+
+
+_NONE = object()
+
+
+def _write_lock(dc) -> None:
+    """Take the destination's write lock at the start of a transaction, before reading what it
+    decides on: SQLite's RESERVED lock (an UPDATE that changes nothing still takes it), PostgreSQL's
+    lock on the jobs table (SHARE ROW EXCLUSIVE: one importer at a time, readers go on)."""
+    if dc.dialect.name == "postgresql":
+        dc.exec_driver_sql("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE")
+    else:
+        dc.exec_driver_sql("UPDATE jobs SET job = job WHERE 0")
 
 
 def _records_without_fusions(db: Database, model: str, batch: int | None) -> list[str]:

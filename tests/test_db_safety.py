@@ -73,3 +73,25 @@ def test_a_damaged_database_is_refused_in_one_line(tmp_path):
     r = bz("db", "systems", "--db", str(path))
     assert r.returncode != 0 and r.stderr.startswith("benanza: ") and len(r.stderr.strip().splitlines()) == 1
     assert "damaged" in r.stderr, r.stderr
+
+
+def test_concurrent_imports_count_what_each_added(tmp_path):
+    """Four imports of the same jobs at once each reported every job as added."""
+    import json
+
+    src = REPO / "db" / "reference" / "h100_h200_fp16.sqlite.gz"
+    dst = tmp_path / "dst.db"
+    bz("db", "systems", "--db", str(src))  # unpack the reference once, outside the race
+    procs = [subprocess.Popen([sys.executable, "-m", "benanza", "db", "import", str(src), "--db", str(dst), "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    stats = [json.loads(o) for o, _ in outs]
+    import sqlite3
+
+    con = sqlite3.connect(dst)
+    n_jobs = con.execute("select count(*) from jobs").fetchone()[0]
+    con.close()
+    assert n_jobs > 0
+    assert sum(s["jobs_added"] for s in stats) == n_jobs, stats
+    assert all(s["jobs_added"] + s["jobs_replaced"] + s["jobs_kept"] == n_jobs for s in stats), stats
