@@ -474,10 +474,16 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
                                                     "HTML report to this file"),
             conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
             allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="with --profile: compare a profile "
-                                                "taken of another model file (its recorded hash differs)")):
+                                                "taken of another model file (its recorded hash differs)"),
+            trace_out: Optional[Path] = typer.Option(None, "--trace", help="write the parallel LBL's schedule "
+                                                     "(critical path on stream 0, one slice per layer with its call "
+                                                     "and algorithm) as a Chrome/Perfetto trace JSON to this file")):
     """Lower-bound latency (sequential and parallel) of MODEL from the performance database; with
     --profile DIR, what stands between the framework's measured latency and the LBL (Benanza ratio,
-    algorithm selection, framework inefficiencies, fusion, Tensor Cores, joint speedup)."""
+    algorithm selection, framework inefficiencies, fusion, Tensor Cores, joint speedup).
+
+    Example: benanza analyze resnet50.onnx --batch 32 --dtype fp16 --trace lbl.json (open lbl.json in
+    ui.perfetto.dev beside the torch.profiler trace)"""
     from .analyzer import analyze as do_analyze, resolve_system
     from .database import open_db
     from .generator import parse_layouts, parse_precisions
@@ -485,6 +491,9 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
 
     precisions = parse_precisions(dtype)
     layouts = tuple(parse_layouts(layout))
+    _check_output_file("--trace", trace_out)
+    if trace_out is not None and (len(precisions) > 1 or len(parse_batches(batch)) > 1):
+        raise UsageError("--trace writes one schedule: give one --batch and one --dtype")
     if html_out is not None and profile_dir is None:
         raise UsageError("--html needs --profile DIR (the report compares the framework with the LBL)")
     prof = None
@@ -508,6 +517,12 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     conv_p = _conv_precision(conv_tf32, precisions)
     results = [do_analyze(ml, database, system, p, cache, layouts, conv_p) for ml in mls for p in precisions]
     _require_measurements(results, database, system)
+    if trace_out is not None:
+        from .lbl_trace import write_trace
+
+        write_trace(results[0], mls[0].edges, trace_out)
+        if not json_out:
+            err.print(f"wrote {trace_out} (the LBL schedule; open it in ui.perfetto.dev)", markup=False)
     if prof is not None:
         _analyze_profile(prof, results, mls[0], database, system, cache, layouts, json_out, html_out)
         return

@@ -1,0 +1,94 @@
+"""The LBL schedule as a Chrome/Perfetto trace (``analyze --trace FILE``): open it in
+https://ui.perfetto.dev or chrome://tracing beside the framework's torch.profiler trace.
+
+The schedule is the one the parallel LBL assumes (Benanza, IPDPS 2020: the critical path of the
+layer DAG with each layer at its best measured time): every layer starts as soon as its producers
+have finished (as-soon-as-possible), the layers of the critical path on stream 0, the others on the
+first stream free at their start (greedy), so the number of streams is what that schedule needs.
+One complete event (``ph: "X"``) per layer, ``ts``/``dur`` in µs (the Trace Event Format's unit), its
+layer index, ONNX op, kind, library call, algorithm or engine config and layout in ``args``. A layer
+without a valid measurement is never drawn with a duration: it is an instant event named
+``missing: ...`` and the trace's ``metadata.complete`` is false. Layout conversions left out of the
+bound and zero-cost layers take 0 µs.
+
+Format: Trace Event Format (Google, "Trace Event Format" document; the JSON object form with
+``traceEvents`` and ``displayTimeUnit``), which Perfetto's UI imports.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def schedule(a, edges: dict[int, list[int]]) -> list[dict]:
+    """Per layer of analysis ``a`` (:class:`benanza.analyzer.Analysis`): ``{"index", "start_ms",
+    "dur_ms" (None: no valid measurement), "stream"}``; ``edges[i]``: the layers i consumes."""
+    crit = set(a.critical_path)
+    finish: dict[int, float] = {}
+    free: list[float] = [0.0]  # per stream, when it is free again (stream 0: the critical path)
+    out = []
+    for t in sorted(a.layers, key=lambda t: t.layer.index):
+        i = t.layer.index
+        start = max((finish.get(p, 0.0) for p in edges.get(i, ())), default=0.0)
+        dur = t.bound_ms
+        d = dur or 0.0
+        if i in crit:
+            stream = 0
+        else:
+            stream = next((s for s in range(1, len(free)) if free[s] <= start + 1e-12), None)
+            if stream is None:
+                free.append(0.0)
+                stream = len(free) - 1
+        free[stream] = max(free[stream], start + d)
+        finish[i] = start + d
+        out.append({"index": i, "start_ms": start, "dur_ms": dur, "stream": stream})
+    return out
+
+
+def trace(a, edges: dict[int, list[int]]) -> dict:
+    """The Trace Event Format document of ``a``'s LBL schedule (module doc)."""
+    by = {t.layer.index: t for t in a.layers}
+    crit = set(a.critical_path)
+    ev = []
+    sched = schedule(a, edges)
+    pid = 1
+    label = f"benanza LBL {a.model} batch {a.batch} {a.precision_label}"
+    ev.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
+    for s in sorted({x["stream"] for x in sched}):
+        ev.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": s,
+                   "args": {"name": "stream 0 (critical path)" if s == 0 else f"stream {s}"}})
+    for x in sched:
+        t = by[x["index"]]
+        args = {"layer": x["index"], "op": t.layer.op_type, "kind": t.layer.config.kind if t.layer.config else "",
+                "status": t.status, "call": t.call, "algorithm": t.algorithm, "layout": t.layout,
+                "critical": x["index"] in crit, "ms": t.time_ms}
+        name = t.layer.name or f"{t.layer.op_type} {x['index']}"
+        if x["dur_ms"] is None:
+            ev.append({"ph": "i", "s": "t", "name": f"missing: {name}", "pid": pid, "tid": x["stream"],
+                       "ts": x["start_ms"] * 1e3, "args": {**args, "reason": t.reason}})
+        else:
+            ev.append({"ph": "X", "name": name, "cat": args["kind"] or "layer", "pid": pid, "tid": x["stream"],
+                       "ts": x["start_ms"] * 1e3, "dur": x["dur_ms"] * 1e3, "args": args})
+    return {"traceEvents": ev, "displayTimeUnit": "ms",
+            "metadata": {"model": a.model, "batch": a.batch, "precision": a.precision_label,
+                         "gpu": a.system.get("gpu_name"), "lbl_parallel_ms": a.lbl_parallel_ms,
+                         "lbl_sequential_ms": a.lbl_sequential_ms, "complete": a.complete,
+                         "missing_layers": len(a.missing), "streams": len({x["stream"] for x in sched})}}
+
+
+def write_trace(a, edges: dict[int, list[int]], path: str | os.PathLike) -> Path:
+    """Write :func:`trace` to ``path`` (JSON) through a temporary file in the same folder, so a
+    failure leaves no partial file; returns the path."""
+    p = Path(path)
+    doc = trace(a, edges)
+    fd, tmp = tempfile.mkstemp(prefix=".benanza-trace-", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p

@@ -1,0 +1,58 @@
+"""`analyze --trace FILE`: the parallel LBL's schedule as a Chrome/Perfetto trace."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benanza.analyzer import analyze, resolve_system
+from benanza.database import open_db
+from benanza.lbl_trace import trace
+from benanza.model import process
+from conftest import REPO
+
+REF = REPO / "db" / "reference" / "h200.sqlite.gz"
+MODEL = REPO / "tests" / "data" / "shared" / "models" / "googlenet.onnx"
+
+
+def test_cli_writes_a_trace_whose_schedule_is_the_parallel_lbl(tmp_path):
+    out = tmp_path / "lbl.json"
+    r = subprocess.run([sys.executable, "-m", "benanza", "analyze", str(MODEL), "--batch", "32", "--dtype", "fp16",
+                        "--db", str(REF), "--trace", str(out), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    a = json.loads(r.stdout)
+    slices = [e for e in d["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == len([x for x in a["layers"]])  # one per layer (all measured here)
+    end = max(e["ts"] + e["dur"] for e in slices) / 1e3
+    assert end == pytest.approx(a["lbl_parallel_ms"], rel=1e-9)
+    # the critical path runs on stream 0, in order; no two slices of a stream overlap
+    crit = [e["args"]["layer"] for e in sorted(slices, key=lambda e: e["ts"]) if e["tid"] == 0]
+    assert crit == a["critical_path"]
+    by_tid = {}
+    for e in slices:
+        by_tid.setdefault(e["tid"], []).append(e)
+    for es in by_tid.values():
+        es.sort(key=lambda e: e["ts"])
+        assert all(x["ts"] + x["dur"] <= y["ts"] + 1e-6 for x, y in zip(es, es[1:]))
+    assert d["metadata"]["streams"] > 1 and d["metadata"]["complete"]  # googlenet's branches run beside it
+
+
+def test_a_layer_without_a_measurement_is_never_a_slice():
+    """The native resnet50 export's ReduceMean is not in the truth database."""
+    native = REPO / "tests" / "data" / "h200_native" / "resnet50-b32-fp16" / "model.onnx"
+    db = open_db(str(REPO / "db" / "reference" / "h200_truth.sqlite.gz"), create=False)
+    system, _ = resolve_system(db, "H200")
+    ml = process(native, 32)
+    a = analyze(ml, db, system, "fp16")
+    assert a.missing
+    d = trace(a, ml.edges)
+    missing = [e for e in d["traceEvents"] if e["name"].startswith("missing: ")]
+    assert len(missing) == len(a.missing) and all(e["ph"] == "i" and "dur" not in e for e in missing)
+    assert d["metadata"]["complete"] is False
+
+
+def test_trace_into_a_folder_is_refused_before_work(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "benanza", "analyze", str(MODEL), "--batch", "32", "--db", str(REF),
+                        "--trace", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("benanza: --trace") and not list(tmp_path.iterdir())
