@@ -71,7 +71,7 @@ def test_bad_urls_give_one_line_errors(tmp_path):
         open_db(str(tmp_path / "dir.db"))
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not a database at all" * 100)
-    with pytest.raises(DatabaseError, match="cannot open database"):
+    with pytest.raises(DatabaseError, match="damaged or not a database"):
         open_db(str(junk))
     with pytest.raises(DatabaseError, match="driver not available|cannot parse|database"):
         open_db("nosuchdialect://x/y")
