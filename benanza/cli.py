@@ -1185,13 +1185,34 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
               db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
               system: Optional[str] = typer.Option(None, "--system", help="only this system"),
               model: Optional[list[str]] = typer.Option(None, "--model", help="only these models' configs"),
-              batch: Optional[int] = typer.Option(None, "--batch")):
-    """Write chosen systems and models to a portable SQLite file (merge it elsewhere with `db import`)."""
+              batch: Optional[int] = typer.Option(None, "--batch", help="with --model: the model's batch size"),
+              fmt: str = typer.Option("sqlite", "--format", help="sqlite (a benanza database for `db import`) or "
+                                      "gbench (Google Benchmark's JSON, for its tools/compare.py; one system)")):
+    """Write chosen systems and models to a portable SQLite file (merge it elsewhere with `db import`),
+    or one system's measurements as Google Benchmark JSON.
+
+    Example: benanza db export --system H200 --format gbench -o h200.json (then
+    compare.py benchmarks h100.json h200.json)"""
     from . import sharing
     from .database import open_db
 
+    if fmt not in ("sqlite", "gbench"):
+        raise UsageError(f"--format must be sqlite or gbench, not {fmt!r}")
+    if output.exists():
+        raise UsageError(f"-o {output}: exists; export writes a new file")
+    _check_output_file("-o", output)
     database = open_db(db, create=False)
     _db_notices(database)
+    if fmt == "gbench":
+        from .exports import gbench_doc, write_json
+        from .query import model_keys
+
+        keys = sorted({k for m in model for k in model_keys(database, m, batch)}) if model else None
+        doc = gbench_doc(database, system, keys)
+        write_json(doc, output)
+        out.print(f"exported {len(doc['benchmarks'])} measurements of {doc['context']['host_name']} as Google "
+                  f"Benchmark JSON to {output}", markup=False)
+        return
     st = sharing.export(database, output, system, model, batch)
     out.print(f"exported {st.jobs_added} jobs, {st.measurements_written + st.orphans_written} measurements, "
               f"{st.systems_added} systems, {st.configs_added} layer configs to {output}", markup=False)

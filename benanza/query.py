@@ -112,6 +112,9 @@ def resolve_systems(db: Database, spec: str | None) -> list[int]:
         rows = list(s.execute(select(System.id, System.fingerprint, System.gpu_name)))
     if spec is None:
         return [r.id for r in rows]
+    exact = [r.id for r in rows if str(r.id) == spec]
+    if exact:  # an id is exact; "2" must not also match the 2 of "H200"
+        return exact
     hits = [r.id for r in rows if str(r.id) == spec or r.fingerprint.startswith(spec.lower())
             or spec.lower() in r.gpu_name.lower()]
     if not hits:
