@@ -772,14 +772,24 @@ def _folder_lock(path: Path | None):
     if path is None:
         yield
         return
-    import fcntl
-
-    fd = os.open(path.parent, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        import fcntl
+
+        fd = os.open(path.parent, os.O_RDONLY)
+    except (ImportError, OSError):  # no flock here (another OS, an unreadable folder): SQLite's own locks
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without flock (some network file systems)
+            pass
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
         os.close(fd)
 
 
