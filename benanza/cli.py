@@ -1262,8 +1262,27 @@ def _root(version: bool = typer.Option(False, "--version", help="print the versi
         raise typer.Exit(0)
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """The console entry point. Usage errors (a missing argument, an unknown option, a bad value)
+    are one line ``benanza: ...`` and exit 2, not the boxed message of typer's click."""
+    try:
+        rc = app(args=argv, prog_name="benanza", standalone_mode=False)
+    except Exception as e:  # noqa: BLE001 - click's exceptions (typer vendors its own click)
+        kinds = {c.__name__ for c in type(e).__mro__}
+        if "UsageError" in kinds and hasattr(e, "format_message"):
+            ctx = getattr(e, "ctx", None)
+            path = ctx.command_path if ctx is not None else "benanza"
+            err.print(f"benanza: {path}: {' '.join(e.format_message().split())} (see `{path} --help`)",
+                      markup=False, highlight=False, soft_wrap=True)
+            sys.exit(2)
+        if "Abort" in kinds:
+            err.print("benanza: interrupted", markup=False, highlight=False)
+            sys.exit(130)
+        if "ClickException" in kinds and hasattr(e, "format_message"):
+            err.print(f"benanza: {' '.join(e.format_message().split())}", markup=False, highlight=False)
+            sys.exit(getattr(e, "exit_code", 1))
+        raise
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

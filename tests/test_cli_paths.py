@@ -32,3 +32,12 @@ def test_generate_into_a_file(tmp_path):
     f.write_text("x")
     _one_line_usage(bz("generate", str(MODEL), "--batch", "1", "-o", str(f)), "not a folder")
     assert f.read_text() == "x"
+
+
+def test_usage_errors_are_one_line_and_exit_2():
+    """typer printed a box over several lines."""
+    for args, words in ((["analyze"], ["Missing argument"]), (["analyze", "x.onnx", "--nope"], ["--nope"]),
+                        (["db", "query", "--limit", "abc"], ["--limit"]), (["nocmd"], ["nocmd"])):
+        _one_line_usage(bz(*args), *words)
+    r = bz("--help")
+    assert r.returncode == 0 and "Usage" in r.stdout
