@@ -58,24 +58,27 @@ def guarded(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from .database import fresh_mark
+
+        mark = fresh_mark()
         try:
             return fn(*args, **kwargs)
         except typer.Exit as e:
             if e.exit_code:
-                _discard_fresh()
+                _discard_fresh(mark)
             raise
         except BaseException:
-            _discard_fresh()
+            _discard_fresh(mark)
             return _guarded_failure()
 
     return wrapper
 
 
-def _discard_fresh() -> None:
+def _discard_fresh(mark: int) -> None:
     try:
         from .database import discard_fresh
 
-        discard_fresh()
+        discard_fresh(mark)
     except Exception:  # noqa: BLE001 - cleaning up must not hide the failure
         pass
 

@@ -737,12 +737,18 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
 _FRESH: list[Path] = []
 
 
-def discard_fresh() -> list[Path]:
-    """Remove the SQLite files this process created that hold no system, run, job or measurement
-    (a command that failed must leave nothing behind); returns what it removed. Another process
-    that wrote into one meanwhile keeps it (the rows are checked under the folder's lock)."""
+def fresh_mark() -> int:
+    """A mark for :func:`discard_fresh`: the files created from now on."""
+    return len(_FRESH)
+
+
+def discard_fresh(since: int = 0) -> list[Path]:
+    """Remove the SQLite files this process created (after mark ``since``) that hold no system,
+    run, job or measurement (a command that failed must leave nothing behind); returns what it
+    removed. Another process that wrote into one meanwhile keeps it (the rows are checked under the
+    folder's lock)."""
     gone = []
-    for path in list(_FRESH):
+    for path in list(_FRESH[since:]):
         _FRESH.remove(path)
         if not path.is_file():
             continue

@@ -46,9 +46,10 @@ def test_a_failed_import_leaves_no_database(tmp_path):
 
 
 def test_a_failed_command_keeps_a_database_that_has_data(tmp_path):
-    from benanza.database import discard_fresh, open_db
+    from benanza.database import discard_fresh, fresh_mark, open_db
 
     path = tmp_path / "kept.db"
+    mark = fresh_mark()
     db = open_db(str(path), create=True)
     with db.engine.begin() as c:
         cols = [r for r in c.exec_driver_sql("PRAGMA table_info(systems)").fetchall() if r[3] and not r[5]]
@@ -56,7 +57,7 @@ def test_a_failed_command_keeps_a_database_that_has_data(tmp_path):
                 for r in cols]
         c.exec_driver_sql(f"INSERT INTO systems ({', '.join(r[1] for r in cols)}) VALUES ({', '.join(vals)})")
     db.engine.dispose()
-    assert discard_fresh() == [] and path.exists()
+    assert discard_fresh(mark) == [] and path.exists()
 
 
 def test_a_damaged_database_is_refused_in_one_line(tmp_path):
