@@ -151,7 +151,9 @@ def layers(model: Path = typer.Argument(..., help="ONNX model file"),
            details: bool = typer.Option(False, "--details", help="list every layer"),
            dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
            batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help="which dim of a fixed-shape input is the batch")):
-    """Parse MODEL into layers: counts and unique layers by type, unsupported ops, fusion candidates."""
+    """Parse MODEL into layers: counts and unique layers by type, unsupported ops, fusion candidates.
+
+    Example: benanza layers resnet50.onnx --batch 32"""
     from .model import parse_batches
 
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
@@ -217,7 +219,9 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
              dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
              batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
-    """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers."""
+    """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers.
+
+    Example: benanza generate resnet50.onnx --batch 1,32 --dtype fp16 -o suite"""
     from .generator import generate as gen, parse_kinds, parse_layouts, parse_precisions
     from .model import parse_batches
 
@@ -240,7 +244,9 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
 @guarded
 def build(folder: Path = typer.Argument(..., help="suite folder written by `benanza generate`"),
           jobs: Optional[int] = typer.Option(None, "-j", "--jobs", help="parallel compile jobs")):
-    """Compile a generated suite with CMake against cuDNN and cuBLAS."""
+    """Compile a generated suite with CMake against cuDNN and cuBLAS.
+
+    Example: benanza build suite"""
     from .builder import build as do_build
 
     r = do_build(folder, jobs=jobs)
@@ -381,7 +387,9 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
         quiet: bool = typer.Option(False, "--quiet", "-q"),
         json_out: bool = typer.Option(False, "--json")):
-    """Run a built suite on the GPU and store the measurements in the database."""
+    """Run a built suite on the GPU and store the measurements in the database.
+
+    Example: benanza run suite --db perf.db"""
     from .database import open_db
     from .generator import load_suite
 
@@ -684,7 +692,9 @@ def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_o
 @guarded
 def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by `benanza analyze --profile DIR --json`"),
            html_out: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML comparison")):
-    """Compare several analyses (models, batch sizes, data types or GPUs) side by side."""
+    """Compare several analyses (models, batch sizes, data types or GPUs) side by side.
+
+    Example: benanza report r50-fp16.json r50-fp32.json --html compare.html"""
     from .report import comparison_table, load_documents, render_comparison
 
     docs = load_documents(list(inputs))
@@ -763,7 +773,9 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
                                        "(Habitat's: all with DRAM bandwidth)"),
             json_out: bool = typer.Option(False, "--json")):
     """Predict MODEL's LBL on a GPU you do not have from its measurements on one you do (Habitat
-    wave scaling, USENIX ATC 2021, with datasheet figures)."""
+    wave scaling, USENIX ATC 2021, with datasheet figures).
+
+    Example: benanza predict resnet50.onnx --batch 32 --dtype fp16 --from H200 --to A100-SXM4-80GB --db perf.db"""
     from .gpus import find_gpu
     from .predict import predict as do_predict
 
@@ -803,7 +815,9 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
              svg: Optional[Path] = typer.Option(None, "--svg", help="write the roofline chart as SVG"),
              json_out: bool = typer.Option(False, "--json")):
     """Roofline bound and library efficiency (bound / best measured) of every layer of MODEL, and the
-    roofline chart."""
+    roofline chart.
+
+    Example: benanza roofline resnet50.onnx --batch 32 --dtype fp16 --db perf.db --svg roofline.svg"""
     from .chart import LAUNCH_FLOOR_US, model_roofline, render
 
     if ceilings not in ("spec", "measured"):
@@ -873,7 +887,9 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
           dim: Optional[list[str]] = typer.Option(None, "--dim"),
           batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
-    """All of it: process, generate, compile, run on the GPU, store, and print the LBL."""
+    """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
+
+    Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
     from .analyzer import analyze as do_analyze, resolve_system
     from .builder import build as do_build
     from .database import open_db, system_fingerprint
@@ -951,7 +967,9 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
              output: Optional[Path] = typer.Option(None, "-o", "--output", help="suite folder (default: a cache folder)"),
              json_out: bool = typer.Option(False, "--json")):
     """Measure this GPU's ceilings (DRAM bandwidth, GEMM rate per data type, FP32 FMA rate) and
-    store them with the system: the roofs of the roofline."""
+    store them with the system: the roofs of the roofline.
+
+    Example: benanza ceilings --db perf.db"""
     from . import ceilings as C
     from .builder import build as do_build
     from .database import open_db
@@ -981,7 +999,9 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 @app.command()
 @guarded
 def system(json_out: bool = typer.Option(False, "--json")):
-    """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use."""
+    """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use.
+
+    Example: benanza system --json"""
     from . import system as sysq
 
     info = sysq.describe()
@@ -1048,7 +1068,9 @@ FORMAT_HELP = "table, csv or json"
 def db_systems(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
                fmt: str = typer.Option("table", "--format", help=FORMAT_HELP),
                json_out: bool = typer.Option(False, "--json", help="same as --format json")):
-    """The systems measured, with their versions and measurement counts."""
+    """The systems measured, with their versions and measurement counts.
+
+    Example: benanza db systems --db db/reference/h200.sqlite.gz"""
     from . import query
     from .database import open_db
 
@@ -1098,7 +1120,9 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
              limit: Optional[int] = typer.Option(None, "--limit"),
              fmt: str = typer.Option("table", "--format", help=FORMAT_HELP)):
     """Measurements filtered by system, model, layer kind, config fields, data type, math, algorithm,
-    batch, status; sorted; as a table, CSV or JSON (a list of measurement records)."""
+    batch, status; sorted; as a table, CSV or JSON (a list of measurement records).
+
+    Example: benanza db query --model resnet50.onnx --batch 32 --best --dtype fp16 --format csv"""
     from . import query
     from .database import open_db
 
@@ -1138,7 +1162,9 @@ def db_shared(model: str = typer.Argument(..., help="ONNX file or model name in 
               system: Optional[str] = typer.Option(None, "--system"),
               dtype: str = typer.Option("fp32", "--dtype"),
               json_out: bool = typer.Option(False, "--json")):
-    """How many of MODEL's unique layer configs are already measured (what a run still has to do)."""
+    """How many of MODEL's unique layer configs are already measured (what a run still has to do).
+
+    Example: benanza db shared resnet50.onnx --batch 32 --dtype fp16 --db perf.db"""
     from . import query
     from .database import open_db
 
@@ -1228,7 +1254,9 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
 def db_import(source: str = typer.Argument(..., help="a benanza database file or URL"),
               db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
               json_out: bool = typer.Option(False, "--json")):
-    """Merge SOURCE into the database: per job (config x precision x system) the newer one wins."""
+    """Merge SOURCE into the database: per job (config x precision x system) the newer one wins.
+
+    Example: benanza db import colleague.db --db perf.db"""
     from . import sharing
     from .database import open_db
 
@@ -1248,7 +1276,9 @@ def db_import(source: str = typer.Argument(..., help="a benanza database file or
 @db_app.command("upgrade")
 @guarded
 def db_upgrade(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP)):
-    """Bring a database written by an older benanza to the current schema (migrations)."""
+    """Bring a database written by an older benanza to the current schema (migrations).
+
+    Example: benanza db upgrade --db perf.db"""
     from .database import SCHEMA_VERSION, open_db
 
     database = open_db(db, create=False)
@@ -1359,7 +1389,9 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
             dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
             batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
     """Run MODEL in PyTorch under torch.profiler (and cuDNN/cuBLASLt logging) into a profile folder,
-    join its kernels with the model's layers and print what the framework did."""
+    join its kernels with the model's layers and print what the framework did.
+
+    Example: benanza profile resnet50.onnx --batch 32 --dtype fp16 -o prof-r50"""
     from .profiles import capture_profile, load_profile
 
     dims = _parse_dims(dim)

@@ -41,3 +41,20 @@ def test_usage_errors_are_one_line_and_exit_2():
         _one_line_usage(bz(*args), *words)
     r = bz("--help")
     assert r.returncode == 0 and "Usage" in r.stdout
+
+
+def test_every_command_help_has_an_example():
+    import typer.main
+
+    from benanza.cli import app
+
+    def walk(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, c in subs.items():
+                yield from walk(c, path + [name])
+        else:
+            yield path, cmd
+
+    missing = [" ".join(p) for p, c in walk(typer.main.get_command(app), []) if "Example:" not in (c.help or "")]
+    assert not missing, missing
