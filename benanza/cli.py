@@ -109,7 +109,8 @@ def _check_output_file(flag: str, path: Optional[Path]) -> None:
     if path is None:
         return
     if path.is_dir():
-        raise UsageError(f"{flag} {path}: is a folder; give a file name, e.g. {path / 'roofline.png'}")
+        name = {"--png": "roofline.png", "--svg": "roofline.svg", "--trace": "lbl.json"}.get(flag, "export.json")
+        raise UsageError(f"{flag} {path}: is a folder; give a file name, e.g. {path / name}")
     if not path.parent.is_dir():
         raise UsageError(f"{flag} {path}: folder {path.parent} does not exist")
 

@@ -16,9 +16,7 @@ Format: Trace Event Format (Google, "Trace Event Format" document; the JSON obje
 """
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -79,16 +77,8 @@ def trace(a, edges: dict[int, list[int]]) -> dict:
 
 
 def write_trace(a, edges: dict[int, list[int]], path: str | os.PathLike) -> Path:
-    """Write :func:`trace` to ``path`` (JSON) through a temporary file in the same folder, so a
-    failure leaves no partial file; returns the path."""
-    p = Path(path)
-    doc = trace(a, edges)
-    fd, tmp = tempfile.mkstemp(prefix=".benanza-trace-", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    """Write :func:`trace` to ``path`` as JSON (:func:`benanza.exports.write_json`: no partial file
+    on failure); returns the path."""
+    from .exports import write_json
+
+    return write_json(trace(a, edges), path)
