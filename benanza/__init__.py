@@ -1,10 +1,10 @@
 """benanza: lower-bound latency of ONNX models on GPUs from per-layer cuDNN/cuBLAS benchmarks.
 
-PyTorch modules: ``benanza torch SPEC`` and :func:`analyze_module` (:mod:`benanza.pytorch`).
+PyTorch modules: ``benanza torch SPEC`` and :func:`analyze_module` (:mod:`benanza.profiles.pytorch`).
 
-Pipeline (one module each): :mod:`benanza.model` (model processor), :mod:`benanza.generator`
-(benchmark generator), :mod:`benanza.builder` (CMake build), :mod:`benanza.runner` (GPU runs),
-:mod:`benanza.database` (performance database), :mod:`benanza.analyzer` (LBL and advice).
+Pipeline (one module each): :mod:`benanza.processing.model` (model processor), :mod:`benanza.generation.generator`
+(benchmark generator), :mod:`benanza.build.builder` (CMake build), :mod:`benanza.runner.run` (GPU runs),
+:mod:`benanza.database.store` (performance database), :mod:`benanza.analysis.analyzer` (LBL and advice).
 Method: Li, Dakkak, Xiong, Hwu, "Benanza: Automatic uBenchmark Generation to Compute 'Lower-bound'
 Latency and Inform Optimizations of Deep Learning Models on GPUs", IPDPS 2020.
 """
@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 def analyze_module(module, example_inputs, **kw):
     """benanza for a PyTorch module object: export, bench, profile the module itself and analyze.
-    See :func:`benanza.pytorch.analyze_module` (arguments, errors); returns one
-    :class:`benanza.insights.Insights` per profiled run."""
-    from .pytorch import analyze_module as _analyze_module
+    See :func:`benanza.profiles.pytorch.analyze_module` (arguments, errors); returns one
+    :class:`benanza.analysis.insights.Insights` per profiled run."""
+    from benanza.profiles.pytorch import analyze_module as _analyze_module
 
     return _analyze_module(module, example_inputs, **kw)

@@ -1,4 +1,4 @@
 """``python -m benanza`` runs the command line."""
-from .cli import main
+from benanza.cli import main
 
 main()

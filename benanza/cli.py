@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import __version__
-from . import layers as L
-from .errors import BenanzaError, LibraryError, UsageError
-from .versions import version_text
+from benanza import __version__
+from benanza import kinds as L
+from benanza.errors import BenanzaError, LibraryError, UsageError
+from benanza.versions import version_text
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
                   help="benanza: how fast could this ONNX model run on this GPU, and what stands in the way.")
@@ -54,11 +54,11 @@ def _fail(msg: str, code: int) -> None:
 
 def guarded(fn):
     """Turn BenanzaError, Ctrl-C and unexpected errors into one line and an exit code; a SQLite file
-    the failed command created and left empty is removed (:func:`benanza.database.discard_fresh`)."""
+    the failed command created and left empty is removed (:func:`benanza.database.store.discard_fresh`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from .database import fresh_mark
+        from benanza.database.store import fresh_mark
 
         mark = fresh_mark()
         try:
@@ -76,7 +76,7 @@ def guarded(fn):
 
 def _discard_fresh(mark: int) -> None:
     try:
-        from .database import discard_fresh
+        from benanza.database.store import discard_fresh
 
         discard_fresh(mark)
     except Exception:  # noqa: BLE001 - cleaning up must not hide the failure
@@ -130,7 +130,7 @@ def _parse_dims(dims: list[str] | None) -> dict[str, int]:
 
 
 def _process_all(model: Path, batches: list[int], dims: dict, batch_dim: Optional[int], quiet: bool = False):
-    from .model import process
+    from benanza.processing.model import process
 
     mls = []
     for b in batches:
@@ -155,7 +155,7 @@ def layers(model: Path = typer.Argument(..., help="ONNX model file"),
     """Parse MODEL into layers: counts and unique layers by type, unsupported ops, fusion candidates.
 
     Example: benanza layers resnet50.onnx --batch 32"""
-    from .model import parse_batches
+    from benanza.processing.model import parse_batches
 
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
     if json_out:
@@ -223,8 +223,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers.
 
     Example: benanza generate resnet50.onnx --batch 1,32 --dtype fp16 -o suite"""
-    from .generator import generate as gen, parse_kinds, parse_layouts, parse_precisions
-    from .model import parse_batches
+    from benanza.generation.generator import generate as gen, parse_kinds, parse_layouts, parse_precisions
+    from benanza.processing.model import parse_batches
 
     precisions = parse_precisions(dtype)
     layouts = parse_layouts(layout)
@@ -248,7 +248,7 @@ def build(folder: Path = typer.Argument(..., help="suite folder written by `bena
     """Compile a generated suite with CMake against cuDNN and cuBLAS.
 
     Example: benanza build suite"""
-    from .builder import build as do_build
+    from benanza.build.builder import build as do_build
 
     r = do_build(folder, jobs=jobs)
     out.print(f"built {r.executable} (configure {r.configure_s:.1f} s, compile {r.compile_s:.1f} s)", markup=False)
@@ -261,7 +261,7 @@ def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
     if not text:
         return (device,)
     if text.strip().lower() == "all":
-        from . import system as sysq
+        from benanza.runner import system as sysq
 
         n = sysq.device_count()
         if n < 1:
@@ -285,7 +285,7 @@ SCREEN_HELP = ("skip sampling a call whose first replay is slower than this x it
 
 def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
                  force, retry_failed, devices=None, screen=1.5, max_engines=0):
-    from .runner import RunOptions
+    from benanza.runner.run import RunOptions
 
     if not 0 < rse < 1:
         raise UsageError(f"--rse must be in (0, 1), got {rse}")
@@ -333,7 +333,7 @@ class _Progress:
 
 
 def _do_run(suite, db, opts, quiet):
-    from .runner import run_suite
+    from benanza.runner.run import run_suite
 
     prog = _Progress(quiet)
     try:
@@ -349,7 +349,7 @@ TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the
 def _do_torch(suite, db, system_id, opts, quiet, torch: Optional[bool]):
     """The framework's kernels after the suite's (``torch``: None = when available). Returns the
     run summary, or None (with the reason printed unless quiet) when they are not timed."""
-    from .runner import framework_available, run_framework_jobs
+    from benanza.runner.run import framework_available, run_framework_jobs
 
     if torch is False:
         return None
@@ -391,8 +391,8 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
     """Run a built suite on the GPU and store the measurements in the database.
 
     Example: benanza run suite --db perf.db"""
-    from .database import open_db
-    from .generator import load_suite
+    from benanza.database.store import open_db
+    from benanza.generation.generator import load_suite
 
     suite = load_suite(folder)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
@@ -431,7 +431,7 @@ def _run_line(s) -> str:
 def _current_fingerprint() -> Optional[str]:
     """Fingerprint of GPU 0 here, when there is one and the native module can see it."""
     try:
-        from . import system as sysq
+        from benanza.runner import system as sysq
 
         return sysq.current_fingerprint()
     except Exception:
@@ -496,10 +496,10 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
 
     Example: benanza analyze resnet50.onnx --batch 32 --dtype fp16 --trace lbl.json (open lbl.json in
     ui.perfetto.dev beside the torch.profiler trace)"""
-    from .analyzer import analyze as do_analyze, resolve_system
-    from .database import open_db
-    from .generator import parse_layouts, parse_precisions
-    from .model import parse_batches
+    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza.database.store import open_db
+    from benanza.generation.generator import parse_layouts, parse_precisions
+    from benanza.processing.model import parse_batches
 
     precisions = parse_precisions(dtype)
     layouts = tuple(parse_layouts(layout))
@@ -510,8 +510,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
         raise UsageError("--html needs --profile DIR (the report compares the framework with the LBL)")
     prof = None
     if profile_dir is not None:
-        from .profiles import load_profile
-        from .profiles.profile import read_profile_json
+        from benanza.profiles import load_profile
+        from benanza.profiles.profile import read_profile_json
 
         pb = read_profile_json(profile_dir)["batch"]
         batches = parse_batches(batch)
@@ -530,7 +530,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     results = [do_analyze(ml, database, system, p, cache, layouts, conv_p) for ml in mls for p in precisions]
     _require_measurements(results, database, system)
     if trace_out is not None:
-        from .lbl_trace import write_trace
+        from benanza.reports.lbl_trace import write_trace
 
         write_trace(results[0], mls[0].edges, trace_out)
         if not json_out:
@@ -572,7 +572,7 @@ def _require_measurements(results, database, system) -> None:
 def _print_findings(results, database, system) -> None:
     """Under the per-layer tables: layout conversions left out of the bound, layers where the
     framework's own kernel beats every library call, and layers far above their roofline bound."""
-    from .chart import roofline_outliers as outliers
+    from benanza.reports.chart import roofline_outliers as outliers
 
     for r in results:
         head = f"{r.model} batch {r.batch} {r.precision_label}"
@@ -623,15 +623,15 @@ def _roofline_svg(analysis, system, database) -> tuple[str, str]:
     """The roofline chart of an analysis as inline SVG and where its roofs come from (the ceilings
     measured on the system when there are, else the spec table); ("", why) when the GPU is not in
     the spec table."""
-    from .chart import model_roofline, svg_text
-    from .gpus import find_gpu, with_measured_ceilings
+    from benanza.reports.chart import model_roofline, svg_text
+    from benanza.analysis.gpus import find_gpu, with_measured_ceilings
 
     try:
         spec = find_gpu(system.gpu_name)
     except UsageError as e:
         return "", str(e)
     measured = database.ceilings(system.id)
-    kind, label = "spec", f"the {spec.name} datasheet figures (benanza/gpus.py)"
+    kind, label = "spec", f"the {spec.name} datasheet figures (benanza/analysis/gpus.py)"
     if "dram_bandwidth" in measured:
         spec, kind = with_measured_ceilings(spec, measured), "measured"
         label = f"the ceilings `benanza ceilings` measured on this {spec.name}"
@@ -641,8 +641,8 @@ def _roofline_svg(analysis, system, database) -> tuple[str, str]:
 def _insight_docs(prof, results, ml, database, system, cache, layouts) -> list[dict]:
     """The insights documents of ``results`` against profile ``prof`` (Q6 against fp32, or tf32 for
     an fp32 run, when the database has them)."""
-    from .analyzer import analyze as do_analyze
-    from .insights import build_insights
+    from benanza.analysis.analyzer import analyze as do_analyze
+    from benanza.analysis.insights import build_insights
 
     docs = []
     for a in results:
@@ -663,7 +663,7 @@ def _insight_docs(prof, results, ml, database, system, cache, layouts) -> list[d
 def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_out, html_out) -> None:
     """``analyze --profile``: insights per precision (Q6 against fp32, or tf32 for an fp32 run,
     when the database has them), printed, as JSON and/or as HTML."""
-    from .report import render_comparison, render_html, terminal_tables
+    from benanza.reports.report import render_comparison, render_html, terminal_tables
 
     docs = _insight_docs(prof, results, ml, database, system, cache, layouts)
     if html_out is not None:
@@ -696,7 +696,7 @@ def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by 
     """Compare several analyses (models, batch sizes, data types or GPUs) side by side.
 
     Example: benanza report r50-fp16.json r50-fp32.json --html compare.html"""
-    from .report import comparison_table, load_documents, render_comparison
+    from benanza.reports.report import comparison_table, load_documents, render_comparison
 
     docs = load_documents(list(inputs))
     out.print(comparison_table(docs))
@@ -732,8 +732,8 @@ def _summary_table(results) -> Table:
 
 def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system_spec: Optional[str], json_out: bool):
     """Process MODEL at one batch, resolve the system and analyze it in one precision."""
-    from .analyzer import analyze as do_analyze, resolve_system
-    from .database import open_db
+    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza.database.store import open_db
 
     if dtype not in L.PRECISIONS:
         raise UsageError(f"unknown data type {dtype!r} (choose one of {', '.join(L.PRECISIONS)})")
@@ -749,7 +749,7 @@ def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system
 
 def _spec_of(system, json_out: bool):
     """The spec-table entry of a measured system, with a notice when the two disagree."""
-    from .gpus import find_gpu
+    from benanza.analysis.gpus import find_gpu
 
     spec = find_gpu(system.gpu_name)
     if not json_out and (system.sm_count != spec.sm_count or
@@ -777,12 +777,12 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
     wave scaling, USENIX ATC 2021, with datasheet figures).
 
     Example: benanza predict resnet50.onnx --batch 32 --dtype fp16 --from H200 --to A100-SXM4-80GB --db perf.db"""
-    from .gpus import find_gpu
-    from .predict import predict as do_predict
+    from benanza.analysis.gpus import find_gpu
+    from benanza.analysis.predict import predict as do_predict
 
     dest = find_gpu(target)
     a, system = _one_analysis(model, batch, dtype, db, origin, json_out)
-    from .predict import MEMORY_MODELS
+    from benanza.analysis.predict import MEMORY_MODELS
 
     if memory not in MEMORY_MODELS:
         raise UsageError(f"--memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
@@ -819,7 +819,7 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
     roofline chart.
 
     Example: benanza roofline resnet50.onnx --batch 32 --dtype fp16 --db perf.db --svg roofline.svg"""
-    from .chart import LAUNCH_FLOOR_US, model_roofline, render
+    from benanza.reports.chart import LAUNCH_FLOOR_US, model_roofline, render
 
     if ceilings not in ("spec", "measured"):
         raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
@@ -828,8 +828,8 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
     a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out)
     spec = _spec_of(system, json_out)
     if ceilings == "measured":
-        from .database import open_db
-        from .gpus import with_measured_ceilings
+        from benanza.database.store import open_db
+        from benanza.analysis.gpus import with_measured_ceilings
 
         spec = with_measured_ceilings(spec, open_db(db, create=False).ceilings(system.id))
     mr = model_roofline(a, spec, ceilings)
@@ -891,11 +891,11 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
-    from .analyzer import analyze as do_analyze, resolve_system
-    from .builder import build as do_build
-    from .database import open_db, system_fingerprint
-    from .generator import generate as gen, parse_kinds, parse_layouts, parse_precisions, plan_jobs
-    from .model import parse_batches
+    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza.build.builder import build as do_build
+    from benanza.database.store import open_db, system_fingerprint
+    from benanza.generation.generator import generate as gen, parse_kinds, parse_layouts, parse_precisions, plan_jobs
+    from benanza.processing.model import parse_batches
 
     stages = {}
     precisions = parse_precisions(dtype)
@@ -971,9 +971,9 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     store them with the system: the roofs of the roofline.
 
     Example: benanza ceilings --db perf.db"""
-    from . import ceilings as C
-    from .builder import build as do_build
-    from .database import open_db
+    from benanza.runner import ceilings as C
+    from benanza.build.builder import build as do_build
+    from benanza.database.store import open_db
 
     database = open_db(db)
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / "ceilings"
@@ -1003,7 +1003,7 @@ def system(json_out: bool = typer.Option(False, "--json")):
     """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use.
 
     Example: benanza system --json"""
-    from . import system as sysq
+    from benanza.runner import system as sysq
 
     info = sysq.describe()
     if json_out:
@@ -1072,8 +1072,8 @@ def db_systems(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     """The systems measured, with their versions and measurement counts.
 
     Example: benanza db systems --db db/reference/h200.sqlite.gz"""
-    from . import query
-    from .database import open_db
+    from benanza.database import query
+    from benanza.database.store import open_db
 
     database = open_db(db, create=False)
     _db_notices(database)
@@ -1124,8 +1124,8 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     batch, status; sorted; as a table, CSV or JSON (a list of measurement records).
 
     Example: benanza db query --model resnet50.onnx --batch 32 --best --dtype fp16 --format csv"""
-    from . import query
-    from .database import open_db
+    from benanza.database import query
+    from benanza.database.store import open_db
 
     if dtype and dtype not in L.PRECISIONS:
         raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(L.PRECISIONS)})")
@@ -1166,8 +1166,8 @@ def db_shared(model: str = typer.Argument(..., help="ONNX file or model name in 
     """How many of MODEL's unique layer configs are already measured (what a run still has to do).
 
     Example: benanza db shared resnet50.onnx --batch 32 --dtype fp16 --db perf.db"""
-    from . import query
-    from .database import open_db
+    from benanza.database import query
+    from benanza.database.store import open_db
 
     database = open_db(db, create=False)
     _db_notices(database)
@@ -1193,8 +1193,8 @@ def db_compare(system_a: str = typer.Argument(..., help="system A (id, fingerpri
     Example: benanza db compare H100 H200 --dtype fp16 --db db/reference/h100_h200_fp16.sqlite.gz"""
     import numpy as np
 
-    from . import query
-    from .database import open_db
+    from benanza.database import query
+    from benanza.database.store import open_db
 
     database = open_db(db, create=False)
     _db_notices(database)
@@ -1223,8 +1223,8 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
 
     Example: benanza db export --system H200 --format gbench -o h200.json (then
     compare.py benchmarks h100.json h200.json)"""
-    from . import sharing
-    from .database import open_db
+    from benanza.database import sharing
+    from benanza.database.store import open_db
 
     if fmt not in ("sqlite", "gbench"):
         raise UsageError(f"--format must be sqlite or gbench, not {fmt!r}")
@@ -1234,8 +1234,8 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
     database = open_db(db, create=False)
     _db_notices(database)
     if fmt == "gbench":
-        from .exports import gbench_doc, write_json
-        from .query import model_keys
+        from benanza.database.exports import gbench_doc, write_json
+        from benanza.database.query import model_keys
 
         keys = sorted({k for m in model for k in model_keys(database, m, batch)}) if model else None
         doc = gbench_doc(database, system, keys)
@@ -1258,8 +1258,8 @@ def db_import(source: str = typer.Argument(..., help="a benanza database file or
     """Merge SOURCE into the database: per job (config x precision x system) the newer one wins.
 
     Example: benanza db import colleague.db --db perf.db"""
-    from . import sharing
-    from .database import open_db
+    from benanza.database import sharing
+    from benanza.database.store import open_db
 
     database = open_db(db)
     _db_notices(database)
@@ -1280,7 +1280,7 @@ def db_upgrade(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP)):
     """Bring a database written by an older benanza to the current schema (migrations).
 
     Example: benanza db upgrade --db perf.db"""
-    from .database import SCHEMA_VERSION, open_db
+    from benanza.database.store import SCHEMA_VERSION, open_db
 
     database = open_db(db, create=False)
     for n in database.notices:
@@ -1393,7 +1393,7 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
     join its kernels with the model's layers and print what the framework did.
 
     Example: benanza profile resnet50.onnx --batch 32 --dtype fp16 -o prof-r50"""
-    from .profiles import capture_profile, load_profile
+    from benanza.profiles import capture_profile, load_profile
 
     dims = _parse_dims(dim)
     if load is None:
@@ -1454,13 +1454,13 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
 
     Example: benanza torch resnet50 --batch 1,32 --dtype fp16
     """
-    from .analyzer import analyze as do_analyze, resolve_system
-    from .database import open_db
-    from .model import parse_batches, process
-    from .modules import resolve
-    from .profiles import load_profile
-    from .pytorch import DTYPES, check_dtype, prepare
-    from .report import render_html, terminal_tables
+    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza.database.store import open_db
+    from benanza.processing.model import parse_batches, process
+    from benanza.processing.modules import resolve
+    from benanza.profiles import load_profile
+    from benanza.profiles.pytorch import DTYPES, check_dtype, prepare
+    from benanza.reports.report import render_html, terminal_tables
 
     check_dtype(dtype)
     batches = parse_batches(batch)

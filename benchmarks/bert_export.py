@@ -22,7 +22,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from onnx_builders import bert_encoder_model  # noqa: E402
 
-from benanza.model import process  # noqa: E402
+from benanza.processing.model import process  # noqa: E402
 
 V, H, NH, I, LAYERS, P = 1000, 128, 4, 512, 2, 64
 

@@ -2,7 +2,7 @@
 folded them (torchvision's resnets, mobilenets...): one BatchNormalization per distinct convolution
 output shape (dynamic batch), so that ``benanza bench`` times them in both layouts, the framework's
 own call included (``torch:aten::batch_norm``), for the what-if's channels_last step
-(:class:`benanza.whatif.Alternatives`).
+(:class:`benanza.analysis.whatif.Alternatives`).
 
     python benchmarks/bn_shapes.py --out bn.onnx db/reference/truth/resnet50.onnx ...
 """
@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 def conv_shapes(models: list[Path]) -> list[tuple[int, int, int]]:
     """The distinct (C, H, W) of every convolution output of ``models`` (processed at batch 1)."""
-    from benanza.model import process
+    from benanza.processing.model import process
 
     out = set()
     for m in models:

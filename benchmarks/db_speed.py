@@ -16,9 +16,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from benanza import layers as L
-from benanza import query, sharing
-from benanza.database import LayerConfigRow, Measurement, open_db
+from benanza import kinds as L
+from benanza.database import query, sharing
+from benanza.database.store import LayerConfigRow, Measurement, open_db
 
 SYSTEM = {"gpu_name": "Synthetic GPU", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,
           "l2_cache_bytes": 50 << 20, "memory_bus_width_bits": 6144, "max_sm_clock_mhz": 1980,

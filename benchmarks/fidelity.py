@@ -159,10 +159,10 @@ def graph_ms(fn, samples: int = 30, sample_ms: float = 0.25) -> float:
 def compare(db_url: str, models: list[str], batches: list[int], precisions: list[str], iters: int, windows: int):
     import torch
 
-    from benanza.analyzer import analyze, resolve_system
-    from benanza.database import open_db
-    from benanza.model import process
-    from benanza.system import current_fingerprint
+    from benanza.analysis.analyzer import analyze, resolve_system
+    from benanza.database.store import open_db
+    from benanza.processing.model import process
+    from benanza.runner.system import current_fingerprint
 
     torch.backends.cudnn.benchmark = True
     db = open_db(db_url, create=False)

@@ -46,11 +46,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the validations here")
     a = ap.parse_args(argv)
 
-    from benanza.analyzer import analyze
-    from benanza.database import open_db
-    from benanza.gpus import find_gpu
-    from benanza.model import parse_batches, process
-    from benanza.predict import predict, validate
+    from benanza.analysis.analyzer import analyze
+    from benanza.database.store import open_db
+    from benanza.analysis.gpus import find_gpu
+    from benanza.processing.model import parse_batches, process
+    from benanza.analysis.predict import predict, validate
 
     db = open_db(a.db, create=False)
     systems = db.systems()

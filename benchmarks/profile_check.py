@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from benanza.errors import BenanzaError
-    from benanza.model import parse_batches
+    from benanza.processing.model import parse_batches
     from benanza.profiles import capture_profile, load_profile
 
     records = []

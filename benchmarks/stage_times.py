@@ -39,9 +39,9 @@ def bench(model, batch, dtype, db, suite, extra=()):
 
 
 def compile_only(model, batch, dtype, jobs, out):
-    from benanza.builder import build
-    from benanza.generator import generate, parse_precisions
-    from benanza.model import parse_batches, process
+    from benanza.build.builder import build
+    from benanza.generation.generator import generate, parse_precisions
+    from benanza.processing.model import parse_batches, process
 
     t0 = time.perf_counter()
     mls = [process(model, b) for b in parse_batches(batch)]

@@ -49,7 +49,7 @@ def report_kernel_sums(folder: Path) -> dict:
 def plain_profile(spec: str, batch: int, dtype: str, iters: int, trace: Path) -> dict:
     """Step 2 in a child process (a clean CUDA context, as a user's own profile)."""
     code = ("import json,sys; sys.path.insert(0, %r); from truth import profile_pytorch; "
-            "from benanza.modules import resolve; "
+            "from benanza.processing.modules import resolve; "
             "r = profile_pytorch(resolve(%r), %d, %r, 10, %d, 20, __import__('pathlib').Path(%r)); "
             "print('RESULT ' + json.dumps(r))") % (str(HERE), spec, batch, dtype, iters, str(trace))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)

@@ -109,7 +109,7 @@ CUDNN_TF32_KINDS = ("Conv", "RNN")
 
 def cudnn_flop_share(layers) -> float:
     """FLOPs of the convolution and RNN layers (:data:`CUDNN_TF32_KINDS`) / FLOPs of every
-    benchmarked layer (0 when there are none); ``layers``: :attr:`benanza.model.ModelLayers.layers`."""
+    benchmarked layer (0 when there are none); ``layers``: :attr:`benanza.processing.model.ModelLayers.layers`."""
     total = conv = 0
     for ly in layers:
         if ly.config is None:
@@ -472,7 +472,7 @@ def export_stage(run: Run, entry) -> Path:
 
 def precision_stage(run: Run, entry, path: Path) -> dict:
     """benanza's precision per data type, from the cuDNN FLOP share of the export (CPU only)."""
-    from benanza.model import process
+    from benanza.processing.model import process
 
     ml = process(path, max(run.a.batches))
     share = cudnn_flop_share(ml.layers)

@@ -8,7 +8,7 @@ Per model and batch (GPU machine):
    (:func:`benanza.profiles.capture_profile` with the native module: module scopes, cuDNN and
    cuBLASLt logs) and joins it with the model's ONNX export (the truth benchmark's exports in
    ``--exports``, whose layers the database ``--db`` holds: no bench here), and the insights'
-   what-if composition (:attr:`benanza.insights.Insights.whatif`) gives each step's estimated
+   what-if composition (:attr:`benanza.analysis.insights.Insights.whatif`) gives each step's estimated
    saving (ms), in its fixed order;
 2. the **measured** side: the same changes applied in PyTorch, one after the other in the
    composition's order, each on top of the ones before (so a measured gain is the step's
@@ -17,7 +17,7 @@ Per model and batch (GPU machine):
    ``torch.compile`` (fusion; ``--compile``), a CUDA graph of the whole inference (launch gaps and
    host overhead); after each, the latency is the median of ``--runs`` inferences timed with CUDA
    events (100 by default) after warm-up;
-3. the table: per finding the estimate (the step's signed effect, :attr:`benanza.whatif.WhatIfStep.effect_ms`:
+3. the table: per finding the estimate (the step's signed effect, :attr:`benanza.analysis.whatif.WhatIfStep.effect_ms`:
    a change that slows the model down is estimated as a negative gain), the measured gain (median
    latency before minus after, with the IQRs), and the error |estimate - measured| / max(|measured|,
    noise), where noise = max(IQR before, IQR after, 1 % of the latency before): a change whose
@@ -53,7 +53,7 @@ sys.path.insert(0, str(HERE))
 from truth import software_versions, stats  # noqa: E402
 
 GOAL = 0.15
-#: the PyTorch change of each what-if step kind (benanza.insights) and what it is called in the table
+#: the PyTorch change of each what-if step kind (benanza.analysis.insights) and what it is called in the table
 CHANGES = {
     "algorithm_selection": "cudnn.benchmark",
     "layout_conversion": "channels_last",
@@ -79,7 +79,7 @@ def measure(spec: str, batch: int, dtype: str, v: Variant, runs: int, warmup: in
     """Latency (ms per inference, CUDA events) of the module under ``v``: ``stats`` over ``runs``."""
     import torch
 
-    from benanza.modules import resolve
+    from benanza.processing.modules import resolve
 
     torch.backends.cudnn.benchmark = "algorithm_selection" in v.on
     torch.backends.cuda.matmul.allow_tf32 = "tensor_cores" in v.on
@@ -138,10 +138,10 @@ def measure(spec: str, batch: int, dtype: str, v: Variant, runs: int, warmup: in
 def estimates(spec: str, export: Path, batch: int, dtype: str, db: str, folder: Path, runs: int,
               device: str = "cuda") -> dict:
     """Profile the starting run with benanza and return its insights document (what-if steps)."""
-    from benanza.analyzer import analyze, resolve_system
-    from benanza.database import open_db
-    from benanza.insights import build_insights
-    from benanza.model import process
+    from benanza.analysis.analyzer import analyze, resolve_system
+    from benanza.database.store import open_db
+    from benanza.analysis.insights import build_insights
+    from benanza.processing.model import process
     from benanza.profiles import capture_profile, load_profile
 
     capture_profile(export, batch, dtype, folder, device=device, warmup=20 if device != "cpu" else 1,

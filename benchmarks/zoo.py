@@ -25,7 +25,7 @@ needs them; the ONNX file keeps the graph and the small constants (tens to hundr
     python benchmarks/zoo.py list
     python benchmarks/zoo.py check [--models a,b] [--batch 1,32] [--fixed-batch] [--keep DIR]
 
-``check`` exports every model here on the CPU and runs ``benanza.model.process`` at each batch,
+``check`` exports every model here on the CPU and runs ``benanza.processing.model.process`` at each batch,
 printing layers, unique configs, unsupported ops and fusion candidates per model; with
 ``--fixed-batch`` it also exports each model at batch 1 with a fixed batch and checks that benanza
 rebinds it to the other batches with the dynamic export's unique configs. torch is imported inside
@@ -252,7 +252,7 @@ def strip_weights(path: Path, threshold: int = 1024) -> int:
 def summarize(path: Path, batch: int) -> dict:
     """benanza's view of an export at one batch: layers, unique configs, unsupported ops, fusion
     candidates by kind, coverage, notices, and the config keys (for comparisons)."""
-    from benanza.model import process
+    from benanza.processing.model import process
 
     ml = process(path, batch)
     s = ml.summary()

@@ -46,8 +46,8 @@ def db_url(tmp_path) -> str:
 
 def make_fake_suite(folder: Path, model: Path, batches=(1,), precisions=("fp32",), layouts=None) -> Path:
     """Generate the real suite for ``model`` and put the fake executable where the build would."""
-    from benanza.generator import generate
-    from benanza.model import process
+    from benanza.generation.generator import generate
+    from benanza.processing.model import process
 
     mls = [process(model, b) for b in batches]
     generate(mls, list(precisions), folder, layouts=layouts)

@@ -5,12 +5,12 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from benanza.analyzer import analyze, critical_path, resolve_system
-from benanza.database import Measurement, open_db
+from benanza.analysis.analyzer import analyze, critical_path, resolve_system
+from benanza.database.store import Measurement, open_db
 from benanza.errors import UsageError
-from benanza.generator import load_suite
-from benanza.model import process
-from benanza.runner import RunOptions, run_suite
+from benanza.generation.generator import load_suite
+from benanza.processing.model import process
+from benanza.runner.run import RunOptions, run_suite
 from conftest import REPO, make_fake_suite
 
 REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
@@ -133,7 +133,7 @@ def test_nhwc_neighbours_take_their_channels_last_time(tmp_path, db_url):
     and the result counts the layers whose best is channels-last."""
     import shutil
 
-    from benanza.generator import generate
+    from benanza.generation.generator import generate
     from conftest import HERE
     from onnx_builders import all_kinds_model
 

@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 
-from benanza import ceilings as C
-from benanza.database import open_db
+from benanza.runner import ceilings as C
+from benanza.database.store import open_db
 from conftest import have_gpu
 
 SYSTEM = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,
@@ -47,7 +47,7 @@ def test_records_become_ceilings_and_failures_never_values(backend_url):
 
 @pytest.mark.slow
 def test_ceilings_suite_builds_and_says_when_there_is_no_gpu(tmp_path):
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     r = build(C.generate_suite(tmp_path / "c"))
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)

@@ -4,8 +4,8 @@ import sqlite3
 import pytest
 import sqlalchemy as sa
 
-from benanza import layers as L
-from benanza.database import SCHEMA_VERSION, Choice, open_db, system_fingerprint
+from benanza import kinds as L
+from benanza.database.store import SCHEMA_VERSION, Choice, open_db, system_fingerprint
 from benanza.errors import DatabaseError
 
 SYSTEM = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,
@@ -118,7 +118,7 @@ LT_LINE = ('{"type":"measurement","job":"JOB","layer_key":"KEY","kind":"Gemm","p
 def test_cublaslt_details_round_trip_through_the_database(db_url):
     import json
 
-    from benanza import query
+    from benanza.database import query
 
     gemm = L.GemmConfig(m=197, n=768, k=768, trans_b=True, bias="c")
     db = open_db(db_url)
@@ -141,9 +141,9 @@ def test_cublaslt_details_round_trip_through_the_database(db_url):
 
 
 def test_fp8_analysis_takes_fp8_gemms_and_fp16_for_everything_else(db_url, tmp_path):
-    from benanza import query
-    from benanza.analyzer import analyze
-    from benanza.model import process
+    from benanza.database import query
+    from benanza.analysis.analyzer import analyze
+    from benanza.processing.model import process
     from onnx_builders import gemm_rnn_model
 
     ml = process(gemm_rnn_model(tmp_path / "m.onnx"), 1)

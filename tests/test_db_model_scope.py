@@ -5,8 +5,8 @@ import sqlite3
 import subprocess
 import sys
 
-from benanza.generator import _key_counts
-from benanza.model import process
+from benanza.generation.generator import _key_counts
+from benanza.processing.model import process
 from conftest import REPO
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"

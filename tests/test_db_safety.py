@@ -14,7 +14,7 @@ def bz(*a, cwd=None):
 
 
 def _open(path, q):
-    from benanza.database import open_db
+    from benanza.database.store import open_db
 
     try:
         db = open_db(str(path), create=True)
@@ -46,7 +46,7 @@ def test_a_failed_import_leaves_no_database(tmp_path):
 
 
 def test_a_failed_command_keeps_a_database_that_has_data(tmp_path):
-    from benanza.database import discard_fresh, fresh_mark, open_db
+    from benanza.database.store import discard_fresh, fresh_mark, open_db
 
     path = tmp_path / "kept.db"
     mark = fresh_mark()
@@ -61,7 +61,7 @@ def test_a_failed_command_keeps_a_database_that_has_data(tmp_path):
 
 
 def test_a_damaged_database_is_refused_in_one_line(tmp_path):
-    from benanza.database import open_db
+    from benanza.database.store import open_db
 
     path = tmp_path / "ok.db"
     open_db(str(path), create=True).engine.dispose()

@@ -10,13 +10,13 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from benanza import query, sharing
-from benanza.analyzer import analyze
-from benanza.database import Base, JobRow, Measurement, SCHEMA_VERSION, migrations_dir, open_db
+from benanza.database import query, sharing
+from benanza.analysis.analyzer import analyze
+from benanza.database.store import Base, JobRow, Measurement, SCHEMA_VERSION, migrations_dir, open_db
 from benanza.errors import DatabaseError, UsageError
-from benanza.generator import load_suite
-from benanza.model import process
-from benanza.runner import RunOptions, run_suite
+from benanza.generation.generator import load_suite
+from benanza.processing.model import process
+from benanza.runner.run import RunOptions, run_suite
 from conftest import REPO, make_fake_suite
 
 REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"

@@ -13,10 +13,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from benanza import layers as L
-from benanza import roofline as R
-from benanza.generator import cpp_string, elementwise_input_ranges, generate, unary_input_range
-from benanza.model import process
+from benanza import kinds as L
+from benanza.analysis import roofline as R
+from benanza.generation.generator import cpp_string, elementwise_input_ranges, generate, unary_input_range
+from benanza.processing.model import process
 from conftest import HERE
 from onnx_builders import HOSTILE, _w, elementwise_ops_model, mobilenet_v3_large_export
 
@@ -199,7 +199,7 @@ def test_mobilenet_file_is_the_torch_export():
 
 @pytest.mark.slow
 def test_new_ops_compile_and_link_in_every_precision(tmp_path):
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     mls = [process(elementwise_ops_model(tmp_path / "e.onnx"), 2), process(MOBILENET, 2)]
     suite = generate(mls, ["fp32", "fp16", "bf16"], tmp_path / "s", kinds=["Unary", "Elementwise", "Activation"])

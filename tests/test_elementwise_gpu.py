@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from benanza import layers as L
-from benanza.cudalibs import locate
+from benanza import kinds as L
+from benanza.build.cudalibs import locate
 from conftest import HERE, REPO, have_gpu
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU")]

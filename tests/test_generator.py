@@ -6,12 +6,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from benanza import generator as gen
-from benanza import layers as L
+from benanza.generation import generator as gen
+from benanza import kinds as L
 from benanza.errors import UsageError
-from benanza.generator import (collapse_broadcast, collapse_transfer, cpp_string, generate, load_suite,
+from benanza.generation.generator import (collapse_broadcast, collapse_transfer, cpp_string, generate, load_suite,
                                parse_layouts, parse_precisions, plan_jobs, pooling_cudnn_pads)
-from benanza.model import process
+from benanza.processing.model import process
 from conftest import have_gpu
 from onnx_builders import HOSTILE, all_kinds_model, gemm_rnn_model, mlp_model, nothing_to_benchmark_model
 
@@ -142,7 +142,7 @@ def test_generated_code_reads_as_cpp_with_data_tables(tmp_path, models):
 
 
 def _build(folder):
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     return build(folder)
 
@@ -246,7 +246,7 @@ def test_first_build_overlaps_the_harness_with_the_suite(tmp_path, monkeypatch, 
     """With no cached harness, `benanza build` compiles the harness library and the suite's own
     sources at the same time, caches the library and links a working suite; the next build of
     another suite reuses the cached library."""
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("BENANZA_BUILD_OVERLAP", "1")
@@ -294,7 +294,7 @@ def _strided_copy(src: np.ndarray, dst: np.ndarray, case_transfer: dict) -> None
 @pytest.mark.parametrize("cfg,ref", COPY_CASES, ids=COPY_IDS)
 def test_strided_copy_transfers_reproduce_the_op(cfg, ref):
     """The transfers the copy benchmark gives its strided-copy kernel move exactly the op's data."""
-    from benanza.generator import Job, _copy_case
+    from benanza.generation.generator import Job, _copy_case
 
     case = _copy_case(cfg, Job("j", cfg, "fp32", "n"))
     rng = np.random.default_rng(0)
@@ -329,7 +329,7 @@ def _planned_copy(src: np.ndarray, dst: np.ndarray, t: dict, es: int) -> dict:
 def test_strided_copy_plan_moves_the_same_bytes(cfg, ref, dtype):
     """The kernel's plan (dims of extent 1 dropped, contiguous dims merged, 16-byte vectors, tiles)
     moves exactly the op's data, in fp32 and fp16; the vit transposes get the fast paths."""
-    from benanza.generator import Job, _copy_case
+    from benanza.generation.generator import Job, _copy_case
 
     es = np.dtype(dtype).itemsize
     case = _copy_case(cfg, Job("j", cfg, "fp32", "n"))

@@ -1,4 +1,4 @@
-"""The analysis workflow (benanza.insights, benanza.report, `analyze --profile`, `report`) on real data:
+"""The analysis workflow (benanza.analysis.insights, benanza.reports.report, `analyze --profile`, `report`) on real data:
 PyTorch 2.11's trace and cuDNN/cuBLASLt logs of torchvision resnet50 (BN not folded, batch 1, FP32,
 cudnn.benchmark, H200; tests/data/shared/samples) against resnet50_bnkept.onnx and the reference database
 measured on an H200 (db/reference/h200.sqlite.gz).
@@ -13,13 +13,13 @@ from html.parser import HTMLParser
 import pytest
 from typer.testing import CliRunner
 
-from benanza.analyzer import analyze, resolve_system
+from benanza.analysis.analyzer import analyze, resolve_system
 from benanza.cli import app
-from benanza.database import open_db
-from benanza.insights import build_insights
-from benanza.model import process
+from benanza.database.store import open_db
+from benanza.analysis.insights import build_insights
+from benanza.processing.model import process
 from benanza.profiles import load_profile
-from benanza.report import load_documents, render_comparison, render_html
+from benanza.reports.report import load_documents, render_comparison, render_html
 from conftest import REPO
 
 REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
@@ -120,7 +120,7 @@ def test_framework_engine_cost_from_database(ins, prof_dir, models, tmp_path):
     """An engine config the database measured is costed: its time minus the layer's best."""
     import sqlalchemy as sa
 
-    from benanza.database import Measurement
+    from benanza.database.store import Measurement
 
     i, a = ins
     url = f"sqlite:///{tmp_path / 'copy.db'}"
@@ -306,7 +306,7 @@ def test_an_lbl_above_the_framework_is_called_out():
     the op types responsible."""
     from types import SimpleNamespace
 
-    from benanza.insights import _above_framework
+    from benanza.analysis.insights import _above_framework
 
     a = SimpleNamespace(lbl_ms=38.68)
     p = SimpleNamespace(gpu_kernel_ms=35.73)
@@ -355,7 +355,7 @@ def test_h200_layout_finding_and_channels_last(models):
 def test_engine_names_match_across_framework_logs_and_database(shared):
     """The framework's logs and the performance database spell the same engine config or cuBLASLt
     algorithm differently; the join must see them as one (real spellings from the H200 run)."""
-    from benanza.insights import engine_key
+    from benanza.analysis.insights import engine_key
     from benanza.profiles.cublaslt_log import read_cublaslt_log
     # cudnn-frontend lists unset knobs in PyTorch's plan names and not in benanza's
     assert engine_key("eng1_k2=-1_k3=-1") == engine_key("eng1")

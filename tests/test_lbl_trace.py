@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from benanza.analyzer import analyze, resolve_system
-from benanza.database import open_db
-from benanza.lbl_trace import trace
-from benanza.model import process
+from benanza.analysis.analyzer import analyze, resolve_system
+from benanza.database.store import open_db
+from benanza.reports.lbl_trace import trace
+from benanza.processing.model import process
 from conftest import REPO
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from benanza import layers as L
-from benanza import views as V
-from benanza.analyzer import analyze, layout_conversions
-from benanza.database import open_db
-from benanza.generator import generate, plan_jobs
-from benanza.model import process
+from benanza import kinds as L
+from benanza.processing import views as V
+from benanza.analysis.analyzer import analyze, layout_conversions
+from benanza.database.store import open_db
+from benanza.generation.generator import generate, plan_jobs
+from benanza.processing.model import process
 from conftest import REPO
 from onnx_builders import _i64, _w
 from test_cli import bz, one_line_error
@@ -154,7 +154,7 @@ def test_seq_first_mha_reads_q_k_v_in_place(tmp_path):
 
 
 def test_the_sdpa_case_carries_the_strides(tmp_path):
-    from benanza.generator import KIND_TEMPLATES
+    from benanza.generation.generator import KIND_TEMPLATES
 
     ml = process(_mha_model(tmp_path / "mha.onnx"), 3)
     job = next(j for j in plan_jobs([ml], ["fp16"]) if j.kind == "SDPA")
@@ -165,7 +165,7 @@ def test_the_sdpa_case_carries_the_strides(tmp_path):
 
 @pytest.mark.slow
 def test_a_strided_sdpa_suite_compiles(tmp_path):
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     ml = process(_mha_model(tmp_path / "mha.onnx"), 3)
     suite = generate([ml], ["fp16"], tmp_path / "suite", kinds=["SDPA"])
@@ -205,7 +205,7 @@ def _system_db(url):
 
 def _measure(db, sid, cfg, precision, rows, layout="NCHW"):
     """Write one job of ``rows``: (call, ms) pairs of valid warm measurements."""
-    from benanza.generator import job_id
+    from benanza.generation.generator import job_id
 
     db.upsert_configs([cfg])
     math = {"fp32": "fma", "tf32": "tf32"}.get(precision, "tensor_op") if cfg.tensor_cores else "none"
@@ -306,7 +306,7 @@ def test_sigmoid_times_input_is_one_silu(tmp_path):
 
 @pytest.mark.slow
 def test_a_silu_suite_compiles(tmp_path):
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     ml = process(_silu_model(tmp_path / "silu.onnx"), 2)
     suite = generate([ml], ["fp16"], tmp_path / "suite", kinds=["Activation"])

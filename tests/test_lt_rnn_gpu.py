@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from benanza import query
-from benanza.analyzer import analyze, resolve_system
-from benanza.database import open_db
-from benanza.model import process
+from benanza.database import query
+from benanza.analysis.analyzer import analyze, resolve_system
+from benanza.database.store import open_db
+from benanza.processing.model import process
 from conftest import have_gpu
 from onnx_builders import gemm_rnn_model
 

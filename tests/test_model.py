@@ -7,9 +7,9 @@ import onnx
 import pytest
 from onnx import shape_inference
 
-from benanza import layers as L
+from benanza import kinds as L
 from benanza.errors import ModelError, UsageError
-from benanza.model import parse_batches, process
+from benanza.processing.model import parse_batches, process
 from conftest import all_model_paths
 
 MODELS = all_model_paths()
@@ -239,7 +239,7 @@ def test_gru_mapping_and_what_cudnn_cannot_compute(tmp_path):
 def test_conv_batchnorm_relu_is_a_fusion_candidate(models):
     """resnet50_bnkept keeps its BatchNormalization nodes: every Conv -> BN [-> Relu] is one
     candidate for a conv + scale + shift [+ relu] cuDNN graph (ConvBnActConfig)."""
-    from benanza import layers as L
+    from benanza import kinds as L
 
     ml = process(models / "resnet50_bnkept.onnx", 1)
     bn = [f for f in ml.fusions if f.config.kind == "ConvBnAct"]

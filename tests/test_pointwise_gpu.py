@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from benanza.cudalibs import locate
+from benanza.build.cudalibs import locate
 from conftest import HERE, REPO, have_gpu
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU")]

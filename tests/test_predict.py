@@ -5,14 +5,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from benanza.analyzer import analyze, resolve_system
-from benanza.chart import LAUNCH_FLOOR_US, model_roofline, render
-from benanza.database import open_db
+from benanza.analysis.analyzer import analyze, resolve_system
+from benanza.reports.chart import LAUNCH_FLOOR_US, model_roofline, render
+from benanza.database.store import open_db
 from benanza.errors import UsageError
-from benanza.gpus import GPUS, SPARSE_FACTOR, find_gpu
-from benanza.model import process
-from benanza.predict import dram_share, habitat_gamma, mean_model_error, predict, validate
-from benanza import roofline
+from benanza.analysis.gpus import GPUS, SPARSE_FACTOR, find_gpu
+from benanza.processing.model import process
+from benanza.analysis.predict import dram_share, habitat_gamma, mean_model_error, predict, validate
+from benanza.analysis import roofline
 from conftest import REPO
 from test_cli import bz, one_line_error
 
@@ -230,7 +230,7 @@ def test_cli_bad_input_is_one_line(models, args, msg):
 def test_measured_ceilings_replace_the_datasheet_roofs():
     from types import SimpleNamespace as NS
 
-    from benanza.gpus import find_gpu, with_measured_ceilings
+    from benanza.analysis.gpus import find_gpu, with_measured_ceilings
 
     h200 = find_gpu("NVIDIA H200")
     m = with_measured_ceilings(h200, {"dram_bandwidth": NS(value=4.1e12), "gemm_fp16": NS(value=700e12),

@@ -46,7 +46,7 @@ def lt(samples):
 
 @pytest.fixture(scope="module")
 def bnkept(models):
-    from benanza.model import process
+    from benanza.processing.model import process
 
     return process(models / "resnet50_bnkept.onnx", 1)
 
@@ -244,7 +244,7 @@ def test_join_resnet50_bnkept(trace, bnkept):
 
 def test_join_resnet50_bn_folded(trace, models):
     """The ONNX model has BN folded into the convs; PyTorch ran them: their kernels are extra."""
-    from benanza.model import process
+    from benanza.processing.model import process
 
     ml = process(models / "resnet50.onnx", 1)
     p = build_profile(trace, ml)

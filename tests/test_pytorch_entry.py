@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from benanza.errors import UsageError
-from benanza.modules import _path_of_name, _path_of_scopes, module_paths, resolve
+from benanza.processing.modules import _path_of_name, _path_of_scopes, module_paths, resolve
 from conftest import REPO
 
 FIXTURE = REPO / "tests" / "modules_fixture"
@@ -47,14 +47,14 @@ def fixture_path():
 
 @pytest.fixture(scope="module")
 def exported(fixture_path, tmp_path_factory):
-    from benanza.modules import export_onnx
+    from benanza.processing.modules import export_onnx
 
     src = resolve("tiny_models:build")
     return export_onnx(src, tmp_path_factory.mktemp("export") / "tiny.onnx")
 
 
 def test_export_keeps_module_names_and_a_dynamic_batch(exported):
-    from benanza.model import process
+    from benanza.processing.model import process
 
     paths = module_paths(exported.path)
     convs = {n: p for n, p in paths.items() if "Conv" in n or p.endswith(("conv", "side", "stem", "bn"))}
@@ -81,13 +81,13 @@ def test_native_cpu_profile_joins_through_module_scopes(exported, fixture_path, 
     assert doc["settings"]["run"] == "native" and doc["settings"].get("converter") is None
     p = load_profile(tmp_path / "prof", exported.path, 2)
     assert p.settings.run_label.endswith("eager, native module")
-    paths = layer_paths(__import__("benanza.model", fromlist=["process"]).process(exported.path, 2))
+    paths = layer_paths(__import__("benanza.processing.model", fromlist=["process"]).process(exported.path, 2))
     convs = [lp for lp in p.layers if lp.op_type == "Conv"]
     assert convs and all(lp.op for lp in convs), [(lp.name, lp.op) for lp in convs]
     # every Conv op matched the layer of its own module (the side branch runs before the main one)
     tr = p.trace
     from benanza.profiles.join import join
-    from benanza.model import process
+    from benanza.processing.model import process
 
     jr = join(tr, process(exported.path, 2), paths)
     for om in jr.ops:

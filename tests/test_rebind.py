@@ -1,4 +1,4 @@
-"""Fixed-batch exports processed at another batch (benanza.rebind, issue 14 item 4).
+"""Fixed-batch exports processed at another batch (benanza.processing.rebind, issue 14 item 4).
 
 Each pattern graph is built twice with onnx.helper: as a fixed-batch exporter writes it (the
 exported batch B0 in constants, the way torch.onnx and torch.export write them) and as a
@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from benanza.errors import ModelError
-from benanza.model import _weights_as_inputs, load_graph, process
-from benanza.rebind import BatchAxis, _Facts, _reshape_candidates, plan
+from benanza.processing.model import _weights_as_inputs, load_graph, process
+from benanza.processing.rebind import BatchAxis, _Facts, _reshape_candidates, plan
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -348,7 +348,7 @@ def test_real_torch_export_at_batch_32_matches_its_dynamic_export(name):
 def test_a_shape_left_unexplained_names_the_first_node_that_differs():
     """The final check: a tensor whose shape after inference at the new batch is not the predicted
     one is a one-line error naming its node, with the hint."""
-    from benanza.rebind import Rebinding
+    from benanza.processing.rebind import Rebinding
 
     rb = Rebinding(b0=1, batch=4, info={"a": BatchAxis(0), "y": None}, shapes={"a": (1, 3), "y": (1, 3)},
                    rewrites=[], order=[("ok", "Relu", ["a"]), ("stuck", "Expand", ["y"])])

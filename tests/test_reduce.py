@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from benanza import layers as L
-from benanza.generator import _reduce_case, Job, generate
-from benanza.model import process
+from benanza import kinds as L
+from benanza.generation.generator import _reduce_case, Job, generate
+from benanza.processing.model import process
 from conftest import HERE, REPO
 
 SHAPES = [  # (x, reduced axes)
@@ -135,7 +135,7 @@ def test_reduce_case_times_the_kernel_beside_cudnn(tmp_path):
 
 @pytest.mark.slow
 def test_reduce_suite_compiles_and_links(tmp_path):
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     ml = process(_reduce_model(tmp_path / "r.onnx"), 4)
     suite = generate([ml], ["fp32", "fp16", "bf16"], tmp_path / "s", kinds=["Reduce"])

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from benanza.cudalibs import locate
+from benanza.build.cudalibs import locate
 from conftest import HERE, REPO, have_gpu
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU")]
@@ -53,6 +53,6 @@ def test_reduce_kernel_reads_near_the_dram_rate(checker):
     # under the 4x-the-bound line `analyze` reports layers above (chart.FAR_FACTOR); on an H200 it took
     # 0.0176 ms, 3.8x the DRAM time of its 19 MB (rows of 96 fp16: 16 lanes of a warp per row), where
     # cudnnReduceTensor took 0.088 ms
-    from benanza.chart import FAR_FACTOR
+    from benanza.reports.chart import FAR_FACTOR
 
     assert ln_ms <= FAR_FACTOR * ln_bytes / (copy_gbs * 1e6), f"19 MB mean took {ln_ms:.4f} ms"

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from benanza.report import render_html
+from benanza.reports.report import render_html
 from conftest import REPO
 
 NATIVE = REPO / "tests" / "data" / "h200_native" / "vit_b_16-b32-fp16"

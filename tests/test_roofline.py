@@ -1,8 +1,8 @@
 """Roofline quantities against hand-computed FLOPs and bytes, one case per layer kind."""
 import pytest
 
-from benanza import layers as L
-from benanza import roofline as R
+from benanza import kinds as L
+from benanza.analysis import roofline as R
 from benanza.errors import UsageError
 
 CASES = [
@@ -90,8 +90,8 @@ def test_fp32_fma_bound_and_implausible_gemms():
 
 
 def test_runner_relabels_tensor_core_fp32_gemms():
-    from benanza.generator import Job
-    from benanza.runner import _relabel_tensor_core_fp32
+    from benanza.generation.generator import Job
+    from benanza.runner.run import _relabel_tensor_core_fp32
 
     fastest = FC.flops() / R.fp32_fma_bound(132, 1980) * 1e3
     recs = [{"type": "measurement", "status": "ok", "math": "fma", "median_ms": fastest / 4, "note": ""},

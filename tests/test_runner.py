@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from benanza.database import JobRow, Measurement, open_db
+from benanza.database.store import JobRow, Measurement, open_db
 from benanza.errors import DeviceError
-from benanza.generator import load_suite
-from benanza.runner import RunOptions, run_suite
+from benanza.generation.generator import load_suite
+from benanza.runner.run import RunOptions, run_suite
 
 
 def _run(folder, db_url, **kw):
@@ -146,7 +146,7 @@ def test_nhwc_only_suite_into_a_fresh_database(tmp_path, models, db_url):
     s = _run(folder, db_url)
     assert (s.ok, s.failed) == (len(suite.jobs), 0)
     db = open_db(db_url)
-    from benanza.database import LayerConfigRow, ModelConfig
+    from benanza.database.store import LayerConfigRow, ModelConfig
     with db.session() as ses:
         assert {r.layer_key for r in ses.query(ModelConfig)} == used
         assert used <= {r.key for r in ses.query(LayerConfigRow)}

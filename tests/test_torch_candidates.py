@@ -1,4 +1,4 @@
-"""The framework's own kernels as LBL candidates (benanza.torch_candidates): a builder per config
+"""The framework's own kernels as LBL candidates (benanza.profiles.torch_candidates): a builder per config
 kind whose callable computes the config's output (checked on the CPU here; timed on the GPU), the
 worker's protocol without a GPU, and the database keeping framework and library jobs apart."""
 import json
@@ -8,18 +8,18 @@ import sys
 import numpy as np
 import pytest
 
-from benanza import layers as L
-from benanza.database import open_db
-from benanza.generator import framework_job_id, job_id, job_layout, job_source
-from benanza.model import process
+from benanza import kinds as L
+from benanza.database.store import open_db
+from benanza.generation.generator import framework_job_id, job_id, job_layout, job_source
+from benanza.processing.model import process
 from conftest import REPO
 from onnx_builders import all_kinds_model, bert_encoder_model, gemm_rnn_model, transformer_ops_model
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (the framework's candidates need it)")
-T = pytest.importorskip("benanza.torch_candidates")
+T = pytest.importorskip("benanza.profiles.torch_candidates")
 
 DATA = REPO / "tests" / "data"
-#: kinds with an NHWC job (benanza.generator.NHWC_KINDS)
+#: kinds with an NHWC job (benanza.generation.generator.NHWC_KINDS)
 NHWC = ("Conv", "ConvBiasAct", "ConvBnAct", "BatchNorm", "Pooling", "Elementwise")
 
 
@@ -94,12 +94,12 @@ def test_the_worker_says_why_without_a_gpu(tmp_path):
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text(json.dumps({"job": framework_job_id(job_id(cfg, "fp16")), "kind": cfg.kind,
                                 "params": cfg.params(), "precision": "fp16", "layout": "NCHW"}) + "\n")
-    p = subprocess.run([sys.executable, "-m", "benanza.torch_candidates", "--jobs", str(jobs), "--no-cold"],
+    p = subprocess.run([sys.executable, "-m", "benanza.profiles.torch_candidates", "--jobs", str(jobs), "--no-cold"],
                        capture_output=True, text=True, timeout=300, cwd=REPO)
     assert p.returncode == 3, p.stderr
     (line,) = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
     assert line["type"] == "fatal" and "CUDA device" in line["message"]
-    from benanza.runner import framework_available
+    from benanza.runner.run import framework_available
 
     assert "no CUDA device" in framework_available()
 
@@ -143,7 +143,7 @@ def test_framework_and_library_jobs_keep_each_others_rows(tmp_path):
     assert db.jobs_done(sid) == {lib, fw}
     # an import adds the framework job to a database that has the library job (written there later,
     # so kept) without deleting the library job's rows
-    from benanza.sharing import export, import_db
+    from benanza.database.sharing import export, import_db
 
     other = open_db(f"sqlite:///{tmp_path / 'o.db'}")
     osid = other.upsert_system({"gpu_name": "G", "compute_capability": "9.0", "sm_count": 1})
@@ -157,7 +157,7 @@ def test_framework_and_library_jobs_keep_each_others_rows(tmp_path):
 
 
 def test_every_elementwise_and_unary_op_has_a_torch_call():
-    """Each op of benanza.layers.UNARY_OPS and ELEMENTWISE_OPS, in the element types it takes."""
+    """Each op of benanza.kinds.UNARY_OPS and ELEMENTWISE_OPS, in the element types it takes."""
     src = {"not": "bool", "bitwise_not": "int32", "cast": "int64"}
     for op in L.UNARY_OPS:
         cfg = L.UnaryConfig(shape=(2, 8), op=op, exponent=2.0 if op == "pow" else 0.0, src=src.get(op, ""),

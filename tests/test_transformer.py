@@ -14,12 +14,12 @@ import pytest
 import sqlalchemy as sa
 from onnx import TensorProto, helper
 
-from benanza import layers as L
-from benanza.analyzer import analyze
-from benanza.database import LayerConfigRow, Measurement, open_db
-from benanza.generator import (collapse_where, cpp_string, generate, load_suite, plan_jobs, unary_input_range)
-from benanza.model import process
-from benanza.runner import RunOptions, run_suite
+from benanza import kinds as L
+from benanza.analysis.analyzer import analyze
+from benanza.database.store import LayerConfigRow, Measurement, open_db
+from benanza.generation.generator import (collapse_where, cpp_string, generate, load_suite, plan_jobs, unary_input_range)
+from benanza.processing.model import process
+from benanza.runner.run import RunOptions, run_suite
 from conftest import HERE
 from onnx_builders import HOSTILE, bert_encoder_model, transformer_ops_model
 
@@ -327,7 +327,7 @@ def test_transformer_kinds_compile_and_link_with_hostile_names(tmp_path):
     assert {"LayerNorm", "Unary", "Gather", "Where", "SDPA"} <= kinds
     unary = (tmp_path / "tf" / "src" / "unary.cpp").read_text()
     assert cpp_string(HOSTILE) in unary and 'system("rm' not in unary.replace('\\"', "")
-    from benanza.builder import build
+    from benanza.build.builder import build
 
     r = build(tmp_path / "tf")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)

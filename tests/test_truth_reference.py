@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from benanza.analyzer import analyze, resolve_system
-from benanza.database import open_db
-from benanza.model import process
+from benanza.analysis.analyzer import analyze, resolve_system
+from benanza.database.store import open_db
+from benanza.processing.model import process
 from conftest import REPO
 
 REF = REPO / "db" / "reference"

@@ -1,4 +1,4 @@
-"""The what-if composition (benanza.whatif) and the report that answers first, on checked-in data:
+"""The what-if composition (benanza.analysis.whatif) and the report that answers first, on checked-in data:
 resnet50 recorded natively on an H200 (tests/data/h200_native) against the truth runs' database
 (db/reference/h200_truth.sqlite.gz), and synthetic timelines for the floor."""
 import json
@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from benanza.analyzer import analyze, resolve_system
-from benanza.database import open_db
-from benanza.insights import build_insights
-from benanza.model import process
+from benanza.analysis.analyzer import analyze, resolve_system
+from benanza.database.store import open_db
+from benanza.analysis.insights import build_insights
+from benanza.processing.model import process
 from benanza.profiles import load_profile
-from benanza.report import answer, render_html
-from benanza.whatif import STEPS, _clamp, WhatIf, WhatIfStep
+from benanza.reports.report import answer, render_html
+from benanza.analysis.whatif import STEPS, _clamp, WhatIf, WhatIfStep
 from conftest import REPO
 
 NATIVE = REPO / "tests" / "data" / "h200_native" / "resnet50-b32-fp16"
@@ -111,7 +111,7 @@ def _timeline(layers: dict[int, float], layout_ms: float = 0.0):
 
 
 def test_channels_last_is_signed_and_taken_only_when_it_saves():
-    from benanza.whatif import Alternatives, compose
+    from benanza.analysis.whatif import Alternatives, compose
 
     a, p = _timeline({0: 1.0, 1: 1.0}, layout_ms=0.2)
     # faster NHWC: the layers change by NCHW - NHWC, their layout kernels go with them
@@ -126,7 +126,7 @@ def test_channels_last_is_signed_and_taken_only_when_it_saves():
 
 
 def test_cudnn_benchmark_step_is_the_engine_cost_then_any_library():
-    from benanza.whatif import Alternatives, compose
+    from benanza.analysis.whatif import Alternatives, compose
 
     a, p = _timeline({0: 1.0, 1: 1.0})
     w = compose(a, p, alternatives=Alternatives(engine={0: 0.25}))

@@ -58,13 +58,13 @@ reports as ``other``) run with ``record_shapes=True`` (the join matches ops to l
 shapes); iterations are ``record_function("benanza.iteration")`` ranges, or ``ProfilerStep#N``
 of a profiler schedule, or else the whole trace.
 """
-from .capture import capture_profile
-from .cublaslt_log import CublasLtLog, Matmul, read_cublaslt_log
-from .cudnn_log import CudnnLog, Execution, read_cudnn_log
-from .join import CATEGORIES, JoinResult, KernelJoin, OpMatch, join
-from .profile import (ConvEngine, FrameworkSettings, GemmAlgo, LayerProfile, Latency, Profile, Unfused,
+from benanza.profiles.capture import capture_profile
+from benanza.profiles.cublaslt_log import CublasLtLog, Matmul, read_cublaslt_log
+from benanza.profiles.cudnn_log import CudnnLog, Execution, read_cudnn_log
+from benanza.profiles.join import CATEGORIES, JoinResult, KernelJoin, OpMatch, join
+from benanza.profiles.profile import (ConvEngine, FrameworkSettings, GemmAlgo, LayerProfile, Latency, Profile, Unfused,
                       build_profile, load_profile)
-from .trace import HostBoundStretch, LaunchGap, Trace, busy_ms, host_bound_stretches, launch_gaps, read_trace
+from benanza.profiles.trace import HostBoundStretch, LaunchGap, Trace, busy_ms, host_bound_stretches, launch_gaps, read_trace
 
 __all__ = [
     "CATEGORIES", "ConvEngine", "CublasLtLog", "CudnnLog", "Execution", "FrameworkSettings", "GemmAlgo",

@@ -17,7 +17,7 @@ variables before they load, and so that logging never slows down what is timed:
 The model: the graph is read without external data (``onnx.load(..., load_external_data=False)``);
 weights whose data is absent get random values of their shape and type (normal, scaled by
 1/sqrt(fan-in); batch-norm variances uniform in [0.5, 1.5) so nothing is NaN); the batch is bound
-and shape computations folded (:func:`benanza.model.infer_and_fold`), so the module is specialized
+and shape computations folded (:func:`benanza.processing.model.infer_and_fold`), so the module is specialized
 to the batch as a framework's own model is; the graph is converted to a ``torch.fx.GraphModule``
 with onnx2torch (extended here: weights reached through ``Identity`` nodes, newer opset versions
 whose change only added element types, ``Gelu``, and Reshape/Squeeze/Gather with constant
@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BenanzaError, DeviceError, ModelError, ProfileError, UsageError
+from benanza.errors import BenanzaError, DeviceError, ModelError, ProfileError, UsageError
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 
@@ -59,11 +59,11 @@ class CaptureSpec:
     """What one child run does. ``role``: ``logs`` or ``timed``; ``model``: ONNX path; ``batch``;
     ``dtype`` (:data:`DTYPES`); ``device`` (``cuda``, ``cuda:1``, ``cpu``); ``warmup``, ``runs``,
     ``iterations``: counts; ``cudnn_benchmark``; ``dims``/``batch_dim``: as for
-    :func:`benanza.model.bind_batch`; ``out``: the folder; ``seed``: for weights and inputs;
+    :func:`benanza.processing.model.bind_batch`; ``out``: the folder; ``seed``: for weights and inputs;
     ``channels_last``: run the module and its 4-D inputs in ``torch.channels_last`` memory format
     (NHWC), as a user applies benanza's layout-conversion finding; ``module``: run the native
     PyTorch module instead of the ONNX graph (``benanza torch``): ``{"spec": SPEC, "seq": N,
-    "input_shape": [..]}`` (:func:`benanza.modules.resolve`) or ``{"pickle": FILE}`` (a module saved
+    "input_shape": [..]}`` (:func:`benanza.processing.modules.resolve`) or ``{"pickle": FILE}`` (a module saved
     with ``torch.save`` by :func:`benanza.analyze_module`, with ``inputs``: a saved tuple of example
     tensors and ``batch_dims``), ``model`` then being its ONNX export; ``compile``: a
     ``torch.compile`` mode (``default``, ``reduce-overhead``, ``max-autotune``) or None for eager;
@@ -102,7 +102,7 @@ def random_weights(model, seed: int = 0) -> list[str]:
     import onnx
     from onnx import numpy_helper
 
-    from ..model import _has_data
+    from benanza.processing.model import _has_data
 
     rng = np.random.default_rng(seed)
     variances = {n.input[4] for n in model.graph.node if n.op_type == "BatchNormalization" and len(n.input) > 4}
@@ -309,7 +309,7 @@ def load_torch_model(path: str, batch: int, dims: dict | None = None, batch_dim:
     """The ONNX model as a ``torch.nn.Module`` with random weights where the file has none, and
     the shapes and ONNX element types of its data inputs at ``batch``: ``(module, [(name, shape,
     elem_type)])``. Raises :class:`ModelError` naming the op that cannot be converted."""
-    from ..model import bind_batch, infer_and_fold, load_graph
+    from benanza.processing.model import bind_batch, infer_and_fold, load_graph
 
     model, _ = load_graph(path)
     inline_identity_weights(model)
@@ -442,13 +442,13 @@ def run_child(spec: CaptureSpec) -> dict:
 def _native_module(torch, spec: CaptureSpec, device, cast):
     """The native module of ``spec.module`` on ``device`` in the run's data type and memory
     format (compiled when asked), its inputs at ``spec.batch``, and their shapes."""
-    from ..modules import resolve
+    from benanza.processing.modules import resolve
 
     m = spec.module
     if m.get("pickle"):
         module = torch.load(m["pickle"], weights_only=False)
         base = torch.load(m["inputs"], weights_only=False)
-        from ..modules import from_module
+        from benanza.processing.modules import from_module
 
         src = from_module(module, base, tuple(m.get("batch_dims") or ()) or None)
     else:
@@ -479,7 +479,7 @@ class _Scopes:
         self.torch, self.module, self.handles, self.stack = torch, module, [], []
 
     def __enter__(self):
-        from ..modules import SCOPE_PREFIX
+        from benanza.processing.modules import SCOPE_PREFIX
 
         rf = self.torch.autograd.profiler.record_function
         for name, sub in self.module.named_modules():
@@ -636,7 +636,7 @@ def _run(spec: CaptureSpec, env: dict, timeout: float) -> None:
 
 def _kernel_names(trace_path: Path) -> list[str]:
     """The names of the kernels (not memsets or copies) of a trace's first iteration, in order."""
-    from .trace import read_trace
+    from benanza.profiles.trace import read_trace
 
     tr = read_trace(trace_path)
     if not tr.iterations:
@@ -670,7 +670,7 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     ``force``), :class:`ModelError` when the model cannot be read, converted or run,
     :class:`DeviceError` without the requested device, :class:`ProfileError` when a run fails.
     """
-    from ..model import load_graph
+    from benanza.processing.model import load_graph
 
     if dtype not in DTYPES:
         raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(DTYPES)})")
@@ -719,7 +719,7 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     say(f"timed run: {warmup} warm-up, {runs} timed, {iterations} profiled iterations")
     _run(CaptureSpec(role="timed", **common), timed_environment(), timeout)
     res = json.loads((o / ".capture-timed.json").read_text())
-    from .profile import FORMAT, FORMAT_VERSION, Latency
+    from benanza.profiles.profile import FORMAT, FORMAT_VERSION, Latency
 
     lat = Latency.from_samples(res["latency"]["samples_ms"], res["latency"]["method"])
     if logged_kernels is not None:

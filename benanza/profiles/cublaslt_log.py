@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ProfileError
-from .cudnn_log import LogLines
+from benanza.errors import ProfileError
+from benanza.profiles.cudnn_log import LogLines
 
 _LINE = re.compile(r"^\[([^\]]*)\]\[cublasLt\]\[(\d+)\]\[(\w+)\]\[(\w+)\]\s?(.*)$")
 

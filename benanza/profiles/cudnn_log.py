@@ -38,7 +38,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ProfileError
+from benanza.errors import ProfileError
 
 _HEADER = re.compile(r"^([IWE])! CuDNN \(v(\d+)(?: (\d+))?\) function (\w+)\(\) called:\s*$")
 _BODY = re.compile(r"^([iwe])! ?(.*)$")

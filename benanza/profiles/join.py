@@ -1,7 +1,7 @@
 """The join: each framework GPU kernel to the ONNX layer it implements, or to what it is instead.
 
 Inputs: a :class:`~benanza.profiles.trace.Trace` and the model's layer graph
-(:func:`benanza.model.process` at the profiled batch size). Per iteration:
+(:func:`benanza.processing.model.process` at the profiled batch size). Per iteration:
 
 1. **Framework ops.** Each kernel is attached to the CPU op that launched it (``External id`` of
    the kernel / of its runtime call, see :meth:`Trace.op_of`); its *framework op* is the outermost
@@ -23,7 +23,7 @@ Inputs: a :class:`~benanza.profiles.trace.Trace` and the model's layer graph
 
 **Module scopes** (profiles of the native module, ``benanza torch``): the trace then has a
 ``record_function("benanza.module:NAME")`` around every submodule's forward, and the export's
-nodes name the module they came from (:func:`benanza.modules.module_paths`). Given both, step 2
+nodes name the module they came from (:func:`benanza.processing.modules.module_paths`). Given both, step 2
 prefers, among the candidates, the layers whose module shares the longest qualified-name prefix
 with the op's innermost scope (a folded Conv+BatchNorm carries the batch norm's module, a sibling
 of the convolution's), and a second pass gives each framework op that matched no layer but
@@ -40,7 +40,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .trace import CpuOp, Iteration, Kernel, Trace
+from benanza.profiles.trace import CpuOp, Iteration, Kernel, Trace
 
 #: kernel categories of the join
 CATEGORIES = ("layer", "layout", "copy", "fill", "unfused_batch_norm", "other")
@@ -286,7 +286,7 @@ def _cover_bias(ml, layer: int, matched: dict, order: int, covers: dict) -> None
 def scope_of(trace: Trace, op: CpuOp | None) -> str | None:
     """The qualified name of the innermost module scope (``benanza.module:NAME``) around ``op``,
     None outside every scope (or in a trace without scopes)."""
-    from ..modules import SCOPE_PREFIX
+    from benanza.processing.modules import SCOPE_PREFIX
 
     if op is None:
         return None
@@ -433,7 +433,7 @@ def kernel_role(name: str) -> str:
 
 def join(trace: Trace, ml, paths: dict[int, str] | None = None) -> JoinResult:
     """Join every GPU activity of ``trace`` with the layers of ``ml`` (a
-    :class:`benanza.model.ModelLayers` at the profiled batch size). ``paths``: layer index ->
+    :class:`benanza.processing.model.ModelLayers` at the profiled batch size). ``paths``: layer index ->
     the module it came from (:func:`layer_paths`), for traces with module scopes. Never raises for
     a model that does not fit the trace: then few ops match and the result says so
     (``unmatched_layers``)."""
@@ -465,16 +465,16 @@ def join(trace: Trace, ml, paths: dict[int, str] | None = None) -> JoinResult:
 
 def trace_has_scopes(trace: Trace) -> bool:
     """Whether the trace has module scopes (``record_function("benanza.module:...")``)."""
-    from ..modules import SCOPE_PREFIX
+    from benanza.processing.modules import SCOPE_PREFIX
 
     return any(op.name.startswith(SCOPE_PREFIX) for op in trace.cpu_ops)
 
 
 def layer_paths(ml, model=None) -> dict[int, str]:
-    """Layer index -> the module its ONNX node came from (:func:`benanza.modules.module_paths` of
+    """Layer index -> the module its ONNX node came from (:func:`benanza.processing.modules.module_paths` of
     ``model``, the ONNX file or ModelProto; ``ml.path`` by default). Empty when the export recorded
     no module names."""
-    from ..modules import module_paths
+    from benanza.processing.modules import module_paths
 
     try:
         by_node = module_paths(model if model is not None else ml.path)

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ProfileError
-from . import trace as T
-from .cublaslt_log import CublasLtLog, Matmul, read_cublaslt_log
-from .cudnn_log import CudnnLog, Execution, read_cudnn_log
-from .join import CATEGORIES, JoinResult, KernelJoin, join
+from benanza.errors import ProfileError
+from benanza.profiles import trace as T
+from benanza.profiles.cublaslt_log import CublasLtLog, Matmul, read_cublaslt_log
+from benanza.profiles.cudnn_log import CudnnLog, Execution, read_cudnn_log
+from benanza.profiles.join import CATEGORIES, JoinResult, KernelJoin, join
 
 #: the ``format`` value of profile.json
 FORMAT = "benanza-profile"
@@ -203,7 +203,7 @@ class LayerProfile:
     initialization, copies); ``kernels``: the names of its kernels in one iteration, in order;
     ``libraries``: where they come from; ``op``: the framework op matched (None: the layer
     matched no op — zero-cost layers often do not); ``inputs_from``: producer layers;
-    ``fusion``: index of the model's fusion candidate it belongs to (:class:`benanza.model.Fusion`),
+    ``fusion``: index of the model's fusion candidate it belongs to (:class:`benanza.processing.model.Fusion`),
     ``fusion_kind`` that candidate's fused config kind (``ConvBiasAct``, ``GemmAct``, ``SDPA``,
     ``LayerNorm``, ``Unary`` for an erf-GELU, ...); ``covers``: the layers one framework op of
     this layer computes with it (a group found through module scopes, e.g. nn.MultiheadAttention's
@@ -450,7 +450,7 @@ def build_profile(trace: T.Trace, ml, cudnn: CudnnLog | None = None, cublaslt: C
                   latency: Latency | None = None, settings: FrameworkSettings | None = None,
                   dtype: str | None = None, folder: str | None = None,
                   notices: tuple[str, ...] = (), paths: dict[int, str] | None = None) -> Profile:
-    """Join ``trace`` with the layer graph ``ml`` (:func:`benanza.model.process` at the profiled
+    """Join ``trace`` with the layer graph ``ml`` (:func:`benanza.processing.model.process` at the profiled
     batch) and, when given, the cuDNN and cuBLASLt logs; return the :class:`Profile`. ``paths``:
     layer index -> module name, for a trace with module scopes (:func:`benanza.profiles.join.join`)."""
     jr: JoinResult = join(trace, ml, paths)
@@ -600,7 +600,7 @@ def load_profile(folder: str | os.PathLike, model: str | os.PathLike | None = No
     :class:`ProfileError` for a bad folder or file, :class:`~benanza.errors.ModelError` for a bad
     model.
     """
-    from ..model import process
+    from benanza.processing.model import process
 
     p = Path(folder)
     d = read_profile_json(p)
@@ -632,7 +632,7 @@ def load_profile(folder: str | os.PathLike, model: str | os.PathLike | None = No
         notes = list(notes) + ["the profile does not record its model's hash: benanza cannot check that it is "
                                "a profile of this model"]
     d["notices"] = notes
-    from .join import layer_paths, trace_has_scopes
+    from benanza.profiles.join import layer_paths, trace_has_scopes
 
     paths = layer_paths(ml, model) if trace_has_scopes(trace) else None
     settings = FrameworkSettings.from_dict(d.get("settings") or {})

@@ -35,7 +35,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ProfileError
+from benanza.errors import ProfileError
 
 #: CPU op names that delimit one iteration, in order of preference
 ITERATION_MARKERS = ("benanza.iteration", "ProfilerStep#")

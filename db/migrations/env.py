@@ -1,11 +1,11 @@
 """Alembic environment of the benanza performance database.
 
-benanza runs the migrations itself (benanza.database.open_db, `benanza db upgrade`), passing its
+benanza runs the migrations itself (benanza.database.store.open_db, `benanza db upgrade`), passing its
 connection in ``config.attributes["connection"]``; `alembic -x url=...` works too."""
 from alembic import context
 from sqlalchemy import create_engine
 
-from benanza.database import Base
+from benanza.database.store import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .errors import ModelError, UsageError
+from benanza.errors import ModelError, UsageError
 
 #: the record_function name prefix of a module scope in a native profile's trace (one colon: the
 #: join treats ``ns::name`` events as framework ops)

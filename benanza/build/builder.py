@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cudalibs import CudaLibs, locate
-from .errors import BuildError
-from .generator import load_suite
+from benanza.build.cudalibs import CudaLibs, locate
+from benanza.errors import BuildError
+from benanza.generation.generator import load_suite
 
 
 @dataclass
@@ -58,8 +58,8 @@ def _ninja() -> str | None:
 
 
 def _harness_key(libs: CudaLibs, cuda_architectures: str | None) -> str:
-    from . import __version__
-    from .generator import harness_files, templates_dir
+    from benanza import __version__
+    from benanza.generation.generator import harness_files, templates_dir
 
     h = hashlib.sha256()
     for rel, text in harness_files():
@@ -83,7 +83,7 @@ def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: s
     """The harness static library, compiled once per harness version and library set into
     ``$XDG_CACHE_HOME/benanza/harness/<key>`` (locked against concurrent builds). Raises
     :class:`BuildError` when it does not compile."""
-    from .generator import render_harness_project
+    from benanza.generation.generator import render_harness_project
 
     root = _harness_root(libs, cuda_architectures)
     lib = harness_library_path(libs, cuda_architectures)

@@ -5,7 +5,7 @@
 cublasGemmEx of 8192^3 in fp32 (FMA), tf32, fp16 and bf16 (the library matrix rate, FLOP/s), and a
 kernel of independent FP32 FMA chains (the CUDA-core rate, FLOP/s), each timed with the harness's
 method. A ceiling's value is its work divided by the median time. They are stored per system in
-the performance database (table ``ceilings``) for the roofline (:mod:`benanza.roofline`).
+the performance database (table ``ceilings``) for the roofline (:mod:`benanza.analysis.roofline`).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DeviceError, UsageError
+from benanza.errors import DeviceError, UsageError
 
 #: the ceilings the harness measures, and what each is the roof of
 CEILINGS = {
@@ -76,8 +76,8 @@ def parse_records(lines) -> tuple[dict | None, list[CeilingResult], list[str]]:
 
 def generate_suite(out_dir: str | Path) -> Path:
     """Write a suite with no layer jobs (the harness and its entry point) into ``out_dir``."""
-    from . import __version__
-    from .generator import _env, _harness_sources, _write_if_changed, copy_harness, cpp_string
+    from benanza import __version__
+    from benanza.generation.generator import _env, _harness_sources, _write_if_changed, copy_harness, cpp_string
 
     root = Path(out_dir)
     (root / "src").mkdir(parents=True, exist_ok=True)

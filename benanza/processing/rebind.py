@@ -48,7 +48,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .errors import ModelError
+from benanza.errors import ModelError
 
 #: hint appended to every rebinding error
 HINT = "export the model with a dynamic batch axis (torch.onnx.export dynamic_axes= or dynamic_shapes=)"
@@ -154,7 +154,7 @@ def _attrs(node) -> dict:
 def _facts(model: onnx.ModelProto, weights: set, b0: int, batch: int) -> _Facts:
     """Shapes at b0 (onnx inference, completed by benanza's inference-and-folding where onnx alone
     leaves a shape unknown), constant values, static tensors and producers."""
-    from .model import _eval_node, _has_data, _infer, _opset, _shapes, infer_and_fold
+    from benanza.processing.model import _eval_node, _has_data, _infer, _opset, _shapes, infer_and_fold
 
     try:
         inferred = _infer(copy.deepcopy(model))
@@ -1135,7 +1135,7 @@ def _solve(f: _Facts, start: dict) -> _State:
 
 def input_batch_axis(dims: list[int], batch_dim: int | None) -> int:
     """The batch dim of a fixed-shape input: ``batch_dim`` if given, else its first dim of extent 1,
-    else dim 0 (the rule :func:`benanza.model.bind_batch` uses)."""
+    else dim 0 (the rule :func:`benanza.processing.model.bind_batch` uses)."""
     if batch_dim is not None:
         return batch_dim
     return next((i for i, d in enumerate(dims) if d == 1), 0)
@@ -1208,7 +1208,7 @@ class Rebinding:
     def verify(self, model: onnx.ModelProto) -> None:
         """Check every tensor's shape after inference at the new batch against the prediction;
         raise a one-line :class:`ModelError` naming the first node whose output differs."""
-        from .model import _shapes
+        from benanza.processing.model import _shapes
 
         got = _shapes(model)
         for name, op, outs in self.order:

@@ -22,11 +22,11 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import select
 
-from .database import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
+from benanza.database.store import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
                        is_framework_call, open_db, source_filter)
-from .errors import DatabaseError, UsageError
-from .generator import job_layout, job_source
-from .query import model_keys, resolve_systems
+from benanza.errors import DatabaseError, UsageError
+from benanza.generation.generator import job_layout, job_source
+from benanza.database.query import model_keys, resolve_systems
 
 _CHUNK = 400
 
@@ -299,7 +299,7 @@ def _write_lock(dc) -> None:
 
 def _records_without_fusions(db: Database, model: str, batch: int | None) -> list[str]:
     """Notes for the records of ``model`` (a name, not an .onnx file) that name only its benchmarked
-    configs: written before the records named fusion candidates too (benanza.generator
+    configs: written before the records named fusion candidates too (benanza.generation.generator
     ``_key_counts``), so an export by name cannot take the fused measurements."""
     if Path(model).suffix == ".onnx" or Path(model).is_file():
         return []

@@ -1,4 +1,4 @@
-"""Reports of the analysis workflow (:mod:`benanza.insights`): rich terminal tables, and
+"""Reports of the analysis workflow (:mod:`benanza.analysis.insights`): rich terminal tables, and
 self-contained HTML (inline CSS, JS and SVG; no network, no server) rendered with jinja2.
 
 * :func:`terminal_tables` — summary, time breakdown, ranked findings, algorithm selection;
@@ -8,7 +8,7 @@ self-contained HTML (inline CSS, JS and SVG; no network, no server) rendered wit
 * :func:`render_comparison` — several ``benanza analyze --profile --json`` outputs side by side
   (models, batch sizes, data types or GPUs): ``benanza report A.json B.json --html out.html``.
 
-Times are ms per inference; definitions in :mod:`benanza.insights` (DESIGN.md, Benanza IPDPS 2020).
+Times are ms per inference; definitions in :mod:`benanza.analysis.insights` (DESIGN.md, Benanza IPDPS 2020).
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import jinja2
 from rich.table import Table
 from rich.text import Text
 
-from .errors import UsageError
-from .insights import FORMAT, FORMAT_VERSION
+from benanza.errors import UsageError
+from benanza.analysis.insights import FORMAT, FORMAT_VERSION
 
 #: breakdown parts in display order, with their colours
 PARTS = (("layers", "layers", "#4e79a7"), ("layout", "layout conversions", "#f28e2b"),
@@ -103,7 +103,7 @@ def answer(d: dict) -> str:
 
 
 def whatif_table(d: dict) -> Table | None:
-    """The what-if composition (benanza.whatif) as a table: latency after each step, its saving."""
+    """The what-if composition (benanza.analysis.whatif) as a table: latency after each step, its saving."""
     w = d.get("whatif") or {}
     if not w.get("steps"):
         return None
@@ -282,7 +282,7 @@ def _env() -> jinja2.Environment:
 
 def render_html(d: dict, roofline_svg: str = "", roofline_source: str = "") -> str:
     """Self-contained HTML of one insights document (inline CSS/JS/SVG only); with
-    ``roofline_svg`` (:func:`benanza.chart.svg_text`) a roofline section whose roofs come from
+    ``roofline_svg`` (:func:`benanza.reports.chart.svg_text`) a roofline section whose roofs come from
     ``roofline_source``."""
     maxms = max([r.get("framework_ms") or 0 for r in d["layers"]] + [r.get("lbl_ms") or 0 for r in d["layers"]]
                 + [1e-9])

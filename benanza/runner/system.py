@@ -1,14 +1,14 @@
 """The system here: CUDA devices (through benanza._native) and the cuDNN/cuBLAS benanza would use."""
 from __future__ import annotations
 
-from .cudalibs import find_cublas, find_cuda_home, find_cudnn
-from .database import system_fingerprint
-from .errors import BenanzaError
+from benanza.build.cudalibs import find_cublas, find_cuda_home, find_cudnn
+from benanza.database.store import system_fingerprint
+from benanza.errors import BenanzaError
 
 
 def _native():
     try:
-        from . import _native
+        from benanza import _native
     except ImportError as e:
         raise BenanzaError(f"the native module benanza._native is not built ({e}); install with `pip install .`") from None
     return _native

@@ -1,7 +1,7 @@
 """The PyTorch entry point: a module in, benanza's answer out (``benanza torch SPEC``,
 :func:`analyze_module`).
 
-Steps, for a module spec (:mod:`benanza.modules`) or a module object:
+Steps, for a module spec (:mod:`benanza.processing.modules`) or a module object:
 
 1. **export** the module to ONNX with a dynamic batch (``OUT/MODEL.onnx``, weights stripped, the
    nodes' module names kept);
@@ -27,8 +27,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BenanzaError, UsageError
-from .modules import ModuleSource, export_onnx
+from benanza.errors import BenanzaError, UsageError
+from benanza.processing.modules import ModuleSource, export_onnx
 
 #: benanza torch's data types -> (bench --dtype, extra bench flags, analysis precision, conv precision)
 DTYPES = {"fp16": ("fp16", (), "fp16", None), "bf16": ("bf16", (), "bf16", None),
@@ -98,7 +98,7 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``).
     Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
     error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
-    from .profiles import capture_profile
+    from benanza.profiles import capture_profile
 
     check_dtype(dtype)
     out.mkdir(parents=True, exist_ok=True)
@@ -136,11 +136,11 @@ def analyze_module(module, example_inputs, *, batch: int | list[int] | None = No
 
     The profiling child loads the module with ``torch.load`` from ``OUT/module.pt`` (written with
     ``torch.save``): its class must be importable (not defined in ``__main__``). Returns one
-    :class:`benanza.insights.Insights` per profiled run. Raises :class:`UsageError` for bad
+    :class:`benanza.analysis.insights.Insights` per profiled run. Raises :class:`UsageError` for bad
     arguments or a module torch.save cannot write, and the errors of :func:`prepare`."""
     import torch
 
-    from .modules import from_module
+    from benanza.processing.modules import from_module
 
     src = from_module(module, example_inputs, batch_dims, name)
     xs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
@@ -162,15 +162,15 @@ def analyze_module(module, example_inputs, *, batch: int | list[int] | None = No
 
 
 def insights_of(onnx_path: Path, run: ProfileRun, dtype: str, db: str | None, layouts=("NCHW", "NHWC")):
-    """The :class:`benanza.insights.Insights` of one profiled run against the database."""
-    from .analyzer import analyze, resolve_system
-    from .database import open_db
-    from .insights import build_insights
-    from .profiles import load_profile
+    """The :class:`benanza.analysis.insights.Insights` of one profiled run against the database."""
+    from benanza.analysis.analyzer import analyze, resolve_system
+    from benanza.database.store import open_db
+    from benanza.analysis.insights import build_insights
+    from benanza.profiles import load_profile
 
     _, _, precision, conv = DTYPES[dtype]
     prof = load_profile(run.folder, onnx_path, run.batch)
-    from .model import process
+    from benanza.processing.model import process
 
     database = open_db(db, create=False)
     system, _ = resolve_system(database, None, current_fingerprint())
@@ -179,9 +179,9 @@ def insights_of(onnx_path: Path, run: ProfileRun, dtype: str, db: str | None, la
 
 
 def current_fingerprint() -> str | None:
-    """Fingerprint of GPU 0 here (:func:`benanza.system.current_fingerprint`), None without one."""
+    """Fingerprint of GPU 0 here (:func:`benanza.runner.system.current_fingerprint`), None without one."""
     try:
-        from . import system as sysq
+        from benanza.runner import system as sysq
 
         return sysq.current_fingerprint()
     except Exception:  # noqa: BLE001 - no GPU, no driver, no native module: no current system

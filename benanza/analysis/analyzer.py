@@ -3,8 +3,8 @@
 Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
 
 * a layer's time is its fastest *valid* measurement (status ok, finite median) in the requested
-  precision (storage data types :data:`benanza.layers.ACCEPTED_DTYPES` and the math modes
-  :data:`benanza.layers.ACCEPTED_MATH` allows; fp8: FP8 GEMMs, every other layer, and a GEMM FP8
+  precision (storage data types :data:`benanza.kinds.ACCEPTED_DTYPES` and the math modes
+  :data:`benanza.kinds.ACCEPTED_MATH` allows; fp8: FP8 GEMMs, every other layer, and a GEMM FP8
   does not support, from its fp16 measurements);
   zero-cost layers take 0 ms; a layer without a valid measurement has *no* time: the LBL is then
   marked incomplete and the layer is listed with the reason, never counted as 0 ms;
@@ -21,12 +21,13 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
-from . import layers as L
-from . import query, roofline
-from .database import FRAMEWORK_CALL_PREFIX, Database, Measurement, System
-from .errors import UsageError
-from .generator import nhwc_job
-from .model import Layer, ModelLayers
+from benanza import kinds as L
+from benanza.database import query
+from benanza.analysis import roofline
+from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, Measurement, System
+from benanza.errors import UsageError
+from benanza.generation.generator import nhwc_job
+from benanza.processing.model import Layer, ModelLayers
 
 
 @dataclass
@@ -279,7 +280,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
     """key -> (algorithm ``source`` ranks first, its measured time among the ``call_like`` calls)."""
     import sqlalchemy as sa
 
-    from .database import Choice
+    from benanza.database.store import Choice
 
     out: dict[str, tuple[str, float | None]] = {}
     with db.session() as s:
@@ -306,7 +307,7 @@ def _heuristic_picks(db: Database, system_id: int, keys: list[str], precision: s
 def _drop_tensor_core_fp32(db: Database, system: System, ml: ModelLayers, best: dict, cache: str,
                            layouts: tuple[str, ...], rejected: dict[str, str]) -> None:
     """fp32 analyses: replace a GEMM's fastest measurement when it is faster than FP32 FMA math
-    allows (:func:`benanza.roofline.implausible_fma`; databases written before the runner relabelled
+    allows (:func:`benanza.analysis.roofline.implausible_fma`; databases written before the runner relabelled
     such measurements) by its fastest plausible one, or drop it (``rejected`` says why)."""
     configs = {ly.key: ly.config for ly in ml.benchmarked()} | {f.config.key: f.config for f in ml.fusions}
     bad = [k for k, b in best.items() if k in configs and roofline.implausible_fma(
@@ -332,12 +333,12 @@ def _drop_tensor_core_fp32(db: Database, system: System, ml: ModelLayers, best: 
 
 def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache: str = "warm",
             layouts: tuple[str, ...] = ("NCHW",), conv_precision: str | None = None) -> Analysis:
-    """Compute the LBL of ``ml`` on ``system`` in ``precision`` (:data:`benanza.layers.PRECISIONS`) from
+    """Compute the LBL of ``ml`` on ``system`` in ``precision`` (:data:`benanza.kinds.PRECISIONS`) from
     warm (default) or cold measurements, taking each layer's fastest measurement in one of
     ``layouts`` (("NCHW",): the model as it is; ("NCHW", "NHWC"): convolutions and their neighbours
     (BatchNorm, Pooling, per-channel Elementwise) may run channels-last, layout conversions not
     counted; layout-agnostic layers keep their NCHW measurement). Never raises for missing data: the result says
-    what is missing. ``conv_precision``: the convolutions (and cuDNN RNNs: :data:`benanza.layers.CUDNN_TF32_KINDS`) in this
+    what is missing. ``conv_precision``: the convolutions (and cuDNN RNNs: :data:`benanza.kinds.CUDNN_TF32_KINDS`) in this
     precision instead, e.g. ``tf32`` in an ``fp32`` analysis: PyTorch's default, which runs cuDNN
     convolutions with TF32 (``torch.backends.cudnn.allow_tf32``) and matmuls without. Raises
     :class:`UsageError` for an unknown precision, cache or layout."""
@@ -360,7 +361,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
             out.update(fn(p, part) if part else {})
         return out
 
-    # the fastest valid measurement per config: one windowed query (benanza.query.best_per_config)
+    # the fastest valid measurement per config: one windowed query (benanza.database.query.best_per_config)
     best = per_precision(lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, tuple(layouts)), keys)
     rejected: dict[str, str] = {}
     if precision == "fp32" and best:

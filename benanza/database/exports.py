@@ -17,14 +17,14 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import UsageError
+from benanza.errors import UsageError
 
 
 def gbench_doc(db, system: str | None, keys: list[str] | None = None) -> dict:
     """The Google Benchmark JSON document of ``system``'s valid measurements (``keys``: only these
     layer configs). Raises :class:`UsageError` when the database holds several systems and none is
     chosen, or nothing valid."""
-    from . import query
+    from benanza.database import query
 
     ids = query.resolve_systems(db, system)
     if len(ids) != 1:

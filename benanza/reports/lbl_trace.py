@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def schedule(a, edges: dict[int, list[int]]) -> list[dict]:
-    """Per layer of analysis ``a`` (:class:`benanza.analyzer.Analysis`): ``{"index", "start_ms",
+    """Per layer of analysis ``a`` (:class:`benanza.analysis.analyzer.Analysis`): ``{"index", "start_ms",
     "dur_ms" (None: no valid measurement), "stream"}``; ``edges[i]``: the layers i consumes."""
     crit = set(a.critical_path)
     finish: dict[int, float] = {}
@@ -77,8 +77,8 @@ def trace(a, edges: dict[int, list[int]]) -> dict:
 
 
 def write_trace(a, edges: dict[int, list[int]], path: str | os.PathLike) -> Path:
-    """Write :func:`trace` to ``path`` as JSON (:func:`benanza.exports.write_json`: no partial file
+    """Write :func:`trace` to ``path`` as JSON (:func:`benanza.database.exports.write_json`: no partial file
     on failure); returns the path."""
-    from .exports import write_json
+    from benanza.database.exports import write_json
 
     return write_json(trace(a, edges), path)

@@ -4,7 +4,7 @@ Steps (one function each): :func:`load_graph` reads the graph without weights;
 :func:`bind_batch` fixes the batch dimension; :func:`infer_and_fold` runs ONNX shape inference and
 folds the shape-computing subgraphs (Shape/Gather/Concat/... on constants) until every compute layer
 has concrete shapes; :func:`process` maps the remaining nodes to :class:`Layer` objects with typed
-configs (:mod:`benanza.layers`) and returns a :class:`ModelLayers`.
+configs (:mod:`benanza.kinds`) and returns a :class:`ModelLayers`.
 
 A model file is untrusted input: node and tensor names are kept as data and never interpreted.
 """
@@ -24,10 +24,10 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper, shape_inference
 
-from . import layers as L
-from . import views as V
-from .errors import ModelError, UsageError
-from .rebind import input_batch_axis
+from benanza import kinds as L
+from benanza.processing import views as V
+from benanza.errors import ModelError, UsageError
+from benanza.processing.rebind import input_batch_axis
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
 ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
@@ -325,13 +325,13 @@ def rebind_fixed_batch(model: onnx.ModelProto, batch: int, weights: set[str],
                        batch_dim: int | None = None) -> tuple["Rebinding | None", list[str]]:
     """Rewrite the constants of a fixed-batch export that hold its batch (Reshape targets, Expand/
     Tile/ConstantOfShape shapes, Slice bounds, Split sizes, expanded weights, mask indices) to
-    ``batch``, in place, before :func:`bind_batch`; see :mod:`benanza.rebind`.
+    ``batch``, in place, before :func:`bind_batch`; see :mod:`benanza.processing.rebind`.
 
     Returns (the rebinding or None, notices). None, and the model untouched, for a dynamic-batch
     export (a symbolic dim on a data input) or when ``batch`` is the exported batch. Raises a
     one-line :class:`ModelError` naming the node when it cannot be done safely.
     """
-    from .rebind import plan
+    from benanza.processing.rebind import plan
 
     rebinding = plan(model, batch, weights, batch_dim)
     return rebinding, (rebinding.apply(model, weights) if rebinding is not None else [])
@@ -719,7 +719,7 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple, tuple, tu
     return a, b, tuple(y)
 
 
-#: ONNX's integer and bool element types by the names of :data:`benanza.layers.STORED_TYPES`
+#: ONNX's integer and bool element types by the names of :data:`benanza.kinds.STORED_TYPES`
 _STORED_NAMES = {onnx.TensorProto.BOOL: "bool", onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8",
                  onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.INT32: "int32",
                  onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.UINT64: "uint64"}
@@ -837,7 +837,7 @@ _RNN_DEFAULT_ACTIVATIONS = {"LSTM": ("sigmoid", "tanh", "tanh"), "GRU": ("sigmoi
 
 
 def _map_rnn(node, ctx, attrs):
-    """ONNX LSTM / GRU -> :class:`benanza.layers.RNNConfig` (cudnnRNNForward).
+    """ONNX LSTM / GRU -> :class:`benanza.kinds.RNNConfig` (cudnnRNNForward).
 
     Inputs X, W, R[, B, sequence_lens, initial_h(, initial_c, P)]; W: (num_directions,
     gates*hidden, input), R: (num_directions, gates*hidden, hidden). What cuDNN cannot compute is
@@ -1412,7 +1412,7 @@ def _gemm_operands(ly: Layer) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
 
 def _attention_bias(mask: tuple[int, ...], scores: tuple[int, ...]) -> tuple[int, ...] | None:
     """The additive mask's shape in cuDNN's (b, h, s_q, s_kv) form (with the leading dims of the
-    scores mapped as in :class:`benanza.layers.SdpaConfig`), or None when it cannot be one."""
+    scores mapped as in :class:`benanza.kinds.SdpaConfig`), or None when it cannot be one."""
     r = len(scores)
     if len(mask) > r:
         return None
@@ -1482,7 +1482,7 @@ def _inverse_view_step(ly: Layer, v: V.View) -> V.View | None:
 
 def _bhsd(v: V.View) -> tuple[int, int, int, int] | None:
     """The strides over (b, h, s, d) of an attention operand view of shape (lead..., s, d), with
-    the lead dims mapped as :class:`benanza.layers.SdpaConfig` maps them (one lead dim: b; more:
+    the lead dims mapped as :class:`benanza.kinds.SdpaConfig` maps them (one lead dim: b; more:
     b = all but the last, h = the last); a dim of size 1 takes its packed stride. None when b, h
     or s has no single stride or d is not contiguous (stride 1), which fused attention needs."""
     if len(v.dims) < 2:
@@ -1578,7 +1578,7 @@ def _find_attention(pat: _Pattern, mm1: Layer):
     Transposes, Squeezes and constant-index Gathers that make Q, K^T and V out of a projection's
     output (shared by Q, K and V when only they read it), the constant scaling of Q and K^T (torch's
     SDPA export scales both by sqrt(scale)), and the Transposes and Reshapes that merge the heads of
-    the output. The absorbed movement becomes the strides of :class:`benanza.layers.SdpaConfig`."""
+    the output. The absorbed movement becomes the strides of :class:`benanza.kinds.SdpaConfig`."""
     ops = _gemm_operands(mm1)
     if ops is None or not pat.free(mm1):
         return None

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import layers as L
-from . import roofline
-from .builder import suite_executable
-from .database import Database, system_fingerprint
-from .errors import DeviceError, UsageError
-from .generator import Suite
+from benanza import kinds as L
+from benanza.analysis import roofline
+from benanza.build.builder import suite_executable
+from benanza.database.store import Database, system_fingerprint
+from benanza.errors import DeviceError, UsageError
+from benanza.generation.generator import Suite
 
 
 @dataclass
@@ -110,7 +110,7 @@ def query_system(exe: Path, device: int = 0, timeout_s: float = 120.0) -> dict:
 
 def _relabel_tensor_core_fp32(job, records: list[dict], system: dict | None) -> None:
     """An fp32 GEMM measurement labelled FMA math that is faster than any FP32 FMA rate allows
-    (:func:`benanza.roofline.implausible_fma`) ran on Tensor Cores: its math becomes ``tf32`` and
+    (:func:`benanza.analysis.roofline.implausible_fma`) ran on Tensor Cores: its math becomes ``tf32`` and
     its note says why, so an fp32 analysis never counts it."""
     if job.precision != "fp32" or not system:
         return
@@ -183,14 +183,14 @@ def framework_available() -> str:
 
 def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunOptions | None = None,
                        progress: Callable[[str, dict], None] | None = None) -> RunSummary:
-    """Time the framework's own kernels for the suite's jobs (:mod:`benanza.torch_candidates`: each
+    """Time the framework's own kernels for the suite's jobs (:mod:`benanza.profiles.torch_candidates`: each
     layer config and fusion candidate as PyTorch runs it), in worker processes that speak the
     suite protocol, into the suite's system ``system_id`` (the same GPU). Incremental like the
     suite's jobs; a framework job's id is the suite job's plus ``.torch``
-    (:func:`benanza.generator.framework_job_id`)."""
+    (:func:`benanza.generation.generator.framework_job_id`)."""
     import sys
 
-    from .generator import Job, framework_job_id
+    from benanza.generation.generator import Job, framework_job_id
 
     opt = options or RunOptions()
     jobs = [Job(id=framework_job_id(j.id), config=j.config, precision=j.precision, node=j.node, layout=j.layout)
@@ -204,7 +204,7 @@ def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunO
                                    "precision": by_id[i].precision, "layout": by_id[i].layout}) + "\n"
                        for i in ids)
 
-    worker = Worker(argv=lambda jobs_file, device: [sys.executable, "-m", "benanza.torch_candidates", "--jobs",
+    worker = Worker(argv=lambda jobs_file, device: [sys.executable, "-m", "benanza.profiles.torch_candidates", "--jobs",
                                                     jobs_file] + opt.suite_args(device),
                     jobs_text=jobs_text)
     models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))

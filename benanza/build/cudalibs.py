@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LibraryError
+from benanza.errors import LibraryError
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ What benanza changes, and why:
   So for a CUDA-core layer C x W is the SM-count x boost-clock throughput.
 * **Tensor Cores.** A layer whose best measurement ran on Tensor Cores (math ``tensor_op``,
   ``tf32``, ``fp8``) scales its compute term by the ratio of the precision's dense Tensor Core
-  peaks (:mod:`benanza.gpus`) instead: that peak is SMs x clock x per-SM Tensor Core rate, and the
+  peaks (:mod:`benanza.analysis.gpus`) instead: that peak is SMs x clock x per-SM Tensor Core rate, and the
   per-SM rate changes between architectures (Habitat predicted FP32 training only).
-* **Intensity.** x is :func:`benanza.roofline.intensity` (the layer's FLOPs over the fewest bytes it
+* **Intensity.** x is :func:`benanza.analysis.roofline.intensity` (the layer's FLOPs over the fewest bytes it
   must move) instead of Habitat's profiled DRAM bytes and FLOP efficiency; R uses the destination's
   peak for the layer's math (fp32 CUDA-core peak or the precision's Tensor Core peak) over its
   bandwidth, as Habitat uses the destination ridge.
@@ -34,7 +34,7 @@ What benanza changes, and why:
 * **L2 residency** (``memory="l2"``, the default; ``memory="dram"`` is Habitat's DRAM-only term).
   benanza's warm-cache measurements repeat a call on the same buffers, so a layer whose working
   set fits in the L2 cache reads it from L2, not DRAM, and its memory term follows the L2's
-  throughput, not the DRAM bandwidth. With B the layer's fewest bytes (:func:`benanza.roofline.min_bytes`)
+  throughput, not the DRAM bandwidth. With B the layer's fewest bytes (:func:`benanza.analysis.roofline.min_bytes`)
   and L the smaller of the two GPUs' L2 capacities, the share that must come from DRAM is
   f = max(0, 1 - L / B) (f = 1 for cold-cache analyses), and the memory ratio is
   ``(D_o / D_d) ** f * (S_o / S_d) ** (1 - f)`` with S = SMs x boost clock, the proxy for L2
@@ -51,15 +51,15 @@ import collections
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from . import roofline
-from .analyzer import Analysis, critical_path
-from .errors import UsageError
-from .gpus import GpuSpec
+from benanza.analysis import roofline
+from benanza.analysis.analyzer import Analysis, critical_path
+from benanza.errors import UsageError
+from benanza.analysis.gpus import GpuSpec
 
 #: how the memory term scales: Habitat's DRAM bandwidth ratio, or L2-aware (module docstring)
 MEMORY_MODELS = ("l2", "dram")
 
-#: math modes (benanza.layers.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
+#: math modes (benanza.kinds.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
 TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
 
 
@@ -152,7 +152,7 @@ class Prediction:
 
 def edges_of(analysis: Analysis) -> dict[int, list[int]]:
     """The layer DAG (index -> predecessor indices) from the layers' input and output tensor names,
-    as :func:`benanza.model.process` builds it."""
+    as :func:`benanza.processing.model.process` builds it."""
     producers = {}
     for lt in analysis.layers:
         for o in lt.layer.outputs:

@@ -10,18 +10,18 @@ of the precision (:data:`BYTES_PER_ELEMENT`; fp8 GEMMs read 1-byte E4M3 inputs a
 output, their other layers run in fp16), with the exceptions that change what a layer must touch:
 a Slice or Gather reads only the elements it outputs (plus 8-byte int64 indices), Where's condition
 is 1 byte per element, LayerNorm's scale and bias are float32, unary and binary elementwise ops
-on bool or integer data move their stored element size (:data:`benanza.layers.STORED_TYPES`; a
+on bool or integer data move their stored element size (:data:`benanza.kinds.STORED_TYPES`; a
 bool output, of IsNaN or a comparison, is 1 byte; a Cast reads its source type), an LSTM/GRU reads its weight matrices
 (gates x hidden x (input + hidden) per direction) once. Caches can only lower DRAM traffic below
 this when data is reused across layers, which the per-layer model does not count. FLOPs are the
-configs' own :meth:`benanza.layers.LayerConfig.flops` (a multiply-add is 2 FLOPs).
+configs' own :meth:`benanza.kinds.LayerConfig.flops` (a multiply-add is 2 FLOPs).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import layers as L
-from .errors import UsageError
+from benanza import kinds as L
+from benanza.errors import UsageError
 
 #: bytes per element of a precision's storage data type
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}

@@ -18,7 +18,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from .errors import UsageError
+from benanza.errors import UsageError
 
 T = 1e12
 GB = 1e9  # bandwidth: decimal GB/s as the datasheets use

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import jinja2
 
-from . import __version__
-from . import layers as L
-from .database import FRAMEWORK_JOB_SUFFIX
-from .errors import UsageError
-from .model import ModelLayers
+from benanza import __version__
+from benanza import kinds as L
+from benanza.database.store import FRAMEWORK_JOB_SUFFIX
+from benanza.errors import UsageError
+from benanza.processing.model import ModelLayers
 
 #: where the templates and the C++ harness live: next to the package in a source checkout, inside
 #: the package data when installed
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parents[1]  # the benanza package
 
 
 def _resource_dir(name: str) -> Path:
@@ -243,10 +243,10 @@ def parse_layouts(text: str) -> list[str]:
 def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None,
               conv_precision: str | None = None) -> list[Job]:
     """The jobs for the unique configs of ``models`` (one model at several batch sizes, or several
-    models) in the requested analysis precisions (:func:`benanza.layers.precisions_for`) and layouts
+    models) in the requested analysis precisions (:func:`benanza.kinds.precisions_for`) and layouts
     (``["NCHW"]`` by default; with ``"NHWC"``, convolutions and their neighbours get a second job on
     channels-last tensors, see :func:`nhwc_job`). ``conv_precision``: the convolutions
-    (and cuDNN RNNs: :data:`benanza.layers.CUDNN_TF32_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
+    (and cuDNN RNNs: :data:`benanza.kinds.CUDNN_TF32_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
     ``["fp32"]``: PyTorch's fp32 default, TF32 convolutions and FP32 matmuls)."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}

@@ -1,10 +1,10 @@
 """Querying the performance database: the Python API behind `benanza db ...`.
 
-Every function takes an open :class:`benanza.database.Database` and returns plain objects
+Every function takes an open :class:`benanza.database.store.Database` and returns plain objects
 (dataclasses with ``to_dict()``); :func:`to_dataframe` turns them into a pandas DataFrame when
 pandas is installed. Every filter value reaches the database as a bound parameter.
 
->>> from benanza.database import open_db
+>>> from benanza.database.store import open_db
 >>> from benanza import query
 >>> db = open_db("db/reference/h200.sqlite.gz", create=False)
 >>> rows = query.measurements(db, query.Filters(kind=["Conv"], batch=32, precision="fp16", status="ok"))
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from . import layers as L
-from .database import FRAMEWORK_CALL_PREFIX, Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System
-from .errors import UsageError
+from benanza import kinds as L
+from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System
+from benanza.errors import UsageError
 
 #: columns `--sort` accepts
 SORTABLE = ("median_ms", "iqr_ms", "mean_ms", "min_ms", "batch", "kind", "layer_key", "algorithm", "call",
@@ -127,7 +127,7 @@ def model_keys(db: Database, model: str, batch: int | None = None) -> list[str]:
     a model recorded in the database (every recorded batch, or ``batch``)."""
     p = Path(model)
     if p.suffix == ".onnx" or p.is_file():
-        from .model import process
+        from benanza.processing.model import process
 
         ml = process(p, batch or 1)
         return sorted(ml.unique_configs())
@@ -274,8 +274,8 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
                     keys: list[str] | None = None, layouts: tuple[str, ...] = ("NCHW",), source: str = "all"
                     ) -> dict[str, MeasurementRecord]:
     """The fastest valid measurement of each layer config on one system in ``precision`` (the data
-    types :data:`benanza.layers.ACCEPTED_DTYPES` and the math modes
-    :data:`benanza.layers.ACCEPTED_MATH` allow: fp8 takes FP8 GEMMs and fp16 for the rest) among the
+    types :data:`benanza.kinds.ACCEPTED_DTYPES` and the math modes
+    :data:`benanza.kinds.ACCEPTED_MATH` allow: fp8 takes FP8 GEMMs and fp16 for the rest) among the
     tensor ``layouts`` given (NCHW: the ONNX model's own; NHWC: channels-last convolutions), one SQL
     query per 500 keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms)).
     ``source``: ``all``, ``library`` (cuDNN, cuBLAS and benanza's kernels: not the framework's) or

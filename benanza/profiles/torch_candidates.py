@@ -3,7 +3,7 @@ timed as PyTorch runs it (the ATen call for its shapes, data type and memory for
 
 In 2026 frameworks run many kernels of their own (flash attention, LayerNorm, reductions, depthwise
 convolutions, GEMMs with bias epilogues), and a bound that ignores them can be above what the
-framework runs (DESIGN.md, "Analyzer"). Every config kind of :data:`benanza.layers.CONFIG_KINDS`
+framework runs (DESIGN.md, "Analyzer"). Every config kind of :data:`benanza.kinds.CONFIG_KINDS`
 has a builder here (:data:`BUILDERS`) that allocates random inputs on the GPU and returns the
 callable PyTorch eager would run: ``F.conv2d`` in either memory format, ``F.linear`` with its bias,
 ``F.layer_norm``, ``F.scaled_dot_product_attention`` on strided views, reductions, elementwise ops,
@@ -15,11 +15,11 @@ cap), ``torch.backends.cudnn.benchmark = True``; cold samples flush the L2 first
 ordinary database rows whose ``call`` starts with ``torch:`` (e.g. ``torch:aten::layer_norm``), so
 the analyzer's per-config minimum takes them; ``analyze`` lists where they beat every library call.
 
-Run as a worker (``python -m benanza.torch_candidates --jobs FILE [timing flags of the suite]``) it
+Run as a worker (``python -m benanza.profiles.torch_candidates --jobs FILE [timing flags of the suite]``) it
 speaks the generated suite's protocol (JSON lines ``job_start``, ``measurement``, ``job_end``,
 ``fatal`` on stdout; exit code 3 when PyTorch or a CUDA device is missing), so
-:mod:`benanza.runner` drives it like a suite. The jobs file holds one JSON object per line: ``job``,
-``kind``, ``params`` (:meth:`benanza.layers.LayerConfig.params`), ``precision``, ``layout``.
+:mod:`benanza.runner.run` drives it like a suite. The jobs file holds one JSON object per line: ``job``,
+``kind``, ``params`` (:meth:`benanza.kinds.LayerConfig.params`), ``precision``, ``layout``.
 Precisions: ``fp32`` = float32 with TF32 off for cuDNN and matmuls (math ``fma``), ``tf32`` = on
 (``tf32``), ``fp16``/``bf16`` (``tensor_op``); kinds without Tensor Core math record ``none``;
 ``fp8`` has no PyTorch eager path and is recorded ``not_supported``.
@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import layers as L
+from benanza import kinds as L
 
-#: the ``call`` prefix of these measurements (benanza.database.FRAMEWORK_CALL_PREFIX)
+#: the ``call`` prefix of these measurements (benanza.database.store.FRAMEWORK_CALL_PREFIX)
 CALL_PREFIX = "torch:"
 
 
@@ -74,7 +74,7 @@ class Ctx:
         return t.to(dtype or self.dtype)
 
     def typed(self, shape, type_name: str = "", positive: bool = False):
-        """Random values of ``type_name`` (a key of :data:`benanza.layers.STORED_TYPES`, or "" for the
+        """Random values of ``type_name`` (a key of :data:`benanza.kinds.STORED_TYPES`, or "" for the
         precision's float type): bools half true, integers in [1, 8) (valid shifts and divisors)."""
         torch = self.torch
         if not type_name:
@@ -235,7 +235,7 @@ def _softmax(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{'_log_softmax' if cfg.log else '_softmax'}", _algo(c), fn, L.numel(cfg.shape))
 
 
-#: ElementwiseConfig ops -> the torch function PyTorch runs for them (benanza.layers.ELEMENTWISE_OPS)
+#: ElementwiseConfig ops -> the torch function PyTorch runs for them (benanza.kinds.ELEMENTWISE_OPS)
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "max": "maximum", "min": "minimum",
            "pow": "pow", "mod": "remainder", "fmod": "fmod", "equal": "eq", "less": "lt", "less_equal": "le",
            "greater": "gt", "greater_equal": "ge", "and": "logical_and", "or": "logical_or", "xor": "logical_xor",
@@ -423,7 +423,7 @@ def _unary_input(c: Ctx, cfg: L.UnaryConfig):
 
 
 def _unary_ops(c: Ctx, cfg: L.UnaryConfig, x) -> dict:
-    """op -> (ATen name, callable) for :data:`benanza.layers.UNARY_OPS`."""
+    """op -> (ATen name, callable) for :data:`benanza.kinds.UNARY_OPS`."""
     F, torch = _F(c), c.torch
     e, a, b = float(cfg.exponent), float(getattr(cfg, "alpha", 0.0)), float(getattr(cfg, "beta", 0.0))
     ops = {"gelu": ("gelu", lambda: F.gelu(x)), "gelu_tanh": ("gelu", lambda: F.gelu(x, approximate="tanh")),
@@ -501,7 +501,7 @@ def _sdpa(c: Ctx) -> Candidate:
                      {"strided": strided})
 
 
-#: every config kind's builder (a test checks that each of :data:`benanza.layers.CONFIG_KINDS` has one)
+#: every config kind's builder (a test checks that each of :data:`benanza.kinds.CONFIG_KINDS` has one)
 BUILDERS: dict[str, Callable[[Ctx], Candidate]] = {
     "Conv": _conv, "ConvBiasAct": _conv_bias_act, "ConvBnAct": _conv_bn_act, "Activation": _activation,
     "BatchNorm": _batchnorm, "Pooling": _pooling, "Softmax": _softmax, "Elementwise": _elementwise,
@@ -513,7 +513,7 @@ _DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfl
 
 
 def math_mode(cfg: L.LayerConfig, precision: str) -> str:
-    """The math mode a candidate records (:data:`benanza.layers.ACCEPTED_MATH`)."""
+    """The math mode a candidate records (:data:`benanza.kinds.ACCEPTED_MATH`)."""
     if not cfg.tensor_cores:
         return "none"
     return {"fp32": "fma", "tf32": "tf32"}.get(precision, "tensor_op")
@@ -738,11 +738,11 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True) -> l
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    """The suite's flags (benanza.runner.RunOptions.suite_args), with the runner's defaults."""
-    from .runner import RunOptions
+    """The suite's flags (benanza.runner.run.RunOptions.suite_args), with the runner's defaults."""
+    from benanza.runner.run import RunOptions
 
     d = RunOptions()
-    ap = argparse.ArgumentParser(prog="python -m benanza.torch_candidates",
+    ap = argparse.ArgumentParser(prog="python -m benanza.profiles.torch_candidates",
                                  description="Time the framework's own kernels for benanza jobs (a suite-protocol worker).")
     ap.add_argument("--jobs", required=True, help="JSON lines: job, kind, params, precision, layout")
     for flag, default in (("--device", d.device), ("--warmup-ms", d.warmup_ms), ("--sample-ms", d.sample_ms),

@@ -1,7 +1,7 @@
 """Roofline of a model's layers: the table (roofline bound and library efficiency per layer and per
 model) and the chart (matplotlib, Agg backend; PNG and SVG).
 
-Per layer (Williams, Waterman, Patterson, CACM 2009; :func:`benanza.roofline.bound`): arithmetic
+Per layer (Williams, Waterman, Patterson, CACM 2009; :func:`benanza.analysis.roofline.bound`): arithmetic
 intensity x = FLOPs / minimum bytes (FLOP/byte); achieved rate = FLOPs / best measured time
 (FLOP/s); the roofline bound = max(FLOPs / peak, bytes / bandwidth) with the peak of the math the
 best measurement used (Tensor Core peak of the precision for ``tensor_op``/``tf32``/``fp8`` math,
@@ -12,7 +12,7 @@ NVIDIA GPUs with a CUDA-graph or back-to-back launch, so a layer's achieved rate
 FLOPs / 2 µs, wherever the roofs lie. It depends on the layer's FLOPs, not only on x, so the chart
 draws it as a short grey bar above each layer's point; ``attainable_ms`` = max(bound, floor).
 
-Ceilings: the spec table's datasheet figures (:mod:`benanza.gpus`) until benanza measures the
+Ceilings: the spec table's datasheet figures (:mod:`benanza.analysis.gpus`) until benanza measures the
 GPU's own ceilings; every output says which were used.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import roofline
-from .analyzer import Analysis, critical_path
-from .gpus import GpuSpec
-from .predict import edges_of, math_peak_key
+from benanza.analysis import roofline
+from benanza.analysis.analyzer import Analysis, critical_path
+from benanza.analysis.gpus import GpuSpec
+from benanza.analysis.predict import edges_of, math_peak_key
 
 #: minimum time of one kernel (µs): the launch-overhead floor
 LAUNCH_FLOOR_US = 2.0
@@ -89,7 +89,7 @@ class ModelRoofline:
 def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec") -> ModelRoofline:
     """Roofline bound and library efficiency of every measured layer of ``analysis`` on ``gpu``'s
     ceilings: ``ceilings`` names where they come from (``spec``: the datasheet table of
-    :mod:`benanza.gpus`; ``measured``: :func:`benanza.gpus.with_measured_ceilings`)."""
+    :mod:`benanza.analysis.gpus`; ``measured``: :func:`benanza.analysis.gpus.with_measured_ceilings`)."""
     p = analysis.precision
     out: list[LayerRoofline] = []
     weights = [0.0] * len(analysis.layers)
@@ -117,12 +117,12 @@ FAR_FACTOR = 4.0
 
 def roofline_outliers(analysis: Analysis, database, system, factor: float = FAR_FACTOR) -> list[dict]:
     """The measured layers of ``analysis`` whose best time is above ``factor`` x their attainable
-    roofline time (the bound of :func:`benanza.roofline.bound`, or the launch floor when higher), on
+    roofline time (the bound of :func:`benanza.analysis.roofline.bound`, or the launch floor when higher), on
     the ceilings ``benanza ceilings`` measured on ``system`` or else its datasheet figures, largest
     share of the LBL first. Each: index, name, what, call, time_ms, bound_ms, ratio, share,
-    factor, ceilings. [] when the GPU is not in the spec table (benanza/gpus.py)."""
-    from .errors import UsageError
-    from .gpus import find_gpu, with_measured_ceilings
+    factor, ceilings. [] when the GPU is not in the spec table (benanza/analysis/gpus.py)."""
+    from benanza.errors import UsageError
+    from benanza.analysis.gpus import find_gpu, with_measured_ceilings
 
     try:
         spec = find_gpu(system.gpu_name)

@@ -24,9 +24,9 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from . import layers as L
-from .errors import DatabaseError
-from .versions import version_text
+from benanza import kinds as L
+from benanza.errors import DatabaseError
+from benanza.versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
 SCHEMA_VERSION = 4
@@ -87,7 +87,7 @@ class System(Base):
 
 
 class LayerConfigRow(Base):
-    """A canonical layer config (see :mod:`benanza.layers`)."""
+    """A canonical layer config (see :mod:`benanza.kinds`)."""
 
     __tablename__ = "layer_configs"
     key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
@@ -540,7 +540,7 @@ class Database:
 
 
 #: the ``call`` prefix of the framework's own kernels and the job id suffix of their jobs
-#: (benanza.torch_candidates; also query.FRAMEWORK_CALL_PREFIX and generator.FRAMEWORK_JOB_SUFFIX)
+#: (benanza.profiles.torch_candidates; also query.FRAMEWORK_CALL_PREFIX and generator.FRAMEWORK_JOB_SUFFIX)
 FRAMEWORK_CALL_PREFIX = "torch:"
 FRAMEWORK_JOB_SUFFIX = ".torch"
 
@@ -607,7 +607,7 @@ def _unpack_reference(path: Path) -> Path:
 
 def migrations_dir() -> Path:
     """db/migrations of a source checkout, or the copy inside the installed package."""
-    pkg = Path(__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]  # the benanza package
     for p in (pkg / "_data" / "migrations", pkg.parent / "db" / "migrations"):
         if (p / "env.py").is_file():
             return p

@@ -1,6 +1,6 @@
 """Insights: the analysis workflow of a model against a framework profile (Benanza Q3-Q6 and joint).
 
-Joins an :class:`benanza.analyzer.Analysis` (the model's lower-bound latency, LBL, from the
+Joins an :class:`benanza.analysis.analyzer.Analysis` (the model's lower-bound latency, LBL, from the
 performance database) with a :class:`benanza.profiles.Profile` (what the framework ran) and
 names what stands between them. Definitions from ../shared/DESIGN.md and Benanza (Li, Dakkak,
 Xiong, Hwu, IPDPS 2020); every time is in **milliseconds per inference**:
@@ -22,7 +22,7 @@ Xiong, Hwu, IPDPS 2020); every time is in **milliseconds per inference**:
   finding above applied at once.
 
 Findings are ranked by estimated saving (ms). :func:`build_insights` computes them; the reports
-(terminal, JSON, HTML) are in :mod:`benanza.report`.
+(terminal, JSON, HTML) are in :mod:`benanza.reports.report`.
 """
 from __future__ import annotations
 
@@ -32,15 +32,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .analyzer import Analysis
-from . import layers as L
-from .database import FRAMEWORK_CALL_PREFIX, Database
-from .whatif import Alternatives, WhatIf, compose, headline
+from benanza.analysis.analyzer import Analysis
+from benanza import kinds as L
+from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database
+from benanza.analysis.whatif import Alternatives, WhatIf, compose, headline
 
 #: the insights JSON's ``format`` (the input of ``benanza report``)
 FORMAT = "benanza-insights"
 FORMAT_VERSION = 1
-#: how the unfused-layers finding names each fusion candidate kind (benanza.model.Fusion), and the call
+#: how the unfused-layers finding names each fusion candidate kind (benanza.processing.model.Fusion), and the call
 #: that would run the group
 FUSION_TEXT = {
     "ConvBiasAct": ("Conv+bias+Relu groups", "cudnnConvolutionBiasActivationForward (or a fused engine) does the group in one call"),
@@ -72,7 +72,7 @@ class Finding:
     layers: tuple[int, ...] = ()
     evidence: tuple[str, ...] = ()
     detail: str = ""
-    #: its marginal saving in the what-if composition (:mod:`benanza.whatif`, ms): the additive
+    #: its marginal saving in the what-if composition (:mod:`benanza.analysis.whatif`, ms): the additive
     #: findings' marginal savings add up to latency - the composition's final figure; None for an
     #: informational finding (``additive`` False: part of another step, or what no autotuning costs)
     marginal_ms: float | None = None
@@ -171,7 +171,7 @@ class Insights:
     @property
     def benanza_ratio(self) -> float | None:
         """LBL / measured latency (DESIGN.md), the LBL being the headline one (fused, critical path:
-        :attr:`benanza.analyzer.Analysis.lbl_ms`); None without a latency. Above 1 means the
+        :attr:`benanza.analysis.analyzer.Analysis.lbl_ms`); None without a latency. Above 1 means the
         framework ran faster than the "bound": a defect of benanza, flagged by ``report``."""
         if not self.latency_ms:
             return None
@@ -212,7 +212,7 @@ class Insights:
 
 # --------------------------------------------------------------------------------------- helpers
 
-#: the what-if step (:data:`benanza.whatif.STEPS`) each finding kind is part of
+#: the what-if step (:data:`benanza.analysis.whatif.STEPS`) each finding kind is part of
 STEP_OF = {"launch_gaps": "launch_gaps", "host_overhead": "launch_gaps", "layout_conversion": "layout_conversion",
            "copy": "unneeded_kernels", "fill": "unneeded_kernels", "framework_batch_norm": "unneeded_kernels",
            "other_kernels": "unneeded_kernels", "algorithm_selection": "algorithm_selection",
@@ -242,7 +242,7 @@ def _with_marginals(findings: list, w: WhatIf) -> list:
         if not fs:
             if s.saving_ms > MIN_SAVING_MS:
                 out.append(Finding(s.kind, STEP_CATEGORY[s.kind], s.title, s.saving_ms, s.layers, s.evidence,
-                                   "what-if step (benanza.whatif)", marginal_ms=s.saving_ms, additive=True))
+                                   "what-if step (benanza.analysis.whatif)", marginal_ms=s.saving_ms, additive=True))
             continue
         tot = sum(f.saving_ms for f in fs)
         for f in fs:
@@ -384,7 +384,7 @@ def _framework_precision(analysis_precision: str, tf32: bool | None) -> list[str
 
 def _framework_rows(db: Database, system_id: int, keys: list[str], cache: str) -> dict:
     """Per (layer key, precision, layout): the fastest valid ``torch:`` measurement (ms): the
-    framework's own call as PyTorch eager runs it (:mod:`benanza.torch_candidates`)."""
+    framework's own call as PyTorch eager runs it (:mod:`benanza.profiles.torch_candidates`)."""
     out: dict[tuple[str, str, str], float] = {}
     for m in db.measurements(system_id, keys, cache=cache) if keys else ():
         if m.call.startswith(FRAMEWORK_CALL_PREFIX) and m.status == "ok" and m.median_ms is not None and \
@@ -395,7 +395,7 @@ def _framework_rows(db: Database, system_id: int, keys: list[str], cache: str) -
 
 
 def _alternatives(a: Analysis, p, db: Database, system_id: int, algos: list, dbt: dict) -> Alternatives:
-    """The framework's own switches per profile layer (:class:`benanza.whatif.Alternatives`):
+    """The framework's own switches per profile layer (:class:`benanza.analysis.whatif.Alternatives`):
     channels_last from the ``torch:`` rows in both layouts (with the batch norm PyTorch runs after
     each convolution when the export folded them: as many framework batch-norm kernels per
     inference as convolutions), cudnn.benchmark from the engine configs' rows (``dbt``)."""

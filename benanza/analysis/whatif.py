@@ -165,7 +165,7 @@ def _layer_state(a, p) -> tuple[dict, dict, dict, int]:
 
 
 def compose(a, p, tensor_core=None, gap_ms: float | None = None, alternatives: Alternatives | None = None) -> WhatIf:
-    """The what-if composition of analysis ``a`` (:class:`benanza.analyzer.Analysis`) against profile
+    """The what-if composition of analysis ``a`` (:class:`benanza.analysis.analyzer.Analysis`) against profile
     ``p`` (module doc); ``tensor_core``: the Tensor Core analysis of an fp32 run (step 7);
     ``gap_ms``: the launch gaps and host time to remove in step 1 (default latency - GPU busy time);
     ``alternatives``: the framework's own calls per layer (steps 2 and 4; without them step 2

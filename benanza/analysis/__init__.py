@@ -1,0 +1,1 @@
+"""Analysis: lower-bound latency, Benanza ratio, insights, what-if steps, roofline, prediction."""

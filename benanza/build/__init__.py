@@ -1,0 +1,1 @@
+"""Build: locate CUDA, cuDNN and cuBLAS, and compile generated suites with CMake."""

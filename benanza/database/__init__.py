@@ -1,0 +1,1 @@
+"""Database: the performance database (SQLAlchemy, Alembic), its queries, sharing and export formats."""

@@ -1,0 +1,1 @@
+"""Generation: unique layers -> benchmark jobs -> C++ benchmark suites rendered from the Jinja templates."""

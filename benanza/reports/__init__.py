@@ -1,0 +1,1 @@
+"""Reports: the HTML report, charts and traces written from an analysis."""
