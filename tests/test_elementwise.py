@@ -15,7 +15,10 @@ from onnx import TensorProto, helper
 
 from benanza import kinds as L
 from benanza.analysis import roofline as R
-from benanza.generation.generator import cpp_string, elementwise_input_ranges, generate, unary_input_range
+from benanza.generation.generator import generate
+from benanza.kinds.cpp import cpp_string
+from benanza.kinds.elementwise import elementwise_input_ranges
+from benanza.kinds.unary import unary_input_range
 from benanza.processing.model import process
 from conftest import HERE
 from onnx_builders import HOSTILE, _w, elementwise_ops_model, mobilenet_v3_large_export

@@ -9,8 +9,11 @@ import pytest
 from benanza.generation import generator as gen
 from benanza import kinds as L
 from benanza.errors import UsageError
-from benanza.generation.generator import (collapse_broadcast, collapse_transfer, cpp_string, generate, load_suite,
-                               parse_layouts, parse_precisions, plan_jobs, pooling_cudnn_pads)
+from benanza.generation.generator import generate, load_suite, parse_layouts, parse_precisions, plan_jobs
+from benanza.kinds.copy import collapse_transfer
+from benanza.kinds.cpp import cpp_string
+from benanza.kinds.elementwise import collapse_broadcast
+from benanza.kinds.pooling import pooling_cudnn_pads
 from benanza.processing.model import process
 from conftest import have_gpu
 from onnx_builders import HOSTILE, all_kinds_model, gemm_rnn_model, mlp_model, nothing_to_benchmark_model
@@ -94,8 +97,8 @@ def test_nhwc_jobs_for_the_neighbours_of_convolution(tmp_path, models):
 
 def test_nhwc_elementwise_case_is_the_channels_last_memory(tmp_path):
     cfg = L.ElementwiseConfig("mul", (2, 8, 4, 4), (1, 8, 1, 1))
-    nchw = gen._elementwise_case(cfg, gen.Job("j", cfg, "fp32", "n"))
-    nhwc = gen._elementwise_case(cfg, gen.Job("j.nhwc", cfg, "fp32", "n", layout="NHWC"))
+    nchw = L.REGISTRY["Elementwise"].case(cfg, L.Job("j", cfg, "fp32", "n"))
+    nhwc = L.REGISTRY["Elementwise"].case(cfg, L.Job("j.nhwc", cfg, "fp32", "n", layout="NHWC"))
     # the kernel's collapsed dims, and cudnnOpTensor's (padded to 4)
     assert (nchw["a"], nchw["b"]) == ("{2, 8, 16, 1, 1, 1, 1, 1}", "{1, 8, 1, 1, 1, 1, 1, 1}")
     assert (nchw["ca"], nchw["cb"]) == ("{2, 8, 16, 1, 1}", "{1, 8, 1, 1, 1}")
@@ -294,7 +297,8 @@ def _strided_copy(src: np.ndarray, dst: np.ndarray, case_transfer: dict) -> None
 @pytest.mark.parametrize("cfg,ref", COPY_CASES, ids=COPY_IDS)
 def test_strided_copy_transfers_reproduce_the_op(cfg, ref):
     """The transfers the copy benchmark gives its strided-copy kernel move exactly the op's data."""
-    from benanza.generation.generator import Job, _copy_case
+    from benanza.kinds import REGISTRY, Job
+    _copy_case = REGISTRY["Copy"].case
 
     case = _copy_case(cfg, Job("j", cfg, "fp32", "n"))
     rng = np.random.default_rng(0)
@@ -329,7 +333,8 @@ def _planned_copy(src: np.ndarray, dst: np.ndarray, t: dict, es: int) -> dict:
 def test_strided_copy_plan_moves_the_same_bytes(cfg, ref, dtype):
     """The kernel's plan (dims of extent 1 dropped, contiguous dims merged, 16-byte vectors, tiles)
     moves exactly the op's data, in fp32 and fp16; the vit transposes get the fast paths."""
-    from benanza.generation.generator import Job, _copy_case
+    from benanza.kinds import REGISTRY, Job
+    _copy_case = REGISTRY["Copy"].case
 
     es = np.dtype(dtype).itemsize
     case = _copy_case(cfg, Job("j", cfg, "fp32", "n"))

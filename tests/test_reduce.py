@@ -12,7 +12,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from benanza import kinds as L
-from benanza.generation.generator import _reduce_case, Job, generate
+from benanza.generation.generator import generate
+from benanza.kinds import Job
+
+_reduce_case = L.REGISTRY["Reduce"].case
 from benanza.processing.model import process
 from conftest import HERE, REPO
 

@@ -12,7 +12,9 @@ import pytest
 
 from benanza import kinds as L
 from benanza.build.cudalibs import locate
-from benanza.generation.generator import Job, _copy_case
+from benanza.kinds import REGISTRY, Job
+
+_copy_case = REGISTRY["Copy"].case
 from conftest import HERE, REPO, have_gpu
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU")]

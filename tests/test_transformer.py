@@ -17,7 +17,10 @@ from onnx import TensorProto, helper
 from benanza import kinds as L
 from benanza.analysis.analyzer import analyze
 from benanza.database.store import LayerConfigRow, Measurement, open_db
-from benanza.generation.generator import (collapse_where, cpp_string, generate, load_suite, plan_jobs, unary_input_range)
+from benanza.generation.generator import generate, load_suite, plan_jobs
+from benanza.kinds.cpp import cpp_string
+from benanza.kinds.unary import unary_input_range
+from benanza.kinds.where import collapse_where
 from benanza.processing.model import process
 from benanza.runner.run import RunOptions, run_suite
 from conftest import HERE

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 
 from benanza import kinds as L
 from benanza.errors import UsageError
-
-#: bytes per element of a precision's storage data type
-BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+from benanza.kinds.precision import BYTES_PER_ELEMENT
 
 
 def _elem(precision: str, config: L.LayerConfig) -> tuple[int, int]:
@@ -39,50 +37,10 @@ def _elem(precision: str, config: L.LayerConfig) -> tuple[int, int]:
 
 def min_bytes(config: L.LayerConfig, precision: str = "fp32") -> int:
     """The fewest bytes ``config`` must move to and from memory in ``precision`` (each input read
-    once, the output written once; see the module docstring). Raises UsageError for an unknown
-    precision."""
+    once, the output written once; see the module docstring): its kind's
+    :attr:`benanza.kinds.base.Kind.min_bytes`. Raises UsageError for an unknown precision."""
     ib, ob = _elem(precision, config)
-    n = L.numel
-    y = n(config.output_shape())
-    k = config.kind
-    if k in ("Conv", "ConvBiasAct", "ConvBnAct"):
-        conv = config if k == "Conv" else config.conv
-        params = conv.w[0] if conv.bias else 0
-        if k == "ConvBiasAct":
-            params = conv.w[0]
-        if k == "ConvBnAct":
-            params = 2 * conv.w[0]  # scale and shift (the conv's bias folded in)
-        return ib * (n(conv.x) + n(conv.w) + params) + ob * y
-    if k == "Gemm":
-        c = 0 if config.bias == "none" else (config.n if config.bias == "c" else config.m * config.n)
-        a, b = config.input_shapes()
-        return ib * (n(a) + n(b)) + ob * (y + c)
-    if k == "RNN":
-        nd = config.num_directions
-        w = nd * config.gates * config.hidden_size * (config.input_size + config.hidden_size)
-        bias = nd * 2 * config.gates * config.hidden_size if config.bias else 0
-        return ib * (n(config.input_shapes()[0]) + w + bias) + ob * y
-    if k == "BatchNorm":
-        return ib * (n(config.shape) + 2 * config.shape[1]) + ob * y  # x, folded scale and shift
-    if k == "LayerNorm":
-        return ib * n(config.x) + 4 * 2 * config.cols + ob * y
-    if k == "Gather":
-        return ib * y + 8 * n(config.indices) + ob * y
-    if k == "Where":
-        return n(config.cond) + ib * (n(config.a) + n(config.b)) + ob * y
-    if k == "Copy":
-        if config.op == "Slice":
-            return ib * y + ob * y
-        return ib * sum(n(s) for s in config.inputs) + ob * y
-    if k == "Unary":
-        src = L.CAST_SOURCES.get(config.src, ib) if config.src else ib
-        dst = L.STORED_TYPES.get(config.dst, ob) if config.dst else ob
-        return src * n(config.shape) + dst * y
-    if k == "Elementwise":
-        eb = L.STORED_TYPES[config.dtype] if config.dtype else ib
-        out = L.STORED_TYPES[config.out_dtype] if config.out_dtype else ob
-        return eb * (n(config.a) + n(config.b)) + out * y
-    return ib * sum(n(s) for s in config.input_shapes()) + ob * y
+    return L.REGISTRY[config.kind].min_bytes(config, ib, ob)
 
 
 def intensity(config: L.LayerConfig, precision: str = "fp32") -> float:

@@ -40,6 +40,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from benanza import kinds as L
 from benanza.profiles.trace import CpuOp, Iteration, Kernel, Trace
 
 #: kernel categories of the join
@@ -54,66 +55,18 @@ def _reg(onnx_ops: str, *aten: str) -> None:
         ATEN_TO_ONNX[a] = ATEN_TO_ONNX.get(a, ()) + tuple(onnx_ops.split())
 
 
-_reg("Conv", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
-     "aten::cudnn_convolution", "aten::cudnn_convolution_relu", "aten::cudnn_convolution_add_relu",
-     "aten::mkldnn_convolution", "aten::_conv_depthwise2d", "aten::conv_depthwise3d", "aten::thnn_conv2d",
-     "aten::slow_conv_dilated2d", "aten::_slow_conv2d_forward")
+for _kind in L.REGISTRY.values():
+    for _op, _aten in _kind.aten.items():
+        _reg(_op, *_aten)
+# ONNX ops no layer kind maps (zero-cost views, and ops benanza does not benchmark)
 _reg("ConvTranspose", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d")
-_reg("BatchNormalization", "aten::batch_norm", "aten::_batch_norm_impl_index", "aten::cudnn_batch_norm",
-     "aten::native_batch_norm", "aten::_native_batch_norm_legit_no_training", "aten::_native_batch_norm_legit",
-     "aten::instance_norm")
 _reg("InstanceNormalization", "aten::instance_norm")
-_reg("LayerNormalization", "aten::layer_norm", "aten::native_layer_norm")
-_reg("Relu", "aten::relu", "aten::relu_", "aten::threshold", "aten::threshold_", "aten::clamp_min",
-     "aten::clamp_min_")
-_reg("Clip", "aten::clamp", "aten::clamp_", "aten::hardtanh", "aten::hardtanh_", "aten::relu6", "aten::clip",
-     "aten::clamp_min", "aten::clamp_min_")
-_reg("Sigmoid", "aten::sigmoid", "aten::sigmoid_")
-_reg("Tanh", "aten::tanh", "aten::tanh_")
-_reg("LeakyRelu", "aten::leaky_relu", "aten::leaky_relu_")
-_reg("Elu", "aten::elu", "aten::elu_")
-_reg("HardSigmoid", "aten::hardsigmoid", "aten::hardsigmoid_")
-_reg("HardSwish", "aten::hardswish", "aten::hardswish_")
-_reg("Gelu", "aten::gelu", "aten::gelu_")
-_reg("Erf", "aten::erf")
-_reg("Add", "aten::add", "aten::add_")
-_reg("Sub", "aten::sub", "aten::sub_", "aten::rsub")
-_reg("Mul", "aten::mul", "aten::mul_")
-_reg("Div", "aten::div", "aten::div_")
-_reg("Pow", "aten::pow", "aten::pow_")
-_reg("Sqrt", "aten::sqrt", "aten::sqrt_")
-_reg("Max", "aten::maximum", "aten::max")
-_reg("Min", "aten::minimum", "aten::min")
-_reg("MaxPool", "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::max_pool2d_with_indices",
-     "aten::max_pool3d_with_indices")
-_reg("AveragePool", "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d")
-_reg("ReduceMean", "aten::adaptive_avg_pool2d")
-_reg("GlobalAveragePool", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
-     "aten::_adaptive_avg_pool2d", "aten::mean")
-_reg("GlobalMaxPool", "aten::adaptive_max_pool2d", "aten::amax", "aten::max")
-_reg("ReduceMean", "aten::mean")
-_reg("ReduceSum", "aten::sum")
-_reg("ReduceMax", "aten::amax", "aten::max")
-_reg("ReduceMin", "aten::amin", "aten::min")
-_reg("Gemm", "aten::linear", "aten::addmm", "aten::mm", "aten::matmul")
-_reg("MatMul", "aten::matmul", "aten::mm", "aten::bmm", "aten::linear", "aten::addmm", "aten::baddbmm",
-     "aten::einsum")
-_reg("Softmax", "aten::softmax", "aten::_softmax", "aten::special_softmax")
-_reg("LogSoftmax", "aten::log_softmax", "aten::_log_softmax")
-_reg("LRN", "aten::local_response_norm")
-_reg("Dropout", "aten::dropout", "aten::feature_dropout", "aten::native_dropout")
-_reg("Concat", "aten::cat", "aten::concat", "aten::_cat")
-_reg("Transpose", "aten::permute", "aten::transpose", "aten::t")
 _reg("Flatten", "aten::flatten")
 _reg("Reshape", "aten::reshape", "aten::view", "aten::_unsafe_view")
 _reg("Squeeze", "aten::squeeze", "aten::squeeze_")
 _reg("Unsqueeze", "aten::unsqueeze", "aten::unsqueeze_")
-_reg("Pad", "aten::pad", "aten::constant_pad_nd")
-_reg("Slice", "aten::slice", "aten::narrow")
 _reg("Split", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::tensor_split")
-_reg("Gather", "aten::index_select", "aten::select", "aten::gather", "aten::index", "aten::embedding")
 _reg("Expand", "aten::expand")
-_reg("Cast", "aten::to", "aten::_to_copy")
 _reg("Identity", "aten::clone")
 _reg("Resize", "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::interpolate")
 

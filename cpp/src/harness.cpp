@@ -133,17 +133,6 @@ JsonLine base_record(const char* type, const JobInfo& job, const Call& c) {
 
 }  // namespace
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::FP32: return "fp32";
-    case Precision::TF32: return "tf32";
-    case Precision::FP16: return "fp16";
-    case Precision::BF16: return "bf16";
-    case Precision::FP8: return "fp8";
-  }
-  return "?";
-}
-
 const char* dtype_name(DType t) {
   return t == DType::F16 ? "float16" : t == DType::BF16 ? "bfloat16" : t == DType::F8E4M3 ? "float8_e4m3" : "float32";
 }

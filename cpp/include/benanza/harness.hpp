@@ -35,22 +35,12 @@
 #include <vector>
 
 #include "benanza/device.hpp"
+#include "benanza/precision.hpp"
 #include "benanza/stats.hpp"
 
 namespace benanza {
 
-// fp32: float data, FMA math; tf32: float data, TF32 Tensor Cores; fp16 / bf16: half / bfloat16 data,
-// Tensor Cores, float accumulation; fp8: FP8 E4M3 GEMM inputs (cuBLASLt, Hopper), float
-// accumulation, half output (only GEMM jobs run in fp8).
-enum class Precision { FP32, TF32, FP16, BF16, FP8 };
-enum class DType { F32, F16, BF16, F8E4M3 };
-
-inline DType storage_of(Precision p) {
-  return p == Precision::FP16   ? DType::F16
-         : p == Precision::BF16 ? DType::BF16
-         : p == Precision::FP8  ? DType::F8E4M3
-                                : DType::F32;
-}
+// Precision, DType, storage_of, precision_name: rendered from benanza/kinds/precision.py
 inline std::size_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : t == DType::F8E4M3 ? 1 : 2; }
 inline cudnnDataType_t cudnn_dtype(DType t) {
   return t == DType::F16    ? CUDNN_DATA_HALF
@@ -61,7 +51,6 @@ inline cudnnDataType_t cudnn_dtype(DType t) {
 inline cudaDataType_t cuda_dtype(DType t) {
   return t == DType::F16 ? CUDA_R_16F : t == DType::BF16 ? CUDA_R_16BF : t == DType::F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_32F;
 }
-const char* precision_name(Precision p);
 const char* dtype_name(DType t);
 
 // Element types a kernel may read or write besides the precision's float type: Cast sources,

@@ -1,0 +1,161 @@
+"""What every layer kind shares: the config base class, shapes, the benchmark job and the registry
+entry (:class:`Kind`) a kind module fills in."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping
+
+
+Shape = tuple[int, ...]
+
+
+#: ``dataclasses.field(metadata=OPTIONAL)`` marks a config field added after configs were first stored:
+#: it is left out of the canonical parameters (and so of the key) while it holds its default, so the
+#: keys of every config that does not use it stay what they were (databases keep matching).
+OPTIONAL = {"omit_default": True}
+
+
+def _omitted(f: dataclasses.Field, value) -> bool:
+    return bool(f.metadata.get("omit_default")) and f.default is not dataclasses.MISSING and value == f.default
+
+
+def _canonical(value):
+    """JSON-ready canonical form: tuples become lists, floats keep their repr, dataclasses dicts
+    (fields marked :data:`OPTIONAL` left out while they hold their default)."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not _omitted(f, getattr(value, f.name))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def numel(shape: Shape) -> int:
+    """Number of elements of a tensor of ``shape``."""
+    return math.prod(shape) if shape else 1
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """Base class of layer configs (frozen dataclasses; fields are the call's parameters)."""
+
+    kind: ClassVar[str] = "Layer"
+    #: True when TF32/FP16 Tensor Core math changes the library call (convolutions, GEMMs)
+    tensor_cores: ClassVar[bool] = False
+
+    def params(self) -> dict:
+        """Canonical parameters (JSON-ready, deterministic)."""
+        return _canonical(self)
+
+    @property
+    def key(self) -> str:
+        """Stable identifier: ``<kind>-<16 hex digits of sha256(canonical JSON)>``."""
+        blob = json.dumps({"kind": self.kind, "params": self.params()}, sort_keys=True,
+                          separators=(",", ":"))
+        return f"{self.kind.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+    @property
+    def batch(self) -> int:
+        """Batch size (dim 0 of the first input) of this config."""
+        return self.input_shapes()[0][0] if self.input_shapes() and self.input_shapes()[0] else 1
+
+    def input_shapes(self) -> list[Shape]:
+        raise NotImplementedError
+
+    def output_shape(self) -> Shape:
+        raise NotImplementedError
+
+    def flops(self) -> int:
+        """Floating-point operations of one forward call (multiply-add = 2)."""
+        return numel(self.output_shape())
+
+    def describe(self) -> str:
+        """Short human-readable description: kind and shapes."""
+        ins = ",".join("x".join(map(str, s)) for s in self.input_shapes())
+        return f"{self.kind}({ins} -> {'x'.join(map(str, self.output_shape()))})"
+
+
+#: element types a layer may store besides the precision's float type (ONNX TensorProto names,
+#: lower case) and their size in bytes; bool is ONNX's one byte per element
+STORED_TYPES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+                "uint64": 8}
+
+
+def channels_last(shape) -> list[int]:
+    """(N, C, s1, s2...) -> (N, s1, s2..., C): the order an NHWC tensor's memory is packed in."""
+    s = list(shape)
+    return s if len(s) < 3 else [s[0]] + s[2:] + [s[1]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One benchmark job: a layer config measured in one precision."""
+
+    id: str
+    config: LayerConfig
+    precision: str
+    node: str  # one ONNX node name using this config (untrusted)
+    layout: str = "NCHW"  # NHWC: the layer on channels-last tensors (convolutions and their neighbours)
+
+    @property
+    def layer_key(self) -> str:
+        return self.config.key
+
+    @property
+    def kind(self) -> str:
+        return self.config.kind
+
+    def to_dict(self) -> dict:
+        return {"job": self.id, "layer_key": self.layer_key, "kind": self.kind,
+                "precision": self.precision, "node": self.node, "layout": self.layout,
+                "description": self.config.describe(), "params": self.config.params(),
+                "batch": self.config.batch}
+
+
+def io_bytes(cfg: LayerConfig, ib: int, ob: int) -> int:
+    """Minimum bytes of a layer that reads each input once and writes its output once: ``ib`` bytes per
+    input element, ``ob`` per output element (Williams et al., "Roofline", CACM 2009: the compulsory
+    traffic of the kernel)."""
+    return ib * sum(numel(s) for s in cfg.input_shapes()) + ob * numel(cfg.output_shape())
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One layer kind's whole slice, the registry entry (:data:`benanza.kinds.REGISTRY`) every stage reads.
+
+    - ``name``: the kind (``LayerConfig.kind``), as the database, the suites and ``--kinds`` spell it.
+    - ``config``: the frozen config dataclass; ``config.flops()`` gives the FLOPs of one call
+      (multiply-add = 2).
+    - ``template``: the Jinja template under ``templates/`` that renders the kind's C++ suite.
+    - ``case``: ``(config, Job) -> case``, the typed value one row of the template's case table renders.
+    - ``min_bytes``: ``(config, input bytes per element, output bytes per element) -> bytes``, the
+      fewest bytes the layer moves to and from memory (the roofline's arithmetic intensity).
+    - ``torch``: ``(benanza.kinds.framework.Ctx) -> Candidate``, the PyTorch call timed as the
+      framework's own implementation of the layer.
+    - ``onnx``: ONNX op type -> mapper ``(node, MapContext, attributes) -> config`` (raises
+      :class:`benanza.kinds.onnx_map.Unsupported`); empty for a kind only fusion produces.
+    - ``typed_ops``: ONNX ops whose mapper checks element types itself (the others must read a float tensor).
+    - ``fused_from``: the ONNX op types of the fusion candidate the kind measures as one call.
+    - ``aten``: ONNX op -> the ATen ops of a PyTorch profile that implement it (``profiles.join``).
+    - ``nhwc``: the kind is also measured on channels-last tensors; ``image``: its tensors carry the
+      layout of a neighbouring convolution (layout propagation in the generator).
+    """
+
+    name: str
+    config: type[LayerConfig]
+    template: str
+    case: Callable[[Any, Job], Any]
+    min_bytes: Callable[[Any, int, int], int]
+    torch: Callable[[Any], Any]
+    onnx: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
+    typed_ops: tuple[str, ...] = ()
+    fused_from: tuple[str, ...] = ()
+    aten: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    nhwc: bool = False
+    image: bool = False

@@ -1,0 +1,157 @@
+"""Conv layers. ONNX Conv: ``y = conv(x, w) (+ bias)``; cudnnConvolutionForward (+ cudnnAddTensor for bias).
+
+The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.cpp import c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
+from benanza.kinds.onnx_map import MapContext, Unsupported, need, spatial_pads
+
+
+def _conv_out(size: int, k: int, pad_begin: int, pad_end: int, stride: int, dilation: int) -> int:
+    return (size + pad_begin + pad_end - dilation * (k - 1) - 1) // stride + 1
+
+
+@dataclass(frozen=True)
+class ConvConfig(LayerConfig):
+    """ONNX Conv: ``y = conv(x, w) (+ bias)``; cudnnConvolutionForward (+ cudnnAddTensor for bias).
+
+    x: (N, C, *spatial); w: (K, C/group, *kernel); pads: (begin..., end...) per spatial dim.
+    FLOPs: 2 * N * K * prod(out spatial) * C/group * prod(kernel) (+ N*K*prod(out) for bias).
+    """
+
+    kind: ClassVar[str] = "Conv"
+    tensor_cores: ClassVar[bool] = True
+    x: Shape
+    w: Shape
+    pads: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    group: int
+    bias: bool
+
+    def input_shapes(self):
+        return [self.x, self.w]
+
+    def output_shape(self):
+        nsp = len(self.x) - 2
+        spatial = tuple(
+            _conv_out(self.x[2 + i], self.w[2 + i], self.pads[i], self.pads[nsp + i],
+                      self.strides[i], self.dilations[i]) for i in range(nsp))
+        return (self.x[0], self.w[0]) + spatial
+
+    @property
+    def symmetric_pads(self) -> bool:
+        nsp = len(self.x) - 2
+        return tuple(self.pads[:nsp]) == tuple(self.pads[nsp:])
+
+    def flops(self):
+        y = self.output_shape()
+        macs = numel(y) * self.w[1] * numel(self.w[2:])
+        return 2 * macs + (numel(y) if self.bias else 0)
+
+    def describe(self):
+        nsp = len(self.x) - 2
+        k = "x".join(map(str, self.w[2:]))
+        parts = [f"{'x'.join(map(str, self.x))} k{self.w[0]} {k}",
+                 f"s{','.join(map(str, self.strides))}"]
+        if any(self.pads):
+            parts.append(f"p{','.join(map(str, self.pads[:nsp] if self.symmetric_pads else self.pads))}")
+        if any(d != 1 for d in self.dilations):
+            parts.append(f"d{','.join(map(str, self.dilations))}")
+        if self.group != 1:
+            parts.append(f"g{self.group}")
+        if self.bias:
+            parts.append("bias")
+        return f"Conv({' '.join(parts)})"
+
+
+def _map_conv(node, ctx: MapContext, attrs):
+    x = need(ctx.shape(node.input[0]), "input")
+    w = need(ctx.shape(node.input[1]), "weight")
+    if len(x) < 3 or len(x) > 5:
+        raise Unsupported(f"Conv on a rank-{len(x)} tensor (cuDNN supports 1-3 spatial dims)")
+    nsp = len(x) - 2
+    kernel = tuple(attrs.get("kernel_shape", w[2:]))
+    strides = tuple(attrs.get("strides", [1] * nsp))
+    dil = tuple(attrs.get("dilations", [1] * nsp))
+    group = int(attrs.get("group", 1))
+    if tuple(w[2:]) != kernel:
+        raise Unsupported(f"kernel_shape {kernel} differs from weight shape {w}")
+    if group <= 0 or x[1] % group or w[0] % group or w[1] * group != x[1]:
+        raise Unsupported(f"group {group} does not fit input channels {x[1]} and weight {w}")
+    pads = spatial_pads(attrs, x, kernel, strides, dil)
+    bias = len(node.input) > 2 and bool(node.input[2])
+    return ConvConfig(x=tuple(x), w=tuple(w), pads=pads, strides=strides, dilations=dil,
+                        group=group, bias=bias)
+
+
+def conv_case(cfg: ConvConfig, job: Job) -> dict:
+    x, w = list(cfg.x), list(cfg.w)
+    nsp = len(x) - 2
+    pads_b, pads_e = list(cfg.pads[:nsp]), list(cfg.pads[nsp:])
+    strides, dil = list(cfg.strides), list(cfg.dilations)
+    note = ""
+    if pads_b != pads_e:
+        # cuDNN pads symmetrically: time the convolution on an input that already holds the pads
+        x = x[:2] + [x[2 + i] + pads_b[i] + pads_e[i] for i in range(nsp)]
+        pads_b = [0] * nsp
+        note = "asymmetric pads: timed on an input padded beforehand (pad 0), same output and work"
+    if nsp == 1:
+        x = x[:2] + [1] + x[2:]
+        w = w[:2] + [1] + w[2:]
+        pads_b, strides, dil = [0] + pads_b, [1] + strides, [1] + dil
+        nsp = 2
+        note = (note + "; " if note else "") + "1-D convolution timed as 2-D with H=1"
+    return {"job": job_init(job), "nsp": nsp, "x": c_array(x, 5), "w": c_array(w, 5),
+            "pad": c_array(pads_b, 3), "stride": c_array(strides, 3, 1),
+            "dilation": c_array(dil, 3, 1), "group": cfg.group, "bias": cpp_num(cfg.bias),
+            "note": cpp_string(note)}
+
+
+def conv_fn(c: Ctx, conv: ConvConfig):
+    """(fn computing conv(x, w) + bias, note): PyTorch's convNd; asymmetric pads by F.pad first."""
+    F = functional(c)
+    nsp = len(conv.x) - 2
+    if nsp not in (1, 2, 3):
+        raise NotSupported(f"{nsp}-D convolution")
+    op = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nsp]
+    x = c.fmt(c.randn(conv.x))
+    w = c.fmt(c.randn(conv.w))
+    b = c.randn((conv.w[0],)) if conv.bias else None
+    begin, end = conv.pads[:nsp], conv.pads[nsp:]
+    if tuple(begin) == tuple(end):
+        return (lambda: op(x, w, b, conv.strides, tuple(begin), conv.dilations, conv.group)), ""
+    pad = []
+    for i in reversed(range(nsp)):
+        pad += [begin[i], end[i]]
+    return (lambda: op(F.pad(x, pad), w, b, conv.strides, 0, conv.dilations, conv.group)), \
+        "asymmetric pads: F.pad, then the convolution"
+
+
+def _conv(c: Ctx) -> Candidate:
+    fn, note = conv_fn(c, c.cfg)
+    return Candidate(f"torch:aten::conv{len(c.cfg.x) - 2}d", algo_label(c, "cudnn.benchmark"), fn,
+                     numel(c.cfg.output_shape()), note)
+
+
+def _min_bytes(cfg: ConvConfig, ib: int, ob: int) -> int:
+    """x, w and the per-channel parameters read once, y written once (bytes)."""
+    conv = cfg
+    params = conv.w[0] if conv.bias else 0
+    return ib * (numel(conv.x) + numel(conv.w) + params) + ob * numel(cfg.output_shape())
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    name="Conv", config=ConvConfig, template="conv.cpp.j2", case=conv_case, min_bytes=_min_bytes,
+    torch=_conv, onnx={"Conv": _map_conv},
+    typed_ops=(), fused_from=(),
+    aten={"Conv": ('aten::_conv_depthwise2d', 'aten::_convolution', 'aten::_slow_conv2d_forward', 'aten::conv1d', 'aten::conv2d', 'aten::conv3d', 'aten::conv_depthwise3d', 'aten::convolution', 'aten::cudnn_convolution', 'aten::cudnn_convolution_add_relu', 'aten::cudnn_convolution_relu', 'aten::mkldnn_convolution', 'aten::slow_conv_dilated2d', 'aten::thnn_conv2d')},
+    nhwc=True, image=True)

@@ -1,0 +1,68 @@
+"""ConvBiasAct layers. Fused Conv -> bias -> activation: cudnnConvolutionBiasActivationForward.
+
+The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, numel
+from benanza.kinds.conv import ConvConfig, conv_case, conv_fn
+from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
+
+
+@dataclass(frozen=True)
+class ConvBiasActConfig(LayerConfig):
+    """Fused Conv -> bias -> activation: cudnnConvolutionBiasActivationForward.
+
+    Covers the two ONNX layers of a fusion candidate (a Conv with bias and the Relu after it), so its
+    measurements are only compared with the sum of those two layers, never with the Conv alone.
+    """
+
+    kind: ClassVar[str] = "ConvBiasAct"
+    tensor_cores: ClassVar[bool] = True
+    conv: ConvConfig
+    activation: str  # "relu"
+
+    def input_shapes(self):
+        return self.conv.input_shapes()
+
+    def output_shape(self):
+        return self.conv.output_shape()
+
+    def flops(self):
+        return self.conv.flops() + numel(self.output_shape())
+
+    def describe(self):
+        return self.conv.describe().replace("Conv(", "ConvBiasAct(", 1) + f"+{self.activation}"
+
+
+def _conv_bias_act_case(cfg: ConvBiasActConfig, job: Job) -> dict:
+    c = conv_case(cfg.conv, job)
+    c["activation"] = {"relu": "CUDNN_ACTIVATION_RELU"}[cfg.activation]
+    return c
+
+
+def _conv_bias_act(c: Ctx) -> Candidate:
+    fn, note = conv_fn(c, c.cfg.conv)
+    F = functional(c)
+    return Candidate(f"torch:aten::conv{len(c.cfg.conv.x) - 2}d+relu_", algo_label(c, "cudnn.benchmark"),
+                     lambda: F.relu_(fn()), numel(c.cfg.output_shape()), note)
+
+
+def _min_bytes(cfg: ConvBiasActConfig, ib: int, ob: int) -> int:
+    """x, w and the per-channel parameters read once, y written once (bytes)."""
+    conv = cfg.conv
+    params = conv.w[0]  # the bias
+    return ib * (numel(conv.x) + numel(conv.w) + params) + ob * numel(cfg.output_shape())
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    name="ConvBiasAct", config=ConvBiasActConfig, template="conv_bias_act.cpp.j2", case=_conv_bias_act_case, min_bytes=_min_bytes,
+    torch=_conv_bias_act, onnx={},
+    typed_ops=(), fused_from=('Conv', 'Relu'),
+    aten={},
+    nhwc=True, image=False)

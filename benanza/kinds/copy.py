@@ -1,0 +1,283 @@
+"""Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
+
+The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+import numpy as np
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.cpp import c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
+from benanza.kinds.onnx_map import Unsupported, need
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One strided copy ``dst[dst_offset + i.dst_strides] = src[src_offset + i.src_strides]``.
+
+    dims, strides and offsets are in elements; src_index says which input tensor is read.
+    """
+
+    dims: tuple[int, ...]
+    src_strides: tuple[int, ...]
+    dst_strides: tuple[int, ...]
+    src_offset: int = 0
+    dst_offset: int = 0
+    src_index: int = 0
+
+
+def packed_strides(shape: Shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True)
+class CopyConfig(LayerConfig):
+    """Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
+    traffic they are: cudnnTransformTensor per strided transfer (plus cudaMemsetAsync of the output
+    for Pad), not as zero.
+
+    op: ONNX op; inputs: input shapes; y: output shape; attrs: op parameters as sorted pairs
+    (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads).
+    """
+
+    kind: ClassVar[str] = "Copy"
+    op: str
+    inputs: tuple[Shape, ...]
+    y: Shape
+    attrs: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def input_shapes(self):
+        return list(self.inputs)
+
+    def output_shape(self):
+        return self.y
+
+    def flops(self):
+        return 0
+
+    def attr(self, name: str) -> tuple[int, ...]:
+        return dict(self.attrs)[name]
+
+    def is_identity(self) -> bool:
+        """True when the op returns its one input unchanged: a Slice of every element (starts 0,
+        steps 1, the input's shape), a Pad of zeros, a Transpose by the identity permutation, a
+        Concat of one input. Such a layer moves no data in any implementation (zero-cost)."""
+        if len(self.inputs) != 1 or tuple(self.inputs[0]) != tuple(self.y):
+            return False
+        if self.op == "Slice":
+            return not any(self.attr("starts")) and all(s == 1 for s in self.attr("steps"))
+        if self.op == "Pad":
+            return not any(self.attr("pads"))
+        if self.op == "Transpose":
+            return tuple(self.attr("perm")) == tuple(range(len(self.y)))
+        return self.op == "Concat"
+
+    def fills_output(self) -> bool:
+        """True when the output is first set to the pad value (Pad)."""
+        return self.op == "Pad"
+
+    def transfers(self) -> list[Transfer]:
+        """The strided copies that implement the op (in elements)."""
+        y_strides = packed_strides(self.y)
+        if self.op == "Concat":
+            axis = self.attr("axis")[0]
+            out, offset = [], 0
+            for i, s in enumerate(self.inputs):
+                out.append(Transfer(s, packed_strides(s), y_strides, 0, offset * y_strides[axis], i))
+                offset += s[axis]
+            return out
+        x = self.inputs[0]
+        x_strides = packed_strides(x)
+        if self.op == "Transpose":
+            perm = self.attr("perm")
+            return [Transfer(self.y, tuple(x_strides[p] for p in perm), y_strides)]
+        if self.op == "Slice":
+            starts, steps = self.attr("starts"), self.attr("steps")
+            off = sum(st * xs for st, xs in zip(starts, x_strides))
+            return [Transfer(self.y, tuple(xs * sp for xs, sp in zip(x_strides, steps)), y_strides, off, 0)]
+        if self.op == "Pad":
+            pads = self.attr("pads")
+            r = len(x)
+            off = sum(pads[i] * y_strides[i] for i in range(r))
+            return [Transfer(x, x_strides, y_strides, 0, off)]
+        raise ValueError(f"CopyConfig: unknown op {self.op}")
+
+    def describe(self):
+        ins = ",".join("x".join(map(str, s)) for s in self.inputs)
+        return f"Copy({self.op} {ins} -> {'x'.join(map(str, self.y))})"
+
+
+def _map_concat(node, ctx, attrs):
+    ins = tuple(tuple(need(ctx.shape(i), "input")) for i in node.input if i)
+    y = tuple(need(ctx.shape(node.output[0]), "output"))
+    axis = int(attrs["axis"])
+    axis = axis + len(y) if axis < 0 else axis
+    ins = tuple(s for s in ins if s[axis] > 0)
+    return CopyConfig(op="Concat", inputs=ins, y=y, attrs=(("axis", (axis,)),))
+
+
+def _map_transpose(node, ctx, attrs):
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    perm = tuple(int(p) for p in attrs.get("perm", list(reversed(range(len(x))))))
+    y = tuple(x[p] for p in perm)
+    if len(x) > 8:
+        raise Unsupported(f"rank {len(x)} > 8")
+    return CopyConfig(op="Transpose", inputs=(x,), y=y, attrs=(("perm", perm),))
+
+
+def _map_slice(node, ctx, attrs):
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    y = tuple(need(ctx.shape(node.output[0]), "output"))
+    r = len(x)
+    if ctx.opset >= 10:
+        vals = []
+        for i in range(1, 5):
+            if len(node.input) > i and node.input[i]:
+                v = ctx.value(node.input[i])
+                if v is None:
+                    raise Unsupported(f"Slice input {i} is not a constant")
+                vals.append([int(t) for t in np.asarray(v).reshape(-1)])
+            else:
+                vals.append(None)
+        starts, ends, axes, steps = vals
+    else:
+        starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = steps if steps is not None else [1] * len(starts)
+    full_start, full_step = [0] * r, [1] * r
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = a + r if a < 0 else a
+        if st <= 0:
+            raise Unsupported("Slice with a non-positive step")
+        d = x[a]
+        s = s + d if s < 0 else s
+        full_start[a] = max(0, min(d, s))
+        full_step[a] = st
+    if r > 8:
+        raise Unsupported(f"rank {r} > 8")
+    return CopyConfig(op="Slice", inputs=(x,), y=y,
+                        attrs=(("starts", tuple(full_start)), ("steps", tuple(full_step))))
+
+
+def _map_pad(node, ctx, attrs):
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    y = tuple(need(ctx.shape(node.output[0]), "output"))
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        raise Unsupported(f"Pad mode {mode!r} (only constant)")
+    if ctx.opset >= 11:
+        v = ctx.value(node.input[1]) if len(node.input) > 1 else None
+        if v is None:
+            raise Unsupported("pads input is not a constant")
+        pads = [int(t) for t in np.asarray(v).reshape(-1)]
+        if len(node.input) > 3 and node.input[3]:
+            av = ctx.value(node.input[3])
+            if av is None:
+                raise Unsupported("axes input is not a constant")
+            axes = [int(a) + len(x) if int(a) < 0 else int(a) for a in np.asarray(av).reshape(-1)]
+            full = [0] * (2 * len(x))
+            for j, a in enumerate(axes):
+                full[a], full[len(x) + a] = pads[j], pads[len(axes) + j]
+            pads = full
+    else:
+        pads = [int(p) for p in attrs["pads"]]
+    if any(p < 0 for p in pads):
+        raise Unsupported("negative pads (cropping)")
+    if len(x) > 8:
+        raise Unsupported(f"rank {len(x)} > 8")
+    return CopyConfig(op="Pad", inputs=(x,), y=y, attrs=(("pads", tuple(pads)),))
+
+
+def collapse_transfer(t: Transfer) -> tuple[list[int], list[int], list[int]]:
+    """Drop size-1 dims and merge adjacent dims that are contiguous in both source and destination."""
+    dims, ss, ds = [], [], []
+    for d, s, o in zip(t.dims, t.src_strides, t.dst_strides):
+        if d == 1:
+            continue
+        if dims and ss[-1] == s * d and ds[-1] == o * d:
+            dims[-1] *= d
+            ss[-1], ds[-1] = s, o
+        else:
+            dims.append(d)
+            ss.append(s)
+            ds.append(o)
+    return dims or [1], ss or [1], ds or [1]
+
+
+def memcpy2d_shape(dims: list[int], ss: list[int], ds: list[int]) -> tuple[int, int, int, int] | None:
+    """(rows, cols, src pitch, dst pitch) in elements when a collapsed transfer is a 2-D copy with
+    contiguous rows (what cudaMemcpy2DAsync does), else None."""
+    if len(dims) == 1 and ss[0] == 1 and ds[0] == 1:
+        return 1, dims[0], dims[0], dims[0]
+    if len(dims) == 2 and ss[1] == 1 and ds[1] == 1:
+        return dims[0], dims[1], ss[0], ds[0]
+    return None
+
+
+def _copy_case(cfg: CopyConfig, job: Job) -> dict:
+    transfers = []
+    memcpy_ok = True
+    for t in cfg.transfers():
+        dims, ss, ds = collapse_transfer(t)
+        if len(dims) > 8:
+            raise ValueError(f"copy of rank {len(dims)}")
+        m2 = memcpy2d_shape(dims, ss, ds)
+        memcpy_ok = memcpy_ok and m2 is not None
+        rows, cols, sp, dp = m2 or (0, 0, 0, 0)
+        transfers.append({"nd": max(4, len(dims)), "dims": c_array(dims, 8, 1),
+                          "src_strides": c_array(ss, 8, 1), "dst_strides": c_array(ds, 8, 1),
+                          "src_offset": t.src_offset, "dst_offset": t.dst_offset,
+                          "src_index": t.src_index, "rows": rows, "cols": cols, "src_pitch": sp,
+                          "dst_pitch": dp})
+    return {"job": job_init(job), "inputs": [numel(s) for s in cfg.inputs],
+            "out": numel(cfg.y), "fill": cpp_num(cfg.fills_output()), "transfers": transfers,
+            "memcpy": cpp_num(memcpy_ok), "label": cpp_string(cfg.op)}
+
+
+def _copy(c: Ctx) -> Candidate:
+    cfg, F, torch = c.cfg, functional(c), c.torch
+    ins = [c.randn(s) for s in cfg.inputs]
+    y = numel(cfg.y)
+    if cfg.op == "Concat":
+        axis = cfg.attr("axis")[0]
+        return Candidate("torch:aten::cat", algo_label(c), lambda: torch.cat(ins, axis), y)
+    x = ins[0]
+    if cfg.op == "Transpose":
+        perm = tuple(cfg.attr("perm"))
+        return Candidate("torch:aten::permute+clone", algo_label(c), lambda: x.permute(perm).contiguous(), y)
+    if cfg.op == "Slice":
+        idx = tuple(slice(st, st + sp * (n - 1) + 1, sp) for st, sp, n in zip(cfg.attr("starts"), cfg.attr("steps"),
+                                                                                cfg.y))
+        return Candidate("torch:aten::slice+clone", algo_label(c), lambda: x[idx].clone(), y)
+    if cfg.op == "Pad":
+        pads, r = cfg.attr("pads"), len(cfg.inputs[0])
+        tp = []
+        for i in reversed(range(r)):
+            tp += [pads[i], pads[r + i]]
+        return Candidate("torch:aten::constant_pad_nd", algo_label(c), lambda: F.pad(x, tp), y)
+    raise NotSupported(f"copy op {cfg.op}")
+
+
+def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
+    """A Slice reads only what it keeps; the other copies read their inputs once; y written once (bytes)."""
+    y = numel(cfg.output_shape())
+    if cfg.op == "Slice":
+        return ib * y + ob * y
+    return ib * sum(numel(s) for s in cfg.inputs) + ob * y
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
+    torch=_copy, onnx={"Concat": _map_concat, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
+    typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),
+    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
+    nhwc=False, image=True)

@@ -1,0 +1,85 @@
+"""GemmAct layers. Fused Gemm/MatMul (+ bias) -> activation: ``Y = act(A @ B (+ C))``, the MLP block of a
+
+The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, io_bytes, numel
+from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
+from benanza.kinds.gemm import GemmConfig, gemm_case, gemm_fn
+from benanza.kinds.unary import UNARY_OPS
+
+
+#: activations a GemmAct fusion candidate applies after the matmul (+ bias)
+GEMM_ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+
+@dataclass(frozen=True)
+class GemmActConfig(LayerConfig):
+    """Fused Gemm/MatMul (+ bias) -> activation: ``Y = act(A @ B (+ C))``, the MLP block of a
+    transformer (Linear -> GELU) or a fully connected layer -> Relu.
+
+    gemm: the product (its ``bias`` is "c" when a Gemm's C or the per-output-feature bias Add after
+    a MatMul is part of the candidate); activation: "relu", "gelu" (erf form: ONNX Gelu
+    approximate='none', or the decomposed Div/Erf/Add/Mul/Mul) or "gelu_tanh".
+    Timed as one cuDNN graph, matmul -> pointwise ADD (bias) -> RELU_FWD / GELU_FWD /
+    GELU_APPROX_TANH_FWD, every engine config; and as cublasLtMatmul with the epilogue
+    CUBLASLT_EPILOGUE_RELU_BIAS / GELU_BIAS (RELU / GELU without a bias; cuBLASLt's GELU is the
+    tanh approximation, so for an erf GELU it is a same-work stand-in and says so).
+    Covers the two or three ONNX layers of the candidate (or the GEMM, bias Add and the five of a
+    decomposed GELU), so its measurements are only compared with their sum.
+    FLOPs: the GEMM's (bias included) + per output element 1 (relu) or the GELU's count of
+    :data:`UNARY_OPS`.
+    """
+
+    kind: ClassVar[str] = "GemmAct"
+    tensor_cores: ClassVar[bool] = True
+    gemm: GemmConfig
+    activation: str  # a member of GEMM_ACTIVATIONS
+
+    def input_shapes(self):
+        return self.gemm.input_shapes()
+
+    def output_shape(self):
+        return self.gemm.output_shape()
+
+    def flops(self):
+        per = 1 if self.activation == "relu" else UNARY_OPS[self.activation][1]
+        return self.gemm.flops() + per * numel(self.output_shape())
+
+    def describe(self):
+        return self.gemm.describe().replace("Gemm(", "GemmAct(", 1)[:-1] + f" +{self.activation})"
+
+
+_GEMM_ACT = {"relu": ("MatmulAct::RELU", 1), "gelu": ("MatmulAct::GELU", 3), "gelu_tanh": ("MatmulAct::GELU_TANH", 2)}
+
+
+def _gemm_act_case(cfg: GemmActConfig, job: Job) -> dict:
+    c = gemm_case(cfg.gemm, job)
+    c["act"], c["lt_activation"] = _GEMM_ACT[cfg.activation]
+    return c
+
+
+def _gemm_act(c: Ctx) -> Candidate:
+    fn, call = gemm_fn(c, c.cfg.gemm)
+    F = functional(c)
+    act = c.cfg.activation
+    post = {"relu": ("relu", lambda y: F.relu(y)), "gelu": ("gelu", lambda y: F.gelu(y)),
+            "gelu_tanh": ("gelu", lambda y: F.gelu(y, approximate="tanh"))}
+    if act not in post:
+        raise NotSupported(f"activation {act}")
+    name, f = post[act]
+    return Candidate(f"{call}+{name}", "default", lambda: f(fn()), numel(c.cfg.output_shape()))
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    name="GemmAct", config=GemmActConfig, template="gemm_act.cpp.j2", case=_gemm_act_case, min_bytes=io_bytes,
+    torch=_gemm_act, onnx={},
+    typed_ops=(), fused_from=('MatMul', 'Add', 'Gelu'),
+    aten={},
+    nhwc=False, image=False)

@@ -1,0 +1,110 @@
+"""LayerNorm layers. ONNX LayerNormalization (opset 17; ONNX operator spec), inference:
+
+The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.cpp import cpp_num, cpp_string, job_init
+from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
+from benanza.kinds.onnx_map import Unsupported, need
+
+
+@dataclass(frozen=True)
+class LayerNormConfig(LayerConfig):
+    """ONNX LayerNormalization (opset 17; ONNX operator spec), inference:
+    ``y = (x - mean) / sqrt(var + epsilon) * scale (+ bias)``, mean and (biased) variance over the
+    dims from ``axis`` on. Also the fused form of the decomposed ReduceMean/Sub/Pow/ReduceMean/Add/
+    Sqrt/Div/Mul/Add chain older exporters emit (a fusion candidate, see ``model._find_layernorms``).
+
+    x: the input shape; axis >= 0; the call sees x as (rows, cols) = (prod(x[:axis]), prod(x[axis:])),
+    scale and bias as (cols,) in float32 (as cuDNN's samples and mixed-precision frameworks keep
+    them). bias: ONNX's optional B input is present (absent: timed with a zero bias); stats: the
+    optional Mean/InvStdDev outputs are used (the call then also writes them, float32, (rows,)).
+    Timed: the cuDNN graph API's layernorm (cudnn-frontend ``Graph::layernorm``, forward phase
+    INFERENCE, or TRAINING when stats are needed; cuDNN developer guide, "Layernorm"), every engine
+    config of heuristics modes A, B and the fallback list; and a benanza CUDA kernel (one block per
+    row, float32 statistics) so a layer always has a valid measurement.
+    FLOPs: 8 per element (mean 1, variance 3, normalise 2, scale and shift 2).
+    """
+
+    kind: ClassVar[str] = "LayerNorm"
+    x: Shape
+    axis: int
+    epsilon: float
+    bias: bool = True
+    stats: bool = False
+
+    @property
+    def rows(self) -> int:
+        return numel(self.x[:self.axis])
+
+    @property
+    def cols(self) -> int:
+        return numel(self.x[self.axis:])
+
+    def input_shapes(self):
+        return [self.x, self.x[self.axis:]]
+
+    def output_shape(self):
+        return self.x
+
+    def flops(self):
+        return 8 * numel(self.x)
+
+    def describe(self):
+        return (f"LayerNorm({'x'.join(map(str, self.x))} axis {self.axis} eps {self.epsilon:g}"
+                f"{'' if self.bias else ' no-bias'}{' +stats' if self.stats else ''})")
+
+
+def _map_layernorm(node, ctx, attrs):
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    r = len(x)
+    if r == 0:
+        raise Unsupported("LayerNormalization of a scalar")
+    axis = int(attrs.get("axis", -1))
+    axis = axis + r if axis < 0 else axis
+    if not 0 <= axis < r:
+        raise Unsupported(f"axis {attrs.get('axis')} out of range for rank {r}")
+    if len(node.input) < 2 or not node.input[1]:
+        raise Unsupported("LayerNormalization without its Scale input")
+    bias = len(node.input) > 2 and bool(node.input[2])
+    stats = any(o for o in node.output[1:])
+    return LayerNormConfig(x=x, axis=axis, epsilon=float(attrs.get("epsilon", 1e-5)), bias=bias, stats=stats)
+
+
+def _layernorm_case(cfg: LayerNormConfig, job: Job) -> dict:
+    note = "" if cfg.bias else "no bias input: the cuDNN graph adds a zero bias"
+    return {"job": job_init(job), "rows": cfg.rows, "cols": cfg.cols, "epsilon": cpp_num(float(cfg.epsilon)),
+            "bias": cpp_num(cfg.bias), "stats": cpp_num(cfg.stats), "note": cpp_string(note)}
+
+
+def _layernorm(c: Ctx) -> Candidate:
+    cfg, F, torch = c.cfg, functional(c), c.torch
+    x = c.randn(cfg.x)
+    norm = tuple(cfg.x[cfg.axis:])
+    w = c.randn(norm)
+    b = c.randn(norm) if cfg.bias else None
+    if cfg.stats:
+        return Candidate("torch:aten::native_layer_norm", algo_label(c),
+                         lambda: torch.native_layer_norm(x, norm, w, b, cfg.epsilon)[0], numel(cfg.x))
+    return Candidate("torch:aten::layer_norm", algo_label(c), lambda: F.layer_norm(x, norm, w, b, cfg.epsilon),
+                     numel(cfg.x))
+
+
+def _min_bytes(cfg: LayerNormConfig, ib: int, ob: int) -> int:
+    """x read once, scale and bias (float32, 4 bytes each) once, y written once (bytes)."""
+    return ib * numel(cfg.x) + 4 * 2 * cfg.cols + ob * numel(cfg.output_shape())
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    name="LayerNorm", config=LayerNormConfig, template="layernorm.cpp.j2", case=_layernorm_case, min_bytes=_min_bytes,
+    torch=_layernorm, onnx={"LayerNormalization": _map_layernorm},
+    typed_ops=(), fused_from=('ReduceMean', 'Sub', 'Pow', 'Sqrt', 'Div', 'Mul', 'Add'),
+    aten={"LayerNormalization": ('aten::layer_norm', 'aten::native_layer_norm')},
+    nhwc=False, image=False)

@@ -1,0 +1,99 @@
+"""What the ONNX op mappers of the kind modules share: the mapping context, attribute reading, shape
+checks and the exception a mapper raises for a node it cannot benchmark."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from typing import Protocol
+
+
+FLOAT_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+                onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
+
+
+class MapContext(Protocol):
+    """What an op mapper may read of the model (built by ``benanza.processing.model``): the opset,
+    inferred shapes and element types by tensor name, constant tensors, the names of static tensors."""
+
+    opset: int
+    types: dict[str, int]
+    static: set[str]
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        """The inferred shape of tensor ``name`` (None when inference left it unknown)."""
+
+    def value(self, name: str) -> np.ndarray | None:
+        """The value of constant ``name`` (None when it is not a constant with data)."""
+
+
+class Unsupported(Exception):
+    """Raised by a mapper: the node cannot be benchmarked; the message is the reason."""
+
+
+def node_attrs(node: onnx.NodeProto) -> dict:
+    out = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        out[a.name] = v
+    return out
+
+
+def need(shape, what: str):
+    if shape is None:
+        raise Unsupported(f"{what} shape unknown after shape inference")
+    return shape
+
+
+def spatial_pads(attrs: dict, x: tuple[int, ...], kernel: tuple[int, ...], strides, dilations):
+    nsp = len(kernel)
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for i in range(nsp):
+            out = -(-x[2 + i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - x[2 + i])
+            small, big = total // 2, total - total // 2
+            if auto == "SAME_UPPER":
+                begin.append(small)
+                end.append(big)
+            else:
+                begin.append(big)
+                end.append(small)
+        return tuple(begin + end)
+    if auto == "VALID":
+        return (0,) * (2 * nsp)
+    pads = tuple(int(p) for p in attrs.get("pads", [0] * (2 * nsp)))
+    if len(pads) != 2 * nsp:
+        raise Unsupported(f"pads has {len(pads)} values for {nsp} spatial dims")
+    if any(p < 0 for p in pads):
+        raise Unsupported("negative pads")
+    return pads
+
+
+def scalar_input(ctx: MapContext, node, idx: int):
+    if len(node.input) <= idx or not node.input[idx]:
+        return None
+    v = ctx.value(node.input[idx])
+    if v is None:
+        raise Unsupported(f"input {idx} is not a constant")
+    return float(np.asarray(v).reshape(-1)[0])
+
+
+def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple, tuple, tuple]:
+    r = max(len(a), len(b))
+    a = (1,) * (r - len(a)) + tuple(a)
+    b = (1,) * (r - len(b)) + tuple(b)
+    y = []
+    for da, db in zip(a, b):
+        if da != db and 1 not in (da, db):
+            raise Unsupported(f"shapes {a} and {b} do not broadcast")
+        y.append(max(da, db))
+    return a, b, tuple(y)
+
+
+#: ONNX's integer and bool element types by the names of :data:`benanza.kinds.STORED_TYPES`
+STORED_NAMES = {onnx.TensorProto.BOOL: "bool", onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8",
+                 onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.INT32: "int32",
+                 onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.UINT64: "uint64"}
