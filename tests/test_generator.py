@@ -100,11 +100,11 @@ def test_nhwc_elementwise_case_is_the_channels_last_memory(tmp_path):
     nchw = L.REGISTRY["Elementwise"].case(cfg, L.Job("j", cfg, "fp32", "n"))
     nhwc = L.REGISTRY["Elementwise"].case(cfg, L.Job("j.nhwc", cfg, "fp32", "n", layout="NHWC"))
     # the kernel's collapsed dims, and cudnnOpTensor's (padded to 4)
-    assert (nchw["a"], nchw["b"]) == ("{2, 8, 16, 1, 1, 1, 1, 1}", "{1, 8, 1, 1, 1, 1, 1, 1}")
-    assert (nchw["ca"], nchw["cb"]) == ("{2, 8, 16, 1, 1}", "{1, 8, 1, 1, 1}")
-    assert (nhwc["a"], nhwc["b"]) == ("{32, 8, 1, 1, 1, 1, 1, 1}", "{1, 8, 1, 1, 1, 1, 1, 1}")
-    assert (nhwc["ca"], nhwc["cb"]) == ("{32, 8, 1, 1, 1}", "{1, 8, 1, 1, 1}")
-    assert '"NHWC"' in nhwc["job"] and '"NCHW"' in nchw["job"]
+    assert (nchw.a, nchw.b) == ("{2, 8, 16, 1, 1, 1, 1, 1}", "{1, 8, 1, 1, 1, 1, 1, 1}")
+    assert (nchw.ca, nchw.cb) == ("{2, 8, 16, 1, 1}", "{1, 8, 1, 1, 1}")
+    assert (nhwc.a, nhwc.b) == ("{32, 8, 1, 1, 1, 1, 1, 1}", "{1, 8, 1, 1, 1, 1, 1, 1}")
+    assert (nhwc.ca, nhwc.cb) == ("{32, 8, 1, 1, 1}", "{1, 8, 1, 1, 1}")
+    assert '"NHWC"' in nhwc.job and '"NCHW"' in nchw.job
 
 
 def test_pooling_pads_emulate_ceil_mode():
@@ -281,16 +281,16 @@ COPY_CASES = [  # (config, numpy reference)
 COPY_IDS = ["vit-qkv", "vit-heads", "kT", "concat", "slice", "pad"]
 
 
-def _strided_copy(src: np.ndarray, dst: np.ndarray, case_transfer: dict) -> None:
+def _strided_copy(src: np.ndarray, dst: np.ndarray, t) -> None:
     """What strided_copy (cpp/src/kernels.cu) does with one generated transfer, in numpy: the
     row-major index space of dims[:nd], each index's offsets from the strides."""
     parse = lambda s: [int(v) for v in s.strip("{}").split(",")]  # noqa: E731
-    nd = case_transfer["nd"]
-    dims = parse(case_transfer["dims"])[:nd]
-    ss, ds = parse(case_transfer["src_strides"])[:nd], parse(case_transfer["dst_strides"])[:nd]
+    nd = t.nd
+    dims = parse(t.dims)[:nd]
+    ss, ds = parse(t.src_strides)[:nd], parse(t.dst_strides)[:nd]
     idx = np.indices(dims).reshape(nd, -1)
-    so = case_transfer["src_offset"] + (idx * np.array(ss)[:, None]).sum(0)
-    do = case_transfer["dst_offset"] + (idx * np.array(ds)[:, None]).sum(0)
+    so = t.src_offset + (idx * np.array(ss)[:, None]).sum(0)
+    do = t.dst_offset + (idx * np.array(ds)[:, None]).sum(0)
     dst[do] = src[so]
 
 
@@ -304,25 +304,25 @@ def test_strided_copy_transfers_reproduce_the_op(cfg, ref):
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(s).astype(np.float32) for s in cfg.inputs]
     y = np.zeros(L.numel(cfg.y), np.float32)
-    for t in case["transfers"]:
-        _strided_copy(xs[t["src_index"]].reshape(-1), y, t)
+    for t in case.transfers:
+        _strided_copy(xs[t.src_index].reshape(-1), y, t)
     np.testing.assert_array_equal(y.reshape(cfg.y), ref(xs))
 
 
 
-def _planned_copy(src: np.ndarray, dst: np.ndarray, t: dict, es: int) -> dict:
+def _planned_copy(src: np.ndarray, dst: np.ndarray, t, es: int) -> dict:
     """What the strided-copy kernel moves for one transfer once plan_strided_copy (strided_copy.hpp)
     has coalesced and vectorized it, in numpy on the bytes; returns the plan."""
     from benanza import _native
     parse = lambda s: [int(v) for v in s.strip("{}").split(",")]  # noqa: E731
-    nd = t["nd"]
+    nd = t.nd
     base = 4096  # an aligned allocation, as cudaMalloc's
-    plan = _native.plan_strided_copy(parse(t["dims"])[:nd], parse(t["src_strides"])[:nd], parse(t["dst_strides"])[:nd],
-                                     es, base + t["src_offset"] * es, base + t["dst_offset"] * es)
+    plan = _native.plan_strided_copy(parse(t.dims)[:nd], parse(t.src_strides)[:nd], parse(t.dst_strides)[:nd],
+                                     es, base + t.src_offset * es, base + t.dst_offset * es)
     u = plan["unit_bytes"]
     idx = np.indices(plan["dims"]).reshape(len(plan["dims"]), -1)
-    so = t["src_offset"] * es + u * (idx * np.array(plan["src_strides"])[:, None]).sum(0)
-    do = t["dst_offset"] * es + u * (idx * np.array(plan["dst_strides"])[:, None]).sum(0)
+    so = t.src_offset * es + u * (idx * np.array(plan["src_strides"])[:, None]).sum(0)
+    do = t.dst_offset * es + u * (idx * np.array(plan["dst_strides"])[:, None]).sum(0)
     sb, db = src.view(np.uint8), dst.view(np.uint8)
     db[(do[:, None] + np.arange(u)).ravel()] = sb[(so[:, None] + np.arange(u)).ravel()]
     return plan
@@ -341,7 +341,7 @@ def test_strided_copy_plan_moves_the_same_bytes(cfg, ref, dtype):
     rng = np.random.default_rng(1)
     xs = [rng.standard_normal(s).astype(dtype) for s in cfg.inputs]
     y = np.zeros(L.numel(cfg.y), dtype)
-    plans = [_planned_copy(xs[t["src_index"]].reshape(-1), y, t, es) for t in case["transfers"]]
+    plans = [_planned_copy(xs[t.src_index].reshape(-1), y, t, es) for t in case.transfers]
     np.testing.assert_array_equal(y.reshape(cfg.y), ref(xs))
     if cfg.inputs == ((197, 24, 64),):  # heads: 64 contiguous elements per row, moved as 16-byte vectors
         assert plans[0]["unit_bytes"] == 16 and plans[0]["kind"] == "elementwise" and len(plans[0]["dims"]) == 3

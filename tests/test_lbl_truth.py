@@ -160,7 +160,7 @@ def test_the_sdpa_case_carries_the_strides(tmp_path):
     job = next(j for j in plan_jobs([ml], ["fp16"]) if j.kind == "SDPA")
     case = KIND_TEMPLATES["SDPA"][1](job.config, job)
     q, k, v, o = job.config.strides()
-    assert case["strides"] == "{" + ", ".join(map(str, q + k + v + o)) + "}"
+    assert case.strides == "{" + ", ".join(map(str, q + k + v + o)) + "}"
 
 
 @pytest.mark.slow

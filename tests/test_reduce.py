@@ -125,7 +125,7 @@ def _reduce_model(path):
 def test_reduce_case_times_the_kernel_beside_cudnn(tmp_path):
     cfg = L.ReduceConfig("mean", (8, 197, 768), (8, 197, 1))
     case = _reduce_case(cfg, Job("j", cfg, "fp16", "n"))
-    assert case["op"] == "CUDNN_REDUCE_TENSOR_AVG" and case["kop"] == "ReduceOp::Mean"
+    assert case.op == "CUDNN_REDUCE_TENSOR_AVG" and case.kop == "ReduceOp::Mean"
     ml = process(_reduce_model(tmp_path / "r.onnx"), 4)
     assert sorted(ly.config.op for ly in ml.benchmarked() if ly.config.kind == "Reduce") == ["max", "mean", "min",
                                                                                               "sum"]

@@ -55,12 +55,12 @@ def test_strided_copy_matches_the_reference(checker, dram_gbs, name, es):
     cfg, share = CASES[name]
     case = _copy_case(cfg, Job("j", cfg, "fp16" if es == 2 else "fp32", "n"))
     parse = lambda s: [int(v) for v in s.strip("{}").split(",")]  # noqa: E731
-    for t in case["transfers"]:
-        nd = t["nd"]
-        src_n = L.numel(cfg.inputs[t["src_index"]]) - t["src_offset"]
-        dst_n = L.numel(cfg.y) - t["dst_offset"]
+    for t in case.transfers:
+        nd = t.nd
+        src_n = L.numel(cfg.inputs[t.src_index]) - t.src_offset
+        dst_n = L.numel(cfg.y) - t.dst_offset
         args = [str(es), str(src_n), str(dst_n), str(nd)] + [str(v) for k in ("dims", "src_strides", "dst_strides")
-                                                             for v in parse(t[k])[:nd]]
+                                                             for v in parse(getattr(t, k))[:nd]]
         out = subprocess.run([str(checker)] + args, capture_output=True, text=True, timeout=120)
         print(name, es, out.stdout.strip(), f"(contiguous {dram_gbs:.0f} GB/s)")
         assert out.returncode == 0 and out.stdout.startswith("ok"), out.stdout + out.stderr

@@ -208,7 +208,7 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
 KIND_TEMPLATES = {name: (kind.template, kind.case) for name, kind in L.REGISTRY.items()}
 
 
-def _env() -> jinja2.Environment:
+def jinja_env() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                               trim_blocks=True, lstrip_blocks=True, autoescape=False)
@@ -256,7 +256,7 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
     root = Path(out_dir)
     src = root / "src"
     src.mkdir(parents=True, exist_ok=True)
-    env = _env()
+    env = jinja_env()
     by_kind: dict[str, list[Job]] = {}
     for j in jobs:
         by_kind.setdefault(j.kind, []).append(j)
@@ -266,20 +266,20 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         cases = [build(j.config, j) for j in by_kind[kind]]
         text = env.get_template(tmpl).render(cases=cases, version=__version__)
         name = f"{kind.lower()}.cpp"
-        _write_if_changed(src / name, text)
+        write_if_changed(src / name, text)
         sources.append(f"src/{name}")
     model_label = ", ".join(sorted({m.model for m in models}))
     info = env.get_template("suite_info.cpp.j2").render(
         model=cpp_string(model_label), generator=cpp_string(f"benanza {__version__}"))
-    _write_if_changed(src / "suite_info.cpp", info)
+    write_if_changed(src / "suite_info.cpp", info)
     sources.append("src/suite_info.cpp")
     for stale in src.glob("*.cpp"):
         if f"src/{stale.name}" not in sources:
             stale.unlink()
     copy_harness(root)  # the harness travels with the suite
     cmake = env.get_template("CMakeLists.txt.j2").render(sources=sources, version=__version__, harness_only=False,
-                                                         **_harness_sources())
-    _write_if_changed(root / "CMakeLists.txt", cmake)
+                                                         **harness_sources())
+    write_if_changed(root / "CMakeLists.txt", cmake)
     manifest = {
         "benanza_version": __version__,
         "precisions": precisions,
@@ -294,7 +294,7 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         "sources": sources,
         "fingerprint": hashlib.sha256(json.dumps(sources + [j.id for j in jobs]).encode()).hexdigest()[:16],
     }
-    _write_if_changed(root / "suite.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    write_if_changed(root / "suite.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return Suite(root=root, jobs=jobs, manifest=manifest)
 
 
@@ -309,7 +309,7 @@ def harness_files() -> list[tuple[Path, str]]:
     return out
 
 
-def _harness_sources() -> dict[str, list[str]]:
+def harness_sources() -> dict[str, list[str]]:
     """The harness's compiled sources (``src/*.cpp``, ``src/*.cu``) and those that include
     cudnn-frontend (compiled without optimisation: heavy headers, nothing on the timed path)."""
     srcs = [(str(rel), text) for rel, text in harness_files() if rel.parts[0] == "src"
@@ -322,15 +322,15 @@ def copy_harness(root: Path) -> None:
     for rel, text in harness_files():
         target = root / "harness" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        _write_if_changed(target, text)
+        write_if_changed(target, text)
 
 
 def render_harness_project(root: Path) -> None:
     """The CMake project of the harness library alone (what `benanza build` caches)."""
     copy_harness(root)
-    text = _env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True,
-                                                           **_harness_sources())
-    _write_if_changed(root / "CMakeLists.txt", text)
+    text = jinja_env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True,
+                                                           **harness_sources())
+    write_if_changed(root / "CMakeLists.txt", text)
 
 
 def _key_counts(m: ModelLayers) -> dict[str, int]:
@@ -345,7 +345,7 @@ def _key_counts(m: ModelLayers) -> dict[str, int]:
     return out
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def write_if_changed(path: Path, text: str) -> None:
     """Write only when the content differs, so a rebuild recompiles only what changed."""
     if path.exists() and path.read_text() == text:
         return

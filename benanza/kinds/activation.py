@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
-from benanza.kinds.cpp import as4, c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, as4, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need, scalar_input
 from benanza.kinds.unary import FLT_MAX, UnaryConfig
@@ -88,14 +88,26 @@ _ACT = {"relu": ("CUDNN_ACTIVATION_RELU", 0), "sigmoid": ("CUDNN_ACTIVATION_SIGM
         "hard_sigmoid": ("CUDNN_ACTIVATION_CLIPPED_RELU", 2), "swish": ("CUDNN_ACTIVATION_SWISH", 0)}
 
 
-def _activation_case(cfg: ActivationConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class ActivationCase(Case):
+    """One row of ``templates/activation.cpp.j2``'s case table: the fields of its C++ ``ActivationCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    dims: CppValue
+    mode: CppValue
+    variant: CppValue
+    coef: CppValue
+    alpha: CppValue
+    beta: CppValue
+    label: CppValue
+
+
+def _activation_case(cfg: ActivationConfig, job: Job) -> ActivationCase:
     mode, variant = _ACT[cfg.mode]
     coef = cfg.alpha
     if cfg.mode in ("hard_sigmoid", "swish"):
         coef = 1.0  # the proxy's clip; swish's beta (SiLU)
-    return {"job": job_init(job), "dims": c_array(as4(cfg.shape), 4), "mode": mode,
-            "variant": variant, "coef": cpp_num(coef), "alpha": cpp_num(float(cfg.alpha)), "beta": cpp_num(float(cfg.beta)),
-            "label": cpp_string(cfg.mode)}
+    return ActivationCase(job=job_init(job), dims=c_array(as4(cfg.shape), 4), mode=mode, variant=variant, coef=cpp_num(coef), alpha=cpp_num(float(cfg.alpha)), beta=cpp_num(float(cfg.beta)), label=cpp_string(cfg.mode))
 
 
 def _activation(c: Ctx) -> Candidate:
@@ -121,6 +133,7 @@ def _activation(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=ActivationConfig(shape=(1, 4, 1, 1), mode='swish', alpha=0.0, beta=0.0),
     name="Activation", config=ActivationConfig, template="activation.cpp.j2", case=_activation_case, min_bytes=io_bytes,
     torch=_activation, onnx={"Clip": _map_activation, "Elu": _map_activation, "HardSigmoid": _map_activation, "LeakyRelu": _map_activation, "Relu": _map_activation, "Sigmoid": _map_activation, "Tanh": _map_activation},
     typed_ops=(), fused_from=(),

@@ -129,6 +129,8 @@ def io_bytes(cfg: LayerConfig, ib: int, ob: int) -> int:
 class Kind:
     """One layer kind's whole slice, the registry entry (:data:`benanza.kinds.REGISTRY`) every stage reads.
 
+    - ``example``: a config of the kind from a real model (the registry test builds its case, bytes,
+      FLOPs and PyTorch candidate).
     - ``name``: the kind (``LayerConfig.kind``), as the database, the suites and ``--kinds`` spell it.
     - ``config``: the frozen config dataclass; ``config.flops()`` gives the FLOPs of one call
       (multiply-add = 2).
@@ -147,6 +149,7 @@ class Kind:
       layout of a neighbouring convolution (layout propagation in the generator).
     """
 
+    example: LayerConfig
     name: str
     config: type[LayerConfig]
     template: str

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.cpp import c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -47,12 +47,21 @@ def _map_bn(node, ctx, attrs):
     return BatchNormConfig(shape=tuple(x), epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
-def _bn_case(cfg: BatchNormConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class BatchNormCase(Case):
+    """One row of ``templates/batchnorm.cpp.j2``'s case table: the fields of its C++ ``BatchNormCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    dims: CppValue
+    epsilon: CppValue
+    note: CppValue
+
+
+def _bn_case(cfg: BatchNormConfig, job: Job) -> BatchNormCase:
     s = list(cfg.shape)
     dims = s + [1] * (4 - len(s)) if len(s) <= 4 else s[:2] + [math.prod(s[2:]), 1]
-    return {"job": job_init(job), "dims": c_array(dims, 4), "epsilon": cpp_num(max(cfg.epsilon, 1e-5)),
-            "note": cpp_string("" if cfg.epsilon >= 1e-5 else
-                               f"epsilon {cfg.epsilon} raised to CUDNN_BN_MIN_EPSILON 1e-5")}
+    return BatchNormCase(job=job_init(job), dims=c_array(dims, 4), epsilon=cpp_num(max(cfg.epsilon, 1e-5)), note=cpp_string("" if cfg.epsilon >= 1e-5 else
+                               f"epsilon {cfg.epsilon} raised to CUDNN_BN_MIN_EPSILON 1e-5"))
 
 
 def _batchnorm(c: Ctx) -> Candidate:
@@ -71,6 +80,7 @@ def _min_bytes(cfg: BatchNormConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=BatchNormConfig(shape=(1, 160, 7, 7), epsilon=9.999999747378752e-06),
     name="BatchNorm", config=BatchNormConfig, template="batchnorm.cpp.j2", case=_bn_case, min_bytes=_min_bytes,
     torch=_batchnorm, onnx={"BatchNormalization": _map_bn},
     typed_ops=(), fused_from=(),

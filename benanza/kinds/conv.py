@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.cpp import c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import MapContext, Unsupported, need, spatial_pads
 
@@ -92,7 +92,23 @@ def _map_conv(node, ctx: MapContext, attrs):
                         group=group, bias=bias)
 
 
-def conv_case(cfg: ConvConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class ConvCase(Case):
+    """One row of ``templates/conv.cpp.j2``'s case table: the fields of its C++ ``ConvCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    nsp: CppValue
+    x: CppValue
+    w: CppValue
+    pad: CppValue
+    stride: CppValue
+    dilation: CppValue
+    group: CppValue
+    bias: CppValue
+    note: CppValue
+
+
+def conv_case(cfg: ConvConfig, job: Job) -> ConvCase:
     x, w = list(cfg.x), list(cfg.w)
     nsp = len(x) - 2
     pads_b, pads_e = list(cfg.pads[:nsp]), list(cfg.pads[nsp:])
@@ -109,10 +125,7 @@ def conv_case(cfg: ConvConfig, job: Job) -> dict:
         pads_b, strides, dil = [0] + pads_b, [1] + strides, [1] + dil
         nsp = 2
         note = (note + "; " if note else "") + "1-D convolution timed as 2-D with H=1"
-    return {"job": job_init(job), "nsp": nsp, "x": c_array(x, 5), "w": c_array(w, 5),
-            "pad": c_array(pads_b, 3), "stride": c_array(strides, 3, 1),
-            "dilation": c_array(dil, 3, 1), "group": cfg.group, "bias": cpp_num(cfg.bias),
-            "note": cpp_string(note)}
+    return ConvCase(job=job_init(job), nsp=nsp, x=c_array(x, 5), w=c_array(w, 5), pad=c_array(pads_b, 3), stride=c_array(strides, 3, 1), dilation=c_array(dil, 3, 1), group=cfg.group, bias=cpp_num(cfg.bias), note=cpp_string(note))
 
 
 def conv_fn(c: Ctx, conv: ConvConfig):
@@ -150,6 +163,8 @@ def _min_bytes(cfg: ConvConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=ConvConfig(x=(1, 32, 1, 1), w=(8, 32, 1, 1), pads=(0, 0, 0, 0), strides=(1, 1), dilations=(1, 1),
+        group=1, bias=True),
     name="Conv", config=ConvConfig, template="conv.cpp.j2", case=conv_case, min_bytes=_min_bytes,
     torch=_conv, onnx={"Conv": _map_conv},
     typed_ops=(), fused_from=(),

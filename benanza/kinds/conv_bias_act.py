@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from benanza.kinds.cpp import CppValue
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
-from benanza.kinds.conv import ConvConfig, conv_case, conv_fn
+from benanza.kinds.conv import ConvCase, ConvConfig, conv_case, conv_fn
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 
 
@@ -39,10 +40,17 @@ class ConvBiasActConfig(LayerConfig):
         return self.conv.describe().replace("Conv(", "ConvBiasAct(", 1) + f"+{self.activation}"
 
 
-def _conv_bias_act_case(cfg: ConvBiasActConfig, job: Job) -> dict:
-    c = conv_case(cfg.conv, job)
-    c["activation"] = {"relu": "CUDNN_ACTIVATION_RELU"}[cfg.activation]
-    return c
+@dataclass(frozen=True)
+class ConvBiasActCase(ConvCase):
+    """One row of ``templates/conv_bias_act.cpp.j2``'s case table: the fields of its C++ ``ConvBiasActCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    activation: CppValue
+
+
+def _conv_bias_act_case(cfg: ConvBiasActConfig, job: Job) -> ConvBiasActCase:
+    return ConvBiasActCase(**vars(conv_case(cfg.conv, job)),
+                           activation={"relu": "CUDNN_ACTIVATION_RELU"}[cfg.activation])
 
 
 def _conv_bias_act(c: Ctx) -> Candidate:
@@ -61,6 +69,8 @@ def _min_bytes(cfg: ConvBiasActConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=ConvBiasActConfig(conv=ConvConfig(x=(1, 48, 1, 1), w=(8, 48, 1, 1), pads=(0, 0, 0, 0), strides=(1, 1),
+        dilations=(1, 1), group=1, bias=True), activation='relu'),
     name="ConvBiasAct", config=ConvBiasActConfig, template="conv_bias_act.cpp.j2", case=_conv_bias_act_case, min_bytes=_min_bytes,
     torch=_conv_bias_act, onnx={},
     typed_ops=(), fused_from=('Conv', 'Relu'),

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
-from benanza.kinds.conv import ConvConfig, conv_case, conv_fn
-from benanza.kinds.cpp import cpp_num
+from benanza.kinds.conv import ConvCase, ConvConfig, conv_case, conv_fn
+from benanza.kinds.cpp import CppValue, cpp_num
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 
 
@@ -46,10 +46,16 @@ class ConvBnActConfig(LayerConfig):
         return self.conv.describe().replace("Conv(", "ConvBnAct(", 1) + "+bn" + act
 
 
-def _conv_bn_act_case(cfg: ConvBnActConfig, job: Job) -> dict:
-    c = conv_case(cfg.conv, job)
-    c["relu"] = cpp_num(cfg.activation == "relu")
-    return c
+@dataclass(frozen=True)
+class ConvBnActCase(ConvCase):
+    """One row of ``templates/conv_bn_act.cpp.j2``'s case table: the fields of its C++ ``ConvBnActCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    relu: CppValue
+
+
+def _conv_bn_act_case(cfg: ConvBnActConfig, job: Job) -> ConvBnActCase:
+    return ConvBnActCase(**vars(conv_case(cfg.conv, job)), relu=cpp_num(cfg.activation == "relu"))
 
 
 def _conv_bn_act(c: Ctx) -> Candidate:
@@ -76,6 +82,8 @@ def _min_bytes(cfg: ConvBnActConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=ConvBnActConfig(conv=ConvConfig(x=(1, 32, 1, 1), w=(8, 32, 1, 1), pads=(0, 0, 0, 0), strides=(1, 1),
+        dilations=(1, 1), group=1, bias=True), activation='relu'),
     name="ConvBnAct", config=ConvBnActConfig, template="conv_bn_act.cpp.j2", case=_conv_bn_act_case, min_bytes=_min_bytes,
     torch=_conv_bn_act, onnx={},
     typed_ops=(), fused_from=('Conv', 'BatchNormalization', 'Relu'),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.cpp import c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -222,7 +222,37 @@ def memcpy2d_shape(dims: list[int], ss: list[int], ds: list[int]) -> tuple[int, 
     return None
 
 
-def _copy_case(cfg: CopyConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class TransferRow:
+    """One ``Transfer`` of ``templates/copy.cpp.j2`` (its C++ struct's fields in order, C++ literals)."""
+
+    nd: int
+    dims: str
+    src_strides: str
+    dst_strides: str
+    src_offset: int
+    dst_offset: int
+    src_index: int
+    rows: int
+    cols: int
+    src_pitch: int
+    dst_pitch: int
+
+
+@dataclass(frozen=True)
+class CopyCase(Case):
+    """One row of ``templates/copy.cpp.j2``'s case table: the fields of its C++ ``CopyCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    inputs: list[int]
+    out: CppValue
+    fill: CppValue
+    transfers: tuple[TransferRow, ...]
+    memcpy: CppValue
+    label: CppValue
+
+
+def _copy_case(cfg: CopyConfig, job: Job) -> CopyCase:
     transfers = []
     memcpy_ok = True
     for t in cfg.transfers():
@@ -232,14 +262,13 @@ def _copy_case(cfg: CopyConfig, job: Job) -> dict:
         m2 = memcpy2d_shape(dims, ss, ds)
         memcpy_ok = memcpy_ok and m2 is not None
         rows, cols, sp, dp = m2 or (0, 0, 0, 0)
-        transfers.append({"nd": max(4, len(dims)), "dims": c_array(dims, 8, 1),
-                          "src_strides": c_array(ss, 8, 1), "dst_strides": c_array(ds, 8, 1),
-                          "src_offset": t.src_offset, "dst_offset": t.dst_offset,
-                          "src_index": t.src_index, "rows": rows, "cols": cols, "src_pitch": sp,
-                          "dst_pitch": dp})
-    return {"job": job_init(job), "inputs": [numel(s) for s in cfg.inputs],
-            "out": numel(cfg.y), "fill": cpp_num(cfg.fills_output()), "transfers": transfers,
-            "memcpy": cpp_num(memcpy_ok), "label": cpp_string(cfg.op)}
+        transfers.append(TransferRow(nd=max(4, len(dims)), dims=c_array(dims, 8, 1), src_strides=c_array(ss, 8, 1),
+                                     dst_strides=c_array(ds, 8, 1), src_offset=t.src_offset,
+                                     dst_offset=t.dst_offset, src_index=t.src_index, rows=rows, cols=cols,
+                                     src_pitch=sp, dst_pitch=dp))
+    return CopyCase(job=job_init(job), inputs=[numel(s) for s in cfg.inputs], out=numel(cfg.y),
+                    fill=cpp_num(cfg.fills_output()), transfers=tuple(transfers), memcpy=cpp_num(memcpy_ok),
+                    label=cpp_string(cfg.op))
 
 
 def _copy(c: Ctx) -> Candidate:
@@ -276,6 +305,7 @@ def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=CopyConfig(op='Transpose', inputs=((1, 768, 196),), y=(1, 196, 768), attrs=(('perm', (0, 2, 1)),)),
     name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
     torch=_copy, onnx={"Concat": _map_concat, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
     typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),

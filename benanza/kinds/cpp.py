@@ -2,7 +2,9 @@
 numbers and the ``JobInfo`` initializer of a case."""
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 
 from benanza.kinds.base import Job
 from benanza.kinds.precision import PRECISION_ENUM
@@ -67,3 +69,20 @@ ELEM_ENUM = {"float32": "ElemType::F32", "float16": "ElemType::F16", "bfloat16":
               "float64": "ElemType::F64", "int64": "ElemType::I64", "int32": "ElemType::I32",
               "int8": "ElemType::I8", "uint8": "ElemType::U8", "bool": "ElemType::I8", "int16": "ElemType::I16",
               "uint16": "ElemType::U16", "uint32": "ElemType::U32", "uint64": "ElemType::U64"}
+
+
+#: a C++ literal of a case field: the text of an initializer, or a number Jinja prints as one
+CppValue = str | int | float
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of a template's case table (a generated suite's ``kCases``): subclasses list the fields
+    of the template's C++ case struct in order, each a C++ literal; ``job`` is the ``JobInfo``
+    initializer (:func:`job_init`)."""
+
+    job: str
+
+    def fields(self) -> list[str]:
+        """The field names, in the C++ struct's order."""
+        return [f.name for f in dataclasses.fields(self)]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
-from benanza.kinds.cpp import as4, c_array, cpp_num, job_init
+from benanza.kinds.cpp import Case, CppValue, as4, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
 from benanza.kinds.onnx_map import MapContext, need, scalar_input
 
@@ -44,8 +44,17 @@ def _map_dropout(node, ctx: MapContext, attrs) -> DropoutConfig:
     return DropoutConfig(shape=tuple(need(ctx.shape(node.input[0]), "input")), ratio=float(ratio))
 
 
-def _dropout_case(cfg: DropoutConfig, job: Job) -> dict:
-    return {"job": job_init(job), "dims": c_array(as4(cfg.shape), 4), "ratio": cpp_num(cfg.ratio)}
+@dataclass(frozen=True)
+class DropoutCase(Case):
+    """One row of ``templates/dropout.cpp.j2``'s case table: the fields of its C++ ``DropoutCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    dims: CppValue
+    ratio: CppValue
+
+
+def _dropout_case(cfg: DropoutConfig, job: Job) -> DropoutCase:
+    return DropoutCase(job=job_init(job), dims=c_array(as4(cfg.shape), 4), ratio=cpp_num(cfg.ratio))
 
 
 def _dropout(c: Ctx) -> Candidate:
@@ -56,6 +65,7 @@ def _dropout(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=DropoutConfig(shape=(1, 64, 56, 56), ratio=0.1),
     name="Dropout", config=DropoutConfig, template="dropout.cpp.j2", case=_dropout_case, min_bytes=io_bytes,
     torch=_dropout, onnx={"Dropout": _map_dropout},
     typed_ops=(), fused_from=(),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, STORED_TYPES, Shape, channels_last, numel
-from benanza.kinds.cpp import ELEM_ENUM, c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, ELEM_ENUM, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import FLOAT_TYPES, MapContext, STORED_NAMES, Unsupported, broadcast_shapes, need
 
@@ -108,7 +108,7 @@ _INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_ri
 _VARIADIC = {"Sum", "Mean", "Max", "Min"}
 
 
-def _elem_name(ctx: MapContext, name: str, op: str) -> str:
+def elem_name(ctx: MapContext, name: str, op: str) -> str:
     """"" for a float tensor, the stored type's name for bool and integers; Unsupported otherwise."""
     t = ctx.types.get(name)
     if t in FLOAT_TYPES:
@@ -131,7 +131,7 @@ def _binary_op(node, attrs) -> str:
     return BINARY_OPS[op]
 
 
-def _map_elementwise(node, ctx, attrs):
+def map_elementwise(node, ctx, attrs):
     """Binary elementwise ops with numpy broadcasting of both operands -> ElementwiseConfig
     (the element types the ONNX operator spec defines the op on; 2-input Sum/Mean/Max/Min)."""
     ins = [i for i in node.input if i]
@@ -141,7 +141,7 @@ def _map_elementwise(node, ctx, attrs):
     op = _binary_op(node, attrs)
     a = need(ctx.shape(node.input[0]), "input A")
     b = need(ctx.shape(node.input[1]), "input B")
-    ta, tb = _elem_name(ctx, node.input[0], node.op_type), _elem_name(ctx, node.input[1], node.op_type)
+    ta, tb = elem_name(ctx, node.input[0], node.op_type), elem_name(ctx, node.input[1], node.op_type)
     if ta != tb or (not ta and ctx.types.get(node.input[0]) != ctx.types.get(node.input[1])):
         raise Unsupported(f"{node.op_type} of operands with different element types")
     if op in _BOOL_ONLY and ta != "bool":
@@ -233,7 +233,35 @@ def _cudnn_op_tensor(cfg: ElementwiseConfig, a: list[int], b: list[int]) -> dict
             "alpha2": cpp_num(alpha2), "note": cpp_string(note)}
 
 
-def _elementwise_case(cfg: ElementwiseConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class ElementwiseCase(Case):
+    """One row of ``templates/elementwise.cpp.j2``'s case table: the fields of its C++ ``ElementwiseCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    nd: CppValue
+    a: CppValue
+    b: CppValue
+    kop: CppValue
+    stored: CppValue
+    et: CppValue
+    out_bool: CppValue
+    a_lo: CppValue
+    a_hi: CppValue
+    b_lo: CppValue
+    b_hi: CppValue
+    graph: CppValue
+    label: CppValue
+    cudnn: CppValue
+    cnd: CppValue
+    ca: CppValue
+    cb: CppValue
+    op: CppValue
+    alpha1: CppValue
+    alpha2: CppValue
+    note: CppValue
+
+
+def _elementwise_case(cfg: ElementwiseConfig, job: Job) -> ElementwiseCase:
     if job.layout == "NHWC":  # channels-last memory: the dims packed as (N, spatial..., C)
         a, b = collapse_broadcast(channels_last(cfg.a), channels_last(cfg.b))
     else:
@@ -241,13 +269,12 @@ def _elementwise_case(cfg: ElementwiseConfig, job: Job) -> dict:
     if len(a) > 8:
         raise ValueError(f"elementwise shapes {cfg.a} x {cfg.b} do not collapse to 8 dims")
     (alo, ahi), (blo, bhi) = elementwise_input_ranges(cfg)
-    case = {"job": job_init(job), "nd": len(a), "a": c_array(a, 8, 1), "b": c_array(b, 8, 1),
-            "kop": _POINTWISE_ENUM[cfg.op], "stored": cpp_num(bool(cfg.dtype)),
-            "et": ELEM_ENUM[cfg.dtype] if cfg.dtype else "ElemType::F32", "out_bool": cpp_num(cfg.out_dtype == "bool"),
-            "a_lo": cpp_num(alo), "a_hi": cpp_num(ahi), "b_lo": cpp_num(blo), "b_hi": cpp_num(bhi),
-            "graph": cpp_num(cfg.dtype in ("", "bool")), "label": cpp_string(cfg.op + (f" {cfg.dtype}" if cfg.dtype else ""))}
-    case.update(_cudnn_op_tensor(cfg, a, b))
-    return case
+    return ElementwiseCase(
+        job=job_init(job), nd=len(a), a=c_array(a, 8, 1), b=c_array(b, 8, 1), kop=_POINTWISE_ENUM[cfg.op],
+        stored=cpp_num(bool(cfg.dtype)), et=ELEM_ENUM[cfg.dtype] if cfg.dtype else "ElemType::F32",
+        out_bool=cpp_num(cfg.out_dtype == "bool"), a_lo=cpp_num(alo), a_hi=cpp_num(ahi), b_lo=cpp_num(blo),
+        b_hi=cpp_num(bhi), graph=cpp_num(cfg.dtype in ("", "bool")),
+        label=cpp_string(cfg.op + (f" {cfg.dtype}" if cfg.dtype else "")), **_cudnn_op_tensor(cfg, a, b))
 
 
 #: ElementwiseConfig ops -> the torch function PyTorch runs for them (benanza.kinds.ELEMENTWISE_OPS)
@@ -291,8 +318,9 @@ def _min_bytes(cfg: ElementwiseConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=ElementwiseConfig(op='and', a=(1, 1, 128, 1), b=(1, 1, 1, 128), dtype='bool'),
     name="Elementwise", config=ElementwiseConfig, template="elementwise.cpp.j2", case=_elementwise_case, min_bytes=_min_bytes,
-    torch=_elementwise, onnx={"Add": _map_elementwise, "And": _map_elementwise, "BitShift": _map_elementwise, "BitwiseAnd": _map_elementwise, "BitwiseOr": _map_elementwise, "BitwiseXor": _map_elementwise, "Div": _map_elementwise, "Equal": _map_elementwise, "Greater": _map_elementwise, "GreaterOrEqual": _map_elementwise, "Less": _map_elementwise, "LessOrEqual": _map_elementwise, "Max": _map_elementwise, "Mean": _map_elementwise, "Min": _map_elementwise, "Mod": _map_elementwise, "Mul": _map_elementwise, "Or": _map_elementwise, "PRelu": _map_elementwise, "Sub": _map_elementwise, "Sum": _map_elementwise, "Xor": _map_elementwise},
+    torch=_elementwise, onnx={"Add": map_elementwise, "And": map_elementwise, "BitShift": map_elementwise, "BitwiseAnd": map_elementwise, "BitwiseOr": map_elementwise, "BitwiseXor": map_elementwise, "Div": map_elementwise, "Equal": map_elementwise, "Greater": map_elementwise, "GreaterOrEqual": map_elementwise, "Less": map_elementwise, "LessOrEqual": map_elementwise, "Max": map_elementwise, "Mean": map_elementwise, "Min": map_elementwise, "Mod": map_elementwise, "Mul": map_elementwise, "Or": map_elementwise, "PRelu": map_elementwise, "Sub": map_elementwise, "Sum": map_elementwise, "Xor": map_elementwise},
     typed_ops=('Add', 'And', 'BitShift', 'BitwiseAnd', 'BitwiseOr', 'BitwiseXor', 'Div', 'Equal', 'Greater', 'GreaterOrEqual', 'Less', 'LessOrEqual', 'Max', 'Min', 'Mod', 'Mul', 'Or', 'Sub', 'Sum', 'Xor'), fused_from=(),
     aten={"Add": ('aten::add', 'aten::add_'), "Div": ('aten::div', 'aten::div_'), "Max": ('aten::max', 'aten::maximum'), "Min": ('aten::min', 'aten::minimum'), "Mul": ('aten::mul', 'aten::mul_'), "Sub": ('aten::rsub', 'aten::sub', 'aten::sub_')},
     nhwc=True, image=True)

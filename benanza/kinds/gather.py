@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.cpp import cpp_num, job_init
+from benanza.kinds.cpp import Case, CppValue, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -116,11 +116,22 @@ def _map_gathernd(node, ctx, attrs):
 GATHER_MEMCPY_MAX = 64
 
 
-def _gather_case(cfg: GatherConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class GatherCase(Case):
+    """One row of ``templates/gather.cpp.j2``'s case table: the fields of its C++ ``GatherCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    outer: CppValue
+    axis_dim: CppValue
+    n: CppValue
+    inner: CppValue
+    indices: CppValue
+    memcpy: CppValue
+
+
+def _gather_case(cfg: GatherConfig, job: Job) -> GatherCase:
     n = numel(cfg.indices)
-    return {"job": job_init(job), "outer": cfg.outer, "axis_dim": cfg.data[cfg.axis], "n": n, "inner": cfg.inner,
-            "indices": "{" + ", ".join(str(v) for v in cfg.values) + "}",
-            "memcpy": cpp_num(bool(cfg.values) and n <= GATHER_MEMCPY_MAX)}
+    return GatherCase(job=job_init(job), outer=cfg.outer, axis_dim=cfg.data[cfg.axis], n=n, inner=cfg.inner, indices="{" + ", ".join(str(v) for v in cfg.values) + "}", memcpy=cpp_num(bool(cfg.values) and n <= GATHER_MEMCPY_MAX))
 
 
 def _gather(c: Ctx) -> Candidate:
@@ -152,6 +163,7 @@ def _min_bytes(cfg: GatherConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=GatherConfig(data=(1, 197, 768), indices=(), axis=1, values=(0,)),
     name="Gather", config=GatherConfig, template="gather.cpp.j2", case=_gather_case, min_bytes=_min_bytes,
     torch=_gather, onnx={"Gather": _map_gather, "GatherND": _map_gathernd},
     typed_ops=(), fused_from=(),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
-from benanza.kinds.cpp import cpp_num, job_init
+from benanza.kinds.cpp import Case, CppValue, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -102,10 +102,22 @@ def _map_matmul(node, ctx, attrs):
     raise Unsupported(f"batched MatMul with partially broadcast batch dims {ba} x {bb}")
 
 
-def gemm_case(cfg: GemmConfig, job: Job) -> dict:
-    return {"job": job_init(job), "m": cfg.m, "n": cfg.n, "k": cfg.k, "batch": cfg.batch,
-            "trans_a": cpp_num(cfg.trans_a), "trans_b": cpp_num(cfg.trans_b),
-            "bias": {"none": 0, "c": 1}.get(cfg.bias, 2)}
+@dataclass(frozen=True)
+class GemmCase(Case):
+    """One row of ``templates/gemm.cpp.j2``'s case table: the fields of its C++ ``GemmCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    m: CppValue
+    n: CppValue
+    k: CppValue
+    batch: CppValue
+    trans_a: CppValue
+    trans_b: CppValue
+    bias: CppValue
+
+
+def gemm_case(cfg: GemmConfig, job: Job) -> GemmCase:
+    return GemmCase(job=job_init(job), m=cfg.m, n=cfg.n, k=cfg.k, batch=cfg.batch, trans_a=cpp_num(cfg.trans_a), trans_b=cpp_num(cfg.trans_b), bias={"none": 0, "c": 1}.get(cfg.bias, 2))
 
 
 def gemm_fn(c: Ctx, g: GemmConfig):
@@ -145,6 +157,7 @@ def _min_bytes(cfg: GemmConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=GemmConfig(m=1, n=1000, k=440, batch=1, trans_a=False, trans_b=True, bias='c'),
     name="Gemm", config=GemmConfig, template="gemm.cpp.j2", case=gemm_case, min_bytes=_min_bytes,
     torch=_gemm, onnx={"Gemm": _map_gemm, "MatMul": _map_matmul},
     typed_ops=(), fused_from=(),

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from benanza.kinds.cpp import CppValue
 from benanza.kinds.base import Job, Kind, LayerConfig, io_bytes, numel
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
-from benanza.kinds.gemm import GemmConfig, gemm_case, gemm_fn
+from benanza.kinds.gemm import GemmCase, GemmConfig, gemm_case, gemm_fn
 from benanza.kinds.unary import UNARY_OPS
 
 
@@ -58,10 +59,18 @@ class GemmActConfig(LayerConfig):
 _GEMM_ACT = {"relu": ("MatmulAct::RELU", 1), "gelu": ("MatmulAct::GELU", 3), "gelu_tanh": ("MatmulAct::GELU_TANH", 2)}
 
 
-def _gemm_act_case(cfg: GemmActConfig, job: Job) -> dict:
-    c = gemm_case(cfg.gemm, job)
-    c["act"], c["lt_activation"] = _GEMM_ACT[cfg.activation]
-    return c
+@dataclass(frozen=True)
+class GemmActCase(GemmCase):
+    """One row of ``templates/gemm_act.cpp.j2``'s case table: the fields of its C++ ``GemmActCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    act: CppValue
+    lt_activation: CppValue
+
+
+def _gemm_act_case(cfg: GemmActConfig, job: Job) -> GemmActCase:
+    act, lt_activation = _GEMM_ACT[cfg.activation]
+    return GemmActCase(**vars(gemm_case(cfg.gemm, job)), act=act, lt_activation=lt_activation)
 
 
 def _gemm_act(c: Ctx) -> Candidate:
@@ -78,6 +87,8 @@ def _gemm_act(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=GemmActConfig(gemm=GemmConfig(m=1, n=4096, k=4096, batch=1, trans_a=False, trans_b=True, bias='c'),
+        activation='relu'),
     name="GemmAct", config=GemmActConfig, template="gemm_act.cpp.j2", case=_gemm_act_case, min_bytes=io_bytes,
     torch=_gemm_act, onnx={},
     typed_ops=(), fused_from=('MatMul', 'Add', 'Gelu'),

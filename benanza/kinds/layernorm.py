@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.cpp import cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -77,10 +77,22 @@ def _map_layernorm(node, ctx, attrs):
     return LayerNormConfig(x=x, axis=axis, epsilon=float(attrs.get("epsilon", 1e-5)), bias=bias, stats=stats)
 
 
-def _layernorm_case(cfg: LayerNormConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class LayerNormCase(Case):
+    """One row of ``templates/layernorm.cpp.j2``'s case table: the fields of its C++ ``LayerNormCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    rows: CppValue
+    cols: CppValue
+    epsilon: CppValue
+    bias: CppValue
+    stats: CppValue
+    note: CppValue
+
+
+def _layernorm_case(cfg: LayerNormConfig, job: Job) -> LayerNormCase:
     note = "" if cfg.bias else "no bias input: the cuDNN graph adds a zero bias"
-    return {"job": job_init(job), "rows": cfg.rows, "cols": cfg.cols, "epsilon": cpp_num(float(cfg.epsilon)),
-            "bias": cpp_num(cfg.bias), "stats": cpp_num(cfg.stats), "note": cpp_string(note)}
+    return LayerNormCase(job=job_init(job), rows=cfg.rows, cols=cfg.cols, epsilon=cpp_num(float(cfg.epsilon)), bias=cpp_num(cfg.bias), stats=cpp_num(cfg.stats), note=cpp_string(note))
 
 
 def _layernorm(c: Ctx) -> Candidate:
@@ -103,6 +115,7 @@ def _min_bytes(cfg: LayerNormConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=LayerNormConfig(x=(1, 1, 1, 768), axis=3, epsilon=9.999999974752427e-07, bias=True, stats=False),
     name="LayerNorm", config=LayerNormConfig, template="layernorm.cpp.j2", case=_layernorm_case, min_bytes=_min_bytes,
     torch=_layernorm, onnx={"LayerNormalization": _map_layernorm},
     typed_ops=(), fused_from=('ReduceMean', 'Sub', 'Pow', 'Sqrt', 'Div', 'Mul', 'Add'),

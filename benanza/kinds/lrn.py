@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
-from benanza.kinds.cpp import c_array, cpp_num, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -46,9 +46,20 @@ def _map_lrn(node, ctx, attrs):
                        beta=float(attrs.get("beta", 0.75)), bias=float(attrs.get("bias", 1.0)))
 
 
-def _lrn_case(cfg: LRNConfig, job: Job) -> dict:
-    return {"job": job_init(job), "dims": c_array(cfg.shape, 4), "size": cfg.size,
-            "alpha": cpp_num(cfg.alpha), "beta": cpp_num(cfg.beta), "bias": cpp_num(cfg.bias)}
+@dataclass(frozen=True)
+class LRNCase(Case):
+    """One row of ``templates/lrn.cpp.j2``'s case table: the fields of its C++ ``LRNCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    dims: CppValue
+    size: CppValue
+    alpha: CppValue
+    beta: CppValue
+    bias: CppValue
+
+
+def _lrn_case(cfg: LRNConfig, job: Job) -> LRNCase:
+    return LRNCase(job=job_init(job), dims=c_array(cfg.shape, 4), size=cfg.size, alpha=cpp_num(cfg.alpha), beta=cpp_num(cfg.beta), bias=cpp_num(cfg.bias))
 
 
 def _lrn(c: Ctx) -> Candidate:
@@ -60,6 +71,7 @@ def _lrn(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=LRNConfig(shape=(1, 64, 56, 56), size=5, alpha=0.0001, beta=0.75, bias=1.0),
     name="LRN", config=LRNConfig, template="lrn.cpp.j2", case=_lrn_case, min_bytes=io_bytes,
     torch=_lrn, onnx={"LRN": _map_lrn},
     typed_ops=(), fused_from=(),

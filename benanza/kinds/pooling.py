@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
-from benanza.kinds.cpp import c_array, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need, spatial_pads
 
@@ -102,7 +102,22 @@ def pooling_cudnn_pads(cfg: PoolingConfig) -> tuple[list[int], str]:
     return pads, "; ".join(notes)
 
 
-def _pool_case(cfg: PoolingConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class PoolingCase(Case):
+    """One row of ``templates/pooling.cpp.j2``'s case table: the fields of its C++ ``PoolingCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    nsp: CppValue
+    x: CppValue
+    y: CppValue
+    mode: CppValue
+    window: CppValue
+    pad: CppValue
+    stride: CppValue
+    note: CppValue
+
+
+def _pool_case(cfg: PoolingConfig, job: Job) -> PoolingCase:
     nsp = len(cfg.kernel)
     x, y = list(cfg.x), list(cfg.y)
     pads, note = pooling_cudnn_pads(cfg)
@@ -111,9 +126,7 @@ def _pool_case(cfg: PoolingConfig, job: Job) -> dict:
         x, y = x[:2] + [1] + x[2:], y[:2] + [1] + y[2:]
         kernel, strides, pads = [1] + kernel, [1] + strides, [0] + pads
         nsp = 2
-    return {"job": job_init(job), "nsp": nsp, "x": c_array(x, 5), "y": c_array(y, 5),
-            "mode": _POOL[cfg.mode], "window": c_array(kernel, 3, 1), "pad": c_array(pads, 3),
-            "stride": c_array(strides, 3, 1), "note": cpp_string(note)}
+    return PoolingCase(job=job_init(job), nsp=nsp, x=c_array(x, 5), y=c_array(y, 5), mode=_POOL[cfg.mode], window=c_array(kernel, 3, 1), pad=c_array(pads, 3), stride=c_array(strides, 3, 1), note=cpp_string(note))
 
 
 def _pooling(c: Ctx) -> Candidate:
@@ -160,6 +173,8 @@ def _pooling(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=PoolingConfig(x=(1, 256, 6, 6), y=(1, 256, 6, 6), mode='avg_exclude_pad', kernel=(1, 1), pads=(0, 0, 0,
+        0), strides=(1, 1)),
     name="Pooling", config=PoolingConfig, template="pooling.cpp.j2", case=_pool_case, min_bytes=io_bytes,
     torch=_pooling, onnx={"AveragePool": _map_pool, "GlobalAveragePool": _map_pool, "GlobalMaxPool": _map_pool, "MaxPool": _map_pool},
     typed_ops=(), fused_from=(),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
-from benanza.kinds.cpp import c_array, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, job_init
 from benanza.kinds.elementwise import collapse_broadcast
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label
 from benanza.kinds.onnx_map import Unsupported, need
@@ -66,14 +66,25 @@ _REDUCE = {"mean": "CUDNN_REDUCE_TENSOR_AVG", "sum": "CUDNN_REDUCE_TENSOR_ADD",
 _REDUCE_KERNEL = {"mean": "ReduceOp::Mean", "sum": "ReduceOp::Sum", "max": "ReduceOp::Max", "min": "ReduceOp::Min"}
 
 
-def _reduce_case(cfg: ReduceConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class ReduceCase(Case):
+    """One row of ``templates/reduce.cpp.j2``'s case table: the fields of its C++ ``ReduceCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    nd: CppValue
+    x: CppValue
+    y: CppValue
+    op: CppValue
+    kop: CppValue
+
+
+def _reduce_case(cfg: ReduceConfig, job: Job) -> ReduceCase:
     x, y = collapse_broadcast(list(cfg.x), list(cfg.y))
     if len(x) > 8:
         raise ValueError(f"reduction of rank {len(x)}")
     nd = max(4, len(x))
     x, y = x + [1] * (nd - len(x)), y + [1] * (nd - len(y))
-    return {"job": job_init(job), "nd": nd, "x": c_array(x, 8, 1), "y": c_array(y, 8, 1),
-            "op": _REDUCE[cfg.op], "kop": _REDUCE_KERNEL[cfg.op]}
+    return ReduceCase(job=job_init(job), nd=nd, x=c_array(x, 8, 1), y=c_array(y, 8, 1), op=_REDUCE[cfg.op], kop=_REDUCE_KERNEL[cfg.op])
 
 
 def _reduce(c: Ctx) -> Candidate:
@@ -89,6 +100,7 @@ def _reduce(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=ReduceConfig(op='mean', x=(1, 1024, 7, 7), y=(1, 1024, 1, 1)),
     name="Reduce", config=ReduceConfig, template="reduce.cpp.j2", case=_reduce_case, min_bytes=io_bytes,
     torch=_reduce, onnx={"ReduceMax": _map_reduce, "ReduceMean": _map_reduce, "ReduceMin": _map_reduce, "ReduceSum": _map_reduce},
     typed_ops=(), fused_from=(),

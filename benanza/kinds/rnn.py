@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
-from benanza.kinds.cpp import cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -160,12 +160,25 @@ def rnn_note(cfg: RNNConfig) -> str:
     return "; ".join(notes)
 
 
-def _rnn_case(cfg: RNNConfig, job: Job) -> dict:
-    return {"job": job_init(job), "cell": {"lstm": "CUDNN_LSTM", "gru": "CUDNN_GRU"}[cfg.cell],
-            "seq_len": cfg.seq_len, "batch": cfg.batch, "input_size": cfg.input_size,
-            "hidden_size": cfg.hidden_size, "num_layers": cfg.num_layers,
-            "bidirectional": cpp_num(cfg.direction == "bidirectional"), "bias": cpp_num(cfg.bias),
-            "batch_major": cpp_num(cfg.layout == "batch_major"), "note": cpp_string(rnn_note(cfg))}
+@dataclass(frozen=True)
+class RnnCase(Case):
+    """One row of ``templates/rnn.cpp.j2``'s case table: the fields of its C++ ``RnnCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    cell: CppValue
+    seq_len: CppValue
+    batch: CppValue
+    input_size: CppValue
+    hidden_size: CppValue
+    num_layers: CppValue
+    bidirectional: CppValue
+    bias: CppValue
+    batch_major: CppValue
+    note: CppValue
+
+
+def _rnn_case(cfg: RNNConfig, job: Job) -> RnnCase:
+    return RnnCase(job=job_init(job), cell={"lstm": "CUDNN_LSTM", "gru": "CUDNN_GRU"}[cfg.cell], seq_len=cfg.seq_len, batch=cfg.batch, input_size=cfg.input_size, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, bidirectional=cpp_num(cfg.direction == "bidirectional"), bias=cpp_num(cfg.bias), batch_major=cpp_num(cfg.layout == "batch_major"), note=cpp_string(rnn_note(cfg)))
 
 
 def _rnn(c: Ctx) -> Candidate:
@@ -194,6 +207,8 @@ def _min_bytes(cfg: RNNConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=RNNConfig(cell='lstm', seq_len=35, input_size=1024, hidden_size=1024, batch=1, num_layers=1,
+        direction='forward', bias=True, layout='seq_major', linear_before_reset=False),
     name="RNN", config=RNNConfig, template="rnn.cpp.j2", case=_rnn_case, min_bytes=_min_bytes,
     torch=_rnn, onnx={"GRU": _map_rnn, "LSTM": _map_rnn},
     typed_ops=(), fused_from=(),

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, Shape, io_bytes, numel
 from benanza.kinds.copy import packed_strides
-from benanza.kinds.cpp import c_array, cpp_num, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
 
 
@@ -88,12 +88,27 @@ class SdpaConfig(LayerConfig):
 _SDPA_MASK = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS"}
 
 
-def _sdpa_case(cfg: SdpaConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class SdpaCase(Case):
+    """One row of ``templates/sdpa.cpp.j2``'s case table: the fields of its C++ ``SdpaCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    b: CppValue
+    h: CppValue
+    s_q: CppValue
+    s_kv: CppValue
+    d: CppValue
+    d_v: CppValue
+    scale: CppValue
+    mask: CppValue
+    bias: CppValue
+    strides: CppValue
+
+
+def _sdpa_case(cfg: SdpaConfig, job: Job) -> SdpaCase:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
     q, k, v, o = cfg.strides()
-    return {"job": job_init(job), "b": cfg.b, "h": cfg.h, "s_q": cfg.s_q, "s_kv": cfg.s_kv, "d": cfg.d,
-            "d_v": cfg.d_v, "scale": cpp_num(float(cfg.scale)), "mask": _SDPA_MASK[cfg.mask],
-            "bias": c_array(bias, 4, 1), "strides": c_array(list(q) + list(k) + list(v) + list(o), 16)}
+    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=_SDPA_MASK[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16))
 
 
 def _sdpa(c: Ctx) -> Candidate:
@@ -127,6 +142,9 @@ def _sdpa(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=SdpaConfig(b=1, h=24, s_q=49, s_kv=49, d=32, d_v=32, scale=0.176777, mask='bias', bias=(1, 24, 49, 49),
+        q_strides=(37632, 32, 2304, 1), k_strides=(37632, 32, 2304, 1), v_strides=(37632, 32, 2304, 1),
+        o_strides=(37632, 32, 768, 1)),
     name="SDPA", config=SdpaConfig, template="sdpa.cpp.j2", case=_sdpa_case, min_bytes=io_bytes,
     torch=_sdpa, onnx={},
     typed_ops=(), fused_from=('MatMul', 'Softmax', 'MatMul'),

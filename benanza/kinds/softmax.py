@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
-from benanza.kinds.cpp import c_array, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
@@ -52,9 +52,17 @@ def _map_softmax(node, ctx, attrs):
     return SoftmaxConfig(shape=shape, log=node.op_type == "LogSoftmax")
 
 
-def _softmax_case(cfg: SoftmaxConfig, job: Job) -> dict:
-    return {"job": job_init(job), "dims": c_array(list(cfg.shape) + [1], 4),
-            "algo": "CUDNN_SOFTMAX_LOG" if cfg.log else "CUDNN_SOFTMAX_ACCURATE"}
+@dataclass(frozen=True)
+class SoftmaxCase(Case):
+    """One row of ``templates/softmax.cpp.j2``'s case table: the fields of its C++ ``SoftmaxCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    dims: CppValue
+    algo: CppValue
+
+
+def _softmax_case(cfg: SoftmaxConfig, job: Job) -> SoftmaxCase:
+    return SoftmaxCase(job=job_init(job), dims=c_array(list(cfg.shape) + [1], 4), algo="CUDNN_SOFTMAX_LOG" if cfg.log else "CUDNN_SOFTMAX_ACCURATE")
 
 
 def _softmax(c: Ctx) -> Candidate:
@@ -72,6 +80,7 @@ def _softmax(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=SoftmaxConfig(shape=(1176, 49, 1), log=False),
     name="Softmax", config=SoftmaxConfig, template="softmax.cpp.j2", case=_softmax_case, min_bytes=io_bytes,
     torch=_softmax, onnx={"LogSoftmax": _map_softmax, "Softmax": _map_softmax},
     typed_ops=(), fused_from=(),

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, STORED_TYPES, Shape, numel
-from benanza.kinds.cpp import ELEM_ENUM, cpp_num, cpp_string, job_init
-from benanza.kinds.elementwise import _elem_name, _map_elementwise
+from benanza.kinds.cpp import Case, CppValue, ELEM_ENUM, cpp_num, cpp_string, job_init
+from benanza.kinds.elementwise import elem_name, map_elementwise
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
 from benanza.kinds.onnx_map import STORED_NAMES, Unsupported, need
 
@@ -163,7 +163,7 @@ def _unary_with_attrs(op: str, x, attrs) -> UnaryConfig:
 def _map_unary(node, ctx, attrs):
     x = tuple(need(ctx.shape(node.input[0]), "input"))
     op = node.op_type
-    t = _elem_name(ctx, node.input[0], op)
+    t = elem_name(ctx, node.input[0], op)
     if op == "Not":
         if t != "bool":
             raise Unsupported(f"Not reads bool tensors, not {t or 'float'}")
@@ -175,7 +175,7 @@ def _map_unary(node, ctx, attrs):
     if op == "Pow":
         v = ctx.value(node.input[1])
         if t or v is None or np.asarray(v).size != 1:
-            return _map_elementwise(node, ctx, attrs)  # a tensor exponent or integers: the binary op
+            return map_elementwise(node, ctx, attrs)  # a tensor exponent or integers: the binary op
         e = float(np.asarray(v).reshape(-1)[0])
         if not math.isfinite(e):
             raise Unsupported(f"Pow with a non-finite exponent {e}")
@@ -241,7 +241,28 @@ def unary_input_range(cfg: UnaryConfig) -> tuple[float, float]:
     return -1.0, 1.0
 
 
-def _unary_case(cfg: UnaryConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class UnaryCase(Case):
+    """One row of ``templates/unary.cpp.j2``'s case table: the fields of its C++ ``UnaryCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    rows: CppValue
+    cols: CppValue
+    op: CppValue
+    exponent: CppValue
+    alpha: CppValue
+    beta: CppValue
+    x_stored: CppValue
+    xt: CppValue
+    y_stored: CppValue
+    yt: CppValue
+    legacy: CppValue
+    lo: CppValue
+    hi: CppValue
+    label: CppValue
+
+
+def _unary_case(cfg: UnaryConfig, job: Job) -> UnaryCase:
     cols = cfg.shape[-1] if cfg.shape else 1
     rows = numel(cfg.shape) // max(cols, 1)
     lo, hi = unary_input_range(cfg)
@@ -252,12 +273,7 @@ def _unary_case(cfg: UnaryConfig, job: Job) -> dict:
     else:
         label = cfg.op + (f" {cfg.src or cfg.dst}" if cfg.src or cfg.dst else "")
     op = "UnaryOp::CAST_BOOL" if cfg.op == "cast" and cfg.dst == "bool" else _UNARY_ENUM[cfg.op]
-    return {"job": job_init(job), "rows": rows, "cols": cols, "op": op,
-            "exponent": cpp_num(float(cfg.exponent)), "alpha": cpp_num(float(cfg.alpha)), "beta": cpp_num(float(cfg.beta)),
-            "x_stored": cpp_num(bool(cfg.src)), "xt": ELEM_ENUM[cfg.src] if cfg.src else "ElemType::F32",
-            "y_stored": cpp_num(bool(cfg.dst)), "yt": ELEM_ENUM[cfg.dst] if cfg.dst else "ElemType::F32",
-            "legacy": _UNARY_OP_TENSOR.get(cfg.op, "0") if cfg.src in ("", "bool") else "0",
-            "lo": cpp_num(lo), "hi": cpp_num(hi), "label": cpp_string(label)}
+    return UnaryCase(job=job_init(job), rows=rows, cols=cols, op=op, exponent=cpp_num(float(cfg.exponent)), alpha=cpp_num(float(cfg.alpha)), beta=cpp_num(float(cfg.beta)), x_stored=cpp_num(bool(cfg.src)), xt=ELEM_ENUM[cfg.src] if cfg.src else "ElemType::F32", y_stored=cpp_num(bool(cfg.dst)), yt=ELEM_ENUM[cfg.dst] if cfg.dst else "ElemType::F32", legacy=_UNARY_OP_TENSOR.get(cfg.op, "0") if cfg.src in ("", "bool") else "0", lo=cpp_num(lo), hi=cpp_num(hi), label=cpp_string(label))
 
 
 _SRC_DTYPES = {"int64": "int64", "int32": "int32", "int8": "int8", "uint8": "uint8", "bool": "bool",
@@ -329,6 +345,7 @@ def _min_bytes(cfg: UnaryConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=UnaryConfig(shape=(1, 128), op='cast', exponent=0.0, src='int64', alpha=0.0, beta=0.0, dst='bool'),
     name="Unary", config=UnaryConfig, template="unary.cpp.j2", case=_unary_case, min_bytes=_min_bytes,
     torch=_unary, onnx={"Abs": _map_unary, "Acos": _map_unary, "Acosh": _map_unary, "Asin": _map_unary, "Asinh": _map_unary, "Atan": _map_unary, "Atanh": _map_unary, "BitwiseNot": _map_unary, "Cast": _map_cast, "CastLike": _map_cast, "Ceil": _map_unary, "Celu": _map_unary, "Cos": _map_unary, "Cosh": _map_unary, "Erf": _map_unary, "Exp": _map_unary, "Floor": _map_unary, "Gelu": _map_unary, "HardSwish": _map_unary, "IsInf": _map_unary, "IsNaN": _map_unary, "Log": _map_unary, "Mish": _map_unary, "Neg": _map_unary, "Not": _map_unary, "Pow": _map_unary, "Reciprocal": _map_unary, "Round": _map_unary, "Selu": _map_unary, "Shrink": _map_unary, "Sign": _map_unary, "Sin": _map_unary, "Sinh": _map_unary, "Softplus": _map_unary, "Softsign": _map_unary, "Sqrt": _map_unary, "Swish": _map_unary, "Tan": _map_unary, "ThresholdedRelu": _map_unary},
     typed_ops=('Abs', 'BitwiseNot', 'Cast', 'CastLike', 'Neg', 'Not', 'Pow', 'Sign'), fused_from=('Erf', 'Mul', 'Add'),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.cpp import c_array, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, job_init
 from benanza.kinds.framework import Candidate, Ctx
 from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need
 
@@ -85,12 +85,25 @@ def _broadcast_strides(shape: list[int], y: list[int]) -> list[int]:
     return list(reversed(strides))
 
 
-def _where_case(cfg: WhereConfig, job: Job) -> dict:
+@dataclass(frozen=True)
+class WhereCase(Case):
+    """One row of ``templates/where.cpp.j2``'s case table: the fields of its C++ ``WhereCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    nd: CppValue
+    dims: CppValue
+    cond: CppValue
+    a: CppValue
+    b: CppValue
+    nc: CppValue
+    na: CppValue
+    nb: CppValue
+
+
+def _where_case(cfg: WhereConfig, job: Job) -> WhereCase:
     c, a, b = collapse_where(list(cfg.cond), list(cfg.a), list(cfg.b))
     y = [max(t) for t in zip(c, a, b)]
-    return {"job": job_init(job), "nd": len(y), "dims": c_array(y, 8, 1),
-            "cond": c_array(_broadcast_strides(c, y), 8), "a": c_array(_broadcast_strides(a, y), 8),
-            "b": c_array(_broadcast_strides(b, y), 8), "nc": numel(c), "na": numel(a), "nb": numel(b)}
+    return WhereCase(job=job_init(job), nd=len(y), dims=c_array(y, 8, 1), cond=c_array(_broadcast_strides(c, y), 8), a=c_array(_broadcast_strides(a, y), 8), b=c_array(_broadcast_strides(b, y), 8), nc=numel(c), na=numel(a), nb=numel(b))
 
 
 def _where(c: Ctx) -> Candidate:
@@ -107,6 +120,7 @@ def _min_bytes(cfg: WhereConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
+    example=WhereConfig(cond=(1, 1, 128, 128), a=(1, 1, 1, 1), b=(1, 1, 1, 1)),
     name="Where", config=WhereConfig, template="where.cpp.j2", case=_where_case, min_bytes=_min_bytes,
     torch=_where, onnx={"Where": _map_where},
     typed_ops=('Where',), fused_from=(),

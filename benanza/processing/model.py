@@ -221,7 +221,7 @@ def _first_line(e: BaseException) -> str:
     return s[0][:300] if s else type(e).__name__
 
 
-def _has_data(t: onnx.TensorProto) -> bool:
+def has_data(t: onnx.TensorProto) -> bool:
     if t.data_location == onnx.TensorProto.EXTERNAL:
         return False
     return bool(t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data
@@ -238,7 +238,7 @@ def _weights_as_inputs(model: onnx.ModelProto) -> set[str]:
     names = {t.name for t in g.initializer}
     keep, moved = [], []
     for t in g.initializer:
-        (keep if _has_data(t) else moved).append(t)
+        (keep if has_data(t) else moved).append(t)
     if moved:
         input_names = {i.name for i in g.input}
         del g.initializer[:]
@@ -352,7 +352,7 @@ def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding
 
 # ------------------------------------------------------------------- shape inference and folding
 
-def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
+def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
     out: dict[str, tuple[int, ...] | None] = {}
     g = model.graph
     for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -383,21 +383,21 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     return out
 
 
-def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as e:  # onnx raises InferenceError / ValidationError / RuntimeError
         raise ModelError(f"shape inference failed: {_first_line(e)}") from None
 
 
-def _opset(model: onnx.ModelProto) -> int:
+def opset_of(model: onnx.ModelProto) -> int:
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
             return int(o.version)
     return 1
 
 
-def _eval_node(node: onnx.NodeProto, values: list[np.ndarray], opset: int) -> list[np.ndarray]:
+def eval_node(node: onnx.NodeProto, values: list[np.ndarray], opset: int) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
     ev = ReferenceEvaluator(node, opsets={"": opset})
@@ -433,13 +433,13 @@ def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.Mode
     that the remaining graph reads become initializers. Returns (model, folded op counts, names of
     tensors that are constant or weight-derived). Raises :class:`ModelError` if inference fails.
     """
-    opset = _opset(model)
+    opset = opset_of(model)
     folded: dict[str, int] = collections.Counter()
     for _ in range(64):
-        model = _infer(model)
+        model = infer_shapes(model)
         g = model.graph
-        shapes = _shapes(model)
-        const = _LazyConsts({t.name: t for t in g.initializer if _has_data(t)})
+        shapes = inferred_shapes(model)
+        const = _LazyConsts({t.name: t for t in g.initializer if has_data(t)})
         static = set(weights) | const.names()
         evaluated: dict[str, np.ndarray] = {}
         drop: list[int] = []
@@ -447,7 +447,7 @@ def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.Mode
             ins = [i for i in node.input if i]
             if node.op_type == "Constant":
                 try:
-                    vals = _eval_node(node, [], opset)
+                    vals = eval_node(node, [], opset)
                 except Exception as e:
                     raise ModelError(f"node {node.name!r} (Constant): cannot evaluate: {_first_line(e)}") from None
                 evaluated[node.output[0]] = np.asarray(vals[0])
@@ -477,7 +477,7 @@ def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.Mode
             if ins and all(i in const for i in ins) and all(
                     shapes.get(o) is None or math.prod(shapes[o]) <= _FOLD_MAX_ELEMENTS for o in node.output):
                 try:
-                    vals = _eval_node(node, [const[i] for i in node.input if i], opset)
+                    vals = eval_node(node, [const[i] for i in node.input if i], opset)
                 except Exception:
                     vals = None
                 if vals is not None and all(np.asarray(v).size <= _FOLD_MAX_ELEMENTS for v in vals):
@@ -526,8 +526,8 @@ class _Ctx:
     """What the op mappers may read: shapes, element types, constant values, the opset."""
 
     def __init__(self, model: onnx.ModelProto, static: set[str]):
-        self.opset = _opset(model)
-        self.shapes = _shapes(model)
+        self.opset = opset_of(model)
+        self.shapes = inferred_shapes(model)
         self.types = _elem_types(model)
         self.const = {t.name: t for t in model.graph.initializer}
         self.static = static
@@ -537,7 +537,7 @@ class _Ctx:
 
     def value(self, name: str) -> np.ndarray | None:
         t = self.const.get(name)
-        if t is None or not _has_data(t):
+        if t is None or not has_data(t):
             return None
         return numpy_helper.to_array(t)
 

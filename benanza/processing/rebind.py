@@ -154,19 +154,19 @@ def _attrs(node) -> dict:
 def _facts(model: onnx.ModelProto, weights: set, b0: int, batch: int) -> _Facts:
     """Shapes at b0 (onnx inference, completed by benanza's inference-and-folding where onnx alone
     leaves a shape unknown), constant values, static tensors and producers."""
-    from benanza.processing.model import _eval_node, _has_data, _infer, _opset, _shapes, infer_and_fold
+    from benanza.processing.model import eval_node, has_data, infer_shapes, opset_of, inferred_shapes, infer_and_fold
 
     try:
-        inferred = _infer(copy.deepcopy(model))
+        inferred = infer_shapes(copy.deepcopy(model))
         folded_model = infer_and_fold(copy.deepcopy(model), set(weights))[0]
     except ModelError as e:
         raise ModelError(f"{e} (at the exported batch {b0})") from None
     g = inferred.graph
-    shapes = _shapes(inferred)
-    shapes.update({k: v for k, v in _shapes(folded_model).items() if v is not None and shapes.get(k) is None})
-    at_b0 = {t.name: numpy_helper.to_array(t) for t in folded_model.graph.initializer if _has_data(t)}
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer if _has_data(t)}
-    opset = _opset(inferred)
+    shapes = inferred_shapes(inferred)
+    shapes.update({k: v for k, v in inferred_shapes(folded_model).items() if v is not None and shapes.get(k) is None})
+    at_b0 = {t.name: numpy_helper.to_array(t) for t in folded_model.graph.initializer if has_data(t)}
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer if has_data(t)}
+    opset = opset_of(inferred)
     static = set(weights) | set(consts)
     producer = {}
     for idx, node in enumerate(g.node):
@@ -174,11 +174,11 @@ def _facts(model: onnx.ModelProto, weights: set, b0: int, batch: int) -> _Facts:
         for o in node.output:
             producer[o] = idx
         if node.op_type == "Constant":
-            consts[node.output[0]] = np.asarray(_eval_node(node, [], opset)[0])
+            consts[node.output[0]] = np.asarray(eval_node(node, [], opset)[0])
         elif ins and all(i in consts for i in ins) and node.op_type not in ("Shape", "Size") and all(
                 shapes.get(o) is not None and math.prod(shapes[o]) <= (1 << 16) for o in node.output if o):
             try:
-                for o, v in zip(node.output, _eval_node(node, [consts[i] for i in ins], opset)):
+                for o, v in zip(node.output, eval_node(node, [consts[i] for i in ins], opset)):
                     consts[o] = np.asarray(v)
             except Exception:  # a node the reference evaluator cannot run stays a computed tensor
                 pass
@@ -1208,9 +1208,9 @@ class Rebinding:
     def verify(self, model: onnx.ModelProto) -> None:
         """Check every tensor's shape after inference at the new batch against the prediction;
         raise a one-line :class:`ModelError` naming the first node whose output differs."""
-        from benanza.processing.model import _shapes
+        from benanza.processing.model import inferred_shapes
 
-        got = _shapes(model)
+        got = inferred_shapes(model)
         for name, op, outs in self.order:
             for o in outs:
                 exp = self.expected(o)

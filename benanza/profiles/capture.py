@@ -102,13 +102,13 @@ def random_weights(model, seed: int = 0) -> list[str]:
     import onnx
     from onnx import numpy_helper
 
-    from benanza.processing.model import _has_data
+    from benanza.processing.model import has_data
 
     rng = np.random.default_rng(seed)
     variances = {n.input[4] for n in model.graph.node if n.op_type == "BatchNormalization" and len(n.input) > 4}
     filled = []
     for t in model.graph.initializer:
-        if _has_data(t):
+        if has_data(t):
             continue
         shape = tuple(int(d) for d in t.dims)
         try:

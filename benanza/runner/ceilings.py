@@ -77,17 +77,17 @@ def parse_records(lines) -> tuple[dict | None, list[CeilingResult], list[str]]:
 def generate_suite(out_dir: str | Path) -> Path:
     """Write a suite with no layer jobs (the harness and its entry point) into ``out_dir``."""
     from benanza import __version__
-    from benanza.generation.generator import _env, _harness_sources, _write_if_changed, copy_harness, cpp_string
+    from benanza.generation.generator import jinja_env, harness_sources, write_if_changed, copy_harness, cpp_string
 
     root = Path(out_dir)
     (root / "src").mkdir(parents=True, exist_ok=True)
-    env = _env()
-    _write_if_changed(root / "src" / "suite_info.cpp", env.get_template("suite_info.cpp.j2").render(
+    env = jinja_env()
+    write_if_changed(root / "src" / "suite_info.cpp", env.get_template("suite_info.cpp.j2").render(
         model=cpp_string("ceilings"), generator=cpp_string(f"benanza {__version__}")))
     copy_harness(root)
-    _write_if_changed(root / "CMakeLists.txt", env.get_template("CMakeLists.txt.j2").render(
-        sources=["src/suite_info.cpp"], version=__version__, harness_only=False, **_harness_sources()))
-    _write_if_changed(root / "suite.json", json.dumps({"benanza_version": __version__, "precisions": [],
+    write_if_changed(root / "CMakeLists.txt", env.get_template("CMakeLists.txt.j2").render(
+        sources=["src/suite_info.cpp"], version=__version__, harness_only=False, **harness_sources()))
+    write_if_changed(root / "suite.json", json.dumps({"benanza_version": __version__, "precisions": [],
                                                        "models": [], "jobs": [], "sources": ["src/suite_info.cpp"],
                                                        "purpose": "ceilings"}, indent=1) + "\n")
     return root
