@@ -475,20 +475,68 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
     """The insights of analysis ``a`` against profile ``p`` (a :class:`benanza.profiles.Profile` of
     the same model and batch). ``db``/``system_id``: the performance database ``a`` came from,
     to cost the framework's engine choices (Q3); ``fp32``: the fp32 analysis when ``a`` is in a
-    Tensor Core precision, or ``tensor_core``: a tf32/fp16/bf16 analysis when ``a`` is fp32 (Q6)."""
+    Tensor Core precision, or ``tensor_core``: a tf32/fp16/bf16 analysis when ``a`` is fp32 (Q6).
+    One finder per question (:func:`_q3_findings` ... :func:`_parallel_finding`), in this order
+    before ranking (the ranking is stable: equal savings keep it)."""
     names = {t.layer.index: t.layer.name for t in a.layers}
     n_it = max(p.iterations, 1)
-    findings: list[Finding] = []
     notices = list(p.notices)
     lps = {lp.layer: lp for lp in p.layers}
     lat = p.latency.median_ms if p.latency is not None else None
 
-    # ---- Q3: algorithm selection
-    times = {t.layer.index: t for t in a.layers}
     keys = sorted({t.layer.key for t in a.layers if t.layer.key and (
         t.layer.index in p.conv_engines or t.layer.index in p.gemm_algos)})
     dbt, db_screened, db_other = (_db_times(db, system_id, keys, a.cache) if db is not None and system_id is not None
                                   else ({}, {}, {}))
+    algos, why_missing = _algorithm_choices(a, p, lps, dbt, db_screened, db_other)
+    findings, q3_notices = _q3_findings(algos, why_missing)
+    notices += q3_notices
+    cat_ms, kernel_findings = _unneeded_kernel_findings(p, n_it, names)
+    bn, unfused_findings = _unfused_findings(p, lps, names)
+    gap_ms, rest_host, host_findings, host_notices = _host_findings(p, n_it, lat, min_gap_ms)
+    notices += host_notices
+    tc, other, tc_findings = _tensor_core_finding(a, fp32, tensor_core, names)
+    findings += (kernel_findings + unfused_findings + host_findings + _fusion_finding(a, names) + tc_findings
+                 + _parallel_finding(a))
+
+    findings = [f for f in findings if f.saving_ms > MIN_SAVING_MS]
+    alt = _alternatives(a, p, db, system_id, algos, dbt) if db is not None and system_id is not None else None
+    w = compose(a, p, tensor_core=other if tc and other is not a else None, alternatives=alt) if lat else None
+    if w is not None:
+        findings = _with_marginals(findings, w)
+    findings.sort(key=lambda f: -f.saving_ms)
+
+    rows = _layer_rows(a, lps)
+    times = {t.layer.index: t for t in a.layers}
+    cpath = [{"index": i, "name": names.get(i, ""), "op": times[i].layer.op_type, "lbl_ms": times[i].time_ms}
+             for i in a.critical_path]
+    notices += _closing_notices(a, p, rows, lat)
+    s = p.settings
+    gpu = a.system.get("gpu_name") or ""
+    return Insights(
+        whatif=w.to_dict() if w is not None else {},
+        headline=headline(a.model, a.batch, a.precision_label, gpu, s.run_label, w) if w is not None else "",
+        model=a.model, batch=a.batch, precision=a.precision, gpu=a.system.get("gpu_name") or "",
+        framework=_framework_info(p), latency_ms=lat,
+        latency_iqr_ms=p.latency.iqr_ms if p.latency is not None else None,
+        gpu_kernel_ms=p.gpu_kernel_ms, host_overhead_ms=p.host_overhead_ms,
+        lbl_sequential_ms=a.lbl_sequential_ms, lbl_parallel_ms=a.lbl_parallel_ms,
+        lbl_fused_sequential_ms=a.lbl_fused_sequential_ms, lbl_fused_parallel_ms=a.lbl_fused_parallel_ms,
+        complete=a.complete, breakdown=_breakdown(cat_ms, bn, gap_ms, rest_host), layers=rows,
+        critical_path=cpath, algorithms=algos, findings=findings, tensor_cores=tc,
+        joint=_joint(a, lat, w, tc, other), notices=notices)
+
+
+# ---- Q3: algorithm selection
+
+def _algorithm_choices(a: Analysis, p, lps: dict, dbt: dict, db_screened: dict,
+                       db_other: dict) -> tuple[list[AlgorithmChoice], collections.Counter]:
+    """Q3 per layer, in layer order: the engine config (cuDNN) or algorithm (cuBLASLt) the
+    framework ran, looked up in the database's rows (``dbt``: valid, ``db_screened``: one
+    screening replay, ``db_other``: statuses; :func:`_db_times`), next to the layer's best and
+    heuristic measurements; layers with only a heuristic pick get its half. Also the Counter of
+    why framework engines have no time (``never measured`` or the rows' most common status)."""
+    times = {t.layer.index: t for t in a.layers}
     why_missing: collections.Counter = collections.Counter()
     algos: list[AlgorithmChoice] = []
     for idx in sorted(set(p.conv_engines) | set(p.gemm_algos)):
@@ -531,14 +579,22 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
                 best_algorithm=t.algorithm, best_call=t.call, best_ms=t.time_ms,
                 heuristic_algorithm=t.heuristic_algorithm, heuristic_ms=t.heuristic_ms))
     algos.sort(key=lambda c: c.layer)
+    return algos, why_missing
+
+
+def _q3_findings(algos: list[AlgorithmChoice], why_missing: collections.Counter) -> tuple[list[Finding], list[str]]:
+    """Q3's findings: the framework's engine choices slower than the best (cost = its database
+    time - the layer's best, ms), and cuDNN's heuristic picks slower than the best; and the notice
+    for framework engines without a valid time in the database."""
+    findings: list[Finding] = []
+    notices: list[str] = []
     costed = [c for c in algos if c.framework_cost_ms]
     not_in_db = [c for c in algos if c.framework_engine and not c.in_db]
-    fw_cost = sum(c.framework_cost_ms for c in costed)
     if costed:
         worst = sorted(costed, key=lambda c: -c.framework_cost_ms)
         findings.append(Finding(
             "algorithm_selection", "Q3", f"framework's engine choice is slower than the best on {len(costed)} layers",
-            fw_cost, tuple(c.layer for c in worst),
+            sum(c.framework_cost_ms for c in costed), tuple(c.layer for c in worst),
             tuple(f"layer {c.layer} {c.name}: ran {c.framework_engine} {c.framework_db_ms:.4f} ms in the database"
                   f"{' (one screening replay)' if c.framework_db_source != 'measured' else ''} vs "
                   f"best {c.best_algorithm} ({c.best_call}) {c.best_ms:.4f} ms: +{c.framework_cost_ms:.4f} ms"
@@ -564,17 +620,29 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             tuple(f"layer {c.layer} {c.name}: heuristic {c.heuristic_algorithm} {c.heuristic_ms:.4f} ms vs best "
                   f"{c.best_algorithm} {c.best_ms:.4f} ms: +{c.heuristic_cost_ms:.4f} ms" for c in worst[:10]),
             "what following the library's heuristic (no autotuning) costs over the best measured algorithm"))
+    return findings, notices
 
-    # ---- Q4: kernels the model does not need
+
+# ---- Q4: framework inefficiencies
+
+#: the profile's kernel categories the model does not need: (category, finding kind, title)
+UNNEEDED_KERNELS = (("layout", "layout_conversion", "layout conversions around convolutions"),
+                    ("copy", "copy", "memory copies"), ("fill", "fill", "memory fills / workspace initialization"),
+                    ("unfused_batch_norm", "framework_batch_norm", "batch norms the model folded"),
+                    ("other", "other_kernels", "kernels that compute no layer"))
+
+
+def _unneeded_kernel_findings(p, n_it: int, names: dict[int, str]) -> tuple[dict, list[Finding]]:
+    """Q4's kernels the model does not need (:data:`UNNEEDED_KERNELS`), one finding per category,
+    each costed by its kernel time per inference (ms); also the profile's time per category
+    (:meth:`benanza.profiles.Profile.category_ms`)."""
     cat_ms = p.category_ms()
     by_cat: dict[str, list] = collections.defaultdict(list)
     for k in p.kernels:
         if k.iteration is not None:
             by_cat[k.category].append(k)
-    for cat, kind, title in (("layout", "layout_conversion", "layout conversions around convolutions"),
-                             ("copy", "copy", "memory copies"), ("fill", "fill", "memory fills / workspace initialization"),
-                             ("unfused_batch_norm", "framework_batch_norm", "batch norms the model folded"),
-                             ("other", "other_kernels", "kernels that compute no layer")):
+    findings = []
+    for cat, kind, title in UNNEEDED_KERNELS:
         ks = by_cat.get(cat, [])
         if not ks:
             continue
@@ -586,6 +654,14 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
              *((f"roles: {_counted(k.role for k in ks if k.role)}",) if any(k.role for k in ks) else ()),
              *((f"layers: {_layer_list(lays, names)}",) if lays else ())),
             "kernel time the model does not need (Benanza, IPDPS 2020: framework inefficiencies)"))
+    return cat_ms, findings
+
+
+def _unfused_findings(p, lps: dict, names: dict[int, str]) -> tuple[list, list[Finding]]:
+    """Q4's unfused layers: batch norms run as kernels after their convolution, and each fusion
+    candidate kind (:data:`FUSION_TEXT`) run as separate kernels, costed by their kernel time
+    (ms); also the batch norms' :meth:`benanza.profiles.Profile.unfused` records."""
+    findings = []
     unf = p.unfused()
     bn = [u for u in unf if u.kind == "batch_norm_after_conv"]
     if bn:
@@ -608,10 +684,19 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
             sum(u.ms for u in us), tuple(i for u in us for i in u.layers),
             tuple(f"layers {_layer_list(u.layers, names)}: {u.ms:.4f} ms of separate kernels" for u in us[:10]),
             how))
+    return bn, findings
+
+
+def _host_findings(p, n_it: int, lat: float | None,
+                   min_gap_ms: float) -> tuple[float, float | None, list[Finding], list[str]]:
+    """Q4's host time: launch gaps of at least ``min_gap_ms`` (GPU idle between kernels, from the
+    trace), the host-bound stretches among them, and the host overhead outside GPU work
+    (latency - GPU kernel time - gaps). Gaps are measured under the profiler, which slows the
+    host: their saving is capped at the host overhead of the latency measured without it (with a
+    notice). Returns (gap ms per inference, the rest of the host time in ms or None, findings, notices)."""
+    findings, notices = [], []
     gaps = p.launch_gaps(min_gap_ms) if p.trace is not None else []
     gap_ms = sum(g.gap_ms for g in gaps) / n_it
-    # gaps are measured under the profiler (which slows the host): never more than the host
-    # overhead of the latency measured without it
     gap_cap = p.host_overhead_ms
     if gap_cap is not None and gap_ms > gap_cap:
         notices.append(f"launch gaps under the profiler ({gap_ms:.4f} ms) exceed the host overhead of the measured "
@@ -650,62 +735,78 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
                 rest_host, (),
                 (f"latency {lat:.4f} ms - GPU kernel time {p.gpu_kernel_ms:.4f} ms - launch gaps {gap_ms:.4f} ms",),
                 "time the inference spends on the host while the GPU is not computing"))
+    return gap_ms, rest_host, findings, notices
 
-    # ---- Q5 fusion
+
+# ---- Q5, Q6, parallel execution
+
+def _fusion_finding(a: Analysis, names: dict[int, str]) -> list[Finding]:
+    """Q5: the fusion candidates faster than their layers; profit = LBL_unfused - LBL_fused (ms)."""
     prof_fus = [f for f in a.fusions if f.profit_ms > 0]
-    if prof_fus:
-        findings.append(Finding(
-            "layer_fusion", "Q5", f"{len(prof_fus)} layer fusions are faster than their layers",
-            a.lbl_sequential_ms - a.lbl_fused_sequential_ms, tuple(i for f in prof_fus for i in f.layers),
-            tuple(f"layers {_layer_list(f.layers, names)} ({f.key.split('-')[0]}): {f.unfused_ms:.4f} → "
-                  f"{f.fused_ms:.4f} ms with {f.algorithm}" for f in sorted(prof_fus, key=lambda f: -f.profit_ms)[:10]),
-            "profit = LBL_unfused - LBL_fused (Benanza, IPDPS 2020: layer fusion)"))
+    if not prof_fus:
+        return []
+    return [Finding(
+        "layer_fusion", "Q5", f"{len(prof_fus)} layer fusions are faster than their layers",
+        a.lbl_sequential_ms - a.lbl_fused_sequential_ms, tuple(i for f in prof_fus for i in f.layers),
+        tuple(f"layers {_layer_list(f.layers, names)} ({f.key.split('-')[0]}): {f.unfused_ms:.4f} → "
+              f"{f.fused_ms:.4f} ms with {f.algorithm}" for f in sorted(prof_fus, key=lambda f: -f.profit_ms)[:10]),
+        "profit = LBL_unfused - LBL_fused (Benanza, IPDPS 2020: layer fusion)")]
 
-    # ---- Q6 Tensor Cores
-    tc = None
+
+def _tensor_core_finding(a: Analysis, fp32: Analysis | None, tensor_core: Analysis | None,
+                         names: dict[int, str]) -> tuple[dict | None, Analysis | None, list[Finding]]:
+    """Q6: the fp32 LBL against the Tensor Core precision's (profit = LBL_without_TC - LBL_with_TC,
+    ms, sequential). Returns (the ``tensor_cores`` record or None without both analyses, the
+    Tensor Core analysis or None, the finding: only when ``a`` is the fp32 run, since a Tensor
+    Core run already has the profit)."""
     base, other = (fp32, a) if fp32 is not None else ((a, tensor_core) if tensor_core is not None else (None, None))
-    if base is not None and other is not None and base is not other:
-        tc = {"fp32_lbl_ms": base.lbl_sequential_ms, "precision": other.precision,
-              "lbl_ms": other.lbl_sequential_ms, "profit_ms": base.lbl_sequential_ms - other.lbl_sequential_ms,
-              "complete": base.complete and other.complete}
-        # an opportunity only for an fp32 run: a Tensor Core run already has the profit (reported in
-        # ``tensor_cores``, not as a finding)
-        if tc["profit_ms"] > MIN_SAVING_MS and other is not a:
-            tc_layers = [(tb.layer.index, tb.time_ms - to.time_ms) for tb, to in zip(base.layers, other.layers)
-                         if tb.time_ms is not None and to.time_ms is not None and tb.time_ms - to.time_ms > 0]
-            tc_layers.sort(key=lambda x: -x[1])
-            findings.append(Finding(
-                "tensor_cores", "Q6", f"Tensor Cores ({other.precision}) instead of fp32 FMA",
-                tc["profit_ms"], tuple(i for i, _ in tc_layers),
-                (f"LBL fp32 {base.lbl_sequential_ms:.4f} ms vs {other.precision} {other.lbl_sequential_ms:.4f} ms",
-                 *(f"layer {i} {names.get(i, '')}: -{d:.4f} ms" for i, d in tc_layers[:5])),
-                f"profit = LBL_without_TC - LBL_with_TC (Benanza, IPDPS 2020: Tensor Cores); applies when running in {other.precision}"))
+    if base is None or other is None or base is other:
+        return None, other, []
+    tc = {"fp32_lbl_ms": base.lbl_sequential_ms, "precision": other.precision,
+          "lbl_ms": other.lbl_sequential_ms, "profit_ms": base.lbl_sequential_ms - other.lbl_sequential_ms,
+          "complete": base.complete and other.complete}
+    if not (tc["profit_ms"] > MIN_SAVING_MS and other is not a):
+        return tc, other, []
+    tc_layers = [(tb.layer.index, tb.time_ms - to.time_ms) for tb, to in zip(base.layers, other.layers)
+                 if tb.time_ms is not None and to.time_ms is not None and tb.time_ms - to.time_ms > 0]
+    tc_layers.sort(key=lambda x: -x[1])
+    return tc, other, [Finding(
+        "tensor_cores", "Q6", f"Tensor Cores ({other.precision}) instead of fp32 FMA",
+        tc["profit_ms"], tuple(i for i, _ in tc_layers),
+        (f"LBL fp32 {base.lbl_sequential_ms:.4f} ms vs {other.precision} {other.lbl_sequential_ms:.4f} ms",
+         *(f"layer {i} {names.get(i, '')}: -{d:.4f} ms" for i, d in tc_layers[:5])),
+        f"profit = LBL_without_TC - LBL_with_TC (Benanza, IPDPS 2020: Tensor Cores); applies when running in {other.precision}")]
 
-    # ---- parallel execution
-    if a.lbl_sequential_ms - a.lbl_parallel_ms > MIN_SAVING_MS:
-        findings.append(Finding(
-            "parallel_execution", "parallel", "run independent layers concurrently (streams / graphs)",
-            a.lbl_sequential_ms - a.lbl_parallel_ms, tuple(a.critical_path),
-            (f"LBL sequential {a.lbl_sequential_ms:.4f} ms vs parallel (critical path of "
-             f"{len(a.critical_path)} layers) {a.lbl_parallel_ms:.4f} ms",),
-            "potential = LBL_sequential - LBL_parallel"))
 
-    findings = [f for f in findings if f.saving_ms > MIN_SAVING_MS]
-    alt = _alternatives(a, p, db, system_id, algos, dbt) if db is not None and system_id is not None else None
-    w = compose(a, p, tensor_core=other if tc and other is not a else None, alternatives=alt) if lat else None
-    if w is not None:
-        findings = _with_marginals(findings, w)
-    findings.sort(key=lambda f: -f.saving_ms)
+def _parallel_finding(a: Analysis) -> list[Finding]:
+    """Running independent layers concurrently: potential = LBL_sequential - LBL_parallel (ms)."""
+    if a.lbl_sequential_ms - a.lbl_parallel_ms <= MIN_SAVING_MS:
+        return []
+    return [Finding(
+        "parallel_execution", "parallel", "run independent layers concurrently (streams / graphs)",
+        a.lbl_sequential_ms - a.lbl_parallel_ms, tuple(a.critical_path),
+        (f"LBL sequential {a.lbl_sequential_ms:.4f} ms vs parallel (critical path of "
+         f"{len(a.critical_path)} layers) {a.lbl_parallel_ms:.4f} ms",),
+        "potential = LBL_sequential - LBL_parallel")]
 
-    # ---- breakdown of the measured latency
-    # batch norms run after their convolution are layer kernels in the join: shown apart here
+
+# ---- the measured latency's breakdown, per-layer rows, joint speedup, notices
+
+def _breakdown(cat_ms: dict, bn: list, gap_ms: float, rest_host: float | None) -> dict:
+    """The measured latency split (ms): layers / layout / copies / fills / unfused_batch_norm /
+    other kernel time, launch gaps and the rest of the host time. Batch norms run after their
+    convolution (``bn``) are layer kernels in the join: shown apart here."""
     bn_ms = sum(u.ms for u in bn)
-    breakdown = {"layers": max(0.0, cat_ms.get("layer", 0.0) - bn_ms), "layout": cat_ms.get("layout", 0.0),
-                 "copies": cat_ms.get("copy", 0.0), "fills": cat_ms.get("fill", 0.0),
-                 "unfused_batch_norm": cat_ms.get("unfused_batch_norm", 0.0) + bn_ms, "other": cat_ms.get("other", 0.0),
-                 "gaps": gap_ms, "host": rest_host}
+    return {"layers": max(0.0, cat_ms.get("layer", 0.0) - bn_ms), "layout": cat_ms.get("layout", 0.0),
+            "copies": cat_ms.get("copy", 0.0), "fills": cat_ms.get("fill", 0.0),
+            "unfused_batch_norm": cat_ms.get("unfused_batch_norm", 0.0) + bn_ms, "other": cat_ms.get("other", 0.0),
+            "gaps": gap_ms, "host": rest_host}
 
-    # ---- per layer
+
+def _layer_rows(a: Analysis, lps: dict) -> list[dict]:
+    """Per layer (zero-cost layers without framework kernels left out): the framework's kernel time
+    (ms, from the profile ``lps``) next to its LBL time and measurement, and whether it is on the
+    critical path."""
     crit = set(a.critical_path)
     rows = []
     for t in a.layers:
@@ -719,25 +820,35 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
                      "framework_kernels": list(lp.kernels) if lp is not None else [],
                      "lbl_ms": t.time_ms, "algorithm": t.algorithm or None, "call": t.call or None,
                      "critical": t.layer.index in crit})
-    cpath = [{"index": i, "name": names.get(i, ""), "op": times[i].layer.op_type, "lbl_ms": times[i].time_ms}
-             for i in a.critical_path]
+    return rows
 
-    # ---- joint
-    joint: dict = {}
-    if lat:
-        target = a.lbl_fused_parallel_ms
-        joint = {
-            "speedup": lat / target if target > 0 else None, "target_ms": target, "latency_ms": lat,
-            "speedup_sequential": lat / a.lbl_fused_sequential_ms if a.lbl_fused_sequential_ms > 0 else None,
-            "steps": [{"step": "measured latency", "ms": lat}]
-                     + [{"step": st.title, "ms": st.ms_after} for st in w.steps],
-            "explanation": (f"measured {lat:.4f} ms / LBL_fused parallel {target:.4f} ms in {a.precision}: "
-                            f"removing host overhead and gaps, the kernels the model does not need, slower "
-                            f"algorithms, unfused layers and serial execution together"),
-        }
-        if tc and other is not a and other is not None and other.complete:
-            joint["speedup_tensor_cores"] = lat / other.lbl_fused_parallel_ms if other.lbl_fused_parallel_ms else None
-            joint["tensor_core_precision"] = other.precision
+
+def _joint(a: Analysis, lat: float | None, w: WhatIf | None, tc: dict | None, other: Analysis | None) -> dict:
+    """The joint speedup = measured latency / LBL_fused parallel (every finding applied at once),
+    with the what-if composition's steps; also against the Tensor Core analysis ``other`` when
+    it is complete. Empty without a latency."""
+    if not lat:
+        return {}
+    target = a.lbl_fused_parallel_ms
+    joint = {
+        "speedup": lat / target if target > 0 else None, "target_ms": target, "latency_ms": lat,
+        "speedup_sequential": lat / a.lbl_fused_sequential_ms if a.lbl_fused_sequential_ms > 0 else None,
+        "steps": [{"step": "measured latency", "ms": lat}]
+                 + [{"step": st.title, "ms": st.ms_after} for st in w.steps],
+        "explanation": (f"measured {lat:.4f} ms / LBL_fused parallel {target:.4f} ms in {a.precision}: "
+                        f"removing host overhead and gaps, the kernels the model does not need, slower "
+                        f"algorithms, unfused layers and serial execution together"),
+    }
+    if tc and other is not a and other is not None and other.complete:
+        joint["speedup_tensor_cores"] = lat / other.lbl_fused_parallel_ms if other.lbl_fused_parallel_ms else None
+        joint["tensor_core_precision"] = other.precision
+    return joint
+
+
+def _closing_notices(a: Analysis, p, rows: list[dict], lat: float | None) -> list[str]:
+    """Notices on the comparison itself: TF32 convolutions against an fp32 analysis, an LBL above
+    the framework's GPU kernel time (:func:`_above_framework`), an incomplete LBL, no latency."""
+    notices = []
     if a.precision == "fp32" and any(e.tf32 for e in p.conv_engines.values()):
         notices.append("the framework ran its convolutions with TF32 enabled (cuDNN log) while this analysis is "
                        "fp32 (FMA only): compare with --dtype tf32 too")
@@ -747,6 +858,12 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
         notices.append(f"the LBL is incomplete: {len(a.missing)} layers have no valid measurement")
     if lat is None:
         notices.append("the profile has no measured latency: no Benanza ratio or joint speedup")
+    return notices
+
+
+def _framework_info(p) -> dict:
+    """What ran the profile: framework, version, GPU, its cuDNN/TF32 settings, dtype, folder,
+    profiled iterations, how the latency was measured and the run's label and kind."""
     s = p.settings
     framework = {"framework": s.framework, "version": s.framework_version, "gpu_name": s.gpu_name,
                  "cudnn_benchmark": s.cudnn_benchmark, "allow_tf32_cudnn": s.allow_tf32_cudnn,
@@ -755,14 +872,4 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
                  "latency_method": p.latency.method if p.latency is not None else None}
     framework["run_label"] = s.run_label
     framework["run"] = s.run_kind
-    gpu = a.system.get("gpu_name") or ""
-    return Insights(
-        whatif=w.to_dict() if w is not None else {},
-        headline=headline(a.model, a.batch, a.precision_label, gpu, s.run_label, w) if w is not None else "",
-        model=a.model, batch=a.batch, precision=a.precision, gpu=a.system.get("gpu_name") or "",
-        framework=framework, latency_ms=lat, latency_iqr_ms=p.latency.iqr_ms if p.latency is not None else None,
-        gpu_kernel_ms=p.gpu_kernel_ms, host_overhead_ms=p.host_overhead_ms,
-        lbl_sequential_ms=a.lbl_sequential_ms, lbl_parallel_ms=a.lbl_parallel_ms,
-        lbl_fused_sequential_ms=a.lbl_fused_sequential_ms, lbl_fused_parallel_ms=a.lbl_fused_parallel_ms,
-        complete=a.complete, breakdown=breakdown, layers=rows, critical_path=cpath, algorithms=algos,
-        findings=findings, tensor_cores=tc, joint=joint, notices=notices)
+    return framework
