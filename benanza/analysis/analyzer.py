@@ -342,30 +342,74 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     precision instead, e.g. ``tf32`` in an ``fp32`` analysis: PyTorch's default, which runs cuDNN
     convolutions with TF32 (``torch.backends.cudnn.allow_tf32``) and matmuls without. Raises
     :class:`UsageError` for an unknown precision, cache or layout."""
+    _check_analysis_arguments(precision, cache, layouts, conv_precision)
+    conv_precision = conv_precision or precision
+    found = _lookups(ml, db, system, precision, conv_precision, cache, tuple(layouts))
+    conversions = layout_conversions(ml) if "NHWC" in layouts else set()
+    times = [_layer_time(ly, found, ly.index in conversions) for ly in ml.layers]
+    weight = [t.bound_ms or 0.0 for t in times]
+    seq = sum(weight)
+    par, path = critical_path(ml.edges, weight)
+    fusions, fused_weight = _fusion_times(ml, times, weight, found)
+    fseq = sum(fused_weight)
+    fpar, _ = critical_path(ml.edges, fused_weight)
+    return Analysis(model=ml.model, batch=ml.batch, precision=precision, conv_precision=conv_precision,
+                    cache=cache, system=system_dict(system),
+                    layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
+                    lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
+                    layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision))
+
+
+def _check_analysis_arguments(precision: str, cache: str, layouts: tuple[str, ...],
+                              conv_precision: str | None) -> None:
+    """Raise :class:`UsageError` for an unknown precision (or ``conv_precision``), cache or layout."""
     if precision not in L.PRECISIONS or (conv_precision or precision) not in L.PRECISIONS:
         raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")
     if cache not in ("warm", "cold"):
         raise UsageError(f"cache must be warm or cold, got {cache!r}")
     if not layouts or any(lay not in ("NCHW", "NHWC") for lay in layouts):
         raise UsageError(f"layouts must be NCHW and/or NHWC, got {', '.join(layouts) or 'none'}")
+
+
+@dataclass
+class _Lookups:
+    """What the database holds for one analysis' configs (layer and fusion keys). ``prec``: key ->
+    the precision it is analyzed in; ``best``: key -> its fastest valid measurement
+    (:func:`benanza.database.query.best_per_config`); ``rejected``: key -> why its fp32 rows were
+    dropped (:func:`_drop_tensor_core_fp32`); ``by_key``/``jobs``: for keys without a best, every
+    row and job record (to say why); ``picks``: key -> (heuristic algorithm, its time in ms);
+    ``library``: for keys whose best is the framework's own call, the fastest library call."""
+
+    prec: dict[str, str]
+    best: dict
+    rejected: dict[str, str]
+    by_key: dict[str, list[Measurement]]
+    jobs: dict[str, list]
+    picks: dict
+    library: dict
+
+
+def _per_precision(prec: dict[str, str], fn, some: list[str]) -> dict:
+    """``fn(precision, keys)`` for each precision the keys are analyzed in (``prec``), merged."""
+    out: dict = {}
+    for p in sorted({prec[k] for k in some}):
+        part = [k for k in some if prec[k] == p]
+        out.update(fn(p, part) if part else {})
+    return out
+
+
+def _lookups(ml: ModelLayers, db: Database, system: System, precision: str, conv_precision: str, cache: str,
+             layouts: tuple[str, ...]) -> _Lookups:
+    """The database's rows for every benchmarked layer and fusion candidate of ``ml`` (:class:`_Lookups`):
+    the convolutions (:data:`benanza.kinds.CUDNN_TF32_KINDS`) in ``conv_precision``, the rest in ``precision``."""
     configs = {ly.key: ly.config for ly in ml.benchmarked()} | {f.config.key: f.config for f in ml.fusions}
     keys = sorted(configs)
-    conv_precision = conv_precision or precision
     prec = {k: conv_precision if configs[k].kind in L.CUDNN_TF32_KINDS else precision for k in keys}
-
-    def per_precision(fn, some: list[str]) -> dict:
-        """``fn(precision, keys)`` for each precision the keys are analyzed in, merged."""
-        out: dict = {}
-        for p in sorted({prec[k] for k in some}):
-            part = [k for k in some if prec[k] == p]
-            out.update(fn(p, part) if part else {})
-        return out
-
     # the fastest valid measurement per config: one windowed query (benanza.database.query.best_per_config)
-    best = per_precision(lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, tuple(layouts)), keys)
+    best = _per_precision(prec, lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, layouts), keys)
     rejected: dict[str, str] = {}
     if precision == "fp32" and best:
-        _drop_tensor_core_fp32(db, system, ml, best, cache, tuple(layouts), rejected)
+        _drop_tensor_core_fp32(db, system, ml, best, cache, layouts, rejected)
     # only for configs without one: every row and job record, to say why
     missing_keys = [k for k in keys if k not in best]
     by_key: dict[str, list[Measurement]] = collections.defaultdict(list)
@@ -375,56 +419,55 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     for j in db.job_rows(system.id, missing_keys) if missing_keys else []:
         jobs[j.layer_key].append(j)
     # convolutions have no FP8 implementation: an fp8 analysis shows their fp16 heuristic picks
-    picks = per_precision(lambda p, ks: _heuristic_picks(db, system.id, ks, L.FP8_FALLBACK if p == "fp8" else p,
-                                                         cache), keys)
-    picks.update(per_precision(lambda p, ks: _heuristic_picks(db, system.id, ks, p, cache, LT_HEURISTIC_SOURCE,
-                                                              "cublasLtMatmul%"), keys))
-
+    picks = _per_precision(prec, lambda p, ks: _heuristic_picks(db, system.id, ks, L.FP8_FALLBACK if p == "fp8" else p,
+                                                                cache), keys)
+    picks.update(_per_precision(prec, lambda p, ks: _heuristic_picks(db, system.id, ks, p, cache, LT_HEURISTIC_SOURCE,
+                                                                     "cublasLtMatmul%"), keys))
     framework_best = [k for k, b in best.items() if b.call.startswith(FRAMEWORK_CALL_PREFIX)]
-    library = per_precision(lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, tuple(layouts),
-                                                                source="library"), framework_best)
-    conversions = layout_conversions(ml) if "NHWC" in layouts else set()
+    library = _per_precision(prec, lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, layouts,
+                                                                       source="library"), framework_best)
+    return _Lookups(prec, best, rejected, by_key, jobs, picks, library)
 
-    times: list[LayerTime] = []
-    for ly in ml.layers:
-        if ly.status == "zero_cost":
-            times.append(LayerTime(ly, "zero_cost", 0.0, reason=ly.reason))
-            continue
-        if ly.status == "unsupported":
-            times.append(LayerTime(ly, "missing", None, reason=f"unsupported: {ly.reason}"))
-            continue
-        b = best.get(ly.key)
-        if b is None:
-            times.append(LayerTime(ly, "missing", None, reason=rejected.get(ly.key) or _failure_reason(
-                ly.config, by_key.get(ly.key, []), jobs.get(ly.key, []), prec[ly.key])))
-            continue
-        lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
-                       iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "", layout=b.layout,
-                       conversion=ly.index in conversions)
-        if ly.key in library:
-            lt.library_call, lt.library_ms = library[ly.key].call, library[ly.key].median_ms
-        if ly.key in picks:
-            lt.heuristic_algorithm, lt.heuristic_ms = picks[ly.key]
-        times.append(lt)
 
-    weight = [t.bound_ms or 0.0 for t in times]
-    seq = sum(weight)
-    par, path = critical_path(ml.edges, weight)
+def _layer_time(ly: Layer, found: _Lookups, conversion: bool) -> LayerTime:
+    """Layer ``ly``'s time: 0 ms when zero-cost; its best measurement (with the library's best when
+    that is the framework's call, and the heuristic pick); or none, with the reason."""
+    if ly.status == "zero_cost":
+        return LayerTime(ly, "zero_cost", 0.0, reason=ly.reason)
+    if ly.status == "unsupported":
+        return LayerTime(ly, "missing", None, reason=f"unsupported: {ly.reason}")
+    b = found.best.get(ly.key)
+    if b is None:
+        return LayerTime(ly, "missing", None, reason=found.rejected.get(ly.key) or _failure_reason(
+            ly.config, found.by_key.get(ly.key, []), found.jobs.get(ly.key, []), found.prec[ly.key]))
+    lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
+                   iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "", layout=b.layout,
+                   conversion=conversion)
+    if ly.key in found.library:
+        lt.library_call, lt.library_ms = found.library[ly.key].call, found.library[ly.key].median_ms
+    if ly.key in found.picks:
+        lt.heuristic_algorithm, lt.heuristic_ms = found.picks[ly.key]
+    return lt
 
+
+def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
+                  found: _Lookups) -> tuple[list[FusionTime], list[float]]:
+    """Each fusion candidate's unfused (sum of its layers' bounds) and fused time (ms), and the
+    layer weights of the fused LBL: the fused call computes every layer of the group, so it
+    replaces their sum where it is faster, and stands for the group where a member has no
+    measurement of its own (an op only the fused call implements, e.g. torch.export's IsNaN guard
+    inside an attention; that member is then marked ``covered``)."""
     fusions: list[FusionTime] = []
     fused_weight = list(weight)
     for f in ml.fusions:
         parts = [times[i] for i in f.layers]
         unfused = None if any(p.bound_ms is None for p in parts) else sum(p.bound_ms for p in parts)
-        b = best.get(f.config.key)
+        b = found.best.get(f.config.key)
         ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "",
                         b.call if b else "", f.config.describe())
-        if f.config.key in library:
-            ft.library_call, ft.library_ms = library[f.config.key].call, library[f.config.key].median_ms
+        if f.config.key in found.library:
+            ft.library_call, ft.library_ms = found.library[f.config.key].call, found.library[f.config.key].median_ms
         fusions.append(ft)
-        # the fused call computes every layer of the group: it replaces their sum where it is faster,
-        # and stands for the group where a member has no measurement of its own (an op only the
-        # fused call implements, e.g. torch.export's IsNaN guard inside an attention)
         if ft.fused_ms is not None and (unfused is None or ft.fused_ms < unfused):
             for i in f.layers[:-1]:
                 fused_weight[i] = 0.0
@@ -433,13 +476,7 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
                 if p.status == "missing":
                     p.covered = True
                     p.reason = f"computed by the fused {f.config.kind} candidate ({p.reason})"
-    fseq = sum(fused_weight)
-    fpar, _ = critical_path(ml.edges, fused_weight)
-    return Analysis(model=ml.model, batch=ml.batch, precision=precision, conv_precision=conv_precision,
-                    cache=cache, system=system_dict(system),
-                    layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
-                    lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
-                    layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision))
+    return fusions, fused_weight
 
 
 #: Transpose permutations that turn channels-first (N, C, spatial...) into channels-last
