@@ -437,87 +437,115 @@ def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.Mode
     folded: dict[str, int] = collections.Counter()
     for _ in range(64):
         model = infer_shapes(model)
-        g = model.graph
-        shapes = inferred_shapes(model)
-        const = _LazyConsts({t.name: t for t in g.initializer if has_data(t)})
-        static = set(weights) | const.names()
-        evaluated: dict[str, np.ndarray] = {}
-        drop: list[int] = []
-        for idx, node in enumerate(g.node):
-            ins = [i for i in node.input if i]
-            if node.op_type == "Constant":
-                try:
-                    vals = eval_node(node, [], opset)
-                except Exception as e:
-                    raise ModelError(f"node {node.name!r} (Constant): cannot evaluate: {_first_line(e)}") from None
-                evaluated[node.output[0]] = np.asarray(vals[0])
-                const[node.output[0]] = np.asarray(vals[0])
-                static.add(node.output[0])
-                drop.append(idx)
-                continue
-            if node.op_type in ("Shape", "Size") and ins and shapes.get(ins[0]) is not None:
-                shp = np.array(shapes[ins[0]], dtype=np.int64)
-                if node.op_type == "Size":
-                    val = np.array(int(np.prod(shp)), dtype=np.int64)
-                else:
-                    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-                    r = len(shp)
-                    start = attrs.get("start", 0)
-                    end = attrs.get("end", r)
-                    start = max(0, min(r, start + r if start < 0 else start))
-                    end = max(0, min(r, end + r if end < 0 else end))
-                    val = shp[start:end]
-                evaluated[node.output[0]] = val
-                const[node.output[0]] = val
-                static.add(node.output[0])
-                drop.append(idx)
-                continue
-            if node.op_type in _NONDETERMINISTIC or not all(i in static for i in ins):
-                continue
-            if ins and all(i in const for i in ins) and all(
-                    shapes.get(o) is None or math.prod(shapes[o]) <= _FOLD_MAX_ELEMENTS for o in node.output):
-                try:
-                    vals = eval_node(node, [const[i] for i in node.input if i], opset)
-                except Exception:
-                    vals = None
-                if vals is not None and all(np.asarray(v).size <= _FOLD_MAX_ELEMENTS for v in vals):
-                    for o, v in zip(node.output, vals):
-                        if o:
-                            evaluated[o] = np.asarray(v)
-                            const[o] = np.asarray(v)
-                            static.add(o)
-                    drop.append(idx)
-                    continue
-            # weight-only preprocessing (e.g. Identity of a weight): folded, kept for its shapes
-            static.update(o for o in node.output if o)
+        evaluated, drop = _fold_pass(model.graph, inferred_shapes(model), weights, opset)
         if not drop:
             break
-        used = {i for n_i, n in enumerate(g.node) if n_i not in set(drop) for i in n.input}
-        used |= {o.name for o in g.output}
-        for idx in drop:
-            folded[g.node[idx].op_type] += 1
-        keep = [n for i, n in enumerate(g.node) if i not in set(drop)]
-        del g.node[:]
-        g.node.extend(keep)
-        existing = {t.name for t in g.initializer}
-        for name, val in evaluated.items():
-            if name in used and name not in existing:
-                g.initializer.append(numpy_helper.from_array(np.array(val, copy=True, order="C"), name))
-        # value_info of folded outputs would be duplicated by the initializers
-        vis = [vi for vi in g.value_info if vi.name not in evaluated]
-        del g.value_info[:]
-        g.value_info.extend(vis)
+        _replace_folded(model.graph, evaluated, drop, folded)
     else:
         raise ModelError("constant folding did not converge after 64 passes")
-    # final classification of weight-only nodes
-    g = model.graph
-    const_names = {t.name for t in g.initializer}
-    static = set(weights) | const_names
+    return model, dict(folded), _static_names(model.graph, weights)
+
+
+def _fold_pass(g: onnx.GraphProto, shapes: dict, weights: set[str],
+               opset: int) -> tuple[dict[str, np.ndarray], list[int]]:
+    """One folding pass over ``g``'s nodes in order: the values of every output folded
+    (:func:`_folded_values`) and the indices of the folded nodes. A node that is not folded but
+    reads only constants and weights (e.g. an Identity of a weight) makes its outputs static, so
+    later nodes that read them fold too."""
+    const = _LazyConsts({t.name: t for t in g.initializer if has_data(t)})
+    static = set(weights) | const.names()
+    evaluated: dict[str, np.ndarray] = {}
+    drop: list[int] = []
+    for idx, node in enumerate(g.node):
+        vals = _folded_values(node, shapes, const, static, opset)
+        if vals is None:
+            if node.op_type not in _NONDETERMINISTIC and all(i in static for i in node.input if i):
+                # weight-only preprocessing (e.g. Identity of a weight): folded, kept for its shapes
+                static.update(o for o in node.output if o)
+            continue
+        for o, v in vals.items():
+            evaluated[o] = v
+            const[o] = v
+            static.add(o)
+        drop.append(idx)
+    return evaluated, drop
+
+
+def _folded_values(node: onnx.NodeProto, shapes: dict, const: _LazyConsts, static: set[str],
+                   opset: int) -> dict[str, np.ndarray] | None:
+    """Output name -> value of ``node`` when it folds: a Constant; a Shape/Size of a tensor whose
+    shape is known; a deterministic node whose inputs are all constants and whose outputs have at
+    most :data:`_FOLD_MAX_ELEMENTS` elements each. None otherwise (and when evaluation fails).
+    Raises :class:`ModelError` for a Constant that cannot be evaluated."""
+    ins = [i for i in node.input if i]
+    if node.op_type == "Constant":
+        try:
+            vals = eval_node(node, [], opset)
+        except Exception as e:
+            raise ModelError(f"node {node.name!r} (Constant): cannot evaluate: {_first_line(e)}") from None
+        return {node.output[0]: np.asarray(vals[0])}
+    if node.op_type in ("Shape", "Size") and ins and shapes.get(ins[0]) is not None:
+        return {node.output[0]: _shape_value(node, shapes[ins[0]])}
+    if node.op_type in _NONDETERMINISTIC or not all(i in static for i in ins):
+        return None
+    if not (ins and all(i in const for i in ins) and all(
+            shapes.get(o) is None or math.prod(shapes[o]) <= _FOLD_MAX_ELEMENTS for o in node.output)):
+        return None
+    try:
+        vals = eval_node(node, [const[i] for i in node.input if i], opset)
+    except Exception:
+        return None
+    if not all(np.asarray(v).size <= _FOLD_MAX_ELEMENTS for v in vals):
+        return None
+    return {o: np.asarray(v) for o, v in zip(node.output, vals) if o}
+
+
+def _shape_value(node: onnx.NodeProto, shape) -> np.ndarray:
+    """The value of a Shape (its ``start``/``end`` attributes applied, clamped as ONNX specifies)
+    or Size node of a tensor of the known ``shape``, as int64."""
+    shp = np.array(shape, dtype=np.int64)
+    if node.op_type == "Size":
+        return np.array(int(np.prod(shp)), dtype=np.int64)
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    r = len(shp)
+    start = attrs.get("start", 0)
+    end = attrs.get("end", r)
+    start = max(0, min(r, start + r if start < 0 else start))
+    end = max(0, min(r, end + r if end < 0 else end))
+    return shp[start:end]
+
+
+def _replace_folded(g: onnx.GraphProto, evaluated: dict[str, np.ndarray], drop: list[int],
+                    folded: collections.Counter) -> None:
+    """Remove the nodes ``drop`` from ``g`` (counting them by op type in ``folded``) and add the
+    folded values the remaining graph or its outputs read as initializers."""
+    dropped = set(drop)
+    used = {i for n_i, n in enumerate(g.node) if n_i not in dropped for i in n.input}
+    used |= {o.name for o in g.output}
+    for idx in drop:
+        folded[g.node[idx].op_type] += 1
+    keep = [n for i, n in enumerate(g.node) if i not in dropped]
+    del g.node[:]
+    g.node.extend(keep)
+    existing = {t.name for t in g.initializer}
+    for name, val in evaluated.items():
+        if name in used and name not in existing:
+            g.initializer.append(numpy_helper.from_array(np.array(val, copy=True, order="C"), name))
+    # value_info of folded outputs would be duplicated by the initializers
+    vis = [vi for vi in g.value_info if vi.name not in evaluated]
+    del g.value_info[:]
+    g.value_info.extend(vis)
+
+
+def _static_names(g: onnx.GraphProto, weights: set[str]) -> set[str]:
+    """The names of the tensors that are constant or weight-derived in the folded graph ``g``:
+    initializers, ``weights`` and the outputs of deterministic nodes that read only those."""
+    static = set(weights) | {t.name for t in g.initializer}
     for node in g.node:
         ins = [i for i in node.input if i]
         if node.op_type not in _NONDETERMINISTIC and all(i in static for i in ins):
             static.update(o for o in node.output if o)
-    return model, dict(folded), static
+    return static
 
 
 # ---------------------------------------------------------------------------------------- mapping
