@@ -814,25 +814,40 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
              ceilings: str = typer.Option("spec", "--ceilings", help="spec (datasheet figures) or measured"),
              png: Optional[Path] = typer.Option(None, "--png", help="write the roofline chart as PNG"),
              svg: Optional[Path] = typer.Option(None, "--svg", help="write the roofline chart as SVG"),
-             json_out: bool = typer.Option(False, "--json")):
+             json_out: bool = typer.Option(False, "--json"),
+             kind: str = typer.Option("classic", "--kind", help="classic (achieved FLOP/s against FLOP/byte, one "
+                                      "point per layer) or time (time against FLOPs and against bytes, every "
+                                      "measured implementation of each layer; Wang et al. 2020)")):
     """Roofline bound and library efficiency (bound / best measured) of every layer of MODEL, and the
-    roofline chart.
+    roofline chart (--kind classic) or the time-based roofline of every implementation (--kind time).
 
-    Example: benanza roofline resnet50.onnx --batch 32 --dtype fp16 --db perf.db --svg roofline.svg"""
+    Example: benanza roofline resnet50.onnx --batch 32 --dtype fp16 --db perf.db --kind time --svg roofline.svg"""
+    from benanza.analysis.roofline import l2_roof
+    from benanza.database.store import open_db
     from benanza.reports.chart import LAUNCH_FLOOR_US, model_roofline, render
 
     if ceilings not in ("spec", "measured"):
         raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
+    if kind not in ("classic", "time"):
+        raise UsageError(f"--kind must be classic or time, got {kind!r}")
     for flag, path in (("--png", png), ("--svg", svg)):
         _check_output_file(flag, path)
     a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out)
     spec = _spec_of(system, json_out)
+    database = open_db(db, create=False)
+    measured = database.ceilings(system.id)
     if ceilings == "measured":
-        from benanza.database.store import open_db
         from benanza.analysis.gpus import with_measured_ceilings
 
-        spec = with_measured_ceilings(spec, open_db(db, create=False).ceilings(system.id))
-    mr = model_roofline(a, spec, ceilings)
+        spec = with_measured_ceilings(spec, measured)
+    l2 = l2_roof(spec.sm_count, spec.boost_clock_mhz, measured)
+    if kind == "time":
+        from benanza.reports.time_chart import print_time_roofline, render_time, time_roofline
+
+        tr = time_roofline(a, database, system, spec, l2, ceilings)
+        print_time_roofline(tr, render_time(tr, png, svg) if (png or svg) else [], out, json_out)
+        return
+    mr = model_roofline(a, spec, ceilings, l2)
     written = render(mr, png, svg) if (png or svg) else []
     if json_out:
         d = mr.to_dict()

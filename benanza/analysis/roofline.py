@@ -118,3 +118,40 @@ def implausible_fma(config: L.LayerConfig, median_ms: float | None, sm_count: in
             f"({sm_count} SMs x {MAX_FP32_LANES_PER_SM} lanes x 2 x {max_sm_clock_mhz:g} MHz): Tensor Core math (TF32), "
             f"not FMA")
 
+
+
+#: L2 read bandwidth per SM per clock (bytes): NVIDIA's A100 whitepaper gives the A100's L2 read
+#: bandwidth as 5120 bytes/clk over its 108 SMs ("NVIDIA A100 Tensor Core GPU Architecture", 2020,
+#: table "A100 vs V100": V100 2048 bytes/clk). Datasheets give no L2 bandwidth for later GPUs, so
+#: without a measurement (`benanza ceilings`, ``l2_bandwidth``) the L2 roof is this per-SM rate times
+#: SMs x boost clock: an estimate, and every output that draws it says so.
+L2_BYTES_PER_CLOCK_PER_SM = 5120 / 108
+
+
+@dataclass(frozen=True)
+class L2Roof:
+    """The L2 roof: ``bytes_per_s`` and where it comes from (``measured``: `benanza ceilings`'
+    ``l2_bandwidth``; ``estimate``: :data:`L2_BYTES_PER_CLOCK_PER_SM` x SMs x clock)."""
+
+    bytes_per_s: float
+    source: str
+
+    @property
+    def label(self) -> str:
+        """The legend text: value and source."""
+        what = ("measured by `benanza ceilings`" if self.source == "measured" else
+                "estimate: A100 whitepaper's 5120 B/clk per 108 SMs x SMs x clock; no datasheet figure")
+        return f"L2 {self.bytes_per_s / 1e12:.2f} TB/s ({what})"
+
+
+def l2_roof(sm_count: int, boost_clock_mhz: float, measured: dict | None = None) -> L2Roof:
+    """The L2 roof of a GPU of ``sm_count`` SMs at ``boost_clock_mhz`` MHz: the ``l2_bandwidth``
+    ceiling of ``measured`` (name -> row with ``.value`` in bytes/s, as
+    :meth:`benanza.database.store.Database.ceilings` returns) when there is one, else the
+    :data:`L2_BYTES_PER_CLOCK_PER_SM` estimate. Raises UsageError for a GPU without SMs or clock."""
+    row = (measured or {}).get("l2_bandwidth")
+    if row is not None and row.value > 0:
+        return L2Roof(float(row.value), "measured")
+    if sm_count <= 0 or boost_clock_mhz <= 0:
+        raise UsageError("the L2 roof needs the GPU's SM count and clock")
+    return L2Roof(L2_BYTES_PER_CLOCK_PER_SM * sm_count * boost_clock_mhz * 1e6, "estimate")

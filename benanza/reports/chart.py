@@ -9,8 +9,13 @@ the FP32 CUDA-core peak otherwise); library efficiency = bound / best measured t
 
 Launch-overhead floor: no kernel launch takes less than :data:`LAUNCH_FLOOR_US` (2 µs) on current
 NVIDIA GPUs with a CUDA-graph or back-to-back launch, so a layer's achieved rate is at most
-FLOPs / 2 µs, wherever the roofs lie. It depends on the layer's FLOPs, not only on x, so the chart
-draws it as a short grey bar above each layer's point; ``attainable_ms`` = max(bound, floor).
+FLOPs / 2 µs, wherever the roofs lie; ``attainable_ms`` = max(bound, floor). It depends on the
+layer's FLOPs, not only on x, so the chart does not draw it in the plot area: layers whose best time
+is within 2x the floor get a grey ring, and a note under the axes says what the ring means.
+
+L2 roof: :func:`benanza.analysis.roofline.l2_roof` (``benanza ceilings``' measured L2 bandwidth when
+stored, else an estimate; the legend says which). Every point carries an SVG ``<title>`` tooltip
+(layer, call, algorithm, time, FLOPs, bytes; :func:`add_svg_titles`).
 
 Ceilings: the spec table's datasheet figures (:mod:`benanza.analysis.gpus`) until benanza measures the
 GPU's own ceilings; every output says which were used.
@@ -69,6 +74,8 @@ class ModelRoofline:
     attainable_sequential_ms: float
     lbl_sequential_ms: float
     lbl_parallel_ms: float
+    l2: roofline.L2Roof | None = None
+    calls: dict = None  # layer index -> (call, algorithm, math, layout) of its best measurement
 
     @property
     def efficiency(self) -> float:
@@ -83,13 +90,17 @@ class ModelRoofline:
                 "roofline_bound_parallel_ms": self.bound_parallel_ms,
                 "attainable_sequential_ms": self.attainable_sequential_ms,
                 "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
+                "l2_bytes_per_s": self.l2.bytes_per_s if self.l2 else None,
+                "l2_source": self.l2.source if self.l2 else None,
                 "library_efficiency": self.efficiency, "layers": [x.to_dict() for x in self.layers]}
 
 
-def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec") -> ModelRoofline:
+def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec",
+                   l2: roofline.L2Roof | None = None) -> ModelRoofline:
     """Roofline bound and library efficiency of every measured layer of ``analysis`` on ``gpu``'s
     ceilings: ``ceilings`` names where they come from (``spec``: the datasheet table of
-    :mod:`benanza.analysis.gpus`; ``measured``: :func:`benanza.analysis.gpus.with_measured_ceilings`)."""
+    :mod:`benanza.analysis.gpus`; ``measured``: :func:`benanza.analysis.gpus.with_measured_ceilings`).
+    ``l2``: the L2 roof drawn (default: :func:`benanza.analysis.roofline.l2_roof`'s estimate for ``gpu``)."""
     p = analysis.precision
     out: list[LayerRoofline] = []
     weights = [0.0] * len(analysis.layers)
@@ -106,8 +117,11 @@ def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec") -> 
                                  rp.flops / (lt.time_ms * 1e-3), key, rp.limit, rp.bound_ms, att, lt.time_ms,
                                  rp.bound_ms / lt.time_ms, lt.time_ms / total))
     par, _ = critical_path(edges_of(analysis), weights)
+    calls = {lt.layer.index: (lt.call, lt.algorithm, lt.math, lt.layout) for lt in analysis.layers
+             if lt.status == "measured"}
     return ModelRoofline(analysis.model, analysis.batch, p, gpu, ceilings, out, sum(weights), par,
-                         sum(x.attainable_ms for x in out), analysis.lbl_sequential_ms, analysis.lbl_parallel_ms)
+                         sum(x.attainable_ms for x in out), analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
+                         l2 or roofline.l2_roof(gpu.sm_count, gpu.boost_clock_mhz), calls)
 
 
 #: a layer whose best time exceeds this many times its attainable roofline time is listed by
@@ -147,41 +161,55 @@ def roofline_outliers(analysis: Analysis, database, system, factor: float = FAR_
     return sorted(out, key=lambda r: -r["share"])
 
 
+def _layer_title(mr: ModelRoofline, x: LayerRoofline) -> str:
+    """The tooltip of a layer's point on the classic chart."""
+    call, algo, math, layout = (mr.calls or {}).get(x.index, ("?", "?", "?", "?"))
+    return (f"#{x.index} {x.name} ({x.kind})\n{call} / {algo} ({math}, {layout})\n"
+            f"{x.measured_ms * 1e3:.2f} µs (bound {x.bound_ms * 1e3:.2f} µs, {x.limit}), "
+            f"{x.flops / 1e9:.4g} GFLOP, {x.bytes / 1e6:.4g} MB, {x.intensity:.3g} FLOP/B")
+
+
 def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) -> list[Path]:
-    """Draw ``mr`` as a log-log roofline (x: FLOP/byte, y: FLOP/s): the bandwidth roof, one flat
+    """Draw ``mr`` as a log-log roofline (x: FLOP/byte, y: FLOP/s): the DRAM and L2 roofs, one flat
     roof per math peak used, each layer a point sized by its share of the LBL and coloured by kind,
-    its launch floor a grey bar. Layers without FLOPs (copies) cannot sit on a log axis: counted in
-    the title. Writes ``png`` and/or ``svg``; returns the paths written."""
+    with an SVG ``<title>`` tooltip; layers within 2x the launch floor ringed in grey (the floor
+    itself is explained under the axes, not drawn in them). Layers without FLOPs (copies) cannot
+    sit on a log axis: counted in the title. Writes ``png`` and/or ``svg``; returns the paths written."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     pts = [x for x in mr.layers if x.flops > 0 and x.bytes > 0]
     skipped = len(mr.layers) - len(pts)
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(9, 6.6))
     xs = [x.intensity for x in pts] or [1.0]
     lo, hi = min(xs) / 4, max(max(xs) * 4, 4 * mr.gpu.ridge("fp32"))
     peaks = sorted({x.peak for x in pts} | {"fp32"}, key=lambda k: mr.gpu.peak_flops(k))
-    import numpy as np
-
     grid = np.logspace(np.log10(lo), np.log10(hi), 200)
     for k in peaks:
         pk = mr.gpu.peak_flops(k)
         ax.plot(grid, np.minimum(pk, mr.gpu.bandwidth * grid), lw=1.5, color=("crimson", "navy", "darkgreen", "purple")[peaks.index(k) % 4],
                 label=f"{k} peak {pk / 1e12:.0f} TFLOP/s" + ("" if k == "fp32" else " (Tensor Cores, dense)"))
-    ax.plot(grid, mr.gpu.bandwidth * grid, "k--", lw=0.8, label=f"DRAM {mr.gpu.bandwidth / 1e12:.2f} TB/s")
+    top = max(mr.gpu.peak_flops(k) for k in peaks)
+    ax.plot(grid, np.minimum(top, mr.gpu.bandwidth * grid), "k--", lw=0.8, label=f"DRAM {mr.gpu.bandwidth / 1e12:.2f} TB/s")
+    l2 = mr.l2 or roofline.l2_roof(mr.gpu.sm_count, mr.gpu.boost_clock_mhz)
+    ax.plot(grid, np.minimum(top, l2.bytes_per_s * grid), color="0.35", ls=":", lw=1.0, label=l2.label)
     kinds = sorted({x.kind for x in pts})
     cmap = plt.get_cmap("Set2")
+    titles: dict[str, list[str]] = {}
+    floor_ms = LAUNCH_FLOOR_US * 1e-3
     for i, kind in enumerate(kinds):
         sel = [x for x in pts if x.kind == kind]
-        ax.scatter([x.intensity for x in sel], [x.achieved_flops_per_s for x in sel],
-                   s=[20 + 2000 * x.lbl_share for x in sel], color=cmap(i % 8), alpha=0.6,
-                   edgecolors="k", linewidths=0.3, label=kind)
-    floor = [(x.intensity, x.flops / (LAUNCH_FLOOR_US * 1e-6)) for x in pts]
-    if floor:
-        ax.scatter(*zip(*floor), marker="_", color="0.5", s=60,
-                   label=f"launch floor: FLOPs / {LAUNCH_FLOOR_US:g} µs")
+        sc = ax.scatter([x.intensity for x in sel], [x.achieved_flops_per_s for x in sel],
+                        s=[20 + 2000 * x.lbl_share for x in sel], color=cmap(i % 8), alpha=0.6,
+                        edgecolors=["0.45" if x.measured_ms < 2 * floor_ms else "k" for x in sel],
+                        linewidths=[1.6 if x.measured_ms < 2 * floor_ms else 0.3 for x in sel], label=kind)
+        gid = f"bz-classic-{i}"
+        sc.set_gid(gid)
+        titles[gid] = [_layer_title(mr, x) for x in sel]
+    near = sum(1 for x in pts if x.measured_ms < 2 * floor_ms)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -192,14 +220,64 @@ def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) 
                  f"efficiency {mr.efficiency:.0%}" + (f"; {skipped} layers without FLOPs not drawn" if skipped else ""),
                  fontsize=9)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left")
+    fig.text(0.01, 0.01, f"launch floor: no kernel takes under {LAUNCH_FLOOR_US:g} µs, so a layer's rate is at most "
+                         f"FLOPs / {LAUNCH_FLOOR_US:g} µs; grey ring: best time within 2x the floor ({near} layers)",
+             fontsize=7, color="0.3")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    written = save_figure(fig, png, svg, titles)
+    plt.close(fig)
+    return written
+
+
+SVG_NS = "http://www.w3.org/2000/svg"
+XLINK_NS = "http://www.w3.org/1999/xlink"
+
+
+def add_svg_titles(svg: str, titles: dict[str, list[str]]) -> str:
+    """``svg`` (as matplotlib writes it) with a ``<title>`` child in each marker of every group whose
+    id is a key of ``titles``, the i-th marker (``<use>`` or ``<path>`` outside ``<defs>``, in
+    drawing order) getting the i-th text. The texts are escaped by the XML writer (model strings
+    are untrusted). Raises ValueError when a group is missing or its marker count differs."""
+    import xml.etree.ElementTree as ET
+
+    ET.register_namespace("", SVG_NS)
+    ET.register_namespace("xlink", XLINK_NS)
+    root = ET.fromstring(svg)
+    groups = {g.get("id"): g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("id") in titles}
+    for gid, texts in titles.items():
+        g = groups.get(gid)
+        if g is None:
+            raise ValueError(f"SVG group {gid} not found")
+        defs = {id(e) for d in g.iter(f"{{{SVG_NS}}}defs") for e in d.iter()}
+        marks = [e for e in g.iter() if e.tag in (f"{{{SVG_NS}}}use", f"{{{SVG_NS}}}path") and id(e) not in defs]
+        if len(marks) != len(texts):
+            raise ValueError(f"SVG group {gid}: {len(marks)} markers for {len(texts)} titles")
+        for e, text in zip(marks, texts):
+            t = ET.Element(f"{{{SVG_NS}}}title")
+            t.text = text
+            e.insert(0, t)
+    return '<?xml version="1.0" encoding="utf-8" standalone="no"?>\n' + ET.tostring(root, encoding="unicode")
+
+
+def save_figure(fig, png: Path | None, svg: Path | None, titles: dict[str, list[str]] | None = None) -> list[Path]:
+    """Write ``fig`` as PNG and/or SVG (the SVG with the point ``titles`` of :func:`add_svg_titles`);
+    each file is written whole or not at all (a temporary file renamed). Returns the paths written."""
+    import io
+    import os
+
     written = []
     for fmt, path in (("png", png), ("svg", svg)):
-        if path is not None:
-            fig.savefig(Path(path), format=fmt, dpi=120)
-            written.append(Path(path))
-    plt.close(fig)
+        if path is None:
+            continue
+        path = Path(path)
+        buf = io.BytesIO() if fmt == "png" else io.StringIO()
+        fig.savefig(buf, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
+        data = buf.getvalue() if fmt == "png" else add_svg_titles(buf.getvalue(), titles or {}).encode("utf-8")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        written.append(path)
     return written
 
 

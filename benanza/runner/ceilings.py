@@ -1,7 +1,8 @@
 """Machine ceilings measured by benanza itself on the GPU: the roofs of the roofline.
 
 `benanza ceilings` builds a suite with no layer jobs (the harness alone) and runs it with
-``--ceilings`` (cpp/src/ceilings.cpp): a 1 GiB device-to-device copy (DRAM bandwidth, bytes/s),
+``--ceilings`` (cpp/src/ceilings.cpp): a 1 GiB device-to-device copy (DRAM bandwidth, bytes/s), the
+same copy on a working set of half the L2 (L2 bandwidth, bytes/s),
 cublasGemmEx of 8192^3 in fp32 (FMA), tf32, fp16 and bf16 (the library matrix rate, FLOP/s), and a
 kernel of independent FP32 FMA chains (the CUDA-core rate, FLOP/s), each timed with the harness's
 method. A ceiling's value is its work divided by the median time. They are stored per system in
@@ -20,6 +21,7 @@ from benanza.errors import DeviceError, UsageError
 CEILINGS = {
     "dram_bandwidth": "DRAM bandwidth (device-to-device copy kernel, 16-byte vectors; read + write bytes)",
     "dram_bandwidth_memcpy": "device-to-device cudaMemcpyAsync (read + write bytes), for comparison",
+    "l2_bandwidth": "L2 bandwidth (the copy kernel on an L2-resident working set of half the L2; read + write bytes)",
     "gemm_fp32": "FP32 GEMM rate, FMA math (cublasGemmEx, CUBLAS_COMPUTE_32F)",
     "gemm_tf32": "TF32 Tensor Core GEMM rate (CUBLAS_COMPUTE_32F_FAST_TF32)",
     "gemm_fp16": "FP16 Tensor Core GEMM rate (fp32 accumulation)",

@@ -5,6 +5,8 @@
 //     bound layer can reach;
 //   * dram_bandwidth_memcpy: the same copy by cudaMemcpyAsync (in a CUDA graph: a memcpy node, which
 //     the copy engines may run), for comparison;
+//   * l2_bandwidth: the same copy kernel on a quarter of the L2's size copied to another quarter
+//     (work: 2 x bytes), replayed back to back so both buffers stay in L2: the L2 roof;
 //   * gemm_fp32 / gemm_tf32 / gemm_fp16 / gemm_bf16: cublasGemmEx of 8192 x 8192 x 8192 with
 //     CUBLAS_COMPUTE_32F (FMA), CUBLAS_COMPUTE_32F_FAST_TF32, and 16-bit data with 32F compute
 //     (work: 2 x 8192^3 FLOPs), the matrix rate a library GEMM reaches per data type;
@@ -57,6 +59,23 @@ int run_ceilings(Context& ctx) {
     c.details = details("dram_bandwidth_memcpy", 2.0 * static_cast<double>(bytes), "bytes/s");
     b.measure(c, [&](cudaStream_t s) -> Status {
       BZ_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+      return Status::success();
+    }, nullptr, 0, DType::F32);
+  }
+  // L2 bandwidth: a working set of half the L2 (source and destination a quarter each) copied again
+  // and again, so every warm sample reads and writes L2-resident lines
+  if (ctx.device().l2_cache_bytes >= 64) {
+    const std::size_t bytes = static_cast<std::size_t>(ctx.device().l2_cache_bytes / 4) / 16 * 16;
+    Bench b(ctx, job);
+    void* src = b.random(bytes / 4, DType::F32);
+    void* dst = b.zeros(bytes);
+    const int blocks = ctx.device().sm_count * 8, threads = 256;
+    Call c{"copy_rate<<<8 x SMs, 256>>>", "l2_bandwidth", "none", DType::F32,
+           "L2/4 read + L2/4 written, 16-byte vectors, L2-resident", 0};
+    c.details = details("l2_bandwidth", 2.0 * static_cast<double>(bytes), "bytes/s");
+    b.measure(c, [&](cudaStream_t s) -> Status {
+      copy_rate(src, dst, bytes, blocks, threads, s);
+      BZ_CUDA(cudaGetLastError());
       return Status::success();
     }, nullptr, 0, DType::F32);
   }
