@@ -283,6 +283,38 @@ def read_trace(path: str | os.PathLike) -> Trace:
     category without a numeric ``ts``/``dur``. Events of other categories are ignored.
     """
     p = Path(path)
+    text, events, meta = _load_events(p)
+    cpu_raw, rt_raw, gpu_raw = _split_events(p, text, events)
+    if not cpu_raw and not gpu_raw:
+        raise ProfileError(f"{p}: the trace has no CPU ops and no GPU kernels "
+                           f"(was torch.profiler run with activities=[CPU, CUDA]?)")
+    base = min(t for t, *_ in cpu_raw + rt_raw + gpu_raw)
+    cpu_ops = _cpu_ops(cpu_raw, base)
+    calls = _runtime_calls(rt_raw, base)
+    kernels = _kernels(gpu_raw, base)
+    by_corr = {c.correlation: c for c in calls if c.correlation is not None}
+    by_ext: dict[int, CpuOp] = {}
+    for op in cpu_ops:
+        if op.external_id is not None:
+            # the innermost op wins when ids repeat (they should not)
+            prev = by_ext.get(op.external_id)
+            if prev is None or op.depth >= prev.depth:
+                by_ext[op.external_id] = op
+
+    dev = meta.get("deviceProperties") if isinstance(meta, dict) else None
+    device_name = dev[0].get("name") if isinstance(dev, list) and dev and isinstance(dev[0], dict) else None
+    metadata = {k: v for k, v in (meta.items() if isinstance(meta, dict) else ())
+                if isinstance(v, (str, int, float)) and k != "traceEvents"}
+    trace = Trace(path=str(p), cpu_ops=tuple(cpu_ops), runtime_calls=calls, kernels=tuple(kernels),
+                  iterations=(), base_us=base, device_name=device_name, metadata=metadata,
+                  _by_correlation=by_corr, _by_external=by_ext)
+    object.__setattr__(trace, "iterations", _iterations(trace))
+    return trace
+
+
+def _load_events(p: Path) -> tuple[str, list, dict]:
+    """The trace file's text, its events and the document around them (``{}`` for a bare list of
+    events). Raises :class:`ProfileError` for truncated or malformed JSON or no ``traceEvents`` list."""
     text = _open_text(p)
     try:
         doc = json.loads(text)
@@ -291,12 +323,16 @@ def read_trace(path: str | os.PathLike) -> Trace:
         raise ProfileError(f"{p}: line {e.lineno} column {e.colno}: {what} JSON ({e.msg}); "
                            f"not a complete Chrome trace") from None
     if isinstance(doc, list):
-        events, meta = doc, {}
-    elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
-        events, meta = doc["traceEvents"], doc
-    else:
-        raise ProfileError(f"{p}: no traceEvents list: not a torch.profiler Chrome trace")
+        return text, doc, {}
+    if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        return text, doc["traceEvents"], doc
+    raise ProfileError(f"{p}: no traceEvents list: not a torch.profiler Chrome trace")
 
+
+def _split_events(p: Path, text: str, events: list) -> tuple[list, list, list]:
+    """The complete (``ph`` "X") events of the CPU, runtime and GPU categories, each as
+    ``(ts_us, dur_us, event, args)``, in trace order. Raises :class:`ProfileError` for an event that
+    is not an object, or one of these categories without a finite ``ts`` and non-negative ``dur``."""
     cpu_raw, rt_raw, gpu_raw = [], [], []
     for i, e in enumerate(events):
         if not isinstance(e, dict):
@@ -321,69 +357,61 @@ def read_trace(path: str | os.PathLike) -> Trace:
         if args is not None and not isinstance(args, dict):
             raise ProfileError(_where(p, text, i, f"{cat} event args is not an object"))
         bucket.append((float(ts), float(dur), e, args or {}))
-    if not cpu_raw and not gpu_raw:
-        raise ProfileError(f"{p}: the trace has no CPU ops and no GPU kernels "
-                           f"(was torch.profiler run with activities=[CPU, CUDA]?)")
-    base = min(t for t, *_ in cpu_raw + rt_raw + gpu_raw)
+    return cpu_raw, rt_raw, gpu_raw
 
-    def ms(t: float) -> float:
-        return (t - base) / 1000.0
 
-    # CPU ops sorted by (start, -dur) so that parents come before their children
+def _rel_ms(ts_us: float, base_us: float) -> float:
+    """A trace time (µs) in ms relative to the trace's earliest event ``base_us``."""
+    return (ts_us - base_us) / 1000.0
+
+
+def _cpu_ops(cpu_raw: list, base: float) -> list[CpuOp]:
+    """The CPU ops sorted by (start, -duration), so that parents come before their children, each
+    with its enclosing op on the same thread (``parent``) and its nesting ``depth``."""
     cpu_raw.sort(key=lambda r: (r[0], -r[1]))
     cpu_ops: list[CpuOp] = []
     stacks: dict[str, list[int]] = {}
     for ts, dur, e, args in cpu_raw:
         thread = f"{e.get('pid')}/{e.get('tid')}"
         st = stacks.setdefault(thread, [])
-        while st and cpu_ops[st[-1]].end_ms < ms(ts) - 1e-9:
+        while st and cpu_ops[st[-1]].end_ms < _rel_ms(ts, base) - 1e-9:
             st.pop()
         parent = st[-1] if st else None
         op = CpuOp(index=len(cpu_ops), name=str(e.get("name", "")), external_id=_int_or_none(args.get("External id")),
-                   start_ms=ms(ts), dur_ms=dur / 1000.0, thread=thread,
+                   start_ms=_rel_ms(ts, base), dur_ms=dur / 1000.0, thread=thread,
                    input_dims=_dims(args.get("Input Dims")),
                    input_types=tuple(str(t) for t in args.get("Input type") or ()),
                    parent=parent, depth=len(st))
         cpu_ops.append(op)
         st.append(op.index)
+    return cpu_ops
 
+
+def _runtime_calls(rt_raw: list, base: float) -> tuple[RuntimeCall, ...]:
+    """The CUDA runtime/driver calls, sorted by start."""
     rt_raw.sort(key=lambda r: r[0])
-    calls = tuple(RuntimeCall(index=i, name=str(e.get("name", "")), start_ms=ms(ts), dur_ms=dur / 1000.0,
-                              thread=f"{e.get('pid')}/{e.get('tid')}",
-                              correlation=_int_or_none(args.get("correlation")),
-                              external_id=_int_or_none(args.get("External id")))
-                  for i, (ts, dur, e, args) in enumerate(rt_raw))
+    return tuple(RuntimeCall(index=i, name=str(e.get("name", "")), start_ms=_rel_ms(ts, base), dur_ms=dur / 1000.0,
+                             thread=f"{e.get('pid')}/{e.get('tid')}",
+                             correlation=_int_or_none(args.get("correlation")),
+                             external_id=_int_or_none(args.get("External id")))
+                 for i, (ts, dur, e, args) in enumerate(rt_raw))
 
+
+def _kernels(gpu_raw: list, base: float) -> list[Kernel]:
+    """The GPU kernels, memsets and memcpys, sorted by start (stream: ``args.stream``, else the
+    event's ``tid``)."""
     gpu_raw.sort(key=lambda r: r[0])
     kernels = []
     for ts, dur, e, args in gpu_raw:
         kernels.append(Kernel(index=len(kernels), name=str(e.get("name", "")), kind=_GPU_CATS[e["cat"]],
-                              start_ms=ms(ts), dur_ms=dur / 1000.0,
+                              start_ms=_rel_ms(ts, base), dur_ms=dur / 1000.0,
                               device=_int_or_none(args.get("device")) or 0,
                               stream=_int_or_none(args.get("stream")) if args.get("stream") is not None
                               else _int_or_none(e.get("tid")) or 0,
                               correlation=_int_or_none(args.get("correlation")),
                               external_id=_int_or_none(args.get("External id")),
                               grid=tuple(args.get("grid") or ()), block=tuple(args.get("block") or ())))
-
-    by_corr = {c.correlation: c for c in calls if c.correlation is not None}
-    by_ext: dict[int, CpuOp] = {}
-    for op in cpu_ops:
-        if op.external_id is not None:
-            # the innermost op wins when ids repeat (they should not)
-            prev = by_ext.get(op.external_id)
-            if prev is None or op.depth >= prev.depth:
-                by_ext[op.external_id] = op
-
-    dev = meta.get("deviceProperties") if isinstance(meta, dict) else None
-    device_name = dev[0].get("name") if isinstance(dev, list) and dev and isinstance(dev[0], dict) else None
-    metadata = {k: v for k, v in (meta.items() if isinstance(meta, dict) else ())
-                if isinstance(v, (str, int, float)) and k != "traceEvents"}
-    trace = Trace(path=str(p), cpu_ops=tuple(cpu_ops), runtime_calls=calls, kernels=tuple(kernels),
-                  iterations=(), base_us=base, device_name=device_name, metadata=metadata,
-                  _by_correlation=by_corr, _by_external=by_ext)
-    object.__setattr__(trace, "iterations", _iterations(trace))
-    return trace
+    return kernels
 
 
 def _where(p: Path, text: str, i: int, msg: str) -> str:
