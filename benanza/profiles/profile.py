@@ -464,7 +464,42 @@ def build_profile(trace: T.Trace, ml, cudnn: CudnnLog | None = None, cublaslt: C
         end = max([it.end_ms] + [k.end_ms for k in ks])
         spans.append(end - it.start_ms)
     gpu_ms = _median(busy)
-    # per layer, per iteration sums by category
+    lps, names = _layer_profiles(trace, ml, jr)
+    unmatched_ops = Counter(o.name for o in jr.ops if o.layer is None and o.kernels)
+    unmatched_ops = {k: round(v / n_it, 2) for k, v in sorted(unmatched_ops.items())}
+    never = set.intersection(*(set(u) for u in jr.unmatched_layers)) if jr.unmatched_layers else set()
+    never = tuple(sorted(i for i in never if ml.layers[i].status != "zero_cost"))
+    if never:
+        n_layers = sum(1 for ly in ml.layers if ly.status != "zero_cost")
+        notes.append(f"{len(never)} of {n_layers} layers matched no framework op "
+                     f"(first: {ml.layers[never[0]].name!r}, {ml.layers[never[0]].op_type})")
+    engines = {}
+    if cudnn is not None:
+        engines = conv_engines(ml, cudnn)
+        if cudnn.truncated:
+            notes.append(f"{cudnn.path}: the cuDNN log is truncated (last record dropped); "
+                         f"engines found for {len(engines)} conv layers")
+    algos = {}
+    if cublaslt is not None:
+        algos = gemm_algos(ml, cublaslt, {i: tuple(v) for i, v in names.items()})
+        if cublaslt.truncated:
+            notes.append(f"{cublaslt.path}: the cuBLASLt log is truncated (last line dropped)")
+    host = None
+    if latency is not None and trace.kernels:  # a CPU-only profile has no GPU to wait
+        host = max(0.0, latency.median_ms - gpu_ms)
+    return Profile(model=ml.model, batch=ml.batch, dtype=dtype or (settings.dtype if settings else None),
+                   latency=latency, settings=settings or FrameworkSettings(gpu_name=trace.device_name),
+                   gpu_kernel_ms=gpu_ms, iteration_ms=_median(spans), host_overhead_ms=host,
+                   layers=tuple(lps), kernels=jr.kernels, conv_engines=engines, gemm_algos=algos,
+                   unmatched_ops=unmatched_ops, unmatched_layers=never, iterations=jr.iterations,
+                   notices=tuple(notes), folder=folder, trace=trace)
+
+
+def _layer_profiles(trace: T.Trace, ml, jr: JoinResult) -> tuple[list[LayerProfile], dict[int, list[str]]]:
+    """Per layer of ``ml``, its :class:`LayerProfile`: the median over iterations of its kernel time
+    per category (layer, layout, fill, copy; ms), the framework op it matched (a covered layer's
+    is its anchor's), and the kernel names and libraries of the first iteration. Also layer index ->
+    those kernel names (for the cuBLASLt join)."""
     sums: dict[tuple[int, int, str], float] = {}
     names: dict[int, list[str]] = {}
     libs: dict[int, list[str]] = {}
@@ -500,34 +535,7 @@ def build_profile(trace: T.Trace, ml, cudnn: CudnnLog | None = None, cublaslt: C
                                 copy_ms=med(ly.index, "copy"), inputs_from=tuple(ml.edges.get(ly.index, ())),
                                 fusion=ly.fusion,
                                 fusion_kind=ml.fusions[ly.fusion].config.kind if ly.fusion is not None else None))
-    unmatched_ops = Counter(o.name for o in jr.ops if o.layer is None and o.kernels)
-    unmatched_ops = {k: round(v / n_it, 2) for k, v in sorted(unmatched_ops.items())}
-    never = set.intersection(*(set(u) for u in jr.unmatched_layers)) if jr.unmatched_layers else set()
-    never = tuple(sorted(i for i in never if ml.layers[i].status != "zero_cost"))
-    if never:
-        n_layers = sum(1 for ly in ml.layers if ly.status != "zero_cost")
-        notes.append(f"{len(never)} of {n_layers} layers matched no framework op "
-                     f"(first: {ml.layers[never[0]].name!r}, {ml.layers[never[0]].op_type})")
-    engines = {}
-    if cudnn is not None:
-        engines = conv_engines(ml, cudnn)
-        if cudnn.truncated:
-            notes.append(f"{cudnn.path}: the cuDNN log is truncated (last record dropped); "
-                         f"engines found for {len(engines)} conv layers")
-    algos = {}
-    if cublaslt is not None:
-        algos = gemm_algos(ml, cublaslt, {i: tuple(v) for i, v in names.items()})
-        if cublaslt.truncated:
-            notes.append(f"{cublaslt.path}: the cuBLASLt log is truncated (last line dropped)")
-    host = None
-    if latency is not None and trace.kernels:  # a CPU-only profile has no GPU to wait
-        host = max(0.0, latency.median_ms - gpu_ms)
-    return Profile(model=ml.model, batch=ml.batch, dtype=dtype or (settings.dtype if settings else None),
-                   latency=latency, settings=settings or FrameworkSettings(gpu_name=trace.device_name),
-                   gpu_kernel_ms=gpu_ms, iteration_ms=_median(spans), host_overhead_ms=host,
-                   layers=tuple(lps), kernels=jr.kernels, conv_engines=engines, gemm_algos=algos,
-                   unmatched_ops=unmatched_ops, unmatched_layers=never, iterations=jr.iterations,
-                   notices=tuple(notes), folder=folder, trace=trace)
+    return lps, names
 
 
 # ------------------------------------------------------------------------------- profile folder
