@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "benanza/device.hpp"
+#include "benanza/partition.hpp"
 #include "benanza/precision.hpp"
 #include "benanza/stats.hpp"
 
@@ -111,6 +112,12 @@ struct Options {
   // The rest are recorded as skipped. A lower cap measures fewer candidates, so the
   // lower bound it gives can only be higher (never below what a full run finds).
   int max_engines = 0;
+  // Profiling (benanza bench --counters): when profile_call is set, measure() launches only the call
+  // whose call, algorithm and layout (and math, when profile_math is set) match: its first call
+  // (checked, outside the range), then one launch between cudaProfilerStart and cudaProfilerStop
+  // (what Nsight Compute profiles with --profile-from-start off), and a "profiled" record; no
+  // warm-up or samples. Other calls are not launched.
+  std::string profile_call, profile_algorithm, profile_layout, profile_math;
 };
 
 // Outcome of one launch: ok, or the library status and where it came from.
@@ -165,6 +172,7 @@ class Context {
 
   const Options& options() const { return opt_; }
   const DeviceInfo& device() const { return dev_; }
+  const Partition& partition() const { return partition_; }  // BENANZA_SM_COUNT (partition.hpp)
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }
   cudaStream_t stream() const { return stream_; }
@@ -176,6 +184,7 @@ class Context {
  private:
   Options opt_;
   DeviceInfo dev_;
+  Partition partition_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -239,6 +248,7 @@ class Bench {
   void emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
                     int warm_calls, const Sampled& r, const Call& c, const std::string& cost = "");
   void free_all();
+  bool profile_once(const Call& c, const Launch& launch);  // Options::profile_call
 
   Context& ctx_;
   JobInfo job_;

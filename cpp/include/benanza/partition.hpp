@@ -1,0 +1,52 @@
+// SM partition of the GPU: BENANZA_SM_COUNT=N confines everything the harness runs (its own kernels,
+// cuDNN's and cuBLAS's, CUDA graph replays) to N of the GPU's SMs, so that one GPU stands in for a
+// smaller one of the same architecture (`benanza predict` is validated across SM counts this way).
+//
+// Mechanism: a CUDA green context (driver API, CUDA 12.4+: cuDeviceGetDevResource ->
+// cuDevSmResourceSplitByCount -> cuDevResourceGenerateDesc -> cuGreenCtxCreate with
+// CU_GREEN_CTX_DEFAULT_STREAM -> cuCtxFromGreenCtx -> cuCtxSetCurrent). The runtime API, and so cuDNN
+// and cuBLAS, uses the context current on the calling thread: every stream, allocation and launch
+// made after the switch belongs to the green context and runs on its SMs. The driver library is
+// loaded at run time (dlopen of libcuda.so.1, as NVML in device.cpp): nothing links libcuda, so the
+// suite builds on a machine without a driver.
+//
+// How confined a run really is: probe_sms launches blocks that record the %smid they ran on and
+// counts the distinct SMs (the CUDA driver documents that a green context can use more SMs than it
+// was given, e.g. 2 more on Hopper once a module with dynamic parallelism is loaded).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace benanza {
+
+// The environment variable that asks for a partition: a positive SM count.
+constexpr const char* kSmCountEnv = "BENANZA_SM_COUNT";
+
+struct Partition {
+  int sm_count = 0;      // SMs of the partition; 0: the whole GPU (no partition)
+  int sm_total = 0;      // SMs of the whole GPU
+  int alignment = 0;     // the driver's SM granularity (sm.smCoscheduledAlignment; 8 on Hopper)
+  int min_size = 0;      // the driver's smallest partition (sm.minSmPartitionSize)
+  int sms_seen = 0;      // distinct SMs the probe kernel's blocks ran on (0: not probed)
+  std::string method;    // "green_context" when partitioned
+};
+
+// Reads BENANZA_SM_COUNT. Unset, empty or equal to `sm_total`: returns a Partition with sm_count 0
+// and changes nothing. Otherwise creates a green context of exactly that many SMs on `device` and
+// makes it current on the calling thread (call before any stream, allocation or library handle).
+// Throws FatalError (harness.hpp) when the value is not a positive integer, exceeds `sm_total`, is
+// not a partition the driver makes (multiples of `alignment` from `min_size`: the message names
+// the nearest ones), or when the driver (libcuda.so.1, CUDA 12.4+) is missing or refuses.
+Partition partition_from_env(int device, int sm_total);
+
+// The GPU name of a partitioned system record: "<name> [<sm_count> SMs]" (benanza/runner/system.py
+// and benanza/analysis/gpus.py parse the same form).
+std::string partition_name(const std::string& name, int sm_count);
+
+// Launches `blocks` blocks of one warp on `stream` (each spins about 20 us so the scheduler spreads
+// them) that record the SM they ran on; returns the number of distinct SMs, or -1 on a CUDA error.
+int probe_sms(cudaStream_t stream, int blocks);
+
+}  // namespace benanza
