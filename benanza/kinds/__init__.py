@@ -18,8 +18,8 @@ reads. Adding a kind: one module here, one template under ``templates/``, one li
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
-from benanza.kinds import conv, conv_bias_act, conv_bn_act, activation, batchnorm, pooling, softmax, elementwise, gemm, lrn, dropout, reduce, copy, rnn, layernorm, unary, gather, where, sdpa, gemm_act
 from benanza.kinds.base import (Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.precision import (PRECISIONS, PRECISION_DTYPE, FP8_KINDS, FP8_FALLBACK, ACCEPTED_MATH, ACCEPTED_DTYPES, CONV_KINDS, CUDNN_TF32_KINDS, DTYPE_BYTES)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv import (ConvConfig)  # noqa: F401 (the kinds' namespace)
@@ -43,29 +43,30 @@ from benanza.kinds.where import (WhereConfig)  # noqa: F401 (the kinds' namespac
 from benanza.kinds.sdpa import (SDPA_MASKS, SdpaConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gemm_act import (GEMM_ACTIVATIONS, GemmActConfig)  # noqa: F401 (the kinds' namespace)
 
-#: the modules of every layer kind, one line each (the registry's order is the suites' order)
-_MODULES = (
-    conv,
-    conv_bias_act,
-    conv_bn_act,
-    activation,
-    batchnorm,
-    pooling,
-    softmax,
-    elementwise,
-    gemm,
-    lrn,
-    dropout,
-    reduce,
-    copy,
-    rnn,
-    layernorm,
-    unary,
-    gather,
-    where,
-    sdpa,
-    gemm_act,
-)
+#: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
+#: the registry's order is the suites' order
+_MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
+    "conv",
+    "conv_bias_act",
+    "conv_bn_act",
+    "activation",
+    "batchnorm",
+    "pooling",
+    "softmax",
+    "elementwise",
+    "gemm",
+    "lrn",
+    "dropout",
+    "reduce",
+    "copy",
+    "rnn",
+    "layernorm",
+    "unary",
+    "gather",
+    "where",
+    "sdpa",
+    "gemm_act",
+))
 
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)
 REGISTRY: dict[str, Kind] = {m.KIND.name: m.KIND for m in _MODULES}

@@ -125,13 +125,13 @@ class GatherCase(Case):
     axis_dim: CppValue
     n: CppValue
     inner: CppValue
-    indices: CppValue
+    values: CppValue
     memcpy: CppValue
 
 
 def _gather_case(cfg: GatherConfig, job: Job) -> GatherCase:
     n = numel(cfg.indices)
-    return GatherCase(job=job_init(job), outer=cfg.outer, axis_dim=cfg.data[cfg.axis], n=n, inner=cfg.inner, indices="{" + ", ".join(str(v) for v in cfg.values) + "}", memcpy=cpp_num(bool(cfg.values) and n <= GATHER_MEMCPY_MAX))
+    return GatherCase(job=job_init(job), outer=cfg.outer, axis_dim=cfg.data[cfg.axis], n=n, inner=cfg.inner, values="{" + ", ".join(str(v) for v in cfg.values) + "}", memcpy=cpp_num(bool(cfg.values) and n <= GATHER_MEMCPY_MAX))
 
 
 def _gather(c: Ctx) -> Candidate:
@@ -167,5 +167,5 @@ KIND = Kind(
     name="Gather", config=GatherConfig, template="gather.cpp.j2", case=_gather_case, min_bytes=_min_bytes,
     torch=_gather, onnx={"Gather": _map_gather, "GatherND": _map_gathernd},
     typed_ops=(), fused_from=(),
-    aten={"Gather": ('aten::embedding', 'aten::gather', 'aten::index', 'aten::index_select', 'aten::select')},
+    aten={"Gather": ('aten::embedding', 'aten::gather', 'aten::index', 'aten::index_select', 'aten::select'), "GatherND": ('aten::index',)},
     nhwc=False, image=False)

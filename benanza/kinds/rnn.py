@@ -212,5 +212,5 @@ KIND = Kind(
     name="RNN", config=RNNConfig, template="rnn.cpp.j2", case=_rnn_case, min_bytes=_min_bytes,
     torch=_rnn, onnx={"GRU": _map_rnn, "LSTM": _map_rnn},
     typed_ops=(), fused_from=(),
-    aten={},
+    aten={"GRU": ('aten::_cudnn_rnn', 'aten::gru'), "LSTM": ('aten::_cudnn_rnn', 'aten::lstm')},
     nhwc=False, image=False)

@@ -124,5 +124,5 @@ KIND = Kind(
     name="Where", config=WhereConfig, template="where.cpp.j2", case=_where_case, min_bytes=_min_bytes,
     torch=_where, onnx={"Where": _map_where},
     typed_ops=('Where',), fused_from=(),
-    aten={},
+    aten={"Where": ('aten::where',)},
     nhwc=False, image=False)

@@ -1,0 +1,327 @@
+"""The layer kinds' registry (benanza.kinds.REGISTRY) is whole: every kind has every piece the stages
+read (config, example, template, case, FLOPs, minimum bytes, PyTorch candidate, ONNX mappers, ATen ops,
+NHWC support, stable keys), and the checker below reports each piece a kind lacks (issue 16: adding a
+kind is one module, one template and one registry line, and this test says when a piece is missing).
+The C++ precision enum is rendered from benanza.kinds.precision.TABLE."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+
+import jinja2
+import onnx.defs
+import pytest
+
+from benanza import __version__
+from benanza import kinds as L
+from benanza.generation.generator import jinja_env, job_id, templates_dir
+from benanza.kinds import precision
+from benanza.kinds.base import Job, Kind, LayerConfig, numel
+from benanza.kinds.cpp import Case, cpp_string
+from benanza.kinds.framework import Ctx
+from conftest import REPO
+
+#: the key of each kind's example config, as databases store it: a change here orphans every stored
+#: measurement of the kind (the key hashes the canonical parameters; benanza.kinds.base.LayerConfig.key)
+EXAMPLE_KEYS = {
+    "Conv": "conv-8ead0124416d9fbf", "ConvBiasAct": "convbiasact-982bffd98c0e77ea",
+    "ConvBnAct": "convbnact-7a1704b75b24d0b7", "Activation": "activation-ddf4d221a3e27072",
+    "BatchNorm": "batchnorm-c922ac0cf2fa3ae5", "Pooling": "pooling-25948dfece64a193",
+    "Softmax": "softmax-fa478a2e62860449", "Elementwise": "elementwise-44839d73978a612d",
+    "Gemm": "gemm-7063ae47f25132ef", "LRN": "lrn-91ef459b5a92e6f6", "Dropout": "dropout-9e92dc18ca40b242",
+    "Reduce": "reduce-776395d2f85f8dd5", "Copy": "copy-1d7e2037582333af", "RNN": "rnn-84728de8376073c4",
+    "LayerNorm": "layernorm-3ce21e7fb33e88af", "Unary": "unary-4b05f2888667569f",
+    "Gather": "gather-75a7da5f284937a8", "Where": "where-daa2176cb52aab36", "SDPA": "sdpa-7d3de339f70f9f16",
+    "GemmAct": "gemmact-cd81367ec74fff60",
+}
+
+
+# ----------------------------------------------------------------------------- the C++ side
+
+@functools.cache
+def _template_source(name: str) -> str:
+    return (templates_dir() / name).read_text()
+
+
+def _struct_fields(source: str, struct: str) -> list[str]:
+    """The field names of C++ ``struct NAME { ... };`` in ``source``, in declaration order."""
+    m = re.search(r"^struct " + re.escape(struct) + r" \{\n(.*?)^\};", source, re.S | re.M)
+    if not m:
+        raise LookupError(f"no struct {struct}")
+    body = re.sub(r"//[^\n]*", "", m.group(1))
+    names = []
+    for decl in body.split(";"):
+        decl = re.sub(r"<[^<>]*>", "", decl.strip())  # template arguments hold no declarators
+        if not decl:
+            continue
+        for i, part in enumerate(decl.split(",")):
+            words = re.sub(r"\[[^\]]*\]", "", part).split()
+            names.append(words[-1] if i == 0 else words[0])
+    return names
+
+
+def _rows(text: str) -> list[int]:
+    """The number of top-level initializers of each row of the rendered ``kCases`` table (string
+    literals and nested braces skipped)."""
+    start = text.index("kCases[] = {") + len("kCases[] = {")
+    depth, counts, i = 1, [], start
+    while depth:
+        ch = text[i]
+        if ch == '"':
+            i += 1
+            while text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif ch == "{":
+            depth += 1
+            if depth == 2:
+                counts.append(1)
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth == 2:
+            counts[-1] += 1
+        i += 1
+    return counts
+
+
+# ----------------------------------------------------------------------------- the PyTorch side
+
+class _Recorder:
+    """Stands in for torch (and a tensor) when PyTorch is not installed: a candidate builder only
+    allocates inputs and closes over the call, so building it needs no real tensors (nothing runs)."""
+
+    def __getattr__(self, name):
+        return _Recorder()
+
+    def __call__(self, *a, **k):
+        return _Recorder()
+
+    def __getitem__(self, k):
+        return _Recorder()
+
+    def __iter__(self):
+        return iter(())
+
+    def __int__(self):
+        return 1
+
+    __index__ = __int__
+
+    def __float__(self):
+        return 1.0
+
+    def _op(self, *a):
+        return _Recorder()
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _op
+    __pow__ = __neg__ = __lt__ = __gt__ = __le__ = __ge__ = _op
+
+
+def _candidate(kind: Kind):
+    """The kind's PyTorch candidate for its example (fp32, NCHW): with torch, built and run on the CPU
+    (returns the call and the element count it wrote), else built against :class:`_Recorder`."""
+    try:
+        import torch
+    except ImportError:
+        cand = kind.torch(Ctx(kind.example, _Recorder(), _Recorder(), _Recorder(), False))
+        return cand, cand.out_numel
+    ctx = Ctx(kind.example, torch, torch.device("cpu"), torch.float32, False)
+    with torch.inference_mode():
+        cand = kind.torch(ctx)
+        out = cand.fn()
+    return cand, out.numel() if isinstance(out, torch.Tensor) else -1
+
+
+# ----------------------------------------------------------------------------- the checker
+
+def _check_config(kind: Kind) -> list[str]:
+    out = []
+    if not (isinstance(kind.config, type) and issubclass(kind.config, LayerConfig)):
+        return [f"config: {kind.config!r} is not a LayerConfig class"]
+    if kind.config.kind != kind.name:
+        out.append(f"config: {kind.config.__name__}.kind is {kind.config.kind!r}, not {kind.name!r}")
+    if not dataclasses.is_dataclass(kind.config) or not kind.config.__dataclass_params__.frozen:
+        out.append(f"config: {kind.config.__name__} is not a frozen dataclass")
+    if type(kind.example) is not kind.config:
+        out.append(f"example: {kind.example!r} is not a {kind.config.__name__}")
+    return out
+
+
+def _check_example(kind: Kind) -> list[str]:
+    """FLOPs, minimum bytes, the key's stability and the PyTorch candidate of the example."""
+    cfg, out = kind.example, []
+    flops = cfg.flops()
+    if not isinstance(flops, int) or flops < 0:
+        out.append(f"flops: {flops!r} is not a count")
+    try:
+        b4, b2 = kind.min_bytes(cfg, 4, 4), kind.min_bytes(cfg, 2, 2)
+        # 2-byte data moves no more than 4-byte data; every output element is written (>= 1 byte)
+        if not (isinstance(b4, int) and 0 < b2 <= b4 and b4 >= numel(cfg.output_shape())):
+            out.append(f"min_bytes: {b2!r} at 2 bytes/element, {b4!r} at 4 (the output alone is {numel(cfg.output_shape())})")
+    except Exception as e:  # noqa: BLE001 (the report names any failure)
+        out.append(f"min_bytes: {type(e).__name__}: {e}")
+    try:
+        again = L.config_from_params(kind.name, cfg.params())
+    except (KeyError, TypeError, ValueError) as e:
+        again = e
+    if cfg.key != EXAMPLE_KEYS.get(kind.name) or getattr(again, "key", None) != cfg.key:
+        out.append(f"key: the example's key {cfg.key} is not the stored {EXAMPLE_KEYS.get(kind.name)} "
+                   f"(or its stored parameters do not rebuild it: {again!r})")
+    try:
+        cand, wrote = _candidate(kind)
+        if not cand.call.startswith("torch:aten::") or cand.out_numel != numel(cfg.output_shape()) or \
+                wrote != cand.out_numel:
+            out.append(f"torch: {cand.call} writes {wrote} of {numel(cfg.output_shape())} elements")
+    except Exception as e:  # noqa: BLE001
+        out.append(f"torch: {type(e).__name__}: {e}")
+    return out
+
+
+def _check_template(kind: Kind) -> list[str]:
+    """The template exists, names its case struct, renders the example's case with one row per case
+    of the struct's arity, and the case dataclass lists the struct's fields in order."""
+    if not (templates_dir() / str(kind.template)).is_file():
+        return [f"template: {kind.template} not under templates/"]
+    src = _template_source(kind.template)
+    m = re.search(r'm\.case_table\("(\w+)"', src)
+    if not m:
+        return [f"template: {kind.template} has no case table (macros.case_table)"]
+    out, struct = [], m.group(1)
+    fields = _struct_fields(src, struct)
+    jobs = [Job(id=job_id(kind.example, p), config=kind.example, precision=p, node='n"' + kind.name, layout="NCHW")
+            for p in ("fp32", "fp16")]
+    try:
+        cases = [kind.case(kind.example, j) for j in jobs]
+    except Exception as e:  # noqa: BLE001
+        return [f"case: {type(e).__name__}: {e}"]
+    if not isinstance(cases[0], Case) or not dataclasses.is_dataclass(cases[0]):
+        return [f"case: {type(cases[0]).__name__} is not a benanza.kinds.cpp.Case"]
+    if cases[0].fields() != fields:
+        out.append(f"case fields: {type(cases[0]).__name__} has {cases[0].fields()}, struct {struct} has {fields}")
+    try:
+        text = jinja_env().get_template(kind.template).render(cases=cases, version=__version__)
+    except jinja2.TemplateError as e:
+        return out + [f"template: {kind.template} does not render: {e}"]
+    if _rows(text) != [len(fields)] * len(cases) or any(cpp_string(j.node) not in text for j in jobs):
+        out.append(f"template: {kind.template} renders rows of {_rows(text)} initializers for {len(fields)} fields")
+    if ("c.job.layout" in src) != kind.nhwc:
+        out.append(f"nhwc: the kind says nhwc={kind.nhwc}, {kind.template} "
+                   f"{'reads' if 'c.job.layout' in src else 'ignores'} the job's layout")
+    return out
+
+
+def _check_onnx(kind: Kind) -> list[str]:
+    out = []
+    if not kind.onnx and not kind.fused_from:
+        out.append("onnx: the kind maps no ONNX op and measures no fusion")
+    for op, mapper in kind.onnx.items():
+        if not onnx.defs.has(op) or not callable(mapper):
+            out.append(f"onnx: {op} is not an ONNX op with a callable mapper ({mapper!r})")
+        aten = kind.aten.get(op)
+        if not aten or not all(isinstance(a, str) and a.startswith("aten::") for a in aten):
+            out.append(f"aten: no ATen op names for {op} (the profile join would leave its kernels unattributed)")
+    for op in set(kind.typed_ops) - set(kind.onnx):
+        out.append(f"onnx: typed op {op} is not mapped")
+    for op in kind.fused_from:
+        if not onnx.defs.has(op):
+            out.append(f"onnx: fused op {op} is not an ONNX op")
+    return out
+
+
+def problems(kind: Kind) -> list[str]:
+    """Every piece ``kind`` lacks, one line each (``piece: why``); empty when it is whole."""
+    out = _check_config(kind)
+    if out:
+        return out
+    return out + _check_example(kind) + _check_template(kind) + _check_onnx(kind)
+
+
+# ----------------------------------------------------------------------------- the tests
+
+def test_every_registered_kind_is_whole():
+    assert {n: problems(k) for n, k in L.REGISTRY.items() if problems(k)} == {}
+    assert all(n == k.name for n, k in L.REGISTRY.items())
+    assert set(EXAMPLE_KEYS) == set(L.REGISTRY), "a kind without a stored example key (add it to EXAMPLE_KEYS)"
+
+
+def test_each_onnx_op_has_one_kind():
+    """model.py builds one op -> mapper table from the registry: two kinds mapping an op would shadow one."""
+    seen: dict[str, str] = {}
+    for name, kind in L.REGISTRY.items():
+        for op in kind.onnx:
+            assert op not in seen, f"{op} is mapped by {seen[op]} and {name}"
+            seen[op] = name
+
+
+class _Swapped:
+    """A case builder whose case lists its first two C++ fields in the wrong order."""
+
+    def __init__(self, build):
+        self.build = build
+
+    def __call__(self, cfg, job):
+        case = self.build(cfg, job)
+        names = case.fields()
+        order = [names[0], names[2], names[1]] + names[3:]
+        cls = dataclasses.make_dataclass("Swapped", [(n, object) for n in order[1:]], bases=(Case,), frozen=True)
+        return cls(**{n: getattr(case, n) for n in order})
+
+
+def _field_added(kind: Kind, metadata=None) -> Kind:
+    """The kind with a field added to its config (as a later change might add a parameter)."""
+    extra = dataclasses.field(default=0, metadata=metadata or {})
+    cls = dataclasses.make_dataclass(kind.config.__name__, [("added", int, extra)], bases=(kind.config,), frozen=True)
+    example = cls(**{f.name: getattr(kind.example, f.name) for f in dataclasses.fields(kind.example)})
+    return dataclasses.replace(kind, config=cls, example=example)
+
+
+#: piece -> how to take it from a kind (a dataclasses.replace of the entry) and the report's prefix
+REMOVALS = {
+    "config": (lambda k: dataclasses.replace(k, config=LayerConfig), "config:"),
+    "example": (lambda k: dataclasses.replace(k, example=None), "example:"),
+    "template": (lambda k: dataclasses.replace(k, template="missing.cpp.j2"), "template:"),
+    "case": (lambda k: dataclasses.replace(k, case=None), "case:"),
+    "case order": (lambda k: dataclasses.replace(k, case=_Swapped(k.case)), "case fields:"),
+    "min_bytes": (lambda k: dataclasses.replace(k, min_bytes=None), "min_bytes:"),
+    "torch": (lambda k: dataclasses.replace(k, torch=None), "torch:"),
+    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=()), "onnx:"),
+    "onnx mapper": (lambda k: dataclasses.replace(k, onnx={op: None for op in k.onnx}), "onnx:"),
+    "aten": (lambda k: dataclasses.replace(k, aten={}), "aten:"),
+    "nhwc": (lambda k: dataclasses.replace(k, nhwc=not k.nhwc), "nhwc:"),
+    "key": (_field_added, "key:"),
+}
+
+
+@pytest.mark.parametrize("piece", list(REMOVALS))
+@pytest.mark.parametrize("name", list(L.REGISTRY))
+def test_the_checker_reports_a_missing_piece(name, piece):
+    kind = L.REGISTRY[name]
+    if piece in ("onnx mapper", "aten") and not kind.onnx:
+        pytest.skip(f"{name} maps no ONNX op (only fusion makes it)")
+    remove, prefix = REMOVALS[piece]
+    found = problems(remove(kind))
+    assert any(p.startswith(prefix) for p in found), found
+
+
+def test_an_optional_field_keeps_every_key():
+    """A parameter added with metadata=OPTIONAL (benanza.kinds.base) leaves the keys as they were."""
+    for kind in L.REGISTRY.values():
+        assert _field_added(kind, L.OPTIONAL).example.key == kind.example.key
+
+
+def test_the_struct_parser_reads_declarators_in_order():
+    src = ("struct XCase {\n  JobInfo job;\n  int pad[3], stride[3];  // a, b\n  std::vector<std::size_t> inputs;\n"
+           "  double a_lo, a_hi;\n  const char* note;\n};\n")
+    assert _struct_fields(src, "XCase") == ["job", "pad", "stride", "inputs", "a_lo", "a_hi", "note"]
+    assert _rows('kCases[] = {\n  {{"a,}", "b"}, {1, 2}, 3},\n  {{"\\"{"}, {}, 4},\n};') == [3, 3]
+
+
+def test_the_precision_header_is_rendered_from_the_table():
+    """cpp/include/benanza/precision.hpp is benanza.kinds.precision.cpp_header() (regenerate it with
+    ``python -m benanza.kinds.precision > cpp/include/benanza/precision.hpp``), and every precision's
+    enumerator the suites write is in it."""
+    header = (REPO / "cpp" / "include" / "benanza" / "precision.hpp").read_text()
+    assert header == precision.cpp_header()
+    for p in precision.TABLE.values():
+        assert f"case Precision::{p.cpp}: return \"{p.name}\";" in header
+        assert precision.PRECISION_ENUM[p.name] == f"Precision::{p.cpp}"
