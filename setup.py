@@ -1,5 +1,9 @@
 """Build benanza: the pure-Python package, its templates and C++ harness as package data, and the
-pybind11 module benanza._native compiled with CMake (CMakeLists.txt)."""
+pybind11 module benanza._native compiled with CMake (CMakeLists.txt).
+
+The native module needs the CUDA runtime's headers and static library only (it has no device code):
+from a system CUDA toolkit when there is one, else from the nvidia-cuda-runtime wheel, a
+[build-system] requirement, so a machine with only a driver builds it too (:func:`cuda_cmake_args`)."""
 import os
 import shutil
 import subprocess
@@ -33,18 +37,44 @@ class CMakeBuild(build_ext):
         args = [cmake, "-S", str(ROOT), "-B", str(tmp), "-DCMAKE_BUILD_TYPE=Release",
                 f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={out}", f"-DPython_EXECUTABLE={sys.executable}",
                 f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"]
-        nvcc = shutil.which("nvcc")
-        cuda_home = os.environ.get("CUDA_HOME") or (str(Path(nvcc).resolve().parent.parent) if nvcc else
-                                                    "/usr/local/cuda")
-        args.append(f"-DCUDAToolkit_ROOT={cuda_home}")
+        args += cuda_cmake_args()
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
         try:
             subprocess.run(args, check=True)
             subprocess.run([cmake, "--build", str(tmp), "--parallel", str(os.cpu_count() or 2)], check=True)
         except subprocess.CalledProcessError:
-            sys.exit("benanza: building the native module failed; it needs the CUDA toolkit "
-                     "(nvcc, cuda_runtime.h; set CUDA_HOME), a C++17 compiler and CMake >= 3.24")
+            sys.exit("benanza: building the native module failed; it needs the CUDA runtime (a CUDA "
+                     "toolkit, CUDA_HOME, or the nvidia-cuda-runtime wheel), a C++17 compiler and CMake >= 3.24")
+
+
+def cuda_cmake_args() -> list[str]:
+    """The CMake arguments that name the CUDA runtime for CMakeLists.txt: ``-DCUDAToolkit_ROOT=DIR``
+    for a system toolkit (found as ``benanza.build.cudalibs.find_cuda_home`` finds it: CUDA_HOME,
+    CUDA_PATH, /usr/local/cuda, nvcc on PATH), else ``-DBENANZA_CUDA_RUNTIME_ROOT=DIR`` for the
+    nvidia-cuda-runtime wheel's ``nvidia/cu13`` folder (``include/cuda_runtime.h``,
+    ``lib/libcudart_static.a``; CMakeLists.txt makes the ``CUDA::cudart_static`` target from them,
+    since CMake's FindCUDAToolkit insists on nvcc). ``BENANZA_CUDA_TOOLKIT=system|wheels`` allows
+    only one of the two. Exits with a one-line message when neither is there."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benanza.build.cudalibs import find_cuda_home, find_runtime_wheel, toolkit_choice
+        from benanza.errors import LibraryError
+
+        try:
+            home = find_cuda_home()
+            runtime = find_runtime_wheel() if home is None and toolkit_choice() != "system" else None
+        except LibraryError as e:
+            sys.exit(f"benanza: {e}")
+    finally:
+        sys.path.remove(str(ROOT))
+    if home is not None:
+        return [f"-DCUDAToolkit_ROOT={home}"]
+    if runtime is not None:
+        print(f"benanza: no CUDA toolkit found; the native module builds with the CUDA runtime wheel in {runtime}")
+        return [f"-DBENANZA_CUDA_RUNTIME_ROOT={runtime}"]
+    sys.exit("benanza: CUDA runtime not found: no CUDA toolkit (CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on "
+             "PATH) and no nvidia-cuda-runtime wheel in the build environment (pip install nvidia-cuda-runtime)")
 
 
 class BuildPyWithData(build_py):

@@ -3,12 +3,20 @@
 The wheels ``nvidia-cudnn-cu13`` (``nvidia/cudnn/{include,lib}``) and ``nvidia-cublas``
 (``nvidia/cu13/{include,lib}``) install on machines without a GPU, so generated suites compile and
 link anywhere; ``CUDNN_ROOT`` / ``CUBLAS_ROOT`` / ``CUDA_HOME`` override the search.
+
+The CUDA toolkit (nvcc, the runtime headers and ``libcudart``) is a system install when there is one
+(:func:`find_cuda_home`); on a machine with only a driver it comes from the toolkit wheels of the
+``cuda`` extra (``pip install "benanza[cuda]"``), arranged as a toolkit by :func:`wheel_toolkit`.
+``BENANZA_CUDA_TOOLKIT`` picks: ``auto`` (default: the system's, else the wheels), ``system`` or
+``wheels``.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,23 +113,154 @@ def find_frontend() -> Path | None:
     return None
 
 
+TOOLKIT_ENV = "BENANZA_CUDA_TOOLKIT"
+CUDA_MAJOR = 13  # the toolkit wheels' folder (nvidia/cu13) and the <14 bounds in pyproject.toml
+
+
+def toolkit_choice() -> str:
+    """``$BENANZA_CUDA_TOOLKIT``: ``auto`` (unset or empty), ``system`` or ``wheels``. Raises
+    :class:`LibraryError` for anything else."""
+    choice = os.environ.get(TOOLKIT_ENV, "").strip().lower() or "auto"
+    if choice not in ("auto", "system", "wheels"):
+        raise LibraryError(f"{TOOLKIT_ENV}={os.environ[TOOLKIT_ENV]!r} is not one of auto, system, wheels")
+    return choice
+
+
+def _is_toolkit(root: Path) -> bool:
+    """A toolkit root has bin/nvcc and the runtime headers (include/ or targets/<arch>/include/)."""
+    if not (root / "bin" / "nvcc").is_file():
+        return False
+    return (root / "include" / "cuda_runtime.h").is_file() or any(root.glob("targets/*/include/cuda_runtime.h"))
+
+
 def find_cuda_home() -> Path | None:
-    """The CUDA toolkit root (with bin/nvcc): CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on PATH."""
+    """The system CUDA toolkit root (bin/nvcc and include/cuda_runtime.h): CUDA_HOME, CUDA_PATH,
+    /usr/local/cuda, nvcc on PATH; None when there is none or ``BENANZA_CUDA_TOOLKIT=wheels``."""
+    if toolkit_choice() == "wheels":
+        return None
     cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
     nv = shutil.which("nvcc")
     if nv:
         cands.append(str(Path(nv).resolve().parent.parent))
     for c in cands:
-        if c and (Path(c) / "bin" / "nvcc").exists():
+        if c and _is_toolkit(Path(c)):
             return Path(c)
     return None
 
 
+def find_toolkit_wheels() -> Path | None:
+    """The ``nvidia/cu13`` folder of the CUDA toolkit wheels (``nvidia-cuda-nvcc``, ``nvidia-nvvm``,
+    ``nvidia-cuda-crt``, ``nvidia-cuda-runtime``, ``nvidia-cuda-cccl``: the ``cuda`` extra) in this
+    Python's site-packages, or None when nvcc, cicc, cuda_runtime.h or libcudart.so.13 is missing."""
+    need = ("bin/nvcc", "nvvm/bin/cicc", "include/cuda_runtime.h", "include/cccl/cuda/std/version",
+            f"lib/libcudart.so.{CUDA_MAJOR}")
+    for d in _site_dirs():
+        root = d / "nvidia" / f"cu{CUDA_MAJOR}"
+        if all((root / n).is_file() for n in need):
+            return root
+    return None
+
+
+def find_runtime_wheel() -> Path | None:
+    """The ``nvidia/cu13`` folder of the ``nvidia-cuda-runtime`` wheel (``include/cuda_runtime.h``,
+    ``lib/libcudart_static.a``) on ``sys.path``, or None: what the native module builds with where
+    there is no toolkit (setup.py; no nvcc needed, the module has no device code)."""
+    for d in _site_dirs():
+        root = d / "nvidia" / f"cu{CUDA_MAJOR}"
+        if (root / "include" / "cuda_runtime.h").is_file() and (root / "lib" / "libcudart_static.a").is_file():
+            return root
+    return None
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza"
+
+
+def wheel_toolkit(wheels: Path, cache: Path | None = None) -> Path:
+    """A private toolkit-shaped folder of symlinks over the toolkit wheels' ``wheels`` folder
+    (``nvidia/cu13``, from :func:`find_toolkit_wheels`), made once and reused; nothing is written
+    into site-packages. Layout, under ``cache`` (default ``$XDG_CACHE_HOME/benanza``, else
+    ``~/.cache/benanza``) ``/cuda-toolkit/<key>/``, the key a hash of the wheel folder's path and
+    its ``lib`` file names (a wheel installed or upgraded there gives a new folder)::
+
+        bin     -> wheels/bin      nvcc, ptxas, fatbinary, nvlink, cudafe++ (nvidia-cuda-nvcc)
+        nvvm    -> wheels/nvvm     cicc, libdevice (nvidia-nvvm)
+        include -> wheels/include  cuda_runtime.h (nvidia-cuda-runtime), crt/ (nvidia-cuda-crt),
+                                   cccl/ (nvidia-cuda-cccl; nvcc adds it to the system includes)
+        lib/                       one link per file of wheels/lib (libcudart.so.13,
+                                   libcudart_static.a, libcudadevrt.a, libnvvm.so.4, and cuBLAS's
+                                   libraries, which share the folder), plus
+          libcudart.so -> libcudart.so.13   the linker name CMake's FindCUDAToolkit looks for
+                                            (the wheel ships only the versioned name)
+        lib64   -> lib             where NVIDIA's installer puts x86-64 libraries
+
+    CMake then takes the folder as ``CUDAToolkit_ROOT`` and ``bin/nvcc`` as the CUDA compiler, as it
+    would a toolkit installed by NVIDIA's installer. Raises :class:`LibraryError` when the folder
+    cannot be written.
+    """
+    wheels = wheels.resolve()
+    libs = sorted(p.name for p in (wheels / "lib").iterdir())
+    key = hashlib.sha256("\0".join([str(wheels)] + libs).encode()).hexdigest()[:16]
+    base = (cache or _cache_root()) / "cuda-toolkit"
+    root = base / key
+    if _toolkit_links_ok(root):
+        return root
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
+        tmp.chmod(0o755)
+        for name in ("bin", "nvvm", "include"):
+            (tmp / name).symlink_to(wheels / name, target_is_directory=True)
+        (tmp / "lib").mkdir()
+        for name in libs:
+            (tmp / "lib" / name).symlink_to(wheels / "lib" / name)
+        if "libcudart.so" not in libs:
+            (tmp / "lib" / "libcudart.so").symlink_to(f"libcudart.so.{CUDA_MAJOR}")
+        (tmp / "lib64").symlink_to("lib", target_is_directory=True)
+        if root.is_dir() and not _toolkit_links_ok(root):  # a stale one (a wheel removed): replaced
+            shutil.rmtree(root, ignore_errors=True)
+        try:
+            tmp.rename(root)  # atomic; another process may have made the same folder meanwhile
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        raise LibraryError(f"cannot make the CUDA toolkit folder {root} over the wheels in {wheels}: "
+                           f"{e.strerror or e} (set XDG_CACHE_HOME to a writable folder)") from None
+    if not _toolkit_links_ok(root):
+        raise LibraryError(f"the CUDA toolkit folder {root} is incomplete; remove it and try again")
+    return root
+
+
+def _toolkit_links_ok(root: Path) -> bool:
+    return all((root / n).exists() for n in ("bin/nvcc", "nvvm/bin/cicc", "include/cuda_runtime.h",
+                                             "lib/libcudart.so", "lib64"))
+
+
+def find_toolkit() -> Path | None:
+    """The CUDA toolkit root suites build with: the system's (:func:`find_cuda_home`), else a
+    :func:`wheel_toolkit` folder over the toolkit wheels; ``BENANZA_CUDA_TOOLKIT`` restricts it to
+    one of the two. None when the allowed ones are missing."""
+    home = find_cuda_home()
+    if home is None and toolkit_choice() != "system":
+        wheels = find_toolkit_wheels()
+        if wheels is not None:
+            home = wheel_toolkit(wheels)
+    return home
+
+
+def _toolkit_missing() -> str:
+    system = "no nvcc under CUDA_HOME, CUDA_PATH, /usr/local/cuda or on PATH"
+    wheels = 'no CUDA toolkit wheels in this Python (pip install "benanza[cuda]")'
+    why = {"auto": f"{system}, and {wheels}", "system": f"{system} ({TOOLKIT_ENV}=system)",
+           "wheels": f"{wheels} ({TOOLKIT_ENV}=wheels)"}
+    return f"CUDA toolkit not found: {why[toolkit_choice()]}"
+
+
 def locate() -> CudaLibs:
     """Find everything a suite build needs. Raises :class:`LibraryError` naming what is missing."""
-    home = find_cuda_home()
+    home = find_toolkit()
     if home is None:
-        raise LibraryError("CUDA toolkit not found (no nvcc under CUDA_HOME, on PATH or in /usr/local/cuda)")
+        raise LibraryError(_toolkit_missing())
     cudnn = find_cudnn()
     if cudnn is None:
         raise LibraryError("cuDNN not found: install the wheel with `pip install nvidia-cudnn-cu13` "

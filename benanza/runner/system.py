@@ -1,7 +1,7 @@
 """The system here: CUDA devices (through benanza._native) and the cuDNN/cuBLAS benanza would use."""
 from __future__ import annotations
 
-from benanza.build.cudalibs import find_cublas, find_cuda_home, find_cudnn
+from benanza.build.cudalibs import find_cublas, find_cudnn, find_toolkit
 from benanza.database.store import system_fingerprint
 from benanza.errors import BenanzaError
 
@@ -35,7 +35,7 @@ def describe() -> dict:
     info["cublas_library"] = str(cublas[1]) if cublas else None
     if cudnn and cublas:
         info.update(nat.library_versions(str(cudnn[1]), str(cublas[1])))
-    home = find_cuda_home()
+    home = find_toolkit()  # the system's, else the toolkit wheels'
     info["nvcc"] = str(home / "bin" / "nvcc") if home else None
     return info
 
