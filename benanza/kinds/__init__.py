@@ -66,6 +66,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "where",
     "sdpa",
     "gemm_act",
+    "instancenorm",
 ))
 
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)
