@@ -604,6 +604,11 @@ def _print_findings(results, database, system) -> None:
                 t.add_row(str(f["index"]), f["name"], f["what"], f["call"], f"{f['time_ms'] * 1e3:.1f}",
                           f"{f['bound_ms'] * 1e3:.2f}", f"{f['ratio']:.1f}", f"{100 * f['share']:.1f} %")
             out.print(t)
+        from benanza.reports.counters import counters_table
+
+        ct = counters_table(r, database, system)
+        if ct is not None:
+            out.print(ct)
 
 
 def _ranges(ix: list[int]) -> str:
@@ -852,6 +857,9 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
     if json_out:
         d = mr.to_dict()
         d["charts"] = [str(p) for p in written]
+        from benanza.reports.counters import counter_rows
+
+        d["counters"] = counter_rows(a, database, system)
         out.print_json(json.dumps(d))
         return
     what = "datasheet figures, not measured on this GPU" if ceilings == "spec" else "measured by `benanza ceilings`"
@@ -866,6 +874,11 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
               f"with the {LAUNCH_FLOOR_US:g} µs launch floor {mr.attainable_sequential_ms:.4f} ms; LBL {mr.lbl_sequential_ms:.4f} ms; "
               f"library efficiency {mr.efficiency:.1%}", markup=False)
     out.print(f"ceilings: {mr.gpu.source}", markup=False, highlight=False)
+    from benanza.reports.counters import counters_table
+
+    ct = counters_table(a, database, system)
+    if ct is not None:
+        out.print(ct)
     for p in written:
         out.print(f"wrote {p}", markup=False)
 
@@ -902,7 +915,10 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
           torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
           dim: Optional[list[str]] = typer.Option(None, "--dim"),
-          batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
+          batch_dim: Optional[int] = typer.Option(None, "--batch-dim"),
+          counters: bool = typer.Option(False, "--counters", help="then profile each layer's best implementation "
+                                        "once with Nsight Compute (ncu on PATH) and store its DRAM and SM "
+                                        "throughput, achieved occupancy and kernel names")):
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
@@ -912,6 +928,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     from benanza.generation.generator import generate as gen, parse_kinds, parse_layouts, parse_precisions, plan_jobs
     from benanza.processing.model import parse_batches
 
+    ncu = _require_ncu() if counters else None  # before any work
     stages = {}
     precisions = parse_precisions(dtype)
     layouts = parse_layouts(layout)
@@ -960,8 +977,10 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     _require_measurements(results, database, system)
     stages["analyze_s"] = time.perf_counter() - t
     say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
+    counters_doc = _bench_counters(ncu, results, suite, database, system, opts, force, say, stages) if counters \
+        else None
     if json_out:
-        out.print_json(json.dumps({"model": mls[0].model, "stages": stages, "run": _run_doc(rs),
+        out.print_json(json.dumps({"model": mls[0].model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
                                    "framework_run": _run_doc(ts) if ts is not None else None,
                                    "system": results[0].system if results else None,
                                    "analyses": [r.to_dict() for r in results]}))
@@ -972,6 +991,28 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
         _print_findings(results, database, system)
     out.print(_summary_table(results))
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
+
+
+def _require_ncu() -> str:
+    """Nsight Compute's ncu for ``bench --counters``, or :class:`UsageError` in one line."""
+    from benanza.runner.counters import find_ncu
+
+    return find_ncu()
+
+
+def _bench_counters(ncu, results, suite, database, system, opts, force: bool, say, stages: dict) -> dict:
+    """``bench --counters``: the best implementation of every measured layer profiled once with
+    Nsight Compute and stored (:func:`benanza.runner.counters.profile_best`); what was done, as JSON."""
+    from benanza.build.builder import suite_executable
+    from benanza.runner.counters import profile_best
+
+    t = time.perf_counter()
+    run = profile_best(results, suite.jobs, suite_executable(suite.root), database, system.id,
+                       opts.suite_args(opts.gpus()[0]), ncu, force, say)
+    stages["counters_s"] = time.perf_counter() - t
+    say(run.line())
+    return {"profiled": run.profiled, "stored": run.stored, "framework_kernels": run.framework,
+            "failures": [{"layer": n, "reason": w} for n, w in run.failures]}
 
 
 # ------------------------------------------------------------------------------------------ system

@@ -29,7 +29,7 @@ from benanza.errors import DatabaseError
 from benanza.versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: system fields that identify a system (two machines with equal values share measurements)
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
@@ -809,3 +809,7 @@ def _quick_check(engine, safe: str) -> None:
     if rows != ["ok"]:
         raise DatabaseError(f"database {safe}: damaged: PRAGMA quick_check says {rows[0][:120]!r}"
                             f"{f' and {len(rows) - 1} more problems' if len(rows) > 1 else ''}")
+
+
+# the kernel_counters table (schema 5) is defined in its own module; importing it registers it on Base
+from benanza.database import counters as kernel_counters  # noqa: E402,F401

@@ -32,6 +32,7 @@ from benanza.analysis import roofline
 from benanza.analysis.analyzer import Analysis
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import math_peak_key
+from benanza.database.counters import read_counters, summarize
 from benanza.reports.chart import LAUNCH_FLOOR_US, save_figure
 
 #: measurement statuses drawn: valid ones, and screened ones (a time from one replay)
@@ -197,23 +198,33 @@ def time_roofline(analysis: Analysis, database, system, gpu: GpuSpec, l2: roofli
         if _accepts(m, x.precision, analysis.cache, tuple(analysis.layouts)):
             rows[m.layer_key].append(m)
     maths = set()
+    stored = read_counters(database, system.id, list(by_key)) if by_key else {}
     for k, x in by_key.items():
         lt, config = picks[k]
         x.points = _points(config, rows[k], x.precision, system, lt)
         maths |= {p.math for p in x.points}
+        c = x.chosen
+        kernels = stored.get((k, x.precision, c.call, c.algorithm, c.math, c.layout)) if c else None
+        x.counters = summarize(kernels).to_dict() if kernels else None
     return TimeRoofline(analysis.model, analysis.batch, analysis.precision, gpu, ceilings,
                         _roofs(gpu, analysis.precision, maths, l2), list(by_key.values()))
 
 
 def point_title(x: LayerPoints, p: ImplPoint) -> str:
-    """The tooltip of one point: layers, call, algorithm, time, FLOPs, bytes (plain text; the SVG
-    writer escapes it)."""
+    """The tooltip of one point: layers, call, algorithm, time, FLOPs, bytes, and for the chosen
+    point its hardware counters when stored (plain text; the SVG writer escapes it)."""
     names = ", ".join(f"#{i} {n}" for i, n in x.layers[:4]) + (f" (+{len(x.layers) - 4} more)" if len(x.layers) > 4 else "")
     tag = {"ok": "", "screened": " [screened: one replay, not sampled]",
            "rejected": " [not FMA math: rejected in fp32]"}[p.status]
-    return (f"{names}: {x.what}\n{p.call} / {p.algorithm} ({p.math}, {p.layout})"
+    text = (f"{names}: {x.what}\n{p.call} / {p.algorithm} ({p.math}, {p.layout})"
             f"{' [CHOSEN]' if p.chosen else ''}{tag}\n{p.time_ms * 1e3:.2f} µs, {x.flops / 1e9:.4g} GFLOP, "
             f"{x.bytes / 1e6:.4g} MB")
+    c = x.counters if p.chosen else None
+    if c:
+        pct = lambda v: f"{v:.0f} %" if v is not None else "-"  # noqa: E731
+        text += (f"\nncu: {c['bound']}-bound ({c['why']}); DRAM {pct(c['dram_pct'])}, SM {pct(c['sm_pct'])}, "
+                 f"occupancy {pct(c['occupancy_pct'])}; {len(c['kernels'])} kernels: {', '.join(c['kernels'])[:200]}")
+    return text
 
 
 def _draw_panel(ax, tr: TimeRoofline, axis: str, titles: dict, colours: dict) -> None:

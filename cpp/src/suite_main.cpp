@@ -7,6 +7,8 @@
 //   options: --device N --warmup-ms X --sample-ms X --rse X --min-samples N --max-samples N
 //            --max-time-ms X --workspace-limit-mb N --no-cold --no-graphs --dump-samples --profile
 //            --screen X (0: off)
+//            --profile-call C --profile-algorithm A --profile-layout L [--profile-math M]: launch only
+//            that implementation, once, inside cudaProfilerStart/Stop (Nsight Compute; harness.hpp)
 //
 // Output: JSON lines on stdout (system, job_start, measurement, choice, job_end, fatal).
 // Exit codes: 0 done; 2 bad arguments; 3 no usable CUDA device; 4 sticky CUDA error (the runner
@@ -79,8 +81,14 @@ int suite_main(int argc, char** argv) {
     else if (a == "--profile") opt.profile = true;
     else if (a == "--screen") opt.screen = number("--screen", val());
     else if (a == "--max-engines") opt.max_engines = static_cast<int>(number("--max-engines", val()));
+    else if (a == "--profile-call") opt.profile_call = val();
+    else if (a == "--profile-algorithm") opt.profile_algorithm = val();
+    else if (a == "--profile-layout") opt.profile_layout = val();
+    else if (a == "--profile-math") opt.profile_math = val();
     else usage_error("unknown argument " + a);
   }
+  if (!opt.profile_call.empty() && (opt.profile_algorithm.empty() || opt.profile_layout.empty()))
+    usage_error("--profile-call needs --profile-algorithm and --profile-layout");
   if (opt.rule.min_samples < 1) opt.rule.min_samples = 1;
   if (opt.rule.max_samples < opt.rule.min_samples) opt.rule.max_samples = opt.rule.min_samples;
 

@@ -1,0 +1,73 @@
+"""The hardware counters of each layer's best implementation, as `benanza bench --counters` stored
+them (:mod:`benanza.database.counters`), beside the layer's roofline: how far the layer is from its
+roof and why (memory-, compute- or latency-bound, after Nsight Compute's SOLBottleneck rule:
+:func:`benanza.database.counters.summarize`)."""
+from __future__ import annotations
+
+from benanza import kinds as L
+from benanza.database.counters import read_counters, summarize
+
+
+def counter_rows(analysis, database, system) -> list[dict]:
+    """One row per measured layer config of ``analysis`` whose best implementation has stored
+    counters, in model order: index, name, kind, call, algorithm, time_ms, bound_ms (the attainable
+    roofline time on the GPU's datasheet ceilings, None when the GPU is not in the spec table),
+    x_bound (time / bound), min_bytes and the :class:`benanza.database.counters.CounterSummary`
+    fields (DRAM bytes measured, DRAM %, SM %, occupancy %, kernels, bound, why). [] when none."""
+    from benanza.analysis.gpus import find_gpu
+    from benanza.analysis.roofline import min_bytes
+    from benanza.errors import UsageError
+    from benanza.reports.chart import model_roofline
+
+    layers = [lt for lt in analysis.layers if lt.status == "measured" and not lt.conversion]
+    stored = read_counters(database, system.id, sorted({lt.layer.key for lt in layers}))
+    if not stored:
+        return []
+    try:
+        att = {x.index: x.attainable_ms for x in model_roofline(analysis, find_gpu(system.gpu_name)).layers}
+    except UsageError:
+        att = {}
+    conv_p = analysis.conv_precision or analysis.precision
+    out, seen = [], set()
+    for lt in layers:
+        p = conv_p if lt.layer.config.kind in L.CUDNN_TF32_KINDS else analysis.precision
+        key = (lt.layer.key, p, lt.call, lt.algorithm, lt.math, lt.layout)
+        if key in seen or key not in stored:
+            continue
+        seen.add(key)
+        s = summarize(stored[key])
+        bound = att.get(lt.layer.index)
+        out.append({"index": lt.layer.index, "name": lt.layer.name, "kind": lt.layer.config.kind, "call": lt.call,
+                    "algorithm": lt.algorithm, "time_ms": lt.time_ms, "bound_ms": bound,
+                    "x_bound": lt.time_ms / bound if bound else None, "min_bytes": min_bytes(lt.layer.config, p),
+                    **s.to_dict()})
+    return out
+
+
+def _pct(v) -> str:
+    return f"{v:.0f}" if v is not None else "-"
+
+
+def counters_table(analysis, database, system):
+    """A rich table of :func:`counter_rows` (None when no layer has counters): per layer its best
+    call, time, x its roofline bound, the kernels, DRAM MB measured against the minimum, DRAM %, SM %,
+    occupancy % and the verdict with its reason."""
+    from rich.table import Table
+
+    rows = counter_rows(analysis, database, system)
+    if not rows:
+        return None
+    t = Table(title=f"{analysis.model} batch {analysis.batch} {analysis.precision_label}: hardware counters of "
+                    f"the best implementations (Nsight Compute; bound: >= 60 % of peak, else latency)")
+    for c in ("#", "layer", "call / algorithm", "µs", "x bound", "kernels", "DRAM MB", "min MB", "DRAM %", "SM %",
+              "occ. %", "bound by", "why"):
+        t.add_column(c, justify="right" if c in ("#", "µs", "x bound", "DRAM MB", "min MB", "DRAM %", "SM %", "occ. %")
+                     else "left")
+    for r in rows:
+        names = r["kernels"]
+        t.add_row(str(r["index"]), r["name"], f"{r['call']} / {r['algorithm']}", f"{r['time_ms'] * 1e3:.1f}",
+                  f"{r['x_bound']:.1f}" if r["x_bound"] else "-",
+                  names[0][:48] + (f" +{len(names) - 1}" if len(names) > 1 else ""),
+                  f"{r['dram_bytes'] / 1e6:.2f}" if r["dram_bytes"] is not None else "-", f"{r['min_bytes'] / 1e6:.2f}",
+                  _pct(r["dram_pct"]), _pct(r["sm_pct"]), _pct(r["occupancy_pct"]), r["bound"], r["why"])
+    return t
