@@ -26,8 +26,10 @@ REPO=$PWD; DB=/tmp/counters.db; MODEL=$REPO/examples/resnet50.onnx
 rm -f $DB
 ARGS="--batch 32 --dtype fp16"
 echo "gpu_counters: install $(( $(date +%s) - t0 )) s"
-(cd /tmp && python3 -m benanza bench $MODEL $ARGS --layout nchw --db $DB --no-cold --max-engines 3 --max-time-ms 100 \
-    --no-torch --counters --no-layers) 2>&1 | tail -80
+# counters are stored layer by layer: a run cut by BENCH_TIMEOUT (s; the device tool's calls end at 600 s)
+# still leaves what it profiled for the tables below
+(cd /tmp && timeout ${BENCH_TIMEOUT:-480} python3 -m benanza bench $MODEL $ARGS --layout nchw --db $DB --no-cold \
+    --max-engines 3 --max-time-ms 100 --no-torch --counters --no-layers) 2>&1 | tail -80
 echo "gpu_counters: bench --counters exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 python3 -m benanza analyze $MODEL $ARGS --layout nchw --db $DB --no-layers > "$OUT/counters.txt" 2>&1
 python3 -m benanza roofline $MODEL $ARGS --db $DB --json > "$OUT/roofline.json" 2> "$OUT/roofline.err"
