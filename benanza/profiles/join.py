@@ -60,7 +60,6 @@ for _kind in L.REGISTRY.values():
         _reg(_op, *_aten)
 # ONNX ops no layer kind maps (zero-cost views, and ops benanza does not benchmark)
 _reg("ConvTranspose", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d")
-_reg("InstanceNormalization", "aten::instance_norm")
 _reg("Flatten", "aten::flatten")
 _reg("Reshape", "aten::reshape", "aten::view", "aten::_unsafe_view")
 _reg("Squeeze", "aten::squeeze", "aten::squeeze_")
