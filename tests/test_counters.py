@@ -185,8 +185,19 @@ def test_profile_best_stores_and_analyze_and_roofline_show_it(tmp_path):
 
 def test_a_failed_launch_is_counted_not_stored(tmp_path):
     impl = C.Implementation("j", "cudnnConvolutionForward", "GEMM", "tensor_op", "NCHW")
+    ncu = _fake_ncu(tmp_path, status="failed")
     with pytest.raises(DeviceError, match="the launch failed .CUDNN_STATUS_EXECUTION_FAILED"):
-        C.profile(_fake_ncu(tmp_path, status="failed"), "/s/suite", impl, [])
+        C.profile(ncu, "/s/suite", impl, [])
+    path = _db_copy(tmp_path)
+    db = open_db(str(path))
+    system, _ = resolve_system(db, None, None)
+    ml = process(RESNET50, 32)
+    run = C.profile_best([analyze(ml, db, system, "fp16")], plan_jobs([ml], ["fp16"]), "/s/suite", db, system.id, [], ncu)
+    assert run.profiled == 0 and len(run.failures) == C.GIVE_UP_AFTER + 1 and "not tried" in run.failures[-1][1]
+    assert f"{C.GIVE_UP_AFTER + 1} failed (first: " in run.line() and "the launch failed" in run.line()
+    assert len((tmp_path / "calls.txt").read_text().splitlines()) == 1 + C.GIVE_UP_AFTER
+    with db.engine.connect() as c:
+        assert c.execute(sa.text("SELECT count(*) FROM kernel_counters")).scalar() == 0
 
 
 def test_counters_without_ncu_is_one_line_before_any_work(tmp_path):

@@ -197,6 +197,11 @@ def profile(ncu: str, exe: str | Path, impl: Implementation, suite_args: list[st
     return kernels
 
 
+#: attempts that may all fail before the rest are not tried (ncu without permission for the GPU's
+#: counters, ERR_NVGPUCTRPERM, fails every layer the same way)
+GIVE_UP_AFTER = 3
+
+
 @dataclass
 class CountersRun:
     """What `bench --counters` profiled: implementations profiled, already stored, not profilable
@@ -267,6 +272,9 @@ def profile_best(analyses, jobs, exe, db, system_id: int, suite_args: list[str],
         except DeviceError as e:
             run.failures.append((name, str(e)))
             say(f"[counters {n}/{len(todo)}] {name}: {e}")
+            if run.profiled == 0 and len(run.failures) >= GIVE_UP_AFTER:  # e.g. no permission for counters
+                run.failures.append(("the rest", f"not tried: the first {GIVE_UP_AFTER} attempts all failed"))
+                break
             continue
         write_counters(db, system_id, key, [k.to_row() for k in kernels], tool)
         run.profiled += 1
