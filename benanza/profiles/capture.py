@@ -153,14 +153,27 @@ def inline_identity_weights(model) -> int:
 
 
 def _extend_onnx2torch() -> None:
-    """Register converters onnx2torch lacks or runs slowly: newer versions of ops whose change
-    only added element types (:data:`TYPE_ONLY_VERSIONS`), ``Gelu`` (opset 20), and ``Reshape``
-    to a constant shape as a module that keeps the shape as Python ints (onnx2torch's reads the
-    shape tensor element by element, a device-to-host synchronization each on a GPU)."""
+    """Register converters onnx2torch lacks or runs slowly, in this order (a later step copies
+    what an earlier one registered): ``Reshape`` to a constant shape as a module that keeps the
+    shape as Python ints (onnx2torch's reads the shape tensor element by element, a device-to-host
+    synchronization each on a GPU), ``Squeeze``/``Gather`` with constant axes or a constant scalar
+    index likewise, newer versions of ops whose change only added element types
+    (:data:`TYPE_ONLY_VERSIONS`), and ``Gelu`` (opset 20)."""
+    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY as reg
+
+    _register_static_reshape(reg)
+    _register_static_squeeze(reg)
+    _register_static_gather(reg)
+    _register_type_only_versions(reg)
+    _register_gelu(reg)
+
+
+def _register_static_reshape(reg: dict) -> None:
+    """``Reshape`` (opsets 5, 13, 14) to a constant shape: a module holding the shape as ints;
+    onnx2torch's own converter for any other shape."""
     import torch
-    from onnx import defs
-    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY as reg, OperationDescription
-    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, get_const_value, onnx_mapping_from_node
+    from onnx2torch.node_converters.registry import OperationDescription
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, get_const_value
 
     class StaticReshape(torch.nn.Module):
         """ONNX Reshape to a constant shape (0 copies the input's dimension unless allowzero)."""
@@ -192,6 +205,24 @@ def _extend_onnx2torch() -> None:
 
         reg[OperationDescription("", "Reshape", v)] = reshape
 
+
+def _const_input(node, graph, i: int):
+    """The constant value of ``node``'s input ``i`` in onnx2torch's ``graph``, None if it has none."""
+    from onnx2torch.utils.common import get_const_value
+
+    try:
+        return get_const_value(node.input_values[i], graph)
+    except (KeyError, IndexError):
+        return None
+
+
+def _register_static_squeeze(reg: dict) -> None:
+    """``Squeeze`` (opsets 13, 21) with constant, non-empty axes: a module holding the axes as
+    ints (onnx2torch's opset-13 module loops over a tensor); onnx2torch's own converter otherwise."""
+    import torch
+    from onnx2torch.node_converters.registry import OperationDescription
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult
+
     class StaticSqueeze(torch.nn.Module):
         """ONNX Squeeze with constant axes (onnx2torch's opset-13 module loops over a tensor)."""
 
@@ -201,6 +232,29 @@ def _extend_onnx2torch() -> None:
 
         def forward(self, x):
             return torch.squeeze(x, [a if a >= 0 else a + x.dim() for a in self.axes])
+
+    for v in (13, 21):
+        original = reg.get(OperationDescription("", "Squeeze", v))
+        if original is None:
+            continue
+
+        def squeeze(node, graph, _original=original):
+            axes = _const_input(node, graph, 1) if len(node.input_values) > 1 else None
+            if axes is None or not hasattr(axes, "tolist") or axes.numel() == 0:
+                return _original(node, graph)
+            return OperationConverterResult(
+                torch_module=StaticSqueeze(axes.tolist()),
+                onnx_mapping=OnnxMapping(inputs=(node.input_values[0],), outputs=node.output_values))
+
+        reg[OperationDescription("", "Squeeze", v)] = squeeze
+
+
+def _register_static_gather(reg: dict) -> None:
+    """``Gather`` (opsets 1, 11, 13) with a constant scalar index: ``select`` with a Python int;
+    onnx2torch's own converter otherwise."""
+    import torch
+    from onnx2torch.node_converters.registry import OperationDescription
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult
 
     class StaticGather(torch.nn.Module):
         """ONNX Gather with a constant scalar index: ``select`` with a Python int (indexing with a
@@ -213,33 +267,13 @@ def _extend_onnx2torch() -> None:
         def forward(self, x):
             return torch.select(x, self.axis, self.index)
 
-    def const(node, graph, i):
-        try:
-            return get_const_value(node.input_values[i], graph)
-        except (KeyError, IndexError):
-            return None
-
-    for v in (13, 21):
-        original = reg.get(OperationDescription("", "Squeeze", v))
-        if original is None:
-            continue
-
-        def squeeze(node, graph, _original=original):
-            axes = const(node, graph, 1) if len(node.input_values) > 1 else None
-            if axes is None or not hasattr(axes, "tolist") or axes.numel() == 0:
-                return _original(node, graph)
-            return OperationConverterResult(
-                torch_module=StaticSqueeze(axes.tolist()),
-                onnx_mapping=OnnxMapping(inputs=(node.input_values[0],), outputs=node.output_values))
-
-        reg[OperationDescription("", "Squeeze", v)] = squeeze
     for v in (1, 11, 13):
         original = reg.get(OperationDescription("", "Gather", v))
         if original is None:
             continue
 
         def gather(node, graph, _original=original):
-            idx = const(node, graph, 1)
+            idx = _const_input(node, graph, 1)
             if idx is None or not hasattr(idx, "dim") or idx.dim() != 0:
                 return _original(node, graph)
             return OperationConverterResult(
@@ -247,6 +281,13 @@ def _extend_onnx2torch() -> None:
                 onnx_mapping=OnnxMapping(inputs=(node.input_values[0],), outputs=node.output_values))
 
         reg[OperationDescription("", "Gather", v)] = gather
+
+
+def _register_type_only_versions(reg: dict) -> None:
+    """For each version in :data:`TYPE_ONLY_VERSIONS` that onnx2torch lacks, the converter of the
+    op's preceding version (ONNX's schema history)."""
+    from onnx import defs
+    from onnx2torch.node_converters.registry import OperationDescription
 
     for op, versions in TYPE_ONLY_VERSIONS.items():
         try:
@@ -261,15 +302,24 @@ def _extend_onnx2torch() -> None:
             if prev and OperationDescription("", op, prev[-1]) in reg:
                 reg[OperationDescription("", op, v)] = reg[OperationDescription("", op, prev[-1])]
 
-    if OperationDescription("", "Gelu", 20) not in reg:
-        def gelu(node, graph):
-            approx = node.attributes.get("approximate", "none")
-            if isinstance(approx, bytes):
-                approx = approx.decode()
-            return OperationConverterResult(torch_module=torch.nn.GELU(approximate=str(approx)),
-                                            onnx_mapping=onnx_mapping_from_node(node))
 
-        reg[OperationDescription("", "Gelu", 20)] = gelu
+def _register_gelu(reg: dict) -> None:
+    """``Gelu`` (opset 20) as ``torch.nn.GELU`` with its ``approximate`` attribute, unless onnx2torch has one."""
+    import torch
+    from onnx2torch.node_converters.registry import OperationDescription
+    from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
+
+    if OperationDescription("", "Gelu", 20) in reg:
+        return
+
+    def gelu(node, graph):
+        approx = node.attributes.get("approximate", "none")
+        if isinstance(approx, bytes):
+            approx = approx.decode()
+        return OperationConverterResult(torch_module=torch.nn.GELU(approximate=str(approx)),
+                                        onnx_mapping=onnx_mapping_from_node(node))
+
+    reg[OperationDescription("", "Gelu", 20)] = gelu
 
 
 _EXTENDED = False
@@ -672,28 +722,11 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     """
     from benanza.processing.model import load_graph
 
-    if dtype not in DTYPES:
-        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(DTYPES)})")
-    if not isinstance(batch, int) or batch <= 0:
-        raise UsageError(f"batch size must be positive, got {batch}")
-    for name, v, lo in (("--warmup", warmup, 1), ("--runs", runs, 1), ("--iterations", iterations, 1)):
-        if v < lo:
-            raise UsageError(f"{name} must be at least {lo}, got {v}")
-    dev = str(device).lower()
-    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
-        raise UsageError(f"--device must be cuda, cuda:N or cpu, not {device!r}")
-    if dev == "cpu" and dtype == "tf32":
-        raise UsageError("tf32 needs a CUDA device")
+    dev = _check_capture_arguments(batch, dtype, device, warmup, runs, iterations)
     mpath = Path(model).resolve()
     _, digest = load_graph(mpath)  # a bad model fails here, before any child starts
     o = Path(out)
-    if o.exists() and not o.is_dir():
-        raise UsageError(f"{o}: exists and is not a folder")
-    if (o / "profile.json").exists() and not force:
-        raise UsageError(f"{o}: already holds a profile (profile.json); use --force to replace it")
-    o.mkdir(parents=True, exist_ok=True)
-    for n in ("profile.json", "trace.json.gz", "cudnn.log", "cudnn.log.gz", "cublaslt.log", "cublaslt.log.gz"):
-        (o / n).unlink(missing_ok=True)
+    _prepare_folder(o, force)
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
@@ -707,15 +740,7 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     logged_kernels = None
     if logs and dev != "cpu":
         say(f"log run: {mpath.name} batch {batch} {dtype} on {dev} (cuDNN and cuBLASLt logging on)")
-        _run(CaptureSpec(role="logs", **common), log_environment(o.resolve()), timeout)
-        for key, name in (("cudnn_log", "cudnn.log"), ("cublaslt_log", "cublaslt.log")):
-            gz = _gzip(o / name)
-            if gz is not None:
-                files[key] = gz.name
-            else:
-                notices.append(f"{name} was not written (the library did not log: is it loaded?)")
-        logged_kernels = _kernel_names(o / ".trace-logs.json")
-        (o / ".trace-logs.json").unlink(missing_ok=True)
+        logged_kernels = _log_run(CaptureSpec(role="logs", **common), o, timeout, files, notices)
     say(f"timed run: {warmup} warm-up, {runs} timed, {iterations} profiled iterations")
     _run(CaptureSpec(role="timed", **common), timed_environment(), timeout)
     res = json.loads((o / ".capture-timed.json").read_text())
@@ -723,19 +748,9 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
 
     lat = Latency.from_samples(res["latency"]["samples_ms"], res["latency"]["method"])
     if logged_kernels is not None:
-        timed_names = _kernel_names(o / "trace.json.gz")
-        logged = logged_kernels
-        if logged != timed_names:
-            import difflib
-
-            # kernels of the timed run without a counterpart in the log run (an extra or missing
-            # kernel shifts the rest, so align the two sequences first)
-            same = sum(b.size for b in difflib.SequenceMatcher(None, logged, timed_names, autojunk=False)
-                       .get_matching_blocks())
-            diff = len(timed_names) - same
-            notices.append(f"the log run and the timed run launched different kernels ({diff} of the timed run's "
-                           f"{len(timed_names)} have no counterpart, the log run launched {len(logged)}; autotuning "
-                           f"chose differently?): engines from the logs may not be those of the trace")
+        notice = _kernel_mismatch_notice(logged_kernels, _kernel_names(o / "trace.json.gz"))
+        if notice:
+            notices.append(notice)
     doc = {
         "format": FORMAT, "version": FORMAT_VERSION,
         "model": mpath.stem, "model_path": str(mpath), "model_sha256": digest,
@@ -754,6 +769,69 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     pj = o / "profile.json"
     pj.write_text(json.dumps(doc, indent=1))
     return pj
+
+
+def _check_capture_arguments(batch: int, dtype: str, device: str, warmup: int, runs: int, iterations: int) -> str:
+    """The device, lower-cased (``cuda``, ``cuda:N`` or ``cpu``). Raises :class:`UsageError` for an
+    unknown data type, a batch or count below 1, another device, or tf32 on the CPU."""
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(DTYPES)})")
+    if not isinstance(batch, int) or batch <= 0:
+        raise UsageError(f"batch size must be positive, got {batch}")
+    for name, v, lo in (("--warmup", warmup, 1), ("--runs", runs, 1), ("--iterations", iterations, 1)):
+        if v < lo:
+            raise UsageError(f"{name} must be at least {lo}, got {v}")
+    dev = str(device).lower()
+    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise UsageError(f"--device must be cuda, cuda:N or cpu, not {device!r}")
+    if dev == "cpu" and dtype == "tf32":
+        raise UsageError("tf32 needs a CUDA device")
+    return dev
+
+
+def _prepare_folder(o: Path, force: bool) -> None:
+    """Create the profile folder ``o`` and remove a previous profile's files from it. Raises
+    :class:`UsageError` when ``o`` is not a folder, or holds a profile and ``force`` is off."""
+    if o.exists() and not o.is_dir():
+        raise UsageError(f"{o}: exists and is not a folder")
+    if (o / "profile.json").exists() and not force:
+        raise UsageError(f"{o}: already holds a profile (profile.json); use --force to replace it")
+    o.mkdir(parents=True, exist_ok=True)
+    for n in ("profile.json", "trace.json.gz", "cudnn.log", "cudnn.log.gz", "cublaslt.log", "cublaslt.log.gz"):
+        (o / n).unlink(missing_ok=True)
+
+
+def _log_run(spec: CaptureSpec, o: Path, timeout: float, files: dict, notices: list) -> list[str]:
+    """Run the log child (``spec``) into the folder ``o``: its cuDNN and cuBLASLt logs are gzipped
+    and named in ``files`` (a notice in ``notices`` for a log not written). Returns the kernel
+    names of its traced iteration, to compare with the timed run's."""
+    _run(spec, log_environment(o.resolve()), timeout)
+    for key, name in (("cudnn_log", "cudnn.log"), ("cublaslt_log", "cublaslt.log")):
+        gz = _gzip(o / name)
+        if gz is not None:
+            files[key] = gz.name
+        else:
+            notices.append(f"{name} was not written (the library did not log: is it loaded?)")
+    logged_kernels = _kernel_names(o / ".trace-logs.json")
+    (o / ".trace-logs.json").unlink(missing_ok=True)
+    return logged_kernels
+
+
+def _kernel_mismatch_notice(logged: list[str], timed_names: list[str]) -> str | None:
+    """The notice when the log run and the timed run launched different kernels (the engines
+    from the logs may then not be those of the trace); None when they launched the same."""
+    if logged == timed_names:
+        return None
+    import difflib
+
+    # kernels of the timed run without a counterpart in the log run (an extra or missing
+    # kernel shifts the rest, so align the two sequences first)
+    same = sum(b.size for b in difflib.SequenceMatcher(None, logged, timed_names, autojunk=False)
+               .get_matching_blocks())
+    diff = len(timed_names) - same
+    return (f"the log run and the timed run launched different kernels ({diff} of the timed run's "
+            f"{len(timed_names)} have no counterpart, the log run launched {len(logged)}; autotuning "
+            f"chose differently?): engines from the logs may not be those of the trace")
 
 
 if __name__ == "__main__":
