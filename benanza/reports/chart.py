@@ -75,7 +75,7 @@ class ModelRoofline:
     lbl_sequential_ms: float
     lbl_parallel_ms: float
     l2: roofline.L2Roof | None = None
-    calls: dict = None  # layer index -> (call, algorithm, math, layout) of its best measurement
+    calls: dict | None = None  # layer index -> (call, algorithm, math, layout) of its best measurement
 
     @property
     def efficiency(self) -> float:

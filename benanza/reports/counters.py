@@ -58,7 +58,8 @@ def counters_table(analysis, database, system):
     if not rows:
         return None
     t = Table(title=f"{analysis.model} batch {analysis.batch} {analysis.precision_label}: hardware counters of "
-                    f"the best implementations (Nsight Compute; bound: >= 60 % of peak, else latency)")
+                    f"the best implementations (Nsight Compute; x bound: time over the roofline bound on datasheet "
+                    f"ceilings; bound by the unit at >= 60 % of its peak, else latency)")
     for c in ("#", "layer", "call / algorithm", "µs", "x bound", "kernels", "DRAM MB", "min MB", "DRAM %", "SM %",
               "occ. %", "bound by", "why"):
         t.add_column(c, justify="right" if c in ("#", "µs", "x bound", "DRAM MB", "min MB", "DRAM %", "SM %", "occ. %")
