@@ -9,5 +9,19 @@ if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
       .whl/*.whl || return 1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-python3 -m pip install -q --no-deps --no-build-isolation --no-index . > /tmp/benanza-install.log 2>&1 \
+# Without build isolation the machine's setuptools builds (81 on the lent machines' python3.12 in
+# 2026-11); pyproject.toml's SPDX `license` string needs setuptools >= 77 (a setuptools wheel carried
+# in .whl/ is on PYTHONPATH by now). With an older one, build from a copy whose license is the old
+# table form, which it reads; a system CUDA toolkit is there, so setup.py uses it.
+_benanza_src=.
+if ! python3 -c 'import sys, setuptools; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)'; then
+  _benanza_src=/tmp/benanza-src
+  rm -rf "$_benanza_src" && mkdir -p "$_benanza_src/db" \
+    && cp -r setup.py pyproject.toml CMakeLists.txt README.md benanza cpp templates "$_benanza_src/" \
+    && cp -r db/migrations "$_benanza_src/db/" || return 1
+  sed -i 's/^license = "\(.*\)"$/license = { text = "\1" }/' "$_benanza_src/pyproject.toml"
+  echo "gpu_install: setuptools $(python3 -c 'import setuptools; print(setuptools.__version__)') < 77:" \
+       "building from $_benanza_src with the license as a table"
+fi
+python3 -m pip install -q --no-deps --no-build-isolation --no-index "$_benanza_src" > /tmp/benanza-install.log 2>&1 \
     || { tail -20 /tmp/benanza-install.log; return 1; }
