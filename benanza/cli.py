@@ -14,30 +14,25 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
+from rich.text import Text
 
 from benanza import __version__
 from benanza import kinds as L
 from benanza.errors import BenanzaError, LibraryError, UsageError
+from benanza.reports.tables import Col, FitTable, console, fmt_ms
 from benanza.versions import version_text
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+# plain (click) help: it wraps to the terminal and shows a flag without a `<bool>` value
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
                   help="benanza: how fast could this ONNX model run on this GPU, and what stands in the way.")
-db_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+db_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
                      help="Query the performance database.")
 app.add_typer(db_app, name="db")
 
-def _console(stderr: bool = False) -> Console:
-    c = Console(stderr=stderr)
-    if not c.is_terminal:  # pipes and logs: wide tables, no wrapping mid-row
-        c = Console(stderr=stderr, width=200)
-    return c
-
-
-out = _console()
-err = _console(stderr=True)
+# the terminal's width on a terminal; pipes and files get every table whole, without colour
+out = console()
+err = console(stderr=True)
 
 LAYOUT_HELP = ("tensor layouts: nchw,nhwc (default: convolutions and their neighbours -- BatchNorm, pooling, "
                "per-channel elementwise -- also channels-last, each layer taking the faster), or nchw "
@@ -45,6 +40,10 @@ LAYOUT_HELP = ("tensor layouts: nchw,nhwc (default: convolutions and their neigh
 CONV_TF32_HELP = ("with --dtype fp32: convolutions (and cuDNN RNNs) in tf32, matmuls and the rest in fp32 -- PyTorch's default "
                   "(torch.backends.cudnn.allow_tf32 on, torch.backends.cuda.matmul.allow_tf32 off)")
 DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
+DIM_HELP = "bind another symbolic dim of the model's inputs: NAME=VALUE (repeatable)"
+BATCH_DIM_HELP = "which dim of a fixed-shape input is the batch (default: dim 0, or the symbolic one)"
+QUIET_HELP = "no progress bars or stage lines on stderr (the results still print)"
+DEVICE_HELP = "CUDA device index to run on"
 
 
 def _fail(msg: str, code: int) -> None:
@@ -168,13 +167,10 @@ def layers(model: Path = typer.Argument(..., help="ONNX model file"),
         return
     for ml in mls:
         s = ml.summary()
-        t = Table(title=f"{ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique; "
-                        f"{s['benchmarked_layers']} benchmarked ({s['unique_benchmarked']} unique), "
-                        f"{s['zero_cost_layers']} zero-cost, {sum(s['unsupported'].values())} unsupported")
-        t.add_column("op")
-        t.add_column("layers", justify="right")
-        t.add_column("unique", justify="right")
-        t.add_column("status")
+        t = FitTable(f"{ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique; "
+                     f"{s['benchmarked_layers']} benchmarked ({s['unique_benchmarked']} unique), "
+                     f"{s['zero_cost_layers']} zero-cost, {sum(s['unsupported'].values())} unsupported",
+                     [Col("op", "name"), Col("layers", "num"), Col("unique", "num"), Col("status")])
         status = {}
         for ly in ml.layers:
             status.setdefault(ly.op_type, set()).add(ly.status)
@@ -197,9 +193,8 @@ def layers(model: Path = typer.Argument(..., help="ONNX model file"),
                   f"{sum(s['folded'].values())} ({', '.join(f'{k} {v}' for k, v in s['folded'].items()) or 'none'})",
                   markup=False)
         if details:
-            d = Table()
-            for c in ("#", "name", "op", "status", "config", "output"):
-                d.add_column(c)
+            d = FitTable(None, [Col("#", "num"), Col("name", "name"), Col("op", "name", drop=2),
+                                Col("status", "name", drop=3), Col("config"), Col("output", "name", drop=1)])
             for ly in ml.layers:
                 d.add_row(str(ly.index), ly.name, ly.op_type, ly.status,
                           ly.config.describe() if ly.config else ly.reason,
@@ -218,8 +213,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP),
              kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise"),
              conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
-             dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
-             batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
+             dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
+             batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP)):
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers.
 
     Example: benanza generate resnet50.onnx --batch 1,32 --dtype fp16 -o suite"""
@@ -244,13 +239,12 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
 @app.command()
 @guarded
 def build(folder: Path = typer.Argument(..., help="suite folder written by `benanza generate`"),
-          jobs: Optional[int] = typer.Option(None, "-j", "--jobs", help="parallel compile jobs")):
+          jobs: Optional[int] = typer.Option(None, "-j", "--jobs", help="parallel compile jobs"),
+          quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar on stderr")):
     """Compile a generated suite with CMake against cuDNN and cuBLAS.
 
     Example: benanza build suite"""
-    from benanza.build.builder import build as do_build
-
-    r = do_build(folder, jobs=jobs)
+    r = _build_with_progress(folder, jobs, quiet)
     out.print(f"built {r.executable} (configure {r.configure_s:.1f} s, compile {r.compile_s:.1f} s)", markup=False)
 
 
@@ -279,6 +273,13 @@ def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
 MAX_ENGINES_HELP = ("quick runs: time at most this many cuDNN engine configs, cuBLASLt configs and legacy "
                     "convolution algorithms per call and job, in heuristics order (the rest recorded as skipped; "
                     "fewer candidates can only raise the LBL); 0: all, and cuBLASLt's algo-id search")
+RSE_HELP = "target relative standard error of the median: sampling stops below it"
+MIN_SAMPLES_HELP = "least timed samples per measurement"
+MAX_SAMPLES_HELP = "most timed samples per measurement"
+MAX_TIME_HELP = "sampling time cap per measurement (ms)"
+WORKSPACE_HELP = "largest workspace a cuDNN/cuBLAS algorithm may use (MB); those needing more are skipped"
+COLD_HELP = "also measure with L2 flushed before each call (the cold-cache figures)"
+JOB_TIMEOUT_HELP = "seconds before a job (one layer config) is killed and recorded as failed"
 SCREEN_HELP = ("skip sampling a call whose first replay is slower than this x its job's best so far "
                "(recorded as screened with that time); 0: sample every call")
 
@@ -374,20 +375,20 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
         warmup_ms: float = typer.Option(2.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
-        rse: float = typer.Option(0.01, "--rse", help="target relative standard error of the median"),
-        min_samples: int = typer.Option(10, "--min-samples"),
-        max_samples: int = typer.Option(2000, "--max-samples"),
-        max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help="sampling time cap per measurement"),
-        workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
-        cold: bool = typer.Option(True, "--cold/--no-cold", help="also measure with L2 flushed"),
+        rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
+        min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
+        max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
+        max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
+        workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
+        cold: bool = typer.Option(True, "--cold/--no-cold", help=COLD_HELP),
         screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
         max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
-        device: int = typer.Option(0, "--device"),
+        device: int = typer.Option(0, "--device", help=DEVICE_HELP),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
-        job_timeout: float = typer.Option(300.0, "--job-timeout", help="seconds before a job is killed"),
+        job_timeout: float = typer.Option(300.0, "--job-timeout", help=JOB_TIMEOUT_HELP),
         torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
-        quiet: bool = typer.Option(False, "--quiet", "-q"),
-        json_out: bool = typer.Option(False, "--json")):
+        quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+        json_out: bool = typer.Option(False, "--json", help="the run summary as JSON on stdout (no progress)")):
     """Run a built suite on the GPU and store the measurements in the database.
 
     Example: benanza run suite --db perf.db"""
@@ -438,12 +439,18 @@ def _current_fingerprint() -> Optional[str]:
         return None
 
 
-def _analysis_table(a) -> Table:
+#: the per-layer table's columns; in a narrow terminal the v7 pick goes first, then IQR, math,
+#: critical-path mark, config and call (layer, algorithm and time stay)
+ANALYSIS_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("config", drop=5), Col("call", "name", drop=6),
+                    Col("algorithm"), Col("math", "name", drop=3), Col("µs", "num"), Col("IQR µs", "num", drop=2),
+                    Col("v7 pick (µs)", drop=1), Col("crit", "name", drop=4))
+
+
+def _analysis_table(a) -> FitTable:
     part = "" if a.complete else " (INCOMPLETE: partial sums)"
-    t = Table(title=f"{a.model} batch {a.batch} {a.precision_label}: LBL {a.lbl_ms:.4f} ms (fused, critical path); "
-                    f"unfused sequential {a.lbl_sequential_ms:.4f} ms, parallel {a.lbl_parallel_ms:.4f} ms{part}")
-    for c in ("#", "layer", "config", "call", "algorithm", "math", "µs", "IQR µs", "v7 pick (µs)", "crit"):
-        t.add_column(c, justify="right" if c in ("#", "µs", "IQR µs") else "left")
+    t = FitTable(f"{a.model} batch {a.batch} {a.precision_label}: LBL {a.lbl_ms:.4f} ms (fused, critical path); "
+                 f"unfused sequential {a.lbl_sequential_ms:.4f} ms, parallel {a.lbl_parallel_ms:.4f} ms{part}",
+                 ANALYSIS_COLUMNS)
     crit = set(a.critical_path)
     for lt in a.layers:
         ly = lt.layer
@@ -452,7 +459,7 @@ def _analysis_table(a) -> Table:
         shapes = ly.config.describe() if ly.config else ",".join(
             "x".join(map(str, s)) for s in ly.input_shapes if s)
         if lt.status == "missing":
-            t.add_row(str(ly.index), ly.name, shapes, "[red]missing", lt.reason, "", "-", "-", "", "")
+            t.add_row(str(ly.index), ly.name, shapes, Text("missing", style="red"), lt.reason, "", "-", "-", "", "")
             continue
         pick = ""
         if lt.heuristic_algorithm:
@@ -476,10 +483,11 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             layout: str = typer.Option("nchw,nhwc", "--layout", help="layouts a layer may run in: nchw,nhwc "
                                        "(default: convolutions and their neighbours may run channels-last, layout "
                                        "conversions reported apart, not counted) or nchw (the model's layout only)"),
-            json_out: bool = typer.Option(False, "--json"),
+            json_out: bool = typer.Option(False, "--json", help="the analyses (with --profile: the insights) as "
+                                          "JSON on stdout"),
             layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer table"),
-            dim: Optional[list[str]] = typer.Option(None, "--dim"),
-            batch_dim: Optional[int] = typer.Option(None, "--batch-dim"),
+            dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
+            batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP),
             profile_dir: Optional[Path] = typer.Option(None, "--profile", help="framework profile folder "
                                                        "(`benanza profile`): compare the framework with the LBL"),
             html_out: Optional[Path] = typer.Option(None, "--html", help="with --profile: write a self-contained "
@@ -508,18 +516,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
         raise UsageError("--trace writes one schedule: give one --batch and one --dtype")
     if html_out is not None and profile_dir is None:
         raise UsageError("--html needs --profile DIR (the report compares the framework with the LBL)")
-    prof = None
-    if profile_dir is not None:
-        from benanza.profiles import load_profile
-        from benanza.profiles.profile import read_profile_json
-
-        pb = read_profile_json(profile_dir)["batch"]
-        batches = parse_batches(batch)
-        if batch != "1" and batches != [pb]:
-            raise UsageError(f"{profile_dir}: the profile was taken at batch {pb}; analyze --batch {pb}")
-        batch = str(pb)
-        prof = load_profile(profile_dir, model, pb, _parse_dims(dim), batch_dim, allow_mismatch)
-    mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim, quiet=json_out)
+    prof, batches = _profile_and_batches(profile_dir, model, batch, dim, batch_dim, allow_mismatch)
+    mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     database = open_db(db, create=False)
     if not json_out:
         _db_notices(database)
@@ -548,6 +546,22 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             out.print(_analysis_table(r))
     _print_findings(results, database, system)
     out.print(_summary_table(results))
+
+
+def _profile_and_batches(profile_dir: Optional[Path], model: Path, batch: str, dim, batch_dim, allow_mismatch: bool):
+    """``analyze --profile DIR``: the framework profile (None without DIR) and the batch sizes to
+    analyze (the profile's; a different ``--batch`` is a :class:`UsageError`)."""
+    from benanza.processing.model import parse_batches
+
+    if profile_dir is None:
+        return None, parse_batches(batch)
+    from benanza.profiles import load_profile
+    from benanza.profiles.profile import read_profile_json
+
+    pb = read_profile_json(profile_dir)["batch"]
+    if batch != "1" and parse_batches(batch) != [pb]:
+        raise UsageError(f"{profile_dir}: the profile was taken at batch {pb}; analyze --batch {pb}")
+    return load_profile(profile_dir, model, pb, _parse_dims(dim), batch_dim, allow_mismatch), [pb]
 
 
 def _conv_precision(conv_tf32: bool, precisions: list[str]) -> Optional[str]:
@@ -586,9 +600,9 @@ def _print_findings(results, database, system) -> None:
                       f"({sw['bytes'] / 1e6:.2f} MB to convert; not counted)", markup=False)
         fast = r.framework_faster()
         if fast:
-            t = Table(title=f"{head}: the framework's kernel beats every library call")
-            for c in ("layers", "what", "framework call", "µs", "best library call", "library µs"):
-                t.add_column(c, justify="right" if "µs" in c else "left")
+            t = FitTable(f"{head}: the framework's kernel beats every library call",
+                         [Col("layers"), Col("what"), Col("framework call", "name"), Col("µs", "num"),
+                          Col("best library call", "name", drop=1), Col("library µs", "num")])
             for f in sorted(fast, key=lambda f: -((f["library_ms"] or f["framework_ms"]) - f["framework_ms"])):
                 t.add_row(_ranges(f["layers"]), f["what"], f["framework_call"], f"{f['framework_ms'] * 1e3:.1f}",
                           f["library_call"] or "none valid",
@@ -596,10 +610,10 @@ def _print_findings(results, database, system) -> None:
             out.print(t)
         far = outliers(r, database, system)
         if far:
-            t = Table(title=f"{head}: layers above {far[0]['factor']:g}x their roofline bound "
-                            f"({far[0]['ceilings']})")
-            for c in ("#", "layer", "what", "call", "µs", "bound µs", "x bound", "share of LBL"):
-                t.add_column(c, justify="right" if c in ("#", "µs", "bound µs", "x bound", "share of LBL") else "left")
+            t = FitTable(f"{head}: layers above {far[0]['factor']:g}x their roofline bound ({far[0]['ceilings']})",
+                         [Col("#", "num"), Col("layer", "name"), Col("what", drop=2), Col("call", "name", drop=1),
+                          Col("µs", "num"), Col("bound µs", "num"), Col("x bound", "num"),
+                          Col("share of LBL", "num", drop=3)])
             for f in far[:15]:
                 t.add_row(str(f["index"]), f["name"], f["what"], f["call"], f"{f['time_ms'] * 1e3:.1f}",
                           f"{f['bound_ms'] * 1e3:.2f}", f"{f['ratio']:.1f}", f"{100 * f['share']:.1f} %")
@@ -713,13 +727,13 @@ def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by 
         err.print(f"HTML report written to {html_out}", markup=False)
 
 
-def _summary_table(results) -> Table:
+def _summary_table(results) -> FitTable:
     """One row per analysis: the headline LBL (fused, critical path) first, then the fused
     sequential and the unfused figures; an incomplete analysis shows partial sums, marked."""
-    t = Table(title="lower-bound latency (LBL), ms: fused, critical path; partial sums marked incomplete")
-    for c in ("model", "batch", "dtype", "layouts", "LBL ms", "fused seq ms", "unfused par ms", "unfused seq ms",
-              "layers measured", "complete"):
-        t.add_column(c, justify="right" if "ms" in c or c in ("batch",) else "left")
+    t = FitTable("lower-bound latency (LBL), ms: fused, critical path; partial sums marked incomplete",
+                 [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"), Col("layouts", "name", drop=4),
+                  Col("LBL ms", "num"), Col("fused seq ms", "num", drop=3), Col("unfused par ms", "num", drop=2),
+                  Col("unfused seq ms", "num", drop=1), Col("layers measured", drop=5), Col("complete")])
     for r in results:
         d = r.to_dict()
         miss = ", ".join(f"{op} x{n}" for op, n in d["missing_by_op"].items())
@@ -729,7 +743,7 @@ def _summary_table(results) -> Table:
                   f"{r.lbl_ms:.4f}{mark}", f"{r.lbl_fused_sequential_ms:.4f}{mark}",
                   f"{r.lbl_parallel_ms:.4f}{umark}", f"{r.lbl_sequential_ms:.4f}{umark}",
                   f"{d['measured_layers']} (+{d['zero_cost_layers']} zero-cost)",
-                  "yes" if r.complete else f"[red]no: {miss}")
+                  "yes" if r.complete else Text(f"no: {miss}", style="red"))
     return t
 
 
@@ -777,7 +791,7 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
             memory: str = typer.Option("l2", "--memory", help="memory term: l2 (warm working sets that fit "
                                        "the L2 scale with SMs x clock, the rest with DRAM bandwidth) or dram "
                                        "(Habitat's: all with DRAM bandwidth)"),
-            json_out: bool = typer.Option(False, "--json")):
+            json_out: bool = typer.Option(False, "--json", help="the prediction per layer as JSON on stdout")):
     """Predict MODEL's LBL on a GPU you do not have from its measurements on one you do (Habitat
     wave scaling, USENIX ATC 2021, with datasheet figures).
 
@@ -795,9 +809,9 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
     if json_out:
         out.print_json(json.dumps(p.to_dict()))
         return
-    t = Table(title=f"{a.model} batch {a.batch} {dtype}: {p.origin.name} (measured) -> {p.target.name} (predicted)")
-    for c in ("layer kind", "layers", f"{p.origin.name} ms", f"{p.target.name} ms", "ratio"):
-        t.add_column(c, justify="left" if c == "layer kind" else "right")
+    t = FitTable(f"{a.model} batch {a.batch} {dtype}: {p.origin.name} (measured) -> {p.target.name} (predicted)",
+                 [Col("layer kind", "name"), Col("layers", "num"), Col(f"{p.origin.name} ms", "num"),
+                  Col(f"{p.target.name} ms", "num"), Col("ratio", "num")])
     for kind, v in p.by_kind().items():
         t.add_row(kind, str(v["layers"]), f"{v['origin_ms']:.4f}", f"{v['predicted_ms']:.4f}",
                   f"{v['ratio']:.3f}" if v["ratio"] else "-")
@@ -807,6 +821,13 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
               + ("" if p.complete else " (INCOMPLETE: layers without a measurement)"), markup=False)
     out.print(f"method: Habitat wave scaling, {memory} memory term; figures from the spec table ({p.target.source})", markup=False,
               highlight=False)
+
+
+#: the roofline table's columns; in a narrow terminal the peak goes first, then roof, kind, MB and GFLOP
+ROOFLINE_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("kind", "name", drop=4), Col("GFLOP", "num", drop=2),
+                    Col("MB", "num", drop=3), Col("FLOP/B", "num"), Col("roof", "name", drop=5),
+                    Col("peak", "name", drop=6), Col("bound µs", "num"), Col("best µs", "num"),
+                    Col("efficiency", "num"))
 
 
 @app.command()
@@ -819,7 +840,7 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
              ceilings: str = typer.Option("spec", "--ceilings", help="spec (datasheet figures) or measured"),
              png: Optional[Path] = typer.Option(None, "--png", help="write the roofline chart as PNG"),
              svg: Optional[Path] = typer.Option(None, "--svg", help="write the roofline chart as SVG"),
-             json_out: bool = typer.Option(False, "--json"),
+             json_out: bool = typer.Option(False, "--json", help="the roofline of every layer as JSON on stdout"),
              kind: str = typer.Option("classic", "--kind", help="classic (achieved FLOP/s against FLOP/byte, one "
                                       "point per layer) or time (time against FLOPs and against bytes, every "
                                       "measured implementation of each layer; Wang et al. 2020)")):
@@ -863,9 +884,8 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
         out.print_json(json.dumps(d))
         return
     what = "datasheet figures, not measured on this GPU" if ceilings == "spec" else "measured by `benanza ceilings`"
-    t = Table(title=f"{a.model} batch {a.batch} {dtype} on {mr.gpu.name}: roofline ({ceilings} ceilings: {what})")
-    for c in ("#", "layer", "kind", "GFLOP", "MB", "FLOP/B", "roof", "peak", "bound µs", "best µs", "efficiency"):
-        t.add_column(c, justify="left" if c in ("layer", "kind", "roof", "peak") else "right")
+    t = FitTable(f"{a.model} batch {a.batch} {dtype} on {mr.gpu.name}: roofline ({ceilings} ceilings: {what})",
+                 ROOFLINE_COLUMNS)
     for x in mr.layers:
         t.add_row(str(x.index), x.name, x.kind, f"{x.flops / 1e9:.3f}", f"{x.bytes / 1e6:.2f}", f"{x.intensity:.1f}",
                   x.limit, x.peak, f"{x.bound_ms * 1e3:.1f}", f"{x.measured_ms * 1e3:.1f}", f"{x.efficiency:.0%}")
@@ -896,36 +916,34 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise "
                                               "(with --force: measure again what a harness change touched)"),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
-          retry_failed: bool = typer.Option(False, "--retry-failed"),
+          retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
           warmup_ms: float = typer.Option(2.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
-          rse: float = typer.Option(0.01, "--rse"),
-          min_samples: int = typer.Option(10, "--min-samples"),
-          max_samples: int = typer.Option(2000, "--max-samples"),
-          max_time_ms: float = typer.Option(1000.0, "--max-time-ms"),
-          workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb"),
-          cold: bool = typer.Option(True, "--cold/--no-cold"),
+          rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
+          min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
+          max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
+          max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
+          workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
+          cold: bool = typer.Option(True, "--cold/--no-cold", help=COLD_HELP),
           screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
           max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
-          device: int = typer.Option(0, "--device"),
+          device: int = typer.Option(0, "--device", help=DEVICE_HELP),
           devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
-          job_timeout: float = typer.Option(300.0, "--job-timeout"),
+          job_timeout: float = typer.Option(300.0, "--job-timeout", help=JOB_TIMEOUT_HELP),
           layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer tables"),
-          quiet: bool = typer.Option(False, "--quiet", "-q"),
-          json_out: bool = typer.Option(False, "--json"),
+          quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+          json_out: bool = typer.Option(False, "--json", help="stages, run and analyses as JSON on stdout (no "
+                                        "progress)"),
           conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
           torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
-          dim: Optional[list[str]] = typer.Option(None, "--dim"),
-          batch_dim: Optional[int] = typer.Option(None, "--batch-dim"),
+          dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
+          batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP),
           counters: bool = typer.Option(False, "--counters", help="then profile each layer's best implementation "
                                         "once with Nsight Compute (ncu on PATH) and store its DRAM and SM "
                                         "throughput, achieved occupancy and kernel names")):
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
-    from benanza.build.builder import build as do_build
-    from benanza.database.store import open_db, system_fingerprint
-    from benanza.generation.generator import generate as gen, parse_kinds, parse_layouts, parse_precisions, plan_jobs
+    from benanza.generation.generator import parse_kinds, parse_layouts, parse_precisions
     from benanza.processing.model import parse_batches
 
     ncu = _require_ncu() if counters else None  # before any work
@@ -941,26 +959,8 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     stages["process_s"] = time.perf_counter() - t
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
     conv_p = _conv_precision(conv_tf32, precisions)
-    if not plan_jobs(mls, precisions):  # fail before creating anything
-        raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
-    database = open_db(db)  # before the long stages: a bad URL fails now
-    if not (quiet or json_out):
-        _db_notices(database)
-    for ml in mls:
-        s = ml.summary()
-        say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "
-            f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
-            f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
-    t = time.perf_counter()
-    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
-        f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
-    stages["generate_s"] = time.perf_counter() - t
-    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
-    t = time.perf_counter()
-    br = do_build(folder)
-    stages["compile_s"] = time.perf_counter() - t
-    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
+    database, suite = _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet or json_out, say,
+                                   stages)
     t = time.perf_counter()
     rs = _do_run(suite, database, opts, quiet or json_out)
     stages["run_s"] = time.perf_counter() - t
@@ -970,13 +970,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     if ts is not None:
         stages["torch_s"] = time.perf_counter() - t
         say(f"[4/5] framework kernels: {_run_line(ts)}")
-    t = time.perf_counter()
-    system, _ = resolve_system(database, None, system_fingerprint(rs.system))
-    results = [do_analyze(ml, database, system, p, layouts=tuple(layouts), conv_precision=conv_p)
-               for ml in mls for p in precisions]
-    _require_measurements(results, database, system)
-    stages["analyze_s"] = time.perf_counter() - t
-    say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
+    system, results = _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages)
     counters_doc = _bench_counters(ncu, results, suite, database, system, opts, force, say, stages) if counters \
         else None
     if json_out:
@@ -991,6 +985,62 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
         _print_findings(results, database, system)
     out.print(_summary_table(results))
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
+
+
+def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: dict):
+    """``bench``'s stage 5: the LBL of every batch and data type on the system just measured ->
+    (system, analyses); :class:`UsageError` when a layer table has no measurement at all."""
+    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza.database.store import system_fingerprint
+
+    t = time.perf_counter()
+    system, _ = resolve_system(database, None, system_fingerprint(rs.system))
+    results = [do_analyze(ml, database, system, p, layouts=tuple(layouts), conv_precision=conv_p)
+               for ml in mls for p in precisions]
+    _require_measurements(results, database, system)
+    stages["analyze_s"] = time.perf_counter() - t
+    say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
+    return system, results
+
+
+def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict):
+    """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
+    created when no layer can be benchmarked), generate the suite into ``output`` (default: a
+    cache folder per model) and compile it, with a progress bar on a terminal unless ``quiet``.
+    Returns (database, suite); the stages' wall times (s) go into ``stages``."""
+    from benanza.database.store import open_db
+    from benanza.generation.generator import generate as gen, plan_jobs
+
+    if not plan_jobs(mls, precisions):  # fail before creating anything
+        raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
+    database = open_db(db)  # before the long stages: a bad URL fails now
+    if not quiet:
+        _db_notices(database)
+    for ml in mls:
+        s = ml.summary()
+        say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "
+            f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
+            f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
+    t = time.perf_counter()
+    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
+        f"{mls[0].model}-{mls[0].sha256[:12]}")
+    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
+    stages["generate_s"] = time.perf_counter() - t
+    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
+    t = time.perf_counter()
+    br = _build_with_progress(folder, None, quiet)
+    stages["compile_s"] = time.perf_counter() - t
+    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
+    return database, suite
+
+
+def _build_with_progress(folder: Path, jobs: Optional[int], quiet: bool):
+    """:func:`benanza.build.builder.build` with a bar per build (ninja's ``[n/m]``) on a terminal."""
+    from benanza.build.builder import build as do_build
+    from benanza.reports.progress import BuildProgress
+
+    with BuildProgress(err, enabled=not quiet) as progress:
+        return do_build(folder, jobs=jobs, progress=progress)
 
 
 def _require_ncu() -> str:
@@ -1020,20 +1070,19 @@ def _bench_counters(ncu, results, suite, database, system, opts, force: bool, sa
 @app.command()
 @guarded
 def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-             device: int = typer.Option(0, "--device"),
+             device: int = typer.Option(0, "--device", help=DEVICE_HELP),
              output: Optional[Path] = typer.Option(None, "-o", "--output", help="suite folder (default: a cache folder)"),
-             json_out: bool = typer.Option(False, "--json")):
+             json_out: bool = typer.Option(False, "--json", help="the ceilings as JSON on stdout")):
     """Measure this GPU's ceilings (DRAM bandwidth, GEMM rate per data type, FP32 FMA rate) and
     store them with the system: the roofs of the roofline.
 
     Example: benanza ceilings --db perf.db"""
     from benanza.runner import ceilings as C
-    from benanza.build.builder import build as do_build
     from benanza.database.store import open_db
 
     database = open_db(db)
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / "ceilings"
-    br = do_build(C.generate_suite(folder))
+    br = _build_with_progress(C.generate_suite(folder), None, json_out)
     system, rows, failed = C.measure(br.executable, device)
     sid = database.upsert_system(system)
     database.write_ceilings(sid, [r.to_row() for r in rows])
@@ -1041,9 +1090,9 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         out.print_json(json.dumps({"system": system.get("gpu_name"), "ceilings": [r.to_row() for r in rows],
                                    "failed": failed}))
         return
-    t = Table(title=f"ceilings, {system.get('gpu_name')}")
-    for col in ("ceiling", "value", "median ms", "rse", "what"):
-        t.add_column(col, justify="right" if col in ("value", "median ms", "rse") else "left")
+    t = FitTable(f"ceilings, {system.get('gpu_name')}", [Col("ceiling", "name"), Col("value", "num"),
+                                                          Col("median ms", "num", drop=1), Col("rse", "num", drop=2),
+                                                          Col("what")])
     for r in rows:
         scale, unit = (1e12, "TB/s") if r.unit == "bytes/s" else (1e12, "TFLOP/s")
         t.add_row(r.name, f"{r.value / scale:.2f} {unit}", f"{r.median_ms:.4f}",
@@ -1055,7 +1104,7 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 
 @app.command()
 @guarded
-def system(json_out: bool = typer.Option(False, "--json")):
+def system(json_out: bool = typer.Option(False, "--json", help="devices and libraries as JSON on stdout")):
     """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use.
 
     Example: benanza system --json"""
@@ -1079,13 +1128,16 @@ def system(json_out: bool = typer.Option(False, "--json")):
 
 # ---------------------------------------------------------------------------------------------- db
 
-def _emit(rows: list[dict], fmt: str, title: str, columns: list[str] | None = None) -> None:
-    """Rows as a rich table, CSV or JSON (a list of records) on stdout."""
+def _emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | None = None) -> None:
+    """Rows as a table, CSV or JSON (a list of records) on stdout. ``columns``: the table's, by row
+    key (a :class:`Col` whose header is the key, or the key); a ``*_ms`` column shows times with
+    their unit (ms or µs) under the key without ``_ms``. CSV and JSON keep every key and raw value."""
     fmt = fmt.lower()
     if fmt == "json":
         out.print_json(json.dumps(rows, default=str))
         return
-    cols = columns or (list(rows[0].keys()) if rows else [])
+    specs = [c if isinstance(c, Col) else Col(c) for c in (columns or (list(rows[0].keys()) if rows else []))]
+    cols = [c.header for c in specs]
     if fmt == "csv":
         import csv
 
@@ -1096,19 +1148,19 @@ def _emit(rows: list[dict], fmt: str, title: str, columns: list[str] | None = No
         return
     if fmt != "table":
         raise UsageError(f"--format must be table, csv or json, not {fmt!r}")
-    t = Table(title=title)
-    for c in cols:
-        t.add_column(c, overflow="fold")
+    t = FitTable(title, [Col(c.header[:-3], "num", c.drop) if c.header.endswith("_ms") else c for c in specs])
     for r in rows:
-        t.add_row(*[_cell(r.get(c)) for c in cols])
+        t.add_row(*[_cell(r.get(c), c) for c in cols])
     out.print(t)
 
 
-def _cell(v) -> str:
+def _cell(v, key: str = "") -> str:
+    if key.endswith("_ms"):
+        return fmt_ms(v)
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.3f}" if key == "ratio" else f"{v:.6g}"
     return str(v)
 
 
@@ -1141,8 +1193,10 @@ def db_systems(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
             for k, lib in (("cudnn_version", "cudnn"), ("cublas_version", "cublas"), ("runtime_version", "cuda")):
                 r[k] = version_text(lib, r.get(k))
     _emit(rows, fmt, f"systems in {database.safe_url}",
-          ["id", "fingerprint", "gpu_name", "compute_capability", "sm_count", "driver_version", "runtime_version",
-           "cudnn_version", "cublas_version", "measurements", "valid"])
+          [Col("id", "num"), Col("fingerprint", "name", drop=5), Col("gpu_name", "name"),
+           Col("compute_capability", "name", drop=2), Col("sm_count", "num", drop=1),
+           Col("driver_version", "name", drop=4), Col("runtime_version", "name", drop=3), Col("cudnn_version", "name"),
+           Col("cublas_version", "name"), Col("measurements", "num"), Col("valid", "num", drop=6)])
 
 
 def _params(items: list[str] | None) -> dict[str, str]:
@@ -1172,9 +1226,10 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
              status: Optional[str] = typer.Option(None, "--status", help="ok, not_supported, skipped, failed"),
              cache: Optional[str] = typer.Option(None, "--cache", help="warm or cold"),
              best: bool = typer.Option(False, "--best", help="only the fastest valid measurement per layer config"),
-             sort: str = typer.Option("median_ms", "--sort"),
+             sort: str = typer.Option("median_ms", "--sort", help="field to sort by, e.g. median_ms, kind, "
+                                      "algorithm"),
              desc: bool = typer.Option(False, "--desc", help="sort descending"),
-             limit: Optional[int] = typer.Option(None, "--limit"),
+             limit: Optional[int] = typer.Option(None, "--limit", help="at most this many rows"),
              fmt: str = typer.Option("table", "--format", help=FORMAT_HELP)):
     """Measurements filtered by system, model, layer kind, config fields, data type, math, algorithm,
     batch, status; sorted; as a table, CSV or JSON (a list of measurement records).
@@ -1207,18 +1262,21 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         recs = query.measurements(database, f)
         title = f"{len(recs)} measurements"
     _emit([r.to_dict() for r in recs], fmt, title,
-          ["system_id", "kind", "description", "precision", "call", "algorithm", "math", "cache", "status",
-           "median_ms", "iqr_ms", "samples", "converged"])
+          [Col("system_id", "num", drop=7), Col("kind", "name", drop=6), Col("description"),
+           Col("precision", "name", drop=5), Col("call", "name", drop=4), Col("algorithm"), Col("math", "name", drop=3),
+           Col("cache", "name", drop=2), Col("status", "name", drop=8), Col("median_ms", "num"),
+           Col("iqr_ms", "num", drop=9), Col("samples", "num", drop=10), Col("converged", "name", drop=1)])
 
 
 @db_app.command("shared")
 @guarded
 def db_shared(model: str = typer.Argument(..., help="ONNX file or model name in the database"),
-              batch: Optional[int] = typer.Option(None, "--batch"),
+              batch: Optional[int] = typer.Option(None, "--batch", help="the model's batch size (default: any)"),
               db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-              system: Optional[str] = typer.Option(None, "--system"),
-              dtype: str = typer.Option("fp32", "--dtype"),
-              json_out: bool = typer.Option(False, "--json")):
+              system: Optional[str] = typer.Option(None, "--system", help="id, fingerprint prefix or GPU name "
+                                                   "(default: any system)"),
+              dtype: str = typer.Option("fp32", "--dtype", help="data type: fp32, tf32, fp16, bf16, fp8"),
+              json_out: bool = typer.Option(False, "--json", help="the counts as JSON on stdout")):
     """How many of MODEL's unique layer configs are already measured (what a run still has to do).
 
     Example: benanza db shared resnet50.onnx --batch 32 --dtype fp16 --db perf.db"""
@@ -1262,7 +1320,8 @@ def db_compare(system_a: str = typer.Argument(..., help="system A (id, fingerpri
                          f"on both: nothing to compare (try another --dtype)")
     _emit(rows, fmt, f"{len(rows)} layer configs on both systems in {dtype} ({cache}); median ratio B/A "
                      f"{np.median([r['ratio'] for r in rows]):.3f}",
-          ["kind", "description", "a_ms", "b_ms", "ratio", "a_algorithm", "b_algorithm"])
+          [Col("kind", "name", drop=3), Col("description"), Col("a_ms", "num"), Col("b_ms", "num"), Col("ratio", "num"),
+           Col("a_algorithm", drop=1), Col("b_algorithm", drop=1)])
 
 
 @db_app.command("export")
@@ -1310,16 +1369,18 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
 @guarded
 def db_import(source: str = typer.Argument(..., help="a benanza database file or URL"),
               db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-              json_out: bool = typer.Option(False, "--json")):
+              json_out: bool = typer.Option(False, "--json", help="the import counts as JSON on stdout")):
     """Merge SOURCE into the database: per job (config x precision x system) the newer one wins.
 
     Example: benanza db import colleague.db --db perf.db"""
     from benanza.database import sharing
     from benanza.database.store import open_db
+    from benanza.reports.progress import spinner
 
     database = open_db(db)
     _db_notices(database)
-    st = sharing.import_db(database, source)
+    with spinner(err, f"importing {source} into {database.safe_url}", enabled=not json_out):
+        st = sharing.import_db(database, source)
     if json_out:
         out.print_json(json.dumps(st.to_dict()))
         return
@@ -1386,13 +1447,10 @@ def _profile_tables(p) -> list:
     from collections import Counter
 
     s = p.settings
-    head = Table(title=f"{p.model} batch {p.batch} {p.dtype or ''}: PyTorch {s.framework_version or '?'}, "
-                       f"{s.gpu_name or s.device or '?'}, cuDNN {version_text('cudnn', s.cudnn_version)}, "
-                       f"cudnn.benchmark {s.cudnn_benchmark}, TF32 matmul/cuDNN "
-                       f"{s.allow_tf32_matmul}/{s.allow_tf32_cudnn}")
-    head.add_column("measure")
-    head.add_column("ms", justify="right")
-    head.add_column("note")
+    head = FitTable(f"{p.model} batch {p.batch} {p.dtype or ''}: PyTorch {s.framework_version or '?'}, "
+                    f"{s.gpu_name or s.device or '?'}, cuDNN {version_text('cudnn', s.cudnn_version)}, "
+                    f"cudnn.benchmark {s.cudnn_benchmark}, TF32 matmul/cuDNN "
+                    f"{s.allow_tf32_matmul}/{s.allow_tf32_cudnn}", [Col("measure"), Col("ms", "num"), Col("note")])
     lat = p.latency
     if lat is not None:
         head.add_row("latency (median)", f"{lat.median_ms:.4f}",
@@ -1443,23 +1501,25 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
             force: bool = typer.Option(False, "--force", help="replace a profile already in the output folder"),
             timeout: float = typer.Option(1800.0, "--timeout", help="seconds per PyTorch run"),
             json_out: bool = typer.Option(False, "--json", help="JSON on stdout (the joined profile)"),
-            dim: Optional[list[str]] = typer.Option(None, "--dim", help="bind another symbolic dim: NAME=VALUE"),
-            batch_dim: Optional[int] = typer.Option(None, "--batch-dim")):
+            dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
+            batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP)):
     """Run MODEL in PyTorch under torch.profiler (and cuDNN/cuBLASLt logging) into a profile folder,
     join its kernels with the model's layers and print what the framework did.
 
     Example: benanza profile resnet50.onnx --batch 32 --dtype fp16 -o prof-r50"""
     from benanza.profiles import capture_profile, load_profile
+    from benanza.reports.progress import Steps
 
     dims = _parse_dims(dim)
     if load is None:
         b = 1 if batch is None else batch
         folder = output or Path(f"profile-{model.stem}-b{b}-{dtype}")
-        say = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False, highlight=False))
-        capture_profile(model, b, dtype, folder, device=device, warmup=warmup, runs=runs, iterations=iterations,
-                cudnn_benchmark=cudnn_benchmark, logs=logs, dims=dims, batch_dim=batch_dim, force=force,
-                timeout=timeout, say=say, channels_last=channels_last)
-        say(f"profile written to {folder}")
+        with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
+            capture_profile(model, b, dtype, folder, device=device, warmup=warmup, runs=runs, iterations=iterations,
+                            cudnn_benchmark=cudnn_benchmark, logs=logs, dims=dims, batch_dim=batch_dim, force=force,
+                            timeout=timeout, say=say, channels_last=channels_last)
+        if not json_out:
+            err.print(f"profile written to {folder}", markup=False, highlight=False)
     else:
         if output is not None:
             raise UsageError("--from reads a profile and -o writes one: give one of them")
@@ -1472,6 +1532,16 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
         err.print(f"notice: {n}", markup=False, soft_wrap=True)
     for t in _profile_tables(p):
         out.print(t)
+
+
+def _input_shape(text: Optional[str]) -> Optional[tuple[int, ...]]:
+    """``--input-shape 3x299x299`` -> (3, 299, 299); None when not given; :class:`UsageError` else."""
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--input-shape {text!r}: give dims like 3x224x224") from None
 
 
 TORCH_SPEC_HELP = ("a torchvision model name (resnet50, vit_b_16), transformers:TYPE (transformers:bert) or "
@@ -1516,24 +1586,20 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
     from benanza.processing.modules import resolve
     from benanza.profiles import load_profile
     from benanza.profiles.pytorch import DTYPES, check_dtype, prepare
+    from benanza.reports.progress import Steps
     from benanza.reports.report import render_html, terminal_tables
 
     check_dtype(dtype)
     batches = parse_batches(batch)
     if compile_mode is not None and compile_mode not in ("default", "reduce-overhead", "max-autotune"):
         raise UsageError(f"--compile {compile_mode!r}: choose default, reduce-overhead or max-autotune")
-    shape = None
-    if input_shape:
-        try:
-            shape = tuple(int(x) for x in input_shape.lower().split("x"))
-        except ValueError:
-            raise UsageError(f"--input-shape {input_shape!r}: give dims like 3x224x224") from None
+    shape = _input_shape(input_shape)
     src = resolve(spec, seq, shape)
     folder = output or Path(f"benanza-torch-{src.name}")
-    say = (lambda m: None) if json_out else (lambda m: err.print(m, markup=False, highlight=False))
     ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None}
-    onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, bench,
-                                   bench_args, warmup, runs, iterations, ref, force, say)
+    with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
+        onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, bench,
+                                       bench_args, warmup, runs, iterations, ref, force, say)
     database = open_db(db, create=False)
     system, notice = resolve_system(database, None, _current_fingerprint())
     _, _, precision, conv = DTYPES[dtype]

@@ -43,7 +43,8 @@ def test_usage_errors_are_one_line_and_exit_2():
     assert r.returncode == 0 and "Usage" in r.stdout
 
 
-def test_every_command_help_has_an_example():
+def _commands():
+    """(path, click command) of every command of the benanza command tree."""
     import typer.main
 
     from benanza.cli import app
@@ -56,5 +57,37 @@ def test_every_command_help_has_an_example():
         else:
             yield path, cmd
 
-    missing = [" ".join(p) for p, c in walk(typer.main.get_command(app), []) if "Example:" not in (c.help or "")]
+    return list(walk(typer.main.get_command(app), []))
+
+
+def test_every_command_help_has_an_example():
+    missing = [" ".join(p) for p, c in _commands() if "Example:" not in (c.help or "")]
     assert not missing, missing
+
+
+def test_every_option_says_what_it_does():
+    """Every option of every command has a help text, and --help shows a flag as a flag: typer's
+    rich help printed `<bool>` after each (and after --help itself) and boxed the options so that
+    at 80 columns the help column was a few words wide."""
+    from typer.testing import CliRunner
+
+    from benanza.cli import app
+
+    runner = CliRunner()
+    silent, placeholders, wide = [], [], []
+    for path, cmd in _commands():
+        silent += [f"{' '.join(path)} {p.opts[0]}" for p in cmd.params
+                   if p.param_type_name == "option" and not p.hidden and not (p.help or "").strip()]
+        r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, prog_name="benanza")
+        assert r.exit_code == 0, r.output
+        assert "Example:" in r.output and "Options:" in r.output
+        if "<bool>" in r.output:
+            placeholders.append(" ".join(path))
+        wide += [ln for ln in r.output.splitlines() if len(ln) > 80]
+        for p in cmd.params:  # each option is listed with its help
+            if p.param_type_name == "option" and not p.hidden:
+                assert p.opts[0] in r.output, (path, p.opts[0])
+    assert len(_commands()) >= 20
+    assert not silent, silent
+    assert not placeholders, placeholders
+    assert not wide, wide[:3]

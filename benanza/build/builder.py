@@ -79,10 +79,11 @@ def harness_library_path(libs: CudaLibs, cuda_architectures: str | None = None) 
     return _harness_root(libs, cuda_architectures) / "build" / "libbenanza_harness.a"
 
 
-def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: str | None = None) -> Path:
+def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: str | None = None,
+                  progress=None) -> Path:
     """The harness static library, compiled once per harness version and library set into
     ``$XDG_CACHE_HOME/benanza/harness/<key>`` (locked against concurrent builds). Raises
-    :class:`BuildError` when it does not compile."""
+    :class:`BuildError` when it does not compile. ``progress``: as in :func:`build`."""
     from benanza.generation.generator import render_harness_project
 
     root = _harness_root(libs, cuda_architectures)
@@ -92,14 +93,14 @@ def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: s
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not lib.exists():
             render_harness_project(root)
-            _configure_and_compile(root, libs, jobs, cuda_architectures, "harness")
+            _configure_and_compile(root, libs, jobs, cuda_architectures, "harness", progress=progress)
         if not lib.exists():
             raise BuildError(f"harness build finished but {lib} is missing (see {root / 'build' / 'build.log'})")
     return lib
 
 
 def _configure_and_compile(root: Path, libs: CudaLibs, jobs: int | None, cuda_architectures: str | None,
-                           what: str, extra: list[str] | None = None, target: str | None = None
+                           what: str, extra: list[str] | None = None, target: str | None = None, progress=None
                            ) -> tuple[float, float, Path]:
     bdir = root / "build"
     bdir.mkdir(parents=True, exist_ok=True)
@@ -111,22 +112,25 @@ def _configure_and_compile(root: Path, libs: CudaLibs, jobs: int | None, cuda_ar
     if cuda_architectures:
         cmd.append(f"-DCMAKE_CUDA_ARCHITECTURES={cuda_architectures}")
     t0 = time.perf_counter()
-    _run(cmd, log, f"{what} configure")
+    _run(cmd, log, f"{what} configure", progress=progress)
     t1 = time.perf_counter()
     _run([_cmake(), "--build", str(bdir), "--parallel", str(jobs or os.cpu_count() or 2)]
-         + (["--target", target] if target else []), log, f"{what} compile", append=True)
+         + (["--target", target] if target else []), log, f"{what} compile", append=True, progress=progress)
     return t1 - t0, time.perf_counter() - t1, log
 
 
 def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = None,
-          cuda_architectures: str | None = None) -> BuildResult:
+          cuda_architectures: str | None = None, progress=None) -> BuildResult:
     """Configure and compile the suite in ``folder`` (output in ``folder/build``).
 
     Incremental: unchanged sources are not recompiled. When the harness library of this version is
     not cached yet and the machine has 8 cores or more (``BENANZA_BUILD_OVERLAP=1``/``0`` forces
     the choice), it is built at the same time as the suite's own sources (they do not need it),
     then the suite is linked. ``cuda_architectures`` overrides the
-    CMAKE_CUDA_ARCHITECTURES default. Raises :class:`BuildError` with the first error line and the
+    CMAKE_CUDA_ARCHITECTURES default. ``progress(stage, line)``, when given, gets every output line
+    of CMake and the build tool as it comes (stage: ``harness``/``suite`` + ``configure``/``compile``;
+    :class:`benanza.reports.progress.BuildProgress` draws ninja's ``[n/m]`` as bars; it may be
+    called from two threads). Raises :class:`BuildError` with the first error line and the
     log path, :class:`LibraryError` when cuDNN/cuBLAS/CUDA are missing.
     """
     suite = load_suite(folder)
@@ -137,22 +141,23 @@ def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = N
     overlap = os.environ.get("BENANZA_BUILD_OVERLAP", "") or ("1" if (os.cpu_count() or 1) >= 8 else "0")
     if lib.exists() or overlap != "1":
         # cached, or too few cores for two builds at once: the harness first (if needed), then the suite
-        build_harness(libs, jobs, cuda_architectures)
+        build_harness(libs, jobs, cuda_architectures, progress)
         harness_s = time.perf_counter() - t0
         configure_s, compile_s, log = _configure_and_compile(suite.root, libs, jobs, cuda_architectures, "suite",
-                                                             extra)
+                                                             extra, progress=progress)
         compile_s += harness_s
     else:
         # first build of this harness: compile it and the suite's own sources at the same time
         # (the suite's objects do not need the library), then link
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(build_harness, libs, jobs, cuda_architectures)
+            pending = pool.submit(build_harness, libs, jobs, cuda_architectures, progress)
             configure_s, compile_s, log = _configure_and_compile(suite.root, libs, jobs, cuda_architectures,
-                                                                 "suite", extra, target="benanza_suite_objects")
+                                                                 "suite", extra, target="benanza_suite_objects",
+                                                                 progress=progress)
             pending.result()  # raises the harness's BuildError
         harness_s = time.perf_counter() - t0  # wall time until the harness library was ready
         _run([_cmake(), "--build", str(suite.root / "build"), "--parallel", str(jobs or os.cpu_count() or 2)], log,
-             "suite compile", append=True)
+             "suite compile", append=True, progress=progress)
         compile_s = time.perf_counter() - t0 - configure_s  # the wall time of both builds and the link
     exe = suite_executable(suite.root)
     if not exe.exists():
@@ -160,15 +165,22 @@ def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = N
     return BuildResult(executable=exe, configure_s=configure_s, compile_s=compile_s, log=log, harness_s=harness_s)
 
 
-def _run(cmd: list[str], log: Path, stage: str, append: bool = False) -> None:
+def _run(cmd: list[str], log: Path, stage: str, append: bool = False, progress=None) -> None:
     with open(log, "a" if append else "w") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        f.write(proc.stdout)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in proc.stdout:  # as it comes, for the progress bar
+            f.write(line)
+            lines.append(line)
+            if progress is not None:
+                progress(stage, line)
+        proc.wait()
+        output = "".join(lines)
     if proc.returncode != 0:
-        first = next((ln.strip() for ln in proc.stdout.splitlines()
-                      if "error" in ln.lower() and ln.strip()), proc.stdout.strip().splitlines()[-1:] or [""])
+        first = next((ln.strip() for ln in output.splitlines()
+                      if "error" in ln.lower() and ln.strip()), output.strip().splitlines()[-1:] or [""])
         if isinstance(first, list):
             first = first[0] if first else ""
         raise BuildError(f"{stage} failed: {first[:300]} (full log: {log})")

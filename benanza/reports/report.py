@@ -16,11 +16,11 @@ import json
 from pathlib import Path
 
 import jinja2
-from rich.table import Table
 from rich.text import Text
 
 from benanza.errors import UsageError
 from benanza.analysis.insights import FORMAT, FORMAT_VERSION
+from benanza.reports.tables import Col, FitTable
 
 #: breakdown parts in display order, with their colours
 PARTS = (("layers", "layers", "#4e79a7"), ("layout", "layout conversions", "#f28e2b"),
@@ -38,11 +38,9 @@ def _f(v, digits: int = 4) -> str:
 def terminal_tables(d: dict, top: int = 15) -> list:
     """Rich renderables of one insights document (:meth:`Insights.to_dict`)."""
     fw = d.get("framework") or {}
-    head = Table(title=f"{d['model']} batch {d['batch']} {d['precision']} on {d.get('gpu') or '?'}: "
-                       f"{fw.get('framework') or 'framework'} {fw.get('version') or ''} vs the lower bound")
-    head.add_column("measure")
-    head.add_column("ms", justify="right")
-    head.add_column("note")
+    head = FitTable(f"{d['model']} batch {d['batch']} {d['precision']} on {d.get('gpu') or '?'}: "
+                    f"{fw.get('framework') or 'framework'} {fw.get('version') or ''} vs the lower bound",
+                    [Col("measure"), Col("ms", "num"), Col("note")])
     head.add_row("measured latency", _f(d["latency_ms"]), f"IQR {_f(d.get('latency_iqr_ms'))} ms")
     head.add_row("GPU kernel time", _f(d["gpu_kernel_ms"]), "union of kernel intervals (trace)")
     head.add_row("host overhead", _f(d["host_overhead_ms"]), "latency - GPU kernel time")
@@ -63,19 +61,15 @@ def terminal_tables(d: dict, top: int = 15) -> list:
         if j.get("speedup_tensor_cores"):
             note += f"; with {j['tensor_core_precision']}: x{j['speedup_tensor_cores']:.2f}"
         head.add_row("joint speedup", f"x{j['speedup']:.2f}", note)
-    bd = Table(title="where the measured latency goes (ms per inference)")
-    for _, label, _c in PARTS:
-        bd.add_column(label, justify="right")
-    bd.add_row(*[_f((d.get("breakdown") or {}).get(k)) for k, _l, _c in PARTS])
-    fi = Table(title="findings, ranked by estimated saving")
-    for c in ("#", "Q", "finding", "saving ms", "evidence"):
-        fi.add_column(c, justify="right" if c in ("#", "saving ms") else "left")
+    bd = breakdown_table(d)
+    fi = FitTable("findings, ranked by estimated saving", [Col("#", "num"), Col("Q", "name", drop=1), Col("finding"),
+                                                            Col("saving ms", "num"), Col("evidence", drop=2)])
     for i, f in enumerate(d["findings"][:top], 1):
         fi.add_row(str(i), f["category"], f["title"], _f(f["saving_ms"]), "\n".join(f["evidence"][:3]))
-    al = Table(title="algorithm selection (Q3): framework's and cuDNN heuristic's choice vs the best measured")
-    for c in ("#", "layer", "framework ran", "its ms (DB)", "best", "best ms", "framework cost", "heuristic",
-              "heuristic cost"):
-        al.add_column(c, justify="right" if "ms" in c or "cost" in c or c == "#" else "left")
+    al = FitTable("algorithm selection (Q3): framework's and cuDNN heuristic's choice vs the best measured",
+                  [Col("#", "num"), Col("layer", "name"), Col("framework ran", "name"),
+                   Col("its ms (DB)", "num", drop=3), Col("best", "name", drop=2), Col("best ms", "num", drop=4), Col("framework cost", "num"),
+                   Col("heuristic", "name", drop=1), Col("heuristic cost", "num", drop=5)])
     for a in d["algorithms"]:
         fw_ms = _f(a["framework_db_ms"]) if a["in_db"] else ("not in DB" if a["framework_engine"] else "")
         al.add_row(str(a["layer"]), a["name"], a["framework_engine"] or "", fw_ms, a["best_algorithm"] or "",
@@ -86,6 +80,18 @@ def terminal_tables(d: dict, top: int = 15) -> list:
     if wt is not None:
         out.insert(0, wt)
     return [Text(answer(d))] + out
+
+
+def breakdown_table(d: dict) -> FitTable:
+    """Where the measured latency goes: one row per part of the breakdown (:data:`PARTS`), ms per
+    inference and its share of the measured latency."""
+    bd = FitTable("where the measured latency goes (ms per inference)",
+                  [Col("part"), Col("ms", "num"), Col("share", "num")])
+    lat = d.get("latency_ms")
+    for k, label, _c in PARTS:
+        v = (d.get("breakdown") or {}).get(k)
+        bd.add_row(label, _f(v), f"{100 * v / lat:.1f} %" if v is not None and lat else "-")
+    return bd
 
 
 def answer(d: dict) -> str:
@@ -102,14 +108,13 @@ def answer(d: dict) -> str:
             f"lower bound {_f(lbl, 2)} ms" + (f"; largest findings: {how}." if how else "."))
 
 
-def whatif_table(d: dict) -> Table | None:
+def whatif_table(d: dict) -> FitTable | None:
     """The what-if composition (benanza.analysis.whatif) as a table: latency after each step, its saving."""
     w = d.get("whatif") or {}
     if not w.get("steps"):
         return None
-    t = Table(title="what-if: each change applied to the measured timeline in this order (ms per inference)")
-    for c in ("#", "step", "latency after ms", "saving ms"):
-        t.add_column(c, justify="left" if c == "step" else "right")
+    t = FitTable("what-if: each change applied to the measured timeline in this order (ms per inference)",
+                 [Col("#", "num"), Col("step"), Col("latency after ms", "num"), Col("saving ms", "num")])
     t.add_row("", "measured", _f(w["start_ms"]), "")
     for i, st in enumerate(w["steps"], 1):
         t.add_row(str(i), st["title"], _f(st["ms_after"]), _f(st["saving_ms"]))
@@ -119,19 +124,20 @@ def whatif_table(d: dict) -> Table | None:
     return t
 
 
-def comparison_table(docs: list[dict]) -> Table:
+def comparison_table(docs: list[dict]) -> FitTable:
     """One row per insights document: the headline numbers side by side."""
-    t = Table(title="comparison")
-    for c in ("model", "batch", "dtype", "GPU", "latency ms", "LBL seq ms", "LBL par ms", "LBL fused ms",
-              "Benanza ratio", "joint speedup", "top finding"):
-        t.add_column(c, justify="right" if "ms" in c or c in ("batch", "Benanza ratio", "joint speedup") else "left")
+    t = FitTable("comparison", [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"),
+                                Col("GPU", "name", drop=5), Col("latency ms", "num"), Col("LBL seq ms", "num", drop=3),
+                                Col("LBL par ms", "num", drop=2), Col("LBL fused ms", "num"),
+                                Col("Benanza ratio", "num"), Col("joint speedup", "num", drop=4),
+                                Col("top finding", drop=1)])
     flagged = 0
     for d in docs:
         j = (d.get("joint") or {}).get("speedup")
         top = d["findings"][0] if d.get("findings") else None
         ratio = _f(d.get("benanza_ratio"), 3)
         if above_one(d):
-            ratio, flagged = f"[bold red]{ratio} > 1: not a bound", flagged + 1
+            ratio, flagged = Text(f"{ratio} > 1: not a bound", style="bold red"), flagged + 1
         part = "" if d.get("complete", True) else " incomplete"
         t.add_row(d["model"], str(d["batch"]), d["precision"], d.get("gpu") or "", _f(d.get("latency_ms")),
                   _f(d["lbl_sequential_ms"]) + part, _f(d["lbl_parallel_ms"]) + part,

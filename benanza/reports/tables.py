@@ -1,0 +1,201 @@
+"""Terminal tables that follow the terminal's width, and the consoles that print them.
+
+A :class:`FitTable` is a rich renderable: at print time it gets the console's width and, when its
+rows do not fit,
+
+1. drops the least important columns (highest :attr:`Col.drop` first), then adds back the small
+   dropped columns that fit again;
+2. narrows the name and text columns, widest first: a name keeps its distinguishing end
+   (``/layer1/…/conv2/Conv``, :func:`middle_ellipsis`), text wraps at word boundaries;
+3. never narrows a number column below its widest cell: numbers are never cut or wrapped (a table
+   that cannot fit even then is printed at its least width; the terminal wraps the lines).
+
+Piped output (stdout not a terminal) gets a console of :data:`PIPE_WIDTH` columns: every table at
+its natural width, nothing dropped or cut, no colour (:func:`console`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Union
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+#: the width of a console that writes to a pipe or a file: wide enough that no table is narrowed
+PIPE_WIDTH = 100_000
+
+#: least width of a name column before columns are dropped, and of a text column
+NAME_MIN = 16
+TEXT_MIN = 12
+#: the last resort in a very narrow terminal, before the table is printed wider than it
+SQUEEZE_MIN = 6
+#: a text (prose) column wraps beyond this width when the table does not fit at its natural width
+TEXT_CAP = 40
+
+#: rich's default box with edges and one space of padding each side: 3 columns per column + 1
+_PER_COLUMN = 3
+
+Cell = Union[str, Text, None]
+
+
+def console(stderr: bool = False, **kw) -> Console:
+    """A rich console for stdout (or stderr): the terminal's width when it is a terminal (rich reads
+    ``COLUMNS`` too), else :data:`PIPE_WIDTH` columns and no colour (plain and complete)."""
+    c = Console(stderr=stderr, **kw)
+    if not c.is_terminal:
+        c = Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, **kw)
+    return c
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A time given in ms with its unit and three significant digits: ``1.23 ms``, ``43.2 µs``,
+    ``0.043 µs``; ``-`` for None or NaN."""
+    if ms is None or not isinstance(ms, (int, float)) or not math.isfinite(ms):
+        return "-"
+    a = abs(ms)
+    if a >= 1:
+        return f"{ms:.{2 if a < 10 else 1 if a < 100 else 0}f} ms"
+    us = ms * 1e3
+    b = abs(us)
+    return f"{us:.{3 if b < 1 else 2 if b < 10 else 1 if b < 100 else 0}f} µs"
+
+
+def middle_ellipsis(s: str, width: int) -> str:
+    """``s`` in at most ``width`` cells, cut in the middle so that its distinguishing end stays:
+    whole trailing path segments (``/``) when there are, with the head cut at a segment boundary
+    (``/layer1/layer1.0/conv2/Conv`` in 20: ``/layer1/…/conv2/Conv``); else about a third head, two
+    thirds tail (``resnet50_layer4_bottleneck_conv3`` in 16: ``resne…ck_conv3``)."""
+    if len(s) <= width:
+        return s
+    if width <= 1:
+        return "…"[:width]
+    room = width - 1
+    cuts = [i for i, ch in enumerate(s) if ch == "/" and i > 0]
+    tail = ""
+    for i in reversed(cuts):  # the longest whole-segment tail that leaves room for a head
+        if len(s) - i <= room - min(4, room // 3):
+            tail = s[i:]
+        else:
+            break
+    if tail:
+        head = s[:room - len(tail)]
+        if "/" in head[1:]:
+            head = head[:head.rindex("/") + 1]
+        return head + "…" + tail
+    h = room // 3
+    return s[:h] + "…" + s[len(s) - (room - h):]
+
+
+@dataclass(frozen=True)
+class Col:
+    """A column of a :class:`FitTable`.
+
+    ``kind``: ``num`` (right-aligned, never cut or wrapped), ``name`` (one line, middle-ellipsised
+    when narrowed) or ``text`` (wraps at words when narrowed). ``drop``: 0 for a column always
+    shown, else the order in which columns go when the table does not fit (highest first)."""
+
+    header: str
+    kind: str = "text"
+    drop: int = 0
+    justify: str | None = None
+
+
+class FitTable:
+    """A table that fits the console it is printed on (module doc). ``cols``: :class:`Col` or a
+    header string (a text column always shown); cells: strings (printed as they are, never read
+    as rich markup), :class:`rich.text.Text` (styled) or None (empty)."""
+
+    def __init__(self, title: str | Text | None, cols: Iterable[Col | str], caption: str | None = None):
+        self.title = title
+        self.caption = caption
+        self.cols = [c if isinstance(c, Col) else Col(c) for c in cols]
+        self.rows: list[list[Text]] = []
+
+    def add_row(self, *cells: Cell) -> None:
+        if len(cells) != len(self.cols):
+            raise ValueError(f"{len(cells)} cells for {len(self.cols)} columns")
+        self.rows.append([c if isinstance(c, Text) else Text("" if c is None else str(c)) for c in cells])
+
+    # ------------------------------------------------------------------------------------ layout
+
+    def _natural(self, i: int) -> int:
+        col = self.cols[i]
+        cells = max((cell_len(line) for r in self.rows for line in r[i].plain.split("\n")), default=0)
+        head = len(col.header) if col.kind == "name" else max(map(len, col.header.split() or [""]))
+        return max(cells, head, 1)
+
+    def _least(self, i: int, natural: int) -> int:
+        col = self.cols[i]
+        if col.kind == "num":
+            return natural
+        floor = NAME_MIN if col.kind == "name" else TEXT_MIN
+        return min(natural, max(floor, len(col.header) if col.kind == "name" else 0))
+
+    def layout(self, width: int) -> dict[int, int]:
+        """The columns shown at console ``width`` and their content widths: {index: width}."""
+        natural = {i: self._natural(i) for i in range(len(self.cols))}
+
+        def total(ws: dict[int, int]) -> int:
+            return sum(ws.values()) + _PER_COLUMN * len(ws) + 1
+
+        if total(natural) <= width:
+            return natural
+        capped = {i: min(w, TEXT_CAP) if self.cols[i].kind == "text" else w for i, w in natural.items()}
+        shown = dict(capped)
+        order = sorted((i for i, c in enumerate(self.cols) if c.drop), key=lambda i: (-self.cols[i].drop, -i))
+        dropped = []
+        for i in order:
+            if total(shown) <= width:
+                break
+            del shown[i]
+            dropped.append(i)
+        if total(shown) <= width:  # room left: the small dropped columns, most important first
+            for i in sorted(dropped, key=lambda i: self.cols[i].drop):
+                if total(shown) + capped[i] + _PER_COLUMN <= width:
+                    shown[i] = capped[i]
+            return dict(sorted(shown.items()))
+        excess = total(shown) - width
+        for floor in (None, SQUEEZE_MIN):  # comfortable widths first; in a very narrow terminal, less
+            least = {i: self._least(i, w) if floor is None else min(w, floor) if self.cols[i].kind != "num" else w
+                     for i, w in shown.items()}
+            while excess > 0:
+                room = [i for i in shown if shown[i] > least[i]]
+                if not room:
+                    break  # printed at its least width: numbers stay whole
+                widest = max(room, key=lambda i: (shown[i], i))
+                shown[widest] -= 1
+                excess -= 1
+        return shown
+
+    def table(self, width: int) -> Table:
+        """The rich table of this table's rows at console ``width``."""
+        shown = self.layout(width)
+        t = Table(title=Text(self.title) if isinstance(self.title, str) else self.title,
+                  caption=Text(self.caption) if self.caption else None)
+        for i, w in shown.items():
+            c = self.cols[i]
+            justify = c.justify or ("right" if c.kind == "num" else "left")
+            t.add_column(Text(c.header), justify=justify, width=w, no_wrap=c.kind == "name",
+                         overflow="ellipsis" if c.kind == "name" else "fold")
+        for r in self.rows:
+            cells = []
+            for i, w in shown.items():
+                cell = r[i]
+                if self.cols[i].kind == "name" and cell.cell_len > w:
+                    cell = Text(middle_ellipsis(cell.plain, w), style=cell.style)
+                cells.append(cell)
+            t.add_row(*cells)
+        return t
+
+    def width(self, width: int) -> int:
+        """The printed width of the table at console ``width`` (at most ``width`` when it fits)."""
+        shown = self.layout(width)
+        return sum(shown.values()) + _PER_COLUMN * len(shown) + 1
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        w = options.max_width
+        need = self.width(w)
+        yield from console.render(self.table(w), options.update_width(max(w, need)))
