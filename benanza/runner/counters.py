@@ -181,6 +181,8 @@ def profile(ncu: str, exe: str | Path, impl: Implementation, suite_args: list[st
         except subprocess.TimeoutExpired:
             raise DeviceError(f"ncu: {impl.call} / {impl.algorithm}: no result after {timeout_s:.0f} s") from None
         text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    if '"ID",' not in text and '"ID",' in p.stdout:  # a report printed on stdout (after the suite's lines)
+        text = p.stdout
     rec = _profiled(p.stdout)
     where = f"job {impl.job}, {impl.call} / {impl.algorithm} ({impl.layout})"
     if rec is None:
