@@ -749,8 +749,10 @@ def _summary_table(results) -> FitTable:
 
 # --------------------------------------------------------------------------- predict and roofline
 
-def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system_spec: Optional[str], json_out: bool):
-    """Process MODEL at one batch, resolve the system and analyze it in one precision."""
+def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system_spec: Optional[str], json_out: bool,
+                  layouts: tuple[str, ...] = ("NCHW",)):
+    """Process MODEL at one batch, resolve the system and analyze it in one precision (each layer's
+    fastest measurement among ``layouts``)."""
     from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
     from benanza.database.store import open_db
 
@@ -763,7 +765,7 @@ def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system
     system, notice = resolve_system(database, system_spec, _current_fingerprint())
     if notice and not json_out:
         err.print(f"notice: {notice}", markup=False)
-    return do_analyze(ml, database, system, dtype), system
+    return do_analyze(ml, database, system, dtype, layouts=layouts), system
 
 
 def _spec_of(system, json_out: bool):
@@ -843,7 +845,10 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
              json_out: bool = typer.Option(False, "--json", help="the roofline of every layer as JSON on stdout"),
              kind: str = typer.Option("classic", "--kind", help="classic (achieved FLOP/s against FLOP/byte, one "
                                       "point per layer) or time (time against FLOPs and against bytes, every "
-                                      "measured implementation of each layer; Wang et al. 2020)")):
+                                      "measured implementation of each layer; Wang et al. 2020)"),
+             layout: str = typer.Option("nchw", "--layout", help="layouts a layer may run in: nchw (default: the "
+                                        "model's) or nchw,nhwc (convolutions and their neighbours also "
+                                        "channels-last, each layer taking the faster; the time chart draws both)")):
     """Roofline bound and library efficiency (bound / best measured) of every layer of MODEL, and the
     roofline chart (--kind classic) or the time-based roofline of every implementation (--kind time).
 
@@ -856,9 +861,12 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
         raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
     if kind not in ("classic", "time"):
         raise UsageError(f"--kind must be classic or time, got {kind!r}")
+    from benanza.generation.generator import parse_layouts
+
+    layouts = tuple(parse_layouts(layout))
     for flag, path in (("--png", png), ("--svg", svg)):
         _check_output_file(flag, path)
-    a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out)
+    a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out, layouts)
     spec = _spec_of(system, json_out)
     database = open_db(db, create=False)
     measured = database.ceilings(system.id)

@@ -150,3 +150,22 @@ def test_cli_kind_time_json_and_bad_kind(tmp_path):
     assert all(sum(p["chosen"] for p in x["points"]) == 1 for x in d["layers"])
     r = bz("roofline", str(RESNET50), "-b", "32", "-t", "fp16", "--db", str(REF), "--kind", "log")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == ["benanza: --kind must be classic or time, got 'log'"]
+
+
+def test_cli_layout_nhwc_draws_the_channels_last_implementations_too():
+    """--layout nchw,nhwc: the NHWC engine configs of the truth database join each config's column,
+    and the chosen point is still the fastest valid of all."""
+    truth, model = REPO / "db" / "reference" / "h200_truth.sqlite.gz", REPO / "db" / "reference" / "truth" / "resnet50.onnx"
+    docs = {}
+    for layout in ("nchw", "nchw,nhwc"):
+        r = bz("roofline", str(model), "-b", "32", "-t", "fp16", "--db", str(truth), "--kind", "time", "--json",
+               "--layout", layout)
+        assert r.returncode == 0, r.stderr
+        docs[layout] = json.loads(r.stdout)["layers"]
+    one, both = docs["nchw"], docs["nchw,nhwc"]
+    assert {p["layout"] for x in one for p in x["points"]} == {"NCHW"}
+    assert {p["layout"] for x in both for p in x["points"]} == {"NCHW", "NHWC"}
+    assert sum(len(x["points"]) for x in both) > sum(len(x["points"]) for x in one)
+    for x in both:
+        (chosen,) = [p for p in x["points"] if p["chosen"]]
+        assert chosen["time_ms"] == min(p["time_ms"] for p in x["points"] if p["status"] == "ok") == x["best_ms"]
