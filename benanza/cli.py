@@ -351,10 +351,11 @@ def _do_torch(suite, db, system_id, opts, quiet, torch: Optional[bool]):
     """The framework's kernels after the suite's (``torch``: None = when available). Returns the
     run summary, or None (with the reason printed unless quiet) when they are not timed."""
     from benanza.runner.run import framework_available, run_framework_jobs
+    from benanza.runner.system import partition_excludes_framework
 
     if torch is False:
         return None
-    why = framework_available()
+    why = partition_excludes_framework() or framework_available()
     if why:
         if torch:
             raise LibraryError(f"--torch: {why}")

@@ -93,7 +93,7 @@ def test_same_gpu_returns_the_measured_times(r50):
 
 
 def test_h200_to_h100_sxm_on_hand_computed_layers(r50):
-    p = predict(r50, H200, H100, memory="dram")  # Habitat's DRAM-only memory term
+    p = predict(r50, H200, H100, memory="dram", fixed_us=0)  # Habitat's DRAM-only memory term, pure scaling
     by_name = {lp.name: lp for lp in p.layers}
     bw = 4.8 / 3.35  # same SMs, clock and Tensor Core peaks: only the bandwidth term moves
     # a ReLU (CUDA cores, fp16): 1 FLOP per 4 bytes; H100 SXM FP32 ridge 66.9 / 3.35 FLOP/B
@@ -118,7 +118,7 @@ def test_h200_to_h100_sxm_on_hand_computed_layers(r50):
 
 
 def test_compute_bound_layers_scale_by_the_tensor_core_peak(r50):
-    p = predict(r50, H200, A100, memory="dram")
+    p = predict(r50, H200, A100, memory="dram", fixed_us=0)
     conv = next(lp for lp in p.layers if lp.compute == "fp16" and lp.intensity > A100.ridge("fp16"))
     g = 0.5 * (312 / 2039) * 1e3 / conv.intensity  # past the A100 ridge: R / 2x
     assert conv.gamma == pytest.approx(g)
@@ -314,3 +314,133 @@ def test_prediction_between_h100_and_h200_meets_the_target(pair):
     # the measured ceilings came along: the H200's copy bandwidth is the higher
     c200, c100 = db.ceilings(h200.id), db.ceilings(h100.id)
     assert c200["dram_bandwidth"].value > 1.2 * c100["dram_bandwidth"].value
+
+
+# ------------------------------------------- SM partitions: one H100 confined to 132, 64 and 32 SMs
+
+PART_DB = REPO / "db" / "reference" / "h100_partitions.sqlite.gz"
+PART_MODELS = "resnet50,mobilenet_v2,vit_b_16,resnet18,squeezenet1_1,convnext_tiny,bert_base,alexnet"
+
+
+def test_fixed_part_of_each_layer_is_kept(r50, models):
+    """predicted = F + (T - F) x factor with F = min(T, fixed_us): a layer under the fixed part keeps
+    its time; fixed_us=0 is pure wave scaling."""
+    pure, p = predict(r50, H200, A100, fixed_us=0), predict(r50, H200, A100)
+    assert p.fixed_us == 2.0 and p.to_dict()["fixed_us"] == 2.0
+    for a, b in zip(pure.layers, p.layers):
+        if b.status != "measured":
+            continue
+        assert b.factor == a.factor and b.fixed_ms == pytest.approx(min(b.origin_ms, 2e-3))
+        assert b.predicted_ms == pytest.approx(b.fixed_ms + (b.origin_ms - b.fixed_ms) * b.factor)
+    db = open_db(str(REF_DB), create=False)
+    b1 = analyze(process(models / "resnet50.onnx", 1), db, resolve_system(db, None)[0], "fp16")
+    tiny = [lp for lp in predict(b1, H200, A100).layers if lp.status == "measured" and lp.origin_ms <= 2e-3]
+    assert tiny and all(lp.predicted_ms == lp.origin_ms for lp in tiny)
+    assert r50.lbl_sequential_ms < p.lbl_sequential_ms < pure.lbl_sequential_ms  # A100 is slower: less scaled
+    with pytest.raises(UsageError, match="fixed part must be 0"):
+        predict(r50, H200, A100, fixed_us=-1)
+
+
+def test_partition_spec_scales_the_math_not_the_memory():
+    from benanza.analysis.gpus import partition_spec
+
+    p = find_gpu("NVIDIA H100 80GB HBM3 [64 SMs]")
+    assert p.name == "H100-SXM [64 SMs]" and p.sm_count == 64 and p.partition_of == 132
+    for k, v in H100.peak.items():
+        assert p.peak[k] == (None if v is None else pytest.approx(v * 64 / 132))
+    assert (p.bandwidth, p.l2_bytes, p.memory_bytes, p.boost_clock_mhz) == (
+        H100.bandwidth, H100.l2_bytes, H100.memory_bytes, H100.boost_clock_mhz)
+    assert "64 of its 132 SMs" in p.source and find_gpu("h100-sxm [32 SMs]").sm_count == 32
+    assert partition_spec(H100, 132) is H100
+    with pytest.raises(UsageError, match="H100-SXM has 132 SMs: no partition of 200"):
+        find_gpu("NVIDIA H100 80GB HBM3 [200 SMs]")
+
+
+@pytest.fixture(scope="module")
+def partition_check(tmp_path_factory):
+    """benchmarks/predict_check.py on the checked-in partition database (8 models, batch 32, fp16
+    and fp32, every ordered pair of 132, 64 and 32 SMs, measured ceilings)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("predict_check", REPO / "benchmarks" / "predict_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path_factory.mktemp("pc")
+    args = ["--db", str(PART_DB), "--partitions", "--models", str(REPO / "db" / "reference" / "truth"),
+            "--model", PART_MODELS, "--batch", "32", "--dtype", "fp16,fp32", "--ceilings", "measured"]
+    assert mod.main(args + ["--json", str(out / "after.json"), "--errors-out", str(out / "errors.json")]) == 0
+    assert mod.main(args[:-2] + ["--ceilings", "spec", "--fixed-us", "0", "--json", str(out / "before.json")]) == 0
+    return {k: json.loads((out / f"{k}.json").read_text()) for k in ("after", "before", "errors")}
+
+
+def test_prediction_across_sm_counts(partition_check):
+    """What the validation shows (benchmarks/results/2026-11-25): on every pair the prediction is at
+    least 4x closer than "same time as on the origin"; between 64 and 32 SMs under 5 %; between
+    the whole GPU and a partition 7-12 % (memory-bound fp32 kinds); the fixed part and the measured
+    ceilings halve the error of pure Habitat scaling with datasheet figures."""
+    after, before = partition_check["after"]["l2"]["summary"], partition_check["before"]["l2"]["summary"]
+    assert len(after) == 7 and all(v["configurations"] == 16 for v in after.values())
+    for pair, v in after.items():
+        assert v["mean_abs_error"] * 4 < v["naive_mean_abs_error"], pair
+        if "[64 SMs]" in pair and "[32 SMs]" in pair:
+            assert v["mean_abs_error"] < 0.05, pair
+        else:
+            assert v["mean_abs_error"] < 0.12, pair
+    assert after["all"]["mean_abs_error"] < 0.6 * before["all"]["mean_abs_error"]
+
+
+def test_checked_in_error_table_is_what_the_validation_gives(partition_check):
+    from benanza.analysis.predict import load_error_table
+
+    table, fresh = load_error_table(), partition_check["errors"]
+    assert table["path"].endswith("predict_errors.json")
+    assert table["kinds"].keys() == fresh["kinds"].keys() and table["ceilings"] == "measured"
+    for kind, by_dtype in fresh["kinds"].items():
+        for dtype, e in by_dtype.items():
+            assert table["kinds"][kind][dtype] == pytest.approx(e), (kind, dtype)
+    assert table["model_mean_abs_error"] == pytest.approx(fresh["model_mean_abs_error"])
+    assert {"Conv", "Gemm", "Elementwise"} <= set(table["kinds"])
+
+
+def test_error_bar_weights_the_validated_kinds(r50, tmp_path):
+    from benanza.analysis.predict import error_bar, load_error_table
+
+    table = {"kinds": {"Conv": {"fp16": {"mean_abs_error": 0.1, "max_abs_error": 0.2}},
+                       "Gemm": {"fp32": {"mean_abs_error": 0.5, "max_abs_error": 0.9}}}, "date": "d"}
+    p = predict(r50, H200, H100)
+    eb = error_bar(p, table)
+    kinds = p.by_kind()
+    assert eb.by_kind == {"Conv": 0.1} and eb.relative == pytest.approx(0.1) and eb.worst == pytest.approx(0.2)
+    assert set(eb.unvalidated) == set(kinds) - {"Conv"}  # Gemm was validated in fp32 only
+    share = sum(v["predicted_ms"] for k, v in kinds.items() if k != "Conv") / p.lbl_sequential_ms
+    assert eb.unvalidated_share == pytest.approx(share)
+    real = error_bar(p, load_error_table())
+    assert not real.unvalidated and 0 < real.relative < max(real.by_kind.values())
+    bad = tmp_path / "e.json"
+    bad.write_text("[1]")
+    with pytest.raises(UsageError, match="prediction error table .*e.json"):
+        load_error_table(bad)
+
+
+def test_sm_partition_names_the_system_as_the_suite_does(monkeypatch):
+    """BENANZA_SM_COUNT: the Python side names and fingerprints the device as the suite's system
+    record does (cpp/src/partition.cpp: "<name> [<N> SMs]"), and keeps PyTorch's kernels out."""
+    from benanza.database.store import system_fingerprint
+    from benanza.runner import system as sysq
+
+    dev = {"gpu_name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "compute_capability": "9.0"}
+    monkeypatch.delenv("BENANZA_SM_COUNT", raising=False)
+    assert sysq.apply_partition(dev) is dev and sysq.partition_excludes_framework() is None
+    monkeypatch.setenv("BENANZA_SM_COUNT", "132")
+    assert sysq.apply_partition(dev) is dev
+    monkeypatch.setenv("BENANZA_SM_COUNT", "64")
+    part = sysq.apply_partition(dev)
+    assert part == {**dev, "sm_count": 64, "gpu_name": "NVIDIA H100 80GB HBM3 [64 SMs]"}
+    assert system_fingerprint(part) != system_fingerprint(dev)
+    assert find_gpu(part["gpu_name"]).sm_count == 64
+    assert "not PyTorch" in sysq.partition_excludes_framework()
+    for bad, msg in (("abc", "not a positive SM count"), ("0", "not a positive SM count"),
+                     ("200", "the GPU has 132 SMs")):
+        monkeypatch.setenv("BENANZA_SM_COUNT", bad)
+        with pytest.raises(UsageError, match=f"BENANZA_SM_COUNT={bad}: {msg}"):
+            sysq.apply_partition(dev)

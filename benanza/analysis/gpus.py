@@ -51,6 +51,7 @@ class GpuSpec:
     source: str
     fp32_lanes_per_sm: int = 128  # FP32 FMA units per SM (64 on Volta, Turing, GA100)
     note: str = ""
+    partition_of: int | None = None  # SMs of the whole GPU when this is a partition (:func:`partition_spec`)
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak FLOP/s of ``precision`` (fp32: CUDA cores; others: Tensor Cores). Raises
@@ -139,6 +140,28 @@ GPUS: tuple[GpuSpec, ...] = (
 )
 
 
+#: a partitioned system's GPU name (BENANZA_SM_COUNT, cpp/include/benanza/partition.hpp): "<name> [<N> SMs]"
+PARTITION_NAME = re.compile(r"^(?P<base>.*\S)\s*\[(?P<sms>\d+) SMs\]$")
+
+
+def partition_spec(spec: GpuSpec, sm_count: int) -> GpuSpec:
+    """``spec`` confined to ``sm_count`` of its SMs (a CUDA green context, as ``BENANZA_SM_COUNT``
+    runs the harness): the math peaks scale by sm_count / SMs (each SM brings its own CUDA and Tensor
+    Cores); DRAM, its datasheet bandwidth, memory and L2 are the whole GPU's (a partition shares
+    them; how much of the bandwidth k SMs can draw is :mod:`benanza.analysis.predict`'s business).
+    ``spec`` itself when ``sm_count`` is all its SMs. Raises UsageError for a count outside 1..SMs."""
+    if not 0 < sm_count <= spec.sm_count:
+        raise UsageError(f"{spec.name} has {spec.sm_count} SMs: no partition of {sm_count}")
+    if sm_count == spec.sm_count:
+        return spec
+    f = sm_count / spec.sm_count
+    return dataclasses.replace(
+        spec, name=f"{spec.name} [{sm_count} SMs]", aliases=(), sm_count=sm_count,
+        peak={k: (v * f if v is not None else None) for k, v in spec.peak.items()},
+        source=f"{spec.source}; confined to {sm_count} of its {spec.sm_count} SMs: math peaks x {sm_count}/{spec.sm_count}",
+        partition_of=spec.sm_count)
+
+
 def _norm(s: str) -> str:
     return re.sub(r"[^a-z0-9]", "", s.lower().replace("nvidia", "").replace("tesla", ""))
 
@@ -147,7 +170,11 @@ def find_gpu(name: str) -> GpuSpec:
     """The spec for ``name``: a ``System.gpu_name`` ("NVIDIA H200", "NVIDIA H100 80GB HBM3") or a
     user string ("h100-sxm", "A100", "b200"), matched case- and punctuation-insensitively: an exact
     name or alias first, else the one GPU whose name or alias contains ``name``. Raises
-    UsageError (listing the known names) when nothing or more than one GPU matches."""
+    UsageError (listing the known names) when nothing or more than one GPU matches. A name ending
+    in ``[N SMs]`` (a partitioned system's) is that GPU's :func:`partition_spec` of N SMs."""
+    part = PARTITION_NAME.match((name or "").strip())
+    if part:
+        return partition_spec(find_gpu(part["base"]), int(part["sms"]))
     q = _norm(name or "")
     known = ", ".join(g.name for g in GPUS)
     if not q:

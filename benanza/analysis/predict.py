@@ -41,6 +41,23 @@ What benanza changes, and why:
   throughput (its slices and clock; datasheets give no L2 bandwidth). Checked on an H100 SXM and an
   H200 (same SMs, clocks and L2, 1.43x the DRAM bandwidth): `benchmarks/predict_check.py`.
 
+* **Fixed part** (``fixed_us``, default :data:`FIXED_US` = 2 µs). Part of every kernel's time
+  does not scale with SMs, clock or bandwidth: the launch and the ramp up and down of its grid
+  (benanza's launch floor, :data:`benanza.reports.chart.LAUNCH_FLOOR_US`, is the same 2 µs). A
+  layer measured at T_o is predicted as ``F + (T_o - F) * factor`` with F = min(T_o, fixed_us);
+  ``fixed_us=0`` is the pure wave scaling above. Found and checked by running one H100 confined to
+  132, 64 and 32 SMs (CUDA green contexts, ``BENANZA_SM_COUNT``; `benchmarks/predict_check.py
+  --partitions`, benchmarks/results/2026-11-25): layers of a few µs barely change with the SM count
+  (a 1.5 µs GELU takes 1.5 µs on 32 SMs), which pure scaling predicts 4x slower.
+* **Measured ceilings.** The validation on partitions uses the ceilings `benanza ceilings` measured
+  on each system (:func:`benanza.analysis.gpus.with_measured_ceilings`) where the database has
+  them: the full H100's Tensor Cores run about 15 % slower per SM than 64 of its SMs do (the power
+  limit lowers the clock under load), which no datasheet figure says.
+
+Error bars: :func:`error_bar` attaches to a prediction the errors measured per layer kind in that
+validation (``db/reference/predict_errors.json``, written by `benchmarks/predict_check.py
+--errors-out`) and names the layer kinds it never covered.
+
 Limits: no change of algorithm between GPUs (the origin's best implementation is assumed best on
 the target), no launch-overhead floor. Zero-cost layers stay 0 ms; a layer without an origin
 measurement has no prediction and marks the predicted LBL incomplete.
@@ -48,7 +65,9 @@ measurement has no prediction and marks the predicted LBL incomplete.
 from __future__ import annotations
 
 import collections
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable
 
 from benanza.analysis import roofline
@@ -58,6 +77,9 @@ from benanza.analysis.gpus import GpuSpec
 
 #: how the memory term scales: Habitat's DRAM bandwidth ratio, or L2-aware (module docstring)
 MEMORY_MODELS = ("l2", "dram")
+
+#: the part of a layer's time (µs) that no SM count, clock or bandwidth changes (module docstring)
+FIXED_US = 2.0
 
 #: math modes (benanza.kinds.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
 TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
@@ -101,6 +123,7 @@ class LayerPrediction:
     compute: str = ""
     factor: float | None = None
     dram_share: float | None = None
+    fixed_ms: float = 0.0  # the part of origin_ms kept as is: predicted = fixed + (origin - fixed) x factor
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -124,6 +147,7 @@ class Prediction:
     origin_lbl_parallel_ms: float
     complete: bool
     memory: str = "l2"
+    fixed_us: float = FIXED_US
 
     def by_kind(self) -> dict[str, dict]:
         """Per layer kind: layer count, origin and predicted time sums (ms) and their ratio."""
@@ -142,7 +166,7 @@ class Prediction:
     def to_dict(self) -> dict:
         return {"model": self.model, "batch": self.batch, "precision": self.precision,
                 "origin": self.origin.name, "target": self.target.name, "method": "habitat-wave-scaling",
-                "memory_model": self.memory,
+                "memory_model": self.memory, "fixed_us": self.fixed_us,
                 "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
                 "origin_lbl_sequential_ms": self.origin_lbl_sequential_ms,
                 "origin_lbl_parallel_ms": self.origin_lbl_parallel_ms, "complete": self.complete,
@@ -178,13 +202,16 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
 
 
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
-            memory: str = "l2") -> Prediction:
+            memory: str = "l2", fixed_us: float = FIXED_US) -> Prediction:
     """Predict ``analysis`` (measured on ``origin``) on ``target`` by wave scaling (module
-    docstring); ``memory``: ``l2`` (L2-aware memory term, default) or ``dram`` (Habitat's).
+    docstring); ``memory``: ``l2`` (L2-aware memory term, default) or ``dram`` (Habitat's);
+    ``fixed_us``: the part of each layer's time (µs) kept as measured (0: pure wave scaling).
     ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
-    analysis's, either GPU lacks Tensor Cores for it, or ``memory`` is unknown."""
+    analysis's, either GPU lacks Tensor Cores for it, ``memory`` is unknown or ``fixed_us`` < 0."""
     if memory not in MEMORY_MODELS:
         raise UsageError(f"memory model must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
+    if not fixed_us >= 0:
+        raise UsageError(f"the fixed part must be 0 µs or more, not {fixed_us}")
     precision = precision or analysis.precision
     if precision != analysis.precision:
         raise UsageError(f"the analysis is in {analysis.precision}, not {precision}")
@@ -198,32 +225,41 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            key = math_peak_key(lt.math, precision)
-            x = roofline.intensity(ly.config, precision)
-            if key is None:
-                ridge = target.ridge("fp32")
-                c_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
-                lp.compute = "cuda_cores"
-            else:
-                ridge = target.ridge(key)
-                c_ratio = origin.peak_flops(key) / target.peak_flops(key)
-                lp.compute = key
-            g = habitat_gamma(x, ridge)
-            m_ratio = origin.bandwidth / target.bandwidth
-            if memory == "l2":
-                f = dram_share(roofline.min_bytes(ly.config, precision), origin, target, analysis.cache)
-                s_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
-                m_ratio = m_ratio ** f * s_ratio ** (1.0 - f)
-                lp.dram_share = f
-            lp.factor = m_ratio ** g * c_ratio ** (1.0 - g)
-            lp.gamma, lp.intensity = g, x
-            lp.predicted_ms = lt.time_ms * lp.factor
+            _scale_layer(lp, lt, origin, target, precision, memory, analysis.cache)
+            lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
+            lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
     weight = [lp.predicted_ms or 0.0 for lp in out]
     par, path = critical_path(edges_of(analysis), weight)
     return Prediction(analysis.model, analysis.batch, precision, origin, target, out, sum(weight), par, path,
                       analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
-                      all(lp.predicted_ms is not None for lp in out), memory)
+                      all(lp.predicted_ms is not None for lp in out), memory, fixed_us)
+
+
+def _scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
+                 cache: str) -> None:
+    """Fill ``lp``'s compute peak, gamma, intensity, DRAM share and wave-scaling factor (module
+    docstring) for the measured layer ``lt``."""
+    ly = lt.layer
+    key = math_peak_key(lt.math, precision)
+    x = roofline.intensity(ly.config, precision)
+    if key is None:
+        ridge = target.ridge("fp32")
+        c_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
+        lp.compute = "cuda_cores"
+    else:
+        ridge = target.ridge(key)
+        c_ratio = origin.peak_flops(key) / target.peak_flops(key)
+        lp.compute = key
+    g = habitat_gamma(x, ridge)
+    m_ratio = origin.bandwidth / target.bandwidth
+    if memory == "l2":
+        f = dram_share(roofline.min_bytes(ly.config, precision), origin, target, cache)
+        s_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
+        m_ratio = m_ratio ** f * s_ratio ** (1.0 - f)
+        lp.dram_share = f
+    lp.factor = m_ratio ** g * c_ratio ** (1.0 - g)
+    lp.gamma, lp.intensity = g, x
 
 
 @dataclass
@@ -276,3 +312,74 @@ def mean_model_error(validations: Iterable[Validation]) -> float:
     if not v:
         raise UsageError("no validations to average")
     return sum(v) / len(v)
+
+
+# ---------------------------------------------------------------------------------- error bars
+
+def error_table_path() -> Path | None:
+    """The validation's error table: ``db/reference/predict_errors.json`` of a source checkout, or
+    a copy inside the installed package (``benanza/_data/predict_errors.json``); None when absent."""
+    pkg = Path(__file__).resolve().parents[1]
+    for p in (pkg / "_data" / "predict_errors.json", pkg.parent / "db" / "reference" / "predict_errors.json"):
+        if p.is_file():
+            return p
+    return None
+
+
+def load_error_table(path: str | Path | None = None) -> dict | None:
+    """The error table (``benchmarks/predict_check.py --errors-out``): ``kinds`` -> kind -> precision
+    -> ``mean_abs_error`` / ``max_abs_error`` (fractions), ``pairs``, ``layers``. None when there is
+    none; raises UsageError naming the file when it is not such a table."""
+    path = Path(path) if path else error_table_path()
+    if path is None:
+        return None
+    try:
+        table = json.loads(path.read_text())
+        if not isinstance(table.get("kinds"), dict):
+            raise ValueError("no 'kinds' object")
+    except (OSError, ValueError, AttributeError) as e:
+        raise UsageError(f"prediction error table {path}: {e}") from None
+    table.setdefault("path", str(path))
+    return table
+
+
+@dataclass
+class ErrorBar:
+    """The error measured for a prediction's layer kinds: ``relative`` is the mean |error| of each
+    validated kind (in the prediction's precision) weighted by its predicted time, ``worst`` the
+    same with each kind's largest |error| (fractions); ``by_kind`` kind -> mean |error|;
+    ``unvalidated`` the kinds the validation never covered in this precision and
+    ``unvalidated_share`` their share of the predicted sequential time."""
+
+    relative: float | None
+    worst: float | None
+    by_kind: dict[str, float]
+    unvalidated: list[str]
+    unvalidated_share: float
+    source: str
+    model_mean_abs_error: float | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def error_bar(prediction: Prediction, table: dict) -> ErrorBar:
+    """The :class:`ErrorBar` of ``prediction`` from the validation ``table`` (:func:`load_error_table`)."""
+    times: dict[str, float] = collections.defaultdict(float)
+    for lp in prediction.layers:
+        if lp.status == "measured":
+            times[lp.kind or lp.op] += lp.predicted_ms
+    total = sum(times.values())
+    by_kind, worst, unvalidated = {}, {}, []
+    for kind in sorted(times, key=lambda k: -times[k]):
+        e = table["kinds"].get(kind, {}).get(prediction.precision)
+        if e is None:
+            unvalidated.append(kind)
+        else:
+            by_kind[kind], worst[kind] = float(e["mean_abs_error"]), float(e["max_abs_error"])
+    covered = sum(times[k] for k in by_kind)
+    rel = sum(times[k] * by_kind[k] for k in by_kind) / covered if covered else None
+    wst = sum(times[k] * worst[k] for k in by_kind) / covered if covered else None
+    return ErrorBar(rel, wst, by_kind, unvalidated, sum(times[k] for k in unvalidated) / total if total else 0.0,
+                    f"{table.get('path', 'error table')} ({table.get('command', 'predict_check.py')}, {table.get('date', '')})",
+                    table.get("model_mean_abs_error"))

@@ -1,9 +1,52 @@
 """The system here: CUDA devices (through benanza._native) and the cuDNN/cuBLAS benanza would use."""
 from __future__ import annotations
 
+import os
+
 from benanza.build.cudalibs import find_cublas, find_cudnn, find_toolkit
 from benanza.database.store import system_fingerprint
-from benanza.errors import BenanzaError
+from benanza.errors import BenanzaError, UsageError
+
+
+#: confines the suites to an SM partition of the GPU (a CUDA green context; cpp/include/benanza/partition.hpp)
+SM_COUNT_ENV = "BENANZA_SM_COUNT"
+
+
+def partition_name(gpu_name: str, sm_count: int) -> str:
+    """A partitioned system's GPU name, as the suite writes it: ``"<name> [<N> SMs]"``."""
+    return f"{gpu_name} [{sm_count} SMs]"
+
+
+def requested_sm_count(total: int) -> int | None:
+    """``BENANZA_SM_COUNT`` as the suite reads it for a GPU of ``total`` SMs: None when unset, empty
+    or ``total`` (the whole GPU). Raises UsageError naming the variable when it is not a positive
+    integer or exceeds ``total`` (the suite refuses the same values, and those the driver cannot
+    partition: multiples of 8 SMs from 8 on Hopper)."""
+    v = os.environ.get(SM_COUNT_ENV, "").strip()
+    if not v:
+        return None
+    if not v.isdigit() or int(v) <= 0:
+        raise UsageError(f"{SM_COUNT_ENV}={v}: not a positive SM count")
+    if int(v) > total:
+        raise UsageError(f"{SM_COUNT_ENV}={v}: the GPU has {total} SMs")
+    return None if int(v) == total else int(v)
+
+
+def apply_partition(device: dict) -> dict:
+    """``device`` (a :func:`describe` device record) as a suite run under ``BENANZA_SM_COUNT``
+    reports it: SM count and name of the partition (so its fingerprint is the suite's)."""
+    n = requested_sm_count(int(device.get("sm_count") or 0))
+    if n is None:
+        return device
+    return {**device, "sm_count": n, "gpu_name": partition_name(device.get("gpu_name", ""), n)}
+
+
+def partition_excludes_framework() -> str | None:
+    """Why the framework's kernels (``bench --torch``) cannot be timed here, None when they can:
+    under ``BENANZA_SM_COUNT`` PyTorch would run on the whole GPU, outside the partition the
+    measurements are stored for."""
+    v = os.environ.get(SM_COUNT_ENV, "").strip()
+    return f"{SM_COUNT_ENV}={v} confines benanza's suites, not PyTorch" if v else None
 
 
 def _native():
@@ -23,11 +66,12 @@ def device_count() -> int:
 
 
 def describe() -> dict:
-    """Devices (may be empty, with ``device_error``), library paths and versions, nvcc."""
+    """Devices (may be empty, with ``device_error``; under ``BENANZA_SM_COUNT`` each as its
+    partition, :func:`apply_partition`), library paths and versions, nvcc."""
     nat = _native()
     info: dict = {"devices": [], "device_error": None}
     try:
-        info["devices"] = list(nat.query_devices())
+        info["devices"] = [apply_partition(d) for d in nat.query_devices()]
     except RuntimeError as e:
         info["device_error"] = str(e)
     cudnn, cublas = find_cudnn(), find_cublas()
