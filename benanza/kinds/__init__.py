@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from benanza.kinds.base import (Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.base import (Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes, param_name)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.precision import (PRECISIONS, PRECISION_DTYPE, FP8_KINDS, FP8_FALLBACK, ACCEPTED_MATH, ACCEPTED_DTYPES, CONV_KINDS, CUDNN_TF32_KINDS, DTYPE_BYTES)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv import (ConvConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv_bias_act import (ConvBiasActConfig)  # noqa: F401 (the kinds' namespace)
@@ -85,9 +85,10 @@ def config_from_params(kind: str, params: dict) -> LayerConfig:
     def build(klass, data):
         kw = {}
         for f in dataclasses.fields(klass):
-            if f.name not in data and f.metadata.get("omit_default"):
+            name = param_name(f)  # the field's name in the stored parameters
+            if name not in data and f.metadata.get("omit_default"):
                 continue  # an optional field at its default
-            v = data[f.name]
+            v = data[name]
             kw[f.name] = _decode(klass, f, v)
         return klass(**kw)
 
