@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from benanza import kinds as L
 from benanza.database import query, sharing
 from benanza.database.store import LayerConfigRow, Measurement, open_db
+from benanza.runner.records import MeasurementLine
 
 SYSTEM = {"gpu_name": "Synthetic GPU", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,
           "l2_cache_bytes": 50 << 20, "memory_bus_width_bits": 6144, "max_sm_clock_mhz": 1980,
@@ -78,8 +79,8 @@ def _writer(args):
     t = time.perf_counter()
     n = 0
     for g in cfgs:
-        recs = [{"type": "measurement", "call": "cublasGemmEx", "algorithm": a, "math": "fma", "dtype": "float32",
-                 "cache": c, "status": "ok", "median_ms": 0.01, "q1_ms": 0.01, "q3_ms": 0.01, "samples": 10}
+        recs = [MeasurementLine(call="cublasGemmEx", algorithm=a, math="fma", dtype="float32", cache=c, status="ok",
+                                median_ms=0.01, q1_ms=0.01, q3_ms=0.01, samples=10)
                 for a in ALGOS for c in ("warm", "cold")]
         db.write_job(sid, None, f"{g.key}.fp32", g.key, "fp32", "ok", "", recs)
         n += len(recs)

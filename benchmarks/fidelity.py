@@ -75,8 +75,8 @@ def torch_call(cfg, precision: str):
         return lambda: conv(x, w, b, cfg.strides, pad, cfg.dilations, cfg.group)
     if cfg.kind == "Gemm":
         s = 1.0 / math.sqrt(cfg.k)
-        if cfg.batch > 1:
-            a, bm = rnd(cfg.batch, cfg.m, cfg.k), rnd(cfg.batch, cfg.k, cfg.n, scale=s)
+        if cfg.batch_count > 1:
+            a, bm = rnd(cfg.batch_count, cfg.m, cfg.k), rnd(cfg.batch_count, cfg.k, cfg.n, scale=s)
             return lambda: torch.bmm(a, bm)
         a = rnd(cfg.k, cfg.m).t() if cfg.trans_a else rnd(cfg.m, cfg.k)
         if cfg.trans_b and not cfg.trans_a:

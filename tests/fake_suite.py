@@ -10,6 +10,7 @@ plausible measurements (deterministic per job id). Behaviour switches (environme
   FAKE_SUITE_SLOW=<seconds>    sleep this long per job
   FAKE_SUITE_GPU=<name>        GPU name of the system record
   FAKE_SUITE_LOG=<path>        append '<job id> <device>' for every job started to this file
+  FAKE_SUITE_MALFORMED=<job id> print one measurement of that job with a string where a time belongs
 """
 import hashlib
 import json
@@ -91,6 +92,9 @@ def main(argv):
                 emit(dict(base, cache="warm", status="not_supported", message="CUDNN_STATUS_NOT_SUPPORTED"))
                 continue
             t = fake_time(jid, a)
+            if jid == os.environ.get("FAKE_SUITE_MALFORMED") and i == 0:
+                emit(dict(base, cache="warm", status="ok", median_ms="0.5 ms"))
+                continue
             for cache, f in (("warm", 1.0), ("cold", 1.3)):
                 emit(dict(base, cache=cache, status="ok", method="cuda_graph", reps=10, host_us=5.0,
                           median_ms=t * f, q1_ms=t * f * 0.99, q3_ms=t * f * 1.01, mean_ms=t * f, min_ms=t * f * 0.98,

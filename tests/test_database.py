@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from benanza import kinds as L
 from benanza.database.store import SCHEMA_VERSION, Choice, open_db, system_fingerprint
 from benanza.errors import DatabaseError
+from benanza.runner.records import ChoiceLine, MeasurementLine, parse_record
 
 SYSTEM = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,
           "l2_cache_bytes": 50 << 20, "memory_bus_width_bits": 6144, "max_sm_clock_mhz": 1980,
@@ -25,7 +26,7 @@ def _rec(algo, median, status="ok", cache="warm", math="fma", **kw):
                  reps=8, host_us=40.0, dropped=0, power_capped=3, clock_reasons=4, sm_clock_min_mhz=1980,
                  sm_clock_max_mhz=1980)
     r.update(kw)
-    return r
+    return MeasurementLine.from_json(r)
 
 
 def test_round_trip_and_failures_kept(db_url):
@@ -37,8 +38,9 @@ def test_round_trip_and_failures_kept(db_url):
                _rec("FFT", None, status="not_supported", message="CUDNN_STATUS_NOT_SUPPORTED"),
                _rec("GEMM", None, status="skipped", message="workspace exceeds the limit"),
                _rec("DIRECT", float("nan")),  # "ok" without a valid time is never stored as a time
-               {"type": "choice", "source": "cudnnGetConvolutionForwardAlgorithm_v7", "rank": 0,
-                "algorithm": "IMPLICIT_PRECOMP_GEMM", "math": "fma", "status": "ok", "workspace_bytes": 0}]
+               ChoiceLine.from_json({"type": "choice", "source": "cudnnGetConvolutionForwardAlgorithm_v7", "rank": 0,
+                                     "algorithm": "IMPLICIT_PRECOMP_GEMM", "math": "fma", "status": "ok",
+                                     "workspace_bytes": 0})]
     run = db.start_run(sid, "suite", "m", 1)
     db.write_job(sid, run, f"{CONV.key}.fp32", CONV.key, "fp32", "ok", "", records, 1.5)
     rows = db.measurements(sid, [CONV.key])
@@ -127,7 +129,8 @@ def test_cublaslt_details_round_trip_through_the_database(db_url):
     rec = json.loads(LT_LINE.replace("KEY", gemm.key).replace("JOB", f"{gemm.key}.fp8"))
     choice = {"type": "choice", "source": "cublasLtMatmulAlgoGetHeuristic", "rank": 0, "algorithm": rec["algorithm"],
               "math": "fp8", "status": "ok", "workspace_bytes": 1048576}
-    db.write_job(sid, None, f"{gemm.key}.fp8", gemm.key, "fp8", "ok", "", [rec, choice], 0.5)
+    db.write_job(sid, None, f"{gemm.key}.fp8", gemm.key, "fp8", "ok", "", [parse_record(rec), parse_record(choice)],
+                 0.5)
     rows = query.measurements(db, query.Filters(kind=["Gemm"], precision="fp8"))
     assert len(rows) == 1 and rows[0].details == rec["details"]
     assert rows[0].details["algo_id"] == 66 and rows[0].details["tile"] == "128x256"
@@ -136,7 +139,7 @@ def test_cublaslt_details_round_trip_through_the_database(db_url):
     # a record without details reads back as an empty object
     plain = dict(rec, algorithm="CUBLAS_GEMM_DEFAULT", call="cublasGemmEx", math="tensor_op", dtype="float16")
     del plain["details"]
-    db.write_job(sid, None, f"{gemm.key}.fp16", gemm.key, "fp16", "ok", "", [plain], 0.5)
+    db.write_job(sid, None, f"{gemm.key}.fp16", gemm.key, "fp16", "ok", "", [parse_record(plain)], 0.5)
     assert query.measurements(db, query.Filters(precision="fp16"))[0].details == {}
 
 
@@ -161,8 +164,9 @@ def test_fp8_analysis_takes_fp8_gemms_and_fp16_for_everything_else(db_url, tmp_p
     for k in gemms:
         if k in fp8:
             recs = [_rec("lt:algo=1", fp8[k], math="fp8", dtype="float8_e4m3", call="cublasLtMatmul"),
-                    {"type": "choice", "source": "cublasLtMatmulAlgoGetHeuristic", "rank": 0,
-                     "algorithm": "lt:algo=1", "math": "fp8", "status": "ok", "workspace_bytes": 0}]
+                    ChoiceLine.from_json({"type": "choice", "source": "cublasLtMatmulAlgoGetHeuristic", "rank": 0,
+                                          "algorithm": "lt:algo=1", "math": "fp8", "status": "ok",
+                                          "workspace_bytes": 0})]
         else:
             recs = [_rec("*", None, status="not_supported", math="fp8", dtype="float8_e4m3", call="cublasLtMatmul",
                          message="k and n multiples of 16")]

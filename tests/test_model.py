@@ -81,7 +81,7 @@ def test_resnet50_layers_and_unique_configs(models):
     assert s["unsupported"] == {}
     assert s["folded"] == {"Identity": 47}  # weight-sharing Identity nodes are not layers
     assert s["fusion_candidates"] == 33  # Conv (folded BN bias) followed by Relu
-    assert all(ly.config.batch == 32 for ly in ml.benchmarked() if ly.config.kind == "Conv")
+    assert all(ly.config.batch_count == 32 for ly in ml.benchmarked() if ly.config.kind == "Conv")
     # the first conv: 7x7 stride 2 pad 3 on 224x224
     conv1 = ml.layers[0].config
     assert (conv1.x, conv1.w, conv1.pads, conv1.strides, conv1.bias) == (
@@ -174,7 +174,7 @@ def test_every_layer_kind_of_the_synthetic_model(tmp_path):
     assert kinds["Pad"].config.kind == "Copy" and kinds["Pad"].config.y == (2, 16, 7, 7)
     assert kinds["ReduceMean"].config.y == (2, 16, 1, 1)
     bmm = [ly.config for ly in ml.layers if ly.op_type == "MatMul"][-1]
-    assert bmm.batch == 2 and (bmm.m, bmm.n, bmm.k) == (3, 3, 4)
+    assert bmm.batch_count == 2 and (bmm.m, bmm.n, bmm.k) == (3, 3, 4)
     assert ml.summary()["unsupported"] == {}
     assert [(f.layers, f.config.kind) for f in ml.fusions] == [((0, 1), "ConvBiasAct"), ((3, 4), "ConvBnAct")]
 

@@ -21,7 +21,7 @@ CASES = [
     # FP8 GEMM: 1-byte inputs, 2-byte output
     (L.GemmConfig(m=64, n=128, k=256), "fp8", 2 * 64 * 128 * 256, 64 * 256 + 256 * 128 + 2 * 64 * 128),
     # batched MatMul
-    (L.GemmConfig(m=197, n=64, k=197, batch=12), "fp16", 2 * 12 * 197 * 64 * 197,
+    (L.GemmConfig(m=197, n=64, k=197, batch_count=12), "fp16", 2 * 12 * 197 * 64 * 197,
      2 * 12 * (197 * 197 + 197 * 64 + 197 * 64)),
     (L.ActivationConfig((1, 64, 56, 56), "relu"), "fp32", 64 * 56 * 56, 4 * 2 * 64 * 56 * 56),
     (L.BatchNormConfig((1, 64, 56, 56), 1e-5), "fp16", 2 * 64 * 56 * 56, 2 * (2 * 64 * 56 * 56 + 128)),
@@ -91,17 +91,19 @@ def test_fp32_fma_bound_and_implausible_gemms():
 
 def test_runner_relabels_tensor_core_fp32_gemms():
     from benanza.kinds import Job
+    from benanza.runner.records import ChoiceLine, MeasurementLine
     from benanza.runner.run import _relabel_tensor_core_fp32
 
     fastest = FC.flops() / R.fp32_fma_bound(132, 1980) * 1e3
-    recs = [{"type": "measurement", "status": "ok", "math": "fma", "median_ms": fastest / 4, "note": ""},
-            {"type": "measurement", "status": "ok", "math": "fma", "median_ms": fastest * 2},
-            {"type": "measurement", "status": "screened", "math": "fma", "median_ms": fastest / 4},
-            {"type": "choice", "math": "fma"}]
+    line = dict(call="cublasGemmEx", algorithm="a", dtype="float32")
+    recs = [MeasurementLine(status="ok", math="fma", median_ms=fastest / 4, note="", **line),
+            MeasurementLine(status="ok", math="fma", median_ms=fastest * 2, **line),
+            MeasurementLine(status="screened", math="fma", median_ms=fastest / 4, **line),
+            ChoiceLine(source="h", rank=0, algorithm="a", math="fma", status="ok")]
     system = {"sm_count": 132, "max_sm_clock_mhz": 1980}
-    _relabel_tensor_core_fp32(Job("j", FC, "fp32", "fc"), recs, system)
-    assert recs[0]["math"] == "tf32" and "Tensor Core math" in recs[0]["note"]
-    assert [r["math"] for r in recs[1:]] == ["fma", "fma", "fma"]
-    tf = [{"type": "measurement", "status": "ok", "math": "tf32", "median_ms": fastest / 4}]
-    _relabel_tensor_core_fp32(Job("j", FC, "tf32", "fc"), tf, system)  # only fp32 jobs are checked
-    assert tf[0]["math"] == "tf32" and "note" not in tf[0]
+    out = _relabel_tensor_core_fp32(Job("j", FC, "fp32", "fc"), recs, system)
+    assert out[0].math == "tf32" and "Tensor Core math" in out[0].note
+    assert [r.math for r in out[1:]] == ["fma", "fma", "fma"] and out[1:] == recs[1:]
+    tf = [MeasurementLine(status="ok", math="tf32", median_ms=fastest / 4, **line)]
+    out = _relabel_tensor_core_fp32(Job("j", FC, "tf32", "fc"), tf, system)  # only fp32 jobs are checked
+    assert out[0].math == "tf32" and out[0].note == ""

@@ -116,9 +116,11 @@ def test_statistics_follow_the_harness():
 # ------------------------------------------------------------------ framework and library jobs
 
 def _rec(call, ms, layout="NCHW"):
-    return {"type": "measurement", "call": call, "algorithm": "a", "math": "none", "dtype": "float16",
-            "cache": "warm", "layout": layout, "status": "ok", "median_ms": ms, "q1_ms": ms, "q3_ms": ms,
-            "samples": 10, "converged": True}
+    from benanza.runner.records import MeasurementLine
+
+    return MeasurementLine.from_json({"type": "measurement", "call": call, "algorithm": "a", "math": "none",
+                                      "dtype": "float16", "cache": "warm", "layout": layout, "status": "ok",
+                                      "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10, "converged": True})
 
 
 def test_framework_and_library_jobs_keep_each_others_rows(tmp_path):
@@ -130,7 +132,10 @@ def test_framework_and_library_jobs_keep_each_others_rows(tmp_path):
     fw = framework_job_id(lib)
     assert job_source(fw) == "framework" and job_source(lib) == "library" and job_layout(fw + "") == "NCHW"
     assert job_layout(framework_job_id(job_id(cfg, "fp16", "NHWC"))) == "NHWC"
-    choice = {"type": "choice", "source": "h", "rank": 0, "algorithm": "x", "math": "none", "status": "ok"}
+    from benanza.runner.records import ChoiceLine
+
+    choice = ChoiceLine.from_json({"type": "choice", "source": "h", "rank": 0, "algorithm": "x", "math": "none",
+                                   "status": "ok"})
     db.write_job(sid, None, lib, cfg.key, "fp16", "ok", "", [_rec("cudnnActivationForward", 0.02), choice])
     db.write_job(sid, None, fw, cfg.key, "fp16", "ok", "", [_rec("torch:aten::relu", 0.01)])
     calls = sorted(m.call for m in db.measurements(sid, [cfg.key]))

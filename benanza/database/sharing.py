@@ -83,42 +83,80 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
     ``keys`` restrict what is taken from ``src``."""
     st = MergeStats()
     t0 = time.perf_counter()
-    keyset = set(keys) if keys is not None else None
-    with src.engine.connect() as sc:
-        s_systems = _rows(sc, select(System.__table__))
-        if system_ids is not None:
-            s_systems = [s for s in s_systems if s["id"] in system_ids]
-        s_jobs = _rows(sc, select(JobRow.__table__))
-        s_runs = {r["id"]: r for r in _rows(sc, select(Run.__table__))}
-        s_models = _rows(sc, select(ModelRow.__table__))
-        s_model_cfgs = _rows(sc, select(ModelConfig.__table__))
-    sid_ok = {s["id"] for s in s_systems}
-    s_jobs = [j for j in s_jobs if j["system_id"] in sid_ok and (keyset is None or j["layer_key"] in keyset)]
+    source = _read_source(src, system_ids, set(keys) if keys is not None else None)
+    sys_map = _merge_systems(dst, source, st)
+    _merge_configs_and_models(dst, src, source, st)
+    runs = _RunMap(source.runs, sys_map, label)
+    take = _candidate_jobs(dst, source.jobs, sys_map, st)
+    for i in range(0, len(take), _CHUNK):
+        _merge_job_chunk(dst, src, take[i:i + _CHUNK], sys_map, runs, st)
+    _merge_orphans(dst, src, source, sys_map, runs, st)
+    _merge_ceilings(dst, src, source, sys_map, st)
+    st.seconds = time.perf_counter() - t0
+    return st
 
+
+@dataclass
+class _Source:
+    """What a merge takes from the source database: its systems (those chosen), their jobs (of the
+    chosen configs), every run, model record and model config, and the chosen config keys (None: all)."""
+
+    systems: list[dict]
+    jobs: list[dict]
+    runs: dict[int, dict]
+    models: list[dict]
+    model_cfgs: list[dict]
+    keyset: set[str] | None
+
+    @property
+    def system_ids(self) -> set[int]:
+        return {s["id"] for s in self.systems}
+
+
+def _read_source(src: Database, system_ids: list[int] | None, keyset: set[str] | None) -> _Source:
+    with src.engine.connect() as sc:
+        systems = _rows(sc, select(System.__table__))
+        if system_ids is not None:
+            systems = [s for s in systems if s["id"] in system_ids]
+        jobs = _rows(sc, select(JobRow.__table__))
+        runs = {r["id"]: r for r in _rows(sc, select(Run.__table__))}
+        models = _rows(sc, select(ModelRow.__table__))
+        model_cfgs = _rows(sc, select(ModelConfig.__table__))
+    sid_ok = {s["id"] for s in systems}
+    jobs = [j for j in jobs if j["system_id"] in sid_ok and (keyset is None or j["layer_key"] in keyset)]
+    return _Source(systems, jobs, runs, models, model_cfgs, keyset)
+
+
+def _merge_systems(dst: Database, source: _Source, st: MergeStats) -> dict[int, int]:
+    """Insert the source's systems the destination lacks (matched by fingerprint, under its write
+    lock: concurrent imports insert one); returns source system id -> destination system id."""
     with dst.engine.begin() as dc:
-        # systems by fingerprint
+        _write_lock(dc)
         dst_fp = {r.fingerprint: r.id for r in dc.execute(select(System.id, System.fingerprint))}
         sys_map = {}
-        for s in s_systems:
+        for s in source.systems:
             if s["fingerprint"] not in dst_fp:
                 row = {k: v for k, v in s.items() if k != "id"}
                 dst_fp[s["fingerprint"]] = dc.execute(sa.insert(System.__table__).values(**row)).inserted_primary_key[0]
                 st.systems_added += 1
             sys_map[s["id"]] = dst_fp[s["fingerprint"]]
-    # layer configs referenced by what is imported
+    return sys_map
+
+
+def _merge_configs_and_models(dst: Database, src: Database, source: _Source, st: MergeStats) -> None:
+    """Copy the layer configs the imported jobs and measurements use (by key), then the model records
+    whose configs all came along (by sha256 and batch), under the destination's write lock."""
+    sid_ok = list(source.system_ids)
     with src.engine.connect() as sc:
-        wanted = {j["layer_key"] for j in s_jobs}
-        orphan_q = select(Measurement.__table__).where(Measurement.system_id.in_(list(sid_ok)))
-        all_keys = set(sc.scalars(select(Measurement.layer_key).distinct().where(
-            Measurement.system_id.in_(list(sid_ok)))))
-        if keyset is not None:
-            all_keys &= keyset
-        wanted |= all_keys
-        cfgs = []
+        wanted = {j["layer_key"] for j in source.jobs}
+        measured = set(sc.scalars(select(Measurement.layer_key).distinct().where(Measurement.system_id.in_(sid_ok))))
+        wanted |= measured if source.keyset is None else measured & source.keyset
         wl = sorted(wanted)
+        cfgs = []
         for i in range(0, len(wl), _CHUNK):
             cfgs += _rows(sc, select(LayerConfigRow.__table__).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK])))
     with dst.engine.begin() as dc:
+        _write_lock(dc)
         have = set()
         for i in range(0, len(wl), _CHUNK):
             have |= set(dc.scalars(select(LayerConfigRow.key).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK]))))
@@ -126,138 +164,176 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         if new_cfgs:
             dc.execute(sa.insert(LayerConfigRow.__table__), new_cfgs)
         st.configs_added = len(new_cfgs)
-        # models
-        existing = {(r.sha256, r.batch) for r in dc.execute(select(ModelRow.sha256, ModelRow.batch))}
-        by_model = {}
-        for mc in s_model_cfgs:
-            by_model.setdefault(mc["model_id"], []).append(mc)
-        for m in s_models:
-            mk = [mc for mc in by_model.get(m["id"], []) if mc["layer_key"] in wanted or keyset is None]
-            if (m["sha256"], m["batch"]) in existing or not mk:
-                continue
-            if any(mc["layer_key"] not in have and mc["layer_key"] not in {c["key"] for c in new_cfgs} for mc in mk):
-                continue  # the model's configs did not come along (filtered out)
-            new_id = dc.execute(sa.insert(ModelRow.__table__).values(
-                **{k: v for k, v in m.items() if k != "id"})).inserted_primary_key[0]
-            dc.execute(sa.insert(ModelConfig.__table__), [dict(mc, model_id=new_id) for mc in mk])
-            st.models_added += 1
-    # jobs: decide the winner of each
+        _merge_models(dc, source, wanted, have | {c["key"] for c in new_cfgs}, st)
+
+
+def _merge_models(dc, source: _Source, wanted: set[str], present: set[str], st: MergeStats) -> None:
+    """Insert each source model record the destination lacks whose configs are all ``present`` there
+    (``wanted``: the configs imported, when the import is restricted to some)."""
+    existing = {(r.sha256, r.batch) for r in dc.execute(select(ModelRow.sha256, ModelRow.batch))}
+    by_model: dict[int, list[dict]] = {}
+    for mc in source.model_cfgs:
+        by_model.setdefault(mc["model_id"], []).append(mc)
+    for m in source.models:
+        mk = [mc for mc in by_model.get(m["id"], []) if mc["layer_key"] in wanted or source.keyset is None]
+        if (m["sha256"], m["batch"]) in existing or not mk:
+            continue
+        if any(mc["layer_key"] not in present for mc in mk):
+            continue  # the model's configs did not come along (filtered out)
+        new_id = dc.execute(sa.insert(ModelRow.__table__).values(
+            **{k: v for k, v in m.items() if k != "id"})).inserted_primary_key[0]
+        dc.execute(sa.insert(ModelConfig.__table__), [dict(mc, model_id=new_id) for mc in mk])
+        st.models_added += 1
+
+
+class _RunMap:
+    """The destination's copy of each source run a merged row names, inserted on first use (its
+    message says where it was imported from)."""
+
+    def __init__(self, runs: dict[int, dict], sys_map: dict[int, int], label: str):
+        self.runs, self.sys_map, self.label = runs, sys_map, label
+        self.done: dict[int, int] = {}
+
+    def __call__(self, dc, rid: int | None) -> int | None:
+        if rid is None or rid not in self.runs:
+            return None
+        if rid not in self.done:
+            r = {k: v for k, v in self.runs[rid].items() if k != "id"}
+            r["system_id"] = self.sys_map.get(r["system_id"])
+            r["message"] = (f"imported from {self.label}: " if self.label else "imported: ") + (r.get("message") or "")
+            self.done[rid] = dc.execute(sa.insert(Run.__table__).values(**r)).inserted_primary_key[0]
+        return self.done[rid]
+
+
+def _verdict(j: dict, old) -> str:
+    """What a source job does to the destination's job of the same id (``old``: its finished_at, or
+    :data:`_NONE` when there is none): added, replaced (the source finished later) or kept."""
+    if old is _NONE:
+        return "added"
+    return "replaced" if j["finished_at"] and old and j["finished_at"] > old else "kept"
+
+
+def _candidate_jobs(dst: Database, jobs: list[dict], sys_map: dict[int, int], st: MergeStats) -> list[dict]:
+    """A first pass on a snapshot of the destination: the jobs that may be added or replaced (the
+    others are counted kept). Only candidates move on; their counts are decided again under the
+    write lock (:func:`_merge_job_chunk`), so that concurrent imports each count what they added."""
     with dst.engine.connect() as dc:
         d_jobs = {(r.system_id, r.job): r.finished_at for r in dc.execute(
             select(JobRow.system_id, JobRow.job, JobRow.finished_at))}
     take = []
-
-    def verdict(j, old) -> str:
-        if old is _NONE:
-            return "added"
-        return "replaced" if j["finished_at"] and old and j["finished_at"] > old else "kept"
-
-    for j in s_jobs:
-        # a first pass on a snapshot: only candidates move; the counts are decided again under the
-        # write lock below, so that concurrent imports of the same jobs each count what they added
-        if verdict(j, d_jobs.get((sys_map[j["system_id"]], j["job"]), _NONE)) == "kept":
+    for j in jobs:
+        if _verdict(j, d_jobs.get((sys_map[j["system_id"]], j["job"]), _NONE)) == "kept":
             st.jobs_kept += 1
         else:
             take.append(j)
-    run_map: dict[int, int] = {}
+    return take
 
-    def dst_run(dc, rid):
-        if rid is None or rid not in s_runs:
-            return None
-        if rid not in run_map:
-            r = {k: v for k, v in s_runs[rid].items() if k != "id"}
-            r["system_id"] = sys_map.get(r["system_id"])
-            r["message"] = (f"imported from {label}: " if label else "imported: ") + (r.get("message") or "")
-            run_map[rid] = dc.execute(sa.insert(Run.__table__).values(**r)).inserted_primary_key[0]
-        return run_map[rid]
 
+def _row_source(call: str) -> str:
+    return "framework" if is_framework_call(call) else "library"
+
+
+def _job_groups(jobs: list[dict]) -> set[tuple]:
+    """(system, config, precision, layout, source) of each job: a job is one layout (an NHWC job's rows
+    replace only NHWC rows; heuristic choices, which have no layout, belong to the NCHW job, as in
+    Database.write_job) and one source (a framework job owns the torch: calls, a suite job the others)."""
+    return {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
+            for j in jobs}
+
+
+def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: dict[int, int], runs: _RunMap,
+                     st: MergeStats) -> None:
+    """Merge one chunk of candidate jobs: read their measurements and choices from the source, then in
+    one destination transaction under its write lock decide each job's verdict again and replace the
+    rows of the jobs that are added or replaced."""
+    groups = _job_groups(chunk)
+    ks = sorted({g[1] for g in groups})
+    with src.engine.connect() as sc:
+        ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
+              if (r["system_id"], r["layer_key"], r["precision"], r["layout"], _row_source(r["call"])) in groups]
+        cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
+              if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
+    with dst.engine.begin() as dc:
+        _write_lock(dc)
+        now = {(r.system_id, r.job): r.finished_at for r in dc.execute(
+            select(JobRow.system_id, JobRow.job, JobRow.finished_at).where(JobRow.job.in_([j["job"] for j in chunk])))}
+        fresh = []
+        for j in chunk:
+            v = _verdict(j, now.get((sys_map[j["system_id"]], j["job"]), _NONE))
+            setattr(st, f"jobs_{v}", getattr(st, f"jobs_{v}") + 1)
+            if v != "kept":
+                fresh.append(j)
+        if not fresh:
+            return
+        groups = _job_groups(fresh)
+        ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], r["layout"],
+                                _row_source(r["call"])) in groups]
+        cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
+        _replace_job_rows(dc, fresh, groups, ms, cs, sys_map, runs)
+    st.measurements_written += len(ms)
+
+
+def _replace_job_rows(dc, jobs: list[dict], groups: set[tuple], ms: list[dict], cs: list[dict],
+                      sys_map: dict[int, int], runs: _RunMap) -> None:
+    """Delete the destination's rows of ``groups`` (measurements of the same source and layout; the
+    NCHW library job's choices) and ``jobs``, then insert the source's ``ms``, ``cs`` and ``jobs``."""
     mcols = [c for c in _cols(Measurement) if c != "id"]
     ccols = [c for c in _cols(Choice) if c != "id"]
-    for i in range(0, len(take), _CHUNK):
-        chunk = take[i:i + _CHUNK]
-        # a job is one layout: an NHWC job's rows replace only NHWC rows, and heuristic choices
-        # (which have no layout) belong to the NCHW job, as in Database.write_job
-        # and a job of the framework's own kernels owns the torch: calls, a suite job the others
-        groups = {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
-                  for j in chunk}
-        ks = sorted({g[1] for g in groups})
+    for (ssid, key, prec, lay, src_kind) in groups:
+        dsid = sys_map[ssid]
+        dc.execute(sa.delete(Measurement.__table__).where(
+            Measurement.system_id == dsid, Measurement.layer_key == key, Measurement.precision == prec,
+            Measurement.layout == lay, source_filter(src_kind == "framework")))
+        if lay == "NCHW" and src_kind == "library":
+            dc.execute(sa.delete(Choice.__table__).where(Choice.system_id == dsid, Choice.layer_key == key,
+                                                         Choice.precision == prec))
+    for j in jobs:
+        dc.execute(sa.delete(JobRow.__table__).where(JobRow.system_id == sys_map[j["system_id"]],
+                                                     JobRow.job == j["job"]))
+    if ms:
+        dc.execute(sa.insert(Measurement.__table__), [
+            {**{c: r[c] for c in mcols}, "system_id": sys_map[r["system_id"]], "run_id": runs(dc, r["run_id"])}
+            for r in ms])
+    if cs:
+        dc.execute(sa.insert(Choice.__table__), [
+            {**{c: r[c] for c in ccols}, "system_id": sys_map[r["system_id"]], "run_id": runs(dc, r["run_id"])}
+            for r in cs])
+    dc.execute(sa.insert(JobRow.__table__), [
+        {**{k: v for k, v in j.items() if k != "id"}, "system_id": sys_map[j["system_id"]],
+         "run_id": runs(dc, j["run_id"])} for j in jobs])
 
-        def source(call):
-            return "framework" if is_framework_call(call) else "library"
-        with src.engine.connect() as sc:
-            ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
-                  if (r["system_id"], r["layer_key"], r["precision"], r["layout"], source(r["call"])) in groups]
-            cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
-                  if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
-        with dst.engine.begin() as dc:
-            _write_lock(dc)
-            now = {(r.system_id, r.job): r.finished_at for r in dc.execute(
-                select(JobRow.system_id, JobRow.job, JobRow.finished_at).where(
-                    JobRow.job.in_([j["job"] for j in chunk])))}
-            fresh = []
-            for j in chunk:
-                v = verdict(j, now.get((sys_map[j["system_id"]], j["job"]), _NONE))
-                setattr(st, f"jobs_{v}", getattr(st, f"jobs_{v}") + 1)
-                if v != "kept":
-                    fresh.append(j)
-            chunk = fresh
-            if not chunk:
-                continue
-            groups = {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
-                      for j in chunk}
-            ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], r["layout"],
-                                    source(r["call"])) in groups]
-            cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
-            for (ssid, key, prec, lay, src_kind) in groups:
-                dsid = sys_map[ssid]
-                dc.execute(sa.delete(Measurement.__table__).where(
-                    Measurement.system_id == dsid, Measurement.layer_key == key, Measurement.precision == prec,
-                    Measurement.layout == lay, source_filter(src_kind == "framework")))
-                if lay == "NCHW" and src_kind == "library":
-                    dc.execute(sa.delete(Choice.__table__).where(Choice.system_id == dsid, Choice.layer_key == key,
-                                                                 Choice.precision == prec))
-            for j in chunk:
-                dc.execute(sa.delete(JobRow.__table__).where(JobRow.system_id == sys_map[j["system_id"]],
-                                                             JobRow.job == j["job"]))
-            if ms:
-                dc.execute(sa.insert(Measurement.__table__), [
-                    {**{c: r[c] for c in mcols}, "system_id": sys_map[r["system_id"]], "run_id": dst_run(dc, r["run_id"])}
-                    for r in ms])
-            if cs:
-                dc.execute(sa.insert(Choice.__table__), [
-                    {**{c: r[c] for c in ccols}, "system_id": sys_map[r["system_id"]], "run_id": dst_run(dc, r["run_id"])}
-                    for r in cs])
-            dc.execute(sa.insert(JobRow.__table__), [
-                {**{k: v for k, v in j.items() if k != "id"}, "system_id": sys_map[j["system_id"]],
-                 "run_id": dst_run(dc, j["run_id"])} for j in chunk])
-        st.measurements_written += len(ms)
-    # measurements that belong to no job: row by row, newer created_at wins
+
+def _merge_orphans(dst: Database, src: Database, source: _Source, sys_map: dict[int, int], runs: _RunMap,
+                   st: MergeStats) -> None:
+    """Measurements that belong to no job (hand-made data): row by row, the newer ``created_at`` wins."""
     with src.engine.connect() as sc:
         all_jobs = {(r.system_id, r.layer_key, r.precision, job_layout(r.job), job_source(r.job)) for r in sc.execute(
             select(JobRow.system_id, JobRow.layer_key, JobRow.precision, JobRow.job))}
-        orphans = [r for r in _rows(sc, orphan_q)
-                   if (r["system_id"], r["layer_key"], r["precision"], r["layout"],
-                       "framework" if is_framework_call(r["call"]) else "library") not in all_jobs
-                   and (keyset is None or r["layer_key"] in keyset)]
+        orphans = [r for r in _rows(sc, select(Measurement.__table__).where(
+                       Measurement.system_id.in_(list(source.system_ids))))
+                   if (r["system_id"], r["layer_key"], r["precision"], r["layout"], _row_source(r["call"]))
+                   not in all_jobs and (source.keyset is None or r["layer_key"] in source.keyset)]
+    mcols = [c for c in _cols(Measurement) if c != "id"]
     ucols = ("layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")
     with dst.engine.begin() as dc:
         for r in orphans:
             dsid = sys_map[r["system_id"]]
             cond = [Measurement.system_id == dsid] + [getattr(Measurement, c) == r[c] for c in ucols]
             if _newer_wins(dc, Measurement, cond, r, {**{c: r[c] for c in mcols}, "system_id": dsid,
-                                                       "run_id": dst_run(dc, r["run_id"])}):
+                                                       "run_id": runs(dc, r["run_id"])}):
                 st.orphans_written += 1
-    # machine ceilings (`benanza ceilings`): per system and name, the newer measurement wins
+
+
+def _merge_ceilings(dst: Database, src: Database, source: _Source, sys_map: dict[int, int], st: MergeStats) -> None:
+    """Machine ceilings (`benanza ceilings`): per system and name, the newer measurement wins."""
     with src.engine.connect() as sc:
-        ceils = [r for r in _rows(sc, select(Ceiling.__table__)) if r["system_id"] in sid_ok]
+        ceils = [r for r in _rows(sc, select(Ceiling.__table__)) if r["system_id"] in source.system_ids]
     with dst.engine.begin() as dc:
         for r in ceils:
             dsid = sys_map[r["system_id"]]
             if _newer_wins(dc, Ceiling, [Ceiling.system_id == dsid, Ceiling.name == r["name"]], r,
                            {**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}):
                 st.ceilings_written += 1
-    st.seconds = time.perf_counter() - t0
-    return st
 
 
 def export(db: Database, path: str | Path, system: str | None = None, models: list[str] | None = None,

@@ -3,10 +3,12 @@
 SQLAlchemy models over any SQLAlchemy URL; SQLite by default at :func:`default_url` (the file in
 ``$BENANZA_DB``, else ``$XDG_DATA_HOME/benanza/perf.db``, i.e. ``~/.local/share/benanza/perf.db``).
 A measurement is keyed by system, layer config key, precision, library call, algorithm, math mode,
-data type, cache state (warm/cold) and layout; the batch size is part of the layer config and
-stored on its own too. Each finished job (one config in one precision) is written in one
-transaction together with its ``jobs`` row, so a run stopped at any point leaves whole jobs only,
-and the next run skips the jobs already done on the same system.
+data type, cache state (warm/cold) and layout; the config's own batch count
+(:attr:`benanza.kinds.base.LayerConfig.batch_count`) is part of the layer config and stored on its own
+too (``layer_configs.batch``, ``measurements.batch``); a model's batch is ``models.batch``. Each
+finished job (one config in one precision) is written in one transaction together with its ``jobs``
+row, so a run stopped at any point leaves whole jobs only, and the next run skips the jobs already
+done on the same system.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy import event, select
@@ -26,6 +28,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from benanza import kinds as L
 from benanza.errors import DatabaseError
+from benanza.runner.records import ChoiceLine, MeasurementLine, Record
 from benanza.versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
@@ -87,7 +90,9 @@ class System(Base):
 
 
 class LayerConfigRow(Base):
-    """A canonical layer config (see :mod:`benanza.kinds`)."""
+    """A canonical layer config (see :mod:`benanza.kinds`). ``batch``: the config's own count of
+    instances per call (:attr:`benanza.kinds.base.LayerConfig.batch_count`: N of a convolution, a
+    GEMM's number of products), not the batch of a model (``models.batch``)."""
 
     __tablename__ = "layer_configs"
     key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
@@ -153,7 +158,7 @@ class Measurement(Base):
     dtype: Mapped[str] = mapped_column(sa.String(16))
     cache: Mapped[str] = mapped_column(sa.String(8))  # warm / cold
     layout: Mapped[str] = mapped_column(sa.String(8), default="NCHW")
-    batch: Mapped[int]
+    batch: Mapped[int]  # the config's batch count (layer_configs.batch), not a model's batch
     status: Mapped[str] = mapped_column(sa.String(16))
     message: Mapped[str] = mapped_column(sa.Text, default="")
     note: Mapped[str] = mapped_column(sa.Text, default="")
@@ -386,7 +391,7 @@ class Database:
             for c in configs:
                 if c.key not in have:
                     s.add(LayerConfigRow(key=c.key, kind=c.kind, params=json.dumps(c.params(), sort_keys=True),
-                                         description=c.describe(), batch=c.batch, flops=c.flops()))
+                                         description=c.describe(), batch=c.batch_count, flops=c.flops()))
                     have.add(c.key)
 
     @_retrying
@@ -419,65 +424,45 @@ class Database:
 
     @_retrying
     def write_job(self, system_id: int, run_id: int | None, job: str, layer_key: str, precision: str,
-                  status: str, message: str, records: list[dict], wall_s: float | None = None,
+                  status: str, message: str, records: Sequence[Record], wall_s: float | None = None,
                   layout: str = "NCHW") -> None:
         """Write one finished job atomically: its measurement records replace earlier ones of the
         same source for the same (system, config, precision, layout), and the job is marked done.
+        ``records``: the worker's lines of the job, typed (:class:`benanza.runner.records.MeasurementLine`,
+        :class:`benanza.runner.records.ChoiceLine`); the first of equal identity is kept. Raises
+        TypeError for anything else.
         A job of the framework's own kernels (id ending in ``.torch``) owns the ``torch:`` calls, a
         suite job every other call: neither deletes the other's measurements. The heuristic choices
         of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
         the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
         framework = job.endswith(FRAMEWORK_JOB_SUFFIX)
+        bad = next((r for r in records if not isinstance(r, (MeasurementLine, ChoiceLine))), None)
+        if bad is not None:
+            raise TypeError(f"write_job takes MeasurementLine and ChoiceLine records, not {type(bad).__name__}")
+        keep_choices = layout == "NCHW" and not framework
         with self.session() as s:
             s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
                                                    Measurement.layer_key == layer_key,
                                                    Measurement.precision == precision,
                                                    Measurement.layout == layout,
                                                    source_filter(framework)))
-            if layout == "NCHW" and not framework:
+            if keep_choices:
                 s.execute(sa.delete(Choice).where(Choice.system_id == system_id, Choice.layer_key == layer_key,
                                                   Choice.precision == precision))
             s.execute(sa.delete(JobRow).where(JobRow.system_id == system_id, JobRow.job == job))
             batch = s.scalar(select(LayerConfigRow.batch).where(LayerConfigRow.key == layer_key)) or 0
             seen = set()
             for r in records:
-                if r.get("type") == "choice":
-                    k = ("c", r.get("source"), r.get("rank"))
-                    if k in seen or layout != "NCHW" or framework:
-                        continue
+                if isinstance(r, ChoiceLine):
+                    k = ("c", r.source, r.rank)
+                    if keep_choices and k not in seen:
+                        seen.add(k)
+                        s.add(_choice_row(r, system_id, layer_key, precision, run_id))
+                    continue
+                k = ("m", r.call, r.algorithm, r.math, r.dtype, r.cache, r.layout)
+                if k not in seen:
                     seen.add(k)
-                    s.add(Choice(system_id=system_id, layer_key=layer_key, precision=precision,
-                                 source=r.get("source", ""), rank=int(r.get("rank", 0)),
-                                 algorithm=r.get("algorithm", ""), math=r.get("math", ""),
-                                 status=str(r.get("status", ""))[:64],
-                                 workspace_bytes=int(r.get("workspace_bytes") or 0), run_id=run_id))
-                    continue
-                k = ("m", r.get("call"), r.get("algorithm"), r.get("math"), r.get("dtype"), r.get("cache", "warm"),
-                     r.get("layout", "NCHW"))
-                if k in seen:
-                    continue
-                seen.add(k)
-                m_status, m_message = r.get("status", "failed"), r.get("message", "")
-                ok = m_status == "ok" and _finite(r.get("median_ms"))
-                if m_status == "ok" and not ok:
-                    m_status, m_message = "failed", "no valid time recorded"
-                s.add(Measurement(
-                    system_id=system_id, layer_key=layer_key, precision=precision,
-                    call=r.get("call", ""), algorithm=r.get("algorithm", ""), math=r.get("math", ""),
-                    dtype=r.get("dtype", ""), cache=r.get("cache", "warm"), layout=r.get("layout", "NCHW"),
-                    batch=batch, status=m_status, message=m_message,
-                    note=r.get("note", ""),
-                    median_ms=_f(r.get("median_ms")) if ok else None, q1_ms=_f(r.get("q1_ms")) if ok else None,
-                    q3_ms=_f(r.get("q3_ms")) if ok else None, mean_ms=_f(r.get("mean_ms")) if ok else None,
-                    min_ms=_f(r.get("min_ms")) if ok else None, max_ms=_f(r.get("max_ms")) if ok else None,
-                    stddev_ms=_f(r.get("stddev_ms")) if ok else None, rse=_f(r.get("rse")) if ok else None,
-                    samples=r.get("samples"), converged=r.get("converged"), method=r.get("method", ""),
-                    reps=r.get("reps"), host_us=_f(r.get("host_us")),
-                    workspace_bytes=int(r.get("workspace_bytes") or 0),
-                    sm_clock_min_mhz=r.get("sm_clock_min_mhz"), sm_clock_max_mhz=r.get("sm_clock_max_mhz"),
-                    dropped=r.get("dropped"), power_capped=r.get("power_capped"),
-                    clock_reasons=r.get("clock_reasons"), build_ms=_f(r.get("build_ms")),
-                    details=_details(r.get("details")), run_id=run_id))
+                    s.add(_measurement_row(r, system_id, layer_key, precision, batch, run_id))
             s.add(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
                          message=message[:2000], run_id=run_id, wall_s=wall_s))
 
@@ -574,6 +559,33 @@ def _finite(v) -> bool:
 
 def _f(v):
     return float(v) if _finite(v) else None
+
+
+def _choice_row(r: ChoiceLine, system_id: int, layer_key: str, precision: str, run_id: int | None) -> Choice:
+    """The ``choices`` row of a heuristic's pick (status cut to the column's 64 characters)."""
+    return Choice(system_id=system_id, layer_key=layer_key, precision=precision, source=r.source, rank=r.rank,
+                  algorithm=r.algorithm, math=r.math, status=r.status[:64], workspace_bytes=r.workspace_bytes,
+                  run_id=run_id)
+
+
+def _measurement_row(r: MeasurementLine, system_id: int, layer_key: str, precision: str, batch: int,
+                     run_id: int | None) -> Measurement:
+    """The ``measurements`` row of a measurement line. A line that says ``ok`` without a finite,
+    non-negative median is stored ``failed`` ("no valid time recorded"); only a valid line keeps its
+    statistics, never a time that was not measured. ``batch``: the config's ``layer_configs.batch``."""
+    ok = r.valid
+    status, message = r.status, r.message
+    if status == "ok" and not ok:
+        status, message = "failed", "no valid time recorded"
+    stats = {k: _f(getattr(r, k)) if ok else None
+             for k in ("median_ms", "q1_ms", "q3_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms", "rse")}
+    return Measurement(
+        system_id=system_id, layer_key=layer_key, precision=precision, call=r.call, algorithm=r.algorithm,
+        math=r.math, dtype=r.dtype, cache=r.cache, layout=r.layout, batch=batch, status=status, message=message,
+        note=r.note, **stats, samples=r.samples, converged=r.converged, method=r.method, reps=r.reps,
+        host_us=_f(r.host_us), workspace_bytes=r.workspace_bytes, sm_clock_min_mhz=r.sm_clock_min_mhz,
+        sm_clock_max_mhz=r.sm_clock_max_mhz, dropped=r.dropped, power_capped=r.power_capped,
+        clock_reasons=r.clock_reasons, build_ms=_f(r.build_ms), details=_details(r.details), run_id=run_id)
 
 
 def system_fingerprint(record: dict) -> str:

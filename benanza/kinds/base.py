@@ -19,15 +19,28 @@ Shape = tuple[int, ...]
 OPTIONAL = {"omit_default": True}
 
 
+def stored_as(name: str, **metadata) -> dict:
+    """``dataclasses.field(metadata=stored_as("batch"))``: the field's name in the canonical parameters
+    (and so in the key and the database's ``params``) when it differs from the Python name: a field
+    renamed for clarity keeps the key of every config stored before."""
+    return {"param": name, **metadata}
+
+
+def param_name(f: dataclasses.Field) -> str:
+    """The name of a config field in the canonical parameters (:func:`stored_as`; else its own)."""
+    return f.metadata.get("param", f.name)
+
+
 def _omitted(f: dataclasses.Field, value) -> bool:
     return bool(f.metadata.get("omit_default")) and f.default is not dataclasses.MISSING and value == f.default
 
 
 def _canonical(value):
     """JSON-ready canonical form: tuples become lists, floats keep their repr, dataclasses dicts
-    (fields marked :data:`OPTIONAL` left out while they hold their default)."""
+    (fields marked :data:`OPTIONAL` left out while they hold their default; each under
+    :func:`param_name`)."""
     if dataclasses.is_dataclass(value):
-        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)
+        return {param_name(f): _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)
                 if not _omitted(f, getattr(value, f.name))}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
@@ -61,9 +74,20 @@ class LayerConfig:
         return f"{self.kind.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
     @property
-    def batch(self) -> int:
-        """Batch size (dim 0 of the first input) of this config."""
-        return self.input_shapes()[0][0] if self.input_shapes() and self.input_shapes()[0] else 1
+    def batch_count(self) -> int:
+        """How many independent instances of the operation one call computes: dim 0 of the first input
+        by default (N of an (N, C, ...) tensor); a GEMM's number of products
+        (:attr:`benanza.kinds.gemm.GemmConfig.batch_count`, 1 for one product); the ``batch`` of a kind
+        that names its batch itself (RNN: its batch of sequences; Gather: dim 0 of its output). What
+        the database stores as ``layer_configs.batch``.
+
+        Not the model's batch (:attr:`benanza.processing.model.ModelLayers.batch`, ``models.batch``):
+        a GEMM folds the model's batch into M (resnet50's classifier at batch 32 is M = 32,
+        batch_count 1), and one config serves every model and batch that has it."""
+        if hasattr(self, "batch"):  # the base class has no ``batch``: a kind that names its own
+            return self.batch
+        shapes = self.input_shapes()
+        return shapes[0][0] if shapes and shapes[0] else 1
 
     def input_shapes(self) -> list[Shape]:
         raise NotImplementedError
@@ -95,7 +119,11 @@ def channels_last(shape) -> list[int]:
 
 @dataclass(frozen=True)
 class Job:
-    """One benchmark job: a layer config measured in one precision."""
+    """One benchmark job: a layer config measured in one precision (and tensor layout).
+
+    A job has no batch of its own: its config serves every model and model batch that has it (the
+    model's batch is :attr:`benanza.processing.model.ModelLayers.batch`, in a suite's manifest under
+    ``models``); ``config.batch_count`` is the config's own count of instances per call."""
 
     id: str
     config: LayerConfig
@@ -115,7 +143,7 @@ class Job:
         return {"job": self.id, "layer_key": self.layer_key, "kind": self.kind,
                 "precision": self.precision, "node": self.node, "layout": self.layout,
                 "description": self.config.describe(), "params": self.config.params(),
-                "batch": self.config.batch}
+                "batch_count": self.config.batch_count}
 
 
 def io_bytes(cfg: LayerConfig, ib: int, ob: int) -> int:

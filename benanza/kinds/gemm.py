@@ -6,10 +6,10 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from benanza.kinds.base import Job, Kind, LayerConfig, numel
+from benanza.kinds.base import Job, Kind, LayerConfig, numel, stored_as
 from benanza.kinds.cpp import Case, CppValue, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
 from benanza.kinds.onnx_map import Unsupported, need
@@ -19,12 +19,14 @@ from benanza.kinds.onnx_map import Unsupported, need
 class GemmConfig(LayerConfig):
     """Gemm / MatMul: ``Y[b] = A[b] @ B[b] (+ C)``, row-major; cublasGemmEx (batched: strided).
 
-    m, n, k: the product's sizes; batch: number of independent products (1 for Gemm);
+    m, n, k: the product's sizes; batch_count: number of independent products (1 for Gemm; stored as
+    ``batch`` in the canonical parameters, so keys stay those of earlier databases; not the model's
+    batch, which a GEMM folds into m);
     trans_a/trans_b: ONNX transA/transB; bias: Gemm's C input, "none", "c" (a length-n vector,
     C of shape (n,) or (1, n): the bias of a fully connected layer) or "c_full" (any other C that
     broadcasts to (m, n)). Timed as beta = 1 onto an output that holds C (cublasGemmEx and
     cublasLtMatmul) and, for "c", also as cuBLASLt's CUBLASLT_EPILOGUE_BIAS.
-    FLOPs: 2*batch*m*n*k (+ batch*m*n for the bias).
+    FLOPs: 2*batch_count*m*n*k (+ batch_count*m*n for the bias).
     """
 
     kind: ClassVar[str] = "Gemm"
@@ -32,7 +34,7 @@ class GemmConfig(LayerConfig):
     m: int
     n: int
     k: int
-    batch: int = 1
+    batch_count: int = field(default=1, metadata=stored_as("batch"))
     trans_a: bool = False
     trans_b: bool = False
     bias: str = "none"
@@ -40,20 +42,20 @@ class GemmConfig(LayerConfig):
     def input_shapes(self):
         a = (self.k, self.m) if self.trans_a else (self.m, self.k)
         b = (self.n, self.k) if self.trans_b else (self.k, self.n)
-        if self.batch > 1:
-            return [(self.batch,) + a, (self.batch,) + b]
+        if self.batch_count > 1:
+            return [(self.batch_count,) + a, (self.batch_count,) + b]
         return [a, b]
 
     def output_shape(self):
-        return ((self.batch,) if self.batch > 1 else ()) + (self.m, self.n)
+        return ((self.batch_count,) if self.batch_count > 1 else ()) + (self.m, self.n)
 
     def flops(self):
-        return 2 * self.batch * self.m * self.n * self.k + (
-            self.batch * self.m * self.n if self.bias != "none" else 0)
+        return 2 * self.batch_count * self.m * self.n * self.k + (
+            self.batch_count * self.m * self.n if self.bias != "none" else 0)
 
     def describe(self):
         t = ("T" if self.trans_a else "N") + ("T" if self.trans_b else "N")
-        b = f"{self.batch}x" if self.batch > 1 else ""
+        b = f"{self.batch_count}x" if self.batch_count > 1 else ""
         c = {"none": "", "c": " +C", "c_full": " +C(full)"}.get(self.bias, f" +{self.bias}")
         return f"Gemm({b}m{self.m} n{self.n} k{self.k} {t}{c})"
 
@@ -74,7 +76,7 @@ def _map_gemm(node, ctx, attrs):
         c = ctx.shape(node.input[2])
         # a per-output-feature vector (the bias of a fully connected layer) or any other C
         bias = "c" if c is None or tuple(c) in ((n,), (1, n)) else "c_full"
-    return GemmConfig(m=m, n=n, k=k, batch=1, trans_a=ta, trans_b=tb, bias=bias)
+    return GemmConfig(m=m, n=n, k=k, batch_count=1, trans_a=ta, trans_b=tb, bias=bias)
 
 
 def _map_matmul(node, ctx, attrs):
@@ -98,7 +100,7 @@ def _map_matmul(node, ctx, attrs):
     ba = [1] * (r - len(ba)) + ba
     bb = [1] * (r - len(bb)) + bb
     if ba == bb:
-        return GemmConfig(m=m, n=n, k=k, batch=math.prod(ba))
+        return GemmConfig(m=m, n=n, k=k, batch_count=math.prod(ba))
     raise Unsupported(f"batched MatMul with partially broadcast batch dims {ba} x {bb}")
 
 
@@ -117,7 +119,7 @@ class GemmCase(Case):
 
 
 def gemm_case(cfg: GemmConfig, job: Job) -> GemmCase:
-    return GemmCase(job=job_init(job), m=cfg.m, n=cfg.n, k=cfg.k, batch=cfg.batch, trans_a=cpp_num(cfg.trans_a), trans_b=cpp_num(cfg.trans_b), bias={"none": 0, "c": 1}.get(cfg.bias, 2))
+    return GemmCase(job=job_init(job), m=cfg.m, n=cfg.n, k=cfg.k, batch=cfg.batch_count, trans_a=cpp_num(cfg.trans_a), trans_b=cpp_num(cfg.trans_b), bias={"none": 0, "c": 1}.get(cfg.bias, 2))
 
 
 def gemm_fn(c: Ctx, g: GemmConfig):
@@ -127,7 +129,7 @@ def gemm_fn(c: Ctx, g: GemmConfig):
     a_shape, b_shape = g.input_shapes()
     a = c.randn(a_shape)
     a_eff = a.transpose(-1, -2) if g.trans_a else a
-    if g.batch == 1:
+    if g.batch_count == 1:
         w = c.randn((g.n, g.k))  # nn.Linear's weight layout (a weight's layout is free)
         if g.bias == "c_full":
             cmat = c.randn((g.m, g.n))
@@ -137,8 +139,8 @@ def gemm_fn(c: Ctx, g: GemmConfig):
     b = c.randn(b_shape)
     b_eff = b.transpose(-1, -2) if g.trans_b else b
     if g.bias != "none":
-        cmat = c.randn((g.n,) if g.bias == "c" else (g.batch, g.m, g.n))
-        cb = cmat.expand(g.batch, g.m, g.n)
+        cmat = c.randn((g.n,) if g.bias == "c" else (g.batch_count, g.m, g.n))
+        cb = cmat.expand(g.batch_count, g.m, g.n)
         return (lambda: torch.baddbmm(cb, a_eff, b_eff)), "torch:aten::baddbmm"
     return (lambda: torch.matmul(a_eff, b_eff)), "torch:aten::bmm"
 
@@ -157,7 +159,7 @@ def _min_bytes(cfg: GemmConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
-    example=GemmConfig(m=1, n=1000, k=440, batch=1, trans_a=False, trans_b=True, bias='c'),
+    example=GemmConfig(m=1, n=1000, k=440, batch_count=1, trans_a=False, trans_b=True, bias='c'),
     name="Gemm", config=GemmConfig, template="gemm.cpp.j2", case=gemm_case, min_bytes=_min_bytes,
     torch=_gemm, onnx={"Gemm": _map_gemm, "MatMul": _map_matmul},
     typed_ops=(), fused_from=(),

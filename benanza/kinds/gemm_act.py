@@ -87,7 +87,7 @@ def _gemm_act(c: Ctx) -> Candidate:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
-    example=GemmActConfig(gemm=GemmConfig(m=1, n=4096, k=4096, batch=1, trans_a=False, trans_b=True, bias='c'),
+    example=GemmActConfig(gemm=GemmConfig(m=1, n=4096, k=4096, batch_count=1, trans_a=False, trans_b=True, bias='c'),
         activation='relu'),
     name="GemmAct", config=GemmActConfig, template="gemm_act.cpp.j2", case=_gemm_act_case, min_bytes=io_bytes,
     torch=_gemm_act, onnx={},

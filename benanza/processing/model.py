@@ -1219,7 +1219,7 @@ def _find_gemm_acts(pat: _Pattern, mm: Layer):
     and MatMul -> Add(bias vector) without an activation as one GEMM with a bias (GemmConfig with
     bias "c": cublasGemmEx onto C, cuBLASLt's BIAS epilogue)."""
     if mm.op_type not in ("Gemm", "MatMul") or mm.status != "benchmark" or not pat.free(mm) \
-            or not isinstance(mm.config, L.GemmConfig) or mm.config.batch != 1:
+            or not isinstance(mm.config, L.GemmConfig) or mm.config.batch_count != 1:
         return None
     gemm = mm.config
     chain = [mm.index]

@@ -396,7 +396,7 @@ def conv_engines(ml, log: CudnnLog) -> dict[int, ConvEngine]:
 def _gemm_keys(cfg) -> tuple[list[tuple], str]:
     kind = getattr(cfg, "kind", None)
     if kind == "Gemm":
-        return [(tuple(sorted((cfg.m, cfg.n))), cfg.k, cfg.batch)], "gemm"
+        return [(tuple(sorted((cfg.m, cfg.n))), cfg.k, cfg.batch_count)], "gemm"
     if kind == "Conv":
         nsp = len(cfg.x) - 2
         if cfg.group == 1 and all(d == 1 for d in cfg.w[2:]) and all(s == 1 for s in cfg.strides) and \

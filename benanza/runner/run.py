@@ -8,6 +8,7 @@ and is restarted for the remaining jobs.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -26,6 +27,7 @@ from benanza.analysis import roofline
 from benanza.build.builder import suite_executable
 from benanza.database.store import Database, system_fingerprint
 from benanza.errors import DeviceError, UsageError
+from benanza.runner.records import RECORD_TYPES, MeasurementLine, Record, RecordError, parse_record
 from benanza.generation.generator import Suite
 
 
@@ -108,20 +110,21 @@ def query_system(exe: Path, device: int = 0, timeout_s: float = 120.0) -> dict:
     raise DeviceError(f"the suite gave no system record: {err}")
 
 
-def _relabel_tensor_core_fp32(job, records: list[dict], system: dict | None) -> None:
-    """An fp32 GEMM measurement labelled FMA math that is faster than any FP32 FMA rate allows
-    (:func:`benanza.analysis.roofline.implausible_fma`) ran on Tensor Cores: its math becomes ``tf32`` and
-    its note says why, so an fp32 analysis never counts it."""
+def _relabel_tensor_core_fp32(job, records: list[Record], system: dict | None) -> list[Record]:
+    """``records`` with each fp32 GEMM measurement labelled FMA math that is faster than any FP32 FMA
+    rate allows (:func:`benanza.analysis.roofline.implausible_fma`) relabelled: it ran on Tensor Cores,
+    so its math becomes ``tf32`` and its note says why, and an fp32 analysis never counts it."""
     if job.precision != "fp32" or not system:
-        return
+        return records
+    out = []
     for r in records:
-        if r.get("type") != "measurement" or r.get("status") != "ok" or r.get("math") not in ("fma", "none"):
-            continue
-        why = roofline.implausible_fma(job.config, r.get("median_ms"), system.get("sm_count"),
-                                       system.get("max_sm_clock_mhz"))
-        if why:
-            r["math"] = "tf32"
-            r["note"] = "; ".join(x for x in (r.get("note"), why) if x)
+        if isinstance(r, MeasurementLine) and r.status == "ok" and r.math in ("fma", "none"):
+            why = roofline.implausible_fma(job.config, r.median_ms, system.get("sm_count"),
+                                           system.get("max_sm_clock_mhz"))
+            if why:
+                r = dataclasses.replace(r, math="tf32", note="; ".join(x for x in (r.note, why) if x))
+        out.append(r)
+    return out
 
 
 def _reader(stream, q: queue.Queue) -> None:
@@ -230,7 +233,7 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
     summary.run_id = run_id
     by_id = {j.id: j for j in pending}
     # interleave jobs of every kind over the GPUs so that each shard gets a similar mix
-    order = sorted(pending, key=lambda j: (j.kind, j.config.batch, j.id))
+    order = sorted(pending, key=lambda j: (j.kind, j.config.batch_count, j.id))
     shards = [[j.id for j in order[i::len(gpus)]] for i in range(len(gpus))]
     t0 = time.perf_counter()
     if progress:
@@ -311,7 +314,7 @@ def _drive(ctx: _Shared, device: int, job_ids: list[str]) -> None:
             job = ctx.by_id[w.crashed]
             ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, "failed", w.reason,
                              w.partial, layout=job.layout)
-            ctx.finished(job, "failed", w.reason, sum(1 for r in w.partial if r.get("type") == "measurement"))
+            ctx.finished(job, "failed", w.reason, sum(1 for r in w.partial if isinstance(r, MeasurementLine)))
             remaining = [j for j in remaining if j != w.crashed]
         if remaining and not ctx.stop.is_set():
             with ctx.lock:
@@ -327,7 +330,7 @@ class _WorkerResult:
     crashed: str | None = None  # the job in flight when the worker died or timed out
     reason: str = ""
     started_any: bool = False
-    partial: list[dict] = field(default_factory=list)  # what the crashed job measured before
+    partial: list[Record] = field(default_factory=list)  # what the crashed job measured before
 
 
 @dataclass(frozen=True)
@@ -346,64 +349,94 @@ def _suite_worker(exe: Path, opt: RunOptions) -> Worker:
                   jobs_text=lambda ids: "\n".join(ids) + "\n")
 
 
+@dataclass
+class _Progress:
+    """What one worker process has done so far: the jobs it finished, the job in flight with its
+    records, a ``fatal`` line's message and the first malformed record of the job in flight."""
+
+    finished: set[str] = field(default_factory=set)
+    current: str | None = None
+    records: list[Record] = field(default_factory=list)
+    started_at: float = 0.0
+    fatal: str = ""
+    started_any: bool = False
+    malformed: str = ""
+
+
+def _store_job(ctx: _Shared, p: _Progress, end: dict) -> None:
+    """Write the job in flight (its ``job_end`` line ``end``) to the database: failed with the reason
+    when the worker said so or printed a malformed record (the well-formed ones are kept)."""
+    job = ctx.by_id[p.current]
+    status = "ok" if end.get("status") == "ok" and not p.malformed else "failed"
+    msg = str(end.get("message") or "")
+    if p.malformed:
+        msg = "; ".join(x for x in (msg, f"the worker printed a malformed record: {p.malformed}") if x)
+    records = _relabel_tensor_core_fp32(job, p.records, ctx.summary.system)
+    ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, status, msg,
+                     records, time.perf_counter() - p.started_at, layout=job.layout)
+    p.finished.add(p.current)
+    ctx.finished(job, status, msg, sum(1 for r in records if isinstance(r, MeasurementLine)))
+    p.current, p.records, p.malformed = None, [], ""
+
+
+def _take_line(ctx: _Shared, p: _Progress, line: str) -> None:
+    """Act on one line of the worker's output (lines that are not JSON objects are ignored)."""
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError:
+        return
+    if not isinstance(rec, dict):
+        return
+    typ = rec.get("type")
+    if not isinstance(typ, str):
+        return
+    if typ == "job_start":
+        p.current, p.records, p.malformed = rec.get("job"), [], ""
+        p.started_at = time.perf_counter()
+        p.started_any = True
+    elif typ in RECORD_TYPES and p.current is not None:
+        try:
+            p.records.append(parse_record(rec))
+        except RecordError as e:
+            p.malformed = p.malformed or str(e)
+    elif typ == "job_end" and p.current is not None and rec.get("job") == p.current:
+        _store_job(ctx, p, rec)
+    elif typ == "fatal":
+        p.fatal = str(rec.get("message") or "")
+
+
+def _pump(ctx: _Shared, proc: subprocess.Popen, p: _Progress) -> bool:
+    """Read the worker's lines until it ends, the run stops (the worker is killed) or the job in
+    flight runs past the per-job timeout (killed too; returns True)."""
+    q: queue.Queue = queue.Queue()
+    threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
+    while True:
+        if ctx.stop.is_set():
+            _kill(proc)
+            return False
+        try:
+            line = q.get(timeout=0.5)
+        except queue.Empty:
+            if p.current is not None and time.perf_counter() - p.started_at > ctx.opt.job_timeout_s:
+                _kill(proc)
+                return True
+            continue
+        if line is None:
+            return False
+        _take_line(ctx, p, line)
+
+
 def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResult:
     """Run one worker process on ``device`` over ``remaining`` and store every job it finishes."""
-    opt = ctx.opt
     with tempfile.NamedTemporaryFile("w", suffix=".jobs", delete=False) as f:
         f.write(ctx.worker.jobs_text(remaining))
         jobs_file = f.name
-    finished: set[str] = set()
-    current: str | None = None
-    records: list[dict] = []
-    started_at = 0.0
-    fatal = ""
-    started_any = False
+    p = _Progress()
     log = open(ctx.log_path, "a")
     proc = subprocess.Popen(ctx.worker.argv(jobs_file, device), stdout=subprocess.PIPE,
                             stderr=log, text=True, bufsize=1, start_new_session=True)
-    q: queue.Queue = queue.Queue()
-    t = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
-    t.start()
-    timed_out = False
     try:
-        while True:
-            if ctx.stop.is_set():
-                _kill(proc)
-                break
-            try:
-                line = q.get(timeout=0.5)
-            except queue.Empty:
-                if current is not None and time.perf_counter() - started_at > opt.job_timeout_s:
-                    timed_out = True
-                    _kill(proc)
-                    break
-                continue
-            if line is None:
-                break
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            typ = rec.get("type")
-            if typ == "job_start":
-                current = rec.get("job")
-                records = []
-                started_at = time.perf_counter()
-                started_any = True
-            elif typ in ("measurement", "choice") and current is not None:
-                records.append(rec)
-            elif typ == "job_end" and current is not None and rec.get("job") == current:
-                job = ctx.by_id[current]
-                status = "ok" if rec.get("status") == "ok" else "failed"
-                msg = rec.get("message", "")
-                _relabel_tensor_core_fp32(job, records, ctx.summary.system)
-                ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, status, msg,
-                                 records, time.perf_counter() - started_at, layout=job.layout)
-                finished.add(current)
-                ctx.finished(job, status, msg, sum(1 for r in records if r.get("type") == "measurement"))
-                current, records = None, []
-            elif typ == "fatal":
-                fatal = rec.get("message", "")
+        timed_out = _pump(ctx, proc, p)
     except BaseException:
         _kill(proc)
         raise
@@ -415,23 +448,28 @@ def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResul
         except OSError:
             pass
     if ctx.stop.is_set():
-        return _WorkerResult(finished, None, "stopped", started_any)
-    rc = proc.returncode
-    if current is not None:
+        return _WorkerResult(p.finished, None, "stopped", p.started_any)
+    return _worker_outcome(ctx.opt, p, proc.returncode, timed_out)
+
+
+def _worker_outcome(opt: RunOptions, p: _Progress, rc: int | None, timed_out: bool) -> _WorkerResult:
+    """How a worker process ended (exit code ``rc``): the job in flight crashed with the reason, the
+    device is missing (exit 3: raises :class:`DeviceError`), or it ended (cleanly or not) between jobs."""
+    if p.current is not None:
         if timed_out:
             reason = f"timed out after {opt.job_timeout_s:.0f} s"
-        elif fatal:
-            reason = fatal
+        elif p.fatal:
+            reason = p.fatal
         elif rc is not None and rc < 0:
             reason = f"worker killed by signal {signal.Signals(-rc).name}"
         else:
             reason = f"worker exited with code {rc} during the job"
-        return _WorkerResult(finished, current, reason, started_any, records)
+        return _WorkerResult(p.finished, p.current, reason, p.started_any, p.records)
     if rc == 3:
-        raise DeviceError(fatal or "no CUDA device")
+        raise DeviceError(p.fatal or "no CUDA device")
     if rc != 0:
-        return _WorkerResult(finished, None, fatal or f"worker exited with code {rc}", started_any)
-    return _WorkerResult(finished, None, "", started_any)
+        return _WorkerResult(p.finished, None, p.fatal or f"worker exited with code {rc}", p.started_any)
+    return _WorkerResult(p.finished, None, "", p.started_any)
 
 
 def _kill(proc: subprocess.Popen) -> None:
