@@ -1340,32 +1340,35 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
               system: Optional[str] = typer.Option(None, "--system", help="only this system"),
               model: Optional[list[str]] = typer.Option(None, "--model", help="only these models' configs"),
               batch: Optional[int] = typer.Option(None, "--batch", help="with --model: the model's batch size"),
-              fmt: str = typer.Option("sqlite", "--format", help="sqlite (a benanza database for `db import`) or "
-                                      "gbench (Google Benchmark's JSON, for its tools/compare.py; one system)")):
+              fmt: str = typer.Option("sqlite", "--format", help="sqlite (a benanza database for `db import`), "
+                                      "gbench (Google Benchmark's JSON, for its tools/compare.py; one system) or "
+                                      "nvbench (NVBench's JSON, for its nvbench_compare.py; one system)")):
     """Write chosen systems and models to a portable SQLite file (merge it elsewhere with `db import`),
-    or one system's measurements as Google Benchmark JSON.
+    or one system's measurements as Google Benchmark or NVBench JSON.
 
     Example: benanza db export --system H200 --format gbench -o h200.json (then
     compare.py benchmarks h100.json h200.json)"""
     from benanza.database import sharing
     from benanza.database.store import open_db
 
-    if fmt not in ("sqlite", "gbench"):
-        raise UsageError(f"--format must be sqlite or gbench, not {fmt!r}")
+    if fmt not in ("sqlite", "gbench", "nvbench"):
+        raise UsageError(f"--format must be sqlite, gbench or nvbench, not {fmt!r}")
     if output.exists():
         raise UsageError(f"-o {output}: exists; export writes a new file")
     _check_output_file("-o", output)
     database = open_db(db, create=False)
     _db_notices(database)
-    if fmt == "gbench":
-        from benanza.database.exports import gbench_doc, write_json
+    if fmt in ("gbench", "nvbench"):
+        from benanza.database.exports import gbench_doc, nvbench_doc, write_json
         from benanza.database.query import model_keys
 
         keys = sorted({k for m in model for k in model_keys(database, m, batch)}) if model else None
-        doc = gbench_doc(database, system, keys)
+        doc = (gbench_doc if fmt == "gbench" else nvbench_doc)(database, system, keys)
         write_json(doc, output)
-        out.print(f"exported {len(doc['benchmarks'])} measurements of {doc['context']['host_name']} as Google "
-                  f"Benchmark JSON to {output}", markup=False)
+        what = (f"{len(doc['benchmarks'])} measurements of {doc['context']['host_name']} as Google Benchmark JSON"
+                if fmt == "gbench" else f"{len(doc['benchmarks'])} benchmarks of {doc['devices'][0]['name']} as "
+                f"NVBench JSON")
+        out.print(f"exported {what} to {output}", markup=False)
         return
     st = sharing.export(database, output, system, model, batch)
     out.print(f"exported {st.jobs_added} jobs, {st.measurements_written + st.orphans_written} measurements, "
