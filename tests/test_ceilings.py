@@ -16,7 +16,8 @@ SYSTEM = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 13
 
 def _rec(name, median_ms, work, unit, status="ok", message=""):
     return json.dumps({"type": "measurement", "kind": "Ceiling", "cache": "warm", "status": status,
-                       "message": message, "call": "cublasGemmEx", "algorithm": name, "median_ms": median_ms,
+                       "message": message, "call": "cublasGemmEx", "algorithm": name, "math": "none",
+                       "dtype": "float32", "median_ms": median_ms,
                        "rse": 0.002, "samples": 12, "converged": True,
                        "details": {"ceiling": name, "work": work, "unit": unit}})
 
@@ -25,8 +26,11 @@ def test_records_become_ceilings_and_failures_never_values(backend_url):
     lines = [json.dumps({"type": "system", "system": SYSTEM}),
              _rec("dram_bandwidth", 0.5, 2.0 * 2 ** 30, "bytes/s"),
              _rec("gemm_fp16", 1.2, 2.0 * 8192 ** 3, "FLOP/s"),
-             json.dumps({"type": "measurement", "kind": "Ceiling", "cache": "cold", "status": "ok",
-                         "median_ms": 9.0, "details": {"ceiling": "dram_bandwidth", "work": 1, "unit": "bytes/s"}}),
+             json.dumps({"type": "measurement", "kind": "Ceiling", "cache": "cold", "status": "ok", "call": "copy",
+                         "algorithm": "dram_bandwidth", "math": "none", "dtype": "float32", "median_ms": 9.0,
+                         "details": {"ceiling": "dram_bandwidth", "work": 1, "unit": "bytes/s"}}),
+             # a malformed record is a failure that names the field, never a value
+             _rec("l2_bandwidth", "0.1", 2.0 ** 30, "bytes/s"),
              _rec("gemm_bf16", None, 2.0 * 8192 ** 3, "FLOP/s", status="failed", message="CUBLAS_STATUS_NOT_SUPPORTED"),
              "not json"]
     system, rows, failed = C.parse_records(lines)
@@ -35,7 +39,8 @@ def test_records_become_ceilings_and_failures_never_values(backend_url):
     assert set(by) == {"dram_bandwidth", "gemm_fp16"}  # the cold record does not count
     assert by["dram_bandwidth"].value == pytest.approx(2.0 * 2 ** 30 / 0.5e-3)  # 4.29 TB/s
     assert by["gemm_fp16"].value == pytest.approx(2.0 * 8192 ** 3 / 1.2e-3)
-    assert failed == ["gemm_bf16: CUBLAS_STATUS_NOT_SUPPORTED"]
+    assert failed[0].startswith("l2_bandwidth: measurement line: 'median_ms' is '0.1' (str)")
+    assert failed[1:] == ["gemm_bf16: CUBLAS_STATUS_NOT_SUPPORTED"]
     db = open_db(backend_url)
     sid = db.upsert_system(SYSTEM)
     db.write_ceilings(sid, [r.to_row() for r in rows])

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benanza.errors import DeviceError, UsageError
+from benanza.runner.records import MeasurementLine, RecordError
 
 #: the ceilings the harness measures, and what each is the roof of
 CEILINGS = {
@@ -50,29 +51,36 @@ class CeilingResult:
 
 def parse_records(lines) -> tuple[dict | None, list[CeilingResult], list[str]]:
     """Parse a ``suite --ceilings`` output: (system record, the valid ceilings, the failures as
-    "name: message"). Lines that are not JSON are ignored; a ceiling without a valid time is a
-    failure, never a value."""
+    "name: message"). Lines that are not JSON are ignored; a ceiling measurement is read as a typed
+    record (:class:`benanza.runner.records.MeasurementLine`; a malformed one is a failure that says
+    why); a ceiling without a valid time is a failure, never a value."""
     system, out, failed = None, [], []
     for line in lines:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if not isinstance(rec, dict):
+            continue
         if rec.get("type") == "system":
             system = rec.get("system")
-        if rec.get("type") != "measurement" or rec.get("kind") != "Ceiling" or rec.get("cache") != "warm":
+        if rec.get("type") != "measurement" or rec.get("kind") != "Ceiling":
             continue
-        d = rec.get("details") or {}
-        name = d.get("ceiling") or rec.get("algorithm", "?")
-        med = rec.get("median_ms")
-        if rec.get("status") != "ok" or not isinstance(med, (int, float)) or not med > 0:
-            failed.append(f"{name}: {rec.get('message') or rec.get('status')}")
+        try:
+            m = MeasurementLine.from_json(rec)
+        except RecordError as e:
+            failed.append(f"{rec.get('algorithm', '?')}: {e}")
             continue
-        work = float(d["work"])
-        out.append(CeilingResult(name=name, unit=d.get("unit", ""), value=work / (med / 1e3), work=work,
-                                 median_ms=float(med), rse=rec.get("rse"), samples=rec.get("samples"),
-                                 converged=rec.get("converged"),
-                                 method=f"{rec.get('call', '')} {rec.get('note', '')}".strip()))
+        if m.cache != "warm":
+            continue
+        name = m.details.get("ceiling") or m.algorithm
+        if not m.valid or not m.median_ms > 0:
+            failed.append(f"{name}: {m.message or m.status}")
+            continue
+        work = float(m.details["work"])
+        out.append(CeilingResult(name=name, unit=m.details.get("unit", ""), value=work / (m.median_ms / 1e3),
+                                 work=work, median_ms=m.median_ms, rse=m.rse, samples=m.samples,
+                                 converged=m.converged, method=f"{m.call} {m.note}".strip()))
     return system, out, failed
 
 
