@@ -58,3 +58,37 @@ def _violations(name: str, path: Path) -> list[str]:
 def test_no_module_reaches_into_another_modules_private_names():
     found = [v for name, path in _modules() for v in _violations(name, path)]
     assert not found, "\n".join(found)
+
+
+#: the longest a function may be (issue 16), its signature, docstring and nested functions included
+MAX_FUNCTION_LINES = 80
+#: files allowed longer functions for now, each with the reason; empty: every stage complies
+LONG_FUNCTION_EXCEPTIONS: dict[str, str] = {}
+
+
+def _long_functions(path: Path, root: Path) -> list[str]:
+    """``file:line name (N lines)`` for every function, method or nested function in ``path`` above
+    :data:`MAX_FUNCTION_LINES` lines (from its ``def`` line, decorators not counted, to its last line)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = node.end_lineno - node.lineno + 1
+            if n > MAX_FUNCTION_LINES:
+                out.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {node.name} ({n} lines)")
+    return out
+
+
+def test_the_function_length_check_counts_lines(tmp_path):
+    (tmp_path / "ok.py").write_text("def f():\n" + "    x = 0\n" * (MAX_FUNCTION_LINES - 1))  # 80 lines
+    (tmp_path / "long.py").write_text("class C:\n    async def g(self):\n" + "        x = 0\n" * MAX_FUNCTION_LINES)
+    assert _long_functions(tmp_path / "ok.py", tmp_path) == []
+    assert _long_functions(tmp_path / "long.py", tmp_path) == [f"long.py:2 g ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+def test_no_function_above_80_lines():
+    """Every function in benanza/ (the Python package; templates are not walked) is at most
+    :data:`MAX_FUNCTION_LINES` lines, except in the files :data:`LONG_FUNCTION_EXCEPTIONS` names."""
+    root = PKG.parent
+    files = sorted(p for p in PKG.rglob("*.py") if p.relative_to(root).as_posix() not in LONG_FUNCTION_EXCEPTIONS)
+    found = [f for p in files for f in _long_functions(p, root)]
+    assert not found, "split these into helpers of at most 80 lines:\n" + "\n".join(found)
