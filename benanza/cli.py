@@ -1226,8 +1226,8 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
              kind: Optional[list[str]] = typer.Option(None, "--kind", help="layer kind (Conv, Gemm, ...)"),
              param: Optional[list[str]] = typer.Option(None, "--param", help="config field: NAME=VALUE"),
              batch: Optional[int] = typer.Option(None, "--batch", help="with --model: the model's batch size (its "
-                                                 "layer configs at that batch); without: the layer configs' batch "
-                                                 "(dim 0 of the first input)"),
+                                                 "layer configs at that batch); without: the layer configs' batch count "
+                                                 "(dim 0 of the first input; a GEMM's number of products)"),
              dtype: Optional[str] = typer.Option(None, "--dtype", help="precision: fp32, tf32, fp16, bf16, fp8"),
              math: Optional[str] = typer.Option(None, "--math", help="fma, tf32, tensor_op, none"),
              call: Optional[str] = typer.Option(None, "--call", help="library call contains"),
@@ -1254,8 +1254,8 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     f = query.Filters(system=system, model=model, model_batch=batch, kind=kind, params=_params(param),
                       precision=None if best else dtype, math=math, call=call, algorithm=algorithm,
                       # one meaning of batch: with --model it selects the model's configs (a GEMM of
-                      # ViT at batch 32 has M = 32 x 197), never their own dim 0 as well
-                      batch=None if model else batch,
+                      # ViT at batch 32 has M = 32 x 197), never their own batch count as well
+                      batch_count=None if model else batch,
                       status=status, cache=cache, sort=sort, descending=desc, limit=limit)
     if best:
         keys = query.config_keys(database, f)

@@ -7,7 +7,7 @@ pandas is installed. Every filter value reaches the database as a bound paramete
 >>> from benanza.database.store import open_db
 >>> from benanza import query
 >>> db = open_db("db/reference/h200.sqlite.gz", create=False)
->>> rows = query.measurements(db, query.Filters(kind=["Conv"], batch=32, precision="fp16", status="ok"))
+>>> rows = query.measurements(db, query.Filters(kind=["Conv"], batch_count=32, precision="fp16", status="ok"))
 >>> best = query.best_per_config(db, system="H200", precision="fp16")
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ SORTABLE = ("median_ms", "iqr_ms", "mean_ms", "min_ms", "batch", "kind", "layer_
 
 @dataclass
 class MeasurementRecord:
-    """One measurement row with its layer config and system (times in ms, sizes in bytes)."""
+    """One measurement row with its layer config and system (times in ms, sizes in bytes). ``batch``:
+    the config's batch count (``layer_configs.batch``), not a model's batch."""
 
     id: int
     system_id: int
@@ -68,7 +69,11 @@ class MeasurementRecord:
 @dataclass
 class Filters:
     """What `benanza db query` selects. ``params``: layer-config parameters that must match
-    (e.g. ``{"group": "1", "x": "32x64x56x56"}``); ``algorithm``/``call``: substrings."""
+    (e.g. ``{"group": "1", "x": "32x64x56x56"}``); ``algorithm``/``call``: substrings.
+    Two batches, named apart: ``model_batch`` is a model's batch (with ``model``: the configs of the
+    model recorded at that batch); ``batch_count`` is a config's own count of instances per call
+    (``layer_configs.batch``, :attr:`benanza.kinds.base.LayerConfig.batch_count`: N of a convolution,
+    a GEMM's number of products; a GEMM folds the model's batch into M)."""
 
     system: str | None = None
     model: str | None = None
@@ -80,7 +85,7 @@ class Filters:
     math: str | None = None
     call: str | None = None
     algorithm: str | None = None
-    batch: int | None = None
+    batch_count: int | None = None
     status: str | None = None
     cache: str | None = None
     sort: str = "median_ms"
@@ -157,18 +162,18 @@ def _parse_param(value: str):
 
 
 def config_keys(db: Database, f: Filters) -> list[str] | None:
-    """Layer config keys that the config-level filters of ``f`` (model, kind, params, batch) leave;
+    """Layer config keys that the config-level filters of ``f`` (model, kind, params, batch count) leave;
     None when ``f`` has no such filter."""
     keys: set[str] | None = None
     if f.model:
         keys = set(model_keys(db, f.model, f.model_batch))
-    if f.kind or f.params or f.batch is not None:
+    if f.kind or f.params or f.batch_count is not None:
         with db.session() as s:
             q = select(LayerConfigRow.key, LayerConfigRow.params)
             if f.kind:
                 q = q.where(LayerConfigRow.kind.in_(f.kind))
-            if f.batch is not None:
-                q = q.where(LayerConfigRow.batch == f.batch)
+            if f.batch_count is not None:
+                q = q.where(LayerConfigRow.batch == f.batch_count)
             rows = list(s.execute(q))
         want = {k: _parse_param(v) for k, v in f.params.items()}
         sel = set()
