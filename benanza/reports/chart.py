@@ -235,7 +235,7 @@ XLINK_NS = "http://www.w3.org/1999/xlink"
 
 
 def add_svg_titles(svg: str, titles: dict[str, list[str]]) -> str:
-    """``svg`` (as matplotlib writes it) with a ``<title>`` child in each marker of every group whose
+    """``svg`` (as matplotlib writes it, less its RDF ``<metadata>``) with a ``<title>`` child in each marker of every group whose
     id is a key of ``titles``, the i-th marker (``<use>`` or ``<path>`` outside ``<defs>``, in
     drawing order) getting the i-th text. The texts are escaped by the XML writer (model strings
     are untrusted). Raises ValueError when a group is missing or its marker count differs."""
@@ -244,6 +244,8 @@ def add_svg_titles(svg: str, titles: dict[str, list[str]]) -> str:
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
     root = ET.fromstring(svg)
+    for meta in root.findall(f"{{{SVG_NS}}}metadata"):
+        root.remove(meta)  # matplotlib's RDF block names external vocabularies; a chart needs none of it
     groups = {g.get("id"): g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("id") in titles}
     for gid, texts in titles.items():
         g = groups.get(gid)
