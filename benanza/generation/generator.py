@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,8 @@ import jinja2
 
 from benanza import __version__
 from benanza import kinds as L
-from benanza.kinds.base import Job, channels_last
+from benanza.kinds.base import Job
 from benanza.kinds.cpp import cpp_string
-from benanza.kinds.elementwise import collapse_broadcast
 from benanza.database.store import FRAMEWORK_JOB_SUFFIX
 from benanza.errors import UsageError
 from benanza.processing.model import ModelLayers
@@ -118,13 +116,6 @@ NHWC_KINDS = tuple(name for name, kind in L.REGISTRY.items() if kind.nhwc)
 _IMAGE_KINDS = tuple(name for name, kind in L.REGISTRY.items() if kind.image)
 
 
-def _elementwise_layout_matters(cfg: L.ElementwiseConfig) -> bool:
-    a, b = list(cfg.a), list(cfg.b)
-    if len(a) < 3 or len(a) != len(b):
-        return False
-    return collapse_broadcast(a, b) != collapse_broadcast(channels_last(a), channels_last(b))
-
-
 def image_layers(ml: ModelLayers) -> set[int]:
     """Indices of the layers that read an image a convolution made: a Conv's output and what
     image layers (:data:`_IMAGE_KINDS`, zero-cost Identity/Dropout) make of it at rank 3 to 5."""
@@ -148,18 +139,13 @@ def image_layers(ml: ModelLayers) -> set[int]:
 
 
 def nhwc_job(cfg: L.LayerConfig, neighbour: bool) -> bool:
-    """Whether ``cfg`` gets an NHWC job: convolutions always; BatchNorm with a spatial extent > 1
-    (else both layouts are the same memory); Pooling of rank >= 3; Elementwise when ``neighbour``
-    (it reads a convolution's image) and its broadcast reads memory differently channels-last."""
-    if cfg.kind in ("Conv", "ConvBiasAct", "ConvBnAct"):
-        return True
-    if isinstance(cfg, L.BatchNormConfig):
-        return len(cfg.shape) >= 3 and math.prod(cfg.shape[2:]) > 1
-    if isinstance(cfg, L.PoolingConfig):
-        return len(cfg.x) >= 3
-    if isinstance(cfg, L.ElementwiseConfig):
-        return neighbour and _elementwise_layout_matters(cfg)
-    return False
+    """Whether ``cfg`` gets an NHWC job: its kind is measured channels-last (``Kind.nhwc``) and the
+    kind's rule (``Kind.nhwc_job``; convolutions: always) takes this config; ``neighbour``: it reads a
+    convolution's image."""
+    kind = L.REGISTRY.get(cfg.kind)
+    if kind is None or not kind.nhwc:
+        return False
+    return kind.nhwc_job(cfg, neighbour) if kind.nhwc_job else True
 
 
 def parse_layouts(text: str) -> list[str]:

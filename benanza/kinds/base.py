@@ -175,6 +175,8 @@ class Kind:
     - ``aten``: ONNX op -> the ATen ops of a PyTorch profile that implement it (``profiles.join``).
     - ``nhwc``: the kind is also measured on channels-last tensors; ``image``: its tensors carry the
       layout of a neighbouring convolution (layout propagation in the generator).
+    - ``nhwc_job``: ``(config, neighbour) -> bool``, whether a config of an ``nhwc`` kind gets its
+      channels-last job (``neighbour``: it reads a convolution's image); None: every config does.
     """
 
     example: LayerConfig
@@ -190,3 +192,4 @@ class Kind:
     aten: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     nhwc: bool = False
     image: bool = False
+    nhwc_job: Callable[[Any, bool], bool] | None = None

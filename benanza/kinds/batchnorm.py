@@ -79,10 +79,15 @@ def _min_bytes(cfg: BatchNormConfig, ib: int, ob: int) -> int:
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+def _nhwc_job(cfg: BatchNormConfig, neighbour: bool) -> bool:
+    """A spatial extent above 1 (else both layouts are the same memory)."""
+    return len(cfg.shape) >= 3 and math.prod(cfg.shape[2:]) > 1
+
+
 KIND = Kind(
     example=BatchNormConfig(shape=(1, 160, 7, 7), epsilon=9.999999747378752e-06),
     name="BatchNorm", config=BatchNormConfig, template="batchnorm.cpp.j2", case=_bn_case, min_bytes=_min_bytes,
     torch=_batchnorm, onnx={"BatchNormalization": _map_bn},
     typed_ops=(), fused_from=(),
     aten={"BatchNormalization": ('aten::_batch_norm_impl_index', 'aten::_native_batch_norm_legit', 'aten::_native_batch_norm_legit_no_training', 'aten::batch_norm', 'aten::cudnn_batch_norm', 'aten::instance_norm', 'aten::native_batch_norm')},
-    nhwc=True, image=True)
+    nhwc=True, image=True, nhwc_job=_nhwc_job)

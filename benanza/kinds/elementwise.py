@@ -317,10 +317,18 @@ def _min_bytes(cfg: ElementwiseConfig, ib: int, ob: int) -> int:
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+def _nhwc_job(cfg: ElementwiseConfig, neighbour: bool) -> bool:
+    """A neighbour of a convolution whose broadcast reads memory differently channels-last."""
+    a, b = list(cfg.a), list(cfg.b)
+    if not neighbour or len(a) < 3 or len(a) != len(b):
+        return False
+    return collapse_broadcast(a, b) != collapse_broadcast(channels_last(a), channels_last(b))
+
+
 KIND = Kind(
     example=ElementwiseConfig(op='and', a=(1, 1, 128, 1), b=(1, 1, 1, 128), dtype='bool'),
     name="Elementwise", config=ElementwiseConfig, template="elementwise.cpp.j2", case=_elementwise_case, min_bytes=_min_bytes,
     torch=_elementwise, onnx={"Add": map_elementwise, "And": map_elementwise, "BitShift": map_elementwise, "BitwiseAnd": map_elementwise, "BitwiseOr": map_elementwise, "BitwiseXor": map_elementwise, "Div": map_elementwise, "Equal": map_elementwise, "Greater": map_elementwise, "GreaterOrEqual": map_elementwise, "Less": map_elementwise, "LessOrEqual": map_elementwise, "Max": map_elementwise, "Mean": map_elementwise, "Min": map_elementwise, "Mod": map_elementwise, "Mul": map_elementwise, "Or": map_elementwise, "PRelu": map_elementwise, "Sub": map_elementwise, "Sum": map_elementwise, "Xor": map_elementwise},
     typed_ops=('Add', 'And', 'BitShift', 'BitwiseAnd', 'BitwiseOr', 'BitwiseXor', 'Div', 'Equal', 'Greater', 'GreaterOrEqual', 'Less', 'LessOrEqual', 'Max', 'Min', 'Mod', 'Mul', 'Or', 'Sub', 'Sum', 'Xor'), fused_from=(),
     aten={"Add": ('aten::add', 'aten::add_'), "Div": ('aten::div', 'aten::div_'), "Max": ('aten::max', 'aten::maximum'), "Min": ('aten::min', 'aten::minimum'), "Mul": ('aten::mul', 'aten::mul_'), "Sub": ('aten::rsub', 'aten::sub', 'aten::sub_'), "And": ('aten::__and__', 'aten::logical_and'), "BitShift": ('aten::__lshift__', 'aten::__rshift__', 'aten::bitwise_left_shift', 'aten::bitwise_right_shift'), "BitwiseAnd": ('aten::bitwise_and',), "BitwiseOr": ('aten::bitwise_or',), "BitwiseXor": ('aten::bitwise_xor',), "Equal": ('aten::eq',), "Greater": ('aten::gt',), "GreaterOrEqual": ('aten::ge',), "Less": ('aten::lt',), "LessOrEqual": ('aten::le',), "Mean": ('aten::add', 'aten::div_'), "Mod": ('aten::fmod', 'aten::remainder'), "Or": ('aten::__or__', 'aten::logical_or'), "PRelu": ('aten::_prelu_kernel', 'aten::prelu'), "Sum": ('aten::add', 'aten::add_'), "Xor": ('aten::__xor__', 'aten::logical_xor')},
-    nhwc=True, image=True)
+    nhwc=True, image=True, nhwc_job=_nhwc_job)

@@ -172,6 +172,11 @@ def _pooling(c: Ctx) -> Candidate:
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+def _nhwc_job(cfg: PoolingConfig, neighbour: bool) -> bool:
+    """Rank 3 and above (an image with channels)."""
+    return len(cfg.x) >= 3
+
+
 KIND = Kind(
     example=PoolingConfig(x=(1, 256, 6, 6), y=(1, 256, 6, 6), mode='avg_exclude_pad', kernel=(1, 1), pads=(0, 0, 0,
         0), strides=(1, 1)),
@@ -179,4 +184,4 @@ KIND = Kind(
     torch=_pooling, onnx={"AveragePool": _map_pool, "GlobalAveragePool": _map_pool, "GlobalMaxPool": _map_pool, "MaxPool": _map_pool},
     typed_ops=(), fused_from=(),
     aten={"AveragePool": ('aten::avg_pool1d', 'aten::avg_pool2d', 'aten::avg_pool3d'), "GlobalAveragePool": ('aten::_adaptive_avg_pool2d', 'aten::adaptive_avg_pool1d', 'aten::adaptive_avg_pool2d', 'aten::adaptive_avg_pool3d', 'aten::mean'), "GlobalMaxPool": ('aten::adaptive_max_pool2d', 'aten::amax', 'aten::max'), "MaxPool": ('aten::max_pool1d', 'aten::max_pool2d', 'aten::max_pool2d_with_indices', 'aten::max_pool3d', 'aten::max_pool3d_with_indices')},
-    nhwc=True, image=True)
+    nhwc=True, image=True, nhwc_job=_nhwc_job)
