@@ -106,6 +106,7 @@ def test_db_tables_fit_and_times_have_units(models, width):
 def test_roofline_and_predict_fit(models, width):
     model = models / "resnet18.onnx"
     for args in (["roofline", model, "--batch", "1", "--db", REF],
+                 ["roofline", model, "--batch", "1", "--db", REF, "--kind", "time"],
                  ["predict", model, "--batch", "1", "--from", "H200", "--to", "A100", "--db", REF]):
         _fits(bz(*args, columns=width), width)
 

@@ -52,18 +52,20 @@ def counters_table(analysis, database, system):
     """A rich table of :func:`counter_rows` (None when no layer has counters): per layer its best
     call, time, x its roofline bound, the kernels, DRAM MB measured against the minimum, DRAM %, SM %,
     occupancy % and the verdict with its reason."""
-    from rich.table import Table
+    from benanza.reports.tables import Col, FitTable
 
     rows = counter_rows(analysis, database, system)
     if not rows:
         return None
-    t = Table(title=f"{analysis.model} batch {analysis.batch} {analysis.precision_label}: hardware counters of "
-                    f"the best implementations (Nsight Compute; x bound: time over the roofline bound on datasheet "
-                    f"ceilings; bound by the unit at >= 60 % of its peak, else latency)")
-    for c in ("#", "layer", "call / algorithm", "µs", "x bound", "kernels", "DRAM MB", "min MB", "DRAM %", "SM %",
-              "occ. %", "bound by", "why"):
-        t.add_column(c, justify="right" if c in ("#", "µs", "x bound", "DRAM MB", "min MB", "DRAM %", "SM %", "occ. %")
-                     else "left")
+    # in a narrow terminal (benanza.reports.tables) the kernels go first, then occupancy, the byte
+    # counts, the call, the reason, x bound, SM % and DRAM %; #, layer, time and verdict stay
+    t = FitTable(f"{analysis.model} batch {analysis.batch} {analysis.precision_label}: hardware counters of "
+                 f"the best implementations (Nsight Compute; x bound: time over the roofline bound on datasheet "
+                 f"ceilings; bound by the unit at >= 60 % of its peak, else latency)",
+                 [Col("#", "num"), Col("layer", "name"), Col("call / algorithm", drop=6), Col("µs", "num"),
+                  Col("x bound", "num", drop=4), Col("kernels", "name", drop=10), Col("DRAM MB", "num", drop=7),
+                  Col("min MB", "num", drop=8), Col("DRAM %", "num", drop=2), Col("SM %", "num", drop=3),
+                  Col("occ. %", "num", drop=9), Col("bound by", "name"), Col("why", drop=5)])
     for r in rows:
         names = r["kernels"]
         t.add_row(str(r["index"]), r["name"], f"{r['call']} / {r['algorithm']}", f"{r['time_ms'] * 1e3:.1f}",

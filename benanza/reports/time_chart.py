@@ -320,7 +320,7 @@ def print_time_roofline(tr: TimeRoofline, written: list[Path], console, json_out
     the roof it is (x roof: chosen time / max(compute, DRAM))."""
     import json
 
-    from rich.table import Table
+    from benanza.reports.tables import Col, FitTable
 
     if json_out:
         d = tr.to_dict()
@@ -329,10 +329,13 @@ def print_time_roofline(tr: TimeRoofline, written: list[Path], console, json_out
         d["charts"] = [str(p) for p in written]
         console.print_json(json.dumps(d))
         return
-    t = Table(title=f"{tr.model} batch {tr.batch} {tr.precision} on {tr.gpu.name}: time-based roofline "
-                    f"({tr.ceilings} ceilings; {tr.roof('l2').label})")
-    for c in ("layers", "kind", "GFLOP", "MB", "impl.", "best µs", "chosen", "compute µs", "DRAM µs", "L2 µs", "x roof"):
-        t.add_column(c, justify="left" if c in ("layers", "kind", "chosen") else "right")
+    # in a narrow terminal (benanza.reports.tables) impl., L2, GFLOP, MB, kind, compute and DRAM go, in that order
+    t = FitTable(f"{tr.model} batch {tr.batch} {tr.precision} on {tr.gpu.name}: time-based roofline "
+                 f"({tr.ceilings} ceilings; {tr.roof('l2').label})",
+                 [Col("layers", "name"), Col("kind", "name", drop=4), Col("GFLOP", "num", drop=6),
+                  Col("MB", "num", drop=5), Col("impl.", "num", drop=8), Col("best µs", "num"), Col("chosen"),
+                  Col("compute µs", "num", drop=3), Col("DRAM µs", "num", drop=2), Col("L2 µs", "num", drop=7),
+                  Col("x roof", "num")])
     for x in tr.layers:
         r, ch = roof_times(tr, x), x.chosen
         t.add_row(f"#{x.layers[0][0]} {x.layers[0][1]}" + (f" +{len(x.layers) - 1}" if len(x.layers) > 1 else ""),
