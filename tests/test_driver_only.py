@@ -20,7 +20,8 @@ from onnx_builders import mlp_model
 
 #: what the wheels put in nvidia/cu13 that a build needs (a fake wheel folder for the layout tests)
 WHEEL_FILES = ("bin/nvcc", "bin/ptxas", "nvvm/bin/cicc", "include/cuda_runtime.h", "include/crt/host_config.h",
-               "include/cccl/cuda/std/version", "lib/libcudart.so.13", "lib/libcudart_static.a")
+               "include/cccl/cuda/std/version", "include/cuda_profiler_api.h", "lib/libcudart.so.13",
+               "lib/libcudart_static.a")
 
 
 def _fake_wheels(root: Path) -> Path:

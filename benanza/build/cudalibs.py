@@ -150,10 +150,10 @@ def find_cuda_home() -> Path | None:
 
 def find_toolkit_wheels() -> Path | None:
     """The ``nvidia/cu13`` folder of the CUDA toolkit wheels (``nvidia-cuda-nvcc``, ``nvidia-nvvm``,
-    ``nvidia-cuda-crt``, ``nvidia-cuda-runtime``, ``nvidia-cuda-cccl``: the ``cuda`` extra) in this
-    Python's site-packages, or None when nvcc, cicc, cuda_runtime.h or libcudart.so.13 is missing."""
-    need = ("bin/nvcc", "nvvm/bin/cicc", "include/cuda_runtime.h", "include/cccl/cuda/std/version",
-            f"lib/libcudart.so.{CUDA_MAJOR}")
+    ``nvidia-cuda-crt``, ``nvidia-cuda-runtime``, ``nvidia-cuda-cccl``, ``nvidia-cuda-profiler-api``:
+    the ``cuda`` extra) in this Python's site-packages, or None when one of them is missing."""
+    need = ("bin/nvcc", "nvvm/bin/cicc", "include/crt/host_config.h", "include/cuda_runtime.h",
+            f"lib/libcudart.so.{CUDA_MAJOR}", "include/cccl/cuda/std/version", "include/cuda_profiler_api.h")
     for d in _site_dirs():
         root = d / "nvidia" / f"cu{CUDA_MAJOR}"
         if all((root / n).is_file() for n in need):
