@@ -305,10 +305,11 @@ def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspac
 
 
 class _Progress:
-    """A rich progress bar over jobs: counts, ETA, failures so far."""
+    """A rich progress bar over jobs: counts, ETA, failures so far; on a terminal only (a pipe or a
+    log gets the run's summary line)."""
 
     def __init__(self, quiet: bool, label: str = "measuring"):
-        self.quiet = quiet
+        self.quiet = quiet or not err.is_terminal
         self.label = label
         self.bar: Progress | None = None
         self.task = None

@@ -85,3 +85,10 @@ def test_build_draws_ninja_progress_on_a_terminal_only(models, tmp_path):
     (suite / "build" / "benanza-suite").unlink()  # relink: a short build
     for p in (_bz("build", suite, tty=False), _bz("build", suite, "-q", tty=True)):
         assert "compiling" not in p.stderr and p.stdout.startswith("built ")
+
+
+def test_the_run_bar_is_drawn_on_a_terminal_only(fake_suite, tmp_path):
+    tty = _bz("run", fake_suite, "--db", tmp_path / "a.db", "--no-torch", tty=True)
+    assert "measuring" in ANSI.sub("", tty.stderr) and "jobs run" in tty.stdout
+    piped = _bz("run", fake_suite, "--db", tmp_path / "b.db", "--no-torch", tty=False)
+    assert "measuring" not in piped.stderr and "jobs run" in piped.stdout  # the summary line, no bar
