@@ -194,3 +194,18 @@ def test_times_have_units():
     assert fmt_ms(1.2345) == "1.23 ms"
     assert fmt_ms(123.4) == "123 ms"
     assert fmt_ms(None) == "-" and fmt_ms(float("nan")) == "-"
+
+
+from test_insights import prof_dir  # noqa: E402,F401 - the framework profile fixture
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_insights_tables_fit(models, prof_dir, tmp_path, width):  # noqa: F811
+    """analyze --profile (summary, breakdown, findings, algorithm selection, what-if) and report."""
+    args = ["analyze", models / "resnet50_bnkept.onnx", "--db", REF, "--profile", prof_dir]
+    text = ANSI.sub("", bz(*args, columns=width))
+    _fits(text, width)
+    for title in ("where the measured latency goes", "findings, ranked", "algorithm selection"):
+        assert title in " ".join(text.split())  # a title may wrap
+    (tmp_path / "a.json").write_text(bz(*args, "--json"))
+    _fits(bz("report", tmp_path / "a.json", tmp_path / "a.json", columns=width), width)
