@@ -19,7 +19,8 @@ error table `benanza predict` attaches to its predictions (db/reference/predict_
 
 A model is a file stem in --models (default db/reference/truth) or a path to an ONNX file.
 Configurations not complete on both systems of a pair are listed and left out. `--fixed-us 0
---ceilings spec` is the model before the SM-count validation (pure Habitat scaling, datasheets).
+--no-span --ceilings spec` is the model before the SM-count validation (pure Habitat scaling,
+datasheets).
 """
 import argparse
 import collections
@@ -55,6 +56,7 @@ def _args(argv):
     ap.add_argument("--ceilings", default="spec", choices=("spec", "measured"),
                     help="GPU figures: the spec table's, or the ceilings measured on each system (benanza ceilings)")
     ap.add_argument("--fixed-us", type=float, default=None, help="the fixed part per layer (default: predict's)")
+    ap.add_argument("--no-span", action="store_true", help="Habitat's SM ratio instead of the SMs each layer keeps busy")
     ap.add_argument("--json", help="write the validations here")
     ap.add_argument("--errors-out", help="write the per-kind error table here (benanza predict's error bars)")
     return ap.parse_args(argv)
@@ -105,9 +107,9 @@ def main(argv=None) -> int:
             ml = process(path, batch)
             for dtype in dtypes:
                 analyses[(ml.model, batch, dtype)] = {s.id: analyze(ml, db, s, dtype) for s in systems}
-    out = {"command": " ".join(sys.argv), "ceilings": a.ceilings, "fixed_us": a.fixed_us}
+    out = {"command": " ".join(sys.argv), "ceilings": a.ceilings, "fixed_us": a.fixed_us, "span": not a.no_span}
     for memory in [m.strip() for m in a.memory.split(",") if m.strip()]:
-        out[memory] = report(analyses, pairs, specs, memory, a.fixed_us)
+        out[memory] = report(analyses, pairs, specs, memory, a.fixed_us, not a.no_span)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     if a.errors_out:
@@ -117,7 +119,7 @@ def main(argv=None) -> int:
     return 0 if any(out[m]["rows"] for m in out if m in ("l2", "dram")) else 1
 
 
-def _validate_pair(analyses, o, t, specs, memory, fixed_us, rows, kinds, skipped):
+def _validate_pair(analyses, o, t, specs, memory, fixed_us, span, rows, kinds, skipped):
     """Predict every configuration from system ``o`` to ``t``; append model rows and pool per-kind sums."""
     from benanza.analysis.predict import predict, validate
 
@@ -126,7 +128,7 @@ def _validate_pair(analyses, o, t, specs, memory, fixed_us, rows, kinds, skipped
         if not (an[o.id].complete and an[t.id].complete):
             skipped.append(f"{pair}: {model} b{batch} {dtype} (incomplete)")
             continue
-        kw = {} if fixed_us is None else {"fixed_us": fixed_us}
+        kw = {"span": span} if fixed_us is None else {"fixed_us": fixed_us, "span": span}
         p = predict(an[o.id], specs[o.id], specs[t.id], dtype, memory=memory, **kw)
         v = validate(p, an[t.id])
         rows.append({"pair": pair, "origin": o.gpu_name, "target": t.gpu_name, "model": model, "batch": batch,
@@ -144,13 +146,14 @@ def _validate_pair(analyses, o, t, specs, memory, fixed_us, rows, kinds, skipped
                 k[3] += 1
 
 
-def report(analyses, pairs, specs, memory, fixed_us) -> dict:
+def report(analyses, pairs, specs, memory, fixed_us, span=True) -> dict:
     """Validate every configuration on every ordered pair with one memory model and print the tables."""
     rows, skipped = [], []
     kinds = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0]))
     for o, t in pairs:
-        _validate_pair(analyses, o, t, specs, memory, fixed_us, rows, kinds, skipped)
-    print(f"\n=== memory model {memory}, fixed part {'default' if fixed_us is None else f'{fixed_us:g} us'} ===")
+        _validate_pair(analyses, o, t, specs, memory, fixed_us, span, rows, kinds, skipped)
+    print(f"\n=== memory model {memory}, fixed part {'default' if fixed_us is None else f'{fixed_us:g} us'}, "
+          f"{'span (busy SMs)' if span else 'Habitat SM ratio'} ===")
     print(f"{'origin -> target':<58}{'model':<16}{'b':>4} {'dtype':<6}{'origin ms':>10}{'measured':>10}"
           f"{'predicted':>11}{'error':>8}{'naive':>8}{'layer|e|':>9}")
     for r in rows:
@@ -174,6 +177,16 @@ def report(analyses, pairs, specs, memory, fixed_us) -> dict:
             print(f"mean |model error| {pair or 'all pairs'}: {m:.2%} over {len(sel)} configurations (naive {nv:.2%}; "
                   f"{'meets' if m < 0.05 and (nv <= 0.10 or m * 3 <= nv) else 'misses'} the goal; "
                   f"worst {mx['model']} b{mx['batch']} {mx['dtype']} {mx['error']:+.1%})")
+    for batch in sorted({r["batch"] for r in rows}):
+        for pair in [f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs] + [None]:
+            sel = [r for r in rows if r["batch"] == batch and (pair is None or r["pair"] == pair)]
+            if not sel:
+                continue
+            m, nv = (sum(abs(r[k]) for r in sel) / len(sel) for k in ("error", "naive_error"))
+            key = f"batch {batch}" + (f", {pair}" if pair else "")
+            summary[key] = {"mean_abs_error": m, "naive_mean_abs_error": nv, "configurations": len(sel)}
+            print(f"mean |model error| {key}{'' if pair else ', all pairs'}: {m:.2%} over {len(sel)} configurations "
+                  f"(naive {nv:.2%})")
     for s_ in skipped:
         print(f"left out: {s_}")
     return {"rows": rows, "summary": summary, "skipped": skipped,
@@ -198,8 +211,8 @@ def error_table(result: dict, command: str, a) -> dict:
     models = result["summary"].get("all", {})
     return {"what": "benanza predict's measured error per layer kind and data type: |predicted / measured - 1| of "
                     "the kind's summed layer times, over every ordered pair of systems validated",
-            "date": date.today().isoformat(), "command": command, "ceilings": a.ceilings,
-            "pairs": sorted(result["summary"].keys() - {"all"}),
+            "date": date.today().isoformat(), "command": command, "ceilings": a.ceilings, "span": not a.no_span,
+            "pairs": sorted(k for k in result["summary"] if "->" in k and not k.startswith("batch")),
             "model_mean_abs_error": models.get("mean_abs_error"), "configurations": models.get("configurations"),
             "kinds": kinds}
 

@@ -41,6 +41,17 @@ What benanza changes, and why:
   throughput (its slices and clock; datasheets give no L2 bandwidth). Checked on an H100 SXM and an
   H200 (same SMs, clocks and L2, 1.43x the DRAM bandwidth): `benchmarks/predict_check.py`.
 
+* **Span** (``span=True``, the default). Habitat's W_o / W_d = SMs_o / SMs_d holds for a kernel
+  of many waves; a batch-1 layer of 20 thread blocks runs as fast on 32 SMs as on 132. benanza
+  knows no block counts, so it estimates a layer's units of parallel work P
+  (:func:`work_units`: 64 x 64 output tiles of a convolution or GEMM -- the smallest CTA tile of
+  the cuDNN and CUTLASS implicit-GEMM kernels --, else one unit per 8 KiB the layer moves: a
+  256-thread block moving 32 bytes per thread) and replaces each GPU's SM count k by the SMs the
+  layer can keep busy, ``k_eff = 1 / (1/k + 1/P)``: Brent's theorem (R. P. Brent, "The parallel
+  evaluation of general arithmetic expressions", JACM 21(2), 1974) T_k <= T_1 / k + T_inf with P
+  units of equal time, T_1 = P tau and T_inf = tau, so T_k = T_1 / k_eff. Both constants were
+  chosen on the SM-partition validation below (tiles of 48-80, units of 4-16 KiB change its mean
+  error by under one point); ``span=False`` is Habitat's SM ratio.
 * **Fixed part** (``fixed_us``, default :data:`FIXED_US` = 2 µs). Part of every kernel's time
   does not scale with SMs, clock or bandwidth: the launch and the ramp up and down of its grid
   (benanza's launch floor, :data:`benanza.reports.chart.LAUNCH_FLOOR_US`, is the same 2 µs). A
@@ -80,6 +91,11 @@ MEMORY_MODELS = ("l2", "dram")
 
 #: the part of a layer's time (µs) that no SM count, clock or bandwidth changes (module docstring)
 FIXED_US = 2.0
+
+#: output tile (rows = columns) of one unit of a convolution's or GEMM's parallel work (module docstring)
+SPAN_TILE = 64
+#: bytes one unit of any other layer's parallel work moves (module docstring)
+SPAN_UNIT_BYTES = 8192
 
 #: math modes (benanza.kinds.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
 TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
@@ -124,6 +140,7 @@ class LayerPrediction:
     factor: float | None = None
     dram_share: float | None = None
     fixed_ms: float = 0.0  # the part of origin_ms kept as is: predicted = fixed + (origin - fixed) x factor
+    work_units: float | None = None  # P (span=True), None for Habitat's SM ratio
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -148,6 +165,7 @@ class Prediction:
     complete: bool
     memory: str = "l2"
     fixed_us: float = FIXED_US
+    span: bool = True
 
     def by_kind(self) -> dict[str, dict]:
         """Per layer kind: layer count, origin and predicted time sums (ms) and their ratio."""
@@ -166,7 +184,7 @@ class Prediction:
     def to_dict(self) -> dict:
         return {"model": self.model, "batch": self.batch, "precision": self.precision,
                 "origin": self.origin.name, "target": self.target.name, "method": "habitat-wave-scaling",
-                "memory_model": self.memory, "fixed_us": self.fixed_us,
+                "memory_model": self.memory, "fixed_us": self.fixed_us, "span": self.span,
                 "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
                 "origin_lbl_sequential_ms": self.origin_lbl_sequential_ms,
                 "origin_lbl_parallel_ms": self.origin_lbl_parallel_ms, "complete": self.complete,
@@ -190,6 +208,32 @@ def _check(spec: GpuSpec, precision: str) -> None:
         spec.peak_flops(precision)  # raises UsageError when the GPU has no such Tensor Cores
 
 
+def work_units(config, precision: str) -> float:
+    """P, the units of parallel work of a layer (module docstring, "Span"): for a convolution of one
+    group (also fused with bias, BatchNorm or activation) the 64 x 64 tiles of its implicit GEMM
+    (N x output positions rows, output channels columns), for a GEMM its 64 x 64 output tiles
+    times its batch, else its fewest bytes (:func:`benanza.analysis.roofline.min_bytes`) over
+    8 KiB; at least 1."""
+    cfg = getattr(config, "conv", None) or getattr(config, "gemm", None) or config
+    t = float(SPAN_TILE)
+    if cfg.kind == "Conv" and cfg.group == 1:
+        nd = len(cfg.x) - 2
+        rows = cfg.x[0]
+        for i in range(nd):
+            rows *= (cfg.x[2 + i] + cfg.pads[i] + cfg.pads[i + nd] - cfg.dilations[i] * (cfg.w[2 + i] - 1) - 1) \
+                // cfg.strides[i] + 1
+        return max(1.0, rows / t) * max(1.0, cfg.w[0] / t)
+    if cfg.kind == "Gemm":
+        return max(1.0, cfg.m / t) * max(1.0, cfg.n / t) * cfg.batch_count
+    return max(1.0, roofline.min_bytes(config, precision) / SPAN_UNIT_BYTES)
+
+
+def busy_sms(sm_count: int, units: float) -> float:
+    """The SMs a layer of ``units`` units of parallel work keeps busy on ``sm_count`` SMs:
+    1 / (1/k + 1/P) (Brent's theorem, module docstring)."""
+    return 1.0 / (1.0 / sm_count + 1.0 / units)
+
+
 def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "warm") -> float:
     """The share of a layer's ``nbytes`` (its fewest bytes) that must come from DRAM on both GPUs:
     ``max(0, 1 - L2 / nbytes)`` with L2 the smaller of the two L2 capacities for warm-cache
@@ -202,10 +246,11 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
 
 
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
-            memory: str = "l2", fixed_us: float = FIXED_US) -> Prediction:
+            memory: str = "l2", fixed_us: float = FIXED_US, span: bool = True) -> Prediction:
     """Predict ``analysis`` (measured on ``origin``) on ``target`` by wave scaling (module
     docstring); ``memory``: ``l2`` (L2-aware memory term, default) or ``dram`` (Habitat's);
-    ``fixed_us``: the part of each layer's time (µs) kept as measured (0: pure wave scaling).
+    ``fixed_us``: the part of each layer's time (µs) kept as measured (0: pure wave scaling);
+    ``span``: each layer keeps only the SMs its parallel work fills busy (False: Habitat's ratio).
     ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
     analysis's, either GPU lacks Tensor Cores for it, ``memory`` is unknown or ``fixed_us`` < 0."""
     if memory not in MEMORY_MODELS:
@@ -225,7 +270,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            _scale_layer(lp, lt, origin, target, precision, memory, analysis.cache)
+            _scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span)
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
@@ -233,29 +278,35 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
     par, path = critical_path(edges_of(analysis), weight)
     return Prediction(analysis.model, analysis.batch, precision, origin, target, out, sum(weight), par, path,
                       analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
-                      all(lp.predicted_ms is not None for lp in out), memory, fixed_us)
+                      all(lp.predicted_ms is not None for lp in out), memory, fixed_us, span)
 
 
 def _scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
-                 cache: str) -> None:
-    """Fill ``lp``'s compute peak, gamma, intensity, DRAM share and wave-scaling factor (module
-    docstring) for the measured layer ``lt``."""
+                 cache: str, span: bool = True) -> None:
+    """Fill ``lp``'s compute peak, gamma, intensity, DRAM share, work units and wave-scaling factor
+    (module docstring) for the measured layer ``lt``."""
     ly = lt.layer
     key = math_peak_key(lt.math, precision)
     x = roofline.intensity(ly.config, precision)
+    ko, kd = origin.sm_count, target.sm_count
+    if span:
+        lp.work_units = work_units(ly.config, precision)
+        ko, kd = busy_sms(ko, lp.work_units), busy_sms(kd, lp.work_units)
+    # the share of each GPU's SMs the layer keeps busy scales its compute peak and L2 throughput
+    busy_o, busy_d = ko / origin.sm_count, kd / target.sm_count
+    s_ratio = (ko * origin.boost_clock_mhz) / (kd * target.boost_clock_mhz)
     if key is None:
         ridge = target.ridge("fp32")
-        c_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
+        c_ratio = s_ratio
         lp.compute = "cuda_cores"
     else:
         ridge = target.ridge(key)
-        c_ratio = origin.peak_flops(key) / target.peak_flops(key)
+        c_ratio = (origin.peak_flops(key) * busy_o) / (target.peak_flops(key) * busy_d)
         lp.compute = key
     g = habitat_gamma(x, ridge)
     m_ratio = origin.bandwidth / target.bandwidth
     if memory == "l2":
         f = dram_share(roofline.min_bytes(ly.config, precision), origin, target, cache)
-        s_ratio = (origin.sm_count * origin.boost_clock_mhz) / (target.sm_count * target.boost_clock_mhz)
         m_ratio = m_ratio ** f * s_ratio ** (1.0 - f)
         lp.dram_share = f
     lp.factor = m_ratio ** g * c_ratio ** (1.0 - g)
