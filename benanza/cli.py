@@ -810,8 +810,12 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
     if memory not in MEMORY_MODELS:
         raise UsageError(f"--memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
     p = do_predict(a, _spec_of(system, json_out), dest, dtype, memory=memory)
+    from benanza.analysis.predict import error_bar, load_error_table
+
+    table = load_error_table()
+    eb = error_bar(p, table) if table else None
     if json_out:
-        out.print_json(json.dumps(p.to_dict()))
+        out.print_json(json.dumps({**p.to_dict(), "error_bar": eb.to_dict() if eb else None}))
         return
     t = FitTable(f"{a.model} batch {a.batch} {dtype}: {p.origin.name} (measured) -> {p.target.name} (predicted)",
                  [Col("layer kind", "name"), Col("layers", "num"), Col(f"{p.origin.name} ms", "num"),
@@ -823,8 +827,23 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
     out.print(f"LBL sequential: {p.origin_lbl_sequential_ms:.4f} ms measured -> {p.lbl_sequential_ms:.4f} ms predicted; "
               f"parallel (critical path): {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
               + ("" if p.complete else " (INCOMPLETE: layers without a measurement)"), markup=False)
+    out.print(_error_bar_line(eb, dtype), markup=False, highlight=False)
     out.print(f"method: Habitat wave scaling, {memory} memory term; figures from the spec table ({p.target.source})", markup=False,
               highlight=False)
+
+
+def _error_bar_line(eb, dtype: str) -> str:
+    """The error bar of a prediction in one line (benanza.analysis.predict.error_bar)."""
+    if eb is None:
+        return "error bar: none (no validation table, db/reference/predict_errors.json, in this install)"
+    never = f"; never validated in {dtype}: {', '.join(eb.unvalidated)} ({eb.unvalidated_share:.0%} of the time)" \
+        if eb.unvalidated else ""
+    if eb.relative is None:
+        return f"error bar: none -- no layer kind of this model was validated in {dtype}{never}"
+    scope = (f"; validated on {', '.join(eb.architectures)} GPUs only: this prediction leaves them, so the error "
+             "can be larger") if eb.extrapolated else ""
+    return (f"error bar: +/-{eb.relative:.1%} (the errors measured for its layer kinds in {dtype}, weighted by time; "
+            f"90th percentile +/-{eb.worst:.1%}){never}{scope}; validation: {eb.source}")
 
 
 #: the roofline table's columns; in a narrow terminal the peak goes first, then roof, kind, MB and GFLOP

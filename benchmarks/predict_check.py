@@ -114,7 +114,8 @@ def main(argv=None) -> int:
         Path(a.json).write_text(json.dumps(out, indent=1))
     if a.errors_out:
         first = next(m for m in out if m in ("l2", "dram"))
-        Path(a.errors_out).write_text(json.dumps(error_table(out[first], out["command"], a), indent=1) + "\n")
+        archs = sorted({sp.architecture for sp in specs.values()})
+        Path(a.errors_out).write_text(json.dumps(error_table(out[first], out["command"], a, archs), indent=1) + "\n")
         print(f"wrote {a.errors_out}")
     return 0 if any(out[m]["rows"] for m in out if m in ("l2", "dram")) else 1
 
@@ -193,25 +194,30 @@ def report(analyses, pairs, specs, memory, fixed_us, span=True) -> dict:
             "by_kind": {p: {k: list(v) for k, v in ks.items()} for p, ks in kinds.items()}}
 
 
-def error_table(result: dict, command: str, a) -> dict:
-    """Per layer kind and data type over every validated pair: the mean and the largest |error| of
-    the kind's summed predicted time (what benanza.analysis.predict.error_bar reads)."""
+def error_table(result: dict, command: str, a, architectures: list[str]) -> dict:
+    """Per layer kind and data type over every validated configuration and pair: the mean and the
+    90th percentile of |error| of the kind's summed predicted time in one model (what
+    benanza.analysis.predict.error_bar reads)."""
     per = collections.defaultdict(list)
+    for r in result["rows"]:
+        for kind, e in r["by_kind"].items():
+            per[(kind, r["dtype"])].append(abs(e))
     layers = collections.Counter()
     for ks in result["by_kind"].values():
-        for key, (pr, me, _orig, n) in ks.items():
-            kind, dtype = key.rsplit(" ", 1)
-            per[(kind, dtype)].append(pr / me - 1.0)
-            layers[(kind, dtype)] += n
+        for key, (_pr, _me, _orig, n) in ks.items():
+            layers[tuple(key.rsplit(" ", 1))] += n
     kinds: dict = {}
     for (kind, dtype), errs in sorted(per.items()):
-        kinds.setdefault(kind, {})[dtype] = {"mean_abs_error": sum(map(abs, errs)) / len(errs),
-                                             "max_abs_error": max(map(abs, errs)), "pairs": len(errs),
-                                             "layers": layers[(kind, dtype)]}
+        errs.sort()
+        kinds.setdefault(kind, {})[dtype] = {"mean_abs_error": sum(errs) / len(errs),
+                                             "p90_abs_error": errs[min(len(errs) - 1, int(0.9 * len(errs)))],
+                                             "configurations": len(errs), "layers": layers[(kind, dtype)]}
     models = result["summary"].get("all", {})
     return {"what": "benanza predict's measured error per layer kind and data type: |predicted / measured - 1| of "
-                    "the kind's summed layer times, over every ordered pair of systems validated",
+                    "the kind's summed layer times in one model, over every configuration and ordered pair of "
+                    "systems validated (mean and 90th percentile)",
             "date": date.today().isoformat(), "command": command, "ceilings": a.ceilings, "span": not a.no_span,
+            "architectures": architectures,
             "pairs": sorted(k for k in result["summary"] if "->" in k and not k.startswith("batch")),
             "model_mean_abs_error": models.get("mean_abs_error"), "configurations": models.get("configurations"),
             "kinds": kinds}

@@ -199,9 +199,16 @@ def test_cli_predict_and_roofline(models, tmp_path):
     d = json.loads(p.stdout)
     assert d["origin"] == "H200" and d["target"] == "H100-SXM" and d["complete"]
     assert d["lbl_sequential_ms"] > d["origin_lbl_sequential_ms"] > 0 and "Conv" in d["by_kind"]
+    assert d["error_bar"]["relative"] > 0 and d["error_bar"]["unvalidated"] == [] and not d["error_bar"]["extrapolated"]
     p = bz("predict", m, "--batch", "32", "--dtype", "fp16", "--db", REF_DB, "--to", "A100")
     assert p.returncode == 0, p.stderr
     assert "LBL sequential" in p.stdout and "A100-SXM4-80GB" in p.stdout
+    text = " ".join(p.stdout.split())  # rich wraps long lines
+    assert "error bar: +/-" in text and "validated on Hopper GPUs only" in text
+    p = bz("predict", m, "--batch", "32", "--dtype", "tf32", "--db", REF_DB, "--to", "NVIDIA H200 [64 SMs]")
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "never validated in tf32: Conv" in text and "H200 [64 SMs]" in text and "error bar: none" in text
     png, svg = tmp_path / "c.png", tmp_path / "c.svg"
     p = bz("roofline", m, "--batch", "32", "--dtype", "fp16", "--db", REF_DB, "--png", png, "--svg", svg)
     assert p.returncode == 0, p.stderr
@@ -403,14 +410,16 @@ def test_checked_in_error_table_is_what_the_validation_gives(partition_check):
         for dtype, e in by_dtype.items():
             assert table["kinds"][kind][dtype] == pytest.approx(e), (kind, dtype)
     assert table["model_mean_abs_error"] == pytest.approx(fresh["model_mean_abs_error"])
+    assert table["architectures"] == ["Hopper"] and len(table["pairs"]) == 6
     assert {"Conv", "Gemm", "Elementwise"} <= set(table["kinds"])
 
 
 def test_error_bar_weights_the_validated_kinds(r50, tmp_path):
     from benanza.analysis.predict import error_bar, load_error_table
 
-    table = {"kinds": {"Conv": {"fp16": {"mean_abs_error": 0.1, "max_abs_error": 0.2}},
-                       "Gemm": {"fp32": {"mean_abs_error": 0.5, "max_abs_error": 0.9}}}, "date": "d"}
+    table = {"kinds": {"Conv": {"fp16": {"mean_abs_error": 0.1, "p90_abs_error": 0.2}},
+                       "Gemm": {"fp32": {"mean_abs_error": 0.5, "p90_abs_error": 0.9}}}, "date": "d",
+             "architectures": ["Hopper"]}
     p = predict(r50, H200, H100)
     eb = error_bar(p, table)
     kinds = p.by_kind()
@@ -418,8 +427,9 @@ def test_error_bar_weights_the_validated_kinds(r50, tmp_path):
     assert set(eb.unvalidated) == set(kinds) - {"Conv"}  # Gemm was validated in fp32 only
     share = sum(v["predicted_ms"] for k, v in kinds.items() if k != "Conv") / p.lbl_sequential_ms
     assert eb.unvalidated_share == pytest.approx(share)
+    assert not eb.extrapolated and error_bar(predict(r50, H200, A100), table).extrapolated  # Ampere
     real = error_bar(p, load_error_table())
-    assert not real.unvalidated and 0 < real.relative < max(real.by_kind.values())
+    assert not real.unvalidated and 0 < real.relative < max(real.by_kind.values()) and real.relative < real.worst
     bad = tmp_path / "e.json"
     bad.write_text("[1]")
     with pytest.raises(UsageError, match="prediction error table .*e.json"):

@@ -379,8 +379,9 @@ def error_table_path() -> Path | None:
 
 def load_error_table(path: str | Path | None = None) -> dict | None:
     """The error table (``benchmarks/predict_check.py --errors-out``): ``kinds`` -> kind -> precision
-    -> ``mean_abs_error`` / ``max_abs_error`` (fractions), ``pairs``, ``layers``. None when there is
-    none; raises UsageError naming the file when it is not such a table."""
+    -> ``mean_abs_error`` / ``p90_abs_error`` (fractions), ``configurations``, ``layers``;
+    ``architectures`` validated. None when there is none; raises UsageError naming the file when
+    it is not such a table."""
     path = Path(path) if path else error_table_path()
     if path is None:
         return None
@@ -398,9 +399,10 @@ def load_error_table(path: str | Path | None = None) -> dict | None:
 class ErrorBar:
     """The error measured for a prediction's layer kinds: ``relative`` is the mean |error| of each
     validated kind (in the prediction's precision) weighted by its predicted time, ``worst`` the
-    same with each kind's largest |error| (fractions); ``by_kind`` kind -> mean |error|;
+    same with each kind's 90th-percentile |error| (fractions); ``by_kind`` kind -> mean |error|;
     ``unvalidated`` the kinds the validation never covered in this precision and
-    ``unvalidated_share`` their share of the predicted sequential time."""
+    ``unvalidated_share`` their share of the predicted sequential time; ``architectures`` those
+    validated, ``extrapolated`` when the origin or target GPU is of another."""
 
     relative: float | None
     worst: float | None
@@ -409,6 +411,8 @@ class ErrorBar:
     unvalidated_share: float
     source: str
     model_mean_abs_error: float | None = None
+    architectures: list[str] = field(default_factory=list)
+    extrapolated: bool = False
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -427,10 +431,12 @@ def error_bar(prediction: Prediction, table: dict) -> ErrorBar:
         if e is None:
             unvalidated.append(kind)
         else:
-            by_kind[kind], worst[kind] = float(e["mean_abs_error"]), float(e["max_abs_error"])
+            by_kind[kind], worst[kind] = float(e["mean_abs_error"]), float(e["p90_abs_error"])
+    archs = table.get("architectures") or []
     covered = sum(times[k] for k in by_kind)
     rel = sum(times[k] * by_kind[k] for k in by_kind) / covered if covered else None
     wst = sum(times[k] * worst[k] for k in by_kind) / covered if covered else None
     return ErrorBar(rel, wst, by_kind, unvalidated, sum(times[k] for k in unvalidated) / total if total else 0.0,
                     f"{table.get('path', 'error table')} ({table.get('command', 'predict_check.py')}, {table.get('date', '')})",
-                    table.get("model_mean_abs_error"))
+                    table.get("model_mean_abs_error"), list(archs),
+                    any(g.architecture not in archs for g in (prediction.origin, prediction.target)))
