@@ -19,8 +19,9 @@ What benanza changes, and why:
 
 * **Wave size.** benanza times library calls, not kernels: the thread-block count and occupancy
   are unknown. With the same occupancy on both GPUs W_o / W_d = SMs_o / SMs_d (Habitat's own
-  "large kernel" case, many waves); Habitat's special case for kernels under one wave is dropped.
-  So for a CUDA-core layer C x W is the SM-count x boost-clock throughput.
+  "large kernel" case, many waves), each SM count replaced by the SMs the layer keeps busy ("Span"
+  below, which stands for Habitat's special case of kernels under one wave). So for a CUDA-core
+  layer C x W is the busy-SM x boost-clock throughput.
 * **Tensor Cores.** A layer whose best measurement ran on Tensor Cores (math ``tensor_op``,
   ``tf32``, ``fp8``) scales its compute term by the ratio of the precision's dense Tensor Core
   peaks (:mod:`benanza.analysis.gpus`) instead: that peak is SMs x clock x per-SM Tensor Core rate, and the
@@ -51,7 +52,8 @@ What benanza changes, and why:
   evaluation of general arithmetic expressions", JACM 21(2), 1974) T_k <= T_1 / k + T_inf with P
   units of equal time, T_1 = P tau and T_inf = tau, so T_k = T_1 / k_eff. Both constants were
   chosen on the SM-partition validation below (tiles of 48-80, units of 4-16 KiB change its mean
-  error by under one point); ``span=False`` is Habitat's SM ratio.
+  error by under one point); ``span=False`` is Habitat's SM ratio. Between GPUs of one SM count
+  (H100 and H200) the term changes nothing.
 * **Fixed part** (``fixed_us``, default :data:`FIXED_US` = 2 µs). Part of every kernel's time
   does not scale with SMs, clock or bandwidth: the launch and the ramp up and down of its grid
   (benanza's launch floor, :data:`benanza.reports.chart.LAUNCH_FLOOR_US`, is the same 2 µs). A
@@ -60,17 +62,26 @@ What benanza changes, and why:
   132, 64 and 32 SMs (CUDA green contexts, ``BENANZA_SM_COUNT``; `benchmarks/predict_check.py
   --partitions`, benchmarks/results/2026-11-25): layers of a few µs barely change with the SM count
   (a 1.5 µs GELU takes 1.5 µs on 32 SMs), which pure scaling predicts 4x slower.
-* **Measured ceilings.** The validation on partitions uses the ceilings `benanza ceilings` measured
-  on each system (:func:`benanza.analysis.gpus.with_measured_ceilings`) where the database has
-  them: the full H100's Tensor Cores run about 15 % slower per SM than 64 of its SMs do (the power
-  limit lowers the clock under load), which no datasheet figure says.
+* **Measured ceilings.** ``predict`` takes whatever :class:`GpuSpec` it is given; the validation
+  on partitions passes the ceilings `benanza ceilings` measured on each system
+  (:func:`benanza.analysis.gpus.with_measured_ceilings`): 132 SMs of an H100 reach 15 % less FP16
+  Tensor Core rate per SM than 64 of them (the power limit lowers the clock under load), which no
+  datasheet figure says. A partition's spec (:func:`benanza.analysis.gpus.partition_spec`) scales
+  the math peaks by its share of the SMs.
+
+Validated (benchmarks/results/2026-11-25, 8 models at batch 32 and 5 at batch 1, fp16 and fp32, one
+H100 at 132, 64 and 32 SMs, every ordered pair): mean model error 3.5 % at batch 32 (every pair under
+5 %, the naive "same time" 86 %) and 5.5 % at batch 1 (naive 22 %); pure Habitat scaling with
+datasheets gave 12.8 % and 80.4 %. H100 <-> H200: 1.5 %.
 
 Error bars: :func:`error_bar` attaches to a prediction the errors measured per layer kind in that
 validation (``db/reference/predict_errors.json``, written by `benchmarks/predict_check.py
 --errors-out`) and names the layer kinds it never covered.
 
 Limits: no change of algorithm between GPUs (the origin's best implementation is assumed best on
-the target), no launch-overhead floor. Zero-cost layers stay 0 ms; a layer without an origin
+the target); validated on Hopper only (other architectures are extrapolations, and the error bar
+says so); memory-bound fp32 layers streaming beyond the L2 are predicted up to 20-35 % too slow on
+fewer SMs, Unary and Pooling fp32 about 30 % too fast (predict_errors.json). Zero-cost layers stay 0 ms; a layer without an origin
 measurement has no prediction and marks the predicted LBL incomplete.
 """
 from __future__ import annotations
