@@ -121,3 +121,29 @@ def test_a_suite_compiles_with_the_toolkit_wheels_alone(tmp_path, monkeypatch):
     if not have_gpu():
         run = subprocess.run([str(r.executable)], capture_output=True, text=True)
         assert run.returncode == 3 and "no CUDA device" in run.stderr
+
+
+def test_a_system_toolkit_reads_its_own_runtime_headers_not_the_wheels(tmp_path):
+    """nvidia-cublas shares nvidia/cu13/include with the runtime wheels of the `cuda` extra: with a
+    system toolkit, the suite's include path gets cuBLAS's headers alone (a 13.5 cuda_runtime.h read
+    by nvcc 13.0 broke the harness build)."""
+    from benanza.build.cudalibs import cublas_only_include
+
+    include = _fake_wheels(tmp_path / "site" / "nvidia" / "cu13") / "include"
+    for name in ("cublas_v2.h", "cublas_api.h", "cublasLt.h", "nvblas.h", "nvrtc.h"):
+        (include / name).write_text(name)
+    system = tmp_path / "cuda"
+    for rel in ("include/cuda_runtime.h", "include/crt/host_config.h", "include/cccl/cuda/std/version",
+                "include/cublas_v2.h"):
+        (system / rel).parent.mkdir(parents=True, exist_ok=True)
+        (system / rel).write_text("system")
+    private = cublas_only_include(include, system, cache=tmp_path / "cache")
+    assert private != include.resolve() and (private / "cublas_v2.h").read_text() == "cublas_v2.h"
+    # the toolkit's own headers are not shadowed; cuBLAS's (matching the library) and those it lacks stay
+    assert {p.name for p in private.iterdir()} == {"cublas_v2.h", "cublas_api.h", "cublasLt.h", "nvblas.h",
+                                                   "nvrtc.h", "cuda_profiler_api.h"}
+    assert cublas_only_include(include, system, cache=tmp_path / "cache") == private  # made once
+    # the wheels' own toolkit, or a cuBLAS folder without runtime headers: the folder itself
+    assert cublas_only_include(include, include.parent, cache=tmp_path / "cache") == include.resolve()
+    (include / "cuda_runtime.h").unlink()
+    assert cublas_only_include(include, system, cache=tmp_path / "cache") == include.resolve()

@@ -270,5 +270,51 @@ def locate() -> CudaLibs:
         raise LibraryError("cuBLAS not found: install the wheel with `pip install nvidia-cublas` "
                            "or set CUBLAS_ROOT")
     return CudaLibs(cuda_home=home, nvcc=home / "bin" / "nvcc", cudnn_include=cudnn[0],
-                    cudnn_library=cudnn[1], cublas_include=cublas[0], cublas_library=cublas[1],
-                    frontend_include=find_frontend())
+                    cudnn_library=cudnn[1], cublas_include=cublas_only_include(cublas[0], home),
+                    cublas_library=cublas[1], frontend_include=find_frontend())
+
+
+def cublas_only_include(include: Path, toolkit: Path, cache: Path | None = None) -> Path:
+    """The folder to put on the include path for cuBLAS's headers when suites build with ``toolkit``.
+
+    ``nvidia-cublas`` installs its headers into ``nvidia/cu13/include``, the folder the toolkit wheels
+    (``nvidia-cuda-runtime``, ``-crt``, ``-cccl``; the ``cuda`` extra) fill with the CUDA runtime's
+    headers of *their* version. Put on the include path before a system toolkit's own headers, those
+    would shadow them (a 13.5 ``cuda_runtime.h`` read by nvcc 13.0 does not compile). So when the
+    folder holds runtime headers that are not the toolkit's, the suite gets a private folder of
+    symlinks to its entries less those the toolkit has itself: the ``nvidia-cublas`` distribution's
+    headers always stay (they match the library the suite links; file list from
+    ``importlib.metadata``, ``cublas*.h`` and ``nvblas.h`` without it), and so do headers the toolkit
+    lacks (``nvrtc.h`` of the ``nvidia-cuda-nvrtc`` wheel, which cudnn-frontend includes). Under
+    ``cache`` (default ``$XDG_CACHE_HOME/benanza``) ``/cublas-include/<key>/``. Returns ``include``
+    itself otherwise. Raises :class:`LibraryError` when the folder cannot be written."""
+    import importlib.metadata
+
+    include = include.resolve()
+    own = (toolkit / "include").resolve()
+    if include == own or not (include / "cuda_runtime.h").exists():
+        return include
+    try:
+        cublas = {Path(str(f)).name for f in importlib.metadata.files("nvidia-cublas") or () if str(f).endswith(".h")}
+    except importlib.metadata.PackageNotFoundError:
+        cublas = set()
+    cublas = cublas or {p.name for p in include.iterdir() if p.name.startswith("cublas") or p.name == "nvblas.h"}
+    names = sorted(p.name for p in include.iterdir() if p.name in cublas or not (own / p.name).exists())
+    key = hashlib.sha256("\0".join([str(include)] + names).encode()).hexdigest()[:16]
+    root = (cache or _cache_root()) / "cublas-include" / key
+    if all((root / n).exists() for n in names):
+        return root
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root.parent))
+        tmp.chmod(0o755)
+        for n in names:
+            (tmp / n).symlink_to(include / n, target_is_directory=(include / n).is_dir())
+        try:
+            tmp.rename(root)  # atomic; another process may have made the same folder meanwhile
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        raise LibraryError(f"cannot make the cuBLAS include folder {root}: {e.strerror or e} "
+                           f"(set XDG_CACHE_HOME to a writable folder)") from None
+    return root
