@@ -2,7 +2,7 @@
 # Hardware counters per layer on a lent GPU machine (issue 18, item 4), from the repository root:
 #   bash benchmarks/gpu_counters.sh OUT
 # Installs benanza from the tree (gpu_install.sh), finds Nsight Compute's ncu (PATH, else the CUDA
-# toolkit's folders), benches resnet50 at batch 32 in fp16 with fast settings and --counters (each
+# toolkit's folders), benches resnet50 (or MODEL=path.onnx) at batch 32 in fp16 with fast settings and --counters (each
 # layer's best implementation profiled once under ncu and stored), then prints the counters table
 # (analyze: how far each layer is from its roof and why) into OUT/counters.txt, the classic roofline
 # with counters as JSON (OUT/roofline.json), and the time-based roofline (OUT/time-roofline.txt and
@@ -22,7 +22,7 @@ if ! command -v ncu >/dev/null 2>&1; then
 fi
 echo "gpu_counters: ncu = $(command -v ncu || echo 'none') $(ncu --version 2>/dev/null | tail -1)"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
-REPO=$PWD; DB=/tmp/counters.db; MODEL=$REPO/examples/resnet50.onnx
+REPO=$PWD; DB=/tmp/counters.db; MODEL=${MODEL:-$REPO/examples/resnet50.onnx}; NAME=$(basename "$MODEL" .onnx)
 rm -f $DB
 ARGS="--batch 32 --dtype fp16"
 echo "gpu_counters: install $(( $(date +%s) - t0 )) s"
@@ -33,7 +33,7 @@ echo "gpu_counters: install $(( $(date +%s) - t0 )) s"
 echo "gpu_counters: bench --counters exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
 python3 -m benanza analyze $MODEL $ARGS --layout nchw --db $DB --no-layers > "$OUT/counters.txt" 2>&1
 python3 -m benanza roofline $MODEL $ARGS --db $DB --json > "$OUT/roofline.json" 2> "$OUT/roofline.err"
-python3 -m benanza roofline $MODEL $ARGS --db $DB --kind time --svg "$OUT/time-roofline-resnet50-b32-fp16.svg" \
+python3 -m benanza roofline $MODEL $ARGS --db $DB --kind time --svg "$OUT/time-roofline-$NAME-b32-fp16.svg" \
     > "$OUT/time-roofline.txt" 2>&1
 cat "$OUT/counters.txt"
 sqlite3 $DB "SELECT count(*) || ' kernel rows, ' || count(DISTINCT layer_key) || ' layer configs, ' || max(tool) FROM kernel_counters" 2>/dev/null \
