@@ -1419,7 +1419,7 @@ def db_import(source: str = typer.Argument(..., help="a benanza database file or
     out.print(f"imported from {source}: {st.jobs_added} jobs added, {st.jobs_replaced} replaced by newer, "
               f"{st.jobs_kept} kept (not newer); {st.measurements_written + st.orphans_written} measurements, "
               f"{st.systems_added} systems, {st.configs_added} layer configs, {st.models_added} models, "
-              f"{st.ceilings_written} ceilings added; "
+              f"{st.ceilings_written} ceilings, {st.counters_written} kernel counters added; "
               f"{st.rows_per_s:.0f} rows/s", markup=False)
 
 

@@ -281,6 +281,34 @@ def test_import_carries_the_ceilings(suites, tmp_path):
     assert sharing.import_db(dst, str(tmp_path / "src.db")).ceilings_written == 0
 
 
+def test_import_and_export_carry_the_kernel_counters(suites, tmp_path):
+    """`bench --counters` results travel with `db import` and `db export` (per implementation and
+    kernel, the newer wins); an export restricted to other configs leaves them out."""
+    from benanza.database.counters import read_counters, write_counters
+
+    src_url = f"sqlite:///{tmp_path / 'src.db'}"
+    _fill(src_url, suites["resnet50"], gpu="GPU C")
+    src = open_db(src_url)
+    sid = src.systems()[0].id
+    from benanza.database.store import LayerConfigRow
+    with src.engine.connect() as c:
+        keys = sorted(c.scalars(sa.select(LayerConfigRow.key)))
+    key = keys[0]
+    kernels = [{"kernel_index": i, "kernel_name": f"k{i}<half>", "block_size": "(128, 1, 1)", "grid_size": "(64, 1, 1)",
+                "dram_pct": 70.0 + i, "dram_bytes": 1e6, "sm_pct": 30.0, "occupancy_pct": 50.0, "duration_ns": 2000.0}
+               for i in range(2)]
+    impl = (key, "fp16", "cudnnBackendExecute", "eng41", "tensor_op", "NCHW")
+    write_counters(src, sid, impl, kernels, tool="ncu 2025.3.1")
+    dst = open_db(f"sqlite:///{tmp_path / 'dst.db'}")
+    assert sharing.import_db(dst, str(tmp_path / "src.db")).counters_written == 2
+    got = read_counters(dst, dst.systems()[0].id, [key])[impl]
+    assert [(k.kernel_name, k.dram_pct) for k in got] == [("k0<half>", 70.0), ("k1<half>", 71.0)]
+    assert sharing.import_db(dst, str(tmp_path / "src.db")).counters_written == 0  # nothing newer
+    assert sharing.export(src, tmp_path / "all.db").counters_written == 2
+    other = keys[1:2]
+    assert sharing.merge(open_db(f"sqlite:///{tmp_path / 'some.db'}"), src, keys=other).counters_written == 0
+
+
 def test_an_nhwc_job_merges_beside_the_nchw_job(tmp_path, models):
     """The GPU workflow measures NCHW and NHWC into separate files and merges them: importing the
     channels-last jobs must keep the NCHW measurements and heuristic choices of the same configs

@@ -8,7 +8,7 @@ present on both sides is taken from the side that finished it later (``jobs.fini
 all its measurements and heuristic choices, replacing the other side's; on equal times the
 existing data is kept.
 Measurement rows that belong to no job (hand-made data) merge row by row, the newer ``created_at``
-winning. Systems are matched by fingerprint, layer configs by key, models by (sha256, batch).
+winning; so do hardware counters (`bench --counters`), per implementation and kernel. Systems are matched by fingerprint, layer configs by key, models by (sha256, batch).
 Nothing is ever duplicated: the database's unique keys hold after any sequence of imports.
 """
 from __future__ import annotations
@@ -64,6 +64,7 @@ class MergeStats:
     measurements_written: int = 0
     orphans_written: int = 0
     ceilings_written: int = 0
+    counters_written: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -92,6 +93,7 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         _merge_job_chunk(dst, src, take[i:i + _CHUNK], sys_map, runs, st)
     _merge_orphans(dst, src, source, sys_map, runs, st)
     _merge_ceilings(dst, src, source, sys_map, st)
+    _merge_counters(dst, src, source, sys_map, st)
     st.seconds = time.perf_counter() - t0
     return st
 
@@ -334,6 +336,23 @@ def _merge_ceilings(dst: Database, src: Database, source: _Source, sys_map: dict
             if _newer_wins(dc, Ceiling, [Ceiling.system_id == dsid, Ceiling.name == r["name"]], r,
                            {**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}):
                 st.ceilings_written += 1
+
+
+def _merge_counters(dst: Database, src: Database, source: _Source, sys_map: dict[int, int], st: MergeStats) -> None:
+    """Hardware counters (`bench --counters`) of the chosen systems and configs: per implementation
+    and kernel index, the newer profile wins."""
+    from benanza.database.counters import KernelCounter
+
+    unique = ("layer_key", "precision", "call", "algorithm", "math", "layout", "kernel_index")
+    with src.engine.connect() as sc:
+        rows = [r for r in _rows(sc, select(KernelCounter.__table__)) if r["system_id"] in source.system_ids
+                and (source.keyset is None or r["layer_key"] in source.keyset)]
+    with dst.engine.begin() as dc:
+        for r in rows:
+            dsid = sys_map[r["system_id"]]
+            cond = [KernelCounter.system_id == dsid] + [getattr(KernelCounter, c) == r[c] for c in unique]
+            if _newer_wins(dc, KernelCounter, cond, r, {**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}):
+                st.counters_written += 1
 
 
 def export(db: Database, path: str | Path, system: str | None = None, models: list[str] | None = None,
