@@ -542,6 +542,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
         docs = [r.to_dict() for r in results]
         out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs))
         return
+    for note in dict.fromkeys(r.precision_note for r in results if r.precision_note):
+        out.print(f"note: {note}", markup=False)  # first: the figures below are not fp8's
     out.print(f"system: {system.label()}", markup=False)
     if layers_table:
         for r in results:

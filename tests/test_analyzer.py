@@ -61,6 +61,22 @@ def test_reference_parallel_structure(ref_db, models):
     assert r["fp16"] < r["tf32"] < r["fp32"]
 
 
+def test_fp8_figures_without_fp8_measurements_say_they_are_fp16(ref_db, models):
+    """The reference database has no FP8 GEMM: an fp8 analysis is every layer's fp16 time and says so
+    (it printed fp16 figures labelled fp8); with an FP8 measurement taken, no note."""
+    import dataclasses
+
+    system, _ = resolve_system(ref_db, None)
+    a = analyze(process(models / "resnet50.onnx", 32), ref_db, system, "fp8")
+    f16 = analyze(process(models / "resnet50.onnx", 32), ref_db, system, "fp16")
+    assert a.lbl_ms == pytest.approx(f16.lbl_ms) and not f16.precision_note
+    assert "fp8" in a.precision_note and "fp16 measurement" in a.precision_note
+    assert a.to_dict()["precision_note"] == a.precision_note
+    gemm = next(i for i, t in enumerate(a.layers) if t.layer.config is not None and t.layer.config.kind == "Gemm")
+    a.layers[gemm] = dataclasses.replace(a.layers[gemm], math="fp8_fast_accum")
+    assert a.precision_note == ""
+
+
 def test_cold_cache_is_slower_or_equal(ref_db, models):
     system, _ = resolve_system(ref_db, None)
     ml = process(models / "resnet50.onnx", 1)

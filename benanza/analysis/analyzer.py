@@ -169,6 +169,21 @@ class Analysis:
         """Measured time (ms) of the layout-conversion Transposes the bound leaves out."""
         return sum(t.time_ms or 0.0 for t in self.conversion_layers)
 
+    @property
+    def precision_note(self) -> str:
+        """What the figures are when they are not the precision's own measurements: an fp8 analysis
+        whose FP8 layers (:data:`benanza.kinds.FP8_KINDS`) took no FP8 measurement is every layer's
+        fp16 time (FP8 absent from the database, or slower). Empty otherwise."""
+        if self.precision != "fp8":
+            return ""
+        fp8_layers = [t for t in self.layers if t.layer.config is not None and t.layer.config.kind in L.FP8_KINDS]
+        if any(t.math.startswith("fp8") for t in fp8_layers):
+            return ""
+        why = (f"none of its {len(fp8_layers)} FP8-capable layers ({', '.join(L.FP8_KINDS)}) took an FP8 "
+               "measurement (none in the database, or fp16 was faster)") if fp8_layers else \
+            f"it has no FP8-capable layer ({', '.join(L.FP8_KINDS)})"
+        return f"{self.model} batch {self.batch} fp8: {why}; every figure is the layer's {L.FP8_FALLBACK} measurement"
+
     def framework_faster(self) -> list[dict]:
         """Layers and fusion groups whose fastest measurement is the framework's own kernel, with
         the fastest library call's time: a finding for the library developers."""
@@ -196,6 +211,7 @@ class Analysis:
             "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
             "lbl_ms": self.lbl_ms, "lbl_kind": "fused parallel (critical path)",
             "complete": self.complete, "complete_unfused": self.complete_unfused,
+            "precision_note": self.precision_note or None,
             "layout_conversions": {"layers": [t.layer.index for t in self.conversion_layers],
                                    "measured_ms": self.conversion_ms},
             "layout_switches": dict(self.layout_switches),
