@@ -28,6 +28,7 @@ ARGS="--batch 32 --dtype fp16"
 echo "gpu_counters: install $(( $(date +%s) - t0 )) s"
 # counters are stored layer by layer: a run cut by BENCH_TIMEOUT (s; the device tool's calls end at 600 s)
 # still leaves what it profiled for the tables below
+export BENANZA_NCU_REPORTS=/tmp/ncu-reports  # the raw ncu reports, packed as OUT/ncu-reports.tgz
 (cd /tmp && timeout ${BENCH_TIMEOUT:-480} python3 -m benanza bench $MODEL $ARGS --layout nchw --db $DB --no-cold \
     --max-engines 3 --max-time-ms 100 --no-torch --counters --no-layers) 2>&1 | tail -80
 echo "gpu_counters: bench --counters exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s"
@@ -39,5 +40,6 @@ cat "$OUT/counters.txt"
 sqlite3 $DB "SELECT count(*) || ' kernel rows, ' || count(DISTINCT layer_key) || ' layer configs, ' || max(tool) FROM kernel_counters" 2>/dev/null \
   || python3 -c "import sqlite3; c = sqlite3.connect('$DB'); print(c.execute('SELECT count(*), count(DISTINCT layer_key), max(tool) FROM kernel_counters').fetchone())"
 gzip -c $DB > "$OUT/counters.db.gz"
+tar czf "$OUT/ncu-reports.tgz" -C /tmp ncu-reports 2>/dev/null || true
 echo "gpu_counters: done after $(( $(date +%s) - t0 )) s"
 ls -la "$OUT"

@@ -35,6 +35,29 @@ REF = REPO / "db" / "reference" / "h200.sqlite.gz"
 RESNET50 = REPO / "tests" / "data" / "shared" / "models" / "resnet50.onnx"
 
 
+REAL = REPO / "tests" / "data" / "ncu"
+
+
+def test_parse_real_reports_of_nsight_compute_2025_3():
+    """Reports captured on an H100 by `bench --counters` (Nsight Compute 2025.3.1,
+    BENANZA_NCU_REPORTS; benchmarks/gpu_counters.sh with squeezenet1_1 at batch 32 fp16, 2026-11-25;
+    only the host name replaced): 15 columns, no rule columns, `==WARNING==` lines before the header.
+    The NCHW fp16 convolution's best engine transforms its input and its filter to NHWC, then runs its
+    implicit-GEMM kernel."""
+    conv = C.parse_ncu_csv((REAL / "h100_squeezenet_conv_fp16_real.csv").read_text())
+    assert [k.index for k in conv] == [0, 1, 2]
+    assert "nchwToNhwcKernel" in conv[0].name and "nchwToNhwcKernel" in conv[1].name
+    assert conv[2].name.startswith("sm90_xmma_fprop_implicit_gemm_f16f16") and conv[2].grid == "(15, 8, 1)"
+    assert conv[0].dram_bytes > 300 * conv[1].dram_bytes  # the activations, then the small filter
+    for k in conv:
+        assert all(v is not None for v in (k.dram_pct, k.dram_bytes, k.sm_pct, k.occupancy_pct, k.duration_ns))
+        assert 0 <= k.dram_pct <= 100 and 0 <= k.sm_pct <= 100 and 0 < k.occupancy_pct <= 100
+        assert k.duration_ns > 1000 and k.block.startswith("(") and k.grid.startswith("(")
+    relu, = C.parse_ncu_csv((REAL / "h100_squeezenet_relu_fp16_real.csv").read_text())
+    assert "activation_kernel_k<__half, 8>" in relu.name and relu.grid == "(3025, 1, 1)"
+    assert relu.dram_bytes == 12_441_856 and relu.dram_pct == 39.47 and relu.duration_ns == 9_472
+
+
 def test_parse_the_details_csv():
     ks = C.parse_ncu_csv(FIXTURE.read_text())
     assert [k.index for k in ks] == [0, 1]

@@ -24,6 +24,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -181,6 +183,7 @@ def profile(ncu: str, exe: str | Path, impl: Implementation, suite_args: list[st
         except subprocess.TimeoutExpired:
             raise DeviceError(f"ncu: {impl.call} / {impl.algorithm}: no result after {timeout_s:.0f} s") from None
         text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    _keep_report(text, impl)
     if '"ID",' not in text and '"ID",' in p.stdout:  # a report printed on stdout (after the suite's lines)
         text = p.stdout
     rec = _profiled(p.stdout)
@@ -197,6 +200,22 @@ def profile(ncu: str, exe: str | Path, impl: Implementation, suite_args: list[st
     if not kernels:
         raise DeviceError(f"ncu: {where}: no kernel profiled")
     return kernels
+
+
+#: environment variable naming a folder where each raw ncu report is kept (``<job>.<n>.csv``): the
+#: evidence behind the stored counters, and real fixtures for the parser's tests
+KEEP_ENV = "BENANZA_NCU_REPORTS"
+
+
+def _keep_report(text: str, impl: Implementation) -> None:
+    folder = os.environ.get(KEEP_ENV)
+    if not folder or not text:
+        return
+    d = Path(folder)
+    d.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", impl.job)
+    n = len(list(d.glob(f"{safe}.*.csv")))
+    (d / f"{safe}.{n}.csv").write_text(text, encoding="utf-8")
 
 
 #: attempts that may all fail before the rest are not tried (ncu without permission for the GPU's
