@@ -205,10 +205,8 @@ def wheel_toolkit(wheels: Path, cache: Path | None = None) -> Path:
     root = base / key
     if _toolkit_links_ok(root):
         return root
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
-        tmp.chmod(0o755)
+
+    def fill(tmp: Path) -> None:
         for name in ("bin", "nvvm", "include"):
             (tmp / name).symlink_to(wheels / name, target_is_directory=True)
         (tmp / "lib").mkdir()
@@ -219,16 +217,28 @@ def wheel_toolkit(wheels: Path, cache: Path | None = None) -> Path:
         (tmp / "lib64").symlink_to("lib", target_is_directory=True)
         if root.is_dir() and not _toolkit_links_ok(root):  # a stale one (a wheel removed): replaced
             shutil.rmtree(root, ignore_errors=True)
-        try:
-            tmp.rename(root)  # atomic; another process may have made the same folder meanwhile
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    except OSError as e:
-        raise LibraryError(f"cannot make the CUDA toolkit folder {root} over the wheels in {wheels}: "
-                           f"{e.strerror or e} (set XDG_CACHE_HOME to a writable folder)") from None
+
+    _publish(root, fill, f"the CUDA toolkit folder {root} over the wheels in {wheels}")
     if not _toolkit_links_ok(root):
         raise LibraryError(f"the CUDA toolkit folder {root} is incomplete; remove it and try again")
     return root
+
+
+def _publish(root: Path, fill, what: str) -> None:
+    """Make the folder ``root`` whole or not at all: ``fill`` a temporary sibling, then rename it
+    (atomic; a process that made the same folder meanwhile wins). Raises :class:`LibraryError`
+    naming ``what`` when it cannot be written."""
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+        tmp.chmod(0o755)
+        fill(tmp)
+        try:
+            tmp.rename(root)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        raise LibraryError(f"cannot make {what}: {e.strerror or e} (set XDG_CACHE_HOME to a writable folder)") from None
 
 
 def _toolkit_links_ok(root: Path) -> bool:
@@ -304,6 +314,13 @@ def cublas_only_include(include: Path, toolkit: Path, cache: Path | None = None)
     root = (cache or _cache_root()) / "cublas-include" / key
     if all((root / n).exists() for n in names):
         return root
+
+    def fill(tmp: Path) -> None:
+        for n in names:
+            (tmp / n).symlink_to(include / n, target_is_directory=(include / n).is_dir())
+
+    _publish(root, fill, f"the cuBLAS include folder {root}")
+    return root
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root.parent))
