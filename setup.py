@@ -78,7 +78,8 @@ def cuda_cmake_args() -> list[str]:
 
 
 class BuildPyWithData(build_py):
-    """Ship templates/, cpp/ and db/migrations inside the package (benanza/_data/...)."""
+    """Ship templates/, cpp/, db/migrations and the prediction's error table
+    (db/reference/predict_errors.json: `benanza predict`'s error bar) inside the package (benanza/_data/...)."""
 
     def run(self):
         super().run()
@@ -87,6 +88,8 @@ class BuildPyWithData(build_py):
             if dst.exists():
                 shutil.rmtree(dst)
             shutil.copytree(ROOT / src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(ROOT / "db" / "reference" / "predict_errors.json",
+                     Path(self.build_lib) / "benanza" / "_data" / "predict_errors.json")
 
 
 setup(ext_modules=[CMakeExtension("benanza._native")],
