@@ -14,7 +14,7 @@ error table `benanza predict` attaches to its predictions (db/reference/predict_
   python3 benchmarks/predict_check.py --db predict.db --partitions \\
       --model resnet50,mobilenet_v2,vit_b_16,resnet18,squeezenet1_1,convnext_tiny,bert_base,alexnet \\
       --batch 32 --dtype fp16,fp32 --ceilings measured --errors-out db/reference/predict_errors.json
-  python3 benchmarks/predict_check.py --db both.db --models tests/data/shared/models \\
+  python3 benchmarks/predict_check.py --db both.db --models tests/data/zoo/models \\
       --model resnet50_bnkept,googlenet --batch 1,32 --dtype fp16 --a H200 --b H100
 
 A model is a file stem in --models (default db/reference/truth) or a path to an ONNX file.

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real models in tests/data/shared (weight-stripped exports and a PyTorch profile's sample), a fake suite (tests/fake_suite.py) that speaks
+"""Shared fixtures: the real models in tests/data/zoo (weight-stripped exports and a PyTorch profile's sample), a fake suite (tests/fake_suite.py) that speaks
 the suite protocol without a GPU, and temporary databases."""
 import os
 import shutil
@@ -14,12 +14,12 @@ sys.path.insert(0, str(HERE))
 
 def _shared() -> Path:
     env = os.environ.get("BENANZA_SHARED")
-    # the models and samples the tests need live in the repo (tests/data/shared: weight-stripped ONNX
+    # the models and samples the tests need live in the repo (tests/data/zoo: weight-stripped ONNX
     # files and the heads of a PyTorch profile's logs), so a fresh clone tests everything
-    for p in ([Path(env)] if env else []) + [HERE / "data" / "shared"]:
+    for p in ([Path(env)] if env else []) + [HERE / "data" / "zoo"]:
         if (p / "models").is_dir():
             return p
-    pytest.skip("the test models folder (tests/data/shared/models) is not available")
+    pytest.skip("the test models folder (tests/data/zoo/models) is not available")
 
 
 @pytest.fixture(scope="session")

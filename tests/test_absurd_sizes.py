@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from conftest import REPO
 
-MODEL = REPO / "tests" / "data" / "shared" / "models" / "resnet18.onnx"
+MODEL = REPO / "tests" / "data" / "zoo" / "models" / "resnet18.onnx"
 
 
 def bz(*a):

@@ -5,7 +5,7 @@ import sys
 
 from conftest import REPO
 
-MODEL = REPO / "tests" / "data" / "shared" / "models" / "resnet18.onnx"
+MODEL = REPO / "tests" / "data" / "zoo" / "models" / "resnet18.onnx"
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
 
 

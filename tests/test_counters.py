@@ -32,7 +32,7 @@ from conftest import REPO
 
 FIXTURE = REPO / "tests" / "data" / "ncu" / "resnet50_conv_nhwc_details.csv"
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
-RESNET50 = REPO / "tests" / "data" / "shared" / "models" / "resnet50.onnx"
+RESNET50 = REPO / "tests" / "data" / "zoo" / "models" / "resnet50.onnx"
 
 
 REAL = REPO / "tests" / "data" / "ncu"

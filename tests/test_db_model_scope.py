@@ -10,7 +10,7 @@ from benanza.processing.model import process
 from conftest import REPO
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
-RESNET50 = REPO / "tests" / "data" / "shared" / "models" / "resnet50.onnx"
+RESNET50 = REPO / "tests" / "data" / "zoo" / "models" / "resnet50.onnx"
 
 
 def bz(*a):

@@ -6,7 +6,7 @@ import sys
 
 from conftest import REPO
 
-MODEL = REPO / "tests" / "data" / "shared" / "models" / "resnet18.onnx"
+MODEL = REPO / "tests" / "data" / "zoo" / "models" / "resnet18.onnx"
 
 
 def bz(*a, cwd=None):

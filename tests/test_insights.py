@@ -1,6 +1,6 @@
 """The analysis workflow (benanza.analysis.insights, benanza.reports.report, `analyze --profile`, `report`) on real data:
 PyTorch 2.11's trace and cuDNN/cuBLASLt logs of torchvision resnet50 (BN not folded, batch 1, FP32,
-cudnn.benchmark, H200; tests/data/shared/samples) against resnet50_bnkept.onnx and the reference database
+cudnn.benchmark, H200; tests/data/zoo/samples) against resnet50_bnkept.onnx and the reference database
 measured on an H200 (db/reference/h200.sqlite.gz).
 
 The samples carry no latency measured outside the profiler: the profile.json written here states
@@ -33,7 +33,7 @@ SAMPLES = {"trace.json.gz": "pytorch_resnet50_b1_fp32_trace.json.gz",
 def prof_dir(shared, tmp_path_factory):
     s = shared / "samples"
     if not all((s / f).exists() for f in SAMPLES.values()):
-        pytest.skip("the shared samples (tests/data/shared/samples) are not available")
+        pytest.skip("the test samples (tests/data/zoo/samples) are not available")
     d = tmp_path_factory.mktemp("prof")
     for dst, src in SAMPLES.items():
         shutil.copy(s / src, d / dst)
@@ -379,7 +379,7 @@ def test_engine_names_match_across_framework_logs_and_database(shared):
     # and the names the log parser builds from the shared sample are of that form
     sample = shared / "samples" / SAMPLES["cublaslt.log.gz"]
     if not sample.exists():
-        pytest.skip("the shared samples (tests/data/shared/samples) are not available")
+        pytest.skip("the test samples (tests/data/zoo/samples) are not available")
     log = read_cublaslt_log(sample)
     keys = {engine_key(m.algorithm) for m in log.matmuls}
     assert "lt:algo=21 tile=64x64 stages=32x5 splitK=16 red=compute swz=0 opt=0 cl=auto" in keys

@@ -12,7 +12,7 @@ from benanza.processing.model import process
 from conftest import REPO
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
-MODEL = REPO / "tests" / "data" / "shared" / "models" / "googlenet.onnx"
+MODEL = REPO / "tests" / "data" / "zoo" / "models" / "googlenet.onnx"
 
 
 def test_cli_writes_a_trace_whose_schedule_is_the_parallel_lbl(tmp_path):

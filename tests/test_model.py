@@ -1,4 +1,4 @@
-"""Model processor on the real models in tests/data/shared/models, checked against onnx itself."""
+"""Model processor on the real models in tests/data/zoo/models, checked against onnx itself."""
 import collections
 import json
 import math

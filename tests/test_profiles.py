@@ -1,5 +1,5 @@
 """Framework profiles: the parsers on PyTorch 2.11's real resnet50 trace and cuDNN/cuBLASLt logs
-(tests/data/shared/samples; counts verified by hand with grep and a separate json script), the join with
+(tests/data/zoo/samples; counts verified by hand with grep and a separate json script), the join with
 resnet50_bnkept.onnx (BN kept, as torchvision ran it) and resnet50.onnx (BN folded), malformed
 input, the profile folder and the `benanza profile` command's CPU-only parts."""
 import collections
@@ -25,7 +25,7 @@ LT = "pytorch_resnet50_b1_fp32_cublaslt_log_head.txt.gz"
 def samples(shared):
     s = shared / "samples"
     if not (s / TRACE).exists():
-        pytest.skip("the shared samples (tests/data/shared/samples) are not available")
+        pytest.skip("the test samples (tests/data/zoo/samples) are not available")
     return s
 
 

@@ -5,7 +5,7 @@ exported batch B0 in constants, the way torch.onnx and torch.export write them) 
 dynamic-batch export (symbolic N, the batch computed from Shape at run time). Processed at any
 batch, the fixed graph must give the same layer configs as the dynamic one; at B0 it is untouched.
 The real torch.export files in tests/data (benchmarks/fixed_batch_exports.py) are checked the same
-way. No GPU and no ../shared needed.
+way. No GPU and nothing beside the repo needed.
 """
 import collections
 from pathlib import Path

@@ -13,7 +13,7 @@ def test_allowed_skip_reasons_have_their_category():
     assert skip_category("no PostgreSQL server (set BENANZA_TEST_PG_URL)") == "PostgreSQL"
     assert skip_category("could not import 'onnx2torch': No module named 'onnx2torch'") == "torch"
     assert skip_category("no headless browser (apt-get install chromium) for the HTML report test") == "browser"
-    assert skip_category("the test models folder (tests/data/shared/models) is not available") == "other"
+    assert skip_category("the test models folder (tests/data/zoo/models) is not available") == "other"
 
 
 def test_ci_fails_when_something_else_skips(tmp_path):

@@ -22,7 +22,7 @@ from benanza.reports.time_chart import render_time, roof_times, time_roofline
 from conftest import REPO
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
-RESNET50 = REPO / "tests" / "data" / "shared" / "models" / "resnet50.onnx"
+RESNET50 = REPO / "tests" / "data" / "zoo" / "models" / "resnet50.onnx"
 SVG = "{http://www.w3.org/2000/svg}"
 H200_L2_ESTIMATE = 5120 / 108 * 132 * 1980e6  # A100 whitepaper's bytes/clk per SM x SMs x clock
 

@@ -13,11 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy import select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from benanza.database.store import Base, Database
-
-
-def _utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+from benanza.database.store import Base, Database, utc_now
 
 
 class KernelCounter(Base):
@@ -46,7 +42,7 @@ class KernelCounter(Base):
     occupancy_pct: Mapped[float | None] = mapped_column(sa.Double)
     duration_ns: Mapped[float | None] = mapped_column(sa.Double)
     tool: Mapped[str] = mapped_column(sa.String(96), default="")
-    created_at: Mapped[dt.datetime] = mapped_column(default=_utc_now)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utc_now)
 
 
 #: what identifies an implementation: (layer key, precision, call, algorithm, math, layout)

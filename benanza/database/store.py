@@ -47,7 +47,7 @@ def _details(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _now() -> _dt.datetime:
+def utc_now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
 
 
@@ -81,7 +81,7 @@ class System(Base):
     cudnn_version: Mapped[int]
     cublas_version: Mapped[int]
     info: Mapped[str] = mapped_column(sa.Text)  # the full system record (JSON)
-    created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+    created_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
 
     def label(self) -> str:
         return (f"{self.gpu_name} (sm_{self.compute_capability.replace('.', '')}, {self.sm_count} SMs, "
@@ -109,7 +109,7 @@ class Run(Base):
     __tablename__ = "runs"
     id: Mapped[int] = mapped_column(primary_key=True)
     system_id: Mapped[int | None] = mapped_column(sa.ForeignKey("systems.id"))
-    started_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+    started_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
     finished_at: Mapped[_dt.datetime | None]
     status: Mapped[str] = mapped_column(sa.String(16), default="running")  # running/completed/interrupted/failed
     suite: Mapped[str] = mapped_column(sa.Text, default="")
@@ -133,7 +133,7 @@ class JobRow(Base):
     message: Mapped[str] = mapped_column(sa.Text, default="")
     run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
     wall_s: Mapped[float | None]
-    finished_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+    finished_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
 
 
 class Measurement(Base):
@@ -186,7 +186,7 @@ class Measurement(Base):
     #: choices, numerical / behaviour notes; cuBLASLt algo id, tile, stages, split-K ("" = none)
     details: Mapped[str] = mapped_column(sa.Text, default="")
     run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id"))
-    created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+    created_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
 
     @property
     def iqr_ms(self) -> float | None:
@@ -230,7 +230,7 @@ class Ceiling(Base):
     samples: Mapped[int | None]
     converged: Mapped[bool | None]
     method: Mapped[str] = mapped_column(sa.Text, default="")
-    created_at: Mapped[_dt.datetime] = mapped_column(default=_now)
+    created_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
 
 
 class ModelRow(Base):
@@ -420,7 +420,7 @@ class Database:
         with self.session() as s:
             r = s.get(Run, run_id)
             if r is not None:
-                r.status, r.jobs_done, r.message, r.finished_at = status, done, message, _now()
+                r.status, r.jobs_done, r.message, r.finished_at = status, done, message, utc_now()
 
     @_retrying
     def write_job(self, system_id: int, run_id: int | None, job: str, layer_key: str, precision: str,
