@@ -278,15 +278,26 @@ MIN_SAMPLES_HELP = "least timed samples per measurement"
 MAX_SAMPLES_HELP = "most timed samples per measurement"
 MAX_TIME_HELP = "sampling time cap per measurement (ms)"
 WORKSPACE_HELP = "largest workspace a cuDNN/cuBLAS algorithm may use (MB); those needing more are skipped"
-COLD_HELP = "also measure with L2 flushed before each call (the cold-cache figures)"
+COLD_HELP = ("cold-cache figures (L2 flushed before each call) for: contenders (default: each job's chosen "
+             "implementation and those within 5 % of it), all (every valid call) or none")
+NO_COLD_HELP = "no cold-cache figures (the same as --cold none)"
+EXHAUSTIVE_HELP = ("no racing: every candidate sampled to the stopping rule, cold figures for all (the policy "
+                   "before racing, stricter: for validating the default's LBL)")
 JOB_TIMEOUT_HELP = "seconds before a job (one layer config) is killed and recorded as failed"
-SCREEN_HELP = ("skip sampling a call whose first replay is slower than this x its job's best so far "
-               "(recorded as screened with that time); 0: sample every call")
+SCREEN_HELP = ("with --exhaustive: skip sampling a call whose first replay is slower than this x its job's "
+               "best so far (recorded as screened with that time); 0 (default): sample every call")
 
 
 def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
-                 force, retry_failed, devices=None, screen=1.5, max_engines=0):
-    from benanza.runner.run import RunOptions
+                 force, retry_failed, devices=None, screen=0.0, max_engines=0, exhaustive=False, no_cold=False):
+    from benanza.runner.run import COLD_POLICIES, RunOptions
+
+    if cold not in COLD_POLICIES:
+        raise UsageError(f"--cold must be one of {', '.join(COLD_POLICIES)}, got {cold!r}")
+    if no_cold:
+        cold = "none"
+    elif exhaustive and cold == "contenders":
+        cold = "all"
 
     if not 0 < rse < 1:
         raise UsageError(f"--rse must be in (0, 1), got {rse}")
@@ -301,7 +312,8 @@ def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspac
     return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
                       max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
                       force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device),
-                      screen=screen, max_engines=max_engines)
+                      screen=screen, max_engines=max_engines, race=not exhaustive,
+                      phases_log=Path(os.environ["BENANZA_PHASES_LOG"]) if os.environ.get("BENANZA_PHASES_LOG") else None)
 
 
 class _Progress:
@@ -382,8 +394,10 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
         max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
         workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
-        cold: bool = typer.Option(True, "--cold/--no-cold", help=COLD_HELP),
-        screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
+        cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
+        no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
+        exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
+        screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
         max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
         device: int = typer.Option(0, "--device", help=DEVICE_HELP),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
@@ -399,7 +413,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
 
     suite = load_suite(folder)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines)
+                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold)
     database = open_db(db)
     _db_notices(database)
     s = _do_run(suite, database, opts, quiet or json_out)
@@ -954,8 +968,10 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
           max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
           workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
-          cold: bool = typer.Option(True, "--cold/--no-cold", help=COLD_HELP),
-          screen: float = typer.Option(1.5, "--screen", help=SCREEN_HELP),
+          cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
+        no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
+        exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
+          screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
           max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
           device: int = typer.Option(0, "--device", help=DEVICE_HELP),
           devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
@@ -984,7 +1000,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     kind_list = parse_kinds(kinds)
     batches = parse_batches(batch)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines)
+                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold)
     t = time.perf_counter()
     mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     stages["process_s"] = time.perf_counter() - t

@@ -21,7 +21,7 @@ def _harness_keys() -> tuple[set[str], set[str]]:
     """(measurement keys, choice keys) the harness prints: every ``kv("key"``/``raw("key"`` and the
     statistics of ``stats_fields`` (``p + "median_ms"``), the choice's from ``Bench::choice``."""
     src = HARNESS.read_text()
-    choice = src[src.index("void Bench::choice("):src.index("Bench::Sampled Bench::sample(")]
+    choice = src[src.index("void Bench::choice("):src.index("void Bench::sample(")]
     rest = src.replace(choice, "")
     pat = re.compile(r'(?:kv|raw)\("(\w+)"')
     return set(pat.findall(rest)) | set(re.findall(r'\(p \+ "(\w+)"\)', rest)), set(pat.findall(choice))

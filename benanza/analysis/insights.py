@@ -348,8 +348,10 @@ def engine_key(name: str) -> str:
     return _lt_key(name) or name
 
 
-# the harness's message for a screened call (cpp/src/harness.cpp): its one replay's time per call
-_SCREENED = re.compile(r"^screened: ([0-9.]+(?:[eE][-+]?[0-9]+)?) ms per call")
+# the harness's message for a call that left the race (cpp/src/harness.cpp, Bench::emit_raced_out: its
+# screen's median time per call) or was screened (racing off: its one replay's time per call)
+_SCREENED = re.compile(r"^(?:screened|raced out): ([0-9.]+(?:[eE][-+]?[0-9]+)?) ms per call")
+_ESTIMATED = ("screened", "raced_out")
 
 
 def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> tuple[dict, dict, dict]:
@@ -364,7 +366,7 @@ def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> tupl
         return out, screened, other
     for m in db.measurements(system_id, keys, cache=cache):
         k = (m.layer_key, engine_key(m.algorithm))
-        sm = _SCREENED.match(m.message or "") if m.status == "screened" else None
+        sm = _SCREENED.match(m.message or "") if m.status in _ESTIMATED else None
         if m.status == "ok" and m.median_ms is not None and np.isfinite(m.median_ms):
             out[k].append((m.median_ms, m.call, m.precision, m.layout))
         elif sm:

@@ -85,9 +85,22 @@ class Policy:
     min_samples: int = 10
     max_samples: int = 2000
     max_time_ms: float = 1000.0
-    cold: bool = True
+    cold: str = "contenders"  # contenders | all | none (benanza.runner.run.COLD_POLICIES)
     graphs: bool = True
     max_reps: int = 1000
+    contenders_within: float = 0.05
+    profile: bool = False  # the worker's own wall ms per phase in the records (cost_ms) and job_end
+
+    def wants_cold(self, warm_ms: float, best_ms: float | None) -> bool:
+        """Cold samples for a call whose warm median is ``warm_ms``, in a job whose best library call
+        so far took ``best_ms`` (None: not known): every call (``all``), none, or (``contenders``) a
+        call within ``contenders_within`` of the faster of the two (harness.hpp, Options::Cold)."""
+        if self.cold == "all":
+            return True
+        if self.cold != "contenders" or not math.isfinite(warm_ms):
+            return False
+        best = warm_ms if best_ms is None else min(best_ms, warm_ms)
+        return warm_ms <= (1.0 + self.contenders_within) * best
 
 
 def median_rse(samples: list[float]) -> float:
@@ -142,11 +155,27 @@ def _check(torch, out, want: int) -> str:
     return ""
 
 
-def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0) -> list[dict]:
-    """Time ``cand`` (warm, and cold when ``policy.cold``): records with the harness's fields
-    (status, statistics, method, reps, host_us). Raises RuntimeError (a CUDA error) to the caller."""
+class _Laps:
+    """Wall ms per phase of one measurement (``cost_ms`` with ``--profile``; the harness's phases)."""
+
+    def __init__(self):
+        self.t0 = self.t = time.perf_counter()
+        self.ms: dict[str, float] = {}
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.ms[phase] = self.ms.get(phase, 0.0) + (now - self.t) * 1e3
+        self.t = now
+
+
+def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0, best_ms: float | None = None,
+            laps: _Laps | None = None) -> list[dict]:
+    """Time ``cand`` warm, and cold when ``policy.wants_cold`` (``best_ms``: the job's best library
+    call, ms): records with the harness's fields (status, statistics, method, reps, host_us).
+    ``laps`` gets the wall time per phase. Raises RuntimeError (a CUDA error) to the caller."""
     import torch
 
+    laps = laps or _Laps()
     torch.backends.cudnn.benchmark = True
     stream = torch.cuda.current_stream()
     t = time.perf_counter()
@@ -154,6 +183,7 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0) -> list[dict]:
     torch.cuda.synchronize()
     host_us = (time.perf_counter() - t) * 1e6
     why = _check(torch, out, cand.out_numel)
+    laps("first")
     if why:
         return [{"cache": "warm", "status": "failed", "message": why}]
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -168,6 +198,7 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0) -> list[dict]:
         if (time.perf_counter() - w0) * 1e3 >= policy.warmup_ms and calls >= 3:
             break
     reps = max(1, min(policy.max_reps, math.ceil(policy.sample_ms / max(per_call, 1e-6))))
+    laps("warmup")
     method, graph = "stream", None
     if policy.graphs:
         try:
@@ -198,10 +229,12 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0) -> list[dict]:
         e1.record(stream)
         e1.synchronize()
         return e0.elapsed_time(e1) / reps
+    laps("capture")
     rec = {"cache": "warm", "status": "ok", "method": method, "reps": reps, "host_us": host_us,
            "warmup_calls": calls, **summarize(_sample(warm_once, policy), policy)}
+    laps("warm")
     out = [rec]
-    if policy.cold and l2_bytes > 0:
+    if policy.wants_cold(rec["median_ms"], best_ms) and l2_bytes > 0:
         flush = torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
 
         def cold_once() -> float:
@@ -213,7 +246,10 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0) -> list[dict]:
             return e0.elapsed_time(e1)
         out.append({"cache": "cold", "status": "ok", "method": "stream_l2_flushed", "reps": 1, "host_us": host_us,
                     **summarize(_sample(cold_once, policy), policy)})
+        laps("cold")
     del graph
+    if policy.profile:
+        out[-1]["cost_ms"] = dict(laps.ms)
     return out
 
 
@@ -245,8 +281,9 @@ def _kernel_names(cand: Candidate) -> list[str]:
     return names[:8]
 
 
-def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True) -> list[dict]:
-    """The measurement records of one job (a jobs-file line)."""
+def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True, laps: _Laps | None = None) -> list[dict]:
+    """The measurement records of one job (a jobs-file line; its ``best_ms``, when given, is the
+    job's best library call: the cold policy's reference)."""
     import torch
 
     cfg = L.config_from_params(job["kind"], job["params"])
@@ -259,9 +296,11 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True) -> l
             cand = build(cfg, precision, layout, "cuda")
             base.update(call=cand.call, algorithm=cand.algorithm, note=cand.note)
             details = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), **cand.details}
-            recs = measure(cand, policy, l2_bytes)
+            laps = laps or _Laps()
+            recs = measure(cand, policy, l2_bytes, job.get("best_ms"), laps)
             if kernels and recs[0].get("status") == "ok":
                 details["kernels"] = _kernel_names(cand)
+                laps("kernels")
     except NotSupported as e:
         return [{**base, "call": base.get("call") or f"torch:{cfg.kind}", "algorithm": base.get("algorithm", "*"),
                  "cache": "warm", "status": "not_supported", "message": str(e)}]
@@ -288,7 +327,10 @@ def _args(argv: list[str]) -> argparse.Namespace:
                           ("--screen", d.screen), ("--max-engines", d.max_engines)):
         ap.add_argument(flag, type=type(default), default=default)  # screen, max-engines: one call per job
     ap.add_argument("--no-cold", action="store_true")
+    ap.add_argument("--cold-policy", choices=("contenders", "all", "none"), default=d.cold)
     ap.add_argument("--no-graphs", action="store_true")
+    ap.add_argument("--no-race", action="store_true")  # one call per job: nothing to race
+    ap.add_argument("--profile", action="store_true")
     return ap.parse_args(argv)
 
 
@@ -311,19 +353,23 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     torch.cuda.set_device(a.device)
     l2 = int(getattr(torch.cuda.get_device_properties(a.device), "L2_cache_size", 0) or 0)
-    policy = Policy(a.warmup_ms, a.sample_ms, a.rse, a.min_samples, a.max_samples, a.max_time_ms, not a.no_cold,
-                    not a.no_graphs)
+    policy = Policy(a.warmup_ms, a.sample_ms, a.rse, a.min_samples, a.max_samples, a.max_time_ms,
+                    "none" if a.no_cold else a.cold_policy, not a.no_graphs, profile=a.profile)
     for job in jobs:
         _emit({"type": "job_start", "job": job["job"]})
+        laps = _Laps()
         try:
-            recs = run_job(job, policy, l2)
+            recs = run_job(job, policy, l2, laps=laps)
         except Exception as e:  # a sticky CUDA error: the runner restarts the worker
             _emit({"type": "fatal", "message": f"{job['job']}: {str(e).splitlines()[0][:300]}"})
             return 1
         for r in recs:
             _emit(r)
         torch.cuda.empty_cache()
-        _emit({"type": "job_end", "job": job["job"], "status": "ok"})
+        end = {"type": "job_end", "job": job["job"], "status": "ok"}
+        if a.profile:
+            end["cost_ms"] = {"wall": (time.perf_counter() - laps.t0) * 1e3, **laps.ms}
+        _emit(end)
     return 0
 
 

@@ -15,7 +15,8 @@ precision's Tensor Cores), DRAM bandwidth, and the L2 roof
 (:func:`benanza.analysis.roofline.l2_roof`: measured by ``benanza ceilings`` or an estimate).
 
 Rows drawn: warm (or cold, as analysed) measurements with a time: ``ok`` (valid, sampled to the
-stopping rule) and ``screened`` (one graph replay, slower than 1.5x the job's best: hollow).
+stopping rule) and, hollow, ``screened`` (one graph replay, slower than 1.5x the job's best) and
+``raced_out`` (left the race after its screen samples; the time is its screen median).
 An fp32 GEMM row faster than FP32 FMA allows is not valid in an fp32 analysis
 (:func:`benanza.analysis.roofline.implausible_fma`). The launch floor
 (:data:`benanza.reports.chart.LAUNCH_FLOOR_US`) is one thin grey line, not a shaded region: calls
@@ -24,6 +25,7 @@ replayed back to back in a CUDA graph (tiny copies) are timed below it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,14 +37,24 @@ from benanza.analysis.predict import math_peak_key
 from benanza.database.counters import read_counters, summarize
 from benanza.reports.chart import LAUNCH_FLOOR_US, save_figure
 
-#: measurement statuses drawn: valid ones, and screened ones (a time from one replay)
-DRAWN_STATUSES = ("ok", "screened")
+#: measurement statuses drawn: valid ones, and those with an estimate only: screened (one replay) and
+#: raced out (the race's screen samples), their time read from the harness's message
+DRAWN_STATUSES = ("ok", "screened", "raced_out")
+_ESTIMATE = re.compile(r"^(?:screened|raced out): ([0-9.]+(?:[eE][-+]?[0-9]+)?) ms per call")
+
+
+def row_time(m) -> float | None:
+    """A drawn row's time (ms): a valid row's median, a screened or raced-out row's estimate."""
+    if m.status == "ok":
+        return m.median_ms
+    hit = _ESTIMATE.match(m.message or "") if m.status in DRAWN_STATUSES else None
+    return float(hit.group(1)) if hit else None
 
 
 @dataclass(frozen=True)
 class ImplPoint:
     """One measured implementation of a layer config: its call, algorithm, math mode and layout,
-    its median time (ms), its status (``ok``, ``screened``, or ``rejected``: an fp32 GEMM faster
+    its median time (ms), its status (``ok``, ``screened``, ``raced_out``, or ``rejected``: an fp32 GEMM faster
     than FMA math allows) and whether it is the layer's chosen implementation."""
 
     call: str
@@ -134,7 +146,8 @@ class TimeRoofline:
 def _accepts(m, precision: str, cache: str, layouts: tuple[str, ...]) -> bool:
     """Whether measurement row ``m`` is an implementation of its config in ``precision`` as
     :func:`benanza.database.query.best_per_config` selects them (data type, math mode, layout, cache)."""
-    return (m.cache == cache and m.status in DRAWN_STATUSES and m.median_ms is not None and m.median_ms > 0
+    t = row_time(m)
+    return (m.cache == cache and m.status in DRAWN_STATUSES and t is not None and t > 0
             and m.dtype in L.ACCEPTED_DTYPES[precision] and m.math in L.ACCEPTED_MATH[precision]
             and m.layout in layouts)
 
@@ -143,15 +156,15 @@ def _points(config, rows, precision: str, system, chosen_lt) -> list[ImplPoint]:
     """The implementation points of one config from its accepted rows, the chosen one marked: the
     analysis's pick (same call, algorithm, math, layout and time)."""
     pts = []
-    for m in sorted(rows, key=lambda m: (m.median_ms, m.id)):
-        status = m.status
+    for m in sorted(rows, key=lambda m: (row_time(m), m.id)):
+        status, t = m.status, row_time(m)
         if status == "ok" and precision == "fp32" and roofline.implausible_fma(
                 config, m.median_ms, system.sm_count, system.max_sm_clock_mhz):
             status = "rejected"
         pick = (chosen_lt is not None and status == "ok" and (m.call, m.algorithm, m.math, m.layout) ==
                 (chosen_lt.call, chosen_lt.algorithm, chosen_lt.math, chosen_lt.layout)
-                and abs(m.median_ms - chosen_lt.time_ms) <= 1e-12 * max(1.0, m.median_ms))
-        pts.append(ImplPoint(m.call, m.algorithm, m.math, m.layout, float(m.median_ms), status, pick))
+                and abs(t - chosen_lt.time_ms) <= 1e-12 * max(1.0, t))
+        pts.append(ImplPoint(m.call, m.algorithm, m.math, m.layout, float(t), status, pick))
     if sum(p.chosen for p in pts) > 1:  # equal rows twice: keep the first
         first = next(i for i, p in enumerate(pts) if p.chosen)
         pts = [p if i == first else dataclasses.replace(p, chosen=False) for i, p in enumerate(pts)]
@@ -215,6 +228,7 @@ def point_title(x: LayerPoints, p: ImplPoint) -> str:
     point its hardware counters when stored (plain text; the SVG writer escapes it)."""
     names = ", ".join(f"#{i} {n}" for i, n in x.layers[:4]) + (f" (+{len(x.layers) - 4} more)" if len(x.layers) > 4 else "")
     tag = {"ok": "", "screened": " [screened: one replay, not sampled]",
+           "raced_out": " [raced out: screen samples, not sampled further]",
            "rejected": " [not FMA math: rejected in fp32]"}[p.status]
     text = (f"{names}: {x.what}\n{p.call} / {p.algorithm} ({p.math}, {p.layout})"
             f"{' [CHOSEN]' if p.chosen else ''}{tag}\n{p.time_ms * 1e3:.2f} µs, {x.flops / 1e9:.4g} GFLOP, "

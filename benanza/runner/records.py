@@ -1,7 +1,8 @@
 """Typed records of what a benchmark worker prints: one ``measurement`` or ``choice`` JSON line.
 
 The generated suites print these lines from ``cpp/src/harness.cpp`` (``base_record``, ``Bench::record``,
-``Bench::choice``, ``Bench::emit_sampled``, ``stats_fields``; the screened record in ``Bench::measure``);
+``Bench::choice``, ``Bench::emit_sampled``, ``stats_fields``; the screened record in ``Bench::measure``,
+the raced-out one in ``Bench::emit_raced_out``);
 the framework's worker (:mod:`benanza.profiles.torch_candidates`) prints the same keys. The runner
 parses each line with :meth:`MeasurementLine.from_json` / :meth:`ChoiceLine.from_json` (or
 :func:`parse_record`) and the database stores the typed records
@@ -28,13 +29,15 @@ class MeasurementLine:
 
     Identity: ``call``, ``algorithm``, ``math``, ``dtype``, ``cache`` (``warm``: CUDA graph replays
     of ``reps`` calls; ``cold``: one call after flushing L2), ``layout``. ``status``: ``ok``,
-    ``not_supported``, ``skipped``, ``screened`` or ``failed`` (``message`` says why). Statistics of
+    ``not_supported``, ``skipped``, ``raced_out``, ``screened`` or ``failed`` (``message`` says why). Statistics of
     the samples (ms per call; :func:`benanza.profiles.torch_candidates.summarize` and the harness's
     ``summarize`` compute them the same way): ``median_ms``, ``q1_ms``, ``q3_ms``, ``mean_ms``,
     ``min_ms``, ``max_ms``, ``stddev_ms``, ``rse`` (relative standard error of the median),
     ``samples``, ``converged``. Clock watch (NVML): ``dropped`` samples discarded for a clock
     slowdown, ``power_capped`` kept under the power cap, ``clock_reasons`` (bitmask seen),
-    ``sm_clock_min_mhz`` / ``sm_clock_max_mhz``. ``estimate_ms``: a screened call's per-call estimate;
+    ``sm_clock_min_mhz`` / ``sm_clock_max_mhz``. ``estimate_ms``: a screened call's per-call estimate, or
+    a raced-out call's screen median, with ``lcb_ms``/``ucb_ms`` its median's confidence bounds and
+    ``best_ms``/``best_ucb_ms`` the job's best so far and its upper bound (stats.hpp, RaceRule);
     ``warmup_ms`` / ``warmup_calls``: the warm-up; ``build_ms``: an engine plan's build time (not
     timed); ``details``: the implementation beyond its name (engine knobs, cuBLASLt tile...);
     ``cost_ms``: the harness's own time per phase (``--profile``); ``samples_ms``: every sample
@@ -62,6 +65,10 @@ class MeasurementLine:
     reps: int | None = None
     host_us: float | None = None
     estimate_ms: float | None = None
+    lcb_ms: float | None = None
+    ucb_ms: float | None = None
+    best_ms: float | None = None
+    best_ucb_ms: float | None = None
     warmup_ms: float | None = None
     warmup_calls: int | None = None
     median_ms: float | None = None

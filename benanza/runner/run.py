@@ -31,6 +31,11 @@ from benanza.runner.records import RECORD_TYPES, MeasurementLine, Record, Record
 from benanza.generation.generator import Suite
 
 
+#: cold-cache figures for: each job's chosen implementation and the calls within 5 % of it, every
+#: valid call, or none (harness.hpp, Options::Cold)
+COLD_POLICIES = ("contenders", "all", "none")
+
+
 @dataclass
 class RunOptions:
     """Timing policy passed to the suite (see cpp/include/benanza/harness.hpp) and runner limits."""
@@ -43,14 +48,18 @@ class RunOptions:
     max_samples: int = 2000
     max_time_ms: float = 1000.0
     workspace_limit_mb: float = 4096.0
-    cold: bool = True
+    cold: str = "contenders"  # COLD_POLICIES: cold figures for each job's contenders, all calls or none
     graphs: bool = True
+    race: bool = True  # racing (cpp/include/benanza/stats.hpp, RaceRule); False: every call to the stopping rule
     job_timeout_s: float = 300.0
     force: bool = False
     retry_failed: bool = False
     devices: tuple[int, ...] = ()  # several identical GPUs: one worker each; empty: (device,)
-    screen: float = 1.5  # calls slower than this x the job's best at their first replay are not sampled further
+    screen: float = 0.0  # racing off only: calls slower than this x the job's best at their first replay are not sampled further
     max_engines: int = 0  # engine / cuBLASLt configs timed per call and job, heuristics order; 0 = all
+    # where the time goes (benchmarks/speed.py): a JSON-lines file that gets one line per job (its
+    # wall time, database write, the harness's cost per phase from ``--profile``) and per worker start
+    phases_log: Path | None = None
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -62,10 +71,13 @@ class RunOptions:
                 str(self.workspace_limit_mb), "--screen", str(self.screen)]
         if self.max_engines:
             args += ["--max-engines", str(self.max_engines)]
-        if not self.cold:
-            args.append("--no-cold")
+        args += ["--cold-policy", self.cold]
+        if not self.race:
+            args.append("--no-race")
         if not self.graphs:
             args.append("--no-graphs")
+        if self.phases_log is not None:
+            args.append("--profile")
         return args
 
 
@@ -200,11 +212,13 @@ def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunO
             for j in suite.jobs]
     system = next((s for s in db.systems() if s.id == system_id), None)
     record = json.loads(system.info) if system is not None and system.info else {}
+    best = library_best(db, system_id, [j.layer_key for j in jobs])
 
     def jobs_text(ids: list[str]) -> str:
         by_id = {j.id: j for j in jobs}
         return "".join(json.dumps({"job": i, "kind": by_id[i].kind, "params": by_id[i].config.params(),
-                                   "precision": by_id[i].precision, "layout": by_id[i].layout}) + "\n"
+                                   "precision": by_id[i].precision, "layout": by_id[i].layout,
+                                   "best_ms": best.get((by_id[i].layer_key, by_id[i].precision))}) + "\n"
                        for i in ids)
 
     worker = Worker(argv=lambda jobs_file, device: [sys.executable, "-m", "benanza.profiles.torch_candidates", "--jobs",
@@ -212,6 +226,18 @@ def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunO
                     jobs_text=jobs_text)
     models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))
     return _run_jobs(jobs, db, record, system_id, opt, worker, suite.root, models + " (framework kernels)", progress)
+
+
+def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[str, str], float]:
+    """The fastest valid warm median (ms) of the library calls (not ``torch:``) per (layer key,
+    precision) on a system, in either layout: the reference of the framework jobs' cold policy."""
+    best: dict[tuple[str, str], float] = {}
+    for m in db.measurements(system_id, sorted(set(keys)), "warm"):
+        if m.status != "ok" or m.median_ms is None or m.call.startswith("torch:"):
+            continue
+        k = (m.layer_key, m.precision)
+        best[k] = min(best.get(k, m.median_ms), m.median_ms)
+    return best
 
 
 def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOptions, worker: "Worker",
@@ -361,6 +387,7 @@ class _Progress:
     fatal: str = ""
     started_any: bool = False
     malformed: str = ""
+    spawned_at: float = 0.0
 
 
 def _store_job(ctx: _Shared, p: _Progress, end: dict) -> None:
@@ -372,11 +399,52 @@ def _store_job(ctx: _Shared, p: _Progress, end: dict) -> None:
     if p.malformed:
         msg = "; ".join(x for x in (msg, f"the worker printed a malformed record: {p.malformed}") if x)
     records = _relabel_tensor_core_fp32(job, p.records, ctx.summary.system)
+    wall_s = time.perf_counter() - p.started_at
+    t_store = time.perf_counter()
     ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, status, msg,
-                     records, time.perf_counter() - p.started_at, layout=job.layout)
+                     records, wall_s, layout=job.layout)
+    if ctx.opt.phases_log is not None:
+        _log_phases(ctx, {"event": "job", "job": job.id, "kind": job.kind, "precision": job.precision,
+                          "layout": job.layout, "wall_s": wall_s, "store_s": time.perf_counter() - t_store,
+                          **job_phases(records, end)})
     p.finished.add(p.current)
     ctx.finished(job, status, msg, sum(1 for r in records if isinstance(r, MeasurementLine)))
     p.current, p.records, p.malformed = None, [], ""
+
+
+#: the harness's phases of one measurement (``cost_ms`` with ``--profile``; harness.cpp's ``measure``)
+PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
+
+
+def job_phases(records: list[Record], end: dict) -> dict:
+    """Where one job's time went, from its records (``--profile``): the harness's wall ms per phase
+    summed over its measurements (``cost_ms``; :data:`PHASES`), plan builds (``build_ms``), the GPU
+    time of the samples themselves (warm: mean ms per call x reps x samples; cold: mean x samples;
+    a raced-out or screened call: its screen samples), the measurements by status, and what the
+    worker's ``job_end`` line adds (``cost_ms``: the job's own wall time and set-up, ms)."""
+    cost = dict.fromkeys(PHASES, 0.0)
+    build = gpu = 0.0
+    status: dict[str, int] = {}
+    for r in records:
+        if not isinstance(r, MeasurementLine):
+            continue
+        status[r.status] = status.get(r.status, 0) + 1
+        for k, v in (r.cost_ms or {}).items():
+            if k in cost and isinstance(v, (int, float)):
+                cost[k] += float(v)
+        if r.build_ms is not None and r.build_ms > 0:
+            build += r.build_ms
+        if r.mean_ms is not None and r.samples:
+            gpu += r.mean_ms * (r.reps or 1) * r.samples
+        elif r.estimate_ms is not None:
+            gpu += r.estimate_ms * (r.reps or 1)
+    job_cost = end.get("cost_ms") if isinstance(end.get("cost_ms"), dict) else {}
+    return {"phases_ms": cost, "build_ms": build, "gpu_ms": gpu, "status": status, "job_cost_ms": job_cost}
+
+
+def _log_phases(ctx: _Shared, rec: dict) -> None:
+    with ctx.lock, open(ctx.opt.phases_log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
 
 
 def _take_line(ctx: _Shared, p: _Progress, line: str) -> None:
@@ -393,6 +461,8 @@ def _take_line(ctx: _Shared, p: _Progress, line: str) -> None:
     if typ == "job_start":
         p.current, p.records, p.malformed = rec.get("job"), [], ""
         p.started_at = time.perf_counter()
+        if not p.started_any and ctx.opt.phases_log is not None:
+            _log_phases(ctx, {"event": "worker_start", "start_s": p.started_at - p.spawned_at})
         p.started_any = True
     elif typ in RECORD_TYPES and p.current is not None:
         try:
@@ -433,6 +503,7 @@ def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResul
         jobs_file = f.name
     p = _Progress()
     log = open(ctx.log_path, "a")
+    p.spawned_at = time.perf_counter()
     proc = subprocess.Popen(ctx.worker.argv(jobs_file, device), stdout=subprocess.PIPE,
                             stderr=log, text=True, bufsize=1, start_new_session=True)
     try:

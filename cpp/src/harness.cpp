@@ -133,6 +133,18 @@ JsonLine base_record(const char* type, const JobInfo& job, const Call& c) {
   return j;
 }
 
+std::string samples_json(const std::vector<double>& v) {
+  std::ostringstream o;
+  o << "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%s%.6g", i ? "," : "", v[i]);
+    o << b;
+  }
+  o << "]";
+  return o.str();
+}
+
 }  // namespace
 
 const char* dtype_name(DType t) {
@@ -290,6 +302,7 @@ void* Bench::workspace(std::size_t bytes) {
 }
 
 void Bench::record(const Call& c, const char* status, const std::string& message) {
+  if (c.build_ms > 0) build_total_ms_ += c.build_ms;
   JsonLine j = base_record("measurement", job_, c);
   j.kv("cache", "warm").kv("status", status).kv("message", message);
   emit_line(j.str());
@@ -312,20 +325,27 @@ void Bench::choice(const char* source, int rank, const std::string& algorithm, c
   emit_line(j.str());
 }
 
-Bench::Sampled Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps) {
+static double now_ms() {
+  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+}
+
+void Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps, Sampled& out, int max_n,
+                   const std::function<bool(const std::vector<double>&)>& leave, int first_check) {
   const Options& o = ctx_.options();
   const std::string& pci = ctx_.device().pci_bus_id;
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "cudaEventCreate");
   check(cudaEventCreate(&b), "cudaEventCreate");
-  Sampled out;
   std::vector<double>& samples = out.samples;
-  const auto t0 = Clock::now();
+  if (out.t0_ms < 0) out.t0_ms = now_ms();
+  auto elapsed = [&] { return now_ms() - out.t0_ms; };
   // hard cap: the rule's time cap bounds sampling, with a grace of 3x for the minimum 3 samples
   const double hard_cap_ms = 3.0 * o.rule.max_time_ms + 1000.0;
+  const int every = std::max(1, o.race_rule.check_every);
   int clk = 0;
   try {
-    while (!o.rule.done(samples, ms_since(t0)) && ms_since(t0) < hard_cap_ms) {
+    while (!o.rule.done(samples, elapsed()) && elapsed() < hard_cap_ms &&
+           (max_n <= 0 || static_cast<int>(samples.size()) < max_n)) {
       if (!one(a, b)) throw JobError("launch failed while sampling");
       check(cudaEventSynchronize(b), "cudaEventSynchronize");
       float ms = 0;
@@ -344,6 +364,11 @@ Bench::Sampled Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>
         out.clock_max = std::max(out.clock_max, clk);
       }
       samples.push_back(static_cast<double>(ms) / reps);
+      const int n = static_cast<int>(samples.size());
+      if (leave && n >= first_check && (n - first_check) % every == 0 && leave(samples)) {
+        out.left = true;
+        break;
+      }
     }
   } catch (...) {
     cudaEventDestroy(a);
@@ -353,7 +378,6 @@ Bench::Sampled Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   out.stats = summarize(samples, o.rule.rse_target, o.rule.min_samples);
-  return out;
 }
 
 bool Bench::profile_once(const Call& c, const Launch& launch) {
@@ -383,21 +407,26 @@ bool Bench::profile_once(const Call& c, const Launch& launch) {
 
 bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::size_t out_count, DType out_t) {
   const Options& o = ctx_.options();
+  if (c.build_ms > 0) build_total_ms_ += c.build_ms;
   if (!o.profile_call.empty()) return profile_once(c, launch);
+  ++measured_;
   cudaStream_t s = ctx_.stream();
   // the harness's own cost per phase (wall ms), reported with --profile
-  double cost[5] = {0, 0, 0, 0, 0};  // first call + check, warm-up, graph capture, warm samples, cold samples
+  double cost[6] = {0, 0, 0, 0, 0, 0};  // first call + check, warm-up, graph capture, screen, warm, cold
   auto lap = Clock::now();
   auto phase = [&](int i) {
     const auto now = Clock::now();
-    cost[i] += std::chrono::duration<double, std::milli>(now - lap).count();
+    const double d = std::chrono::duration<double, std::milli>(now - lap).count();
+    cost[i] += d;
+    cost_[i] += d;
     lap = now;
   };
   auto cost_json = [&]() -> std::string {
     if (!o.profile) return "";
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "{\"first\":%.3f,\"warmup\":%.3f,\"capture\":%.3f,\"warm\":%.3f,\"cold\":%.3f}",
-                  cost[0], cost[1], cost[2], cost[3], cost[4]);
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "{\"first\":%.3f,\"warmup\":%.3f,\"capture\":%.3f,\"screen\":%.3f,\"warm\":%.3f,\"cold\":%.3f}",
+                  cost[0], cost[1], cost[2], cost[3], cost[4], cost[5]);
     return buf;
   };
   // 1. first call: does it run at all, and is its output finite?
@@ -406,6 +435,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     if (!st.ok) {
       settle(s);
       record(c, st.unsupported ? "not_supported" : "failed", st.message);
+      phase(0);
       return false;
     }
     cudaError_t e = cudaStreamSynchronize(s);
@@ -413,11 +443,13 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     if (e != cudaSuccess) {
       if (is_sticky(e)) throw FatalError(std::string("sticky CUDA error in ") + c.call + ": " + cudaGetErrorName(e));
       record(c, "failed", std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
+      phase(0);
       return false;
     }
     const long long bad = out ? count_nonfinite(out, out_count, out_t, s) : 0;
     if (bad != 0) {
       record(c, "failed", bad < 0 ? "output check failed" : std::to_string(bad) + " non-finite output values");
+      phase(0);
       return false;
     }
   }
@@ -440,6 +472,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
         cudaEventDestroy(b);
         settle(s);
         record(c, "failed", "during warm-up: " + st.message);
+        phase(1);
         return false;
       }
     }
@@ -481,8 +514,18 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
       settle(s);
     }
   }
-  // screening: one timed replay (graph) or the warm-up's estimate (stream) against the job's best
-  if (o.screen > 0 && std::isfinite(best_warm_ms_)) {
+  auto one_warm = [&](cudaEvent_t ea, cudaEvent_t eb) {
+    if (cudaEventRecord(ea, s) != cudaSuccess) return false;
+    if (exec) {
+      if (cudaGraphLaunch(exec, s) != cudaSuccess) return false;
+    } else {
+      for (int i = 0; i < reps; ++i)
+        if (!launch(s).ok) return false;
+    }
+    return cudaEventRecord(eb, s) == cudaSuccess;
+  };
+  // legacy screening (racing off): one timed replay (graph) or the warm-up's estimate (stream)
+  if (!o.race && o.screen > 0 && std::isfinite(best_warm_ms_)) {
     double est = per_call_ms;
     if (exec) {
       cudaEvent_t ea, eb;
@@ -498,6 +541,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     }
     if (est > o.screen * best_warm_ms_) {
       if (exec) cudaGraphExecDestroy(exec);
+      phase(2);
       char buf[240];
       std::snprintf(buf, sizeof buf,
                     "screened: %.4f ms per call (%s, %d calls) > %.2f x the job's best so far (%.4f ms); "
@@ -506,54 +550,104 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
       JsonLine j = base_record("measurement", job_, c);
       j.kv("cache", "warm").kv("status", "screened").kv("message", std::string(buf)).kv("estimate_ms", est);
       j.kv("method", method).kv("reps", reps).kv("host_us", host_us);
+      const std::string cj = cost_json();
+      if (!cj.empty()) j.raw("cost_ms", cj);
       emit_line(j.str());
       return false;
     }
   }
   phase(2);
+  // 4. the race: a screen of a few samples against the job's best so far, then the stopping rule,
+  // leaving as soon as the rule (stats.hpp, RaceRule) shows the call cannot be the job's best
   Sampled warm;
+  const bool racing = o.race && std::isfinite(best_ucb_ms_);
+  const RaceRule& rr = o.race_rule;
+  auto leave = [&](const std::vector<double>& v) { return rr.out(v, best_ucb_ms_); };
   try {
-    warm = sample(
-        [&](cudaEvent_t ea, cudaEvent_t eb) {
-          if (cudaEventRecord(ea, s) != cudaSuccess) return false;
-          if (exec) {
-            if (cudaGraphLaunch(exec, s) != cudaSuccess) return false;
-          } else {
-            for (int i = 0; i < reps; ++i)
-              if (!launch(s).ok) return false;
-          }
-          return cudaEventRecord(eb, s) == cudaSuccess;
-        },
-        reps);
+    if (racing) {
+      sample(one_warm, reps, warm, rr.screen_samples);
+      phase(3);
+      if (warm.stats.n > 0 && leave(warm.samples))
+        warm.left = true;
+      else  // the screen's samples are the first warm samples: sampling goes on from them
+        sample(one_warm, reps, warm, 0, leave, rr.screen_samples + rr.check_every);
+    } else {
+      sample(one_warm, reps, warm);
+    }
   } catch (...) {
     if (exec) cudaGraphExecDestroy(exec);
     throw;
   }
   if (exec) cudaGraphExecDestroy(exec);
-  phase(3);
+  phase(4);
+  if (warm.left) {
+    ++raced_out_;
+    emit_raced_out(c, method, reps, host_us, warm, cost_json());
+    return false;
+  }
+  const bool valid = warm.stats.n > 0 && std::isfinite(warm.stats.median);
+  if (valid && warm.stats.median < best_warm_ms_) {
+    std::vector<double> sorted(warm.samples);
+    std::sort(sorted.begin(), sorted.end());
+    best_ucb_ms_ = median_ucb_sorted(sorted, rr.alpha);
+  }
+  // 5. cold samples: one call after flushing L2; for every call, or for the job's contenders
+  bool cold = o.cold == Options::Cold::All;
+  if (o.cold == Options::Cold::Contenders && valid)
+    cold = warm.stats.median <= (1.0 + o.contenders_within) * std::min(best_warm_ms_, warm.stats.median);
   // without cold samples the warm record carries the cost; with them, the cold one does
-  if (!o.cold) {
+  if (!cold) {
     emit_sampled("warm", method, reps, host_us, warm_ms, calls, warm, c, cost_json());
-    return true;
+    return valid;
   }
   emit_sampled("warm", method, reps, host_us, warm_ms, calls, warm, c);
+  int flip = 0;
+  Sampled cold_r;
+  sample(
+      [&](cudaEvent_t ea, cudaEvent_t eb) {
+        if (cudaMemsetAsync(ctx_.flush_buffer(), (++flip) & 0xff, ctx_.flush_bytes(), s) != cudaSuccess)
+          return false;
+        if (cudaEventRecord(ea, s) != cudaSuccess) return false;
+        if (!launch(s).ok) return false;
+        return cudaEventRecord(eb, s) == cudaSuccess;
+      },
+      1, cold_r);
+  phase(5);
+  emit_sampled("cold", "stream_l2_flushed", 1, host_us, 0.0, 0, cold_r, c, cost_json());
+  return valid;
+}
 
-  // 4. cold samples: one call after flushing L2
-  if (o.cold) {
-    int flip = 0;
-    Sampled cold = sample(
-        [&](cudaEvent_t ea, cudaEvent_t eb) {
-          if (cudaMemsetAsync(ctx_.flush_buffer(), (++flip) & 0xff, ctx_.flush_bytes(), s) != cudaSuccess)
-            return false;
-          if (cudaEventRecord(ea, s) != cudaSuccess) return false;
-          if (!launch(s).ok) return false;
-          return cudaEventRecord(eb, s) == cudaSuccess;
-        },
-        1);
-    phase(4);
-    emit_sampled("cold", "stream_l2_flushed", 1, host_us, 0.0, 0, cold, c, cost_json());
-  }
-  return true;
+void Bench::emit_raced_out(const Call& c, const std::string& method, int reps, double host_us, const Sampled& r,
+                           const std::string& cost) {
+  const RaceRule& rr = ctx_.options().race_rule;
+  std::vector<double> sorted(r.samples);
+  std::sort(sorted.begin(), sorted.end());
+  const double lcb = median_lcb_sorted(sorted, rr.alpha), ucb = median_ucb_sorted(sorted, rr.alpha);
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "raced out: %.5g ms per call (median of %d samples, %.0f %% bounds [%.5g, %.5g] ms) > the job's "
+                "best so far %.5g ms (upper bound %.5g ms); not sampled further",
+                r.stats.median, r.stats.n, 100.0 * (1.0 - 2.0 * rr.alpha), lcb, ucb, best_warm_ms_, best_ucb_ms_);
+  JsonLine j = base_record("measurement", job_, c);
+  j.kv("cache", "warm").kv("status", "raced_out").kv("message", std::string(buf));
+  j.kv("estimate_ms", r.stats.median).kv("lcb_ms", lcb).kv("ucb_ms", ucb).kv("best_ms", best_warm_ms_);
+  j.kv("best_ucb_ms", best_ucb_ms_);
+  j.kv("method", method).kv("reps", reps).kv("host_us", host_us).kv("samples", r.stats.n);
+  j.kv("dropped", r.dropped).kv("power_capped", r.power_capped).kv("clock_reasons", static_cast<long long>(r.reasons));
+  j.kv("sm_clock_min_mhz", r.clock_min).kv("sm_clock_max_mhz", r.clock_max);
+  if (!cost.empty()) j.raw("cost_ms", cost);
+  if (ctx_.options().dump_samples) j.raw("samples_ms", samples_json(r.samples));
+  emit_line(j.str());
+}
+
+std::string Bench::cost_json(double job_wall_ms) const {
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "{\"wall\":%.3f,\"first\":%.3f,\"warmup\":%.3f,\"capture\":%.3f,\"screen\":%.3f,\"warm\":%.3f,"
+                "\"cold\":%.3f,\"build\":%.3f,\"measured\":%d,\"raced_out\":%d}",
+                job_wall_ms, cost_[0], cost_[1], cost_[2], cost_[3], cost_[4], cost_[5], build_total_ms_, measured_,
+                raced_out_);
+  return buf;
 }
 
 void Bench::emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
@@ -574,17 +668,7 @@ void Bench::emit_sampled(const char* cache, const std::string& method, int reps,
   j.kv("dropped", r.dropped).kv("power_capped", r.power_capped).kv("clock_reasons", static_cast<long long>(r.reasons));
   j.kv("sm_clock_min_mhz", r.clock_min).kv("sm_clock_max_mhz", r.clock_max);
   if (!cost.empty()) j.raw("cost_ms", cost);
-  if (ctx_.options().dump_samples) {
-    std::ostringstream o;
-    o << "[";
-    for (std::size_t i = 0; i < r.samples.size(); ++i) {
-      char b[32];
-      std::snprintf(b, sizeof b, "%s%.6g", i ? "," : "", r.samples[i]);
-      o << b;
-    }
-    o << "]";
-    j.raw("samples_ms", o.str());
-  }
+  if (ctx_.options().dump_samples) j.raw("samples_ms", samples_json(r.samples));
   emit_line(j.str());
 }
 

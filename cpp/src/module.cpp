@@ -18,6 +18,8 @@
 #include "benanza/device.hpp"
 #include "benanza/engine_details.hpp"
 #include "benanza/stats.hpp"
+
+#include <algorithm>
 #include "benanza/strided_copy.hpp"
 
 namespace py = pybind11;
@@ -162,4 +164,33 @@ PYBIND11_MODULE(_native, m) {
       py::arg("samples_ms"), py::arg("elapsed_ms"), py::arg("rse_target") = 0.01, py::arg("min_samples") = 10,
       py::arg("max_samples") = 2000, py::arg("max_time_ms") = 1000.0,
       "The harness's adaptive stopping rule applied to a recorded sample series.");
+  m.def(
+      "median_bounds",
+      [](std::vector<double> samples, double alpha) {
+        std::sort(samples.begin(), samples.end());
+        return py::make_tuple(benanza::median_lcb_sorted(samples, alpha), benanza::median_ucb_sorted(samples, alpha));
+      },
+      py::arg("samples_ms"), py::arg("alpha") = 0.025,
+      "(lower, upper) order-statistic confidence bounds of the median at one-sided level alpha (ms; -inf/inf "
+      "when there are too few samples): the race's bounds (stats.hpp).");
+  m.def("median_bound_rank", &benanza::median_bound_rank, py::arg("n"), py::arg("alpha") = 0.025,
+        "The 1-based rank of the order statistic bounding the median from below (0: none).");
+  m.def(
+      "race_out",
+      [](const std::vector<double>& samples, double best_ucb_ms, double alpha) {
+        benanza::RaceRule r;
+        r.alpha = alpha;
+        return r.out(samples, best_ucb_ms);
+      },
+      py::arg("samples_ms"), py::arg("best_ucb_ms"), py::arg("alpha") = 0.025,
+      "Whether a candidate with these samples leaves the race against a best whose median's upper bound is "
+      "best_ucb_ms (the harness's RaceRule, stats.hpp).");
+  m.def("race_defaults", [] {
+    benanza::RaceRule r;
+    py::dict d;
+    d["screen_samples"] = r.screen_samples;
+    d["alpha"] = r.alpha;
+    d["check_every"] = r.check_every;
+    return d;
+  }, "The harness's RaceRule defaults: screen_samples, alpha, check_every.");
 }

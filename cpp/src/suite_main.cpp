@@ -6,13 +6,16 @@
 //   suite [--jobs FILE] [--job ID]  run the given jobs (all when none given)
 //   options: --device N --warmup-ms X --sample-ms X --rse X --min-samples N --max-samples N
 //            --max-time-ms X --workspace-limit-mb N --no-cold --no-graphs --dump-samples --profile
-//            --screen X (0: off)
+//            --screen X (0: off; with --no-race only)
+//            --cold-policy contenders|all|none (--no-cold: none) --contenders-within X
+//            --no-race --race-screen N --race-alpha X (racing: stats.hpp, RaceRule)
 //            --profile-call C --profile-algorithm A --profile-layout L [--profile-math M]: launch only
 //            that implementation, once, inside cudaProfilerStart/Stop (Nsight Compute; harness.hpp)
 //
 // Output: JSON lines on stdout (system, job_start, measurement, choice, job_end, fatal).
 // Exit codes: 0 done; 2 bad arguments; 3 no usable CUDA device; 4 sticky CUDA error (the runner
 // restarts the suite for the remaining jobs).
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,7 +78,17 @@ int suite_main(int argc, char** argv) {
     else if (a == "--max-time-ms") opt.rule.max_time_ms = number("--max-time-ms", val());
     else if (a == "--workspace-limit-mb")
       opt.workspace_limit = static_cast<std::size_t>(number("--workspace-limit-mb", val()) * 1048576.0);
-    else if (a == "--no-cold") opt.cold = false;
+    else if (a == "--no-cold") opt.cold = Options::Cold::None;
+    else if (a == "--cold-policy") {
+      const std::string v = val();
+      if (v == "contenders") opt.cold = Options::Cold::Contenders;
+      else if (v == "all") opt.cold = Options::Cold::All;
+      else if (v == "none") opt.cold = Options::Cold::None;
+      else usage_error("bad value for --cold-policy: " + v + " (contenders, all or none)");
+    } else if (a == "--contenders-within") opt.contenders_within = number("--contenders-within", val());
+    else if (a == "--no-race") opt.race = false;
+    else if (a == "--race-screen") opt.race_rule.screen_samples = static_cast<int>(number("--race-screen", val()));
+    else if (a == "--race-alpha") opt.race_rule.alpha = number("--race-alpha", val());
     else if (a == "--no-graphs") opt.graphs = false;
     else if (a == "--dump-samples") opt.dump_samples = true;
     else if (a == "--profile") opt.profile = true;
@@ -90,6 +103,9 @@ int suite_main(int argc, char** argv) {
   if (!opt.profile_call.empty() && (opt.profile_algorithm.empty() || opt.profile_layout.empty()))
     usage_error("--profile-call needs --profile-algorithm and --profile-layout");
   if (opt.rule.min_samples < 1) opt.rule.min_samples = 1;
+  if (!(opt.race_rule.alpha > 0 && opt.race_rule.alpha < 0.5)) usage_error("--race-alpha must be in (0, 0.5)");
+  if (opt.race_rule.screen_samples < median_bound_rank_min(opt.race_rule.alpha))
+    opt.race_rule.screen_samples = median_bound_rank_min(opt.race_rule.alpha);
   if (opt.rule.max_samples < opt.rule.min_samples) opt.rule.max_samples = opt.rule.min_samples;
 
   if (list) {
@@ -135,10 +151,13 @@ int suite_main(int argc, char** argv) {
   for (const JobEntry& j : registry()) {
     if (!wanted.empty() && !wanted.count(j.info.id)) continue;
     emit_line(std::string("{\"type\":\"job_start\",\"job\":\"") + json_escape(j.info.id) + "\"}");
-    std::string status = "ok", message;
+    std::string status = "ok", message, cost;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       Bench bench(*ctx, j.info);
       j.run(bench);
+      if (opt.profile)
+        cost = bench.cost_json(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     } catch (const FatalError& e) {
       fatal_line(std::string("job ") + j.info.id + ": " + e.what());
       std::fprintf(stderr, "benanza-suite: %s\n", e.what());
@@ -149,7 +168,8 @@ int suite_main(int argc, char** argv) {
       cudaGetLastError();
     }
     emit_line(std::string("{\"type\":\"job_end\",\"job\":\"") + json_escape(j.info.id) + "\",\"status\":\"" + status +
-              "\",\"message\":\"" + json_escape(message) + "\"}");
+              "\",\"message\":\"" + json_escape(message) + "\"" + (cost.empty() ? "" : ",\"cost_ms\":" + cost) +
+              "}");
   }
   delete ctx;
   return 0;

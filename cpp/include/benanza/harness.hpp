@@ -97,15 +97,27 @@ struct Options {
   double sample_ms = 0.25;        // target duration of one warm sample (sets reps)
   int max_reps = 1000;
   StoppingRule rule;              // rse target, min/max samples, time cap (per measurement)
-  bool cold = true;               // also take cold (L2-flushed) samples
+  // Cold (L2-flushed) samples: for every valid call (All), for none, or (Contenders, the default)
+  // for the calls whose warm median is within `contenders_within` of the job's best warm median at
+  // the time they are measured: the best only falls as the job goes on, so every call within that
+  // margin of the job's final best has its cold figure (the chosen implementation always does).
+  enum class Cold { None, Contenders, All };
+  Cold cold = Cold::Contenders;
+  double contenders_within = 0.05;
   bool graphs = true;             // capture warm samples in CUDA graphs
   std::size_t workspace_limit = std::size_t(4) << 30;  // bytes
   bool dump_samples = false;      // add every kept sample to the records (samples_ms)
   bool profile = false;           // add the harness's own wall time per phase to the records (cost_ms)
-  // Screening: a call whose first graph replay takes more than `screen` x the fastest valid warm
-  // median of its job so far cannot be the layer's best; it is recorded as "screened" with that
-  // time and not sampled further. 0 turns screening off (every call sampled to convergence).
-  double screen = 1.5;
+  // Racing (stats.hpp, RaceRule): every call is screened with a few warm samples and leaves the race
+  // ("raced_out", with its screen time and bounds) as soon as its median's lower confidence bound is
+  // above the upper bound of the job's best so far; the others are sampled to the stopping rule.
+  // Off (--no-race): every call is sampled to the stopping rule, unless `screen` applies.
+  bool race = true;
+  RaceRule race_rule;
+  // Screening, with racing off only: a call whose first graph replay takes more than `screen` x the
+  // fastest valid warm median of its job so far is recorded as "screened" with that time and not
+  // sampled further. 0 turns it off (with racing off: every call sampled to convergence).
+  double screen = 0.0;
   // Engine configs (cuDNN graph API, heuristics A then B then the fallback list), cuBLASLt configs
   // (the heuristic's list) and legacy convolution algorithms (cudnnGetConvolutionForwardAlgorithm_v7's
   // ranking) timed per call and job, in list order; 0 = all of them, and cuBLASLt's algo-id search.
@@ -238,13 +250,21 @@ class Bench {
  private:
   struct Sampled {
     Stats stats;
+    double t0_ms = -1;       // wall clock (ms since the Bench began) when sampling started
+    bool left = false;       // `leave` said the call left the race
     int dropped = 0;         // samples discarded for a thermal / HW slowdown
     int power_capped = 0;    // samples kept that ran under the SW power cap
     unsigned long long reasons = 0;  // union of the clock-event reasons seen
     int clock_min = 0, clock_max = 0;
     std::vector<double> samples;     // kept samples (ms per call), in order
   };
-  Sampled sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps);
+  // Sample into `out` until the stopping rule says done, `max_n` samples are kept, or `leave`
+  // (checked every RaceRule::check_every samples from `first_check` on) says the call left the race.
+  void sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps, Sampled& out,
+              int max_n = 0, const std::function<bool(const std::vector<double>&)>& leave = nullptr,
+              int first_check = 0);
+  void emit_raced_out(const Call& c, const std::string& method, int reps, double host_us, const Sampled& r,
+                      const std::string& cost);
   void emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
                     int warm_calls, const Sampled& r, const Call& c, const std::string& cost = "");
   void free_all();
@@ -252,7 +272,18 @@ class Bench {
 
   Context& ctx_;
   JobInfo job_;
-  double best_warm_ms_ = INFINITY;  // fastest valid warm median of this job so far (screening)
+  double best_warm_ms_ = INFINITY;  // fastest valid warm median of this job so far (screening, racing)
+  double best_ucb_ms_ = INFINITY;   // the upper confidence bound of that median (racing)
+ public:
+  // The harness's own wall time in this job (--profile): per phase of measure() (first call, warm-up,
+  // graph capture, screen, warm samples, cold samples), the plan builds its calls reported, the
+  // calls that left the race; JSON for the job_end line.
+  std::string cost_json(double job_wall_ms) const;
+
+ private:
+  double cost_[6] = {0, 0, 0, 0, 0, 0};
+  double build_total_ms_ = 0;
+  int measured_ = 0, raced_out_ = 0;
   std::vector<void*> buffers_;
   void* ws_ = nullptr;
   std::size_t ws_bytes_ = 0;

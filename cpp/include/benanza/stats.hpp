@@ -92,4 +92,82 @@ struct StoppingRule {
   }
 };
 
+// ------------------------------------------------------------------------------------- racing
+//
+// Distribution-free confidence bounds for a median from order statistics (Conover, "Practical
+// Nonparametric Statistics", 3rd ed. 1999, section 3.2, the confidence interval for a quantile;
+// Hollander, Wolfe & Chicken, "Nonparametric Statistical Methods", 3rd ed. 2014, section 3.6): of n
+// independent samples, the l-th smallest x_(l) exceeds the true median with probability
+// P(Bin(n, 1/2) <= l - 1), whatever the distribution. The lower bound at one-sided level alpha is
+// x_(l) for the largest l with P(Bin(n, 1/2) <= l - 1) <= alpha; the upper bound is x_(n + 1 - l).
+// No bound exists below n = log2(1/alpha) + 1 samples (6 for alpha = 2.5 %).
+
+// P(Bin(n, 1/2) <= k), exact in log space (n up to millions).
+inline double binomial_half_cdf(int n, int k) {
+  if (k < 0) return 0.0;
+  if (k >= n) return 1.0;
+  double sum = 0.0;
+  const double log_half_n = n * std::log(0.5);
+  for (int i = 0; i <= k; ++i)
+    sum += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) + log_half_n);
+  return std::min(sum, 1.0);
+}
+
+// The 1-based rank l of the order statistic that bounds the median from below at one-sided level
+// alpha (0: n is too small for any bound at that level).
+inline int median_bound_rank(int n, double alpha) {
+  // x_(l+1) still bounds while P(Bin <= l) <= alpha; the CDF accumulated term by term
+  const double log_half_n = n * std::log(0.5), lg_n1 = std::lgamma(n + 1.0);
+  double cdf = 0.0;
+  int l = 0;
+  while (l < n) {
+    cdf += std::exp(lg_n1 - std::lgamma(l + 1.0) - std::lgamma(n - l + 1.0) + log_half_n);
+    if (cdf > alpha) break;
+    ++l;
+  }
+  return l;
+}
+
+// The fewest samples that give a bound at one-sided level alpha (6 for 2.5 %).
+inline int median_bound_rank_min(double alpha) {
+  int n = 1;
+  while (median_bound_rank(n, alpha) < 1 && n < 64) ++n;
+  return n;
+}
+
+// Lower / upper confidence bound (one-sided level alpha) of the median of sorted samples; -inf / +inf
+// when there are too few samples for a bound.
+inline double median_lcb_sorted(const std::vector<double>& s, double alpha) {
+  const int l = median_bound_rank(static_cast<int>(s.size()), alpha);
+  return l > 0 ? s[static_cast<std::size_t>(l - 1)] : -INFINITY;
+}
+inline double median_ucb_sorted(const std::vector<double>& s, double alpha) {
+  const int l = median_bound_rank(static_cast<int>(s.size()), alpha);
+  return l > 0 ? s[s.size() - static_cast<std::size_t>(l)] : INFINITY;
+}
+
+// The race among a job's candidates (legacy algorithms, engine configs, cuBLASLt configs, kernels):
+// every candidate is screened with `screen_samples` warm samples; it leaves the race ("raced_out")
+// as soon as the lower confidence bound of its median is above the upper confidence bound of the
+// median of the job's best so far, each bound at one-sided level `alpha`. Each bound is wrong with
+// probability <= alpha, so a candidate whose true median is at or below the best's is raced out with
+// probability <= 2 alpha (Bonferroni): 5 % at the default alpha = 2.5 %, the two bounds together a
+// 95 % statement. A candidate that stays in is sampled to the stopping rule, and the rule is applied
+// again every `check_every` samples on the way (it can still leave). The best so far is the valid
+// candidate with the lowest median; its upper bound comes from all its samples.
+struct RaceRule {
+  int screen_samples = 6;   // warm samples before the first decision (>= log2(1/alpha) + 1)
+  double alpha = 0.025;     // one-sided level of each bound
+  int check_every = 4;      // samples between later decisions
+
+  // Does a candidate with these samples (any order) leave the race against a best whose median's
+  // upper bound is best_ucb_ms? (false while it has too few samples for a bound)
+  bool out(const std::vector<double>& samples, double best_ucb_ms) const {
+    if (!std::isfinite(best_ucb_ms)) return false;
+    std::vector<double> s(samples);
+    std::sort(s.begin(), s.end());
+    return median_lcb_sorted(s, alpha) > best_ucb_ms;
+  }
+};
+
 }  // namespace benanza
