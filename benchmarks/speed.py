@@ -245,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=0, help="start no bench after this many seconds")
     ap.add_argument("--table-only", action="store_true", help="reprint the tables of an earlier --out")
     args = ap.parse_args(argv)
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     log_path = args.out / "runs.jsonl"
     if args.table_only:
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [p for p in policies if p not in POLICIES]
     if bad:
         ap.error(f"unknown policy {bad[0]!r} (known: {', '.join(POLICIES)})")
-    models = list(args.model) + (zoo_models(args.zoo, args.out / "onnx") if args.zoo else [])
+    models = [m.resolve() for m in args.model] + (zoo_models(args.zoo, args.out / "onnx") if args.zoo else [])
     runs: list[dict] = []
     for model in models:
         for policy in policies:
