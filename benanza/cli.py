@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import dataclasses
 import os
 import sys
 import time
@@ -280,6 +281,7 @@ MAX_TIME_HELP = "sampling time cap per measurement (ms)"
 WORKSPACE_HELP = "largest workspace a cuDNN/cuBLAS algorithm may use (MB); those needing more are skipped"
 COLD_HELP = ("cold-cache figures (L2 flushed before each call) for: contenders (default: each job's chosen "
              "implementation and those within 5 % of it), all (every valid call) or none")
+WARMUP_HELP = "warm-up per measurement after the first call and at least 3 calls (ms)"
 NO_COLD_HELP = "no cold-cache figures (the same as --cold none)"
 EXHAUSTIVE_HELP = ("no racing: every candidate sampled to the stopping rule, cold figures for all (the policy "
                    "before racing, stricter: for validating the default's LBL)")
@@ -363,11 +365,11 @@ TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the
 def _do_torch(suite, db, system_id, opts, quiet, torch: Optional[bool]):
     """The framework's kernels after the suite's (``torch``: None = when available). Returns the
     run summary, or None (with the reason printed unless quiet) when they are not timed."""
-    from benanza.runner.run import framework_available, run_framework_jobs
+    from benanza.runner.run import framework_available, framework_pending, run_framework_jobs
     from benanza.runner.system import partition_excludes_framework
 
-    if torch is False:
-        return None
+    if torch is False or not framework_pending(suite, db, system_id, opts):
+        return None  # (nothing to time: PyTorch is not even imported)
     why = partition_excludes_framework() or framework_available()
     if why:
         if torch:
@@ -388,7 +390,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-        warmup_ms: float = typer.Option(2.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
+        warmup_ms: float = typer.Option(0.25, "--warmup-ms", help=WARMUP_HELP),
         rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
         min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
         max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
@@ -962,7 +964,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
                                               "(with --force: measure again what a harness change touched)"),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
           retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-          warmup_ms: float = typer.Option(2.0, "--warmup-ms", help="warm-up per measurement after the first call (ms)"),
+          warmup_ms: float = typer.Option(0.25, "--warmup-ms", help=WARMUP_HELP),
           rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
           min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
           max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
@@ -1007,16 +1009,18 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
     conv_p = _conv_precision(conv_tf32, precisions)
     database, suite = _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet or json_out, say,
-                                   stages)
+                                   stages, compile_now=False)
+    ts = _compile_beside_framework(suite, database, opts, quiet or json_out, torch, say, stages)
     t = time.perf_counter()
     rs = _do_run(suite, database, opts, quiet or json_out)
     stages["run_s"] = time.perf_counter() - t
     say(f"[4/5] {_run_line(rs)}")
-    t = time.perf_counter()
-    ts = _do_torch(suite, database, rs.system_id, opts, quiet or json_out, torch)
-    if ts is not None:
-        stages["torch_s"] = time.perf_counter() - t
-        say(f"[4/5] framework kernels: {_run_line(ts)}")
+    if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
+        t = time.perf_counter()
+        ts = _do_torch(suite, database, rs.system_id, opts, quiet or json_out, torch)
+        if ts is not None:
+            stages["torch_s"] = time.perf_counter() - t
+            say(f"[4/5] framework kernels: {_run_line(ts)}")
     system, results = _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages)
     counters_doc = _bench_counters(ncu, results, suite, database, system, opts, force, say, stages) if counters \
         else None
@@ -1050,11 +1054,46 @@ def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: 
     return system, results
 
 
-def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict):
+def _compile_beside_framework(suite, database, opts, quiet: bool, torch: Optional[bool], say, stages: dict):
+    """``bench``'s stage 3 with the framework's kernels (which need PyTorch, not the suite) timed on
+    the GPU while the CPU compiles, when the compile is long (the harness library is not cached yet)
+    and they are to be timed: their system is the GPU as benanza's native module sees it
+    (``runner.system.local_system``, the suite's fingerprint), their cold figures taken for all
+    (the library's best is not known yet). Otherwise the suite is compiled alone and None returned
+    (the framework's kernels follow the suite's run). Returns the framework run's summary or None."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benanza.build.builder import harness_library_path
+    from benanza.build.cudalibs import locate
+    from benanza.runner.system import local_system, partition_excludes_framework
+
+    t = time.perf_counter()
+    beside = torch is not False and not harness_library_path(locate()).exists() and not partition_excludes_framework()
+    system = local_system(opts.device) if beside else None
+    ts = None
+    with ThreadPoolExecutor(1) as pool:
+        jobs = max(1, (os.cpu_count() or 2) - 1) if system is not None else None  # a core for the framework
+        build = pool.submit(_build_with_progress, suite.root, jobs, quiet or system is not None)
+        if system is not None:
+            say("[3/5] compiling, and timing the framework's kernels meanwhile")
+            tt = time.perf_counter()
+            ts = _do_torch(suite, database, database.upsert_system(system), dataclasses.replace(opts, cold="all"),
+                           True, torch)
+            if ts is not None:
+                stages["torch_s"] = time.perf_counter() - tt
+        br = build.result()
+    stages["compile_s"] = time.perf_counter() - t
+    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s"
+        + (f"; framework kernels meanwhile: {_run_line(ts)}" if ts is not None else ""))
+    return ts
+
+
+def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict,
+                 compile_now: bool = True):
     """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
     created when no layer can be benchmarked), generate the suite into ``output`` (default: a
-    cache folder per model) and compile it, with a progress bar on a terminal unless ``quiet``.
-    Returns (database, suite); the stages' wall times (s) go into ``stages``."""
+    cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
+    a terminal unless ``quiet``. Returns (database, suite); the stages' wall times (s) go into ``stages``."""
     from benanza.database.store import open_db
     from benanza.generation.generator import generate as gen, plan_jobs
 
@@ -1074,10 +1113,11 @@ def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet:
     suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
-    t = time.perf_counter()
-    br = _build_with_progress(folder, None, quiet)
-    stages["compile_s"] = time.perf_counter() - t
-    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
+    if compile_now:
+        t = time.perf_counter()
+        br = _build_with_progress(folder, None, quiet)
+        stages["compile_s"] = time.perf_counter() - t
+        say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
     return database, suite
 
 

@@ -49,7 +49,8 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 #: the policies a run can time: the default (racing, cold figures for contenders), --exhaustive
 #: (every candidate to the stopping rule, cold for all) and the policy before racing ("before":
 #: the 1.5x one-replay screen, cold for all)
-POLICIES = {"default": [], "exhaustive": ["--exhaustive"], "before": ["--exhaustive", "--screen", "1.5"]}
+POLICIES = {"default": [], "exhaustive": ["--exhaustive"], "before": ["--exhaustive", "--screen", "1.5",
+                                                                                  "--warmup-ms", "2"]}
 
 
 def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str) -> dict:

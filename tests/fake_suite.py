@@ -42,6 +42,10 @@ def fake_time(job, algo):
     return 0.01 + (h % 1000) / 1000.0
 
 
+def device_arg(argv) -> str:
+    return argv[argv.index("--device") + 1] if "--device" in argv else "0"
+
+
 def main(argv):
     manifest = json.loads((ROOT / "suite.json").read_text())
     jobs = manifest["jobs"]
@@ -58,7 +62,10 @@ def main(argv):
         return 0
     wanted = None
     if "--jobs" in argv:
-        wanted = [ln for ln in Path(argv[argv.index("--jobs") + 1]).read_text().splitlines() if ln]
+        src = argv[argv.index("--jobs") + 1]
+        # "-": job ids on standard input, one line each as the runner hands them out (as the suite)
+        wanted = ((ln.strip() for ln in iter(sys.stdin.readline, "") if ln.strip()) if src == "-" else
+                  [ln for ln in Path(src).read_text().splitlines() if ln])
     by_id = {j["job"]: j for j in jobs}
     for jid in (wanted if wanted is not None else list(by_id)):
         j = by_id[jid]
@@ -67,7 +74,8 @@ def main(argv):
             device = argv[argv.index("--device") + 1] if "--device" in argv else "0"
             with open(os.environ["FAKE_SUITE_LOG"], "a") as f:
                 f.write(f"{jid} {device}\n")
-        if os.environ.get("FAKE_SUITE_SLOW"):
+        if os.environ.get("FAKE_SUITE_SLOW") and os.environ.get("FAKE_SUITE_SLOW_DEVICE", device_arg(argv)) == \
+                device_arg(argv):
             time.sleep(float(os.environ["FAKE_SUITE_SLOW"]))
         algos = ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "WINOGRAD"] if j["kind"] in ("Conv", "ConvBiasAct") \
             else ["DEFAULT"]

@@ -107,16 +107,37 @@ def test_killed_run_resumes_without_losing_or_repeating_jobs(fake_suite, db_url,
         assert ses.query(JobRow).count() == len(all_jobs)
 
 
-def test_jobs_are_sharded_over_identical_gpus(fake_suite, db_url, tmp_path, monkeypatch):
+def test_jobs_are_shared_by_identical_gpus_with_work_stealing(fake_suite, db_url, tmp_path, monkeypatch):
+    """One queue for both GPUs: each job runs once, and a GPU that is slower takes fewer jobs (a
+    worker takes the next job when it finishes one) instead of holding up the run with a fixed half."""
     log = tmp_path / "started.log"
     monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
+    monkeypatch.setenv("FAKE_SUITE_SLOW", "0.02")
+    monkeypatch.setenv("FAKE_SUITE_SLOW_DEVICE", "1")
     suite = load_suite(fake_suite)
     s = _run(fake_suite, db_url, devices=(0, 1))
     assert s.ok == len(suite.jobs) and s.failed == 0
     started = [line.split() for line in log.read_text().splitlines()]
     assert sorted(j for j, _ in started) == sorted(j.id for j in suite.jobs)  # each job once
     per_gpu = {d: sum(1 for _, dd in started if dd == d) for d in ("0", "1")}
-    assert abs(per_gpu["0"] - per_gpu["1"]) <= 1  # one worker per GPU, an even split
+    assert per_gpu["1"] > 0 and per_gpu["0"] > 3 * per_gpu["1"]  # the fast GPU took most of them
+
+
+def test_longest_jobs_are_handed_out_first(fake_suite, db_url, tmp_path, monkeypatch):
+    """The queue's order is the jobs' cost estimate, largest first (runner.run.job_cost): the
+    convolutions (tens of candidates) before the pointwise layers (a few)."""
+    from benanza.runner.run import job_cost
+
+    log = tmp_path / "started.log"
+    monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
+    suite = load_suite(fake_suite)
+    _run(fake_suite, db_url)
+    order = [line.split()[0] for line in log.read_text().splitlines()]
+    by_id = {j.id: j for j in suite.jobs}
+    costs = [job_cost(by_id[j]) for j in order]
+    assert costs == sorted(costs, reverse=True)
+    kinds = [by_id[j].kind for j in order]
+    assert kinds.index("Conv") < kinds.index("Activation") and costs[0] > 10 * costs[-1]
 
 
 def test_different_gpus_are_not_mixed(fake_suite, db_url, monkeypatch, tmp_path):

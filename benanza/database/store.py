@@ -345,11 +345,18 @@ class Database:
     # ---------------------------------------------------------------------------------- writes
 
     @_retrying
-    def upsert_system(self, record: dict) -> int:
-        """Insert the system of a suite's system record if new; return its id."""
+    def upsert_system(self, record: dict, authoritative: bool = False) -> int:
+        """Insert the system of a system record if new; return its id. ``authoritative``: the
+        record is the suite's own (every field a suite reports), so it replaces the stored record of
+        the same system (written earlier from the native device query, which has fewer fields)."""
         fp = system_fingerprint(record)
         with self.session() as s:
             row = s.scalar(select(System).where(System.fingerprint == fp))
+            if row is not None and authoritative:
+                row.info = json.dumps(record, sort_keys=True)
+                for k in ("l2_cache_bytes", "memory_bus_width_bits"):
+                    if record.get(k) is not None:
+                        setattr(row, k, record[k])
             if row is None:
                 row = System(fingerprint=fp, info=json.dumps(record, sort_keys=True),
                              **{k: record.get(k, _default(k)) for k in (

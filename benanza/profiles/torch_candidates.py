@@ -79,7 +79,7 @@ def build(cfg: L.LayerConfig, precision: str, layout: str = "NCHW", device: str 
 class Policy:
     """The harness's timing policy (RunOptions / the suite's flags), in ms and counts."""
 
-    warmup_ms: float = 2.0
+    warmup_ms: float = 0.25
     sample_ms: float = 0.25
     rse: float = 0.01
     min_samples: int = 10
@@ -130,11 +130,30 @@ def summarize(samples: list[float], policy: Policy) -> dict:
             "converged": bool(len(samples) >= policy.min_samples and rse <= policy.rse)}
 
 
-def _sample(timed_once: Callable[[], float], policy: Policy) -> list[float]:
+#: samples enqueued back to back between one host synchronisation (the harness's batch_samples)
+BATCH_SAMPLES = 8
+
+
+def _sample(enqueue: Callable, calls: int, policy: Policy, lead: Callable[[], None] | None = None) -> list[float]:
+    """Samples (ms per call) until the stopping rule holds: batches of up to :data:`BATCH_SAMPLES`
+    samples, each enqueued by ``enqueue(e0, e1)`` between two CUDA events, one host synchronisation
+    per batch, the batch led by ``lead()`` (an untimed call, so the GPU never waits for the host
+    inside it). ``calls``: the calls in one sample."""
+    import torch
+
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * BATCH_SAMPLES)]
     samples: list[float] = []
     t0 = time.perf_counter()
     while True:
-        samples.append(timed_once())
+        k = BATCH_SAMPLES if len(samples) >= policy.min_samples else \
+            min(BATCH_SAMPLES, policy.min_samples - len(samples) + BATCH_SAMPLES // 2)
+        k = max(1, min(k, policy.max_samples - len(samples)))
+        if lead is not None:
+            lead()
+        for i in range(k):
+            enqueue(events[2 * i], events[2 * i + 1])
+        events[2 * k - 1].synchronize()
+        samples += [events[2 * i].elapsed_time(events[2 * i + 1]) / calls for i in range(k)]
         n = len(samples)
         if n >= policy.max_samples:
             break
@@ -219,33 +238,32 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0, best_ms: float |
             graph = None
             torch.cuda.synchronize()
 
-    def warm_once() -> float:
-        e0.record(stream)
+    def replay() -> None:
         if graph is not None:
             graph.replay()
         else:
             for _ in range(reps):
                 cand.fn()
-        e1.record(stream)
-        e1.synchronize()
-        return e0.elapsed_time(e1) / reps
+
+    def warm_once(a, b) -> None:
+        a.record(stream)
+        replay()
+        b.record(stream)
     laps("capture")
     rec = {"cache": "warm", "status": "ok", "method": method, "reps": reps, "host_us": host_us,
-           "warmup_calls": calls, **summarize(_sample(warm_once, policy), policy)}
+           "warmup_calls": calls, **summarize(_sample(warm_once, reps, policy, replay), policy)}
     laps("warm")
     out = [rec]
     if policy.wants_cold(rec["median_ms"], best_ms) and l2_bytes > 0:
         flush = torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
 
-        def cold_once() -> float:
+        def cold_once(a, b) -> None:
             flush.fill_(1)
-            e0.record(stream)
+            a.record(stream)
             cand.fn()
-            e1.record(stream)
-            e1.synchronize()
-            return e0.elapsed_time(e1)
+            b.record(stream)
         out.append({"cache": "cold", "status": "ok", "method": "stream_l2_flushed", "reps": 1, "host_us": host_us,
-                    **summarize(_sample(cold_once, policy), policy)})
+                    **summarize(_sample(cold_once, 1, policy), policy)})
         laps("cold")
     del graph
     if policy.profile:
@@ -320,7 +338,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
     d = RunOptions()
     ap = argparse.ArgumentParser(prog="python -m benanza.profiles.torch_candidates",
                                  description="Time the framework's own kernels for benanza jobs (a suite-protocol worker).")
-    ap.add_argument("--jobs", required=True, help="JSON lines: job, kind, params, precision, layout")
+    ap.add_argument("--jobs", required=True, help="JSON lines: job, kind, params, precision, layout, best_ms "
+                    "(a file, or - for standard input)")
     for flag, default in (("--device", d.device), ("--warmup-ms", d.warmup_ms), ("--sample-ms", d.sample_ms),
                           ("--rse", d.rse), ("--min-samples", d.min_samples), ("--max-samples", d.max_samples),
                           ("--max-time-ms", d.max_time_ms), ("--workspace-limit-mb", d.workspace_limit_mb),
@@ -334,12 +353,21 @@ def _args(argv: list[str]) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def _stdin_jobs():
+    """The jobs of ``--jobs -``: one JSON object per line of standard input, yielded as it comes; a
+    line that is not JSON ends the worker with ValueError."""
+    for line in iter(sys.stdin.readline, ""):
+        if line.strip():
+            yield json.loads(line)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The worker: exit 0 when every job ran (failures recorded), 3 without PyTorch or a CUDA
     device (a ``fatal`` line says why), 2 for an unreadable jobs file."""
     a = _args(sys.argv[1:] if argv is None else argv)
-    try:
-        jobs = [json.loads(line) for line in open(a.jobs, encoding="utf-8") if line.strip()]
+    try:  # "-": jobs read from standard input one line at a time, as the runner hands them out
+        jobs = (_stdin_jobs() if a.jobs == "-" else
+                [json.loads(line) for line in open(a.jobs, encoding="utf-8") if line.strip()])
     except (OSError, ValueError) as e:
         _emit({"type": "fatal", "message": f"jobs file {a.jobs}: {e}"})
         return 2

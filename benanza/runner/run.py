@@ -8,13 +8,13 @@ and is restarted for the remaining jobs.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
 import queue
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +41,7 @@ class RunOptions:
     """Timing policy passed to the suite (see cpp/include/benanza/harness.hpp) and runner limits."""
 
     device: int = 0
-    warmup_ms: float = 2.0
+    warmup_ms: float = 0.25
     sample_ms: float = 0.25
     rse: float = 0.01
     min_samples: int = 10
@@ -166,7 +166,7 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
                           + "; ".join(f"{d}: {s.get('gpu_name')}" for d, s in zip(gpus, systems))
                           + "); measure them one at a time with --devices")
     system = systems[0]
-    system_id = db.upsert_system(system)
+    system_id = db.upsert_system(system, authoritative=True)
     configs = {j.layer_key: j.config for j in suite.jobs}
     for m in suite.manifest.get("models", []):
         for c in m.get("configs", []):
@@ -228,6 +228,18 @@ def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunO
     return _run_jobs(jobs, db, record, system_id, opt, worker, suite.root, models + " (framework kernels)", progress)
 
 
+def framework_pending(suite: Suite, db: Database, system_id: int, options: RunOptions | None = None) -> int:
+    """How many of the suite's framework jobs the database does not have yet for ``system_id``
+    (:func:`run_framework_jobs` would run them); no PyTorch needed."""
+    from benanza.generation.generator import framework_job_id
+
+    opt = options or RunOptions()
+    if opt.force:
+        return len(suite.jobs)
+    done = db.jobs_done(system_id, ("ok",) if opt.retry_failed else ("ok", "failed"))
+    return sum(1 for j in suite.jobs if framework_job_id(j.id) not in done)
+
+
 def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[str, str], float]:
     """The fastest valid warm median (ms) of the library calls (not ``torch:``) per (layer key,
     precision) on a system, in either layout: the reference of the framework jobs' cold policy."""
@@ -258,9 +270,9 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
     run_id = db.start_run(system_id, str(root), models, len(pending))
     summary.run_id = run_id
     by_id = {j.id: j for j in pending}
-    # interleave jobs of every kind over the GPUs so that each shard gets a similar mix
-    order = sorted(pending, key=lambda j: (j.kind, j.config.batch_count, j.id))
-    shards = [[j.id for j in order[i::len(gpus)]] for i in range(len(gpus))]
+    # one queue for every GPU (work stealing: a worker takes the next job when it finishes one),
+    # longest jobs first, so that no GPU is left with a long job at the end
+    order = JobQueue([j.id for j in sorted(pending, key=lambda j: (-job_cost(j), j.id))])
     t0 = time.perf_counter()
     if progress:
         progress("start", {"total": len(pending), "skipped": summary.skipped, "gpus": len(gpus)})
@@ -268,10 +280,10 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
                   opt=opt, worker=worker, log_path=root / "run.log")
     try:
         if len(gpus) == 1:
-            _drive(ctx, gpus[0], shards[0])
+            _drive(ctx, gpus[0], order)
         else:
             with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
-                futures = [pool.submit(_drive, ctx, d, sh) for d, sh in zip(gpus, shards)]
+                futures = [pool.submit(_drive, ctx, d, order) for d in gpus]
                 try:
                     while any(not f.done() for f in futures):
                         time.sleep(0.2)
@@ -328,21 +340,59 @@ class _Shared:
                                       "done": s.ok + s.failed, "failed": s.failed})
 
 
-def _drive(ctx: _Shared, device: int, job_ids: list[str]) -> None:
-    """Run ``job_ids`` on ``device`` to the end: restart the worker after a crash, a hang or a
-    sticky error, recording the job in flight as failed with the reason."""
-    remaining = list(job_ids)
+#: the candidates a job of each kind times, roughly (engine configs, algorithms, cuBLASLt configs,
+#: kernels): the weight of :func:`job_cost`; kinds not named time a few calls
+_CANDIDATES = {"Conv": 60, "ConvBiasAct": 40, "ConvBnAct": 40, "Gemm": 30, "GemmAct": 30, "Sdpa": 20, "RNN": 6,
+               "LayerNorm": 10, "Unary": 4, "Elementwise": 4}
+
+
+def job_cost(job) -> float:
+    """A job's expected run time (s, for ordering only): its kind's candidate count times a fixed
+    cost per candidate (first call, warm-up, capture, screen: ~3 ms measured on an H200,
+    benchmarks/results/2026-11-26) plus the GPU time of the screen, 6 replays of the config's
+    FLOPs at 100 TFLOP/s or its minimum bytes at 3 TB/s; a framework job is one candidate."""
+    n = 1 if job.id.endswith(".torch") else _CANDIDATES.get(job.kind, 3)
+    cfg = job.config
+    try:
+        flops, nbytes = float(cfg.flops()), float(roofline.min_bytes(cfg, job.precision))
+    except Exception:  # a kind without a cost model: its fixed cost only
+        flops = nbytes = 0.0
+    return n * (3e-3 + 6 * max(flops / 1e14, nbytes / 3e12))
+
+
+class JobQueue:
+    """The pending job ids of a run in the order they are handed out, shared by the per-GPU drivers
+    (thread-safe): :meth:`take` the next, :meth:`give_back` one a lost worker never started."""
+
+    def __init__(self, ids: list[str]):
+        self._ids = collections.deque(ids)
+        self._lock = threading.Lock()
+
+    def take(self) -> str | None:
+        with self._lock:
+            return self._ids.popleft() if self._ids else None
+
+    def give_back(self, ids: list[str]) -> None:
+        with self._lock:
+            self._ids.extendleft(reversed(ids))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._ids)
+
+
+def _drive(ctx: _Shared, device: int, jobs: JobQueue) -> None:
+    """Run jobs from ``jobs`` on ``device`` until it is empty: restart the worker after a crash, a
+    hang or a sticky error, recording the job in flight as failed with the reason."""
     startup_failures = 0
-    while remaining and not ctx.stop.is_set():
-        w = _one_worker(ctx, device, remaining)
-        remaining = [j for j in remaining if j not in w.finished]
+    while len(jobs) and not ctx.stop.is_set():
+        w = _one_worker(ctx, device, jobs)
         if w.crashed is not None:
             job = ctx.by_id[w.crashed]
             ctx.db.write_job(ctx.system_id, ctx.run_id, job.id, job.layer_key, job.precision, "failed", w.reason,
                              w.partial, layout=job.layout)
             ctx.finished(job, "failed", w.reason, sum(1 for r in w.partial if isinstance(r, MeasurementLine)))
-            remaining = [j for j in remaining if j != w.crashed]
-        if remaining and not ctx.stop.is_set():
+        if len(jobs) and not ctx.stop.is_set():
             with ctx.lock:
                 ctx.summary.restarts += 1
             startup_failures = 0 if w.started_any else startup_failures + 1
@@ -362,8 +412,9 @@ class _WorkerResult:
 @dataclass(frozen=True)
 class Worker:
     """How to start a worker process that speaks the suite protocol (JSON lines: job_start,
-    measurement, choice, job_end, fatal; exit code 3: no device): ``argv(jobs_file, device)`` and
-    the jobs file's text for a list of job ids, ``jobs_text(ids)``."""
+    measurement, choice, job_end, fatal; exit code 3: no device): ``argv(jobs_file, device)`` (the
+    runner passes ``-``: jobs on standard input, one line each as it hands them out) and the jobs'
+    lines for a list of job ids, ``jobs_text(ids)``."""
 
     argv: Callable[[str, int], list[str]]
     jobs_text: Callable[[list[str]], str]
@@ -388,6 +439,8 @@ class _Progress:
     started_any: bool = False
     malformed: str = ""
     spawned_at: float = 0.0
+    sent: collections.deque = field(default_factory=collections.deque)  # handed to the worker, not finished
+    feed: Callable[[], None] | None = None  # hands the worker its next job
 
 
 def _store_job(ctx: _Shared, p: _Progress, end: dict) -> None:
@@ -408,8 +461,12 @@ def _store_job(ctx: _Shared, p: _Progress, end: dict) -> None:
                           "layout": job.layout, "wall_s": wall_s, "store_s": time.perf_counter() - t_store,
                           **job_phases(records, end)})
     p.finished.add(p.current)
+    if p.current in p.sent:
+        p.sent.remove(p.current)
     ctx.finished(job, status, msg, sum(1 for r in records if isinstance(r, MeasurementLine)))
     p.current, p.records, p.malformed = None, [], ""
+    if p.feed is not None:
+        p.feed()
 
 
 #: the harness's phases of one measurement (``cost_ms`` with ``--profile``; harness.cpp's ``measure``)
@@ -462,7 +519,8 @@ def _take_line(ctx: _Shared, p: _Progress, line: str) -> None:
         p.current, p.records, p.malformed = rec.get("job"), [], ""
         p.started_at = time.perf_counter()
         if not p.started_any and ctx.opt.phases_log is not None:
-            _log_phases(ctx, {"event": "worker_start", "start_s": p.started_at - p.spawned_at})
+            _log_phases(ctx, {"event": "worker_start", "start_s": p.started_at - p.spawned_at,
+                              "side": "framework" if str(rec.get("job")).endswith(".torch") else "suite"})
         p.started_any = True
     elif typ in RECORD_TYPES and p.current is not None:
         try:
@@ -496,16 +554,31 @@ def _pump(ctx: _Shared, proc: subprocess.Popen, p: _Progress) -> bool:
         _take_line(ctx, p, line)
 
 
-def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResult:
-    """Run one worker process on ``device`` over ``remaining`` and store every job it finishes."""
-    with tempfile.NamedTemporaryFile("w", suffix=".jobs", delete=False) as f:
-        f.write(ctx.worker.jobs_text(remaining))
-        jobs_file = f.name
+def _one_worker(ctx: _Shared, device: int, jobs: JobQueue) -> _WorkerResult:
+    """Run one worker process on ``device``, handing it jobs from ``jobs`` through its standard
+    input (one ahead of the job in flight, so it never waits), and store every job it finishes.
+    Jobs it was handed but never started go back to the queue when it ends."""
     p = _Progress()
     log = open(ctx.log_path, "a")
     p.spawned_at = time.perf_counter()
-    proc = subprocess.Popen(ctx.worker.argv(jobs_file, device), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(ctx.worker.argv("-", device), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=log, text=True, bufsize=1, start_new_session=True)
+
+    def feed() -> None:
+        jid = None if ctx.stop.is_set() else jobs.take()
+        try:
+            if jid is None:
+                proc.stdin.close()
+                return
+            p.sent.append(jid)
+            proc.stdin.write(ctx.worker.jobs_text([jid]))
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):  # the worker is gone: _pump sees it end
+            pass
+
+    p.feed = feed
+    feed()
+    feed()
     try:
         timed_out = _pump(ctx, proc, p)
     except BaseException:
@@ -514,10 +587,9 @@ def _one_worker(ctx: _Shared, device: int, remaining: list[str]) -> _WorkerResul
     finally:
         proc.wait()
         log.close()
-        try:
-            os.unlink(jobs_file)
-        except OSError:
-            pass
+        unstarted = [j for j in p.sent if j != p.current and j not in p.finished]
+        if unstarted:
+            jobs.give_back(unstarted)
     if ctx.stop.is_set():
         return _WorkerResult(p.finished, None, "stopped", p.started_any)
     return _worker_outcome(ctx.opt, p, proc.returncode, timed_out)

@@ -84,13 +84,24 @@ def describe() -> dict:
     return info
 
 
-def current_fingerprint(index: int = 0) -> str | None:
-    """Fingerprint of GPU ``index`` with the libraries found here; None without a GPU."""
+
+
+
+def local_system(index: int = 0) -> dict | None:
+    """A system record of GPU ``index`` with the cuDNN and cuBLAS found here, as a suite reports it
+    (:func:`describe`; the identity fields of :data:`benanza.database.store.SYSTEM_IDENTITY`, so its
+    fingerprint is the suite's): what the framework's kernels are stored under when they are timed
+    before the suite is built. None without a GPU."""
     info = describe()
     if not info["devices"] or index >= len(info["devices"]):
         return None
     rec = dict(info["devices"][index])
     rec["cudnn_version"] = info.get("cudnn_version", 0)
     rec["cublas_version"] = info.get("cublas_version", 0)
-    return system_fingerprint(rec)
+    return rec
 
+
+def current_fingerprint(index: int = 0) -> str | None:
+    """Fingerprint of GPU ``index`` with the libraries found here; None without a GPU."""
+    rec = local_system(index)
+    return system_fingerprint(rec) if rec is not None else None

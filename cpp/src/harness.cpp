@@ -262,6 +262,8 @@ Bench::~Bench() { free_all(); }
 
 void Bench::free_all() {
   cudaStreamSynchronize(ctx_.stream());
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  events_.clear();
   for (void* p : buffers_) cudaFree(p);
   buffers_.clear();
   if (ws_) cudaFree(ws_);
@@ -329,54 +331,64 @@ static double now_ms() {
   return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
 }
 
-void Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps, Sampled& out, int max_n,
-                   const std::function<bool(const std::vector<double>&)>& leave, int first_check) {
+cudaEvent_t Bench::event(int i) {
+  while (static_cast<int>(events_.size()) <= i) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreate(&e), "cudaEventCreate");
+    events_.push_back(e);
+  }
+  return events_[static_cast<std::size_t>(i)];
+}
+
+void Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, const std::function<bool()>& lead,
+                   int calls, Sampled& out, int max_n, const std::function<bool(const std::vector<double>&)>& leave,
+                   int first_check) {
   const Options& o = ctx_.options();
   const std::string& pci = ctx_.device().pci_bus_id;
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "cudaEventCreate");
-  check(cudaEventCreate(&b), "cudaEventCreate");
   std::vector<double>& samples = out.samples;
   if (out.t0_ms < 0) out.t0_ms = now_ms();
   auto elapsed = [&] { return now_ms() - out.t0_ms; };
   // hard cap: the rule's time cap bounds sampling, with a grace of 3x for the minimum 3 samples
   const double hard_cap_ms = 3.0 * o.rule.max_time_ms + 1000.0;
-  const int every = std::max(1, o.race_rule.check_every);
+  const int batch_max = std::max(1, o.batch_samples);
   int clk = 0;
-  try {
-    while (!o.rule.done(samples, elapsed()) && elapsed() < hard_cap_ms &&
-           (max_n <= 0 || static_cast<int>(samples.size()) < max_n)) {
-      if (!one(a, b)) throw JobError("launch failed while sampling");
-      check(cudaEventSynchronize(b), "cudaEventSynchronize");
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-      unsigned long long reasons = 0;
-      if (nvml_throttle_reasons(pci, &reasons)) {
-        out.reasons |= reasons;
-        if (reasons & kDropReasons) {
-          ++out.dropped;
-          continue;
-        }
-        if (reasons & kPowerCapReason) ++out.power_capped;
-      }
-      if (nvml_sm_clock_mhz(pci, &clk)) {
-        out.clock_min = out.clock_min ? std::min(out.clock_min, clk) : clk;
-        out.clock_max = std::max(out.clock_max, clk);
-      }
-      samples.push_back(static_cast<double>(ms) / reps);
-      const int n = static_cast<int>(samples.size());
-      if (leave && n >= first_check && (n - first_check) % every == 0 && leave(samples)) {
-        out.left = true;
-        break;
-      }
+  while (!o.rule.done(samples, elapsed()) && elapsed() < hard_cap_ms &&
+         (max_n <= 0 || static_cast<int>(samples.size()) < max_n)) {
+    // a batch: as many samples as the rule can still want, at most batch_samples (and max_n)
+    int k = batch_max;
+    if (max_n > 0) k = std::min(k, max_n - static_cast<int>(samples.size()));
+    if (static_cast<int>(samples.size()) < o.rule.min_samples)
+      k = std::min(k, std::max(1, o.rule.min_samples - static_cast<int>(samples.size())) + batch_max / 2);
+    if (lead && !lead()) throw JobError("launch failed while sampling");
+    for (int i = 0; i < k; ++i)
+      if (!one(event(2 * i), event(2 * i + 1))) throw JobError("launch failed while sampling");
+    check(cudaEventSynchronize(event(2 * k - 1)), "cudaEventSynchronize");
+    // the clock watch (NVML), once per batch: a slowdown drops the whole batch
+    unsigned long long reasons = 0;
+    bool drop = false;
+    if (nvml_throttle_reasons(pci, &reasons)) {
+      out.reasons |= reasons;
+      drop = (reasons & kDropReasons) != 0;
     }
-  } catch (...) {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    throw;
+    if (drop) {
+      out.dropped += k;
+      continue;
+    }
+    if (reasons & kPowerCapReason) out.power_capped += k;
+    if (nvml_sm_clock_mhz(pci, &clk)) {
+      out.clock_min = out.clock_min ? std::min(out.clock_min, clk) : clk;
+      out.clock_max = std::max(out.clock_max, clk);
+    }
+    for (int i = 0; i < k; ++i) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, event(2 * i), event(2 * i + 1)), "cudaEventElapsedTime");
+      samples.push_back(static_cast<double>(ms) / calls);
+    }
+    if (leave && static_cast<int>(samples.size()) >= first_check && leave(samples)) {
+      out.left = true;
+      break;
+    }
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   out.stats = summarize(samples, o.rule.rse_target, o.rule.min_samples);
 }
 
@@ -490,8 +502,10 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  int reps = static_cast<int>(std::ceil(o.sample_ms / std::max(per_call_ms, 1e-6)));
+  // one replay of `reps` calls lasts about replay_ms; a warm sample is `per_sample` replays
+  int reps = static_cast<int>(std::ceil(std::min(o.replay_ms, o.sample_ms) / std::max(per_call_ms, 1e-6)));
   reps = std::max(1, std::min(reps, o.max_reps));
+  const int per_sample = std::max(1, static_cast<int>(std::ceil(o.sample_ms / std::max(per_call_ms * reps, 1e-6))));
 
   phase(1);
   // 3. warm samples: a CUDA graph of `reps` calls, or `reps` calls on the stream
@@ -514,16 +528,22 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
       settle(s);
     }
   }
-  auto one_warm = [&](cudaEvent_t ea, cudaEvent_t eb) {
-    if (cudaEventRecord(ea, s) != cudaSuccess) return false;
-    if (exec) {
-      if (cudaGraphLaunch(exec, s) != cudaSuccess) return false;
-    } else {
-      for (int i = 0; i < reps; ++i)
-        if (!launch(s).ok) return false;
-    }
-    return cudaEventRecord(eb, s) == cudaSuccess;
+  auto replay = [&]() {
+    if (exec) return cudaGraphLaunch(exec, s) == cudaSuccess;
+    for (int i = 0; i < reps; ++i)
+      if (!launch(s).ok) return false;
+    return true;
   };
+  // a warm sample of `n` replays between two events
+  auto warm_of = [&](int n) {
+    return [&, n](cudaEvent_t ea, cudaEvent_t eb) {
+      if (cudaEventRecord(ea, s) != cudaSuccess) return false;
+      for (int i = 0; i < n; ++i)
+        if (!replay()) return false;
+      return cudaEventRecord(eb, s) == cudaSuccess;
+    };
+  };
+  const auto one_warm = warm_of(per_sample);
   // legacy screening (racing off): one timed replay (graph) or the warm-up's estimate (stream)
   if (!o.race && o.screen > 0 && std::isfinite(best_warm_ms_)) {
     double est = per_call_ms;
@@ -563,16 +583,22 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   const bool racing = o.race && std::isfinite(best_ucb_ms_);
   const RaceRule& rr = o.race_rule;
   auto leave = [&](const std::vector<double>& v) { return rr.out(v, best_ucb_ms_); };
+  bool screen_only = false;  // raced out on the screen's samples (one replay each)
   try {
     if (racing) {
-      sample(one_warm, reps, warm, rr.screen_samples);
+      // the screen: one replay per sample, all in one batch
+      Sampled screen;
+      sample(warm_of(1), replay, reps, screen, rr.screen_samples);
       phase(3);
-      if (warm.stats.n > 0 && leave(warm.samples))
+      if (screen.stats.n > 0 && leave(screen.samples)) {
+        warm = screen;
         warm.left = true;
-      else  // the screen's samples are the first warm samples: sampling goes on from them
-        sample(one_warm, reps, warm, 0, leave, rr.screen_samples + rr.check_every);
+        screen_only = true;
+      } else {
+        sample(one_warm, replay, reps * per_sample, warm, 0, leave, rr.screen_samples);
+      }
     } else {
-      sample(one_warm, reps, warm);
+      sample(one_warm, replay, reps * per_sample, warm);
     }
   } catch (...) {
     if (exec) cudaGraphExecDestroy(exec);
@@ -582,7 +608,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   phase(4);
   if (warm.left) {
     ++raced_out_;
-    emit_raced_out(c, method, reps, host_us, warm, cost_json());
+    emit_raced_out(c, method, screen_only ? reps : reps * per_sample, host_us, warm, cost_json());
     return false;
   }
   const bool valid = warm.stats.n > 0 && std::isfinite(warm.stats.median);
@@ -597,10 +623,10 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     cold = warm.stats.median <= (1.0 + o.contenders_within) * std::min(best_warm_ms_, warm.stats.median);
   // without cold samples the warm record carries the cost; with them, the cold one does
   if (!cold) {
-    emit_sampled("warm", method, reps, host_us, warm_ms, calls, warm, c, cost_json());
+    emit_sampled("warm", method, reps * per_sample, host_us, warm_ms, calls, warm, c, cost_json());
     return valid;
   }
-  emit_sampled("warm", method, reps, host_us, warm_ms, calls, warm, c);
+  emit_sampled("warm", method, reps * per_sample, host_us, warm_ms, calls, warm, c);
   int flip = 0;
   Sampled cold_r;
   sample(
@@ -611,7 +637,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
         if (!launch(s).ok) return false;
         return cudaEventRecord(eb, s) == cudaSuccess;
       },
-      1, cold_r);
+      nullptr, 1, cold_r);
   phase(5);
   emit_sampled("cold", "stream_l2_flushed", 1, host_us, 0.0, 0, cold_r, c, cost_json());
   return valid;

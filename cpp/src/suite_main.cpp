@@ -4,6 +4,7 @@
 //   suite --system                  print the system record and exit
 //   suite --ceilings                measure the machine's ceilings (ceilings.cpp) and exit
 //   suite [--jobs FILE] [--job ID]  run the given jobs (all when none given)
+//   suite --jobs -                  run the job ids read from standard input, one per line, as they come
 //   options: --device N --warmup-ms X --sample-ms X --rse X --min-samples N --max-samples N
 //            --max-time-ms X --workspace-limit-mb N --no-cold --no-graphs --dump-samples --profile
 //            --screen X (0: off; with --no-race only)
@@ -20,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <set>
 #include <string>
 
@@ -45,11 +48,35 @@ void fatal_line(const std::string& msg) {
   emit_line("{\"type\":\"fatal\",\"message\":\"" + json_escape(msg) + "\"}");
 }
 
+// One job: job_start, its records, job_end (with the harness's cost per phase under --profile).
+// A sticky CUDA error ends the process (exit 4): the runner restarts it for the remaining jobs.
+void run_one(Context& ctx, const JobEntry& j, const Options& opt) {
+  emit_line(std::string("{\"type\":\"job_start\",\"job\":\"") + json_escape(j.info.id) + "\"}");
+  std::string status = "ok", message, cost;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    Bench bench(ctx, j.info);
+    j.run(bench);
+    if (opt.profile)
+      cost = bench.cost_json(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  } catch (const FatalError& e) {
+    fatal_line(std::string("job ") + j.info.id + ": " + e.what());
+    std::fprintf(stderr, "benanza-suite: %s\n", e.what());
+    std::_Exit(4);  // the CUDA context is unusable: no clean-up calls
+  } catch (const std::exception& e) {
+    status = "failed";
+    message = e.what();
+    cudaGetLastError();
+  }
+  emit_line(std::string("{\"type\":\"job_end\",\"job\":\"") + json_escape(j.info.id) + "\",\"status\":\"" + status +
+            "\",\"message\":\"" + json_escape(message) + "\"" + (cost.empty() ? "" : ",\"cost_ms\":" + cost) + "}");
+}
+
 }  // namespace
 
 int suite_main(int argc, char** argv) {
   Options opt;
-  bool list = false, system_only = false, ceilings = false;
+  bool list = false, system_only = false, ceilings = false, from_stdin = false;
   std::set<std::string> wanted;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -61,7 +88,10 @@ int suite_main(int argc, char** argv) {
     else if (a == "--system") system_only = true;
     else if (a == "--ceilings") ceilings = true;
     else if (a == "--job") wanted.insert(val());
-    else if (a == "--jobs") {
+    else if (a == "--jobs" && i + 1 < argc && std::string(argv[i + 1]) == "-") {
+      ++i;
+      from_stdin = true;
+    } else if (a == "--jobs") {
       const char* path = val();
       std::ifstream f(path);
       if (!f) usage_error(std::string("cannot read job file ") + path);
@@ -144,32 +174,28 @@ int suite_main(int argc, char** argv) {
     delete ctx;
     return 0;
   }
-  std::set<std::string> known;
-  for (const JobEntry& j : registry()) known.insert(j.info.id);
+  std::map<std::string, const JobEntry*> known;
+  for (const JobEntry& j : registry()) known.emplace(j.info.id, &j);
   for (const std::string& w : wanted)
     if (!known.count(w)) usage_error("unknown job " + w);
-  for (const JobEntry& j : registry()) {
-    if (!wanted.empty() && !wanted.count(j.info.id)) continue;
-    emit_line(std::string("{\"type\":\"job_start\",\"job\":\"") + json_escape(j.info.id) + "\"}");
-    std::string status = "ok", message, cost;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      Bench bench(*ctx, j.info);
-      j.run(bench);
-      if (opt.profile)
-        cost = bench.cost_json(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    } catch (const FatalError& e) {
-      fatal_line(std::string("job ") + j.info.id + ": " + e.what());
-      std::fprintf(stderr, "benanza-suite: %s\n", e.what());
-      std::_Exit(4);  // the CUDA context is unusable: no clean-up calls
-    } catch (const std::exception& e) {
-      status = "failed";
-      message = e.what();
-      cudaGetLastError();
+  if (from_stdin) {
+    // --jobs -: job ids one per line as the runner hands them out (work stealing between GPUs),
+    // each run as it comes; an unknown id is a failed job; end of input ends the suite
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (line.empty()) continue;
+      const auto it = known.find(line);
+      if (it == known.end()) {
+        emit_line("{\"type\":\"job_start\",\"job\":\"" + json_escape(line) + "\"}");
+        emit_line("{\"type\":\"job_end\",\"job\":\"" + json_escape(line) +
+                  "\",\"status\":\"failed\",\"message\":\"unknown job\"}");
+        continue;
+      }
+      run_one(*ctx, *it->second, opt);
     }
-    emit_line(std::string("{\"type\":\"job_end\",\"job\":\"") + json_escape(j.info.id) + "\",\"status\":\"" + status +
-              "\",\"message\":\"" + json_escape(message) + "\"" + (cost.empty() ? "" : ",\"cost_ms\":" + cost) +
-              "}");
+  } else {
+    for (const JobEntry& j : registry())
+      if (wanted.empty() || wanted.count(j.info.id)) run_one(*ctx, j, opt);
   }
   delete ctx;
   return 0;

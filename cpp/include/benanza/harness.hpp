@@ -92,10 +92,16 @@ struct JobInfo {
 
 struct Options {
   int device = 0;
-  double warmup_ms = 2.0;         // after the first call (which absorbs lazy loading and handle set-up)
+  double warmup_ms = 0.25;        // after the first call (which absorbs lazy loading and handle set-up)
   int min_warmup_calls = 3;
-  double sample_ms = 0.25;        // target duration of one warm sample (sets reps)
+  double sample_ms = 0.25;        // target duration of one warm sample
+  // One CUDA graph replay (`reps` calls) lasts about `replay_ms`; a warm sample is the fewest whole
+  // replays that last `sample_ms`, a race-screen sample is one replay.
+  double replay_ms = 0.05;
   int max_reps = 1000;
+  // Samples enqueued back to back between one host synchronisation (events between them; a warm
+  // batch is led by one untimed replay so the GPU never waits for the host inside it).
+  int batch_samples = 8;
   StoppingRule rule;              // rse target, min/max samples, time cap (per measurement)
   // Cold (L2-flushed) samples: for every valid call (All), for none, or (Contenders, the default)
   // for the calls whose warm median is within `contenders_within` of the job's best warm median at
@@ -259,10 +265,13 @@ class Bench {
     std::vector<double> samples;     // kept samples (ms per call), in order
   };
   // Sample into `out` until the stopping rule says done, `max_n` samples are kept, or `leave`
-  // (checked every RaceRule::check_every samples from `first_check` on) says the call left the race.
-  void sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, int reps, Sampled& out,
-              int max_n = 0, const std::function<bool(const std::vector<double>&)>& leave = nullptr,
-              int first_check = 0);
+  // (checked after each batch once `first_check` samples are kept) says the call left the race.
+  // `one(ea, eb)` enqueues one sample between events ea and eb, `lead` (may be empty) an untimed
+  // call before a batch; `calls` is the number of calls in one sample (the sample is ms per call).
+  void sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, const std::function<bool()>& lead,
+              int calls, Sampled& out, int max_n = 0,
+              const std::function<bool(const std::vector<double>&)>& leave = nullptr, int first_check = 0);
+  cudaEvent_t event(int i);  // the Bench's events, created on first use
   void emit_raced_out(const Call& c, const std::string& method, int reps, double host_us, const Sampled& r,
                       const std::string& cost);
   void emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
@@ -285,6 +294,7 @@ class Bench {
   double build_total_ms_ = 0;
   int measured_ = 0, raced_out_ = 0;
   std::vector<void*> buffers_;
+  std::vector<cudaEvent_t> events_;
   void* ws_ = nullptr;
   std::size_t ws_bytes_ = 0;
 };
