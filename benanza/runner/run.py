@@ -167,6 +167,14 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
                           + "); measure them one at a time with --devices")
     system = systems[0]
     system_id = db.upsert_system(system, authoritative=True)
+    register_suite(suite, db)
+    return _run_jobs(suite.jobs, db, system, system_id, opt, _suite_worker(exe, opt), suite.root,
+                     ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress)
+
+
+def register_suite(suite: Suite, db: Database) -> None:
+    """Store the suite's layer configs (its jobs' and its models' fusion candidates') and its models
+    (what measurements and analyses refer to) in the database; idempotent."""
     configs = {j.layer_key: j.config for j in suite.jobs}
     for m in suite.manifest.get("models", []):
         for c in m.get("configs", []):
@@ -176,8 +184,6 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     for m in suite.manifest.get("models", []):
         if m.get("key_counts"):
             db.record_model(m["model"], m["sha256"], m["batch"], m["summary"], m["key_counts"])
-    return _run_jobs(suite.jobs, db, system, system_id, opt, _suite_worker(exe, opt), suite.root,
-                     ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress)
 
 
 def framework_available() -> str:
@@ -212,6 +218,7 @@ def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunO
             for j in suite.jobs]
     system = next((s for s in db.systems() if s.id == system_id), None)
     record = json.loads(system.info) if system is not None and system.info else {}
+    register_suite(suite, db)  # the framework's jobs may come first (timed while the suite compiles)
     best = library_best(db, system_id, [j.layer_key for j in jobs])
 
     def jobs_text(ids: list[str]) -> str:
