@@ -7,7 +7,8 @@
 #
 # MODELS: ONNX files (comma-separated; default examples/resnet50.onnx); POLICIES: speed.py's
 # (default "default,exhaustive"); ZOO: benchmarks/zoo.py models to export and bench as well.
-# Environment: BATCH (1,32), DTYPES (fp32,fp16), DEADLINE (seconds, 420), SERIES (jobs to record, 0: none).
+# Environment: BATCH (1,32), DTYPES (fp32,fp16), DEADLINE (seconds, 420), SERIES (jobs to record, 0: none),
+# FRESH=1 (clear benanza's and CUDA's caches first, as on a fresh machine).
 set -uo pipefail
 OUT=${1:?usage: gpu_race.sh OUT [MODELS] [POLICIES] [ZOO]}
 MODELS=${2:-examples/resnet50.onnx}
@@ -16,6 +17,8 @@ ZOO=${4:-}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 t0=$(date +%s)
+# FRESH=1: as on a fresh machine, no compiled harness (benanza's cache) and no JIT cache (CUDA's)
+if [ -n "${FRESH:-}" ]; then rm -rf ~/.cache/benanza ~/.nv/ComputeCache; fi
 . benchmarks/gpu_install.sh || exit 1
 echo "gpu_race: installed in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

@@ -144,6 +144,19 @@ def chosen_agreement(db_default: Path, db_exhaustive: Path) -> dict:
             "share": (same + noise) / n if n else None, "misses": worst[:10]}
 
 
+def _agreements(runs: list[dict], out: Path) -> None:
+    """Each default run's chosen-implementation agreement with the exhaustive run of its model (or
+    the run before racing) in the same folder."""
+    for r in runs:
+        if r["policy"] != "default":
+            continue
+        for ref in ("exhaustive", "before"):
+            a, b = out / f"{r['model']}-default.db", out / f"{r['model']}-{ref}.db"
+            if a.exists() and b.exists():
+                r["chosen"] = chosen_agreement(a, b)
+                break
+
+
 def fmt_stage_table(runs: list[dict]) -> str:
     head = f"{'model':22} {'policy':10} {'process':>7} {'gen':>5} {'compile':>7} {'run':>7} {'framework':>9} " \
            f"{'analyze':>7} {'wall':>7} {'repeat':>6}"
@@ -259,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"unknown policy {bad[0]!r} (known: {', '.join(POLICIES)})")
     models = [m.resolve() for m in args.model] + (zoo_models(args.zoo, args.out / "onnx") if args.zoo else [])
-    runs: list[dict] = []
+    # earlier runs into the same --out (other models or policies) stay in the tables
+    runs: list[dict] = [json.loads(x) for x in log_path.read_text().splitlines()] if log_path.exists() else []
     for model in models:
         for policy in policies:
             if args.deadline and time.perf_counter() - t_start > args.deadline:
@@ -281,11 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.repeat and policy == "default":
                 rec["repeat_s"] = bench(model, args, db, args.out / f"suite-{model.stem}", log.with_suffix(".repeat"),
                                         policy)["wall_s"]
-            if policy in ("exhaustive", "before"):
-                for r in runs:
-                    if r["model"] == model.stem and r["policy"] == "default":
-                        r["chosen"] = chosen_agreement(args.out / f"{model.stem}-default.db", db)
-            runs.append(rec)
+            runs = [r for r in runs if (r["model"], r["policy"]) != (model.stem, policy)] + [rec]
+            _agreements(runs, args.out)
             with log_path.open("w") as f:
                 f.writelines(json.dumps(r) + "\n" for r in runs)
             (args.out / "table.txt").write_text(tables(runs) + "\n")
