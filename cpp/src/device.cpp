@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <chrono>
 #include <mutex>
 #include <sstream>
 
@@ -88,6 +89,45 @@ bool nvml_throttle_reasons(const std::string& pci, unsigned long long* mask) {
   // 0x8, sync boost 0x10, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
   *mask = v;
   return true;
+}
+
+ClockWatch::ClockWatch(std::string pci_bus_id, double period_ms) : pci_(std::move(pci_bus_id)), period_ms_(period_ms) {
+  unsigned long long r = 0;
+  int c = 0;
+  if (!nvml_throttle_reasons(pci_, &r)) return;  // no NVML: no thread, read() is not ok
+  latest_ = r;
+  if (nvml_sm_clock_mhz(pci_, &c)) clock_ = c;
+  ok_ = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+ClockWatch::~ClockWatch() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void ClockWatch::loop() {
+  const auto period = std::chrono::microseconds(static_cast<long long>(period_ms_ * 1000.0));
+  while (!stop_) {
+    unsigned long long r = 0;
+    int c = 0;
+    if (nvml_throttle_reasons(pci_, &r)) {
+      latest_ = r;
+      seen_.fetch_or(r);
+    }
+    if (nvml_sm_clock_mhz(pci_, &c)) clock_ = c;
+    std::this_thread::sleep_for(period);
+  }
+}
+
+void ClockWatch::reset() { seen_ = 0; }
+
+ClockWatch::Reading ClockWatch::read() const {
+  Reading r;
+  r.ok = ok_;
+  r.reasons = seen_.load() | latest_.load();
+  r.sm_clock_mhz = clock_;
+  return r;
 }
 
 int device_count(std::string* error) {

@@ -229,6 +229,7 @@ Context::Context(const Options& opt) : opt_(opt) {
   if (cudaMalloc(&cublas_ws_, cublas_ws) == cudaSuccess) cublasSetWorkspace(cublas_, cublas_ws_, cublas_ws);
   flush_bytes_ = static_cast<std::size_t>(std::max<long long>(dev_.l2_cache_bytes, 1 << 20)) * 2;
   if (cudaMalloc(&flush_, flush_bytes_) != cudaSuccess) throw FatalError("cannot allocate the L2 flush buffer");
+  watch_ = std::make_unique<ClockWatch>(dev_.pci_bus_id);
 }
 
 Context::~Context() {
@@ -344,14 +345,12 @@ void Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, con
                    int calls, Sampled& out, int max_n, const std::function<bool(const std::vector<double>&)>& leave,
                    int first_check) {
   const Options& o = ctx_.options();
-  const std::string& pci = ctx_.device().pci_bus_id;
   std::vector<double>& samples = out.samples;
   if (out.t0_ms < 0) out.t0_ms = now_ms();
   auto elapsed = [&] { return now_ms() - out.t0_ms; };
   // hard cap: the rule's time cap bounds sampling, with a grace of 3x for the minimum 3 samples
   const double hard_cap_ms = 3.0 * o.rule.max_time_ms + 1000.0;
   const int batch_max = std::max(1, o.batch_samples);
-  int clk = 0;
   while (!o.rule.done(samples, elapsed()) && elapsed() < hard_cap_ms &&
          (max_n <= 0 || static_cast<int>(samples.size()) < max_n)) {
     // a batch: as many samples as the rule can still want, at most batch_samples (and max_n)
@@ -359,25 +358,25 @@ void Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, con
     if (max_n > 0) k = std::min(k, max_n - static_cast<int>(samples.size()));
     if (static_cast<int>(samples.size()) < o.rule.min_samples)
       k = std::min(k, std::max(1, o.rule.min_samples - static_cast<int>(samples.size())) + batch_max / 2);
+    ClockWatch* watch = ctx_.clock_watch();
+    if (watch) watch->reset();
     if (lead && !lead()) throw JobError("launch failed while sampling");
     for (int i = 0; i < k; ++i)
       if (!one(event(2 * i), event(2 * i + 1))) throw JobError("launch failed while sampling");
     check(cudaEventSynchronize(event(2 * k - 1)), "cudaEventSynchronize");
-    // the clock watch (NVML), once per batch: a slowdown drops the whole batch
-    unsigned long long reasons = 0;
-    bool drop = false;
-    if (nvml_throttle_reasons(pci, &reasons)) {
-      out.reasons |= reasons;
-      drop = (reasons & kDropReasons) != 0;
-    }
-    if (drop) {
-      out.dropped += k;
-      continue;
-    }
-    if (reasons & kPowerCapReason) out.power_capped += k;
-    if (nvml_sm_clock_mhz(pci, &clk)) {
-      out.clock_min = out.clock_min ? std::min(out.clock_min, clk) : clk;
-      out.clock_max = std::max(out.clock_max, clk);
+    // the clock watch (NVML, polled on its own thread): a slowdown during the batch drops all of it
+    const ClockWatch::Reading rd = watch ? watch->read() : ClockWatch::Reading{};
+    if (rd.ok) {
+      out.reasons |= rd.reasons;
+      if (rd.reasons & kDropReasons) {
+        out.dropped += k;
+        continue;
+      }
+      if (rd.reasons & kPowerCapReason) out.power_capped += k;
+      if (rd.sm_clock_mhz > 0) {
+        out.clock_min = out.clock_min ? std::min(out.clock_min, rd.sm_clock_mhz) : rd.sm_clock_mhz;
+        out.clock_max = std::max(out.clock_max, rd.sm_clock_mhz);
+      }
     }
     for (int i = 0; i < k; ++i) {
       float ms = 0;
@@ -474,7 +473,8 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   int calls = 0;
   const auto w0 = Clock::now();
   while (true) {
-    int batch = std::max(1, calls == 0 ? 1 : std::min(calls, 256));
+    // the first batch is the minimum number of calls; then batches double until warmup_ms is spent
+    int batch = std::max(1, calls == 0 ? o.min_warmup_calls : std::min(calls, 256));
     check(cudaEventRecord(a, s), "cudaEventRecord");
     const auto h0 = Clock::now();
     for (int i = 0; i < batch; ++i) {
@@ -579,23 +579,25 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   phase(2);
   // 4. the race: a screen of a few samples against the job's best so far, then the stopping rule,
   // leaving as soon as the rule (stats.hpp, RaceRule) shows the call cannot be the job's best
-  Sampled warm;
-  const bool racing = o.race && std::isfinite(best_ucb_ms_);
+  Sampled warm, screen;
   const RaceRule& rr = o.race_rule;
   auto leave = [&](const std::vector<double>& v) { return rr.out(v, best_ucb_ms_); };
   bool screen_only = false;  // raced out on the screen's samples (one replay each)
   try {
-    if (racing) {
-      // the screen: one replay per sample, all in one batch
-      Sampled screen;
+    if (o.race) {
+      // the screen: one replay per sample, one batch, held to the best's screen (like with like)
       sample(warm_of(1), replay, reps, screen, rr.screen_samples);
-      phase(3);
-      if (screen.stats.n > 0 && leave(screen.samples)) {
+      if (screen.stats.n > 0 && rr.out(screen.samples, best_screen_ucb_ms_)) {
+        phase(3);
         warm = screen;
         warm.left = true;
         screen_only = true;
-      } else {
-        sample(one_warm, replay, reps * per_sample, warm, 0, leave, rr.screen_samples);
+      } else {  // a contender: its screen to the bound a later screen is held to, then full samples
+        sample(warm_of(1), replay, reps, screen, rr.contender_screen_samples);
+        phase(3);
+        sample(one_warm, replay, reps * per_sample, warm, 0,
+               std::isfinite(best_ucb_ms_) ? std::function<bool(const std::vector<double>&)>(leave) : nullptr,
+               rr.screen_samples);
       }
     } else {
       sample(one_warm, replay, reps * per_sample, warm);
@@ -608,7 +610,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   phase(4);
   if (warm.left) {
     ++raced_out_;
-    emit_raced_out(c, method, screen_only ? reps : reps * per_sample, host_us, warm, cost_json());
+    emit_raced_out(c, method, screen_only ? reps : reps * per_sample, host_us, warm, cost_json(), screen_only);
     return false;
   }
   const bool valid = warm.stats.n > 0 && std::isfinite(warm.stats.median);
@@ -616,6 +618,9 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     std::vector<double> sorted(warm.samples);
     std::sort(sorted.begin(), sorted.end());
     best_ucb_ms_ = median_ucb_sorted(sorted, rr.alpha);
+    sorted = screen.samples;
+    std::sort(sorted.begin(), sorted.end());
+    best_screen_ucb_ms_ = sorted.empty() ? INFINITY : median_ucb_sorted(sorted, rr.alpha);
   }
   // 5. cold samples: one call after flushing L2; for every call, or for the job's contenders
   bool cold = o.cold == Options::Cold::All;
@@ -644,20 +649,21 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
 }
 
 void Bench::emit_raced_out(const Call& c, const std::string& method, int reps, double host_us, const Sampled& r,
-                           const std::string& cost) {
+                           const std::string& cost, bool screen) {
   const RaceRule& rr = ctx_.options().race_rule;
   std::vector<double> sorted(r.samples);
   std::sort(sorted.begin(), sorted.end());
   const double lcb = median_lcb_sorted(sorted, rr.alpha), ucb = median_ucb_sorted(sorted, rr.alpha);
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "raced out: %.5g ms per call (median of %d samples, %.0f %% bounds [%.5g, %.5g] ms) > the job's "
-                "best so far %.5g ms (upper bound %.5g ms); not sampled further",
-                r.stats.median, r.stats.n, 100.0 * (1.0 - 2.0 * rr.alpha), lcb, ucb, best_warm_ms_, best_ucb_ms_);
+                "raced out: %.5g ms per call (median of %d %s samples, %.0f %% bounds [%.5g, %.5g] ms) > the job's "
+                "best so far %.5g ms (upper bound %.5g ms in like samples); not sampled further",
+                r.stats.median, r.stats.n, screen ? "screen" : "warm", 100.0 * (1.0 - 2.0 * rr.alpha), lcb, ucb,
+                best_warm_ms_, screen ? best_screen_ucb_ms_ : best_ucb_ms_);
   JsonLine j = base_record("measurement", job_, c);
   j.kv("cache", "warm").kv("status", "raced_out").kv("message", std::string(buf));
   j.kv("estimate_ms", r.stats.median).kv("lcb_ms", lcb).kv("ucb_ms", ucb).kv("best_ms", best_warm_ms_);
-  j.kv("best_ucb_ms", best_ucb_ms_);
+  j.kv("best_ucb_ms", screen ? best_screen_ucb_ms_ : best_ucb_ms_);
   j.kv("method", method).kv("reps", reps).kv("host_us", host_us).kv("samples", r.stats.n);
   j.kv("dropped", r.dropped).kv("power_capped", r.power_capped).kv("clock_reasons", static_cast<long long>(r.reasons));
   j.kv("sm_clock_min_mhz", r.clock_min).kv("sm_clock_max_mhz", r.clock_max);

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace benanza {
@@ -46,6 +48,35 @@ bool nvml_throttle_reasons(const std::string& pci_bus_id, unsigned long long* ma
 // under it are kept and counted.
 constexpr unsigned long long kDropReasons = 0x8ULL | 0x20ULL | 0x40ULL | 0x80ULL;
 constexpr unsigned long long kPowerCapReason = 0x4ULL;
+
+// The clock watch: a thread that reads NVML's clock-event reasons and SM clock every `period_ms`
+// (an NVML query takes a large share of a millisecond, too long to make between samples a fraction
+// of a millisecond long). A batch of samples calls reset() before it is enqueued and read() after
+// it: the reasons of every read since reset() (and of the latest one), and the latest SM clock.
+// Without NVML, read() says not ok and nothing is dropped.
+class ClockWatch {
+ public:
+  struct Reading {
+    bool ok = false;
+    unsigned long long reasons = 0;
+    int sm_clock_mhz = 0;
+  };
+  explicit ClockWatch(std::string pci_bus_id, double period_ms = 1.0);
+  ~ClockWatch();
+  ClockWatch(const ClockWatch&) = delete;
+  ClockWatch& operator=(const ClockWatch&) = delete;
+  void reset();
+  Reading read() const;
+
+ private:
+  void loop();
+  std::string pci_;
+  double period_ms_;
+  std::atomic<bool> stop_{false}, ok_{false};
+  std::atomic<unsigned long long> seen_{0}, latest_{0};
+  std::atomic<int> clock_{0};
+  std::thread thread_;
+};
 
 // JSON object of a DeviceInfo (no trailing newline), with extra key/values appended verbatim.
 std::string device_json(const DeviceInfo& d, const std::string& extra_fields);

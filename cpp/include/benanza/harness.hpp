@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -194,6 +195,7 @@ class Context {
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }
   cudaStream_t stream() const { return stream_; }
+  ClockWatch* clock_watch() const { return watch_.get(); }  // NVML's reasons and SM clock, polled
   void* flush_buffer() const { return flush_; }
   std::size_t flush_bytes() const { return flush_bytes_; }
   // JSON fields of the system record (device + library versions).
@@ -208,6 +210,7 @@ class Context {
   cudaStream_t stream_ = nullptr;
   void* flush_ = nullptr;
   std::size_t flush_bytes_ = 0;
+  std::unique_ptr<ClockWatch> watch_;
   void* cublas_ws_ = nullptr;
 };
 
@@ -273,7 +276,7 @@ class Bench {
               const std::function<bool(const std::vector<double>&)>& leave = nullptr, int first_check = 0);
   cudaEvent_t event(int i);  // the Bench's events, created on first use
   void emit_raced_out(const Call& c, const std::string& method, int reps, double host_us, const Sampled& r,
-                      const std::string& cost);
+                      const std::string& cost, bool screen);
   void emit_sampled(const char* cache, const std::string& method, int reps, double host_us, double warm_ms,
                     int warm_calls, const Sampled& r, const Call& c, const std::string& cost = "");
   void free_all();
@@ -283,6 +286,7 @@ class Bench {
   JobInfo job_;
   double best_warm_ms_ = INFINITY;  // fastest valid warm median of this job so far (screening, racing)
   double best_ucb_ms_ = INFINITY;   // the upper confidence bound of that median (racing)
+  double best_screen_ucb_ms_ = INFINITY;  // the same from its screen samples (one replay each)
  public:
   // The harness's own wall time in this job (--profile): per phase of measure() (first call, warm-up,
   // graph capture, screen, warm samples, cold samples), the plan builds its calls reported, the

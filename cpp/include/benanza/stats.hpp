@@ -154,9 +154,14 @@ inline double median_ucb_sorted(const std::vector<double>& s, double alpha) {
 // probability <= 2 alpha (Bonferroni): 5 % at the default alpha = 2.5 %, the two bounds together a
 // 95 % statement. A candidate that stays in is sampled to the stopping rule, and the rule is applied
 // again every `check_every` samples on the way (it can still leave). The best so far is the valid
-// candidate with the lowest median; its upper bound comes from all its samples.
+// candidate with the lowest median. Like is compared with like: a screen (samples of one short CUDA
+// graph replay) against the best's own screen, taken to `contender_screen_samples` samples when it
+// stayed in the race; later samples (several replays each) against the best's full samples. (A
+// sample's fixed cost, its two event records, weighs more in a short sample: screens read a few per
+// cent slower than full samples of the same call on small kernels.)
 struct RaceRule {
   int screen_samples = 6;   // warm samples before the first decision (>= log2(1/alpha) + 1)
+  int contender_screen_samples = 16;  // a contender's screen, the bound a later screen is held to
   double alpha = 0.025;     // one-sided level of each bound
   int check_every = 4;      // samples between later decisions
 
