@@ -282,6 +282,8 @@ WORKSPACE_HELP = "largest workspace a cuDNN/cuBLAS algorithm may use (MB); those
 COLD_HELP = ("cold-cache figures (L2 flushed before each call) for: contenders (default: each job's chosen "
              "implementation and those within 5 % of it), all (every valid call) or none")
 WARMUP_HELP = "warm-up per measurement after the first call and at least 3 calls (ms)"
+WORKERS_HELP = ("suite processes per GPU, taking turns on it: one builds engine plans while another times "
+                "calls (1: one process)")
 NO_COLD_HELP = "no cold-cache figures (the same as --cold none)"
 EXHAUSTIVE_HELP = ("no racing: every candidate sampled to the stopping rule, cold figures for all (the policy "
                    "before racing, stricter: for validating the default's LBL)")
@@ -291,7 +293,8 @@ SCREEN_HELP = ("with --exhaustive: skip sampling a call whose first replay is sl
 
 
 def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
-                 force, retry_failed, devices=None, screen=0.0, max_engines=0, exhaustive=False, no_cold=False):
+                 force, retry_failed, devices=None, screen=0.0, max_engines=0, exhaustive=False, no_cold=False,
+                 workers_per_gpu=2):
     from benanza.runner.run import COLD_POLICIES, RunOptions
 
     if cold not in COLD_POLICIES:
@@ -309,12 +312,14 @@ def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspac
         raise UsageError("--job-timeout must be positive")
     if screen != 0 and screen < 1:
         raise UsageError(f"--screen must be 0 (off) or >= 1, got {screen}")
+    if not 1 <= workers_per_gpu <= 8:
+        raise UsageError(f"--workers-per-gpu must be 1 to 8, got {workers_per_gpu}")
     if max_engines < 0:
         raise UsageError(f"--max-engines must be 0 (all) or positive, got {max_engines}")
     return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
                       max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
                       force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device),
-                      screen=screen, max_engines=max_engines, race=not exhaustive,
+                      screen=screen, max_engines=max_engines, race=not exhaustive, workers_per_gpu=workers_per_gpu,
                       phases_log=Path(os.environ["BENANZA_PHASES_LOG"]) if os.environ.get("BENANZA_PHASES_LOG") else None)
 
 
@@ -399,6 +404,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
         no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
         exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
+        workers_per_gpu: int = typer.Option(2, "--workers-per-gpu", help=WORKERS_HELP),
         screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
         max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
         device: int = typer.Option(0, "--device", help=DEVICE_HELP),
@@ -415,7 +421,8 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
 
     suite = load_suite(folder)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold)
+                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold,
+                        workers_per_gpu)
     database = open_db(db)
     _db_notices(database)
     s = _do_run(suite, database, opts, quiet or json_out)
@@ -973,6 +980,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
         no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
         exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
+        workers_per_gpu: int = typer.Option(2, "--workers-per-gpu", help=WORKERS_HELP),
           screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
           max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
           device: int = typer.Option(0, "--device", help=DEVICE_HELP),
@@ -1002,7 +1010,8 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     kind_list = parse_kinds(kinds)
     batches = parse_batches(batch)
     opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold)
+                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold,
+                        workers_per_gpu)
     t = time.perf_counter()
     mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
     stages["process_s"] = time.perf_counter() - t
@@ -1010,17 +1019,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     conv_p = _conv_precision(conv_tf32, precisions)
     database, suite = _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet or json_out, say,
                                    stages, compile_now=False)
-    ts = _compile_beside_framework(suite, database, opts, quiet or json_out, torch, say, stages)
-    t = time.perf_counter()
-    rs = _do_run(suite, database, opts, quiet or json_out)
-    stages["run_s"] = time.perf_counter() - t
-    say(f"[4/5] {_run_line(rs)}")
-    if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
-        t = time.perf_counter()
-        ts = _do_torch(suite, database, rs.system_id, opts, quiet or json_out, torch)
-        if ts is not None:
-            stages["torch_s"] = time.perf_counter() - t
-            say(f"[4/5] framework kernels: {_run_line(ts)}")
+    rs, ts = _bench_measure(suite, database, opts, quiet or json_out, torch, say, stages)
     system, results = _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages)
     counters_doc = _bench_counters(ncu, results, suite, database, system, opts, force, say, stages) if counters \
         else None
@@ -1052,6 +1051,24 @@ def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: 
     stages["analyze_s"] = time.perf_counter() - t
     say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
     return system, results
+
+
+def _bench_measure(suite, database, opts, quiet: bool, torch: Optional[bool], say, stages: dict):
+    """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
+    :func:`_compile_beside_framework`), run the suite, then the framework's kernels if they were not
+    timed yet. Returns the run summaries (suite, framework or None)."""
+    ts = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
+    t = time.perf_counter()
+    rs = _do_run(suite, database, opts, quiet)
+    stages["run_s"] = time.perf_counter() - t
+    say(f"[4/5] {_run_line(rs)}")
+    if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
+        t = time.perf_counter()
+        ts = _do_torch(suite, database, rs.system_id, opts, quiet, torch)
+        if ts is not None:
+            stages["torch_s"] = time.perf_counter() - t
+            say(f"[4/5] framework kernels: {_run_line(ts)}")
+    return rs, ts
 
 
 def _compile_beside_framework(suite, database, opts, quiet: bool, torch: Optional[bool], say, stages: dict):

@@ -47,9 +47,10 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 
 
 #: the policies a run can time: the default (racing, cold figures for contenders), --exhaustive
-#: (every candidate to the stopping rule, cold for all) and the policy before racing ("before":
+#: (every candidate to the stopping rule, cold for all), the default with one suite process per GPU
+#: ("default-1w") and the policy before racing ("before":
 #: the 1.5x one-replay screen, cold for all)
-POLICIES = {"default": [], "exhaustive": ["--exhaustive"], "before": ["--exhaustive", "--screen", "1.5",
+POLICIES = {"default": [], "default-1w": ["--workers-per-gpu", "1"], "exhaustive": ["--exhaustive"], "before": ["--exhaustive", "--screen", "1.5",
                                                                                   "--warmup-ms", "2"]}
 
 

@@ -112,15 +112,15 @@ def test_jobs_are_shared_by_identical_gpus_with_work_stealing(fake_suite, db_url
     worker takes the next job when it finishes one) instead of holding up the run with a fixed half."""
     log = tmp_path / "started.log"
     monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
-    monkeypatch.setenv("FAKE_SUITE_SLOW", "0.02")
+    monkeypatch.setenv("FAKE_SUITE_SLOW", "0.05")
     monkeypatch.setenv("FAKE_SUITE_SLOW_DEVICE", "1")
     suite = load_suite(fake_suite)
-    s = _run(fake_suite, db_url, devices=(0, 1))
+    s = _run(fake_suite, db_url, devices=(0, 1), workers_per_gpu=1)
     assert s.ok == len(suite.jobs) and s.failed == 0
     started = [line.split() for line in log.read_text().splitlines()]
     assert sorted(j for j, _ in started) == sorted(j.id for j in suite.jobs)  # each job once
     per_gpu = {d: sum(1 for _, dd in started if dd == d) for d in ("0", "1")}
-    assert per_gpu["1"] > 0 and per_gpu["0"] > 3 * per_gpu["1"]  # the fast GPU took most of them
+    assert per_gpu["1"] > 0 and per_gpu["0"] > 2 * per_gpu["1"]  # the fast GPU took most of them
 
 
 def test_longest_jobs_are_handed_out_first(fake_suite, db_url, tmp_path, monkeypatch):

@@ -187,6 +187,46 @@ class _Laps:
         self.t = now
 
 
+def _warm_up(cand: Candidate, policy: Policy, stream) -> tuple[int, float]:
+    """At least 3 calls and ``policy.warmup_ms``: (calls made, ms of the last one)."""
+    import torch
+
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    calls, w0 = 0, time.perf_counter()
+    while True:
+        e0.record(stream)
+        cand.fn()
+        e1.record(stream)
+        e1.synchronize()
+        calls += 1
+        if (time.perf_counter() - w0) * 1e3 >= policy.warmup_ms and calls >= 3:
+            return calls, e0.elapsed_time(e1)
+
+
+def _capture(cand: Candidate, reps: int, stream):
+    """``reps`` calls captured in a CUDA graph (replayed once), or None when the call cannot be
+    captured (then it is timed as eager calls between events)."""
+    import torch
+
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(stream)
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                cand.fn()
+        stream.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(reps):
+                cand.fn()
+        graph.replay()
+        torch.cuda.synchronize()
+        return graph
+    except Exception:  # not capturable
+        torch.cuda.synchronize()
+        return None
+
+
 def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0, best_ms: float | None = None,
             laps: _Laps | None = None) -> list[dict]:
     """Time ``cand`` warm, and cold when ``policy.wants_cold`` (``best_ms``: the job's best library
@@ -205,38 +245,11 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0, best_ms: float |
     laps("first")
     if why:
         return [{"cache": "warm", "status": "failed", "message": why}]
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    calls, w0 = 0, time.perf_counter()
-    while True:  # warm-up: at least 3 calls and warmup_ms
-        e0.record(stream)
-        cand.fn()
-        e1.record(stream)
-        e1.synchronize()
-        calls += 1
-        per_call = e0.elapsed_time(e1)
-        if (time.perf_counter() - w0) * 1e3 >= policy.warmup_ms and calls >= 3:
-            break
+    calls, per_call = _warm_up(cand, policy, stream)
     reps = max(1, min(policy.max_reps, math.ceil(policy.sample_ms / max(per_call, 1e-6))))
     laps("warmup")
-    method, graph = "stream", None
-    if policy.graphs:
-        try:
-            side = torch.cuda.Stream()
-            side.wait_stream(stream)
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    cand.fn()
-            stream.wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(reps):
-                    cand.fn()
-            graph.replay()
-            torch.cuda.synchronize()
-            method = "cuda_graph"
-        except Exception:  # not capturable: eager calls between events
-            graph = None
-            torch.cuda.synchronize()
+    graph = _capture(cand, reps, stream) if policy.graphs else None
+    method = "cuda_graph" if graph is not None else "stream"
 
     def replay() -> None:
         if graph is not None:

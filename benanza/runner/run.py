@@ -15,6 +15,7 @@ import os
 import queue
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +61,9 @@ class RunOptions:
     # where the time goes (benchmarks/speed.py): a JSON-lines file that gets one line per job (its
     # wall time, database write, the harness's cost per phase from ``--profile``) and per worker start
     phases_log: Path | None = None
+    # suite processes per GPU, sharing it through a lock (harness.hpp, Context::gpu_acquire): one
+    # builds engine plans and queries heuristics (CPU work) while another times calls on the GPU
+    workers_per_gpu: int = 2
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -169,7 +173,8 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     system_id = db.upsert_system(system, authoritative=True)
     register_suite(suite, db)
     return _run_jobs(suite.jobs, db, system, system_id, opt, _suite_worker(exe, opt), suite.root,
-                     ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress)
+                     ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress,
+                     per_gpu=max(1, opt.workers_per_gpu))
 
 
 def register_suite(suite: Suite, db: Database) -> None:
@@ -260,9 +265,10 @@ def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[st
 
 
 def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOptions, worker: "Worker",
-              root: Path, models: str, progress) -> RunSummary:
+              root: Path, models: str, progress, per_gpu: int = 1) -> RunSummary:
     """Run the pending ``jobs`` (not yet in the database unless ``opt.force``) with ``worker``
-    processes, one per GPU, each job written in its own transaction; the run recorded in the
+    processes, ``per_gpu`` per GPU (more than one share the GPU through a lock file named by
+    ``BENANZA_GPU_LOCK``), each job written in its own transaction; the run recorded in the
     database. Shared by the suite's jobs and the framework's (:func:`run_framework_jobs`)."""
     gpus = opt.gpus()
     if opt.force:
@@ -283,14 +289,17 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
     t0 = time.perf_counter()
     if progress:
         progress("start", {"total": len(pending), "skipped": summary.skipped, "gpus": len(gpus)})
+    locks = {d: str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{run_id}-gpu{d}.lock")
+             for d in gpus} if per_gpu > 1 else {}
     ctx = _Shared(db=db, system_id=system_id, run_id=run_id, summary=summary, progress=progress, by_id=by_id,
-                  opt=opt, worker=worker, log_path=root / "run.log")
+                  opt=opt, worker=worker, log_path=root / "run.log", gpu_locks=locks)
+    drivers = [d for d in gpus for _ in range(per_gpu)]
     try:
-        if len(gpus) == 1:
-            _drive(ctx, gpus[0], order)
+        if len(drivers) == 1:
+            _drive(ctx, drivers[0], order)
         else:
-            with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
-                futures = [pool.submit(_drive, ctx, d, order) for d in gpus]
+            with ThreadPoolExecutor(max_workers=len(drivers)) as pool:
+                futures = [pool.submit(_drive, ctx, d, order) for d in drivers]
                 try:
                     while any(not f.done() for f in futures):
                         time.sleep(0.2)
@@ -311,6 +320,8 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
         db.finish_run(run_id, "failed", summary.ok + summary.failed, str(e)[:500])
         raise
     summary.wall_s = time.perf_counter() - t0
+    for path in locks.values():
+        Path(path).unlink(missing_ok=True)
     db.finish_run(run_id, "completed", summary.ok + summary.failed)
     if progress:
         progress("end", {})
@@ -330,6 +341,7 @@ class _Shared:
     opt: RunOptions
     worker: "Worker"
     log_path: Path
+    gpu_locks: dict = field(default_factory=dict)  # device -> the lock file its workers share
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -568,8 +580,9 @@ def _one_worker(ctx: _Shared, device: int, jobs: JobQueue) -> _WorkerResult:
     p = _Progress()
     log = open(ctx.log_path, "a")
     p.spawned_at = time.perf_counter()
+    env = dict(os.environ, BENANZA_GPU_LOCK=ctx.gpu_locks[device]) if device in ctx.gpu_locks else None
     proc = subprocess.Popen(ctx.worker.argv("-", device), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=log, text=True, bufsize=1, start_new_session=True)
+                            stderr=log, text=True, bufsize=1, start_new_session=True, env=env)
 
     def feed() -> None:
         jid = None if ctx.stop.is_set() else jobs.take()

@@ -1,6 +1,12 @@
 #include "benanza/harness.hpp"
 
 #include <cuda_profiler_api.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -230,9 +236,27 @@ Context::Context(const Options& opt) : opt_(opt) {
   flush_bytes_ = static_cast<std::size_t>(std::max<long long>(dev_.l2_cache_bytes, 1 << 20)) * 2;
   if (cudaMalloc(&flush_, flush_bytes_) != cudaSuccess) throw FatalError("cannot allocate the L2 flush buffer");
   watch_ = std::make_unique<ClockWatch>(dev_.pci_bus_id);
+  if (const char* lock = std::getenv("BENANZA_GPU_LOCK"); lock && *lock) {
+    gpu_lock_fd_ = ::open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (gpu_lock_fd_ < 0) throw FatalError(std::string("cannot open the GPU lock ") + lock);
+  }
+}
+
+void Context::gpu_acquire() {
+  if (gpu_lock_fd_ < 0 || gpu_lock_depth_++ > 0) return;
+  cudaStreamSynchronize(stream_);
+  while (::flock(gpu_lock_fd_, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
+void Context::gpu_release() {
+  if (gpu_lock_fd_ < 0 || gpu_lock_depth_ == 0 || --gpu_lock_depth_ > 0) return;
+  cudaStreamSynchronize(stream_);  // nothing of ours still runs when another process takes the GPU
+  ::flock(gpu_lock_fd_, LOCK_UN);
 }
 
 Context::~Context() {
+  if (gpu_lock_fd_ >= 0) ::close(gpu_lock_fd_);
   if (flush_) cudaFree(flush_);
   if (cublas_ws_) cudaFree(cublas_ws_);
   if (cublas_) cublasDestroy(cublas_);

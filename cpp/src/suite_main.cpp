@@ -54,6 +54,7 @@ void run_one(Context& ctx, const JobEntry& j, const Options& opt) {
   emit_line(std::string("{\"type\":\"job_start\",\"job\":\"") + json_escape(j.info.id) + "\"}");
   std::string status = "ok", message, cost;
   const auto t0 = std::chrono::steady_clock::now();
+  ctx.gpu_acquire();  // the job holds the GPU but for its CPU sections (Context::gpu_acquire)
   try {
     Bench bench(ctx, j.info);
     j.run(bench);
@@ -68,6 +69,7 @@ void run_one(Context& ctx, const JobEntry& j, const Options& opt) {
     message = e.what();
     cudaGetLastError();
   }
+  ctx.gpu_release();
   emit_line(std::string("{\"type\":\"job_end\",\"job\":\"") + json_escape(j.info.id) + "\",\"status\":\"" + status +
             "\",\"message\":\"" + json_escape(message) + "\"" + (cost.empty() ? "" : ",\"cost_ms\":" + cost) + "}");
 }

@@ -196,6 +196,12 @@ class Context {
   cublasHandle_t cublas() const { return cublas_; }
   cudaStream_t stream() const { return stream_; }
   ClockWatch* clock_watch() const { return watch_.get(); }  // NVML's reasons and SM clock, polled
+  // The GPU lock (BENANZA_GPU_LOCK: a file that several suite processes on one GPU share): a job
+  // holds it while it runs, except in its CPU sections (heuristics queries, plan builds: CpuSection),
+  // so that one process builds plans while another times calls, and no two ever launch work on the
+  // GPU at the same time. Without the variable both calls do nothing.
+  void gpu_acquire();
+  void gpu_release();
   void* flush_buffer() const { return flush_; }
   std::size_t flush_bytes() const { return flush_bytes_; }
   // JSON fields of the system record (device + library versions).
@@ -211,7 +217,21 @@ class Context {
   void* flush_ = nullptr;
   std::size_t flush_bytes_ = 0;
   std::unique_ptr<ClockWatch> watch_;
+  int gpu_lock_fd_ = -1;
+  int gpu_lock_depth_ = 0;
   void* cublas_ws_ = nullptr;
+};
+
+// A CPU-only stretch of a job (no GPU launch inside): the GPU lock is released for its duration.
+class CpuSection {
+ public:
+  explicit CpuSection(Context& ctx) : ctx_(ctx) { ctx_.gpu_release(); }
+  ~CpuSection() { ctx_.gpu_acquire(); }
+  CpuSection(const CpuSection&) = delete;
+  CpuSection& operator=(const CpuSection&) = delete;
+
+ private:
+  Context& ctx_;
 };
 
 // What a measurement record says besides its statistics.
