@@ -83,6 +83,7 @@ def phase_table(log: Path) -> dict:
             continue
         side = "framework" if r["job"].endswith(".torch") else "suite"
         t = out.setdefault(side, {"jobs": 0, "wall": 0.0, "store": 0.0, "build": 0.0, "gpu": 0.0, "kernels": 0.0,
+                                  "wait": 0.0,
                                   **{p: 0.0 for p in PHASES}, "status": {}})
         t["jobs"] += 1
         t["wall"] += r["wall_s"]
@@ -93,10 +94,11 @@ def phase_table(log: Path) -> dict:
         for p in PHASES:
             t[p] += float(jc.get(p, r["phases_ms"].get(p, 0.0))) / 1e3
         t["kernels"] += float(jc.get("kernels", 0.0)) / 1e3
+        t["wait"] += float(jc.get("gpu_wait", 0.0)) / 1e3
         for k, v in r["status"].items():
             t["status"][k] = t["status"].get(k, 0) + v
     for t in out.values():
-        t["setup"] = max(0.0, t["wall"] - t["build"] - t["kernels"] - sum(t[p] for p in PHASES))
+        t["setup"] = max(0.0, t["wall"] - t["build"] - t["kernels"] - t["wait"] - sum(t[p] for p in PHASES))
     out["worker_starts"] = starts
     return out
 
@@ -172,9 +174,10 @@ def fmt_stage_table(runs: list[dict]) -> str:
 
 
 def fmt_phase_table(runs: list[dict]) -> str:
-    cols = ("jobs", "start", "setup", "build", "first", "warmup", "capture", "screen", "warm", "cold", "kernels",
-            "store", "gpu", "busy")
-    lines = ["phases of the run and framework stages (s, summed over jobs; busy = GPU time of the samples / stage wall)",
+    cols = ("jobs", "start", "wait", "setup", "build", "first", "warmup", "capture", "screen", "warm", "cold",
+            "kernels", "store", "gpu", "busy")
+    lines = ["phases of the run and framework stages (s, summed over jobs and processes; wait: for the GPU lock of "
+             "the other process on the GPU; busy = GPU time of the samples / stage wall)",
              f"{'model':22} {'policy':10} {'side':9} " + " ".join(f"{c:>7}" for c in cols)]
     for r in runs:
         ph = r["phases"]
@@ -184,8 +187,8 @@ def fmt_phase_table(runs: list[dict]) -> str:
                 continue
             wall = r["stages"].get(stage) or 0.0
             starts = sum(ph.get("worker_starts", [])) if side == "suite" else 0.0
-            vals = [t["jobs"], starts, t["setup"], t["build"], *(t[p] for p in PHASES), t["kernels"], t["store"],
-                    t["gpu"], (t["gpu"] / wall if wall else 0.0)]
+            vals = [t["jobs"], starts, t.get("wait", 0.0), t["setup"], t["build"], *(t[p] for p in PHASES),
+                    t["kernels"], t["store"], t["gpu"], (t["gpu"] / wall if wall else 0.0)]
             cells = [f"{v:7d}" if isinstance(v, int) else f"{v:7.2f}" for v in vals]
             lines.append(f"{r['model'][:22]:22} {r['policy']:10} {side:9} " + " ".join(cells))
         st = {}

@@ -512,8 +512,8 @@ def job_phases(records: list[Record], end: dict) -> dict:
             build += r.build_ms
         if r.mean_ms is not None and r.samples:
             gpu += r.mean_ms * (r.reps or 1) * r.samples
-        elif r.estimate_ms is not None:
-            gpu += r.estimate_ms * (r.reps or 1)
+        elif r.estimate_ms is not None:  # raced out (its samples and the batch's lead replay) or screened
+            gpu += r.estimate_ms * (r.reps or 1) * ((r.samples or 0) + 1)
     job_cost = end.get("cost_ms") if isinstance(end.get("cost_ms"), dict) else {}
     return {"phases_ms": cost, "build_ms": build, "gpu_ms": gpu, "status": status, "job_cost_ms": job_cost}
 

@@ -245,8 +245,10 @@ Context::Context(const Options& opt) : opt_(opt) {
 void Context::gpu_acquire() {
   if (gpu_lock_fd_ < 0 || gpu_lock_depth_++ > 0) return;
   cudaStreamSynchronize(stream_);
+  const auto t0 = Clock::now();
   while (::flock(gpu_lock_fd_, LOCK_EX) != 0 && errno == EINTR) {
   }
+  gpu_wait_ms_ += ms_since(t0);
 }
 
 void Context::gpu_release() {
@@ -696,13 +698,13 @@ void Bench::emit_raced_out(const Call& c, const std::string& method, int reps, d
   emit_line(j.str());
 }
 
-std::string Bench::cost_json(double job_wall_ms) const {
-  char buf[400];
+std::string Bench::cost_json(double job_wall_ms, double gpu_wait_ms) const {
+  char buf[440];
   std::snprintf(buf, sizeof buf,
                 "{\"wall\":%.3f,\"first\":%.3f,\"warmup\":%.3f,\"capture\":%.3f,\"screen\":%.3f,\"warm\":%.3f,"
-                "\"cold\":%.3f,\"build\":%.3f,\"measured\":%d,\"raced_out\":%d}",
-                job_wall_ms, cost_[0], cost_[1], cost_[2], cost_[3], cost_[4], cost_[5], build_total_ms_, measured_,
-                raced_out_);
+                "\"cold\":%.3f,\"build\":%.3f,\"gpu_wait\":%.3f,\"measured\":%d,\"raced_out\":%d}",
+                job_wall_ms, cost_[0], cost_[1], cost_[2], cost_[3], cost_[4], cost_[5], build_total_ms_, gpu_wait_ms,
+                measured_, raced_out_);
   return buf;
 }
 

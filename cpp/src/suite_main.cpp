@@ -54,12 +54,14 @@ void run_one(Context& ctx, const JobEntry& j, const Options& opt) {
   emit_line(std::string("{\"type\":\"job_start\",\"job\":\"") + json_escape(j.info.id) + "\"}");
   std::string status = "ok", message, cost;
   const auto t0 = std::chrono::steady_clock::now();
+  const double wait0 = ctx.gpu_wait_ms();
   ctx.gpu_acquire();  // the job holds the GPU but for its CPU sections (Context::gpu_acquire)
   try {
     Bench bench(ctx, j.info);
     j.run(bench);
     if (opt.profile)
-      cost = bench.cost_json(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      cost = bench.cost_json(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                             ctx.gpu_wait_ms() - wait0);
   } catch (const FatalError& e) {
     fatal_line(std::string("job ") + j.info.id + ": " + e.what());
     std::fprintf(stderr, "benanza-suite: %s\n", e.what());

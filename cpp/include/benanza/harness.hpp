@@ -202,6 +202,7 @@ class Context {
   // GPU at the same time. Without the variable both calls do nothing.
   void gpu_acquire();
   void gpu_release();
+  double gpu_wait_ms() const { return gpu_wait_ms_; }  // wall time spent waiting for the GPU lock
   void* flush_buffer() const { return flush_; }
   std::size_t flush_bytes() const { return flush_bytes_; }
   // JSON fields of the system record (device + library versions).
@@ -219,6 +220,7 @@ class Context {
   std::unique_ptr<ClockWatch> watch_;
   int gpu_lock_fd_ = -1;
   int gpu_lock_depth_ = 0;
+  double gpu_wait_ms_ = 0;
   void* cublas_ws_ = nullptr;
 };
 
@@ -311,7 +313,7 @@ class Bench {
   // The harness's own wall time in this job (--profile): per phase of measure() (first call, warm-up,
   // graph capture, screen, warm samples, cold samples), the plan builds its calls reported, the
   // calls that left the race; JSON for the job_end line.
-  std::string cost_json(double job_wall_ms) const;
+  std::string cost_json(double job_wall_ms, double gpu_wait_ms = 0) const;
 
  private:
   double cost_[6] = {0, 0, 0, 0, 0, 0};
