@@ -11,7 +11,7 @@
 # FRESH=1 (clear benanza's and CUDA's caches first, as on a fresh machine).
 set -uo pipefail
 OUT=${1:?usage: gpu_race.sh OUT [MODELS] [POLICIES] [ZOO]}
-MODELS=${2:-examples/resnet50.onnx}
+MODELS=${2-examples/resnet50.onnx}
 POLICIES=${3:-default,exhaustive}
 ZOO=${4:-}
 mkdir -p "$OUT"
