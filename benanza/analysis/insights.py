@@ -35,6 +35,7 @@ import numpy as np
 from benanza.analysis.analyzer import Analysis
 from benanza import kinds as L
 from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database
+from benanza.runner.records import estimated_ms
 from benanza.analysis.whatif import Alternatives, WhatIf, compose, headline
 
 #: the insights JSON's ``format`` (the input of ``benanza report``)
@@ -348,10 +349,6 @@ def engine_key(name: str) -> str:
     return _lt_key(name) or name
 
 
-# the harness's message for a call that left the race (cpp/src/harness.cpp, Bench::emit_raced_out: its
-# screen's median time per call) or was screened (racing off: its one replay's time per call)
-_SCREENED = re.compile(r"^(?:screened|raced out): ([0-9.]+(?:[eE][-+]?[0-9]+)?) ms per call")
-_ESTIMATED = ("screened", "raced_out")
 
 
 def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> tuple[dict, dict, dict]:
@@ -366,11 +363,11 @@ def _db_times(db: Database, system_id: int, keys: list[str], cache: str) -> tupl
         return out, screened, other
     for m in db.measurements(system_id, keys, cache=cache):
         k = (m.layer_key, engine_key(m.algorithm))
-        sm = _SCREENED.match(m.message or "") if m.status in _ESTIMATED else None
+        est = estimated_ms(m.status, m.message)
         if m.status == "ok" and m.median_ms is not None and np.isfinite(m.median_ms):
             out[k].append((m.median_ms, m.call, m.precision, m.layout))
-        elif sm:
-            screened[k].append((float(sm.group(1)), m.call, m.precision, m.layout))
+        elif est is not None:
+            screened[k].append((est, m.call, m.precision, m.layout))
         else:
             other[k][m.status] += 1
     return out, screened, other

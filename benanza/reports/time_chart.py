@@ -25,7 +25,6 @@ replayed back to back in a CUDA graph (tiny copies) are timed below it.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,19 +35,16 @@ from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import math_peak_key
 from benanza.database.counters import read_counters, summarize
 from benanza.reports.chart import LAUNCH_FLOOR_US, save_figure
+from benanza.runner.records import ESTIMATED_STATUSES, estimated_ms
 
 #: measurement statuses drawn: valid ones, and those with an estimate only: screened (one replay) and
 #: raced out (the race's screen samples), their time read from the harness's message
-DRAWN_STATUSES = ("ok", "screened", "raced_out")
-_ESTIMATE = re.compile(r"^(?:screened|raced out): ([0-9.]+(?:[eE][-+]?[0-9]+)?) ms per call")
+DRAWN_STATUSES = ("ok", *ESTIMATED_STATUSES)
 
 
 def row_time(m) -> float | None:
     """A drawn row's time (ms): a valid row's median, a screened or raced-out row's estimate."""
-    if m.status == "ok":
-        return m.median_ms
-    hit = _ESTIMATE.match(m.message or "") if m.status in DRAWN_STATUSES else None
-    return float(hit.group(1)) if hit else None
+    return m.median_ms if m.status == "ok" else estimated_ms(m.status, m.message)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -126,6 +127,18 @@ class ChoiceLine:
         """The record of a parsed line. Raises :class:`RecordError` as :meth:`MeasurementLine.from_json`
         does (required: source, rank, algorithm, math, status)."""
         return _build(cls, d)
+
+
+#: statuses whose message holds a time estimate (ms per call): a call that left the race
+#: (``Bench::emit_raced_out``: its screen's median) or was screened (racing off: its one replay)
+ESTIMATED_STATUSES = ("raced_out", "screened")
+_ESTIMATE = re.compile(r"^(?:screened|raced out): ([0-9.]+(?:[eE][-+]?[0-9]+)?) ms per call")
+
+
+def estimated_ms(status: str, message: str | None) -> float | None:
+    """The time estimate (ms per call) a raced-out or screened record's message gives, else None."""
+    hit = _ESTIMATE.match(message or "") if status in ESTIMATED_STATUSES else None
+    return float(hit.group(1)) if hit else None
 
 
 #: what a worker's ``type`` names
