@@ -26,7 +26,7 @@ from typing import Callable
 from benanza import kinds as L
 from benanza.analysis import roofline
 from benanza.build.builder import suite_executable
-from benanza.database.store import Database, system_fingerprint
+from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, system_fingerprint
 from benanza.errors import DeviceError, UsageError
 from benanza.runner.records import RECORD_TYPES, MeasurementLine, Record, RecordError, parse_record
 from benanza.generation.generator import Suite
@@ -257,8 +257,10 @@ def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[st
     precision) on a system, in either layout: the reference of the framework jobs' cold policy."""
     best: dict[tuple[str, str], float] = {}
     for m in db.measurements(system_id, sorted(set(keys)), "warm"):
-        if m.status != "ok" or m.median_ms is None or m.call.startswith("torch:"):
-            continue
+        if m.status != "ok" or m.median_ms is None or m.call.startswith(FRAMEWORK_CALL_PREFIX) \
+                or m.math not in L.ACCEPTED_MATH.get(m.precision, ()) \
+                or m.dtype not in L.ACCEPTED_DTYPES.get(m.precision, ()):
+            continue  # (an fp32 row relabelled tf32 is no fp32 time)
         k = (m.layer_key, m.precision)
         best[k] = min(best.get(k, m.median_ms), m.median_ms)
     return best

@@ -91,8 +91,11 @@ def local_system(index: int = 0) -> dict | None:
     """A system record of GPU ``index`` with the cuDNN and cuBLAS found here, as a suite reports it
     (:func:`describe`; the identity fields of :data:`benanza.database.store.SYSTEM_IDENTITY`, so its
     fingerprint is the suite's): what the framework's kernels are stored under when they are timed
-    before the suite is built. None without a GPU."""
-    info = describe()
+    before the suite is built. None without a GPU or without the native module."""
+    try:
+        info = describe()
+    except BenanzaError:  # benanza._native is not built: the suite will say which GPU it has
+        return None
     if not info["devices"] or index >= len(info["devices"]):
         return None
     rec = dict(info["devices"][index])
