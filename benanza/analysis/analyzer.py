@@ -248,10 +248,10 @@ def resolve_system(db: Database, spec: str | None, current_fingerprint: str | No
     if not systems:
         raise UsageError(f"database {db.safe_url} has no measurements; run `benanza bench` or `benanza run` first")
     if spec:
-        hits = [s for s in systems if str(s.id) == spec or s.fingerprint.startswith(spec.lower())
-                or spec.lower() in s.gpu_name.lower()]
-        if not hits:
-            raise UsageError(f"no system matches {spec!r} in {db.safe_url} (see `benanza db systems`)")
+        # the one resolver of a --system (database.query.resolve_systems): an id is exact, so "1"
+        # is system 1, not also every GPU whose name holds a 1 (H100)
+        ids = set(query.resolve_systems(db, spec))
+        hits = [s for s in systems if s.id in ids]
         if len(hits) > 1:
             hits.sort(key=lambda s: s.id)
             return hits[-1], f"{len(hits)} systems match {spec!r}; using the newest, id {hits[-1].id}"
