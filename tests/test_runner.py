@@ -131,7 +131,7 @@ def test_longest_jobs_are_handed_out_first(fake_suite, db_url, tmp_path, monkeyp
     log = tmp_path / "started.log"
     monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
     suite = load_suite(fake_suite)
-    _run(fake_suite, db_url)
+    _run(fake_suite, db_url, workers_per_gpu=1)  # one process: the log is the queue's order
     order = [line.split()[0] for line in log.read_text().splitlines()]
     by_id = {j.id: j for j in suite.jobs}
     costs = [job_cost(by_id[j]) for j in order]
