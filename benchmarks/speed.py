@@ -48,10 +48,12 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 
 #: the policies a run can time: the default (racing, cold figures for contenders), --exhaustive
 #: (every candidate to the stopping rule, cold for all), the default with one suite process per GPU
-#: ("default-1w") and the policy before racing ("before":
-#: the 1.5x one-replay screen, cold for all)
-POLICIES = {"default": [], "default-1w": ["--workers-per-gpu", "1"], "exhaustive": ["--exhaustive"], "before": ["--exhaustive", "--screen", "1.5",
-                                                                                  "--warmup-ms", "2"]}
+#: ("default-1w"), the policy before racing ("before": the 1.5x one-replay screen, cold for all),
+#: and the default on GPU 0 alone ("gpu0") or on every GPU of the host ("all-gpus"), for the
+#: several-GPU speed-up of the run stage
+POLICIES = {"default": [], "default-1w": ["--workers-per-gpu", "1"], "exhaustive": ["--exhaustive"],
+            "before": ["--exhaustive", "--screen", "1.5", "--warmup-ms", "2"],
+            "gpu0": ["--devices", "0"], "all-gpus": ["--devices", "all"]}
 
 
 def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str) -> dict:
