@@ -454,16 +454,6 @@ def _run_line(s) -> str:
 
 # ----------------------------------------------------------------------------------------- analyze
 
-def _current_fingerprint() -> Optional[str]:
-    """Fingerprint of GPU 0 here, when there is one and the native module can see it."""
-    try:
-        from benanza.runner import system as sysq
-
-        return sysq.current_fingerprint()
-    except Exception:
-        return None
-
-
 #: the per-layer table's columns; in a narrow terminal the v7 pick goes first, then IQR, math,
 #: critical-path mark, config and call (layer, algorithm and time stay)
 ANALYSIS_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("config", drop=5), Col("call", "name", drop=6),
@@ -472,8 +462,8 @@ ANALYSIS_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("config", drop=5)
 
 
 def _analysis_table(a) -> FitTable:
-    part = "" if a.complete else " (INCOMPLETE: partial sums)"
-    t = FitTable(f"{a.model} batch {a.batch} {a.precision_label}: LBL {a.lbl_ms:.4f} ms (fused, critical path); "
+    part = "" if a.complete_unfused else " (partial sums)"
+    t = FitTable(f"{a.model} batch {a.batch} {a.precision_label}: LBL {a.lbl_text()}; "
                  f"unfused sequential {a.lbl_sequential_ms:.4f} ms, parallel {a.lbl_parallel_ms:.4f} ms{part}",
                  ANALYSIS_COLUMNS)
     crit = set(a.critical_path)
@@ -529,13 +519,14 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
 
     Example: benanza analyze resnet50.onnx --batch 32 --dtype fp16 --trace lbl.json (open lbl.json in
     ui.perfetto.dev beside the torch.profiler trace)"""
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza import api
     from benanza.database.store import open_db
-    from benanza.generation.generator import parse_layouts, parse_precisions
+    from benanza.generation.generator import parse_precisions
     from benanza.processing.model import parse_batches
 
     precisions = parse_precisions(dtype)
-    layouts = tuple(parse_layouts(layout))
+    layouts = api.layouts(layout)
+    api.cache(cache)
     _check_output_file("--trace", trace_out)
     if trace_out is not None and (len(precisions) > 1 or len(parse_batches(batch)) > 1):
         raise UsageError("--trace writes one schedule: give one --batch and one --dtype")
@@ -546,12 +537,14 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     database = open_db(db, create=False)
     if not json_out:
         _db_notices(database)
-    system, notice = resolve_system(database, system_spec, _current_fingerprint())
-    if notice and not json_out:
-        err.print(f"notice: {notice}", markup=False)
     conv_p = _conv_precision(conv_tf32, precisions)
-    results = [do_analyze(ml, database, system, p, cache, layouts, conv_p) for ml in mls for p in precisions]
-    _require_measurements(results, database, system)
+    fingerprint, dims = api.current_fingerprint(), tuple(_parse_dims(dim).items())
+    lbs = [api.lower_bound(api.Scenario(model, ml.batch, p, layouts, cache, system_spec, conv_p, dims, batch_dim),
+                           database, ml, fingerprint) for ml in mls for p in precisions]
+    results, system = [lb.analysis for lb in lbs], lbs[0].system
+    if not json_out:
+        for note in dict.fromkeys(n for lb in lbs for n in lb.notices):
+            err.print(f"notice: {note}", markup=False)
     if trace_out is not None:
         from benanza.reports.lbl_trace import write_trace
 
@@ -598,16 +591,6 @@ def _conv_precision(conv_tf32: bool, precisions: list[str]) -> Optional[str]:
     if precisions != ["fp32"]:
         raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
     return "tf32"
-
-
-def _require_measurements(results, database, system) -> None:
-    """An LBL without measurements is never a number: raise :class:`UsageError` (exit 2) when an
-    analysis has benchmarkable layers and not one of them is measured on ``system``."""
-    for r in results:
-        if r.measured_layers == 0 and r.missing:
-            raise UsageError(f"{r.model} batch {r.batch} {r.precision_label}: no layer is measured on {system.gpu_name} "
-                             f"(system {system.id}) in {database.safe_url}; run `benanza bench` for this batch "
-                             f"and data type")
 
 
 def _print_findings(results, database, system) -> None:
@@ -776,35 +759,11 @@ def _summary_table(results) -> FitTable:
 
 # --------------------------------------------------------------------------- predict and roofline
 
-def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system_spec: Optional[str], json_out: bool,
-                  layouts: tuple[str, ...] = ("NCHW",)):
-    """Process MODEL at one batch, resolve the system and analyze it in one precision (each layer's
-    fastest measurement among ``layouts``)."""
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
-    from benanza.database.store import open_db
-
-    if dtype not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {dtype!r} (choose one of {', '.join(L.PRECISIONS)})")
-    if batch <= 0:
-        raise UsageError(f"--batch must be a positive integer, got {batch}")
-    ml = _process_all(model, [batch], {}, None, quiet=json_out)[0]
-    database = open_db(db, create=False)
-    system, notice = resolve_system(database, system_spec, _current_fingerprint())
-    if notice and not json_out:
-        err.print(f"notice: {notice}", markup=False)
-    return do_analyze(ml, database, system, dtype, layouts=layouts), system
-
-
-def _spec_of(system, json_out: bool):
-    """The spec-table entry of a measured system, with a notice when the two disagree."""
-    from benanza.analysis.gpus import find_gpu
-
-    spec = find_gpu(system.gpu_name)
-    if not json_out and (system.sm_count != spec.sm_count or
-                         (system.max_sm_clock_mhz and system.max_sm_clock_mhz != spec.boost_clock_mhz)):
-        err.print(f"notice: {system.gpu_name} reports {system.sm_count} SMs at {system.max_sm_clock_mhz} MHz; "
-                  f"the spec table says {spec.sm_count} at {spec.boost_clock_mhz} MHz (spec used)", markup=False)
-    return spec
+def _print_notices(lb, json_out: bool) -> None:
+    """A lower bound's notices (the model's, the system resolver's, the spec table's) on stderr."""
+    if not json_out:
+        for n in lb.notices:
+            err.print(f"notice: {n}", markup=False)
 
 
 @app.command()
@@ -820,21 +779,17 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
             memory: str = typer.Option("l2", "--memory", help="memory term: l2 (warm working sets that fit "
                                        "the L2 scale with SMs x clock, the rest with DRAM bandwidth) or dram "
                                        "(Habitat's: all with DRAM bandwidth)"),
-            json_out: bool = typer.Option(False, "--json", help="the prediction per layer as JSON on stdout")):
+            json_out: bool = typer.Option(False, "--json", help="the prediction per layer as JSON on stdout"),
+            layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP)):
     """Predict MODEL's LBL on a GPU you do not have from its measurements on one you do (Habitat
     wave scaling, USENIX ATC 2021, with datasheet figures).
 
     Example: benanza predict resnet50.onnx --batch 32 --dtype fp16 --from H200 --to A100-SXM4-80GB --db perf.db"""
-    from benanza.analysis.gpus import find_gpu
-    from benanza.analysis.predict import predict as do_predict
+    from benanza import api
 
-    dest = find_gpu(target)
-    a, system = _one_analysis(model, batch, dtype, db, origin, json_out)
-    from benanza.analysis.predict import MEMORY_MODELS
-
-    if memory not in MEMORY_MODELS:
-        raise UsageError(f"--memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
-    p = do_predict(a, _spec_of(system, json_out), dest, dtype, memory=memory)
+    lb, p = api.predict(api.Scenario.of(model, batch, dtype, layout, system=origin), target, db, memory)
+    a = lb.analysis
+    _print_notices(lb, json_out)
     from benanza.analysis.predict import error_bar, load_error_table
 
     table = load_error_table()
@@ -849,9 +804,12 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
         t.add_row(kind, str(v["layers"]), f"{v['origin_ms']:.4f}", f"{v['predicted_ms']:.4f}",
                   f"{v['ratio']:.3f}" if v["ratio"] else "-")
     out.print(t)
-    out.print(f"LBL sequential: {p.origin_lbl_sequential_ms:.4f} ms measured -> {p.lbl_sequential_ms:.4f} ms predicted; "
-              f"parallel (critical path): {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
-              + ("" if p.complete else " (INCOMPLETE: layers without a measurement)"), markup=False)
+    note = f" {a.incomplete_note}" if a.incomplete_note else ""
+    out.print(f"LBL ({a.lbl_name}): {p.origin_lbl_ms:.4f} ms measured on {p.origin.name} -> {p.lbl_ms:.4f} ms "
+              f"predicted on {p.target.name}{note}", markup=False)
+    out.print(f"unfused, per layer: sequential {p.origin_lbl_sequential_ms:.4f} -> {p.lbl_sequential_ms:.4f} ms, "
+              f"critical path {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
+              + ("" if p.complete else " (partial sums: layers without a measurement)"), markup=False)
     out.print(_error_bar_line(eb, dtype), markup=False, highlight=False)
     out.print(f"method: Habitat wave scaling, {memory} memory term; figures from the spec table ({p.target.source})", markup=False,
               highlight=False)
@@ -892,42 +850,30 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
              kind: str = typer.Option("classic", "--kind", help="classic (achieved FLOP/s against FLOP/byte, one "
                                       "point per layer) or time (time against FLOPs and against bytes, every "
                                       "measured implementation of each layer; Wang et al. 2020)"),
-             layout: str = typer.Option("nchw", "--layout", help="layouts a layer may run in: nchw (default: the "
-                                        "model's) or nchw,nhwc (convolutions and their neighbours also "
-                                        "channels-last, each layer taking the faster; the time chart draws both)")):
+             layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP + "; the time chart draws "
+                                        "every layout measured")):
     """Roofline bound and library efficiency (bound / best measured) of every layer of MODEL, and the
     roofline chart (--kind classic) or the time-based roofline of every implementation (--kind time).
 
     Example: benanza roofline resnet50.onnx --batch 32 --dtype fp16 --db perf.db --kind time --svg roofline.svg"""
-    from benanza.analysis.roofline import l2_roof
+    from benanza import api
     from benanza.database.store import open_db
-    from benanza.reports.chart import LAUNCH_FLOOR_US, model_roofline, render
+    from benanza.reports.chart import LAUNCH_FLOOR_US, render
 
-    if ceilings not in ("spec", "measured"):
-        raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
     if kind not in ("classic", "time"):
         raise UsageError(f"--kind must be classic or time, got {kind!r}")
-    from benanza.generation.generator import parse_layouts
-
-    layouts = tuple(parse_layouts(layout))
     for flag, path in (("--png", png), ("--svg", svg)):
         _check_output_file(flag, path)
-    a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out, layouts)
-    spec = _spec_of(system, json_out)
     database = open_db(db, create=False)
-    measured = database.ceilings(system.id)
-    if ceilings == "measured":
-        from benanza.analysis.gpus import with_measured_ceilings
-
-        spec = with_measured_ceilings(spec, measured)
-    l2 = l2_roof(spec.sm_count, spec.boost_clock_mhz, measured)
+    lb, mr, spec = api.roofline(api.Scenario.of(model, batch, dtype, layout, system=system_spec), database, ceilings)
+    a, system, l2 = lb.analysis, lb.system, mr.l2
+    _print_notices(lb, json_out)
     if kind == "time":
         from benanza.reports.time_chart import print_time_roofline, render_time, time_roofline
 
         tr = time_roofline(a, database, system, spec, l2, ceilings)
         print_time_roofline(tr, render_time(tr, png, svg) if (png or svg) else [], out, json_out)
         return
-    mr = model_roofline(a, spec, ceilings, l2)
     written = render(mr, png, svg) if (png or svg) else []
     if json_out:
         d = mr.to_dict()
@@ -944,9 +890,11 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
         t.add_row(str(x.index), x.name, x.kind, f"{x.flops / 1e9:.3f}", f"{x.bytes / 1e6:.2f}", f"{x.intensity:.1f}",
                   x.limit, x.peak, f"{x.bound_ms * 1e3:.1f}", f"{x.measured_ms * 1e3:.1f}", f"{x.efficiency:.0%}")
     out.print(t)
-    out.print(f"roofline bound: {mr.bound_sequential_ms:.4f} ms sequential, {mr.bound_parallel_ms:.4f} ms parallel; "
-              f"with the {LAUNCH_FLOOR_US:g} µs launch floor {mr.attainable_sequential_ms:.4f} ms; LBL {mr.lbl_sequential_ms:.4f} ms; "
-              f"library efficiency {mr.efficiency:.1%}", markup=False)
+    out.print(f"LBL {a.lbl_text()}", markup=False)
+    out.print(f"roofline bound of the layers: {mr.bound_sequential_ms:.4f} ms sequential, {mr.bound_parallel_ms:.4f} ms "
+              f"parallel; with the {LAUNCH_FLOOR_US:g} µs launch floor {mr.attainable_sequential_ms:.4f} ms; library "
+              f"efficiency {mr.efficiency:.1%} (bound / the layers' measured sum, {mr.lbl_sequential_ms:.4f} ms "
+              f"unfused)", markup=False)
     out.print(f"ceilings: {mr.gpu.source}", markup=False, highlight=False)
     from benanza.reports.counters import counters_table
 
@@ -1040,14 +988,14 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
 def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: dict):
     """``bench``'s stage 5: the LBL of every batch and data type on the system just measured ->
     (system, analyses); :class:`UsageError` when a layer table has no measurement at all."""
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza import api
     from benanza.database.store import system_fingerprint
 
     t = time.perf_counter()
-    system, _ = resolve_system(database, None, system_fingerprint(rs.system))
-    results = [do_analyze(ml, database, system, p, layouts=tuple(layouts), conv_precision=conv_p)
-               for ml in mls for p in precisions]
-    _require_measurements(results, database, system)
+    fingerprint = system_fingerprint(rs.system)
+    lbs = [api.lower_bound(api.Scenario(ml.path, ml.batch, p, tuple(layouts), conv_precision=conv_p),
+                           database, ml, fingerprint) for ml in mls for p in precisions]
+    system, results = lbs[0].system, [lb.analysis for lb in lbs]
     stages["analyze_s"] = time.perf_counter() - t
     say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
     return system, results
@@ -1687,9 +1635,9 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
 
     Example: benanza torch resnet50 --batch 1,32 --dtype fp16
     """
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza import api
     from benanza.database.store import open_db
-    from benanza.processing.model import parse_batches, process
+    from benanza.processing.model import parse_batches
     from benanza.processing.modules import resolve
     from benanza.profiles import load_profile
     from benanza.profiles.pytorch import DTYPES, check_dtype, prepare
@@ -1708,15 +1656,15 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
         onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, bench,
                                        bench_args, warmup, runs, iterations, ref, force, say)
     database = open_db(db, create=False)
-    system, notice = resolve_system(database, None, _current_fingerprint())
     _, _, precision, conv = DTYPES[dtype]
-    layouts = ("NCHW", "NHWC")
+    layouts = api.DEFAULT_LAYOUTS
     docs = []
+    fingerprint = api.current_fingerprint()
     for r in runs_done:
         prof = load_profile(r.folder, onnx_path, r.batch)
-        ml = process(onnx_path, r.batch)
-        a = do_analyze(ml, database, system, precision, "warm", layouts, conv)
-        _require_measurements([a], database, system)
+        lb = api.lower_bound(api.Scenario(onnx_path, r.batch, precision, layouts, conv_precision=conv), database,
+                             fingerprint=fingerprint)
+        a, ml, system = lb.analysis, lb.layers, lb.system
         d = _insight_docs(prof, [a], ml, database, system, "warm", layouts)[0]
         d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path)}
         stem = r.folder.name.replace("profile-", "report-")

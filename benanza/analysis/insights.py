@@ -35,7 +35,7 @@ import numpy as np
 from benanza.analysis.analyzer import Analysis
 from benanza import kinds as L
 from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database
-from benanza.runner.records import estimated_ms
+from benanza.database.records import estimated_ms
 from benanza.analysis.whatif import Alternatives, WhatIf, compose, headline
 
 #: the insights JSON's ``format`` (the input of ``benanza report``)
@@ -168,6 +168,12 @@ class Insights:
     notices: list[str] = field(default_factory=list)
     whatif: dict = field(default_factory=dict)
     headline: str = ""
+    #: the headline LBL (Analysis.lbl_ms), what it is, and its one count of missing layers
+    lbl_ms: float = 0.0
+    lbl_name: str = ""
+    missing_layers: int = 0
+    complete_unfused: bool = True
+    incomplete_note: str = ""
 
     @property
     def benanza_ratio(self) -> float | None:
@@ -208,6 +214,12 @@ class Insights:
             "algorithms": [a.to_dict() for a in self.algorithms],
             "critical_path": self.critical_path, "layers": self.layers, "notices": self.notices,
             "whatif": self.whatif, "headline": self.headline,
+            "lbl_ms": self.lbl_ms, "lbl_name": self.lbl_name, "missing_layers": self.missing_layers,
+            "complete_unfused": self.complete_unfused,
+            "incomplete_note": self.incomplete_note or None,
+            # the ratio of a partial LBL is a partial ratio: never above-1-safe, never a bound
+            "benanza_ratio_complete": self.complete,
+            "layers_above_framework": sum(1 for r in self.layers if r.get("above_framework")),
         }
 
 
@@ -514,7 +526,9 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
     gpu = a.system.get("gpu_name") or ""
     return Insights(
         whatif=w.to_dict() if w is not None else {},
-        headline=headline(a.model, a.batch, a.precision_label, gpu, s.run_label, w) if w is not None else "",
+        headline=headline(a.model, a.batch, a.precision_label, gpu, s.run_label, w, a.incomplete_note)
+        if w is not None else "", lbl_ms=a.lbl_ms, lbl_name=a.lbl_name, missing_layers=len(a.missing),
+        incomplete_note=a.incomplete_note, complete_unfused=a.complete_unfused,
         model=a.model, batch=a.batch, precision=a.precision, gpu=a.system.get("gpu_name") or "",
         framework=_framework_info(p), latency_ms=lat,
         latency_iqr_ms=p.latency.iqr_ms if p.latency is not None else None,
@@ -804,15 +818,21 @@ def _breakdown(cat_ms: dict, bn: list, gap_ms: float, rest_host: float | None) -
 
 def _layer_rows(a: Analysis, lps: dict) -> list[dict]:
     """Per layer (zero-cost layers without framework kernels left out): the framework's kernel time
-    (ms, from the profile ``lps``) next to its LBL time and measurement, and whether it is on the
-    critical path."""
+    (ms, from the profile ``lps``) next to its LBL time and measurement, whether it is on the
+    critical path, and ``above_framework`` when its bound is slower than the framework's kernels for
+    it. ``status``: measured, zero_cost, missing (no time: the LBL is partial) or covered (no time
+    of its own, computed by a fused call the LBL counts)."""
     crit = set(a.critical_path)
     rows = []
     for t in a.layers:
         lp = lps.get(t.layer.index)
         if t.status == "zero_cost" and (lp is None or not lp.kernels):
             continue
-        rows.append({"index": t.layer.index, "name": t.layer.name, "op": t.layer.op_type, "status": t.status,
+        fk = lp.kernel_ms if lp is not None else None
+        rows.append({"index": t.layer.index, "name": t.layer.name, "op": t.layer.op_type,
+                     "status": "covered" if t.covered else t.status,
+                     # the layer's bound is slower than the framework's kernels for it: not a bound there
+                     "above_framework": bool(t.time_ms is not None and fk and t.time_ms > fk and not t.conversion),
                      "framework_ms": lp.total_ms if lp is not None else None,
                      "framework_kernel_ms": lp.kernel_ms if lp is not None else None,
                      "framework_helper_ms": (lp.layout_ms + lp.fill_ms + lp.copy_ms) if lp is not None else None,
@@ -854,7 +874,16 @@ def _closing_notices(a: Analysis, p, rows: list[dict], lat: float | None) -> lis
     if a.lbl_ms > p.gpu_kernel_ms > 0:
         notices.append(_above_framework(a, p, rows))
     if not a.complete:
-        notices.append(f"the LBL is incomplete: {len(a.missing)} layers have no valid measurement")
+        notices.append(f"the LBL is {a.incomplete_note}: every LBL figure and the Benanza ratio are partial")
+    above = [r for r in rows if r.get("above_framework")]
+    if above:
+        notices.append(f"{len(above)} layers' bound is slower than the framework's kernels for them (e.g. "
+                       + ", ".join(f"{r['name'] or r['op']} {r['lbl_ms'] * 1e3:.1f} vs "
+                                   f"{r['framework_kernel_ms'] * 1e3:.1f} µs" for r in above[:3])
+                       + "): benanza lacks the framework's kernel for them, so the bound is loose there")
+    if lat and a.lbl_sequential_ms > lat:
+        notices.append(f"the unfused LBL ({a.lbl_sequential_ms:.4f} ms, sequential) is above the measured latency "
+                       f"({lat:.4f} ms): only the fused LBL ({a.lbl_ms:.4f} ms) bounds this framework, which fuses")
     if lat is None:
         notices.append("the profile has no measured latency: no Benanza ratio or joint speedup")
     return notices

@@ -28,7 +28,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from benanza import kinds as L
 from benanza.errors import DatabaseError
-from benanza.runner.records import ChoiceLine, MeasurementLine, Record
+from benanza.kinds.base import FRAMEWORK_CALL_PREFIX, FRAMEWORK_JOB_SUFFIX, JobId  # noqa: F401 (re-exported)
+from benanza.database.records import ChoiceLine, MeasurementLine, Record
 from benanza.versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
@@ -310,6 +311,36 @@ def _retrying(fn):
     return wrapper
 
 
+# the kernel_counters table (schema 5; functions in benanza.database.counters)
+class KernelCounter(Base):
+    """One kernel of one implementation profiled by Nsight Compute: DRAM throughput (% of peak) and
+    bytes, SM throughput (% of peak), achieved occupancy (%), duration (ns), name and launch shape;
+    ``tool``: the ncu version that read them."""
+
+    __tablename__ = "kernel_counters"
+    __table_args__ = (sa.UniqueConstraint("system_id", "layer_key", "precision", "call", "algorithm", "math",
+                                          "layout", "kernel_index", name="uq_kernel_counter"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"))
+    layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"))
+    precision: Mapped[str] = mapped_column(sa.String(8))
+    call: Mapped[str] = mapped_column(sa.String(96))
+    algorithm: Mapped[str] = mapped_column(sa.String(96))
+    math: Mapped[str] = mapped_column(sa.String(32))
+    layout: Mapped[str] = mapped_column(sa.String(8))
+    kernel_index: Mapped[int]
+    kernel_name: Mapped[str] = mapped_column(sa.Text)
+    block_size: Mapped[str] = mapped_column(sa.String(48), default="")
+    grid_size: Mapped[str] = mapped_column(sa.String(48), default="")
+    dram_pct: Mapped[float | None] = mapped_column(sa.Double)
+    dram_bytes: Mapped[float | None] = mapped_column(sa.Double)
+    sm_pct: Mapped[float | None] = mapped_column(sa.Double)
+    occupancy_pct: Mapped[float | None] = mapped_column(sa.Double)
+    duration_ns: Mapped[float | None] = mapped_column(sa.Double)
+    tool: Mapped[str] = mapped_column(sa.String(96), default="")
+    created_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
+
+
 class Database:
     """An open performance database. Create with :func:`open_db`. Writes retry on conflicts with
     concurrent writers (other processes running `benanza run` into the same database)."""
@@ -435,14 +466,14 @@ class Database:
                   layout: str = "NCHW") -> None:
         """Write one finished job atomically: its measurement records replace earlier ones of the
         same source for the same (system, config, precision, layout), and the job is marked done.
-        ``records``: the worker's lines of the job, typed (:class:`benanza.runner.records.MeasurementLine`,
-        :class:`benanza.runner.records.ChoiceLine`); the first of equal identity is kept. Raises
+        ``records``: the worker's lines of the job, typed (:class:`benanza.database.records.MeasurementLine`,
+        :class:`benanza.database.records.ChoiceLine`); the first of equal identity is kept. Raises
         TypeError for anything else.
         A job of the framework's own kernels (id ending in ``.torch``) owns the ``torch:`` calls, a
         suite job every other call: neither deletes the other's measurements. The heuristic choices
         of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
         the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
-        framework = job.endswith(FRAMEWORK_JOB_SUFFIX)
+        framework = JobId.parse(job).framework
         bad = next((r for r in records if not isinstance(r, (MeasurementLine, ChoiceLine))), None)
         if bad is not None:
             raise TypeError(f"write_job takes MeasurementLine and ChoiceLine records, not {type(bad).__name__}")
@@ -531,10 +562,6 @@ class Database:
             }
 
 
-#: the ``call`` prefix of the framework's own kernels and the job id suffix of their jobs
-#: (benanza.profiles.torch_candidates; also query.FRAMEWORK_CALL_PREFIX and generator.FRAMEWORK_JOB_SUFFIX)
-FRAMEWORK_CALL_PREFIX = "torch:"
-FRAMEWORK_JOB_SUFFIX = ".torch"
 
 
 def source_filter(framework: bool):
@@ -830,5 +857,3 @@ def _quick_check(engine, safe: str) -> None:
                             f"{f' and {len(rows) - 1} more problems' if len(rows) > 1 else ''}")
 
 
-# the kernel_counters table (schema 5) is defined in its own module; importing it registers it on Base
-from benanza.database import counters as kernel_counters  # noqa: E402,F401

@@ -44,11 +44,16 @@ def terminal_tables(d: dict, top: int = 15) -> list:
     head.add_row("measured latency", _f(d["latency_ms"]), f"IQR {_f(d.get('latency_iqr_ms'))} ms")
     head.add_row("GPU kernel time", _f(d["gpu_kernel_ms"]), "union of kernel intervals (trace)")
     head.add_row("host overhead", _f(d["host_overhead_ms"]), "latency - GPU kernel time")
-    head.add_row("LBL sequential", _f(d["lbl_sequential_ms"]), "" if d["complete"] else "INCOMPLETE")
-    head.add_row("LBL parallel", _f(d["lbl_parallel_ms"]), "critical path of the layer DAG")
-    head.add_row("LBL fused (seq / par)", f"{_f(d['lbl_fused_sequential_ms'])} / {_f(d['lbl_fused_parallel_ms'])}", "")
+    part = "" if d.get("complete", True) else f"; {incomplete_note(d)}"
+    unfused_part = "" if d.get("complete_unfused", d.get("complete", True)) else "; partial sum"
+    head.add_row("LBL", _f(d.get("lbl_ms", d["lbl_fused_parallel_ms"])),
+                 (d.get("lbl_name") or "fused, critical path") + part)
+    head.add_row("LBL fused sequential", _f(d["lbl_fused_sequential_ms"]), "the fused layers' sum" + part)
+    head.add_row("LBL unfused (seq / par)", f"{_f(d['lbl_sequential_ms'])} / {_f(d['lbl_parallel_ms'])}",
+                 "each layer alone; sum and critical path" + unfused_part)
     flag = ": ABOVE 1, NOT A BOUND (a defect of benanza)" if above_one(d) else ""
-    head.add_row("Benanza ratio", _f(d["benanza_ratio"], 3), "LBL (fused, critical path) / measured latency" + flag)
+    head.add_row("Benanza ratio", _f(d["benanza_ratio"], 3), "LBL (fused, critical path) / measured latency" + flag
+                 + ("; partial: the LBL is incomplete" if part else ""))
     head.add_row("parallel-execution potential", _f(d["parallel_potential_ms"]), "LBL_seq - LBL_par")
     head.add_row("layer fusion profit", _f(d["fusion_profit_ms"]), "LBL_unfused - LBL_fused")
     tc = d.get("tensor_cores")
@@ -100,6 +105,10 @@ def answer(d: dict) -> str:
     if d.get("headline"):
         return d["headline"]
     lat, lbl = d.get("latency_ms"), d.get("lbl_fused_parallel_ms")
+    if not d.get("complete", True):
+        how = f" ({incomplete_note(d)})"
+        return (f"{d['model']} batch {d['batch']} {d['precision']}: partial lower bound {_f(lbl, 2)} ms{how}"
+                + (f"; measured {lat:.2f} ms." if lat is not None else "."))
     top = [f for f in d.get("findings") or [] if f.get("saving_ms")][:3]
     how = ", ".join(f"{f['title']} (-{f['saving_ms']:.2f} ms, overlapping)" for f in top)
     if lat is None:
@@ -119,7 +128,8 @@ def whatif_table(d: dict) -> FitTable | None:
     for i, st in enumerate(w["steps"], 1):
         t.add_row(str(i), st["title"], _f(st["ms_after"]), _f(st["saving_ms"]))
     note = " (clamped at the lower bound)" if w.get("clamped") else ""
-    t.add_row("", f"final{note}; lower bound {_f(w['lbl_ms'])} ms", _f(w["final_ms"]),
+    part = "" if d.get("complete", True) else " (partial: the LBL is incomplete)"
+    t.add_row("", f"final{note}; lower bound {_f(w['lbl_ms'])} ms{part}", _f(w["final_ms"]),
               _f(w["start_ms"] - w["final_ms"]))
     return t
 
@@ -147,6 +157,15 @@ def comparison_table(docs: list[dict]) -> FitTable:
         t.caption = (f"{flagged} analysis(es) have a Benanza ratio above 1: the framework ran faster than the "
                      f"lower bound, a defect of benanza (see the notices of each analysis)")
     return t
+
+
+def incomplete_note(d: dict) -> str:
+    """The document's ``incomplete_note`` (``INCOMPLETE: N layers without ...``), or one from its
+    ``missing_layers`` count for documents written before it; empty for a complete LBL."""
+    if d.get("complete", True):
+        return ""
+    n = d.get("missing_layers")
+    return d.get("incomplete_note") or f"INCOMPLETE: {n if n is not None else 'some'} layers without a valid measurement"
 
 
 def above_one(doc: dict) -> bool:
@@ -207,7 +226,7 @@ the measured latency minus the final figure, which is never below the lower boun
 <table id="whatif-table"><thead><tr><th class="n">#</th><th>step</th><th class="n">latency after (ms)</th><th class="n">saving (ms)</th></tr></thead><tbody>
 <tr><td></td><td>measured</td><td class="n">{{ fmt(d.whatif.start_ms) }}</td><td></td></tr>
 {% for st in d.whatif.steps %}<tr><td class="n">{{ loop.index }}</td><td>{{ st.title }}</td><td class="n">{{ fmt(st.ms_after) }}</td><td class="n">{{ fmt(st.saving_ms) }}</td></tr>
-{% endfor %}<tr><td></td><td><strong>final</strong>{% if d.whatif.clamped %} (clamped at the lower bound){% endif %}; lower bound {{ fmt(d.whatif.lbl_ms) }} ms</td><td class="n"><strong>{{ fmt(d.whatif.final_ms) }}</strong></td><td class="n">{{ fmt(d.whatif.start_ms - d.whatif.final_ms) }}</td></tr>
+{% endfor %}<tr><td></td><td><strong>final</strong>{% if d.whatif.clamped %} (clamped at the lower bound){% endif %}; lower bound {{ fmt(d.whatif.lbl_ms) }} ms{% if not d.complete %} (partial: {{ incomplete }}){% endif %}</td><td class="n"><strong>{{ fmt(d.whatif.final_ms) }}</strong></td><td class="n">{{ fmt(d.whatif.start_ms - d.whatif.final_ms) }}</td></tr>
 </tbody></table>{% endif %}
 <p class="muted">Compared with: {{ d.framework.run_label or ((d.framework.framework or '?') ~ ' ' ~ (d.framework.version or '')) }}; cudnn.benchmark {{ d.framework.cudnn_benchmark }},
 TF32 cuDNN/matmul {{ d.framework.allow_tf32_cudnn }}/{{ d.framework.allow_tf32_matmul }}. Times in ms per inference.
@@ -219,9 +238,10 @@ implementation; Benanza ratio = LBL / measured latency (Li, Dakkak, Xiong, Hwu, 
 <tr><td>measured latency</td><td class="n">{{ fmt(d.latency_ms) }}</td></tr>
 <tr><td>GPU kernel time</td><td class="n">{{ fmt(d.gpu_kernel_ms) }}</td></tr>
 <tr><td>host overhead</td><td class="n">{{ fmt(d.host_overhead_ms) }}</td></tr>
-<tr><td>LBL sequential / parallel</td><td class="n">{{ fmt(d.lbl_sequential_ms) }} / {{ fmt(d.lbl_parallel_ms) }}{% if not d.complete %} (incomplete){% endif %}</td></tr>
-<tr><td>LBL fused sequential / parallel</td><td class="n">{{ fmt(d.lbl_fused_sequential_ms) }} / {{ fmt(d.lbl_fused_parallel_ms) }}</td></tr>
-<tr><td>Benanza ratio (LBL fused parallel / latency)</td><td class="n">{{ fmt(d.benanza_ratio, 3) }}{% if d.benanza_ratio and d.benanza_ratio > 1 %} <strong>above 1: not a bound</strong>{% endif %}</td></tr>
+<tr><td>LBL ({{ d.lbl_name or 'fused, critical path' }})</td><td class="n">{{ fmt(d.lbl_fused_parallel_ms) }}{% if not d.complete %} <strong>{{ incomplete }}</strong>{% endif %}</td></tr>
+<tr><td>LBL fused sequential</td><td class="n">{{ fmt(d.lbl_fused_sequential_ms) }}{% if not d.complete %} (partial){% endif %}</td></tr>
+<tr><td>LBL unfused sequential / parallel</td><td class="n">{{ fmt(d.lbl_sequential_ms) }} / {{ fmt(d.lbl_parallel_ms) }}{% if not d.complete %} (partial){% endif %}</td></tr>
+<tr><td>Benanza ratio (LBL fused parallel / latency)</td><td class="n">{{ fmt(d.benanza_ratio, 3) }}{% if d.benanza_ratio and d.benanza_ratio > 1 %} <strong>above 1: not a bound</strong>{% endif %}{% if not d.complete %} (partial: the LBL is incomplete){% endif %}</td></tr>
 <tr><td>parallel-execution potential</td><td class="n">{{ fmt(d.parallel_potential_ms) }}</td></tr>
 <tr><td>layer fusion profit</td><td class="n">{{ fmt(d.fusion_profit_ms) }}</td></tr>
 {% if d.tensor_cores %}<tr><td>Tensor Core profit (fp32 → {{ d.tensor_cores.precision }})</td><td class="n">{{ fmt(d.tensor_cores.profit_ms) }}</td></tr>{% endif %}
@@ -293,7 +313,7 @@ def render_html(d: dict, roofline_svg: str = "", roofline_source: str = "") -> s
     maxms = max([r.get("framework_ms") or 0 for r in d["layers"]] + [r.get("lbl_ms") or 0 for r in d["layers"]]
                 + [1e-9])
     return _env().from_string(_SINGLE).render(d=d, maxms=maxms, barw=260, roofline_svg=roofline_svg,
-                                              roofline_source=roofline_source, answer=answer(d))
+                                              roofline_source=roofline_source, answer=answer(d), incomplete=incomplete_note(d))
 
 
 _ROWS = (("latency_ms", "measured latency", 4), ("gpu_kernel_ms", "GPU kernel time", 4),

@@ -35,7 +35,7 @@ from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import math_peak_key
 from benanza.database.counters import read_counters, summarize
 from benanza.reports.chart import LAUNCH_FLOOR_US, save_figure
-from benanza.runner.records import ESTIMATED_STATUSES, estimated_ms
+from benanza.database.records import ESTIMATED_STATUSES, estimated_ms
 
 #: measurement statuses drawn: valid ones, and those with an estimate only: screened (one replay) and
 #: raced out (the race's screen samples), their time read from the harness's message
