@@ -175,8 +175,9 @@ def open_database(db=None):
 
 
 def process(s: Scenario):
-    """The scenario's model processed at its batch (:func:`benanza.processing.model.process`)."""
-    from benanza.processing.model import process as do_process
+    """The scenario's model processed at its batch (:func:`benanza.processing.model.process`,
+    through the processed-model cache :mod:`benanza.processing.cache`)."""
+    from benanza.processing.cache import process as do_process
 
     return do_process(s.model, s.batch, dict(s.dims), s.batch_dim)
 

@@ -96,11 +96,22 @@ def _guarded_failure():
     except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as e:
         # a path the user gave that cannot be written or read as asked: a usage error
         _fail(f"{e.filename}: {e.strerror.lower() if e.strerror else type(e).__name__}", 2)
+    except OSError as e:  # a full disk, a read-only file system, an I/O error: the system's words
+        if e.errno is None or os.environ.get("BENANZA_DEBUG"):
+            _internal_error(e)
+        where = f"{e.filename}: " if e.filename else ""
+        _fail(f"{where}{(e.strerror or os.strerror(e.errno)).lower()}", 1)
     except Exception as e:  # never a traceback for the user
-        if os.environ.get("BENANZA_DEBUG"):
-            raise
-        _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-              f"(set BENANZA_DEBUG=1 for the traceback)", 70)
+        _internal_error(e)
+
+
+def _internal_error(e: BaseException):
+    """Exit 70 with one line for an exception benanza did not expect (the traceback with
+    BENANZA_DEBUG=1)."""
+    if os.environ.get("BENANZA_DEBUG"):
+        raise e
+    _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+          f"(set BENANZA_DEBUG=1 for the traceback)", 70)
 
 
 def _check_output_file(flag: str, path: Optional[Path]) -> None:
@@ -130,7 +141,7 @@ def _parse_dims(dims: list[str] | None) -> dict[str, int]:
 
 
 def _process_all(model: Path, batches: list[int], dims: dict, batch_dim: Optional[int], quiet: bool = False):
-    from benanza.processing.model import process
+    from benanza.processing.cache import process
 
     mls = []
     for b in batches:
@@ -454,11 +465,12 @@ def _run_line(s) -> str:
 
 # ----------------------------------------------------------------------------------------- analyze
 
-#: the per-layer table's columns; in a narrow terminal the v7 pick goes first, then IQR, math,
-#: critical-path mark, config and call (layer, algorithm and time stay)
-ANALYSIS_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("config", drop=5), Col("call", "name", drop=6),
-                    Col("algorithm"), Col("math", "name", drop=3), Col("µs", "num"), Col("IQR µs", "num", drop=2),
-                    Col("v7 pick (µs)", drop=1), Col("crit", "name", drop=4))
+#: the per-layer table's columns; in a narrow terminal an all-empty column goes first (the v7 pick
+#: without heuristic records), then the v7 pick, IQR, the critical-path mark, config, math and call
+#: (layer, algorithm and time stay; an engine config wraps between its knobs, never inside one)
+ANALYSIS_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("config", drop=3), Col("call", "name", drop=1),
+                    Col("algorithm", "token"), Col("math", "name", drop=2), Col("µs", "num"), Col("IQR µs", "num", drop=5),
+                    Col("v7 pick (µs)", "token", drop=6), Col("crit", "name", drop=4))
 
 
 def _analysis_table(a) -> FitTable:
@@ -1183,7 +1195,8 @@ def system(json_out: bool = typer.Option(False, "--json", help="devices and libr
 def _emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | None = None) -> None:
     """Rows as a table, CSV or JSON (a list of records) on stdout. ``columns``: the table's, by row
     key (a :class:`Col` whose header is the key, or the key); a ``*_ms`` column shows times with
-    their unit (ms or µs) under the key without ``_ms``. CSV and JSON keep every key and raw value."""
+    their unit (ms or µs) under the key without ``_ms``. CSV and JSON keep every key and raw value
+    (in CSV, a list or dict value is its JSON text)."""
     fmt = fmt.lower()
     if fmt == "json":
         out.print_json(json.dumps(rows, default=str))
@@ -1195,8 +1208,9 @@ def _emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | Non
 
         w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0].keys()) if rows else cols, extrasaction="ignore")
         w.writeheader()
-        for r in rows:
-            w.writerow(r)
+        for r in rows:  # a list or dict column (details, params) as JSON, never a Python repr
+            w.writerow({k: json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
+                        for k, v in r.items()})
         return
     if fmt != "table":
         raise UsageError(f"--format must be table, csv or json, not {fmt!r}")
@@ -1315,7 +1329,7 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         title = f"{len(recs)} measurements"
     _emit([r.to_dict() for r in recs], fmt, title,
           [Col("system_id", "num", drop=7), Col("kind", "name", drop=6), Col("description"),
-           Col("precision", "name", drop=5), Col("call", "name", drop=4), Col("algorithm"), Col("math", "name", drop=3),
+           Col("precision", "name", drop=5), Col("call", "name", drop=4), Col("algorithm", "token"), Col("math", "name", drop=3),
            Col("cache", "name", drop=2), Col("status", "name", drop=8), Col("median_ms", "num"),
            Col("iqr_ms", "num", drop=9), Col("samples", "num", drop=10), Col("converged", "name", drop=1)])
 

@@ -61,6 +61,8 @@ class MeasurementRecord:
     build_ms: float | None
     details: dict
     created_at: str
+    #: host time per call of the timed API (µs; the harness's warm-up estimate), None for older rows
+    host_us: float | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -212,7 +214,7 @@ def _record(m: Measurement, kind: str, desc: str, gpu: str) -> MeasurementRecord
         iqr_ms=m.iqr_ms, mean_ms=m.mean_ms, min_ms=m.min_ms, samples=m.samples, converged=m.converged, rse=m.rse,
         workspace_bytes=m.workspace_bytes, build_ms=m.build_ms,
         details=json.loads(m.details) if m.details else {},
-        created_at=m.created_at.isoformat() if m.created_at else "")
+        created_at=m.created_at.isoformat() if m.created_at else "", host_us=m.host_us)
 
 
 def record_by_id(db: Database, measurement_id: int) -> MeasurementRecord:

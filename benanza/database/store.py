@@ -284,6 +284,14 @@ def _sqlite_pragmas(dbapi_conn, _record):
     cur.close()
 
 
+def _sqlite_read_only_pragmas(dbapi_conn, _record):
+    """A file opened read-only (:func:`_read_only_url`): its journal mode stays as it is."""
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
 def _retrying(fn):
     """Run a write again when a concurrent writer got in the way: a unique key another process
     inserted first, a deadlock, a serialization failure, or SQLite's "database is locked" past its
@@ -628,6 +636,15 @@ def system_fingerprint(record: dict) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
+def _read_only_url(path: Path) -> str:
+    """The SQLAlchemy URL that opens the SQLite file ``path`` read-only and immutable (SQLite's URI
+    parameters ``mode=ro&immutable=1``: no lock, journal or shared-memory file is written beside it,
+    as on a read-only mount)."""
+    from urllib.parse import quote
+
+    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&immutable=1&uri=true"
+
+
 def _unpack_reference(path: Path) -> Path:
     """A gzip-compressed SQLite database (how reference databases ship) unpacked once into the
     cache (``$XDG_CACHE_HOME/benanza/db/<sha256 prefix>.sqlite``)."""
@@ -669,10 +686,11 @@ def _alembic_config(conn):
     return cfg
 
 
-def _prepare_schema(conn, safe: str, create: bool) -> list[str]:
+def _prepare_schema(conn, safe: str, create: bool, read_only: bool = False) -> list[str]:
     """Create a new database at the head schema, or bring an existing one to it (Alembic).
 
-    Refuses a database of a newer schema or one that is not benanza's. Returns notices."""
+    Refuses a database of a newer schema or one that is not benanza's, and a ``read_only`` one
+    below the head schema (it cannot be upgraded in place). Returns notices."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
@@ -713,6 +731,10 @@ def _prepare_schema(conn, safe: str, create: bool) -> list[str]:
         raise DatabaseError(f"database {safe}: schema revision {current} is unknown to this benanza "
                             f"(written by a newer version?)")
     if current != script.get_current_head():
+        if read_only:
+            raise DatabaseError(f"database {safe}: read-only and at schema revision {current}, older than this "
+                                f"benanza's {script.get_current_head()}; upgrade a writable copy "
+                                f"(benanza db upgrade --db COPY)")
         command.upgrade(cfg, "head")
         return [f"database {safe}: upgraded the schema from revision {current} to {script.get_current_head()}"]
     return []
@@ -748,6 +770,14 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise DatabaseError(f"database {safe}: cannot create {path.parent}: {e.strerror}") from None
+    read_only = False
+    if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") and Path(u.database).is_file() \
+            and not (os.access(u.database, os.W_OK) and os.access(Path(u.database).parent, os.W_OK)):
+        # a read-only file system or no write permission: read it as it is, or say why not
+        if create:
+            raise DatabaseError(f"database {safe}: read-only (no write permission or a read-only file system); "
+                                f"measurements cannot be written into it")
+        u, read_only = sa.engine.make_url(_read_only_url(Path(u.database))), True
     try:
         engine = sa.create_engine(u, future=True)
     except (NoSuchModuleError, ImportError) as e:
@@ -755,22 +785,27 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
     except (ArgumentError, TypeError, ValueError) as e:
         raise DatabaseError(f"database {safe}: {_first_line(e)}") from None
     sqlite_file = Path(u.database) if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") \
-        else None
+        and not read_only else None
     fresh = sqlite_file is not None and not sqlite_file.exists()
     if u.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_read_only_pragmas if read_only else _sqlite_pragmas)
     notices: list[str] = []
     try:
         with _folder_lock(sqlite_file):
-            if sqlite_file is not None and not fresh:
-                _quick_check(engine, safe)
-            with engine.begin() as conn:
-                notices = _prepare_schema(conn, safe, create)
+            try:
+                if sqlite_file is not None and not fresh:
+                    _quick_check(engine, safe)
+                with engine.begin() as conn:
+                    notices = _prepare_schema(conn, safe, create, read_only)
+            except BaseException:
+                engine.dispose()
+                if fresh:  # created by this call, its schema not written (a full disk...): leave nothing
+                    for suffix in ("", "-wal", "-shm", "-journal"):
+                        Path(str(sqlite_file) + suffix).unlink(missing_ok=True)
+                raise
     except DatabaseError:
-        engine.dispose()
         raise
     except (OperationalError, SQLAlchemyError, OSError) as e:
-        engine.dispose()
         raise DatabaseError(f"cannot open database {safe}: {_first_line(e)}") from None
     db = Database(engine, url)
     db.notices = notices

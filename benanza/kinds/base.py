@@ -3,6 +3,7 @@ entry (:class:`Kind`) a kind module fills in."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -54,6 +55,17 @@ def numel(shape: Shape) -> int:
     return math.prod(shape) if shape else 1
 
 
+def _compute_key(config: "LayerConfig") -> str:
+    blob = json.dumps({"kind": config.kind, "params": config.params()}, sort_keys=True, separators=(",", ":"))
+    return f"{config.kind.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _config_key(config: "LayerConfig") -> str:
+    """:func:`_compute_key`, once per distinct (equal and of the same type) config."""
+    return _compute_key(config)
+
+
 @dataclass(frozen=True)
 class LayerConfig:
     """Base class of layer configs (frozen dataclasses; fields are the call's parameters)."""
@@ -66,12 +78,14 @@ class LayerConfig:
         """Canonical parameters (JSON-ready, deterministic)."""
         return _canonical(self)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """Stable identifier: ``<kind>-<16 hex digits of sha256(canonical JSON)>``."""
-        blob = json.dumps({"kind": self.kind, "params": self.params()}, sort_keys=True,
-                          separators=(",", ":"))
-        return f"{self.kind.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+        """Stable identifier: ``<kind>-<16 hex digits of sha256(canonical JSON)>`` (computed once per
+        config, and once per distinct config of a model: equal configs share it)."""
+        try:
+            return _config_key(self)
+        except TypeError:  # a field that cannot be hashed: computed here
+            return _compute_key(self)
 
     @property
     def batch_count(self) -> int:

@@ -38,21 +38,24 @@ def has_data(t: onnx.TensorProto) -> bool:
 
 
 def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
+    """Every typed tensor's shape after inference: a tuple of ints, or None when a dim is symbolic
+    or unknown (or the tensor has no shape); initializers by their dims."""
     out: dict[str, tuple[int, ...] | None] = {}
     g = model.graph
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        tt = vi.type.tensor_type
-        if not tt.HasField("shape"):
-            out.setdefault(vi.name, None)
-            continue
-        dims = []
-        for d in tt.shape.dim:
-            if d.HasField("dim_value") and d.dim_value >= 0:
-                dims.append(int(d.dim_value))
-            else:
-                dims = None
-                break
-        out[vi.name] = tuple(dims) if dims is not None else None
+    for part in (g.input, g.value_info, g.output):
+        for vi in part:
+            tt = vi.type.tensor_type
+            if not tt.HasField("shape"):
+                out.setdefault(vi.name, None)
+                continue
+            dims = []
+            for d in tt.shape.dim:
+                if d.HasField("dim_value") and d.dim_value >= 0:
+                    dims.append(int(d.dim_value))
+                else:
+                    dims = None
+                    break
+            out[vi.name] = tuple(dims) if dims is not None else None
     for t in g.initializer:
         out[t.name] = tuple(int(d) for d in t.dims)
     return out
@@ -118,17 +121,25 @@ def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.Mode
     that the remaining graph reads become initializers. Returns (model, folded op counts, names of
     tensors that are constant or weight-derived). Raises :class:`ModelError` if inference fails.
     """
+    model, folded, static, _ = infer_and_fold_shapes(model, weights)
+    return model, folded, static
+
+
+def infer_and_fold_shapes(model: onnx.ModelProto, weights: set[str]) -> tuple:
+    """:func:`infer_and_fold`, and the shapes of the returned model (:func:`inferred_shapes`, which
+    its last pass computed: a 100k-node graph need not read them twice)."""
     opset = opset_of(model)
     folded: dict[str, int] = collections.Counter()
     for _ in range(64):
         model = infer_shapes(model)
-        evaluated, drop = _fold_pass(model.graph, inferred_shapes(model), weights, opset)
+        shapes = inferred_shapes(model)
+        evaluated, drop = _fold_pass(model.graph, shapes, weights, opset)
         if not drop:
             break
         _replace_folded(model.graph, evaluated, drop, folded)
     else:
         raise ModelError("constant folding did not converge after 64 passes")
-    return model, dict(folded), _static_names(model.graph, weights)
+    return model, dict(folded), _static_names(model.graph, weights), shapes
 
 
 def _fold_pass(g: onnx.GraphProto, shapes: dict, weights: set[str],

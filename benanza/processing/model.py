@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
+import functools
 import hashlib
 import json
 import math
@@ -30,7 +32,7 @@ from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
 from benanza.processing import views as V
 from benanza.errors import ModelError, UsageError
 from benanza.processing.graph import (NONDETERMINISTIC_OPS, elem_types, eval_node, first_line, has_data,  # noqa: F401
-                                      infer_and_fold, infer_shapes, inferred_shapes, opset_of)
+                                      infer_and_fold, infer_and_fold_shapes, infer_shapes, inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
@@ -62,7 +64,7 @@ class Layer:
     def key(self) -> str | None:
         return self.config.key if self.config is not None else None
 
-    @property
+    @functools.cached_property
     def signature(self) -> str:
         if self.config is not None:
             return self.config.key
@@ -191,6 +193,13 @@ def load_graph(path: str | os.PathLike) -> tuple[onnx.ModelProto, str]:
     """
     p = Path(path)
     if not p.exists():
+        if p.is_symlink():
+            try:
+                p.resolve(strict=True)
+            except (RuntimeError, OSError) as e:  # ELOOP (RuntimeError before Python 3.13)
+                if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP:
+                    raise ModelError(f"{path}: a symbolic link loop, not a file") from None
+            raise ModelError(f"{path}: a symbolic link to {os.readlink(p)}, which does not exist") from None
         raise ModelError(f"{path}: no such file")
     if not p.is_file():
         raise ModelError(f"{path}: not a file")
@@ -250,6 +259,11 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
     data_inputs = [i for i in g.input if i.name not in weights]
     if not data_inputs:
         raise ModelError("model has no data input (every graph input is a weight)")
+    if batch_dim is not None:
+        for vi in data_inputs:
+            rank = len(vi.type.tensor_type.shape.dim)
+            if rank and not 0 <= batch_dim < rank:
+                raise UsageError(f"--batch-dim {batch_dim} is out of range for input {vi.name!r} of rank {rank}")
     batch_param = None
     for vi in data_inputs:
         for d in vi.type.tensor_type.shape.dim:
@@ -319,12 +333,13 @@ def rebind_fixed_batch(model: onnx.ModelProto, batch: int, weights: set[str],
 
 
 def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding) -> tuple:
-    """:func:`infer_and_fold`; after a rebinding, a failure says so with the hint to export with a
-    dynamic batch, and every tensor's shape is checked against the rebinding's prediction."""
+    """:func:`benanza.processing.graph.infer_and_fold_shapes` (model, folded, static names, shapes);
+    after a rebinding, a failure says so with the hint to export with a dynamic batch, and every
+    tensor's shape is checked against the rebinding's prediction."""
     if rebinding is None:
-        return infer_and_fold(model, weights)
+        return infer_and_fold_shapes(model, weights)
     try:
-        out = infer_and_fold(model, weights)
+        out = infer_and_fold_shapes(model, weights)
     except ModelError as e:
         raise rebinding.explain(e) from None
     rebinding.verify(out[0])
@@ -338,9 +353,9 @@ def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding
 class _Ctx:
     """What the op mappers may read: shapes, element types, constant values, the opset."""
 
-    def __init__(self, model: onnx.ModelProto, static: set[str]):
+    def __init__(self, model: onnx.ModelProto, static: set[str], shapes: dict | None = None):
         self.opset = opset_of(model)
-        self.shapes = inferred_shapes(model)
+        self.shapes = shapes if shapes is not None else inferred_shapes(model)
         self.types = elem_types(model)
         self.const = {t.name: t for t in model.graph.initializer}
         self.static = static
@@ -367,7 +382,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
     if node.domain not in ("", "ai.onnx"):
         return "unsupported", None, f"operator domain {node.domain!r} is not benchmarked"
     attrs = node_attrs(node)
-    out_shapes = [ctx.shape(o) for o in node.output if o]
+    shape_of = ctx.shapes.get
+    out_shapes = [shape_of(o) for o in node.output if o]
     float_in = [ctx.types.get(i) for i in node.input[:1] if i]
     try:
         if op in ZERO_COST_OPS:
@@ -1048,11 +1064,23 @@ MAX_DIM = 2**31 - 1
 MAX_TENSOR_BYTES = 288 * 10**9
 
 
+@functools.lru_cache(maxsize=4096)
+def _fits(shape: tuple) -> bool:
+    """Every dim of ``shape`` at most :data:`MAX_DIM` and its elements at most :data:`MAX_TENSOR_BYTES`
+    (a model has few distinct shapes: asked once each)."""
+    n = 1
+    for d in shape:
+        if not isinstance(d, int) or d > MAX_DIM:
+            return False
+        n *= d if d > 0 else 1
+    return n <= MAX_TENSOR_BYTES
+
+
 def _check_sizes(path, ly: "Layer") -> None:
     """Refuse a layer whose tensors no library or GPU takes (:data:`MAX_DIM`, :data:`MAX_TENSOR_BYTES`):
     raises :class:`ModelError` naming the node."""
     for s in (*ly.input_shapes, *ly.output_shapes):
-        if not s:
+        if not s or _fits(s):
             continue
         big = [d for d in s if isinstance(d, int) and d > MAX_DIM]
         if big:
@@ -1074,6 +1102,10 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
     a batch size <= 0. Unsupported ops never raise: they are layers with status "unsupported".
     """
     model, digest = load_graph(path)
+    newest = onnx.defs.onnx_opset_version()
+    if opset_of(model) > newest:
+        raise ModelError(f"{path}: opset {opset_of(model)} is newer than onnx {onnx.__version__} knows "
+                         f"(opset {newest} at most): its operators' meaning is unknown here")
     weights = _weights_as_inputs(model)
     try:
         onnx.checker.check_model(model)
@@ -1081,8 +1113,8 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
         raise ModelError(f"{path}: invalid ONNX model: {first_line(e)}") from None
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
     notices = bind_batch(model, batch, weights, dims, batch_dim) + rebound
-    model, folded, static = _infer_and_fold_rebound(model, weights, rebinding)
-    ctx = _Ctx(model, static)
+    model, folded, static, shapes = _infer_and_fold_rebound(model, weights, rebinding)
+    ctx = _Ctx(model, static, shapes)
     g = model.graph
     producers: dict[str, int] = {}
     consumers: dict[str, list[int]] = collections.defaultdict(list)
@@ -1091,6 +1123,7 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
     for vi in g.input:
         if vi.name not in weights:
             dtype = FLOAT_TYPES.get(vi.type.tensor_type.elem_type, dtype)
+    shape_of = ctx.shapes.get
     for node in g.node:
         ins = [i for i in node.input if i]
         if node.op_type not in NONDETERMINISTIC_OPS and all(i in static for i in ins):
@@ -1098,12 +1131,11 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
             continue
         status, cfg, reason = _map_node(node, ctx)
         data_ins = tuple(i for i in ins if i not in static)
-        ly = Layer(index=len(layers), name=node.name, op_type=node.op_type, inputs=data_ins,
-                   outputs=tuple(o for o in node.output if o),
-                   input_shapes=tuple(ctx.shape(i) for i in ins),
-                   output_shapes=tuple(ctx.shape(o) for o in node.output if o),
+        outs = tuple(o for o in node.output if o)
+        ly = Layer(index=len(layers), name=node.name, op_type=node.op_type, inputs=data_ins, outputs=outs,
+                   input_shapes=tuple(map(shape_of, ins)), output_shapes=tuple(map(shape_of, outs)),
                    status=status, config=cfg, reason=reason,
-                   static_inputs=tuple(i for i in ins if i in static))
+                   static_inputs=tuple(i for i in ins if i in static) if len(data_ins) < len(ins) else ())
         if cfg is not None and dtype is None:
             dtype = "float32"
         _check_sizes(path, ly)

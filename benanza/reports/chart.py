@@ -274,7 +274,8 @@ def save_figure(fig, png: Path | None, svg: Path | None, titles: dict[str, list[
     """Write ``fig`` as PNG and/or SVG (the SVG with the point ``titles`` of :func:`add_svg_titles`);
     each file is written whole or not at all (a temporary file renamed). Returns the paths written."""
     import io
-    import os
+
+    from benanza.database.exports import write_atomic
 
     written = []
     for fmt, path in (("png", png), ("svg", svg)):
@@ -284,10 +285,7 @@ def save_figure(fig, png: Path | None, svg: Path | None, titles: dict[str, list[
         buf = io.BytesIO() if fmt == "png" else io.StringIO()
         fig.savefig(buf, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
         data = buf.getvalue() if fmt == "png" else add_svg_titles(buf.getvalue(), titles or {}).encode("utf-8")
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        written.append(path)
+        written.append(write_atomic(data, path))
     return written
 
 
