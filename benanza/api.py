@@ -21,14 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benanza.errors import UsageError
+from benanza.generation.generator import LAYOUTS, parse_layouts  # LAYOUTS: what a scenario may name, in order
 from benanza.kinds.precision import Precision
 
 #: the layouts a layer may run in unless the scenario says otherwise: convolutions and their
 #: neighbours may run channels-last, layout conversions reported apart (analyze's default, and so
 #: roofline's and predict's)
 DEFAULT_LAYOUTS = ("NCHW", "NHWC")
-#: layouts a scenario may name (:data:`benanza.generation.generator.LAYOUTS`)
-LAYOUTS = ("NCHW", "NHWC")
 #: which measurements: warm (back-to-back calls, the default) or cold (L2 flushed before each call)
 CACHES = ("warm", "cold")
 #: what is run: the forward pass (the training step and the decoder phases will join here)
@@ -55,13 +54,10 @@ def precision(value) -> Precision:
 
 
 def layouts(value) -> tuple[str, ...]:
-    """Layouts from ``"nchw,nhwc"`` or a sequence of names: upper-case, in :data:`LAYOUTS` order,
-    no repeats, at least one. Raises UsageError naming the valid ones."""
-    parts = value.split(",") if isinstance(value, str) else list(value)
-    names = {str(p).strip().upper() for p in parts if str(p).strip()}
-    bad = sorted(names - set(LAYOUTS))
-    if bad or not names:
-        raise UsageError(f"unknown layout {bad[0] if bad else value!r} (choose from nchw, nhwc)")
+    """Layouts from ``"nchw,nhwc"`` or a sequence of names, through the one parser of layouts
+    (:func:`benanza.generation.generator.parse_layouts`): upper-case, in :data:`LAYOUTS` order, no
+    repeats, at least one. Raises UsageError naming the valid ones."""
+    names = parse_layouts(value if isinstance(value, str) else ",".join(map(str, value)))
     return tuple(x for x in LAYOUTS if x in names)
 
 

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from benanza import __version__
 from benanza import kinds as L
+from benanza.kinds.precision import Precision
 from benanza.errors import BenanzaError, LibraryError, UsageError
 from benanza.reports.tables import Col, FitTable, console, fmt_ms
 from benanza.versions import version_text
@@ -1304,8 +1305,8 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     from benanza.database import query
     from benanza.database.store import open_db
 
-    if dtype and dtype not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(L.PRECISIONS)})")
+    if dtype:
+        Precision.of(dtype)
     database = open_db(db, create=False)
     _db_notices(database)
     f = query.Filters(system=system, model=model, model_batch=batch, kind=kind, params=_params(param),
@@ -1378,16 +1379,34 @@ def db_compare(system_a: str = typer.Argument(..., help="system A (id, fingerpri
 
     database = open_db(db, create=False)
     _db_notices(database)
-    if dtype not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(L.PRECISIONS)})")
+    Precision.of(dtype)
     rows = query.compare_systems(database, system_a, system_b, dtype, cache)
     if not rows:
         raise UsageError(f"systems {system_a} and {system_b} have no layer config measured in {dtype} ({cache}) "
                          f"on both: nothing to compare (try another --dtype)")
-    _emit(rows, fmt, f"{len(rows)} layer configs on both systems in {dtype} ({cache}); median ratio B/A "
-                     f"{np.median([r['ratio'] for r in rows]):.3f}",
-          [Col("kind", "name", drop=3), Col("description"), Col("a_ms", "num"), Col("b_ms", "num"), Col("ratio", "num"),
-           Col("a_algorithm", drop=1), Col("b_algorithm", drop=1)])
+    a, b = _short_gpu(rows[0]["a_system"]), _short_gpu(rows[0]["b_system"])
+    if a == b:  # two systems of one GPU model (other drivers, libraries): named by their ids
+        a, b = f"{a} ({system_a})", f"{b} ({system_b})"
+    title = (f"{len(rows)} layer configs measured on both {a} and {b} in {dtype} ({cache}); median ratio "
+             f"{b}/{a} {np.median([r['ratio'] for r in rows]):.3f}")
+    if fmt.lower() != "table":  # CSV and JSON keep the stable keys (a_ms, b_ms, a_system, ...)
+        _emit(rows, fmt, title)
+        return
+    shown = [{"kind": r["kind"], "description": r["description"], f"{a}_ms": r["a_ms"], f"{b}_ms": r["b_ms"],
+              f"{b}/{a}": f"{r['ratio']:.3f}", f"{a} algorithm": r["a_algorithm"], f"{b} algorithm": r["b_algorithm"]}
+             for r in rows]
+    _emit(shown, fmt, title, [Col("kind", "name", drop=3), Col("description"), Col(f"{a}_ms", "num"),
+                              Col(f"{b}_ms", "num"), Col(f"{b}/{a}", "num"), Col(f"{a} algorithm", drop=1),
+                              Col(f"{b} algorithm", drop=1)])
+
+
+def _short_gpu(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``H100``: the GPU's name without the vendor and the memory or
+    form-factor words (``80GB``, ``HBM3``, ``PCIe``, ``SXM5``, ``NVL``)."""
+    import re
+
+    words = [w for w in name.split() if w != "NVIDIA" and not re.fullmatch(r"\d+GB|HBM\d*e?|PCIe|SXM\d*|NVL", w)]
+    return " ".join(words) or name
 
 
 @db_app.command("export")

@@ -49,3 +49,28 @@ def test_a_symbolic_link_loop_is_named(tmp_path):
     gone = tmp_path / "gone.onnx"
     os.symlink(tmp_path / "nowhere.onnx", gone)
     assert "which does not exist" in one_line_error(bz("analyze", gone, "--db", tmp_path / "x.db"), 2)
+
+
+def test_error_messages_say_where(tmp_path):
+    """A cyclic graph's message is whole (it was cut at ONNX's newline, before the node's name); a
+    shape-inference error names the file; a database message names the file the user gave, not the
+    unpacked copy in the cache."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4])
+    g = helper.make_graph([helper.make_node("Add", ["x", "b"], ["a"], name="n1"),
+                           helper.make_node("Relu", ["a"], ["b"], name="n2")], "cyc", [x], [b])
+    cyc = tmp_path / "cyc.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(cyc))
+    msg = one_line_error(bz("layers", cyc), 2)
+    assert msg.startswith(f"benanza: {cyc}: invalid ONNX model:") and "n1 OpType: Add is not output" in msg
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    g = helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"], name="add")], "bad", [x, z], [y])
+    bad = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(bad))
+    msg = one_line_error(bz("layers", bad), 2)
+    assert msg.startswith(f"benanza: {bad}: shape inference failed:") and "Incompatible dimensions" in msg
+    pair = REPO / "db" / "reference" / "h100_h200_fp16.sqlite.gz"
+    msg = one_line_error(bz("analyze", RESNET50, "--db", pair, "--system", "H100"), 2)
+    assert str(pair) in msg and ".cache" not in msg

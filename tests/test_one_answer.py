@@ -111,7 +111,7 @@ def test_the_library_api_gives_the_clis_figure():
     ({"batch": 0}, "--batch must be a positive integer"),
     ({"batch": "2x"}, "--batch must be a positive integer"),
     ({"dtype": "fp64"}, "unknown data type 'fp64'"),
-    ({"layout": "nhcw"}, "unknown layout 'NHCW'"),
+    ({"layout": "nhcw"}, "unknown layout 'nhcw'"),
     ({"cache": "hot"}, "--cache must be warm or cold"),
     ({"phase": "train"}, "unknown phase 'train'"),
     ({"dtype": "fp16", "conv_tf32": True}, "--conv-tf32 goes with --dtype fp32 only"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from benanza import kinds as L
 from benanza.database import query
 from benanza.analysis import roofline
-from benanza.kinds.precision import BYTES_PER_ELEMENT
+from benanza.kinds.precision import BYTES_PER_ELEMENT, Precision
 from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, Measurement, System
 from benanza.errors import UsageError
 from benanza.generation.generator import nhwc_job
@@ -370,10 +370,9 @@ def _drop_tensor_core_fp32(db: Database, system: System, ml: ModelLayers, best: 
     if not bad:
         return
     rows = collections.defaultdict(list)
+    serves = query.Serves("fp32", cache, tuple(layouts))
     for m in db.measurements(system.id, bad, cache=cache):
-        if (m.cache == cache and m.status == "ok" and m.median_ms
-                and m.dtype in L.ACCEPTED_DTYPES["fp32"] and m.math in L.ACCEPTED_MATH["fp32"]
-                and m.layout in layouts):
+        if serves(m):
             rows[m.layer_key].append(m)
     for k in bad:
         why = roofline.implausible_fma(configs[k], best[k].median_ms, system.sm_count, system.max_sm_clock_mhz)
@@ -419,8 +418,8 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
 def _check_analysis_arguments(precision: str, cache: str, layouts: tuple[str, ...],
                               conv_precision: str | None) -> None:
     """Raise :class:`UsageError` for an unknown precision (or ``conv_precision``), cache or layout."""
-    if precision not in L.PRECISIONS or (conv_precision or precision) not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")
+    Precision.of(precision)  # the one validator of a precision name
+    Precision.of(conv_precision or precision)
     if cache not in ("warm", "cold"):
         raise UsageError(f"cache must be warm or cold, got {cache!r}")
     if not layouts or any(lay not in ("NCHW", "NHWC") for lay in layouts):

@@ -353,9 +353,12 @@ class Database:
     """An open performance database. Create with :func:`open_db`. Writes retry on conflicts with
     concurrent writers (other processes running `benanza run` into the same database)."""
 
-    def __init__(self, engine: sa.Engine, url: str):
+    def __init__(self, engine: sa.Engine, url: str, label: str | None = None):
         self.engine = engine
         self.url = url
+        #: what messages call it: the file the user gave (a reference database's .gz, not the
+        #: unpacked copy in the cache), else the URL without its password
+        self.label = label
         self.notices: list[str] = []
         self._session = sessionmaker(engine, expire_on_commit=False)
 
@@ -379,7 +382,8 @@ class Database:
 
     @property
     def safe_url(self) -> str:
-        return sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        """The database as messages name it: :attr:`label`, else the URL without its password."""
+        return self.label or sa.engine.make_url(self.url).render_as_string(hide_password=True)
 
     # ---------------------------------------------------------------------------------- writes
 
@@ -481,7 +485,7 @@ class Database:
         suite job every other call: neither deletes the other's measurements. The heuristic choices
         of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
         the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
-        framework = JobId.parse(job).framework
+        framework = JobId.names_framework(job)
         bad = next((r for r in records if not isinstance(r, (MeasurementLine, ChoiceLine))), None)
         if bad is not None:
             raise TypeError(f"write_job takes MeasurementLine and ChoiceLine records, not {type(bad).__name__}")
@@ -752,13 +756,16 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
                                 f"gunzip a copy to write measurements into it")
         if not path.is_file():
             raise DatabaseError(f"database {url}: no such file")
+        label = str(url)
         url = str(_unpack_reference(path))
+    else:
+        label = None
     url = normalize_url(url)
     try:
         u = sa.engine.make_url(url)
     except ArgumentError:
         raise DatabaseError(f"cannot parse database URL {url!r}") from None
-    safe = u.render_as_string(hide_password=True)
+    safe = label or u.render_as_string(hide_password=True)
     if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:"):
         path = Path(u.database)
         if path.is_dir():
@@ -807,7 +814,7 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
         raise
     except (OperationalError, SQLAlchemyError, OSError) as e:
         raise DatabaseError(f"cannot open database {safe}: {_first_line(e)}") from None
-    db = Database(engine, url)
+    db = Database(engine, url, label)
     db.notices = notices
     if fresh:
         _FRESH.append(sqlite_file)

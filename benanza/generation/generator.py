@@ -21,6 +21,7 @@ import jinja2
 from benanza import __version__
 from benanza import kinds as L
 from benanza.kinds.base import Job, JobId
+from benanza.kinds.precision import Precision
 from benanza.kinds.cpp import cpp_string
 from benanza.errors import UsageError
 from benanza.processing.model import ModelLayers
@@ -91,8 +92,17 @@ def _parse_choices(text: str, allowed, normalise, what: str, choices: str) -> li
 
 
 def parse_precisions(text: str) -> list[str]:
-    """Parse ``"fp32,fp16"``. Raises :class:`UsageError` for an unknown data type."""
-    return _parse_choices(text, L.PRECISIONS, str.lower, "data type", ", ".join(L.PRECISIONS))
+    """Parse ``"fp32,fp16"`` into precision names, each through the one validator
+    (:meth:`benanza.kinds.precision.Precision.of`). Raises :class:`UsageError` for an unknown data
+    type or none given."""
+    out: list[str] = []
+    for part in str(text).split(","):
+        if part.strip():
+            name = Precision.of(part.strip().lower()).name
+            out += [] if name in out else [name]
+    if not out:
+        raise UsageError("no data type given")
+    return out
 
 
 #: tensor layouts a suite can time; NHWC applies to convolutions (their graph-API engine configs)

@@ -177,6 +177,11 @@ class JobId:
             raise ValueError(f"not a job id: {text!r} (expected KEY.PRECISION[.nhwc][.torch])")
         return cls(key, precision, layout, framework)
 
+    @staticmethod
+    def names_framework(text: str) -> bool:
+        """Whether the id ``text`` is a framework job's (its ``.torch`` suffix), for any text."""
+        return text.endswith(FRAMEWORK_JOB_SUFFIX)
+
     @property
     def source(self) -> str:
         """``framework`` (the framework's own kernels) or ``library`` (the generated suite's job)."""

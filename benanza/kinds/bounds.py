@@ -17,17 +17,14 @@ configs' own :meth:`benanza.kinds.LayerConfig.flops` (a multiply-add is 2 FLOPs)
 from __future__ import annotations
 
 from benanza import kinds as L
-from benanza.errors import UsageError
-from benanza.kinds.precision import BYTES_PER_ELEMENT
+from benanza.kinds.precision import Precision
 
 
 def _elem(precision: str, config: L.LayerConfig) -> tuple[int, int]:
     """(input bytes, output bytes) per element for ``config`` measured in ``precision``."""
-    if precision not in BYTES_PER_ELEMENT:
-        raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(BYTES_PER_ELEMENT)})")
+    b = Precision.of(precision).bytes  # raises UsageError for an unknown precision
     if precision == "fp8":
         return (1, 2) if config.kind in L.FP8_KINDS else (2, 2)
-    b = BYTES_PER_ELEMENT[precision]
     return b, b
 
 

@@ -26,8 +26,11 @@ FOLD_MAX_ELEMENTS = 1 << 20
 
 
 def first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0][:300] if s else type(e).__name__
+    """An exception's message as one line (ONNX's checker writes its node across lines: ``input 'b'
+    of node:\\nname: n1 OpType: Add\\n is not output...``; the lines are joined, not cut), at most
+    400 characters; the exception's type when it has no message."""
+    s = " ".join(str(e).split())
+    return (s[:397] + "...") if len(s) > 400 else (s or type(e).__name__)
 
 
 def has_data(t: onnx.TensorProto) -> bool:

@@ -1113,7 +1113,10 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
         raise ModelError(f"{path}: invalid ONNX model: {first_line(e)}") from None
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
     notices = bind_batch(model, batch, weights, dims, batch_dim) + rebound
-    model, folded, static, shapes = _infer_and_fold_rebound(model, weights, rebinding)
+    try:
+        model, folded, static, shapes = _infer_and_fold_rebound(model, weights, rebinding)
+    except ModelError as e:  # inference and folding name the node, not the file: say where
+        raise ModelError(str(e) if str(e).startswith(f"{path}:") else f"{path}: {e}") from None
     ctx = _Ctx(model, static, shapes)
     g = model.graph
     producers: dict[str, int] = {}

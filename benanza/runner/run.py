@@ -27,7 +27,8 @@ from benanza import kinds as L
 from benanza.build.builder import suite_executable
 from benanza.kinds.base import FRAMEWORK_JOB_SUFFIX, JobId
 from benanza.kinds.bounds import implausible_fma, min_bytes
-from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, system_fingerprint
+from benanza.database.query import Serves
+from benanza.database.store import Database, system_fingerprint
 from benanza.errors import DeviceError, UsageError
 from benanza.database.records import RECORD_TYPES, MeasurementLine, Record, RecordError, parse_record
 from benanza.generation.generator import Suite
@@ -257,11 +258,10 @@ def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[st
     """The fastest valid warm median (ms) of the library calls (not ``torch:``) per (layer key,
     precision) on a system, in either layout: the reference of the framework jobs' cold policy."""
     best: dict[tuple[str, str], float] = {}
+    rules = {p: Serves(p, "warm", source="library") for p in L.PRECISIONS}
     for m in db.measurements(system_id, sorted(set(keys)), "warm"):
-        if m.status != "ok" or m.median_ms is None or m.call.startswith(FRAMEWORK_CALL_PREFIX) \
-                or m.math not in L.ACCEPTED_MATH.get(m.precision, ()) \
-                or m.dtype not in L.ACCEPTED_DTYPES.get(m.precision, ()):
-            continue  # (an fp32 row relabelled tf32 is no fp32 time)
+        if m.precision not in rules or not rules[m.precision](m):
+            continue  # the one rule (an fp32 row relabelled tf32 is no fp32 time)
         k = (m.layer_key, m.precision)
         best[k] = min(best.get(k, m.median_ms), m.median_ms)
     return best
