@@ -714,8 +714,10 @@ def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_o
             text = render_html(docs[0], svg, source)
         else:
             text = render_comparison(docs)
+        from benanza.database.exports import write_atomic
+
         try:
-            html_out.write_text(text, encoding="utf-8")
+            write_atomic(text.encode("utf-8"), html_out)  # whole or not at all
         except OSError as e:
             raise UsageError(f"{html_out}: cannot write the HTML report: {e.strerror or e}") from None
         if not json_out:

@@ -519,8 +519,13 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
 
     rows = _layer_rows(a, lps)
     times = {t.layer.index: t for t in a.layers}
-    cpath = [{"index": i, "name": names.get(i, ""), "op": times[i].layer.op_type, "lbl_ms": times[i].time_ms}
-             for i in a.critical_path]
+    # the headline LBL's critical path (fused): a fusion group as its last layer, with the group's time
+    groups = a.fused_groups()
+    members = {i for f in groups.values() for i in f.layers[:-1]}
+    cpath = [{"index": i, "name": names.get(i, ""), "op": times[i].layer.op_type,
+              "lbl_ms": a.fused_weight[i] if a.fused_weight else times[i].time_ms,
+              "fused": list(groups[i].layers) if i in groups else None}
+             for i in (a.fused_critical_path or a.critical_path) if i not in members]
     notices += _closing_notices(a, p, rows, lat)
     s = p.settings
     gpu = a.system.get("gpu_name") or ""
@@ -685,7 +690,9 @@ def _unfused_findings(p, lps: dict, names: dict[int, str]) -> tuple[list, list[F
             sum(u.ms for u in bn), tuple(i for u in bn for i in u.layers),
             (f"{len(bn)} BatchNormalization layers, {sum(u.ms for u in bn):.4f} ms: " + _counted(_short(n) for n in kn),
              f"layers: {_layer_list(bn_layers, names)}"),
-            "fold each batch norm into the preceding convolution's weights and bias (inference)"))
+            "fold each batch norm into the preceding convolution's weights and bias (inference); not a step "
+            "of the what-if, which changes how the model runs, not the model: these are layers of the model "
+            "(the LBL has them too), so folding them is an export with BatchNorm folded, then a new analysis"))
     groups: dict[str, list] = collections.defaultdict(list)
     for u in unf:
         if u.kind in ("conv_bias_relu", "fusion_candidate"):
@@ -721,24 +728,19 @@ def _host_findings(p, n_it: int, lat: float | None,
         hb = [g for g in gaps if g.host_bound]
         big = sorted(gaps, key=lambda g: -g.gap_ms)[:5]
         kn = p.trace.kernels
+        # the host-bound stretches are part of these gaps: evidence of this finding, not a second
+        # finding claiming the same time
+        stretches = sorted(p.host_bound_stretches(), key=lambda s: -s.idle_ms)[:3]
         findings.append(Finding(
             "launch_gaps", "Q4", f"{len(gaps) // n_it} launch gaps (GPU idle between kernels)", gap_ms, (),
             (f"{len(gaps) // n_it} gaps per inference, {gap_ms_raw:.4f} ms idle, {sum(g.gap_ms for g in hb) / n_it:.4f} ms "
              f"of it host-bound (under the profiler)",
-             *(f"{g.gap_ms * 1e3:.1f} µs before {_short(kn[g.after].name, 50)}" for g in big)),
-            "GPU idle time inside the inference: launch overhead, framework bookkeeping, synchronization"))
-    stretches = p.host_bound_stretches() if p.trace is not None else []
-    if stretches:
-        idle = sum(s.idle_ms for s in stretches) / n_it
-        if gap_cap is not None:
-            idle = min(idle, gap_cap)
-        top = sorted(stretches, key=lambda s: -s.idle_ms)[:5]
-        findings.append(Finding(
-            "host_bound", "Q4", f"{len(stretches) // n_it or len(stretches)} host-bound stretches (part of the launch gaps)",
-            idle, (),
-            tuple(f"{s.gaps} gaps, {s.idle_ms:.4f} ms idle over {s.span_ms:.4f} ms: {' → '.join(s.ops[:6])}" for s in top),
-            "the GPU finished each kernel before the host launched the next: CUDA graphs or a compiled "
-            "runtime remove it (already counted in the launch gaps)"))
+             *(f"{g.gap_ms * 1e3:.1f} µs before {_short(kn[g.after].name, 50)}" for g in big),
+             *(f"host-bound stretch: {s.gaps} gaps, {s.idle_ms:.4f} ms idle over {s.span_ms:.4f} ms: "
+               f"{' → '.join(s.ops[:6])}" for s in stretches)),
+            "GPU idle time inside the inference: launch overhead, framework bookkeeping, synchronization "
+            "(host-bound stretches: the GPU finished each kernel before the host launched the next); "
+            "CUDA graphs or a compiled runtime remove it"))
     rest_host = None
     if p.host_overhead_ms is not None:
         rest_host = max(0.0, p.host_overhead_ms - gap_ms)
