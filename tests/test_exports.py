@@ -162,7 +162,8 @@ def test_nvbench_of_one_model_and_one_system(tmp_path):
            "-o", str(out))
     assert r.returncode == 0, r.stderr
     keys = {b["name"].split("/")[2] for b in json.loads(out.read_text())["benchmarks"]}
-    assert len(keys) == 42 and all(k.split("-")[0] in ("conv", "gemm", "pooling", "elementwise", "activation",
+    # 42 layer configs and the 16 fused ones traced to the record (schema 6's migration)
+    assert len(keys) == 58 and all(k.split("-")[0] in ("conv", "gemm", "pooling", "elementwise", "activation",
                                                        "batchnorm", "convbiasact", "softmax") for k in keys)
     r = bz("db", "export", "--db", str(PAIR), "--format", "nvbench", "-o", str(tmp_path / "x.json"))
     assert r.returncode == 2 and "--system" in r.stderr and not (tmp_path / "x.json").exists()

@@ -33,7 +33,7 @@ from benanza.database.records import ChoiceLine, MeasurementLine, Record
 from benanza.versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: system fields that identify a system (two machines with equal values share measurements)
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
