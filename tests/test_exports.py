@@ -132,6 +132,24 @@ def test_nvbench_file_has_nvbenchs_structure(nvbench_file):
     assert skipped > 100  # the reference database's not-supported algorithms
 
 
+def test_every_cold_state_has_what_nvbench_compare_reads(nvbench_file):
+    """NVBench's python/scripts/nvbench_compare.py (2026-08) pairs states by name and skips a state
+    unless both files have ``nv/cold/time/gpu/median`` and ``nv/cold/time/gpu/ir/relative`` (the
+    name NVBench's printer used before ``iqr``): benanza wrote only ``iqr``, so the comparison of two
+    GPUs' files matched nothing. Every state with a cold measurement now carries both."""
+    cold = 0
+    for b in nvbench_file["benchmarks"]:
+        for s in b["states"]:
+            tags = {x["tag"]: x for x in s["summaries"]}
+            if "nv/cold/time/gpu/median" not in tags:
+                continue
+            cold += 1
+            ir = tags["nv/cold/time/gpu/ir/relative"]
+            assert ir["data"][0]["type"] == "float64" and float(ir["data"][0]["value"]) >= 0
+            assert tags["nv/cold/time/gpu/iqr/relative"]["data"] == ir["data"]
+    assert cold > 1000
+
+
 def test_nvbench_times_are_the_databases(nvbench_file):
     """Each valid measurement of the system is in the file, in seconds, under its benchmark and state."""
     from benanza.database.store import Measurement, open_db

@@ -251,12 +251,15 @@ def _cold_summaries(m) -> list[dict]:
                                 f"{name} of isolated kernel executions", v / 1e3, True))
     if m.q1_ms is not None and m.q3_ms is not None:
         iqr = m.q3_ms - m.q1_ms
-        out.append(_summary("nv/cold/time/gpu/iqr/absolute", "IQR", "duration",
-                            "Interquartile range of isolated kernel execution GPU times", iqr / 1e3, True))
-        if enough and m.median_ms:
-            out.append(_summary("nv/cold/time/gpu/iqr/relative", "Rel IQR", "percentage",
-                                "Relative interquartile range of isolated kernel execution GPU times",
-                                iqr / m.median_ms, True))
+        rel = iqr / m.median_ms if enough and m.median_ms else math.inf  # NVBench's sentinel below 5 samples
+        # under both names NVBench has used: "iqr" (json_printer since 2026) and "ir", which
+        # python/scripts/nvbench_compare.py reads (``nv/cold/time/gpu/ir/relative``: without it every
+        # state is skipped and two GPUs' files compare 0 benchmarks)
+        for tag in ("iqr", "ir"):
+            out.append(_summary(f"nv/cold/time/gpu/{tag}/absolute", "IQR", "duration",
+                                "Interquartile range of isolated kernel execution GPU times", iqr / 1e3, True))
+            out.append(_summary(f"nv/cold/time/gpu/{tag}/relative", "Rel IQR", "percentage",
+                                "Relative interquartile range of isolated kernel execution GPU times", rel, True))
     return out
 
 
