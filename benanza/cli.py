@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import dataclasses
 import os
 import sys
 import time
@@ -15,13 +14,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
 from benanza import __version__
+from benanza.api import TIMING  # the one home of the timing defaults
 from benanza import kinds as L
 from benanza.kinds.precision import Precision
-from benanza.errors import BenanzaError, LibraryError, UsageError
+from benanza.errors import BenanzaError, UsageError
 from benanza.reports.tables import Col, FitTable, console, fmt_ms
 from benanza.versions import version_text
 
@@ -257,31 +256,13 @@ def build(folder: Path = typer.Argument(..., help="suite folder written by `bena
     """Compile a generated suite with CMake against cuDNN and cuBLAS.
 
     Example: benanza build suite"""
-    r = _build_with_progress(folder, jobs, quiet)
+    from benanza import api
+
+    r = api.build_with_progress(folder, jobs, quiet)
     out.print(f"built {r.executable} (configure {r.configure_s:.1f} s, compile {r.compile_s:.1f} s)", markup=False)
 
 
 # --------------------------------------------------------------------------------------------- run
-
-def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
-    """``--devices all`` (every GPU here) or ``0,1,...``; none: ``(device,)``."""
-    if not text:
-        return (device,)
-    if text.strip().lower() == "all":
-        from benanza.runner import system as sysq
-
-        n = sysq.device_count()
-        if n < 1:
-            raise UsageError("--devices all: no CUDA device here")
-        return tuple(range(n))
-    try:
-        out = tuple(dict.fromkeys(int(p) for p in text.split(",") if p.strip()))
-    except ValueError:
-        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1") from None
-    if not out or min(out) < 0:
-        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1")
-    return out
-
 
 MAX_ENGINES_HELP = ("quick runs: time at most this many cuDNN engine configs, cuBLASLt configs and legacy "
                     "convolution algorithms per call and job, in heuristics order (the rest recorded as skipped; "
@@ -304,101 +285,8 @@ SCREEN_HELP = ("with --exhaustive: skip sampling a call whose first replay is sl
                "best so far (recorded as screened with that time); 0 (default): sample every call")
 
 
-def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
-                 force, retry_failed, devices=None, screen=0.0, max_engines=0, exhaustive=False, no_cold=False,
-                 workers_per_gpu=2):
-    from benanza.runner.run import COLD_POLICIES, RunOptions
-
-    if cold not in COLD_POLICIES:
-        raise UsageError(f"--cold must be one of {', '.join(COLD_POLICIES)}, got {cold!r}")
-    if no_cold:
-        cold = "none"
-    elif exhaustive and cold == "contenders":
-        cold = "all"
-
-    if not 0 < rse < 1:
-        raise UsageError(f"--rse must be in (0, 1), got {rse}")
-    if min_samples < 1 or max_samples < min_samples:
-        raise UsageError("--min-samples must be >= 1 and <= --max-samples")
-    if job_timeout <= 0:
-        raise UsageError("--job-timeout must be positive")
-    if screen != 0 and screen < 1:
-        raise UsageError(f"--screen must be 0 (off) or >= 1, got {screen}")
-    if not 1 <= workers_per_gpu <= 8:
-        raise UsageError(f"--workers-per-gpu must be 1 to 8, got {workers_per_gpu}")
-    if max_engines < 0:
-        raise UsageError(f"--max-engines must be 0 (all) or positive, got {max_engines}")
-    return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
-                      max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
-                      force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device),
-                      screen=screen, max_engines=max_engines, race=not exhaustive, workers_per_gpu=workers_per_gpu,
-                      phases_log=Path(os.environ["BENANZA_PHASES_LOG"]) if os.environ.get("BENANZA_PHASES_LOG") else None)
-
-
-class _Progress:
-    """A rich progress bar over jobs: counts, ETA, failures so far; on a terminal only (a pipe or a
-    log gets the run's summary line)."""
-
-    def __init__(self, quiet: bool, label: str = "measuring"):
-        self.quiet = quiet or not err.is_terminal
-        self.label = label
-        self.bar: Progress | None = None
-        self.task = None
-
-    def __call__(self, event: str, info: dict) -> None:
-        if self.quiet:
-            return
-        if event == "start":
-            self.bar = Progress(TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("jobs  failed {task.fields[failed]}"), TimeElapsedColumn(),
-                                TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
-            self.bar.start()
-            self.task = self.bar.add_task("jobs", total=info["total"], failed=0)
-        elif event == "job" and self.bar is not None:
-            self.bar.update(self.task, completed=info["done"], failed=info["failed"])
-        elif event == "end":
-            self.close()
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-
-
-def _do_run(suite, db, opts, quiet):
-    from benanza.runner.run import run_suite
-
-    prog = _Progress(quiet)
-    try:
-        return run_suite(suite, db, opts, progress=prog)
-    finally:
-        prog.close()
-
-
 TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the framework's own kernels, "
               "calls torch:aten::...), a candidate of the LBL; default: when PyTorch sees a CUDA device")
-
-
-def _do_torch(suite, db, system_id, opts, quiet, torch: Optional[bool]):
-    """The framework's kernels after the suite's (``torch``: None = when available). Returns the
-    run summary, or None (with the reason printed unless quiet) when they are not timed."""
-    from benanza.runner.run import framework_available, framework_pending, run_framework_jobs
-    from benanza.runner.system import partition_excludes_framework
-
-    if torch is False or not framework_pending(suite, db, system_id, opts):
-        return None  # (nothing to time: PyTorch is not even imported)
-    why = partition_excludes_framework() or framework_available()
-    if why:
-        if torch:
-            raise LibraryError(f"--torch: {why}")
-        if not quiet:
-            err.print(f"notice: the framework's kernels are not timed: {why}", markup=False)
-        return None
-    prog = _Progress(quiet, "framework kernels")
-    try:
-        return run_framework_jobs(suite, db, system_id, opts, progress=prog)
-    finally:
-        prog.close()
 
 
 @app.command()
@@ -407,61 +295,54 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-        warmup_ms: float = typer.Option(0.25, "--warmup-ms", help=WARMUP_HELP),
-        rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
-        min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
-        max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
-        max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
-        workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
-        cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
+        warmup_ms: float = typer.Option(TIMING.warmup_ms, "--warmup-ms", help=WARMUP_HELP),
+        rse: float = typer.Option(TIMING.rse, "--rse", help=RSE_HELP),
+        min_samples: int = typer.Option(TIMING.min_samples, "--min-samples", help=MIN_SAMPLES_HELP),
+        max_samples: int = typer.Option(TIMING.max_samples, "--max-samples", help=MAX_SAMPLES_HELP),
+        max_time_ms: float = typer.Option(TIMING.max_time_ms, "--max-time-ms", help=MAX_TIME_HELP),
+        workspace_mb: float = typer.Option(TIMING.workspace_mb, "--workspace-limit-mb", help=WORKSPACE_HELP),
+        cold: str = typer.Option(TIMING.cold, "--cold", help=COLD_HELP),
         no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
         exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
-        workers_per_gpu: int = typer.Option(2, "--workers-per-gpu", help=WORKERS_HELP),
-        screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
-        max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
+        workers_per_gpu: int = typer.Option(TIMING.workers_per_gpu, "--workers-per-gpu", help=WORKERS_HELP),
+        screen: float = typer.Option(TIMING.screen, "--screen", help=SCREEN_HELP),
+        max_engines: int = typer.Option(TIMING.max_engines, "--max-engines", help=MAX_ENGINES_HELP),
         device: int = typer.Option(0, "--device", help=DEVICE_HELP),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
-        job_timeout: float = typer.Option(300.0, "--job-timeout", help=JOB_TIMEOUT_HELP),
+        job_timeout: float = typer.Option(TIMING.job_timeout, "--job-timeout", help=JOB_TIMEOUT_HELP),
         torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
         quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
         json_out: bool = typer.Option(False, "--json", help="the run summary as JSON on stdout (no progress)")):
     """Run a built suite on the GPU and store the measurements in the database.
 
     Example: benanza run suite --db perf.db"""
+    from benanza import api
     from benanza.database.store import open_db
     from benanza.generation.generator import load_suite
 
     suite = load_suite(folder)
-    opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold,
-                        workers_per_gpu)
+    opts = api.Timing(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, no_cold, exhaustive,
+                      workers_per_gpu, screen, max_engines, device, devices, job_timeout, force,
+                      retry_failed).run_options()
     database = open_db(db)
     _db_notices(database)
-    s = _do_run(suite, database, opts, quiet or json_out)
-    ts = _do_torch(suite, database, s.system_id, opts, quiet or json_out, torch)
+    s = api.run_suite(suite, database, opts, quiet or json_out)
+    ts = api.run_framework(suite, database, s.system_id, opts, quiet or json_out, torch)
     doc = _run_doc(s)
     if ts is not None:
         doc["framework"] = _run_doc(ts)
     if json_out:
         out.print_json(json.dumps(doc))
     else:
-        out.print(_run_line(s), markup=False)
+        out.print(api.run_line(s), markup=False)
         if ts is not None:
-            out.print("framework kernels: " + _run_line(ts), markup=False)
+            out.print("framework kernels: " + api.run_line(ts), markup=False)
 
 
 def _run_doc(s) -> dict:
     return {"system_id": s.system_id, "gpu": s.system.get("gpu_name"), "run_id": s.run_id, "planned": s.planned,
             "skipped": s.skipped, "ok": s.ok, "failed": s.failed, "measurements": s.measurements,
             "restarts": s.restarts, "wall_s": s.wall_s, "failures": [{"job": j, "reason": r} for j, r in s.failures]}
-
-
-def _run_line(s) -> str:
-    line = (f"{s.system.get('gpu_name')}: {s.ok + s.failed} jobs run ({s.failed} failed), {s.skipped} already in "
-            f"the database, {s.measurements} measurement records, {s.wall_s:.1f} s")
-    for j, r in s.failures[:10]:
-        line += f"\n  failed {j}: {r}"
-    return line
 
 
 # ----------------------------------------------------------------------------------------- analyze
@@ -934,21 +815,21 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
                                               "(with --force: measure again what a harness change touched)"),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
           retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-          warmup_ms: float = typer.Option(0.25, "--warmup-ms", help=WARMUP_HELP),
-          rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
-          min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
-          max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
-          max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
-          workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
-          cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
+          warmup_ms: float = typer.Option(TIMING.warmup_ms, "--warmup-ms", help=WARMUP_HELP),
+          rse: float = typer.Option(TIMING.rse, "--rse", help=RSE_HELP),
+          min_samples: int = typer.Option(TIMING.min_samples, "--min-samples", help=MIN_SAMPLES_HELP),
+          max_samples: int = typer.Option(TIMING.max_samples, "--max-samples", help=MAX_SAMPLES_HELP),
+          max_time_ms: float = typer.Option(TIMING.max_time_ms, "--max-time-ms", help=MAX_TIME_HELP),
+          workspace_mb: float = typer.Option(TIMING.workspace_mb, "--workspace-limit-mb", help=WORKSPACE_HELP),
+          cold: str = typer.Option(TIMING.cold, "--cold", help=COLD_HELP),
         no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
         exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
-        workers_per_gpu: int = typer.Option(2, "--workers-per-gpu", help=WORKERS_HELP),
-          screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
-          max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
+        workers_per_gpu: int = typer.Option(TIMING.workers_per_gpu, "--workers-per-gpu", help=WORKERS_HELP),
+          screen: float = typer.Option(TIMING.screen, "--screen", help=SCREEN_HELP),
+          max_engines: int = typer.Option(TIMING.max_engines, "--max-engines", help=MAX_ENGINES_HELP),
           device: int = typer.Option(0, "--device", help=DEVICE_HELP),
           devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
-          job_timeout: float = typer.Option(300.0, "--job-timeout", help=JOB_TIMEOUT_HELP),
+          job_timeout: float = typer.Option(TIMING.job_timeout, "--job-timeout", help=JOB_TIMEOUT_HELP),
           layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer tables"),
           quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
           json_out: bool = typer.Option(False, "--json", help="stages, run and analyses as JSON on stdout (no "
@@ -963,31 +844,21 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
-    from benanza.generation.generator import parse_kinds, parse_layouts, parse_precisions
+    from benanza import api
     from benanza.processing.model import parse_batches
 
     ncu = _require_ncu() if counters else None  # before any work
-    stages = {}
-    precisions = parse_precisions(dtype)
-    layouts = parse_layouts(layout)
-    kind_list = parse_kinds(kinds)
-    batches = parse_batches(batch)
-    opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold,
-                        workers_per_gpu)
-    t = time.perf_counter()
-    mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
-    stages["process_s"] = time.perf_counter() - t
+    timing = api.Timing(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, no_cold, exhaustive,
+                        workers_per_gpu, screen, max_engines, device, devices, job_timeout, force, retry_failed)
+    timing.run_options()  # every option checked before any work
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
-    conv_p = _conv_precision(conv_tf32, precisions)
-    database, suite = _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet or json_out, say,
-                                   stages, compile_now=False)
-    rs, ts = _bench_measure(suite, database, opts, quiet or json_out, torch, say, stages)
-    system, results = _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages)
-    counters_doc = _bench_counters(ncu, results, suite, database, system, opts, force, say, stages) if counters \
-        else None
+    r = api.bench(model, parse_batches(batch), dtype, layout, timing, db, output, kinds, torch, conv_tf32,
+                  _parse_dims(dim), batch_dim, quiet or json_out, say)
+    stages, results, system, database, rs, ts = r.stages, r.analyses, r.system, r.database, r.run, r.framework_run
+    counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
+        if counters else None
     if json_out:
-        out.print_json(json.dumps({"model": mls[0].model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
+        out.print_json(json.dumps({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
                                    "framework_run": _run_doc(ts) if ts is not None else None,
                                    "system": results[0].system if results else None,
                                    "analyses": [r.to_dict() for r in results]}))
@@ -998,116 +869,6 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
         _print_findings(results, database, system)
     out.print(_summary_table(results))
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
-
-
-def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: dict):
-    """``bench``'s stage 5: the LBL of every batch and data type on the system just measured ->
-    (system, analyses); :class:`UsageError` when a layer table has no measurement at all."""
-    from benanza import api
-    from benanza.database.store import system_fingerprint
-
-    t = time.perf_counter()
-    fingerprint = system_fingerprint(rs.system)
-    lbs = [api.lower_bound(api.Scenario(ml.path, ml.batch, p, tuple(layouts), conv_precision=conv_p),
-                           database, ml, fingerprint) for ml in mls for p in precisions]
-    system, results = lbs[0].system, [lb.analysis for lb in lbs]
-    stages["analyze_s"] = time.perf_counter() - t
-    say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
-    return system, results
-
-
-def _bench_measure(suite, database, opts, quiet: bool, torch: Optional[bool], say, stages: dict):
-    """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
-    :func:`_compile_beside_framework`), run the suite, then the framework's kernels if they were not
-    timed yet. Returns the run summaries (suite, framework or None)."""
-    ts = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
-    t = time.perf_counter()
-    rs = _do_run(suite, database, opts, quiet)
-    stages["run_s"] = time.perf_counter() - t
-    say(f"[4/5] {_run_line(rs)}")
-    if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
-        t = time.perf_counter()
-        ts = _do_torch(suite, database, rs.system_id, opts, quiet, torch)
-        if ts is not None:
-            stages["torch_s"] = time.perf_counter() - t
-            say(f"[4/5] framework kernels: {_run_line(ts)}")
-    return rs, ts
-
-
-def _compile_beside_framework(suite, database, opts, quiet: bool, torch: Optional[bool], say, stages: dict):
-    """``bench``'s stage 3 with the framework's kernels (which need PyTorch, not the suite) timed on
-    the GPU while the CPU compiles, when the compile is long (the harness library is not cached yet)
-    and they are to be timed: their system is the GPU as benanza's native module sees it
-    (``runner.system.local_system``, the suite's fingerprint), their cold figures taken for all
-    (the library's best is not known yet). Otherwise the suite is compiled alone and None returned
-    (the framework's kernels follow the suite's run). Returns the framework run's summary or None."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from benanza.build.builder import harness_library_path
-    from benanza.build.cudalibs import locate
-    from benanza.runner.system import local_system, partition_excludes_framework
-
-    t = time.perf_counter()
-    beside = torch is not False and not harness_library_path(locate()).exists() and not partition_excludes_framework()
-    system = local_system(opts.device) if beside else None
-    ts = None
-    with ThreadPoolExecutor(1) as pool:
-        jobs = max(1, (os.cpu_count() or 2) - 1) if system is not None else None  # a core for the framework
-        build = pool.submit(_build_with_progress, suite.root, jobs, quiet or system is not None)
-        if system is not None:
-            say("[3/5] compiling, and timing the framework's kernels meanwhile")
-            tt = time.perf_counter()
-            ts = _do_torch(suite, database, database.upsert_system(system), dataclasses.replace(opts, cold="all"),
-                           True, torch)
-            if ts is not None:
-                stages["torch_s"] = time.perf_counter() - tt
-        br = build.result()
-    stages["compile_s"] = time.perf_counter() - t
-    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s"
-        + (f"; framework kernels meanwhile: {_run_line(ts)}" if ts is not None else ""))
-    return ts
-
-
-def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict,
-                 compile_now: bool = True):
-    """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
-    created when no layer can be benchmarked), generate the suite into ``output`` (default: a
-    cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
-    a terminal unless ``quiet``. Returns (database, suite); the stages' wall times (s) go into ``stages``."""
-    from benanza.database.store import open_db
-    from benanza.generation.generator import generate as gen, plan_jobs
-
-    if not plan_jobs(mls, precisions):  # fail before creating anything
-        raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
-    database = open_db(db)  # before the long stages: a bad URL fails now
-    if not quiet:
-        _db_notices(database)
-    for ml in mls:
-        s = ml.summary()
-        say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "
-            f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
-            f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
-    t = time.perf_counter()
-    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
-        f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
-    stages["generate_s"] = time.perf_counter() - t
-    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
-    if compile_now:
-        t = time.perf_counter()
-        br = _build_with_progress(folder, None, quiet)
-        stages["compile_s"] = time.perf_counter() - t
-        say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
-    return database, suite
-
-
-def _build_with_progress(folder: Path, jobs: Optional[int], quiet: bool):
-    """:func:`benanza.build.builder.build` with a bar per build (ninja's ``[n/m]``) on a terminal."""
-    from benanza.build.builder import build as do_build
-    from benanza.reports.progress import BuildProgress
-
-    with BuildProgress(err, enabled=not quiet) as progress:
-        return do_build(folder, jobs=jobs, progress=progress)
 
 
 def _require_ncu() -> str:
@@ -1149,7 +910,9 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 
     database = open_db(db)
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / "ceilings"
-    br = _build_with_progress(C.generate_suite(folder), None, json_out)
+    from benanza import api
+
+    br = api.build_with_progress(C.generate_suite(folder), None, json_out)
     system, rows, failed = C.measure(br.executable, device)
     sid = database.upsert_system(system)
     database.write_ceilings(sid, [r.to_row() for r in rows])
@@ -1688,7 +1451,8 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
     folder = output or Path(f"benanza-torch-{src.name}")
     ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None}
     with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
-        onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, bench,
+        how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
+        onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how,
                                        bench_args, warmup, runs, iterations, ref, force, say)
     database = open_db(db, create=False)
     _, _, precision, conv = DTYPES[dtype]
