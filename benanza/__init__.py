@@ -1,6 +1,6 @@
 """benanza: lower-bound latency of ONNX models on GPUs from per-layer cuDNN/cuBLAS benchmarks.
 
-PyTorch modules: ``benanza torch SPEC`` and :func:`analyze_module` (:mod:`benanza.profiles.pytorch`).
+PyTorch modules: ``benanza torch SPEC`` and :func:`analyze_module` (:mod:`benanza.api`, in this process).
 
 Pipeline (one module each): :mod:`benanza.processing.model` (model processor), :mod:`benanza.generation.generator`
 (benchmark generator), :mod:`benanza.build.builder` (CMake build), :mod:`benanza.runner.run` (GPU runs),
@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 def analyze_module(module, example_inputs, **kw):
     """benanza for a PyTorch module object: export, bench, profile the module itself and analyze.
-    See :func:`benanza.profiles.pytorch.analyze_module` (arguments, errors); returns one
+    See :func:`benanza.api.analyze_module` (arguments, errors); returns one
     :class:`benanza.analysis.insights.Insights` per profiled run."""
-    from benanza.profiles.pytorch import analyze_module as _analyze_module
+    from benanza.api import analyze_module as _analyze_module
 
     return _analyze_module(module, example_inputs, **kw)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import dataclasses
 import os
 import sys
 import time
@@ -15,12 +14,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
 from benanza import __version__
+from benanza.api import TIMING  # the one home of the timing defaults
 from benanza import kinds as L
-from benanza.errors import BenanzaError, LibraryError, UsageError
+from benanza.kinds.precision import Precision
+from benanza.errors import BenanzaError, UsageError
 from benanza.reports.tables import Col, FitTable, console, fmt_ms
 from benanza.versions import version_text
 
@@ -96,11 +96,22 @@ def _guarded_failure():
     except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as e:
         # a path the user gave that cannot be written or read as asked: a usage error
         _fail(f"{e.filename}: {e.strerror.lower() if e.strerror else type(e).__name__}", 2)
+    except OSError as e:  # a full disk, a read-only file system, an I/O error: the system's words
+        if e.errno is None or os.environ.get("BENANZA_DEBUG"):
+            _internal_error(e)
+        where = f"{e.filename}: " if e.filename else ""
+        _fail(f"{where}{(e.strerror or os.strerror(e.errno)).lower()}", 1)
     except Exception as e:  # never a traceback for the user
-        if os.environ.get("BENANZA_DEBUG"):
-            raise
-        _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-              f"(set BENANZA_DEBUG=1 for the traceback)", 70)
+        _internal_error(e)
+
+
+def _internal_error(e: BaseException):
+    """Exit 70 with one line for an exception benanza did not expect (the traceback with
+    BENANZA_DEBUG=1)."""
+    if os.environ.get("BENANZA_DEBUG"):
+        raise e
+    _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+          f"(set BENANZA_DEBUG=1 for the traceback)", 70)
 
 
 def _check_output_file(flag: str, path: Optional[Path]) -> None:
@@ -130,7 +141,7 @@ def _parse_dims(dims: list[str] | None) -> dict[str, int]:
 
 
 def _process_all(model: Path, batches: list[int], dims: dict, batch_dim: Optional[int], quiet: bool = False):
-    from benanza.processing.model import process
+    from benanza.processing.cache import process
 
     mls = []
     for b in batches:
@@ -245,31 +256,13 @@ def build(folder: Path = typer.Argument(..., help="suite folder written by `bena
     """Compile a generated suite with CMake against cuDNN and cuBLAS.
 
     Example: benanza build suite"""
-    r = _build_with_progress(folder, jobs, quiet)
+    from benanza import api
+
+    r = api.build_with_progress(folder, jobs, quiet)
     out.print(f"built {r.executable} (configure {r.configure_s:.1f} s, compile {r.compile_s:.1f} s)", markup=False)
 
 
 # --------------------------------------------------------------------------------------------- run
-
-def _parse_devices(text: Optional[str], device: int) -> tuple[int, ...]:
-    """``--devices all`` (every GPU here) or ``0,1,...``; none: ``(device,)``."""
-    if not text:
-        return (device,)
-    if text.strip().lower() == "all":
-        from benanza.runner import system as sysq
-
-        n = sysq.device_count()
-        if n < 1:
-            raise UsageError("--devices all: no CUDA device here")
-        return tuple(range(n))
-    try:
-        out = tuple(dict.fromkeys(int(p) for p in text.split(",") if p.strip()))
-    except ValueError:
-        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1") from None
-    if not out or min(out) < 0:
-        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1")
-    return out
-
 
 MAX_ENGINES_HELP = ("quick runs: time at most this many cuDNN engine configs, cuBLASLt configs and legacy "
                     "convolution algorithms per call and job, in heuristics order (the rest recorded as skipped; "
@@ -292,101 +285,8 @@ SCREEN_HELP = ("with --exhaustive: skip sampling a call whose first replay is sl
                "best so far (recorded as screened with that time); 0 (default): sample every call")
 
 
-def _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device, job_timeout,
-                 force, retry_failed, devices=None, screen=0.0, max_engines=0, exhaustive=False, no_cold=False,
-                 workers_per_gpu=2):
-    from benanza.runner.run import COLD_POLICIES, RunOptions
-
-    if cold not in COLD_POLICIES:
-        raise UsageError(f"--cold must be one of {', '.join(COLD_POLICIES)}, got {cold!r}")
-    if no_cold:
-        cold = "none"
-    elif exhaustive and cold == "contenders":
-        cold = "all"
-
-    if not 0 < rse < 1:
-        raise UsageError(f"--rse must be in (0, 1), got {rse}")
-    if min_samples < 1 or max_samples < min_samples:
-        raise UsageError("--min-samples must be >= 1 and <= --max-samples")
-    if job_timeout <= 0:
-        raise UsageError("--job-timeout must be positive")
-    if screen != 0 and screen < 1:
-        raise UsageError(f"--screen must be 0 (off) or >= 1, got {screen}")
-    if not 1 <= workers_per_gpu <= 8:
-        raise UsageError(f"--workers-per-gpu must be 1 to 8, got {workers_per_gpu}")
-    if max_engines < 0:
-        raise UsageError(f"--max-engines must be 0 (all) or positive, got {max_engines}")
-    return RunOptions(device=device, warmup_ms=warmup_ms, rse=rse, min_samples=min_samples, max_samples=max_samples,
-                      max_time_ms=max_time_ms, workspace_limit_mb=workspace_mb, cold=cold, job_timeout_s=job_timeout,
-                      force=force, retry_failed=retry_failed, devices=_parse_devices(devices, device),
-                      screen=screen, max_engines=max_engines, race=not exhaustive, workers_per_gpu=workers_per_gpu,
-                      phases_log=Path(os.environ["BENANZA_PHASES_LOG"]) if os.environ.get("BENANZA_PHASES_LOG") else None)
-
-
-class _Progress:
-    """A rich progress bar over jobs: counts, ETA, failures so far; on a terminal only (a pipe or a
-    log gets the run's summary line)."""
-
-    def __init__(self, quiet: bool, label: str = "measuring"):
-        self.quiet = quiet or not err.is_terminal
-        self.label = label
-        self.bar: Progress | None = None
-        self.task = None
-
-    def __call__(self, event: str, info: dict) -> None:
-        if self.quiet:
-            return
-        if event == "start":
-            self.bar = Progress(TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("jobs  failed {task.fields[failed]}"), TimeElapsedColumn(),
-                                TextColumn("eta"), TimeRemainingColumn(), console=err, transient=False)
-            self.bar.start()
-            self.task = self.bar.add_task("jobs", total=info["total"], failed=0)
-        elif event == "job" and self.bar is not None:
-            self.bar.update(self.task, completed=info["done"], failed=info["failed"])
-        elif event == "end":
-            self.close()
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-
-
-def _do_run(suite, db, opts, quiet):
-    from benanza.runner.run import run_suite
-
-    prog = _Progress(quiet)
-    try:
-        return run_suite(suite, db, opts, progress=prog)
-    finally:
-        prog.close()
-
-
 TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the framework's own kernels, "
               "calls torch:aten::...), a candidate of the LBL; default: when PyTorch sees a CUDA device")
-
-
-def _do_torch(suite, db, system_id, opts, quiet, torch: Optional[bool]):
-    """The framework's kernels after the suite's (``torch``: None = when available). Returns the
-    run summary, or None (with the reason printed unless quiet) when they are not timed."""
-    from benanza.runner.run import framework_available, framework_pending, run_framework_jobs
-    from benanza.runner.system import partition_excludes_framework
-
-    if torch is False or not framework_pending(suite, db, system_id, opts):
-        return None  # (nothing to time: PyTorch is not even imported)
-    why = partition_excludes_framework() or framework_available()
-    if why:
-        if torch:
-            raise LibraryError(f"--torch: {why}")
-        if not quiet:
-            err.print(f"notice: the framework's kernels are not timed: {why}", markup=False)
-        return None
-    prog = _Progress(quiet, "framework kernels")
-    try:
-        return run_framework_jobs(suite, db, system_id, opts, progress=prog)
-    finally:
-        prog.close()
 
 
 @app.command()
@@ -395,47 +295,48 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
         retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-        warmup_ms: float = typer.Option(0.25, "--warmup-ms", help=WARMUP_HELP),
-        rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
-        min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
-        max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
-        max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
-        workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
-        cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
+        warmup_ms: float = typer.Option(TIMING.warmup_ms, "--warmup-ms", help=WARMUP_HELP),
+        rse: float = typer.Option(TIMING.rse, "--rse", help=RSE_HELP),
+        min_samples: int = typer.Option(TIMING.min_samples, "--min-samples", help=MIN_SAMPLES_HELP),
+        max_samples: int = typer.Option(TIMING.max_samples, "--max-samples", help=MAX_SAMPLES_HELP),
+        max_time_ms: float = typer.Option(TIMING.max_time_ms, "--max-time-ms", help=MAX_TIME_HELP),
+        workspace_mb: float = typer.Option(TIMING.workspace_mb, "--workspace-limit-mb", help=WORKSPACE_HELP),
+        cold: str = typer.Option(TIMING.cold, "--cold", help=COLD_HELP),
         no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
         exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
-        workers_per_gpu: int = typer.Option(2, "--workers-per-gpu", help=WORKERS_HELP),
-        screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
-        max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
+        workers_per_gpu: int = typer.Option(TIMING.workers_per_gpu, "--workers-per-gpu", help=WORKERS_HELP),
+        screen: float = typer.Option(TIMING.screen, "--screen", help=SCREEN_HELP),
+        max_engines: int = typer.Option(TIMING.max_engines, "--max-engines", help=MAX_ENGINES_HELP),
         device: int = typer.Option(0, "--device", help=DEVICE_HELP),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
-        job_timeout: float = typer.Option(300.0, "--job-timeout", help=JOB_TIMEOUT_HELP),
+        job_timeout: float = typer.Option(TIMING.job_timeout, "--job-timeout", help=JOB_TIMEOUT_HELP),
         torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
         quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
         json_out: bool = typer.Option(False, "--json", help="the run summary as JSON on stdout (no progress)")):
     """Run a built suite on the GPU and store the measurements in the database.
 
     Example: benanza run suite --db perf.db"""
+    from benanza import api
     from benanza.database.store import open_db
     from benanza.generation.generator import load_suite
 
     suite = load_suite(folder)
-    opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold,
-                        workers_per_gpu)
+    opts = api.Timing(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, no_cold, exhaustive,
+                      workers_per_gpu, screen, max_engines, device, devices, job_timeout, force,
+                      retry_failed).run_options()
     database = open_db(db)
     _db_notices(database)
-    s = _do_run(suite, database, opts, quiet or json_out)
-    ts = _do_torch(suite, database, s.system_id, opts, quiet or json_out, torch)
+    s = api.run_suite(suite, database, opts, quiet or json_out)
+    ts = api.run_framework(suite, database, s.system_id, opts, quiet or json_out, torch)
     doc = _run_doc(s)
     if ts is not None:
         doc["framework"] = _run_doc(ts)
     if json_out:
         out.print_json(json.dumps(doc))
     else:
-        out.print(_run_line(s), markup=False)
+        out.print(api.run_line(s), markup=False)
         if ts is not None:
-            out.print("framework kernels: " + _run_line(ts), markup=False)
+            out.print("framework kernels: " + api.run_line(ts), markup=False)
 
 
 def _run_doc(s) -> dict:
@@ -444,36 +345,19 @@ def _run_doc(s) -> dict:
             "restarts": s.restarts, "wall_s": s.wall_s, "failures": [{"job": j, "reason": r} for j, r in s.failures]}
 
 
-def _run_line(s) -> str:
-    line = (f"{s.system.get('gpu_name')}: {s.ok + s.failed} jobs run ({s.failed} failed), {s.skipped} already in "
-            f"the database, {s.measurements} measurement records, {s.wall_s:.1f} s")
-    for j, r in s.failures[:10]:
-        line += f"\n  failed {j}: {r}"
-    return line
-
-
 # ----------------------------------------------------------------------------------------- analyze
 
-def _current_fingerprint() -> Optional[str]:
-    """Fingerprint of GPU 0 here, when there is one and the native module can see it."""
-    try:
-        from benanza.runner import system as sysq
-
-        return sysq.current_fingerprint()
-    except Exception:
-        return None
-
-
-#: the per-layer table's columns; in a narrow terminal the v7 pick goes first, then IQR, math,
-#: critical-path mark, config and call (layer, algorithm and time stay)
-ANALYSIS_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("config", drop=5), Col("call", "name", drop=6),
-                    Col("algorithm"), Col("math", "name", drop=3), Col("µs", "num"), Col("IQR µs", "num", drop=2),
-                    Col("v7 pick (µs)", drop=1), Col("crit", "name", drop=4))
+#: the per-layer table's columns; in a narrow terminal an all-empty column goes first (the v7 pick
+#: without heuristic records), then the v7 pick, IQR, the critical-path mark, config, math and call
+#: (layer, algorithm and time stay; an engine config wraps between its knobs, never inside one)
+ANALYSIS_COLUMNS = (Col("#", "num"), Col("layer", "name"), Col("config", drop=3), Col("call", "name", drop=1),
+                    Col("algorithm", "token"), Col("math", "name", drop=2), Col("µs", "num"), Col("IQR µs", "num", drop=5),
+                    Col("v7 pick (µs)", "token", drop=6), Col("crit", "name", drop=4))
 
 
 def _analysis_table(a) -> FitTable:
-    part = "" if a.complete else " (INCOMPLETE: partial sums)"
-    t = FitTable(f"{a.model} batch {a.batch} {a.precision_label}: LBL {a.lbl_ms:.4f} ms (fused, critical path); "
+    part = "" if a.complete_unfused else " (partial sums)"
+    t = FitTable(f"{a.model} batch {a.batch} {a.precision_label}: LBL {a.lbl_text()}; "
                  f"unfused sequential {a.lbl_sequential_ms:.4f} ms, parallel {a.lbl_parallel_ms:.4f} ms{part}",
                  ANALYSIS_COLUMNS)
     crit = set(a.critical_path)
@@ -529,13 +413,14 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
 
     Example: benanza analyze resnet50.onnx --batch 32 --dtype fp16 --trace lbl.json (open lbl.json in
     ui.perfetto.dev beside the torch.profiler trace)"""
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza import api
     from benanza.database.store import open_db
-    from benanza.generation.generator import parse_layouts, parse_precisions
+    from benanza.generation.generator import parse_precisions
     from benanza.processing.model import parse_batches
 
     precisions = parse_precisions(dtype)
-    layouts = tuple(parse_layouts(layout))
+    layouts = api.layouts(layout)
+    api.cache(cache)
     _check_output_file("--trace", trace_out)
     if trace_out is not None and (len(precisions) > 1 or len(parse_batches(batch)) > 1):
         raise UsageError("--trace writes one schedule: give one --batch and one --dtype")
@@ -546,12 +431,14 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     database = open_db(db, create=False)
     if not json_out:
         _db_notices(database)
-    system, notice = resolve_system(database, system_spec, _current_fingerprint())
-    if notice and not json_out:
-        err.print(f"notice: {notice}", markup=False)
     conv_p = _conv_precision(conv_tf32, precisions)
-    results = [do_analyze(ml, database, system, p, cache, layouts, conv_p) for ml in mls for p in precisions]
-    _require_measurements(results, database, system)
+    fingerprint, dims = api.current_fingerprint(), tuple(_parse_dims(dim).items())
+    lbs = [api.lower_bound(api.Scenario(model, ml.batch, p, layouts, cache, system_spec, conv_p, dims, batch_dim),
+                           database, ml, fingerprint) for ml in mls for p in precisions]
+    results, system = [lb.analysis for lb in lbs], lbs[0].system
+    if not json_out:
+        for note in dict.fromkeys(n for lb in lbs for n in lb.notices):
+            err.print(f"notice: {note}", markup=False)
     if trace_out is not None:
         from benanza.reports.lbl_trace import write_trace
 
@@ -598,16 +485,6 @@ def _conv_precision(conv_tf32: bool, precisions: list[str]) -> Optional[str]:
     if precisions != ["fp32"]:
         raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
     return "tf32"
-
-
-def _require_measurements(results, database, system) -> None:
-    """An LBL without measurements is never a number: raise :class:`UsageError` (exit 2) when an
-    analysis has benchmarkable layers and not one of them is measured on ``system``."""
-    for r in results:
-        if r.measured_layers == 0 and r.missing:
-            raise UsageError(f"{r.model} batch {r.batch} {r.precision_label}: no layer is measured on {system.gpu_name} "
-                             f"(system {system.id}) in {database.safe_url}; run `benanza bench` for this batch "
-                             f"and data type")
 
 
 def _print_findings(results, database, system) -> None:
@@ -718,8 +595,10 @@ def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_o
             text = render_html(docs[0], svg, source)
         else:
             text = render_comparison(docs)
+        from benanza.database.exports import write_atomic
+
         try:
-            html_out.write_text(text, encoding="utf-8")
+            write_atomic(text.encode("utf-8"), html_out)  # whole or not at all
         except OSError as e:
             raise UsageError(f"{html_out}: cannot write the HTML report: {e.strerror or e}") from None
         if not json_out:
@@ -776,35 +655,11 @@ def _summary_table(results) -> FitTable:
 
 # --------------------------------------------------------------------------- predict and roofline
 
-def _one_analysis(model: Path, batch: int, dtype: str, db: Optional[str], system_spec: Optional[str], json_out: bool,
-                  layouts: tuple[str, ...] = ("NCHW",)):
-    """Process MODEL at one batch, resolve the system and analyze it in one precision (each layer's
-    fastest measurement among ``layouts``)."""
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
-    from benanza.database.store import open_db
-
-    if dtype not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {dtype!r} (choose one of {', '.join(L.PRECISIONS)})")
-    if batch <= 0:
-        raise UsageError(f"--batch must be a positive integer, got {batch}")
-    ml = _process_all(model, [batch], {}, None, quiet=json_out)[0]
-    database = open_db(db, create=False)
-    system, notice = resolve_system(database, system_spec, _current_fingerprint())
-    if notice and not json_out:
-        err.print(f"notice: {notice}", markup=False)
-    return do_analyze(ml, database, system, dtype, layouts=layouts), system
-
-
-def _spec_of(system, json_out: bool):
-    """The spec-table entry of a measured system, with a notice when the two disagree."""
-    from benanza.analysis.gpus import find_gpu
-
-    spec = find_gpu(system.gpu_name)
-    if not json_out and (system.sm_count != spec.sm_count or
-                         (system.max_sm_clock_mhz and system.max_sm_clock_mhz != spec.boost_clock_mhz)):
-        err.print(f"notice: {system.gpu_name} reports {system.sm_count} SMs at {system.max_sm_clock_mhz} MHz; "
-                  f"the spec table says {spec.sm_count} at {spec.boost_clock_mhz} MHz (spec used)", markup=False)
-    return spec
+def _print_notices(lb, json_out: bool) -> None:
+    """A lower bound's notices (the model's, the system resolver's, the spec table's) on stderr."""
+    if not json_out:
+        for n in lb.notices:
+            err.print(f"notice: {n}", markup=False)
 
 
 @app.command()
@@ -820,21 +675,17 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
             memory: str = typer.Option("l2", "--memory", help="memory term: l2 (warm working sets that fit "
                                        "the L2 scale with SMs x clock, the rest with DRAM bandwidth) or dram "
                                        "(Habitat's: all with DRAM bandwidth)"),
-            json_out: bool = typer.Option(False, "--json", help="the prediction per layer as JSON on stdout")):
+            json_out: bool = typer.Option(False, "--json", help="the prediction per layer as JSON on stdout"),
+            layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP)):
     """Predict MODEL's LBL on a GPU you do not have from its measurements on one you do (Habitat
     wave scaling, USENIX ATC 2021, with datasheet figures).
 
     Example: benanza predict resnet50.onnx --batch 32 --dtype fp16 --from H200 --to A100-SXM4-80GB --db perf.db"""
-    from benanza.analysis.gpus import find_gpu
-    from benanza.analysis.predict import predict as do_predict
+    from benanza import api
 
-    dest = find_gpu(target)
-    a, system = _one_analysis(model, batch, dtype, db, origin, json_out)
-    from benanza.analysis.predict import MEMORY_MODELS
-
-    if memory not in MEMORY_MODELS:
-        raise UsageError(f"--memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
-    p = do_predict(a, _spec_of(system, json_out), dest, dtype, memory=memory)
+    lb, p = api.predict(api.Scenario.of(model, batch, dtype, layout, system=origin), target, db, memory)
+    a = lb.analysis
+    _print_notices(lb, json_out)
     from benanza.analysis.predict import error_bar, load_error_table
 
     table = load_error_table()
@@ -849,9 +700,12 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
         t.add_row(kind, str(v["layers"]), f"{v['origin_ms']:.4f}", f"{v['predicted_ms']:.4f}",
                   f"{v['ratio']:.3f}" if v["ratio"] else "-")
     out.print(t)
-    out.print(f"LBL sequential: {p.origin_lbl_sequential_ms:.4f} ms measured -> {p.lbl_sequential_ms:.4f} ms predicted; "
-              f"parallel (critical path): {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
-              + ("" if p.complete else " (INCOMPLETE: layers without a measurement)"), markup=False)
+    note = f" {a.incomplete_note}" if a.incomplete_note else ""
+    out.print(f"LBL ({a.lbl_name}): {p.origin_lbl_ms:.4f} ms measured on {p.origin.name} -> {p.lbl_ms:.4f} ms "
+              f"predicted on {p.target.name}{note}", markup=False)
+    out.print(f"unfused, per layer: sequential {p.origin_lbl_sequential_ms:.4f} -> {p.lbl_sequential_ms:.4f} ms, "
+              f"critical path {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
+              + ("" if p.complete else " (partial sums: layers without a measurement)"), markup=False)
     out.print(_error_bar_line(eb, dtype), markup=False, highlight=False)
     out.print(f"method: Habitat wave scaling, {memory} memory term; figures from the spec table ({p.target.source})", markup=False,
               highlight=False)
@@ -892,42 +746,30 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
              kind: str = typer.Option("classic", "--kind", help="classic (achieved FLOP/s against FLOP/byte, one "
                                       "point per layer) or time (time against FLOPs and against bytes, every "
                                       "measured implementation of each layer; Wang et al. 2020)"),
-             layout: str = typer.Option("nchw", "--layout", help="layouts a layer may run in: nchw (default: the "
-                                        "model's) or nchw,nhwc (convolutions and their neighbours also "
-                                        "channels-last, each layer taking the faster; the time chart draws both)")):
+             layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP + "; the time chart draws "
+                                        "every layout measured")):
     """Roofline bound and library efficiency (bound / best measured) of every layer of MODEL, and the
     roofline chart (--kind classic) or the time-based roofline of every implementation (--kind time).
 
     Example: benanza roofline resnet50.onnx --batch 32 --dtype fp16 --db perf.db --kind time --svg roofline.svg"""
-    from benanza.analysis.roofline import l2_roof
+    from benanza import api
     from benanza.database.store import open_db
-    from benanza.reports.chart import LAUNCH_FLOOR_US, model_roofline, render
+    from benanza.reports.chart import LAUNCH_FLOOR_US, render
 
-    if ceilings not in ("spec", "measured"):
-        raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
     if kind not in ("classic", "time"):
         raise UsageError(f"--kind must be classic or time, got {kind!r}")
-    from benanza.generation.generator import parse_layouts
-
-    layouts = tuple(parse_layouts(layout))
     for flag, path in (("--png", png), ("--svg", svg)):
         _check_output_file(flag, path)
-    a, system = _one_analysis(model, batch, dtype, db, system_spec, json_out, layouts)
-    spec = _spec_of(system, json_out)
     database = open_db(db, create=False)
-    measured = database.ceilings(system.id)
-    if ceilings == "measured":
-        from benanza.analysis.gpus import with_measured_ceilings
-
-        spec = with_measured_ceilings(spec, measured)
-    l2 = l2_roof(spec.sm_count, spec.boost_clock_mhz, measured)
+    lb, mr, spec = api.roofline(api.Scenario.of(model, batch, dtype, layout, system=system_spec), database, ceilings)
+    a, system, l2 = lb.analysis, lb.system, mr.l2
+    _print_notices(lb, json_out)
     if kind == "time":
         from benanza.reports.time_chart import print_time_roofline, render_time, time_roofline
 
         tr = time_roofline(a, database, system, spec, l2, ceilings)
         print_time_roofline(tr, render_time(tr, png, svg) if (png or svg) else [], out, json_out)
         return
-    mr = model_roofline(a, spec, ceilings, l2)
     written = render(mr, png, svg) if (png or svg) else []
     if json_out:
         d = mr.to_dict()
@@ -944,9 +786,11 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
         t.add_row(str(x.index), x.name, x.kind, f"{x.flops / 1e9:.3f}", f"{x.bytes / 1e6:.2f}", f"{x.intensity:.1f}",
                   x.limit, x.peak, f"{x.bound_ms * 1e3:.1f}", f"{x.measured_ms * 1e3:.1f}", f"{x.efficiency:.0%}")
     out.print(t)
-    out.print(f"roofline bound: {mr.bound_sequential_ms:.4f} ms sequential, {mr.bound_parallel_ms:.4f} ms parallel; "
-              f"with the {LAUNCH_FLOOR_US:g} µs launch floor {mr.attainable_sequential_ms:.4f} ms; LBL {mr.lbl_sequential_ms:.4f} ms; "
-              f"library efficiency {mr.efficiency:.1%}", markup=False)
+    out.print(f"LBL {a.lbl_text()}", markup=False)
+    out.print(f"roofline bound of the layers: {mr.bound_sequential_ms:.4f} ms sequential, {mr.bound_parallel_ms:.4f} ms "
+              f"parallel; with the {LAUNCH_FLOOR_US:g} µs launch floor {mr.attainable_sequential_ms:.4f} ms; library "
+              f"efficiency {mr.efficiency:.1%} (bound / the layers' measured sum, {mr.lbl_sequential_ms:.4f} ms "
+              f"unfused)", markup=False)
     out.print(f"ceilings: {mr.gpu.source}", markup=False, highlight=False)
     from benanza.reports.counters import counters_table
 
@@ -971,21 +815,21 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
                                               "(with --force: measure again what a harness change touched)"),
           force: bool = typer.Option(False, "--force", help="measure again what the database already has"),
           retry_failed: bool = typer.Option(False, "--retry-failed", help="run again the jobs that failed"),
-          warmup_ms: float = typer.Option(0.25, "--warmup-ms", help=WARMUP_HELP),
-          rse: float = typer.Option(0.01, "--rse", help=RSE_HELP),
-          min_samples: int = typer.Option(10, "--min-samples", help=MIN_SAMPLES_HELP),
-          max_samples: int = typer.Option(2000, "--max-samples", help=MAX_SAMPLES_HELP),
-          max_time_ms: float = typer.Option(1000.0, "--max-time-ms", help=MAX_TIME_HELP),
-          workspace_mb: float = typer.Option(4096.0, "--workspace-limit-mb", help=WORKSPACE_HELP),
-          cold: str = typer.Option("contenders", "--cold", help=COLD_HELP),
+          warmup_ms: float = typer.Option(TIMING.warmup_ms, "--warmup-ms", help=WARMUP_HELP),
+          rse: float = typer.Option(TIMING.rse, "--rse", help=RSE_HELP),
+          min_samples: int = typer.Option(TIMING.min_samples, "--min-samples", help=MIN_SAMPLES_HELP),
+          max_samples: int = typer.Option(TIMING.max_samples, "--max-samples", help=MAX_SAMPLES_HELP),
+          max_time_ms: float = typer.Option(TIMING.max_time_ms, "--max-time-ms", help=MAX_TIME_HELP),
+          workspace_mb: float = typer.Option(TIMING.workspace_mb, "--workspace-limit-mb", help=WORKSPACE_HELP),
+          cold: str = typer.Option(TIMING.cold, "--cold", help=COLD_HELP),
         no_cold: bool = typer.Option(False, "--no-cold", help=NO_COLD_HELP),
         exhaustive: bool = typer.Option(False, "--exhaustive", help=EXHAUSTIVE_HELP),
-        workers_per_gpu: int = typer.Option(2, "--workers-per-gpu", help=WORKERS_HELP),
-          screen: float = typer.Option(0.0, "--screen", help=SCREEN_HELP),
-          max_engines: int = typer.Option(0, "--max-engines", help=MAX_ENGINES_HELP),
+        workers_per_gpu: int = typer.Option(TIMING.workers_per_gpu, "--workers-per-gpu", help=WORKERS_HELP),
+          screen: float = typer.Option(TIMING.screen, "--screen", help=SCREEN_HELP),
+          max_engines: int = typer.Option(TIMING.max_engines, "--max-engines", help=MAX_ENGINES_HELP),
           device: int = typer.Option(0, "--device", help=DEVICE_HELP),
           devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
-          job_timeout: float = typer.Option(300.0, "--job-timeout", help=JOB_TIMEOUT_HELP),
+          job_timeout: float = typer.Option(TIMING.job_timeout, "--job-timeout", help=JOB_TIMEOUT_HELP),
           layers_table: bool = typer.Option(True, "--layers/--no-layers", help="print the per-layer tables"),
           quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
           json_out: bool = typer.Option(False, "--json", help="stages, run and analyses as JSON on stdout (no "
@@ -1000,31 +844,21 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
-    from benanza.generation.generator import parse_kinds, parse_layouts, parse_precisions
+    from benanza import api
     from benanza.processing.model import parse_batches
 
     ncu = _require_ncu() if counters else None  # before any work
-    stages = {}
-    precisions = parse_precisions(dtype)
-    layouts = parse_layouts(layout)
-    kind_list = parse_kinds(kinds)
-    batches = parse_batches(batch)
-    opts = _run_options(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, device,
-                        job_timeout, force, retry_failed, devices, screen, max_engines, exhaustive, no_cold,
-                        workers_per_gpu)
-    t = time.perf_counter()
-    mls = _process_all(model, batches, _parse_dims(dim), batch_dim, quiet=json_out)
-    stages["process_s"] = time.perf_counter() - t
+    timing = api.Timing(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, no_cold, exhaustive,
+                        workers_per_gpu, screen, max_engines, device, devices, job_timeout, force, retry_failed)
+    timing.run_options()  # every option checked before any work
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
-    conv_p = _conv_precision(conv_tf32, precisions)
-    database, suite = _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet or json_out, say,
-                                   stages, compile_now=False)
-    rs, ts = _bench_measure(suite, database, opts, quiet or json_out, torch, say, stages)
-    system, results = _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages)
-    counters_doc = _bench_counters(ncu, results, suite, database, system, opts, force, say, stages) if counters \
-        else None
+    r = api.bench(model, parse_batches(batch), dtype, layout, timing, db, output, kinds, torch, conv_tf32,
+                  _parse_dims(dim), batch_dim, quiet or json_out, say)
+    stages, results, system, database, rs, ts = r.stages, r.analyses, r.system, r.database, r.run, r.framework_run
+    counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
+        if counters else None
     if json_out:
-        out.print_json(json.dumps({"model": mls[0].model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
+        out.print_json(json.dumps({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
                                    "framework_run": _run_doc(ts) if ts is not None else None,
                                    "system": results[0].system if results else None,
                                    "analyses": [r.to_dict() for r in results]}))
@@ -1035,116 +869,6 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
         _print_findings(results, database, system)
     out.print(_summary_table(results))
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
-
-
-def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: dict):
-    """``bench``'s stage 5: the LBL of every batch and data type on the system just measured ->
-    (system, analyses); :class:`UsageError` when a layer table has no measurement at all."""
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
-    from benanza.database.store import system_fingerprint
-
-    t = time.perf_counter()
-    system, _ = resolve_system(database, None, system_fingerprint(rs.system))
-    results = [do_analyze(ml, database, system, p, layouts=tuple(layouts), conv_precision=conv_p)
-               for ml in mls for p in precisions]
-    _require_measurements(results, database, system)
-    stages["analyze_s"] = time.perf_counter() - t
-    say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
-    return system, results
-
-
-def _bench_measure(suite, database, opts, quiet: bool, torch: Optional[bool], say, stages: dict):
-    """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
-    :func:`_compile_beside_framework`), run the suite, then the framework's kernels if they were not
-    timed yet. Returns the run summaries (suite, framework or None)."""
-    ts = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
-    t = time.perf_counter()
-    rs = _do_run(suite, database, opts, quiet)
-    stages["run_s"] = time.perf_counter() - t
-    say(f"[4/5] {_run_line(rs)}")
-    if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
-        t = time.perf_counter()
-        ts = _do_torch(suite, database, rs.system_id, opts, quiet, torch)
-        if ts is not None:
-            stages["torch_s"] = time.perf_counter() - t
-            say(f"[4/5] framework kernels: {_run_line(ts)}")
-    return rs, ts
-
-
-def _compile_beside_framework(suite, database, opts, quiet: bool, torch: Optional[bool], say, stages: dict):
-    """``bench``'s stage 3 with the framework's kernels (which need PyTorch, not the suite) timed on
-    the GPU while the CPU compiles, when the compile is long (the harness library is not cached yet)
-    and they are to be timed: their system is the GPU as benanza's native module sees it
-    (``runner.system.local_system``, the suite's fingerprint), their cold figures taken for all
-    (the library's best is not known yet). Otherwise the suite is compiled alone and None returned
-    (the framework's kernels follow the suite's run). Returns the framework run's summary or None."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from benanza.build.builder import harness_library_path
-    from benanza.build.cudalibs import locate
-    from benanza.runner.system import local_system, partition_excludes_framework
-
-    t = time.perf_counter()
-    beside = torch is not False and not harness_library_path(locate()).exists() and not partition_excludes_framework()
-    system = local_system(opts.device) if beside else None
-    ts = None
-    with ThreadPoolExecutor(1) as pool:
-        jobs = max(1, (os.cpu_count() or 2) - 1) if system is not None else None  # a core for the framework
-        build = pool.submit(_build_with_progress, suite.root, jobs, quiet or system is not None)
-        if system is not None:
-            say("[3/5] compiling, and timing the framework's kernels meanwhile")
-            tt = time.perf_counter()
-            ts = _do_torch(suite, database, database.upsert_system(system), dataclasses.replace(opts, cold="all"),
-                           True, torch)
-            if ts is not None:
-                stages["torch_s"] = time.perf_counter() - tt
-        br = build.result()
-    stages["compile_s"] = time.perf_counter() - t
-    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s"
-        + (f"; framework kernels meanwhile: {_run_line(ts)}" if ts is not None else ""))
-    return ts
-
-
-def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict,
-                 compile_now: bool = True):
-    """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
-    created when no layer can be benchmarked), generate the suite into ``output`` (default: a
-    cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
-    a terminal unless ``quiet``. Returns (database, suite); the stages' wall times (s) go into ``stages``."""
-    from benanza.database.store import open_db
-    from benanza.generation.generator import generate as gen, plan_jobs
-
-    if not plan_jobs(mls, precisions):  # fail before creating anything
-        raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
-    database = open_db(db)  # before the long stages: a bad URL fails now
-    if not quiet:
-        _db_notices(database)
-    for ml in mls:
-        s = ml.summary()
-        say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "
-            f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
-            f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
-    t = time.perf_counter()
-    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
-        f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
-    stages["generate_s"] = time.perf_counter() - t
-    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
-    if compile_now:
-        t = time.perf_counter()
-        br = _build_with_progress(folder, None, quiet)
-        stages["compile_s"] = time.perf_counter() - t
-        say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
-    return database, suite
-
-
-def _build_with_progress(folder: Path, jobs: Optional[int], quiet: bool):
-    """:func:`benanza.build.builder.build` with a bar per build (ninja's ``[n/m]``) on a terminal."""
-    from benanza.build.builder import build as do_build
-    from benanza.reports.progress import BuildProgress
-
-    with BuildProgress(err, enabled=not quiet) as progress:
-        return do_build(folder, jobs=jobs, progress=progress)
 
 
 def _require_ncu() -> str:
@@ -1186,7 +910,9 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
 
     database = open_db(db)
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / "ceilings"
-    br = _build_with_progress(C.generate_suite(folder), None, json_out)
+    from benanza import api
+
+    br = api.build_with_progress(C.generate_suite(folder), None, json_out)
     system, rows, failed = C.measure(br.executable, device)
     sid = database.upsert_system(system)
     database.write_ceilings(sid, [r.to_row() for r in rows])
@@ -1235,7 +961,8 @@ def system(json_out: bool = typer.Option(False, "--json", help="devices and libr
 def _emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | None = None) -> None:
     """Rows as a table, CSV or JSON (a list of records) on stdout. ``columns``: the table's, by row
     key (a :class:`Col` whose header is the key, or the key); a ``*_ms`` column shows times with
-    their unit (ms or µs) under the key without ``_ms``. CSV and JSON keep every key and raw value."""
+    their unit (ms or µs) under the key without ``_ms``. CSV and JSON keep every key and raw value
+    (in CSV, a list or dict value is its JSON text)."""
     fmt = fmt.lower()
     if fmt == "json":
         out.print_json(json.dumps(rows, default=str))
@@ -1247,8 +974,9 @@ def _emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | Non
 
         w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0].keys()) if rows else cols, extrasaction="ignore")
         w.writeheader()
-        for r in rows:
-            w.writerow(r)
+        for r in rows:  # a list or dict column (details, params) as JSON, never a Python repr
+            w.writerow({k: json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
+                        for k, v in r.items()})
         return
     if fmt != "table":
         raise UsageError(f"--format must be table, csv or json, not {fmt!r}")
@@ -1342,8 +1070,8 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     from benanza.database import query
     from benanza.database.store import open_db
 
-    if dtype and dtype not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(L.PRECISIONS)})")
+    if dtype:
+        Precision.of(dtype)
     database = open_db(db, create=False)
     _db_notices(database)
     f = query.Filters(system=system, model=model, model_batch=batch, kind=kind, params=_params(param),
@@ -1367,7 +1095,7 @@ def db_query(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         title = f"{len(recs)} measurements"
     _emit([r.to_dict() for r in recs], fmt, title,
           [Col("system_id", "num", drop=7), Col("kind", "name", drop=6), Col("description"),
-           Col("precision", "name", drop=5), Col("call", "name", drop=4), Col("algorithm"), Col("math", "name", drop=3),
+           Col("precision", "name", drop=5), Col("call", "name", drop=4), Col("algorithm", "token"), Col("math", "name", drop=3),
            Col("cache", "name", drop=2), Col("status", "name", drop=8), Col("median_ms", "num"),
            Col("iqr_ms", "num", drop=9), Col("samples", "num", drop=10), Col("converged", "name", drop=1)])
 
@@ -1416,16 +1144,34 @@ def db_compare(system_a: str = typer.Argument(..., help="system A (id, fingerpri
 
     database = open_db(db, create=False)
     _db_notices(database)
-    if dtype not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(L.PRECISIONS)})")
+    Precision.of(dtype)
     rows = query.compare_systems(database, system_a, system_b, dtype, cache)
     if not rows:
         raise UsageError(f"systems {system_a} and {system_b} have no layer config measured in {dtype} ({cache}) "
                          f"on both: nothing to compare (try another --dtype)")
-    _emit(rows, fmt, f"{len(rows)} layer configs on both systems in {dtype} ({cache}); median ratio B/A "
-                     f"{np.median([r['ratio'] for r in rows]):.3f}",
-          [Col("kind", "name", drop=3), Col("description"), Col("a_ms", "num"), Col("b_ms", "num"), Col("ratio", "num"),
-           Col("a_algorithm", drop=1), Col("b_algorithm", drop=1)])
+    a, b = _short_gpu(rows[0]["a_system"]), _short_gpu(rows[0]["b_system"])
+    if a == b:  # two systems of one GPU model (other drivers, libraries): named by their ids
+        a, b = f"{a} ({system_a})", f"{b} ({system_b})"
+    title = (f"{len(rows)} layer configs measured on both {a} and {b} in {dtype} ({cache}); median ratio "
+             f"{b}/{a} {np.median([r['ratio'] for r in rows]):.3f}")
+    if fmt.lower() != "table":  # CSV and JSON keep the stable keys (a_ms, b_ms, a_system, ...)
+        _emit(rows, fmt, title)
+        return
+    shown = [{"kind": r["kind"], "description": r["description"], f"{a}_ms": r["a_ms"], f"{b}_ms": r["b_ms"],
+              f"{b}/{a}": f"{r['ratio']:.3f}", f"{a} algorithm": r["a_algorithm"], f"{b} algorithm": r["b_algorithm"]}
+             for r in rows]
+    _emit(shown, fmt, title, [Col("kind", "name", drop=3), Col("description"), Col(f"{a}_ms", "num"),
+                              Col(f"{b}_ms", "num"), Col(f"{b}/{a}", "num"), Col(f"{a} algorithm", drop=1),
+                              Col(f"{b} algorithm", drop=1)])
+
+
+def _short_gpu(name: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``H100``: the GPU's name without the vendor and the memory or
+    form-factor words (``80GB``, ``HBM3``, ``PCIe``, ``SXM5``, ``NVL``)."""
+    import re
+
+    words = [w for w in name.split() if w != "NVIDIA" and not re.fullmatch(r"\d+GB|HBM\d*e?|PCIe|SXM\d*|NVL", w)]
+    return " ".join(words) or name
 
 
 @db_app.command("export")
@@ -1687,9 +1433,9 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
 
     Example: benanza torch resnet50 --batch 1,32 --dtype fp16
     """
-    from benanza.analysis.analyzer import analyze as do_analyze, resolve_system
+    from benanza import api
     from benanza.database.store import open_db
-    from benanza.processing.model import parse_batches, process
+    from benanza.processing.model import parse_batches
     from benanza.processing.modules import resolve
     from benanza.profiles import load_profile
     from benanza.profiles.pytorch import DTYPES, check_dtype, prepare
@@ -1705,18 +1451,19 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
     folder = output or Path(f"benanza-torch-{src.name}")
     ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None}
     with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
-        onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, bench,
+        how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
+        onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how,
                                        bench_args, warmup, runs, iterations, ref, force, say)
     database = open_db(db, create=False)
-    system, notice = resolve_system(database, None, _current_fingerprint())
     _, _, precision, conv = DTYPES[dtype]
-    layouts = ("NCHW", "NHWC")
+    layouts = api.DEFAULT_LAYOUTS
     docs = []
+    fingerprint = api.current_fingerprint()
     for r in runs_done:
         prof = load_profile(r.folder, onnx_path, r.batch)
-        ml = process(onnx_path, r.batch)
-        a = do_analyze(ml, database, system, precision, "warm", layouts, conv)
-        _require_measurements([a], database, system)
+        lb = api.lower_bound(api.Scenario(onnx_path, r.batch, precision, layouts, conv_precision=conv), database,
+                             fingerprint=fingerprint)
+        a, ml, system = lb.analysis, lb.layers, lb.system
         d = _insight_docs(prof, [a], ml, database, system, "warm", layouts)[0]
         d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path)}
         stem = r.folder.name.replace("profile-", "report-")

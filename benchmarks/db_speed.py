@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from benanza import kinds as L
 from benanza.database import query, sharing
 from benanza.database.store import LayerConfigRow, Measurement, open_db
-from benanza.runner.records import MeasurementLine
+from benanza.database.records import MeasurementLine
 
 SYSTEM = {"gpu_name": "Synthetic GPU", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,
           "l2_cache_bytes": 50 << 20, "memory_bus_width_bits": 6144, "max_sm_clock_mhz": 1980,

@@ -94,7 +94,8 @@ def test_db_tables_fit_and_times_have_units(models, width):
             bz("db", "systems", "--db", REF, columns=width)]
     for text in outs:
         _fits(text, width)
-    for text, headers in ((outs[0], ("a", "b")), (outs[1], ("median",))):
+    # db compare heads its columns with the GPUs' names (they were "a" and "b")
+    for text, headers in ((outs[0], ("H100", "H200")), (outs[1], ("median",))):
         lines = ANSI.sub("", text).splitlines()
         for h in headers:  # times with their unit (they were raw floats like 4.32e-05)
             cells = _column(lines, h)
@@ -209,3 +210,62 @@ def test_the_insights_tables_fit(models, prof_dir, tmp_path, width):  # noqa: F8
         assert title in " ".join(text.split())  # a title may wrap
     (tmp_path / "a.json").write_text(bz(*args, "--json"))
     _fits(bz("report", tmp_path / "a.json", tmp_path / "a.json", columns=width), width)
+
+
+# ------------------------------------------------- issue "One pipeline, one answer", item 7 and item 4
+
+TRUTH = REPO / "db" / "reference" / "h200_truth.sqlite.gz"
+
+
+def _analysis(model, batch=32, dtype="fp16"):
+    from benanza import api
+
+    return api.lower_bound(api.Scenario.of(model, batch=batch, dtype=dtype), str(TRUTH)).analysis
+
+
+@pytest.mark.parametrize("width", [80, 120, 100_000])
+def test_the_fast_rows_are_richs_rows(models, width):
+    """FitTable draws one-line rows itself (0.6 ms a row in rich): the same characters and colours as
+    rich's Table, on a terminal and piped, with missing (red) rows and wrapped engine configs."""
+    from benanza.cli import _analysis_table, _summary_table
+
+    for a in (_analysis(REPO / "examples" / "resnet50.onnx"), _analysis(models / "resnet50_bnkept.onnx")):
+        for color in (False, True):
+            outs = []
+            for fast in (True, False):
+                t = _analysis_table(a)
+                t.fast = fast
+                c = Console(file=io.StringIO(), width=width, force_terminal=color, no_color=not color,
+                            color_system="truecolor" if color else None)
+                c.print(t)
+                c.print(_summary_table([a]))
+                outs.append(c.file.getvalue())
+            assert outs[0] == outs[1]
+
+
+def test_an_empty_column_goes_first_and_engine_configs_wrap_between_knobs():
+    """At 120 columns the all-empty v7 column (no heuristic records in this database) is not shown,
+    math is; an engine config breaks after a knob's ``_``, never inside ``k28=1``."""
+    from benanza.cli import _analysis_table
+
+    a = _analysis(REPO / "examples" / "resnet50.onnx")
+    c = Console(file=io.StringIO(), width=120)
+    c.print(_analysis_table(a))
+    text = c.file.getvalue()
+    assert "pick" not in text and "math" in text and "tensor_op" in text
+    c = Console(file=io.StringIO(), width=80)
+    c.print(_analysis_table(a))
+    lines = _fits(c.file.getvalue(), 80)
+    algos = [r[2] for r in _rows(lines) if len(r) >= 3]
+    pieces = {p for cell in algos for p in cell.split("_") if p}
+    knobs = {p for t in a.layers for p in t.algorithm.split("_") if t.algorithm}
+    assert pieces <= knobs | {""}  # every piece of a wrapped cell is a whole knob of some engine config
+
+
+def test_token_wrap():
+    from benanza.reports.tables import token_wrap
+
+    assert token_wrap("eng41_k2=1_k13=0_k18=0", 12) == "eng41_k2=1_\nk13=0_k18=0"
+    assert token_wrap("lt:algo=6 tile=128x128 stages=4x1", 14) == "lt:algo=6\ntile=128x128\nstages=4x1"
+    assert token_wrap("short", 10) == "short"
+    assert all(len(x) <= 4 for x in token_wrap("abcdefghij_k", 4).split("\n"))

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from benanza import kinds as L
 from benanza.database.store import SCHEMA_VERSION, Choice, open_db, system_fingerprint
 from benanza.errors import DatabaseError
-from benanza.runner.records import ChoiceLine, MeasurementLine, parse_record
+from benanza.database.records import ChoiceLine, MeasurementLine, parse_record
 
 SYSTEM = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 150 << 30,
           "l2_cache_bytes": 50 << 20, "memory_bus_width_bits": 6144, "max_sm_clock_mhz": 1980,

@@ -18,17 +18,19 @@ def bz(*a):
 
 
 def test_query_with_model_batch_keeps_every_config_of_the_model():
-    """--batch with --model is the model's batch: resnet50 at batch 32 has 42 configs; the config-level
-    batch filter used to drop its GEMM (whose dim 0 is not the batch of a convolution)."""
+    """--batch with --model is the model's batch: resnet50 at batch 32 has 42 layer configs and 16
+    fusion configs (traced to the old record by schema 6's migration: as a new record names them);
+    the config-level batch filter used to drop its GEMM (whose dim 0 is not the batch of a convolution)."""
+    fresh = _key_counts(process(RESNET50, 32))
     r = bz("db", "query", "--db", str(REF), "--model", "resnet50", "--batch", "32", "--format", "json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     kinds = {x["kind"] for x in rows}
-    assert len({x["layer_key"] for x in rows}) == 42 and "Gemm" in kinds
+    assert {x["layer_key"] for x in rows} == set(fresh) and len(fresh) == 58 and "Gemm" in kinds
     r = bz("db", "query", "--db", str(REF), "--model", "resnet50", "--batch", "32", "--best", "--dtype", "fp16",
            "--format", "json")
     assert r.returncode == 0, r.stderr
-    assert len({x["layer_key"] for x in json.loads(r.stdout)}) == 42
+    assert {x["layer_key"] for x in json.loads(r.stdout)} == set(fresh)
 
 
 def test_a_model_record_names_its_fusion_candidates():
@@ -48,12 +50,18 @@ def test_export_by_onnx_takes_the_fused_measurements_and_by_old_name_says_what_i
                     "where l.kind = 'ConvBiasAct'").fetchone()[0]
     con.close()
     assert n > 0
-    # the reference database's records predate fusion keys: an export by name says so, in one line each
+    # the reference database's records predate fusion keys: schema 6's migration traced the fused
+    # Conv + bias + ReLU configs to them, so an export by name takes those too, and says what it cannot
     out2 = tmp_path / "r50-name.db"
     r = bz("db", "export", "--db", str(REF), "--model", "resnet50", "--batch", "32", "-o", str(out2))
     assert r.returncode == 0, r.stderr
+    con = sqlite3.connect(out2)
+    by_name = con.execute("select count(*) from measurements m join layer_configs l on l.key = m.layer_key "
+                          "where l.kind = 'ConvBiasAct'").fetchone()[0]
+    con.close()
+    assert by_name == n  # the same fused measurements as the export by .onnx file
     notes = [ln for ln in r.stderr.splitlines() if ln.startswith("benanza: note:")]
-    assert len(notes) == 1 and "predates fusion keys" in notes[0] and ".onnx" in notes[0]
+    assert len(notes) == 1 and "traced" in notes[0] and ".onnx" in notes[0]
 
 
 def test_compare_with_nothing_in_common_exits_2_and_says_why():

@@ -58,11 +58,25 @@ def test_migrations_build_exactly_the_models_schema(backend_url):
     assert open_db(backend_url).notices == []  # opens as current
 
 
-def test_old_database_is_upgraded_and_newer_refused(tmp_path, models):
-    import gzip
+def _schema1_database(path) -> None:
+    """A database as benanza 0.1 wrote it: the tables of migration 0001 and no alembic_version (the
+    shipped reference databases are at the head schema now: db/refresh_reference.py)."""
+    from alembic import command
+    from alembic.config import Config
 
+    eng = sa.create_engine(f"sqlite:///{path}")
+    with eng.begin() as conn:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(migrations_dir()))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.exec_driver_sql("DROP TABLE alembic_version")
+    eng.dispose()
+
+
+def test_old_database_is_upgraded_and_newer_refused(tmp_path, models):
     old = tmp_path / "v1.db"
-    old.write_bytes(gzip.decompress(REF_DB.read_bytes()))  # written by benanza at schema 1
+    _schema1_database(old)
     con = sqlite3.connect(old)
     assert "build_ms" not in [r[1] for r in con.execute("pragma table_info(measurements)")]
     con.close()

@@ -25,12 +25,35 @@ def test_gbench_files_of_two_gpus_pair_up(tmp_path):
     for gpu, d in docs.items():
         assert gpu in d["context"]["host_name"]
         b = d["benchmarks"]
-        assert b and all(x["run_type"] == "iteration" and x["time_unit"] == "us" and x["real_time"] > 0
-                         and x["iterations"] >= 1 for x in b)
+        # ns, Google Benchmark's default unit: compare.py prints whole numbers of the time unit
+        assert b and all(x["run_type"] == "iteration" and x["time_unit"] == "ns" and x["real_time"] > 100
+                         and x["cpu_time"] >= 0 and x["iterations"] >= 1 for x in b)
         assert len({x["name"] for x in b}) == len(b)  # compare.py pairs by name
         assert all(gpu in x["label"] for x in b)
     common = {x["name"] for x in docs["H100"]["benchmarks"]} & {x["name"] for x in docs["H200"]["benchmarks"]}
     assert len(common) > 100
+
+
+def test_gbench_real_time_is_the_gpu_time_and_cpu_time_the_host_time(tmp_path):
+    """real_time: the median GPU time (ns) of the database row; cpu_time: its host API time per call
+    (host_us, in ns), not the GPU time again."""
+    from benanza.database import query
+    from benanza.database.store import open_db
+
+    out = tmp_path / "h200.json"
+    assert bz("db", "export", "--db", str(PAIR), "--system", "H200", "--format", "gbench", "-o", str(out)).returncode == 0
+    by_name = {x["name"]: x for x in json.loads(out.read_text())["benchmarks"]}
+    db = open_db(str(PAIR), create=False)
+    rows = [r for r in query.measurements(db, query.Filters(system="H200", status="ok")) if r.median_ms]
+    checked = 0
+    for r in rows:
+        name = "/".join(x.replace("/", "_") for x in (r.kind, r.description, r.layer_key, r.precision, r.layout,
+                                                      r.cache, r.call, r.algorithm or "-"))
+        x = by_name[name]
+        assert x["real_time"] == pytest.approx(r.median_ms * 1e6, rel=1e-12)
+        assert x["cpu_time"] == pytest.approx((r.host_us or 0.0) * 1e3, rel=1e-12)
+        checked += r.host_us is not None and r.host_us * 1e3 != pytest.approx(r.median_ms * 1e6)
+    assert checked > 100  # rows with a host time: the two times differ
 
 
 def test_gbench_needs_one_system_and_a_new_file(tmp_path):
@@ -109,6 +132,24 @@ def test_nvbench_file_has_nvbenchs_structure(nvbench_file):
     assert skipped > 100  # the reference database's not-supported algorithms
 
 
+def test_every_cold_state_has_what_nvbench_compare_reads(nvbench_file):
+    """NVBench's python/scripts/nvbench_compare.py (2026-08) pairs states by name and skips a state
+    unless both files have ``nv/cold/time/gpu/median`` and ``nv/cold/time/gpu/ir/relative`` (the
+    name NVBench's printer used before ``iqr``): benanza wrote only ``iqr``, so the comparison of two
+    GPUs' files matched nothing. Every state with a cold measurement now carries both."""
+    cold = 0
+    for b in nvbench_file["benchmarks"]:
+        for s in b["states"]:
+            tags = {x["tag"]: x for x in s["summaries"]}
+            if "nv/cold/time/gpu/median" not in tags:
+                continue
+            cold += 1
+            ir = tags["nv/cold/time/gpu/ir/relative"]
+            assert ir["data"][0]["type"] == "float64" and float(ir["data"][0]["value"]) >= 0
+            assert tags["nv/cold/time/gpu/iqr/relative"]["data"] == ir["data"]
+    assert cold > 1000
+
+
 def test_nvbench_times_are_the_databases(nvbench_file):
     """Each valid measurement of the system is in the file, in seconds, under its benchmark and state."""
     from benanza.database.store import Measurement, open_db
@@ -139,7 +180,26 @@ def test_nvbench_of_one_model_and_one_system(tmp_path):
            "-o", str(out))
     assert r.returncode == 0, r.stderr
     keys = {b["name"].split("/")[2] for b in json.loads(out.read_text())["benchmarks"]}
-    assert len(keys) == 42 and all(k.split("-")[0] in ("conv", "gemm", "pooling", "elementwise", "activation",
+    # 42 layer configs and the 16 fused ones traced to the record (schema 6's migration)
+    assert len(keys) == 58 and all(k.split("-")[0] in ("conv", "gemm", "pooling", "elementwise", "activation",
                                                        "batchnorm", "convbiasact", "softmax") for k in keys)
     r = bz("db", "export", "--db", str(PAIR), "--format", "nvbench", "-o", str(tmp_path / "x.json"))
     assert r.returncode == 2 and "--system" in r.stderr and not (tmp_path / "x.json").exists()
+
+
+def test_db_query_csv_writes_json_in_its_json_columns():
+    """`db query --format csv`: ``details`` (a dict) is JSON text, as in the JSON output, never a
+    Python repr (single quotes, True/None) that no CSV consumer can parse."""
+    import csv
+    import io
+
+    truth = REPO / "db" / "reference" / "h200_truth.sqlite.gz"
+    args = ("db", "query", "--db", str(truth), "--kind", "Conv", "--limit", "200", "--sort", "median_ms")
+    c = bz(*args, "--format", "csv")
+    j = bz(*args, "--format", "json")
+    assert c.returncode == 0 and j.returncode == 0, c.stderr + j.stderr
+    rows = list(csv.DictReader(io.StringIO(c.stdout)))
+    docs = json.loads(j.stdout)
+    assert len(rows) == len(docs) == 200
+    assert [json.loads(r["details"]) for r in rows] == [d["details"] for d in docs]
+    assert any(d["details"] for d in docs)  # some rows carry details (engine knobs, cuBLASLt algos)

@@ -2,14 +2,16 @@
 module's private names (a leading underscore), by import or by attribute."""
 import ast
 import importlib
+import importlib.util
 import pkgutil
 from pathlib import Path
 
 import benanza
 
 PKG = Path(benanza.__file__).parent
-#: the stages, in data-flow order, and what each holds
-STAGES = ("kinds", "processing", "generation", "build", "runner", "database", "analysis", "profiles", "reports")
+#: the stages, in the README's order: each imports only the stages before it (the database holds the
+#: records the runner writes into it; the analyses read the database)
+STAGES = ("kinds", "processing", "generation", "build", "database", "runner", "analysis", "profiles", "reports")
 ALLOWED_PRIVATE = {"__version__", "_native"}
 
 
@@ -26,7 +28,7 @@ def test_the_folders_are_the_stages():
     dirs = sorted(p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
     assert dirs == sorted(STAGES)
     flat = sorted(p.stem for p in PKG.glob("*.py"))
-    assert flat == ["__init__", "__main__", "cli", "errors", "versions"], flat
+    assert flat == ["__init__", "__main__", "api", "cli", "errors", "versions"], flat
 
 
 def _violations(name: str, path: Path) -> list[str]:
@@ -94,3 +96,78 @@ def test_no_function_above_80_lines():
                    and "_data" not in p.relative_to(PKG).parts)
     found = [f for p in files for f in _long_functions(p, root)]
     assert not found, "split these into helpers of at most 80 lines:\n" + "\n".join(found)
+
+
+def _imports(path: Path) -> set[str]:
+    """The benanza modules ``path`` imports, at the top or inside functions."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benanza"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                out.add(full if importlib.util.find_spec(node.module) and _is_module(full) else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("benanza"))
+    return out
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def test_stages_import_only_the_stages_below_them():
+    """In the README's order (:data:`STAGES`): the runner writes into the database, so the database
+    never imports the runner; the runner never reads an analysis; and so on up."""
+    bad = []
+    for name, path in _modules():
+        here = _stage(name)
+        if here is None:
+            continue
+        for m in _imports(path):
+            there = _stage(m)
+            if there is not None and STAGES.index(there) > STAGES.index(here):
+                bad.append(f"{name} ({here}) imports {m} ({there})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_import_circles():
+    """No two modules import each other, directly or around a circle (Tarjan's strongly connected
+    components over every import, also those inside functions)."""
+    graph = {name: {m for m in _imports(path) if m != name and m != "benanza"} for name, path in _modules()}
+    index, low, stack, on, circles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    assert not circles, circles

@@ -15,7 +15,9 @@ REF = REPO / "db" / "reference" / "h200.sqlite.gz"
 MODEL = REPO / "tests" / "data" / "zoo" / "models" / "googlenet.onnx"
 
 
-def test_cli_writes_a_trace_whose_schedule_is_the_parallel_lbl(tmp_path):
+def test_cli_writes_a_trace_whose_schedule_is_the_lbl(tmp_path):
+    """The trace draws the headline LBL's schedule (fused, critical path): one slice per layer, one
+    per fusion group taken fused (its members inside it), ending at the LBL."""
     out = tmp_path / "lbl.json"
     r = subprocess.run([sys.executable, "-m", "benanza", "analyze", str(MODEL), "--batch", "32", "--dtype", "fp16",
                         "--db", str(REF), "--trace", str(out), "--json"], capture_output=True, text=True)
@@ -23,12 +25,17 @@ def test_cli_writes_a_trace_whose_schedule_is_the_parallel_lbl(tmp_path):
     d = json.loads(out.read_text())
     a = json.loads(r.stdout)
     slices = [e for e in d["traceEvents"] if e["ph"] == "X"]
-    assert len(slices) == len([x for x in a["layers"]])  # one per layer (all measured here)
+    groups = [f for f in a["fusions"] if f["applied"]]
+    members = {i for f in groups for i in f["layers"][:-1]}
+    assert groups and len(slices) == len(a["layers"]) - len(members)  # all measured here
+    fused = [e for e in slices if e["name"].startswith("fused: ")]
+    assert len(fused) == len(groups) and all(e["args"]["status"] == "fused" for e in fused)
+    assert {tuple(e["args"]["layers"]) for e in fused} == {tuple(f["layers"]) for f in groups}
     end = max(e["ts"] + e["dur"] for e in slices) / 1e3
-    assert end == pytest.approx(a["lbl_parallel_ms"], rel=1e-9)
+    assert end == pytest.approx(a["lbl_ms"], rel=1e-9) and d["metadata"]["lbl_ms"] == pytest.approx(a["lbl_ms"])
     # the critical path runs on stream 0, in order; no two slices of a stream overlap
     crit = [e["args"]["layer"] for e in sorted(slices, key=lambda e: e["ts"]) if e["tid"] == 0]
-    assert crit == a["critical_path"]
+    assert crit == [i for i in a["fused_critical_path"] if i not in members]
     by_tid = {}
     for e in slices:
         by_tid.setdefault(e["tid"], []).append(e)

@@ -209,7 +209,7 @@ def _measure(db, sid, cfg, precision, rows, layout="NCHW"):
 
     db.upsert_configs([cfg])
     math = {"fp32": "fma", "tf32": "tf32"}.get(precision, "tensor_op") if cfg.tensor_cores else "none"
-    from benanza.runner.records import MeasurementLine
+    from benanza.database.records import MeasurementLine
 
     recs = [MeasurementLine.from_json({"type": "measurement", "call": call, "algorithm": "a", "math": math, "dtype": L.PRECISION_DTYPE[precision], "cache": "warm", "layout": layout, "status": "ok",
              "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10, "converged": True}) for call, ms in rows]

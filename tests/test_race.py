@@ -13,7 +13,7 @@ from benanza import _native
 from benanza.database import query
 from benanza.database.store import Measurement, open_db
 from benanza.profiles.torch_candidates import Policy
-from benanza.runner.records import MeasurementLine, estimated_ms
+from benanza.database.records import MeasurementLine, estimated_ms
 from conftest import HERE
 
 #: every candidate of 12 convolution jobs of resnet50 (batch 1 and 32, fp32 and fp16), sampled to the

@@ -1,4 +1,4 @@
-"""The typed records between the harness and the database (benanza/runner/records.py), and one meaning
+"""The typed records between the harness and the database (benanza/database/records.py), and one meaning
 of batch in layer configs (issue 16)."""
 import dataclasses
 import json
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from benanza import kinds as L
 from benanza.database.store import JobRow, LayerConfigRow, Measurement, open_db
 from benanza.generation.generator import load_suite
-from benanza.runner.records import ChoiceLine, MeasurementLine, RecordError, parse_record
+from benanza.database.records import ChoiceLine, MeasurementLine, RecordError, parse_record
 from benanza.runner.run import RunOptions, run_suite
 from conftest import REPO
 

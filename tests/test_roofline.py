@@ -91,7 +91,7 @@ def test_fp32_fma_bound_and_implausible_gemms():
 
 def test_runner_relabels_tensor_core_fp32_gemms():
     from benanza.kinds import Job
-    from benanza.runner.records import ChoiceLine, MeasurementLine
+    from benanza.database.records import ChoiceLine, MeasurementLine
     from benanza.runner.run import _relabel_tensor_core_fp32
 
     fastest = FC.flops() / R.fp32_fma_bound(132, 1980) * 1e3

@@ -116,7 +116,7 @@ def test_statistics_follow_the_harness():
 # ------------------------------------------------------------------ framework and library jobs
 
 def _rec(call, ms, layout="NCHW"):
-    from benanza.runner.records import MeasurementLine
+    from benanza.database.records import MeasurementLine
 
     return MeasurementLine.from_json({"type": "measurement", "call": call, "algorithm": "a", "math": "none",
                                       "dtype": "float16", "cache": "warm", "layout": layout, "status": "ok",
@@ -132,7 +132,7 @@ def test_framework_and_library_jobs_keep_each_others_rows(tmp_path):
     fw = framework_job_id(lib)
     assert job_source(fw) == "framework" and job_source(lib) == "library" and job_layout(fw + "") == "NCHW"
     assert job_layout(framework_job_id(job_id(cfg, "fp16", "NHWC"))) == "NHWC"
-    from benanza.runner.records import ChoiceLine
+    from benanza.database.records import ChoiceLine
 
     choice = ChoiceLine.from_json({"type": "choice", "source": "h", "rank": 0, "algorithm": "x", "math": "none",
                                    "status": "ok"})

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from benanza import kinds as L
 from benanza.database import query
 from benanza.analysis import roofline
+from benanza.kinds.precision import BYTES_PER_ELEMENT, Precision
 from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, Measurement, System
 from benanza.errors import UsageError
 from benanza.generation.generator import nhwc_job
@@ -95,6 +96,8 @@ class FusionTime:
     description: str = ""  # the fused config's describe()
     library_call: str = ""  # when the fused best is the framework's kernel: the fastest library call
     library_ms: float | None = None
+    #: the headline (fused) LBL takes this group as one fused call
+    applied: bool = False
 
     @property
     def profit_ms(self) -> float:
@@ -126,6 +129,13 @@ class Analysis:
     #: adjacent layout-sensitive layers whose best measurements are in different layouts: the
     #: conversions the bound does not count ({"count": edges, "bytes": their tensors' bytes})
     layout_switches: dict = field(default_factory=lambda: {"count": 0, "bytes": 0})
+    #: the headline schedule: each layer's weight in the fused LBL (ms; a fusion group's time on its
+    #: last layer, 0 on the others; 0 for a layer without a measurement) and its critical path
+    fused_weight: list[float] = field(default_factory=list)
+    fused_critical_path: list[int] = field(default_factory=list)
+
+    #: what the headline figure is, in every command that prints it
+    LBL_KIND = "fused, critical path"
 
     @property
     def missing(self) -> list[LayerTime]:
@@ -159,6 +169,33 @@ class Analysis:
         fused measurement and its layers' sum) along the critical path of the layer DAG. A partial
         sum when the analysis is incomplete (:attr:`complete`)."""
         return self.lbl_fused_parallel_ms
+
+    @property
+    def lbl_name(self) -> str:
+        """What :attr:`lbl_ms` is, e.g. ``fused, critical path, nchw+nhwc``: the one LBL every
+        command prints for this scenario (analyze, roofline, predict, the trace, insights)."""
+        return f"{self.LBL_KIND}, " + "+".join(x.lower() for x in self.layouts)
+
+    @property
+    def incomplete_note(self) -> str:
+        """Empty for a complete LBL; else ``INCOMPLETE: N layers without a valid measurement (a
+        partial sum, not a bound)``, N being :attr:`missing`'s count, the one count every output gives."""
+        if self.complete:
+            return ""
+        n = len(self.missing)
+        return (f"INCOMPLETE: {n} layer{'s' if n != 1 else ''} without a valid measurement "
+                "(a partial sum, not a bound)")
+
+    def lbl_text(self, digits: int = 4) -> str:
+        """The headline LBL as every command prints it: ``1.2304 ms (fused, critical path,
+        nchw+nhwc)``, followed by :attr:`incomplete_note` when layers are missing."""
+        note = f" {self.incomplete_note}" if self.incomplete_note else ""
+        return f"{self.lbl_ms:.{digits}f} ms ({self.lbl_name}){note}"
+
+    def fused_groups(self) -> dict[int, "FusionTime"]:
+        """The fusion groups the headline LBL takes fused (their fused call faster than their
+        layers' sum, or the only time for a member), by the index of the group's last layer."""
+        return {f.layers[-1]: f for f in self.fusions if f.applied}
 
     @property
     def conversion_layers(self) -> list[LayerTime]:
@@ -209,8 +246,9 @@ class Analysis:
             "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
             "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
             "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
-            "lbl_ms": self.lbl_ms, "lbl_kind": "fused parallel (critical path)",
+            "lbl_ms": self.lbl_ms, "lbl_kind": "fused parallel (critical path)", "lbl_name": self.lbl_name,
             "complete": self.complete, "complete_unfused": self.complete_unfused,
+            "missing_layers": len(self.missing), "incomplete_note": self.incomplete_note or None,
             "precision_note": self.precision_note or None,
             "layout_conversions": {"layers": [t.layer.index for t in self.conversion_layers],
                                    "measured_ms": self.conversion_ms},
@@ -223,10 +261,11 @@ class Analysis:
             "zero_cost_layers": sum(1 for t in self.layers if t.status == "zero_cost"),
             # layers whose best measurement is channels-last (only with layouts NCHW and NHWC)
             "nhwc_best_layers": sum(1 for t in self.layers if t.status == "measured" and t.layout == "NHWC"),
-            "critical_path": self.critical_path,
+            "critical_path": self.critical_path, "fused_critical_path": self.fused_critical_path,
             "fusions": [{"layers": list(f.layers), "key": f.key, "kind": f.key.split("-")[0],
                          "unfused_ms": f.unfused_ms, "fused_ms": f.fused_ms, "call": f.call or None,
-                         "algorithm": f.algorithm or None, "profit_ms": f.profit_ms}
+                         "algorithm": f.algorithm or None, "profit_ms": f.profit_ms,
+                          "applied": f.applied}
                         for f in self.fusions],
             "layers": [t.to_dict() for t in self.layers],
         }
@@ -331,10 +370,9 @@ def _drop_tensor_core_fp32(db: Database, system: System, ml: ModelLayers, best: 
     if not bad:
         return
     rows = collections.defaultdict(list)
+    serves = query.Serves("fp32", cache, tuple(layouts))
     for m in db.measurements(system.id, bad, cache=cache):
-        if (m.cache == cache and m.status == "ok" and m.median_ms
-                and m.dtype in L.ACCEPTED_DTYPES["fp32"] and m.math in L.ACCEPTED_MATH["fp32"]
-                and m.layout in layouts):
+        if serves(m):
             rows[m.layer_key].append(m)
     for k in bad:
         why = roofline.implausible_fma(configs[k], best[k].median_ms, system.sm_count, system.max_sm_clock_mhz)
@@ -368,19 +406,20 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     par, path = critical_path(ml.edges, weight)
     fusions, fused_weight = _fusion_times(ml, times, weight, found)
     fseq = sum(fused_weight)
-    fpar, _ = critical_path(ml.edges, fused_weight)
+    fpar, fpath = critical_path(ml.edges, fused_weight)
     return Analysis(model=ml.model, batch=ml.batch, precision=precision, conv_precision=conv_precision,
                     cache=cache, system=system_dict(system),
                     layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
                     lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
-                    layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision))
+                    layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision),
+                    fused_weight=fused_weight, fused_critical_path=fpath)
 
 
 def _check_analysis_arguments(precision: str, cache: str, layouts: tuple[str, ...],
                               conv_precision: str | None) -> None:
     """Raise :class:`UsageError` for an unknown precision (or ``conv_precision``), cache or layout."""
-    if precision not in L.PRECISIONS or (conv_precision or precision) not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {precision!r} (choose from {', '.join(L.PRECISIONS)})")
+    Precision.of(precision)  # the one validator of a precision name
+    Precision.of(conv_precision or precision)
     if cache not in ("warm", "cold"):
         raise UsageError(f"cache must be warm or cold, got {cache!r}")
     if not layouts or any(lay not in ("NCHW", "NHWC") for lay in layouts):
@@ -485,6 +524,7 @@ def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
             ft.library_call, ft.library_ms = found.library[f.config.key].call, found.library[f.config.key].median_ms
         fusions.append(ft)
         if ft.fused_ms is not None and (unfused is None or ft.fused_ms < unfused):
+            ft.applied = True
             for i in f.layers[:-1]:
                 fused_weight[i] = 0.0
             fused_weight[f.layers[-1]] = ft.fused_ms
@@ -545,7 +585,7 @@ def _layout_switches(ml: ModelLayers, times: list[LayerTime], precision: str) ->
         return t.status == "measured" and bool(t.layout) and nhwc_job(t.layer.config, True)
 
     count, nbytes = 0, 0
-    elem = roofline.BYTES_PER_ELEMENT.get(precision, 4)
+    elem = BYTES_PER_ELEMENT.get(precision, 4)
     for i, preds in ml.edges.items():
         ti = times[i]
         if not sensitive(ti):

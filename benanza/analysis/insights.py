@@ -35,7 +35,7 @@ import numpy as np
 from benanza.analysis.analyzer import Analysis
 from benanza import kinds as L
 from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database
-from benanza.runner.records import estimated_ms
+from benanza.database.records import estimated_ms
 from benanza.analysis.whatif import Alternatives, WhatIf, compose, headline
 
 #: the insights JSON's ``format`` (the input of ``benanza report``)
@@ -168,6 +168,12 @@ class Insights:
     notices: list[str] = field(default_factory=list)
     whatif: dict = field(default_factory=dict)
     headline: str = ""
+    #: the headline LBL (Analysis.lbl_ms), what it is, and its one count of missing layers
+    lbl_ms: float = 0.0
+    lbl_name: str = ""
+    missing_layers: int = 0
+    complete_unfused: bool = True
+    incomplete_note: str = ""
 
     @property
     def benanza_ratio(self) -> float | None:
@@ -208,6 +214,12 @@ class Insights:
             "algorithms": [a.to_dict() for a in self.algorithms],
             "critical_path": self.critical_path, "layers": self.layers, "notices": self.notices,
             "whatif": self.whatif, "headline": self.headline,
+            "lbl_ms": self.lbl_ms, "lbl_name": self.lbl_name, "missing_layers": self.missing_layers,
+            "complete_unfused": self.complete_unfused,
+            "incomplete_note": self.incomplete_note or None,
+            # the ratio of a partial LBL is a partial ratio: never above-1-safe, never a bound
+            "benanza_ratio_complete": self.complete,
+            "layers_above_framework": sum(1 for r in self.layers if r.get("above_framework")),
         }
 
 
@@ -507,14 +519,21 @@ def build_insights(a: Analysis, p, db: Database | None = None, system_id: int | 
 
     rows = _layer_rows(a, lps)
     times = {t.layer.index: t for t in a.layers}
-    cpath = [{"index": i, "name": names.get(i, ""), "op": times[i].layer.op_type, "lbl_ms": times[i].time_ms}
-             for i in a.critical_path]
+    # the headline LBL's critical path (fused): a fusion group as its last layer, with the group's time
+    groups = a.fused_groups()
+    members = {i for f in groups.values() for i in f.layers[:-1]}
+    cpath = [{"index": i, "name": names.get(i, ""), "op": times[i].layer.op_type,
+              "lbl_ms": a.fused_weight[i] if a.fused_weight else times[i].time_ms,
+              "fused": list(groups[i].layers) if i in groups else None}
+             for i in (a.fused_critical_path or a.critical_path) if i not in members]
     notices += _closing_notices(a, p, rows, lat)
     s = p.settings
     gpu = a.system.get("gpu_name") or ""
     return Insights(
         whatif=w.to_dict() if w is not None else {},
-        headline=headline(a.model, a.batch, a.precision_label, gpu, s.run_label, w) if w is not None else "",
+        headline=headline(a.model, a.batch, a.precision_label, gpu, s.run_label, w, a.incomplete_note)
+        if w is not None else "", lbl_ms=a.lbl_ms, lbl_name=a.lbl_name, missing_layers=len(a.missing),
+        incomplete_note=a.incomplete_note, complete_unfused=a.complete_unfused,
         model=a.model, batch=a.batch, precision=a.precision, gpu=a.system.get("gpu_name") or "",
         framework=_framework_info(p), latency_ms=lat,
         latency_iqr_ms=p.latency.iqr_ms if p.latency is not None else None,
@@ -671,7 +690,9 @@ def _unfused_findings(p, lps: dict, names: dict[int, str]) -> tuple[list, list[F
             sum(u.ms for u in bn), tuple(i for u in bn for i in u.layers),
             (f"{len(bn)} BatchNormalization layers, {sum(u.ms for u in bn):.4f} ms: " + _counted(_short(n) for n in kn),
              f"layers: {_layer_list(bn_layers, names)}"),
-            "fold each batch norm into the preceding convolution's weights and bias (inference)"))
+            "fold each batch norm into the preceding convolution's weights and bias (inference); not a step "
+            "of the what-if, which changes how the model runs, not the model: these are layers of the model "
+            "(the LBL has them too), so folding them is an export with BatchNorm folded, then a new analysis"))
     groups: dict[str, list] = collections.defaultdict(list)
     for u in unf:
         if u.kind in ("conv_bias_relu", "fusion_candidate"):
@@ -707,24 +728,19 @@ def _host_findings(p, n_it: int, lat: float | None,
         hb = [g for g in gaps if g.host_bound]
         big = sorted(gaps, key=lambda g: -g.gap_ms)[:5]
         kn = p.trace.kernels
+        # the host-bound stretches are part of these gaps: evidence of this finding, not a second
+        # finding claiming the same time
+        stretches = sorted(p.host_bound_stretches(), key=lambda s: -s.idle_ms)[:3]
         findings.append(Finding(
             "launch_gaps", "Q4", f"{len(gaps) // n_it} launch gaps (GPU idle between kernels)", gap_ms, (),
             (f"{len(gaps) // n_it} gaps per inference, {gap_ms_raw:.4f} ms idle, {sum(g.gap_ms for g in hb) / n_it:.4f} ms "
              f"of it host-bound (under the profiler)",
-             *(f"{g.gap_ms * 1e3:.1f} µs before {_short(kn[g.after].name, 50)}" for g in big)),
-            "GPU idle time inside the inference: launch overhead, framework bookkeeping, synchronization"))
-    stretches = p.host_bound_stretches() if p.trace is not None else []
-    if stretches:
-        idle = sum(s.idle_ms for s in stretches) / n_it
-        if gap_cap is not None:
-            idle = min(idle, gap_cap)
-        top = sorted(stretches, key=lambda s: -s.idle_ms)[:5]
-        findings.append(Finding(
-            "host_bound", "Q4", f"{len(stretches) // n_it or len(stretches)} host-bound stretches (part of the launch gaps)",
-            idle, (),
-            tuple(f"{s.gaps} gaps, {s.idle_ms:.4f} ms idle over {s.span_ms:.4f} ms: {' → '.join(s.ops[:6])}" for s in top),
-            "the GPU finished each kernel before the host launched the next: CUDA graphs or a compiled "
-            "runtime remove it (already counted in the launch gaps)"))
+             *(f"{g.gap_ms * 1e3:.1f} µs before {_short(kn[g.after].name, 50)}" for g in big),
+             *(f"host-bound stretch: {s.gaps} gaps, {s.idle_ms:.4f} ms idle over {s.span_ms:.4f} ms: "
+               f"{' → '.join(s.ops[:6])}" for s in stretches)),
+            "GPU idle time inside the inference: launch overhead, framework bookkeeping, synchronization "
+            "(host-bound stretches: the GPU finished each kernel before the host launched the next); "
+            "CUDA graphs or a compiled runtime remove it"))
     rest_host = None
     if p.host_overhead_ms is not None:
         rest_host = max(0.0, p.host_overhead_ms - gap_ms)
@@ -804,15 +820,21 @@ def _breakdown(cat_ms: dict, bn: list, gap_ms: float, rest_host: float | None) -
 
 def _layer_rows(a: Analysis, lps: dict) -> list[dict]:
     """Per layer (zero-cost layers without framework kernels left out): the framework's kernel time
-    (ms, from the profile ``lps``) next to its LBL time and measurement, and whether it is on the
-    critical path."""
+    (ms, from the profile ``lps``) next to its LBL time and measurement, whether it is on the
+    critical path, and ``above_framework`` when its bound is slower than the framework's kernels for
+    it. ``status``: measured, zero_cost, missing (no time: the LBL is partial) or covered (no time
+    of its own, computed by a fused call the LBL counts)."""
     crit = set(a.critical_path)
     rows = []
     for t in a.layers:
         lp = lps.get(t.layer.index)
         if t.status == "zero_cost" and (lp is None or not lp.kernels):
             continue
-        rows.append({"index": t.layer.index, "name": t.layer.name, "op": t.layer.op_type, "status": t.status,
+        fk = lp.kernel_ms if lp is not None else None
+        rows.append({"index": t.layer.index, "name": t.layer.name, "op": t.layer.op_type,
+                     "status": "covered" if t.covered else t.status,
+                     # the layer's bound is slower than the framework's kernels for it: not a bound there
+                     "above_framework": bool(t.time_ms is not None and fk and t.time_ms > fk and not t.conversion),
                      "framework_ms": lp.total_ms if lp is not None else None,
                      "framework_kernel_ms": lp.kernel_ms if lp is not None else None,
                      "framework_helper_ms": (lp.layout_ms + lp.fill_ms + lp.copy_ms) if lp is not None else None,
@@ -854,7 +876,16 @@ def _closing_notices(a: Analysis, p, rows: list[dict], lat: float | None) -> lis
     if a.lbl_ms > p.gpu_kernel_ms > 0:
         notices.append(_above_framework(a, p, rows))
     if not a.complete:
-        notices.append(f"the LBL is incomplete: {len(a.missing)} layers have no valid measurement")
+        notices.append(f"the LBL is {a.incomplete_note}: every LBL figure and the Benanza ratio are partial")
+    above = [r for r in rows if r.get("above_framework")]
+    if above:
+        notices.append(f"{len(above)} layers' bound is slower than the framework's kernels for them (e.g. "
+                       + ", ".join(f"{r['name'] or r['op']} {r['lbl_ms'] * 1e3:.1f} vs "
+                                   f"{r['framework_kernel_ms'] * 1e3:.1f} µs" for r in above[:3])
+                       + "): benanza lacks the framework's kernel for them, so the bound is loose there")
+    if lat and a.lbl_sequential_ms > lat:
+        notices.append(f"the unfused LBL ({a.lbl_sequential_ms:.4f} ms, sequential) is above the measured latency "
+                       f"({lat:.4f} ms): only the fused LBL ({a.lbl_ms:.4f} ms) bounds this framework, which fuses")
     if lat is None:
         notices.append("the profile has no measured latency: no Benanza ratio or joint speedup")
     return notices

@@ -177,6 +177,15 @@ class Prediction:
     memory: str = "l2"
     fixed_us: float = FIXED_US
     span: bool = True
+    #: the headline LBL, measured on the origin (:attr:`benanza.analysis.analyzer.Analysis.lbl_ms`:
+    #: fused, critical path) and predicted on the target (:func:`fused_weights`), what they are, and
+    #: the headline's completeness and missing-layer count (the analysis's)
+    origin_lbl_ms: float = 0.0
+    lbl_ms: float = 0.0
+    lbl_name: str = ""
+    fused_critical_path: list[int] = field(default_factory=list)
+    lbl_complete: bool = True
+    missing_layers: int = 0
 
     def by_kind(self) -> dict[str, dict]:
         """Per layer kind: layer count, origin and predicted time sums (ms) and their ratio."""
@@ -199,6 +208,9 @@ class Prediction:
                 "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
                 "origin_lbl_sequential_ms": self.origin_lbl_sequential_ms,
                 "origin_lbl_parallel_ms": self.origin_lbl_parallel_ms, "complete": self.complete,
+                "origin_lbl_ms": self.origin_lbl_ms, "lbl_ms": self.lbl_ms, "lbl_name": self.lbl_name,
+                "lbl_complete": self.lbl_complete, "missing_layers": self.missing_layers,
+                "fused_critical_path": self.fused_critical_path,
                 "critical_path": self.critical_path, "by_kind": self.by_kind(),
                 "layers": [lp.to_dict() for lp in self.layers]}
 
@@ -286,10 +298,32 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
     weight = [lp.predicted_ms or 0.0 for lp in out]
-    par, path = critical_path(edges_of(analysis), weight)
+    edges = edges_of(analysis)
+    par, path = critical_path(edges, weight)
+    fpar, fpath = critical_path(edges, fused_weights(analysis, out))
     return Prediction(analysis.model, analysis.batch, precision, origin, target, out, sum(weight), par, path,
                       analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
-                      all(lp.predicted_ms is not None for lp in out), memory, fixed_us, span)
+                      all(lp.predicted_ms is not None for lp in out), memory, fixed_us, span,
+                      analysis.lbl_ms, fpar, analysis.lbl_name, fpath, analysis.complete, len(analysis.missing))
+
+
+def fused_weights(analysis: Analysis, layers: list[LayerPrediction]) -> list[float]:
+    """Each layer's weight (ms) in the predicted headline LBL: its predicted time, except in a
+    fusion group the analysis takes fused (:meth:`Analysis.fused_groups`), whose fused time sits on
+    its last layer, scaled by the group's own factor: its measured layers' predicted sum over their
+    measured sum (the fused call does their work), or the model's, time-weighted, when none of its
+    layers has a time of its own; 0 ms on its other layers and on layers without a prediction."""
+    w = [lp.predicted_ms or 0.0 for lp in layers]
+    timed = [lp for lp in layers if lp.status == "measured" and lp.origin_ms]
+    model_factor = (sum(lp.predicted_ms for lp in timed) / sum(lp.origin_ms for lp in timed)) if timed else 1.0
+    for last, f in analysis.fused_groups().items():
+        parts = [layers[i] for i in f.layers if layers[i].status == "measured" and layers[i].origin_ms]
+        o = sum(lp.origin_ms for lp in parts)
+        factor = sum(lp.predicted_ms for lp in parts) / o if o > 0 else model_factor
+        for i in f.layers:
+            w[i] = 0.0
+        w[last] = f.fused_ms * factor
+    return w
 
 
 def _scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,

@@ -314,13 +314,18 @@ def _clamp(w: WhatIf) -> WhatIf:
     return WhatIf(w.start_ms, w.steps, ms, w.lbl_ms, True, w.unmeasured, w.order)
 
 
-def headline(model: str, batch: int, precision: str, gpu: str, run_label: str, w: WhatIf) -> str:
-    """One sentence: measured latency, what it could be, and the three largest steps."""
+def headline(model: str, batch: int, precision: str, gpu: str, run_label: str, w: WhatIf,
+             incomplete: str = "") -> str:
+    """One sentence: measured latency, what it could be, and the three largest steps;
+    ``incomplete``: the LBL's :attr:`benanza.analysis.analyzer.Analysis.incomplete_note` (the
+    floor is then said to be partial)."""
     top = w.top(3)
     how = ""
     if top:
         parts = [f"{SHORT[s.kind]} (-{s.saving_ms:.2f} ms)" for s in top]
         how = " with " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
     floor = " (the lower bound)" if w.clamped else f" (lower bound {w.lbl_ms:.2f} ms)"
+    if incomplete:
+        floor = f" (partial lower bound {w.lbl_ms:.2f} ms, {incomplete})"
     return (f"{model} batch {batch} {precision} on {gpu or 'the GPU'}: {run_label} runs in {w.start_ms:.2f} ms; "
             f"it could run in {w.final_ms:.2f} ms{floor}{how}.")

@@ -6,43 +6,12 @@ launch index. Units: percentages of peak (0-100), bytes, ns.
 """
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy import select
-from sqlalchemy.orm import Mapped, mapped_column
 
-from benanza.database.store import Base, Database, utc_now
-
-
-class KernelCounter(Base):
-    """One kernel of one implementation profiled by Nsight Compute: DRAM throughput (% of peak) and
-    bytes, SM throughput (% of peak), achieved occupancy (%), duration (ns), name and launch shape;
-    ``tool``: the ncu version that read them."""
-
-    __tablename__ = "kernel_counters"
-    __table_args__ = (sa.UniqueConstraint("system_id", "layer_key", "precision", "call", "algorithm", "math",
-                                          "layout", "kernel_index", name="uq_kernel_counter"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"))
-    layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"))
-    precision: Mapped[str] = mapped_column(sa.String(8))
-    call: Mapped[str] = mapped_column(sa.String(96))
-    algorithm: Mapped[str] = mapped_column(sa.String(96))
-    math: Mapped[str] = mapped_column(sa.String(32))
-    layout: Mapped[str] = mapped_column(sa.String(8))
-    kernel_index: Mapped[int]
-    kernel_name: Mapped[str] = mapped_column(sa.Text)
-    block_size: Mapped[str] = mapped_column(sa.String(48), default="")
-    grid_size: Mapped[str] = mapped_column(sa.String(48), default="")
-    dram_pct: Mapped[float | None] = mapped_column(sa.Double)
-    dram_bytes: Mapped[float | None] = mapped_column(sa.Double)
-    sm_pct: Mapped[float | None] = mapped_column(sa.Double)
-    occupancy_pct: Mapped[float | None] = mapped_column(sa.Double)
-    duration_ns: Mapped[float | None] = mapped_column(sa.Double)
-    tool: Mapped[str] = mapped_column(sa.String(96), default="")
-    created_at: Mapped[dt.datetime] = mapped_column(default=utc_now)
+from benanza.database.store import Database, KernelCounter  # noqa: F401 (the table, re-exported)
 
 
 #: what identifies an implementation: (layer key, precision, call, algorithm, math, layout)

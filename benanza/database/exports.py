@@ -6,8 +6,11 @@ Google Benchmark's JSON (``--benchmark_format=json``; the format its ``tools/com
 per valid measurement of one system: the name is stable across systems and databases
 (``<kind>/<description>/<layer key>/<precision>/<layout>/<cache>/<call>/<algorithm>``), so that
 ``compare.py benchmarks A.json B.json`` pairs the same implementation of the same layer config on
-two GPUs; ``real_time`` and ``cpu_time`` are the median GPU time per call in µs (benanza times the
-GPU, not the host: CUDA graph replays between CUDA events), ``iterations`` the samples behind it.
+two GPUs. Times are in ns (``time_unit: "ns"``, Google Benchmark's default, so that ``compare.py``
+prints sub-µs layers with their digits): ``real_time`` is the median GPU time per call (benanza times
+the GPU: CUDA graph replays between CUDA events), ``cpu_time`` the host time the timed API takes per
+call (the harness's warm-up estimate, ``host_us``; 0 where a row predates it), ``iterations`` the
+samples behind the median.
 
 NVBench's JSON (``--json FILE``; :func:`nvbench_doc`): written by ``nvbench/json_printer.cu``
 (``json_printer::do_print_benchmark_results``, file version 1.0.0) and read by NVBench's
@@ -52,12 +55,13 @@ def gbench_doc(db, system: str | None, keys: list[str] | None = None) -> dict:
     for r in sorted(recs, key=lambda r: (r.kind, r.description, r.precision, r.layout, r.cache, r.call, r.algorithm)):
         name = "/".join(x.replace("/", "_") for x in (r.kind, r.description, r.layer_key, r.precision, r.layout,
                                                       r.cache, r.call, r.algorithm or "-"))
-        us = r.median_ms * 1e3
+        ns = r.median_ms * 1e6
         benches.append({"name": name, "run_name": name, "run_type": "iteration", "repetitions": 1,
                         "repetition_index": 0, "threads": 1, "iterations": int(r.samples or 1),
-                        "real_time": us, "cpu_time": us, "time_unit": "us",
-                        "label": f"{r.gpu_name}; median of {r.samples} samples, IQR "
-                                 f"{(r.iqr_ms or 0) * 1e3:.3f} us; math {r.math}"})
+                        "real_time": ns, "cpu_time": (r.host_us or 0.0) * 1e3, "time_unit": "ns",
+                        "label": f"{r.gpu_name}; GPU time: median of {r.samples} samples, IQR "
+                                 f"{(r.iqr_ms or 0) * 1e6:.1f} ns; CPU time: the host API time per call; "
+                                 f"math {r.math}"})
     ctx = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
            "host_name": sysrow.get("gpu_name"), "executable": "benanza", "num_cpus": 1, "mhz_per_cpu": 0,
            "cpu_scaling_enabled": False, "caches": [], "library_build_type": "release",
@@ -80,12 +84,22 @@ def one_system(db, system: str | None, what: str) -> int:
 
 def write_json(doc: dict, path: str | os.PathLike) -> Path:
     """``doc`` as JSON at ``path``, through a temporary file (no partial file on failure)."""
+    return write_atomic(json.dumps(doc, indent=1).encode(), path)
+
+
+def write_atomic(data: bytes, path: str | os.PathLike) -> Path:
+    """``data`` at ``path`` whole or not at all: written to a temporary file beside it, renamed over
+    it; on any failure (a full disk, an interrupt) the temporary file is removed and the error
+    raised (an OSError says why: ENOSPC, EACCES...). Returns the path."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=".benanza-export-", dir=p.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, p)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror or str(e), str(p)) from None  # named by the file the user gave
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -237,12 +251,15 @@ def _cold_summaries(m) -> list[dict]:
                                 f"{name} of isolated kernel executions", v / 1e3, True))
     if m.q1_ms is not None and m.q3_ms is not None:
         iqr = m.q3_ms - m.q1_ms
-        out.append(_summary("nv/cold/time/gpu/iqr/absolute", "IQR", "duration",
-                            "Interquartile range of isolated kernel execution GPU times", iqr / 1e3, True))
-        if enough and m.median_ms:
-            out.append(_summary("nv/cold/time/gpu/iqr/relative", "Rel IQR", "percentage",
-                                "Relative interquartile range of isolated kernel execution GPU times",
-                                iqr / m.median_ms, True))
+        rel = iqr / m.median_ms if enough and m.median_ms else math.inf  # NVBench's sentinel below 5 samples
+        # under both names NVBench has used: "iqr" (json_printer since 2026) and "ir", which
+        # python/scripts/nvbench_compare.py reads (``nv/cold/time/gpu/ir/relative``: without it every
+        # state is skipped and two GPUs' files compare 0 benchmarks)
+        for tag in ("iqr", "ir"):
+            out.append(_summary(f"nv/cold/time/gpu/{tag}/absolute", "IQR", "duration",
+                                "Interquartile range of isolated kernel execution GPU times", iqr / 1e3, True))
+            out.append(_summary(f"nv/cold/time/gpu/{tag}/relative", "Rel IQR", "percentage",
+                                "Relative interquartile range of isolated kernel execution GPU times", rel, True))
     return out
 
 

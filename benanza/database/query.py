@@ -22,6 +22,60 @@ from sqlalchemy import func, select
 from benanza import kinds as L
 from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System
 from benanza.errors import UsageError
+from benanza.kinds.precision import Precision
+
+@dataclass(frozen=True)
+class Serves:
+    """The one rule of which measurements count for an LBL (and for every figure drawn from the
+    same rows): a row serves a config in ``precision`` when it is valid (status ``ok`` with a median;
+    ``statuses`` widens this for rows drawn with an estimate only), of ``cache``, in one of
+    ``layouts``, in a storage data type and a math mode the precision accepts
+    (:data:`benanza.kinds.ACCEPTED_DTYPES`, :data:`benanza.kinds.ACCEPTED_MATH`: fp8 takes FP8 GEMMs
+    and fp16 for the rest; an fp32 row relabelled tf32 serves tf32, not fp32), and from ``source``
+    (``all``, ``library``: not the framework's own kernels, or ``framework``). :meth:`clauses` is the
+    rule as SQL (bound parameters), calling the value tests one row in memory. Raises UsageError for
+    an unknown precision, cache, layout or source."""
+
+    precision: str
+    cache: str = "warm"
+    layouts: tuple[str, ...] = ("NCHW", "NHWC")
+    source: str = "all"
+    statuses: tuple[str, ...] = ("ok",)
+
+    def __post_init__(self):
+        Precision.of(self.precision)  # the one validator of a precision name
+        if self.cache not in ("warm", "cold"):
+            raise UsageError(f"cache must be warm or cold, got {self.cache!r}")
+        if not self.layouts or any(x not in ("NCHW", "NHWC") for x in self.layouts):
+            raise UsageError(f"layouts must be NCHW and/or NHWC, got {', '.join(self.layouts) or 'none'}")
+        if self.source not in ("all", "library", "framework"):
+            raise UsageError(f"unknown measurement source {self.source!r}")
+
+    def clauses(self) -> list:
+        """The rule as SQLAlchemy conditions on :class:`benanza.database.store.Measurement` (for
+        ``ok`` only: a median is required)."""
+        out = [Measurement.cache == self.cache, Measurement.status.in_(list(self.statuses)),
+               Measurement.dtype.in_(list(L.ACCEPTED_DTYPES[self.precision])),
+               Measurement.math.in_(list(L.ACCEPTED_MATH[self.precision])), Measurement.layout.in_(list(self.layouts))]
+        if self.statuses == ("ok",):
+            out.append(Measurement.median_ms.is_not(None))
+        if self.source == "library":
+            out.append(Measurement.call.not_like(FRAMEWORK_CALL_PREFIX + "%"))
+        elif self.source == "framework":
+            out.append(Measurement.call.like(FRAMEWORK_CALL_PREFIX + "%"))
+        return out
+
+    def __call__(self, m) -> bool:
+        """Whether row ``m`` (a Measurement row, a MeasurementRecord or anything with its fields) serves."""
+        if m.cache != self.cache or m.status not in self.statuses or m.layout not in self.layouts:
+            return False
+        if m.status == "ok" and not m.median_ms:
+            return False
+        if m.dtype not in L.ACCEPTED_DTYPES[self.precision] or m.math not in L.ACCEPTED_MATH[self.precision]:
+            return False
+        framework = m.call.startswith(FRAMEWORK_CALL_PREFIX)
+        return self.source == "all" or (self.source == "framework") == framework
+
 
 #: columns `--sort` accepts
 SORTABLE = ("median_ms", "iqr_ms", "mean_ms", "min_ms", "batch", "kind", "layer_key", "algorithm", "call",
@@ -61,6 +115,8 @@ class MeasurementRecord:
     build_ms: float | None
     details: dict
     created_at: str
+    #: host time per call of the timed API (µs; the harness's warm-up estimate), None for older rows
+    host_us: float | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -212,7 +268,7 @@ def _record(m: Measurement, kind: str, desc: str, gpu: str) -> MeasurementRecord
         iqr_ms=m.iqr_ms, mean_ms=m.mean_ms, min_ms=m.min_ms, samples=m.samples, converged=m.converged, rse=m.rse,
         workspace_bytes=m.workspace_bytes, build_ms=m.build_ms,
         details=json.loads(m.details) if m.details else {},
-        created_at=m.created_at.isoformat() if m.created_at else "")
+        created_at=m.created_at.isoformat() if m.created_at else "", host_us=m.host_us)
 
 
 def record_by_id(db: Database, measurement_id: int) -> MeasurementRecord:
@@ -278,17 +334,11 @@ def sort_records(records: list, key: str, descending: bool, limit: int | None) -
 def best_per_config(db: Database, system: str | int | None = None, precision: str = "fp32", cache: str = "warm",
                     keys: list[str] | None = None, layouts: tuple[str, ...] = ("NCHW",), source: str = "all"
                     ) -> dict[str, MeasurementRecord]:
-    """The fastest valid measurement of each layer config on one system in ``precision`` (the data
-    types :data:`benanza.kinds.ACCEPTED_DTYPES` and the math modes
-    :data:`benanza.kinds.ACCEPTED_MATH` allow: fp8 takes FP8 GEMMs and fp16 for the rest) among the
-    tensor ``layouts`` given (NCHW: the ONNX model's own; NHWC: channels-last convolutions), one SQL
-    query per 500 keys (a window function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms)).
-    ``source``: ``all``, ``library`` (cuDNN, cuBLAS and benanza's kernels: not the framework's) or
-    ``framework`` (calls starting with :data:`FRAMEWORK_CALL_PREFIX`)."""
-    if source not in ("all", "library", "framework"):
-        raise UsageError(f"unknown measurement source {source!r}")
-    if precision not in L.PRECISIONS:
-        raise UsageError(f"unknown data type {precision!r}")
+    """The fastest measurement of each layer config on one system that serves ``precision``
+    (:class:`Serves`, the one rule: valid, of ``cache``, in the ``layouts`` given, a data type and
+    math mode the precision accepts, from ``source``), one SQL query per 500 keys (a window
+    function: ROW_NUMBER() OVER (PARTITION BY layer_key ORDER BY median_ms))."""
+    rule = Serves(precision, cache, tuple(layouts), source)
     if isinstance(system, int):
         sid = system
     else:
@@ -303,14 +353,7 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
         for chunk in chunks:
             inner = (select(Measurement.id, func.row_number().over(
                 partition_by=Measurement.layer_key, order_by=(Measurement.median_ms, Measurement.id)).label("rank"))
-                .where(Measurement.system_id == sid, Measurement.cache == cache, Measurement.status == "ok",
-                       Measurement.median_ms.is_not(None), Measurement.dtype.in_(L.ACCEPTED_DTYPES[precision]),
-                       Measurement.math.in_(L.ACCEPTED_MATH[precision]),
-                       Measurement.layout.in_(list(layouts))))
-            if source == "library":
-                inner = inner.where(Measurement.call.not_like(FRAMEWORK_CALL_PREFIX + "%"))
-            elif source == "framework":
-                inner = inner.where(Measurement.call.like(FRAMEWORK_CALL_PREFIX + "%"))
+                .where(Measurement.system_id == sid, *rule.clauses()))
             if chunk is not None:
                 inner = inner.where(Measurement.layer_key.in_(chunk))
             ranked = inner.subquery()
@@ -343,12 +386,14 @@ def compare_systems(db: Database, a: str, b: str, precision: str = "fp32", cache
         raise UsageError("each system must match exactly one system (see `benanza db systems`)")
     ba = best_per_config(db, ia[0], precision, cache)
     bb = best_per_config(db, ib[0], precision, cache)
+    names = {s["id"]: s["gpu_name"] for s in systems(db)}
     rows = []
     for k in sorted(set(ba) & set(bb)):
         x, y = ba[k], bb[k]
         rows.append({"layer_key": k, "kind": x.kind, "description": x.description, "batch": x.batch,
-                     "a_ms": x.median_ms, "a_algorithm": f"{x.call} {x.algorithm}", "b_ms": y.median_ms,
-                     "b_algorithm": f"{y.call} {y.algorithm}", "ratio": y.median_ms / x.median_ms})
+                     "a_system": names.get(ia[0], str(ia[0])), "a_ms": x.median_ms,
+                     "a_algorithm": f"{x.call} {x.algorithm}", "b_system": names.get(ib[0], str(ib[0])),
+                     "b_ms": y.median_ms, "b_algorithm": f"{y.call} {y.algorithm}", "ratio": y.median_ms / x.median_ms})
     return rows
 
 

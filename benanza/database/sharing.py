@@ -406,7 +406,11 @@ def _records_without_fusions(db: Database, model: str, batch: int | None) -> lis
         for row in s.scalars(q):
             summ = json.loads(row.summary or "{}")
             n = s.scalar(select(sa.func.count()).select_from(ModelConfig).where(ModelConfig.model_id == row.id))
-            if summ.get("fusion_candidates") and n <= summ.get("unique_benchmarked", n):
+            if summ.get("fusion_keys") == "traced":  # schema 6's migration traced the Conv/GEMM epilogue fusions
+                out.append(f"model {model} batch {row.batch}: its record predates fusion keys; its ConvBiasAct, "
+                           f"ConvBnAct and GemmAct measurements were traced to it and are exported, other fusion "
+                           f"groups (attention, LayerNorm, GELU) only with the model's .onnx file instead of its name")
+            elif summ.get("fusion_candidates") and n <= summ.get("unique_benchmarked", n):
                 out.append(f"model {model} batch {row.batch}: its record predates fusion keys, so its "
                            f"{summ['fusion_candidates']} fusion candidates' measurements are not exported; "
                            f"give the model's .onnx file instead of its name to take them")

@@ -28,11 +28,12 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from benanza import kinds as L
 from benanza.errors import DatabaseError
-from benanza.runner.records import ChoiceLine, MeasurementLine, Record
+from benanza.kinds.base import FRAMEWORK_CALL_PREFIX, FRAMEWORK_JOB_SUFFIX, JobId  # noqa: F401 (re-exported)
+from benanza.database.records import ChoiceLine, MeasurementLine, Record
 from benanza.versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: system fields that identify a system (two machines with equal values share measurements)
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
@@ -283,6 +284,14 @@ def _sqlite_pragmas(dbapi_conn, _record):
     cur.close()
 
 
+def _sqlite_read_only_pragmas(dbapi_conn, _record):
+    """A file opened read-only (:func:`_read_only_url`): its journal mode stays as it is."""
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
 def _retrying(fn):
     """Run a write again when a concurrent writer got in the way: a unique key another process
     inserted first, a deadlock, a serialization failure, or SQLite's "database is locked" past its
@@ -310,13 +319,46 @@ def _retrying(fn):
     return wrapper
 
 
+# the kernel_counters table (schema 5; functions in benanza.database.counters)
+class KernelCounter(Base):
+    """One kernel of one implementation profiled by Nsight Compute: DRAM throughput (% of peak) and
+    bytes, SM throughput (% of peak), achieved occupancy (%), duration (ns), name and launch shape;
+    ``tool``: the ncu version that read them."""
+
+    __tablename__ = "kernel_counters"
+    __table_args__ = (sa.UniqueConstraint("system_id", "layer_key", "precision", "call", "algorithm", "math",
+                                          "layout", "kernel_index", name="uq_kernel_counter"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    system_id: Mapped[int] = mapped_column(sa.ForeignKey("systems.id"))
+    layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"))
+    precision: Mapped[str] = mapped_column(sa.String(8))
+    call: Mapped[str] = mapped_column(sa.String(96))
+    algorithm: Mapped[str] = mapped_column(sa.String(96))
+    math: Mapped[str] = mapped_column(sa.String(32))
+    layout: Mapped[str] = mapped_column(sa.String(8))
+    kernel_index: Mapped[int]
+    kernel_name: Mapped[str] = mapped_column(sa.Text)
+    block_size: Mapped[str] = mapped_column(sa.String(48), default="")
+    grid_size: Mapped[str] = mapped_column(sa.String(48), default="")
+    dram_pct: Mapped[float | None] = mapped_column(sa.Double)
+    dram_bytes: Mapped[float | None] = mapped_column(sa.Double)
+    sm_pct: Mapped[float | None] = mapped_column(sa.Double)
+    occupancy_pct: Mapped[float | None] = mapped_column(sa.Double)
+    duration_ns: Mapped[float | None] = mapped_column(sa.Double)
+    tool: Mapped[str] = mapped_column(sa.String(96), default="")
+    created_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
+
+
 class Database:
     """An open performance database. Create with :func:`open_db`. Writes retry on conflicts with
     concurrent writers (other processes running `benanza run` into the same database)."""
 
-    def __init__(self, engine: sa.Engine, url: str):
+    def __init__(self, engine: sa.Engine, url: str, label: str | None = None):
         self.engine = engine
         self.url = url
+        #: what messages call it: the file the user gave (a reference database's .gz, not the
+        #: unpacked copy in the cache), else the URL without its password
+        self.label = label
         self.notices: list[str] = []
         self._session = sessionmaker(engine, expire_on_commit=False)
 
@@ -340,7 +382,8 @@ class Database:
 
     @property
     def safe_url(self) -> str:
-        return sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        """The database as messages name it: :attr:`label`, else the URL without its password."""
+        return self.label or sa.engine.make_url(self.url).render_as_string(hide_password=True)
 
     # ---------------------------------------------------------------------------------- writes
 
@@ -435,14 +478,14 @@ class Database:
                   layout: str = "NCHW") -> None:
         """Write one finished job atomically: its measurement records replace earlier ones of the
         same source for the same (system, config, precision, layout), and the job is marked done.
-        ``records``: the worker's lines of the job, typed (:class:`benanza.runner.records.MeasurementLine`,
-        :class:`benanza.runner.records.ChoiceLine`); the first of equal identity is kept. Raises
+        ``records``: the worker's lines of the job, typed (:class:`benanza.database.records.MeasurementLine`,
+        :class:`benanza.database.records.ChoiceLine`); the first of equal identity is kept. Raises
         TypeError for anything else.
         A job of the framework's own kernels (id ending in ``.torch``) owns the ``torch:`` calls, a
         suite job every other call: neither deletes the other's measurements. The heuristic choices
         of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
         the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
-        framework = job.endswith(FRAMEWORK_JOB_SUFFIX)
+        framework = JobId.names_framework(job)
         bad = next((r for r in records if not isinstance(r, (MeasurementLine, ChoiceLine))), None)
         if bad is not None:
             raise TypeError(f"write_job takes MeasurementLine and ChoiceLine records, not {type(bad).__name__}")
@@ -531,10 +574,6 @@ class Database:
             }
 
 
-#: the ``call`` prefix of the framework's own kernels and the job id suffix of their jobs
-#: (benanza.profiles.torch_candidates; also query.FRAMEWORK_CALL_PREFIX and generator.FRAMEWORK_JOB_SUFFIX)
-FRAMEWORK_CALL_PREFIX = "torch:"
-FRAMEWORK_JOB_SUFFIX = ".torch"
 
 
 def source_filter(framework: bool):
@@ -601,6 +640,15 @@ def system_fingerprint(record: dict) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
+def _read_only_url(path: Path) -> str:
+    """The SQLAlchemy URL that opens the SQLite file ``path`` read-only and immutable (SQLite's URI
+    parameters ``mode=ro&immutable=1``: no lock, journal or shared-memory file is written beside it,
+    as on a read-only mount)."""
+    from urllib.parse import quote
+
+    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&immutable=1&uri=true"
+
+
 def _unpack_reference(path: Path) -> Path:
     """A gzip-compressed SQLite database (how reference databases ship) unpacked once into the
     cache (``$XDG_CACHE_HOME/benanza/db/<sha256 prefix>.sqlite``)."""
@@ -642,10 +690,11 @@ def _alembic_config(conn):
     return cfg
 
 
-def _prepare_schema(conn, safe: str, create: bool) -> list[str]:
+def _prepare_schema(conn, safe: str, create: bool, read_only: bool = False) -> list[str]:
     """Create a new database at the head schema, or bring an existing one to it (Alembic).
 
-    Refuses a database of a newer schema or one that is not benanza's. Returns notices."""
+    Refuses a database of a newer schema or one that is not benanza's, and a ``read_only`` one
+    below the head schema (it cannot be upgraded in place). Returns notices."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
@@ -686,6 +735,10 @@ def _prepare_schema(conn, safe: str, create: bool) -> list[str]:
         raise DatabaseError(f"database {safe}: schema revision {current} is unknown to this benanza "
                             f"(written by a newer version?)")
     if current != script.get_current_head():
+        if read_only:
+            raise DatabaseError(f"database {safe}: read-only and at schema revision {current}, older than this "
+                                f"benanza's {script.get_current_head()}; upgrade a writable copy "
+                                f"(benanza db upgrade --db COPY)")
         command.upgrade(cfg, "head")
         return [f"database {safe}: upgraded the schema from revision {current} to {script.get_current_head()}"]
     return []
@@ -703,13 +756,16 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
                                 f"gunzip a copy to write measurements into it")
         if not path.is_file():
             raise DatabaseError(f"database {url}: no such file")
+        label = str(url)
         url = str(_unpack_reference(path))
+    else:
+        label = None
     url = normalize_url(url)
     try:
         u = sa.engine.make_url(url)
     except ArgumentError:
         raise DatabaseError(f"cannot parse database URL {url!r}") from None
-    safe = u.render_as_string(hide_password=True)
+    safe = label or u.render_as_string(hide_password=True)
     if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:"):
         path = Path(u.database)
         if path.is_dir():
@@ -721,6 +777,14 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise DatabaseError(f"database {safe}: cannot create {path.parent}: {e.strerror}") from None
+    read_only = False
+    if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") and Path(u.database).is_file() \
+            and not (os.access(u.database, os.W_OK) and os.access(Path(u.database).parent, os.W_OK)):
+        # a read-only file system or no write permission: read it as it is, or say why not
+        if create:
+            raise DatabaseError(f"database {safe}: read-only (no write permission or a read-only file system); "
+                                f"measurements cannot be written into it")
+        u, read_only = sa.engine.make_url(_read_only_url(Path(u.database))), True
     try:
         engine = sa.create_engine(u, future=True)
     except (NoSuchModuleError, ImportError) as e:
@@ -728,24 +792,29 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
     except (ArgumentError, TypeError, ValueError) as e:
         raise DatabaseError(f"database {safe}: {_first_line(e)}") from None
     sqlite_file = Path(u.database) if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") \
-        else None
+        and not read_only else None
     fresh = sqlite_file is not None and not sqlite_file.exists()
     if u.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_read_only_pragmas if read_only else _sqlite_pragmas)
     notices: list[str] = []
     try:
         with _folder_lock(sqlite_file):
-            if sqlite_file is not None and not fresh:
-                _quick_check(engine, safe)
-            with engine.begin() as conn:
-                notices = _prepare_schema(conn, safe, create)
+            try:
+                if sqlite_file is not None and not fresh:
+                    _quick_check(engine, safe)
+                with engine.begin() as conn:
+                    notices = _prepare_schema(conn, safe, create, read_only)
+            except BaseException:
+                engine.dispose()
+                if fresh:  # created by this call, its schema not written (a full disk...): leave nothing
+                    for suffix in ("", "-wal", "-shm", "-journal"):
+                        Path(str(sqlite_file) + suffix).unlink(missing_ok=True)
+                raise
     except DatabaseError:
-        engine.dispose()
         raise
     except (OperationalError, SQLAlchemyError, OSError) as e:
-        engine.dispose()
         raise DatabaseError(f"cannot open database {safe}: {_first_line(e)}") from None
-    db = Database(engine, url)
+    db = Database(engine, url, label)
     db.notices = notices
     if fresh:
         _FRESH.append(sqlite_file)
@@ -830,5 +899,3 @@ def _quick_check(engine, safe: str) -> None:
                             f"{f' and {len(rows) - 1} more problems' if len(rows) > 1 else ''}")
 
 
-# the kernel_counters table (schema 5) is defined in its own module; importing it registers it on Base
-from benanza.database import counters as kernel_counters  # noqa: E402,F401

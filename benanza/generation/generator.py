@@ -20,9 +20,9 @@ import jinja2
 
 from benanza import __version__
 from benanza import kinds as L
-from benanza.kinds.base import Job
+from benanza.kinds.base import Job, JobId
+from benanza.kinds.precision import Precision
 from benanza.kinds.cpp import cpp_string
-from benanza.database.store import FRAMEWORK_JOB_SUFFIX
 from benanza.errors import UsageError
 from benanza.processing.model import ModelLayers
 
@@ -51,28 +51,27 @@ _JOB_ID = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
 
 def job_id(config: L.LayerConfig, precision: str, layout: str = "NCHW") -> str:
-    jid = f"{config.key}.{precision}" + ("" if layout == "NCHW" else f".{layout.lower()}")
+    """The id of the job of ``config`` in ``precision`` and ``layout`` (:class:`benanza.kinds.base.JobId`)."""
+    jid = str(JobId(config.key, precision, layout))
     assert _JOB_ID.match(jid), jid
     return jid
 
 
 def job_layout(jid: str) -> str:
-    """The tensor layout of a :func:`job_id` (``KEY.PRECISION[.nhwc][.torch]``)."""
-    if jid.endswith(FRAMEWORK_JOB_SUFFIX):
-        jid = jid[:-len(FRAMEWORK_JOB_SUFFIX)]
-    return "NHWC" if jid.endswith(".nhwc") else "NCHW"
+    """The tensor layout of a :func:`job_id` (:meth:`benanza.kinds.base.JobId.parse`)."""
+    return JobId.parse(jid).layout
 
 
 def job_source(jid: str) -> str:
     """``framework`` for a job of the framework's own kernels (its id ends in ``.torch``: its
     measurements are the ``torch:`` calls), else ``library`` (the generated suite's job: cuDNN,
     cuBLAS and benanza's kernels)."""
-    return "framework" if jid.endswith(FRAMEWORK_JOB_SUFFIX) else "library"
+    return JobId.parse(jid).source
 
 
 def framework_job_id(jid: str) -> str:
     """The framework job of the same config, precision and layout as the suite job ``jid``."""
-    return jid + FRAMEWORK_JOB_SUFFIX
+    return str(JobId.parse(jid).as_framework())
 
 
 def _parse_choices(text: str, allowed, normalise, what: str, choices: str) -> list[str]:
@@ -93,8 +92,17 @@ def _parse_choices(text: str, allowed, normalise, what: str, choices: str) -> li
 
 
 def parse_precisions(text: str) -> list[str]:
-    """Parse ``"fp32,fp16"``. Raises :class:`UsageError` for an unknown data type."""
-    return _parse_choices(text, L.PRECISIONS, str.lower, "data type", ", ".join(L.PRECISIONS))
+    """Parse ``"fp32,fp16"`` into precision names, each through the one validator
+    (:meth:`benanza.kinds.precision.Precision.of`). Raises :class:`UsageError` for an unknown data
+    type or none given."""
+    out: list[str] = []
+    for part in str(text).split(","):
+        if part.strip():
+            name = Precision.of(part.strip().lower()).name
+            out += [] if name in out else [name]
+    if not out:
+        raise UsageError("no data type given")
+    return out
 
 
 #: tensor layouts a suite can time; NHWC applies to convolutions (their graph-API engine configs)

@@ -3,6 +3,7 @@ entry (:class:`Kind`) a kind module fills in."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -54,6 +55,17 @@ def numel(shape: Shape) -> int:
     return math.prod(shape) if shape else 1
 
 
+def _compute_key(config: "LayerConfig") -> str:
+    blob = json.dumps({"kind": config.kind, "params": config.params()}, sort_keys=True, separators=(",", ":"))
+    return f"{config.kind.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _config_key(config: "LayerConfig") -> str:
+    """:func:`_compute_key`, once per distinct (equal and of the same type) config."""
+    return _compute_key(config)
+
+
 @dataclass(frozen=True)
 class LayerConfig:
     """Base class of layer configs (frozen dataclasses; fields are the call's parameters)."""
@@ -66,12 +78,14 @@ class LayerConfig:
         """Canonical parameters (JSON-ready, deterministic)."""
         return _canonical(self)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """Stable identifier: ``<kind>-<16 hex digits of sha256(canonical JSON)>``."""
-        blob = json.dumps({"kind": self.kind, "params": self.params()}, sort_keys=True,
-                          separators=(",", ":"))
-        return f"{self.kind.lower()}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+        """Stable identifier: ``<kind>-<16 hex digits of sha256(canonical JSON)>`` (computed once per
+        config, and once per distinct config of a model: equal configs share it)."""
+        try:
+            return _config_key(self)
+        except TypeError:  # a field that cannot be hashed: computed here
+            return _compute_key(self)
 
     @property
     def batch_count(self) -> int:
@@ -115,6 +129,67 @@ def channels_last(shape) -> list[int]:
     """(N, C, s1, s2...) -> (N, s1, s2..., C): the order an NHWC tensor's memory is packed in."""
     s = list(shape)
     return s if len(s) < 3 else [s[0]] + s[2:] + [s[1]]
+
+
+#: the ``call`` prefix of the framework's own kernels (benanza.profiles.torch_candidates) and the
+#: job id suffix of their jobs (:class:`JobId`)
+FRAMEWORK_CALL_PREFIX = "torch:"
+FRAMEWORK_JOB_SUFFIX = ".torch"
+#: the layouts a job can time (NCHW: the model's; NHWC: channels-last)
+JOB_LAYOUTS = ("NCHW", "NHWC")
+
+
+@dataclass(frozen=True)
+class JobId:
+    """A job's id as a value: ``KEY.PRECISION[.nhwc][.torch]`` (``str(JobId)``), built by the
+    generator and read by the runner and the database through :meth:`parse`, never by string
+    surgery. ``key``: the layer config's key; ``precision``: a precision name; ``layout``: NCHW or
+    NHWC; ``framework``: the framework's own kernels for the same config (``.torch``), else the
+    generated suite's (cuDNN, cuBLAS, benanza's kernels). Raises ValueError for a malformed id."""
+
+    key: str
+    precision: str
+    layout: str = "NCHW"
+    framework: bool = False
+
+    def __post_init__(self):
+        if self.layout not in JOB_LAYOUTS:
+            raise ValueError(f"job layout must be one of {', '.join(JOB_LAYOUTS)}, not {self.layout!r}")
+        if not self.key or not self.precision or "." in self.precision:
+            raise ValueError(f"malformed job id parts: key {self.key!r}, precision {self.precision!r}")
+
+    def __str__(self) -> str:
+        return (f"{self.key}.{self.precision}" + ("" if self.layout == "NCHW" else f".{self.layout.lower()}")
+                + (FRAMEWORK_JOB_SUFFIX if self.framework else ""))
+
+    @classmethod
+    def parse(cls, text: str) -> "JobId":
+        """The id ``text`` (``KEY.PRECISION[.nhwc][.torch]``) as a value; ValueError when it has no
+        precision part."""
+        rest, framework = text, text.endswith(FRAMEWORK_JOB_SUFFIX)
+        if framework:
+            rest = rest[:-len(FRAMEWORK_JOB_SUFFIX)]
+        layout = "NHWC" if rest.endswith(".nhwc") else "NCHW"
+        if layout == "NHWC":
+            rest = rest[:-len(".nhwc")]
+        key, dot, precision = rest.rpartition(".")
+        if not dot:
+            raise ValueError(f"not a job id: {text!r} (expected KEY.PRECISION[.nhwc][.torch])")
+        return cls(key, precision, layout, framework)
+
+    @staticmethod
+    def names_framework(text: str) -> bool:
+        """Whether the id ``text`` is a framework job's (its ``.torch`` suffix), for any text."""
+        return text.endswith(FRAMEWORK_JOB_SUFFIX)
+
+    @property
+    def source(self) -> str:
+        """``framework`` (the framework's own kernels) or ``library`` (the generated suite's job)."""
+        return "framework" if self.framework else "library"
+
+    def as_framework(self) -> "JobId":
+        """The framework job of the same config, precision and layout."""
+        return dataclasses.replace(self, framework=True)
 
 
 @dataclass(frozen=True)

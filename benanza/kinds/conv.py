@@ -84,6 +84,8 @@ def _map_conv(node, ctx: MapContext, attrs):
     group = int(attrs.get("group", 1))
     if tuple(w[2:]) != kernel:
         raise Unsupported(f"kernel_shape {kernel} differs from weight shape {w}")
+    if 0 in x or 0 in w:
+        raise Unsupported(f"Conv on an empty tensor (input {list(x)}, weight {list(w)}): no library call computes it")
     if group <= 0 or x[1] % group or w[0] % group or w[1] * group != x[1]:
         raise Unsupported(f"group {group} does not fit input channels {x[1]} and weight {w}")
     pads = spatial_pads(attrs, x, kernel, strides, dil)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
+import functools
 import hashlib
 import json
 import math
@@ -22,26 +24,19 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import numpy_helper, shape_inference
+from onnx import numpy_helper
 
 from benanza import kinds as L
 from benanza.kinds.dropout import dropout_training
 from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
 from benanza.processing import views as V
 from benanza.errors import ModelError, UsageError
+from benanza.processing.graph import (NONDETERMINISTIC_OPS, elem_types, eval_node, first_line, has_data,  # noqa: F401
+                                      infer_and_fold, infer_and_fold_shapes, infer_shapes, inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
 ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
-
-#: ops whose value depends only on constants and shapes are folded; these never are (random)
-_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                     "Multinomial", "Bernoulli"}
-
-
-#: folding evaluates a node only if its output stays this small (elements)
-_FOLD_MAX_ELEMENTS = 1 << 20
-
 
 @dataclass
 class Layer:
@@ -69,7 +64,7 @@ class Layer:
     def key(self) -> str | None:
         return self.config.key if self.config is not None else None
 
-    @property
+    @functools.cached_property
     def signature(self) -> str:
         if self.config is not None:
             return self.config.key
@@ -198,6 +193,13 @@ def load_graph(path: str | os.PathLike) -> tuple[onnx.ModelProto, str]:
     """
     p = Path(path)
     if not p.exists():
+        if p.is_symlink():
+            try:
+                p.resolve(strict=True)
+            except (RuntimeError, OSError) as e:  # ELOOP (RuntimeError before Python 3.13)
+                if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP:
+                    raise ModelError(f"{path}: a symbolic link loop, not a file") from None
+            raise ModelError(f"{path}: a symbolic link to {os.readlink(p)}, which does not exist") from None
         raise ModelError(f"{path}: no such file")
     if not p.is_file():
         raise ModelError(f"{path}: not a file")
@@ -210,22 +212,10 @@ def load_graph(path: str | os.PathLike) -> tuple[onnx.ModelProto, str]:
     try:
         model = onnx.load_model_from_string(data)
     except (DecodeError, ValueError, RuntimeError) as e:
-        raise ModelError(f"{path}: not an ONNX model or truncated ({_first_line(e)})") from None
+        raise ModelError(f"{path}: not an ONNX model or truncated ({first_line(e)})") from None
     if model.ir_version <= 0 or not model.graph.node:
         raise ModelError(f"{path}: not an ONNX model or truncated (no ir_version or no graph nodes)")
     return model, hashlib.sha256(data).hexdigest()
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0][:300] if s else type(e).__name__
-
-
-def has_data(t: onnx.TensorProto) -> bool:
-    if t.data_location == onnx.TensorProto.EXTERNAL:
-        return False
-    return bool(t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data
-                or t.uint64_data or t.string_data or math.prod(t.dims) == 0)
 
 
 def _weights_as_inputs(model: onnx.ModelProto) -> set[str]:
@@ -269,6 +259,11 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
     data_inputs = [i for i in g.input if i.name not in weights]
     if not data_inputs:
         raise ModelError("model has no data input (every graph input is a weight)")
+    if batch_dim is not None:
+        for vi in data_inputs:
+            rank = len(vi.type.tensor_type.shape.dim)
+            if rank and not 0 <= batch_dim < rank:
+                raise UsageError(f"--batch-dim {batch_dim} is out of range for input {vi.name!r} of rank {rank}")
     batch_param = None
     for vi in data_inputs:
         for d in vi.type.tensor_type.shape.dim:
@@ -338,12 +333,13 @@ def rebind_fixed_batch(model: onnx.ModelProto, batch: int, weights: set[str],
 
 
 def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding) -> tuple:
-    """:func:`infer_and_fold`; after a rebinding, a failure says so with the hint to export with a
-    dynamic batch, and every tensor's shape is checked against the rebinding's prediction."""
+    """:func:`benanza.processing.graph.infer_and_fold_shapes` (model, folded, static names, shapes);
+    after a rebinding, a failure says so with the hint to export with a dynamic batch, and every
+    tensor's shape is checked against the rebinding's prediction."""
     if rebinding is None:
-        return infer_and_fold(model, weights)
+        return infer_and_fold_shapes(model, weights)
     try:
-        out = infer_and_fold(model, weights)
+        out = infer_and_fold_shapes(model, weights)
     except ModelError as e:
         raise rebinding.explain(e) from None
     rebinding.verify(out[0])
@@ -352,211 +348,15 @@ def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding
 
 # ------------------------------------------------------------------- shape inference and folding
 
-def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
-    out: dict[str, tuple[int, ...] | None] = {}
-    g = model.graph
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        tt = vi.type.tensor_type
-        if not tt.HasField("shape"):
-            out.setdefault(vi.name, None)
-            continue
-        dims = []
-        for d in tt.shape.dim:
-            if d.HasField("dim_value") and d.dim_value >= 0:
-                dims.append(int(d.dim_value))
-            else:
-                dims = None
-                break
-        out[vi.name] = tuple(dims) if dims is not None else None
-    for t in g.initializer:
-        out[t.name] = tuple(int(d) for d in t.dims)
-    return out
-
-
-def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    g = model.graph
-    out = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        out[vi.name] = vi.type.tensor_type.elem_type
-    for t in g.initializer:
-        out[t.name] = t.data_type
-    return out
-
-
-def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
-    try:
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
-    except Exception as e:  # onnx raises InferenceError / ValidationError / RuntimeError
-        raise ModelError(f"shape inference failed: {_first_line(e)}") from None
-
-
-def opset_of(model: onnx.ModelProto) -> int:
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            return int(o.version)
-    return 1
-
-
-def eval_node(node: onnx.NodeProto, values: list[np.ndarray], opset: int) -> list[np.ndarray]:
-    from onnx.reference import ReferenceEvaluator
-
-    ev = ReferenceEvaluator(node, opsets={"": opset})
-    feeds = {name: v for name, v in zip(node.input, values) if name}
-    return ev.run(None, feeds)
-
-
-class _LazyConsts(dict):
-    """Initializer values converted to numpy on first use: a model with its weights inline would
-    otherwise convert every weight on every folding pass."""
-
-    def __init__(self, tensors: dict[str, onnx.TensorProto]):
-        super().__init__()
-        self._tensors = tensors
-
-    def __contains__(self, name) -> bool:
-        return dict.__contains__(self, name) or name in self._tensors
-
-    def __getitem__(self, name):
-        if not dict.__contains__(self, name):
-            dict.__setitem__(self, name, numpy_helper.to_array(self._tensors[name]))
-        return dict.__getitem__(self, name)
-
-    def names(self) -> set[str]:
-        return set(self._tensors) | set(self.keys())
-
-
-def infer_and_fold(model: onnx.ModelProto, weights: set[str]) -> tuple[onnx.ModelProto, dict[str, int], set[str]]:
-    """Run shape inference and fold constant and shape-computing subgraphs until nothing changes.
-
-    A node is folded when all its inputs are constants (initializers, Constant outputs, folded
-    values) or weights, or when it is a Shape/Size of a tensor whose shape is known. Folded values
-    that the remaining graph reads become initializers. Returns (model, folded op counts, names of
-    tensors that are constant or weight-derived). Raises :class:`ModelError` if inference fails.
-    """
-    opset = opset_of(model)
-    folded: dict[str, int] = collections.Counter()
-    for _ in range(64):
-        model = infer_shapes(model)
-        evaluated, drop = _fold_pass(model.graph, inferred_shapes(model), weights, opset)
-        if not drop:
-            break
-        _replace_folded(model.graph, evaluated, drop, folded)
-    else:
-        raise ModelError("constant folding did not converge after 64 passes")
-    return model, dict(folded), _static_names(model.graph, weights)
-
-
-def _fold_pass(g: onnx.GraphProto, shapes: dict, weights: set[str],
-               opset: int) -> tuple[dict[str, np.ndarray], list[int]]:
-    """One folding pass over ``g``'s nodes in order: the values of every output folded
-    (:func:`_folded_values`) and the indices of the folded nodes. A node that is not folded but
-    reads only constants and weights (e.g. an Identity of a weight) makes its outputs static, so
-    later nodes that read them fold too."""
-    const = _LazyConsts({t.name: t for t in g.initializer if has_data(t)})
-    static = set(weights) | const.names()
-    evaluated: dict[str, np.ndarray] = {}
-    drop: list[int] = []
-    for idx, node in enumerate(g.node):
-        vals = _folded_values(node, shapes, const, static, opset)
-        if vals is None:
-            if node.op_type not in _NONDETERMINISTIC and all(i in static for i in node.input if i):
-                # weight-only preprocessing (e.g. Identity of a weight): folded, kept for its shapes
-                static.update(o for o in node.output if o)
-            continue
-        for o, v in vals.items():
-            evaluated[o] = v
-            const[o] = v
-            static.add(o)
-        drop.append(idx)
-    return evaluated, drop
-
-
-def _folded_values(node: onnx.NodeProto, shapes: dict, const: _LazyConsts, static: set[str],
-                   opset: int) -> dict[str, np.ndarray] | None:
-    """Output name -> value of ``node`` when it folds: a Constant; a Shape/Size of a tensor whose
-    shape is known; a deterministic node whose inputs are all constants and whose outputs have at
-    most :data:`_FOLD_MAX_ELEMENTS` elements each. None otherwise (and when evaluation fails).
-    Raises :class:`ModelError` for a Constant that cannot be evaluated."""
-    ins = [i for i in node.input if i]
-    if node.op_type == "Constant":
-        try:
-            vals = eval_node(node, [], opset)
-        except Exception as e:
-            raise ModelError(f"node {node.name!r} (Constant): cannot evaluate: {_first_line(e)}") from None
-        return {node.output[0]: np.asarray(vals[0])}
-    if node.op_type in ("Shape", "Size") and ins and shapes.get(ins[0]) is not None:
-        return {node.output[0]: _shape_value(node, shapes[ins[0]])}
-    if node.op_type in _NONDETERMINISTIC or not all(i in static for i in ins):
-        return None
-    if not (ins and all(i in const for i in ins) and all(
-            shapes.get(o) is None or math.prod(shapes[o]) <= _FOLD_MAX_ELEMENTS for o in node.output)):
-        return None
-    try:
-        vals = eval_node(node, [const[i] for i in node.input if i], opset)
-    except Exception:
-        return None
-    if not all(np.asarray(v).size <= _FOLD_MAX_ELEMENTS for v in vals):
-        return None
-    return {o: np.asarray(v) for o, v in zip(node.output, vals) if o}
-
-
-def _shape_value(node: onnx.NodeProto, shape) -> np.ndarray:
-    """The value of a Shape (its ``start``/``end`` attributes applied, clamped as ONNX specifies)
-    or Size node of a tensor of the known ``shape``, as int64."""
-    shp = np.array(shape, dtype=np.int64)
-    if node.op_type == "Size":
-        return np.array(int(np.prod(shp)), dtype=np.int64)
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    r = len(shp)
-    start = attrs.get("start", 0)
-    end = attrs.get("end", r)
-    start = max(0, min(r, start + r if start < 0 else start))
-    end = max(0, min(r, end + r if end < 0 else end))
-    return shp[start:end]
-
-
-def _replace_folded(g: onnx.GraphProto, evaluated: dict[str, np.ndarray], drop: list[int],
-                    folded: collections.Counter) -> None:
-    """Remove the nodes ``drop`` from ``g`` (counting them by op type in ``folded``) and add the
-    folded values the remaining graph or its outputs read as initializers."""
-    dropped = set(drop)
-    used = {i for n_i, n in enumerate(g.node) if n_i not in dropped for i in n.input}
-    used |= {o.name for o in g.output}
-    for idx in drop:
-        folded[g.node[idx].op_type] += 1
-    keep = [n for i, n in enumerate(g.node) if i not in dropped]
-    del g.node[:]
-    g.node.extend(keep)
-    existing = {t.name for t in g.initializer}
-    for name, val in evaluated.items():
-        if name in used and name not in existing:
-            g.initializer.append(numpy_helper.from_array(np.array(val, copy=True, order="C"), name))
-    # value_info of folded outputs would be duplicated by the initializers
-    vis = [vi for vi in g.value_info if vi.name not in evaluated]
-    del g.value_info[:]
-    g.value_info.extend(vis)
-
-
-def _static_names(g: onnx.GraphProto, weights: set[str]) -> set[str]:
-    """The names of the tensors that are constant or weight-derived in the folded graph ``g``:
-    initializers, ``weights`` and the outputs of deterministic nodes that read only those."""
-    static = set(weights) | {t.name for t in g.initializer}
-    for node in g.node:
-        ins = [i for i in node.input if i]
-        if node.op_type not in _NONDETERMINISTIC and all(i in static for i in ins):
-            static.update(o for o in node.output if o)
-    return static
-
-
 # ---------------------------------------------------------------------------------------- mapping
 
 class _Ctx:
     """What the op mappers may read: shapes, element types, constant values, the opset."""
 
-    def __init__(self, model: onnx.ModelProto, static: set[str]):
+    def __init__(self, model: onnx.ModelProto, static: set[str], shapes: dict | None = None):
         self.opset = opset_of(model)
-        self.shapes = inferred_shapes(model)
-        self.types = _elem_types(model)
+        self.shapes = shapes if shapes is not None else inferred_shapes(model)
+        self.types = elem_types(model)
         self.const = {t.name: t for t in model.graph.initializer}
         self.static = static
 
@@ -582,7 +382,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
     if node.domain not in ("", "ai.onnx"):
         return "unsupported", None, f"operator domain {node.domain!r} is not benchmarked"
     attrs = node_attrs(node)
-    out_shapes = [ctx.shape(o) for o in node.output if o]
+    shape_of = ctx.shapes.get
+    out_shapes = [shape_of(o) for o in node.output if o]
     float_in = [ctx.types.get(i) for i in node.input[:1] if i]
     try:
         if op in ZERO_COST_OPS:
@@ -617,7 +418,7 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
     except Unsupported as e:
         return "unsupported", None, str(e)
     except (KeyError, IndexError, TypeError, ValueError) as e:
-        return "unsupported", None, f"malformed {op} node: {type(e).__name__}: {_first_line(e)}"
+        return "unsupported", None, f"malformed {op} node: {type(e).__name__}: {first_line(e)}"
 
 
 def _find_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
@@ -1263,11 +1064,23 @@ MAX_DIM = 2**31 - 1
 MAX_TENSOR_BYTES = 288 * 10**9
 
 
+@functools.lru_cache(maxsize=4096)
+def _fits(shape: tuple) -> bool:
+    """Every dim of ``shape`` at most :data:`MAX_DIM` and its elements at most :data:`MAX_TENSOR_BYTES`
+    (a model has few distinct shapes: asked once each)."""
+    n = 1
+    for d in shape:
+        if not isinstance(d, int) or d > MAX_DIM:
+            return False
+        n *= d if d > 0 else 1
+    return n <= MAX_TENSOR_BYTES
+
+
 def _check_sizes(path, ly: "Layer") -> None:
     """Refuse a layer whose tensors no library or GPU takes (:data:`MAX_DIM`, :data:`MAX_TENSOR_BYTES`):
     raises :class:`ModelError` naming the node."""
     for s in (*ly.input_shapes, *ly.output_shapes):
-        if not s:
+        if not s or _fits(s):
             continue
         big = [d for d in s if isinstance(d, int) and d > MAX_DIM]
         if big:
@@ -1289,15 +1102,22 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
     a batch size <= 0. Unsupported ops never raise: they are layers with status "unsupported".
     """
     model, digest = load_graph(path)
+    newest = onnx.defs.onnx_opset_version()
+    if opset_of(model) > newest:
+        raise ModelError(f"{path}: opset {opset_of(model)} is newer than onnx {onnx.__version__} knows "
+                         f"(opset {newest} at most): its operators' meaning is unknown here")
     weights = _weights_as_inputs(model)
     try:
         onnx.checker.check_model(model)
     except Exception as e:
-        raise ModelError(f"{path}: invalid ONNX model: {_first_line(e)}") from None
+        raise ModelError(f"{path}: invalid ONNX model: {first_line(e)}") from None
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
     notices = bind_batch(model, batch, weights, dims, batch_dim) + rebound
-    model, folded, static = _infer_and_fold_rebound(model, weights, rebinding)
-    ctx = _Ctx(model, static)
+    try:
+        model, folded, static, shapes = _infer_and_fold_rebound(model, weights, rebinding)
+    except ModelError as e:  # inference and folding name the node, not the file: say where
+        raise ModelError(str(e) if str(e).startswith(f"{path}:") else f"{path}: {e}") from None
+    ctx = _Ctx(model, static, shapes)
     g = model.graph
     producers: dict[str, int] = {}
     consumers: dict[str, list[int]] = collections.defaultdict(list)
@@ -1306,19 +1126,19 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
     for vi in g.input:
         if vi.name not in weights:
             dtype = FLOAT_TYPES.get(vi.type.tensor_type.elem_type, dtype)
+    shape_of = ctx.shapes.get
     for node in g.node:
         ins = [i for i in node.input if i]
-        if node.op_type not in _NONDETERMINISTIC and all(i in static for i in ins):
+        if node.op_type not in NONDETERMINISTIC_OPS and all(i in static for i in ins):
             folded[node.op_type] = folded.get(node.op_type, 0) + 1
             continue
         status, cfg, reason = _map_node(node, ctx)
         data_ins = tuple(i for i in ins if i not in static)
-        ly = Layer(index=len(layers), name=node.name, op_type=node.op_type, inputs=data_ins,
-                   outputs=tuple(o for o in node.output if o),
-                   input_shapes=tuple(ctx.shape(i) for i in ins),
-                   output_shapes=tuple(ctx.shape(o) for o in node.output if o),
+        outs = tuple(o for o in node.output if o)
+        ly = Layer(index=len(layers), name=node.name, op_type=node.op_type, inputs=data_ins, outputs=outs,
+                   input_shapes=tuple(map(shape_of, ins)), output_shapes=tuple(map(shape_of, outs)),
                    status=status, config=cfg, reason=reason,
-                   static_inputs=tuple(i for i in ins if i in static))
+                   static_inputs=tuple(i for i in ins if i in static) if len(data_ins) < len(ins) else ())
         if cfg is not None and dtype is None:
             dtype = "float32"
         _check_sizes(path, ly)

@@ -49,6 +49,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from benanza.errors import ModelError
+from benanza.processing.graph import eval_node, has_data, infer_and_fold, infer_shapes, inferred_shapes, opset_of
 
 #: hint appended to every rebinding error
 HINT = "export the model with a dynamic batch axis (torch.onnx.export dynamic_axes= or dynamic_shapes=)"
@@ -154,7 +155,6 @@ def _attrs(node) -> dict:
 def _facts(model: onnx.ModelProto, weights: set, b0: int, batch: int) -> _Facts:
     """Shapes at b0 (onnx inference, completed by benanza's inference-and-folding where onnx alone
     leaves a shape unknown), constant values, static tensors and producers."""
-    from benanza.processing.model import eval_node, has_data, infer_shapes, opset_of, inferred_shapes, infer_and_fold
 
     try:
         inferred = infer_shapes(copy.deepcopy(model))
@@ -1208,7 +1208,6 @@ class Rebinding:
     def verify(self, model: onnx.ModelProto) -> None:
         """Check every tensor's shape after inference at the new batch against the prediction;
         raise a one-line :class:`ModelError` naming the first node whose output differs."""
-        from benanza.processing.model import inferred_shapes
 
         got = inferred_shapes(model)
         for name, op, outs in self.order:

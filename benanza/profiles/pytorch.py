@@ -16,11 +16,11 @@ Steps, for a module spec (:mod:`benanza.processing.modules`) or a module object:
    ``OUT/profile-bB-D[-cl][-compile-MODE]``; also in ``channels_last`` and under ``torch.compile``
    when asked;
 4. the CLI then joins kernels to layers (through the scopes and the export's module names),
-   analyzes and reports (:func:`benanza.cli.torch_cmd`).
+   analyzes and reports (:func:`benanza.cli.torch_cmd`); :func:`benanza.api.analyze_module` does all of
+   it for a module object, in this process.
 """
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -95,6 +95,9 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
             warmup: int = 20, runs: int = 100, iterations: int = 5, module_ref: dict | None = None,
             force: bool = False, say=lambda m: None) -> tuple[Path, list[ProfileRun]]:
     """Steps 1-3 of the module doc for ``src``: returns the ONNX export and the profiled runs.
+    ``bench``: True (a ``benanza bench`` child with ``bench_args``), False (none), or a callable
+    ``bench(onnx_path, batches)`` that benches in this process (:func:`benanza.api.bench`: what
+    ``benanza torch`` and :func:`benanza.api.analyze_module` pass without extra bench flags).
     ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``).
     Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
     error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
@@ -110,7 +113,9 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
         ex = export_onnx(src, onnx_path)
         say(f"export: {ex.exporter} exporter, opset {ex.opset}, {ex.size / 1e3:.0f} kB, {ex.seconds:.1f} s"
             + "".join(f"; {n}" for n in ex.notes))
-    if bench:
+    if callable(bench):  # in this process (benanza.api.bench), through the caller
+        bench(onnx_path, batches)
+    elif bench:
         run_bench(bench_command(onnx_path, batches, dtype, db, bench_args), say)
     ref = module_ref or {"spec": src.spec}
     profile_dtype = dtype  # capture's fp32 for a native module is PyTorch's default (TF32 convolutions)
@@ -122,60 +127,6 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
                         say=say, channels_last=r.channels_last, module=ref, compile=r.compile)
         runs_done.append(r)
     return onnx_path, runs_done
-
-
-def analyze_module(module, example_inputs, *, batch: int | list[int] | None = None, dtype: str = "fp16",
-                   db: str | None = None, out: str | os.PathLike | None = None, device: str = "cuda",
-                   batch_dims: tuple[int, ...] | None = None, channels_last: bool = False, compile: str | None = None,
-                   bench: bool = True, bench_args: str = "", name: str | None = None) -> list:
-    """benanza for a module object: export, bench, profile the module itself and analyze (module
-    doc). ``example_inputs``: a tensor or tuple of tensors (their batch dim, ``batch_dims`` or 0,
-    is resized to each batch); ``batch``: one or several batch sizes (default: the example's);
-    ``dtype``: fp16, bf16, fp32 (PyTorch's default math) or tf32; ``db``: the performance database
-    (default benanza's); ``out``: the working folder (default ``./benanza-torch-NAME``).
-
-    The profiling child loads the module with ``torch.load`` from ``OUT/module.pt`` (written with
-    ``torch.save``): its class must be importable (not defined in ``__main__``). Returns one
-    :class:`benanza.analysis.insights.Insights` per profiled run. Raises :class:`UsageError` for bad
-    arguments or a module torch.save cannot write, and the errors of :func:`prepare`."""
-    import torch
-
-    from benanza.processing.modules import from_module
-
-    src = from_module(module, example_inputs, batch_dims, name)
-    xs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    dims = tuple(batch_dims) if batch_dims is not None else (0,) * len(xs)
-    batches = [batch] if isinstance(batch, int) else list(batch or [int(xs[0].shape[dims[0]])])
-    o = Path(out) if out is not None else Path(f"benanza-torch-{src.name}")
-    o.mkdir(parents=True, exist_ok=True)
-    try:
-        torch.save(module, o / "module.pt")
-        torch.save(tuple(x.detach().cpu() for x in xs), o / "inputs.pt")
-    except Exception as e:  # noqa: BLE001 - pickling errors come in many types
-        raise UsageError(f"cannot save the module for the profiling process (torch.save: {type(e).__name__}: "
-                         f"{str(e)[:200]}): define its class in an importable module") from None
-    ref = {"pickle": str((o / "module.pt").resolve()), "inputs": str((o / "inputs.pt").resolve()),
-           "batch_dims": list(dims), "spec": f"{type(module).__module__}.{type(module).__qualname__} object"}
-    onnx_path, runs = prepare(src, o, batches, dtype, db, device, channels_last, compile, bench, bench_args,
-                              module_ref=ref, force=True)
-    return [insights_of(onnx_path, r, dtype, db) for r in runs]
-
-
-def insights_of(onnx_path: Path, run: ProfileRun, dtype: str, db: str | None, layouts=("NCHW", "NHWC")):
-    """The :class:`benanza.analysis.insights.Insights` of one profiled run against the database."""
-    from benanza.analysis.analyzer import analyze, resolve_system
-    from benanza.database.store import open_db
-    from benanza.analysis.insights import build_insights
-    from benanza.profiles import load_profile
-
-    _, _, precision, conv = DTYPES[dtype]
-    prof = load_profile(run.folder, onnx_path, run.batch)
-    from benanza.processing.model import process
-
-    database = open_db(db, create=False)
-    system, _ = resolve_system(database, None, current_fingerprint())
-    a = analyze(process(onnx_path, run.batch), database, system, precision, "warm", layouts, conv)
-    return build_insights(a, prof, database, system.id)
 
 
 def current_fingerprint() -> str | None:

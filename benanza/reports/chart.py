@@ -76,10 +76,16 @@ class ModelRoofline:
     lbl_parallel_ms: float
     l2: roofline.L2Roof | None = None
     calls: dict | None = None  # layer index -> (call, algorithm, math, layout) of its best measurement
+    #: the headline LBL (Analysis.lbl_ms: fused, critical path), what it is, and whether it is whole
+    lbl_ms: float = 0.0
+    lbl_text: str = ""
+    complete: bool = True
 
     @property
     def efficiency(self) -> float:
-        """Library efficiency of the model: roofline bound / LBL (sequential)."""
+        """Library efficiency of the model's layers: their roofline bounds' sum / their measured
+        times' sum (the unfused sequential sum, :attr:`lbl_sequential_ms`: each layer against its own
+        bound, so fused calls do not enter)."""
         return self.bound_sequential_ms / self.lbl_sequential_ms if self.lbl_sequential_ms else 0.0
 
     def to_dict(self) -> dict:
@@ -89,6 +95,7 @@ class ModelRoofline:
                 "roofline_bound_sequential_ms": self.bound_sequential_ms,
                 "roofline_bound_parallel_ms": self.bound_parallel_ms,
                 "attainable_sequential_ms": self.attainable_sequential_ms,
+                "lbl_ms": self.lbl_ms, "lbl_text": self.lbl_text, "complete": self.complete,
                 "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
                 "l2_bytes_per_s": self.l2.bytes_per_s if self.l2 else None,
                 "l2_source": self.l2.source if self.l2 else None,
@@ -121,7 +128,8 @@ def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec",
              if lt.status == "measured"}
     return ModelRoofline(analysis.model, analysis.batch, p, gpu, ceilings, out, sum(weights), par,
                          sum(x.attainable_ms for x in out), analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
-                         l2 or roofline.l2_roof(gpu.sm_count, gpu.boost_clock_mhz), calls)
+                         l2 or roofline.l2_roof(gpu.sm_count, gpu.boost_clock_mhz), calls,
+                         analysis.lbl_ms, analysis.lbl_text(3), analysis.complete)
 
 
 #: a layer whose best time exceeds this many times its attainable roofline time is listed by
@@ -216,8 +224,8 @@ def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) 
     ax.set_xlabel("arithmetic intensity (FLOP/byte, minimum bytes)")
     ax.set_ylabel("achieved FLOP/s (FLOPs / best measured time)")
     ax.set_title(f"{mr.model} batch {mr.batch} {mr.precision} on {mr.gpu.name} ({mr.ceilings} ceilings): "
-                 f"LBL {mr.lbl_sequential_ms:.3f} ms, roofline {mr.bound_sequential_ms:.3f} ms, "
-                 f"efficiency {mr.efficiency:.0%}" + (f"; {skipped} layers without FLOPs not drawn" if skipped else ""),
+                 f"LBL {mr.lbl_text or f'{mr.lbl_ms:.3f} ms'}; roofline {mr.bound_sequential_ms:.3f} ms against "
+                 f"the layers' {mr.lbl_sequential_ms:.3f} ms, efficiency {mr.efficiency:.0%}" + (f"; {skipped} layers without FLOPs not drawn" if skipped else ""),
                  fontsize=9)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, loc="upper left")
@@ -266,7 +274,8 @@ def save_figure(fig, png: Path | None, svg: Path | None, titles: dict[str, list[
     """Write ``fig`` as PNG and/or SVG (the SVG with the point ``titles`` of :func:`add_svg_titles`);
     each file is written whole or not at all (a temporary file renamed). Returns the paths written."""
     import io
-    import os
+
+    from benanza.database.exports import write_atomic
 
     written = []
     for fmt, path in (("png", png), ("svg", svg)):
@@ -276,10 +285,7 @@ def save_figure(fig, png: Path | None, svg: Path | None, titles: dict[str, list[
         buf = io.BytesIO() if fmt == "png" else io.StringIO()
         fig.savefig(buf, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
         data = buf.getvalue() if fmt == "png" else add_svg_titles(buf.getvalue(), titles or {}).encode("utf-8")
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        written.append(path)
+        written.append(write_atomic(data, path))
     return written
 
 

@@ -44,11 +44,16 @@ def terminal_tables(d: dict, top: int = 15) -> list:
     head.add_row("measured latency", _f(d["latency_ms"]), f"IQR {_f(d.get('latency_iqr_ms'))} ms")
     head.add_row("GPU kernel time", _f(d["gpu_kernel_ms"]), "union of kernel intervals (trace)")
     head.add_row("host overhead", _f(d["host_overhead_ms"]), "latency - GPU kernel time")
-    head.add_row("LBL sequential", _f(d["lbl_sequential_ms"]), "" if d["complete"] else "INCOMPLETE")
-    head.add_row("LBL parallel", _f(d["lbl_parallel_ms"]), "critical path of the layer DAG")
-    head.add_row("LBL fused (seq / par)", f"{_f(d['lbl_fused_sequential_ms'])} / {_f(d['lbl_fused_parallel_ms'])}", "")
+    part = "" if d.get("complete", True) else f"; {incomplete_note(d)}"
+    unfused_part = "" if d.get("complete_unfused", d.get("complete", True)) else "; partial sum"
+    head.add_row("LBL", _f(d.get("lbl_ms", d["lbl_fused_parallel_ms"])),
+                 (d.get("lbl_name") or "fused, critical path") + part)
+    head.add_row("LBL fused sequential", _f(d["lbl_fused_sequential_ms"]), "the fused layers' sum" + part)
+    head.add_row("LBL unfused (seq / par)", f"{_f(d['lbl_sequential_ms'])} / {_f(d['lbl_parallel_ms'])}",
+                 "each layer alone; sum and critical path" + unfused_part)
     flag = ": ABOVE 1, NOT A BOUND (a defect of benanza)" if above_one(d) else ""
-    head.add_row("Benanza ratio", _f(d["benanza_ratio"], 3), "LBL (fused, critical path) / measured latency" + flag)
+    head.add_row("Benanza ratio", _f(d["benanza_ratio"], 3), "LBL (fused, critical path) / measured latency" + flag
+                 + ("; partial: the LBL is incomplete" if part else ""))
     head.add_row("parallel-execution potential", _f(d["parallel_potential_ms"]), "LBL_seq - LBL_par")
     head.add_row("layer fusion profit", _f(d["fusion_profit_ms"]), "LBL_unfused - LBL_fused")
     tc = d.get("tensor_cores")
@@ -62,10 +67,12 @@ def terminal_tables(d: dict, top: int = 15) -> list:
             note += f"; with {j['tensor_core_precision']}: x{j['speedup_tensor_cores']:.2f}"
         head.add_row("joint speedup", f"x{j['speedup']:.2f}", note)
     bd = breakdown_table(d)
-    fi = FitTable("findings, ranked by estimated saving", [Col("#", "num"), Col("Q", "name", drop=1), Col("finding"),
-                                                            Col("saving ms", "num"), Col("evidence", drop=2)])
+    fi = FitTable("findings, ranked by estimated saving (alone; in the what-if: after the changes before it)",
+                  [Col("#", "num"), Col("Q", "name", drop=1), Col("finding"), Col("saving alone ms", "num"),
+                   Col("in the what-if ms", "num", drop=3), Col("evidence", drop=2)])
     for i, f in enumerate(d["findings"][:top], 1):
-        fi.add_row(str(i), f["category"], f["title"], _f(f["saving_ms"]), "\n".join(f["evidence"][:3]))
+        fi.add_row(str(i), f["category"], f["title"], _f(f["saving_ms"]),
+                   _f(f.get("marginal_ms")) if f.get("additive") else "-", "\n".join(f["evidence"][:3]))
     al = FitTable("algorithm selection (Q3): framework's and cuDNN heuristic's choice vs the best measured",
                   [Col("#", "num"), Col("layer", "name"), Col("framework ran", "name"),
                    Col("its ms (DB)", "num", drop=3), Col("best", "name", drop=2), Col("best ms", "num", drop=4), Col("framework cost", "num"),
@@ -100,6 +107,10 @@ def answer(d: dict) -> str:
     if d.get("headline"):
         return d["headline"]
     lat, lbl = d.get("latency_ms"), d.get("lbl_fused_parallel_ms")
+    if not d.get("complete", True):
+        how = f" ({incomplete_note(d)})"
+        return (f"{d['model']} batch {d['batch']} {d['precision']}: partial lower bound {_f(lbl, 2)} ms{how}"
+                + (f"; measured {lat:.2f} ms." if lat is not None else "."))
     top = [f for f in d.get("findings") or [] if f.get("saving_ms")][:3]
     how = ", ".join(f"{f['title']} (-{f['saving_ms']:.2f} ms, overlapping)" for f in top)
     if lat is None:
@@ -119,7 +130,8 @@ def whatif_table(d: dict) -> FitTable | None:
     for i, st in enumerate(w["steps"], 1):
         t.add_row(str(i), st["title"], _f(st["ms_after"]), _f(st["saving_ms"]))
     note = " (clamped at the lower bound)" if w.get("clamped") else ""
-    t.add_row("", f"final{note}; lower bound {_f(w['lbl_ms'])} ms", _f(w["final_ms"]),
+    part = "" if d.get("complete", True) else " (partial: the LBL is incomplete)"
+    t.add_row("", f"final{note}; lower bound {_f(w['lbl_ms'])} ms{part}", _f(w["final_ms"]),
               _f(w["start_ms"] - w["final_ms"]))
     return t
 
@@ -149,6 +161,15 @@ def comparison_table(docs: list[dict]) -> FitTable:
     return t
 
 
+def incomplete_note(d: dict) -> str:
+    """The document's ``incomplete_note`` (``INCOMPLETE: N layers without ...``), or one from its
+    ``missing_layers`` count for documents written before it; empty for a complete LBL."""
+    if d.get("complete", True):
+        return ""
+    n = d.get("missing_layers")
+    return d.get("incomplete_note") or f"INCOMPLETE: {n if n is not None else 'some'} layers without a valid measurement"
+
+
 def above_one(doc: dict) -> bool:
     """The document's Benanza ratio (headline LBL / measured latency) is above 1."""
     r = doc.get("benanza_ratio")
@@ -162,7 +183,7 @@ body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;
 text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.crit{font-weight:bold}.muted{color:#777}.ev{font-family:ui-monospace,monospace;font-size:.9em;white-space:pre-wrap}
+.alg{max-width:28em;overflow-wrap:anywhere}.crit{font-weight:bold}.muted{color:#777}.ev{font-family:ui-monospace,monospace;font-size:.9em;white-space:pre-wrap}
 .answer{font-size:1.15em;font-weight:600;margin:.6em 0}.legend span{display:inline-block;margin-right:1em}.sw{display:inline-block;width:.9em;height:.9em;margin-right:.3em;
 vertical-align:middle}.notice{background:#fff6d6;padding:.3em .6em;margin:.2em 0}
 """
@@ -189,9 +210,13 @@ _MACROS = r"""
 <div class="legend">{% for k, label, colour in parts %}<span><span class="sw" style="background:{{ colour }}"></span>{{ label }} {{ fmt(bd[k]) }} ms</span>{% endfor %}</div>
 {%- endmacro %}
 {% macro findings_table(fs) -%}
-<table><thead><tr><th class="n">#</th><th>Q</th><th>finding</th><th class="n">saving ms</th><th>layers</th><th>evidence</th></tr></thead><tbody>
+<p class="muted">"Saving alone": the finding's own estimate, as if it were the only change. "In the what-if": what
+it saves applied after the changes above it in the what-if order; the two differ where changes overlap (once
+CUDA graphs have removed the launch gaps, or channels_last the conversions, the time a later change could save
+is partly gone), and only the what-if savings add up.</p>
+<table><thead><tr><th class="n">#</th><th>Q</th><th>finding</th><th class="n">saving alone (ms)</th><th class="n">in the what-if (ms)</th><th>layers</th><th>evidence</th></tr></thead><tbody>
 {% for f in fs %}<tr><td class="n">{{ loop.index }}</td><td>{{ f.category }}</td><td>{{ f.title }}<div class="muted">{{ f.detail }}</div></td>
-<td class="n">{{ fmt(f.saving_ms) }}</td><td>{{ f.layers|length }}</td><td class="ev">{{ f.evidence|join('\n') }}</td></tr>
+<td class="n">{{ fmt(f.saving_ms) }}</td><td class="n">{% if f.additive %}{{ fmt(f.marginal_ms) }}{% else %}-{% endif %}</td><td>{{ f.layers|length }}</td><td class="ev">{{ f.evidence|join('\n') }}</td></tr>
 {% endfor %}</tbody></table>
 {%- endmacro %}
 """
@@ -207,7 +232,7 @@ the measured latency minus the final figure, which is never below the lower boun
 <table id="whatif-table"><thead><tr><th class="n">#</th><th>step</th><th class="n">latency after (ms)</th><th class="n">saving (ms)</th></tr></thead><tbody>
 <tr><td></td><td>measured</td><td class="n">{{ fmt(d.whatif.start_ms) }}</td><td></td></tr>
 {% for st in d.whatif.steps %}<tr><td class="n">{{ loop.index }}</td><td>{{ st.title }}</td><td class="n">{{ fmt(st.ms_after) }}</td><td class="n">{{ fmt(st.saving_ms) }}</td></tr>
-{% endfor %}<tr><td></td><td><strong>final</strong>{% if d.whatif.clamped %} (clamped at the lower bound){% endif %}; lower bound {{ fmt(d.whatif.lbl_ms) }} ms</td><td class="n"><strong>{{ fmt(d.whatif.final_ms) }}</strong></td><td class="n">{{ fmt(d.whatif.start_ms - d.whatif.final_ms) }}</td></tr>
+{% endfor %}<tr><td></td><td><strong>final</strong>{% if d.whatif.clamped %} (clamped at the lower bound){% endif %}; lower bound {{ fmt(d.whatif.lbl_ms) }} ms{% if not d.complete %} (partial: {{ incomplete }}){% endif %}</td><td class="n"><strong>{{ fmt(d.whatif.final_ms) }}</strong></td><td class="n">{{ fmt(d.whatif.start_ms - d.whatif.final_ms) }}</td></tr>
 </tbody></table>{% endif %}
 <p class="muted">Compared with: {{ d.framework.run_label or ((d.framework.framework or '?') ~ ' ' ~ (d.framework.version or '')) }}; cudnn.benchmark {{ d.framework.cudnn_benchmark }},
 TF32 cuDNN/matmul {{ d.framework.allow_tf32_cudnn }}/{{ d.framework.allow_tf32_matmul }}. Times in ms per inference.
@@ -219,9 +244,10 @@ implementation; Benanza ratio = LBL / measured latency (Li, Dakkak, Xiong, Hwu, 
 <tr><td>measured latency</td><td class="n">{{ fmt(d.latency_ms) }}</td></tr>
 <tr><td>GPU kernel time</td><td class="n">{{ fmt(d.gpu_kernel_ms) }}</td></tr>
 <tr><td>host overhead</td><td class="n">{{ fmt(d.host_overhead_ms) }}</td></tr>
-<tr><td>LBL sequential / parallel</td><td class="n">{{ fmt(d.lbl_sequential_ms) }} / {{ fmt(d.lbl_parallel_ms) }}{% if not d.complete %} (incomplete){% endif %}</td></tr>
-<tr><td>LBL fused sequential / parallel</td><td class="n">{{ fmt(d.lbl_fused_sequential_ms) }} / {{ fmt(d.lbl_fused_parallel_ms) }}</td></tr>
-<tr><td>Benanza ratio (LBL fused parallel / latency)</td><td class="n">{{ fmt(d.benanza_ratio, 3) }}{% if d.benanza_ratio and d.benanza_ratio > 1 %} <strong>above 1: not a bound</strong>{% endif %}</td></tr>
+<tr><td>LBL ({{ d.lbl_name or 'fused, critical path' }})</td><td class="n">{{ fmt(d.lbl_fused_parallel_ms) }}{% if not d.complete %} <strong>{{ incomplete }}</strong>{% endif %}</td></tr>
+<tr><td>LBL fused sequential</td><td class="n">{{ fmt(d.lbl_fused_sequential_ms) }}{% if not d.complete %} (partial){% endif %}</td></tr>
+<tr><td>LBL unfused sequential / parallel</td><td class="n">{{ fmt(d.lbl_sequential_ms) }} / {{ fmt(d.lbl_parallel_ms) }}{% if not d.complete %} (partial){% endif %}</td></tr>
+<tr><td>Benanza ratio (LBL fused parallel / latency)</td><td class="n">{{ fmt(d.benanza_ratio, 3) }}{% if d.benanza_ratio and d.benanza_ratio > 1 %} <strong>above 1: not a bound</strong>{% endif %}{% if not d.complete %} (partial: the LBL is incomplete){% endif %}</td></tr>
 <tr><td>parallel-execution potential</td><td class="n">{{ fmt(d.parallel_potential_ms) }}</td></tr>
 <tr><td>layer fusion profit</td><td class="n">{{ fmt(d.fusion_profit_ms) }}</td></tr>
 {% if d.tensor_cores %}<tr><td>Tensor Core profit (fp32 → {{ d.tensor_cores.precision }})</td><td class="n">{{ fmt(d.tensor_cores.profit_ms) }}</td></tr>{% endif %}
@@ -234,21 +260,24 @@ implementation; Benanza ratio = LBL / measured latency (Li, Dakkak, Xiong, Hwu, 
 <h2 id="findings">Findings (ranked by estimated saving)</h2>
 {{ findings_table(d.findings) }}
 <h2 id="algorithms">Algorithm selection (Q3)</h2>
+{% if not d.algorithms %}<p class="notice">No layer's algorithm choice is compared here: the engines and algorithms the framework ran are
+read from its cuDNN and cuBLASLt logs, and this profile has none for its convolutions and GEMMs (taken without logs,
+or the logs were left out); profile again with logs to see them.</p>{% else %}
 <table><thead><tr><th class="n">#</th><th>layer</th><th>framework ran</th><th class="n">its ms in the DB</th><th class="n">trace ms</th><th>best</th><th class="n">best ms</th><th class="n">framework cost</th><th>heuristic</th><th class="n">heuristic cost</th></tr></thead><tbody>
 {% for a in d.algorithms %}<tr><td class="n">{{ a.layer }}</td><td>{{ a.name }}</td><td>{{ a.framework_engine or '' }}</td>
 <td class="n">{% if a.in_db %}{{ fmt(a.framework_db_ms) }}{% elif a.framework_engine %}not in DB{% endif %}</td><td class="n">{{ fmt(a.framework_trace_ms) }}</td>
-<td>{{ a.best_algorithm }} <span class="muted">{{ a.best_call }}</span></td><td class="n">{{ fmt(a.best_ms) }}</td><td class="n">{{ fmt(a.framework_cost_ms) }}</td>
-<td>{{ a.heuristic_algorithm or '' }}</td><td class="n">{{ fmt(a.heuristic_cost_ms) }}</td></tr>{% endfor %}</tbody></table>
+<td class="alg">{{ a.best_algorithm|wbr }} <span class="muted">{{ a.best_call }}</span></td><td class="n">{{ fmt(a.best_ms) }}</td><td class="n">{{ fmt(a.framework_cost_ms) }}</td>
+<td>{{ a.heuristic_algorithm or '' }}</td><td class="n">{{ fmt(a.heuristic_cost_ms) }}</td></tr>{% endfor %}</tbody></table>{% endif %}
 <h2 id="layers">Per-layer time: framework vs LBL</h2>
 <p><span class="sw" style="background:#e15759"></span>framework (kernels + helpers) <span class="sw" style="background:#4e79a7"></span>LBL (best measured);
-bold: on the critical path. Filter: <input oninput="bzFilter(this,'layertab')" placeholder="layer name or op"></p>
-<table id="layertab"><thead><tr><th class="n">#</th><th>layer</th><th>op</th><th class="n">framework ms</th><th class="n">LBL ms</th><th>bars</th><th>best algorithm</th></tr></thead><tbody>
+bar scale: the full width ({{ barw }} px) is {{ fmt(maxms) }} ms, the slowest layer; bold: on the critical path. Filter: <input oninput="bzFilter(this,'layertab')" placeholder="layer name or op"></p>
+<table id="layertab"><thead><tr><th class="n">#</th><th>layer</th><th>op</th><th class="n">framework ms</th><th class="n">LBL ms</th><th>bars (0 to {{ fmt(maxms) }} ms)</th><th>best algorithm</th></tr></thead><tbody>
 {% for r in d.layers %}<tr{% if r.critical %} class="crit"{% endif %}><td class="n">{{ r.index }}</td><td>{{ r.name }}</td><td>{{ r.op }}</td>
 <td class="n">{{ fmt(r.framework_ms) }}</td><td class="n">{{ fmt(r.lbl_ms) }}</td><td>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{ barw }}" height="14"><rect x="0" y="0" height="6" width="{{ '%.2f'|format((r.framework_ms or 0) / maxms * barw) }}" fill="#e15759"><title>framework {{ fmt(r.framework_ms) }} ms: {{ r.framework_kernels|join(', ') }}</title></rect><rect x="0" y="7" height="6" width="{{ '%.2f'|format((r.lbl_ms or 0) / maxms * barw) }}" fill="#4e79a7"><title>LBL {{ fmt(r.lbl_ms) }} ms</title></rect></svg>
-</td><td>{{ r.algorithm or r.status }}</td></tr>{% endfor %}</tbody></table>
-<h2 id="critical-path">Critical path ({{ d.critical_path|length }} layers, {{ fmt(d.lbl_parallel_ms) }} ms)</h2>
-<p class="ev">{% for c in d.critical_path %}{{ c.index }} {{ c.name }} ({{ c.op }}, {{ fmt(c.lbl_ms) }} ms){% if not loop.last %} → {% endif %}{% endfor %}</p>
+</td><td class="alg">{{ (r.algorithm or r.status)|wbr }}</td></tr>{% endfor %}</tbody></table>
+<h2 id="critical-path">Critical path of the LBL ({{ d.critical_path|length }} steps, {{ fmt(d.lbl_fused_parallel_ms) }} ms{% if not d.complete %}, partial{% endif %})</h2>
+<p class="ev">{% for c in d.critical_path %}{{ c.index }} {{ c.name }} ({% if c.fused %}fused group of layers {{ c.fused|join(', ') }}{% else %}{{ c.op }}{% endif %}, {{ fmt(c.lbl_ms) }} ms){% if not loop.last %} → {% endif %}{% endfor %}</p>
 {% if roofline_svg %}<h2 id="roofline">Roofline</h2>
 <p>Each layer at its arithmetic intensity and achieved rate (FLOPs / best measured time), sized by its share of the LBL, under the roofs of {{ roofline_source }}.</p>
 <div class="roofline">{{ roofline_svg|safe }}</div>{% endif %}
@@ -283,7 +312,20 @@ _COMPARE = _MACROS + r"""<!DOCTYPE html>
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=False)
     env.globals.update(fmt=lambda v, digits=4: _f(v, digits), parts=PARTS, css=_CSS, js=_JS)
+    env.filters["wbr"] = wbr
     return env
+
+
+def wbr(text):
+    """``text`` escaped for HTML with a line-break opportunity (``<wbr>``) after each ``_``, ``,``
+    and ``=``: an engine config (``eng41_k2=1_k13=0...``) wraps between its knobs in a narrow
+    column instead of running past the page."""
+    import markupsafe
+
+    s = str(markupsafe.escape("" if text is None else text))
+    for ch in ("_", ",", "="):
+        s = s.replace(ch, ch + "<wbr>")
+    return markupsafe.Markup(s)
 
 
 def render_html(d: dict, roofline_svg: str = "", roofline_source: str = "") -> str:
@@ -293,7 +335,7 @@ def render_html(d: dict, roofline_svg: str = "", roofline_source: str = "") -> s
     maxms = max([r.get("framework_ms") or 0 for r in d["layers"]] + [r.get("lbl_ms") or 0 for r in d["layers"]]
                 + [1e-9])
     return _env().from_string(_SINGLE).render(d=d, maxms=maxms, barw=260, roofline_svg=roofline_svg,
-                                              roofline_source=roofline_source, answer=answer(d))
+                                              roofline_source=roofline_source, answer=answer(d), incomplete=incomplete_note(d))
 
 
 _ROWS = (("latency_ms", "measured latency", 4), ("gpu_kernel_ms", "GPU kernel time", 4),

@@ -34,8 +34,9 @@ from benanza.analysis.analyzer import Analysis
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import math_peak_key
 from benanza.database.counters import read_counters, summarize
+from benanza.database.query import Serves
 from benanza.reports.chart import LAUNCH_FLOOR_US, save_figure
-from benanza.runner.records import ESTIMATED_STATUSES, estimated_ms
+from benanza.database.records import ESTIMATED_STATUSES, estimated_ms
 
 #: measurement statuses drawn: valid ones, and those with an estimate only: screened (one replay) and
 #: raced out (the race's screen samples), their time read from the harness's message
@@ -140,12 +141,10 @@ class TimeRoofline:
 
 
 def _accepts(m, precision: str, cache: str, layouts: tuple[str, ...]) -> bool:
-    """Whether measurement row ``m`` is an implementation of its config in ``precision`` as
-    :func:`benanza.database.query.best_per_config` selects them (data type, math mode, layout, cache)."""
+    """Whether measurement row ``m`` is an implementation of its config in ``precision``: the one
+    rule (:class:`benanza.database.query.Serves`), widened to the rows drawn with an estimate."""
     t = row_time(m)
-    return (m.cache == cache and m.status in DRAWN_STATUSES and t is not None and t > 0
-            and m.dtype in L.ACCEPTED_DTYPES[precision] and m.math in L.ACCEPTED_MATH[precision]
-            and m.layout in layouts)
+    return t is not None and t > 0 and Serves(precision, cache, tuple(layouts), statuses=DRAWN_STATUSES)(m)
 
 
 def _points(config, rows, precision: str, system, chosen_lt) -> list[ImplPoint]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benanza.errors import DeviceError, UsageError
-from benanza.runner.records import MeasurementLine, RecordError
+from benanza.database.records import MeasurementLine, RecordError
 
 #: the ceilings the harness measures, and what each is the roof of
 CEILINGS = {
@@ -52,7 +52,7 @@ class CeilingResult:
 def parse_records(lines) -> tuple[dict | None, list[CeilingResult], list[str]]:
     """Parse a ``suite --ceilings`` output: (system record, the valid ceilings, the failures as
     "name: message"). Lines that are not JSON are ignored; a ceiling measurement is read as a typed
-    record (:class:`benanza.runner.records.MeasurementLine`; a malformed one is a failure that says
+    record (:class:`benanza.database.records.MeasurementLine`; a malformed one is a failure that says
     why); a ceiling without a valid time is a failure, never a value."""
     system, out, failed = None, [], []
     for line in lines:

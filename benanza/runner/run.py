@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Callable
 
 from benanza import kinds as L
-from benanza.analysis import roofline
 from benanza.build.builder import suite_executable
-from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, system_fingerprint
+from benanza.kinds.base import FRAMEWORK_JOB_SUFFIX, JobId
+from benanza.kinds.bounds import implausible_fma, min_bytes
+from benanza.database.query import Serves
+from benanza.database.store import Database, system_fingerprint
 from benanza.errors import DeviceError, UsageError
-from benanza.runner.records import RECORD_TYPES, MeasurementLine, Record, RecordError, parse_record
+from benanza.database.records import RECORD_TYPES, MeasurementLine, Record, RecordError, parse_record
 from benanza.generation.generator import Suite
 
 
@@ -128,14 +130,14 @@ def query_system(exe: Path, device: int = 0, timeout_s: float = 120.0) -> dict:
 
 def _relabel_tensor_core_fp32(job, records: list[Record], system: dict | None) -> list[Record]:
     """``records`` with each fp32 GEMM measurement labelled FMA math that is faster than any FP32 FMA
-    rate allows (:func:`benanza.analysis.roofline.implausible_fma`) relabelled: it ran on Tensor Cores,
+    rate allows (:func:`benanza.kinds.bounds.implausible_fma`) relabelled: it ran on Tensor Cores,
     so its math becomes ``tf32`` and its note says why, and an fp32 analysis never counts it."""
     if job.precision != "fp32" or not system:
         return records
     out = []
     for r in records:
         if isinstance(r, MeasurementLine) and r.status == "ok" and r.math in ("fma", "none"):
-            why = roofline.implausible_fma(job.config, r.median_ms, system.get("sm_count"),
+            why = implausible_fma(job.config, r.median_ms, system.get("sm_count"),
                                            system.get("max_sm_clock_mhz"))
             if why:
                 r = dataclasses.replace(r, math="tf32", note="; ".join(x for x in (r.note, why) if x))
@@ -256,11 +258,10 @@ def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[st
     """The fastest valid warm median (ms) of the library calls (not ``torch:``) per (layer key,
     precision) on a system, in either layout: the reference of the framework jobs' cold policy."""
     best: dict[tuple[str, str], float] = {}
+    rules = {p: Serves(p, "warm", source="library") for p in L.PRECISIONS}
     for m in db.measurements(system_id, sorted(set(keys)), "warm"):
-        if m.status != "ok" or m.median_ms is None or m.call.startswith(FRAMEWORK_CALL_PREFIX) \
-                or m.math not in L.ACCEPTED_MATH.get(m.precision, ()) \
-                or m.dtype not in L.ACCEPTED_DTYPES.get(m.precision, ()):
-            continue  # (an fp32 row relabelled tf32 is no fp32 time)
+        if m.precision not in rules or not rules[m.precision](m):
+            continue  # the one rule (an fp32 row relabelled tf32 is no fp32 time)
         k = (m.layer_key, m.precision)
         best[k] = min(best.get(k, m.median_ms), m.median_ms)
     return best
@@ -372,10 +373,10 @@ def job_cost(job) -> float:
     cost per candidate (first call, warm-up, capture, screen: ~3 ms measured on an H200,
     benchmarks/results/2026-11-26) plus the GPU time of the screen, 6 replays of the config's
     FLOPs at 100 TFLOP/s or its minimum bytes at 3 TB/s; a framework job is one candidate."""
-    n = 1 if job.id.endswith(".torch") else _CANDIDATES.get(job.kind, 3)
+    n = 1 if JobId.parse(job.id).framework else _CANDIDATES.get(job.kind, 3)
     cfg = job.config
     try:
-        flops, nbytes = float(cfg.flops()), float(roofline.min_bytes(cfg, job.precision))
+        flops, nbytes = float(cfg.flops()), float(min_bytes(cfg, job.precision))
     except Exception:  # a kind without a cost model: its fixed cost only
         flops = nbytes = 0.0
     return n * (3e-3 + 6 * max(flops / 1e14, nbytes / 3e12))
@@ -541,7 +542,7 @@ def _take_line(ctx: _Shared, p: _Progress, line: str) -> None:
         p.started_at = time.perf_counter()
         if not p.started_any and ctx.opt.phases_log is not None:
             _log_phases(ctx, {"event": "worker_start", "start_s": p.started_at - p.spawned_at,
-                              "side": "framework" if str(rec.get("job")).endswith(".torch") else "suite"})
+                              "side": "framework" if str(rec.get("job")).endswith(FRAMEWORK_JOB_SUFFIX) else "suite"})
         p.started_any = True
     elif typ in RECORD_TYPES and p.current is not None:
         try:

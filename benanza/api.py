@@ -1,0 +1,666 @@
+"""The library API: one scenario value, and the analyses that take it.
+
+The CLI (``benanza analyze``, ``roofline``, ``predict``) and Python callers go through the same
+functions, so every command that prints an LBL for one scenario prints the same figure: the
+headline LBL, :attr:`benanza.analysis.analyzer.Analysis.lbl_ms` (fused, critical path, in every
+layout the scenario allows; ../shared/DESIGN.md), said with :meth:`Analysis.lbl_text`, which marks
+a partial sum ``INCOMPLETE`` with the one count of missing layers.
+
+A :class:`Scenario` is frozen and validated field by field (one validator per field: a string never
+reaches a stage unchecked); ``phase`` is there for the training-step and decoder phases that come
+next (only ``inference`` today).
+
+    from benanza import api
+    s = api.Scenario.of("resnet50.onnx", batch=32, dtype="fp16")
+    r = api.lower_bound(s, db="perf.db")
+    print(r.analysis.lbl_text())       # 1.2304 ms (fused, critical path, nchw+nhwc)
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benanza.errors import LibraryError, UsageError
+from benanza.generation.generator import LAYOUTS, parse_layouts  # LAYOUTS: what a scenario may name, in order
+from benanza.kinds.precision import Precision
+
+#: the layouts a layer may run in unless the scenario says otherwise: convolutions and their
+#: neighbours may run channels-last, layout conversions reported apart (analyze's default, and so
+#: roofline's and predict's)
+DEFAULT_LAYOUTS = ("NCHW", "NHWC")
+#: which measurements: warm (back-to-back calls, the default) or cold (L2 flushed before each call)
+CACHES = ("warm", "cold")
+#: what is run: the forward pass (the training step and the decoder phases will join here)
+PHASES = ("inference",)
+
+
+def batch_size(value) -> int:
+    """A batch size: a positive integer (or its decimal text). Raises UsageError otherwise."""
+    try:
+        b = int(str(value).strip()) if not isinstance(value, (bool, float)) else None
+    except ValueError:
+        b = None
+    if b is None or b <= 0:
+        raise UsageError(f"--batch must be a positive integer, got {value!r}")
+    return b
+
+
+def precision(value) -> Precision:
+    """A :class:`Precision` from itself or its name (``fp16``; case-insensitive). Raises UsageError
+    naming the valid ones."""
+    if isinstance(value, Precision):
+        return value
+    return Precision.of(str(value).strip().lower())
+
+
+def layouts(value) -> tuple[str, ...]:
+    """Layouts from ``"nchw,nhwc"`` or a sequence of names, through the one parser of layouts
+    (:func:`benanza.generation.generator.parse_layouts`): upper-case, in :data:`LAYOUTS` order, no
+    repeats, at least one. Raises UsageError naming the valid ones."""
+    names = parse_layouts(value if isinstance(value, str) else ",".join(map(str, value)))
+    return tuple(x for x in LAYOUTS if x in names)
+
+
+def cache(value: str) -> str:
+    """``warm`` or ``cold``. Raises UsageError otherwise."""
+    if value not in CACHES:
+        raise UsageError(f"--cache must be warm or cold, got {value!r}")
+    return value
+
+
+def phase(value: str) -> str:
+    """A phase of :data:`PHASES`. Raises UsageError otherwise."""
+    if value not in PHASES:
+        raise UsageError(f"unknown phase {value!r} (choose from {', '.join(PHASES)})")
+    return value
+
+
+def model_path(value) -> Path:
+    """An existing ONNX file. Raises UsageError naming the path when it is missing or a folder."""
+    p = Path(value)
+    if not p.exists():
+        raise UsageError(f"{p}: no such model file")
+    if p.is_dir():
+        raise UsageError(f"{p}: is a folder, not an ONNX model file")
+    return p
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What one LBL is of: ``model`` (an ONNX file) at ``batch`` in ``precision``, each layer
+    allowed ``layouts`` (tensor layouts), ``cache`` (warm or cold measurements), measured on
+    ``system`` (an id, fingerprint prefix or GPU name; None: this GPU if the database has it, else
+    the latest), ``conv_precision`` (the convolutions in another precision: PyTorch's fp32 default
+    runs them in tf32), ``dims`` (symbolic dimensions bound, ``((name, size), ...)``), ``batch_dim``
+    (the input axis that is the batch) and ``phase``. Every field is validated when the value is made
+    (:meth:`__post_init__`); raises UsageError for a bad one."""
+
+    model: Path
+    batch: int = 1
+    precision: Precision = field(default_factory=lambda: Precision.of("fp32"))
+    layouts: tuple[str, ...] = DEFAULT_LAYOUTS
+    cache: str = "warm"
+    system: str | None = None
+    conv_precision: Precision | None = None
+    dims: tuple[tuple[str, int], ...] = ()
+    batch_dim: int | None = None
+    phase: str = "inference"
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "model", model_path(self.model))
+        set_(self, "batch", batch_size(self.batch))
+        set_(self, "precision", precision(self.precision))
+        set_(self, "layouts", layouts(self.layouts))
+        set_(self, "cache", cache(self.cache))
+        set_(self, "phase", phase(self.phase))
+        if self.conv_precision is not None:
+            cp = precision(self.conv_precision)
+            if cp.name != self.precision.name and (self.precision.name, cp.name) != ("fp32", "tf32"):
+                raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
+            set_(self, "conv_precision", None if cp.name == self.precision.name else cp)
+        set_(self, "dims", tuple(sorted(dict(self.dims).items())))
+
+    @classmethod
+    def of(cls, model, batch=1, dtype="fp32", layout="nchw,nhwc", cache: str = "warm", system: str | None = None,
+           conv_tf32: bool = False, dims: dict | None = None, batch_dim: int | None = None,
+           phase: str = "inference") -> "Scenario":
+        """A scenario from the command line's words (``dtype="fp16"``, ``layout="nchw,nhwc"``)."""
+        return cls(model, batch, dtype, layout, cache, system, "tf32" if conv_tf32 else None,
+                   tuple((dims or {}).items()), batch_dim, phase)
+
+    def label(self) -> str:
+        """``resnet50.onnx batch 32 fp16 nchw+nhwc warm``."""
+        p = self.precision.name + (f"+{self.conv_precision.name}conv" if self.conv_precision else "")
+        return f"{self.model.name} batch {self.batch} {p} {'+'.join(x.lower() for x in self.layouts)} {self.cache}"
+
+
+@dataclass
+class LowerBound:
+    """One scenario's analysis (:class:`benanza.analysis.analyzer.Analysis`), the system it was
+    measured on (:class:`benanza.database.store.System`), the processed model
+    (:class:`benanza.processing.model.ModelLayers`) and the notices met on the way (the model's,
+    when processed here, and the system resolver's)."""
+
+    scenario: Scenario
+    analysis: object
+    system: object
+    layers: object
+    notices: list[str] = field(default_factory=list)
+
+
+def current_fingerprint() -> str | None:
+    """Fingerprint of GPU 0 here, when there is one and the native module can see it."""
+    try:
+        from benanza.runner import system as sysq
+
+        return sysq.current_fingerprint()
+    except Exception:
+        return None
+
+
+def open_database(db=None):
+    """An open :class:`benanza.database.store.Database` from itself, a URL, a path (str or Path; a
+    ``.gz`` reference database opens read-only) or None (``$BENANZA_DB`` or the default file). Never
+    creates one: raises DatabaseError with one line when it cannot be opened."""
+    from benanza.database.store import Database, open_db
+
+    if isinstance(db, Database):
+        return db
+    return open_db(None if db is None else str(db), create=False)
+
+
+def process(s: Scenario):
+    """The scenario's model processed at its batch (:func:`benanza.processing.model.process`,
+    through the processed-model cache :mod:`benanza.processing.cache`)."""
+    from benanza.processing.cache import process as do_process
+
+    return do_process(s.model, s.batch, dict(s.dims), s.batch_dim)
+
+
+def lower_bound(s: Scenario, db=None, layers=None, fingerprint: str | None = None) -> LowerBound:
+    """The scenario's LBL from database ``db`` (an open :class:`benanza.database.store.Database`,
+    a URL or SQLite path, or None: ``$BENANZA_DB`` or the default file). ``layers``: the model
+    already processed at this batch (else processed here); ``fingerprint``: this GPU's (else asked
+    of the native module). Raises UsageError for an unknown system or a database without one, and
+    when not one benchmarkable layer is measured (an LBL without measurements is never a number);
+    ModelError for an unreadable model. A partial LBL is returned, marked (``analysis.complete``)."""
+    from benanza.analysis.analyzer import analyze, resolve_system
+
+    database = open_database(db)
+    ml = layers if layers is not None else process(s)
+    system, notice = resolve_system(database, s.system, fingerprint or current_fingerprint())
+    a = analyze(ml, database, system, s.precision.name, s.cache, s.layouts,
+                s.conv_precision.name if s.conv_precision else None)
+    if a.measured_layers == 0 and a.missing:
+        raise UsageError(f"{a.model} batch {a.batch} {a.precision_label}: no layer is measured on {system.gpu_name} "
+                         f"(system {system.id}) in {database.safe_url}; run `benanza bench` for this batch "
+                         f"and data type")
+    return LowerBound(s, a, system, ml, (list(ml.notices) if layers is None else []) + ([notice] if notice else []))
+
+
+def spec_of(system):
+    """The spec-table entry (:class:`benanza.analysis.gpus.GpuSpec`) of a measured system, and a
+    notice when the two disagree on SMs or clock (empty when they agree). Raises UsageError for a
+    GPU the table lacks."""
+    from benanza.analysis.gpus import find_gpu
+
+    spec = find_gpu(system.gpu_name)
+    if system.sm_count != spec.sm_count or (system.max_sm_clock_mhz and system.max_sm_clock_mhz != spec.boost_clock_mhz):
+        return spec, (f"{system.gpu_name} reports {system.sm_count} SMs at {system.max_sm_clock_mhz} MHz; "
+                      f"the spec table says {spec.sm_count} at {spec.boost_clock_mhz} MHz (spec used)")
+    return spec, ""
+
+
+def predict(s: Scenario, target: str, db=None, memory: str = "l2") -> tuple[LowerBound, object]:
+    """The scenario's LBL predicted on GPU ``target`` (a spec-table name) from its measurements
+    (:func:`benanza.analysis.predict.predict`: Habitat wave scaling); the prediction starts from
+    :func:`lower_bound`'s headline LBL (``Prediction.origin_lbl_ms``). Returns (the lower bound,
+    the :class:`benanza.analysis.predict.Prediction`). Raises UsageError for an unknown GPU or
+    memory model, and as :func:`lower_bound`."""
+    from benanza.analysis.gpus import find_gpu
+    from benanza.analysis.predict import MEMORY_MODELS, predict as do_predict
+
+    dest = find_gpu(target)
+    if memory not in MEMORY_MODELS:
+        raise UsageError(f"--memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
+    lb = lower_bound(s, db)
+    spec, notice = spec_of(lb.system)
+    if notice:
+        lb.notices.append(notice)
+    return lb, do_predict(lb.analysis, spec, dest, s.precision.name, memory=memory)
+
+
+def roofline(s: Scenario, db=None, ceilings: str = "spec") -> tuple[LowerBound, object, object]:
+    """The roofline of the scenario's layers (:func:`benanza.reports.chart.model_roofline`) on the
+    measured GPU's ``ceilings`` (``spec``: datasheet; ``measured``: ``benanza ceilings``' rows).
+    Returns (the lower bound, the :class:`benanza.reports.chart.ModelRoofline`, the ceilings'
+    :class:`benanza.analysis.gpus.GpuSpec`). Raises UsageError for unknown ceilings, and as
+    :func:`lower_bound`."""
+    from benanza.analysis.roofline import l2_roof
+    from benanza.reports.chart import model_roofline
+
+    if ceilings not in ("spec", "measured"):
+        raise UsageError(f"--ceilings must be spec or measured, got {ceilings!r}")
+    database = open_database(db)
+    lb = lower_bound(s, database)
+    spec, notice = spec_of(lb.system)
+    if notice:
+        lb.notices.append(notice)
+    measured = database.ceilings(lb.system.id)
+    if ceilings == "measured":
+        from benanza.analysis.gpus import with_measured_ceilings
+
+        spec = with_measured_ceilings(spec, measured)
+    l2 = l2_roof(spec.sm_count, spec.boost_clock_mhz, measured)
+    return lb, model_roofline(lb.analysis, spec, ceilings, l2), spec
+
+
+# ------------------------------------------------------------------------------------------- bench
+
+@dataclass(frozen=True)
+class Timing:
+    """How layers are timed: the one home of the timing defaults (``benanza bench`` and ``run``
+    declare their options from :data:`TIMING`). Units: ms, MB, s. ``cold``: contenders, all or none
+    (:data:`benanza.runner.run.COLD_POLICIES`); ``devices``: ``all`` or ``0,1,...`` (None: ``device``).
+    :meth:`run_options` validates every field (UsageError naming the option)."""
+
+    warmup_ms: float = 0.25
+    rse: float = 0.01
+    min_samples: int = 10
+    max_samples: int = 2000
+    max_time_ms: float = 1000.0
+    workspace_mb: float = 4096.0
+    cold: str = "contenders"
+    no_cold: bool = False
+    exhaustive: bool = False
+    workers_per_gpu: int = 2
+    screen: float = 0.0
+    max_engines: int = 0
+    device: int = 0
+    devices: str | None = None
+    job_timeout: float = 300.0
+    force: bool = False
+    retry_failed: bool = False
+
+    def run_options(self):
+        """The runner's :class:`benanza.runner.run.RunOptions`; raises UsageError for a bad field."""
+        import os
+
+        from benanza.runner.run import COLD_POLICIES, RunOptions
+
+        if self.cold not in COLD_POLICIES:
+            raise UsageError(f"--cold must be one of {', '.join(COLD_POLICIES)}, got {self.cold!r}")
+        cold = "none" if self.no_cold else ("all" if self.exhaustive and self.cold == "contenders" else self.cold)
+        if not 0 < self.rse < 1:
+            raise UsageError(f"--rse must be in (0, 1), got {self.rse}")
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise UsageError("--min-samples must be >= 1 and <= --max-samples")
+        if self.job_timeout <= 0:
+            raise UsageError("--job-timeout must be positive")
+        if self.screen != 0 and self.screen < 1:
+            raise UsageError(f"--screen must be 0 (off) or >= 1, got {self.screen}")
+        if not 1 <= self.workers_per_gpu <= 8:
+            raise UsageError(f"--workers-per-gpu must be 1 to 8, got {self.workers_per_gpu}")
+        if self.max_engines < 0:
+            raise UsageError(f"--max-engines must be 0 (all) or positive, got {self.max_engines}")
+        log = os.environ.get("BENANZA_PHASES_LOG")
+        return RunOptions(device=self.device, warmup_ms=self.warmup_ms, rse=self.rse, min_samples=self.min_samples,
+                          max_samples=self.max_samples, max_time_ms=self.max_time_ms,
+                          workspace_limit_mb=self.workspace_mb, cold=cold, job_timeout_s=self.job_timeout,
+                          force=self.force, retry_failed=self.retry_failed,
+                          devices=parse_devices(self.devices, self.device), screen=self.screen,
+                          max_engines=self.max_engines, race=not self.exhaustive,
+                          workers_per_gpu=self.workers_per_gpu, phases_log=Path(log) if log else None)
+
+
+#: the timing defaults
+TIMING = Timing()
+
+
+@dataclass
+class BenchResult:
+    """What :func:`bench` did: the model's name, the stages' wall times (``*_s``, s), the suite's run
+    and the framework kernels' run (:class:`benanza.runner.run.RunSummary`, or None), the system
+    measured, one :class:`benanza.analysis.analyzer.Analysis` per batch and data type, the suite."""
+
+    model: str
+    stages: dict
+    run: object
+    framework_run: object
+    system: object
+    analyses: list
+    suite: object
+    database: object
+
+
+def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: Timing = TIMING, db=None,
+          output=None, kinds=None, torch: bool | None = None, conv_tf32: bool = False, dims: dict | None = None,
+          batch_dim: int | None = None, quiet: bool = False, say=None) -> BenchResult:
+    """The main job, in this process: process ``model`` at ``batches``, generate and compile its
+    suite, time every implementation of each unique layer (and the framework's own kernels, unless
+    ``torch`` is False) into database ``db`` (created if missing), and analyze every batch and data
+    type (``dtypes``: names or ``"fp32,fp16"``). ``say``: a callable for the stage lines (None:
+    silent); ``quiet``: no progress bars. Raises UsageError, ModelError, DatabaseError, DeviceError,
+    LibraryError as the stages do."""
+    import time
+
+    from benanza.generation.generator import parse_kinds, parse_precisions
+    from benanza.processing.cache import process as process_model
+
+    say = say or (lambda m: None)
+    stages: dict = {}
+    precisions = parse_precisions(dtypes if isinstance(dtypes, str) else ",".join(dtypes))
+    lays = list(layouts(layouts_))
+    kind_list = parse_kinds(kinds) if isinstance(kinds, (str, type(None))) else list(kinds)
+    opts = timing.run_options()
+    conv_p = "tf32" if conv_tf32 else None
+    if conv_tf32 and precisions != ["fp32"]:
+        raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
+    t = time.perf_counter()
+    mls = [process_model(model, batch_size(b), dims or {}, batch_dim) for b in batches]
+    stages["process_s"] = time.perf_counter() - t
+    if not quiet:
+        for n in dict.fromkeys(n for ml in mls for n in ml.notices):
+            _err().print(f"notice: {n}", markup=False)
+    database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, db, output, quiet, say, stages,
+                                   compile_now=False)
+    rs, ts = _bench_measure(suite, database, opts, quiet, torch, say, stages)
+    system, results = _bench_analyze(mls, precisions, lays, conv_p, database, rs, say, stages)
+    return BenchResult(mls[0].model, stages, rs, ts, system, results, suite, database)
+
+
+def _err():
+    """The stderr console of progress and notices (a terminal's width, else plain)."""
+    from benanza.reports.tables import console
+
+    global _ERR
+    if _ERR is None:
+        _ERR = console(stderr=True)
+    return _ERR
+
+
+_ERR = None
+
+
+def parse_devices(text: str | None, device: int) -> tuple[int, ...]:
+    """``--devices all`` (every GPU here) or ``0,1,...``; none: ``(device,)``."""
+    if not text:
+        return (device,)
+    if text.strip().lower() == "all":
+        from benanza.runner import system as sysq
+
+        n = sysq.device_count()
+        if n < 1:
+            raise UsageError("--devices all: no CUDA device here")
+        return tuple(range(n))
+    try:
+        out = tuple(dict.fromkeys(int(p) for p in text.split(",") if p.strip()))
+    except ValueError:
+        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1") from None
+    if not out or min(out) < 0:
+        raise UsageError(f"--devices {text!r}: expected 'all' or GPU indices like 0,1")
+    return out
+
+
+class _Progress:
+    """A rich progress bar over jobs: counts, ETA, failures so far; on a terminal only (a pipe or a
+    log gets the run's summary line)."""
+
+    def __init__(self, quiet: bool, label: str = "measuring"):
+        self.quiet = quiet or not _err().is_terminal
+        self.label = label
+        self.bar = None  # a rich Progress while jobs run
+        self.task = None
+
+    def __call__(self, event: str, info: dict) -> None:
+        if self.quiet:
+            return
+        if event == "start":
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self.bar = Progress(TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("jobs  failed {task.fields[failed]}"), TimeElapsedColumn(),
+                                TextColumn("eta"), TimeRemainingColumn(), console=_err(), transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task("jobs", total=info["total"], failed=0)
+        elif event == "job" and self.bar is not None:
+            self.bar.update(self.task, completed=info["done"], failed=info["failed"])
+        elif event == "end":
+            self.close()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def run_suite(suite, db, opts, quiet):
+    from benanza.runner.run import run_suite
+
+    prog = _Progress(quiet)
+    try:
+        return run_suite(suite, db, opts, progress=prog)
+    finally:
+        prog.close()
+
+
+def run_framework(suite, db, system_id, opts, quiet, torch: bool | None):
+    """The framework's kernels after the suite's (``torch``: None = when available). Returns the
+    run summary, or None (with the reason printed unless quiet) when they are not timed."""
+    from benanza.runner.run import framework_available, framework_pending, run_framework_jobs
+    from benanza.runner.system import partition_excludes_framework
+
+    if torch is False or not framework_pending(suite, db, system_id, opts):
+        return None  # (nothing to time: PyTorch is not even imported)
+    why = partition_excludes_framework() or framework_available()
+    if why:
+        if torch:
+            raise LibraryError(f"--torch: {why}")
+        if not quiet:
+            _err().print(f"notice: the framework's kernels are not timed: {why}", markup=False)
+        return None
+    prog = _Progress(quiet, "framework kernels")
+    try:
+        return run_framework_jobs(suite, db, system_id, opts, progress=prog)
+    finally:
+        prog.close()
+
+
+def run_line(s) -> str:
+    line = (f"{s.system.get('gpu_name')}: {s.ok + s.failed} jobs run ({s.failed} failed), {s.skipped} already in "
+            f"the database, {s.measurements} measurement records, {s.wall_s:.1f} s")
+    for j, r in s.failures[:10]:
+        line += f"\n  failed {j}: {r}"
+    return line
+
+
+def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, stages: dict):
+    """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
+    :func:`_compile_beside_framework`), run the suite, then the framework's kernels if they were not
+    timed yet. Returns the run summaries (suite, framework or None)."""
+    ts = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
+    t = time.perf_counter()
+    rs = run_suite(suite, database, opts, quiet)
+    stages["run_s"] = time.perf_counter() - t
+    say(f"[4/5] {run_line(rs)}")
+    if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
+        t = time.perf_counter()
+        ts = run_framework(suite, database, rs.system_id, opts, quiet, torch)
+        if ts is not None:
+            stages["torch_s"] = time.perf_counter() - t
+            say(f"[4/5] framework kernels: {run_line(ts)}")
+    return rs, ts
+
+
+def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | None, say, stages: dict):
+    """``bench``'s stage 3 with the framework's kernels (which need PyTorch, not the suite) timed on
+    the GPU while the CPU compiles, when the compile is long (the harness library is not cached yet)
+    and they are to be timed: their system is the GPU as benanza's native module sees it
+    (``runner.system.local_system``, the suite's fingerprint), their cold figures taken for all
+    (the library's best is not known yet). Otherwise the suite is compiled alone and None returned
+    (the framework's kernels follow the suite's run). Returns the framework run's summary or None."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benanza.build.builder import harness_library_path
+    from benanza.build.cudalibs import locate
+    from benanza.runner.system import local_system, partition_excludes_framework
+
+    t = time.perf_counter()
+    beside = torch is not False and not harness_library_path(locate()).exists() and not partition_excludes_framework()
+    system = local_system(opts.device) if beside else None
+    ts = None
+    with ThreadPoolExecutor(1) as pool:
+        jobs = max(1, (os.cpu_count() or 2) - 1) if system is not None else None  # a core for the framework
+        build = pool.submit(build_with_progress, suite.root, jobs, quiet or system is not None)
+        if system is not None:
+            say("[3/5] compiling, and timing the framework's kernels meanwhile")
+            tt = time.perf_counter()
+            ts = run_framework(suite, database, database.upsert_system(system), dataclasses.replace(opts, cold="all"),
+                           True, torch)
+            if ts is not None:
+                stages["torch_s"] = time.perf_counter() - tt
+        br = build.result()
+    stages["compile_s"] = time.perf_counter() - t
+    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s"
+        + (f"; framework kernels meanwhile: {run_line(ts)}" if ts is not None else ""))
+    return ts
+
+
+def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict,
+                 compile_now: bool = True):
+    """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
+    created when no layer can be benchmarked), generate the suite into ``output`` (default: a
+    cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
+    a terminal unless ``quiet``. Returns (database, suite); the stages' wall times (s) go into ``stages``."""
+    from benanza.database.store import open_db
+    from benanza.generation.generator import generate as gen, plan_jobs
+
+    if not plan_jobs(mls, precisions):  # fail before creating anything
+        raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
+    database = open_db(db)  # before the long stages: a bad URL fails now
+    if not quiet:
+        for n in database.notices:
+            _err().print(f"notice: {n}", markup=False, soft_wrap=True)
+    for ml in mls:
+        s = ml.summary()
+        say(f"[1/5] {ml.model} batch {ml.batch}: {s['layers']} layers, {s['unique_layers']} unique, "
+            f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
+            f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
+    t = time.perf_counter()
+    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
+        f"{mls[0].model}-{mls[0].sha256[:12]}")
+    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
+    stages["generate_s"] = time.perf_counter() - t
+    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
+    if compile_now:
+        t = time.perf_counter()
+        br = build_with_progress(folder, None, quiet)
+        stages["compile_s"] = time.perf_counter() - t
+        say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
+    return database, suite
+
+
+def build_with_progress(folder: Path, jobs: int | None, quiet: bool):
+    """:func:`benanza.build.builder.build` with a bar per build (ninja's ``[n/m]``) on a terminal."""
+    from benanza.build.builder import build as do_build
+    from benanza.reports.progress import BuildProgress
+
+    with BuildProgress(_err(), enabled=not quiet) as progress:
+        return do_build(folder, jobs=jobs, progress=progress)
+
+
+def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: dict):
+    """``bench``'s stage 5: the LBL of every batch and data type on the system just measured ->
+    (system, analyses); :class:`UsageError` when a layer table has no measurement at all."""
+    from benanza.database.store import system_fingerprint
+
+    t = time.perf_counter()
+    fingerprint = system_fingerprint(rs.system)
+    lbs = [lower_bound(Scenario(ml.path, ml.batch, p, tuple(layouts), conv_precision=conv_p),
+                           database, ml, fingerprint) for ml in mls for p in precisions]
+    system, results = lbs[0].system, [lb.analysis for lb in lbs]
+    stages["analyze_s"] = time.perf_counter() - t
+    say(f"[5/5] analyzed in {stages['analyze_s']:.2f} s")
+    return system, results
+
+
+# ---------------------------------------------------------------------------------- a module object
+
+def torch_bench(dtype: str, db=None, bench_args: str = "", timing: Timing = TIMING, quiet: bool = False, say=None):
+    """What ``benanza torch`` and :func:`analyze_module` give :func:`benanza.profiles.pytorch.prepare`
+    to bench the export: :func:`bench` in this process (PyTorch's ``dtype`` as benanza's precision:
+    fp32 is PyTorch's default, TF32 convolutions and FP32 matmuls), or True (a ``benanza bench``
+    child) when ``bench_args`` gives extra bench flags, which only the command line reads."""
+    from benanza.profiles.pytorch import DTYPES
+
+    if bench_args.strip():
+        return True
+    bd, flags, _, _ = DTYPES[dtype]
+
+    def run(onnx_path, batches):
+        bench(onnx_path, batches, bd, timing=timing, db=db, torch=None, conv_tf32="--conv-tf32" in flags,
+              quiet=quiet, say=say)
+    return run
+
+
+def insights(onnx_path, run, dtype: str, db=None, layouts_=DEFAULT_LAYOUTS, fingerprint: str | None = None):
+    """The :class:`benanza.analysis.insights.Insights` of one profiled run (``run``: a
+    :class:`benanza.profiles.pytorch.ProfileRun`) against the scenario's LBL (:func:`lower_bound`)."""
+    from benanza.analysis.insights import build_insights
+    from benanza.profiles import load_profile
+    from benanza.profiles.pytorch import DTYPES
+
+    _, _, precision_, conv = DTYPES[dtype]
+    prof = load_profile(run.folder, onnx_path, run.batch)
+    database = open_database(db)
+    lb = lower_bound(Scenario(onnx_path, run.batch, precision_, layouts_, conv_precision=conv), database,
+                     fingerprint=fingerprint)
+    return build_insights(lb.analysis, prof, database, lb.system.id)
+
+
+def analyze_module(module, example_inputs, *, batch: int | list[int] | None = None, dtype: str = "fp16",
+                   db: str | None = None, out: str | os.PathLike | None = None, device: str = "cuda",
+                   batch_dims: tuple[int, ...] | None = None, channels_last: bool = False, compile: str | None = None,
+                   bench: bool = True, bench_args: str = "", name: str | None = None, timing: Timing = TIMING) -> list:
+    """benanza for a module object, in this process: export it to ONNX, bench its layers
+    (:func:`bench`, with ``timing``; a ``benanza bench`` child only when ``bench_args`` gives extra
+    command-line flags), profile the module itself in a child process and analyze each run against
+    the LBL. ``example_inputs``: a tensor or tuple of tensors (their batch dim, ``batch_dims`` or 0,
+    is resized to each batch); ``batch``: one or several batch sizes (default: the example's);
+    ``dtype``: fp16, bf16, fp32 (PyTorch's default math) or tf32; ``db``: the performance database
+    (default benanza's); ``out``: the working folder (default ``./benanza-torch-NAME``).
+
+    The profiling child loads the module with ``torch.load`` from ``OUT/module.pt`` (written with
+    ``torch.save``): its class must be importable (not defined in ``__main__``). Returns one
+    :class:`benanza.analysis.insights.Insights` per profiled run. Raises UsageError for bad
+    arguments or a module torch.save cannot write, and the errors of the stages."""
+    import torch
+
+    from benanza.processing.modules import from_module
+    from benanza.profiles.pytorch import check_dtype, prepare
+
+    check_dtype(dtype)
+    src = from_module(module, example_inputs, batch_dims, name)
+    xs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    dims = tuple(batch_dims) if batch_dims is not None else (0,) * len(xs)
+    batches = [batch] if isinstance(batch, int) else list(batch or [int(xs[0].shape[dims[0]])])
+    o = Path(out) if out is not None else Path(f"benanza-torch-{src.name}")
+    o.mkdir(parents=True, exist_ok=True)
+    try:
+        torch.save(module, o / "module.pt")
+        torch.save(tuple(x.detach().cpu() for x in xs), o / "inputs.pt")
+    except Exception as e:  # noqa: BLE001 - pickling errors come in many types
+        raise UsageError(f"cannot save the module for the profiling process (torch.save: {type(e).__name__}: "
+                         f"{str(e)[:200]}): define its class in an importable module") from None
+    ref = {"pickle": str((o / "module.pt").resolve()), "inputs": str((o / "inputs.pt").resolve()),
+           "batch_dims": list(dims), "spec": f"{type(module).__module__}.{type(module).__qualname__} object"}
+    how = torch_bench(dtype, db, bench_args, timing, quiet=True) if bench else False
+    onnx_path, runs = prepare(src, o, batches, dtype, db, device, channels_last, compile, how, bench_args,
+                              module_ref=ref, force=True)
+    fp = current_fingerprint()
+    return [insights(onnx_path, r, dtype, db, fingerprint=fp) for r in runs]

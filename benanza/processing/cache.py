@@ -1,0 +1,104 @@
+"""Processed models kept between commands: :func:`process` is
+:func:`benanza.processing.model.process` with its result stored under the model file's SHA-256.
+
+Processing runs ONNX shape inference and constant folding, seconds for a 600-layer model; an
+analysis of the same file at the same batch needs none of it again. An entry's key is the file's
+SHA-256, the batch, the bound dims, the batch axis and the fingerprint of the code that processed it
+(benanza's version and the source of :mod:`benanza.processing` and :mod:`benanza.kinds`), so an
+edited model or an upgraded benanza never reads an old entry. The model's name and path are the
+ones given now (two files with one content share an entry).
+
+Entries are pickles in ``$BENANZA_MODEL_CACHE`` (else ``$XDG_CACHE_HOME/benanza/models``, else
+``~/.cache/benanza/models``), written by this user's own runs: a file there is trusted as the
+harness libraries beside it are; ``BENANZA_MODEL_CACHE=off`` turns the cache off. An entry is
+written atomically (a temporary file renamed); an unreadable or stale one is processed again;
+a cache folder that cannot be written costs nothing but the saving.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+from benanza import __version__
+from benanza.processing.model import ModelLayers, process as process_model
+
+
+def cache_dir() -> Path | None:
+    """The folder of the entries, or None when the cache is off."""
+    env = os.environ.get("BENANZA_MODEL_CACHE")
+    if env == "off":
+        return None
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "models"
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """SHA-256 (16 hex digits) of benanza's version and the source of the processing and kinds
+    packages: what decides a processed model besides the file."""
+    h = hashlib.sha256(__version__.encode())
+    root = Path(__file__).resolve().parent.parent
+    for sub in ("processing", "kinds"):
+        for f in sorted((root / sub).glob("*.py")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def entry_key(data: bytes, batch: int, dims: dict | None, batch_dim: int | None) -> str:
+    """The key of a model file's bytes processed at ``batch`` with ``dims`` and ``batch_dim``."""
+    spec = f"{hashlib.sha256(data).hexdigest()}|{batch}|{sorted((dims or {}).items())}|{batch_dim}|{code_fingerprint()}"
+    return hashlib.sha256(spec.encode()).hexdigest()[:32]
+
+
+def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = None,
+            batch_dim: int | None = None) -> ModelLayers:
+    """:func:`benanza.processing.model.process`, read from the cache when this file's content was
+    processed the same way before (module doc). Raises as that function does (errors are never
+    cached)."""
+    folder = cache_dir()
+    try:
+        data = Path(path).read_bytes() if folder is not None else None
+    except OSError:
+        data = None  # process() says what is wrong with the path
+    if data is None:
+        return process_model(path, batch, dims, batch_dim)
+    entry = folder / f"{entry_key(data, batch, dims, batch_dim)}.pkl"
+    ml = _read(entry)
+    if ml is None:
+        ml = process_model(path, batch, dims, batch_dim)
+        _write(entry, ml)
+    return dataclasses.replace(ml, model=Path(path).stem, path=str(path))
+
+
+def _read(entry: Path) -> ModelLayers | None:
+    try:
+        ml = pickle.loads(entry.read_bytes())
+    except Exception:  # absent, truncated, from an incompatible Python: process again
+        return None
+    return ml if isinstance(ml, ModelLayers) else None
+
+
+def _write(entry: Path, ml: ModelLayers) -> None:
+    tmp = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".pkl")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(ml, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, entry)
+        tmp = None
+    except OSError:
+        pass  # a read-only or full cache folder: the next run processes again
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
