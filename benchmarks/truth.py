@@ -27,7 +27,7 @@ Everything is written as it comes into ``--out``: ``results.jsonl`` (one record 
 ``table.txt``/``table.md``/``table.json`` (rewritten after each model), ``onnx/`` (the exports,
 tens of kB each) and ``logs/`` (bench's stderr, bench's JSON). A run cut by a time limit keeps
 everything done; ``--deadline SECONDS`` stops starting models when the time left is shorter than
-the slowest model so far (or ``--min-model-s``). ``--skip-bench`` does no GPU work: it re-reads the
+the slowest model so far, in this run or (with ``--resume``) the earlier ones (or ``--min-model-s``). ``--skip-bench`` does no GPU work: it re-reads the
 database with ``benanza analyze`` for the exports and PyTorch numbers of an earlier run (``--from``,
 default ``--out``); ``--dry-run`` does everything but GPU work (exports, precision choice, the
 commands it would run). torch is imported inside functions: ``--help`` works anywhere.
@@ -681,6 +681,8 @@ def load_records(run: Run, path: Path, analyses: bool = True) -> set[str]:
         elif kind == "model_done":
             run.stages[model] = {**run.stages.get(model, {}), **(r.get("stages") or {})}
             done.add(model)
+            if r.get("seconds"):  # --deadline after --resume: the slowest model of the earlier runs counts too
+                run.durations.append(float(r["seconds"]))
         elif kind == "export":
             run.stages.setdefault(model, {})["export_s"] = r.get("seconds")
     return done
