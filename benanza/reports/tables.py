@@ -244,7 +244,10 @@ class FitTable:
 
         widths = list(shown.values())
         rows = [self._cells(r, shown) for r in self.rows]
-        wraps = [any(c.spans or "\n" in c.plain or c.cell_len > w for c, w in zip(cells, widths)) for cells in rows]
+        # a row this method draws: cells of one style whose every line fits (a token column's cell comes
+        # wrapped already, :func:`token_wrap`); rich draws the others (text that wraps at words)
+        wraps = [any(c.spans or any(cell_len(x) > w for x in c.plain.split("\n")) for c, w in zip(cells, widths))
+                 for cells in rows]
         if sum(wraps) * 10 > len(rows):  # mostly wrapping rows: rich's one table is faster than rows apart
             yield from console.render(self.table(options.max_width), options)
             return
@@ -268,15 +271,19 @@ class FitTable:
             last = n == len(self.rows) - 1
             left, mid, right = (b.foot_left, b.foot_vertical, b.foot_right) if last else \
                 (b.mid_left, b.mid_vertical, b.mid_right)
-            yield Segment(left)
-            for k, (c, w, j) in enumerate(zip(cells, widths, just)):
-                pad = " " * (w - c.cell_len)
-                yield space
-                yield Segment(pad + c.plain if j == "right" else c.plain + pad,
-                              console.get_style(c.style) if c.style else None)
-                yield space
-                yield Segment(mid if k < len(cells) - 1 else right)
-            yield Segment.line()
+            lines = [c.plain.split("\n") for c in cells]
+            for n_line in range(max(len(x) for x in lines)):  # top-aligned, as rich aligns a body row
+                yield Segment(left)
+                for k, (c, cl, w, j) in enumerate(zip(cells, lines, widths, just)):
+                    text = cl[n_line] if n_line < len(cl) else ""
+                    pad = " " * (w - cell_len(text))
+                    yield space
+                    styled = c.style and n_line < len(cl)  # a cell's blank lines below its text: unstyled
+                    yield Segment(pad + text if j == "right" else text + pad,
+                                  console.get_style(c.style) if styled else None)
+                    yield space
+                    yield Segment(mid if k < len(cells) - 1 else right)
+                yield Segment.line()
         yield from head[-1]  # the bottom edge
         yield Segment.line()
         if self.caption:
