@@ -127,3 +127,21 @@ def test_a_scenario_is_frozen_and_names_a_missing_model(tmp_path):
         s.batch = 2
     with pytest.raises(UsageError, match="no such model file"):
         api.Scenario.of(tmp_path / "nope.onnx")
+
+
+def test_vit_counts_its_missing_layers_once_and_flags_its_unfused_sum():
+    """ViT-B/16 batch 32 fp16 (torchvision's module, its recorded H200 profile): the insights counted
+    74 missing layers where analyze counted 14 (60 are computed by the fused attention calls the
+    LBL counts: 'covered'), and its unfused LBL (3.93 ms) above the measured latency (3.41 ms) went
+    unflagged."""
+    native = REPO / "tests" / "data" / "h200_native" / "vit_b_16-b32-fp16"
+    a = json.loads(bz("analyze", native / "model.onnx", "--batch", "32", "--dtype", "fp16", "--db", DB,
+                      "--json").stdout)
+    d = json.loads(bz("analyze", native / "model.onnx", "--batch", "32", "--dtype", "fp16", "--db", DB,
+                      "--profile", native, "--json").stdout)
+    d = d[0] if isinstance(d, list) else d
+    status = [r["status"] for r in d["layers"]]
+    assert d["missing_layers"] == a["missing_layers"] == status.count("missing") == len(a["missing"])
+    assert status.count("covered") > 0 and d["lbl_ms"] == pytest.approx(a["lbl_ms"], rel=1e-12)
+    assert d["lbl_sequential_ms"] > d["latency_ms"] > d["lbl_ms"]
+    assert any(n.startswith("the unfused LBL (") and "above the measured latency" in n for n in d["notices"])
