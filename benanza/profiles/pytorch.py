@@ -127,13 +127,3 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
                         say=say, channels_last=r.channels_last, module=ref, compile=r.compile)
         runs_done.append(r)
     return onnx_path, runs_done
-
-
-def current_fingerprint() -> str | None:
-    """Fingerprint of GPU 0 here (:func:`benanza.runner.system.current_fingerprint`), None without one."""
-    try:
-        from benanza.runner import system as sysq
-
-        return sysq.current_fingerprint()
-    except Exception:  # noqa: BLE001 - no GPU, no driver, no native module: no current system
-        return None
