@@ -8,7 +8,8 @@
 # MODELS: ONNX files (comma-separated; default examples/resnet50.onnx); POLICIES: speed.py's
 # (default "default,exhaustive"); ZOO: benchmarks/zoo.py models to export and bench as well.
 # Environment: BATCH (1,32), DTYPES (fp32,fp16), DEADLINE (seconds, 420), SERIES (jobs to record, 0: none),
-# FRESH=1 (clear benanza's and CUDA's caches first, as on a fresh machine).
+# FRESH=1 (clear benanza's and CUDA's caches first, as on a fresh machine), PROFILE_REPEAT=1 (a
+# repeat under cProfile, its costliest calls in OUT/repeat-MODEL.prof.txt).
 set -uo pipefail
 OUT=${1:?usage: gpu_race.sh OUT [MODELS] [POLICIES] [ZOO]}
 MODELS=${2-examples/resnet50.onnx}
@@ -28,7 +29,7 @@ IFS=, read -ra ms <<< "$MODELS"
 for m in "${ms[@]}"; do [ -n "$m" ] && args+=(--model "$m"); done
 [ -n "$ZOO" ] && args+=(--zoo "$ZOO")
 python3 benchmarks/speed.py --out /tmp/speed --copy-to "$OUT" "${args[@]}" --batch "${BATCH:-1,32}" \
-    --dtype "${DTYPES:-fp32,fp16}" --repeat --policies "$POLICIES" --deadline "${DEADLINE:-420}" 2>&1 | tee "$OUT/speed.log"
+    --dtype "${DTYPES:-fp32,fp16}" --repeat ${PROFILE_REPEAT:+--profile-repeat} --policies "$POLICIES" --deadline "${DEADLINE:-420}" 2>&1 | tee "$OUT/speed.log"
 cp /tmp/speed/*.phases.jsonl "$OUT/" 2>/dev/null
 # recorded series: every candidate of SERIES convolution and GEMM jobs sampled to the stopping rule
 # (no racing, no cold), each sample kept: the racing tests replay the rule on them

@@ -56,10 +56,12 @@ POLICIES = {"default": [], "default-1w": ["--workers-per-gpu", "1"], "exhaustive
             "gpu0": ["--devices", "0"], "all-gpus": ["--devices", "all"]}
 
 
-def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str) -> dict:
+def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str, profile: Path | None = None) -> dict:
     """One `benanza bench --json` in a subprocess (from /tmp: the installed package runs); its JSON
-    with `wall_s` added. Raises RuntimeError with bench's last error line when it fails."""
-    cmd = [sys.executable, "-m", "benanza", "bench", str(model), "--batch", args.batch, "--dtype", args.dtype,
+    with `wall_s` added. ``profile``: run it under cProfile and write the 30 costliest calls
+    (cumulative) there. Raises RuntimeError with bench's last error line when it fails."""
+    prof = ["-m", "cProfile", "-o", str(profile.with_suffix(".pstats"))] if profile else []
+    cmd = [sys.executable, *prof, "-m", "benanza", "bench", str(model), "--batch", args.batch, "--dtype", args.dtype,
            "--db", str(db), "-o", str(suite), "--json", *args.extra.split()]
     cmd += POLICIES[policy]
     env = dict(os.environ, BENANZA_PHASES_LOG=str(log))
@@ -71,6 +73,13 @@ def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str) -> d
                            f"{(p.stderr.strip().splitlines() or ['?'])[-1]}")
     doc = json.loads(p.stdout)
     doc["wall_s"] = wall
+    if profile:
+        import io
+        import pstats
+
+        buf = io.StringIO()
+        pstats.Stats(str(profile.with_suffix(".pstats")), stream=buf).sort_stats("cumulative").print_stats(30)
+        profile.write_text(f"wall {wall:.2f} s (under cProfile)\n" + buf.getvalue())
     return doc
 
 
@@ -260,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="fp32,fp16")
     ap.add_argument("--extra", default="", help="more bench options, e.g. '--conv-tf32 --devices all'")
     ap.add_argument("--repeat", action="store_true", help="time a second bench on the same database")
+    ap.add_argument("--profile-repeat", action="store_true",
+                    help="with --repeat: a third bench under cProfile, its costliest calls in repeat-MODEL.prof.txt")
     ap.add_argument("--policies", default="default", help="of " + ", ".join(POLICIES) + "; comma-separated")
     ap.add_argument("--copy-to", type=Path, default=None, help="copy table.txt and runs.jsonl here after each bench")
     ap.add_argument("--deadline", type=float, default=0, help="start no bench after this many seconds")
@@ -301,6 +312,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.repeat and policy == "default":
                 rec["repeat_s"] = bench(model, args, db, args.out / f"suite-{model.stem}", log.with_suffix(".repeat"),
                                         policy)["wall_s"]
+                if args.profile_repeat:
+                    prof = args.out / f"repeat-{model.stem}.prof.txt"
+                    bench(model, args, db, args.out / f"suite-{model.stem}", log.with_suffix(".repeat2"), policy,
+                          profile=prof)
+                    if args.copy_to:
+                        args.copy_to.mkdir(parents=True, exist_ok=True)
+                        (args.copy_to / prof.name).write_bytes(prof.read_bytes())
             runs = [r for r in runs if (r["model"], r["policy"]) != (model.stem, policy)] + [rec]
             _agreements(runs, args.out)
             with log_path.open("w") as f:

@@ -119,6 +119,51 @@ def _configure_and_compile(root: Path, libs: CudaLibs, jobs: int | None, cuda_ar
     return t1 - t0, time.perf_counter() - t1, log
 
 
+#: what ``BENANZA_CUDA_ARCHITECTURES=portable`` builds: PTX for Turing and later, SASS for Ampere
+#: and Hopper (the CMake template's own default without a GPU is ``75``: sm_75 SASS and PTX)
+PORTABLE_ARCHITECTURES = "75-virtual;80-real;90-real"
+
+
+def local_architectures() -> str | None:
+    """The CMake CUDA architectures of the GPUs here, as SASS only (``"90-real"`` on an H100 or
+    H200; several GPU kinds give several, ``;``-separated), or None without a usable GPU or native
+    module (then the template's portable default applies). One architecture instead of three
+    compiles each CUDA translation unit once rather than three times (cuda-c-programming-guide,
+    "Just-in-Time Compilation" and nvcc's ``-gencode``: a ``-real`` target is SASS for that
+    compute capability only) and nothing is JIT-compiled from PTX when a suite starts (the
+    template's default without a GPU, ``75``, leaves an H100 to JIT every harness kernel on a
+    fresh machine). ``BENANZA_CUDA_ARCHITECTURES`` overrides: a CMake list, or ``portable`` for
+    :data:`PORTABLE_ARCHITECTURES`."""
+    env = os.environ.get("BENANZA_CUDA_ARCHITECTURES", "").strip()
+    if env:
+        return PORTABLE_ARCHITECTURES if env == "portable" else env
+    try:
+        from benanza import _native
+
+        devices = _native.query_devices()
+    except Exception:  # no native module, no GPU, no driver: the portable default
+        return None
+    ccs = []
+    for d in devices:
+        cc = str(d.get("compute_capability", "")).replace(".", "")
+        if cc.isdigit() and int(cc) >= 75 and cc not in ccs:  # nvcc 13 compiles sm_75 and later
+            ccs.append(cc)
+    return ";".join(f"{cc}-real" for cc in ccs) or None
+
+
+def _configured_architectures(folder: Path) -> str | None:
+    """CMAKE_CUDA_ARCHITECTURES of an already configured build folder (no device query on a
+    rebuild), or None."""
+    try:
+        text = (folder / "build" / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("CMAKE_CUDA_ARCHITECTURES:"):
+            return line.split("=", 1)[1].strip() or None
+    return None
+
+
 def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = None,
           cuda_architectures: str | None = None, progress=None) -> BuildResult:
     """Configure and compile the suite in ``folder`` (output in ``folder/build``).
@@ -136,6 +181,8 @@ def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = N
     suite = load_suite(folder)
     libs = libs or locate()
     t0 = time.perf_counter()
+    if cuda_architectures is None:
+        cuda_architectures = _configured_architectures(suite.root) or local_architectures()
     lib = harness_library_path(libs, cuda_architectures)
     extra = [f"-DBENANZA_HARNESS_LIBRARY={lib}"]
     overlap = os.environ.get("BENANZA_BUILD_OVERLAP", "") or ("1" if (os.cpu_count() or 1) >= 8 else "0")

@@ -497,10 +497,11 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   check(cudaEventCreate(&b), "cudaEventCreate");
   double per_call_ms = 0, host_us = 0, warm_ms = 0;
   int calls = 0;
+  const int min_calls = o.race ? o.race_min_warmup_calls : o.min_warmup_calls;
   const auto w0 = Clock::now();
   while (true) {
     // the first batch is the minimum number of calls; then batches double until warmup_ms is spent
-    int batch = std::max(1, calls == 0 ? o.min_warmup_calls : std::min(calls, 256));
+    int batch = std::max(1, calls == 0 ? min_calls : std::min(calls, 256));
     check(cudaEventRecord(a, s), "cudaEventRecord");
     const auto h0 = Clock::now();
     for (int i = 0; i < batch; ++i) {
@@ -523,7 +524,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     host_us = host_ms * 1000.0 / batch;
     calls += batch;
     warm_ms = ms_since(w0);
-    if (warm_ms >= o.warmup_ms && calls >= o.min_warmup_calls) break;
+    if (warm_ms >= o.warmup_ms && calls >= min_calls) break;
     if (warm_ms >= 20 * o.warmup_ms + 1000 && calls >= 1) break;  // very slow calls
   }
   cudaEventDestroy(a);
