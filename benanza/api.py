@@ -506,12 +506,11 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
     (the framework's kernels follow the suite's run). Returns the framework run's summary or None."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from benanza.build.builder import harness_library_path
-    from benanza.build.cudalibs import locate
+    from benanza.build.builder import harness_cached
     from benanza.runner.system import local_system, partition_excludes_framework
 
     t = time.perf_counter()
-    beside = torch is not False and not harness_library_path(locate()).exists() and not partition_excludes_framework()
+    beside = torch is not False and not harness_cached(suite.root) and not partition_excludes_framework()
     system = local_system(opts.device) if beside else None
     ts = None
     with ThreadPoolExecutor(1) as pool:

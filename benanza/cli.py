@@ -47,6 +47,14 @@ QUIET_HELP = "no progress bars or stage lines on stderr (the results still print
 DEVICE_HELP = "CUDA device index to run on"
 
 
+def _print_json(doc, default=None) -> None:
+    """``--json`` output: the document as indented JSON on stdout. Plain ``json.dumps``, not
+    rich's ``print_json``: rich highlights every token, 2.2 s for one resnet50 bench document on an
+    H200 host (``benchmarks/speed.py --profile-repeat``, 2026-11-26), more than the rest of a repeat."""
+    sys.stdout.write(json.dumps(doc, indent=2, default=default) + "\n")
+    sys.stdout.flush()
+
+
 def _fail(msg: str, code: int) -> None:
     err.print(f"benanza: {msg}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -175,7 +183,7 @@ def layers(model: Path = typer.Argument(..., help="ONNX model file"),
             d = ml.summary()
             d["layer_list"] = [ly.to_dict() for ly in ml.layers]
             docs.append(d)
-        out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs))
+        _print_json(docs[0] if len(docs) == 1 else docs)
         return
     for ml in mls:
         s = ml.summary()
@@ -332,7 +340,7 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
     if ts is not None:
         doc["framework"] = _run_doc(ts)
     if json_out:
-        out.print_json(json.dumps(doc))
+        _print_json(doc)
     else:
         out.print(api.run_line(s), markup=False)
         if ts is not None:
@@ -450,7 +458,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
         return
     if json_out:
         docs = [r.to_dict() for r in results]
-        out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs))
+        _print_json(docs[0] if len(docs) == 1 else docs)
         return
     for note in dict.fromkeys(r.precision_note for r in results if r.precision_note):
         out.print(f"note: {note}", markup=False)  # first: the figures below are not fp8's
@@ -604,7 +612,7 @@ def _analyze_profile(prof, results, ml, database, system, cache, layouts, json_o
         if not json_out:
             err.print(f"HTML report written to {html_out}", markup=False)
     if json_out:
-        out.print_json(json.dumps(docs[0] if len(docs) == 1 else docs, default=str))
+        _print_json(docs[0] if len(docs) == 1 else docs, default=str)
         return
     out.print(f"system: {system.label()}", markup=False)
     for d in docs:
@@ -691,7 +699,7 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
     table = load_error_table()
     eb = error_bar(p, table) if table else None
     if json_out:
-        out.print_json(json.dumps({**p.to_dict(), "error_bar": eb.to_dict() if eb else None}))
+        _print_json({**p.to_dict(), "error_bar": eb.to_dict() if eb else None})
         return
     t = FitTable(f"{a.model} batch {a.batch} {dtype}: {p.origin.name} (measured) -> {p.target.name} (predicted)",
                  [Col("layer kind", "name"), Col("layers", "num"), Col(f"{p.origin.name} ms", "num"),
@@ -777,7 +785,7 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
         from benanza.reports.counters import counter_rows
 
         d["counters"] = counter_rows(a, database, system)
-        out.print_json(json.dumps(d))
+        _print_json(d)
         return
     what = "datasheet figures, not measured on this GPU" if ceilings == "spec" else "measured by `benanza ceilings`"
     t = FitTable(f"{a.model} batch {a.batch} {dtype} on {mr.gpu.name}: roofline ({ceilings} ceilings: {what})",
@@ -858,10 +866,10 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
         if counters else None
     if json_out:
-        out.print_json(json.dumps({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
+        _print_json({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
                                    "framework_run": _run_doc(ts) if ts is not None else None,
                                    "system": results[0].system if results else None,
-                                   "analyses": [r.to_dict() for r in results]}))
+                                   "analyses": [r.to_dict() for r in results]})
         return
     if layers_table:
         for r in results:
@@ -917,8 +925,8 @@ def ceilings(db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     sid = database.upsert_system(system)
     database.write_ceilings(sid, [r.to_row() for r in rows])
     if json_out:
-        out.print_json(json.dumps({"system": system.get("gpu_name"), "ceilings": [r.to_row() for r in rows],
-                                   "failed": failed}))
+        _print_json({"system": system.get("gpu_name"), "ceilings": [r.to_row() for r in rows],
+                                   "failed": failed})
         return
     t = FitTable(f"ceilings, {system.get('gpu_name')}", [Col("ceiling", "name"), Col("value", "num"),
                                                           Col("median ms", "num", drop=1), Col("rse", "num", drop=2),
@@ -942,7 +950,7 @@ def system(json_out: bool = typer.Option(False, "--json", help="devices and libr
 
     info = sysq.describe()
     if json_out:
-        out.print_json(json.dumps(info))
+        _print_json(info)
         return
     for d in info["devices"]:
         out.print(f"GPU {d['index']}: {d['gpu_name']}, sm_{d['compute_capability'].replace('.', '')}, "
@@ -965,7 +973,7 @@ def _emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | Non
     (in CSV, a list or dict value is its JSON text)."""
     fmt = fmt.lower()
     if fmt == "json":
-        out.print_json(json.dumps(rows, default=str))
+        _print_json(rows, default=str)
         return
     specs = [c if isinstance(c, Col) else Col(c) for c in (columns or (list(rows[0].keys()) if rows else []))]
     cols = [c.header for c in specs]
@@ -1119,7 +1127,7 @@ def db_shared(model: str = typer.Argument(..., help="ONNX file or model name in 
     _db_notices(database)
     r = query.shared_configs(database, model, batch, system, dtype)
     if json_out:
-        out.print_json(json.dumps(r))
+        _print_json(r)
         return
     out.print(f"{model} (batch {batch or 'any'}, {dtype}): {r['measured']} of {r['unique_configs']} unique layer "
               f"configs already measured ({r['shared_fraction']:.0%}); {r['to_measure']} to measure", markup=False)
@@ -1235,7 +1243,7 @@ def db_import(source: str = typer.Argument(..., help="a benanza database file or
     with spinner(err, f"importing {source} into {database.safe_url}", enabled=not json_out):
         st = sharing.import_db(database, source)
     if json_out:
-        out.print_json(json.dumps(st.to_dict()))
+        _print_json(st.to_dict())
         return
     out.print(f"imported from {source}: {st.jobs_added} jobs added, {st.jobs_replaced} replaced by newer, "
               f"{st.jobs_kept} kept (not newer); {st.measurements_written + st.orphans_written} measurements, "
@@ -1379,7 +1387,7 @@ def profile(model: Path = typer.Argument(..., help="ONNX model file"),
         folder = load
     p = load_profile(folder, model, batch, dims, batch_dim)
     if json_out:
-        out.print_json(json.dumps(p.to_dict(), default=str))
+        _print_json(p.to_dict(), default=str)
         return
     for n in p.notices:
         err.print(f"notice: {n}", markup=False, soft_wrap=True)
@@ -1478,4 +1486,4 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
             for t in terminal_tables(d):
                 out.print(t)
     if json_out:
-        out.print_json(json.dumps(docs, default=str))
+        _print_json(docs, default=str)

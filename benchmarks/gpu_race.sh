@@ -31,6 +31,8 @@ for m in "${ms[@]}"; do [ -n "$m" ] && args+=(--model "$m"); done
 python3 benchmarks/speed.py --out /tmp/speed --copy-to "$OUT" "${args[@]}" --batch "${BATCH:-1,32}" \
     --dtype "${DTYPES:-fp32,fp16}" --repeat ${PROFILE_REPEAT:+--profile-repeat} --policies "$POLICIES" --deadline "${DEADLINE:-420}" 2>&1 | tee "$OUT/speed.log"
 cp /tmp/speed/*.phases.jsonl "$OUT/" 2>/dev/null
+# the harness's compile, translation unit by translation unit (ninja's log: start, end ms)
+for f in ~/.cache/benanza/harness/*/build/.ninja_log; do [ -f "$f" ] && cp "$f" "$OUT/harness.ninja_log"; done
 # recorded series: every candidate of SERIES convolution and GEMM jobs sampled to the stopping rule
 # (no racing, no cold), each sample kept: the racing tests replay the rule on them
 if [ "${SERIES:-0}" -gt 0 ]; then

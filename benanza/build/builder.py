@@ -164,6 +164,14 @@ def _configured_architectures(folder: Path) -> str | None:
     return None
 
 
+def harness_cached(folder: str | Path, libs: CudaLibs | None = None) -> bool:
+    """Is the harness library that :func:`build` would link the suite in ``folder`` against
+    already compiled (the same architectures :func:`build` picks)? Raises LibraryError as
+    :func:`benanza.build.cudalibs.locate` does."""
+    arch = _configured_architectures(Path(folder)) or local_architectures()
+    return harness_library_path(libs or locate(), arch).exists()
+
+
 def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = None,
           cuda_architectures: str | None = None, progress=None) -> BuildResult:
     """Configure and compile the suite in ``folder`` (output in ``folder/build``).

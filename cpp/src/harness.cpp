@@ -663,8 +663,13 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   bool screen_only = false;  // raced out on the screen's samples (one replay each)
   try {
     if (o.race) {
-      // the screen: one replay per sample, one batch, held to the best's screen (like with like)
-      sample(warm_of(1), replay, reps, screen, rr.screen_samples);
+      // the screen: one replay per sample, one batch, held to the best's screen (like with like).
+      // Its untimed lead replay keeps the GPU from waiting for the host inside the batch; a replay
+      // of `lead_free_ms` or more outlasts the host's enqueueing of the whole batch (a graph launch
+      // and two event records take a few us each), so a slow candidate's screen has no lead: one
+      // call fewer for every slow candidate that leaves the race.
+      const bool lead = per_call_ms * reps < o.lead_free_ms;
+      sample(warm_of(1), lead ? std::function<bool()>(replay) : nullptr, reps, screen, rr.screen_samples);
       if (screen.stats.n > 0 && rr.out(screen.samples, best_screen_ucb_ms_)) {
         phase(3);
         warm = screen;

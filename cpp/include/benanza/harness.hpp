@@ -108,6 +108,8 @@ struct Options {
   // Samples enqueued back to back between one host synchronisation (events between them; a warm
   // batch is led by one untimed replay so the GPU never waits for the host inside it).
   int batch_samples = 8;
+  // A race screen whose replay lasts this long (ms, by the warm-up's estimate) has no lead replay.
+  double lead_free_ms = 0.2;
   StoppingRule rule;              // rse target, min/max samples, time cap (per measurement)
   // Cold (L2-flushed) samples: for every valid call (All), for none, or (Contenders, the default)
   // for the calls whose warm median is within `contenders_within` of the job's best warm median at
