@@ -66,6 +66,12 @@ def _config_key(config: "LayerConfig") -> str:
     return _compute_key(config)
 
 
+#: the parts of a training step (issue 26), in the step's order: a layer's forward call, the
+#: gradient of its input (data gradient), of its weights and bias (weight gradient), and the
+#: optimizer's update of every parameter
+TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")
+
+
 @dataclass(frozen=True)
 class LayerConfig:
     """Base class of layer configs (frozen dataclasses; fields are the call's parameters)."""
@@ -252,6 +258,11 @@ class Kind:
       layout of a neighbouring convolution (layout propagation in the generator).
     - ``nhwc_job``: ``(config, neighbour) -> bool``, whether a config of an ``nhwc`` kind gets its
       channels-last job (``neighbour``: it reads a convolution's image); None: every config does.
+    - ``backward``: ``config -> ((phase, config), ...)``, the calls of the layer's backward pass in a
+      training step, each with its phase of :data:`TRAINING_PHASES` (``backward_data``: the gradient
+      of the layer's input; ``backward_weight``: of its weights and bias), data gradient first. A
+      backward call may be a config of another kind (a GEMM's gradients are GEMMs). None: the kind
+      has no backward pass yet, so a training step of a model with it is incomplete, and says so.
     """
 
     example: LayerConfig
@@ -268,3 +279,4 @@ class Kind:
     nhwc: bool = False
     image: bool = False
     nhwc_job: Callable[[Any, bool], bool] | None = None
+    backward: Callable[[Any], tuple] | None = None
