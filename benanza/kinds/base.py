@@ -261,8 +261,9 @@ class Kind:
     - ``backward``: ``config -> ((phase, config), ...)``, the calls of the layer's backward pass in a
       training step, each with its phase of :data:`TRAINING_PHASES` (``backward_data``: the gradient
       of the layer's input; ``backward_weight``: of its weights and bias), data gradient first. A
-      backward call may be a config of another kind (a GEMM's gradients are GEMMs). None: the kind
-      has no backward pass yet, so a training step of a model with it is incomplete, and says so.
+      backward call may be a config of another kind (a GEMM's gradients are GEMMs). An empty tuple:
+      the gradient passes through unchanged, no call (an Add of two same-shape tensors). None: the
+      kind has no backward pass yet, so a training step of a model with it is incomplete, and says so.
     """
 
     example: LayerConfig
