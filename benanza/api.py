@@ -34,7 +34,7 @@ DEFAULT_LAYOUTS = ("NCHW", "NHWC")
 #: which measurements: warm (back-to-back calls, the default) or cold (L2 flushed before each call)
 CACHES = ("warm", "cold")
 #: what is run: the forward pass (the training step and the decoder phases will join here)
-PHASES = ("inference",)
+PHASES = ("inference", "train")
 
 
 def batch_size(value) -> int:
@@ -202,6 +202,17 @@ def lower_bound(s: Scenario, db=None, layers=None, fingerprint: str | None = Non
     return LowerBound(s, a, system, ml, (list(ml.notices) if layers is None else []) + ([notice] if notice else []))
 
 
+def training(s: Scenario, db=None, layers=None, fingerprint: str | None = None):
+    """The scenario's training step (:func:`benanza.analysis.training.training_step`): its
+    forward :func:`lower_bound` and the backward calls' measurements. Returns (the lower bound,
+    the :class:`benanza.analysis.training.TrainingStep`). Raises as :func:`lower_bound`."""
+    from benanza.analysis.training import training_step
+
+    database = open_database(db)
+    lb = lower_bound(s, database, layers, fingerprint)
+    return lb, training_step(lb.layers, lb.analysis, database, lb.system)
+
+
 def spec_of(system):
     """The spec-table entry (:class:`benanza.analysis.gpus.GpuSpec`) of a measured system, and a
     notice when the two disagree on SMs or clock (empty when they agree). Raises UsageError for a
@@ -335,16 +346,20 @@ class BenchResult:
     analyses: list
     suite: object
     database: object
+    #: with ``train``: one :class:`benanza.analysis.training.TrainingStep` per analysis
+    training: list = field(default_factory=list)
 
 
 def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: Timing = TIMING, db=None,
           output=None, kinds=None, torch: bool | None = None, conv_tf32: bool = False, dims: dict | None = None,
-          batch_dim: int | None = None, quiet: bool = False, say=None) -> BenchResult:
+          batch_dim: int | None = None, quiet: bool = False, say=None, train: bool = False) -> BenchResult:
     """The main job, in this process: process ``model`` at ``batches``, generate and compile its
     suite, time every implementation of each unique layer (and the framework's own kernels, unless
     ``torch`` is False) into database ``db`` (created if missing), and analyze every batch and data
     type (``dtypes``: names or ``"fp32,fp16"``). ``say``: a callable for the stage lines (None:
-    silent); ``quiet``: no progress bars. Raises UsageError, ModelError, DatabaseError, DeviceError,
+    silent); ``quiet``: no progress bars; ``train``: the backward calls of a training step too
+    (:func:`benanza.processing.training.training_plan`), and the training step's LBL of each
+    analysis (:attr:`BenchResult.training`). Raises UsageError, ModelError, DatabaseError, DeviceError,
     LibraryError as the stages do."""
     import time
 
@@ -367,10 +382,15 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
         for n in dict.fromkeys(n for ml in mls for n in ml.notices):
             _err().print(f"notice: {n}", markup=False)
     database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, db, output, quiet, say, stages,
-                                   compile_now=False)
+                                   compile_now=False, train=train)
     rs, ts = _bench_measure(suite, database, opts, quiet, torch, say, stages)
     system, results = _bench_analyze(mls, precisions, lays, conv_p, database, rs, say, stages)
-    return BenchResult(mls[0].model, stages, rs, ts, system, results, suite, database)
+    steps = []
+    if train:
+        from benanza.analysis.training import training_step
+
+        steps = [training_step(ml, a, database, system) for ml in mls for a in results if a.batch == ml.batch]
+    return BenchResult(mls[0].model, stages, rs, ts, system, results, suite, database, steps)
 
 
 def _err():
@@ -531,7 +551,7 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
 
 
 def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict,
-                 compile_now: bool = True):
+                 compile_now: bool = True, train: bool = False):
     """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
     created when no layer can be benchmarked), generate the suite into ``output`` (default: a
     cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
@@ -553,7 +573,7 @@ def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet:
     t = time.perf_counter()
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
         f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p)
+    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p, train=train)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
     if compile_now:

@@ -234,7 +234,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              kinds: Optional[str] = typer.Option(None, "--kinds", help="only these layer kinds, e.g. Activation,Elementwise"),
              conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
              dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
-             batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP)):
+             batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP),
+             train: bool = typer.Option(False, "--train", help="the backward calls of a training step too")):
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers.
 
     Example: benanza generate resnet50.onnx --batch 1,32 --dtype fp16 -o suite"""
@@ -246,7 +247,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
     if output.exists() and not output.is_dir():
         raise UsageError(f"-o {output}: exists and is not a folder; give a folder for the suite")
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim)
-    suite = gen(mls, precisions, output, layouts, parse_kinds(kinds), _conv_precision(conv_tf32, precisions))
+    suite = gen(mls, precisions, output, layouts, parse_kinds(kinds), _conv_precision(conv_tf32, precisions),
+                train=train)
     kinds = {}
     for j in suite.jobs:
         kinds[j.kind] = kinds.get(j.kind, 0) + 1
@@ -291,6 +293,11 @@ EXHAUSTIVE_HELP = ("no racing: every candidate sampled to the stopping rule, col
 JOB_TIMEOUT_HELP = "seconds before a job (one layer config) is killed and recorded as failed"
 SCREEN_HELP = ("with --exhaustive: skip sampling a call whose first replay is slower than this x its job's "
                "best so far (recorded as screened with that time); 0 (default): sample every call")
+
+
+TRAIN_HELP = ("the training step too: every layer's backward calls (data and weight gradients) are "
+              "timed, and the step's LBL (forward + backward, critical path) is printed; incomplete while a "
+              "layer kind has no backward pass in benanza yet, or the optimizer's update is not measured")
 
 
 TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the framework's own kernels, "
@@ -414,7 +421,9 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
                                                 "taken of another model file (its recorded hash differs)"),
             trace_out: Optional[Path] = typer.Option(None, "--trace", help="write the parallel LBL's schedule "
                                                      "(critical path on stream 0, one slice per layer with its call "
-                                                     "and algorithm) as a Chrome/Perfetto trace JSON to this file")):
+                                                     "and algorithm) as a Chrome/Perfetto trace JSON to this file"),
+            train: bool = typer.Option(False, "--train", help="the training step's LBL too (forward + backward, "
+                                       "from `benanza bench --train`'s measurements)")):
     """Lower-bound latency (sequential and parallel) of MODEL from the performance database; with
     --profile DIR, what stands between the framework's measured latency and the LBL (Benanza ratio,
     algorithm selection, framework inefficiencies, fusion, Tensor Cores, joint speedup).
@@ -444,6 +453,11 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     lbs = [api.lower_bound(api.Scenario(model, ml.batch, p, layouts, cache, system_spec, conv_p, dims, batch_dim),
                            database, ml, fingerprint) for ml in mls for p in precisions]
     results, system = [lb.analysis for lb in lbs], lbs[0].system
+    steps = []
+    if train:
+        from benanza.analysis.training import training_step
+
+        steps = [training_step(lb.layers, lb.analysis, database, lb.system) for lb in lbs]
     if not json_out:
         for note in dict.fromkeys(n for lb in lbs for n in lb.notices):
             err.print(f"notice: {note}", markup=False)
@@ -458,6 +472,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
         return
     if json_out:
         docs = [r.to_dict() for r in results]
+        for d, t in zip(docs, steps):
+            d["training_step"] = t.to_dict()
         _print_json(docs[0] if len(docs) == 1 else docs)
         return
     for note in dict.fromkeys(r.precision_note for r in results if r.precision_note):
@@ -468,6 +484,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             out.print(_analysis_table(r))
     _print_findings(results, database, system)
     out.print(_summary_table(results))
+    if train:
+        _print_training(steps, layers_table)
 
 
 def _profile_and_batches(profile_dir: Optional[Path], model: Path, batch: str, dim, batch_dim, allow_mismatch: bool):
@@ -639,6 +657,40 @@ def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by 
         except OSError as e:
             raise UsageError(f"{html_out}: cannot write the HTML report: {e.strerror or e}") from None
         err.print(f"HTML report written to {html_out}", markup=False)
+
+
+def _print_training(steps, calls_table: bool) -> None:
+    """``--train``: each training step's backward calls (with ``calls_table``), its phases, and its
+    headline (:meth:`benanza.analysis.training.TrainingStep.lbl_text`), INCOMPLETE marked."""
+    for t in steps:
+        if calls_table and t.calls:
+            ct = FitTable(f"{t.model} batch {t.batch} {t.precision_label}: backward calls (ms)",
+                          [Col("layer", "name"), Col("phase", "name"), Col("kind", "name"),
+                           Col("config", "text", drop=3), Col("ms", "num"), Col("call", "name", drop=2),
+                           Col("algorithm", "token", drop=1)])
+            for c in t.calls:
+                ct.add_row(c.layer_name, c.phase.replace("backward_", ""), c.kind, c.description,
+                           f"{c.time_ms:.4f}" if c.time_ms is not None else Text("missing", style="red"),
+                           c.call, c.algorithm)
+            out.print(ct)
+    st = FitTable("training step LBL, ms: forward + backward, critical path; partial sums marked incomplete",
+                  [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"), Col("LBL ms", "num"),
+                   Col("sequential ms", "num", drop=2), Col("forward ms", "num", drop=1),
+                   Col("bwd data ms", "num", drop=1), Col("bwd weight ms", "num", drop=1),
+                   Col("optimizer ms", "num", drop=3), Col("complete")])
+    for t in steps:
+        mark = "" if t.complete else " incomplete"
+        ph = t.phase_ms
+        st.add_row(t.model, str(t.batch), t.precision_label, f"{t.critical_path_ms:.4f}{mark}",
+                   f"{t.sequential_ms:.4f}{mark}", f"{ph['forward']:.4f}", f"{ph['backward_data']:.4f}",
+                   f"{ph['backward_weight']:.4f}",
+                   f"{ph['optimizer']:.4f}" if ph["optimizer"] is not None else "not measured",
+                   "yes" if t.complete else Text(f"no: {t.missing_count} missing", style="red"))
+    out.print(st)
+    for t in steps:
+        out.print(f"training step {t.model} batch {t.batch} {t.precision_label}: {t.lbl_text()}", markup=False)
+        for n in t.notes:
+            out.print(f"  note: {n}", markup=False)
 
 
 def _summary_table(results) -> FitTable:
@@ -848,7 +900,8 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP),
           counters: bool = typer.Option(False, "--counters", help="then profile each layer's best implementation "
                                         "once with Nsight Compute (ncu on PATH) and store its DRAM and SM "
-                                        "throughput, achieved occupancy and kernel names")):
+                                        "throughput, achieved occupancy and kernel names"),
+          train: bool = typer.Option(False, "--train", help=TRAIN_HELP)):
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
@@ -861,21 +914,25 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     timing.run_options()  # every option checked before any work
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
     r = api.bench(model, parse_batches(batch), dtype, layout, timing, db, output, kinds, torch, conv_tf32,
-                  _parse_dims(dim), batch_dim, quiet or json_out, say)
+                  _parse_dims(dim), batch_dim, quiet or json_out, say, train=train)
     stages, results, system, database, rs, ts = r.stages, r.analyses, r.system, r.database, r.run, r.framework_run
+    steps = r.training
     counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
         if counters else None
     if json_out:
         _print_json({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
                                    "framework_run": _run_doc(ts) if ts is not None else None,
                                    "system": results[0].system if results else None,
-                                   "analyses": [r.to_dict() for r in results]})
+                                   "analyses": [r.to_dict() for r in results],
+                     **({"training_steps": [t.to_dict() for t in steps]} if train else {})})
         return
     if layers_table:
         for r in results:
             out.print(_analysis_table(r))
         _print_findings(results, database, system)
     out.print(_summary_table(results))
+    if train:
+        _print_training(steps, layers_table)
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
 
 

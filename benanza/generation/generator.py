@@ -25,6 +25,7 @@ from benanza.kinds.precision import Precision
 from benanza.kinds.cpp import cpp_string
 from benanza.errors import UsageError
 from benanza.processing.model import ModelLayers
+from benanza.processing.training import training_plan
 
 #: where the templates and the C++ harness live: next to the package in a source checkout, inside
 #: the package data when installed
@@ -162,15 +163,28 @@ def parse_layouts(text: str) -> list[str]:
 
 
 def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None,
-              conv_precision: str | None = None) -> list[Job]:
+              conv_precision: str | None = None, train: bool = False) -> list[Job]:
     """The jobs for the unique configs of ``models`` (one model at several batch sizes, or several
     models) in the requested analysis precisions (:func:`benanza.kinds.precisions_for`) and layouts
     (``["NCHW"]`` by default; with ``"NHWC"``, convolutions and their neighbours get a second job on
     channels-last tensors, see :func:`nhwc_job`). ``conv_precision``: the convolutions
     (and cuDNN RNNs: :data:`benanza.kinds.CUDNN_TF32_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
-    ``["fp32"]``: PyTorch's fp32 default, TF32 convolutions and FP32 matmuls)."""
+    ``["fp32"]``: PyTorch's fp32 default, TF32 convolutions and FP32 matmuls). ``train``: the
+    backward calls of a training step too (:func:`benanza.processing.training.training_plan`),
+    each in the precisions and layouts its forward layer gets."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
+
+    def add(cfg, key_neighbour: bool, name: str):
+        wanted = [conv_precision] if conv_precision and cfg.kind in L.CUDNN_TF32_KINDS else precisions
+        for p in L.precisions_for(cfg, wanted):
+            for lay in layouts:
+                if lay != "NCHW" and (cfg.kind not in NHWC_KINDS or not nhwc_job(cfg, key_neighbour)):
+                    continue
+                jid = job_id(cfg, p, lay)
+                if jid not in jobs:
+                    jobs[jid] = Job(id=jid, config=cfg, precision=p, node=name, layout=lay)
+
     for ml in models:
         neighbours = set()
         if "NHWC" in layouts:
@@ -181,14 +195,11 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         for f in ml.fusions:
             names.setdefault(f.config.key, ml.layers[f.layers[0]].name)
         for key, cfg in ml.unique_configs().items():
-            wanted = [conv_precision] if conv_precision and cfg.kind in L.CUDNN_TF32_KINDS else precisions
-            for p in L.precisions_for(cfg, wanted):
-                for lay in layouts:
-                    if lay != "NCHW" and (cfg.kind not in NHWC_KINDS or not nhwc_job(cfg, key in neighbours)):
-                        continue
-                    jid = job_id(cfg, p, lay)
-                    if jid not in jobs:
-                        jobs[jid] = Job(id=jid, config=cfg, precision=p, node=names.get(key, ""), layout=lay)
+            add(cfg, key in neighbours, names.get(key, ""))
+        if train:
+            for call in training_plan(ml).calls:
+                fwd = ml.layers[call.layer]
+                add(call.config, fwd.key in neighbours, fwd.name)
     return list(jobs.values())
 
 
@@ -229,7 +240,7 @@ def parse_kinds(text: str | None) -> list[str] | None:
 
 def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path,
              layouts: list[str] | None = None, kinds: list[str] | None = None,
-             conv_precision: str | None = None) -> Suite:
+             conv_precision: str | None = None, train: bool = False) -> Suite:
     """Write the C++ suite for ``models`` (their unique configs) in ``precisions`` into ``out_dir``.
 
     Writes ``CMakeLists.txt``, ``src/<kind>.cpp`` per layer kind present, ``src/suite_info.cpp``,
@@ -237,9 +248,9 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
     models and their layer graphs' summaries). ``kinds``: only the jobs of these layer kinds (to
     measure again what a harness change touched). Returns the :class:`Suite`. Raises
     :class:`UsageError` when no layer of the models can be benchmarked (or none of ``kinds``).
-    ``conv_precision``: see :func:`plan_jobs`.
+    ``conv_precision``, ``train``: see :func:`plan_jobs`.
     """
-    jobs = plan_jobs(models, precisions, layouts, conv_precision)
+    jobs = plan_jobs(models, precisions, layouts, conv_precision, train)
     names = ", ".join(sorted({m.model for m in models}))
     if not jobs:
         raise UsageError(f"{names}: no benchmarkable layer (every layer is zero-cost or unsupported)")
@@ -282,8 +293,9 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
                     "summary": m.summary(), "key_counts": _key_counts(m),
                     # every config the model uses, jobs or not (an NHWC-only suite has no job for
                     # a Gemm), so that the database knows each key the model's record names
-                    "configs": [{"kind": c.kind, "params": c.params()} for c in m.unique_configs().values()]}
+                    "configs": [{"kind": c.kind, "params": c.params()} for c in _model_configs(m, train)]}
                    for m in models],
+        "train": train,
         "jobs": [j.to_dict() for j in jobs],
         "sources": sources,
         "fingerprint": hashlib.sha256(json.dumps(sources + [j.id for j in jobs]).encode()).hexdigest()[:16],
@@ -325,6 +337,15 @@ def render_harness_project(root: Path) -> None:
     text = jinja_env().get_template("CMakeLists.txt.j2").render(sources=[], version=__version__, harness_only=True,
                                                            **harness_sources())
     write_if_changed(root / "CMakeLists.txt", text)
+
+
+def _model_configs(m: ModelLayers, train: bool) -> list:
+    """Every config of ``m`` the database is to know: its layers' and fusions', and with ``train``
+    its backward calls' (:func:`benanza.processing.training.training_plan`)."""
+    configs = dict(m.unique_configs())
+    if train:
+        configs.update(training_plan(m).configs())
+    return list(configs.values())
 
 
 def _key_counts(m: ModelLayers) -> dict[str, int]:

@@ -1,0 +1,115 @@
+"""The training step's plan and LBL (issue 26): which backward calls a model needs, that `bench
+--train` generates their jobs, and the step's sequential and critical-path sums from measured calls.
+
+The backward kinds are the subject of their own tests; here each forward kind's ``backward`` is
+replaced by stand-in configs of known keys, so that the arithmetic can be checked exactly."""
+import dataclasses
+
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+import numpy as np
+
+from benanza import kinds as L
+from benanza.analysis.analyzer import analyze
+from benanza.analysis.training import training_step
+from benanza.database.store import open_db
+from benanza.generation.generator import plan_jobs
+from benanza.processing.model import process
+from benanza.processing.training import training_plan
+from test_lbl_truth import _measure, _system_db
+
+
+def _chain(path):
+    """x -> Conv(w1) -> Sigmoid -> Conv(w2) -> y, 16 channels at 8x8 (no fusion candidate)."""
+    w1 = numpy_helper.from_array(np.zeros((16, 3, 3, 3), np.float32), "w1")
+    w2 = numpy_helper.from_array(np.zeros((16, 16, 3, 3), np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="act"),
+             helper.make_node("Conv", ["b", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16, 8, 8])], [w1, w2])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def _stand_ins(monkeypatch):
+    """Conv: data gradient = the conv with a bias, weight gradient = the conv with dilation 2;
+    Activation: data gradient = the same activation in tanh mode (distinct keys, real configs)."""
+    conv = L.REGISTRY["Conv"]
+    act = L.REGISTRY["Activation"]
+    monkeypatch.setitem(L.REGISTRY, "Conv", dataclasses.replace(conv, backward=lambda c: (
+        ("backward_data", dataclasses.replace(c, bias=True)),
+        ("backward_weight", dataclasses.replace(c, dilations=(2, 2), pads=(2, 2, 2, 2))))))
+    monkeypatch.setitem(L.REGISTRY, "Activation", dataclasses.replace(act, backward=lambda c: (
+        ("backward_data", dataclasses.replace(c, mode="tanh")),)))
+
+
+def test_the_plan_follows_autograd(tmp_path, monkeypatch):
+    _stand_ins(monkeypatch)
+    ml = process(_chain(tmp_path / "m.onnx"), 2)
+    plan = training_plan(ml)
+    names = [(ml.layers[c.layer].name, c.phase) for c in plan.calls]
+    # reverse order; the first convolution reads the model input: no data gradient for it
+    assert names == [("conv2", "backward_data"), ("conv2", "backward_weight"), ("act", "backward_data"),
+                     ("conv1", "backward_weight")]
+    assert [ml.layers[i].name for i in plan.data_not_needed] == ["conv1"]
+    assert not plan.no_backward
+    jobs = plan_jobs([ml], ["fp32"], ["NCHW"], train=True)
+    keys = {j.config.key for j in jobs}
+    assert set(plan.configs()) <= keys
+    assert len(keys) == len(ml.unique_configs()) + len(plan.configs())
+    assert {j.config.key for j in plan_jobs([ml], ["fp32"], ["NCHW"])} == set(ml.unique_configs())
+
+
+def test_a_kind_without_backward_leaves_the_step_incomplete(tmp_path):
+    ml = process(_chain(tmp_path / "m.onnx"), 2)
+    plan = training_plan(ml)
+    if all(L.REGISTRY[k].backward is not None for k in ("Conv", "Activation")):
+        pytest.skip("every kind of this model has a backward pass now")
+    assert plan.no_backward, "a layer whose kind has no backward must be counted, never taken as free"
+
+
+def test_step_sums_and_critical_path(tmp_path, monkeypatch):
+    _stand_ins(monkeypatch)
+    ml = process(_chain(tmp_path / "m.onnx"), 2)
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    by_name = {ly.name: ly for ly in ml.layers}
+    fwd = {"conv1": 1.0, "act": 0.5, "conv2": 2.0}
+    for name, ms in fwd.items():
+        _measure(db, sid, by_name[name].config, "fp32", [("lib", ms)])
+    plan = training_plan(ml)
+    bwd = {("conv2", "backward_data"): 3.0, ("conv2", "backward_weight"): 4.0, ("act", "backward_data"): 0.5,
+           ("conv1", "backward_weight"): 6.0}
+    for c in plan.calls:
+        _measure(db, sid, c.config, "fp32", [("lib", bwd[(ml.layers[c.layer].name, c.phase)])])
+    system = db.systems()[0]
+    a = analyze(ml, db, system, "fp32", layouts=("NCHW",))
+    t = training_step(ml, a, db, system)
+    assert t.phase_ms["forward"] == pytest.approx(3.5)
+    assert t.phase_ms["backward_data"] == pytest.approx(3.5)
+    assert t.phase_ms["backward_weight"] == pytest.approx(10.0)
+    assert t.sequential_ms == pytest.approx(17.0)
+    # forward ends at 3.5; conv2's gradients 3.5 -> 6.5 (data) and -> 7.5 (weight); act's data gradient
+    # 6.5 -> 7.0; conv1's weight gradient 7.0 -> 13.0
+    assert t.critical_path_ms == pytest.approx(13.0)
+    # the optimizer's update is not measured: the step is a partial sum and says so
+    assert not t.complete and t.missing_count == 1
+    assert "INCOMPLETE" in t.lbl_text() and "optimizer" in t.incomplete_note
+    assert t.to_dict()["lbl_ms"] == pytest.approx(13.0) and t.to_dict()["complete"] is False
+
+
+def test_a_missing_backward_measurement_is_never_zero(tmp_path, monkeypatch):
+    _stand_ins(monkeypatch)
+    ml = process(_chain(tmp_path / "m.onnx"), 2)
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    for cfg in ml.unique_configs().values():
+        _measure(db, sid, cfg, "fp32", [("lib", 1.0)])
+    plan = training_plan(ml)
+    for c in plan.calls[1:]:  # conv2's data gradient left unmeasured
+        _measure(db, sid, c.config, "fp32", [("lib", 1.0)])
+    system = db.systems()[0]
+    t = training_step(ml, analyze(ml, db, system, "fp32", layouts=("NCHW",)), db, system)
+    assert [(c.layer_name, c.phase) for c in t.missing_calls] == [("conv2", "backward_data")]
+    assert t.missing_count == 2  # that call and the optimizer
+    assert "1 backward calls without a measurement" in t.incomplete_note
