@@ -453,11 +453,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     lbs = [api.lower_bound(api.Scenario(model, ml.batch, p, layouts, cache, system_spec, conv_p, dims, batch_dim),
                            database, ml, fingerprint) for ml in mls for p in precisions]
     results, system = [lb.analysis for lb in lbs], lbs[0].system
-    steps = []
-    if train:
-        from benanza.analysis.training import training_step
-
-        steps = [training_step(lb.layers, lb.analysis, database, lb.system) for lb in lbs]
+    steps = _training_steps(lbs, database) if train else []
     if not json_out:
         for note in dict.fromkeys(n for lb in lbs for n in lb.notices):
             err.print(f"notice: {note}", markup=False)
@@ -470,6 +466,19 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     if prof is not None:
         _analyze_profile(prof, results, mls[0], database, system, cache, layouts, json_out, html_out)
         return
+    _print_analyses(results, steps, database, system, json_out, layers_table)
+
+
+def _training_steps(lbs, database) -> list:
+    """``--train``: the training step of each lower bound (:func:`benanza.analysis.training.training_step`)."""
+    from benanza.analysis.training import training_step
+
+    return [training_step(lb.layers, lb.analysis, database, lb.system) for lb in lbs]
+
+
+def _print_analyses(results, steps, database, system, json_out: bool, layers_table: bool) -> None:
+    """``analyze``'s output: JSON (each analysis with its training step, if any), or the per-layer
+    tables, findings, the summary table and the training steps."""
     if json_out:
         docs = [r.to_dict() for r in results]
         for d, t in zip(docs, steps):
@@ -484,7 +493,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
             out.print(_analysis_table(r))
     _print_findings(results, database, system)
     out.print(_summary_table(results))
-    if train:
+    if steps:
         _print_training(steps, layers_table)
 
 
