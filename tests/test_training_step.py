@@ -113,3 +113,53 @@ def test_a_missing_backward_measurement_is_never_zero(tmp_path, monkeypatch):
     assert [(c.layer_name, c.phase) for c in t.missing_calls] == [("conv2", "backward_data")]
     assert t.missing_count == 2  # that call and the optimizer
     assert "1 backward calls without a measurement" in t.incomplete_note
+
+
+RESNET50 = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples" / "resnet50.onnx"
+
+
+def test_resnet50_parameters():
+    """torchvision's resnet50 trains 25,557,032 parameters; the example was exported in inference
+    mode with its 53 BatchNormalizations folded into the convolutions: their 2 x 26,560 scales and
+    shifts became 26,560 convolution biases."""
+    from benanza.processing.training import trainable_parameters
+
+    shapes = trainable_parameters(RESNET50)
+    assert len(shapes) == 53 * 2 + 2
+    assert sum(int(np.prod(s)) for s in shapes) == 25_557_032 - 2 * 26_560 + 26_560
+    assert (1000, 2048) in shapes and (1000,) in shapes
+
+
+def test_parameters_of_norms_tied_weights_and_constants(tmp_path):
+    from benanza.processing.training import trainable_parameters
+
+    f = np.zeros
+    inits = [numpy_helper.from_array(f((8, 3, 3, 3), np.float32), "w"),
+             numpy_helper.from_array(f((8,), np.float32), "scale"), numpy_helper.from_array(f((8,), np.float32), "shift"),
+             numpy_helper.from_array(f((8,), np.float32), "mean"), numpy_helper.from_array(f((8,), np.float32), "var"),
+             numpy_helper.from_array(f((), np.float32), "half"),
+             numpy_helper.from_array(f((512, 8), np.float32), "emb"),
+             numpy_helper.from_array(np.array([0, 1], np.int64), "idx")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"]),
+             helper.make_node("BatchNormalization", ["a", "scale", "shift", "mean", "var"], ["b"]),
+             helper.make_node("Mul", ["b", "half"], ["c"]),
+             helper.make_node("Gather", ["emb", "idx"], ["e"]),
+             helper.make_node("Gather", ["emb", "idx"], ["e2"])]  # the same table twice: one parameter
+    g = helper.make_graph(nodes, "p", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("c", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("e", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("e2", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "p.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    # no running statistics, no scalar constant, no index tensor; the tied table once
+    assert trainable_parameters(path) == [(8, 3, 3, 3), (8,), (8,), (512, 8)]
+
+
+def test_unreadable_model_is_one_error(tmp_path):
+    from benanza.errors import ModelError
+    from benanza.processing.training import trainable_parameters
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(ModelError, match="bad.onnx"):
+        trainable_parameters(bad)

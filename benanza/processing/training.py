@@ -10,7 +10,11 @@ nothing upstream needs it, and the gradient of its weights and bias (``backward_
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
 
 from benanza import kinds as L
 from benanza.processing.model import ModelLayers
@@ -83,3 +87,59 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
                 continue
             plan.calls.append(BackwardCall(ly.index, phase, cfg))
     return plan
+
+
+#: ONNX op type -> the input positions that hold trainable parameters when they are initializers
+#: (the ONNX operator spec's names: Conv W and B, Gemm B and C, BatchNormalization scale and B --
+#: not its running mean and variance, which are buffers --, the RNNs' W, R and B, Gather's data: an
+#: embedding table). Elementwise ops count a constant operand with more than one element (a bias
+#: or scale of a decomposed Linear or normalisation; scalars such as GELU's 0.5 are constants).
+PARAMETER_INPUTS = {
+    "Conv": (1, 2), "ConvTranspose": (1, 2), "Gemm": (0, 1, 2), "MatMul": (0, 1),
+    "BatchNormalization": (1, 2), "LayerNormalization": (1, 2), "InstanceNormalization": (1, 2),
+    "GroupNormalization": (1, 2), "RMSNormalization": (1,), "SimplifiedLayerNormalization": (1,),
+    "SkipSimplifiedLayerNormalization": (2,), "SkipLayerNormalization": (2, 3, 4),
+    "LSTM": (1, 2, 3), "GRU": (1, 2, 3), "RNN": (1, 2, 3), "Gather": (0,), "PRelu": (1,),
+    "Add": (0, 1), "Sub": (0, 1), "Mul": (0, 1),
+}
+_ELEMENTWISE = ("Add", "Sub", "Mul")
+_FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                onnx.TensorProto.DOUBLE)
+
+
+def trainable_parameters(model: str | Path) -> list[tuple[int, ...]]:
+    """The shapes of the model's trainable parameters: its floating-point initializers at the
+    parameter inputs of :data:`PARAMETER_INPUTS` (through Identity nodes, which exporters put
+    between a shared weight and its users), each tensor once, in graph order. What the
+    optimizer's update reads and writes. Each tensor name a node reads is one parameter: a name
+    read by several nodes (a tied weight) counts once; an Identity output counts apart from its
+    source, because torch.onnx's export merges initializers of equal value behind Identity nodes
+    (the weight-stripped examples/resnet50.onnx keeps 61 initializers for its 108 parameters). The
+    weights themselves are not read. Raises ModelError for an unreadable file.
+
+    A model exported in inference mode may have folded its BatchNormalizations into the
+    convolutions (their scale and shift become the convolution's weight and bias): its parameter
+    count is then the folded one (torchvision resnet50: 25,557,032 trained, 25,530,472 once
+    folded)."""
+    from benanza.errors import ModelError
+
+    try:
+        m = onnx.load(str(model), load_external_data=False)
+    except Exception as e:  # onnx raises DecodeError, OSError, ...
+        raise ModelError(f"{model}: cannot read the ONNX file ({type(e).__name__})") from None
+    inits = {i.name: tuple(int(d) for d in i.dims) for i in m.graph.initializer if i.data_type in _FLOAT_TYPES}
+    alias = {n.output[0]: n.input[0] for n in m.graph.node
+             if n.op_type == "Identity" and n.input and n.output and n.input[0] in inits}
+    found: dict[str, tuple[int, ...]] = {}
+    for n in m.graph.node:
+        for k in PARAMETER_INPUTS.get(n.op_type, ()):
+            if k >= len(n.input):
+                continue
+            name = n.input[k]
+            shape = inits.get(alias.get(name, name))
+            if shape is None or name in found:
+                continue
+            if n.op_type in _ELEMENTWISE and math.prod(shape) <= 1:
+                continue
+            found[name] = shape
+    return list(found.values())
