@@ -202,7 +202,7 @@ def lower_bound(s: Scenario, db=None, layers=None, fingerprint: str | None = Non
     return LowerBound(s, a, system, ml, (list(ml.notices) if layers is None else []) + ([notice] if notice else []))
 
 
-def training(s: Scenario, db=None, layers=None, fingerprint: str | None = None):
+def training(s: Scenario, db=None, layers=None, fingerprint: str | None = None, optimizer: str = "sgd"):
     """The scenario's training step (:func:`benanza.analysis.training.training_step`): its
     forward :func:`lower_bound` and the backward calls' measurements. Returns (the lower bound,
     the :class:`benanza.analysis.training.TrainingStep`). Raises as :func:`lower_bound`."""
@@ -210,7 +210,7 @@ def training(s: Scenario, db=None, layers=None, fingerprint: str | None = None):
 
     database = open_database(db)
     lb = lower_bound(s, database, layers, fingerprint)
-    return lb, training_step(lb.layers, lb.analysis, database, lb.system)
+    return lb, training_step(lb.layers, lb.analysis, database, lb.system, optimizer)
 
 
 def spec_of(system):
@@ -352,14 +352,15 @@ class BenchResult:
 
 def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: Timing = TIMING, db=None,
           output=None, kinds=None, torch: bool | None = None, conv_tf32: bool = False, dims: dict | None = None,
-          batch_dim: int | None = None, quiet: bool = False, say=None, train: bool = False) -> BenchResult:
+          batch_dim: int | None = None, quiet: bool = False, say=None, train: bool = False,
+          optimizer: str = "sgd") -> BenchResult:
     """The main job, in this process: process ``model`` at ``batches``, generate and compile its
     suite, time every implementation of each unique layer (and the framework's own kernels, unless
     ``torch`` is False) into database ``db`` (created if missing), and analyze every batch and data
     type (``dtypes``: names or ``"fp32,fp16"``). ``say``: a callable for the stage lines (None:
     silent); ``quiet``: no progress bars; ``train``: the backward calls of a training step too
     (:func:`benanza.processing.training.training_plan`), and the training step's LBL of each
-    analysis (:attr:`BenchResult.training`). Raises UsageError, ModelError, DatabaseError, DeviceError,
+    analysis (:attr:`BenchResult.training`), its memory bound with ``optimizer``'s state. Raises UsageError, ModelError, DatabaseError, DeviceError,
     LibraryError as the stages do."""
     import time
 
@@ -389,7 +390,8 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
     if train:
         from benanza.analysis.training import training_step
 
-        steps = [training_step(ml, a, database, system) for ml in mls for a in results if a.batch == ml.batch]
+        steps = [training_step(ml, a, database, system, optimizer) for ml in mls for a in results
+                 if a.batch == ml.batch]
     return BenchResult(mls[0].model, stages, rs, ts, system, results, suite, database, steps)
 
 

@@ -300,6 +300,9 @@ TRAIN_HELP = ("the training step too: every layer's backward calls (data and wei
               "layer kind has no backward pass in benanza yet, or the optimizer's update is not measured")
 
 
+OPTIMIZER_HELP = "with --train: the optimizer whose state the memory bound holds: sgd (momentum), adam or adamw"
+
+
 TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the framework's own kernels, "
               "calls torch:aten::...), a candidate of the LBL; default: when PyTorch sees a CUDA device")
 
@@ -423,7 +426,8 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
                                                      "(critical path on stream 0, one slice per layer with its call "
                                                      "and algorithm) as a Chrome/Perfetto trace JSON to this file"),
             train: bool = typer.Option(False, "--train", help="the training step's LBL too (forward + backward, "
-                                       "from `benanza bench --train`'s measurements)")):
+                                       "from `benanza bench --train`'s measurements)"),
+            optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP)):
     """Lower-bound latency (sequential and parallel) of MODEL from the performance database; with
     --profile DIR, what stands between the framework's measured latency and the LBL (Benanza ratio,
     algorithm selection, framework inefficiencies, fusion, Tensor Cores, joint speedup).
@@ -453,7 +457,7 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     lbs = [api.lower_bound(api.Scenario(model, ml.batch, p, layouts, cache, system_spec, conv_p, dims, batch_dim),
                            database, ml, fingerprint) for ml in mls for p in precisions]
     results, system = [lb.analysis for lb in lbs], lbs[0].system
-    steps = _training_steps(lbs, database) if train else []
+    steps = _training_steps(lbs, database, optimizer) if train else []
     if not json_out:
         for note in dict.fromkeys(n for lb in lbs for n in lb.notices):
             err.print(f"notice: {note}", markup=False)
@@ -469,11 +473,19 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     _print_analyses(results, steps, database, system, json_out, layers_table)
 
 
-def _training_steps(lbs, database) -> list:
+def _training_steps(lbs, database, optimizer: str) -> list:
     """``--train``: the training step of each lower bound (:func:`benanza.analysis.training.training_step`)."""
     from benanza.analysis.training import training_step
 
-    return [training_step(lb.layers, lb.analysis, database, lb.system) for lb in lbs]
+    _check_optimizer(optimizer)
+    return [training_step(lb.layers, lb.analysis, database, lb.system, optimizer) for lb in lbs]
+
+
+def _check_optimizer(name: str) -> None:
+    from benanza.analysis.training import OPTIMIZER_STATE
+
+    if name not in OPTIMIZER_STATE:
+        raise UsageError(f"--optimizer must be one of {', '.join(OPTIMIZER_STATE)}, got {name!r}")
 
 
 def _print_analyses(results, steps, database, system, json_out: bool, layers_table: bool) -> None:
@@ -698,6 +710,12 @@ def _print_training(steps, calls_table: bool) -> None:
     out.print(st)
     for t in steps:
         out.print(f"training step {t.model} batch {t.batch} {t.precision_label}: {t.lbl_text()}", markup=False)
+        if t.memory is not None:
+            m, gib = t.memory, 2 ** 30
+            out.print(f"  peak memory >= {m.total / gib:.2f} GiB: parameters {m.parameters / gib:.2f} "
+                      f"({m.parameter_count:,} elements), gradients {m.gradients / gib:.2f}, {m.optimizer} state "
+                      f"{m.optimizer_state / gib:.2f}, saved activations {m.activations / gib:.2f}, workspace "
+                      f"{m.workspace / gib:.2f} GiB", markup=False)
         for n in t.notes:
             out.print(f"  note: {n}", markup=False)
 
@@ -910,7 +928,8 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           counters: bool = typer.Option(False, "--counters", help="then profile each layer's best implementation "
                                         "once with Nsight Compute (ncu on PATH) and store its DRAM and SM "
                                         "throughput, achieved occupancy and kernel names"),
-          train: bool = typer.Option(False, "--train", help=TRAIN_HELP)):
+          train: bool = typer.Option(False, "--train", help=TRAIN_HELP),
+          optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP)):
     """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
@@ -918,12 +937,13 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     from benanza.processing.model import parse_batches
 
     ncu = _require_ncu() if counters else None  # before any work
+    _check_optimizer(optimizer)
     timing = api.Timing(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, no_cold, exhaustive,
                         workers_per_gpu, screen, max_engines, device, devices, job_timeout, force, retry_failed)
     timing.run_options()  # every option checked before any work
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
     r = api.bench(model, parse_batches(batch), dtype, layout, timing, db, output, kinds, torch, conv_tf32,
-                  _parse_dims(dim), batch_dim, quiet or json_out, say, train=train)
+                  _parse_dims(dim), batch_dim, quiet or json_out, say, train=train, optimizer=optimizer)
     stages, results, system, database, rs, ts = r.stages, r.analyses, r.system, r.database, r.run, r.framework_run
     steps = r.training
     counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \

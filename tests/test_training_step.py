@@ -13,7 +13,6 @@ import numpy as np
 from benanza import kinds as L
 from benanza.analysis.analyzer import analyze
 from benanza.analysis.training import training_step
-from benanza.database.store import open_db
 from benanza.generation.generator import plan_jobs
 from benanza.processing.model import process
 from benanza.processing.training import training_plan
@@ -97,6 +96,17 @@ def test_step_sums_and_critical_path(tmp_path, monkeypatch):
     assert not t.complete and t.missing_count == 1
     assert "INCOMPLETE" in t.lbl_text() and "optimizer" in t.incomplete_note
     assert t.to_dict()["lbl_ms"] == pytest.approx(13.0) and t.to_dict()["complete"] is False
+    # memory: 432 + 2304 parameters in fp32, their gradients and SGD's momentum; the saved
+    # activations: conv2's input b and act's input a (2 x 16 x 8 x 8 each) and the model input x
+    # that conv1's weight gradient reads (2 x 3 x 8 x 8)
+    m = t.memory
+    assert m.parameter_count == 2736 and m.parameters == m.gradients == m.optimizer_state == 2736 * 4
+    assert m.activations == (2048 + 2048 + 384) * 4
+    assert m.total == 3 * 2736 * 4 + 4480 * 4 and m.fits(m.total) and not m.fits(m.total - 1)
+    from benanza.analysis.training import memory_bound
+
+    adam = memory_bound(ml, plan, t.calls, "fp16", "adam")
+    assert adam.optimizer_state == 2 * 2736 * 2 and adam.activations == 4480 * 2
 
 
 def test_a_missing_backward_measurement_is_never_zero(tmp_path, monkeypatch):

@@ -49,11 +49,53 @@ class BackwardTime:
     algorithm: str = ""
     math: str = ""
     layout: str = ""
+    workspace_bytes: int = 0
 
     def to_dict(self) -> dict:
         return {"layer": self.layer, "layer_name": self.layer_name, "phase": self.phase, "kind": self.kind,
                 "description": self.description, "key": self.key, "time_ms": self.time_ms, "call": self.call,
-                "algorithm": self.algorithm, "math": self.math, "layout": self.layout}
+                "algorithm": self.algorithm, "math": self.math, "layout": self.layout,
+                "workspace_bytes": self.workspace_bytes}
+
+
+#: optimizer -> its state per parameter element, in parameter-sized tensors (torch/optim/sgd.py:
+#: one momentum buffer; adam.py and adamw.py: exp_avg and exp_avg_sq)
+OPTIMIZER_STATE = {"sgd": 1, "adam": 2, "adamw": 2}
+
+
+@dataclass
+class MemoryBound:
+    """A lower bound of a training step's peak GPU memory (bytes): ``parameters``, their
+    ``gradients`` and the ``optimizer_state`` (:data:`OPTIMIZER_STATE`), in the precision's element
+    size (pure fp16/bf16 training; PyTorch's AMP keeps fp32 parameters, which needs more), the
+    ``activations`` the backward calls read (each layer input a weight gradient reads, each input or
+    output an activation's gradient reads: every such tensor once; frameworks keep more), and the
+    largest ``workspace`` of a chosen backward call. Every term is memory the step must hold at its
+    peak (the last backward calls run while the gradients and saved activations are alive), so
+    their sum bounds ``torch.cuda.max_memory_allocated`` from below."""
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    workspace: int
+    parameter_count: int
+    optimizer: str
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer_state + self.activations + self.workspace
+
+    def fits(self, memory_bytes: int) -> bool:
+        """Can the step fit a GPU of ``memory_bytes``? False means it cannot (a bound); True that
+        it may."""
+        return self.total <= memory_bytes
+
+    def to_dict(self) -> dict:
+        return {"total_bytes": self.total, "parameters_bytes": self.parameters, "gradients_bytes": self.gradients,
+                "optimizer_state_bytes": self.optimizer_state, "activations_bytes": self.activations,
+                "workspace_bytes": self.workspace, "parameter_count": self.parameter_count,
+                "optimizer": self.optimizer}
 
 
 @dataclass
@@ -80,6 +122,7 @@ class TrainingStep:
     no_backward: list[tuple[int, str, str]] = field(default_factory=list)
     optimizer_note: str = "the optimizer's update is not measured yet"
     notes: list[str] = field(default_factory=list)
+    memory: MemoryBound | None = None
 
     @property
     def missing_calls(self) -> list[BackwardTime]:
@@ -130,7 +173,8 @@ class TrainingStep:
                 "phase_ms": dict(self.phase_ms), "complete": self.complete, "missing": self.missing_count,
                 "incomplete_note": self.incomplete_note or None,
                 "no_backward": [{"layer": i, "name": n, "kind": k} for i, n, k in self.no_backward],
-                "calls": [c.to_dict() for c in self.calls], "notes": list(self.notes)}
+                "calls": [c.to_dict() for c in self.calls], "notes": list(self.notes),
+                "memory": self.memory.to_dict() if self.memory is not None else None}
 
 
 def forward_weights(ml: ModelLayers, a: Analysis) -> list[float]:
@@ -145,10 +189,12 @@ def forward_weights(ml: ModelLayers, a: Analysis) -> list[float]:
     return weight
 
 
-def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System) -> TrainingStep:
+def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, optimizer: str = "sgd"
+                  ) -> TrainingStep:
     """The training step of ``ml`` from the forward analysis ``a`` (same model, batch, precision,
-    cache, layouts) and the backward calls' measurements in ``db`` on ``system``. Never raises for
-    missing data: the result says what is missing."""
+    cache, layouts) and the backward calls' measurements in ``db`` on ``system``, its memory bound
+    with ``optimizer`` (:func:`memory_bound`). Never raises for missing data: the result says what
+    is missing."""
     plan = training_plan(ml)
     layouts = tuple(a.layouts)
     keys_by_prec: dict[str, list[str]] = collections.defaultdict(list)
@@ -164,7 +210,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System) ->
         b = best.get(c.config.key)
         calls.append(BackwardTime(c.layer, ly.name, c.phase, c.config.kind, c.config.describe(), c.config.key,
                                   b.median_ms if b is not None else None,
-                                  *((b.call, b.algorithm, b.math, b.layout) if b is not None else ())))
+                                  *((b.call, b.algorithm, b.math, b.layout, b.workspace_bytes or 0)
+                                    if b is not None else ())))
     fwd = forward_weights(ml, a)
     fwd_seq = sum(fwd)
     fwd_end = _forward_critical_path(ml, fwd)
@@ -191,10 +238,47 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System) ->
     if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
+    memory = memory_bound(ml, plan, calls, a.precision, optimizer)
     return TrainingStep(model=ml.model, batch=ml.batch, precision_label=a.precision_label, layouts=layouts,
                         forward=a, phase_ms=phase_ms,
                         sequential_ms=fwd_seq + phase_ms["backward_data"] + phase_ms["backward_weight"],
-                        critical_path_ms=last, calls=calls, no_backward=no_bw, notes=notes)
+                        critical_path_ms=last, calls=calls, no_backward=no_bw, notes=notes, memory=memory)
+
+
+def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: str, optimizer: str = "sgd"
+                 ) -> MemoryBound:
+    """:class:`MemoryBound` of ``ml``'s training step with ``optimizer`` (:data:`OPTIMIZER_STATE`).
+    Raises ValueError for an unknown optimizer."""
+    import math
+
+    from benanza.processing.training import trainable_parameters
+
+    if optimizer not in OPTIMIZER_STATE:
+        raise ValueError(f"unknown optimizer {optimizer!r} (choose from {', '.join(OPTIMIZER_STATE)})")
+    elem = L.DTYPE_BYTES[L.PRECISION_DTYPE[precision]]
+    count = sum(math.prod(s) for s in trainable_parameters(ml.path))
+    shapes: dict[str, tuple] = {}
+    for ly in ml.layers:
+        for name, shape in zip(ly.outputs, ly.output_shapes):
+            if shape is not None:
+                shapes[name] = tuple(shape)
+    saved: dict[str, int] = {}
+    for c in plan.calls:
+        ly = ml.layers[c.layer]
+        reads = ly.inputs if c.phase == "backward_weight" or c.config.kind not in _READS_OUTPUT else ly.outputs
+        for k, name in enumerate(reads):
+            shape = shapes.get(name) or (ly.input_shapes[k] if k < len(ly.input_shapes) else None)
+            if shape is not None:
+                saved[name] = math.prod(shape) * elem
+    return MemoryBound(parameters=count * elem, gradients=count * elem,
+                       optimizer_state=count * elem * OPTIMIZER_STATE[optimizer], activations=sum(saved.values()),
+                       workspace=max((c.workspace_bytes for c in calls if c.time_ms is not None), default=0),
+                       parameter_count=count, optimizer=optimizer)
+
+
+#: backward kinds whose gradient reads the forward's output rather than its input (ReLU's
+#: threshold_backward, sigmoid's and tanh's backward read y)
+_READS_OUTPUT = ("ActivationBwd",)
 
 
 def _forward_critical_path(ml: ModelLayers, weight: list[float]) -> float:
