@@ -1,11 +1,15 @@
 """Conv layers. ONNX Conv: ``y = conv(x, w) (+ bias)``; cudnnConvolutionForward (+ cudnnAddTensor for bias).
 
+Also the configs of the convolution's two backward calls in a training step (:func:`conv_backward`):
+:class:`ConvBwdDataConfig` and :class:`ConvBwdFilterConfig`, whose kinds' slices are
+``benanza/kinds/conv_bwd_data.py`` and ``conv_bwd_filter.py``.
+
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
@@ -70,6 +74,73 @@ class ConvConfig(LayerConfig):
         if self.bias:
             parts.append("bias")
         return f"Conv({' '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class ConvBwdDataConfig(LayerConfig):
+    """The data gradient of the convolution ``conv``: dx (shape ``conv.x``) from dy (shape
+    ``conv.output_shape()``) and w, as cudnnConvolutionBackwardData computes it (NVIDIA cuDNN API
+    reference, cudnn_cnn.h) and PyTorch's ``aten::convolution_backward`` with output_mask
+    (True, False, False).
+
+    ``conv``: the forward convolution (its x, w, pads, strides, dilations, group), with ``bias``
+    False: the data gradient does not depend on the bias, so convolutions that differ only in it
+    share one config (:func:`benanza.kinds.conv.conv_backward` builds it so).
+
+    Inputs: dy (N, K, *out), w (K, C/group, *kernel); output: dx (N, C, *spatial).
+    FLOPs: 2 * N * K * prod(out) * C/group * prod(kernel), the forward convolution's multiply-adds
+    x 2: every term x[n, c, i*s + j*d - p] * w[k, c, j] of the forward sum is one term
+    dy[n, k, i] * w[k, c, j] of dx. (Counting dgrad as a stride-1 transposed convolution over
+    zero-upsampled dy, 2 * N * C * prod(spatial) * K/group * prod(kernel), counts the zeros as well:
+    s^2 times too many for a stride-s 1x1 convolution.)
+    """
+
+    kind: ClassVar[str] = "ConvBwdData"
+    tensor_cores: ClassVar[bool] = True
+    conv: ConvConfig
+
+    def input_shapes(self):
+        return [self.conv.output_shape(), self.conv.w]
+
+    def output_shape(self):
+        return self.conv.x
+
+    def flops(self):
+        return self.conv.flops() - (numel(self.conv.output_shape()) if self.conv.bias else 0)
+
+    def describe(self):
+        return self.conv.describe().replace("Conv(", "ConvBwdData(", 1)
+
+
+@dataclass(frozen=True)
+class ConvBwdFilterConfig(LayerConfig):
+    """The weight gradient of the convolution ``conv``: dw (shape ``conv.w``) from x and dy, as
+    cudnnConvolutionBackwardFilter computes it, and with ``conv.bias`` also the bias gradient
+    db[k] = sum over n and out positions of dy[n, k, ...] (cudnnConvolutionBackwardBias; NVIDIA cuDNN
+    API reference, cudnn_cnn.h); PyTorch: ``aten::convolution_backward`` with output_mask
+    (False, True, bias).
+
+    Inputs: x (N, C, *spatial), dy (N, K, *out); output: dw (K, C/group, *kernel) (and db (K,)).
+    FLOPs: 2 * N * K * prod(out) * C/group * prod(kernel), the forward's multiply-adds x 2 (every
+    term of the forward sum is one term dy * x of dw), + N * K * prod(out) adds for db: the forward
+    convolution's count (:meth:`ConvConfig.flops`).
+    """
+
+    kind: ClassVar[str] = "ConvBwdFilter"
+    tensor_cores: ClassVar[bool] = True
+    conv: ConvConfig
+
+    def input_shapes(self):
+        return [self.conv.x, self.conv.output_shape()]
+
+    def output_shape(self):
+        return self.conv.w
+
+    def flops(self):
+        return self.conv.flops()
+
+    def describe(self):
+        return self.conv.describe().replace("Conv(", "ConvBwdFilter(", 1)
 
 
 def _map_conv(node, ctx: MapContext, attrs):
@@ -197,11 +268,6 @@ def conv_backward(cfg: ConvConfig) -> tuple:
     ``(("backward_data", ConvBwdDataConfig), ("backward_weight", ConvBwdFilterConfig))``. The data
     gradient's config carries the convolution without its bias (dx does not depend on it); the
     weight gradient's keeps it (it computes the bias gradient too)."""
-    from dataclasses import replace
-
-    from benanza.kinds.conv_bwd_data import ConvBwdDataConfig
-    from benanza.kinds.conv_bwd_filter import ConvBwdFilterConfig
-
     return (("backward_data", ConvBwdDataConfig(conv=replace(cfg, bias=False))),
             ("backward_weight", ConvBwdFilterConfig(conv=cfg)))
 

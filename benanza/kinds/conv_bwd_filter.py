@@ -4,45 +4,13 @@ cudnnConvolutionBackwardFilter (+ cudnnConvolutionBackwardBias) and the cuDNN gr
 The whole slice of the kind: its config, the case its template renders, its minimum bytes, its
 PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`). It maps no
 ONNX op: its configs come from :attr:`benanza.kinds.conv.KIND`'s ``backward`` (and ConvBiasAct's).
+The config class (:class:`benanza.kinds.conv.ConvBwdFilterConfig`) lives with the forward convolution's, whose
+``backward`` builds it (a module of its own would import conv.py while conv.py imports it).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from benanza.kinds.base import Kind, LayerConfig, numel
-from benanza.kinds.conv import ConvConfig, conv_backward_candidate, conv_case
-
-
-@dataclass(frozen=True)
-class ConvBwdFilterConfig(LayerConfig):
-    """The weight gradient of the convolution ``conv``: dw (shape ``conv.w``) from x and dy, as
-    cudnnConvolutionBackwardFilter computes it, and with ``conv.bias`` also the bias gradient
-    db[k] = sum over n and out positions of dy[n, k, ...] (cudnnConvolutionBackwardBias; NVIDIA cuDNN
-    API reference, cudnn_cnn.h); PyTorch: ``aten::convolution_backward`` with output_mask
-    (False, True, bias).
-
-    Inputs: x (N, C, *spatial), dy (N, K, *out); output: dw (K, C/group, *kernel) (and db (K,)).
-    FLOPs: 2 * N * K * prod(out) * C/group * prod(kernel), the forward's multiply-adds x 2 (every
-    term of the forward sum is one term dy * x of dw), + N * K * prod(out) adds for db: the forward
-    convolution's count (:meth:`ConvConfig.flops`).
-    """
-
-    kind: ClassVar[str] = "ConvBwdFilter"
-    tensor_cores: ClassVar[bool] = True
-    conv: ConvConfig
-
-    def input_shapes(self):
-        return [self.conv.x, self.conv.output_shape()]
-
-    def output_shape(self):
-        return self.conv.w
-
-    def flops(self):
-        return self.conv.flops()
-
-    def describe(self):
-        return self.conv.describe().replace("Conv(", "ConvBwdFilter(", 1)
+from benanza.kinds.base import Kind, numel
+from benanza.kinds.conv import ConvBwdFilterConfig, ConvConfig, conv_backward_candidate, conv_case
 
 
 def _case(cfg: ConvBwdFilterConfig, job):
