@@ -35,6 +35,7 @@ EXAMPLE_KEYS = {
     "Gather": "gather-75a7da5f284937a8", "Where": "where-daa2176cb52aab36", "SDPA": "sdpa-7d3de339f70f9f16",
     "GemmAct": "gemmact-cd81367ec74fff60",
     "InstanceNorm": "instancenorm-8c1ff0669724a5ff",
+    "ConvBwdData": "convbwddata-af6d76bd16bdb532", "ConvBwdFilter": "convbwdfilter-cce2307ead3bcd6c",
 }
 
 
@@ -211,10 +212,34 @@ def _check_template(kind: Kind) -> list[str]:
     return out
 
 
+def _backward_of(kind: Kind) -> list[str]:
+    """The registered kinds whose ``backward`` makes a config of ``kind`` for their example."""
+    return [name for name, k in L.REGISTRY.items() if k.backward and k is not kind
+            and any(type(cfg) is kind.config for _, cfg in k.backward(k.example))]
+
+
+def _check_backward(kind: Kind) -> list[str]:
+    """The kind's backward calls for its example: each a (phase, config) of a backward phase of
+    :data:`benanza.kinds.TRAINING_PHASES`, the config of a registered kind (the wiring plans jobs of it)."""
+    if kind.backward is None:
+        return []
+    try:
+        calls = tuple(kind.backward(kind.example))
+    except Exception as e:  # noqa: BLE001
+        return [f"backward: {type(e).__name__}: {e}"]
+    out = []
+    for call in calls:
+        phase, cfg = call if isinstance(call, tuple) and len(call) == 2 else (None, call)
+        if phase not in L.TRAINING_PHASES[1:3] or L.REGISTRY.get(getattr(cfg, "kind", None)) is None or \
+                type(cfg) is not L.REGISTRY[cfg.kind].config:
+            out.append(f"backward: {call!r} is not a (backward phase, config of a registered kind)")
+    return out
+
+
 def _check_onnx(kind: Kind) -> list[str]:
     out = []
-    if not kind.onnx and not kind.fused_from:
-        out.append("onnx: the kind maps no ONNX op and measures no fusion")
+    if not kind.onnx and not kind.fused_from and not _backward_of(kind):
+        out.append("onnx: the kind maps no ONNX op, measures no fusion and is no kind's backward call")
     for op, mapper in kind.onnx.items():
         if not onnx.defs.has(op) or not callable(mapper):
             out.append(f"onnx: {op} is not an ONNX op with a callable mapper ({mapper!r})")
@@ -234,7 +259,7 @@ def problems(kind: Kind) -> list[str]:
     out = _check_config(kind)
     if out:
         return out
-    return out + _check_example(kind) + _check_template(kind) + _check_onnx(kind)
+    return out + _check_example(kind) + _check_template(kind) + _check_onnx(kind) + _check_backward(kind)
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -290,12 +315,27 @@ REMOVALS = {
     "aten": (lambda k: dataclasses.replace(k, aten={}), "aten:"),
     "nhwc": (lambda k: dataclasses.replace(k, nhwc=not k.nhwc), "nhwc:"),
     "key": (_field_added, "key:"),
+    "backward": (lambda k: dataclasses.replace(k, backward=lambda cfg: (("backward_data", cfg.key),)), "backward:"),
 }
 
 
-#: every (kind, piece) pair; a kind only fusion makes maps no ONNX op, so it has no mapper or ATen name to remove
+#: every (kind, piece) pair; a kind only fusion makes maps no ONNX op, so it has no mapper or ATen name to
+#: remove; a kind only another kind's backward makes has no ONNX op or fusion to remove (the backward
+#: test below takes its maker's backward away instead); a backward is only checked where a kind has one
 PAIRS = [(name, piece) for name, kind in L.REGISTRY.items() for piece in REMOVALS
-         if kind.onnx or piece not in ("onnx mapper", "aten")]
+         if (kind.onnx or piece not in ("onnx mapper", "aten"))
+         and (kind.onnx or kind.fused_from or piece != "onnx") and (kind.backward or piece != "backward")]
+
+
+def test_a_backward_kind_no_kind_makes_is_reported(monkeypatch):
+    """A kind with no ONNX op and no fusion is whole only while a registered kind's backward makes it."""
+    for name in [n for n, k in L.REGISTRY.items() if not k.onnx and not k.fused_from]:
+        kind = L.REGISTRY[name]
+        assert _backward_of(kind), name
+        with monkeypatch.context() as mp:
+            for maker in _backward_of(kind):
+                mp.setitem(L.REGISTRY, maker, dataclasses.replace(L.REGISTRY[maker], backward=None))
+            assert any(p.startswith("onnx:") for p in problems(kind)), name
 
 
 @pytest.mark.parametrize("name,piece", PAIRS)

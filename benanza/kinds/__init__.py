@@ -23,6 +23,8 @@ import importlib
 from benanza.kinds.base import (TRAINING_PHASES, Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes, param_name)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.precision import (PRECISIONS, PRECISION_DTYPE, FP8_KINDS, FP8_FALLBACK, ACCEPTED_MATH, ACCEPTED_DTYPES, CONV_KINDS, CUDNN_TF32_KINDS, DTYPE_BYTES)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv import (ConvConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.conv_bwd_data import (ConvBwdDataConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.conv_bwd_filter import (ConvBwdFilterConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv_bias_act import (ConvBiasActConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv_bn_act import (ConvBnActConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.activation import (ACTIVATION_MODES, ActivationConfig)  # noqa: F401 (the kinds' namespace)
@@ -67,6 +69,8 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "sdpa",
     "gemm_act",
     "instancenorm",
+    "conv_bwd_data",
+    "conv_bwd_filter",
 ))
 
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)
@@ -93,7 +97,7 @@ def config_from_params(kind: str, params: dict) -> LayerConfig:
         return klass(**kw)
 
     def _decode(klass, f, v):
-        if klass in (ConvBiasActConfig, ConvBnActConfig) and f.name == "conv":
+        if klass in (ConvBiasActConfig, ConvBnActConfig, ConvBwdDataConfig, ConvBwdFilterConfig) and f.name == "conv":
             return build(ConvConfig, v)
         if klass is GemmActConfig and f.name == "gemm":
             return build(GemmConfig, v)

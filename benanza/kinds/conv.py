@@ -1,11 +1,15 @@
 """Conv layers. ONNX Conv: ``y = conv(x, w) (+ bias)``; cudnnConvolutionForward (+ cudnnAddTensor for bias).
 
+Also the configs of the convolution's two backward calls in a training step (:func:`conv_backward`):
+:class:`ConvBwdDataConfig` and :class:`ConvBwdFilterConfig`, whose kinds' slices are
+``benanza/kinds/conv_bwd_data.py`` and ``conv_bwd_filter.py``.
+
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
@@ -70,6 +74,73 @@ class ConvConfig(LayerConfig):
         if self.bias:
             parts.append("bias")
         return f"Conv({' '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class ConvBwdDataConfig(LayerConfig):
+    """The data gradient of the convolution ``conv``: dx (shape ``conv.x``) from dy (shape
+    ``conv.output_shape()``) and w, as cudnnConvolutionBackwardData computes it (NVIDIA cuDNN API
+    reference, cudnn_cnn.h) and PyTorch's ``aten::convolution_backward`` with output_mask
+    (True, False, False).
+
+    ``conv``: the forward convolution (its x, w, pads, strides, dilations, group), with ``bias``
+    False: the data gradient does not depend on the bias, so convolutions that differ only in it
+    share one config (:func:`benanza.kinds.conv.conv_backward` builds it so).
+
+    Inputs: dy (N, K, *out), w (K, C/group, *kernel); output: dx (N, C, *spatial).
+    FLOPs: 2 * N * K * prod(out) * C/group * prod(kernel), the forward convolution's multiply-adds
+    x 2: every term x[n, c, i*s + j*d - p] * w[k, c, j] of the forward sum is one term
+    dy[n, k, i] * w[k, c, j] of dx. (Counting dgrad as a stride-1 transposed convolution over
+    zero-upsampled dy, 2 * N * C * prod(spatial) * K/group * prod(kernel), counts the zeros as well:
+    s^2 times too many for a stride-s 1x1 convolution.)
+    """
+
+    kind: ClassVar[str] = "ConvBwdData"
+    tensor_cores: ClassVar[bool] = True
+    conv: ConvConfig
+
+    def input_shapes(self):
+        return [self.conv.output_shape(), self.conv.w]
+
+    def output_shape(self):
+        return self.conv.x
+
+    def flops(self):
+        return self.conv.flops() - (numel(self.conv.output_shape()) if self.conv.bias else 0)
+
+    def describe(self):
+        return self.conv.describe().replace("Conv(", "ConvBwdData(", 1)
+
+
+@dataclass(frozen=True)
+class ConvBwdFilterConfig(LayerConfig):
+    """The weight gradient of the convolution ``conv``: dw (shape ``conv.w``) from x and dy, as
+    cudnnConvolutionBackwardFilter computes it, and with ``conv.bias`` also the bias gradient
+    db[k] = sum over n and out positions of dy[n, k, ...] (cudnnConvolutionBackwardBias; NVIDIA cuDNN
+    API reference, cudnn_cnn.h); PyTorch: ``aten::convolution_backward`` with output_mask
+    (False, True, bias).
+
+    Inputs: x (N, C, *spatial), dy (N, K, *out); output: dw (K, C/group, *kernel) (and db (K,)).
+    FLOPs: 2 * N * K * prod(out) * C/group * prod(kernel), the forward's multiply-adds x 2 (every
+    term of the forward sum is one term dy * x of dw), + N * K * prod(out) adds for db: the forward
+    convolution's count (:meth:`ConvConfig.flops`).
+    """
+
+    kind: ClassVar[str] = "ConvBwdFilter"
+    tensor_cores: ClassVar[bool] = True
+    conv: ConvConfig
+
+    def input_shapes(self):
+        return [self.conv.x, self.conv.output_shape()]
+
+    def output_shape(self):
+        return self.conv.w
+
+    def flops(self):
+        return self.conv.flops()
+
+    def describe(self):
+        return self.conv.describe().replace("Conv(", "ConvBwdFilter(", 1)
 
 
 def _map_conv(node, ctx: MapContext, attrs):
@@ -150,6 +221,57 @@ def conv_fn(c: Ctx, conv: ConvConfig):
         "asymmetric pads: F.pad, then the convolution"
 
 
+def conv_backward_candidate(c: Ctx, conv: ConvConfig, data: bool) -> Candidate:
+    """PyTorch's backward of ``conv`` as its autograd runs it (``ConvolutionBackward0`` calls
+    ``aten::convolution_backward``, aten/src/ATen/native/Convolution.cpp): the data gradient
+    (``data``: output_mask (True, False, False), returns dx) or the weight gradient (output_mask
+    (False, True, conv.bias), returns dw; the bias gradient is computed in the same call), on
+    dy, x and w in the job's memory format (channels-last for NHWC). Asymmetric pads: the forward
+    convolution runs on an F.pad-ed input (:func:`conv_fn`), so its backward takes the padded input
+    with pad 0; dx is the padded input's gradient, returned as the view of x's region (F.pad's
+    backward, a slice, is not timed). Raises NotSupported for other than 1-3 spatial dims."""
+    torch = c.torch
+    nsp = len(conv.x) - 2
+    if nsp not in (1, 2, 3):
+        raise NotSupported(f"{nsp}-D convolution")
+    begin, end = tuple(conv.pads[:nsp]), tuple(conv.pads[nsp:])
+    x_shape, pad, note = list(conv.x), list(begin), ""
+    if begin != end:
+        x_shape = x_shape[:2] + [conv.x[2 + i] + begin[i] + end[i] for i in range(nsp)]
+        pad = [0] * nsp
+        note = "asymmetric pads: the gradient of the F.pad-ed input (F.pad's backward, a slice, not timed)"
+    x = c.fmt(c.randn(x_shape))
+    w = c.fmt(c.randn(conv.w))
+    dy = c.fmt(c.randn(conv.output_shape()))
+    grad_bias = bool(conv.bias) and not data
+    mask = [True, False, False] if data else [False, True, grad_bias]
+    op = torch.ops.aten.convolution_backward
+    args = ([conv.w[0]] if grad_bias else None, list(conv.strides), pad, list(conv.dilations), False, [0] * nsp,
+            conv.group, mask)
+
+    def fn():
+        out = op(dy, x, w, *args)
+        if not data:
+            return out[1]
+        dx = out[0]
+        for i in range(nsp) if pad != list(begin) else ():
+            dx = dx.narrow(2 + i, begin[i], conv.x[2 + i])
+        return dx
+
+    what = "data" if data else ("weight and bias" if grad_bias else "weight")
+    return Candidate("torch:aten::convolution_backward", algo_label(c, f"cudnn.benchmark, {what} gradient"), fn,
+                     numel(conv.x if data else conv.w), note)
+
+
+def conv_backward(cfg: ConvConfig) -> tuple:
+    """The calls of ``cfg``'s backward pass (:attr:`benanza.kinds.base.Kind.backward`):
+    ``(("backward_data", ConvBwdDataConfig), ("backward_weight", ConvBwdFilterConfig))``. The data
+    gradient's config carries the convolution without its bias (dx does not depend on it); the
+    weight gradient's keeps it (it computes the bias gradient too)."""
+    return (("backward_data", ConvBwdDataConfig(conv=replace(cfg, bias=False))),
+            ("backward_weight", ConvBwdFilterConfig(conv=cfg)))
+
+
 def _conv(c: Ctx) -> Candidate:
     fn, note = conv_fn(c, c.cfg)
     return Candidate(f"torch:aten::conv{len(c.cfg.x) - 2}d", algo_label(c, "cudnn.benchmark"), fn,
@@ -171,4 +293,4 @@ KIND = Kind(
     torch=_conv, onnx={"Conv": _map_conv},
     typed_ops=(), fused_from=(),
     aten={"Conv": ('aten::_conv_depthwise2d', 'aten::_convolution', 'aten::_slow_conv2d_forward', 'aten::conv1d', 'aten::conv2d', 'aten::conv3d', 'aten::conv_depthwise3d', 'aten::convolution', 'aten::cudnn_convolution', 'aten::cudnn_convolution_add_relu', 'aten::cudnn_convolution_relu', 'aten::mkldnn_convolution', 'aten::slow_conv_dilated2d', 'aten::thnn_conv2d')},
-    nhwc=True, image=True)
+    nhwc=True, image=True, backward=conv_backward)

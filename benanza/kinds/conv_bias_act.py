@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from benanza.kinds.cpp import CppValue
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
-from benanza.kinds.conv import ConvCase, ConvConfig, conv_case, conv_fn
+from benanza.kinds.conv import ConvCase, ConvConfig, conv_backward, conv_case, conv_fn
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 
 
@@ -60,6 +60,13 @@ def _conv_bias_act(c: Ctx) -> Candidate:
                      lambda: F.relu_(fn()), numel(c.cfg.output_shape()), note)
 
 
+def _backward(cfg: ConvBiasActConfig) -> tuple:
+    """The convolution's two backward calls (:func:`benanza.kinds.conv.conv_backward` of ``cfg.conv``:
+    its data gradient, and its weight and bias gradient). The activation's backward (ReLU's, on the
+    fused output) is not among them."""
+    return conv_backward(cfg.conv)
+
+
 def _min_bytes(cfg: ConvBiasActConfig, ib: int, ob: int) -> int:
     """x, w and the per-channel parameters read once, y written once (bytes)."""
     conv = cfg.conv
@@ -75,4 +82,4 @@ KIND = Kind(
     torch=_conv_bias_act, onnx={},
     typed_ops=(), fused_from=('Conv', 'Relu'),
     aten={},
-    nhwc=True, image=False)
+    nhwc=True, image=False, backward=_backward)

@@ -78,9 +78,10 @@ ACCEPTED_MATH = {p.name: p.accepted_math for p in TABLE.values()}
 ACCEPTED_DTYPES = {p: (d,) for p, d in PRECISION_DTYPE.items()}
 ACCEPTED_DTYPES["fp8"] = (PRECISION_DTYPE["fp8"], PRECISION_DTYPE[FP8_FALLBACK])
 
-#: layer kinds that are convolutions (cuDNN convolution calls), which PyTorch's fp32 default runs with
-#: TF32 (``torch.backends.cudnn.allow_tf32``) while its matmuls run in FP32
-CONV_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct")
+#: layer kinds that are convolutions (cuDNN convolution calls, their backward calls included), which
+#: PyTorch's fp32 default runs with TF32 (``torch.backends.cudnn.allow_tf32`` covers every cuDNN
+#: convolution, forward and backward) while its matmuls run in FP32
+CONV_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct", "ConvBwdData", "ConvBwdFilter")
 
 #: layer kinds whose math mode ``torch.backends.cudnn.allow_tf32`` sets in PyTorch: its cuDNN
 #: convolutions and its cuDNN RNNs (ATen's cudnn/RNN.cpp picks TF32 math for float RNNs under that

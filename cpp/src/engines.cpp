@@ -1,5 +1,10 @@
 // Convolution engine configs through the cuDNN graph API (cudnn-frontend, header-only).
 //
+// Backward (training): the data gradient (conv_dgrad: dy, w -> dx) and the filter gradient
+// (conv_wgrad: x, dy -> dw) are one-operation graphs timed the same way (run_conv_grad_engines); a
+// convolution with a bias has its bias gradient computed after each wgrad engine config by
+// cudnnConvolutionBackwardBias (call "cudnnBackendExecute(conv_wgrad)+cudnnConvolutionBackwardBias").
+//
 // For a Conv (+ bias) or Conv + bias + Relu layer config, the operation graph conv_fprop ->
 // [pointwise ADD bias] -> [pointwise RELU] is built once per heuristics mode: the top pick of mode A
 // and of mode B (the first engine config of the mode's list that the precision allows and that
@@ -69,7 +74,7 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-constexpr int64_t kX = 1, kW = 2, kB = 3, kY = 4, kS = 5;
+constexpr int64_t kX = 1, kW = 2, kB = 3, kY = 4, kS = 5, kDY = 6;
 
 // Strides of dims (N, C, spatial...) stored packed in `layout` (NCHW, or NHWC: channels last).
 std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool nhwc) {
@@ -381,6 +386,31 @@ void time_conv(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, b
   time_graph(b, t);
 }
 
+// The backward graph of a convolution: DX = conv_dgrad(DY, W) or DW = conv_wgrad(DY, X), every
+// tensor in the spec's layout (the output's dims and strides given: cuDNN does not infer a
+// gradient's dims).
+std::shared_ptr<NotedGraph> make_grad_graph(const ConvSpec& c, ConvGrad grad) {
+  const fe::DataType_t io = graph_io_type(c.precision);
+  auto g = new_graph(c.precision);
+  const int nd = c.nsp + 2;
+  std::vector<int64_t> xd(c.x, c.x + nd), wd(c.w, c.w + nd), yd(c.y, c.y + nd);
+  std::vector<int64_t> pad(c.pad, c.pad + c.nsp), stride(c.stride, c.stride + c.nsp), dil(c.dilation, c.dilation + c.nsp);
+  auto DY = g->tensor(fe::graph::Tensor_attributes().set_name("DY").set_uid(kDY).set_dim(yd).set_stride(
+      strides_for(yd, c.nhwc)));
+  if (grad == ConvGrad::DATA) {
+    auto W = g->tensor(fe::graph::Tensor_attributes().set_name("W").set_uid(kW).set_dim(wd).set_stride(
+        strides_for(wd, c.nhwc)));
+    auto DX = g->conv_dgrad(DY, W, fe::graph::Conv_dgrad_attributes().set_padding(pad).set_stride(stride).set_dilation(dil));
+    DX->set_output(true).set_uid(kX).set_data_type(io).set_dim(xd).set_stride(strides_for(xd, c.nhwc));
+  } else {
+    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(
+        strides_for(xd, c.nhwc)));
+    auto DW = g->conv_wgrad(DY, X, fe::graph::Conv_wgrad_attributes().set_padding(pad).set_stride(stride).set_dilation(dil));
+    DW->set_output(true).set_uid(kW).set_data_type(io).set_dim(wd).set_stride(strides_for(wd, c.nhwc));
+  }
+  return g;
+}
+
 // Y[b] = act(op(A)[b] (m x k) @ op(B)[b] (k x n) [+ bias]), row-major, as one cuDNN graph.
 std::shared_ptr<NotedGraph> make_matmul_graph(const MatmulSpec& m) {
   const fe::DataType_t io = graph_io_type(m.precision);
@@ -421,6 +451,37 @@ void run_conv_engines(Bench& b, const ConvSpec& c, void* x, void* w, void* bias,
     time_conv(b, c, false, true, false, "cudnnBackendExecute+cudnnAddTensor", x, w, scale, bias, y, y_count);
 }
 
+void run_conv_grad_engines(Bench& b, const ConvSpec& c, ConvGrad grad, void* x, void* w, void* dy, void* db) {
+  const int nd = c.nsp + 2;
+  const Dims xdims(c.x, c.x + nd), wdims(c.w, c.w + nd);
+  GraphTiming t;
+  t.graph = make_grad_graph(c, grad);
+  t.pack = {{kX, x}, {kW, w}, {kDY, dy}};
+  t.precision = c.precision;
+  t.layout = c.nhwc ? "NHWC" : "NCHW";
+  const bool data = grad == ConvGrad::DATA;
+  t.call = data ? "cudnnBackendExecute(conv_dgrad)" : "cudnnBackendExecute(conv_wgrad)";
+  t.y = data ? x : w;
+  t.y_count = numel(data ? xdims : wdims);
+  if (!data && c.bias) {
+    // the bias gradient db[k] = sum of dy[:, k, ...], as a framework computes it beside wgrad
+    const DType dt = storage_of(c.precision);
+    Dims bdims(nd, 1), ydims(c.y, c.y + nd);
+    bdims[1] = c.w[0];
+    auto to_int = [](const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); };
+    auto b_desc = std::make_shared<TensorDesc>(dt, bdims, to_int(strides_for({bdims.begin(), bdims.end()}, c.nhwc)));
+    auto y_desc = std::make_shared<TensorDesc>(dt, ydims, to_int(strides_for({ydims.begin(), ydims.end()}, c.nhwc)));
+    cudnnHandle_t h = b.cudnn();
+    t.call += "+cudnnConvolutionBackwardBias";
+    t.after = [h, b_desc, y_desc, dy, db]() -> Status {
+      const float one = 1.0f, zero = 0.0f;
+      BZ_CUDNN(cudnnConvolutionBackwardBias(h, &one, y_desc->d, dy, &zero, b_desc->d, db));
+      return Status::success();
+    };
+  }
+  time_graph(b, t);
+}
+
 void run_matmul_engines(Bench& b, const MatmulSpec& m, void* a, void* w, void* c, void* y, std::size_t y_count) {
   if (m.precision == Precision::FP8) return;  // FP8 GEMMs: cuBLASLt (lt.cpp)
   GraphTiming t;
@@ -440,6 +501,14 @@ void run_matmul_engines(Bench& b, const MatmulSpec& m, void* a, void* w, void* c
 void run_matmul_engines(Bench& b, const MatmulSpec& m, void*, void*, void*, void*, std::size_t) {
   b.record(Call{matmul_call(m), "*", math_label(m.precision), storage_of(m.precision), "", 0},
            "skipped", "suite built without the cudnn-frontend headers (pip install nvidia-cudnn-frontend)");
+}
+
+void run_conv_grad_engines(Bench& b, const ConvSpec& c, ConvGrad grad, void*, void*, void*, void*) {
+  std::string call = grad == ConvGrad::DATA ? "cudnnBackendExecute(conv_dgrad)" : "cudnnBackendExecute(conv_wgrad)";
+  if (grad == ConvGrad::FILTER && c.bias) call += "+cudnnConvolutionBackwardBias";
+  Call cl{call, "*", math_label(c.precision), storage_of(c.precision), "", 0};
+  cl.layout = c.nhwc ? "NHWC" : "NCHW";
+  b.record(cl, "skipped", "suite built without the cudnn-frontend headers (pip install nvidia-cudnn-frontend)");
 }
 
 void run_conv_engines(Bench& b, const ConvSpec& c, void*, void*, void*, void*, std::size_t, void*) {

@@ -240,6 +240,48 @@ inline const char* conv_fwd_algo_name(int a) {
   return "UNKNOWN";
 }
 
+inline const char* conv_bwd_data_algo_name(int a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+  }
+  return "UNKNOWN";
+}
+
+inline const char* conv_bwd_filter_algo_name(int a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
+  }
+  return "UNKNOWN";
+}
+
+// Whether a legacy backward algorithm is deterministic, as cuDNN's enumerations document it
+// (cudnn_ops.h, cudnnConvolutionBwdDataAlgo_t / cudnnConvolutionBwdFilterAlgo_t): data ALGO_0 and
+// filter ALGO_0 and ALGO_3 sum with atomic adds (non-deterministic), every other one is
+// deterministic. The generated suites prefer the `determinism` field of the algorithm's entry in
+// cudnnGetConvolutionBackward*Algorithm_v7's list, and use this where the list has none.
+inline bool conv_bwd_data_algo_deterministic(int a) { return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; }
+inline bool conv_bwd_filter_algo_deterministic(int a) {
+  return a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 && a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
+// The details of a legacy backward algorithm's record: {"deterministic": true|false, "determinism":
+// where it comes from}.
+inline std::string determinism_details(bool deterministic, const char* source) {
+  return std::string("{\"deterministic\":") + (deterministic ? "true" : "false") + ",\"determinism\":\"" + source +
+         "\"}";
+}
+
 // Whether the legacy algorithm `a` is timed under Options::max_engines = `cap` (0: every algorithm):
 // with a cap, only the first `cap` algorithms cudnnGetConvolutionForwardAlgorithm_v7 ranks as usable
 // (a quick run: FFT and FFT_TILING on grouped convolutions can take seconds to set up per call).

@@ -46,4 +46,14 @@ void run_matmul_engines(Bench& b, const MatmulSpec& spec, void* a, void* w, void
 void run_conv_engines(Bench& b, const ConvSpec& spec, void* x, void* w, void* bias, void* y, std::size_t y_count,
                       void* scale = nullptr);
 
+// Which gradient of a convolution a backward graph computes: conv_dgrad (dx from dy and w) or
+// conv_wgrad (dw from x and dy).
+enum class ConvGrad { DATA, FILTER };
+
+// Record heuristics A/B top picks and time every engine config of the convolution's backward graph
+// `grad` (ConvSpec as for the forward: x, w, y are the forward's dims; `relu` and `scale` unused).
+// DATA: reads dy (y's dims) and w, writes dx (x's dims). FILTER: reads x and dy, writes dw (w's
+// dims); with spec.bias each engine config is followed by cudnnConvolutionBackwardBias into `db`.
+void run_conv_grad_engines(Bench& b, const ConvSpec& spec, ConvGrad grad, void* x, void* w, void* dy, void* db);
+
 }  // namespace benanza
