@@ -35,6 +35,7 @@ EXAMPLE_KEYS = {
     "Gather": "gather-75a7da5f284937a8", "Where": "where-daa2176cb52aab36", "SDPA": "sdpa-7d3de339f70f9f16",
     "GemmAct": "gemmact-cd81367ec74fff60",
     "InstanceNorm": "instancenorm-8c1ff0669724a5ff",
+    "Optimizer": "optimizer-64109369cda75f9f",
 }
 
 
@@ -213,6 +214,12 @@ def _check_template(kind: Kind) -> list[str]:
 
 def _check_onnx(kind: Kind) -> list[str]:
     out = []
+    if kind.phase != "forward":  # a training step's own call (the optimizer): no ONNX op is it
+        if kind.onnx or kind.fused_from:
+            out.append(f"onnx: a kind of the {kind.phase} phase maps ONNX ops or fusions")
+        if not kind.aten or not all(a.startswith("aten::") for ops in kind.aten.values() for a in ops):
+            out.append("aten: no ATen op names for the step (the profile join would leave its kernels unattributed)")
+        return out
     if not kind.onnx and not kind.fused_from:
         out.append("onnx: the kind maps no ONNX op and measures no fusion")
     for op, mapper in kind.onnx.items():
@@ -293,9 +300,18 @@ REMOVALS = {
 }
 
 
-#: every (kind, piece) pair; a kind only fusion makes maps no ONNX op, so it has no mapper or ATen name to remove
+#: every (kind, piece) pair; a kind only fusion makes maps no ONNX op, so it has no mapper or ATen name to remove;
+#: a kind of another training phase (the optimizer) maps none and must not (its "onnx" piece is to add one)
 PAIRS = [(name, piece) for name, kind in L.REGISTRY.items() for piece in REMOVALS
-         if kind.onnx or piece not in ("onnx mapper", "aten")]
+         if (kind.onnx or piece not in ("onnx mapper", "aten") if kind.phase == "forward"
+             else piece not in ("onnx", "onnx mapper"))]
+
+
+def test_a_training_phase_kind_that_maps_an_onnx_op_is_reported():
+    for kind in L.REGISTRY.values():
+        if kind.phase != "forward":
+            found = problems(dataclasses.replace(kind, onnx={"Relu": lambda n, c, a: None}))
+            assert any(p.startswith("onnx:") for p in found), found
 
 
 @pytest.mark.parametrize("name,piece", PAIRS)

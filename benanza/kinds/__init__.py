@@ -42,6 +42,7 @@ from benanza.kinds.gather import (GATHER_MAX_CONSTANT_INDICES, GatherConfig)  # 
 from benanza.kinds.where import (WhereConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.sdpa import (SDPA_MASKS, SdpaConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gemm_act import (GEMM_ACTIVATIONS, GemmActConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.optimizer import (OPTIMIZER_ALGORITHMS, OptimizerConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -67,6 +68,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "sdpa",
     "gemm_act",
     "instancenorm",
+    "optimizer",
 ))
 
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)
