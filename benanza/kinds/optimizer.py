@@ -272,8 +272,9 @@ _TORCH_CLASS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
 def _torch_optimizer(c: Ctx, impl: str):
     """``torch.optim.<Algorithm>`` over the config's parameters as views of one arena (each at its
     :meth:`OptimizerConfig.arena_offsets`, gradients set, state created by one untimed step and then
-    refilled so every value is finite in fp16 too), ``foreach=True`` or ``fused=True``: (optimizer,
-    arena)."""
+    refilled so every value is finite in fp16 too), ``foreach=True`` or ``fused=True`` (Adam/AdamW
+    ``capturable=True`` on a GPU: a step torch.optim lets a CUDA graph capture; SGD has no step
+    state and is always capturable): (optimizer, arena)."""
     torch, cfg = c.torch, c.cfg
     h = HYPER[cfg.algorithm]
     arena = c.randn((cfg.arena_elements,))
@@ -287,7 +288,11 @@ def _torch_optimizer(c: Ctx, impl: str):
     if cfg.algorithm == "sgd":
         kw.update(momentum=h["momentum"] if cfg.momentum else 0.0, dampening=h["dampening"], nesterov=cfg.nesterov)
     else:
-        kw.update(betas=(h["beta1"], h["beta2"]), eps=h["eps"], amsgrad=cfg.amsgrad)
+        # capturable on the GPU: the step counts and bias corrections stay on the device, so the step
+        # can be captured in a CUDA graph and timed as the kernels alone, like every candidate (the
+        # fused kernel is the same; the for-each path computes its bias corrections with _foreach ops)
+        kw.update(betas=(h["beta1"], h["beta2"]), eps=h["eps"], amsgrad=cfg.amsgrad,
+                  capturable=getattr(c.device, "type", "") == "cuda")
     kw[impl] = True
     try:
         opt = getattr(torch.optim, _TORCH_CLASS[cfg.algorithm])(params, **kw)
