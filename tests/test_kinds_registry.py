@@ -36,6 +36,7 @@ EXAMPLE_KEYS = {
     "GemmAct": "gemmact-cd81367ec74fff60",
     "InstanceNorm": "instancenorm-8c1ff0669724a5ff",
     "ConvBwdData": "convbwddata-af6d76bd16bdb532", "ConvBwdFilter": "convbwdfilter-cce2307ead3bcd6c",
+    "Optimizer": "optimizer-64109369cda75f9f",
 }
 
 
@@ -238,6 +239,12 @@ def _check_backward(kind: Kind) -> list[str]:
 
 def _check_onnx(kind: Kind) -> list[str]:
     out = []
+    if kind.phase != "forward":  # a training step's own call (the optimizer): no ONNX op is it
+        if kind.onnx or kind.fused_from:
+            out.append(f"onnx: a kind of the {kind.phase} phase maps ONNX ops or fusions")
+        if not kind.aten or not all(a.startswith("aten::") for ops in kind.aten.values() for a in ops):
+            out.append("aten: no ATen op names for the step (the profile join would leave its kernels unattributed)")
+        return out
     if not kind.onnx and not kind.fused_from and not _backward_of(kind):
         out.append("onnx: the kind maps no ONNX op, measures no fusion and is no kind's backward call")
     for op, mapper in kind.onnx.items():
@@ -319,6 +326,18 @@ REMOVALS = {
 }
 
 
+#: every (kind, piece) pair; a kind only fusion makes maps no ONNX op, so it has no mapper or ATen name to remove;
+#: a kind of another training phase (the optimizer) maps none and must not (its "onnx" piece is to add one)
+PAIRS = [(name, piece) for name, kind in L.REGISTRY.items() for piece in REMOVALS
+         if (kind.onnx or piece not in ("onnx mapper", "aten") if kind.phase == "forward"
+             else piece not in ("onnx", "onnx mapper"))]
+
+
+def test_a_training_phase_kind_that_maps_an_onnx_op_is_reported():
+    for kind in L.REGISTRY.values():
+        if kind.phase != "forward":
+            found = problems(dataclasses.replace(kind, onnx={"Relu": lambda n, c, a: None}))
+            assert any(p.startswith("onnx:") for p in found), found
 #: every (kind, piece) pair; a kind only fusion makes maps no ONNX op, so it has no mapper or ATen name to
 #: remove; a kind only another kind's backward makes has no ONNX op or fusion to remove (the backward
 #: test below takes its maker's backward away instead); a backward is only checked where a kind has one
@@ -329,7 +348,7 @@ PAIRS = [(name, piece) for name, kind in L.REGISTRY.items() for piece in REMOVAL
 
 def test_a_backward_kind_no_kind_makes_is_reported(monkeypatch):
     """A kind with no ONNX op and no fusion is whole only while a registered kind's backward makes it."""
-    for name in [n for n, k in L.REGISTRY.items() if not k.onnx and not k.fused_from]:
+    for name in [n for n, k in L.REGISTRY.items() if not k.onnx and not k.fused_from and k.phase == "forward"]:
         kind = L.REGISTRY[name]
         assert _backward_of(kind), name
         with monkeypatch.context() as mp:

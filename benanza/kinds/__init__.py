@@ -44,6 +44,7 @@ from benanza.kinds.gather import (GATHER_MAX_CONSTANT_INDICES, GatherConfig)  # 
 from benanza.kinds.where import (WhereConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.sdpa import (SDPA_MASKS, SdpaConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gemm_act import (GEMM_ACTIVATIONS, GemmActConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.optimizer import (OPTIMIZER_ALGORITHMS, OptimizerConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -71,6 +72,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "instancenorm",
     "conv_bwd_data",
     "conv_bwd_filter",
+    "optimizer",
 ))
 
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)

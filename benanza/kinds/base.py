@@ -264,6 +264,9 @@ class Kind:
       backward call may be a config of another kind (a GEMM's gradients are GEMMs). An empty tuple:
       the gradient passes through unchanged, no call (an Add of two same-shape tensors). None: the
       kind has no backward pass yet, so a training step of a model with it is incomplete, and says so.
+    - ``phase``: the phase of :data:`TRAINING_PHASES` the kind's own calls belong to: ``forward`` for
+      a layer of the model's graph; ``optimizer`` for the optimizer step (:mod:`benanza.kinds.optimizer`),
+      which no ONNX op maps to (its config comes from the model's parameters, so ``onnx`` is empty).
     """
 
     example: LayerConfig
@@ -281,3 +284,8 @@ class Kind:
     image: bool = False
     nhwc_job: Callable[[Any, bool], bool] | None = None
     backward: Callable[[Any], tuple] | None = None
+    phase: str = "forward"
+
+    def __post_init__(self):
+        if self.phase not in TRAINING_PHASES:
+            raise ValueError(f"kind {self.name}: phase {self.phase!r} is not one of {', '.join(TRAINING_PHASES)}")

@@ -20,7 +20,9 @@ class NotSupported(Exception):
 @dataclass
 class Candidate:
     """One framework call for a config: ``fn()`` runs it on preallocated inputs and returns its
-    output; ``out_numel`` the element count it must produce (the config's output)."""
+    output; ``out_numel`` the element count it must produce (the config's output). ``variants``:
+    other ways the framework runs the same config (the optimizer's for-each step beside its fused
+    one), each timed as its own measurement of the job (``call`` and ``algorithm`` tell them apart)."""
 
     call: str
     algorithm: str
@@ -28,6 +30,7 @@ class Candidate:
     out_numel: int
     note: str = ""
     details: dict = field(default_factory=dict)
+    variants: list["Candidate"] = field(default_factory=list)
 
 
 @dataclass

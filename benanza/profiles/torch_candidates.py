@@ -332,6 +332,20 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True, laps
             if kernels and recs[0].get("status") == "ok":
                 details["kernels"] = _kernel_names(cand)
                 laps("kernels")
+            # the other ways PyTorch runs the config (Candidate.variants), each its own records
+            extra = []
+            for var in cand.variants:
+                vbase = {**base, "call": var.call, "algorithm": var.algorithm, "note": var.note}
+                vdetails = {"torch": details["torch"], "cudnn": details["cudnn"], **var.details}
+                try:
+                    vrecs = measure(var, policy, l2_bytes, job.get("best_ms"), laps)
+                except (RuntimeError, ValueError, TypeError) as e:  # this variant only
+                    if "CUDA error" in str(e) or "illegal memory" in str(e):
+                        raise
+                    vrecs = [{"cache": "warm", "status": "failed", "message": str(e).strip()[:300] or type(e).__name__}]
+                if kernels and vrecs[0].get("status") == "ok":
+                    vdetails["kernels"] = _kernel_names(var)
+                extra += [{**vbase, "details": vdetails, **r} for r in vrecs]
     except NotSupported as e:
         return [{**base, "call": base.get("call") or f"torch:{cfg.kind}", "algorithm": base.get("algorithm", "*"),
                  "cache": "warm", "status": "not_supported", "message": str(e)}]
@@ -341,7 +355,7 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True, laps
         msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         return [{**base, "call": base.get("call") or f"torch:{cfg.kind}", "algorithm": base.get("algorithm", "*"),
                  "cache": "warm", "status": "failed", "message": msg}]
-    return [{**base, "details": details, **r} for r in recs]
+    return [{**base, "details": details, **r} for r in recs] + extra
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
