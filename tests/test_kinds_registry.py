@@ -34,7 +34,7 @@ EXAMPLE_KEYS = {
     "LayerNorm": "layernorm-3ce21e7fb33e88af", "Unary": "unary-4b05f2888667569f",
     "Gather": "gather-75a7da5f284937a8", "Where": "where-daa2176cb52aab36", "SDPA": "sdpa-7d3de339f70f9f16",
     "GemmAct": "gemmact-cd81367ec74fff60",
-    "InstanceNorm": "instancenorm-8c1ff0669724a5ff",
+    "InstanceNorm": "instancenorm-8c1ff0669724a5ff", "GemmActBackward": "gemmactbackward-26947f6507aa3c3e",
 }
 
 
