@@ -181,6 +181,13 @@ def gemm_gradients(cfg: GemmConfig) -> tuple[GemmConfig, GemmConfig]:
     return da, db
 
 
+def gradient_operands(cfg: GemmConfig) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Which tensors the gradient GEMMs of :func:`gemm_gradients` read, in their operand order: for dA
+    and for dB, a pair of ``"A"``, ``"B"`` (the forward's operands, as stored) and ``"dY"`` (the
+    gradient of Y, Y's shape)."""
+    return (("B", "dY") if cfg.trans_a else ("dY", "B")), (("dY", "A") if cfg.trans_b else ("A", "dY"))
+
+
 def b_is_weight(cfg: GemmConfig) -> bool:
     """Whether the backward counts B as a weight (its gradient in phase ``backward_weight``) rather than
     an activation (``backward_data``). A config does not know which operand is an initializer (one
