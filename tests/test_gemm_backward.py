@@ -39,9 +39,9 @@ def run_gemm(cfg: GemmConfig, a, b):
     return op(a, cfg.trans_a) @ op(b, cfg.trans_b)
 
 
-def operands(cfg: GemmConfig, m: GemmConfig, tensors):
-    """The gradient GEMM ``m``'s operands, by the names :func:`gradient_operands` gives for ``cfg``."""
-    return [tensors[name] for name in m]
+def operands(names, tensors):
+    """A gradient GEMM's operands, by the names :func:`gradient_operands` gives for them."""
+    return [tensors[name] for name in names]
 
 
 def finite_difference(f, x, eps=1e-3):
@@ -93,8 +93,8 @@ def test_gradient_gemms_are_the_chain_rule(ta, tb, batch):
     da_cfg, db_cfg = gemm_gradients(cfg)
     names_a, names_b = gradient_operands(cfg)
     t = {"A": a, "B": b, "dY": dy}
-    da = run_gemm(da_cfg, *operands(cfg, names_a, t))
-    db = run_gemm(db_cfg, *operands(cfg, names_b, t))
+    da = run_gemm(da_cfg, *operands(names_a, t))
+    db = run_gemm(db_cfg, *operands(names_b, t))
     np.testing.assert_allclose(da, fd_a, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(db, fd_b, rtol=1e-6, atol=1e-8)
     assert da_cfg.output_shape() == tuple(sa) and db_cfg.output_shape() == tuple(sb)
@@ -146,8 +146,10 @@ def _transformer_model(path, batch_heads=(2, 4), seq=16, dim=8, hidden=32):
     f = TensorProto.FLOAT
     graph = helper.make_graph(
         nodes, "attention",
-        [helper.make_tensor_value_info("x", f, [n, seq, hidden]), helper.make_tensor_value_info("q", f, [n, h, seq, dim]),
-         helper.make_tensor_value_info("kt", f, [n, h, dim, seq]), helper.make_tensor_value_info("p", f, [n, h, seq, seq]),
+        [helper.make_tensor_value_info("x", f, [n, seq, hidden]),
+         helper.make_tensor_value_info("q", f, [n, h, seq, dim]),
+         helper.make_tensor_value_info("kt", f, [n, h, dim, seq]),
+         helper.make_tensor_value_info("p", f, [n, h, seq, seq]),
          helper.make_tensor_value_info("v", f, [n, h, seq, dim])],
         [helper.make_tensor_value_info("qkv", f, [n, seq, 3 * hidden]),
          helper.make_tensor_value_info("scores", f, [n, h, seq, seq]),
@@ -237,11 +239,11 @@ def test_epilogues_give_the_mlp_gradients(tb):
     (_, data), (_, weight) = L.REGISTRY["GemmAct"].backward(producer)
     names_a, names_b = gradient_operands(fc1)
     t = {"A": x, "B": w1, "dY": dpre}
-    dw1, db1_w = epilogue(weight, *operands(fc1, names_b, t), aux=None)
+    dw1, db1_w = epilogue(weight, *operands(names_b, t), aux=None)
     np.testing.assert_allclose(dw1, finite_difference(lambda w: loss(w1=w), w1.copy()), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(db1_w, db1, rtol=1e-9)
     # the data gradient, without the mask of the layer below (X is the network's input: all ones)
-    dx, _ = epilogue(data, *operands(fc1, names_a, t), aux=np.ones((m, k)))
+    dx, _ = epilogue(data, *operands(names_a, t), aux=np.ones((m, k)))
     np.testing.assert_allclose(dx, finite_difference(lambda v: loss(x=v), x.copy()), rtol=1e-6, atol=1e-8)
 
 

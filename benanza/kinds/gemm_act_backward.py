@@ -20,16 +20,13 @@ Linear -> GELU -> Linear.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, numel
 from benanza.kinds.cpp import CppValue, cpp_num
 from benanza.kinds.framework import Candidate, Ctx, NotSupported
 from benanza.kinds.gemm import GemmCase, GemmConfig, b_is_weight, bias_gradient, gemm_case, gemm_gradients
 from benanza.kinds.unary import UNARY_OPS
-
-if TYPE_CHECKING:  # gemm_act imports this module for its Kind.backward
-    from benanza.kinds.gemm_act import GemmActConfig
 
 
 #: cuBLASLt's backward epilogues (cublasLtEpilogue_t, lower case) -> LtSpec::backward's code (lt.hpp)
@@ -202,8 +199,9 @@ def _bias_epilogue(gemm: GemmConfig) -> str:
     return "bgradb" if gemm.trans_b else "bgrada"
 
 
-def gemm_act_backward(cfg: GemmActConfig) -> tuple:
-    """The backward calls of a GemmAct layer ``Z = act(op(A) @ op(B) + bias)`` (``Kind.backward``),
+def gemm_act_backward(cfg) -> tuple:
+    """The backward calls of a GemmAct layer ``Z = act(op(A) @ op(B) + bias)`` (``cfg``: a
+    :class:`benanza.kinds.gemm_act.GemmActConfig`, whose module imports this one; ``Kind.backward``),
     from the gradient dZ of its output (:func:`benanza.kinds.gemm.gemm_gradients` for the shapes):
 
     1. ``backward_data``: the data-gradient GEMM of A with the activation's derivative fused, a
@@ -234,9 +232,9 @@ def gemm_act_backward(cfg: GemmActConfig) -> tuple:
     return tuple(calls)
 
 
-def fused_consumer_dgrad(producer: GemmActConfig, consumer: GemmConfig) -> GemmActBackwardConfig:
-    """The exact fused form when a GemmAct ``producer``'s output Z is the A operand of ``consumer``
-    (a Gemm / MatMul, or the GEMM of the next GemmAct): the consumer's data-gradient GEMM of A
+def fused_consumer_dgrad(producer, consumer: GemmConfig) -> GemmActBackwardConfig:
+    """The exact fused form when the output Z of a GemmAct ``producer`` (a GemmActConfig) is the A
+    operand of ``consumer`` (a Gemm / MatMul, or the GEMM of the next GemmAct): the consumer's data-gradient GEMM of A
     (``dZ = dY @ op(B)^T``) with the producer's DRELU_BGRAD / DGELU_BGRAD, which writes the producer's
     pre-activation gradient and its bias gradient (cublasLt.h, CUBLASLT_EPILOGUE_DRELU_BGRAD). With
     it, the producer's weight gradient is a plain GEMM. Raises ValueError when the consumer's A is not
