@@ -275,6 +275,8 @@ def test_config_validation_flops_and_bytes():
     assert kind.min_bytes(relu, 2, 2) == 2 * (32 * 16 + 16 * 64) + d // 8 + 2 * (d + 64)
     gelu = GemmActBackwardConfig(gemm=g, epilogue="dgelu")
     assert kind.min_bytes(gelu, 2, 2) == 2 * (32 * 16 + 16 * 64) + 2 * d + 2 * d
+    assert relu.batch_count == 1 and GemmActBackwardConfig(gemm=GemmConfig(m=8, n=8, k=8, batch_count=6),
+                                                           epilogue="dgelu").batch_count == 6
     again = L.config_from_params("GemmActBackward", gelu.params())
     assert again == gelu and again.key == gelu.key
 

@@ -72,6 +72,11 @@ class GemmActBackwardConfig(LayerConfig):
             raise ValueError("gelu_erf applies to the DGELU epilogues only")
 
     @property
+    def batch_count(self) -> int:
+        """The GEMM's number of products (:attr:`benanza.kinds.gemm.GemmConfig.batch_count`)."""
+        return self.gemm.batch_count
+
+    @property
     def activation(self) -> str:
         """"relu", "gelu" (erf), "gelu_tanh", or "" (a bias gradient alone)."""
         if self.epilogue.startswith("drelu"):
