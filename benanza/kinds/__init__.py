@@ -45,6 +45,7 @@ from benanza.kinds.where import (WhereConfig)  # noqa: F401 (the kinds' namespac
 from benanza.kinds.sdpa import (SDPA_MASKS, SdpaConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gemm_act import (GEMM_ACTIVATIONS, GemmActConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.optimizer import (OPTIMIZER_ALGORITHMS, OptimizerConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.gemm_act_backward import (GemmActBackwardConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -73,6 +74,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "conv_bwd_data",
     "conv_bwd_filter",
     "optimizer",
+    "gemm_act_backward",
 ))
 
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)
@@ -101,7 +103,7 @@ def config_from_params(kind: str, params: dict) -> LayerConfig:
     def _decode(klass, f, v):
         if klass in (ConvBiasActConfig, ConvBnActConfig, ConvBwdDataConfig, ConvBwdFilterConfig) and f.name == "conv":
             return build(ConvConfig, v)
-        if klass is GemmActConfig and f.name == "gemm":
+        if klass in (GemmActConfig, GemmActBackwardConfig) and f.name == "gemm":
             return build(GemmConfig, v)
         if klass is CopyConfig and f.name == "attrs":
             return tuple((name, tuple(vals)) for name, vals in v)

@@ -50,7 +50,7 @@ FMA_PLAUSIBILITY_MARGIN = 1.05
 #: layer kinds whose every algorithm performs all of its FLOPs (GEMMs: cuBLAS and cuDNN use no
 #: Strassen-like reductions), unlike convolutions, where Winograd and FFT algorithms legitimately
 #: beat the FMA rate computed from the direct method's FLOPs
-GEMM_KINDS = ("Gemm", "GemmAct")
+GEMM_KINDS = ("Gemm", "GemmAct", "GemmActBackward")
 
 
 def fp32_fma_bound(sm_count: int, max_sm_clock_mhz: float) -> float:

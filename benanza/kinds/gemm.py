@@ -150,6 +150,85 @@ def _gemm(c: Ctx) -> Candidate:
     return Candidate(call, "default", fn, numel(c.cfg.output_shape()))
 
 
+def gemm_gradients(cfg: GemmConfig) -> tuple[GemmConfig, GemmConfig]:
+    """The data gradients of ``Y = op(A) @ op(B)`` as GEMMs of this kind: ``(dA, dB)``, each of A's and
+    B's stored shape (:meth:`GemmConfig.input_shapes`) and each with the forward's FLOPs less the
+    bias's (2*batch_count*m*n*k), batch_count kept (the gradients of a batch of products are a
+    batch of products). In each the first operand and the second are, in order:
+
+    - dA, trans_a False: ``dA = dY @ op(B)^T`` (m x k; inner n): operands dY (m x n) and B, with
+      ``trans_b = not trans_b``; trans_a True: ``dA = op(B) @ dY^T`` (k x m; inner n): operands B
+      (``trans_a = trans_b``) and dY (``trans_b = True``).
+    - dB, trans_b False: ``dB = op(A)^T @ dY`` (k x n; inner m): operands A (``trans_a = not
+      trans_a``) and dY; trans_b True: ``dB = dY^T @ op(A)`` (n x k; inner m): operands dY
+      (``trans_a = True``) and A (``trans_b = trans_a``).
+
+    The chain rule of a matrix product (d(op(A)) = dY op(B)^T, d(op(B)) = op(A)^T dY), transposed back
+    where op transposes. For a fully connected layer ``Y = X W^T`` (ONNX Gemm transB=1, torch's
+    F.linear) this is PyTorch's ``AddmmBackward0``/``MmBackward0`` (tools/autograd/derivatives.yaml,
+    ``mm_mat1_backward``/``mm_mat2_backward``): the data gradient ``dX = dY @ W`` in NN and the weight
+    gradient ``dW = dY^T @ X`` (``grad.t().mm(input)``), the transposed-A form PyTorch passes to
+    cuBLAS. The gradients have no bias term (bias "none")."""
+    m, n, k, ta, tb = cfg.m, cfg.n, cfg.k, cfg.trans_a, cfg.trans_b
+    if ta:
+        da = GemmConfig(m=k, n=m, k=n, batch_count=cfg.batch_count, trans_a=tb, trans_b=True)
+    else:
+        da = GemmConfig(m=m, n=k, k=n, batch_count=cfg.batch_count, trans_a=False, trans_b=not tb)
+    if tb:
+        db = GemmConfig(m=n, n=k, k=m, batch_count=cfg.batch_count, trans_a=True, trans_b=ta)
+    else:
+        db = GemmConfig(m=k, n=n, k=m, batch_count=cfg.batch_count, trans_a=not ta, trans_b=False)
+    return da, db
+
+
+def gradient_operands(cfg: GemmConfig) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Which tensors the gradient GEMMs of :func:`gemm_gradients` read, in their operand order: for dA
+    and for dB, a pair of ``"A"``, ``"B"`` (the forward's operands, as stored) and ``"dY"`` (the
+    gradient of Y, Y's shape)."""
+    return (("B", "dY") if cfg.trans_a else ("dY", "B")), (("dY", "A") if cfg.trans_b else ("A", "dY"))
+
+
+def b_is_weight(cfg: GemmConfig) -> bool:
+    """Whether the backward counts B as a weight (its gradient in phase ``backward_weight``) rather than
+    an activation (``backward_data``). A config does not know which operand is an initializer (one
+    config serves every node with its shapes), so this is the layout ONNX exporters give weights:
+    one product (batch_count 1: ONNX Gemm's B, a fully connected layer's weight, or a MatMul whose B
+    is shared by every row block, torch.onnx's export of nn.Linear as MatMul(X, W^T)) has B as its
+    weight; a batch of products (batch_count > 1: attention's Q K^T and P V, where both operands carry
+    the batch) has two activations. A is an activation in both. A MatMul of two activations at
+    batch_count 1 (attention at model batch 1 with one head) is then counted in backward_weight: the
+    same GEMM, in another phase."""
+    return cfg.batch_count == 1
+
+
+def gemm_backward(cfg: GemmConfig) -> tuple:
+    """The backward calls of a Gemm / MatMul layer (``Kind.backward``): the gradient of A
+    (``backward_data``), the gradient of B (``backward_weight`` when B is the weight,
+    :func:`b_is_weight`, else ``backward_data``), both as GEMMs of this kind (:func:`gemm_gradients`),
+    and for a bias vector C ("c") its gradient, dY summed over the m rows (and the batch), as a
+    ``ReduceSum`` of the Reduce kind (``backward_weight``): what PyTorch's AddmmBackward0 runs for
+    the bias (``grad.sum(0)`` through ``sum_to``). A full C ("c_full") has no call: its shape beyond
+    "not a vector" is not in the config, and the gradient of a C of Y's shape is dY itself."""
+    da, db = gemm_gradients(cfg)
+    calls = [("backward_data", da), ("backward_weight" if b_is_weight(cfg) else "backward_data", db)]
+    bias = bias_gradient(cfg)
+    if bias is not None:
+        calls.append(("backward_weight", bias))
+    return tuple(calls)
+
+
+def bias_gradient(cfg: GemmConfig):
+    """The gradient of a bias vector C ("c", length n) as a Reduce: ``ReduceSum`` of dY (Y's shape)
+    over every axis but the last, to (1, ..., n). None for no bias, a full C ("c_full", see
+    :func:`gemm_backward`), or when dY has one row (m = 1, batch_count 1: the gradient is dY itself)."""
+    from benanza.kinds.reduce import ReduceConfig
+
+    if cfg.bias != "c" or cfg.m * cfg.batch_count == 1:
+        return None
+    y = cfg.output_shape()
+    return ReduceConfig(op="sum", x=y, y=tuple(1 for _ in y[:-1]) + (cfg.n,))
+
+
 def _min_bytes(cfg: GemmConfig, ib: int, ob: int) -> int:
     """A and B read once, C (the bias: a row vector or a matrix) read once, Y written once (bytes)."""
     c = 0 if cfg.bias == "none" else (cfg.n if cfg.bias == "c" else cfg.m * cfg.n)
@@ -164,4 +243,4 @@ KIND = Kind(
     torch=_gemm, onnx={"Gemm": _map_gemm, "MatMul": _map_matmul},
     typed_ops=(), fused_from=(),
     aten={"Gemm": ('aten::addmm', 'aten::linear', 'aten::matmul', 'aten::mm'), "MatMul": ('aten::addmm', 'aten::baddbmm', 'aten::bmm', 'aten::einsum', 'aten::linear', 'aten::matmul', 'aten::mm')},
-    nhwc=False, image=False)
+    nhwc=False, image=False, backward=gemm_backward)

@@ -12,6 +12,7 @@ from benanza.kinds.cpp import CppValue
 from benanza.kinds.base import Job, Kind, LayerConfig, io_bytes, numel
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
 from benanza.kinds.gemm import GemmCase, GemmConfig, gemm_case, gemm_fn
+from benanza.kinds.gemm_act_backward import gemm_act_backward
 from benanza.kinds.unary import UNARY_OPS
 
 
@@ -93,4 +94,4 @@ KIND = Kind(
     torch=_gemm_act, onnx={},
     typed_ops=(), fused_from=('MatMul', 'Add', 'Gelu'),
     aten={},
-    nhwc=False, image=False)
+    nhwc=False, image=False, backward=gemm_act_backward)

@@ -364,7 +364,7 @@ class _Shared:
 
 #: the candidates a job of each kind times, roughly (engine configs, algorithms, cuBLASLt configs,
 #: kernels): the weight of :func:`job_cost`; kinds not named time a few calls
-_CANDIDATES = {"Conv": 60, "ConvBiasAct": 40, "ConvBnAct": 40, "Gemm": 30, "GemmAct": 30, "Sdpa": 20, "RNN": 6,
+_CANDIDATES = {"Conv": 60, "ConvBiasAct": 40, "ConvBnAct": 40, "Gemm": 30, "GemmAct": 30, "GemmActBackward": 30, "Sdpa": 20, "RNN": 6,
                "LayerNorm": 10, "Unary": 4, "Elementwise": 4}
 
 

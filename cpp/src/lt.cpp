@@ -14,7 +14,11 @@
 // C: a length-n bias vector (Gemm's C of shape (n) or (1, n)) is CUBLASLT_EPILOGUE_BIAS; any other
 // C is beta = 1 onto an output that holds it. A fused activation (LtSpec::activation, GemmAct
 // candidates) is the epilogue RELU / GELU, with the bias vector RELU_BIAS / GELU_BIAS (bias added,
-// then the activation).
+// then the activation). A backward epilogue (LtSpec::backward, the GemmActBackward kind of a training
+// step) is DRELU / DGELU [_BGRAD] (D = product * act'(aux), the aux buffer holding the forward's ReLU
+// bit-mask or GELU input; _BGRAD also writes D summed over its m rows) or BGRADA / BGRADB (cuBLASLt's
+// A or B summed over k), with the bias gradient's and the aux's pointers, leading dimension and batch
+// strides set (cublasLt.h, cublasLtMatmulDescAttributes_t); every config below is timed with it.
 //
 // What is timed, per job and with the harness's method (Bench::measure):
 //   1. cublasLtMatmulAlgoGetHeuristic's list (kLtHeuristicRequest requested, workspace up to the
@@ -327,9 +331,28 @@ cublasStatus_t layout(cublasLtMatrixLayout_t* l, cudaDataType_t t, uint64_t rows
   return s;
 }
 
-// Build the descriptors; "" on success, else the failing call and its status.
+// The buffers of a backward epilogue (LtSpec::backward): the forward's aux (ReLU bit-mask or GELU
+// input, D's shape, leading dimension and batch stride in elements: bits for the bit-mask) and the
+// bias gradient's batch stride (elements).
+struct EpilogueAux {
+  const void* aux = nullptr;
+  int64_t aux_ld = 0, aux_stride = 0, bias_stride = 0;
+};
+
+bool is_bgrad(uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD || epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD ||
+         epilogue == CUBLASLT_EPILOGUE_BGRADA || epilogue == CUBLASLT_EPILOGUE_BGRADB;
+}
+
+bool reads_aux(uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_DRELU || epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD ||
+         epilogue == CUBLASLT_EPILOGUE_DGELU || epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+// Build the descriptors; "" on success, else the failing call and its status. `bias`: the bias
+// vector (BIAS epilogues) or the bias gradient's output (BGRAD epilogues).
 std::string build(Problem& pr, const LtSpec& s, DType out_t, uint32_t epilogue, bool fast_accum, const void* bias,
-                  const void* scale) {
+                  const void* scale, const EpilogueAux& ea = EpilogueAux{}) {
   const bool fp8 = s.precision == Precision::FP8;
   const DType in_t = storage_of(s.precision);
   pr.compute = s.precision == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -343,8 +366,19 @@ std::string build(Problem& pr, const LtSpec& s, DType out_t, uint32_t epilogue, 
   LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-    if (epilogue & CUBLASLT_EPILOGUE_BIAS)
+    if ((epilogue & CUBLASLT_EPILOGUE_BIAS) || is_bgrad(epilogue)) {
       LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+      if (is_bgrad(epilogue) && s.batch > 1)
+        LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &ea.bias_stride,
+                                              sizeof ea.bias_stride));
+    }
+    if (reads_aux(epilogue)) {
+      LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ea.aux, sizeof ea.aux));
+      LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ea.aux_ld, sizeof ea.aux_ld));
+      if (s.batch > 1)
+        LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &ea.aux_stride,
+                                              sizeof ea.aux_stride));
+    }
   }
   if (fp8) {
     LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof scale));
@@ -692,9 +726,31 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
     epilogue = vec ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     epilogue_name = vec ? "GELU_BIAS" : "GELU";
   }
+  // a backward epilogue (the gradient GEMMs of a training step)
+  static const struct {
+    uint32_t epilogue;
+    const char* name;
+  } kBackward[] = {{CUBLASLT_EPILOGUE_DEFAULT, "DEFAULT"},       {CUBLASLT_EPILOGUE_DRELU, "DRELU"},
+                   {CUBLASLT_EPILOGUE_DRELU_BGRAD, "DRELU_BGRAD"}, {CUBLASLT_EPILOGUE_DGELU, "DGELU"},
+                   {CUBLASLT_EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD"}, {CUBLASLT_EPILOGUE_BGRADA, "BGRADA"},
+                   {CUBLASLT_EPILOGUE_BGRADB, "BGRADB"}};
+  const bool backward = s.backward != 0;
+  if (backward) {
+    if (s.backward < 0 || s.backward > 6 || s.bias || s.activation) {
+      b.record(Call{"cublasLtMatmul", "*", math, in_t, "", 0}, "failed",
+               "invalid backward epilogue spec: code " + std::to_string(s.backward) + " with bias " +
+                   std::to_string(s.bias) + ", activation " + std::to_string(s.activation));
+      return;
+    }
+    epilogue = kBackward[s.backward].epilogue;
+    epilogue_name = kBackward[s.backward].name;
+  }
   const std::string call_name =
       epilogue == CUBLASLT_EPILOGUE_DEFAULT ? "cublasLtMatmul" : std::string("cublasLtMatmul(EPILOGUE_") + epilogue_name + ")";
   std::string note = s.bias == 2 ? "C as beta=1 onto the output" : "";
+  if (backward && s.erf_stand_in)
+    note = "erf GELU's gradient timed with cuBLASLt's DGELU epilogue (the tanh approximation's derivative): same "
+           "work, different rounding";
   if (s.activation == 3)
     note += std::string(note.empty() ? "" : "; ") +
             "erf GELU timed with cuBLASLt's GELU epilogue (its tanh approximation, as PyTorch uses it): same work, "
@@ -709,6 +765,10 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
   cublasLtHandle_t lt = lt_handle();
   if (!lt) {
     b.record(any, "failed", "cublasLtCreate failed");
+    return;
+  }
+  if (fp8 && backward) {
+    b.record(any, "not_supported", "backward epilogues are timed in fp32/tf32/fp16/bf16, not FP8 (E4M3)");
     return;
   }
   if (fp8 && (s.k % 16 || s.n % 16)) {
@@ -737,10 +797,30 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
   o.beta = s.bias == 2 ? 1.0f : 0.0f;
   void* bias = s.bias == 1 ? b.random(static_cast<std::size_t>(s.n), out_t) : nullptr;
   void* scale = fp8 ? b.random(1, DType::F32, 1.0f, 1.0f) : nullptr;
+  // a backward epilogue's buffers: the forward's aux of D's shape (n x m column-major per batch: a
+  // ReLU bit-mask with a leading dimension of n rounded up to 128 bits, a GELU input of n rounded up
+  // to 8 elements: cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD) and the bias gradient (length n;
+  // BGRADB: m)
+  EpilogueAux ea;
+  if (backward) {
+    const bool relu = s.backward == 1 || s.backward == 2;
+    const int64_t rows = s.n;
+    ea.aux_ld = relu ? (rows + 127) / 128 * 128 : (rows + 7) / 8 * 8;
+    ea.aux_stride = ea.aux_ld * s.m;
+    if (reads_aux(epilogue)) {
+      const std::size_t total = static_cast<std::size_t>(ea.aux_stride) * batch;
+      // the bit-mask: random bits (any pattern is a mask), as float32 words; the GELU input: random values
+      ea.aux = relu ? b.random((total / 8 + 3) / 4, DType::F32) : b.random(total, out_t);
+    }
+    if (is_bgrad(epilogue)) {
+      ea.bias_stride = s.backward == 6 ? s.m : s.n;
+      bias = b.random(static_cast<std::size_t>(ea.bias_stride) * batch, out_t);
+    }
+  }
 
   // 1. the heuristic's list: recorded as choices, every distinct config timed
   Problem pr;
-  std::string err = build(pr, s, out_t, epilogue, false, bias, scale);
+  std::string err = build(pr, s, out_t, epilogue, false, bias, scale, ea);
   if (!err.empty()) {
     b.record(any, "not_supported", "cuBLASLt descriptors: " + err);
     return;
