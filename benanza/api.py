@@ -383,7 +383,7 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
         for n in dict.fromkeys(n for ml in mls for n in ml.notices):
             _err().print(f"notice: {n}", markup=False)
     database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, db, output, quiet, say, stages,
-                                   compile_now=False, train=train)
+                                   compile_now=False, train=train, optimizer=optimizer)
     rs, ts = _bench_measure(suite, database, opts, quiet, torch, say, stages)
     system, results = _bench_analyze(mls, precisions, lays, conv_p, database, rs, say, stages)
     steps = []
@@ -553,7 +553,7 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
 
 
 def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict,
-                 compile_now: bool = True, train: bool = False):
+                 compile_now: bool = True, train: bool = False, optimizer: str = "sgd"):
     """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
     created when no layer can be benchmarked), generate the suite into ``output`` (default: a
     cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
@@ -575,7 +575,7 @@ def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet:
     t = time.perf_counter()
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
         f"{mls[0].model}-{mls[0].sha256[:12]}")
-    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p, train=train)
+    suite = gen(mls, precisions, folder, layouts, kind_list, conv_p, train=train, optimizer=optimizer)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
     if compile_now:

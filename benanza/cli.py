@@ -235,7 +235,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
              conv_tf32: bool = typer.Option(False, "--conv-tf32", help=CONV_TF32_HELP),
              dim: Optional[list[str]] = typer.Option(None, "--dim", help=DIM_HELP),
              batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP),
-             train: bool = typer.Option(False, "--train", help="the backward calls of a training step too")):
+             train: bool = typer.Option(False, "--train", help="the backward calls of a training step too"),
+             optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP)):
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers.
 
     Example: benanza generate resnet50.onnx --batch 1,32 --dtype fp16 -o suite"""
@@ -247,8 +248,9 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
     if output.exists() and not output.is_dir():
         raise UsageError(f"-o {output}: exists and is not a folder; give a folder for the suite")
     mls = _process_all(model, parse_batches(batch), _parse_dims(dim), batch_dim)
+    _check_optimizer(optimizer)
     suite = gen(mls, precisions, output, layouts, parse_kinds(kinds), _conv_precision(conv_tf32, precisions),
-                train=train)
+                train=train, optimizer=optimizer)
     kinds = {}
     for j in suite.jobs:
         kinds[j.kind] = kinds.get(j.kind, 0) + 1
@@ -300,7 +302,8 @@ TRAIN_HELP = ("the training step too: every layer's backward calls (data and wei
               "layer kind has no backward pass in benanza yet, or the optimizer's update is not measured")
 
 
-OPTIMIZER_HELP = "with --train: the optimizer whose state the memory bound holds: sgd (momentum), adam or adamw"
+OPTIMIZER_HELP = ("with --train: the optimizer whose step is timed over the model's parameters and whose state "
+                  "the memory bound holds: sgd (with momentum), adam or adamw (torch.optim's defaults)")
 
 
 TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the framework's own kernels, "

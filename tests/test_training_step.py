@@ -54,10 +54,12 @@ def test_the_plan_follows_autograd(tmp_path, monkeypatch):
                      ("conv1", "backward_weight")]
     assert [ml.layers[i].name for i in plan.data_not_needed] == ["conv1"]
     assert not plan.no_backward
-    jobs = plan_jobs([ml], ["fp32"], ["NCHW"], train=True)
+    jobs = plan_jobs([ml], ["fp32"], ["NCHW"], train=True, optimizer="adam")
     keys = {j.config.key for j in jobs}
     assert set(plan.configs()) <= keys
-    assert len(keys) == len(ml.unique_configs()) + len(plan.configs())
+    opt = [j.config for j in jobs if j.kind == "Optimizer"]
+    assert len(opt) == 1 and opt[0].algorithm == "adam" and opt[0].parameter_count == 432 + 2304
+    assert len(keys) == len(ml.unique_configs()) + len(plan.configs()) + 1
     assert {j.config.key for j in plan_jobs([ml], ["fp32"], ["NCHW"])} == set(ml.unique_configs())
 
 
@@ -85,17 +87,24 @@ def test_step_sums_and_critical_path(tmp_path, monkeypatch):
     system = db.systems()[0]
     a = analyze(ml, db, system, "fp32", layouts=("NCHW",))
     t = training_step(ml, a, db, system)
+    # the optimizer's update is not measured yet: the step is a partial sum and says so
+    assert not t.complete and t.missing_count == 1 and t.phase_ms["optimizer"] is None
+    assert "INCOMPLETE" in t.lbl_text() and "sgd step over 2,736 parameters" in t.incomplete_note
+    assert t.critical_path_ms == pytest.approx(13.0)
+    from benanza.processing.training import optimizer_config
+
+    _measure(db, sid, optimizer_config(ml, "sgd"), "fp32", [("lib", 0.7)])
+    t = training_step(ml, a, db, system)
     assert t.phase_ms["forward"] == pytest.approx(3.5)
     assert t.phase_ms["backward_data"] == pytest.approx(3.5)
     assert t.phase_ms["backward_weight"] == pytest.approx(10.0)
-    assert t.sequential_ms == pytest.approx(17.0)
+    assert t.phase_ms["optimizer"] == pytest.approx(0.7)
+    assert t.sequential_ms == pytest.approx(17.7)
     # forward ends at 3.5; conv2's gradients 3.5 -> 6.5 (data) and -> 7.5 (weight); act's data gradient
-    # 6.5 -> 7.0; conv1's weight gradient 7.0 -> 13.0
-    assert t.critical_path_ms == pytest.approx(13.0)
-    # the optimizer's update is not measured: the step is a partial sum and says so
-    assert not t.complete and t.missing_count == 1
-    assert "INCOMPLETE" in t.lbl_text() and "optimizer" in t.incomplete_note
-    assert t.to_dict()["lbl_ms"] == pytest.approx(13.0) and t.to_dict()["complete"] is False
+    # 6.5 -> 7.0; conv1's weight gradient 7.0 -> 13.0; then the optimizer's step -> 13.7
+    assert t.critical_path_ms == pytest.approx(13.7)
+    assert t.complete and t.missing_count == 0 and "INCOMPLETE" not in t.lbl_text()
+    assert t.to_dict()["lbl_ms"] == pytest.approx(13.7) and t.to_dict()["complete"] is True
     # memory: 432 + 2304 parameters in fp32, their gradients and SGD's momentum; the saved
     # activations: conv2's input b and act's input a (2 x 16 x 8 x 8 each) and the model input x
     # that conv1's weight gradient reads (2 x 3 x 8 x 8)
@@ -118,10 +127,13 @@ def test_a_missing_backward_measurement_is_never_zero(tmp_path, monkeypatch):
     plan = training_plan(ml)
     for c in plan.calls[1:]:  # conv2's data gradient left unmeasured
         _measure(db, sid, c.config, "fp32", [("lib", 1.0)])
+    from benanza.processing.training import optimizer_config
+
+    _measure(db, sid, optimizer_config(ml, "sgd"), "fp32", [("lib", 1.0)])
     system = db.systems()[0]
     t = training_step(ml, analyze(ml, db, system, "fp32", layouts=("NCHW",)), db, system)
     assert [(c.layer_name, c.phase) for c in t.missing_calls] == [("conv2", "backward_data")]
-    assert t.missing_count == 2  # that call and the optimizer
+    assert t.missing_count == 1 and not t.complete
     assert "1 backward calls without a measurement" in t.incomplete_note
 
 

@@ -120,7 +120,7 @@ class TrainingStep:
     critical_path_ms: float
     calls: list[BackwardTime] = field(default_factory=list)
     no_backward: list[tuple[int, str, str]] = field(default_factory=list)
-    optimizer_note: str = "the optimizer's update is not measured yet"
+    optimizer_note: str = "the optimizer's update has no valid measurement"
     notes: list[str] = field(default_factory=list)
     memory: MemoryBound | None = None
 
@@ -230,8 +230,9 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         ready = max((done_d[j] for j in consumers.get(i, ())), default=fwd_end)
         done_d[i] = ready + d_ms.get(i, 0.0)
         last = max(last, done_d[i], ready + w_ms.get(i, 0.0))
+    opt_ms, opt_note = _optimizer_time(ml, a, db, system, optimizer)
     phase_ms = {"forward": fwd_seq, "backward_data": sum(d_ms.values()), "backward_weight": sum(w_ms.values()),
-                "optimizer": None}
+                "optimizer": opt_ms}
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
               else ml.layers[i].op_type) for i in sorted(plan.no_backward)]
     notes = []
@@ -241,8 +242,24 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     memory = memory_bound(ml, plan, calls, a.precision, optimizer)
     return TrainingStep(model=ml.model, batch=ml.batch, precision_label=a.precision_label, layouts=layouts,
                         forward=a, phase_ms=phase_ms,
-                        sequential_ms=fwd_seq + phase_ms["backward_data"] + phase_ms["backward_weight"],
-                        critical_path_ms=last, calls=calls, no_backward=no_bw, notes=notes, memory=memory)
+                        sequential_ms=fwd_seq + phase_ms["backward_data"] + phase_ms["backward_weight"] + (opt_ms or 0.0),
+                        critical_path_ms=last + (opt_ms or 0.0), calls=calls, no_backward=no_bw,
+                        optimizer_note=opt_note, notes=notes, memory=memory)
+
+
+def _optimizer_time(ml: ModelLayers, a: Analysis, db: Database, system: System, optimizer: str
+                    ) -> tuple[float | None, str]:
+    """The optimizer step's best measurement (ms) over ``ml``'s parameters, or None with why."""
+    from benanza.processing.training import optimizer_config
+
+    cfg = optimizer_config(ml, optimizer)
+    if cfg is None:
+        return 0.0, ""  # no trainable parameter: nothing to update
+    b = query.best_per_config(db, system.id, a.precision, a.cache, [cfg.key], tuple(a.layouts)).get(cfg.key)
+    if b is None:
+        return None, (f"the {optimizer} step over {cfg.parameter_count:,} parameters has no valid measurement "
+                      f"(`benanza bench --train --optimizer {optimizer}`)")
+    return b.median_ms, ""
 
 
 def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: str, optimizer: str = "sgd"

@@ -25,7 +25,7 @@ from benanza.kinds.precision import Precision
 from benanza.kinds.cpp import cpp_string
 from benanza.errors import UsageError
 from benanza.processing.model import ModelLayers
-from benanza.processing.training import training_plan
+from benanza.processing.training import optimizer_config, training_plan
 
 #: where the templates and the C++ harness live: next to the package in a source checkout, inside
 #: the package data when installed
@@ -163,7 +163,7 @@ def parse_layouts(text: str) -> list[str]:
 
 
 def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None,
-              conv_precision: str | None = None, train: bool = False) -> list[Job]:
+              conv_precision: str | None = None, train: bool = False, optimizer: str = "sgd") -> list[Job]:
     """The jobs for the unique configs of ``models`` (one model at several batch sizes, or several
     models) in the requested analysis precisions (:func:`benanza.kinds.precisions_for`) and layouts
     (``["NCHW"]`` by default; with ``"NHWC"``, convolutions and their neighbours get a second job on
@@ -171,7 +171,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
     (and cuDNN RNNs: :data:`benanza.kinds.CUDNN_TF32_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
     ``["fp32"]``: PyTorch's fp32 default, TF32 convolutions and FP32 matmuls). ``train``: the
     backward calls of a training step too (:func:`benanza.processing.training.training_plan`),
-    each in the precisions and layouts its forward layer gets."""
+    each in the precisions and layouts its forward layer gets, and the ``optimizer``'s step over
+    the model's parameters (:func:`benanza.processing.training.optimizer_config`)."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
 
@@ -200,6 +201,9 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
             for call in training_plan(ml).calls:
                 fwd = ml.layers[call.layer]
                 add(call.config, fwd.key in neighbours, fwd.name)
+            opt = optimizer_config(ml, optimizer)
+            if opt is not None:
+                add(opt, False, f"{optimizer}.step")
     return list(jobs.values())
 
 
@@ -240,7 +244,7 @@ def parse_kinds(text: str | None) -> list[str] | None:
 
 def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path,
              layouts: list[str] | None = None, kinds: list[str] | None = None,
-             conv_precision: str | None = None, train: bool = False) -> Suite:
+             conv_precision: str | None = None, train: bool = False, optimizer: str = "sgd") -> Suite:
     """Write the C++ suite for ``models`` (their unique configs) in ``precisions`` into ``out_dir``.
 
     Writes ``CMakeLists.txt``, ``src/<kind>.cpp`` per layer kind present, ``src/suite_info.cpp``,
@@ -248,9 +252,9 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
     models and their layer graphs' summaries). ``kinds``: only the jobs of these layer kinds (to
     measure again what a harness change touched). Returns the :class:`Suite`. Raises
     :class:`UsageError` when no layer of the models can be benchmarked (or none of ``kinds``).
-    ``conv_precision``, ``train``: see :func:`plan_jobs`.
+    ``conv_precision``, ``train``, ``optimizer``: see :func:`plan_jobs`.
     """
-    jobs = plan_jobs(models, precisions, layouts, conv_precision, train)
+    jobs = plan_jobs(models, precisions, layouts, conv_precision, train, optimizer)
     names = ", ".join(sorted({m.model for m in models}))
     if not jobs:
         raise UsageError(f"{names}: no benchmarkable layer (every layer is zero-cost or unsupported)")
@@ -293,7 +297,7 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
                     "summary": m.summary(), "key_counts": _key_counts(m),
                     # every config the model uses, jobs or not (an NHWC-only suite has no job for
                     # a Gemm), so that the database knows each key the model's record names
-                    "configs": [{"kind": c.kind, "params": c.params()} for c in _model_configs(m, train)]}
+                    "configs": [{"kind": c.kind, "params": c.params()} for c in _model_configs(m, train, optimizer)]}
                    for m in models],
         "train": train,
         "jobs": [j.to_dict() for j in jobs],
@@ -339,12 +343,15 @@ def render_harness_project(root: Path) -> None:
     write_if_changed(root / "CMakeLists.txt", text)
 
 
-def _model_configs(m: ModelLayers, train: bool) -> list:
+def _model_configs(m: ModelLayers, train: bool, optimizer: str = "sgd") -> list:
     """Every config of ``m`` the database is to know: its layers' and fusions', and with ``train``
-    its backward calls' (:func:`benanza.processing.training.training_plan`)."""
+    its backward calls' (:func:`benanza.processing.training.training_plan`) and its optimizer step's."""
     configs = dict(m.unique_configs())
     if train:
         configs.update(training_plan(m).configs())
+        opt = optimizer_config(m, optimizer)
+        if opt is not None:
+            configs[opt.key] = opt
     return list(configs.values())
 
 

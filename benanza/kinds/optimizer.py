@@ -130,7 +130,8 @@ class OptimizerConfig(LayerConfig):
 
     @property
     def parameter_count(self) -> int:
-        """Elements of all parameters (resnet50: 25,557,032)."""
+        """Elements of all parameters (torchvision resnet50: 25,557,032; examples/resnet50.onnx, its
+        BatchNorms folded: 25,530,472)."""
         return sum(numel(s) for s in self.parameters)
 
     @property

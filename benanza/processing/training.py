@@ -143,3 +143,14 @@ def trainable_parameters(model: str | Path) -> list[tuple[int, ...]]:
                 continue
             found[name] = shape
     return list(found.values())
+
+
+def optimizer_config(ml: ModelLayers, algorithm: str = "sgd") -> L.LayerConfig | None:
+    """The optimizer step over ``ml``'s trainable parameters (:func:`trainable_parameters`) with
+    ``algorithm`` (:data:`benanza.kinds.OPTIMIZER_ALGORITHMS`, torch.optim's defaults:
+    :meth:`benanza.kinds.OptimizerConfig.from_parameters`), or None for a model without any.
+    Raises ValueError for an unknown algorithm, ModelError for an unreadable model."""
+    if algorithm not in L.OPTIMIZER_ALGORITHMS:
+        raise ValueError(f"unknown optimizer {algorithm!r} (choose from {', '.join(L.OPTIMIZER_ALGORITHMS)})")
+    shapes = trainable_parameters(ml.path)
+    return L.OptimizerConfig.from_parameters(shapes, algorithm) if shapes else None
