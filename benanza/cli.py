@@ -40,6 +40,15 @@ LAYOUT_HELP = ("tensor layouts: nchw,nhwc (default: convolutions and their neigh
                "(the model's layout only)")
 CONV_TF32_HELP = ("with --dtype fp32: convolutions (and cuDNN RNNs) in tf32, matmuls and the rest in fp32 -- PyTorch's default "
                   "(torch.backends.cudnn.allow_tf32 on, torch.backends.cuda.matmul.allow_tf32 off)")
+TRAIN_HELP = ("the training step too: every layer's backward calls (data and weight gradients) are "
+              "timed, and the step's LBL (forward + backward, critical path) is printed; incomplete while a "
+              "layer kind has no backward pass in benanza yet, or the optimizer's update is not measured")
+
+
+OPTIMIZER_HELP = ("with --train: the optimizer whose step is timed over the model's parameters and whose state "
+                  "the memory bound holds: sgd (with momentum), adam or adamw (torch.optim's defaults)")
+
+
 DB_HELP = "performance database: SQLAlchemy URL or SQLite file (default: $BENANZA_DB or ~/.local/share/benanza/perf.db)"
 DIM_HELP = "bind another symbolic dim of the model's inputs: NAME=VALUE (repeatable)"
 BATCH_DIM_HELP = "which dim of a fixed-shape input is the batch (default: dim 0, or the symbolic one)"
@@ -295,15 +304,6 @@ EXHAUSTIVE_HELP = ("no racing: every candidate sampled to the stopping rule, col
 JOB_TIMEOUT_HELP = "seconds before a job (one layer config) is killed and recorded as failed"
 SCREEN_HELP = ("with --exhaustive: skip sampling a call whose first replay is slower than this x its job's "
                "best so far (recorded as screened with that time); 0 (default): sample every call")
-
-
-TRAIN_HELP = ("the training step too: every layer's backward calls (data and weight gradients) are "
-              "timed, and the step's LBL (forward + backward, critical path) is printed; incomplete while a "
-              "layer kind has no backward pass in benanza yet, or the optimizer's update is not measured")
-
-
-OPTIMIZER_HELP = ("with --train: the optimizer whose step is timed over the model's parameters and whose state "
-                  "the memory bound holds: sgd (with momentum), adam or adamw (torch.optim's defaults)")
 
 
 TORCH_HELP = ("also time each layer and fusion candidate as PyTorch runs it (the framework's own kernels, "
