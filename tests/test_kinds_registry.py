@@ -35,6 +35,8 @@ EXAMPLE_KEYS = {
     "Gather": "gather-75a7da5f284937a8", "Where": "where-daa2176cb52aab36", "SDPA": "sdpa-7d3de339f70f9f16",
     "GemmAct": "gemmact-cd81367ec74fff60",
     "InstanceNorm": "instancenorm-8c1ff0669724a5ff",
+    "ActivationBwd": "activationbwd-7d3b097983260ce7", "PoolingBwd": "poolingbwd-eefee1210435cbf4",
+    "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
 }
 
 
@@ -213,8 +215,11 @@ def _check_template(kind: Kind) -> list[str]:
 
 def _check_onnx(kind: Kind) -> list[str]:
     out = []
-    if not kind.onnx and not kind.fused_from:
-        out.append("onnx: the kind maps no ONNX op and measures no fusion")
+    if not kind.onnx and not kind.fused_from and not kind.backward_of:
+        out.append("onnx: the kind maps no ONNX op, measures no fusion and is no kind's backward call")
+    for name in kind.backward_of:
+        if name not in L.REGISTRY or L.REGISTRY[name].backward is None:
+            out.append(f"onnx: the kind is the backward call of {name!r}, which has no backward")
     for op, mapper in kind.onnx.items():
         if not onnx.defs.has(op) or not callable(mapper):
             out.append(f"onnx: {op} is not an ONNX op with a callable mapper ({mapper!r})")
@@ -229,12 +234,28 @@ def _check_onnx(kind: Kind) -> list[str]:
     return out
 
 
+def _check_backward(kind: Kind) -> list[str]:
+    """The example's backward calls (``Kind.backward``): None, or (phase, config) pairs of a backward
+    phase of :data:`benanza.kinds.TRAINING_PHASES` and a config of a registered kind."""
+    if kind.backward is None:
+        return []
+    try:
+        calls = kind.backward(kind.example)
+    except Exception as e:  # noqa: BLE001
+        return [f"backward: {type(e).__name__}: {e}"]
+    if calls is None:
+        return []
+    bad = [c for c in calls if not (isinstance(c, tuple) and len(c) == 2 and c[0] in ("backward_data", "backward_weight")
+                                    and isinstance(c[1], LayerConfig) and c[1].kind in L.REGISTRY)]
+    return [f"backward: {bad!r} are not (phase, config of a registered kind)"] if bad else []
+
+
 def problems(kind: Kind) -> list[str]:
     """Every piece ``kind`` lacks, one line each (``piece: why``); empty when it is whole."""
     out = _check_config(kind)
     if out:
         return out
-    return out + _check_example(kind) + _check_template(kind) + _check_onnx(kind)
+    return out + _check_example(kind) + _check_template(kind) + _check_onnx(kind) + _check_backward(kind)
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -285,7 +306,7 @@ REMOVALS = {
     "case order": (lambda k: dataclasses.replace(k, case=_Swapped(k.case)), "case fields:"),
     "min_bytes": (lambda k: dataclasses.replace(k, min_bytes=None), "min_bytes:"),
     "torch": (lambda k: dataclasses.replace(k, torch=None), "torch:"),
-    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=()), "onnx:"),
+    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=(), backward_of=()), "onnx:"),
     "onnx mapper": (lambda k: dataclasses.replace(k, onnx={op: None for op in k.onnx}), "onnx:"),
     "aten": (lambda k: dataclasses.replace(k, aten={}), "aten:"),
     "nhwc": (lambda k: dataclasses.replace(k, nhwc=not k.nhwc), "nhwc:"),

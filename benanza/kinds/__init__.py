@@ -42,6 +42,9 @@ from benanza.kinds.gather import (GATHER_MAX_CONSTANT_INDICES, GatherConfig)  # 
 from benanza.kinds.where import (WhereConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.sdpa import (SDPA_MASKS, SdpaConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gemm_act import (GEMM_ACTIVATIONS, GemmActConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.activation_backward import (BACKWARD_MODES, ActivationBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.pooling_backward import (PoolingBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.softmax_backward import (SoftmaxBwdConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -67,6 +70,9 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "sdpa",
     "gemm_act",
     "instancenorm",
+    "activation_backward",
+    "pooling_backward",
+    "softmax_backward",
 ))
 
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)

@@ -82,7 +82,10 @@ def _map_activation(node, ctx, attrs):
     raise Unsupported(f"no activation mapping for {op}")
 
 
-_ACT = {"relu": ("CUDNN_ACTIVATION_RELU", 0), "sigmoid": ("CUDNN_ACTIVATION_SIGMOID", 0),
+#: each mode's cuDNN activation mode and the template's variant (0: cudnnActivationForward of the mode;
+#: 1: LeakyRelu as cudnnOpTensor MAX; 2: HardSigmoid's CLIPPED_RELU proxy), also the backward kind's
+#: (:mod:`benanza.kinds.activation_backward`)
+CUDNN_ACTIVATION = {"relu": ("CUDNN_ACTIVATION_RELU", 0), "sigmoid": ("CUDNN_ACTIVATION_SIGMOID", 0),
         "tanh": ("CUDNN_ACTIVATION_TANH", 0), "clipped_relu": ("CUDNN_ACTIVATION_CLIPPED_RELU", 0),
         "elu": ("CUDNN_ACTIVATION_ELU", 0), "leaky_relu": ("CUDNN_ACTIVATION_IDENTITY", 1),
         "hard_sigmoid": ("CUDNN_ACTIVATION_CLIPPED_RELU", 2), "swish": ("CUDNN_ACTIVATION_SWISH", 0)}
@@ -103,7 +106,7 @@ class ActivationCase(Case):
 
 
 def _activation_case(cfg: ActivationConfig, job: Job) -> ActivationCase:
-    mode, variant = _ACT[cfg.mode]
+    mode, variant = CUDNN_ACTIVATION[cfg.mode]
     coef = cfg.alpha
     if cfg.mode in ("hard_sigmoid", "swish"):
         coef = 1.0  # the proxy's clip; swish's beta (SiLU)
@@ -131,6 +134,13 @@ def _activation(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{name}", algo_label(c), fn, numel(cfg.shape), note)
 
 
+def _backward(cfg: ActivationConfig) -> tuple:
+    """The data gradient, an :class:`~benanza.kinds.activation_backward.ActivationBwdConfig` (activations
+    have no weights)."""
+    from benanza.kinds.activation_backward import activation_backward  # the backward kind imports this module
+    return activation_backward(cfg)
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=ActivationConfig(shape=(1, 4, 1, 1), mode='swish', alpha=0.0, beta=0.0),
@@ -138,4 +148,4 @@ KIND = Kind(
     torch=_activation, onnx={"Clip": _map_activation, "Elu": _map_activation, "HardSigmoid": _map_activation, "LeakyRelu": _map_activation, "Relu": _map_activation, "Sigmoid": _map_activation, "Tanh": _map_activation},
     typed_ops=(), fused_from=(),
     aten={"Clip": ('aten::clamp', 'aten::clamp_', 'aten::clamp_min', 'aten::clamp_min_', 'aten::clip', 'aten::hardtanh', 'aten::hardtanh_', 'aten::relu6'), "Elu": ('aten::elu', 'aten::elu_'), "HardSigmoid": ('aten::hardsigmoid', 'aten::hardsigmoid_'), "LeakyRelu": ('aten::leaky_relu', 'aten::leaky_relu_'), "Relu": ('aten::clamp_min', 'aten::clamp_min_', 'aten::relu', 'aten::relu_', 'aten::threshold', 'aten::threshold_'), "Sigmoid": ('aten::sigmoid', 'aten::sigmoid_'), "Tanh": ('aten::tanh', 'aten::tanh_')},
-    nhwc=False, image=True)
+    nhwc=False, image=True, backward=_backward)

@@ -264,6 +264,8 @@ class Kind:
       backward call may be a config of another kind (a GEMM's gradients are GEMMs). An empty tuple:
       the gradient passes through unchanged, no call (an Add of two same-shape tensors). None: the
       kind has no backward pass yet, so a training step of a model with it is incomplete, and says so.
+    - ``backward_of``: the forward kinds whose ``backward`` makes this kind's configs: a backward kind
+      maps no ONNX op (processing makes its configs from the forward layers' configs).
     """
 
     example: LayerConfig
@@ -281,3 +283,4 @@ class Kind:
     image: bool = False
     nhwc_job: Callable[[Any, bool], bool] | None = None
     backward: Callable[[Any], tuple] | None = None
+    backward_of: tuple[str, ...] = ()
