@@ -217,9 +217,9 @@ def _check_onnx(kind: Kind) -> list[str]:
     out = []
     if not kind.onnx and not kind.fused_from and not kind.backward_of:
         out.append("onnx: the kind maps no ONNX op, measures no fusion and is no kind's backward call")
-    for name in kind.backward_of:
-        if name not in L.REGISTRY or L.REGISTRY[name].backward is None:
-            out.append(f"onnx: the kind is the backward call of {name!r}, which has no backward")
+    for name, fn in kind.backward_of.items():
+        if name not in L.REGISTRY or L.REGISTRY[name].backward is not fn:
+            out.append(f"onnx: the kind is the backward call of {name!r}, whose backward is not the kind's")
     for op, mapper in kind.onnx.items():
         if not onnx.defs.has(op) or not callable(mapper):
             out.append(f"onnx: {op} is not an ONNX op with a callable mapper ({mapper!r})")
@@ -306,7 +306,7 @@ REMOVALS = {
     "case order": (lambda k: dataclasses.replace(k, case=_Swapped(k.case)), "case fields:"),
     "min_bytes": (lambda k: dataclasses.replace(k, min_bytes=None), "min_bytes:"),
     "torch": (lambda k: dataclasses.replace(k, torch=None), "torch:"),
-    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=(), backward_of=()), "onnx:"),
+    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=(), backward_of={}), "onnx:"),
     "onnx mapper": (lambda k: dataclasses.replace(k, onnx={op: None for op in k.onnx}), "onnx:"),
     "aten": (lambda k: dataclasses.replace(k, aten={}), "aten:"),
     "nhwc": (lambda k: dataclasses.replace(k, nhwc=not k.nhwc), "nhwc:"),

@@ -134,13 +134,6 @@ def _activation(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{name}", algo_label(c), fn, numel(cfg.shape), note)
 
 
-def _backward(cfg: ActivationConfig) -> tuple:
-    """The data gradient, an :class:`~benanza.kinds.activation_backward.ActivationBwdConfig` (activations
-    have no weights)."""
-    from benanza.kinds.activation_backward import activation_backward  # the backward kind imports this module
-    return activation_backward(cfg)
-
-
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=ActivationConfig(shape=(1, 4, 1, 1), mode='swish', alpha=0.0, beta=0.0),
@@ -148,4 +141,4 @@ KIND = Kind(
     torch=_activation, onnx={"Clip": _map_activation, "Elu": _map_activation, "HardSigmoid": _map_activation, "LeakyRelu": _map_activation, "Relu": _map_activation, "Sigmoid": _map_activation, "Tanh": _map_activation},
     typed_ops=(), fused_from=(),
     aten={"Clip": ('aten::clamp', 'aten::clamp_', 'aten::clamp_min', 'aten::clamp_min_', 'aten::clip', 'aten::hardtanh', 'aten::hardtanh_', 'aten::relu6'), "Elu": ('aten::elu', 'aten::elu_'), "HardSigmoid": ('aten::hardsigmoid', 'aten::hardsigmoid_'), "LeakyRelu": ('aten::leaky_relu', 'aten::leaky_relu_'), "Relu": ('aten::clamp_min', 'aten::clamp_min_', 'aten::relu', 'aten::relu_', 'aten::threshold', 'aten::threshold_'), "Sigmoid": ('aten::sigmoid', 'aten::sigmoid_'), "Tanh": ('aten::tanh', 'aten::tanh_')},
-    nhwc=False, image=True, backward=_backward)
+    nhwc=False, image=True)

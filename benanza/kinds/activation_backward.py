@@ -173,5 +173,5 @@ def _torch(c: Ctx) -> Candidate:
 KIND = Kind(
     example=ActivationBwdConfig(shape=(1, 64, 112, 112), mode="relu"),
     name="ActivationBwd", config=ActivationBwdConfig, template="activation_backward.cpp.j2", case=_case,
-    min_bytes=_min_bytes, torch=_torch, backward_of=("Activation",),
+    min_bytes=_min_bytes, torch=_torch, backward_of={"Activation": activation_backward},
     nhwc=False, image=True)

@@ -264,8 +264,11 @@ class Kind:
       backward call may be a config of another kind (a GEMM's gradients are GEMMs). An empty tuple:
       the gradient passes through unchanged, no call (an Add of two same-shape tensors). None: the
       kind has no backward pass yet, so a training step of a model with it is incomplete, and says so.
-    - ``backward_of``: the forward kinds whose ``backward`` makes this kind's configs: a backward kind
-      maps no ONNX op (processing makes its configs from the forward layers' configs).
+    - ``backward_of``: forward kind name -> its ``backward`` function, for a backward kind (one that maps
+      no ONNX op: processing makes its configs from the forward layers' configs). The registry
+      (:mod:`benanza.kinds`) installs each function as the forward kind's ``backward``: the forward
+      kind's module cannot name its backward kind's configs, as that module imports it (no import
+      circles).
     """
 
     example: LayerConfig
@@ -283,4 +286,4 @@ class Kind:
     image: bool = False
     nhwc_job: Callable[[Any, bool], bool] | None = None
     backward: Callable[[Any], tuple] | None = None
-    backward_of: tuple[str, ...] = ()
+    backward_of: Mapping[str, Callable[[Any], tuple]] = dataclasses.field(default_factory=dict)

@@ -316,53 +316,6 @@ def _min_bytes(cfg: ElementwiseConfig, ib: int, ob: int) -> int:
     return eb * (numel(cfg.a) + numel(cfg.b)) + out * numel(cfg.output_shape())
 
 
-def broadcasts_over_batch(operand, y) -> bool:
-    """Whether ``operand`` (padded to the output's rank) is broadcast over dim 0 of the output ``y`` of
-    more than one element there: the same for every sample of a batch, as a parameter (a bias, a scale)
-    is; a tensor computed from the batch has the batch dim. At batch 1 the two cannot be told apart
-    from the shapes, and the operand counts as data."""
-    return len(y) >= 2 and y[0] > 1 and operand[0] == 1
-
-
-def elementwise_backward(cfg: ElementwiseConfig) -> tuple | None:
-    """``Kind.backward`` of the Elementwise kind: the gradient calls of each operand, as PyTorch's
-    autograd computes them (tools/autograd/derivatives.yaml: add ``self: grad, other: grad * alpha``; sub
-    ``other: -grad * alpha``, aten::neg; mul ``self: mul_tensor_backward(grad, other)``, ``other:
-    mul_tensor_backward(grad, self)``, aten::mul), reduced to a broadcast operand's shape as autograd's
-    ``sum_to`` does (aten::sum over the broadcast dims; here the Reduce kind's ReduceSum).
-
-    - add: a full-shape operand's gradient is dy itself (no call); a broadcast one's is ReduceSum of dy
-      over the broadcast dims. Two same-shape operands: ``()``, the gradient passes through.
-    - sub: as add for a; b's gradient is negated (Unary neg of dy, or of the reduced dy: the smaller
-      tensor).
-    - mul: dA = dY * B and dB = dY * A (Elementwise mul of dy and the other operand, broadcasting it),
-      each reduced to its operand's shape when that one is broadcast.
-
-    Each operand's calls have phase ``backward_weight`` when it is a parameter
-    (:func:`broadcasts_over_batch`: a bias or a scale broadcast over the batch), else ``backward_data``;
-    data gradients first. Integer and bool data and the bool outputs of comparisons and logical ops
-    carry no gradient: ``()``. Other ops (div, max, min, mean, pow, mod, fmod, prelu): None, no backward
-    yet (a training step with them is incomplete)."""
-    from benanza.kinds.reduce import ReduceConfig
-    from benanza.kinds.unary import UnaryConfig
-
-    if cfg.dtype or ELEMENTWISE_OPS[cfg.op][2]:
-        return ()
-    if cfg.op not in ("add", "sub", "mul"):
-        return None
-    y = tuple(cfg.output_shape())
-    calls = []
-    for operand, other, negate in ((tuple(cfg.a), tuple(cfg.b), False), (tuple(cfg.b), tuple(cfg.a), cfg.op == "sub")):
-        phase = "backward_weight" if broadcasts_over_batch(operand, y) else "backward_data"
-        if cfg.op == "mul":
-            calls.append((phase, ElementwiseConfig(op="mul", a=y, b=other)))
-        if operand != y:
-            calls.append((phase, ReduceConfig(op="sum", x=y, y=operand)))
-        if negate:
-            calls.append((phase, UnaryConfig(shape=operand, op="neg")))
-    return tuple(sorted(calls, key=lambda c: c[0] != "backward_data"))
-
-
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 def _nhwc_job(cfg: ElementwiseConfig, neighbour: bool) -> bool:
     """A neighbour of a convolution whose broadcast reads memory differently channels-last."""
@@ -378,4 +331,4 @@ KIND = Kind(
     torch=_elementwise, onnx={"Add": map_elementwise, "And": map_elementwise, "BitShift": map_elementwise, "BitwiseAnd": map_elementwise, "BitwiseOr": map_elementwise, "BitwiseXor": map_elementwise, "Div": map_elementwise, "Equal": map_elementwise, "Greater": map_elementwise, "GreaterOrEqual": map_elementwise, "Less": map_elementwise, "LessOrEqual": map_elementwise, "Max": map_elementwise, "Mean": map_elementwise, "Min": map_elementwise, "Mod": map_elementwise, "Mul": map_elementwise, "Or": map_elementwise, "PRelu": map_elementwise, "Sub": map_elementwise, "Sum": map_elementwise, "Xor": map_elementwise},
     typed_ops=('Add', 'And', 'BitShift', 'BitwiseAnd', 'BitwiseOr', 'BitwiseXor', 'Div', 'Equal', 'Greater', 'GreaterOrEqual', 'Less', 'LessOrEqual', 'Max', 'Min', 'Mod', 'Mul', 'Or', 'Sub', 'Sum', 'Xor'), fused_from=(),
     aten={"Add": ('aten::add', 'aten::add_'), "Div": ('aten::div', 'aten::div_'), "Max": ('aten::max', 'aten::maximum'), "Min": ('aten::min', 'aten::minimum'), "Mul": ('aten::mul', 'aten::mul_'), "Sub": ('aten::rsub', 'aten::sub', 'aten::sub_'), "And": ('aten::__and__', 'aten::logical_and'), "BitShift": ('aten::__lshift__', 'aten::__rshift__', 'aten::bitwise_left_shift', 'aten::bitwise_right_shift'), "BitwiseAnd": ('aten::bitwise_and',), "BitwiseOr": ('aten::bitwise_or',), "BitwiseXor": ('aten::bitwise_xor',), "Equal": ('aten::eq',), "Greater": ('aten::gt',), "GreaterOrEqual": ('aten::ge',), "Less": ('aten::lt',), "LessOrEqual": ('aten::le',), "Mean": ('aten::add', 'aten::div_'), "Mod": ('aten::fmod', 'aten::remainder'), "Or": ('aten::__or__', 'aten::logical_or'), "PRelu": ('aten::_prelu_kernel', 'aten::prelu'), "Sum": ('aten::add', 'aten::add_'), "Xor": ('aten::__xor__', 'aten::logical_xor')},
-    nhwc=True, image=True, nhwc_job=_nhwc_job, backward=elementwise_backward)
+    nhwc=True, image=True, nhwc_job=_nhwc_job)

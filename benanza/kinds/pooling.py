@@ -172,13 +172,6 @@ def _pooling(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{name}", algo_label(c), lambda: run(x), numel(cfg.y))
 
 
-def _backward(cfg: PoolingConfig) -> tuple:
-    """The data gradient, a :class:`~benanza.kinds.pooling_backward.PoolingBwdConfig` (pooling has no
-    weights)."""
-    from benanza.kinds.pooling_backward import pooling_backward  # the backward kind imports this module
-    return pooling_backward(cfg)
-
-
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 def _nhwc_job(cfg: PoolingConfig, neighbour: bool) -> bool:
     """Rank 3 and above (an image with channels)."""
@@ -192,4 +185,4 @@ KIND = Kind(
     torch=_pooling, onnx={"AveragePool": _map_pool, "GlobalAveragePool": _map_pool, "GlobalMaxPool": _map_pool, "MaxPool": _map_pool},
     typed_ops=(), fused_from=(),
     aten={"AveragePool": ('aten::avg_pool1d', 'aten::avg_pool2d', 'aten::avg_pool3d'), "GlobalAveragePool": ('aten::_adaptive_avg_pool2d', 'aten::adaptive_avg_pool1d', 'aten::adaptive_avg_pool2d', 'aten::adaptive_avg_pool3d', 'aten::mean'), "GlobalMaxPool": ('aten::adaptive_max_pool2d', 'aten::amax', 'aten::max'), "MaxPool": ('aten::max_pool1d', 'aten::max_pool2d', 'aten::max_pool2d_with_indices', 'aten::max_pool3d', 'aten::max_pool3d_with_indices')},
-    nhwc=True, image=True, nhwc_job=_nhwc_job, backward=_backward)
+    nhwc=True, image=True, nhwc_job=_nhwc_job)

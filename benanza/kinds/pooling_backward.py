@@ -160,5 +160,5 @@ KIND = Kind(
     example=PoolingBwdConfig(x=(1, 64, 112, 112), y=(1, 64, 56, 56), mode="max", kernel=(3, 3), pads=(1, 1, 1, 1),
                              strides=(2, 2)),
     name="PoolingBwd", config=PoolingBwdConfig, template="pooling_backward.cpp.j2", case=_case,
-    min_bytes=_min_bytes, torch=_torch, backward_of=("Pooling",),
+    min_bytes=_min_bytes, torch=_torch, backward_of={"Pooling": pooling_backward},
     nhwc=True, image=True, nhwc_job=_nhwc_job)

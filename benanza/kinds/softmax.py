@@ -78,12 +78,6 @@ def _softmax(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{'_log_softmax' if cfg.log else '_softmax'}", algo_label(c), fn, numel(cfg.shape))
 
 
-def _backward(cfg: SoftmaxConfig) -> tuple:
-    """The data gradient, a :class:`~benanza.kinds.softmax_backward.SoftmaxBwdConfig`."""
-    from benanza.kinds.softmax_backward import softmax_backward  # the backward kind imports this module
-    return softmax_backward(cfg)
-
-
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=SoftmaxConfig(shape=(1176, 49, 1), log=False),
@@ -91,4 +85,4 @@ KIND = Kind(
     torch=_softmax, onnx={"LogSoftmax": _map_softmax, "Softmax": _map_softmax},
     typed_ops=(), fused_from=(),
     aten={"LogSoftmax": ('aten::_log_softmax', 'aten::log_softmax'), "Softmax": ('aten::_softmax', 'aten::softmax', 'aten::special_softmax')},
-    nhwc=False, image=False, backward=_backward)
+    nhwc=False, image=False)

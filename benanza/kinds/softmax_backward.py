@@ -90,5 +90,5 @@ def _torch(c: Ctx) -> Candidate:
 KIND = Kind(
     example=SoftmaxBwdConfig(shape=(1176, 49, 1), log=False),
     name="SoftmaxBwd", config=SoftmaxBwdConfig, template="softmax_backward.cpp.j2", case=_case,
-    min_bytes=io_bytes, torch=_torch, backward_of=("Softmax",),
+    min_bytes=io_bytes, torch=_torch, backward_of={"Softmax": softmax_backward},
     nhwc=False, image=False)
