@@ -151,12 +151,12 @@ def test_the_derivative_formulas_are_the_forward_formulas_derivatives(mode):
 
 
 _HOST = r"""
-#include <cmath>
+#include <math.h>
 #include <cstdio>
 #define __device__
 #define __forceinline__ inline
-static inline float __expf(float x) { return std::exp(x); }
-using std::fminf; using std::fmaxf; using std::tanhf;
+static inline float bz_expf(float x) { return expf(x); }
+#define __expf bz_expf
 %s
 %s
 int main() {
