@@ -100,10 +100,10 @@ def test_pytorch_fp32_runs_backward_convolutions_in_tf32():
     assert L.precisions_for(dx, ["tf32"]) == ["tf32", "fp32"] and dx.tensor_cores and dw.tensor_cores
 
 
-def _backward_jobs(models, precisions, layouts, conv_precision=None, train=False):
+def _backward_jobs(models, precisions, layouts, conv_precision=None, train=False, optimizer="sgd"):
     """plan_jobs's jobs and the backward jobs of every convolution of ``models``, the stem's data
     gradient included (``--train`` leaves it out: it reads the model input; planned here so that the
-    kinds' templates render every case). ``train`` is ignored."""
+    kinds' templates render every case). ``train`` and ``optimizer`` are ignored."""
     jobs = plan_jobs(models, precisions, layouts, conv_precision)
     seen = {j.id for j in jobs}
     for ml in models:
@@ -145,7 +145,7 @@ def test_the_backward_suite_compiles_and_links(tmp_path, monkeypatch):
 
     wanted = {((3, 7, 7), (2, 2)), ((64, 3, 3), (1, 1)), ((128, 3, 3), (2, 2)), ((256, 1, 1), (2, 2))}
 
-    def few(models, precisions, layouts, conv_precision=None, train=False):
+    def few(models, precisions, layouts, conv_precision=None, train=False, optimizer="sgd"):
         jobs = _backward_jobs(models, precisions, layouts, conv_precision)
         return [j for j in jobs if j.kind in ("ConvBwdData", "ConvBwdFilter")
                 and (j.config.conv.x[1:2] + j.config.conv.w[2:], j.config.conv.strides) in wanted]

@@ -289,7 +289,7 @@ def _backward_jobs(ml, precisions):
     jobs = {}
     for cfg in ml.unique_configs().values():
         kind = L.REGISTRY[cfg.kind]
-        for c in [cfg] + [c for _, c in (kind.backward(cfg) if kind.backward else ())]:
+        for c in [cfg] + [c for _, c in ((kind.backward(cfg) or ()) if kind.backward else ())]:
             for p in L.precisions_for(c, precisions):
                 jid = job_id(c, p)
                 jobs.setdefault(jid, Job(id=jid, config=c, precision=p, node=HOSTILE + c.kind))

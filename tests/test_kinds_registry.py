@@ -38,6 +38,8 @@ EXAMPLE_KEYS = {
     "ConvBwdData": "convbwddata-af6d76bd16bdb532", "ConvBwdFilter": "convbwdfilter-cce2307ead3bcd6c",
     "Optimizer": "optimizer-64109369cda75f9f",
     "GemmActBackward": "gemmactbackward-26947f6507aa3c3e",
+    "ActivationBwd": "activationbwd-7d3b097983260ce7", "PoolingBwd": "poolingbwd-eefee1210435cbf4",
+    "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
 }
 
 
@@ -246,8 +248,11 @@ def _check_onnx(kind: Kind) -> list[str]:
         if not kind.aten or not all(a.startswith("aten::") for ops in kind.aten.values() for a in ops):
             out.append("aten: no ATen op names for the step (the profile join would leave its kernels unattributed)")
         return out
-    if not kind.onnx and not kind.fused_from and not _backward_of(kind):
+    if not kind.onnx and not kind.fused_from and not kind.backward_of and not _backward_of(kind):
         out.append("onnx: the kind maps no ONNX op, measures no fusion and is no kind's backward call")
+    for name, fn in kind.backward_of.items():
+        if name not in L.REGISTRY or L.REGISTRY[name].backward is not fn:
+            out.append(f"onnx: the kind is the backward call of {name!r}, whose backward is not the kind's")
     for op, mapper in kind.onnx.items():
         if not onnx.defs.has(op) or not callable(mapper):
             out.append(f"onnx: {op} is not an ONNX op with a callable mapper ({mapper!r})")
@@ -318,7 +323,7 @@ REMOVALS = {
     "case order": (lambda k: dataclasses.replace(k, case=_Swapped(k.case)), "case fields:"),
     "min_bytes": (lambda k: dataclasses.replace(k, min_bytes=None), "min_bytes:"),
     "torch": (lambda k: dataclasses.replace(k, torch=None), "torch:"),
-    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=()), "onnx:"),
+    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=(), backward_of={}), "onnx:"),
     "onnx mapper": (lambda k: dataclasses.replace(k, onnx={op: None for op in k.onnx}), "onnx:"),
     "aten": (lambda k: dataclasses.replace(k, aten={}), "aten:"),
     "nhwc": (lambda k: dataclasses.replace(k, nhwc=not k.nhwc), "nhwc:"),

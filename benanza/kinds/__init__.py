@@ -46,6 +46,9 @@ from benanza.kinds.sdpa import (SDPA_MASKS, SdpaConfig)  # noqa: F401 (the kinds
 from benanza.kinds.gemm_act import (GEMM_ACTIVATIONS, GemmActConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.optimizer import (OPTIMIZER_ALGORITHMS, OptimizerConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gemm_act_backward import (GemmActBackwardConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.activation_backward import (BACKWARD_MODES, ActivationBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.pooling_backward import (PoolingBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.softmax_backward import (SoftmaxBwdConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -75,10 +78,35 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "conv_bwd_filter",
     "optimizer",
     "gemm_act_backward",
+    "activation_backward",
+    "pooling_backward",
+    "softmax_backward",
 ))
 
+#: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->
+#: function), for a backward made of other kinds' configs whose modules import the forward kind's
+_BACKWARD_MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
+    "elementwise_backward",
+))
+
+
+def _registry() -> dict[str, Kind]:
+    """The kinds by name, each forward kind with the ``backward`` a backward kind (``Kind.backward_of``)
+    or a backward module (``BACKWARD``) gives it. Raises ValueError for two backwards of one kind or a
+    backward of an unknown kind."""
+    kinds = {m.KIND.name: m.KIND for m in _MODULES}
+    given = [fns for fns in (getattr(m, "BACKWARD", {}) for m in _BACKWARD_MODULES)]
+    given += [k.backward_of for k in list(kinds.values())]
+    for fns in given:
+        for name, fn in fns.items():
+            if name not in kinds or kinds[name].backward is not None:
+                raise ValueError(f"a backward for {name!r}, which is no kind or has one already")
+            kinds[name] = dataclasses.replace(kinds[name], backward=fn)
+    return kinds
+
+
 #: every layer kind by name (:class:`benanza.kinds.base.Kind`)
-REGISTRY: dict[str, Kind] = {m.KIND.name: m.KIND for m in _MODULES}
+REGISTRY: dict[str, Kind] = _registry()
 
 #: every concrete config class by kind
 CONFIG_KINDS: dict[str, type[LayerConfig]] = {k.name: k.config for k in REGISTRY.values()}

@@ -82,7 +82,10 @@ def _map_activation(node, ctx, attrs):
     raise Unsupported(f"no activation mapping for {op}")
 
 
-_ACT = {"relu": ("CUDNN_ACTIVATION_RELU", 0), "sigmoid": ("CUDNN_ACTIVATION_SIGMOID", 0),
+#: each mode's cuDNN activation mode and the template's variant (0: cudnnActivationForward of the mode;
+#: 1: LeakyRelu as cudnnOpTensor MAX; 2: HardSigmoid's CLIPPED_RELU proxy), also the backward kind's
+#: (:mod:`benanza.kinds.activation_backward`)
+CUDNN_ACTIVATION = {"relu": ("CUDNN_ACTIVATION_RELU", 0), "sigmoid": ("CUDNN_ACTIVATION_SIGMOID", 0),
         "tanh": ("CUDNN_ACTIVATION_TANH", 0), "clipped_relu": ("CUDNN_ACTIVATION_CLIPPED_RELU", 0),
         "elu": ("CUDNN_ACTIVATION_ELU", 0), "leaky_relu": ("CUDNN_ACTIVATION_IDENTITY", 1),
         "hard_sigmoid": ("CUDNN_ACTIVATION_CLIPPED_RELU", 2), "swish": ("CUDNN_ACTIVATION_SWISH", 0)}
@@ -103,7 +106,7 @@ class ActivationCase(Case):
 
 
 def _activation_case(cfg: ActivationConfig, job: Job) -> ActivationCase:
-    mode, variant = _ACT[cfg.mode]
+    mode, variant = CUDNN_ACTIVATION[cfg.mode]
     coef = cfg.alpha
     if cfg.mode in ("hard_sigmoid", "swish"):
         coef = 1.0  # the proxy's clip; swish's beta (SiLU)

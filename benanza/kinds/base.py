@@ -262,11 +262,17 @@ class Kind:
       training step, each with its phase of :data:`TRAINING_PHASES` (``backward_data``: the gradient
       of the layer's input; ``backward_weight``: of its weights and bias), data gradient first. A
       backward call may be a config of another kind (a GEMM's gradients are GEMMs). An empty tuple:
-      the gradient passes through unchanged, no call (an Add of two same-shape tensors). None: the
-      kind has no backward pass yet, so a training step of a model with it is incomplete, and says so.
+      the gradient passes through unchanged, no call (an Add of two same-shape tensors). None (the
+      field, or the function's result for one config): no backward pass in benanza yet, so a training
+      step of a model with it is incomplete, and says so.
     - ``phase``: the phase of :data:`TRAINING_PHASES` the kind's own calls belong to: ``forward`` for
       a layer of the model's graph; ``optimizer`` for the optimizer step (:mod:`benanza.kinds.optimizer`),
       which no ONNX op maps to (its config comes from the model's parameters, so ``onnx`` is empty).
+    - ``backward_of``: forward kind name -> its ``backward`` function, for a backward kind (one that maps
+      no ONNX op: processing makes its configs from the forward layers' configs). The registry
+      (:mod:`benanza.kinds`) installs each function as the forward kind's ``backward``: the forward
+      kind's module cannot name its backward kind's configs, as that module imports it (no import
+      circles).
     """
 
     example: LayerConfig
@@ -285,6 +291,7 @@ class Kind:
     nhwc_job: Callable[[Any, bool], bool] | None = None
     backward: Callable[[Any], tuple] | None = None
     phase: str = "forward"
+    backward_of: Mapping[str, Callable[[Any], tuple]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.phase not in TRAINING_PHASES:

@@ -117,7 +117,8 @@ class PoolingCase(Case):
     note: CppValue
 
 
-def _pool_case(cfg: PoolingConfig, job: Job) -> PoolingCase:
+def pooling_case(cfg: PoolingConfig, job: Job) -> PoolingCase:
+    """The case of ``cfg`` (the backward kind's too: cudnnPoolingBackward takes the same descriptors)."""
     nsp = len(cfg.kernel)
     x, y = list(cfg.x), list(cfg.y)
     pads, note = pooling_cudnn_pads(cfg)
@@ -180,7 +181,7 @@ def _nhwc_job(cfg: PoolingConfig, neighbour: bool) -> bool:
 KIND = Kind(
     example=PoolingConfig(x=(1, 256, 6, 6), y=(1, 256, 6, 6), mode='avg_exclude_pad', kernel=(1, 1), pads=(0, 0, 0,
         0), strides=(1, 1)),
-    name="Pooling", config=PoolingConfig, template="pooling.cpp.j2", case=_pool_case, min_bytes=io_bytes,
+    name="Pooling", config=PoolingConfig, template="pooling.cpp.j2", case=pooling_case, min_bytes=io_bytes,
     torch=_pooling, onnx={"AveragePool": _map_pool, "GlobalAveragePool": _map_pool, "GlobalMaxPool": _map_pool, "MaxPool": _map_pool},
     typed_ops=(), fused_from=(),
     aten={"AveragePool": ('aten::avg_pool1d', 'aten::avg_pool2d', 'aten::avg_pool3d'), "GlobalAveragePool": ('aten::_adaptive_avg_pool2d', 'aten::adaptive_avg_pool1d', 'aten::adaptive_avg_pool2d', 'aten::adaptive_avg_pool3d', 'aten::mean'), "GlobalMaxPool": ('aten::adaptive_max_pool2d', 'aten::amax', 'aten::max'), "MaxPool": ('aten::max_pool1d', 'aten::max_pool2d', 'aten::max_pool2d_with_indices', 'aten::max_pool3d', 'aten::max_pool3d_with_indices')},

@@ -59,7 +59,8 @@ class TrainingPlan:
 
 def training_plan(ml: ModelLayers) -> TrainingPlan:
     """The backward calls of ``ml``'s layers (:class:`TrainingPlan`). A kind's ``backward`` that
-    raises (a config it cannot differentiate) counts the layer as ``no_backward``, never as free."""
+    returns None or raises ValueError (a config it cannot differentiate) counts the layer as
+    ``no_backward``, never as free."""
     plan = TrainingPlan()
     for ly in reversed(ml.layers):
         if ly.status == "zero_cost":
@@ -70,10 +71,13 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
             plan.no_backward.append(ly.index)
             continue
         try:
-            calls = tuple(kind.backward(ly.config))
+            calls = kind.backward(ly.config)
         except (ValueError, NotImplementedError):
+            calls = None
+        if calls is None:  # this config has no backward in benanza (e.g. an elementwise Div)
             plan.no_backward.append(ly.index)
             continue
+        calls = tuple(calls)
         if not calls:
             plan.pass_through.append(ly.index)
             continue

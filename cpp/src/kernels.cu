@@ -417,6 +417,51 @@ __global__ void activation_kernel_k(const T* __restrict__ x, T* __restrict__ y, 
   }
 }
 
+// The derivative of activation_op times the incoming gradient g, from the tensor the framework saves
+// for the backward pass (`s`: the forward's output y for sigmoid, tanh and relu; its input x for the
+// others), as PyTorch's autograd kernels compute it (aten/src/ATen/native/cuda/ActivationThresholdKernel.cu
+// threshold_backward: s <= 0 ? 0 : g; UnaryOpsKernel / BinaryMiscBackOpsKernels.cu sigmoid_backward:
+// g * (1 - s) * s, tanh_backward: g * (1 - s * s); ActivationHardtanhKernel.cu hardtanh_backward:
+// s <= 0 || s >= max ? 0 : g; ActivationLeakyReluKernel.cu leaky_relu_backward: s > 0 ? g : g * slope;
+// ActivationEluKernel.cu elu_backward (is_result false, scales 1): s <= 0 ? g * alpha * exp(s) : g;
+// ActivationHardsigmoidKernel.cu hardsigmoid_backward (alpha 1/6, beta 1/2 there; alpha coef and beta
+// coef2 here): 0 < alpha * s + beta < 1 ? g * alpha : 0; ActivationSiluKernel.cu silu_backward:
+// g * sigmoid(s) * (1 + s * (1 - sigmoid(s)))).
+__device__ __forceinline__ float activation_grad_op(int mode, float s, float g, float coef, float coef2) {
+  switch (mode) {
+    case -2: {                                                       // hard sigmoid (alpha, beta)
+      const float t = coef * s + coef2;
+      return t > 0.0f && t < 1.0f ? g * coef : 0.0f;
+    }
+    case 0: return g * (1.0f - s) * s;                               // sigmoid, s = y
+    case 1: return s <= 0.0f ? 0.0f : g;                             // relu, s = y
+    case 2: return g * (1.0f - s * s);                               // tanh, s = y
+    case 3: return s <= 0.0f || s >= coef ? 0.0f : g;                // clipped relu at coef, s = x
+    case 4: return s <= 0.0f ? g * coef * __expf(s) : g;             // elu with alpha coef, s = x
+    case 5: return g;                                                // identity
+    case 6: {                                                        // swish (SiLU, beta = coef = 1), s = x
+      const float sig = 1.0f / (1.0f + __expf(-coef * s));
+      return g * sig * (1.0f + coef * s * (1.0f - sig));
+    }
+    default: return s > 0.0f ? g : coef * g;                         // leaky relu (-1), slope coef, s = x
+  }
+}
+
+template <typename T, int V>
+__global__ void activation_grad_kernel_k(const T* __restrict__ saved, const T* __restrict__ dy, T* __restrict__ dx,
+                                         unsigned long long nvec, int mode, float coef, float coef2) {
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x; i < nvec;
+       i += static_cast<unsigned long long>(gridDim.x) * blockDim.x) {
+    const Vec<T, V> sv = reinterpret_cast<const Vec<T, V>*>(saved)[i];
+    const Vec<T, V> gv = reinterpret_cast<const Vec<T, V>*>(dy)[i];
+    Vec<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      out.v[k] = from_f<T>(activation_grad_op(mode, to_f(sv.v[k]), to_f(gv.v[k]), coef, coef2));
+    reinterpret_cast<Vec<T, V>*>(dx)[i] = out;
+  }
+}
+
 template <typename TA, typename TY>
 cudaError_t launch_binary(const void* a, const void* b, void* y, const BinaryView& v, unsigned n, unsigned inner,
                           PointwiseOp op, float alpha1, float alpha2, bool a_full, bool a_inner, bool b_inner,
@@ -447,6 +492,21 @@ cudaError_t launch_binary_to(ElemType out, ElemType in, const void* a, const voi
   if (out == ElemType::I8)
     return launch_binary<TA, signed char>(a, b, y, v, n, inner, op, alpha1, alpha2, a_full, a_inner, b_inner, s);
   return cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t launch_activation_grad(const void* saved, const void* dy, void* dx, unsigned long long n, int mode,
+                                   float coef, float coef2, cudaStream_t s) {
+  constexpr int V = 16 / sizeof(T);
+  const bool vec = n % V == 0 && reinterpret_cast<std::uintptr_t>(saved) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(dy) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dx) % 16 == 0;
+  if (vec)
+    activation_grad_kernel_k<T, V><<<grid_for(n / V), 256, 0, s>>>(
+        static_cast<const T*>(saved), static_cast<const T*>(dy), static_cast<T*>(dx), n / V, mode, coef, coef2);
+  else
+    activation_grad_kernel_k<T, 1><<<grid_for(n), 256, 0, s>>>(static_cast<const T*>(saved), static_cast<const T*>(dy),
+                                                              static_cast<T*>(dx), n, mode, coef, coef2);
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -611,6 +671,15 @@ cudaError_t binary_pointwise_typed(const void* a, const void* b, void* y, const 
 #undef BZ_BINARY
     default: return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t activation_backward_pointwise(const void* saved, const void* dy, void* dx, std::size_t n, int mode,
+                                          float coef, DType t, cudaStream_t s, float coef2) {
+  if (n == 0) return cudaSuccess;
+  if (t == DType::F16) return launch_activation_grad<__half>(saved, dy, dx, n, mode, coef, coef2, s);
+  if (t == DType::BF16) return launch_activation_grad<__nv_bfloat16>(saved, dy, dx, n, mode, coef, coef2, s);
+  if (t == DType::F32) return launch_activation_grad<float>(saved, dy, dx, n, mode, coef, coef2, s);
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s,

@@ -396,6 +396,13 @@ cudaError_t binary_pointwise_typed(const void* a, const void* b, void* y, const 
 // or -2: ONNX HardSigmoid max(0, min(1, coef * x + coef2)) (alpha coef, beta coef2).
 cudaError_t activation_pointwise(const void* x, void* y, std::size_t n, int mode, float coef, DType t, cudaStream_t s,
                                  float coef2 = 0.0f);
+// activation_backward_pointwise: dx = f'(.) * dy for n elements, the same modes and coefficients as
+// activation_pointwise, from `saved`, the tensor a framework keeps for the backward pass: the forward's
+// output y for sigmoid (0), relu (1) and tanh (2), its input x for the others (PyTorch's
+// threshold_backward, sigmoid_backward, tanh_backward, hardtanh_backward, elu_backward,
+// leaky_relu_backward, hardsigmoid_backward, silu_backward).
+cudaError_t activation_backward_pointwise(const void* saved, const void* dy, void* dx, std::size_t n, int mode,
+                                          float coef, DType t, cudaStream_t s, float coef2 = 0.0f);
 // Reductions (reduce_kernels.cu; the plan is reduce_plan.hpp): ReduceSum/Mean/Max/Min of packed x
 // (dims x_dims, nd <= 8) into y (y_dims: each x's dim or 1), fp32/fp16/bf16 storage, float32
 // accumulation, as a framework's vectorized reduction kernels (16-byte loads, warp shuffles), in
