@@ -113,7 +113,7 @@ def test_the_library_api_gives_the_clis_figure():
     ({"dtype": "fp64"}, "unknown data type 'fp64'"),
     ({"layout": "nhcw"}, "unknown layout 'nhcw'"),
     ({"cache": "hot"}, "--cache must be warm or cold"),
-    ({"phase": "train"}, "unknown phase 'train'"),
+    ({"phase": "finetune"}, "unknown phase 'finetune'"),
     ({"dtype": "fp16", "conv_tf32": True}, "--conv-tf32 goes with --dtype fp32 only"),
 ])
 def test_a_scenario_refuses_a_bad_field(kw, msg):
