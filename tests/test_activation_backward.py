@@ -4,10 +4,10 @@ Softmax and Elementwise. resnet50's Relu, MaxPool, GlobalAveragePool and Add lay
 backward calls (shapes, FLOPs and minimum bytes by arithmetic); the derivative formulas of benanza's
 backward kernel (cpp/src/kernels.cu ``activation_grad_op``, compiled here for the host) against a Python
 statement of PyTorch's formulas and against finite differences of the forward kernel's formulas; the
-PyTorch candidates; a suite of backward jobs that renders, compiles and links."""
+PyTorch candidates; a suite of backward jobs that renders (it compiles and links in
+test_training_step.py's training suite)."""
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 
@@ -305,15 +305,3 @@ def test_the_backward_suite_renders(tmp_path):
     from benanza.kinds.cpp import cpp_string
 
     assert cpp_string(HOSTILE) in act
-
-
-@pytest.mark.slow
-def test_the_backward_suite_compiles_and_links(tmp_path):
-    from benanza.build.builder import build
-
-    suite = generate([_backward_model(1), _backward_model(32)], ["fp32", "fp16"], tmp_path / "s",
-                     layouts=["NCHW", "NHWC"])
-    r = build(tmp_path / "s")
-    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
-    assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}
-    assert len(suite.jobs) == 36 + 8 + 40  # 9 activations, 2 softmaxes, 5 pools (x2 layouts); 2 batches, 2 precisions

@@ -2,11 +2,8 @@
 graph API's conv_dgrad) and ConvBwdFilter (dw and the bias gradient, cudnnConvolutionBackwardFilter +
 cudnnConvolutionBackwardBias and conv_wgrad), expanded from resnet50's real convolutions through
 ``REGISTRY['Conv'].backward``; their shapes, FLOPs and bytes against arithmetic done here, their keys,
-the case tables, and a suite that compiles and links."""
+the case tables (the suite that compiles and links: test_training_step.py)."""
 import json
-import subprocess
-
-import pytest
 
 from benanza import kinds as L
 from benanza.generation import generator
@@ -134,27 +131,3 @@ def test_case_tables(tmp_path, monkeypatch):
     row = ', 2, {1, 256, 56, 56, 0}, {512, 256, 1, 1, 0}, {0, 0, 0}, {2, 2, 1}, {1, 1, 1}, 1, '
     assert row + 'false, ""}' in data and row + 'true, ""}' in filt
     assert data.count('"NHWC"}') == data.count('"NCHW"}') == 23
-
-
-@pytest.mark.slow
-def test_the_backward_suite_compiles_and_links(tmp_path, monkeypatch):
-    """A few of resnet50's convolutions (the 7x7 stem, a 3x3, a strided 3x3 and a strided 1x1) at
-    batch 1 and 32, fp32 and fp16, NCHW and NHWC: their data and filter gradients' suite builds, and
-    the executable lists exactly the planned jobs."""
-    from benanza.build.builder import build
-
-    wanted = {((3, 7, 7), (2, 2)), ((64, 3, 3), (1, 1)), ((128, 3, 3), (2, 2)), ((256, 1, 1), (2, 2))}
-
-    def few(models, precisions, layouts, conv_precision=None, train=False, optimizer="sgd"):
-        jobs = _backward_jobs(models, precisions, layouts, conv_precision)
-        return [j for j in jobs if j.kind in ("ConvBwdData", "ConvBwdFilter")
-                and (j.config.conv.x[1:2] + j.config.conv.w[2:], j.config.conv.strides) in wanted]
-
-    monkeypatch.setattr(generator, "plan_jobs", few)
-    models = [process(RESNET50, 1), process(RESNET50, 32)]
-    suite = generate(models, ["fp32", "fp16"], tmp_path / "s", layouts=["NCHW", "NHWC"])
-    # 4 convolutions x 2 batches x 2 gradients x 2 precisions x 2 layouts
-    assert len(suite.jobs) == 64
-    r = build(tmp_path / "s")
-    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
-    assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}

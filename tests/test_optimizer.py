@@ -1,14 +1,12 @@
 """The optimizer step (issue 26, benanza/kinds/optimizer.py): resnet50's parameters read from the ONNX
 graph, the config's canonical key, the bandwidth bound and FLOPs by arithmetic, the update formulas
 against PyTorch's single-tensor formulas (and torch.optim itself where PyTorch is installed), the
-arena layout, the rendered case table, and a suite with optimizer jobs that compiles and links."""
+arena layout, the rendered case table, (a suite with an optimizer job compiles and links in test_training_step.py)."""
 import json
 import math
 import random
-import subprocess
 
 import numpy as np
-import onnx
 import pytest
 
 from benanza import __version__
@@ -278,18 +276,3 @@ def _suite_with_optimizer_jobs(tmp_path, configs, precisions):
     manifest = dict(suite.manifest, sources=sources, jobs=suite.manifest["jobs"] + [j.to_dict() for j in jobs])
     (root / "suite.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return root, [j.id for j in suite.jobs] + [j.id for j in jobs]
-
-
-@pytest.mark.slow
-def test_a_suite_with_optimizer_jobs_compiles_and_links(tmp_path, resnet50):
-    from benanza.build.builder import build
-
-    configs = [OptimizerConfig.from_parameters(resnet50, a, **kw)
-               for a, kw in (("sgd", {}), ("sgd", {"nesterov": True, "weight_decay": True}), ("adam", {}),
-                             ("adamw", {}), ("adamw", {"amsgrad": True}))]
-    root, ids = _suite_with_optimizer_jobs(tmp_path, configs, ("fp32", "fp16", "bf16"))
-    r = build(root)
-    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
-    got = {json.loads(line)["job"] for line in listed.stdout.splitlines()}
-    assert got == set(ids)
-    assert sum(1 for i in got if i.startswith("optimizer-")) == 15

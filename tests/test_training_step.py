@@ -185,3 +185,60 @@ def test_unreadable_model_is_one_error(tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(ModelError, match="bad.onnx"):
         trainable_parameters(bad)
+
+
+def _cnn_mlp(path):
+    """A small network with every forward kind resnet50's and an MLP's training step differentiates:
+    Conv(+bias) -> Relu -> MaxPool -> Conv -> Add(residual) -> Sigmoid -> GlobalAveragePool ->
+    Flatten -> Gemm -> Relu -> Gemm -> Mul(per-feature scale) -> Softmax."""
+    rng = np.random.default_rng(0)
+
+    def init(name, *shape):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    inits = [init("w1", 8, 3, 3, 3), init("b1", 8), init("w2", 8, 8, 3, 3), init("fc1", 16, 8), init("fb1", 16),
+             init("fc2", 10, 16), init("fb2", 10), init("scale", 10)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("MaxPool", ["r1"], ["p1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "p1"], ["s"], name="residual"),
+             helper.make_node("Sigmoid", ["s"], ["g"], name="gate"),
+             helper.make_node("GlobalAveragePool", ["g"], ["gap"], name="gap"),
+             helper.make_node("Flatten", ["gap"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc1", "fb1"], ["h"], name="fc1", transB=1),
+             helper.make_node("Relu", ["h"], ["hr"], name="relu2"),
+             helper.make_node("Gemm", ["hr", "fc2", "fb2"], ["o"], name="fc2", transB=1),
+             helper.make_node("Mul", ["o", "scale"], ["os"], name="scale"),
+             helper.make_node("Softmax", ["os"], ["y"], name="softmax", axis=1)]
+    g = helper.make_graph(nodes, "cnn_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.slow
+def test_the_training_suite_compiles_and_links(tmp_path):
+    """`generate --train` on a small CNN + MLP at batch 1 and 32, fp32 and fp16, both layouts: every
+    layer has its backward calls (no layer left without one), the optimizer's step is planned, and
+    the suite of forward, backward and optimizer jobs compiles, links and lists exactly its jobs.
+    (One build for the backward kinds' templates: ConvBwdData/Filter, ActivationBwd, PoolingBwd,
+    SoftmaxBwd, the gradient GEMMs and ReduceSums, Elementwise muls, Optimizer.)"""
+    import json
+    import subprocess
+
+    from benanza.build.builder import build
+    from benanza.generation.generator import generate
+
+    path = _cnn_mlp(tmp_path / "m.onnx")
+    models = [process(path, 1), process(path, 32)]
+    for ml in models:
+        plan = training_plan(ml)
+        assert not plan.no_backward, [ml.layers[i].name for i in plan.no_backward]
+    suite = generate(models, ["fp32", "fp16"], tmp_path / "s", layouts=["NCHW", "NHWC"], train=True, optimizer="adam")
+    kinds = {j.kind for j in suite.jobs}
+    assert {"ConvBwdData", "ConvBwdFilter", "ActivationBwd", "PoolingBwd", "SoftmaxBwd", "Reduce", "Optimizer"} <= kinds
+    assert json.loads((tmp_path / "s" / "suite.json").read_text())["train"] is True
+    r = build(tmp_path / "s")
+    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
+    assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}
