@@ -3,10 +3,21 @@ one (no JIT of PTX when a suite starts on a fresh machine), a portable default w
 import sys
 import types
 
+import pytest
+
 from benanza.build import builder
 
 
+@pytest.fixture(autouse=True)
+def _fresh_device_query():
+    """The device query is cached per process: each test sees its own fake devices, and leaves none."""
+    builder._device_architectures.cache_clear()
+    yield
+    builder._device_architectures.cache_clear()
+
+
 def _fake_native(monkeypatch, devices=None, error=None):
+    builder._device_architectures.cache_clear()
     mod = types.ModuleType("benanza._native")
 
     def query_devices():

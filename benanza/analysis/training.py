@@ -23,11 +23,11 @@ import collections
 from dataclasses import dataclass, field
 
 from benanza import kinds as L
-from benanza.analysis.analyzer import Analysis
+from benanza.analysis.analyzer import Analysis, critical_path
 from benanza.database import query
 from benanza.database.store import Database, System
 from benanza.processing.model import ModelLayers
-from benanza.processing.training import training_plan
+from benanza.processing.training import optimizer_config, training_plan
 
 #: fusion kinds a training step cannot use (inference-only folding), counted layer by layer
 INFERENCE_ONLY_FUSIONS = ("ConvBnAct",)
@@ -214,7 +214,7 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
                                     if b is not None else ())))
     fwd = forward_weights(ml, a)
     fwd_seq = sum(fwd)
-    fwd_end = _forward_critical_path(ml, fwd)
+    fwd_end = critical_path(ml.edges, fwd)[0]
     d_ms: dict[int, float] = collections.defaultdict(float)
     w_ms: dict[int, float] = collections.defaultdict(float)
     for c in calls:
@@ -230,7 +230,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         ready = max((done_d[j] for j in consumers.get(i, ())), default=fwd_end)
         done_d[i] = ready + d_ms.get(i, 0.0)
         last = max(last, done_d[i], ready + w_ms.get(i, 0.0))
-    opt_ms, opt_note = _optimizer_time(ml, a, db, system, optimizer)
+    opt_cfg = optimizer_config(ml, optimizer)  # reads the model's parameters once for the step
+    opt_ms, opt_note = _optimizer_time(opt_cfg, a, db, system, optimizer)
     phase_ms = {"forward": fwd_seq, "backward_data": sum(d_ms.values()), "backward_weight": sum(w_ms.values()),
                 "optimizer": opt_ms}
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
@@ -239,7 +240,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
-    memory = memory_bound(ml, plan, calls, a.precision, optimizer)
+    memory = memory_bound(ml, plan, calls, a.precision, optimizer,
+                          opt_cfg.parameter_count if opt_cfg is not None else 0)
     return TrainingStep(model=ml.model, batch=ml.batch, precision_label=a.precision_label, layouts=layouts,
                         forward=a, phase_ms=phase_ms,
                         sequential_ms=fwd_seq + phase_ms["backward_data"] + phase_ms["backward_weight"] + (opt_ms or 0.0),
@@ -247,12 +249,9 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
                         optimizer_note=opt_note, notes=notes, memory=memory)
 
 
-def _optimizer_time(ml: ModelLayers, a: Analysis, db: Database, system: System, optimizer: str
-                    ) -> tuple[float | None, str]:
-    """The optimizer step's best measurement (ms) over ``ml``'s parameters, or None with why."""
-    from benanza.processing.training import optimizer_config
-
-    cfg = optimizer_config(ml, optimizer)
+def _optimizer_time(cfg, a: Analysis, db: Database, system: System, optimizer: str) -> tuple[float | None, str]:
+    """The best measurement (ms) of optimizer step ``cfg`` (None: the model has no parameter), or
+    None with why."""
     if cfg is None:
         return 0.0, ""  # no trainable parameter: nothing to update
     b = query.best_per_config(db, system.id, a.precision, a.cache, [cfg.key], tuple(a.layouts)).get(cfg.key)
@@ -262,10 +261,12 @@ def _optimizer_time(ml: ModelLayers, a: Analysis, db: Database, system: System, 
     return b.median_ms, ""
 
 
-def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: str, optimizer: str = "sgd"
-                 ) -> MemoryBound:
-    """:class:`MemoryBound` of ``ml``'s training step with ``optimizer`` (:data:`OPTIMIZER_STATE`).
-    Raises ValueError for an unknown optimizer."""
+def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: str, optimizer: str = "sgd",
+                 parameter_count: int | None = None) -> MemoryBound:
+    """:class:`MemoryBound` of ``ml``'s training step with ``optimizer`` (:data:`OPTIMIZER_STATE`);
+    ``parameter_count``: the model's parameter elements when known (else read from the model,
+    :func:`benanza.processing.training.trainable_parameters`). Raises ValueError for an unknown
+    optimizer."""
     import math
 
     from benanza.processing.training import trainable_parameters
@@ -273,7 +274,8 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
     if optimizer not in OPTIMIZER_STATE:
         raise ValueError(f"unknown optimizer {optimizer!r} (choose from {', '.join(OPTIMIZER_STATE)})")
     elem = L.DTYPE_BYTES[L.PRECISION_DTYPE[precision]]
-    count = sum(math.prod(s) for s in trainable_parameters(ml.path))
+    count = parameter_count if parameter_count is not None else \
+        sum(math.prod(s) for s in trainable_parameters(ml.path))
     shapes: dict[str, tuple] = {}
     for ly in ml.layers:
         for name, shape in zip(ly.outputs, ly.output_shapes):
@@ -297,8 +299,3 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
 #: threshold_backward, sigmoid's and tanh's backward read y)
 _READS_OUTPUT = ("ActivationBwd",)
 
-
-def _forward_critical_path(ml: ModelLayers, weight: list[float]) -> float:
-    from benanza.analysis.analyzer import critical_path
-
-    return critical_path(ml.edges, weight)[0]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -137,6 +138,13 @@ def local_architectures() -> str | None:
     env = os.environ.get("BENANZA_CUDA_ARCHITECTURES", "").strip()
     if env:
         return PORTABLE_ARCHITECTURES if env == "portable" else env
+    return _device_architectures()
+
+
+@functools.lru_cache(maxsize=1)
+def _device_architectures() -> str | None:
+    """:func:`local_architectures` from the devices, queried once per process (``bench`` asks
+    before and during the compile)."""
     try:
         from benanza import _native
 
