@@ -137,6 +137,45 @@ def test_step_sums_and_critical_path(tmp_path, monkeypatch):
     assert adam.optimizer_state == 2 * 2736 * 2 and adam.activations == 4480 * 2
 
 
+def test_a_training_mode_forward_replaces_the_inference_call(tmp_path, monkeypatch):
+    """A kind whose backward gives a ``forward`` call (BatchNormalization with the batch's
+    statistics, Dropout's mask) is timed by that call in the step's forward, not by its inference
+    call; unmeasured, the step is incomplete and says which call."""
+    _stand_ins(monkeypatch)
+    act = L.REGISTRY["Activation"]
+    monkeypatch.setitem(L.REGISTRY, "Activation", dataclasses.replace(act, backward=lambda c: (
+        ("forward", dataclasses.replace(c, mode="sigmoid", alpha=0.25)),
+        ("backward_data", dataclasses.replace(c, mode="tanh")))))
+    ml = process(_chain(tmp_path / "m.onnx"), 2)
+    plan = training_plan(ml)
+    tf = plan.train_forward()
+    assert list(tf) == [1] and tf[1][0].phase == "forward"
+    keys = {j.config.key for j in plan_jobs([ml], ["fp32"], ["NCHW"], train=True)}
+    assert tf[1][0].config.key in keys  # generated as a job of the suite
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    by_name = {ly.name: ly for ly in ml.layers}
+    for name, ms in {"conv1": 1.0, "act": 0.5, "conv2": 2.0}.items():
+        _measure(db, sid, by_name[name].config, "fp32", [("lib", ms)])
+    for c in plan.calls:
+        if c.phase != "forward":
+            _measure(db, sid, c.config, "fp32", [("lib", 1.0)])
+    from benanza.processing.training import optimizer_config
+
+    _measure(db, sid, optimizer_config(ml, "sgd"), "fp32", [("lib", 0.5)])
+    system = db.systems()[0]
+    a = analyze(ml, db, system, "fp32", layouts=("NCHW",))
+    t = training_step(ml, a, db, system)
+    assert not t.complete and t.missing_count == 1
+    assert "1 training-mode forward calls without a measurement" in t.incomplete_note
+    assert "backward calls without" not in t.incomplete_note
+    _measure(db, sid, tf[1][0].config, "fp32", [("lib", 1.25)])
+    t = training_step(ml, a, db, system)
+    assert t.complete
+    assert t.phase_ms["forward"] == pytest.approx(1.0 + 1.25 + 2.0)  # 1.25 in place of the inference 0.5
+    assert t.phase_ms["backward_data"] + t.phase_ms["backward_weight"] == pytest.approx(4.0)
+    assert t.sequential_ms == pytest.approx(4.25 + 4.0 + 0.5)
+
+
 def test_a_missing_backward_measurement_is_never_zero(tmp_path, monkeypatch):
     _stand_ins(monkeypatch)
     ml = process(_chain(tmp_path / "m.onnx"), 2)

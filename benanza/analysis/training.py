@@ -4,9 +4,10 @@ optimizer's update, from the measured best of each call.
 The forward pass is the inference analysis (:func:`benanza.analysis.analyzer.analyze`) with the
 fusions that a training step cannot use undone: a Conv -> BatchNormalization [-> Relu] group folds
 the normalisation into the convolution with running statistics, which training does not have (it
-normalises with the batch's statistics), so its layers count one by one. A BatchNormalization
-measured in inference mode is a lower bound of its training-mode forward (which reads the batch
-twice to compute the statistics), so the forward stays a bound.
+normalises with the batch's statistics), so its layers count one by one. A layer whose kind gives a
+training-mode forward (a ``forward`` call of :func:`benanza.processing.training.training_plan`:
+BatchNormalization with the batch's statistics, Dropout drawing its mask) counts that call's time
+in place of its inference call; when that call has no measurement the step is incomplete.
 
 The backward calls come from :func:`benanza.processing.training.training_plan`, each timed by the
 fastest valid measurement of its config (:func:`benanza.database.query.best_per_config`, the same
@@ -152,8 +153,11 @@ class TrainingStep:
         parts = []
         if self.forward.missing:
             parts.append(f"{len(self.forward.missing)} forward layers without a measurement")
-        if self.missing_calls:
-            parts.append(f"{len(self.missing_calls)} backward calls without a measurement")
+        fwd = sum(1 for c in self.missing_calls if c.phase == "forward")
+        if len(self.missing_calls) > fwd:
+            parts.append(f"{len(self.missing_calls) - fwd} backward calls without a measurement")
+        if fwd:
+            parts.append(f"{fwd} training-mode forward calls without a measurement")
         if self.no_backward:
             kinds = sorted({k for _, _, k in self.no_backward})
             parts.append(f"{len(self.no_backward)} layers whose backward benanza cannot bound yet "
@@ -213,12 +217,17 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
                                   *((b.call, b.algorithm, b.math, b.layout, b.workspace_bytes or 0)
                                     if b is not None else ())))
     fwd = forward_weights(ml, a)
-    fwd_seq = sum(fwd)
-    fwd_end = critical_path(ml.edges, fwd)[0]
+    for i, tf in plan.train_forward().items():  # training-mode forwards replace the inference calls
+        fwd[i] = 0.0
     d_ms: dict[int, float] = collections.defaultdict(float)
     w_ms: dict[int, float] = collections.defaultdict(float)
     for c in calls:
-        (d_ms if c.phase == "backward_data" else w_ms)[c.layer] += c.time_ms or 0.0
+        if c.phase == "forward":
+            fwd[c.layer] += c.time_ms or 0.0
+        else:
+            (d_ms if c.phase == "backward_data" else w_ms)[c.layer] += c.time_ms or 0.0
+    fwd_seq = sum(fwd)
+    fwd_end = critical_path(ml.edges, fwd)[0]
     consumers: dict[int, list[int]] = collections.defaultdict(list)
     for i, preds in ml.edges.items():
         for p in preds:
@@ -283,6 +292,8 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
                 shapes[name] = tuple(shape)
     saved: dict[str, int] = {}
     for c in plan.calls:
+        if c.phase == "forward":  # a training-mode forward: what it saves, its backward call reads
+            continue
         ly = ml.layers[c.layer]
         reads = ly.inputs if c.phase == "backward_weight" or c.config.kind not in _READS_OUTPUT else ly.outputs
         for k, name in enumerate(reads):

@@ -262,7 +262,9 @@ class Kind:
       training step, each with its phase of :data:`TRAINING_PHASES` (``backward_data``: the gradient
       of the layer's input; ``backward_weight``: of its weights and bias), data gradient first. A
       backward call may be a config of another kind (a GEMM's gradients are GEMMs). An empty tuple:
-      the gradient passes through unchanged, no call (an Add of two same-shape tensors). None (the
+      the gradient passes through unchanged, no call (an Add of two same-shape tensors). A call of
+      phase ``forward``: the layer's training-mode forward, which replaces its inference call in a
+      training step (BatchNormalization with the batch's statistics, Dropout drawing its mask). None (the
       field, or the function's result for one config): no backward pass in benanza yet, so a training
       step of a model with it is incomplete, and says so.
     - ``phase``: the phase of :data:`TRAINING_PHASES` the kind's own calls belong to: ``forward`` for

@@ -22,10 +22,13 @@ from benanza.processing.model import ModelLayers
 
 @dataclass(frozen=True)
 class BackwardCall:
-    """One call of the backward pass: the gradient ``phase`` (``backward_data`` or
-    ``backward_weight``, :data:`benanza.kinds.TRAINING_PHASES`) of forward layer ``layer`` (its
-    index in :attr:`ModelLayers.layers`), computed as ``config`` (a layer config of a backward
-    kind, or of a forward kind: a GEMM's gradients are GEMMs)."""
+    """One call of a training step that a forward layer adds: the gradient ``phase``
+    (``backward_data`` or ``backward_weight``, :data:`benanza.kinds.TRAINING_PHASES`) of forward
+    layer ``layer`` (its index in :attr:`ModelLayers.layers`), computed as ``config`` (a layer
+    config of a backward kind, or of a forward kind: a GEMM's gradients are GEMMs); or, with phase
+    ``forward``, the training-mode forward that replaces the layer's inference call in a training
+    step (a BatchNormalization that normalises with the batch's statistics and saves them, a
+    Dropout that draws its mask)."""
 
     layer: int
     phase: str
@@ -37,7 +40,9 @@ class TrainingPlan:
     """The backward pass of one model at one batch.
 
     - ``calls``: every backward call, in reverse topological order of the forward layers (the order
-      autograd runs them), data gradient before weight gradient;
+      autograd runs them), data gradient before weight gradient; and the training-mode forward
+      calls (phase ``forward``) of the layers whose training forward differs from inference
+      (:meth:`train_forward`);
     - ``no_backward``: layers whose gradient benanza cannot bound yet (their kind has no backward,
       or the layer itself is unsupported): a training step with any is incomplete;
     - ``pass_through``: layers whose gradient costs nothing (zero-cost layers such as Reshape, and
@@ -53,14 +58,25 @@ class TrainingPlan:
     data_not_needed: list[int] = field(default_factory=list)
 
     def configs(self) -> dict[str, L.LayerConfig]:
-        """Each distinct backward config by key."""
+        """Each distinct backward (and training-forward) config by key."""
         return {c.config.key: c.config for c in self.calls}
+
+    def train_forward(self) -> dict[int, list[BackwardCall]]:
+        """Forward layer index -> its training-mode forward calls (phase ``forward``): in a training
+        step they replace the layer's inference-mode forward."""
+        out: dict[int, list[BackwardCall]] = {}
+        for c in self.calls:
+            if c.phase == "forward":
+                out.setdefault(c.layer, []).append(c)
+        return out
 
 
 def training_plan(ml: ModelLayers) -> TrainingPlan:
     """The backward calls of ``ml``'s layers (:class:`TrainingPlan`). A kind's ``backward`` that
     returns None or raises ValueError (a config it cannot differentiate) counts the layer as
-    ``no_backward``, never as free."""
+    ``no_backward``, never as free. A kind's ``backward`` may return a call of phase ``forward``:
+    the layer's training-mode forward, kept whether or not the input gradient is needed. Raises
+    ValueError for a call of another phase (``optimizer``: the optimizer is not a layer's)."""
     plan = TrainingPlan()
     for ly in reversed(ml.layers):
         if ly.status == "zero_cost":
@@ -85,7 +101,7 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
         if not needs_data:
             plan.data_not_needed.append(ly.index)
         for phase, cfg in calls:
-            if phase not in L.TRAINING_PHASES[1:3]:
+            if phase not in L.TRAINING_PHASES[:3]:
                 raise ValueError(f"{ly.config.kind}.backward gave phase {phase!r}")
             if phase == "backward_data" and not needs_data:
                 continue
