@@ -40,6 +40,7 @@ EXAMPLE_KEYS = {
     "GemmActBackward": "gemmactbackward-26947f6507aa3c3e",
     "ActivationBwd": "activationbwd-7d3b097983260ce7", "PoolingBwd": "poolingbwd-eefee1210435cbf4",
     "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
+    "BatchNormTrain": "batchnormtrain-7c4843fdd3f0e765", "BatchNormBwd": "batchnormbwd-d655a2c6817e6125",
 }
 
 
@@ -224,7 +225,8 @@ def _backward_of(kind: Kind) -> list[str]:
 
 def _check_backward(kind: Kind) -> list[str]:
     """The kind's backward calls for its example: each a (phase, config) of a backward phase of
-    :data:`benanza.kinds.TRAINING_PHASES`, the config of a registered kind (the wiring plans jobs of it)."""
+    :data:`benanza.kinds.TRAINING_PHASES` or ``forward`` (the layer's training-mode forward), the config
+    of a registered kind (the wiring plans jobs of it)."""
     if kind.backward is None:
         return []
     try:
@@ -234,7 +236,7 @@ def _check_backward(kind: Kind) -> list[str]:
     out = []
     for call in calls:
         phase, cfg = call if isinstance(call, tuple) and len(call) == 2 else (None, call)
-        if phase not in L.TRAINING_PHASES[1:3] or L.REGISTRY.get(getattr(cfg, "kind", None)) is None or \
+        if phase not in L.TRAINING_PHASES[:3] or L.REGISTRY.get(getattr(cfg, "kind", None)) is None or \
                 type(cfg) is not L.REGISTRY[cfg.kind].config:
             out.append(f"backward: {call!r} is not a (backward phase, config of a registered kind)")
     return out

@@ -63,21 +63,24 @@ def test_the_plan_follows_autograd(tmp_path, monkeypatch):
     assert {j.config.key for j in plan_jobs([ml], ["fp32"], ["NCHW"])} == set(ml.unique_configs())
 
 
-def test_a_kind_without_backward_leaves_the_step_incomplete(tmp_path):
-    """BatchNormalization in training mode has no backward in benanza yet: its layer is counted as
-    missing, never taken as free, and the step says which kind."""
-    inits = [numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")] + [
-        numpy_helper.from_array(np.ones((8,), np.float32), n) for n in ("scale", "shift", "mean", "var")]
-    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("BatchNormalization", ["a", "scale", "shift", "mean", "var"], ["y"], name="bn")]
-    g = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+def _conv_then(path, node, inits=()):
+    """x -> Conv(w, 8 channels, 8x8) -> ``node`` (reading "a", writing "y") -> y."""
+    inits = [numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")] + list(inits)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv", pads=[1, 1, 1, 1]), node]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 8, 8])], inits)
-    path = tmp_path / "bn.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_kind_without_backward_leaves_the_step_incomplete(tmp_path):
+    """LRN has no backward in benanza yet: its layer is counted as missing, never taken as free, and
+    the step says which kind."""
+    path = _conv_then(tmp_path / "lrn.onnx", helper.make_node("LRN", ["a"], ["y"], name="lrn", size=3))
     ml = process(path, 2)
-    assert L.REGISTRY["BatchNorm"].backward is None
+    assert L.REGISTRY["LRN"].backward is None
     plan = training_plan(ml)
-    assert [ml.layers[i].name for i in plan.no_backward] == ["bn"]
+    assert [ml.layers[i].name for i in plan.no_backward] == ["lrn"]
     db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
     for cfg in list(ml.unique_configs().values()) + list(plan.configs().values()):
         _measure(db, sid, cfg, "fp32", [("lib", 1.0)])
@@ -87,7 +90,70 @@ def test_a_kind_without_backward_leaves_the_step_incomplete(tmp_path):
     system = db.systems()[0]
     t = training_step(ml, analyze(ml, db, system, "fp32", layouts=("NCHW",)), db, system)
     assert not t.complete and t.missing_count == 1
-    assert "1 layers whose backward benanza cannot bound yet (BatchNorm)" in t.incomplete_note
+    assert "1 layers whose backward benanza cannot bound yet (LRN)" in t.incomplete_note
+
+
+def _conv_bn_relu(path, first_bn: bool = False):
+    """x -> Conv(w) -> BatchNormalization -> Relu -> y (8 channels at 8x8); ``first_bn``: the
+    BatchNormalization reads the model input x (3 channels) and the Conv follows it."""
+    params = [numpy_helper.from_array(np.full((8,), v, np.float32), n)
+              for n, v in (("scale", 1.0), ("shift", 0.0), ("mean", 0.0), ("var", 1.0))]
+    w = numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")
+    if first_bn:
+        params = [numpy_helper.from_array(np.full((3,), 1.0, np.float32), n) for n in ("scale", "shift", "mean", "var")]
+        nodes = [helper.make_node("BatchNormalization", ["x", "scale", "shift", "mean", "var"], ["a"], name="bn"),
+                 helper.make_node("Conv", ["a", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    else:
+        nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("BatchNormalization", ["a", "scale", "shift", "mean", "var"], ["b"], name="bn",
+                                  epsilon=1e-3),
+                 helper.make_node("Relu", ["b"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "cbr", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 8, 8])], [w] + params)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_conv_bn_relu_step_is_complete_with_the_batch_norms_calls(tmp_path):
+    """Conv -> BatchNormalization -> Relu (a ConvBnAct fusion group in inference, undone in training):
+    the plan has relu's data gradient, BN's training forward and its one backward call (dx, dscale,
+    dbias), and the conv's weight gradient (its input is the model's: no data gradient); no layer
+    lacks a backward, and measured, the step is complete with the training forward in place of the
+    inference BN."""
+    ml = process(_conv_bn_relu(tmp_path / "cbr.onnx"), 4)
+    assert [f.config.kind for f in ml.fusions] == ["ConvBnAct"]
+    plan = training_plan(ml)
+    assert not plan.no_backward
+    calls = [(ml.layers[c.layer].name, c.phase, c.config.kind) for c in plan.calls]
+    assert calls == [("relu", "backward_data", "ActivationBwd"), ("bn", "forward", "BatchNormTrain"),
+                     ("bn", "backward_data", "BatchNormBwd"), ("conv", "backward_weight", "ConvBwdFilter")]
+    bn = next(c.config for c in plan.calls if c.config.kind == "BatchNormTrain")
+    assert bn == L.BatchNormTrainConfig(shape=(4, 8, 8, 8), epsilon=float(np.float32(1e-3)))  # ONNX keeps a float32
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    for cfg in ml.unique_configs().values():
+        _measure(db, sid, cfg, "fp32", [("lib", 1.0)])
+    for c in plan.calls:
+        _measure(db, sid, c.config, "fp32", [("lib", 2.0 if c.config.kind == "BatchNormTrain" else 0.5)])
+    from benanza.processing.training import optimizer_config
+
+    _measure(db, sid, optimizer_config(ml), "fp32", [("lib", 0.25)])
+    system = db.systems()[0]
+    t = training_step(ml, analyze(ml, db, system, "fp32", layouts=("NCHW",)), db, system)
+    assert t.complete, t.incomplete_note
+    # layer by layer: conv 1.0 + BN's training forward 2.0 (not its inference 1.0) + relu 1.0
+    assert t.phase_ms["forward"] == pytest.approx(4.0)
+    assert t.phase_ms["backward_data"] == pytest.approx(1.0) and t.phase_ms["backward_weight"] == pytest.approx(0.5)
+
+
+def test_a_batch_norm_on_the_model_input_keeps_its_backward_call(tmp_path):
+    """A BatchNormalization that reads the model input needs no dx, but its one backward call also
+    computes dscale and dbias: the plan keeps it (never a free layer)."""
+    ml = process(_conv_bn_relu(tmp_path / "bn_first.onnx", first_bn=True), 2)
+    plan = training_plan(ml)
+    by_layer = [(ml.layers[c.layer].name, c.config.kind) for c in plan.calls]
+    assert ("bn", "BatchNormBwd") in by_layer and ("bn", "BatchNormTrain") in by_layer
+    assert "bn" in [ml.layers[i].name for i in plan.data_not_needed]
 
 
 def test_step_sums_and_critical_path(tmp_path, monkeypatch):

@@ -49,7 +49,8 @@ class TrainingPlan:
       kinds whose backward is the identity, such as an Add of two same-shape tensors);
     - ``data_not_needed``: layers whose inputs are all model inputs or constants: autograd computes
       no input gradient for them (the first convolution of a CNN), so their ``backward_data`` calls
-      are left out.
+      are left out, but for a call whose config says ``computes_weight_gradients`` (one call for the
+      input's and the weights' gradients: BatchNormBwd).
     """
 
     calls: list[BackwardCall] = field(default_factory=list)
@@ -103,8 +104,8 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
         for phase, cfg in calls:
             if phase not in L.TRAINING_PHASES[:3]:
                 raise ValueError(f"{ly.config.kind}.backward gave phase {phase!r}")
-            if phase == "backward_data" and not needs_data:
-                continue
+            if phase == "backward_data" and not needs_data and not getattr(cfg, "computes_weight_gradients", False):
+                continue  # (a call that also computes the weight gradients stays: BatchNormBwd)
             plan.calls.append(BackwardCall(ly.index, phase, cfg))
     return plan
 
