@@ -22,8 +22,8 @@ from typing import ClassVar
 
 from benanza.kinds.base import Kind, LayerConfig, Shape, numel
 from benanza.kinds.batchnorm import BatchNormConfig
-from benanza.kinds.batchnorm_train import (CUDNN_BN_MIN_EPSILON, EXPONENTIAL_AVERAGE_FACTOR, BatchNormTrainConfig,
-                                           bn_case, bn_nhwc_job, bn_tensors, on_cuda)
+from benanza.kinds.batchnorm_train import (EXPONENTIAL_AVERAGE_FACTOR, BatchNormTrainConfig, bn_case, bn_nhwc_job,
+                                           bn_tensors, check_bn, on_cuda)
 from benanza.kinds.framework import Candidate, Ctx, algo_label
 
 
@@ -47,8 +47,7 @@ class BatchNormBwdConfig(LayerConfig):
     epsilon: float
 
     def __post_init__(self):
-        if not 2 <= len(self.shape) <= 5:
-            raise ValueError(f"batch norm of a rank-{len(self.shape)} tensor (2 to 5)")
+        check_bn(self.shape, self.epsilon)
 
     @classmethod
     def of(cls, fwd: BatchNormConfig) -> "BatchNormBwdConfig":
@@ -82,7 +81,7 @@ def batchnorm_backward(cfg: BatchNormConfig) -> tuple:
     call of its own: its weight gradients are inside the data-gradient call's time. For a layer that
     reads only model inputs (no input gradient needed) the plan still keeps the call
     (:attr:`BatchNormBwdConfig.computes_weight_gradients`): autograd runs it for dScale and dBias.
-    Raises ValueError for a rank outside 2 to 5."""
+    Raises ValueError for a rank outside 2 to 5 or a negative epsilon."""
     return (("forward", BatchNormTrainConfig.of(cfg)), ("backward_data", BatchNormBwdConfig.of(cfg)))
 
 
@@ -100,7 +99,7 @@ def _torch(c: Ctx) -> Candidate:
     aten = c.torch.ops.aten
     x, w, b, rm, rv = bn_tensors(c)
     dy = c.fmt(c.randn(cfg.shape))
-    eps, f = float(max(cfg.epsilon, CUDNN_BN_MIN_EPSILON)), EXPONENTIAL_AVERAGE_FACTOR
+    eps, f = float(cfg.epsilon), EXPONENTIAL_AVERAGE_FACTOR
     n = numel(cfg.shape)
     saved = aten.native_batch_norm(x, w, b, rm, rv, True, f, eps)  # (y, save_mean, save_invstd)
     sm, si = saved[1], saved[2]

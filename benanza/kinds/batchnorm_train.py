@@ -26,11 +26,20 @@ from benanza.kinds.batchnorm import BatchNormConfig
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label
 
-#: cuDNN's smallest epsilon (CUDNN_BN_MIN_EPSILON, cudnn_ops.h); a smaller one is raised to it
-CUDNN_BN_MIN_EPSILON = 1e-5
+#: cuDNN's smallest epsilon (``#define CUDNN_BN_MIN_EPSILON 0.0`` in cuDNN 9's cudnn_ops.h; cuDNN 7
+#: had 1e-5): the node's epsilon is passed as it is
+CUDNN_BN_MIN_EPSILON = 0.0
 #: the exponential average factor of the running statistics the timed calls use: PyTorch's default
 #: momentum 0.1 (torch.nn.BatchNorm2d; ONNX's momentum 0.9 is 1 - it). Any factor costs the same.
 EXPONENTIAL_AVERAGE_FACTOR = 0.1
+
+
+def check_bn(shape: Shape, epsilon: float) -> None:
+    """Raises ValueError for a rank outside 2 to 5 or an epsilon below cuDNN's minimum."""
+    if not 2 <= len(shape) <= 5:
+        raise ValueError(f"batch norm of a rank-{len(shape)} tensor (2 to 5)")
+    if not epsilon >= CUDNN_BN_MIN_EPSILON:
+        raise ValueError(f"batch norm epsilon {epsilon} below CUDNN_BN_MIN_EPSILON {CUDNN_BN_MIN_EPSILON}")
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,7 @@ class BatchNormTrainConfig(LayerConfig):
     epsilon: float
 
     def __post_init__(self):
-        if not 2 <= len(self.shape) <= 5:
-            raise ValueError(f"batch norm of a rank-{len(self.shape)} tensor (2 to 5)")
+        check_bn(self.shape, self.epsilon)
 
     @classmethod
     def of(cls, fwd: BatchNormConfig) -> "BatchNormTrainConfig":
@@ -94,10 +102,10 @@ class BatchNormTrainCase(Case):
 
 
 def bn_case(shape: Shape, epsilon: float, job: Job) -> BatchNormTrainCase:
-    """The case of a batch norm call on x of ``shape`` (epsilon raised to cuDNN's minimum, and said so)."""
-    note = "" if epsilon >= CUDNN_BN_MIN_EPSILON else f"epsilon {epsilon} raised to CUDNN_BN_MIN_EPSILON 1e-5"
-    return BatchNormTrainCase(job=job_init(job), dims=c_array(bn_dims(shape), 4),
-                              epsilon=cpp_num(max(epsilon, CUDNN_BN_MIN_EPSILON)), note=cpp_string(note))
+    """The case of a batch norm call on x of ``shape``; the note says when spatial dims were folded."""
+    note = "" if len(shape) <= 4 else f"{len(shape) - 2} spatial dims folded into one (same per-channel statistics)"
+    return BatchNormTrainCase(job=job_init(job), dims=c_array(bn_dims(shape), 4), epsilon=cpp_num(float(epsilon)),
+                              note=cpp_string(note))
 
 
 def _case(cfg: BatchNormTrainConfig, job: Job) -> BatchNormTrainCase:
@@ -129,7 +137,7 @@ def _torch(c: Ctx) -> Candidate:
     cfg = c.cfg
     aten = c.torch.ops.aten
     x, w, b, rm, rv = bn_tensors(c)
-    eps, f = float(max(cfg.epsilon, CUDNN_BN_MIN_EPSILON)), EXPONENTIAL_AVERAGE_FACTOR
+    eps, f = float(cfg.epsilon), EXPONENTIAL_AVERAGE_FACTOR
     n = numel(cfg.shape)
     cand = Candidate("torch:aten::native_batch_norm", algo_label(c, "training"),
                      lambda: aten.native_batch_norm(x, w, b, rm, rv, True, f, eps)[0], n)

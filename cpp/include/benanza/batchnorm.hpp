@@ -15,7 +15,7 @@ struct BatchNormSpec {
   Precision precision;
   const int* dims;   // N C H W (spatial dims beyond two folded into H)
   bool nhwc;         // x, y, dy, dx stored channels-last
-  double epsilon;    // >= CUDNN_BN_MIN_EPSILON
+  double epsilon;    // the node's (>= CUDNN_BN_MIN_EPSILON, 0 in cuDNN 9)
   double momentum;   // the running statistics' exponential average factor (forward)
   const char* note;  // how the timed call differs from the ONNX node ("" when it does not)
 };
