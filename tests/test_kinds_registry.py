@@ -41,6 +41,7 @@ EXAMPLE_KEYS = {
     "ActivationBwd": "activationbwd-7d3b097983260ce7", "PoolingBwd": "poolingbwd-eefee1210435cbf4",
     "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
     "BatchNormTrain": "batchnormtrain-7c4843fdd3f0e765", "BatchNormBwd": "batchnormbwd-d655a2c6817e6125",
+    "DropoutBwd": "dropoutbwd-625b71f4d6dd0faa",
 }
 
 

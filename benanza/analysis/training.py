@@ -70,7 +70,8 @@ class MemoryBound:
     ``gradients`` and the ``optimizer_state`` (:data:`OPTIMIZER_STATE`), in the precision's element
     size (pure fp16/bf16 training; PyTorch's AMP keeps fp32 parameters, which needs more), the
     ``activations`` the backward calls read (each layer input a weight gradient reads, each input or
-    output an activation's gradient reads: every such tensor once; frameworks keep more), and the
+    output an activation's gradient reads: every such tensor once; a dropout's mask at one byte per
+    element; frameworks keep more), and the
     largest ``workspace`` of a chosen backward call. Every term is memory the step must hold at its
     peak (the last backward calls run while the gradients and saved activations are alive), so
     their sum bounds ``torch.cuda.max_memory_allocated`` from below."""
@@ -295,6 +296,9 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
         if c.phase == "forward":  # a training-mode forward: what it saves, its backward call reads
             continue
         ly = ml.layers[c.layer]
+        if c.config.kind in _READS_MASK:  # a dropout's gradient reads its mask (one byte per element)
+            saved[f"mask of layer {c.layer}"] = math.prod(c.config.shape)
+            continue
         reads = ly.inputs if c.phase == "backward_weight" or c.config.kind not in _READS_OUTPUT else ly.outputs
         for k, name in enumerate(reads):
             shape = shapes.get(name) or (ly.input_shapes[k] if k < len(ly.input_shapes) else None)
@@ -309,4 +313,7 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
 #: backward kinds whose gradient reads the forward's output rather than its input (ReLU's
 #: threshold_backward, sigmoid's and tanh's backward read y)
 _READS_OUTPUT = ("ActivationBwd",)
+#: backward kinds that read a mask their forward saved, one byte per element (PyTorch's bool dropout
+#: mask), instead of a forward tensor
+_READS_MASK = ("DropoutBwd",)
 

@@ -51,6 +51,7 @@ from benanza.kinds.pooling_backward import (PoolingBwdConfig)  # noqa: F401 (the
 from benanza.kinds.softmax_backward import (SoftmaxBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.batchnorm_train import (BatchNormTrainConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.batchnorm_backward import (BatchNormBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.dropout_backward import (DropoutBwdConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -85,6 +86,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "softmax_backward",
     "batchnorm_train",
     "batchnorm_backward",
+    "dropout_backward",
 ))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->

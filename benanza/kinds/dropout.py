@@ -37,6 +37,23 @@ def dropout_training(node, ctx, attrs) -> tuple[bool, float]:
     return (not int(attrs.get("is_test", 1))) if ctx.opset < 7 else False, float(attrs.get("ratio", 0.5))
 
 
+def train_config(node, ctx: MapContext, attrs) -> DropoutConfig | None:
+    """The training-mode call of a Dropout node the model runs in inference (a zero-cost identity
+    there): the same node drawing its mask in a training step, cudnnDropoutForward. None when the
+    node drops nothing in training either (ratio 0: PyTorch's dropout returns its input, no kernel;
+    ratio 1 or more: it is not a dropout to time) or its ratio or input shape is unknown."""
+    from benanza.kinds.onnx_map import Unsupported
+
+    try:
+        _, ratio = dropout_training(node, ctx, attrs)
+    except Unsupported:
+        return None
+    shape = ctx.shape(node.input[0]) if node.input else None
+    if shape is None or not 0.0 < float(ratio) < 1.0:
+        return None
+    return DropoutConfig(shape=tuple(shape), ratio=float(ratio))
+
+
 def _map_dropout(node, ctx: MapContext, attrs) -> DropoutConfig:
     """A Dropout node in training mode (the model processor takes one in inference as a zero-cost
     identity before mapping, :func:`dropout_training`)."""

@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from benanza import kinds as L
-from benanza.kinds.dropout import dropout_training
+from benanza.kinds.dropout import dropout_training, train_config as dropout_train_config
 from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
 from benanza.processing import views as V
 from benanza.errors import ModelError, UsageError
@@ -60,6 +60,9 @@ class Layer:
     reason: str = ""
     fusion: int | None = None  # index into ModelLayers.fusions when part of a fusion candidate
     static_inputs: tuple[str, ...] = ()  # inputs that are weights or constants
+    #: the config of the layer's training-mode call where its inference call is free (a Dropout the
+    #: model runs in inference draws its mask in training: :func:`benanza.kinds.dropout.train_config`)
+    train_config: L.LayerConfig | None = None
 
     @property
     def key(self) -> str | None:
@@ -1152,6 +1155,8 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
                    input_shapes=tuple(map(shape_of, ins)), output_shapes=tuple(map(shape_of, outs)),
                    status=status, config=cfg, reason=reason,
                    static_inputs=tuple(i for i in ins if i in static) if len(data_ins) < len(ins) else ())
+        if status == "zero_cost" and node.op_type == "Dropout":
+            ly.train_config = dropout_train_config(node, ctx, node_attrs(node))
         if cfg is not None and dtype is None:
             dtype = "float32"
         _check_sizes(path, ly)

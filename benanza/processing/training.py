@@ -73,28 +73,34 @@ class TrainingPlan:
 
 
 def training_plan(ml: ModelLayers) -> TrainingPlan:
-    """The backward calls of ``ml``'s layers (:class:`TrainingPlan`). A kind's ``backward`` that
+    """The backward calls of ``ml``'s layers (:class:`TrainingPlan`). A zero-cost layer is a pass-through
+    unless it has a training-mode call (``Layer.train_config``: a Dropout exported for inference),
+    which the plan times as the layer's ``forward`` call followed by that config's kind's backward
+    calls. A kind's ``backward`` that
     returns None or raises ValueError (a config it cannot differentiate) counts the layer as
     ``no_backward``, never as free. A kind's ``backward`` may return a call of phase ``forward``:
     the layer's training-mode forward, kept whether or not the input gradient is needed. Raises
     ValueError for a call of another phase (``optimizer``: the optimizer is not a layer's)."""
     plan = TrainingPlan()
     for ly in reversed(ml.layers):
-        if ly.status == "zero_cost":
+        # a layer free in inference but not in training (Dropout): its training call, then its backward
+        train = getattr(ly, "train_config", None) if ly.status == "zero_cost" else None
+        if ly.status == "zero_cost" and train is None:
             plan.pass_through.append(ly.index)
             continue
-        kind = L.REGISTRY.get(ly.config.kind) if ly.config is not None else None
-        if ly.status != "benchmark" or kind is None or kind.backward is None:
+        cfg = train if train is not None else ly.config
+        kind = L.REGISTRY.get(cfg.kind) if cfg is not None else None
+        if (ly.status != "benchmark" and train is None) or kind is None or kind.backward is None:
             plan.no_backward.append(ly.index)
             continue
         try:
-            calls = kind.backward(ly.config)
+            calls = kind.backward(cfg)
         except (ValueError, NotImplementedError):
             calls = None
         if calls is None:  # this config has no backward in benanza (e.g. an elementwise Div)
             plan.no_backward.append(ly.index)
             continue
-        calls = tuple(calls)
+        calls = ((("forward", train),) if train is not None else ()) + tuple(calls)
         if not calls:
             plan.pass_through.append(ly.index)
             continue
