@@ -190,3 +190,24 @@ def test_the_generated_sources_compile(tmp_path):
         subprocess.run(base + [f"-I{libs.frontend_include}", "-DBENANZA_WITH_FRONTEND=1",
                                "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING", "-DCUDNN_FRONTEND_SKIP_JSON_LIB",
                                "-Wno-error", str(engines)], check=True)
+
+
+def test_resnet50_with_its_batch_norms_has_every_backward(tmp_path):
+    """torchvision resnet50 exported with its 53 BatchNormalizations kept (each in a Conv -> BN [-> Relu]
+    fusion group for inference): each BN gets its training forward and its backward call, no layer is
+    left without a backward, and `generate --train` writes both kinds' suites."""
+    from conftest import REPO
+    from benanza.processing.training import training_plan
+
+    path = REPO / "tests" / "data" / "zoo" / "models" / "resnet50_bnkept.onnx"
+    ml = process(path, 32)
+    plan = training_plan(ml)
+    assert not plan.no_backward
+    bns = [ly.index for ly in ml.layers if ly.op_type == "BatchNormalization"]
+    assert len(bns) == 53
+    by_phase = {(c.layer, c.phase, c.config.kind) for c in plan.calls}
+    assert all({(i, "forward", "BatchNormTrain"), (i, "backward_data", "BatchNormBwd")} <= by_phase for i in bns)
+    suite = generate([ml], ["fp16"], tmp_path / "s", layouts=["NCHW", "NHWC"], train=True)
+    kinds = {j.kind for j in suite.jobs}
+    assert {"BatchNormTrain", "BatchNormBwd", "ConvBwdData", "ConvBwdFilter", "ActivationBwd"} <= kinds
+    assert (tmp_path / "s" / "src" / "batchnormtrain.cpp").is_file() and (tmp_path / "s" / "src" / "batchnormbwd.cpp").is_file()
