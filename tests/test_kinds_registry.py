@@ -40,6 +40,7 @@ EXAMPLE_KEYS = {
     "GemmActBackward": "gemmactbackward-26947f6507aa3c3e",
     "ActivationBwd": "activationbwd-7d3b097983260ce7", "PoolingBwd": "poolingbwd-eefee1210435cbf4",
     "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
+    "GatherBwd": "gatherbwd-930c8240260476a0", "CrossEntropyLoss": "crossentropyloss-6637b50daa609c46",
 }
 
 
