@@ -109,7 +109,7 @@ def test_an_integer_output_is_no_logits(tmp_path):
     assert cfg == L.CrossEntropyLossConfig(logits=(3, 5))
 
 
-def test_the_loss_in_the_step(tmp_path, monkeypatch):
+def test_the_loss_in_the_step(tmp_path, monkeypatch, capsys):
     """test_training_step's chain with its output flattened into logits: the loss runs after the
     forward pass and before the gradients, and counts in the sums."""
     _stand_ins(monkeypatch)
@@ -144,6 +144,10 @@ def test_the_loss_in_the_step(tmp_path, monkeypatch):
     assert t.critical_path_ms == pytest.approx(13.95)
     assert any("taken as logits" in n for n in t.notes)
     assert t.to_dict()["phase_ms"]["loss"] == pytest.approx(0.25)
+    from benanza.cli import _print_training
+
+    _print_training([t], True)  # the table shows the loss column
+    assert "0.2500" in capsys.readouterr().out
 
 
 def test_without_logits_the_loss_is_not_counted_and_the_step_stays_complete(tmp_path, monkeypatch):
