@@ -152,8 +152,9 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
     autograd computes it (``tools/autograd/derivatives.yaml``):
 
     - Transpose (``permute: self: permute_backwards(grad, dims)``, FunctionsManual.cpp): the gradient
-      permuted by the inverse permutation, made contiguous (the consumer's backward reads a packed
-      tensor): a Transpose of dy (the forward's output shape) by ``argsort(perm)``.
+      permuted by the inverse permutation: a Transpose of dy (the forward's output shape) by
+      ``argsort(perm)``, counted as the copy that makes it packed, as the forward Transpose is (a
+      framework may hand the strided view on instead, where the next gradient call accepts one).
     - Concat (``cat: tensors: cat_tensors_backward(grad, sizes, dtypes, dim)``): each input's gradient
       is ``grad.narrow(dim, offset, size)``, made contiguous where it is consumed: one Split of dy,
       a strided copy per input.
