@@ -700,13 +700,15 @@ def _print_training(steps, calls_table: bool) -> None:
     st = FitTable("training step LBL, ms: forward + backward, critical path; partial sums marked incomplete",
                   [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"), Col("LBL ms", "num"),
                    Col("sequential ms", "num", drop=2), Col("forward ms", "num", drop=1),
-                   Col("bwd data ms", "num", drop=1), Col("bwd weight ms", "num", drop=1),
+                   Col("loss ms", "num", drop=3), Col("bwd data ms", "num", drop=1), Col("bwd weight ms", "num", drop=1),
                    Col("optimizer ms", "num", drop=3), Col("complete")])
     for t in steps:
         mark = "" if t.complete else " incomplete"
         ph = t.phase_ms
         st.add_row(t.model, str(t.batch), t.precision_label, f"{t.critical_path_ms:.4f}{mark}",
-                   f"{t.sequential_ms:.4f}{mark}", f"{ph['forward']:.4f}", f"{ph['backward_data']:.4f}",
+                   f"{t.sequential_ms:.4f}{mark}", f"{ph['forward']:.4f}",
+                   f"{ph['loss']:.4f}" if ph.get("loss") is not None else
+                   ("not measured" if not t.loss_measured else "not counted"), f"{ph['backward_data']:.4f}",
                    f"{ph['backward_weight']:.4f}",
                    f"{ph['optimizer']:.4f}" if ph["optimizer"] is not None else "not measured",
                    "yes" if t.complete else Text(f"no: {t.missing_count} missing", style="red"))

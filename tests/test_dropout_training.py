@@ -87,6 +87,11 @@ def test_the_step_counts_the_dropout_calls_and_its_mask(tmp_path):
     for c in plan.calls:
         _measure(db, sid, c.config, "fp32", [("lib", times.get(c.config.kind, 0.25))])
     _measure(db, sid, optimizer_config(ml), "fp32", [("lib", 0.125)])
+    from benanza.processing.training import loss_config
+
+    loss, _ = loss_config(ml)
+    if loss is not None:  # the MLP's (8, 16) output is logits: its cross-entropy is a call of the step
+        _measure(db, sid, loss, "fp32", [("lib", 0.25)])
     system = db.systems()[0]
     t = training_step(ml, analyze(ml, db, system, "fp32", layouts=("NCHW",)), db, system)
     assert t.complete, t.incomplete_note

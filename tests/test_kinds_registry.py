@@ -42,6 +42,7 @@ EXAMPLE_KEYS = {
     "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
     "BatchNormTrain": "batchnormtrain-7c4843fdd3f0e765", "BatchNormBwd": "batchnormbwd-d655a2c6817e6125",
     "DropoutBwd": "dropoutbwd-625b71f4d6dd0faa",
+    "GatherBwd": "gatherbwd-930c8240260476a0", "CrossEntropyLoss": "crossentropyloss-6637b50daa609c46",
 }
 
 

@@ -313,26 +313,31 @@ def test_unreadable_model_is_one_error(tmp_path):
 
 def _cnn_mlp(path):
     """A small network with every forward kind resnet50's and an MLP's training step differentiates:
-    Conv(+bias) -> Relu -> MaxPool -> Conv -> BatchNormalization -> Add(residual) -> Sigmoid ->
-    GlobalAveragePool -> Flatten -> Gemm -> Relu -> Gemm -> Mul(per-feature scale) -> Softmax."""
+    Conv(+bias) -> Relu -> MaxPool -> Conv -> BatchNormalization -> Transpose(H, W) -> Add(residual) ->
+    Sigmoid -> GlobalAveragePool -> Flatten -> Concat(itself) -> Gather(constant permutation) -> Gemm ->
+    Relu -> Gemm -> Mul(per-feature scale) -> Softmax, whose (N, 10) output the loss takes as logits."""
     rng = np.random.default_rng(0)
 
     def init(name, *shape):
         return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
 
-    inits = [init("w1", 8, 3, 3, 3), init("b1", 8), init("w2", 8, 8, 3, 3), init("fc1", 16, 8), init("fb1", 16),
+    inits = [init("w1", 8, 3, 3, 3), init("b1", 8), init("w2", 8, 8, 3, 3), init("fc1", 16, 16), init("fb1", 16),
              init("fc2", 10, 16), init("fb2", 10), init("scale", 10), init("bn_s", 8), init("bn_b", 8),
-             init("bn_m", 8), numpy_helper.from_array(np.full((8,), 1.5, np.float32), "bn_v")]
+             init("bn_m", 8), numpy_helper.from_array(np.full((8,), 1.5, np.float32), "bn_v"),
+             numpy_helper.from_array(np.arange(15, -1, -1, dtype=np.int64), "perm")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("MaxPool", ["r1"], ["p1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
              helper.make_node("Conv", ["p1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
              helper.make_node("BatchNormalization", ["c2", "bn_s", "bn_b", "bn_m", "bn_v"], ["n2"], name="bn2"),
-             helper.make_node("Add", ["n2", "p1"], ["s"], name="residual"),
+             helper.make_node("Transpose", ["n2"], ["c2t"], name="transpose", perm=[0, 1, 3, 2]),
+             helper.make_node("Add", ["c2t", "p1"], ["s"], name="residual"),
              helper.make_node("Sigmoid", ["s"], ["g"], name="gate"),
              helper.make_node("GlobalAveragePool", ["g"], ["gap"], name="gap"),
              helper.make_node("Flatten", ["gap"], ["f"], name="flatten"),
-             helper.make_node("Gemm", ["f", "fc1", "fb1"], ["h"], name="fc1", transB=1),
+             helper.make_node("Concat", ["f", "f"], ["fc"], name="concat", axis=1),
+             helper.make_node("Gather", ["fc", "perm"], ["fp"], name="permute", axis=1),
+             helper.make_node("Gemm", ["fp", "fc1", "fb1"], ["h"], name="fc1", transB=1),
              helper.make_node("Relu", ["h"], ["hr"], name="relu2"),
              helper.make_node("Gemm", ["hr", "fc2", "fb2"], ["o"], name="fc2", transB=1),
              helper.make_node("Mul", ["o", "scale"], ["os"], name="scale"),
@@ -350,7 +355,8 @@ def test_the_training_suite_compiles_and_links(tmp_path):
     the suite of forward, backward and optimizer jobs compiles, links and lists exactly its jobs.
     (One build for the backward kinds' templates: ConvBwdData/Filter, ActivationBwd, PoolingBwd,
     SoftmaxBwd, the gradient GEMMs and ReduceSums, Elementwise muls, BatchNormTrain and BatchNormBwd
-    with their graph-API source, Optimizer.)"""
+    with their graph-API source, the Copy gradients (Transpose, Split), GatherBwd, the
+    CrossEntropyLoss, Optimizer.)"""
     import json
     import subprocess
 
@@ -365,7 +371,8 @@ def test_the_training_suite_compiles_and_links(tmp_path):
     suite = generate(models, ["fp32", "fp16"], tmp_path / "s", layouts=["NCHW", "NHWC"], train=True, optimizer="adam")
     kinds = {j.kind for j in suite.jobs}
     assert {"ConvBwdData", "ConvBwdFilter", "ActivationBwd", "PoolingBwd", "SoftmaxBwd", "Reduce", "Optimizer",
-            "BatchNormTrain", "BatchNormBwd"} <= kinds
+            "BatchNormTrain", "BatchNormBwd", "Copy", "GatherBwd", "CrossEntropyLoss"} <= kinds
+    assert {j.config.op for j in suite.jobs if j.kind == "Copy"} == {"Transpose", "Concat", "Split"}
     assert json.loads((tmp_path / "s" / "suite.json").read_text())["train"] is True
     r = build(tmp_path / "s")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)

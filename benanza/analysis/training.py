@@ -9,14 +9,24 @@ training-mode forward (a ``forward`` call of :func:`benanza.processing.training.
 BatchNormalization with the batch's statistics, Dropout drawing its mask) counts that call's time
 in place of its inference call; when that call has no measurement the step is incomplete.
 
+The loss: cross-entropy with class indices on the model's output taken as logits
+(:func:`benanza.processing.training.loss_config`: its first floating-point output of rank 2, else
+of rank 3 with the vocabulary last), forward and backward timed as one call of the
+``CrossEntropyLoss`` kind (phase ``loss`` of :data:`benanza.kinds.STEP_PHASES`). On the critical
+path it runs after the forward pass ends and before any gradient: the backward pass starts when
+the loss's gradient is done. Unmeasured, the step is incomplete and says so. A model without such an
+output (no classifier's logits) has no loss the step can know: the loss is then not counted,
+``phase_ms["loss"]`` is None, a note says so and why, and the step stays complete (its LBL is a
+bound of the model's own layers, as a training step of such a model runs a loss benanza cannot
+see).
+
 The backward calls come from :func:`benanza.processing.training.training_plan`, each timed by the
 fastest valid measurement of its config (:func:`benanza.database.query.best_per_config`, the same
 rule as the forward). The step's critical path follows autograd's dependencies: a layer's gradient
 calls start when the gradients of every layer that consumes its output are done (the model's
 outputs: when the forward pass ends), its data and weight gradients run concurrently, and the
 optimizer's update follows the last gradient (PyTorch: ``loss.backward()`` then
-``optimizer.step()``). The loss (outside the ONNX model) is not counted: the bound is of the
-model's own layers.
+``optimizer.step()``).
 """
 from __future__ import annotations
 
@@ -28,7 +38,7 @@ from benanza.analysis.analyzer import Analysis, critical_path
 from benanza.database import query
 from benanza.database.store import Database, System
 from benanza.processing.model import ModelLayers
-from benanza.processing.training import optimizer_config, training_plan
+from benanza.processing.training import loss_config, optimizer_config, training_plan
 
 #: fusion kinds a training step cannot use (inference-only folding), counted layer by layer
 INFERENCE_ONLY_FUSIONS = ("ConvBnAct",)
@@ -104,13 +114,16 @@ class MemoryBound:
 class TrainingStep:
     """The training step's LBL of one model, batch and precision (ms).
 
-    ``phase_ms``: the sum of each phase of :data:`benanza.kinds.TRAINING_PHASES` (``forward``: the
-    forward pass's fused sequential sum with inference-only fusions undone; ``optimizer``: None
-    until the optimizer's update is measured); ``sequential_ms``: every call one after another;
+    ``phase_ms``: the sum of each phase of :data:`benanza.kinds.STEP_PHASES` (``forward``: the
+    forward pass's fused sequential sum with inference-only fusions undone; ``loss``: the loss's
+    forward and backward, None when the model has no output to take as logits (not counted,
+    ``loss_note`` says why) or while it is unmeasured; ``optimizer``: None until the optimizer's
+    update is measured); ``sequential_ms``: every call one after another;
     ``critical_path_ms``: the longest chain of dependent calls (module docstring), the headline.
     ``calls``: each backward call's time; ``no_backward``: (layer index, name, kind) of the layers
     whose gradient benanza cannot bound yet. Incomplete (:attr:`complete` False) while any backward
-    call, any forward layer, any layer's backward or the optimizer is missing."""
+    call, any forward layer, any layer's backward, the loss of a model that has one
+    (``loss_measured`` False) or the optimizer is missing."""
 
     model: str
     batch: int
@@ -125,6 +138,9 @@ class TrainingStep:
     optimizer_note: str = "the optimizer's update has no valid measurement"
     notes: list[str] = field(default_factory=list)
     memory: MemoryBound | None = None
+    #: False when the model has a loss (a classifier's logits) whose call has no valid measurement
+    loss_measured: bool = True
+    loss_note: str = ""
 
     @property
     def missing_calls(self) -> list[BackwardTime]:
@@ -135,7 +151,7 @@ class TrainingStep:
         """Forward layers, backward calls and layers without a backward that have no time, plus
         one for an unmeasured optimizer update: the one count every output gives."""
         return (len(self.forward.missing) + len(self.missing_calls) + len(self.no_backward)
-                + (1 if self.phase_ms.get("optimizer") is None else 0))
+                + (0 if self.loss_measured else 1) + (1 if self.phase_ms.get("optimizer") is None else 0))
 
     @property
     def complete(self) -> bool:
@@ -163,6 +179,8 @@ class TrainingStep:
             kinds = sorted({k for _, _, k in self.no_backward})
             parts.append(f"{len(self.no_backward)} layers whose backward benanza cannot bound yet "
                          f"({', '.join(kinds)})")
+        if not self.loss_measured:
+            parts.append(self.loss_note)
         if self.phase_ms.get("optimizer") is None:
             parts.append(self.optimizer_note)
         return "INCOMPLETE: " + "; ".join(parts) + " (a partial sum, not a bound)"
@@ -228,25 +246,34 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         else:
             (d_ms if c.phase == "backward_data" else w_ms)[c.layer] += c.time_ms or 0.0
     fwd_seq = sum(fwd)
+    loss_cfg, loss_about = loss_config(ml)
+    loss_ms, loss_measured, loss_note = None, True, ""
+    if loss_cfg is not None:
+        b = query.best_per_config(db, system.id, a.precision, a.cache, [loss_cfg.key], layouts).get(loss_cfg.key)
+        loss_ms = b.median_ms if b is not None else None
+        loss_measured = b is not None
+        if b is None:
+            loss_note = f"the loss ({loss_cfg.describe()}) has no valid measurement (`benanza bench --train`)"
     fwd_end = critical_path(ml.edges, fwd)[0]
+    bwd_start = fwd_end + (loss_ms or 0.0)  # the loss's forward and backward, then the gradients
     consumers: dict[int, list[int]] = collections.defaultdict(list)
     for i, preds in ml.edges.items():
         for p in preds:
             consumers[p].append(i)
     done_d: dict[int, float] = {}  # when layer i's input gradient is ready
-    last = fwd_end
+    last = bwd_start
     for ly in reversed(ml.layers):
         i = ly.index
-        ready = max((done_d[j] for j in consumers.get(i, ())), default=fwd_end)
+        ready = max((done_d[j] for j in consumers.get(i, ())), default=bwd_start)
         done_d[i] = ready + d_ms.get(i, 0.0)
         last = max(last, done_d[i], ready + w_ms.get(i, 0.0))
     opt_cfg = optimizer_config(ml, optimizer)  # reads the model's parameters once for the step
     opt_ms, opt_note = _optimizer_time(opt_cfg, a, db, system, optimizer)
-    phase_ms = {"forward": fwd_seq, "backward_data": sum(d_ms.values()), "backward_weight": sum(w_ms.values()),
-                "optimizer": opt_ms}
+    phase_ms = {"forward": fwd_seq, "loss": loss_ms, "backward_data": sum(d_ms.values()),
+                "backward_weight": sum(w_ms.values()), "optimizer": opt_ms}
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
               else ml.layers[i].op_type) for i in sorted(plan.no_backward)]
-    notes = []
+    notes = [loss_about]
     if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
@@ -254,9 +281,11 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
                           opt_cfg.parameter_count if opt_cfg is not None else 0)
     return TrainingStep(model=ml.model, batch=ml.batch, precision_label=a.precision_label, layouts=layouts,
                         forward=a, phase_ms=phase_ms,
-                        sequential_ms=fwd_seq + phase_ms["backward_data"] + phase_ms["backward_weight"] + (opt_ms or 0.0),
+                        sequential_ms=(fwd_seq + (loss_ms or 0.0) + phase_ms["backward_data"]
+                                       + phase_ms["backward_weight"] + (opt_ms or 0.0)),
                         critical_path_ms=last + (opt_ms or 0.0), calls=calls, no_backward=no_bw,
-                        optimizer_note=opt_note, notes=notes, memory=memory)
+                        optimizer_note=opt_note, notes=notes, memory=memory, loss_measured=loss_measured,
+                        loss_note=loss_note)
 
 
 def _optimizer_time(cfg, a: Analysis, db: Database, system: System, optimizer: str) -> tuple[float | None, str]:

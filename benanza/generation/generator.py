@@ -25,7 +25,7 @@ from benanza.kinds.precision import Precision
 from benanza.kinds.cpp import cpp_string
 from benanza.errors import UsageError
 from benanza.processing.model import ModelLayers
-from benanza.processing.training import optimizer_config, training_plan
+from benanza.processing.training import loss_config, optimizer_config, training_plan
 
 #: where the templates and the C++ harness live: next to the package in a source checkout, inside
 #: the package data when installed
@@ -171,7 +171,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
     (and cuDNN RNNs: :data:`benanza.kinds.CUDNN_TF32_KINDS`) in this precision instead of ``precisions`` (``tf32`` with
     ``["fp32"]``: PyTorch's fp32 default, TF32 convolutions and FP32 matmuls). ``train``: the
     backward calls of a training step too (:func:`benanza.processing.training.training_plan`),
-    each in the precisions and layouts its forward layer gets, and the ``optimizer``'s step over
+    each in the precisions and layouts its forward layer gets, the loss on the model's output
+    (:func:`benanza.processing.training.loss_config`), and the ``optimizer``'s step over
     the model's parameters (:func:`benanza.processing.training.optimizer_config`)."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
@@ -201,6 +202,9 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
             for call in training_plan(ml).calls:
                 fwd = ml.layers[call.layer]
                 add(call.config, fwd.key in neighbours, fwd.name)
+            loss, _ = loss_config(ml)
+            if loss is not None:
+                add(loss, False, "loss")
             opt = optimizer_config(ml, optimizer)
             if opt is not None:
                 add(opt, False, f"{optimizer}.step")
@@ -345,10 +349,14 @@ def render_harness_project(root: Path) -> None:
 
 def _model_configs(m: ModelLayers, train: bool, optimizer: str = "sgd") -> list:
     """Every config of ``m`` the database is to know: its layers' and fusions', and with ``train``
-    its backward calls' (:func:`benanza.processing.training.training_plan`) and its optimizer step's."""
+    its backward calls' (:func:`benanza.processing.training.training_plan`), its loss's and its
+    optimizer step's."""
     configs = dict(m.unique_configs())
     if train:
         configs.update(training_plan(m).configs())
+        loss, _ = loss_config(m)
+        if loss is not None:
+            configs[loss.key] = loss
         opt = optimizer_config(m, optimizer)
         if opt is not None:
             configs[opt.key] = opt

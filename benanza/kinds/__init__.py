@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from benanza.kinds.base import (TRAINING_PHASES, Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes, param_name)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.base import (TRAINING_PHASES, STEP_PHASES, Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes, param_name)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.precision import (PRECISIONS, PRECISION_DTYPE, FP8_KINDS, FP8_FALLBACK, ACCEPTED_MATH, ACCEPTED_DTYPES, CONV_KINDS, CUDNN_TF32_KINDS, DTYPE_BYTES)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv import (ConvConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv_bwd_data import (ConvBwdDataConfig)  # noqa: F401 (the kinds' namespace)
@@ -52,6 +52,8 @@ from benanza.kinds.softmax_backward import (SoftmaxBwdConfig)  # noqa: F401 (the
 from benanza.kinds.batchnorm_train import (BatchNormTrainConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.batchnorm_backward import (BatchNormBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.dropout_backward import (DropoutBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.gather_backward import (GatherBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.cross_entropy_loss import (CrossEntropyLossConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -87,6 +89,8 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "batchnorm_train",
     "batchnorm_backward",
     "dropout_backward",
+    "gather_backward",
+    "cross_entropy_loss",
 ))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->

@@ -70,6 +70,10 @@ def _config_key(config: "LayerConfig") -> str:
 #: gradient of its input (data gradient), of its weights and bias (weight gradient), and the
 #: optimizer's update of every parameter
 TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")
+#: every phase of a training step's sums (``TrainingStep.phase_ms``), in the step's order: the
+#: training phases and the ``loss`` (its forward and backward on the model's output, after the
+#: forward pass and before the backward pass; :mod:`benanza.kinds.cross_entropy_loss`)
+STEP_PHASES = ("forward", "loss", "backward_data", "backward_weight", "optimizer")
 
 
 @dataclass(frozen=True)
@@ -267,9 +271,10 @@ class Kind:
       training step (BatchNormalization with the batch's statistics, Dropout drawing its mask). None (the
       field, or the function's result for one config): no backward pass in benanza yet, so a training
       step of a model with it is incomplete, and says so.
-    - ``phase``: the phase of :data:`TRAINING_PHASES` the kind's own calls belong to: ``forward`` for
+    - ``phase``: the phase of :data:`STEP_PHASES` the kind's own calls belong to: ``forward`` for
       a layer of the model's graph; ``optimizer`` for the optimizer step (:mod:`benanza.kinds.optimizer`),
-      which no ONNX op maps to (its config comes from the model's parameters, so ``onnx`` is empty).
+      which no ONNX op maps to (its config comes from the model's parameters, so ``onnx`` is empty);
+      ``loss`` for the loss on the model's output (:mod:`benanza.kinds.cross_entropy_loss`, likewise).
     - ``backward_of``: forward kind name -> its ``backward`` function, for a backward kind (one that maps
       no ONNX op: processing makes its configs from the forward layers' configs). The registry
       (:mod:`benanza.kinds`) installs each function as the forward kind's ``backward``: the forward
@@ -296,5 +301,5 @@ class Kind:
     backward_of: Mapping[str, Callable[[Any], tuple]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        if self.phase not in TRAINING_PHASES:
-            raise ValueError(f"kind {self.name}: phase {self.phase!r} is not one of {', '.join(TRAINING_PHASES)}")
+        if self.phase not in STEP_PHASES:
+            raise ValueError(f"kind {self.name}: phase {self.phase!r} is not one of {', '.join(STEP_PHASES)}")

@@ -1,4 +1,7 @@
 """Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
+traffic they are; and their gradients in a training step (issue 26), which only move data too: a
+Split (Concat's), the inverse Transpose, a SliceBackward (Slice's) and a Slice (Pad's), configs of
+this kind (:func:`copy_backward`).
 
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
@@ -46,6 +49,16 @@ class CopyConfig(LayerConfig):
 
     op: ONNX op; inputs: input shapes; y: output shape; attrs: op parameters as sorted pairs
     (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads).
+
+    Two ops no ONNX node maps to, the gradients of a training step (:func:`copy_backward`):
+
+    - ``Split``: the gradient of a Concat, ``inputs`` = (the Concat's output shape,), ``y`` the same
+      shape (the parts packed one after another in one buffer: the same bytes as the separate
+      tensors), attrs ``axis`` and ``sizes`` (each part's extent along the axis); each part is one
+      strided copy out of the gradient.
+    - ``SliceBackward``: the gradient of a Slice (PyTorch's ``aten::slice_backward``): ``inputs`` =
+      (the slice's shape,), ``y`` the sliced tensor's shape, attrs ``starts`` and ``steps`` as the
+      Slice's; ``y`` is zero-filled, then the gradient is copied into the slice.
     """
 
     kind: ClassVar[str] = "Copy"
@@ -78,11 +91,15 @@ class CopyConfig(LayerConfig):
             return not any(self.attr("pads"))
         if self.op == "Transpose":
             return tuple(self.attr("perm")) == tuple(range(len(self.y)))
+        if self.op == "SliceBackward":
+            return not any(self.attr("starts")) and all(s == 1 for s in self.attr("steps"))
+        if self.op == "Split":
+            return len(self.attr("sizes")) == 1
         return self.op == "Concat"
 
     def fills_output(self) -> bool:
-        """True when the output is first set to the pad value (Pad)."""
-        return self.op == "Pad"
+        """True when the output is first set to the pad value (Pad) or to zero (SliceBackward)."""
+        return self.op in ("Pad", "SliceBackward")
 
     def transfers(self) -> list[Transfer]:
         """The strided copies that implement the op (in elements)."""
@@ -96,6 +113,19 @@ class CopyConfig(LayerConfig):
             return out
         x = self.inputs[0]
         x_strides = packed_strides(x)
+        if self.op == "Split":
+            axis = self.attr("axis")[0]
+            out, offset, dst = [], 0, 0
+            for size in self.attr("sizes"):
+                part = x[:axis] + (size,) + x[axis + 1:]
+                out.append(Transfer(part, x_strides, packed_strides(part), offset * x_strides[axis], dst, 0))
+                offset += size
+                dst += numel(part)
+            return out
+        if self.op == "SliceBackward":
+            starts, steps = self.attr("starts"), self.attr("steps")
+            off = sum(st * ys for st, ys in zip(starts, y_strides))
+            return [Transfer(x, x_strides, tuple(ys * sp for ys, sp in zip(y_strides, steps)), 0, off)]
         if self.op == "Transpose":
             perm = self.attr("perm")
             return [Transfer(self.y, tuple(x_strides[p] for p in perm), y_strides)]
@@ -112,7 +142,49 @@ class CopyConfig(LayerConfig):
 
     def describe(self):
         ins = ",".join("x".join(map(str, s)) for s in self.inputs)
+        if self.op == "Split":
+            return f"Copy(Split {ins} axis {self.attr('axis')[0]} into {len(self.attr('sizes'))})"
         return f"Copy({self.op} {ins} -> {'x'.join(map(str, self.y))})"
+
+
+def copy_backward(cfg: CopyConfig) -> tuple | None:
+    """``Kind.backward`` of the Copy kind: the data gradient of each op, itself a copy, as PyTorch's
+    autograd computes it (``tools/autograd/derivatives.yaml``):
+
+    - Transpose (``permute: self: permute_backwards(grad, dims)``, FunctionsManual.cpp): the gradient
+      permuted by the inverse permutation: a Transpose of dy (the forward's output shape) by
+      ``argsort(perm)``, counted as the copy that makes it packed, as the forward Transpose is (a
+      framework may hand the strided view on instead, where the next gradient call accepts one).
+    - Concat (``cat: tensors: cat_tensors_backward(grad, sizes, dtypes, dim)``): each input's gradient
+      is ``grad.narrow(dim, offset, size)``, made contiguous where it is consumed: one Split of dy,
+      a strided copy per input.
+    - Slice (``slice.Tensor: self: slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end,
+      step)``, ``aten::slice_backward``): zeros of the input's shape, dy copied into the slice: a
+      SliceBackward.
+    - Pad (``constant_pad_nd: self: constant_pad_nd_backward(grad, pad)``, a narrow of the gradient
+      made contiguous): a Slice of dy at the pads' begin offsets.
+
+    Each is one ``backward_data`` call; Split and SliceBackward have none (they are no layer of a
+    model). An identity layer never asks (it is zero-cost)."""
+    x, y = tuple(cfg.inputs[0]), tuple(cfg.y)
+    if cfg.op == "Transpose":
+        perm = tuple(cfg.attr("perm"))
+        inv = tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
+        return (("backward_data", CopyConfig(op="Transpose", inputs=(y,), y=x, attrs=(("perm", inv),))),)
+    if cfg.op == "Concat":
+        axis = cfg.attr("axis")[0]
+        sizes = tuple(s[axis] for s in cfg.inputs)
+        return (("backward_data", CopyConfig(op="Split", inputs=(y,), y=y,
+                                             attrs=(("axis", (axis,)), ("sizes", sizes)))),)
+    if cfg.op == "Slice":
+        return (("backward_data", CopyConfig(op="SliceBackward", inputs=(y,), y=x,
+                                             attrs=(("starts", tuple(cfg.attr("starts"))),
+                                                    ("steps", tuple(cfg.attr("steps")))))),)
+    if cfg.op == "Pad":
+        r = len(x)
+        return (("backward_data", CopyConfig(op="Slice", inputs=(y,), y=x,
+                                             attrs=(("starts", tuple(cfg.attr("pads")[:r])), ("steps", (1,) * r)))),)
+    return None
 
 
 def _map_concat(node, ctx, attrs):
@@ -279,6 +351,28 @@ def _copy(c: Ctx) -> Candidate:
         axis = cfg.attr("axis")[0]
         return Candidate("torch:aten::cat", algo_label(c), lambda: torch.cat(ins, axis), y)
     x = ins[0]
+    if cfg.op == "Split":  # cat's backward: narrow views of dy, each made contiguous where it is read
+        axis, sizes = cfg.attr("axis")[0], list(cfg.attr("sizes"))
+        return Candidate("torch:aten::split_with_sizes+clone", algo_label(c),
+                         lambda: [t.contiguous() for t in torch.split(x, sizes, axis)], y,
+                         "cat_tensors_backward's narrow views, each copied to a packed tensor")
+    if cfg.op == "SliceBackward":
+        starts, steps = cfg.attr("starts"), cfg.attr("steps")
+        sliced = [d for d, (st, sp, n, m) in enumerate(zip(starts, steps, cfg.inputs[0], cfg.y)) if (st, sp, n) != (0, 1, m)]
+        if len(sliced) <= 1:
+            d = sliced[0] if sliced else 0
+            st, sp = starts[d], steps[d]
+            end = st + sp * (cfg.inputs[0][d] - 1) + 1
+            return Candidate("torch:aten::slice_backward", algo_label(c),
+                             lambda: torch.ops.aten.slice_backward(x, list(cfg.y), d, st, end, sp), y)
+        idx = tuple(slice(st, st + sp * (n - 1) + 1, sp) for st, sp, n in zip(starts, steps, cfg.inputs[0]))
+
+        def zero_and_copy():
+            g = x.new_zeros(cfg.y)
+            g[idx] = x
+            return g
+        return Candidate("torch:aten::zeros+copy_", algo_label(c), zero_and_copy, y,
+                         "a slice over several dims: autograd's chain of slice_backward calls, written as one")
     if cfg.op == "Transpose":
         perm = tuple(cfg.attr("perm"))
         return Candidate("torch:aten::permute+clone", algo_label(c), lambda: x.permute(perm).contiguous(), y)
@@ -307,7 +401,7 @@ def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
 KIND = Kind(
     example=CopyConfig(op='Transpose', inputs=((1, 768, 196),), y=(1, 196, 768), attrs=(('perm', (0, 2, 1)),)),
     name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
-    torch=_copy, onnx={"Concat": _map_concat, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
+    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
     typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),
     aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
     nhwc=False, image=True)

@@ -72,6 +72,12 @@ class TrainingPlan:
         return out
 
 
+#: kinds whose data-gradient call differentiates the layer's data input, which may be a trainable
+#: table (a Gather's data: an embedding's weight): when it is one (:func:`training_plan`), the call
+#: is that parameter's gradient
+TABLE_KINDS = ("Gather",)
+
+
 def training_plan(ml: ModelLayers) -> TrainingPlan:
     """The backward calls of ``ml``'s layers (:class:`TrainingPlan`). A zero-cost layer is a pass-through
     unless it has a training-mode call (``Layer.train_config``: a Dropout exported for inference),
@@ -80,21 +86,29 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
     returns None or raises ValueError (a config it cannot differentiate) counts the layer as
     ``no_backward``, never as free. A kind's ``backward`` may return a call of phase ``forward``:
     the layer's training-mode forward, kept whether or not the input gradient is needed. Raises
-    ValueError for a call of another phase (``optimizer``: the optimizer is not a layer's)."""
+    ValueError for a call of another phase (``optimizer``: the optimizer is not a layer's).
+
+    A layer of :data:`TABLE_KINDS` whose data is a trainable parameter (an initializer at a
+    parameter input of :data:`PARAMETER_INPUTS`: an embedding lookup ``Gather(weight, token_ids)``)
+    has its ``backward_data`` calls counted as ``backward_weight`` (the table's gradient, PyTorch's
+    embedding_dense_backward), needed whatever its other inputs are; the model is read for its
+    parameters' names only when it has such a layer with a static input (ModelError for an
+    unreadable file)."""
     plan = TrainingPlan()
+    tables = None
     for ly in reversed(ml.layers):
         # a layer free in inference but not in training (Dropout): its training call, then its backward
         train = getattr(ly, "train_config", None) if ly.status == "zero_cost" else None
         if ly.status == "zero_cost" and train is None:
             plan.pass_through.append(ly.index)
             continue
-        cfg = train if train is not None else ly.config
-        kind = L.REGISTRY.get(cfg.kind) if cfg is not None else None
+        lcfg = train if train is not None else ly.config
+        kind = L.REGISTRY.get(lcfg.kind) if lcfg is not None else None
         if (ly.status != "benchmark" and train is None) or kind is None or kind.backward is None:
             plan.no_backward.append(ly.index)
             continue
         try:
-            calls = kind.backward(cfg)
+            calls = kind.backward(lcfg)
         except (ValueError, NotImplementedError):
             calls = None
         if calls is None:  # this config has no backward in benanza (e.g. an elementwise Div)
@@ -105,11 +119,17 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
             plan.pass_through.append(ly.index)
             continue
         needs_data = bool(ml.edges.get(ly.index))  # some input comes from another layer
-        if not needs_data:
+        table = False
+        if lcfg.kind in TABLE_KINDS and ly.static_inputs:
+            tables = set(_parameters(ml.path)) if tables is None else tables
+            table = any(name in tables for name in ly.static_inputs)
+        if not needs_data and not table:
             plan.data_not_needed.append(ly.index)
         for phase, cfg in calls:
             if phase not in L.TRAINING_PHASES[:3]:
-                raise ValueError(f"{ly.config.kind}.backward gave phase {phase!r}")
+                raise ValueError(f"{lcfg.kind}.backward gave phase {phase!r}")
+            if table and phase == "backward_data":
+                phase = "backward_weight"
             if phase == "backward_data" and not needs_data and not getattr(cfg, "computes_weight_gradients", False):
                 continue  # (a call that also computes the weight gradients stays: BatchNormBwd)
             plan.calls.append(BackwardCall(ly.index, phase, cfg))
@@ -148,6 +168,11 @@ def trainable_parameters(model: str | Path) -> list[tuple[int, ...]]:
     convolutions (their scale and shift become the convolution's weight and bias): its parameter
     count is then the folded one (torchvision resnet50: 25,557,032 trained, 25,530,472 once
     folded)."""
+    return list(_parameters(model).values())
+
+
+def _parameters(model: str | Path) -> dict[str, tuple[int, ...]]:
+    """The trainable parameters of :func:`trainable_parameters` by the tensor name the node reads."""
     from benanza.errors import ModelError
 
     try:
@@ -169,7 +194,7 @@ def trainable_parameters(model: str | Path) -> list[tuple[int, ...]]:
             if n.op_type in _ELEMENTWISE and math.prod(shape) <= 1:
                 continue
             found[name] = shape
-    return list(found.values())
+    return found
 
 
 def optimizer_config(ml: ModelLayers, algorithm: str = "sgd") -> L.LayerConfig | None:
@@ -181,3 +206,36 @@ def optimizer_config(ml: ModelLayers, algorithm: str = "sgd") -> L.LayerConfig |
         raise ValueError(f"unknown optimizer {algorithm!r} (choose from {', '.join(L.OPTIMIZER_ALGORITHMS)})")
     shapes = trainable_parameters(ml.path)
     return L.OptimizerConfig.from_parameters(shapes, algorithm) if shapes else None
+
+
+def loss_config(ml: ModelLayers) -> tuple[L.LayerConfig | None, str]:
+    """The training step's loss on ``ml``'s output and a note saying what it is taken from, or
+    (None, why not): cross-entropy with class indices (:class:`benanza.kinds.CrossEntropyLossConfig`)
+    over the model's first floating-point output of rank 2 (an image classifier's logits
+    (B, classes)), else its first of rank 3 with the last dim as the classes (a language model's
+    logits (B, S, vocab) or (S, B, vocab)), in the graph's output order, at the model's batch (the
+    shape its layers give the output). Which output is the logits the graph does not say: a model
+    whose outputs are features (a BERT encoder's hidden states) gets the loss of a classifier over
+    them, which the note names. Raises ModelError for an unreadable model."""
+    from benanza.errors import ModelError
+
+    try:
+        m = onnx.load(str(ml.path), load_external_data=False)
+    except Exception as e:  # onnx raises DecodeError, OSError, ...
+        raise ModelError(f"{ml.path}: cannot read the ONNX file ({type(e).__name__})") from None
+    shapes: dict[str, tuple[int, ...]] = {}
+    for ly in ml.layers:
+        for name, shape in zip(ly.outputs, ly.output_shapes):
+            if shape is not None:
+                shapes[name] = tuple(shape)
+    floats = [(o.name, shapes[o.name]) for o in m.graph.output
+              if o.type.tensor_type.elem_type in _FLOAT_TYPES and o.name in shapes]
+    for rank in (2, 3):
+        for name, shape in floats:
+            if len(shape) == rank and shape[-1] > 1 and math.prod(shape) > 0:
+                what = "classes" if rank == 2 else "classes (a language model's vocabulary)"
+                return (L.CrossEntropyLossConfig(logits=shape),
+                        f"the loss: cross-entropy (class indices, mean) over output {name!r} "
+                        f"{'x'.join(map(str, shape))} taken as logits, its last dim the {what}")
+    return None, ("the loss is not counted: the model has no floating-point output of rank 2 or 3 "
+                  "to take as a classifier's logits")
