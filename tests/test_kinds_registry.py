@@ -40,6 +40,7 @@ EXAMPLE_KEYS = {
     "GemmActBackward": "gemmactbackward-26947f6507aa3c3e",
     "ActivationBwd": "activationbwd-7d3b097983260ce7", "PoolingBwd": "poolingbwd-eefee1210435cbf4",
     "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
+    "LayerNormBwd": "layernormbwd-3920d73e46c66618", "UnaryBwd": "unarybwd-b5b7345dba3f5c19",
 }
 
 
@@ -234,7 +235,7 @@ def _check_backward(kind: Kind) -> list[str]:
     out = []
     for call in calls:
         phase, cfg = call if isinstance(call, tuple) and len(call) == 2 else (None, call)
-        if phase not in L.TRAINING_PHASES[1:3] or L.REGISTRY.get(getattr(cfg, "kind", None)) is None or \
+        if phase not in L.TRAINING_PHASES[:3] or L.REGISTRY.get(getattr(cfg, "kind", None)) is None or \
                 type(cfg) is not L.REGISTRY[cfg.kind].config:
             out.append(f"backward: {call!r} is not a (backward phase, config of a registered kind)")
     return out

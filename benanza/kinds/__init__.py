@@ -49,6 +49,8 @@ from benanza.kinds.gemm_act_backward import (GemmActBackwardConfig)  # noqa: F40
 from benanza.kinds.activation_backward import (BACKWARD_MODES, ActivationBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.pooling_backward import (PoolingBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.softmax_backward import (SoftmaxBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.layernorm_backward import (LayerNormBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.unary_backward import (UNARY_BACKWARD, UnaryBwdConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -81,6 +83,8 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "activation_backward",
     "pooling_backward",
     "softmax_backward",
+    "layernorm_backward",
+    "unary_backward",
 ))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->
