@@ -248,14 +248,14 @@ def test_unreadable_model_is_one_error(tmp_path):
 def _cnn_mlp(path):
     """A small network with every forward kind resnet50's and an MLP's training step differentiates:
     Conv(+bias) -> Relu -> MaxPool -> Conv -> Add(residual) -> Sigmoid -> GlobalAveragePool ->
-    Flatten -> Gemm -> Relu -> Gemm -> Mul(per-feature scale) -> Softmax."""
+    Flatten -> Gemm -> Relu -> LayerNormalization -> Gelu -> Gemm -> Mul(per-feature scale) -> Softmax."""
     rng = np.random.default_rng(0)
 
     def init(name, *shape):
         return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
 
     inits = [init("w1", 8, 3, 3, 3), init("b1", 8), init("w2", 8, 8, 3, 3), init("fc1", 16, 8), init("fb1", 16),
-             init("fc2", 10, 16), init("fb2", 10), init("scale", 10)]
+             init("fc2", 10, 16), init("fb2", 10), init("scale", 10), init("ln_s", 16), init("ln_b", 16)]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("MaxPool", ["r1"], ["p1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
@@ -266,12 +266,14 @@ def _cnn_mlp(path):
              helper.make_node("Flatten", ["gap"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc1", "fb1"], ["h"], name="fc1", transB=1),
              helper.make_node("Relu", ["h"], ["hr"], name="relu2"),
-             helper.make_node("Gemm", ["hr", "fc2", "fb2"], ["o"], name="fc2", transB=1),
+             helper.make_node("LayerNormalization", ["hr", "ln_s", "ln_b"], ["hn"], name="ln", axis=-1),
+             helper.make_node("Gelu", ["hn"], ["hg"], name="gelu"),
+             helper.make_node("Gemm", ["hg", "fc2", "fb2"], ["o"], name="fc2", transB=1),
              helper.make_node("Mul", ["o", "scale"], ["os"], name="scale"),
              helper.make_node("Softmax", ["os"], ["y"], name="softmax", axis=1)]
     g = helper.make_graph(nodes, "cnn_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), str(path))
     return path
 
 
@@ -295,7 +297,8 @@ def test_the_training_suite_compiles_and_links(tmp_path):
         assert not plan.no_backward, [ml.layers[i].name for i in plan.no_backward]
     suite = generate(models, ["fp32", "fp16"], tmp_path / "s", layouts=["NCHW", "NHWC"], train=True, optimizer="adam")
     kinds = {j.kind for j in suite.jobs}
-    assert {"ConvBwdData", "ConvBwdFilter", "ActivationBwd", "PoolingBwd", "SoftmaxBwd", "Reduce", "Optimizer"} <= kinds
+    assert {"ConvBwdData", "ConvBwdFilter", "ActivationBwd", "PoolingBwd", "SoftmaxBwd", "Reduce", "Optimizer",
+            "LayerNormBwd", "UnaryBwd"} <= kinds
     assert json.loads((tmp_path / "s" / "suite.json").read_text())["train"] is True
     r = build(tmp_path / "s")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
