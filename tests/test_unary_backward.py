@@ -19,7 +19,7 @@ import pytest
 from benanza import kinds as L
 from benanza.analysis.roofline import min_bytes
 from benanza.generation.generator import generate, job_id
-from benanza.kinds.base import Job, numel
+from benanza.kinds.base import Job
 from benanza.kinds.framework import Ctx, NotSupported
 from benanza.kinds.unary import unary_input_range
 from benanza.kinds.unary_backward import UNARY_BACKWARD, ZERO_GRADIENT
