@@ -31,7 +31,7 @@ EXAMPLE_KEYS = {
     "Softmax": "softmax-fa478a2e62860449", "Elementwise": "elementwise-44839d73978a612d",
     "Gemm": "gemm-7063ae47f25132ef", "LRN": "lrn-91ef459b5a92e6f6", "Dropout": "dropout-9e92dc18ca40b242",
     "Reduce": "reduce-776395d2f85f8dd5", "Copy": "copy-1d7e2037582333af", "RNN": "rnn-84728de8376073c4",
-    "LayerNorm": "layernorm-3ce21e7fb33e88af", "Unary": "unary-4b05f2888667569f",
+    "LayerNorm": "layernorm-3ce21e7fb33e88af", "Unary": "unary-810696df17c0df4e",
     "Gather": "gather-75a7da5f284937a8", "Where": "where-daa2176cb52aab36", "SDPA": "sdpa-7d3de339f70f9f16",
     "GemmAct": "gemmact-cd81367ec74fff60",
     "InstanceNorm": "instancenorm-8c1ff0669724a5ff",
@@ -43,6 +43,7 @@ EXAMPLE_KEYS = {
     "BatchNormTrain": "batchnormtrain-7c4843fdd3f0e765", "BatchNormBwd": "batchnormbwd-d655a2c6817e6125",
     "DropoutBwd": "dropoutbwd-625b71f4d6dd0faa",
     "GatherBwd": "gatherbwd-930c8240260476a0", "CrossEntropyLoss": "crossentropyloss-6637b50daa609c46",
+    "LayerNormBwd": "layernormbwd-3920d73e46c66618", "UnaryBwd": "unarybwd-b5b7345dba3f5c19",
 }
 
 

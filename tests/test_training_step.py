@@ -315,7 +315,8 @@ def _cnn_mlp(path):
     """A small network with every forward kind resnet50's and an MLP's training step differentiates:
     Conv(+bias) -> Relu -> MaxPool -> Conv -> BatchNormalization -> Transpose(H, W) -> Add(residual) ->
     Sigmoid -> GlobalAveragePool -> Flatten -> Concat(itself) -> Gather(constant permutation) -> Gemm ->
-    Relu -> Gemm -> Mul(per-feature scale) -> Softmax, whose (N, 10) output the loss takes as logits."""
+    Relu -> LayerNormalization -> Gelu -> Gemm -> Mul(per-feature scale) -> Softmax, whose (N, 10)
+    output the loss takes as logits."""
     rng = np.random.default_rng(0)
 
     def init(name, *shape):
@@ -324,7 +325,8 @@ def _cnn_mlp(path):
     inits = [init("w1", 8, 3, 3, 3), init("b1", 8), init("w2", 8, 8, 3, 3), init("fc1", 16, 16), init("fb1", 16),
              init("fc2", 10, 16), init("fb2", 10), init("scale", 10), init("bn_s", 8), init("bn_b", 8),
              init("bn_m", 8), numpy_helper.from_array(np.full((8,), 1.5, np.float32), "bn_v"),
-             numpy_helper.from_array(np.arange(15, -1, -1, dtype=np.int64), "perm")]
+             numpy_helper.from_array(np.arange(15, -1, -1, dtype=np.int64), "perm"), init("ln_s", 16),
+             init("ln_b", 16)]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("MaxPool", ["r1"], ["p1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
@@ -339,12 +341,14 @@ def _cnn_mlp(path):
              helper.make_node("Gather", ["fc", "perm"], ["fp"], name="permute", axis=1),
              helper.make_node("Gemm", ["fp", "fc1", "fb1"], ["h"], name="fc1", transB=1),
              helper.make_node("Relu", ["h"], ["hr"], name="relu2"),
-             helper.make_node("Gemm", ["hr", "fc2", "fb2"], ["o"], name="fc2", transB=1),
+             helper.make_node("LayerNormalization", ["hr", "ln_s", "ln_b"], ["hn"], name="ln", axis=-1),
+             helper.make_node("Gelu", ["hn"], ["hg"], name="gelu"),
+             helper.make_node("Gemm", ["hg", "fc2", "fb2"], ["o"], name="fc2", transB=1),
              helper.make_node("Mul", ["o", "scale"], ["os"], name="scale"),
              helper.make_node("Softmax", ["os"], ["y"], name="softmax", axis=1)]
     g = helper.make_graph(nodes, "cnn_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]), str(path))
     return path
 
 
@@ -355,8 +359,8 @@ def test_the_training_suite_compiles_and_links(tmp_path):
     the suite of forward, backward and optimizer jobs compiles, links and lists exactly its jobs.
     (One build for the backward kinds' templates: ConvBwdData/Filter, ActivationBwd, PoolingBwd,
     SoftmaxBwd, the gradient GEMMs and ReduceSums, Elementwise muls, BatchNormTrain and BatchNormBwd
-    with their graph-API source, the Copy gradients (Transpose, Split), GatherBwd, the
-    CrossEntropyLoss, Optimizer.)"""
+    with their graph-API source, the Copy gradients (Transpose, Split), GatherBwd, LayerNormBwd and
+    LayerNorm's training forward, UnaryBwd, the CrossEntropyLoss, Optimizer.)"""
     import json
     import subprocess
 
@@ -371,7 +375,8 @@ def test_the_training_suite_compiles_and_links(tmp_path):
     suite = generate(models, ["fp32", "fp16"], tmp_path / "s", layouts=["NCHW", "NHWC"], train=True, optimizer="adam")
     kinds = {j.kind for j in suite.jobs}
     assert {"ConvBwdData", "ConvBwdFilter", "ActivationBwd", "PoolingBwd", "SoftmaxBwd", "Reduce", "Optimizer",
-            "BatchNormTrain", "BatchNormBwd", "Copy", "GatherBwd", "CrossEntropyLoss"} <= kinds
+            "BatchNormTrain", "BatchNormBwd", "Copy", "GatherBwd", "CrossEntropyLoss", "LayerNormBwd",
+            "UnaryBwd"} <= kinds
     assert {j.config.op for j in suite.jobs if j.kind == "Copy"} == {"Transpose", "Concat", "Split"}
     assert json.loads((tmp_path / "s" / "suite.json").read_text())["train"] is True
     r = build(tmp_path / "s")

@@ -54,6 +54,8 @@ from benanza.kinds.batchnorm_backward import (BatchNormBwdConfig)  # noqa: F401 
 from benanza.kinds.dropout_backward import (DropoutBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gather_backward import (GatherBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.cross_entropy_loss import (CrossEntropyLossConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.layernorm_backward import (LayerNormBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.unary_backward import (UNARY_BACKWARD, UnaryBwdConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -91,6 +93,8 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "dropout_backward",
     "gather_backward",
     "cross_entropy_loss",
+    "layernorm_backward",
+    "unary_backward",
 ))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->

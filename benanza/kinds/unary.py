@@ -345,7 +345,7 @@ def _min_bytes(cfg: UnaryConfig, ib: int, ob: int) -> int:
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
-    example=UnaryConfig(shape=(1, 128), op='cast', exponent=0.0, src='int64', alpha=0.0, beta=0.0, dst='bool'),
+    example=UnaryConfig(shape=(1, 197, 3072), op='gelu'),  # ViT-B/16's MLP activation (its backward: UnaryBwd)
     name="Unary", config=UnaryConfig, template="unary.cpp.j2", case=_unary_case, min_bytes=_min_bytes,
     torch=_unary, onnx={"Abs": _map_unary, "Acos": _map_unary, "Acosh": _map_unary, "Asin": _map_unary, "Asinh": _map_unary, "Atan": _map_unary, "Atanh": _map_unary, "BitwiseNot": _map_unary, "Cast": _map_cast, "CastLike": _map_cast, "Ceil": _map_unary, "Celu": _map_unary, "Cos": _map_unary, "Cosh": _map_unary, "Erf": _map_unary, "Exp": _map_unary, "Floor": _map_unary, "Gelu": _map_unary, "HardSwish": _map_unary, "IsInf": _map_unary, "IsNaN": _map_unary, "Log": _map_unary, "Mish": _map_unary, "Neg": _map_unary, "Not": _map_unary, "Pow": _map_unary, "Reciprocal": _map_unary, "Round": _map_unary, "Selu": _map_unary, "Shrink": _map_unary, "Sign": _map_unary, "Sin": _map_unary, "Sinh": _map_unary, "Softplus": _map_unary, "Softsign": _map_unary, "Sqrt": _map_unary, "Swish": _map_unary, "Tan": _map_unary, "ThresholdedRelu": _map_unary},
     typed_ops=('Abs', 'BitwiseNot', 'Cast', 'CastLike', 'Neg', 'Not', 'Pow', 'Sign'), fused_from=('Erf', 'Mul', 'Add'),
