@@ -41,6 +41,7 @@ EXAMPLE_KEYS = {
     "ActivationBwd": "activationbwd-7d3b097983260ce7", "PoolingBwd": "poolingbwd-eefee1210435cbf4",
     "SoftmaxBwd": "softmaxbwd-ee443acea3cbdc64",
     "BatchNormTrain": "batchnormtrain-7c4843fdd3f0e765", "BatchNormBwd": "batchnormbwd-d655a2c6817e6125",
+    "RNNTrain": "rnntrain-149f45aa0d0b3fc9",
     "DropoutBwd": "dropoutbwd-625b71f4d6dd0faa",
     "GatherBwd": "gatherbwd-930c8240260476a0", "CrossEntropyLoss": "crossentropyloss-6637b50daa609c46",
     "LayerNormBwd": "layernormbwd-3920d73e46c66618", "UnaryBwd": "unarybwd-b5b7345dba3f5c19",

@@ -1,13 +1,15 @@
 """The backward calls of an Elementwise layer in a training step (issue 26): its gradients are configs of
 other kinds (Reduce for a broadcast operand, Unary neg for a Sub's second operand, Elementwise mul for
-a Mul's), and the Reduce and Unary modules import the Elementwise module, so the function lives here
-and the registry (:mod:`benanza.kinds`) installs it as the Elementwise kind's ``Kind.backward``
-(:data:`BACKWARD`)."""
+a Mul's, Where for a Max's or Min's), and the Reduce and Unary modules import the Elementwise module,
+so the function lives here and the registry (:mod:`benanza.kinds`) installs it as the Elementwise kind's ``Kind.backward``
+(:data:`BACKWARD`); likewise the Where kind's (Where and Reduce calls)."""
 from __future__ import annotations
 
+from benanza.kinds.base import numel
 from benanza.kinds.elementwise import ELEMENTWISE_OPS, ElementwiseConfig
 from benanza.kinds.reduce import ReduceConfig
 from benanza.kinds.unary import UnaryConfig
+from benanza.kinds.where import WhereConfig
 
 
 def broadcasts_over_batch(operand, y) -> bool:
@@ -31,14 +33,18 @@ def elementwise_backward(cfg: ElementwiseConfig) -> tuple | None:
       tensor).
     - mul: dA = dY * B and dB = dY * A (Elementwise mul of dy and the other operand, broadcasting it),
       each reduced to its operand's shape when that one is broadcast.
+    - div, max, min, mean, pow: :func:`_more_backward`.
 
     Each operand's calls have phase ``backward_weight`` when it is a parameter
     (:func:`broadcasts_over_batch`: a bias or a scale broadcast over the batch), else ``backward_data``;
     data gradients first. Integer and bool data and the bool outputs of comparisons and logical ops
-    carry no gradient: ``()``. Other ops (div, max, min, mean, pow, mod, fmod, prelu): None, no backward
-    yet (a training step with them is incomplete)."""
+    carry no gradient: ``()``. Other ops (mod, fmod: piecewise constant in the divisor, no
+    differentiable use in the zoo; prelu): None, no backward yet (a training step with them is
+    incomplete)."""
     if cfg.dtype or ELEMENTWISE_OPS[cfg.op][2]:
         return ()
+    if cfg.op in _MORE:
+        return _more_backward(cfg)
     if cfg.op not in ("add", "sub", "mul"):
         return None
     y = tuple(cfg.output_shape())
@@ -54,5 +60,108 @@ def elementwise_backward(cfg: ElementwiseConfig) -> tuple | None:
     return tuple(sorted(calls, key=lambda c: c[0] != "backward_data"))
 
 
+#: the ops :func:`_more_backward` differentiates
+_MORE = ("div", "max", "min", "mean", "pow")
+
+
+def _more_backward(cfg: ElementwiseConfig) -> tuple:
+    """The gradients of Div, Max, Min, Mean and Pow (tensor exponent) as Elementwise, Where, Unary and
+    Reduce calls, from PyTorch's formulas (tools/autograd/derivatives.yaml and
+    torch/csrc/autograd/FunctionsManual.cpp). Shapes: y the output, g = dY of y's shape, Y the
+    forward's output (alive in the step: the next layer's input); every call's output is y-shaped
+    unless it is a ReduceSum to a broadcast operand (autograd's ``sum_to``) or a Unary on the reduced
+    operand.
+
+    - div (``div.Tensor``: ``self: div_tensor_self_backward(grad, other)`` = grad / other;
+      ``other: div_tensor_other_backward(grad, self, other)`` = -grad * ((self / other) / other)):
+      dA = g / B (Elementwise div); dB = -(dA * Y), since (g / B) * (A / B) = g * A / B^2: Elementwise
+      mul of the y-shaped g / B and Y, reduced when B is broadcast, then Unary neg on B's shape. The
+      g / B call serves both operands; it is A's call, and B's when A is a constant.
+    - max / min (``maximum``: ``self: at::where(self == other, grad / 2, grad).masked_fill_(self <
+      other, 0)``, ``other``: the same with ``self > other``; ``minimum`` mirrored): the mask
+      A >= B (A <= B for min; Elementwise greater_equal / less_equal, bool), then dA = where(mask, g, 0)
+      and dB = where(mask, 0, g) (Where calls). Ties send the whole gradient to A where PyTorch
+      splits it in halves: the same calls and bytes.
+    - mean (ONNX Mean of 2: (A + B) / 2; ``div.Scalar``: ``self: grad / other``): dA = dB = g * 0.5,
+      one Elementwise mul by a scalar for both, each reduced to its broadcast operand.
+    - pow (``pow.Tensor_Tensor``: ``self: pow_backward_self(grad, self, exponent)`` = grad * exponent
+      * self^(exponent - 1); ``exponent: pow_backward_exponent(grad, self, exponent, result)`` = grad
+      * result * log(self)): dA = (g * E) * Y / A (A^(E-1) = Y / A; Elementwise mul, mul, div),
+      dE = (g * Y) * log(A) (Unary log of A, Elementwise mul, mul).
+
+    An operand of one element is a constant (a scalar of the export, as
+    :data:`benanza.processing.training.PARAMETER_INPUTS` counts it) and gets no gradient call; its
+    operand's partner still gets its own. Phases as :func:`elementwise_backward`'s."""
+    y = tuple(cfg.output_shape())
+    a, b = tuple(cfg.a), tuple(cfg.b)
+    one = (1,) * len(y)
+    E = ElementwiseConfig
+    need = {"a": numel(a) > 1, "b": numel(b) > 1}
+
+    def phase(operand):
+        return "backward_weight" if broadcasts_over_batch(operand, y) else "backward_data"
+
+    def reduce(operand):
+        return [ReduceConfig(op="sum", x=y, y=operand)] if operand != y else []
+
+    per = {"a": [], "b": []}
+    if cfg.op == "div":
+        g_over_b = E(op="div", a=y, b=b)
+        if need["a"]:
+            per["a"] = [g_over_b] + reduce(a)
+        if need["b"]:
+            per["b"] = ([] if need["a"] else [g_over_b]) + [E(op="mul", a=y, b=y)] + reduce(b) + \
+                [UnaryConfig(shape=b, op="neg")]
+    elif cfg.op in ("max", "min"):
+        mask = E(op="greater_equal" if cfg.op == "max" else "less_equal", a=a, b=b)
+        first = "a" if need["a"] else "b"
+        for name, operand, select in (("a", a, WhereConfig(cond=y, a=y, b=one)),
+                                      ("b", b, WhereConfig(cond=y, a=one, b=y))):
+            if need[name]:
+                per[name] = ([mask] if name == first else []) + [select] + reduce(operand)
+    elif cfg.op == "mean":
+        half = E(op="mul", a=y, b=one)
+        first = "a" if need["a"] else "b"
+        for name, operand in (("a", a), ("b", b)):
+            if need[name]:
+                per[name] = ([half] if name == first else []) + reduce(operand)
+    else:  # pow
+        if need["a"]:
+            per["a"] = [E(op="mul", a=y, b=b), E(op="mul", a=y, b=y), E(op="div", a=y, b=a)] + reduce(a)
+        if need["b"]:
+            per["b"] = [UnaryConfig(shape=a, op="log"), E(op="mul", a=y, b=y), E(op="mul", a=y, b=a)] + reduce(b)
+    calls = [(phase(operand), c) for name, operand in (("a", a), ("b", b)) for c in per[name]]
+    return tuple(sorted(calls, key=lambda c: c[0] != "backward_data"))
+
+
+def where_backward(cfg: WhereConfig) -> tuple:
+    """``Kind.backward`` of the Where kind: the gradients of a and b, as PyTorch's autograd computes
+    them (tools/autograd/derivatives.yaml, ``where.self``: ``self: where(condition, grad, 0)``,
+    ``other: where(condition, 0, grad)``): each a Where call of the forward's condition, dy (the
+    output's shape) and a scalar zero, ``WhereConfig(cond, y, 1s)`` for a and ``WhereConfig(cond,
+    1s, y)`` for b; reduced to a broadcast operand's shape as autograd's ``sum_to`` does (a Reduce
+    kind ReduceSum over the broadcast dims). The bool condition has no gradient.
+
+    An operand of one element is taken as a constant and gets no gradient call: the fill value of
+    ``masked_fill`` / ``torch.where`` with a Python scalar (a BERT attention mask's -inf or 0), which
+    the ONNX export writes as a one-element Constant or initializer (as
+    :data:`benanza.processing.training.PARAMETER_INPUTS` counts a one-element elementwise operand as
+    a constant, not a parameter). Each operand's calls have phase ``backward_weight`` when it is a
+    parameter broadcast over the batch
+    (:func:`broadcasts_over_batch`), else ``backward_data``; data
+    gradients first. ``()`` when both a and b are such constants: no call."""
+    y = tuple(cfg.output_shape())
+    one = (1,) * len(y)
+    calls = []
+    for operand, first in ((tuple(cfg.a), True), (tuple(cfg.b), False)):
+        if numel(operand) == 1:
+            continue  # a constant fill value: no gradient
+        phase = "backward_weight" if broadcasts_over_batch(operand, y) else "backward_data"
+        calls.append((phase, WhereConfig(cond=tuple(cfg.cond), a=y if first else one, b=one if first else y)))
+        if operand != y:
+            calls.append((phase, ReduceConfig(op="sum", x=y, y=operand)))
+    return tuple(sorted(calls, key=lambda c: c[0] != "backward_data"))
+
+
 #: forward kind -> its backward function (installed by the registry)
-BACKWARD = {"Elementwise": elementwise_backward}
+BACKWARD = {"Elementwise": elementwise_backward, "Where": where_backward}
