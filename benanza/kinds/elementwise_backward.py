@@ -91,47 +91,48 @@ def _more_backward(cfg: ElementwiseConfig) -> tuple:
 
     An operand of one element is a constant (a scalar of the export, as
     :data:`benanza.processing.training.PARAMETER_INPUTS` counts it) and gets no gradient call; its
-    operand's partner still gets its own. Phases as :func:`elementwise_backward`'s."""
+    partner still gets its own. Phases as :func:`elementwise_backward`'s; a call both gradients
+    read (the g / B of div, the mask of max / min, the g * 0.5 of mean) is listed once, with phase
+    ``backward_weight`` when a parameter's gradient reads it (a training plan keeps it where the
+    data gradient is not needed), else ``backward_data``."""
     y = tuple(cfg.output_shape())
     a, b = tuple(cfg.a), tuple(cfg.b)
     one = (1,) * len(y)
     E = ElementwiseConfig
-    need = {"a": numel(a) > 1, "b": numel(b) > 1}
+    shapes = {"a": a, "b": b}
+    users = tuple(n for n in ("a", "b") if numel(shapes[n]) > 1)  # the operands that get a gradient
+    phases = {n: "backward_weight" if broadcasts_over_batch(shapes[n], y) else "backward_data" for n in users}
 
-    def phase(operand):
-        return "backward_weight" if broadcasts_over_batch(operand, y) else "backward_data"
+    def reduce(n):
+        return [ReduceConfig(op="sum", x=y, y=shapes[n])] if shapes[n] != y else []
 
-    def reduce(operand):
-        return [ReduceConfig(op="sum", x=y, y=operand)] if operand != y else []
-
-    per = {"a": [], "b": []}
+    # (the operands whose gradient needs the call, the call); a call both gradients read is listed once
+    calls: list[tuple[tuple[str, ...], object]] = []
     if cfg.op == "div":
-        g_over_b = E(op="div", a=y, b=b)
-        if need["a"]:
-            per["a"] = [g_over_b] + reduce(a)
-        if need["b"]:
-            per["b"] = ([] if need["a"] else [g_over_b]) + [E(op="mul", a=y, b=y)] + reduce(b) + \
-                [UnaryConfig(shape=b, op="neg")]
+        calls.append((users, E(op="div", a=y, b=b)))
+        calls += [(("a",), c) for c in reduce("a")] if "a" in users else []
+        if "b" in users:
+            calls += [(("b",), c) for c in [E(op="mul", a=y, b=y)] + reduce("b") + [UnaryConfig(shape=b, op="neg")]]
     elif cfg.op in ("max", "min"):
-        mask = E(op="greater_equal" if cfg.op == "max" else "less_equal", a=a, b=b)
-        first = "a" if need["a"] else "b"
-        for name, operand, select in (("a", a, WhereConfig(cond=y, a=y, b=one)),
-                                      ("b", b, WhereConfig(cond=y, a=one, b=y))):
-            if need[name]:
-                per[name] = ([mask] if name == first else []) + [select] + reduce(operand)
+        calls.append((users, E(op="greater_equal" if cfg.op == "max" else "less_equal", a=a, b=b)))
+        for n, select in (("a", WhereConfig(cond=y, a=y, b=one)), ("b", WhereConfig(cond=y, a=one, b=y))):
+            calls += [((n,), c) for c in [select] + reduce(n)] if n in users else []
     elif cfg.op == "mean":
-        half = E(op="mul", a=y, b=one)
-        first = "a" if need["a"] else "b"
-        for name, operand in (("a", a), ("b", b)):
-            if need[name]:
-                per[name] = ([half] if name == first else []) + reduce(operand)
+        calls.append((users, E(op="mul", a=y, b=one)))
+        for n in users:
+            calls += [((n,), c) for c in reduce(n)]
     else:  # pow
-        if need["a"]:
-            per["a"] = [E(op="mul", a=y, b=b), E(op="mul", a=y, b=y), E(op="div", a=y, b=a)] + reduce(a)
-        if need["b"]:
-            per["b"] = [UnaryConfig(shape=a, op="log"), E(op="mul", a=y, b=y), E(op="mul", a=y, b=a)] + reduce(b)
-    calls = [(phase(operand), c) for name, operand in (("a", a), ("b", b)) for c in per[name]]
-    return tuple(sorted(calls, key=lambda c: c[0] != "backward_data"))
+        if "a" in users:
+            calls += [(("a",), c) for c in [E(op="mul", a=y, b=b), E(op="mul", a=y, b=y), E(op="div", a=y, b=a)]
+                      + reduce("a")]
+        if "b" in users:
+            calls += [(("b",), c) for c in [UnaryConfig(shape=a, op="log"), E(op="mul", a=y, b=y),
+                                            E(op="mul", a=y, b=a)] + reduce("b")]
+    # a call a parameter's gradient reads is a weight-gradient call (kept where no data gradient is
+    # needed), else a data-gradient call
+    out = [("backward_weight" if any(phases[n] == "backward_weight" for n in ns) else "backward_data", c)
+           for ns, c in calls if ns]
+    return tuple(sorted(out, key=lambda c: c[0] != "backward_data"))
 
 
 def where_backward(cfg: WhereConfig) -> tuple:
