@@ -207,8 +207,9 @@ def test_the_lstm_where_model_plan(tmp_path):
     by = {ly.name: [(c.phase, c.config.kind) for c in plan.calls if c.layer == ly.index] for ly in ml.layers}
     assert by[HOSTILE] == [("forward", "RNNTrain"), ("backward_data", "RNNTrain"), ("backward_weight", "RNNTrain")]
     assert by["masked_fill"] == [("backward_data", "Where")]  # the fill is a constant: no gradient
-    # Max with a (32,) parameter: the mask, the select of each operand, the parameter's ReduceSum
-    assert by["max"] == [("backward_data", "Elementwise"), ("backward_data", "Where"),
+    # Max with a (32,) parameter: the select of the data operand; the mask (the parameter's gradient
+    # reads it too), the parameter's select and its ReduceSum
+    assert by["max"] == [("backward_data", "Where"), ("backward_weight", "Elementwise"),
                          ("backward_weight", "Where"), ("backward_weight", "Reduce")]
     assert by["half"] == [("backward_data", "Elementwise")]  # dx = g / 2; the constant gets none
 
