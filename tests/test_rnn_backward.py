@@ -62,6 +62,12 @@ def test_configs_of_a_real_gru_node(tmp_path):
     assert cfgs["backward_weight"].weight_count == w
     assert cfgs["backward_weight"].input_shapes() == [x, y] and cfgs["backward_weight"].output_shape() == (w,)
     assert cfgs["forward"].forward == fwd
+    # kept where the input needs no gradient: the weight gradient needs it (and GRU's x is the
+    # model's input here)
+    assert [c.computes_weight_gradients for c in cfgs.values()] == [False, True, False]
+    plan = training_plan(ml)
+    assert plan.data_not_needed == [0]
+    assert [c.phase for c in plan.calls if c.layer == 0] == list(CALLS)
     assert len({c.key for c in cfgs.values()} | {fwd.key}) == 4
     assert all(c.key.startswith("rnntrain-") for c in cfgs.values())
     assert [c.describe() for c in cfgs.values()] == [
@@ -137,14 +143,15 @@ def _suite(tmp_path):
 
 
 def test_the_generated_suite_has_every_call(tmp_path):
-    """The GRU reads the model's input: its training forward and weight gradient, no data gradient
-    (autograd computes none); the LSTM behind a Sigmoid: all three calls; in fp32 and fp16."""
+    """Both layers' three calls in fp32 and fp16: the GRU reads the model's input, whose gradient
+    nobody needs, yet its data gradient stays (the weight gradient reads what it leaves in the
+    reserve space)."""
     suite = _suite(tmp_path)
     jobs = [j for j in suite.jobs if j.kind == "RNNTrain"]
     assert sorted((j.config.cell, j.config.call) for j in jobs if j.precision == "fp16") == [
-        ("gru", "backward_weight"), ("gru", "forward"),
+        ("gru", "backward_data"), ("gru", "backward_weight"), ("gru", "forward"),
         ("lstm", "backward_data"), ("lstm", "backward_weight"), ("lstm", "forward")]
-    assert len(jobs) == 5 * 2
+    assert len(jobs) == 6 * 2
     src = (tmp_path / "s" / "src" / "rnntrain.cpp").read_text()
     for text in ("cudnnRNNForward(", "CUDNN_FWD_MODE_TRAINING", "cudnnRNNBackwardData_v8(",
                  "cudnnRNNBackwardWeights_v8(", "CUDNN_WGRAD_MODE_ADD", "cudnnBuildRNNDynamic(",

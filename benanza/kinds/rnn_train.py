@@ -85,6 +85,15 @@ class RNNTrainConfig(LayerConfig):
         return RNNConfig(**{f.name: getattr(self, f.name) for f in fields(RNNConfig)})
 
     @property
+    def computes_weight_gradients(self) -> bool:
+        """True for the data-gradient call: the weight gradient cannot be computed without it
+        (cudnnRNNBackwardWeights_v8 reads what cudnnRNNBackwardData_v8 leaves in the reserve space,
+        and PyTorch's _cudnn_rnn_backward runs the data gradient "unconditionally ... because it
+        mutates reserve", aten/src/ATen/native/cudnn/RNN.cpp), so a training plan keeps it for a
+        layer whose input needs no gradient (:func:`benanza.processing.training.training_plan`)."""
+        return self.call == "backward_data"
+
+    @property
     def num_directions(self) -> int:
         return 2 if self.direction == "bidirectional" else 1
 
