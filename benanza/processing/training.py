@@ -50,7 +50,8 @@ class TrainingPlan:
     - ``data_not_needed``: layers whose inputs are all model inputs or constants: autograd computes
       no input gradient for them (the first convolution of a CNN), so their ``backward_data`` calls
       are left out, but for a call whose config says ``computes_weight_gradients`` (one call for the
-      input's and the weights' gradients: BatchNormBwd).
+      input's and the weights' gradients: BatchNormBwd; or one the weight gradient needs: an RNN's
+      cudnnRNNBackwardData_v8, RNNTrainConfig.computes_weight_gradients).
     """
 
     calls: list[BackwardCall] = field(default_factory=list)
@@ -131,7 +132,7 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
             if table and phase == "backward_data":
                 phase = "backward_weight"
             if phase == "backward_data" and not needs_data and not getattr(cfg, "computes_weight_gradients", False):
-                continue  # (a call that also computes the weight gradients stays: BatchNormBwd)
+                continue  # (a call the weight gradients need stays: BatchNormBwd, an RNN's data gradient)
             plan.calls.append(BackwardCall(ly.index, phase, cfg))
     return plan
 
