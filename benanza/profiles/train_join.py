@@ -348,3 +348,36 @@ def train_join(trace: Trace, ml, paths: dict[int, str] | None = None) -> TrainJo
     return TrainJoin(kernels=tuple(out), iterations=its, layer_names={ly.index: ly.name for ly in ml.layers},
                      notices=tuple(notices))
 
+
+
+# ------------------------------------------------------------------------------- profile folder
+
+def load_train_join(folder, ml, model=None) -> tuple[TrainJoin, dict]:
+    """Read a training profile folder (``benanza torch SPEC --train``; format in
+    :mod:`benanza.profiles`, with ``train`` in profile.json) and join its trace with ``ml`` (the
+    export processed at the profile's batch; ``model``: the ONNX file for the module names, default
+    ``ml.path``). Returns the join and profile.json's document. Raises
+    :class:`~benanza.errors.ProfileError` for a bad folder or trace, a profile taken at another
+    batch or of another model (its ``model_sha256``), or one that is not of training steps."""
+    from pathlib import Path
+
+    from benanza.errors import ProfileError
+    from benanza.profiles.join import layer_paths, trace_has_scopes
+    from benanza.profiles.profile import read_profile_json
+    from benanza.profiles.trace import read_trace
+
+    p = Path(folder)
+    d = read_profile_json(p)
+    f = p / "profile.json"
+    if d["batch"] != ml.batch:
+        raise ProfileError(f"{f}: the profile was taken at batch {d['batch']}, not {ml.batch}")
+    if not d.get("train"):
+        raise ProfileError(f"{f}: not a profile of training steps (no \"train\"): profile with benanza torch --train")
+    want = d.get("model_sha256")
+    if want and want != ml.sha256:
+        raise ProfileError(f"{f}: the profile was taken of another model (its model_sha256 {str(want)[:12]}... "
+                           f"is not {Path(ml.path).name}'s {ml.sha256[:12]}...)")
+    tname = (d.get("files") or {}).get("trace") or "trace.json.gz"
+    trace = read_trace(p / tname)
+    paths = layer_paths(ml, model) if trace_has_scopes(trace) else None
+    return train_join(trace, ml, paths), d
