@@ -237,16 +237,22 @@ def _is_backward_op(trace: Trace, op: CpuOp) -> bool:
 
 
 def _node_of(trace: Trace, op: CpuOp | None) -> tuple[CpuOp | None, CpuOp | None]:
-    """(the innermost enclosing backward-node op with a sequence number, the enclosing
-    ``evaluate_function`` op) of ``op``; None where there is none."""
+    """(the backward node's op around ``op``, the enclosing ``evaluate_function`` op); None where
+    there is none. The node's op is the outermost op with a sequence number inside the engine's
+    ``evaluate_function`` op (ops inside the node that record numbers of their own, as under
+    ``create_graph=True``, are not it); without that op, the innermost one recording a forward
+    thread."""
     if op is None:
         return None, None
     node = ev = None
-    for a in trace.ancestors(op):
-        if node is None and a.sequence is not None and _is_backward_op(trace, a):
-            node = a
-        if ev is None and a.name.startswith(EVALUATE_PREFIX):
+    for a in trace.ancestors(op):  # innermost first
+        if a.name.startswith(EVALUATE_PREFIX):
             ev = a
+            break
+        if a.sequence is not None:
+            node = a
+    if ev is None:
+        node = next((a for a in trace.ancestors(op) if a.sequence is not None and a.fwd_thread), None)
     return node, ev
 
 
