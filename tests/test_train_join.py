@@ -400,3 +400,56 @@ def test_the_recorded_resnet18_training_trace():
     assert joined >= 0.9 * bwd
     cmp = tj.comparable_ms()
     assert sum(v["median_ms"] for v in cmp.values()) == pytest.approx(tj.step_ms()["median_ms"], rel=0.05)
+
+
+# ------------------------------------------------------------------------------------ plumbing
+
+def test_training_runs_and_the_bench_child(tmp_path):
+    from benanza.profiles.pytorch import bench_command, profile_runs
+
+    runs = profile_runs(tmp_path, [2, 32], "fp16", True, None, train="adamw")
+    assert [r.folder.name for r in runs] == ["profile-b2-fp16-train-adamw", "profile-b2-fp16-cl-train-adamw",
+                                             "profile-b32-fp16-train-adamw", "profile-b32-fp16-cl-train-adamw"]
+    assert all(r.train == "adamw" for r in runs) and "training step (adamw)" in runs[0].label
+    assert [r.folder.name for r in profile_runs(tmp_path, [2], "fp32", False, None)] == ["profile-b2-fp32"]
+    cmd = bench_command(tmp_path / "m.onnx", [2], "fp32", None, train="adam")
+    assert cmd[cmd.index("--train") + 1:cmd.index("--train") + 3] == ["--optimizer", "adam"]
+    assert "--conv-tf32" in cmd and "--train" not in bench_command(tmp_path / "m.onnx", [2], "fp32", None)
+
+
+def test_capture_refuses_an_unknown_optimizer(tmp_path, small_model):
+    from benanza.errors import UsageError
+    from benanza.profiles.capture import capture_profile
+
+    with pytest.raises(UsageError, match="unknown optimizer 'lamb'"):
+        capture_profile(small_model.path, 2, "fp32", tmp_path / "p", train=True, optimizer="lamb")
+
+
+def test_torch_train_refuses_an_unknown_optimizer():
+    from typer.testing import CliRunner
+
+    from benanza.cli import app
+
+    r = CliRunner().invoke(app, ["torch", "resnet18", "--train", "--optimizer", "lamb", "--no-bench"])
+    assert r.exit_code != 0 and "--optimizer must be one of sgd, adam, adamw" in r.output
+
+
+def test_a_training_profile_folder_is_loaded_and_checked(tmp_path, small_model, small_trace):
+    from benanza.errors import ProfileError
+    from benanza.profiles.train_join import load_train_join
+
+    f = tmp_path / "profile-b2-fp32-train-sgd"
+    f.mkdir()
+    with gzip.open(f / "trace.json.gz", "wt") as fo:
+        json.dump({"traceEvents": json.loads(gzip.open(small_trace.path, "rt").read())["traceEvents"]}, fo)
+    doc = {"format": "benanza-profile", "version": 1, "batch": 2, "model_sha256": small_model.sha256,
+           "files": {"trace": "trace.json.gz"}, "train": {"optimizer": "sgd"}}
+    (f / "profile.json").write_text(json.dumps(doc))
+    tj, d = load_train_join(f, small_model)
+    assert d["train"]["optimizer"] == "sgd" and tj.step_ms()["n"] == 2
+    (f / "profile.json").write_text(json.dumps({**doc, "train": None}))
+    with pytest.raises(ProfileError, match="not a profile of training steps"):
+        load_train_join(f, small_model)
+    (f / "profile.json").write_text(json.dumps({**doc, "model_sha256": "0" * 64}))
+    with pytest.raises(ProfileError, match="another model"):
+        load_train_join(f, small_model)
