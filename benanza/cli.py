@@ -735,6 +735,14 @@ def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
         out.print(f"benanza training step: {c.step.lbl_text()}; sequential {c.step.sequential_ms:.4f} ms",
                   markup=False)
         out.print(c.ratio_text(), markup=False)
+        lt = FitTable("layers by PyTorch's kernel time (forward + backward, the 12 heaviest; all in the report)",
+                      [Col("layer", "name"), Col("PyTorch fwd", "num"), Col("PyTorch bwd", "num"),
+                       Col("benanza bwd", "num"), Col("backward nodes", "name", drop=1)])
+        for row in sorted(d["layers"], key=lambda x: -(x["forward_ms"] + x["backward_ms"]))[:12]:
+            lt.add_row(row["name"], fmt_ms(row["forward_ms"]), fmt_ms(row["backward_ms"]),
+                       fmt_ms(row["lbl_backward_ms"]) if row["lbl_backward_ms"] is not None else "-",
+                       ", ".join(row["backward_nodes"]))
+        out.print(lt)
         un = pt["unjoined"]
         if un:
             tot = sum(u["ms"] for u in un)

@@ -351,6 +351,9 @@ def test_the_step_benanza_ratio(small_join):
     assert r["backward"]["ratio"] == pytest.approx(0.09 / cmp["backward"]["median_ms"])
     assert r["optimizer"]["ratio"] == pytest.approx(0.008 / cmp["optimizer"]["median_ms"])
     assert "INCOMPLETE" not in c.ratio_text()
+    rows = {r["name"]: r for r in c.layer_rows()}
+    assert rows["conv"]["lbl_backward_ms"] == pytest.approx(0.02) and rows["fc"]["lbl_backward_ms"] is None
+    assert TrainComparison(small_join, _step(False, None)).layer_rows()[0]["lbl_backward_ms"] is None
     d = c.to_dict()
     assert d["complete"] and d["step_benanza_ratio"] == pytest.approx(0.108 / pt)
     json.dumps(d)
@@ -453,3 +456,22 @@ def test_a_training_profile_folder_is_loaded_and_checked(tmp_path, small_model, 
     (f / "profile.json").write_text(json.dumps({**doc, "model_sha256": "0" * 64}))
     with pytest.raises(ProfileError, match="another model"):
         load_train_join(f, small_model)
+
+
+def test_the_report_is_printed_and_written(tmp_path, small_join, capsys):
+    from benanza import cli
+    from benanza.analysis.train_compare import TrainComparison
+
+    folder = tmp_path / "profile-b2-fp32-train-sgd"
+    run = {"label": "eager, training step (sgd)", "folder": str(folder), "batch": 2, "dtype": "fp32",
+           "optimizer": "sgd", "notices": [], "step_wall_ms": {"median_ms": 0.5, "iqr_ms": 0.01}}
+    for complete in (True, False):
+        c = TrainComparison(small_join, _step(complete, 0.008 if complete else None), dict(run))
+        cli._print_train_comparisons([c], "small", json_out=False)
+        text = capsys.readouterr().out
+        assert "step Benanza ratio" in text and ("INCOMPLETE" in text) is not complete
+        d = json.loads((tmp_path / "report-b2-fp32-train-sgd.json").read_text())
+        assert d["complete"] is complete and d["run"]["spec"] == "small"
+    cli._print_train_comparisons([c], "small", json_out=True)
+    docs = json.loads(capsys.readouterr().out)
+    assert docs[0]["ratios"]["optimizer"]["ratio"] is None and docs[0]["pytorch"]["iterations"] == 2

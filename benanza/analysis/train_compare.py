@@ -88,8 +88,27 @@ class TrainComparison:
         return (f"step Benanza ratio {r['ratio']:.{digits}f} (LBL {r['lbl_ms']:.4f} ms / PyTorch step kernels "
                 f"{r['pytorch_ms']:.4f} ms){above}{mark}")
 
+    def layer_rows(self) -> list[dict]:
+        """Per layer PyTorch ran kernels for (:meth:`TrainJoin.layer_ms`): its forward and backward
+        kernel time (ms, medians) beside benanza's backward bound of the layer (``lbl_backward_ms``:
+        the sum of its backward calls, data and weight gradients; None when the layer has no
+        backward call or one of them has no measurement)."""
+        calls: dict = {}
+        missing = set()
+        for c in self.step.calls:
+            if c.phase == "forward":
+                continue
+            if c.time_ms is None:
+                missing.add(c.layer)
+            calls[c.layer] = calls.get(c.layer, 0.0) + (c.time_ms or 0.0)
+        rows = []
+        for r in self.join.layer_ms():
+            i = r["layer"]
+            rows.append({**r, "lbl_backward_ms": None if i in missing or i not in calls else calls[i]})
+        return rows
+
     def to_dict(self) -> dict:
         return {"run": dict(self.run), "pytorch": self.join.to_dict(), "benanza": self.step.to_dict(),
-                "ratios": self.ratios(), "step_benanza_ratio": self.ratios()["step"]["ratio"],
+                "ratios": self.ratios(), "layers": self.layer_rows(), "step_benanza_ratio": self.ratios()["step"]["ratio"],
                 "complete": self.step.complete, "incomplete_note": self.step.incomplete_note or None,
                 "ratio_text": self.ratio_text()}
