@@ -95,7 +95,7 @@ class _Trace:
 #: per iteration: kernel durations (µs), scaled by the iteration's factor
 DUR = {"conv_fwd": 20.0, "bias_add": 4.0, "relu_fwd": 3.0, "gemm_fwd": 6.0, "between": 1.0, "softmax_fwd": 2.0,
        "nll_fwd": 1.5, "nll_bwd": 1.0, "softmax_bwd": 2.5, "gemm_dgrad": 5.0, "gemm_wgrad": 5.5, "gemm_bgrad": 1.2,
-       "accumulate": 0.8, "relu_bwd": 3.5, "conv_dgrad": 25.0, "conv_wgrad": 30.0, "conv_bgrad": 2.0,
+       "accumulate": 0.8, "relu_bwd": 3.5, "conv_dgrad": 25.0, "conv_wgrad": 30.0, "conv_bgrad": 2.0, "conv_inbuf": 0.9,
        "mystery": 0.7, "memset": 0.5, "sgd": 9.0}
 
 
@@ -108,7 +108,7 @@ def _iteration(t: _Trace, t0: float, seq0: int, f: float) -> None:
     t.cpu("Optimizer.zero_grad#SGD.zero_grad", t0 + 2, 2, cat="user_annotation")
     # forward: conv2d > convolution (seq) > cudnn_convolution; relu (seq); flatten > view (seq); linear > t, addmm
     t.cpu("benanza.phase:forward", t0 + 10, 290, cat="user_annotation")
-    t.cpu("aten::conv2d", t0 + 20, 40, dims=[[2, 3, 8, 8], [4, 3, 3, 3], [4], [], [], [], []])
+    t.cpu("aten::conv2d", t0 + 20, 40, seq=seq0, dims=[[2, 3, 8, 8], [4, 3, 3, 3], [4], [], [], [], []])
     t.cpu("aten::convolution", t0 + 21, 38, seq=seq0, dims=[[2, 3, 8, 8], [4, 3, 3, 3], [4]])
     e = t.cpu("aten::cudnn_convolution", t0 + 22, 28, dims=[[2, 3, 8, 8], [4, 3, 3, 3]])
     t.launch(e, t0 + 30, "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nchw", t0 + 40, d["conv_fwd"])
@@ -116,9 +116,9 @@ def _iteration(t: _Trace, t0: float, seq0: int, f: float) -> None:
     t.launch(e, t0 + 52, "void at::native::elementwise_kernel<add>", t0 + 61, d["bias_add"])
     e = t.cpu("aten::relu", t0 + 70, 20, seq=seq0 + 1, dims=[[2, 4, 8, 8]])
     t.launch(e, t0 + 75, "void at::native::vectorized_elementwise_kernel<clamp_min>", t0 + 80, d["relu_fwd"])
-    t.cpu("aten::flatten", t0 + 95, 5, dims=[[2, 4, 8, 8], [], []])
+    t.cpu("aten::flatten", t0 + 95, 5, seq=seq0 + 2, dims=[[2, 4, 8, 8], [], []])
     t.cpu("aten::view", t0 + 96, 3, seq=seq0 + 2, dims=[[2, 4, 8, 8], []])
-    t.cpu("aten::linear", t0 + 110, 50, dims=[[2, 256], [10, 256], [10]])
+    t.cpu("aten::linear", t0 + 110, 50, seq=seq0 + 3, dims=[[2, 256], [10, 256], [10]])
     t.cpu("aten::t", t0 + 111, 2, seq=seq0 + 3, dims=[[10, 256]])
     e = t.cpu("aten::addmm", t0 + 115, 43, seq=seq0 + 4, dims=[[10], [2, 256], [256, 10], [], []])
     t.launch(e, t0 + 120, "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8", t0 + 130, d["gemm_fwd"])
@@ -127,24 +127,24 @@ def _iteration(t: _Trace, t0: float, seq0: int, f: float) -> None:
     t.launch(e, t0 + 303, "void at::native::vectorized_elementwise_kernel<fill>", t0 + 305, d["between"])
     # loss: cross_entropy_loss > log_softmax (seq), nll_loss_nd > nll_loss (seq)
     t.cpu("benanza.phase:loss", t0 + 310, 90, cat="user_annotation")
-    t.cpu("aten::cross_entropy_loss", t0 + 311, 79, dims=[[2, 10], [2], [], [], [], []])
+    t.cpu("aten::cross_entropy_loss", t0 + 311, 79, seq=seq0 + 5, dims=[[2, 10], [2], [], [], [], []])
     e = t.cpu("aten::log_softmax", t0 + 312, 28, seq=seq0 + 5, dims=[[2, 10], [], []])
     t.launch(e, t0 + 315, "void at::native::cunn_SoftMaxForward<4, float>", t0 + 320, d["softmax_fwd"])
-    t.cpu("aten::nll_loss_nd", t0 + 341, 48, dims=[[2, 10], [2], [], [], []])
+    t.cpu("aten::nll_loss_nd", t0 + 341, 48, seq=seq0 + 6, dims=[[2, 10], [2], [], [], []])
     e = t.cpu("aten::nll_loss", t0 + 342, 46, seq=seq0 + 6, dims=[[2, 10], [2], [], [], []])
     t.launch(e, t0 + 345, "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float>", t0 + 350, d["nll_fwd"])
     # backward: the main thread waits in backward(); autograd's thread runs the nodes
     t.cpu("benanza.phase:backward", t0 + 410, 390, cat="user_annotation")
-    t.cpu("autograd::engine::evaluate_function: NllLossBackward0", t0 + 420, 20, tid=AUTOGRAD)
+    t.cpu("autograd::engine::evaluate_function: NllLossBackward0", t0 + 420, 20, tid=AUTOGRAD, seq=seq0 + 6, fwd=1)
     t.cpu("NllLossBackward0", t0 + 421, 18, tid=AUTOGRAD, seq=seq0 + 6, fwd=1)
     e = t.cpu("aten::nll_loss_backward", t0 + 422, 16, tid=AUTOGRAD)
     t.launch(e, t0 + 425, "void at::native::nll_loss_backward_reduce_cuda_kernel_2d<float>", t0 + 430,
              d["nll_bwd"], tid=AUTOGRAD)
-    t.cpu("autograd::engine::evaluate_function: LogSoftmaxBackward0", t0 + 445, 20, tid=AUTOGRAD)
+    t.cpu("autograd::engine::evaluate_function: LogSoftmaxBackward0", t0 + 445, 20, tid=AUTOGRAD, seq=seq0 + 5, fwd=1)
     t.cpu("LogSoftmaxBackward0", t0 + 446, 18, tid=AUTOGRAD, seq=seq0 + 5, fwd=1)
     e = t.cpu("aten::_log_softmax_backward_data", t0 + 447, 16, tid=AUTOGRAD)
     t.launch(e, t0 + 450, "void at::native::cunn_SoftMaxBackward<4, float>", t0 + 455, d["softmax_bwd"], tid=AUTOGRAD)
-    t.cpu("autograd::engine::evaluate_function: AddmmBackward0", t0 + 470, 50, tid=AUTOGRAD)
+    t.cpu("autograd::engine::evaluate_function: AddmmBackward0", t0 + 470, 50, tid=AUTOGRAD, seq=seq0 + 4, fwd=1)
     t.cpu("AddmmBackward0", t0 + 471, 48, tid=AUTOGRAD, seq=seq0 + 4, fwd=1)
     e = t.cpu("aten::mm", t0 + 472, 18, tid=AUTOGRAD)
     t.launch(e, t0 + 475, "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_dgrad", t0 + 480, d["gemm_dgrad"], tid=AUTOGRAD)
@@ -152,30 +152,34 @@ def _iteration(t: _Trace, t0: float, seq0: int, f: float) -> None:
     t.launch(e, t0 + 495, "sm90_xmma_gemm_f32f32_f32f32_f32_nt_n_wgrad", t0 + 500, d["gemm_wgrad"], tid=AUTOGRAD)
     e = t.cpu("aten::sum", t0 + 511, 8, tid=AUTOGRAD)
     t.launch(e, t0 + 512, "void at::native::reduce_kernel<512, 1>", t0 + 515, d["gemm_bgrad"], tid=AUTOGRAD)
-    t.cpu("autograd::engine::evaluate_function: TBackward0", t0 + 521, 3, tid=AUTOGRAD)
+    t.cpu("autograd::engine::evaluate_function: TBackward0", t0 + 521, 3, tid=AUTOGRAD, seq=seq0 + 3, fwd=1)
     t.cpu("TBackward0", t0 + 522, 1, tid=AUTOGRAD, seq=seq0 + 3, fwd=1)
     t.cpu("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", t0 + 525, 10, tid=AUTOGRAD)
     t.cpu("torch::autograd::AccumulateGrad", t0 + 526, 8, tid=AUTOGRAD)  # no sequence number (UINT64_MAX)
     e = t.cpu("aten::add_", t0 + 527, 6, tid=AUTOGRAD)
     t.launch(e, t0 + 528, "void at::native::vectorized_elementwise_kernel<add>", t0 + 536, d["accumulate"],
              tid=AUTOGRAD)
-    t.cpu("autograd::engine::evaluate_function: ViewBackward0", t0 + 540, 5, tid=AUTOGRAD)
+    t.cpu("autograd::engine::evaluate_function: ViewBackward0", t0 + 540, 5, tid=AUTOGRAD, seq=seq0 + 2, fwd=1)
     t.cpu("ViewBackward0", t0 + 541, 3, tid=AUTOGRAD, seq=seq0 + 2, fwd=1)
-    t.cpu("autograd::engine::evaluate_function: ReluBackward0", t0 + 560, 20, tid=AUTOGRAD)
+    t.cpu("autograd::engine::evaluate_function: ReluBackward0", t0 + 560, 20, tid=AUTOGRAD, seq=seq0 + 1, fwd=1)
     t.cpu("ReluBackward0", t0 + 561, 18, tid=AUTOGRAD, seq=seq0 + 1, fwd=1)
     e = t.cpu("aten::threshold_backward", t0 + 562, 16, tid=AUTOGRAD)
     t.launch(e, t0 + 565, "void at::native::vectorized_elementwise_kernel<threshold_backward>", t0 + 570,
              d["relu_bwd"], tid=AUTOGRAD)
-    t.cpu("autograd::engine::evaluate_function: ConvolutionBackward0", t0 + 590, 110, tid=AUTOGRAD)
-    t.cpu("ConvolutionBackward0", t0 + 591, 108, tid=AUTOGRAD, seq=seq0, fwd=1)
+    ev = t.cpu("autograd::engine::evaluate_function: ConvolutionBackward0", t0 + 590, 110.5, tid=AUTOGRAD,
+               seq=seq0, fwd=1)
+    t.cpu("ConvolutionBackward0", t0 + 591, 107, tid=AUTOGRAD, seq=seq0, fwd=1)
     # an op inside the node that records a number of its own (as under create_graph=True): not the node
     e = t.cpu("aten::convolution_backward", t0 + 592, 106, tid=AUTOGRAD, seq=seq0 + 50)
     t.launch(e, t0 + 594, "", t0 + 596, d["memset"], tid=AUTOGRAD, kind="gpu_memset")
     t.launch(e, t0 + 600, "sm90_xmma_dgrad_implicit_gemm_f32f32_tf32f32_f32", t0 + 605, d["conv_dgrad"], tid=AUTOGRAD)
     t.launch(e, t0 + 620, "sm90_xmma_wgrad_implicit_gemm_f32f32_tf32f32_f32", t0 + 635, d["conv_wgrad"], tid=AUTOGRAD)
     t.launch(e, t0 + 640, "void at::native::reduce_kernel<512, 1>", t0 + 670, d["conv_bgrad"], tid=AUTOGRAD)
+    # launched by the engine's op outside the node (an input buffer's accumulation)
+    t.launch(ev, t0 + 699, "void at::native::vectorized_elementwise_kernel<add_inbuf>", t0 + 701, d["conv_inbuf"],
+             tid=AUTOGRAD)
     # a node whose forward op the trace does not have: kept, unjoined
-    t.cpu("autograd::engine::evaluate_function: MysteryBackward0", t0 + 710, 10, tid=AUTOGRAD)
+    t.cpu("autograd::engine::evaluate_function: MysteryBackward0", t0 + 710, 10, tid=AUTOGRAD, seq=seq0 + 90, fwd=1)
     t.cpu("MysteryBackward0", t0 + 711, 8, tid=AUTOGRAD, seq=seq0 + 90, fwd=1)
     e = t.cpu("aten::mul", t0 + 712, 6, tid=AUTOGRAD)
     t.launch(e, t0 + 713, "void at::native::vectorized_elementwise_kernel<mul>", t0 + 716, d["mystery"], tid=AUTOGRAD)
@@ -221,9 +225,12 @@ def test_sequence_numbers_and_forward_threads_are_parsed(small_trace):
     node = [o for o in small_trace.cpu_ops if o.name == "ConvolutionBackward0"]
     assert [o.sequence for o in node] == [100, 200] and all(o.fwd_thread == 1 for o in node)
     assert node[0].thread.endswith(f"/{AUTOGRAD}") and conv[0].thread.endswith(f"/{MAIN}")
-    # ops without a number (the engine's evaluate_function, AccumulateGrad, inner aten ops) have None
+    # ops without a number (AccumulateGrad's, inner aten ops of the sample) have None; the engine's op
+    # around a node has the node's number (as in PyTorch 2.11's traces)
     assert all(o.sequence is None for (n, _), o in ops.items()
-               if n.startswith("autograd::engine") or n in ("torch::autograd::AccumulateGrad", "aten::cudnn_convolution"))
+               if "AccumulateGrad" in n or n == "aten::cudnn_convolution")
+    ev = [o for o in small_trace.cpu_ops if o.name == "autograd::engine::evaluate_function: ConvolutionBackward0"]
+    assert [(o.sequence, o.fwd_thread) for o in ev] == [(100, 1), (200, 1)]
 
 
 def test_a_negative_or_string_sequence_number(tmp_path):
@@ -287,7 +294,7 @@ def test_layer_and_phase_sums(small_join, small_model):
     rows = {r["layer"]: r for r in small_join.layer_ms()}
     conv, relu, gemm = _layer(ml, "Conv"), _layer(ml, "Relu"), _layer(ml, "Gemm")
     assert rows[conv]["forward_ms"] == pytest.approx(_median(["conv_fwd", "bias_add"]))
-    assert rows[conv]["backward_ms"] == pytest.approx(_median(["conv_dgrad", "conv_wgrad", "conv_bgrad"]))
+    assert rows[conv]["backward_ms"] == pytest.approx(_median(["conv_dgrad", "conv_wgrad", "conv_bgrad", "conv_inbuf"]))
     assert rows[conv]["backward_nodes"] == ["ConvolutionBackward0"]
     assert rows[relu]["backward_ms"] == pytest.approx(_median(["relu_bwd"]))
     assert rows[gemm]["forward_ms"] == pytest.approx(_median(["gemm_fwd"]))
@@ -296,7 +303,7 @@ def test_layer_and_phase_sums(small_join, small_model):
     assert ph["forward"]["median_ms"] == pytest.approx(_median(["conv_fwd", "bias_add", "relu_fwd", "gemm_fwd"]))
     assert ph["loss"]["median_ms"] == pytest.approx(_median(["softmax_fwd", "nll_fwd"]))
     bwd = ["nll_bwd", "softmax_bwd", "gemm_dgrad", "gemm_wgrad", "gemm_bgrad", "accumulate", "relu_bwd",
-           "conv_dgrad", "conv_wgrad", "conv_bgrad", "mystery"]
+           "conv_dgrad", "conv_wgrad", "conv_bgrad", "conv_inbuf", "mystery"]
     assert ph["backward"]["median_ms"] == pytest.approx(_median(bwd))  # the memset apart
     assert ph["optimizer"]["median_ms"] == pytest.approx(_median(["sgd"]))
     assert ph["zero_grad"]["median_ms"] == 0.0

@@ -60,10 +60,11 @@ class CpuOp:
     non-tensor argument (``record_shapes=True`` is needed; empty tuple if not recorded).
     ``parent``: index of the innermost enclosing CPU op on the same thread, None at top level.
     ``sequence``: autograd's sequence number (``args["Sequence number"]``; None when absent): a
-    forward op run with gradients on records the number of the autograd node it creates (the
-    dispatcher's ``at::sequence_number::peek()`` for ops with an Autograd kernel), and the backward
-    node's op (``ConvolutionBackward0``, under ``autograd::engine::evaluate_function: ...``) records
-    the same number. ``fwd_thread``: ``args["Fwd thread id"]``: 0 on forward ops, on a backward
+    forward op run with gradients on records the number the next autograd node will get
+    (``at::sequence_number::peek()``: in PyTorch 2.11's traces every op of the forward, nested ones
+    too, so ``aten::conv2d`` and ``aten::convolution`` share one), and the backward node's op
+    (``ConvolutionBackward0``) and the ``autograd::engine::evaluate_function: ConvolutionBackward0``
+    op around it record the number of the node. ``fwd_thread``: ``args["Fwd thread id"]``: 0 on forward ops, on a backward
     node's op the RecordFunction thread id (``at::RecordFunction::currentThreadId()``, counted from
     1, not the OS thread id) of the thread that ran its forward op (PyTorch's
     ``torch/csrc/autograd/function.h``, ``Node::operator()``; ``profiler_kineto.cpp`` writes both

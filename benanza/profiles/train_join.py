@@ -240,8 +240,9 @@ def _node_of(trace: Trace, op: CpuOp | None) -> tuple[CpuOp | None, CpuOp | None
     """(the backward node's op around ``op``, the enclosing ``evaluate_function`` op); None where
     there is none. The node's op is the outermost op with a sequence number inside the engine's
     ``evaluate_function`` op (ops inside the node that record numbers of their own, as under
-    ``create_graph=True``, are not it); without that op, the innermost one recording a forward
-    thread."""
+    ``create_graph=True``, are not it); for a kernel launched by that op outside the node (PyTorch
+    2.11 records the node's number and forward thread on it too), the ``evaluate_function`` op;
+    without that op, the innermost one recording a forward thread."""
     if op is None:
         return None, None
     node = ev = None
@@ -253,6 +254,8 @@ def _node_of(trace: Trace, op: CpuOp | None) -> tuple[CpuOp | None, CpuOp | None
             node = a
     if ev is None:
         node = next((a for a in trace.ancestors(op) if a.sequence is not None and a.fwd_thread), None)
+    elif node is None and ev.sequence is not None:
+        node = ev  # PyTorch 2.11 records the node's number on the evaluate_function op too
     return node, ev
 
 
@@ -328,7 +331,7 @@ def train_join(trace: Trace, ml, paths: dict[int, str] | None = None) -> TrainJo
             node, ev = _node_of(trace, op)
             f = None
             if node is not None:
-                node_name, seq = node.name, node.sequence
+                node_name, seq = node.name.removeprefix(EVALUATE_PREFIX), node.sequence
                 th = threads.get(node.fwd_thread)
                 f = fwd_ops.get((th, seq)) if th is not None else None
             if f is not None:
