@@ -482,3 +482,22 @@ def test_the_report_is_printed_and_written(tmp_path, small_join, capsys):
     cli._print_train_comparisons([c], "small", json_out=True)
     docs = json.loads(capsys.readouterr().out)
     assert docs[0]["ratios"]["optimizer"]["ratio"] is None and docs[0]["pytorch"]["iterations"] == 2
+
+
+def test_a_batch_norm_the_export_folded_makes_the_ratio_incomplete():
+    from benanza.analysis.train_compare import TrainComparison
+    from benanza.profiles.train_join import TrainJoin, TrainKernel
+
+    def k(i, role, phase, layer, fop, ms):
+        return TrainKernel(i, f"k{i}", "kernel", 0, phase, role, layer, None, None, fop, ms)
+
+    ks = (k(0, "forward", "forward", 0, "aten::conv2d", 0.05), k(1, "forward", "forward", None, "aten::batch_norm", 0.02),
+          k(2, "backward", "backward", None, "aten::batch_norm", 0.03), k(3, "backward", "backward", 0, "aten::conv2d", 0.1),
+          k(4, "optimizer", "optimizer", None, "aten::_foreach_add_", 0.01))
+    c = TrainComparison(TrainJoin(ks, (0,), {0: "conv"}), _step(True, 0.008))
+    assert c.step.complete and not c.complete
+    assert c.uncovered_ops() == {"aten::batch_norm": pytest.approx(0.05)}
+    r = c.ratios()
+    assert not r["step"]["complete"] and not r["forward"]["complete"] and r["optimizer"]["complete"]
+    assert "INCOMPLETE" in c.ratio_text() and "aten::batch_norm 0.0500 ms" in c.ratio_text()
+    assert c.to_dict()["complete"] is False

@@ -34,6 +34,36 @@ class TrainComparison:
     step: object
     run: dict = field(default_factory=dict)
 
+    def uncovered_ops(self) -> dict[str, float]:
+        """Framework ops of the forward whose forward or backward kernels reached no layer of the
+        export, with their kernel time per step (ms, mean over iterations), heaviest first."""
+        n = max(len(self.join.iterations), 1)
+        acc: dict[str, float] = {}
+        for k in self.join.kernels:
+            if k.kind == "kernel" and k.iteration in self.join.iterations and k.role in ("forward", "backward") \
+                    and k.layer is None and k.forward_op:
+                acc[k.forward_op] = acc.get(k.forward_op, 0.0) + k.dur_ms / n
+        return dict(sorted(acc.items(), key=lambda kv: -kv[1]))
+
+    def missing_layers_note(self) -> str:
+        """Empty, or why benanza's step lacks layers PyTorch's step runs: batch norms or dropouts
+        the export folded or removed (an inference export folds a batch norm into its convolution,
+        and drops a dropout), whose training forward and backward benanza's step then does not
+        have: the step's LBL is then a partial sum (INCOMPLETE)."""
+        from benanza.profiles.join import BATCH_NORM_OPS
+
+        miss = {op: ms for op, ms in self.uncovered_ops().items() if op in BATCH_NORM_OPS or "dropout" in op}
+        if not miss:
+            return ""
+        return ("PyTorch's step runs layers the export folded or removed, which benanza's step lacks ("
+                + ", ".join(f"{op} {ms:.4f} ms" for op, ms in miss.items())
+                + " of kernels per step): export the model with them kept")
+
+    @property
+    def complete(self) -> bool:
+        """benanza's step is complete and has every layer PyTorch's step ran (:meth:`missing_layers_note`)."""
+        return self.step.complete and not self.missing_layers_note()
+
     @property
     def step_kernel_ms(self) -> float | None:
         return self.join.step_ms()["median_ms"]
@@ -66,15 +96,16 @@ class TrainComparison:
         pt = self.join.comparable_ms()
         ok = self.phase_complete()
         lbl = self.phase_lbl_ms()
+        whole = self.complete
         out = {"step": {"lbl_ms": self.step.critical_path_ms, "pytorch_ms": self.step_kernel_ms,
-                        "ratio": self._ratio(self.step.critical_path_ms, self.step_kernel_ms),
-                        "complete": self.step.complete},
+                        "ratio": self._ratio(self.step.critical_path_ms, self.step_kernel_ms), "complete": whole},
                "step_sequential": {"lbl_ms": self.step.sequential_ms, "pytorch_ms": self.step_kernel_ms,
                                    "ratio": self._ratio(self.step.sequential_ms, self.step_kernel_ms),
-                                   "complete": self.step.complete}}
+                                   "complete": whole}}
+        folded = bool(self.missing_layers_note())
         for p in COMPARED:
             out[p] = {"lbl_ms": lbl[p], "pytorch_ms": pt[p]["median_ms"], "ratio": self._ratio(lbl[p], pt[p]["median_ms"]),
-                      "complete": ok[p] and lbl[p] is not None}
+                      "complete": ok[p] and lbl[p] is not None and not (folded and p in ("forward", "backward"))}
         return out
 
     def ratio_text(self, digits: int = 3) -> str:
@@ -83,8 +114,8 @@ class TrainComparison:
         r = self.ratios()["step"]
         if r["ratio"] is None:
             return "step Benanza ratio: none (no kernel time in the profiled step)"
-        mark = f" {self.step.incomplete_note}" if not self.step.complete else ""
-        above = " above 1: not a bound" if r["ratio"] > 1 and self.step.complete else ""
+        mark = f" {self.incomplete_note}" if not self.complete else ""
+        above = " above 1: not a bound" if r["ratio"] > 1 and self.complete else ""
         return (f"step Benanza ratio {r['ratio']:.{digits}f} (LBL {r['lbl_ms']:.4f} ms / PyTorch step kernels "
                 f"{r['pytorch_ms']:.4f} ms){above}{mark}")
 
@@ -107,8 +138,20 @@ class TrainComparison:
             rows.append({**r, "lbl_backward_ms": None if i in missing or i not in calls else calls[i]})
         return rows
 
+    @property
+    def incomplete_note(self) -> str:
+        """Empty when :attr:`complete`; else ``INCOMPLETE: ...`` naming what benanza's step lacks."""
+        if self.complete:
+            return ""
+        parts = [self.step.incomplete_note.removeprefix("INCOMPLETE: ").removesuffix(" (a partial sum, not a bound)")] \
+            if not self.step.complete else []
+        if self.missing_layers_note():
+            parts.append(self.missing_layers_note())
+        return "INCOMPLETE: " + "; ".join(parts) + " (a partial sum, not a bound)"
+
     def to_dict(self) -> dict:
         return {"run": dict(self.run), "pytorch": self.join.to_dict(), "benanza": self.step.to_dict(),
                 "ratios": self.ratios(), "layers": self.layer_rows(), "step_benanza_ratio": self.ratios()["step"]["ratio"],
-                "complete": self.step.complete, "incomplete_note": self.step.incomplete_note or None,
+                "uncovered_ops": self.uncovered_ops(),
+                "complete": self.complete, "incomplete_note": self.incomplete_note or None,
                 "ratio_text": self.ratio_text()}
