@@ -501,3 +501,41 @@ def test_a_batch_norm_the_export_folded_makes_the_ratio_incomplete():
     assert not r["step"]["complete"] and not r["forward"]["complete"] and r["optimizer"]["complete"]
     assert "INCOMPLETE" in c.ratio_text() and "aten::batch_norm 0.0500 ms" in c.ratio_text()
     assert c.to_dict()["complete"] is False
+
+
+CPU_TRACE = DATA / "tiny_train_net_train_b2_fp32_cpu.json.gz"
+CPU_MODEL = DATA / "tiny_train_net_train.onnx"
+
+
+def test_autograd_numbers_of_a_real_pytorch_trace():
+    """PyTorch 2.11's own trace of two training steps of benchmarks/tiny_train_net.py on the CPU
+    (benchmarks/record_train_trace.py --spec benchmarks.tiny_train_net:build --input-shape 3x16x16
+    --device cpu: no kernels, the sequence numbers as torch writes them): every backward node reaches
+    the forward op that created it and that op's layer; the export folded the batch norm."""
+    from benanza.processing.model import process
+    from benanza.profiles.join import layer_paths
+    from benanza.profiles.train_join import backward_nodes
+
+    ml = process(CPU_MODEL, 2)
+    tr = read_trace(CPU_TRACE)
+    assert [ly.op_type for ly in ml.layers] == ["Conv", "Relu", "GlobalAveragePool", "Flatten", "Gemm"]
+    ev = [o for o in tr.cpu_ops if o.name.startswith("autograd::engine::evaluate_function: ConvolutionBackward0")]
+    assert len(ev) == 2 and all(o.sequence is not None and o.fwd_thread == 1 for o in ev)
+    fwd = [o for o in tr.cpu_ops if o.name == "aten::convolution"]
+    assert [o.fwd_thread for o in fwd] == [0, 0] and [o.sequence for o in fwd] == [e.sequence for e in ev]
+    nodes = backward_nodes(tr, ml, layer_paths(ml, CPU_MODEL))
+    kinds = {(n["node"], n["forward_op"], n["forward_phase"],
+              ml.layers[n["layer"]].op_type if n["layer"] is not None else None) for n in nodes}
+    assert kinds == {("NllLossBackward0", "aten::cross_entropy_loss", "loss", None),
+                     ("LogSoftmaxBackward0", "aten::cross_entropy_loss", "loss", None),
+                     ("ViewBackward0", "aten::reshape", "loss", None),
+                     ("AddmmBackward0", "aten::linear", "forward", "Gemm"),
+                     ("TBackward0", "aten::linear", "forward", "Gemm"),
+                     ("ViewBackward0", "aten::flatten", "forward", "Flatten"),
+                     ("MeanBackward1", "aten::adaptive_avg_pool2d", "forward", "GlobalAveragePool"),
+                     ("ReluBackward0", "aten::relu", "forward", "Relu"),
+                     ("NativeBatchNormBackward0", "aten::batch_norm", "forward", None),
+                     ("ConvolutionBackward0", "aten::conv2d", "forward", "Conv")}
+    assert len(nodes) == 2 * len(kinds)  # both iterations
+    doc = json.loads((DATA / "tiny_train_net_train_b2_fp32_cpu.profile.json").read_text())
+    assert doc["train"]["optimizer"] == "sgd" and doc["settings"]["mode"] == "train"

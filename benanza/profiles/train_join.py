@@ -290,73 +290,118 @@ def _thread_map(trace: Trace, fwd: dict[tuple[str, int], CpuOp]) -> dict[int | N
 
 # ------------------------------------------------------------------------------------------ join
 
+@dataclass
+class _Context:
+    """What the join of one trace needs: phase ranges, the forward join's op -> layer and kernel ->
+    layer, the forward ops by (thread, sequence number) and the forward threads."""
+
+    trace: Trace
+    ranges: list
+    starts: list
+    op_layer: dict
+    kernel_layer: dict
+    fwd_ops: dict
+    threads: dict
+    launch: dict
+    forward_phase: dict = field(default_factory=dict)
+
+    def forward_of(self, node: CpuOp) -> tuple[str, str | None, int | None] | None:
+        """(the framework op of the forward op that created ``node``, the phase it ran in, its
+        layer (forward phase only)), or None when the trace has no such forward op."""
+        from benanza.profiles.join import framework_op
+
+        th = self.threads.get(node.fwd_thread)
+        f = self.fwd_ops.get((th, node.sequence)) if th is not None else None
+        if f is None:
+            return None
+        ffop = framework_op(self.trace, f)
+        fph = self.forward_phase.get(f.index)
+        if fph is None:
+            fph = self.forward_phase[f.index] = _phase_at(self.ranges, self.starts, f.start_ms)
+        return ffop.name, fph, self.op_layer.get(ffop.index) if fph == "forward" else None
+
+
+def _context(trace: Trace, ml, paths) -> _Context:
+    from benanza.profiles.join import join
+
+    ranges = phase_ranges(trace)
+    starts = [r[0] for r in ranges]
+    launch = {k.index: _launch_ms(trace, k) for k in trace.kernels}
+    jr = join(replace(trace, iterations=_forward_iterations(trace, ranges, launch)), ml, paths)
+    fwd_ops = forward_ops_by_sequence(trace)
+    return _Context(trace, ranges, starts, {om.op: om.layer for om in jr.ops if om.layer is not None},
+                    {kj.kernel: kj.layer for kj in jr.kernels}, fwd_ops, _thread_map(trace, fwd_ops), launch)
+
+
+def backward_nodes(trace: Trace, ml, paths: dict[int, str] | None = None) -> list[dict]:
+    """Every backward node the trace ran (the op with a sequence number directly inside an
+    ``evaluate_function`` op), with what step 3 of the module doc joins it to: ``node`` (its
+    name), ``sequence``, ``forward_op`` (the framework op that created it, None when the trace has
+    none), ``forward_phase`` and ``layer`` (None unless a forward-phase op matched a layer), in
+    trace order. What :func:`train_join` gives each backward kernel, without kernels (a CPU trace)."""
+    ctx = _context(trace, ml, paths)
+    out = []
+    for op in trace.cpu_ops:
+        par = trace.cpu_ops[op.parent] if op.parent is not None else None
+        if op.sequence is None or par is None or not par.name.startswith(EVALUATE_PREFIX):
+            continue
+        f = ctx.forward_of(op)
+        out.append({"node": op.name, "sequence": op.sequence, "forward_op": f[0] if f else None,
+                    "forward_phase": f[1] if f else None, "layer": f[2] if f else None})
+    return out
+
+
 def train_join(trace: Trace, ml, paths: dict[int, str] | None = None) -> TrainJoin:
     """Join every GPU activity of a training ``trace`` (module doc) with the layers of ``ml`` (a
     :class:`benanza.processing.model.ModelLayers` at the profiled batch; ``paths``: layer index ->
     module, as for :func:`benanza.profiles.join.join`). Never raises for a trace that does not fit:
     unjoined kernels stay, as such, and a notice says when the trace has no phase ranges or no
     sequence numbers."""
-    from benanza.profiles.join import framework_op, join
+    from benanza.profiles.join import framework_op
 
-    ranges = phase_ranges(trace)
-    starts = [r[0] for r in ranges]
-    launch = {k.index: _launch_ms(trace, k) for k in trace.kernels}
-    phase_of = {i: _phase_at(ranges, starts, t) for i, t in launch.items()}
+    ctx = _context(trace, ml, paths)
+    phase_of = {i: _phase_at(ctx.ranges, ctx.starts, t) for i, t in ctx.launch.items()}
     it_of = {i: it.index for it in trace.iterations for i in it.kernels}
     notices = []
-    if not ranges:
+    if not ctx.ranges:
         notices.append("the trace has no benanza.phase:NAME ranges: not a training step recorded by "
                        "benanza torch --train (every kernel is outside a phase)")
-    fwd_its = _forward_iterations(trace, ranges, launch)
-    jr = join(replace(trace, iterations=fwd_its), ml, paths)
-    op_layer = {om.op: om.layer for om in jr.ops if om.layer is not None}
-    kernel_layer = {kj.kernel: kj.layer for kj in jr.kernels}
-    fwd_ops = forward_ops_by_sequence(trace)
-    threads = _thread_map(trace, fwd_ops)
-    if ranges and not any(op.sequence is not None for op in trace.cpu_ops):
+    if ctx.ranges and not any(op.sequence is not None for op in trace.cpu_ops):
         notices.append("the trace has no autograd sequence numbers: backward kernels cannot be joined to layers")
-    forward_phase = {}  # forward op index -> the phase its start lies in
     out = []
     for k in trace.kernels:
         ph = phase_of[k.index]
         op = trace.op_of(k)
-        fop = framework_op(trace, op)
         layer = node_name = seq = fwd_name = None
         if ph in ("forward", "loss", "optimizer", "zero_grad"):
             role = ph
+            fop = framework_op(trace, op)
             fwd_name = fop.name if fop is not None else None
             if ph == "forward":
-                layer = kernel_layer.get(k.index)
+                layer = ctx.kernel_layer.get(k.index)
         elif ph == "backward":
             node, ev = _node_of(trace, op)
             f = None
             if node is not None:
                 node_name, seq = node.name.removeprefix(EVALUATE_PREFIX), node.sequence
-                th = threads.get(node.fwd_thread)
-                f = fwd_ops.get((th, seq)) if th is not None else None
+                f = ctx.forward_of(node)
             if f is not None:
-                ffop = framework_op(trace, f)
-                fwd_name = ffop.name
-                fph = forward_phase.get(f.index)
-                if fph is None:
-                    fph = forward_phase[f.index] = _phase_at(ranges, starts, f.start_ms)
+                fwd_name, fph, layer = f
                 role = "loss_backward" if fph == "loss" else "backward"
-                layer = op_layer.get(ffop.index) if fph == "forward" else None
             elif node is None and ev is not None and "AccumulateGrad" in ev.name:
-                role, node_name = "accumulate_grad", ev.name[len(EVALUATE_PREFIX):]
+                role, node_name = "accumulate_grad", ev.name.removeprefix(EVALUATE_PREFIX)
             else:
                 role = "unjoined"
                 if node_name is None and ev is not None:
-                    node_name = ev.name[len(EVALUATE_PREFIX):]
+                    node_name = ev.name.removeprefix(EVALUATE_PREFIX)
         else:
             role = "outside"
         out.append(TrainKernel(kernel=k.index, name=k.name, kind=k.kind, iteration=it_of.get(k.index), phase=ph,
                                role=role, layer=layer, node=node_name, sequence=seq, forward_op=fwd_name,
                                dur_ms=k.dur_ms))
-    its = tuple(sorted({r[3] for r in ranges if r[3] is not None}))
+    its = tuple(sorted({r[3] for r in ctx.ranges if r[3] is not None}))
     return TrainJoin(kernels=tuple(out), iterations=its, layer_names={ly.index: ly.name for ly in ml.layers},
                      notices=tuple(notices))
-
 
 
 # ------------------------------------------------------------------------------- profile folder
