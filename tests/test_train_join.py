@@ -403,11 +403,13 @@ def test_the_recorded_resnet18_training_trace():
             assert ly.index in rows and rows[ly.index]["forward_ms"] > 0, ly.name
             assert rows[ly.index]["backward_ms"] > 0, f"{ly.name}: no backward kernel joined"
     assert "ConvolutionBackward0" in rows[_layer(ml, "Conv")]["backward_nodes"]
-    # the gradients reach layers: >= 90 % of the backward phase's kernel time, the loss's apart
+    # the gradients reach their forward ops: >= 90 % of the backward phase's kernel time (the export
+    # folds the batch norms: their gradients reach aten::batch_norm, no layer)
     bwd = sum(k.dur_ms for k in tj.kernels if k.phase == "backward" and k.kind == "kernel")
-    joined = sum(k.dur_ms for k in tj.kernels if k.kind == "kernel" and
-                 (k.role == "backward" and k.layer is not None or k.role == "loss_backward"))
+    joined = sum(k.dur_ms for k in tj.kernels if k.kind == "kernel" and k.role in ("backward", "loss_backward")
+                 and k.forward_op)
     assert joined >= 0.9 * bwd
+    assert sum(k.dur_ms for k in tj.kernels if k.role == "backward" and k.layer is not None) >= 0.5 * bwd
     cmp = tj.comparable_ms()
     assert sum(v["median_ms"] for v in cmp.values()) == pytest.approx(tj.step_ms()["median_ms"], rel=0.05)
 
