@@ -730,7 +730,7 @@ def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
             markup=False)
         if d["run"].get("step_wall_ms"):
             w = d["run"]["step_wall_ms"]
-            out.print(f"PyTorch step wall time (CUDA events, outside the profiler): {w['median_ms']:.4f} ms "
+            out.print(f"PyTorch step wall time ({w.get('method') or 'timed'}, outside the profiler): {w['median_ms']:.4f} ms "
                       f"(IQR {w['iqr_ms']:.4f})", markup=False)
         out.print(f"benanza training step: {c.step.lbl_text()}; sequential {c.step.sequential_ms:.4f} ms",
                   markup=False)
