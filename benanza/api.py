@@ -651,9 +651,9 @@ def train_comparison(onnx_path, run, dtype: str, db=None, layouts_=DEFAULT_LAYOU
     """One profiled training step (``run``: a :class:`benanza.profiles.pytorch.ProfileRun` with
     ``train``, its folder written by :func:`benanza.profiles.capture_profile` with ``train=True``)
     against benanza's training step (:func:`training` with the run's optimizer): a
-    :class:`benanza.analysis.train_compare.TrainComparison`. Raises as :func:`lower_bound` and
+    :class:`benanza.profiles.train_compare.TrainComparison`. Raises as :func:`lower_bound` and
     :func:`benanza.profiles.train_join.load_train_join`."""
-    from benanza.analysis.train_compare import TrainComparison
+    from benanza.profiles.train_compare import TrainComparison
     from benanza.profiles.pytorch import DTYPES
     from benanza.profiles.train_join import load_train_join
 
@@ -685,7 +685,7 @@ def torch_train(spec: str, batches: list[int], dtype: str = "fp32", optimizer: s
     when ``bench_args`` gives extra flags), profile training steps of the native module with
     ``optimizer`` (:func:`benanza.profiles.pytorch.prepare`) and hold each against benanza's step
     (:func:`train_comparison`). ``out``: the working folder (default ``./benanza-torch-NAME``).
-    Returns one :class:`benanza.analysis.train_compare.TrainComparison` per profiled run. Raises
+    Returns one :class:`benanza.profiles.train_compare.TrainComparison` per profiled run. Raises
     UsageError for bad arguments, and the errors of the stages."""
     from benanza.processing.modules import resolve
     from benanza.profiles.capture import OPTIMIZERS

@@ -683,6 +683,23 @@ def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by 
         err.print(f"HTML report written to {html_out}", markup=False)
 
 
+TORCH_TRAIN_HELP = ("profile training steps (forward, loss, backward, optimizer step) and report the step's "
+                    "Benanza ratio against `bench --train`'s training-step LBL")
+
+
+def _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq, shape, warmup,
+                     runs, iterations, force, channels_last, compile_mode, json_out) -> None:
+    """``torch --train``: :func:`benanza.api.torch_train` with the steps' lines, then the report."""
+    from benanza import api
+    from benanza.reports.progress import Steps
+
+    _check_optimizer(optimizer)
+    with Steps(err, quiet=json_out) as say:
+        comps = api.torch_train(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq,
+                                shape, warmup, runs, iterations, force, channels_last, compile_mode, say)
+    _print_train_comparisons(comps, spec, json_out)
+
+
 def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
     """``torch --train``: per profiled run, write ``report-...-train-OPT.json`` beside its profile
     folder and print the step's PyTorch kernel time per phase, benanza's training-step LBL and the
@@ -1596,17 +1613,13 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
               iterations: int = typer.Option(5, "--iterations", help="inferences recorded by torch.profiler"),
               force: bool = typer.Option(False, "--force", help="export again over an existing export"),
               json_out: bool = typer.Option(False, "--json", help="the insights documents as a JSON list on stdout"),
-              train: bool = typer.Option(False, "--train", help="profile training steps (forward, loss, backward, "
-                                         "optimizer step) and report the step's Benanza ratio against "
-                                         "`bench --train`'s training-step LBL"),
+              train: bool = typer.Option(False, "--train", help=TORCH_TRAIN_HELP),
               optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP)):
     """Analyze a PyTorch module as users run it: export it to ONNX, bench its layers, profile the
     module itself (eager; channels_last and torch.compile when asked), join its kernels to the
-    layers and report how fast it could run and what stands in the way. With --train: the same for
-    the training step (forward, loss, backward(), optimizer.step()).
+    layers and report how fast it could run and what stands in the way (--train: of a training step).
 
-    Example: benanza torch resnet50 --batch 1,32 --dtype fp16
-    """
+    Example: benanza torch resnet50 --batch 1,32 --dtype fp16"""
     from benanza import api
     from benanza.database.store import open_db
     from benanza.processing.model import parse_batches
@@ -1622,12 +1635,8 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
         raise UsageError(f"--compile {compile_mode!r}: choose default, reduce-overhead or max-autotune")
     shape = _input_shape(input_shape)
     if train:
-        _check_optimizer(optimizer)
-        with Steps(err, quiet=json_out) as say:
-            comps = api.torch_train(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq,
-                                    shape, warmup, runs, iterations, force, channels_last, compile_mode, say)
-        _print_train_comparisons(comps, spec, json_out)
-        return
+        return _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq, shape,
+                                warmup, runs, iterations, force, channels_last, compile_mode, json_out)
     src = resolve(spec, seq, shape)
     folder = output or Path(f"benanza-torch-{src.name}")
     ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None}

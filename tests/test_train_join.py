@@ -1,6 +1,6 @@
 """The training join (benanza/profiles/train_join.py): autograd's sequence numbers parsed from the
 trace, backward kernels joined to their forward layers, the phase and role sums, and the step's
-Benanza ratio (benanza/analysis/train_compare.py).
+Benanza ratio (benanza/profiles/train_compare.py).
 
 A hand-written trace in torch.profiler's Chrome-trace format (PyTorch 2.x's Kineto export: cpu_op
 events with "Sequence number" / "Fwd thread id" as profiler_kineto.cpp writes them, cuda_runtime
@@ -346,7 +346,7 @@ def _step(complete: bool, optimizer_ms):
 
 
 def test_the_step_benanza_ratio(small_join):
-    from benanza.analysis.train_compare import TrainComparison
+    from benanza.profiles.train_compare import TrainComparison
 
     c = TrainComparison(small_join, _step(True, 0.008))
     r = c.ratios()
@@ -367,7 +367,7 @@ def test_the_step_benanza_ratio(small_join):
 
 
 def test_an_incomplete_step_never_passes_as_complete(small_join):
-    from benanza.analysis.train_compare import TrainComparison
+    from benanza.profiles.train_compare import TrainComparison
 
     c = TrainComparison(small_join, _step(False, None))
     r = c.ratios()
@@ -469,7 +469,7 @@ def test_a_training_profile_folder_is_loaded_and_checked(tmp_path, small_model, 
 
 def test_the_report_is_printed_and_written(tmp_path, small_join, capsys):
     from benanza import cli
-    from benanza.analysis.train_compare import TrainComparison
+    from benanza.profiles.train_compare import TrainComparison
 
     folder = tmp_path / "profile-b2-fp32-train-sgd"
     run = {"label": "eager, training step (sgd)", "folder": str(folder), "batch": 2, "dtype": "fp32",
@@ -487,7 +487,7 @@ def test_the_report_is_printed_and_written(tmp_path, small_join, capsys):
 
 
 def test_a_batch_norm_the_export_folded_makes_the_ratio_incomplete():
-    from benanza.analysis.train_compare import TrainComparison
+    from benanza.profiles.train_compare import TrainComparison
     from benanza.profiles.train_join import TrainJoin, TrainKernel
 
     def k(i, role, phase, layer, fop, ms):
