@@ -612,11 +612,13 @@ def _bench_analyze(mls, precisions, layouts, conv_p, database, rs, say, stages: 
 
 # ---------------------------------------------------------------------------------- a module object
 
-def torch_bench(dtype: str, db=None, bench_args: str = "", timing: Timing = TIMING, quiet: bool = False, say=None):
+def torch_bench(dtype: str, db=None, bench_args: str = "", timing: Timing = TIMING, quiet: bool = False, say=None,
+                train: str | None = None):
     """What ``benanza torch`` and :func:`analyze_module` give :func:`benanza.profiles.pytorch.prepare`
     to bench the export: :func:`bench` in this process (PyTorch's ``dtype`` as benanza's precision:
     fp32 is PyTorch's default, TF32 convolutions and FP32 matmuls), or True (a ``benanza bench``
-    child) when ``bench_args`` gives extra bench flags, which only the command line reads."""
+    child) when ``bench_args`` gives extra bench flags, which only the command line reads.
+    ``train``: an optimizer's name: bench the training step too (``bench --train --optimizer``)."""
     from benanza.profiles.pytorch import DTYPES
 
     if bench_args.strip():
@@ -625,7 +627,7 @@ def torch_bench(dtype: str, db=None, bench_args: str = "", timing: Timing = TIMI
 
     def run(onnx_path, batches):
         bench(onnx_path, batches, bd, timing=timing, db=db, torch=None, conv_tf32="--conv-tf32" in flags,
-              quiet=quiet, say=say)
+              quiet=quiet, say=say, train=bool(train), optimizer=train or "sgd")
     return run
 
 
@@ -642,6 +644,65 @@ def insights(onnx_path, run, dtype: str, db=None, layouts_=DEFAULT_LAYOUTS, fing
     lb = lower_bound(Scenario(onnx_path, run.batch, precision_, layouts_, conv_precision=conv), database,
                      fingerprint=fingerprint)
     return build_insights(lb.analysis, prof, database, lb.system.id)
+
+
+def train_comparison(onnx_path, run, dtype: str, db=None, layouts_=DEFAULT_LAYOUTS,
+                     fingerprint: str | None = None):
+    """One profiled training step (``run``: a :class:`benanza.profiles.pytorch.ProfileRun` with
+    ``train``, its folder written by :func:`benanza.profiles.capture_profile` with ``train=True``)
+    against benanza's training step (:func:`training` with the run's optimizer): a
+    :class:`benanza.profiles.train_compare.TrainComparison`. Raises as :func:`lower_bound` and
+    :func:`benanza.profiles.train_join.load_train_join`."""
+    from benanza.profiles.train_compare import TrainComparison
+    from benanza.profiles.pytorch import DTYPES
+    from benanza.profiles.train_join import load_train_join
+
+    _, _, precision_, conv = DTYPES[dtype]
+    database = open_database(db)
+    lb, step = training(Scenario(onnx_path, run.batch, precision_, layouts_, conv_precision=conv), database,
+                        fingerprint=fingerprint, optimizer=run.train or "sgd")
+    tj, doc = load_train_join(run.folder, lb.layers, onnx_path)
+    info = {"label": run.label, "folder": str(run.folder), "export": str(onnx_path), "batch": run.batch,
+            "dtype": dtype, "optimizer": run.train, "train": doc.get("train"), "gpu": lb.system.gpu_name,
+            "settings": doc.get("settings"), "notices": list(doc.get("notices") or []) + list(lb.notices)}
+    lat = doc.get("latency") or {}
+    if lat.get("samples_ms"):
+        from benanza.profiles.profile import Latency
+
+        la = Latency.from_samples(lat["samples_ms"], str(lat.get("method", "")))
+        info["step_wall_ms"] = {"median_ms": la.median_ms, "iqr_ms": la.iqr_ms, "samples": la.samples,
+                                "method": la.method}
+    return TrainComparison(tj, step, info)
+
+
+def torch_train(spec: str, batches: list[int], dtype: str = "fp32", optimizer: str = "sgd", db=None, out=None,
+                device: str = "cuda", bench: bool = True, bench_args: str = "", seq: int = 128,
+                input_shape: tuple[int, ...] | None = None, warmup: int = 20, runs: int = 100,
+                iterations: int = 5, force: bool = False, channels_last: bool = False, compile: str | None = None,
+                say=None) -> list:
+    """``benanza torch SPEC --train``: export the module of ``spec`` (:func:`benanza.processing.modules.resolve`)
+    to ONNX, bench its training step (:func:`bench` with ``train``; a ``benanza bench --train`` child
+    when ``bench_args`` gives extra flags), profile training steps of the native module with
+    ``optimizer`` (:func:`benanza.profiles.pytorch.prepare`) and hold each against benanza's step
+    (:func:`train_comparison`). ``out``: the working folder (default ``./benanza-torch-NAME``).
+    Returns one :class:`benanza.profiles.train_compare.TrainComparison` per profiled run. Raises
+    UsageError for bad arguments, and the errors of the stages."""
+    from benanza.processing.modules import resolve
+    from benanza.profiles.capture import OPTIMIZERS
+    from benanza.profiles.pytorch import check_dtype, prepare
+
+    check_dtype(dtype)
+    if optimizer not in OPTIMIZERS:
+        raise UsageError(f"unknown optimizer {optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
+    say = say or (lambda m: None)
+    src = resolve(spec, seq, input_shape)
+    folder = Path(out) if out is not None else Path(f"benanza-torch-{src.name}")
+    ref = {"spec": spec, "seq": seq, "input_shape": list(input_shape) if input_shape else None}
+    how = torch_bench(dtype, db, bench_args, quiet=True, say=say, train=optimizer) if bench else False
+    onnx_path, runs_done = prepare(src, folder, list(batches), dtype, db, device, channels_last, compile, how,
+                                   bench_args, warmup, runs, iterations, ref, force, say, train=optimizer)
+    fp = current_fingerprint()
+    return [train_comparison(onnx_path, r, dtype, db, fingerprint=fp) for r in runs_done]
 
 
 def analyze_module(module, example_inputs, *, batch: int | list[int] | None = None, dtype: str = "fp16",

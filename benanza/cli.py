@@ -683,6 +683,93 @@ def report(inputs: list[Path] = typer.Argument(..., help="JSON files written by 
         err.print(f"HTML report written to {html_out}", markup=False)
 
 
+TORCH_TRAIN_HELP = ("profile training steps (forward, loss, backward, optimizer step) and report the step's "
+                    "Benanza ratio against `bench --train`'s training-step LBL")
+
+
+def _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq, shape, warmup,
+                     runs, iterations, force, channels_last, compile_mode, json_out) -> None:
+    """``torch --train``: :func:`benanza.api.torch_train` with the steps' lines, then the report."""
+    from benanza import api
+    from benanza.reports.progress import Steps
+
+    _check_optimizer(optimizer)
+    with Steps(err, quiet=json_out) as say:
+        comps = api.torch_train(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq,
+                                shape, warmup, runs, iterations, force, channels_last, compile_mode, say)
+    _print_train_comparisons(comps, spec, json_out)
+
+
+def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
+    """``torch --train``: per profiled run, write ``report-...-train-OPT.json`` beside its profile
+    folder and print the step's PyTorch kernel time per phase, benanza's training-step LBL and the
+    Benanza ratios (INCOMPLETE marked), or the documents as a JSON list."""
+    docs = []
+    for c in comps:
+        d = c.to_dict()
+        d["run"]["spec"] = spec
+        folder = Path(c.run["folder"])
+        (folder.parent / (folder.name.replace("profile-", "report-") + ".json")).write_text(
+            json.dumps(d, indent=1, default=str))
+        docs.append(d)
+    if json_out:
+        _print_json(docs, default=str)
+        return
+    for c, d in zip(comps, docs):
+        pt, r = d["pytorch"], d["ratios"]
+        for n in d["run"].get("notices") or []:
+            err.print(f"notice: {n}", markup=False, soft_wrap=True)
+        for n in pt["notices"]:
+            err.print(f"notice: {n}", markup=False, soft_wrap=True)
+        st = pt["step_kernel_ms"]
+        t = FitTable(f"{spec} batch {c.run['batch']} {c.run['dtype']}, {c.run['label']}: PyTorch's training step "
+                     f"(GPU kernel time, median of {pt['iterations']} iterations) against benanza's",
+                     [Col("phase", "name"), Col("PyTorch", "num"), Col("IQR", "num", drop=2),
+                      Col("benanza LBL", "num"), Col("ratio", "num"), Col("complete")])
+        for p in ("forward", "loss", "backward", "optimizer"):
+            q = pt["comparable_ms"][p]
+            x = r[p]
+            t.add_row(p, fmt_ms(q["median_ms"]), fmt_ms(q["iqr_ms"]),
+                      fmt_ms(x["lbl_ms"]) if x["lbl_ms"] is not None else "not measured",
+                      f"{x['ratio']:.3f}" if x["ratio"] is not None else "-",
+                      "yes" if x["complete"] else Text("INCOMPLETE", style="red"))
+        q = pt["comparable_ms"]["other"]
+        t.add_row("other (zero_grad, outside)", fmt_ms(q["median_ms"]), fmt_ms(q["iqr_ms"]), "-", "-", "")
+        x = r["step"]
+        t.add_row("step", fmt_ms(st["median_ms"]), fmt_ms(st["iqr_ms"]), fmt_ms(x["lbl_ms"]),
+                  f"{x['ratio']:.3f}" if x["ratio"] is not None else "-",
+                  "yes" if x["complete"] else Text("INCOMPLETE", style="red"))
+        out.print(t)
+        ph = pt["phase_ms"]
+        out.print("PyTorch phases (kernel ms, median): " + ", ".join(
+            f"{p} {ph[p]['median_ms']:.4f}" for p in ph if ph[p]["median_ms"] is not None)
+            + f"; memcpy {pt['step_memcpy_ms']['median_ms'] or 0:.4f}, memset {pt['step_memset_ms']['median_ms'] or 0:.4f}",
+            markup=False)
+        if d["run"].get("step_wall_ms"):
+            w = d["run"]["step_wall_ms"]
+            out.print(f"PyTorch step wall time ({w.get('method') or 'timed'}, outside the profiler): {w['median_ms']:.4f} ms "
+                      f"(IQR {w['iqr_ms']:.4f})", markup=False)
+        out.print(f"benanza training step: {c.step.lbl_text()}; sequential {c.step.sequential_ms:.4f} ms",
+                  markup=False)
+        out.print(c.ratio_text(), markup=False)
+        lt = FitTable("layers by PyTorch's kernel time (forward + backward, the 12 heaviest; all in the report)",
+                      [Col("layer", "name"), Col("PyTorch fwd", "num"), Col("PyTorch bwd", "num"),
+                       Col("benanza bwd", "num"), Col("backward nodes", "name", drop=1)])
+        for row in sorted(d["layers"], key=lambda x: -(x["forward_ms"] + x["backward_ms"]))[:12]:
+            lt.add_row(row["name"], fmt_ms(row["forward_ms"]), fmt_ms(row["backward_ms"]),
+                       fmt_ms(row["lbl_backward_ms"]) if row["lbl_backward_ms"] is not None else "-",
+                       ", ".join(row["backward_nodes"]))
+        out.print(lt)
+        un = pt["unjoined"]
+        if un:
+            tot = sum(u["ms"] for u in un)
+            out.print(f"kernels joined to no layer: {len(un)} kinds, {tot:.4f} ms per step (heaviest: "
+                      + "; ".join(f"{u['role']} {u['node'] or u['forward_op'] or ''} {u['ms']:.4f} ms" for u in un[:3])
+                      + ")", markup=False)
+        f = Path(c.run["folder"])
+        out.print(f"report in {f.parent / (f.name.replace('profile-', 'report-') + '.json')}", markup=False)
+
+
 def _print_training(steps, calls_table: bool) -> None:
     """``--train``: each training step's backward calls (with ``calls_table``), its phases, and its
     headline (:meth:`benanza.analysis.training.TrainingStep.lbl_text`), INCOMPLETE marked."""
@@ -1525,13 +1612,14 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
               runs: int = typer.Option(100, "--runs", help="timed inferences (latency median and IQR)"),
               iterations: int = typer.Option(5, "--iterations", help="inferences recorded by torch.profiler"),
               force: bool = typer.Option(False, "--force", help="export again over an existing export"),
-              json_out: bool = typer.Option(False, "--json", help="the insights documents as a JSON list on stdout")):
+              json_out: bool = typer.Option(False, "--json", help="the insights documents as a JSON list on stdout"),
+              train: bool = typer.Option(False, "--train", help=TORCH_TRAIN_HELP),
+              optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP)):
     """Analyze a PyTorch module as users run it: export it to ONNX, bench its layers, profile the
     module itself (eager; channels_last and torch.compile when asked), join its kernels to the
-    layers and report how fast it could run and what stands in the way.
+    layers and report how fast it could run and what stands in the way (--train: of a training step).
 
-    Example: benanza torch resnet50 --batch 1,32 --dtype fp16
-    """
+    Example: benanza torch resnet50 --batch 1,32 --dtype fp16"""
     from benanza import api
     from benanza.database.store import open_db
     from benanza.processing.model import parse_batches
@@ -1546,6 +1634,9 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
     if compile_mode is not None and compile_mode not in ("default", "reduce-overhead", "max-autotune"):
         raise UsageError(f"--compile {compile_mode!r}: choose default, reduce-overhead or max-autotune")
     shape = _input_shape(input_shape)
+    if train:
+        return _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq, shape,
+                                warmup, runs, iterations, force, channels_last, compile_mode, json_out)
     src = resolve(spec, seq, shape)
     folder = output or Path(f"benanza-torch-{src.name}")
     ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None}

@@ -14,6 +14,12 @@ variables before they load, and so that logging never slows down what is timed:
    (CPU + CUDA activities, ``record_shapes=True``), each inside ``record_function("benanza.iteration")``
    and followed by a synchronize.
 
+With ``train`` (``benanza torch SPEC --train``), both runs run training iterations instead
+(:func:`_train_child`): ``optimizer.zero_grad(set_to_none=True)``, forward, loss,
+``loss.backward()``, ``optimizer.step()``, each phase in ``record_function("benanza.phase:NAME")``
+(:data:`TRAIN_PHASES`) inside the iteration's ``benanza.iteration``; the timed run's latency is
+then the step's (CUDA events around one whole step).
+
 The model: the graph is read without external data (``onnx.load(..., load_external_data=False)``);
 weights whose data is absent get random values of their shape and type (normal, scaled by
 1/sqrt(fan-in); batch-norm variances uniform in [0.5, 1.5) so nothing is NaN); the batch is bound
@@ -68,7 +74,9 @@ class CaptureSpec:
     tensors and ``batch_dims``), ``model`` then being its ONNX export; ``compile``: a
     ``torch.compile`` mode (``default``, ``reduce-overhead``, ``max-autotune``) or None for eager;
     ``scopes``: open a ``record_function("benanza.module:NAME")`` around every submodule's forward
-    during the profiled iterations (the join's module scopes)."""
+    during the profiled iterations (the join's module scopes); ``train``: run training iterations
+    instead of inferences (:func:`_train_child`: the module in ``train()`` mode, forward, loss,
+    ``backward()`` and ``optimizer.step()`` of ``optimizer``, :data:`OPTIMIZERS`)."""
 
     role: str
     model: str
@@ -87,6 +95,15 @@ class CaptureSpec:
     module: dict | None = None
     compile: str | None = None
     scopes: bool = False
+    train: bool = False
+    optimizer: str = "sgd"
+
+
+#: the optimizers of a profiled training step (torch.optim, ``foreach`` left at its default: the
+#: multi-tensor implementation on CUDA); SGD with momentum 0.9
+OPTIMIZERS = ("sgd", "adam", "adamw")
+#: the phases of a profiled training iteration, in order, each in ``record_function("benanza.phase:NAME")``
+TRAIN_PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer")
 
 
 # -------------------------------------------------------------------------------- the model
@@ -403,7 +420,7 @@ def _settings(torch, spec: CaptureSpec, device) -> dict:
          "allow_tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
          "cuda_version": torch.version.cuda, "onnx_version": onnx.__version__,
          "memory_format": "channels_last" if spec.channels_last else "contiguous",
-         "python": sys.version.split()[0]}
+         "python": sys.version.split()[0], "mode": "train" if spec.train else "inference"}
     if spec.module is not None:
         d["run"] = "native"
         d["module"] = spec.module.get("spec") or "a module object (benanza.analyze_module)"
@@ -459,9 +476,10 @@ def run_child(spec: CaptureSpec) -> dict:
     torch.backends.cudnn.allow_tf32 = tf32 or (spec.module is not None and spec.dtype == "fp32")
     torch.manual_seed(spec.seed)
     cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec.dtype)
+    child = _train_child if spec.train else _profile_child
     if spec.module is not None:
         module, xs, shapes = _native_module(torch, spec, device, cast)
-        return _profile_child(torch, spec, device, module, xs, shapes)
+        return child(torch, spec, device, module, xs, shapes)
     module, inputs = load_torch_model(spec.model, spec.batch, spec.dims, spec.batch_dim, spec.seed)
     module = module.eval().to(device)
     if cast is not None:
@@ -486,7 +504,7 @@ def run_child(spec: CaptureSpec) -> dict:
         if spec.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         xs.append(x.to(device))
-    return _profile_child(torch, spec, device, module, xs, [list(s) for _, s, _ in inputs])
+    return child(torch, spec, device, module, xs, [list(s) for _, s, _ in inputs])
 
 
 def _native_module(torch, spec: CaptureSpec, device, cast):
@@ -609,8 +627,14 @@ def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict
                     infer()
                 sync()
         sync()
+    return _write_child(spec, prof, result)
+
+
+def _write_child(spec: CaptureSpec, prof, result: dict) -> dict:
+    """Write the child's trace (the timed run's as ``trace.json.gz``, the log run's as
+    ``.trace-logs.json``) and its result document ``.capture-ROLE.json``; return the document."""
     out = Path(spec.out)
-    if timed:
+    if spec.role == "timed":
         tmp = out / "trace.json"
         prof.export_chrome_trace(str(tmp))
         with open(tmp, "rb") as fi, gzip.open(out / "trace.json.gz", "wb", compresslevel=6) as fo:
@@ -621,6 +645,141 @@ def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict
         prof.export_chrome_trace(str(out / ".trace-logs.json"))
     (out / f".capture-{spec.role}.json").write_text(json.dumps(result))
     return result
+
+
+def _tensors(out) -> list:
+    """The tensors of a module's output in order: a tensor, a tuple/list, a dict or a transformers
+    ``ModelOutput`` (its values in order), flattened one level deep at a time."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    elif isinstance(out, dict):
+        out = list(out.values())
+    res = []
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            res.extend(_tensors(o))
+    return res
+
+
+def train_loss(torch, out, targets: dict, seed: int = 0):
+    """The loss of a profiled training step and what it is (a string): cross-entropy with class
+    indices (``F.cross_entropy``, mean) on the module's first floating-point output of rank 2
+    (``(B, classes)``), else of rank 3 with the classes last (``(B, S, V)`` flattened to
+    ``(B*S, V)``), as :func:`benanza.processing.training.loss_config` takes the export's logits;
+    else ``.float().mean()`` of the first floating-point output (a stand-in the backward starts
+    from). Targets: random class indices drawn once per logits shape (a CPU generator seeded with
+    ``seed``, kept in ``targets``), so no kernel of the step draws them. Raises ModelError for an
+    output without a floating-point tensor."""
+    floats = [t for t in _tensors(out) if t.is_floating_point()]
+    if not floats:
+        raise ModelError("the module's output has no floating-point tensor to take a loss of")
+    for rank in (2, 3):
+        for t in floats:
+            if t.dim() == rank and t.shape[-1] > 1 and t.numel() > 0:
+                logits = t.reshape(-1, t.shape[-1])
+                key = (tuple(logits.shape), str(t.device))
+                if key not in targets:
+                    g = torch.Generator(device="cpu").manual_seed(seed)
+                    targets[key] = torch.randint(0, t.shape[-1], (logits.shape[0],), generator=g).to(t.device)
+                what = f"cross-entropy over {'x'.join(map(str, t.shape))} logits (class indices, mean)"
+                return torch.nn.functional.cross_entropy(logits, targets[key]), what
+    t = floats[0]
+    return t.float().mean(), f"the mean of the {'x'.join(map(str, t.shape))} output (no logits of rank 2 or 3)"
+
+
+def make_optimizer(torch, name: str, params: list):
+    """torch.optim's ``name`` (:data:`OPTIMIZERS`) over ``params``: SGD(lr=1e-3, momentum=0.9),
+    Adam(lr=1e-4), AdamW(lr=1e-4), ``foreach`` at its default (the multi-tensor kernels on CUDA).
+    Raises UsageError for another name."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)
+    raise UsageError(f"unknown optimizer {name!r} (choose from {', '.join(OPTIMIZERS)})")
+
+
+def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict:
+    """Warm up, time (the timed run) and profile training iterations of ``module`` on inputs
+    ``xs`` (module doc, :data:`TRAIN_PHASES`); write the trace and the result document."""
+    import contextlib
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    module.train()
+    params = [p for p in module.parameters() if p.requires_grad]
+    if not params:
+        raise ModelError(f"{spec.model}: the module has no parameter that requires a gradient: nothing to train")
+    opt = make_optimizer(torch, spec.optimizer, params)
+    targets: dict = {}
+    about = {}
+
+    def step():
+        with record_function("benanza.phase:zero_grad"):
+            opt.zero_grad(set_to_none=True)
+        with record_function("benanza.phase:forward"):
+            out = module(*xs)
+        with record_function("benanza.phase:loss"):
+            loss, about["loss"] = train_loss(torch, out, targets, spec.seed)
+        with record_function("benanza.phase:backward"):
+            loss.backward()
+        with record_function("benanza.phase:optimizer"):
+            opt.step()
+
+    what = "the module" if spec.module is not None else "the converted model"
+    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes}
+    try:
+        for _ in range(max(spec.warmup, 2)):  # the optimizer creates its state in the first step
+            step()
+        sync()
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{spec.model}: a training step of {what} fails in PyTorch ({spec.dtype} on {device}): "
+                         f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+    timed = spec.role == "timed"
+    if timed:
+        samples = []
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            for _ in range(spec.runs):
+                start.record()
+                step()
+                end.record()
+                end.synchronize()
+                samples.append(float(start.elapsed_time(end)))
+            method = "cuda_events"
+        else:
+            for _ in range(spec.runs):
+                t0 = time.perf_counter()
+                step()
+                samples.append((time.perf_counter() - t0) * 1e3)
+            method = "perf_counter"
+        result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
+    else:
+        for _ in range(spec.iterations):
+            step()
+        sync()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    scopes = _Scopes(torch, module) if spec.scopes and timed and not spec.compile else contextlib.nullcontext()
+    with profile(activities=acts, record_shapes=True) as prof, scopes:
+        for _ in range(spec.iterations if timed else 1):
+            with record_function("benanza.iteration"):
+                step()
+            sync()
+    sync()
+    result["train"] = {"optimizer": spec.optimizer, "foreach": "default", "loss": about.get("loss"),
+                       "phases": list(TRAIN_PHASES), "parameters": sum(p.numel() for p in params),
+                       "zero_grad": "set_to_none"}
+    if device.type == "cuda":
+        result["train"]["max_memory_allocated"] = int(torch.cuda.max_memory_allocated(device))
+    return _write_child(spec, prof, result)
 
 
 def _child_main(argv: list[str]) -> int:
@@ -708,13 +867,17 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
             warmup: int = 20, runs: int = 100, iterations: int = 5, cudnn_benchmark: bool = True,
             logs: bool = True, dims: dict | None = None, batch_dim: int | None = None, force: bool = False,
             timeout: float = 1800.0, say=lambda m: None, channels_last: bool = False,
-            module: dict | None = None, compile: str | None = None) -> Path:
+            module: dict | None = None, compile: str | None = None, train: bool = False,
+            optimizer: str = "sgd") -> Path:
     """Profile ``model`` at ``batch`` in ``dtype`` on ``device`` into the folder ``out`` and return
     the path of its ``profile.json`` (format in :mod:`benanza.profiles`).
 
     With ``module`` (:class:`CaptureSpec`), the native PyTorch module runs instead of the ONNX
     graph (``model`` is then its export, whose hash the profile records), with module scopes in
-    the trace; ``compile``: a ``torch.compile`` mode for the native module.
+    the trace; ``compile``: a ``torch.compile`` mode for the native module. With ``train``, both
+    runs run training iterations with ``optimizer`` (:data:`OPTIMIZERS`; module doc) and
+    profile.json's ``train`` says how (optimizer, loss, phases, parameter count, peak memory);
+    ``latency`` is then the training step's.
 
     Raises :class:`UsageError` for bad arguments or a folder that already holds a profile (unless
     ``force``), :class:`ModelError` when the model cannot be read, converted or run,
@@ -723,6 +886,8 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     from benanza.processing.model import load_graph
 
     dev = _check_capture_arguments(batch, dtype, device, warmup, runs, iterations)
+    if train and optimizer not in OPTIMIZERS:
+        raise UsageError(f"unknown optimizer {optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
     mpath = Path(model).resolve()
     _, digest = load_graph(mpath)  # a bad model fails here, before any child starts
     o = Path(out)
@@ -734,14 +899,15 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     common = dict(model=str(mpath), batch=batch, dtype=dtype, device=dev, warmup=warmup, runs=runs,
                   iterations=iterations, cudnn_benchmark=cudnn_benchmark, out=str(o.resolve()),
                   dims=dict(dims or {}), batch_dim=batch_dim, channels_last=channels_last,
-                  module=module, compile=compile, scopes=module is not None)
+                  module=module, compile=compile, scopes=module is not None, train=train, optimizer=optimizer)
     files = {"trace": "trace.json.gz"}
     notices = []
     logged_kernels = None
     if logs and dev != "cpu":
         say(f"log run: {mpath.name} batch {batch} {dtype} on {dev} (cuDNN and cuBLASLt logging on)")
         logged_kernels = _log_run(CaptureSpec(role="logs", **common), o, timeout, files, notices)
-    say(f"timed run: {warmup} warm-up, {runs} timed, {iterations} profiled iterations")
+    what = "training steps" if train else "iterations"
+    say(f"timed run: {warmup} warm-up, {runs} timed, {iterations} profiled {what}")
     _run(CaptureSpec(role="timed", **common), timed_environment(), timeout)
     res = json.loads((o / ".capture-timed.json").read_text())
     from benanza.profiles.profile import FORMAT, FORMAT_VERSION, Latency
@@ -764,6 +930,8 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "notices": notices,
     }
+    if train:
+        doc["train"] = res.get("train") or {"optimizer": optimizer}
     for n in (".capture-logs.json", ".capture-timed.json", ".trace-logs.json"):
         (o / n).unlink(missing_ok=True)
     pj = o / "profile.json"

@@ -18,6 +18,11 @@ Steps, for a module spec (:mod:`benanza.processing.modules`) or a module object:
 4. the CLI then joins kernels to layers (through the scopes and the export's module names),
    analyzes and reports (:func:`benanza.cli.torch_cmd`); :func:`benanza.api.analyze_module` does all of
    it for a module object, in this process.
+
+With ``train`` (``benanza torch SPEC --train``): the bench adds ``--train --optimizer OPT`` (the
+backward calls, the loss and the optimizer's step), the profiled runs are training iterations
+(:func:`benanza.profiles.capture._train_child`) into ``OUT/profile-bB-D-train-OPT``, and
+:func:`benanza.api.torch_train` joins and reports the step (:mod:`benanza.profiles.train_join`).
 """
 from __future__ import annotations
 
@@ -44,31 +49,40 @@ class ProfileRun:
     channels_last: bool
     compile: str | None
     folder: Path
+    train: str | None = None  # the optimizer of a training step's run, None for inference
 
     @property
     def label(self) -> str:
         return ", ".join(["eager" if not self.compile else f"torch.compile({self.compile})"]
-                         + (["channels_last"] if self.channels_last else []))
+                         + (["channels_last"] if self.channels_last else [])
+                         + ([f"training step ({self.train})"] if self.train else []))
 
 
-def profile_runs(out: Path, batches: list[int], dtype: str, channels_last: bool, compile: str | None) -> list[ProfileRun]:
+def profile_runs(out: Path, batches: list[int], dtype: str, channels_last: bool, compile: str | None,
+                 train: str | None = None) -> list[ProfileRun]:
     """The runs ``benanza torch`` profiles: per batch eager (default memory format), and eager
-    channels_last / compiled when asked."""
+    channels_last / compiled when asked; ``train``: an optimizer's name, the runs are then training
+    steps (folders ``profile-bB-D[-cl][-compile-MODE]-train-OPT``)."""
+    tail = f"-train-{train}" if train else ""
     runs = []
     for b in batches:
-        runs.append(ProfileRun(b, False, None, out / f"profile-b{b}-{dtype}"))
+        runs.append(ProfileRun(b, False, None, out / f"profile-b{b}-{dtype}{tail}", train))
         if channels_last:
-            runs.append(ProfileRun(b, True, None, out / f"profile-b{b}-{dtype}-cl"))
+            runs.append(ProfileRun(b, True, None, out / f"profile-b{b}-{dtype}-cl{tail}", train))
         if compile:
-            runs.append(ProfileRun(b, False, compile, out / f"profile-b{b}-{dtype}-compile-{compile}"))
+            runs.append(ProfileRun(b, False, compile, out / f"profile-b{b}-{dtype}-compile-{compile}{tail}", train))
     return runs
 
 
-def bench_command(onnx_path: Path, batches: list[int], dtype: str, db: str | None, extra: str = "") -> list[str]:
-    """The ``benanza bench`` child command of step 2 (module doc)."""
+def bench_command(onnx_path: Path, batches: list[int], dtype: str, db: str | None, extra: str = "",
+                  train: str | None = None) -> list[str]:
+    """The ``benanza bench`` child command of step 2 (module doc); ``train``: the optimizer of a
+    training step (``--train --optimizer OPT``)."""
     bd, flags, _, _ = DTYPES[dtype]
     cmd = [sys.executable, "-m", "benanza", "bench", str(onnx_path), "--batch", ",".join(map(str, batches)),
            "--dtype", bd, *flags, "--no-layers"]
+    if train:
+        cmd += ["--train", "--optimizer", train]
     if db:
         cmd += ["--db", db]
     return cmd + shlex.split(extra)
@@ -93,12 +107,14 @@ def check_dtype(dtype: str) -> None:
 def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: str | None, device: str = "cuda",
             channels_last: bool = False, compile: str | None = None, bench: bool = True, bench_args: str = "",
             warmup: int = 20, runs: int = 100, iterations: int = 5, module_ref: dict | None = None,
-            force: bool = False, say=lambda m: None) -> tuple[Path, list[ProfileRun]]:
+            force: bool = False, say=lambda m: None, train: str | None = None) -> tuple[Path, list[ProfileRun]]:
     """Steps 1-3 of the module doc for ``src``: returns the ONNX export and the profiled runs.
     ``bench``: True (a ``benanza bench`` child with ``bench_args``), False (none), or a callable
     ``bench(onnx_path, batches)`` that benches in this process (:func:`benanza.api.bench`: what
     ``benanza torch`` and :func:`benanza.api.analyze_module` pass without extra bench flags).
-    ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``).
+    ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``);
+    ``train``: an optimizer's name: profile training steps (module doc; a callable ``bench`` must
+    bench the training step itself).
     Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
     error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
     from benanza.profiles import capture_profile
@@ -116,14 +132,15 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     if callable(bench):  # in this process (benanza.api.bench), through the caller
         bench(onnx_path, batches)
     elif bench:
-        run_bench(bench_command(onnx_path, batches, dtype, db, bench_args), say)
+        run_bench(bench_command(onnx_path, batches, dtype, db, bench_args, train), say)
     ref = module_ref or {"spec": src.spec}
     profile_dtype = dtype  # capture's fp32 for a native module is PyTorch's default (TF32 convolutions)
     runs_done = []
-    for r in profile_runs(out, batches, dtype, channels_last, compile):
+    for r in profile_runs(out, batches, dtype, channels_last, compile, train):
         say(f"profile: {src.spec or src.name} batch {r.batch} {dtype}, {r.label} -> {r.folder}")
         capture_profile(onnx_path, r.batch, profile_dtype, r.folder, device=device, warmup=warmup, runs=runs,
                         iterations=iterations, cudnn_benchmark=True, logs=not r.compile, force=True,
-                        say=say, channels_last=r.channels_last, module=ref, compile=r.compile)
+                        say=say, channels_last=r.channels_last, module=ref, compile=r.compile,
+                        train=bool(train), optimizer=train or "sgd")
         runs_done.append(r)
     return onnx_path, runs_done

@@ -59,6 +59,16 @@ class CpuOp:
     ``input_dims``: one entry per input, a tuple of ints for a tensor, ``()`` for a scalar or a
     non-tensor argument (``record_shapes=True`` is needed; empty tuple if not recorded).
     ``parent``: index of the innermost enclosing CPU op on the same thread, None at top level.
+    ``sequence``: autograd's sequence number (``args["Sequence number"]``; None when absent): a
+    forward op run with gradients on records the number the next autograd node will get
+    (``at::sequence_number::peek()``: in PyTorch 2.11's traces every op of the forward, nested ones
+    too, so ``aten::conv2d`` and ``aten::convolution`` share one), and the backward node's op
+    (``ConvolutionBackward0``) and the ``autograd::engine::evaluate_function: ConvolutionBackward0``
+    op around it record the number of the node. ``fwd_thread``: ``args["Fwd thread id"]``: 0 on forward ops, on a backward
+    node's op the RecordFunction thread id (``at::RecordFunction::currentThreadId()``, counted from
+    1, not the OS thread id) of the thread that ran its forward op (PyTorch's
+    ``torch/csrc/autograd/function.h``, ``Node::operator()``; ``profiler_kineto.cpp`` writes both
+    only where the sequence number is >= 0).
     """
 
     index: int
@@ -71,6 +81,8 @@ class CpuOp:
     input_types: tuple[str, ...]
     parent: int | None
     depth: int
+    sequence: int | None = None
+    fwd_thread: int | None = None
 
     @property
     def end_ms(self) -> float:
@@ -234,6 +246,13 @@ def _int_or_none(v) -> int | None:
         return None
 
 
+def _seq(v) -> int | None:
+    """A ``Sequence number`` (an int, or its decimal string in older exports); None when absent or
+    negative (-1: no autograd node)."""
+    n = _int_or_none(v)
+    return n if n is not None and n >= 0 else None
+
+
 def _dims(v) -> tuple[tuple[int, ...], ...]:
     out = []
     for d in v or []:
@@ -381,7 +400,8 @@ def _cpu_ops(cpu_raw: list, base: float) -> list[CpuOp]:
                    start_ms=_rel_ms(ts, base), dur_ms=dur / 1000.0, thread=thread,
                    input_dims=_dims(args.get("Input Dims")),
                    input_types=tuple(str(t) for t in args.get("Input type") or ()),
-                   parent=parent, depth=len(st))
+                   parent=parent, depth=len(st), sequence=_seq(args.get("Sequence number")),
+                   fwd_thread=_int_or_none(args.get("Fwd thread id")))
         cpu_ops.append(op)
         st.append(op.index)
     return cpu_ops

@@ -1,0 +1,157 @@
+"""The training step's Benanza ratio: benanza's training-step LBL against the GPU kernel time of
+the training step PyTorch ran (``benanza torch SPEC --train``, issue 26).
+
+PyTorch's side (:class:`benanza.profiles.train_join.TrainJoin`): the step's kernel time, the sum of
+the kernels (``kind == "kernel"``; memcpys and memsets reported apart) of one profiled iteration,
+median and IQR over iterations, as ``benchmarks/train_step.py`` counts it; and its split as
+benanza counts the step (:meth:`TrainJoin.comparable_ms`: forward, loss forward + gradient, the
+model's gradients, optimizer, other).
+
+benanza's side (:class:`benanza.analysis.training.TrainingStep`): the LBL (critical path, the
+headline) and the sequential sum, and per phase ``forward``, ``loss``, ``backward`` (data +
+weight gradients) and ``optimizer``.
+
+**Step Benanza ratio** = LBL (critical path) / PyTorch's step kernel time; also the sequential
+LBL's ratio and one per phase. A ratio of an incomplete LBL (a partial sum) is marked: its
+``complete`` is False and the text says ``INCOMPLETE``; a phase benanza has no time for has no
+ratio (None). A ratio above 1 means PyTorch ran faster than the bound: a defect of benanza.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: benanza's phases held against PyTorch's (:meth:`TrainJoin.comparable_ms` groups)
+COMPARED = ("forward", "loss", "backward", "optimizer")
+
+
+@dataclass
+class TrainComparison:
+    """One profiled training step against benanza's training step (module doc). ``join``: the
+    :class:`~benanza.profiles.train_join.TrainJoin`; ``step``: the
+    :class:`~benanza.analysis.training.TrainingStep`; ``run``: what was profiled (free-form)."""
+
+    join: object
+    step: object
+    run: dict = field(default_factory=dict)
+
+    def uncovered_ops(self) -> dict[str, float]:
+        """Framework ops of the forward whose forward or backward kernels reached no layer of the
+        export, with their kernel time per step (ms, mean over iterations), heaviest first."""
+        n = max(len(self.join.iterations), 1)
+        acc: dict[str, float] = {}
+        for k in self.join.kernels:
+            if k.kind == "kernel" and k.iteration in self.join.iterations and k.role in ("forward", "backward") \
+                    and k.layer is None and k.forward_op:
+                acc[k.forward_op] = acc.get(k.forward_op, 0.0) + k.dur_ms / n
+        return dict(sorted(acc.items(), key=lambda kv: -kv[1]))
+
+    def missing_layers_note(self) -> str:
+        """Empty, or why benanza's step lacks layers PyTorch's step runs: batch norms or dropouts
+        the export folded or removed (an inference export folds a batch norm into its convolution,
+        and drops a dropout), whose training forward and backward benanza's step then does not
+        have: the step's LBL is then a partial sum (INCOMPLETE)."""
+        from benanza.profiles.join import BATCH_NORM_OPS
+
+        miss = {op: ms for op, ms in self.uncovered_ops().items() if op in BATCH_NORM_OPS or "dropout" in op}
+        if not miss:
+            return ""
+        return ("PyTorch's step runs layers the export folded or removed, which benanza's step lacks ("
+                + ", ".join(f"{op} {ms:.4f} ms" for op, ms in miss.items())
+                + " of kernels per step): export the model with them kept")
+
+    @property
+    def complete(self) -> bool:
+        """benanza's step is complete and has every layer PyTorch's step ran (:meth:`missing_layers_note`)."""
+        return self.step.complete and not self.missing_layers_note()
+
+    @property
+    def step_kernel_ms(self) -> float | None:
+        return self.join.step_ms()["median_ms"]
+
+    def phase_lbl_ms(self) -> dict[str, float | None]:
+        """benanza's time per compared phase (ms; None where unmeasured or not counted)."""
+        ph = self.step.phase_ms
+        bd, bw = ph.get("backward_data"), ph.get("backward_weight")
+        return {"forward": ph.get("forward"), "loss": ph.get("loss"),
+                "backward": None if bd is None or bw is None else bd + bw, "optimizer": ph.get("optimizer")}
+
+    def phase_complete(self) -> dict[str, bool]:
+        """Whether benanza's time of each compared phase is a whole bound (no call of it missing)."""
+        s = self.step
+        fwd_calls = [c for c in s.missing_calls if c.phase == "forward"]
+        bwd_calls = [c for c in s.missing_calls if c.phase != "forward"]
+        return {"forward": not s.forward.missing and not fwd_calls, "loss": bool(s.loss_measured),
+                "backward": not bwd_calls and not s.no_backward,
+                "optimizer": s.phase_ms.get("optimizer") is not None}
+
+    @staticmethod
+    def _ratio(lbl: float | None, ms: float | None) -> float | None:
+        if lbl is None or not ms:
+            return None
+        return lbl / ms
+
+    def ratios(self) -> dict:
+        """``step`` (critical path), ``step_sequential`` and each compared phase:
+        ``{"lbl_ms", "pytorch_ms", "ratio", "complete"}``."""
+        pt = self.join.comparable_ms()
+        ok = self.phase_complete()
+        lbl = self.phase_lbl_ms()
+        whole = self.complete
+        out = {"step": {"lbl_ms": self.step.critical_path_ms, "pytorch_ms": self.step_kernel_ms,
+                        "ratio": self._ratio(self.step.critical_path_ms, self.step_kernel_ms), "complete": whole},
+               "step_sequential": {"lbl_ms": self.step.sequential_ms, "pytorch_ms": self.step_kernel_ms,
+                                   "ratio": self._ratio(self.step.sequential_ms, self.step_kernel_ms),
+                                   "complete": whole}}
+        folded = bool(self.missing_layers_note())
+        for p in COMPARED:
+            out[p] = {"lbl_ms": lbl[p], "pytorch_ms": pt[p]["median_ms"], "ratio": self._ratio(lbl[p], pt[p]["median_ms"]),
+                      "complete": ok[p] and lbl[p] is not None and not (folded and p in ("forward", "backward"))}
+        return out
+
+    def ratio_text(self, digits: int = 3) -> str:
+        """``step Benanza ratio 0.712 (LBL 10.1234 ms / PyTorch step kernels 14.2120 ms)``, with
+        ``INCOMPLETE: ...`` when benanza's step is a partial sum."""
+        r = self.ratios()["step"]
+        if r["ratio"] is None:
+            return "step Benanza ratio: none (no kernel time in the profiled step)"
+        mark = f" {self.incomplete_note}" if not self.complete else ""
+        above = " above 1: not a bound" if r["ratio"] > 1 and self.complete else ""
+        return (f"step Benanza ratio {r['ratio']:.{digits}f} (LBL {r['lbl_ms']:.4f} ms / PyTorch step kernels "
+                f"{r['pytorch_ms']:.4f} ms){above}{mark}")
+
+    def layer_rows(self) -> list[dict]:
+        """Per layer PyTorch ran kernels for (:meth:`TrainJoin.layer_ms`): its forward and backward
+        kernel time (ms, medians) beside benanza's backward bound of the layer (``lbl_backward_ms``:
+        the sum of its backward calls, data and weight gradients; None when the layer has no
+        backward call or one of them has no measurement)."""
+        calls: dict = {}
+        missing = set()
+        for c in self.step.calls:
+            if c.phase == "forward":
+                continue
+            if c.time_ms is None:
+                missing.add(c.layer)
+            calls[c.layer] = calls.get(c.layer, 0.0) + (c.time_ms or 0.0)
+        rows = []
+        for r in self.join.layer_ms():
+            i = r["layer"]
+            rows.append({**r, "lbl_backward_ms": None if i in missing or i not in calls else calls[i]})
+        return rows
+
+    @property
+    def incomplete_note(self) -> str:
+        """Empty when :attr:`complete`; else ``INCOMPLETE: ...`` naming what benanza's step lacks."""
+        if self.complete:
+            return ""
+        parts = [self.step.incomplete_note.removeprefix("INCOMPLETE: ").removesuffix(" (a partial sum, not a bound)")] \
+            if not self.step.complete else []
+        if self.missing_layers_note():
+            parts.append(self.missing_layers_note())
+        return "INCOMPLETE: " + "; ".join(parts) + " (a partial sum, not a bound)"
+
+    def to_dict(self) -> dict:
+        return {"run": dict(self.run), "pytorch": self.join.to_dict(), "benanza": self.step.to_dict(),
+                "ratios": self.ratios(), "layers": self.layer_rows(), "step_benanza_ratio": self.ratios()["step"]["ratio"],
+                "uncovered_ops": self.uncovered_ops(),
+                "complete": self.complete, "incomplete_note": self.incomplete_note or None,
+                "ratio_text": self.ratio_text()}
