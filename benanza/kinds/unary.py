@@ -214,7 +214,8 @@ def _map_cast(node, ctx, attrs):
     raise Unsupported(f"Cast to {name} (casts to float32/16, bfloat16, bool and integer types are benchmarked)")
 
 
-_UNARY_ENUM = {op: "UnaryOp::" + op.upper() for op in UNARY_OPS}
+#: unary op -> its enum in the harness kernels (cpp/src/unary_kernels.cuh), shared with the backward kind
+UNARY_ENUM = {op: "UnaryOp::" + op.upper() for op in UNARY_OPS}
 
 
 #: the legacy cudnnOpTensor's unary ops: Sqrt on float data, Not on bool bytes
@@ -272,7 +273,7 @@ def _unary_case(cfg: UnaryConfig, job: Job) -> UnaryCase:
         label = f"pow {cfg.exponent:g}"
     else:
         label = cfg.op + (f" {cfg.src or cfg.dst}" if cfg.src or cfg.dst else "")
-    op = "UnaryOp::CAST_BOOL" if cfg.op == "cast" and cfg.dst == "bool" else _UNARY_ENUM[cfg.op]
+    op = "UnaryOp::CAST_BOOL" if cfg.op == "cast" and cfg.dst == "bool" else UNARY_ENUM[cfg.op]
     return UnaryCase(job=job_init(job), rows=rows, cols=cols, op=op, exponent=cpp_num(float(cfg.exponent)), alpha=cpp_num(float(cfg.alpha)), beta=cpp_num(float(cfg.beta)), x_stored=cpp_num(bool(cfg.src)), xt=ELEM_ENUM[cfg.src] if cfg.src else "ElemType::F32", y_stored=cpp_num(bool(cfg.dst)), yt=ELEM_ENUM[cfg.dst] if cfg.dst else "ElemType::F32", legacy=_UNARY_OP_TENSOR.get(cfg.op, "0") if cfg.src in ("", "bool") else "0", lo=cpp_num(lo), hi=cpp_num(hi), label=cpp_string(label))
 
 

@@ -26,7 +26,7 @@ from typing import ClassVar
 from benanza.kinds.base import STORED_TYPES, Job, Kind, LayerConfig, Shape, io_bytes, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label
-from benanza.kinds.unary import UnaryConfig, _UNARY_ENUM, unary_input_range
+from benanza.kinds.unary import UnaryConfig, UNARY_ENUM, unary_input_range
 
 #: per op: the tensor PyTorch's backward formula reads ("x": the forward's input, "y": its output, "":
 #: none), the ATen op autograd runs for it when that is one kernel (else "": PyTorch's backward is a
@@ -168,7 +168,7 @@ class UnaryBwdCase(Case):
 def _case(cfg: UnaryBwdConfig, job: Job) -> UnaryBwdCase:
     lo, hi = unary_input_range(cfg.forward())
     label = cfg.op + (f" {cfg.exponent:g}" if cfg.op == "pow" else "")
-    return UnaryBwdCase(job=job_init(job), n=numel(cfg.shape), op=_UNARY_ENUM[cfg.op],
+    return UnaryBwdCase(job=job_init(job), n=numel(cfg.shape), op=UNARY_ENUM[cfg.op],
                         exponent=cpp_num(float(cfg.exponent)), alpha=cpp_num(float(cfg.alpha)),
                         beta=cpp_num(float(cfg.beta)), saved={"": "0", "x": "1", "y": "2"}[cfg.saved],
                         lo=cpp_num(float(lo)), hi=cpp_num(float(hi)), label=cpp_string(label))
