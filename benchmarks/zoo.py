@@ -81,11 +81,11 @@ class Entry:
     output_batch_dims: tuple = (0,)
     exporter: str = "torchscript"
 
-    def export(self, path: Path, batch: int = 2, dynamic: bool = True) -> Exported:
+    def export(self, path: Path, batch: int = 2, dynamic: bool = True, keep_batch_norms: bool = False) -> Exported:
         """Export to ``path`` with a dynamic batch (traced at ``batch``, at least 2 so that no
         exporter specializes the batch to 1), or with a fixed ``batch`` when ``dynamic`` is False;
         weights go to ``path``.data, which is deleted."""
-        return export_model(self, Path(path), batch, dynamic)
+        return export_model(self, Path(path), batch, dynamic, keep_batch_norms)
 
 
 def _torchvision(name: str) -> Callable:
@@ -186,9 +186,13 @@ def has_onnxscript() -> bool:
     return True
 
 
-def export_model(entry: Entry, path: Path, batch: int = 2, dynamic: bool = True) -> Exported:
-    """Export ``entry`` to ``path`` (see :meth:`Entry.export`). Raises RuntimeError with the
-    exporter's first line when the export fails."""
+def export_model(entry: Entry, path: Path, batch: int = 2, dynamic: bool = True,
+                 keep_batch_norms: bool = False) -> Exported:
+    """Export ``entry`` to ``path`` (see :meth:`Entry.export`). ``keep_batch_norms`` (a training
+    step): every BatchNormalization stays its own node (TorchScript: ``do_constant_folding=False``;
+    torch.export: ``optimize=False``), as :func:`benanza.processing.modules.export_onnx` does for
+    ``benanza torch --train``. Raises RuntimeError with the exporter's first line when the export
+    fails."""
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,11 +208,13 @@ def export_model(entry: Entry, path: Path, batch: int = 2, dynamic: bool = True)
             b = torch.export.Dim("batch")
             shapes = tuple({d: b} for d in entry.batch_dims) if dynamic else None
             torch.onnx.export(model, inputs, str(path), dynamo=True, external_data=True, opset_version=20,
-                              dynamic_shapes=shapes, input_names=names, output_names=outs)
+                              dynamic_shapes=shapes, input_names=names, output_names=outs,
+                              **({"optimize": False} if keep_batch_norms else {}))
         else:
             axes = {n: {d: "batch"} for n, d in zip(names + outs, entry.batch_dims + entry.output_batch_dims)}
             torch.onnx.export(model, inputs, str(path), dynamo=False, opset_version=17, input_names=names,
-                              output_names=outs, dynamic_axes=axes if dynamic else None)
+                              output_names=outs, dynamic_axes=axes if dynamic else None,
+                              **({"do_constant_folding": False} if keep_batch_norms else {}))
     except Exception as e:
         raise RuntimeError(f"{entry.name}: {exporter} export failed: {str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__}") from None
     size = strip_weights(path)

@@ -251,12 +251,20 @@ def _first(e: BaseException) -> str:
     return t.splitlines()[0][:300] if t else type(e).__name__
 
 
-def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2) -> Export:
+def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep_batch_norms: bool = False) -> Export:
     """Export ``src``'s module to ``path`` with a dynamic batch, traced at ``batch`` (at least 2,
     so that no exporter specializes the batch to 1). torch.export first (node metadata keeps the
     module scopes), the TorchScript exporter when it fails. Grad mode stays on during the export:
     under ``no_grad`` nn.MultiheadAttention takes its fused fast path, which no exporter knows.
-    Raises :class:`ModelError` with the exporter's first line when both fail."""
+    Raises :class:`ModelError` with the exporter's first line when both fail.
+
+    ``keep_batch_norms`` (a training step, ``--train``): the export keeps each BatchNormalization
+    as its own node, as training runs it (with the batch's statistics), instead of folding it into
+    the preceding convolution as both exporters do for inference: torch.export with
+    ``optimize=False``, the TorchScript exporter with ``do_constant_folding=False`` (its eval
+    peephole folds Conv + BatchNorm otherwise). An export that still lost a batch norm of the
+    module is refused and the next exporter tried. Dropout is absent from either export (the
+    module is exported in eval mode): a training step's dropout kernels are not in the model."""
     import contextlib
     import io
     import logging
@@ -289,19 +297,38 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2) -> E
                     b = torch.export.Dim("batch")
                     torch.onnx.export(model, inputs, str(path), dynamo=True, external_data=True, opset_version=20,
                                       dynamic_shapes=tuple({d: b} for d in dims), input_names=names,
-                                      output_names=list(src.output_names) or None)
+                                      output_names=list(src.output_names) or None,
+                                      **({"optimize": False} if keep_batch_norms else {}))
                 else:
                     outs = list(src.output_names) or ["output"]
                     axes = {n: {d: "batch"} for n, d in zip(names, dims)}
                     axes.update({n: {0: "batch"} for n in outs})
                     torch.onnx.export(model, inputs, str(path), dynamo=False, opset_version=17, input_names=names,
-                                      output_names=outs, dynamic_axes=axes)
+                                      output_names=outs, dynamic_axes=axes,
+                                      **({"do_constant_folding": False} if keep_batch_norms else {}))
+            if keep_batch_norms:
+                _check_batch_norms_kept(model, path)
             size = strip_weights(path)
             return Export(path, exporter, 20 if exporter == "dynamo" else 17, time.perf_counter() - t0, size,
                           tuple(notes + [f"{e}" for e in errors]))
         except Exception as e:  # noqa: BLE001 - an exporter's failure is reported, the other tried
             errors.append(f"{exporter} export failed: {_first(e)}")
     raise ModelError(f"{src.spec or src.name}: cannot export to ONNX: " + "; ".join(errors))
+
+
+def _check_batch_norms_kept(model, path: Path) -> None:
+    """Raise RuntimeError when the export at ``path`` has fewer BatchNormalization nodes than
+    ``model`` has batch-norm modules (the exporter folded some into convolutions)."""
+    import onnx
+    import torch
+
+    want = sum(1 for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
+    if not want:
+        return
+    got = sum(1 for n in onnx.load(str(path), load_external_data=False).graph.node
+              if n.op_type == "BatchNormalization")
+    if got < want:
+        raise RuntimeError(f"the export kept {got} of the module's {want} batch norms (a training step runs each)")
 
 
 def _untrained_batch_norms(model) -> int:

@@ -121,12 +121,13 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
 
     check_dtype(dtype)
     out.mkdir(parents=True, exist_ok=True)
-    onnx_path = out / f"{src.name}.onnx"
+    # a training step's export keeps its batch norms (modules.export_onnx): its own file
+    onnx_path = out / (f"{src.name}_train.onnx" if train else f"{src.name}.onnx")
     if onnx_path.exists() and not force:
         say(f"export: {onnx_path} exists, kept (--force exports again)")
     else:
         say(f"export: {src.spec or src.name} to {onnx_path} (dynamic batch)")
-        ex = export_onnx(src, onnx_path)
+        ex = export_onnx(src, onnx_path, keep_batch_norms=bool(train))
         say(f"export: {ex.exporter} exporter, opset {ex.opset}, {ex.size / 1e3:.0f} kB, {ex.seconds:.1f} s"
             + "".join(f"; {n}" for n in ex.notes))
     if callable(bench):  # in this process (benanza.api.bench), through the caller
