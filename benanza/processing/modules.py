@@ -260,9 +260,9 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
 
     ``keep_batch_norms`` (a training step, ``--train``): the export keeps each BatchNormalization
     as its own node, as training runs it (with the batch's statistics), instead of folding it into
-    the preceding convolution as both exporters do for inference: torch.export with
-    ``optimize=False``, the TorchScript exporter with ``do_constant_folding=False`` (its eval
-    peephole folds Conv + BatchNorm otherwise). An export that still lost a batch norm of the
+    the preceding convolution as both exporters do for inference: the TorchScript exporter first,
+    with ``do_constant_folding=False`` (its eval peephole folds Conv + BatchNorm otherwise), then
+    torch.export with ``optimize=False``. An export that still lost a batch norm of the
     module is refused and the next exporter tried. Dropout is absent from either export (the
     module is exported in eval mode): a training step's dropout kernels are not in the model."""
     import contextlib
@@ -286,6 +286,12 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
     dims = list(src.batch_dims) or [0] * len(inputs)
     errors = []
     exporters = ("dynamo", "torchscript") if _has_onnxscript() else ("torchscript",)
+    if keep_batch_norms and "torchscript" in exporters:
+        # torch.export's un-optimized graph decomposes what its optimizer would fuse (batch norms
+        # into _native_batch_norm_legit, reductions with Expands: resnet18 on an H100, 2026-11-26,
+        # 20 layers benanza does not time); the TorchScript exporter without constant folding
+        # keeps each batch norm as one BatchNormalization node
+        exporters = ("torchscript",) + tuple(e for e in exporters if e != "torchscript")
     if not _has_onnxscript():
         notes.append("onnxscript is not installed: TorchScript exporter (opset 17) instead of torch.export")
     for exporter in exporters:
