@@ -62,11 +62,26 @@ def test_bounds_cover_the_median_at_their_level():
 
 
 def test_race_out_needs_the_lower_bound_above_the_best():
-    assert _native.race_defaults() == {"screen_samples": 6, "alpha": 0.025, "check_every": 4}
+    assert _native.race_defaults() == {"screen_samples": 6, "alpha": 0.025, "check_every": 4, "gross_ratio": 4.0,
+                                       "gross_margin_ms": 0.25}
     assert _native.race_out([1.10] * 6, best_ucb_ms=1.05)
     assert not _native.race_out([1.10] * 5 + [1.04], best_ucb_ms=1.05)  # its minimum is below the bound
     assert not _native.race_out([2.0] * 5, best_ucb_ms=1.0)  # too few samples for a bound
     assert not _native.race_out([2.0] * 6, best_ucb_ms=math.inf)  # no best yet
+
+
+def test_the_gross_screen_needs_both_the_ratio_and_the_margin():
+    """A warm-up estimate leaves before any graph is captured only when it is above 4 x the best's
+    upper bound and 0.25 ms above it: mobilenet_v2's per-group loops (H100, benchmarks/gpu_capture.sh:
+    6.5 ms per call against a best near 0.01 ms) leave; a small call's launch overhead (a 0.004 ms
+    kernel read at 0.04 ms on its warm-up) does not, nor a big call 10 % slower than the best."""
+    assert _native.race_gross_out(6.5, best_ucb_ms=0.012)
+    assert _native.race_gross_out(17.47, best_ucb_ms=0.3)
+    assert not _native.race_gross_out(0.04, best_ucb_ms=0.004)  # 10 x, but within 0.25 ms: launch overhead
+    assert not _native.race_gross_out(3.0, best_ucb_ms=1.0)  # 2 ms above, but only 3 x
+    assert _native.race_gross_out(4.01, best_ucb_ms=1.0)
+    assert not _native.race_gross_out(100.0, best_ucb_ms=math.inf)  # no best yet
+    assert not _native.race_gross_out(math.nan, best_ucb_ms=0.01)
 
 
 def _jobs():

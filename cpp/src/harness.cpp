@@ -458,12 +458,15 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     cost_[i] += d;
     lap = now;
   };
+  std::size_t graph_nodes = 0;  // nodes of the short graph (`reps` calls), reported with --profile
+  int graph_reps = 0;
   auto cost_json = [&]() -> std::string {
     if (!o.profile) return "";
-    char buf[240];
+    char buf[300];
     std::snprintf(buf, sizeof buf,
-                  "{\"first\":%.3f,\"warmup\":%.3f,\"capture\":%.3f,\"screen\":%.3f,\"warm\":%.3f,\"cold\":%.3f}",
-                  cost[0], cost[1], cost[2], cost[3], cost[4], cost[5]);
+                  "{\"first\":%.3f,\"warmup\":%.3f,\"capture\":%.3f,\"screen\":%.3f,\"warm\":%.3f,\"cold\":%.3f,"
+                  "\"graph_nodes\":%zu,\"graph_reps\":%d}",
+                  cost[0], cost[1], cost[2], cost[3], cost[4], cost[5], graph_nodes, graph_reps);
     return buf;
   };
   // 1. first call: does it run at all, and is its output finite?
@@ -529,6 +532,25 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
+  // the gross screen (racing): a call far slower than the job's best leaves before any graph is built
+  if (o.race && o.race_rule.gross_out(per_call_ms, best_ucb_ms_)) {
+    phase(1);
+    ++raced_out_;
+    const RaceRule& rr = o.race_rule;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "raced out on its warm-up: %.5g ms per call (event-timed mean of %d stream calls) > max(%.3g x, "
+                  "%.3g ms +) the upper bound %.5g ms of the job's best so far %.5g ms; no graph captured",
+                  per_call_ms, calls, rr.gross_ratio, rr.gross_margin_ms, best_ucb_ms_, best_warm_ms_);
+    JsonLine j = base_record("measurement", job_, c);
+    j.kv("cache", "warm").kv("status", "raced_out").kv("message", std::string(buf));
+    j.kv("estimate_ms", per_call_ms).kv("best_ms", best_warm_ms_).kv("best_ucb_ms", best_ucb_ms_);
+    j.kv("method", "stream").kv("reps", 1).kv("host_us", host_us).kv("samples", calls).kv("screen", "warm-up");
+    const std::string cj = cost_json();
+    if (!cj.empty()) j.raw("cost_ms", cj);
+    emit_line(j.str());
+    return false;
+  }
   // one replay of `reps` calls lasts about replay_ms; a warm sample is `per_sample` replays
   int reps = static_cast<int>(std::ceil(std::min(o.replay_ms, o.sample_ms) / std::max(per_call_ms, 1e-6)));
   reps = std::max(1, std::min(reps, o.max_reps));
@@ -561,6 +583,10 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
       if (short_graph) cudaGraphDestroy(short_graph);
       short_graph = nullptr;
       settle(s);
+    }
+    if (o.profile && short_graph) {
+      cudaGraphGetNodes(short_graph, nullptr, &graph_nodes);
+      graph_reps = reps;
     }
     exec = instantiate(short_graph);
     if (exec) method = "cuda_graph";

@@ -185,12 +185,23 @@ PYBIND11_MODULE(_native, m) {
       py::arg("samples_ms"), py::arg("best_ucb_ms"), py::arg("alpha") = 0.025,
       "Whether a candidate with these samples leaves the race against a best whose median's upper bound is "
       "best_ucb_ms (the harness's RaceRule, stats.hpp).");
+  m.def(
+      "race_gross_out",
+      [](double estimate_ms, double best_ucb_ms) {
+        benanza::RaceRule r;
+        return r.gross_out(estimate_ms, best_ucb_ms);
+      },
+      py::arg("estimate_ms"), py::arg("best_ucb_ms"),
+      "Whether a candidate whose warm-up reads estimate_ms per call leaves the race before its graph is captured "
+      "(the harness's RaceRule::gross_out, stats.hpp).");
   m.def("race_defaults", [] {
     benanza::RaceRule r;
     py::dict d;
     d["screen_samples"] = r.screen_samples;
     d["alpha"] = r.alpha;
     d["check_every"] = r.check_every;
+    d["gross_ratio"] = r.gross_ratio;
+    d["gross_margin_ms"] = r.gross_margin_ms;
     return d;
-  }, "The harness's RaceRule defaults: screen_samples, alpha, check_every.");
+  }, "The harness's RaceRule defaults: screen_samples, alpha, check_every, gross_ratio, gross_margin_ms.");
 }

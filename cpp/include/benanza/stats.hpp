@@ -164,6 +164,17 @@ struct RaceRule {
   int contender_screen_samples = 16;  // a contender's screen, the bound a later screen is held to
   double alpha = 0.025;     // one-sided level of each bound
   int check_every = 4;      // samples between later decisions
+  // The gross screen, before any graph is captured: a candidate whose warm-up estimate (event-timed
+  // mean ms per call of its warm-up calls on the stream) exceeds both gross_ratio x and
+  // gross_margin_ms above the best's upper bound leaves the race at once. A stream-launched call reads
+  // high by at most its host API time (one launch: microseconds; a per-group loop of hundreds of
+  // launches: about a millisecond), so a candidate that could be the best would need a host time above
+  // both (gross_ratio - 1) x the best's upper bound and gross_margin_ms. Measured on an H100 (mobilenet_v2's
+  // grouped convolutions, 2026-11-26, benchmarks/gpu_capture.sh): the candidates it removes (per-group
+  // loops of 2,305-3,841 graph nodes, 3.5-17 ms per call against a best of 0.01-0.05 ms) cost 1.4-13 s
+  // each to capture and instantiate.
+  double gross_ratio = 4.0;
+  double gross_margin_ms = 0.25;
 
   // Does a candidate with these samples (any order) leave the race against a best whose median's
   // upper bound is best_ucb_ms? (false while it has too few samples for a bound)
@@ -172,6 +183,12 @@ struct RaceRule {
     std::vector<double> s(samples);
     std::sort(s.begin(), s.end());
     return median_lcb_sorted(s, alpha) > best_ucb_ms;
+  }
+
+  // The gross screen: does a candidate whose warm-up reads `estimate_ms` per call leave at once?
+  bool gross_out(double estimate_ms, double best_ucb_ms) const {
+    if (!std::isfinite(best_ucb_ms) || !std::isfinite(estimate_ms) || gross_ratio <= 0) return false;
+    return estimate_ms > std::max(gross_ratio * best_ucb_ms, best_ucb_ms + gross_margin_ms);
   }
 };
 
