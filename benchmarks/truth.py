@@ -22,6 +22,15 @@ For each selected model of the zoo (``benchmarks/zoo.py``), batch and data type:
     median; flagged ``LBL>PT`` above 1.00, ``INCOMPLETE`` for a partial LBL) and per-model stage
     times (export, process, generate, compile, run, analyze, PyTorch).
 
+``--train [--optimizer sgd|adam|adamw]`` (issue 26): the **training truth table**. (a) is the
+native module's training step in ``train()`` mode (``benchmarks/train_step.py``: zero_grad,
+forward, cross-entropy loss, backward, ``optimizer.step()`` with torch.optim's for-each step; the
+same data types), its GPU kernel time per step and per phase; (b) exports keep their batch norms
+(``NAME_train.onnx``, :func:`zoo.export_model` with ``keep_batch_norms``); (c) bench runs with
+``--train --optimizer``; the row's LBL is the analysis's ``training_step`` (critical path; sequential),
+its ratio LBL / PyTorch's step kernel time, and the table shows both phase splits (forward, loss,
+backward, optimizer).
+
 Everything is written as it comes into ``--out``: ``results.jsonl`` (one record per event:
 ``env``, ``export``, ``precision``, ``pytorch``, ``bench``, ``analysis``, ``error``, ``skip``),
 ``table.txt``/``table.md``/``table.json`` (rewritten after each model), ``onnx/`` (the exports,
@@ -134,10 +143,19 @@ def stats(samples: list[float]) -> dict:
 
 
 def make_row(model: str, batch: int, dtype: str, precision: str, pytorch: dict | None, analysis: dict | None,
-             cudnn_share: float | None = None) -> dict:
+             cudnn_share: float | None = None, train: bool = False) -> dict:
     """One table row from a ``pytorch`` record (``kernel_ms`` stats) and a benanza analysis dict
-    (``lbl_fused_parallel_ms``, ``lbl_fused_sequential_ms``, ``lbl_sequential_ms``, ``complete``)."""
+    (``lbl_fused_parallel_ms``, ``lbl_fused_sequential_ms``, ``lbl_sequential_ms``, ``complete``).
+    ``train`` (``--train``): the PyTorch record is a training step's (``benchmarks/train_step.py``:
+    ``kernel_ms`` of the whole step, ``phase_ms`` per phase) and the LBL the analysis's
+    ``training_step`` (``lbl_ms``: the critical path; ``sequential_ms``; ``phase_ms``; ``complete``);
+    the row keeps both phase splits (``pytorch_phase_ms``: forward, loss, backward, optimizer;
+    ``lbl_phase_ms``: forward, loss, backward (data + weight), optimizer)."""
     pt = (pytorch or {}).get("kernel_ms") or {}
+    step = (analysis or {}).get("training_step") if train else None
+    if train:
+        analysis = {"lbl_fused_parallel_ms": step.get("lbl_ms"), "lbl_fused_sequential_ms": step.get("sequential_ms"),
+                    "lbl_sequential_ms": step.get("sequential_ms"), "complete": step.get("complete")} if step else None
     lbl = analysis.get("lbl_fused_parallel_ms") if analysis else None
     ratio = lbl / pt["median"] if lbl is not None and pt.get("median") else None
     complete = analysis.get("complete") if analysis else None
@@ -147,6 +165,14 @@ def make_row(model: str, batch: int, dtype: str, precision: str, pytorch: dict |
            "lbl_ms": lbl, "lbl_fused_seq_ms": analysis.get("lbl_fused_sequential_ms") if analysis else None,
            "lbl_seq_ms": analysis.get("lbl_sequential_ms") if analysis else None, "complete": complete,
            "ratio": ratio}
+    if train:
+        pph = (pytorch or {}).get("phase_ms") or {}
+        row["pytorch_phase_ms"] = {p: (pph.get(p) or {}).get("median") for p in ("forward", "loss", "backward", "optimizer")}
+        lph = (step or {}).get("phase_ms") or {}
+        bwd = [lph.get("backward_data"), lph.get("backward_weight")]
+        row["lbl_phase_ms"] = {"forward": lph.get("forward"), "loss": lph.get("loss"),
+                               "backward": sum(bwd) if None not in bwd and step else None,
+                               "optimizer": lph.get("optimizer")}
     row["flags"] = flags(row)
     return row
 
@@ -172,8 +198,11 @@ def _f(x, digits=3) -> str:
 
 def table_lines(rows: list[dict]) -> list[str]:
     """The truth table as aligned text (one line per row, a header and a rule)."""
+    train = any("lbl_phase_ms" in r for r in rows)
     head = ["model", "batch", "dtype", "benanza precision", "PyTorch kernel ms (median, IQR)",
-            "LBL ms (fused parallel; fused seq)", "ratio", "flag"]
+            "step LBL ms (critical path; sequential)" if train else "LBL ms (fused parallel; fused seq)", "ratio", "flag"]
+    if train:
+        head.insert(6, "fwd / loss / bwd / opt ms: PyTorch | LBL")
     cells = []
     for r in rows:
         prec = r["precision"] + (f" (cuDNN {r['cudnn_share']:.0%})" if r.get("cudnn_share") is not None else "")
@@ -181,6 +210,11 @@ def table_lines(rows: list[dict]) -> list[str]:
                       f"{_f(r['pytorch_ms'])} ({_f(r['pytorch_iqr_ms'])})",
                       f"{_f(r['lbl_ms'])}; {_f(r['lbl_fused_seq_ms'])}" + ("" if r.get("complete") is not False else " partial"),
                       _f(r["ratio"]), " ".join(r["flags"]) or "ok"])
+        if train:
+            pt, lb = r.get("pytorch_phase_ms") or {}, r.get("lbl_phase_ms") or {}
+            order = ("forward", "loss", "backward", "optimizer")
+            cells[-1].insert(6, " / ".join(_f(pt.get(p)) for p in order) + " | "
+                             + " / ".join(_f(lb.get(p)) for p in order))
     widths = [max(len(x) for x in col) for col in zip(head, *cells)]
     line = lambda c: " | ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731
     return [line(head), "-+-".join("-" * w for w in widths)] + [line(c) for c in cells]
@@ -389,8 +423,15 @@ def benanza_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "benanza", *args]
 
 
+TRAINING_KEYS = ("lbl_ms", "lbl_name", "critical_path_ms", "sequential_ms", "phase_ms", "complete", "missing",
+                 "incomplete_note")
+
+
 def _slim(a: dict) -> dict:
-    return {k: a.get(k) for k in ANALYSIS_KEYS if k in a}
+    out = {k: a.get(k) for k in ANALYSIS_KEYS if k in a}
+    if isinstance(a.get("training_step"), dict):
+        out["training_step"] = {k: a["training_step"].get(k) for k in TRAINING_KEYS}
+    return out
 
 
 def run_benanza(cmd: list[str], timeout: float, log: Path) -> dict | list:
@@ -447,7 +488,7 @@ class Run:
                     if p is None:
                         continue
                     out.append(make_row(model, b, d, p, self.pytorch.get((model, b, d)),
-                                        self.analyses.get((model, b, p)), pr["share"]))
+                                        self.analyses.get((model, b, p)), pr["share"], train=self.a.train))
         return out
 
     def save(self) -> str:
@@ -458,12 +499,13 @@ class Run:
 def export_stage(run: Run, entry) -> Path:
     """The model's dynamic-batch ONNX file: exported into OUT/onnx (the earlier run's with --skip-bench)."""
     a, name = run.a, entry.name
+    file = f"{name}_train.onnx" if a.train else f"{name}.onnx"  # a training export keeps its batch norms
     if a.skip_bench:
-        path = a.from_dir / "onnx" / f"{name}.onnx"
+        path = a.from_dir / "onnx" / file
         if not path.exists():
             raise RuntimeError(f"{path}: no export from the earlier run")
         return path
-    ex = entry.export(a.out / "onnx" / f"{name}.onnx")
+    ex = entry.export(a.out / "onnx" / file, keep_batch_norms=a.train)
     run.stages[name]["export_s"] = ex.seconds
     run.rec.write("export", model=name, path=str(ex.path), exporter=ex.exporter, opset=ex.opset,
                   seconds=ex.seconds, bytes=ex.size, notes=ex.notes)
@@ -492,7 +534,12 @@ def pytorch_stage(run: Run, entry) -> None:
         for b in a.batches:
             trace = a.out / "traces" / f"{name}-b{b}-{d}.json"
             try:
-                res = profile_pytorch(entry, b, d, a.warmup, a.iters, a.latency_iters, trace)
+                if a.train:
+                    import train_step
+
+                    res = train_step.profile_step(entry, b, d, a.optimizer, a.warmup, a.iters, False, trace)
+                else:
+                    res = profile_pytorch(entry, b, d, a.warmup, a.iters, a.latency_iters, trace)
             except Exception as e:  # an OOM or an unsupported op on this GPU: recorded, the rest goes on
                 run.rec.write("error", model=name, stage="pytorch", batch=b, dtype=d, message=_line(e))
                 _free_gpu()
@@ -515,7 +562,8 @@ def bench_stage(run: Run, entry, path: Path, pr: dict) -> None:
         run.stages[name]["analyze_s"] = 0.0  # this re-analysis only
     for k, (dtype_arg, flags) in enumerate(bench_calls([pr[d] for d in a.dtypes])):
         verb = "analyze" if a.skip_bench else "bench"
-        common = [str(path), "--batch", ",".join(map(str, a.batches)), "--dtype", dtype_arg, "--db", a.db, "--json", *flags]
+        common = [str(path), "--batch", ",".join(map(str, a.batches)), "--dtype", dtype_arg, "--db", a.db, "--json", *flags,
+                  *(["--train", "--optimizer", a.optimizer] if a.train else [])]
         if a.skip_bench:
             system = run.systems.get(name) or {}
             sys_arg = ["--system", str(system.get("fingerprint") or system.get("id"))] if system else []
@@ -610,6 +658,11 @@ def parse_args(argv: list[str]):
     ap.add_argument("--iters", type=int, default=30, help="profiled PyTorch iterations (default 30)")
     ap.add_argument("--latency-iters", type=int, default=50, help="PyTorch iterations timed with CUDA events (default 50)")
     ap.add_argument("--keep-traces", action="store_true", help="keep the torch.profiler traces in OUT/traces")
+    ap.add_argument("--train", action="store_true", help="the training step (issue 26): PyTorch's step of the native "
+                    "module in train() mode (benchmarks/train_step.py) against `benanza bench --train`'s "
+                    "training-step LBL, on exports that keep their batch norms")
+    ap.add_argument("--optimizer", default="sgd", choices=("sgd", "adam", "adamw"),
+                    help="with --train: the optimizer of both sides (default sgd, momentum 0.9)")
     ap.add_argument("--skip-bench", action="store_true", help="no GPU work: re-read the database with `benanza "
                     "analyze` for the exports and PyTorch numbers of an earlier run (--from)")
     ap.add_argument("--from", dest="from_dir", type=Path, help="the earlier run's folder for --skip-bench (default OUT)")

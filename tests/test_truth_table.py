@@ -88,6 +88,40 @@ def test_table_lines_hold_every_column(truth):
     assert truth.summary_line(rows).startswith("2 rows: 1 ok")
 
 
+def _step(lbl, seq, complete=True):
+    """An analysis with the training step `bench --train --json` gives (benanza.analysis.training)."""
+    a = _analysis(lbl / 3)  # the inference LBL: not the one a training row reads
+    a["training_step"] = {"lbl_ms": lbl, "sequential_ms": seq, "complete": complete,
+                          "phase_ms": {"forward": 0.75, "loss": 0.005, "backward_data": 0.5, "backward_weight": 0.9,
+                                       "optimizer": 0.045}}
+    return a
+
+
+def _pytorch_step(median):
+    p = _pytorch(median)
+    p["phase_ms"] = {k: {"median": v} for k, v in
+                     {"forward": 2.09, "loss": 0.012, "backward": 3.83, "optimizer": 0.073, "zero_grad": 0.0}.items()}
+    return p
+
+
+def test_training_rows_hold_the_step_and_its_phases(truth):
+    """--train: the ratio is the training step's LBL (critical path) over PyTorch's step kernel time,
+    the incomplete step is flagged, and the table shows both phase splits (backward = data + weight)."""
+    r = truth.make_row("resnet18", 32, "fp16", "fp16", _pytorch_step(6.0), _step(1.8, 2.3), 0.99, train=True)
+    assert r["ratio"] == pytest.approx(0.3) and r["lbl_fused_seq_ms"] == 2.3 and r["flags"] == []
+    assert r["lbl_phase_ms"] == pytest.approx({"forward": 0.75, "loss": 0.005, "backward": 1.4, "optimizer": 0.045})
+    assert r["pytorch_phase_ms"]["backward"] == 3.83
+    inc = truth.make_row("vit_b_16", 32, "fp16", "fp16", _pytorch_step(14.0), _step(9.0, 11.8, complete=False),
+                         0.0, train=True)
+    assert inc["flags"] == ["INCOMPLETE"]
+    no_step = truth.make_row("m", 1, "fp16", "fp16", _pytorch_step(2.0), _analysis(1.0), train=True)
+    assert no_step["flags"] == ["NO-LBL"] and no_step["lbl_phase_ms"]["backward"] is None
+    lines = truth.table_lines([r, inc])
+    assert "step LBL ms (critical path; sequential)" in lines[0] and "fwd / loss / bwd / opt" in lines[0]
+    assert "2.090 / 0.012 / 3.830 / 0.073 | 0.750 / 0.005 / 1.400 / 0.045" in lines[2]
+    assert "1.800; 2.300" in lines[2] and "0.300" in lines[2]
+
+
 def test_stage_lines_sum_the_stages(truth):
     lines = truth.stage_lines({"resnet50": {"export_s": 3.0, "process_s": 1.0, "compile_s": 20.0, "run_s": 60.0,
                                             "pytorch_s": 16.0}})
