@@ -31,7 +31,8 @@ class MeasurementLine:
     Identity: ``call``, ``algorithm``, ``math``, ``dtype``, ``cache`` (``warm``: CUDA graph replays
     of ``reps`` calls; ``cold``: one call after flushing L2), ``layout``. ``status``: ``ok``,
     ``not_supported``, ``skipped``, ``raced_out`` (on its screen; or on its warm-up, by the gross
-    screen of stats.hpp's ``RaceRule::gross_out``: ``estimate_ms`` is then the warm-up's mean),
+    screen of stats.hpp's ``RaceRule::gross_out``: ``estimate_ms`` is then the warm-up's mean and
+    ``message`` begins "raced out on its warm-up"),
     ``screened`` or ``failed`` (``message`` says why). Statistics of
     the samples (ms per call; :func:`benanza.profiles.torch_candidates.summarize` and the harness's
     ``summarize`` compute them the same way): ``median_ms``, ``q1_ms``, ``q3_ms``, ``mean_ms``,

@@ -545,7 +545,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
     JsonLine j = base_record("measurement", job_, c);
     j.kv("cache", "warm").kv("status", "raced_out").kv("message", std::string(buf));
     j.kv("estimate_ms", per_call_ms).kv("best_ms", best_warm_ms_).kv("best_ucb_ms", best_ucb_ms_);
-    j.kv("method", "stream").kv("reps", 1).kv("host_us", host_us).kv("samples", calls).kv("screen", "warm-up");
+    j.kv("method", "stream").kv("reps", 1).kv("host_us", host_us).kv("samples", calls);
     const std::string cj = cost_json();
     if (!cj.empty()) j.raw("cost_ms", cj);
     emit_line(j.str());
