@@ -808,6 +808,10 @@ def _print_training(steps, calls_table: bool) -> None:
                       f"({m.parameter_count:,} elements), gradients {m.gradients / gib:.2f}, {m.optimizer} state "
                       f"{m.optimizer_state / gib:.2f}, saved activations {m.activations / gib:.2f}, workspace "
                       f"{m.workspace / gib:.2f} GiB", markup=False)
+            no = m.cannot_fit()
+            out.print("  cannot fit on: " + ", ".join(f"{g.name} ({g.memory_bytes / gib:.0f} GiB)" for g in no)
+                      if no else "  may fit on every GPU `benanza predict` knows (the bound is below each one's memory)",
+                      markup=False)
         for n in t.notes:
             out.print(f"  note: {n}", markup=False)
 

@@ -197,6 +197,7 @@ def test_step_sums_and_critical_path(tmp_path, monkeypatch):
     assert m.parameter_count == 2736 and m.parameters == m.gradients == m.optimizer_state == 2736 * 4
     assert m.activations == (2048 + 2048 + 384) * 4
     assert m.total == 3 * 2736 * 4 + 4480 * 4 and m.fits(m.total) and not m.fits(m.total - 1)
+    assert m.cannot_fit() == [] and m.to_dict()["cannot_fit"] == []  # a few kB fit every GPU
     from benanza.analysis.training import memory_bound
 
     adam = memory_bound(ml, plan, t.calls, "fp16", "adam")
@@ -240,6 +241,22 @@ def test_a_training_mode_forward_replaces_the_inference_call(tmp_path, monkeypat
     assert t.phase_ms["forward"] == pytest.approx(1.0 + 1.25 + 2.0)  # 1.25 in place of the inference 0.5
     assert t.phase_ms["backward_data"] + t.phase_ms["backward_weight"] == pytest.approx(4.0)
     assert t.sequential_ms == pytest.approx(4.25 + 4.0 + 0.5)
+
+
+def test_does_it_fit_names_the_gpus_below_the_bound():
+    """The memory bound against the GPUs `benanza predict` knows: a step of 20 GiB cannot run on a
+    16 GiB T4, may on a 24 GiB A10 or an 80 GiB H100 (datasheet memory, analysis/gpus.py)."""
+    from benanza.analysis.gpus import GPUS, find_gpu
+    from benanza.analysis.training import MemoryBound
+
+    gib = 2 ** 30
+    m = MemoryBound(parameters=4 * gib, gradients=4 * gib, optimizer_state=8 * gib, activations=4 * gib,
+                    workspace=0, parameter_count=gib, optimizer="adam")
+    no = {g.name for g in m.cannot_fit()}
+    assert no == {g.name for g in GPUS if g.memory_bytes < 20 * gib}
+    assert no == {find_gpu("T4").name} and find_gpu("A10").name not in no
+    assert m.to_dict()["cannot_fit"] == [g.name for g in GPUS if g.memory_bytes < 20 * gib]
+    assert m.cannot_fit([find_gpu("H100-SXM")]) == []
 
 
 def test_a_missing_backward_measurement_is_never_zero(tmp_path, monkeypatch):

@@ -103,11 +103,20 @@ class MemoryBound:
         it may."""
         return self.total <= memory_bytes
 
+    def cannot_fit(self, gpus=None) -> list:
+        """The GPUs of ``gpus`` (default: every GPU ``benanza predict`` knows,
+        :data:`benanza.analysis.gpus.GPUS`, with their datasheet memory) whose memory is below this
+        bound: the step cannot run on them as it is (batch, precision, optimizer), whatever the
+        framework does. The others may fit (the bound leaves out what frameworks add)."""
+        from benanza.analysis.gpus import GPUS
+
+        return [g for g in (GPUS if gpus is None else gpus) if not self.fits(g.memory_bytes)]
+
     def to_dict(self) -> dict:
         return {"total_bytes": self.total, "parameters_bytes": self.parameters, "gradients_bytes": self.gradients,
                 "optimizer_state_bytes": self.optimizer_state, "activations_bytes": self.activations,
                 "workspace_bytes": self.workspace, "parameter_count": self.parameter_count,
-                "optimizer": self.optimizer}
+                "optimizer": self.optimizer, "cannot_fit": [g.name for g in self.cannot_fit()]}
 
 
 @dataclass
