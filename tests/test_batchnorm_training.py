@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
+from torch_recorder import Recorder as Rec
 from onnx import TensorProto, helper, numpy_helper
 
 from benanza import kinds as L
@@ -100,33 +101,16 @@ def test_the_pytorch_candidates_are_the_training_ops():
     recorder: nothing runs here)."""
     calls = []
 
-    class Rec:
-        def __init__(self, path=""):
-            self.path = path
-
-        def __getattr__(self, name):
-            return Rec(f"{self.path}.{name}" if self.path else name)
-
-        def __call__(self, *a, **k):
-            calls.append((self.path, a))
-            return Rec()
-
-        def __getitem__(self, k):
-            return Rec()
-
-        def __add__(self, other):
-            return Rec()
-
     class Cuda:
         type = "cuda"
 
     for kind, op, cudnn_op in (("BatchNormTrain", "native_batch_norm", "cudnn_batch_norm"),
                                ("BatchNormBwd", "native_batch_norm_backward", "cudnn_batch_norm_backward")):
         cfg = L.REGISTRY[kind].example
-        cpu = L.REGISTRY[kind].torch(Ctx(cfg, Rec(), Rec(), Rec(), False))
+        cpu = L.REGISTRY[kind].torch(Ctx(cfg, Rec(calls), Rec(calls), Rec(calls), False))
         assert cpu.call == f"torch:aten::{op}" and cpu.out_numel == numel(cfg.shape) and not cpu.variants
         calls.clear()
-        cand = L.REGISTRY[kind].torch(Ctx(cfg, Rec(), Cuda(), Rec(), True))
+        cand = L.REGISTRY[kind].torch(Ctx(cfg, Rec(calls), Cuda(), Rec(calls), True))
         assert [v.call for v in cand.variants] == [f"torch:aten::{cudnn_op}"]
         cand.fn()
         name, args = calls[-1]

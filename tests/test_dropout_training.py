@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
+from torch_recorder import Recorder as Rec
 from onnx import TensorProto, helper, numpy_helper
 
 from benanza import kinds as L
@@ -112,21 +113,7 @@ def test_flops_bytes_and_candidate():
         L.DropoutBwdConfig(shape=(2,), ratio=1.0)
     calls = []
 
-    class Rec:
-        def __init__(self, path=""):
-            self.path = path
-
-        def __getattr__(self, name):
-            return Rec(f"{self.path}.{name}" if self.path else name)
-
-        def __call__(self, *a, **k):
-            calls.append((self.path, a))
-            return Rec()
-
-        def __ge__(self, other):
-            return Rec()
-
-    cand = L.REGISTRY["DropoutBwd"].torch(Ctx(cfg, Rec(), Rec(), Rec(), False))
+    cand = L.REGISTRY["DropoutBwd"].torch(Ctx(cfg, Rec(calls), Rec(calls), Rec(calls), False))
     assert cand.call == "torch:aten::native_dropout_backward" and cand.out_numel == n
     cand.fn()
     assert calls[-1][0] == "ops.aten.native_dropout_backward" and calls[-1][1][2] == pytest.approx(1 / 0.9)

@@ -12,6 +12,7 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
+from torch_recorder import Recorder as Rec
 from onnx import TensorProto, helper, numpy_helper
 
 from benanza import kinds as L
@@ -91,23 +92,6 @@ def test_the_pytorch_candidates_are_the_cudnn_rnn_ops():
     the module's training forward, and NotSupported for a gradient (built against a recorder)."""
     calls = []
 
-    class Rec:
-        def __init__(self, path=""):
-            self.path = path
-
-        def __getattr__(self, name):
-            return Rec(f"{self.path}.{name}" if self.path else name)
-
-        def __call__(self, *a, **k):
-            calls.append((self.path, a))
-            return Rec()
-
-        def __getitem__(self, k):
-            return Rec()
-
-        def __iter__(self):
-            return iter(())
-
     class Cuda:
         type = "cuda"
 
@@ -117,7 +101,7 @@ def test_the_pytorch_candidates_are_the_cudnn_rnn_ops():
                            ("backward_weight", "_cudnn_rnn_backward", [False, False, False, True])):
         cfg = L.RNNTrainConfig.of(fwd, call)
         calls.clear()
-        cand = L.REGISTRY["RNNTrain"].torch(Ctx(cfg, Rec(), Cuda(), Rec(), False))
+        cand = L.REGISTRY["RNNTrain"].torch(Ctx(cfg, Rec(calls), Cuda(), Rec(calls), False))
         assert cand.call == f"torch:aten::{op}" and cand.out_numel == np.prod(cfg.output_shape())
         set_up = [a for name, a in calls if name == "ops.aten._cudnn_rnn"]
         assert len(set_up) == 1 and set_up[0][3] is None  # the weight buffer made by the first forward
@@ -130,10 +114,10 @@ def test_the_pytorch_candidates_are_the_cudnn_rnn_ops():
         if mask is not None:
             assert args[21] == mask and args[16] is True
         assert ("includes" in cand.note) == (call == "backward_weight")
-    cpu = L.REGISTRY["RNNTrain"].torch(Ctx(L.RNNTrainConfig.of(fwd, "forward"), Rec(), Rec(), Rec(), False))
+    cpu = L.REGISTRY["RNNTrain"].torch(Ctx(L.RNNTrainConfig.of(fwd, "forward"), Rec(calls), Rec(calls), Rec(calls), False))
     assert cpu.call == "torch:aten::lstm" and cpu.algorithm == "train"
     with pytest.raises(NotSupported):
-        L.REGISTRY["RNNTrain"].torch(Ctx(L.RNNTrainConfig.of(fwd, "backward_data"), Rec(), Rec(), Rec(), False))
+        L.REGISTRY["RNNTrain"].torch(Ctx(L.RNNTrainConfig.of(fwd, "backward_data"), Rec(calls), Rec(calls), Rec(calls), False))
 
 
 def _suite(tmp_path):
