@@ -574,6 +574,35 @@ class _Scopes:
             self.stack.pop().__exit__(None, None, None)
 
 
+def _latency_or_log_iterations(torch, spec: CaptureSpec, device, run, sync, result: dict) -> None:
+    """After the warm-up, before the profiled iterations: the timed run times ``spec.runs`` calls of
+    ``run`` one by one (CUDA events on a GPU, ``perf_counter`` on the CPU; ms) into
+    ``result["latency"]``; the log run calls it ``spec.iterations`` times, so the libraries log the
+    implementations they settle on."""
+    if spec.role != "timed":
+        for _ in range(spec.iterations):
+            run()
+        sync()
+        return
+    samples = []
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(spec.runs):
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            samples.append(float(start.elapsed_time(end)))
+        method = "cuda_events"
+    else:
+        for _ in range(spec.runs):
+            t0 = time.perf_counter()
+            run()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        method = "perf_counter"
+    result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
+
+
 def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict:
     """Warm up, time (the timed run) and profile ``module`` on inputs ``xs``; write the trace and
     the result document (see :func:`run_child`)."""
@@ -594,28 +623,7 @@ def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict
         except Exception as e:
             raise ModelError(f"{spec.model}: {what} fails in PyTorch ({spec.dtype} on {device}): "
                              f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
-        if spec.role == "timed":
-            samples = []
-            if device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                for _ in range(spec.runs):
-                    start.record()
-                    infer()
-                    end.record()
-                    end.synchronize()
-                    samples.append(float(start.elapsed_time(end)))
-                method = "cuda_events"
-            else:
-                for _ in range(spec.runs):
-                    t0 = time.perf_counter()
-                    infer()
-                    samples.append((time.perf_counter() - t0) * 1e3)
-                method = "perf_counter"
-            result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
-        else:
-            for _ in range(spec.iterations):
-                infer()
-            sync()
+        _latency_or_log_iterations(torch, spec, device, infer, sync, result)
         from torch.profiler import ProfilerActivity, profile, record_function
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -744,28 +752,7 @@ def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict:
         raise ModelError(f"{spec.model}: a training step of {what} fails in PyTorch ({spec.dtype} on {device}): "
                          f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
     timed = spec.role == "timed"
-    if timed:
-        samples = []
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            for _ in range(spec.runs):
-                start.record()
-                step()
-                end.record()
-                end.synchronize()
-                samples.append(float(start.elapsed_time(end)))
-            method = "cuda_events"
-        else:
-            for _ in range(spec.runs):
-                t0 = time.perf_counter()
-                step()
-                samples.append((time.perf_counter() - t0) * 1e3)
-            method = "perf_counter"
-        result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
-    else:
-        for _ in range(spec.iterations):
-            step()
-        sync()
+    _latency_or_log_iterations(torch, spec, device, step, sync, result)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     scopes = _Scopes(torch, module) if spec.scopes and timed and not spec.compile else contextlib.nullcontext()
     with profile(activities=acts, record_shapes=True) as prof, scopes:
