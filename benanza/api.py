@@ -288,7 +288,7 @@ class Timing:
     cold: str = "contenders"
     no_cold: bool = False
     exhaustive: bool = False
-    workers_per_gpu: int = 2
+    workers_per_gpu: int = 3  # benanza.runner.run.RunOptions.workers_per_gpu
     screen: float = 0.0
     max_engines: int = 0
     device: int = 0

@@ -47,11 +47,13 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 
 
 #: the policies a run can time: the default (racing, cold figures for contenders), --exhaustive
-#: (every candidate to the stopping rule, cold for all), the default with one suite process per GPU
-#: ("default-1w"), the policy before racing ("before": the 1.5x one-replay screen, cold for all),
+#: (every candidate to the stopping rule, cold for all), the default with one, three or four suite
+#: processes per GPU ("default-1w", "default-3w", "default-4w"), the policy before racing ("before":
+#: the 1.5x one-replay screen, cold for all),
 #: and the default on GPU 0 alone ("gpu0") or on every GPU of the host ("all-gpus"), for the
 #: several-GPU speed-up of the run stage
-POLICIES = {"default": [], "default-1w": ["--workers-per-gpu", "1"], "exhaustive": ["--exhaustive"],
+POLICIES = {"default": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
+            "default-4w": ["--workers-per-gpu", "4"], "exhaustive": ["--exhaustive"],
             "before": ["--exhaustive", "--screen", "1.5", "--warmup-ms", "2"],
             "gpu0": ["--devices", "0"], "all-gpus": ["--devices", "all"]}
 
@@ -155,7 +157,35 @@ def chosen_agreement(db_default: Path, db_exhaustive: Path) -> dict:
             worst.append((key[0][:40], key[1], c, a, t, emed))
     n = same + noise + other
     return {"jobs": n, "same": same, "within_noise": noise, "other": other,
-            "share": (same + noise) / n if n else None, "misses": worst[:10]}
+            "share": (same + noise) / n if n else None, "misses": worst[:10],
+            "cold": cold_agreement(db_default, db_exhaustive, d)}
+
+
+def _cold_rows(db: Path) -> dict:
+    con = sqlite3.connect(db)
+    rows = {(k, p, c, a, m, lay): med for k, p, c, a, m, lay, med in con.execute(
+        "select layer_key, precision, call, algorithm, math, layout, median_ms from measurements "
+        "where status = 'ok' and cache = 'cold' and median_ms is not null")}
+    con.close()
+    return rows
+
+
+def cold_agreement(db_default: Path, db_exhaustive: Path, chosen: dict) -> dict:
+    """The default's cold (L2-flushed) median of each job's chosen implementation against the
+    exhaustive run's cold median of the same implementation (the default caps a cold measurement at
+    RunOptions.cold_max_time_ms, --exhaustive at max_time_ms): count, median and 90th percentile of
+    |diff| in %."""
+    import numpy as np
+
+    d, e = _cold_rows(db_default), _cold_rows(db_exhaustive)
+    diffs = []
+    for key, (c, a, m, lay, *_rest) in chosen.items():
+        k = (*key, c, a, m, lay)
+        if k in d and k in e and e[k] > 0:
+            diffs.append(abs(d[k] / e[k] - 1.0) * 100.0)
+    if not diffs:
+        return {"n": 0}
+    return {"n": len(diffs), "median_pct": float(np.median(diffs)), "p90_pct": float(np.percentile(diffs, 90))}
 
 
 def _agreements(runs: list[dict], out: Path) -> None:
@@ -239,6 +269,14 @@ def fmt_compare(runs: list[dict]) -> str:
                      f"{c['other']} of {c['jobs']} jobs ({100 * (c['share'] or 0):.1f} %; goal >= 95 %)")
         for m in c["misses"]:
             lines.append(f"    miss: {m}")
+        cold = c.get("cold") or {}
+        if cold.get("n"):
+            lines.append(f"    cold median of the chosen implementation, default against exhaustive: |diff| median "
+                         f"{cold['median_pct']:.2f} %, 90th percentile {cold['p90_pct']:.2f} % over {cold['n']} jobs")
+    if agree:
+        tot = [sum(c[k] for _, c in agree) for k in ("same", "within_noise", "jobs")]
+        lines.append(f"all {len(agree)} models: chosen implementation same or within noise on {tot[0] + tot[1]} of "
+                     f"{tot[2]} jobs ({100 * (tot[0] + tot[1]) / max(1, tot[2]):.1f} %)")
     return "\n".join(lines)
 
 

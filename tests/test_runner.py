@@ -171,3 +171,20 @@ def test_nhwc_only_suite_into_a_fresh_database(tmp_path, models, db_url):
     with db.session() as ses:
         assert {r.layer_key for r in ses.query(ModelConfig)} == used
         assert used <= {r.key for r in ses.query(LayerConfigRow)}
+
+
+def test_the_worker_takes_every_flag_the_runner_passes():
+    """The framework worker gets the suite's flags (RunOptions.suite_args): an unknown one would
+    end every framework job; the cold time cap applies with racing on and not with --exhaustive."""
+    import dataclasses
+
+    from benanza.runner.run import RunOptions
+
+    from benanza.profiles import torch_candidates as T
+
+    racing = RunOptions().suite_args()
+    exhaustive = dataclasses.replace(RunOptions(), race=False, cold="all").suite_args()
+    assert "--cold-max-time-ms" in racing and "--cold-max-time-ms" not in exhaustive
+    a = T._args(["--jobs", "-", *racing])
+    assert a.cold_max_time_ms == RunOptions().cold_max_time_ms < a.max_time_ms
+    assert T._args(["--jobs", "-", *exhaustive]).cold_max_time_ms == 0

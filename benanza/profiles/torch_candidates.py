@@ -31,7 +31,8 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Callable
 
 from benanza import kinds as L
@@ -90,6 +91,7 @@ class Policy:
     max_reps: int = 1000
     contenders_within: float = 0.05
     profile: bool = False  # the worker's own wall ms per phase in the records (cost_ms) and job_end
+    cold_max_time_ms: float = 0.0  # a cold measurement's time cap, <= 0: max_time_ms (RunOptions)
 
     def wants_cold(self, warm_ms: float, best_ms: float | None) -> bool:
         """Cold samples for a call whose warm median is ``warm_ms``, in a job whose best library call
@@ -275,8 +277,10 @@ def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0, best_ms: float |
             a.record(stream)
             cand.fn()
             b.record(stream)
+        cold_policy = policy if policy.cold_max_time_ms <= 0 else dataclasses.replace(
+            policy, max_time_ms=min(policy.max_time_ms, policy.cold_max_time_ms))
         out.append({"cache": "cold", "status": "ok", "method": "stream_l2_flushed", "reps": 1, "host_us": host_us,
-                    **summarize(_sample(cold_once, 1, policy), policy)})
+                    **summarize(_sample(cold_once, 1, cold_policy), policy)})
         laps("cold")
     del graph
     if policy.profile:
@@ -370,7 +374,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
     for flag, default in (("--device", d.device), ("--warmup-ms", d.warmup_ms), ("--sample-ms", d.sample_ms),
                           ("--rse", d.rse), ("--min-samples", d.min_samples), ("--max-samples", d.max_samples),
                           ("--max-time-ms", d.max_time_ms), ("--workspace-limit-mb", d.workspace_limit_mb),
-                          ("--screen", d.screen), ("--max-engines", d.max_engines)):
+                          ("--screen", d.screen), ("--max-engines", d.max_engines),
+                          ("--cold-max-time-ms", 0.0)):
         ap.add_argument(flag, type=type(default), default=default)  # screen, max-engines: one call per job
     ap.add_argument("--no-cold", action="store_true")
     ap.add_argument("--cold-policy", choices=("contenders", "all", "none"), default=d.cold)
@@ -409,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.cuda.set_device(a.device)
     l2 = int(getattr(torch.cuda.get_device_properties(a.device), "L2_cache_size", 0) or 0)
     policy = Policy(a.warmup_ms, a.sample_ms, a.rse, a.min_samples, a.max_samples, a.max_time_ms,
-                    "none" if a.no_cold else a.cold_policy, not a.no_graphs, profile=a.profile)
+                    "none" if a.no_cold else a.cold_policy, not a.no_graphs, profile=a.profile,
+                    cold_max_time_ms=a.cold_max_time_ms)
     for job in jobs:
         _emit({"type": "job_start", "job": job["job"]})
         laps = _Laps()

@@ -52,6 +52,9 @@ class RunOptions:
     max_time_ms: float = 1000.0
     workspace_limit_mb: float = 4096.0
     cold: str = "contenders"  # COLD_POLICIES: cold figures for each job's contenders, all calls or none
+    # the time cap of one cold measurement with racing on (harness.hpp, Options::cold_max_time_ms:
+    # cold samples seldom reach the rse target and ran to the 1 s cap); racing off keeps max_time_ms
+    cold_max_time_ms: float = 200.0
     graphs: bool = True
     race: bool = True  # racing (cpp/include/benanza/stats.hpp, RaceRule); False: every call to the stopping rule
     job_timeout_s: float = 300.0
@@ -65,7 +68,9 @@ class RunOptions:
     phases_log: Path | None = None
     # suite processes per GPU, sharing it through a lock (harness.hpp, Context::gpu_acquire): one
     # builds engine plans and queries heuristics (CPU work) while another times calls on the GPU
-    workers_per_gpu: int = 2
+    # (three: the run stage of resnet50's quick start on an H100, 47.5 s with two, 42.7 s with three,
+    # 43.6 s with four; benchmarks/results/2026-11-26f)
+    workers_per_gpu: int = 3
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -80,6 +85,8 @@ class RunOptions:
         args += ["--cold-policy", self.cold]
         if not self.race:
             args.append("--no-race")
+        elif self.cold_max_time_ms > 0:
+            args += ["--cold-max-time-ms", str(self.cold_max_time_ms)]
         if not self.graphs:
             args.append("--no-graphs")
         if self.phases_log is not None:

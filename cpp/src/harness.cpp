@@ -369,21 +369,22 @@ cudaEvent_t Bench::event(int i) {
 
 void Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, const std::function<bool()>& lead,
                    int calls, Sampled& out, int max_n, const std::function<bool(const std::vector<double>&)>& leave,
-                   int first_check) {
+                   int first_check, const StoppingRule* rule_override) {
   const Options& o = ctx_.options();
+  const StoppingRule& rule = rule_override ? *rule_override : o.rule;
   std::vector<double>& samples = out.samples;
   if (out.t0_ms < 0) out.t0_ms = now_ms();
   auto elapsed = [&] { return now_ms() - out.t0_ms; };
   // hard cap: the rule's time cap bounds sampling, with a grace of 3x for the minimum 3 samples
-  const double hard_cap_ms = 3.0 * o.rule.max_time_ms + 1000.0;
+  const double hard_cap_ms = 3.0 * rule.max_time_ms + 1000.0;
   const int batch_max = std::max(1, o.batch_samples);
-  while (!o.rule.done(samples, elapsed()) && elapsed() < hard_cap_ms &&
+  while (!rule.done(samples, elapsed()) && elapsed() < hard_cap_ms &&
          (max_n <= 0 || static_cast<int>(samples.size()) < max_n)) {
     // a batch: as many samples as the rule can still want, at most batch_samples (and max_n)
     int k = batch_max;
     if (max_n > 0) k = std::min(k, max_n - static_cast<int>(samples.size()));
-    if (static_cast<int>(samples.size()) < o.rule.min_samples)
-      k = std::min(k, std::max(1, o.rule.min_samples - static_cast<int>(samples.size())) + batch_max / 2);
+    if (static_cast<int>(samples.size()) < rule.min_samples)
+      k = std::min(k, std::max(1, rule.min_samples - static_cast<int>(samples.size())) + batch_max / 2);
     ClockWatch* watch = ctx_.clock_watch();
     if (watch) watch->reset();
     if (lead && !lead()) throw JobError("launch failed while sampling");
@@ -414,7 +415,7 @@ void Bench::sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, con
       break;
     }
   }
-  out.stats = summarize(samples, o.rule.rse_target, o.rule.min_samples);
+  out.stats = summarize(samples, rule.rse_target, rule.min_samples);
 }
 
 bool Bench::profile_once(const Call& c, const Launch& launch) {
@@ -747,6 +748,8 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
   emit_sampled("warm", method, reps * per_sample, host_us, warm_ms, calls, warm, c);
   int flip = 0;
   Sampled cold_r;
+  StoppingRule cold_rule = o.rule;
+  if (o.cold_max_time_ms > 0) cold_rule.max_time_ms = std::min(cold_rule.max_time_ms, o.cold_max_time_ms);
   sample(
       [&](cudaEvent_t ea, cudaEvent_t eb) {
         if (cudaMemsetAsync(ctx_.flush_buffer(), (++flip) & 0xff, ctx_.flush_bytes(), s) != cudaSuccess)
@@ -755,7 +758,7 @@ bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::s
         if (!launch(s).ok) return false;
         return cudaEventRecord(eb, s) == cudaSuccess;
       },
-      nullptr, 1, cold_r);
+      nullptr, 1, cold_r, 0, nullptr, 0, &cold_rule);
   phase(5);
   emit_sampled("cold", "stream_l2_flushed", 1, host_us, 0.0, 0, cold_r, c, cost_json());
   return valid;

@@ -8,7 +8,7 @@
 //   options: --device N --warmup-ms X --sample-ms X --rse X --min-samples N --max-samples N
 //            --max-time-ms X --workspace-limit-mb N --no-cold --no-graphs --dump-samples --profile
 //            --screen X (0: off; with --no-race only)
-//            --cold-policy contenders|all|none (--no-cold: none) --contenders-within X
+//            --cold-policy contenders|all|none (--no-cold: none) --contenders-within X --cold-max-time-ms MS
 //            --no-race --race-screen N --race-alpha X (racing: stats.hpp, RaceRule)
 //            --profile-call C --profile-algorithm A --profile-layout L [--profile-math M]: launch only
 //            that implementation, once, inside cudaProfilerStart/Stop (Nsight Compute; harness.hpp)
@@ -120,6 +120,7 @@ int suite_main(int argc, char** argv) {
       else if (v == "none") opt.cold = Options::Cold::None;
       else usage_error("bad value for --cold-policy: " + v + " (contenders, all or none)");
     } else if (a == "--contenders-within") opt.contenders_within = number("--contenders-within", val());
+    else if (a == "--cold-max-time-ms") opt.cold_max_time_ms = number("--cold-max-time-ms", val());
     else if (a == "--no-race") opt.race = false;
     else if (a == "--race-screen") opt.race_rule.screen_samples = static_cast<int>(number("--race-screen", val()));
     else if (a == "--race-alpha") opt.race_rule.alpha = number("--race-alpha", val());

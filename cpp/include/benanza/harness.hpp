@@ -118,6 +118,11 @@ struct Options {
   enum class Cold { None, Contenders, All };
   Cold cold = Cold::Contenders;
   double contenders_within = 0.05;
+  // The time cap (ms) of one cold measurement; <= 0: the stopping rule's own (rule.max_time_ms).
+  // Cold samples (a 2x-L2 write before each call) seldom reach the rse target: of googlenet's 1,044
+  // jobs (H100, default policy, benchmarks/results/2026-11-26f) 30 cold measurements ran to the
+  // 1 s cap, 40.5 s of the run stage. 200 ms still keeps hundreds of samples of a 0.1 ms call.
+  double cold_max_time_ms = 0;
   bool graphs = true;             // capture warm samples in CUDA graphs
   std::size_t workspace_limit = std::size_t(4) << 30;  // bytes
   bool dump_samples = false;      // add every kept sample to the records (samples_ms)
@@ -302,7 +307,8 @@ class Bench {
   // call before a batch; `calls` is the number of calls in one sample (the sample is ms per call).
   void sample(const std::function<bool(cudaEvent_t, cudaEvent_t)>& one, const std::function<bool()>& lead,
               int calls, Sampled& out, int max_n = 0,
-              const std::function<bool(const std::vector<double>&)>& leave = nullptr, int first_check = 0);
+              const std::function<bool(const std::vector<double>&)>& leave = nullptr, int first_check = 0,
+              const StoppingRule* rule = nullptr);  // rule: instead of the options' (cold samples)
   cudaEvent_t event(int i);  // the Bench's events, created on first use
   void emit_raced_out(const Call& c, const std::string& method, int reps, double host_us, const Sampled& r,
                       const std::string& cost, bool screen);
