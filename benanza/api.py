@@ -471,9 +471,10 @@ def run_suite(suite, db, opts, quiet):
         prog.close()
 
 
-def run_framework(suite, db, system_id, opts, quiet, torch: bool | None):
+def run_framework(suite, db, system_id, opts, quiet, torch: bool | None, stop=None):
     """The framework's kernels after the suite's (``torch``: None = when available). Returns the
-    run summary, or None (with the reason printed unless quiet) when they are not timed."""
+    run summary, or None (with the reason printed unless quiet) when they are not timed.
+    ``stop``: a threading.Event (:func:`benanza.runner.run.run_framework_jobs`)."""
     from benanza.runner.run import framework_available, framework_pending, run_framework_jobs
     from benanza.runner.system import partition_excludes_framework
 
@@ -488,7 +489,7 @@ def run_framework(suite, db, system_id, opts, quiet, torch: bool | None):
         return None
     prog = _Progress(quiet, "framework kernels")
     try:
-        return run_framework_jobs(suite, db, system_id, opts, progress=prog)
+        return run_framework_jobs(suite, db, system_id, opts, progress=prog, stop=stop)
     finally:
         prog.close()
 
@@ -505,10 +506,33 @@ def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, 
     """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
     :func:`_compile_beside_framework`), run the suite, then the framework's kernels if they were not
     timed yet. Returns the run summaries (suite, framework or None)."""
-    ts = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
+    beside = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
     t = time.perf_counter()
-    rs = run_suite(suite, database, opts, quiet)
+    ts = None
+    try:
+        if beside is not None and not beside.future.done():  # still timing: it shares the GPU's lock
+            say("[4/5] the framework's kernels go on beside the suite's run (they take turns on the GPU)")
+            rs = run_suite(suite, database, dataclasses.replace(opts, gpu_lock=beside.lock), quiet)
+        else:
+            rs = run_suite(suite, database, opts, quiet)
+    except BaseException:
+        if beside is not None:
+            beside.stop.set()  # its jobs in flight finish, the rest stay pending
+            beside.future.exception()
+        raise
     stages["run_s"] = time.perf_counter() - t
+    if beside is not None:
+        from benanza.runner.run import gpu_lock_files
+
+        try:
+            ts = beside.future.result()
+        finally:
+            for f in gpu_lock_files(beside.lock, opts.gpus()).values():
+                Path(f).unlink(missing_ok=True)
+        stages["torch_s"] = beside.wall_s()
+        if ts is not None:
+            say(f"[4/5] framework kernels (beside the compile{'' if stages['torch_s'] < stages['compile_s'] else ' and the run'}): "
+                f"{run_line(ts)}")
     say(f"[4/5] {run_line(rs)}")
     if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
         t = time.perf_counter()
@@ -519,13 +543,34 @@ def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, 
     return rs, ts
 
 
+@dataclasses.dataclass
+class _Beside:
+    """The framework's kernels being timed beside the compile (and then beside the suite's run):
+    their run's future (its summary or None), its stop event, the GPU lock prefix both runs take
+    (``RunOptions.gpu_lock``) and when it started (``time.perf_counter``)."""
+
+    future: object
+    stop: object
+    lock: str
+    t0: float
+    t1: list = dataclasses.field(default_factory=list)
+
+    def wall_s(self) -> float:
+        return (self.t1[0] if self.t1 else time.perf_counter()) - self.t0
+
+
 def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | None, say, stages: dict):
     """``bench``'s stage 3 with the framework's kernels (which need PyTorch, not the suite) timed on
     the GPU while the CPU compiles, when the compile is long (the harness library is not cached yet)
     and they are to be timed: their system is the GPU as benanza's native module sees it
     (``runner.system.local_system``, the suite's fingerprint), their cold figures taken for all
-    (the library's best is not known yet). Otherwise the suite is compiled alone and None returned
-    (the framework's kernels follow the suite's run). Returns the framework run's summary or None."""
+    (the library's best is not known yet). They go on after the compile, beside the suite's run:
+    both take one GPU lock (``RunOptions.gpu_lock``), so no two processes time on the GPU at once
+    (on a fresh H100 they took 42.7 s against the compile's 21.7 s, and the run waited for them;
+    benchmarks/results/2026-11-26f). Returns a :class:`_Beside`, or None when the suite was compiled
+    alone (the framework's kernels follow the suite's run). Raises BuildError as the build does."""
+    import tempfile
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from benanza.build.builder import harness_cached
@@ -534,22 +579,35 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
     t = time.perf_counter()
     beside = torch is not False and not harness_cached(suite.root) and not partition_excludes_framework()
     system = local_system(opts.device) if beside else None
-    ts = None
-    with ThreadPoolExecutor(1) as pool:
-        jobs = max(1, (os.cpu_count() or 2) - 1) if system is not None else None  # a core for the framework
-        build = pool.submit(build_with_progress, suite.root, jobs, quiet or system is not None)
-        if system is not None:
-            say("[3/5] compiling, and timing the framework's kernels meanwhile")
-            tt = time.perf_counter()
-            ts = run_framework(suite, database, database.upsert_system(system), dataclasses.replace(opts, cold="all"),
-                           True, torch)
-            if ts is not None:
-                stages["torch_s"] = time.perf_counter() - tt
+    pool = ThreadPoolExecutor(2)
+    jobs = max(1, (os.cpu_count() or 2) - 1) if system is not None else None  # a core for the framework
+    build = pool.submit(build_with_progress, suite.root, jobs, quiet or system is not None)
+    out = None
+    if system is not None:
+        say("[3/5] compiling, and timing the framework's kernels meanwhile")
+        lock = str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{id(suite)}")
+        out = _Beside(future=None, stop=threading.Event(), lock=lock, t0=time.perf_counter())
+        fw_opts = dataclasses.replace(opts, cold="all", gpu_lock=lock)
+
+        def framework():
+            try:
+                return run_framework(suite, database, database.upsert_system(system), fw_opts, True, torch,
+                                     stop=out.stop)
+            finally:
+                out.t1.append(time.perf_counter())
+
+        out.future = pool.submit(framework)
+    pool.shutdown(wait=False)
+    try:
         br = build.result()
+    except BaseException:
+        if out is not None:
+            out.stop.set()
+            out.future.exception()
+        raise
     stages["compile_s"] = time.perf_counter() - t
-    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s"
-        + (f"; framework kernels meanwhile: {run_line(ts)}" if ts is not None else ""))
-    return ts
+    say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")
+    return out
 
 
 def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, say, stages: dict,

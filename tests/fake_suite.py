@@ -74,6 +74,9 @@ def main(argv):
             device = argv[argv.index("--device") + 1] if "--device" in argv else "0"
             with open(os.environ["FAKE_SUITE_LOG"], "a") as f:
                 f.write(f"{jid} {device}\n")
+        if os.environ.get("FAKE_SUITE_LOCK_LOG"):  # the GPU lock this worker was given (harness.hpp)
+            with open(os.environ["FAKE_SUITE_LOCK_LOG"], "a") as f:
+                f.write(os.environ.get("BENANZA_GPU_LOCK", "-") + "\n")
         if os.environ.get("FAKE_SUITE_SLOW") and os.environ.get("FAKE_SUITE_SLOW_DEVICE", device_arg(argv)) == \
                 device_arg(argv):
             time.sleep(float(os.environ["FAKE_SUITE_SLOW"]))

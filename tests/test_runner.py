@@ -188,3 +188,160 @@ def test_the_worker_takes_every_flag_the_runner_passes():
     a = T._args(["--jobs", "-", *racing])
     assert a.cold_max_time_ms == RunOptions().cold_max_time_ms < a.max_time_ms
     assert T._args(["--jobs", "-", *exhaustive]).cold_max_time_ms == 0
+
+
+# ------------------------------------------- one GPU lock for the suite's and the framework's runs
+
+def test_a_shared_gpu_lock_reaches_every_worker_and_stays(fake_suite, db_url, tmp_path, monkeypatch):
+    """bench's framework run and suite run take one lock (RunOptions.gpu_lock): every worker gets
+    it, one worker per GPU too, and the run leaves the file to its owner; a run's own lock (several
+    workers per GPU) is removed when it ends."""
+    from benanza.runner.run import gpu_lock_files
+
+    log = tmp_path / "locks.log"
+    monkeypatch.setenv("FAKE_SUITE_LOCK_LOG", str(log))
+    prefix = str(tmp_path / "shared")
+    shared = gpu_lock_files(prefix, (0,))[0]
+    s = _run(fake_suite, db_url, gpu_lock=prefix, workers_per_gpu=1)
+    assert s.ok == len(load_suite(fake_suite).jobs)
+    assert set(log.read_text().split()) == {shared}
+    log.unlink()
+    own = _run(fake_suite, db_url, force=True, workers_per_gpu=3)
+    (path,) = set(log.read_text().split())
+    assert path != shared and path.endswith("-gpu0.lock") and not os.path.exists(path)
+    log.unlink()
+    _run(fake_suite, db_url, force=True, workers_per_gpu=1)
+    assert set(log.read_text().split()) == {"-"}  # one worker, no shared lock: none
+    assert own.ok == s.ok
+
+
+def test_a_stopped_run_keeps_its_jobs_and_leaves_the_rest_pending(fake_suite, db_url, monkeypatch):
+    """The stop event (bench's framework run when the suite's run fails or is interrupted): the jobs
+    in flight finish and are stored, no new job starts, the run is marked interrupted, and the next
+    run does exactly the rest."""
+    import threading
+
+    from benanza.build.builder import suite_executable
+    from benanza.runner.run import _run_jobs, _suite_worker, query_system, register_suite
+
+    suite = load_suite(fake_suite)
+    db = open_db(db_url)
+    opt = RunOptions(workers_per_gpu=1)
+    exe = suite_executable(suite.root)
+    system = query_system(exe)
+    sid = db.upsert_system(system, authoritative=True)
+    register_suite(suite, db)
+    monkeypatch.setenv("FAKE_SUITE_SLOW", "0.3")
+    stop = threading.Event()
+    threading.Timer(0.8, stop.set).start()
+    first = _run_jobs(suite.jobs, db, system, sid, opt, _suite_worker(exe, opt), suite.root, "fake", None, stop=stop)
+    assert first.interrupted and 0 < first.ok < len(suite.jobs)
+    monkeypatch.delenv("FAKE_SUITE_SLOW")
+    rest = _run(fake_suite, db_url, workers_per_gpu=1)
+    assert rest.skipped == first.ok and rest.ok == len(suite.jobs) - first.ok
+    with db.session() as ses:
+        assert ses.query(JobRow).count() == len(suite.jobs)
+
+
+def test_the_python_gpu_lock_waits_for_the_holder_and_synchronises(tmp_path):
+    """The framework worker's GPU lock (GpuLock, the harness's Context::gpu_acquire in Python): a
+    second holder waits until the first lets go, the stream is synchronised before taking the lock
+    and before giving it back, and without a lock file it does nothing."""
+    import threading
+
+    from benanza.runner.run import GpuLock
+
+    path = str(tmp_path / "gpu0.lock")
+    syncs = []
+    first, second = GpuLock(path, sync=lambda: syncs.append("a")), GpuLock(path, sync=lambda: syncs.append("b"))
+    held = threading.Event()
+
+    def hold():
+        with first:
+            held.set()
+            time.sleep(0.4)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    with second:
+        assert not t.is_alive() or syncs.count("a") == 2
+    t.join()
+    assert second.wait_ms >= 250 and first.wait_ms < 100
+    assert syncs == ["a", "b", "a", "b"]  # a: before taking, b: before taking (then waits), a: giving back, b
+    with GpuLock("") as none:
+        assert none.wait_ms == 0
+
+
+def _beside_env(monkeypatch, fake_suite, tmp_path, framework):
+    """bench's stages 3-4 (api._bench_measure) on the fake suite with a stand-in for the framework's
+    run (``framework(opts, stop)``) timed beside a compile that is not cached."""
+    from benanza import api
+    from benanza.build import builder
+    from benanza.runner import system as rsys
+    from benanza.runner.run import query_system
+    from benanza.build.builder import suite_executable
+
+    suite = load_suite(fake_suite)
+    sysrec = query_system(suite_executable(suite.root))
+    monkeypatch.setattr(builder, "harness_cached", lambda *a, **k: False)
+    monkeypatch.setattr(rsys, "local_system", lambda device=0: sysrec)
+    monkeypatch.setattr(rsys, "partition_excludes_framework", lambda: "")
+    monkeypatch.setattr(api, "build_with_progress", lambda *a, **k: type("B", (), {"executable": "suite"})())
+    monkeypatch.setattr(api, "run_framework", lambda suite, db, sid, opts, quiet, torch, stop=None:
+                        framework(opts, stop, sid, sysrec))
+    monkeypatch.setenv("FAKE_SUITE_LOCK_LOG", str(tmp_path / "locks.log"))
+    return api, suite
+
+
+def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite, db_url, tmp_path, monkeypatch):
+    """bench no longer waits for the framework's kernels (timed beside the compile) before the
+    suite's run: when they are still running, the suite's workers take the framework's GPU lock, the
+    framework's run ends afterwards, its wall time is the framework stage, and the lock files go."""
+    import threading
+
+    from benanza.runner.run import RunSummary, gpu_lock_files
+
+    seen = {}
+    log = tmp_path / "locks.log"
+
+    def framework(opts, stop, sid, sysrec):
+        seen["lock"] = opts.gpu_lock
+        seen["cold"] = opts.cold
+        if seen.get("called"):
+            return None  # (asked again after the run: nothing pending)
+        seen["called"] = True
+        deadline = time.time() + 60
+        while time.time() < deadline and not (log.exists() and log.read_text().strip()):
+            time.sleep(0.05)  # until a suite worker has started a job
+        seen["overlapped"] = log.exists() and bool(log.read_text().strip())
+        return RunSummary(system_id=sid, system=sysrec, run_id=None, planned=0, skipped=0)
+
+    api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework)
+    stages = {}
+    db = open_db(db_url)
+    rs, ts = api._bench_measure(suite, db, api.Timing(workers_per_gpu=1).run_options(), True, None,
+                                lambda m: None, stages)
+    assert rs.ok == len(suite.jobs) and ts is not None and seen["overlapped"] and seen["cold"] == "all"
+    shared = gpu_lock_files(seen["lock"], (0,))[0]
+    assert set(log.read_text().split()) == {shared}  # every suite worker took the framework's lock
+    assert not os.path.exists(shared)
+    assert stages["torch_s"] > 0 and {"compile_s", "run_s"} <= set(stages)
+    assert threading.active_count() < 10
+
+
+def test_a_failed_suite_run_stops_the_framework_beside_it(fake_suite, db_url, tmp_path, monkeypatch):
+    from benanza.errors import DeviceError
+
+    stopped = {}
+
+    def framework(opts, stop, sid, sysrec):
+        stopped["set"] = stop.wait(60)
+        return None
+
+    api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework)
+    monkeypatch.setenv("FAKE_SUITE_NODEVICE", "1")
+    with pytest.raises(DeviceError):
+        api._bench_measure(suite, open_db(db_url), api.Timing().run_options(), True, None,
+                           lambda m: None, {})
+    assert stopped["set"]

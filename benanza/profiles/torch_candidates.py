@@ -416,11 +416,19 @@ def main(argv: list[str] | None = None) -> int:
     policy = Policy(a.warmup_ms, a.sample_ms, a.rse, a.min_samples, a.max_samples, a.max_time_ms,
                     "none" if a.no_cold else a.cold_policy, not a.no_graphs, profile=a.profile,
                     cold_max_time_ms=a.cold_max_time_ms)
+    from benanza.runner.run import GpuLock
+
+    # BENANZA_GPU_LOCK: the GPU is shared with the suite's processes (bench times the framework's
+    # kernels beside the compile and then beside the suite's run): a job holds it throughout
+    gpu = GpuLock(sync=torch.cuda.synchronize)
     for job in jobs:
         _emit({"type": "job_start", "job": job["job"]})
         laps = _Laps()
+        waited = gpu.wait_ms
         try:
-            recs = run_job(job, policy, l2, laps=laps)
+            with gpu:
+                laps.t = time.perf_counter()  # the wait is not a phase of the job
+                recs = run_job(job, policy, l2, laps=laps)
         except Exception as e:  # a sticky CUDA error: the runner restarts the worker
             _emit({"type": "fatal", "message": f"{job['job']}: {str(e).splitlines()[0][:300]}"})
             return 1
@@ -429,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.empty_cache()
         end = {"type": "job_end", "job": job["job"], "status": "ok"}
         if a.profile:
-            end["cost_ms"] = {"wall": (time.perf_counter() - laps.t0) * 1e3, **laps.ms}
+            end["cost_ms"] = {"wall": (time.perf_counter() - laps.t0) * 1e3, **laps.ms,
+                              "gpu_wait": gpu.wait_ms - waited}
         _emit(end)
     return 0
 

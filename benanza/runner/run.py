@@ -71,6 +71,10 @@ class RunOptions:
     # (three: the run stage of resnet50's quick start on an H100, 47.5 s with two, 42.7 s with three,
     # 43.6 s with four; benchmarks/results/2026-11-26f)
     workers_per_gpu: int = 3
+    # A GPU lock shared with another run on the same GPUs (``bench``: the framework's kernels, timed
+    # beside the compile, go on beside the suite's run): every worker of this run, one per GPU too,
+    # takes ``{gpu_lock}-gpu{N}.lock``; "" = a lock of this run's own when it has several workers per GPU
+    gpu_lock: str = ""
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -217,12 +221,13 @@ def framework_available() -> str:
 
 
 def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunOptions | None = None,
-                       progress: Callable[[str, dict], None] | None = None) -> RunSummary:
+                       progress: Callable[[str, dict], None] | None = None,
+                       stop: threading.Event | None = None) -> RunSummary:
     """Time the framework's own kernels for the suite's jobs (:mod:`benanza.profiles.torch_candidates`: each
     layer config and fusion candidate as PyTorch runs it), in worker processes that speak the
     suite protocol, into the suite's system ``system_id`` (the same GPU). Incremental like the
     suite's jobs; a framework job's id is the suite job's plus ``.torch``
-    (:func:`benanza.generation.generator.framework_job_id`)."""
+    (:func:`benanza.generation.generator.framework_job_id`). ``stop``: as in :func:`_run_jobs`."""
     import sys
 
     from benanza.generation.generator import Job, framework_job_id
@@ -246,7 +251,8 @@ def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunO
                                                     jobs_file] + opt.suite_args(device),
                     jobs_text=jobs_text)
     models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))
-    return _run_jobs(jobs, db, record, system_id, opt, worker, suite.root, models + " (framework kernels)", progress)
+    return _run_jobs(jobs, db, record, system_id, opt, worker, suite.root, models + " (framework kernels)", progress,
+                     stop=stop)
 
 
 def framework_pending(suite: Suite, db: Database, system_id: int, options: RunOptions | None = None) -> int:
@@ -274,12 +280,53 @@ def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[st
     return best
 
 
+def gpu_lock_files(prefix: str, gpus) -> dict[int, str]:
+    """The lock file per GPU of a shared lock ``prefix`` (RunOptions.gpu_lock)."""
+    return {d: f"{prefix}-gpu{d}.lock" for d in gpus}
+
+
+class GpuLock:
+    """The GPU lock of a Python worker (the framework's: :mod:`benanza.profiles.torch_candidates`):
+    the file named by ``BENANZA_GPU_LOCK`` that the suite's processes on this GPU take too
+    (harness.hpp, ``Context::gpu_acquire``: flock, the stream synchronised before the lock is taken
+    and before it is given back, so that no two processes ever have work on the GPU at once).
+    ``with lock:`` holds it; without the variable it does nothing. ``wait_ms``: time spent waiting."""
+
+    def __init__(self, path: str | None = None, sync: Callable[[], None] | None = None):
+        path = os.environ.get("BENANZA_GPU_LOCK", "") if path is None else path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600) if path else -1
+        self._sync = sync or (lambda: None)
+        self.wait_ms = 0.0
+
+    def __enter__(self) -> "GpuLock":
+        if self._fd >= 0:
+            import fcntl
+
+            self._sync()
+            t = time.perf_counter()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self.wait_ms += (time.perf_counter() - t) * 1e3
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd >= 0:
+            import fcntl
+
+            try:
+                self._sync()
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
 def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOptions, worker: "Worker",
-              root: Path, models: str, progress, per_gpu: int = 1) -> RunSummary:
+              root: Path, models: str, progress, per_gpu: int = 1,
+              stop: threading.Event | None = None) -> RunSummary:
     """Run the pending ``jobs`` (not yet in the database unless ``opt.force``) with ``worker``
     processes, ``per_gpu`` per GPU (more than one share the GPU through a lock file named by
-    ``BENANZA_GPU_LOCK``), each job written in its own transaction; the run recorded in the
-    database. Shared by the suite's jobs and the framework's (:func:`run_framework_jobs`)."""
+    ``BENANZA_GPU_LOCK``; ``opt.gpu_lock``: a lock shared with another run), each job written in
+    its own transaction; the run recorded in the database. Shared by the suite's jobs and the
+    framework's (:func:`run_framework_jobs`). ``stop``: set from another thread, no worker takes a
+    new job (the jobs in flight finish; the rest stay pending for the next run)."""
     gpus = opt.gpus()
     if opt.force:
         pending = list(jobs)
@@ -299,10 +346,12 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
     t0 = time.perf_counter()
     if progress:
         progress("start", {"total": len(pending), "skipped": summary.skipped, "gpus": len(gpus)})
-    locks = {d: str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{run_id}-gpu{d}.lock")
-             for d in gpus} if per_gpu > 1 else {}
+    own = not opt.gpu_lock and per_gpu > 1
+    locks = gpu_lock_files(opt.gpu_lock, gpus) if opt.gpu_lock else gpu_lock_files(
+        str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{run_id}"), gpus) if own else {}
     ctx = _Shared(db=db, system_id=system_id, run_id=run_id, summary=summary, progress=progress, by_id=by_id,
-                  opt=opt, worker=worker, log_path=root / "run.log", gpu_locks=locks)
+                  opt=opt, worker=worker, log_path=root / "run.log", gpu_locks=locks,
+                  stop=stop or threading.Event())
     drivers = [d for d in gpus for _ in range(per_gpu)]
     try:
         if len(drivers) == 1:
@@ -330,8 +379,12 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
         db.finish_run(run_id, "failed", summary.ok + summary.failed, str(e)[:500])
         raise
     summary.wall_s = time.perf_counter() - t0
-    for path in locks.values():
+    for path in locks.values() if own else ():
         Path(path).unlink(missing_ok=True)
+    if ctx.stop.is_set():
+        summary.interrupted = True
+        db.finish_run(run_id, "interrupted", summary.ok + summary.failed, "stopped: the jobs left stay pending")
+        return summary
     db.finish_run(run_id, "completed", summary.ok + summary.failed)
     if progress:
         progress("end", {})
