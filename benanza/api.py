@@ -461,12 +461,12 @@ class _Progress:
             self.bar = None
 
 
-def run_suite(suite, db, opts, quiet):
+def run_suite(suite, db, opts, quiet, on_system=None):
     from benanza.runner.run import run_suite
 
     prog = _Progress(quiet)
     try:
-        return run_suite(suite, db, opts, progress=prog)
+        return run_suite(suite, db, opts, progress=prog, on_system=on_system)
     finally:
         prog.close()
 
@@ -506,35 +506,45 @@ def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, 
     """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
     :func:`_compile_beside_framework`), run the suite, then the framework's kernels if they were not
     timed yet. Returns the run summaries (suite, framework or None)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benanza.runner.run import framework_pending
+
     beside = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
     t = time.perf_counter()
     ts = None
-    try:
-        if beside is not None and not beside.future.done():  # still timing: it shares the GPU's lock
-            say("[4/5] the framework's kernels go on beside the suite's run (they take turns on the GPU)")
-            rs = run_suite(suite, database, dataclasses.replace(opts, gpu_lock=beside.lock), quiet)
-        else:
-            rs = run_suite(suite, database, opts, quiet)
-    except BaseException:
-        if beside is not None:
-            beside.stop.set()  # its jobs in flight finish, the rest stay pending
-            beside.future.exception()
-        raise
-    stages["run_s"] = time.perf_counter() - t
-    if beside is not None:
-        from benanza.runner.run import gpu_lock_files
+    started: list[_Beside] = [beside] if beside is not None else []
+    lock = beside.lock if beside is not None else _gpu_lock_prefix(suite)
+    pool = ThreadPoolExecutor(1)
 
+    def on_system(system_id: int) -> None:
+        # the framework's kernels beside the suite's run (both on one GPU lock), when still to time
+        if not started and torch is not False and framework_pending(suite, database, system_id, opts):
+            started.append(_start_framework(pool, suite, database, system_id, opts, torch, lock))
+            say("[4/5] the framework's kernels beside the suite's run (they take turns on the GPU)")
+
+    try:
+        rs = run_suite(suite, database, dataclasses.replace(opts, gpu_lock=lock), quiet, on_system=on_system)
+    except BaseException:
+        for b in started:
+            b.stop.set()  # its jobs in flight finish, the rest stay pending
+            b.future.exception()
+        _unlink_locks(lock, opts)
+        raise
+    finally:
+        pool.shutdown(wait=False)
+    stages["run_s"] = time.perf_counter() - t
+    if started:
         try:
-            ts = beside.future.result()
+            ts = started[0].future.result()
         finally:
-            for f in gpu_lock_files(beside.lock, opts.gpus()).values():
-                Path(f).unlink(missing_ok=True)
-        stages["torch_s"] = beside.wall_s()
+            _unlink_locks(lock, opts)
+        stages["torch_s"] = started[0].wall_s()
         if ts is not None:
-            say(f"[4/5] framework kernels (beside the compile{'' if stages['torch_s'] < stages['compile_s'] else ' and the run'}): "
+            say(f"[4/5] framework kernels (beside the {'compile and the ' if beside is not None else ''}run): "
                 f"{run_line(ts)}")
     say(f"[4/5] {run_line(rs)}")
-    if ts is None or ts.system_id != rs.system_id:  # not timed beside the compile (or for another system)
+    if ts is None or ts.system_id != rs.system_id:  # not timed beside (or for another system): after
         t = time.perf_counter()
         ts = run_framework(suite, database, rs.system_id, opts, quiet, torch)
         if ts is not None:
@@ -559,18 +569,50 @@ class _Beside:
         return (self.t1[0] if self.t1 else time.perf_counter()) - self.t0
 
 
+def _gpu_lock_prefix(suite) -> str:
+    import tempfile
+
+    return str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{id(suite)}")
+
+
+def _start_framework(pool, suite, database, system_id: int, opts, torch: bool | None, lock: str = "") -> _Beside:
+    """The framework's kernels (:func:`run_framework`, quiet) on ``pool``, taking the GPU lock
+    ``lock`` (a new one when empty) that the suite's run shares."""
+    import threading
+
+    out = _Beside(future=None, stop=threading.Event(), lock=lock or _gpu_lock_prefix(suite), t0=time.perf_counter())
+    fw_opts = dataclasses.replace(opts, gpu_lock=out.lock)
+
+    def framework():
+        try:
+            return run_framework(suite, database, system_id, fw_opts, True, torch, stop=out.stop)
+        finally:
+            out.t1.append(time.perf_counter())
+
+    out.future = pool.submit(framework)
+    return out
+
+
+def _unlink_locks(prefix: str, opts) -> None:
+    from benanza.runner.run import gpu_lock_files
+
+    for f in gpu_lock_files(prefix, opts.gpus()).values():
+        Path(f).unlink(missing_ok=True)
+
+
 def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | None, say, stages: dict):
     """``bench``'s stage 3 with the framework's kernels (which need PyTorch, not the suite) timed on
-    the GPU while the CPU compiles, when the compile is long (the harness library is not cached yet)
-    and they are to be timed: their system is the GPU as benanza's native module sees it
-    (``runner.system.local_system``, the suite's fingerprint), their cold figures taken for all
-    (the library's best is not known yet). They go on after the compile, beside the suite's run:
-    both take one GPU lock (``RunOptions.gpu_lock``), so no two processes time on the GPU at once
-    (on a fresh H100 they took 42.7 s against the compile's 21.7 s, and the run waited for them;
-    benchmarks/results/2026-11-26f). Returns a :class:`_Beside`, or None when the suite was compiled
-    alone (the framework's kernels follow the suite's run). Raises BuildError as the build does."""
-    import tempfile
-    import threading
+    the GPU from the start of the compile, when they are to be timed and pending: their system is
+    the GPU as benanza's native module sees it (``runner.system.local_system``, the suite's
+    fingerprint). They go on after the compile, beside the suite's run: both take one GPU lock
+    (``RunOptions.gpu_lock``), so no two processes time on the GPU at once. Their cold policy is the
+    run's; a job's library best is looked up when the job is handed out
+    (:func:`benanza.runner.run.run_framework_jobs`), unknown (cold figures taken) while the suite
+    has not measured it. Why: on a fresh H100 they took 42.7 s against the compile's 21.7 s and the
+    run waited for them; with the harness cached they followed the run, 17-43 s of every zoo
+    model's bench (benchmarks/results/2026-11-26f). Returns a :class:`_Beside`, or None when the
+    suite was compiled alone (the framework's kernels follow the suite's run, or are not timed).
+    Raises BuildError as the build does."""
     from concurrent.futures import ThreadPoolExecutor
 
     from benanza.build.builder import harness_cached
@@ -585,18 +627,7 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
     out = None
     if system is not None:
         say("[3/5] compiling, and timing the framework's kernels meanwhile")
-        lock = str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{id(suite)}")
-        out = _Beside(future=None, stop=threading.Event(), lock=lock, t0=time.perf_counter())
-        fw_opts = dataclasses.replace(opts, cold="all", gpu_lock=lock)
-
-        def framework():
-            try:
-                return run_framework(suite, database, database.upsert_system(system), fw_opts, True, torch,
-                                     stop=out.stop)
-            finally:
-                out.t1.append(time.perf_counter())
-
-        out.future = pool.submit(framework)
+        out = _start_framework(pool, suite, database, database.upsert_system(system), opts, torch)
     pool.shutdown(wait=False)
     try:
         br = build.result()

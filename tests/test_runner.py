@@ -273,7 +273,7 @@ def test_the_python_gpu_lock_waits_for_the_holder_and_synchronises(tmp_path):
         assert none.wait_ms == 0
 
 
-def _beside_env(monkeypatch, fake_suite, tmp_path, framework):
+def _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached=False):
     """bench's stages 3-4 (api._bench_measure) on the fake suite with a stand-in for the framework's
     run (``framework(opts, stop)``) timed beside a compile that is not cached."""
     from benanza import api
@@ -284,7 +284,7 @@ def _beside_env(monkeypatch, fake_suite, tmp_path, framework):
 
     suite = load_suite(fake_suite)
     sysrec = query_system(suite_executable(suite.root))
-    monkeypatch.setattr(builder, "harness_cached", lambda *a, **k: False)
+    monkeypatch.setattr(builder, "harness_cached", lambda *a, **k: cached)
     monkeypatch.setattr(rsys, "local_system", lambda device=0: sysrec)
     monkeypatch.setattr(rsys, "partition_excludes_framework", lambda: "")
     monkeypatch.setattr(api, "build_with_progress", lambda *a, **k: type("B", (), {"executable": "suite"})())
@@ -294,10 +294,12 @@ def _beside_env(monkeypatch, fake_suite, tmp_path, framework):
     return api, suite
 
 
-def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite, db_url, tmp_path, monkeypatch):
-    """bench no longer waits for the framework's kernels (timed beside the compile) before the
-    suite's run: when they are still running, the suite's workers take the framework's GPU lock, the
-    framework's run ends afterwards, its wall time is the framework stage, and the lock files go."""
+@pytest.mark.parametrize("cached", [False, True], ids=["beside-the-compile", "harness-cached"])
+def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite, db_url, tmp_path, monkeypatch,
+                                                                      cached):
+    """bench no longer runs the framework's kernels before or after the suite's run: started beside
+    the compile (harness not cached) or when the run starts (cached), they run beside the suite's
+    workers, all on one GPU lock; the framework's wall time is its stage, and the lock files go."""
     import threading
 
     from benanza.runner.run import RunSummary, gpu_lock_files
@@ -317,12 +319,12 @@ def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite,
         seen["overlapped"] = log.exists() and bool(log.read_text().strip())
         return RunSummary(system_id=sid, system=sysrec, run_id=None, planned=0, skipped=0)
 
-    api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework)
+    api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached)
     stages = {}
     db = open_db(db_url)
     rs, ts = api._bench_measure(suite, db, api.Timing(workers_per_gpu=1).run_options(), True, None,
                                 lambda m: None, stages)
-    assert rs.ok == len(suite.jobs) and ts is not None and seen["overlapped"] and seen["cold"] == "all"
+    assert rs.ok == len(suite.jobs) and ts is not None and seen["overlapped"] and seen["cold"] == "contenders"
     shared = gpu_lock_files(seen["lock"], (0,))[0]
     assert set(log.read_text().split()) == {shared}  # every suite worker took the framework's lock
     assert not os.path.exists(shared)

@@ -163,13 +163,16 @@ def _reader(stream, q: queue.Queue) -> None:
 
 
 def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
-              progress: Callable[[str, dict], None] | None = None) -> RunSummary:
+              progress: Callable[[str, dict], None] | None = None,
+              on_system: Callable[[int], None] | None = None) -> RunSummary:
     """Run the suite's pending jobs on the GPU and store the results.
 
     ``progress(event, info)`` is called with "start" (info: total), "job" (info: job, status,
     done, failed) and "end". Raises :class:`DeviceError` when no GPU can run the suite,
     :class:`UsageError` when the suite is not built. Ctrl-C stops the worker, keeps the finished
-    jobs, marks the run interrupted and re-raises KeyboardInterrupt.
+    jobs, marks the run interrupted and re-raises KeyboardInterrupt. ``on_system(system_id)``:
+    called once the GPU's system is in the database, before any job (bench starts the framework's
+    kernels beside the run from it).
     """
     opt = options or RunOptions()
     exe = suite_executable(suite.root)
@@ -185,6 +188,8 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     system = systems[0]
     system_id = db.upsert_system(system, authoritative=True)
     register_suite(suite, db)
+    if on_system is not None:
+        on_system(system_id)
     return _run_jobs(suite.jobs, db, system, system_id, opt, _suite_worker(exe, opt), suite.root,
                      ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress,
                      per_gpu=max(1, opt.workers_per_gpu))
@@ -239,12 +244,20 @@ def run_framework_jobs(suite: Suite, db: Database, system_id: int, options: RunO
     record = json.loads(system.info) if system is not None and system.info else {}
     register_suite(suite, db)  # the framework's jobs may come first (timed while the suite compiles)
     best = library_best(db, system_id, [j.layer_key for j in jobs])
+    by_id = {j.id: j for j in jobs}
+
+    def best_of(job) -> float | None:
+        # the suite's run may go on beside this one (bench): a job's library best is looked up again
+        # when it is handed out, so that it has the contenders' cold policy once the suite measured it
+        k = (job.layer_key, job.precision)
+        if k not in best:
+            best.update(library_best(db, system_id, [job.layer_key]))
+        return best.get(k)
 
     def jobs_text(ids: list[str]) -> str:
-        by_id = {j.id: j for j in jobs}
         return "".join(json.dumps({"job": i, "kind": by_id[i].kind, "params": by_id[i].config.params(),
                                    "precision": by_id[i].precision, "layout": by_id[i].layout,
-                                   "best_ms": best.get((by_id[i].layer_key, by_id[i].precision))}) + "\n"
+                                   "best_ms": best_of(by_id[i])}) + "\n"
                        for i in ids)
 
     worker = Worker(argv=lambda jobs_file, device: [sys.executable, "-m", "benanza.profiles.torch_candidates", "--jobs",
