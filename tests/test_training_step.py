@@ -93,6 +93,66 @@ def test_a_kind_without_backward_leaves_the_step_incomplete(tmp_path):
     assert "1 layers whose backward benanza cannot bound yet (LRN)" in t.incomplete_note
 
 
+def _residual(path):
+    """x -> Conv(w) -> a; a -> Sigmoid -> b; y = Add(a, b); and an Equal(a, b) -> bool output z
+    (the Conv's output "a" is read by the Sigmoid, the Add and the Equal)."""
+    w = numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["a"], ["b"], name="act"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add"),
+             helper.make_node("Equal", ["a", "b"], ["z"], name="eq")]
+    g = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 8, 8]),
+                           helper.make_tensor_value_info("z", TensorProto.BOOL, ["N", 8, 8, 8])], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_tensor_read_twice_gets_one_gradient_accumulation(tmp_path):
+    """autograd adds the gradients of a tensor that several layers differentiate (InputBuffer::add):
+    the Conv's output, read by the Sigmoid and the Add, gets one elementwise add of its shape before
+    the Conv's own calls; the comparison that also reads it carries no gradient; the step times the
+    add in the data-gradient phase, and its memory bound saves nothing for it."""
+    ml = process(_residual(tmp_path / "res.onnx"), 2)
+    plan = training_plan(ml)
+    conv = next(ly.index for ly in ml.layers if ly.name == "conv")
+    acc = [c for c in plan.calls if c.accumulation]
+    assert len(acc) == 1 and acc[0].layer == conv and acc[0].phase == "backward_data"
+    assert acc[0].config == L.ElementwiseConfig(op="add", a=(2, 8, 8, 8), b=(2, 8, 8, 8))
+    conv_calls = [k for k, c in enumerate(plan.calls) if c.layer == conv]
+    assert conv_calls[0] == plan.calls.index(acc[0])  # before the conv's weight gradient
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    for cfg in list(ml.unique_configs().values()) + [c.config for c in plan.calls if not c.accumulation]:
+        _measure(db, sid, cfg, "fp32", [("lib", 1.0)])
+    from benanza.processing.training import optimizer_config
+
+    _measure(db, sid, optimizer_config(ml), "fp32", [("lib", 1.0)])
+    system = db.systems()[0]
+    a = analyze(ml, db, system, "fp32", layouts=("NCHW",))
+    assert acc[0].config.key in ml.unique_configs()  # the forward Add's config: measured with it
+    t = training_step(ml, a, db, system)
+    step = [c for c in t.calls if c.description.startswith("gradient accumulation: ")]
+    assert len(step) == 1 and step[0].time_ms == 1.0 and t.complete
+    assert t.phase_ms["backward_data"] == sum(c.time_ms for c in t.calls if c.phase == "backward_data")
+    # its memory bound saves nothing for the accumulation: the same as without it
+    from benanza.analysis.training import memory_bound
+
+    plain = dataclasses.replace(plan, calls=[c for c in plan.calls if not c.accumulation])
+    assert t.memory.activations == memory_bound(ml, plain, t.calls, "fp32", "sgd", 216).activations
+
+
+@pytest.mark.parametrize("model, n", [("resnet18", 8), ("resnet50_bnkept", 16), ("mobilenet_v2", 10),
+                                      ("googlenet", 27), ("lstm_lm", 0)])
+def test_residual_blocks_and_branches_accumulate_their_gradients(model, n):
+    """One accumulation per residual block's input (resnet18: 8 BasicBlocks, resnet50: 16
+    Bottlenecks, mobilenet_v2: its 10 inverted residuals with a shortcut), three per inception
+    block's input read by four branches (googlenet: 9 blocks), none in a chain (lstm_lm)."""
+    from pathlib import Path
+
+    ml = process(Path(__file__).parent / "data" / "zoo" / "models" / f"{model}.onnx", 2)
+    assert sum(c.accumulation for c in training_plan(ml).calls) == n
+
+
 def _conv_bn_relu(path, first_bn: bool = False):
     """x -> Conv(w) -> BatchNormalization -> Relu -> y (8 channels at 8x8); ``first_bn``: the
     BatchNormalization reads the model input x (3 channels) and the Conv follows it."""

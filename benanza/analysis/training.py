@@ -240,7 +240,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     for c in plan.calls:
         ly = ml.layers[c.layer]
         b = best.get(c.config.key)
-        calls.append(BackwardTime(c.layer, ly.name, c.phase, c.config.kind, c.config.describe(), c.config.key,
+        desc = ("gradient accumulation: " if c.accumulation else "") + c.config.describe()
+        calls.append(BackwardTime(c.layer, ly.name, c.phase, c.config.kind, desc, c.config.key,
                                   b.median_ms if b is not None else None,
                                   *((b.call, b.algorithm, b.math, b.layout, b.workspace_bytes or 0)
                                     if b is not None else ())))
@@ -331,8 +332,8 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
                 shapes[name] = tuple(shape)
     saved: dict[str, int] = {}
     for c in plan.calls:
-        if c.phase == "forward":  # a training-mode forward: what it saves, its backward call reads
-            continue
+        if c.phase == "forward" or c.accumulation:  # a training-mode forward: what it saves, its backward
+            continue                                   # call reads; an accumulation reads gradients only
         ly = ml.layers[c.layer]
         if c.config.kind in _READS_MASK:  # a dropout's gradient reads its mask (one byte per element)
             saved[f"mask of layer {c.layer}"] = math.prod(c.config.shape)

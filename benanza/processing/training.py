@@ -33,6 +33,10 @@ class BackwardCall:
     layer: int
     phase: str
     config: L.LayerConfig
+    #: a gradient accumulation: the sum of the gradients of one of ``layer``'s outputs that several
+    #: layers read (autograd's InputBuffer adds each further gradient into the first: one elementwise
+    #: add of the tensor's shape per extra consumer; torch/csrc/autograd/input_buffer.cpp)
+    accumulation: bool = False
 
 
 @dataclass
@@ -40,7 +44,8 @@ class TrainingPlan:
     """The backward pass of one model at one batch.
 
     - ``calls``: every backward call, in reverse topological order of the forward layers (the order
-      autograd runs them), data gradient before weight gradient; and the training-mode forward
+      autograd runs them), data gradient before weight gradient, a layer's gradient accumulations
+      (:func:`gradient_accumulations`) before its own calls; and the training-mode forward
       calls (phase ``forward``) of the layers whose training forward differs from inference
       (:meth:`train_forward`);
     - ``no_backward``: layers whose gradient benanza cannot bound yet (their kind has no backward,
@@ -96,45 +101,112 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
     parameters' names only when it has such a layer with a static input (ModelError for an
     unreadable file)."""
     plan = TrainingPlan()
-    tables = None
+    tables_box: list = [None]  # the model's parameter names, read once when a table kind needs them
+    grads: dict[int, bool] = {}  # layer index -> its input gradients are computed (or passed through)
+    readers = _readers(ml)
     for ly in reversed(ml.layers):
-        # a layer free in inference but not in training (Dropout): its training call, then its backward
-        train = getattr(ly, "train_config", None) if ly.status == "zero_cost" else None
-        if ly.status == "zero_cost" and train is None:
-            plan.pass_through.append(ly.index)
-            continue
-        lcfg = train if train is not None else ly.config
-        kind = L.REGISTRY.get(lcfg.kind) if lcfg is not None else None
-        if (ly.status != "benchmark" and train is None) or kind is None or kind.backward is None:
-            plan.no_backward.append(ly.index)
-            continue
-        try:
-            calls = kind.backward(lcfg)
-        except (ValueError, NotImplementedError):
-            calls = None
-        if calls is None:  # this config has no backward in benanza (e.g. an elementwise Div)
-            plan.no_backward.append(ly.index)
-            continue
-        calls = ((("forward", train),) if train is not None else ()) + tuple(calls)
-        if not calls:
-            plan.pass_through.append(ly.index)
-            continue
-        needs_data = bool(ml.edges.get(ly.index))  # some input comes from another layer
-        table = False
-        if lcfg.kind in TABLE_KINDS and ly.static_inputs:
-            tables = set(_parameters(ml.path)) if tables is None else tables
-            table = any(name in tables for name in ly.static_inputs)
-        if not needs_data and not table:
-            plan.data_not_needed.append(ly.index)
-        for phase, cfg in calls:
-            if phase not in L.TRAINING_PHASES[:3]:
-                raise ValueError(f"{lcfg.kind}.backward gave phase {phase!r}")
-            if table and phase == "backward_data":
-                phase = "backward_weight"
-            if phase == "backward_data" and not needs_data and not getattr(cfg, "computes_weight_gradients", False):
-                continue  # (a call the weight gradients need stays: BatchNormBwd, an RNN's data gradient)
-            plan.calls.append(BackwardCall(ly.index, phase, cfg))
+        for cfg in gradient_accumulations(ml, ly, readers, grads):
+            plan.calls.append(BackwardCall(ly.index, "backward_data", cfg, accumulation=True))
+        n_before = len(plan.calls)
+        _plan_layer(ml, ly, plan, tables_box)
+        grads[ly.index] = ly.index not in plan.no_backward and (
+            ly.index in plan.pass_through or any(c.phase == "backward_data" for c in plan.calls[n_before:]))
     return plan
+
+
+def _readers(ml: ModelLayers) -> dict[str, list[tuple[int, int]]]:
+    """Tensor name -> the (layer index, input position) pairs that read it."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for ly in ml.layers:
+        for k, name in enumerate(ly.inputs):
+            if name:
+                out.setdefault(name, []).append((ly.index, k))
+    return out
+
+
+#: (kind, input position) that carry no gradient: a Gather's indices, a Where's condition
+NO_GRADIENT_INPUTS = {("Gather", 1), ("GatherBwd", 1), ("Where", 0)}
+
+
+def _float_output(ly) -> bool:
+    """Can ``ly``'s output carry a gradient (a floating-point tensor)? Not a comparison's or a
+    logical op's bool, not an integer elementwise op's, not an arg-max's indices."""
+    cfg = ly.config
+    if cfg is None:
+        return ly.status == "zero_cost"
+    if cfg.kind == "Elementwise":
+        from benanza.kinds.elementwise import ELEMENTWISE_OPS
+
+        return not ELEMENTWISE_OPS.get(cfg.op, ("", 1, False))[2] and not getattr(cfg, "dtype", "")
+    if cfg.kind == "Reduce":
+        return not str(getattr(cfg, "op", "")).startswith("arg")
+    return True
+
+
+def gradient_accumulations(ml: ModelLayers, ly, readers: dict, grads: dict[int, bool]) -> list[L.LayerConfig]:
+    """The gradient accumulations of layer ``ly``'s outputs: for an output that ``n`` > 1 later
+    layers differentiate (``grads``: the layers already planned, True where their input gradients
+    are computed or passed through; an input a kind has no gradient for, :data:`NO_GRADIENT_INPUTS`,
+    and a layer whose output has none, a comparison's, do not count), ``n - 1`` elementwise adds of its shape in the model's float type, as autograd
+    runs them (torch/csrc/autograd/input_buffer.cpp, ``InputBuffer::add``: the second gradient and
+    each later one added into the buffer). A residual block's input (read by its first convolution
+    and by the shortcut's Add) has one. An output of unknown shape gets none."""
+    if ly.status not in ("benchmark", "zero_cost") or not _float_output(ly):
+        return []
+    out = []
+    for name, shape in zip(ly.outputs, ly.output_shapes):
+        if not name or shape is None or not all(isinstance(d, int) and d > 0 for d in shape):
+            continue
+        n = 0
+        for j, k in readers.get(name, ()):
+            c = ml.layers[j].config
+            kind = c.kind if c is not None else ml.layers[j].op_type
+            if grads.get(j) and (kind, k) not in NO_GRADIENT_INPUTS and _float_output(ml.layers[j]):
+                n += 1
+        out += [L.ElementwiseConfig(op="add", a=tuple(shape), b=tuple(shape))] * max(0, n - 1)
+    return out
+
+
+def _plan_layer(ml: ModelLayers, ly, plan: TrainingPlan, tables_box: list) -> None:
+    """:func:`training_plan`'s calls for one layer ``ly`` (``tables_box[0]``: the model's parameter
+    names once read, or None; updated when read here)."""
+    # a layer free in inference but not in training (Dropout): its training call, then its backward
+    train = getattr(ly, "train_config", None) if ly.status == "zero_cost" else None
+    if ly.status == "zero_cost" and train is None:
+        plan.pass_through.append(ly.index)
+        return
+    lcfg = train if train is not None else ly.config
+    kind = L.REGISTRY.get(lcfg.kind) if lcfg is not None else None
+    if (ly.status != "benchmark" and train is None) or kind is None or kind.backward is None:
+        plan.no_backward.append(ly.index)
+        return
+    try:
+        calls = kind.backward(lcfg)
+    except (ValueError, NotImplementedError):
+        calls = None
+    if calls is None:  # this config has no backward in benanza (e.g. an elementwise Div)
+        plan.no_backward.append(ly.index)
+        return
+    calls = ((("forward", train),) if train is not None else ()) + tuple(calls)
+    if not calls:
+        plan.pass_through.append(ly.index)
+        return
+    needs_data = bool(ml.edges.get(ly.index))  # some input comes from another layer
+    table = False
+    if lcfg.kind in TABLE_KINDS and ly.static_inputs:
+        if tables_box[0] is None:
+            tables_box[0] = set(_parameters(ml.path))
+        table = any(name in tables_box[0] for name in ly.static_inputs)
+    if not needs_data and not table:
+        plan.data_not_needed.append(ly.index)
+    for phase, cfg in calls:
+        if phase not in L.TRAINING_PHASES[:3]:
+            raise ValueError(f"{lcfg.kind}.backward gave phase {phase!r}")
+        if table and phase == "backward_data":
+            phase = "backward_weight"
+        if phase == "backward_data" and not needs_data and not getattr(cfg, "computes_weight_gradients", False):
+            continue  # (a call the weight gradients need stays: BatchNormBwd, an RNN's data gradient)
+        plan.calls.append(BackwardCall(ly.index, phase, cfg))
 
 
 #: ONNX op type -> the input positions that hold trainable parameters when they are initializers
