@@ -226,7 +226,8 @@ def edges_of(analysis: Analysis) -> dict[int, list[int]]:
             for lt in analysis.layers}
 
 
-def _check(spec: GpuSpec, precision: str) -> None:
+def check_precision(spec: GpuSpec, precision: str) -> None:
+    """Raise UsageError when ``spec`` has no Tensor Core peak for ``precision`` (tf32, bf16, fp8)."""
     if precision in ("tf32", "bf16", "fp8"):
         spec.peak_flops(precision)  # raises UsageError when the GPU has no such Tensor Cores
 
@@ -306,8 +307,8 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
     precision = precision or analysis.precision
     if precision != analysis.precision:
         raise UsageError(f"the analysis is in {analysis.precision}, not {precision}")
-    _check(origin, precision)
-    _check(target, precision)
+    check_precision(origin, precision)
+    check_precision(target, precision)
     out: list[LayerPrediction] = []
     for lt in analysis.layers:
         ly = lt.layer
@@ -316,7 +317,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            _scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span)
+            scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span)
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
@@ -349,10 +350,12 @@ def fused_weights(analysis: Analysis, layers: list[LayerPrediction]) -> list[flo
     return w
 
 
-def _scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
-                 cache: str, span: bool = True) -> None:
+def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
+                cache: str, span: bool = True) -> None:
     """Fill ``lp``'s compute peak, gamma, intensity, DRAM share, work units and wave-scaling factor
-    (module docstring) for the measured layer ``lt``."""
+    (module docstring) for the measured layer ``lt`` (anything with ``lt.layer.config``, the
+    config, and ``lt.math``, its best measurement's math mode) in ``precision``, measured with
+    ``cache`` (warm / cold). Raises UsageError when a GPU lacks the Tensor Core peak it needs."""
     ly = lt.layer
     key = math_peak_key(lt.math, precision)
     x = roofline.intensity(ly.config, precision)

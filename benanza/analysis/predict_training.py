@@ -7,7 +7,7 @@ scaling with benanza's changes, :mod:`benanza.analysis.predict`'s docstring): th
 layers through :func:`benanza.analysis.predict.predict` itself (fused groups by their own factor,
 :func:`benanza.analysis.predict.fused_weights`), and every other call -- training-mode forwards,
 data and weight gradients, the loss, the optimizer's update -- by the same per-call factor
-(:func:`benanza.analysis.predict._scale_layer`) from its own config and precision: a backward
+(:func:`benanza.analysis.predict.scale_layer`) from its own config and precision: a backward
 kind's FLOPs, fewest bytes and units of parallel work come from its kind
 (:func:`benanza.analysis.roofline.intensity`, :func:`benanza.analysis.predict.work_units`), its
 compute peak from the math of its best measurement on the origin, the fixed part (launch and ramp)
@@ -34,8 +34,8 @@ from types import SimpleNamespace
 
 from benanza import kinds as L
 from benanza.analysis.gpus import GpuSpec
-from benanza.analysis.predict import (FIXED_US, LayerPrediction, Prediction, _check, _scale_layer, fused_weights,
-                                      predict)
+from benanza.analysis.predict import (FIXED_US, LayerPrediction, Prediction, check_precision, fused_weights,
+                                      predict, scale_layer)
 from benanza.analysis.training import BackwardTime, TrainingStep, forward_weights, schedule
 from benanza.processing.model import ModelLayers
 
@@ -122,10 +122,10 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
                         c.time_ms, None, phase=c.phase, description=c.description, precision=precision)
     if c.time_ms is None:
         return cp
-    _check(origin, precision)
-    _check(target, precision)
+    check_precision(origin, precision)
+    check_precision(target, precision)
     lt = SimpleNamespace(layer=SimpleNamespace(config=c.config), math=c.math)
-    _scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span)
+    scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span)
     cp.fixed_ms = min(c.time_ms, fixed_us * 1e-3)
     cp.predicted_ms = cp.fixed_ms + (c.time_ms - cp.fixed_ms) * cp.factor
     return cp
