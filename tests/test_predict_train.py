@@ -168,10 +168,13 @@ def test_a_step_too_big_for_the_target_does_not_fit(tmp_path):
     assert small.fits is False and small.memory_bytes == step.memory.total
     assert small.to_dict()["memory"]["fits"] is False
     assert predict_training(ml, step, H200, B200).fits is True
-    p = bz("predict", path, "--batch", n, "--db", dbp, "--layout", "nchw", "--to", "T4", "--train", "--optimizer", "adam")
+    p = bz("predict", path, "--batch", n, "--db", dbp, "--layout", "nchw", "--to", "T4", "--train",
+           "--optimizer", "adam")
     assert p.returncode == 0, p.stderr
     text = " ".join(p.stdout.split())
-    assert f"memory: peak >= {step.memory.total / 2 ** 30:.2f} GiB against T4's {T4.memory_bytes / 2 ** 30:.1f} GiB: does NOT fit" in text, text
+    gib = 2 ** 30
+    assert (f"memory: peak >= {step.memory.total / gib:.2f} GiB against T4's {T4.memory_bytes / gib:.1f} GiB: "
+            "does NOT fit") in text, text
 
 
 def test_cli_predict_train(tmp_path):

@@ -260,8 +260,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
             loss_note = f"the loss ({loss_cfg.describe()}) has no valid measurement (`benanza bench --train`)"
     opt_cfg = optimizer_config(ml, optimizer)  # reads the model's parameters once for the step
     opt_ms, opt_note, opt_time = _optimizer_time(opt_cfg, a, db, system, optimizer)
-    phase_ms, sequential, critical = schedule(ml, forward_weights(ml, a), [(c.layer, c.phase, c.time_ms) for c in calls],
-                                              loss_ms, opt_ms)
+    phase_ms, sequential, critical = schedule(ml, forward_weights(ml, a),
+                                              [(c.layer, c.phase, c.time_ms) for c in calls], loss_ms, opt_ms)
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
               else ml.layers[i].op_type) for i in sorted(plan.no_backward)]
     notes = [loss_about]
