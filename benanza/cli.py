@@ -922,10 +922,12 @@ def _print_training_prediction(tp, memory: str, json_out: bool) -> None:
     def cell(v, why):
         return f"{v:.4f}" if v is not None else why
 
+    partial = {c.phase for c in tp.calls if c.predicted_ms is None} | ({"forward"} if s.forward.missing else set())
     for ph in ("forward", "loss", "backward_data", "backward_weight", "optimizer"):
         mo, md = s.phase_ms.get(ph), tp.phase_ms.get(ph)
         why = "not measured" if ph == "optimizer" or (ph == "loss" and not s.loss_measured) else "not counted"
-        t.add_row(ph, cell(mo, why), cell(md, why), f"{md / mo:.3f}" if mo and md is not None else "-")
+        pm = " incomplete" if ph in partial and mo is not None else ""
+        t.add_row(ph, cell(mo, why) + pm, cell(md, why) + pm, f"{md / mo:.3f}" if mo and md is not None else "-")
     for name, mo, md in (("sequential", s.sequential_ms, tp.sequential_ms),
                          ("critical path (LBL)", s.critical_path_ms, tp.critical_path_ms)):
         t.add_row(name, f"{mo:.4f}{mark}", f"{md:.4f}{mark}", f"{md / mo:.3f}" if mo else "-")

@@ -51,6 +51,7 @@ def _measured(tmp_path, batch=64, skip=(), optimizer="sgd"):
     ``skip`` ((layer name, phase)), the times of :data:`FWD` ... scaled by ``batch`` / 64 (plausible
     FP32 rates at any batch); returns (model path, processed model, database, its path)."""
     f = batch / 64
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = _classifier(tmp_path / "clf.onnx")
     ml = process(path, batch)
     url = f"sqlite:///{tmp_path / 'perf.db'}"
@@ -194,6 +195,13 @@ def test_cli_predict_train(tmp_path):
     for phase in ("forward", "loss", "backward_data", "backward_weight", "optimizer", "critical path (LBL)"):
         assert phase in text
     assert "measured on H200 ->" in text and "predicted on B200" in text and "may fit" in text
+    # relu's data gradient not measured: that phase and the totals are partial sums, marked
+    path2, _, _, db2 = _measured(tmp_path / "partial", skip={("relu", "backward_data")})
+    p = bz("predict", path2, "--batch", "64", "--db", db2, "--layout", "nchw", "--to", "L4", "--train")
+    assert p.returncode == 0, p.stderr
+    rows = {ln.split("│")[1].strip(): ln for ln in p.stdout.splitlines() if ln.count("│") > 3}
+    assert "incomplete" in rows["backward_data"] and "incomplete" not in rows["backward_weight"]
+    assert "INCOMPLETE: 1 backward calls without a measurement" in " ".join(p.stdout.split())
     # adam's update is not measured: the step is incomplete, and the table says so
     p = bz(*args, "--optimizer", "adam")
     assert p.returncode == 0, p.stderr
