@@ -245,6 +245,31 @@ def predict(s: Scenario, target: str, db=None, memory: str = "l2") -> tuple[Lowe
     return lb, do_predict(lb.analysis, spec, dest, s.precision.name, memory=memory)
 
 
+def predict_training(s: Scenario, target: str, db=None, memory: str = "l2", optimizer: str = "sgd"):
+    """The scenario's training step (:func:`training`, with ``optimizer``'s update and state)
+    predicted on GPU ``target`` (a spec-table name) from its measurements
+    (:func:`benanza.analysis.predict_training.predict_training`: each call by Habitat wave scaling,
+    the step's schedule on the target, and whether its peak-memory bound fits the target's memory).
+    Returns (the lower bound, the :class:`benanza.analysis.predict_training.TrainingPrediction`).
+    Raises UsageError for an unknown GPU, memory model or optimizer, and as :func:`lower_bound`."""
+    from benanza.analysis.gpus import find_gpu
+    from benanza.analysis.predict import MEMORY_MODELS
+    from benanza.analysis.predict_training import predict_training as do_predict
+    from benanza.analysis.training import OPTIMIZER_STATE
+
+    dest = find_gpu(target)
+    if memory not in MEMORY_MODELS:
+        raise UsageError(f"--memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
+    if optimizer not in OPTIMIZER_STATE:
+        raise UsageError(f"--optimizer must be one of {', '.join(OPTIMIZER_STATE)}, got {optimizer!r}")
+    database = open_database(db)
+    lb, step = training(s, database, optimizer=optimizer)
+    spec, notice = spec_of(lb.system)
+    if notice:
+        lb.notices.append(notice)
+    return lb, do_predict(lb.layers, step, spec, dest, memory=memory)
+
+
 def roofline(s: Scenario, db=None, ceilings: str = "spec") -> tuple[LowerBound, object, object]:
     """The roofline of the scenario's layers (:func:`benanza.reports.chart.model_roofline`) on the
     measured GPU's ``ceilings`` (``spec``: datasheet; ``measured``: ``benanza ceilings``' rows).

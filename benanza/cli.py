@@ -859,13 +859,26 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
                                        "the L2 scale with SMs x clock, the rest with DRAM bandwidth) or dram "
                                        "(Habitat's: all with DRAM bandwidth)"),
             json_out: bool = typer.Option(False, "--json", help="the prediction per layer as JSON on stdout"),
-            layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP)):
+            layout: str = typer.Option("nchw,nhwc", "--layout", help=LAYOUT_HELP),
+            train: bool = typer.Option(False, "--train", help="predict the training step (forward, loss, "
+                                       "backward, optimizer; from `benanza bench --train`'s measurements) and "
+                                       "whether its memory fits the target"),
+            optimizer: Optional[str] = typer.Option(None, "--optimizer", help="with --train: " + OPTIMIZER_HELP
+                                                    + " (default sgd)")):
     """Predict MODEL's LBL on a GPU you do not have from its measurements on one you do (Habitat
-    wave scaling, USENIX ATC 2021, with datasheet figures).
+    wave scaling, USENIX ATC 2021, with datasheet figures). --train: its training step.
 
     Example: benanza predict resnet50.onnx --batch 32 --dtype fp16 --from H200 --to A100-SXM4-80GB --db perf.db"""
     from benanza import api
 
+    if optimizer is not None and not train:
+        raise UsageError("--optimizer goes with --train (the optimizer of the predicted training step)")
+    if train:
+        _check_optimizer(optimizer or "sgd")
+        lb, tp = api.predict_training(api.Scenario.of(model, batch, dtype, layout, system=origin), target, db,
+                                      memory, optimizer or "sgd")
+        _print_notices(lb, json_out)
+        return _print_training_prediction(tp, memory, json_out)
     lb, p = api.predict(api.Scenario.of(model, batch, dtype, layout, system=origin), target, db, memory)
     a = lb.analysis
     _print_notices(lb, json_out)
@@ -892,6 +905,47 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
     out.print(_error_bar_line(eb, dtype), markup=False, highlight=False)
     out.print(f"method: Habitat wave scaling, {memory} memory term; figures from the spec table ({p.target.source})", markup=False,
               highlight=False)
+
+
+def _print_training_prediction(tp, memory: str, json_out: bool) -> None:
+    """``predict --train``: per phase the origin's measured and the target's predicted time, the
+    step's sequential and critical-path totals (INCOMPLETE marked), and whether its memory fits."""
+    if json_out:
+        _print_json(tp.to_dict())
+        return
+    s, o, d = tp.step, tp.origin.name, tp.target.name
+    mark = "" if tp.complete else " incomplete"
+    t = FitTable(f"{s.model} batch {s.batch} {s.precision_label} training step ({tp.optimizer}): {o} (measured) -> "
+                 f"{d} (predicted)", [Col("phase", "name"), Col(f"{o} ms", "num"), Col(f"{d} ms", "num"),
+                                      Col("ratio", "num")])
+
+    def cell(v, why):
+        return f"{v:.4f}" if v is not None else why
+
+    partial = {c.phase for c in tp.calls if c.predicted_ms is None} | ({"forward"} if s.forward.missing else set())
+    for ph in ("forward", "loss", "backward_data", "backward_weight", "optimizer"):
+        mo, md = s.phase_ms.get(ph), tp.phase_ms.get(ph)
+        why = "not measured" if ph == "optimizer" or (ph == "loss" and not s.loss_measured) else "not counted"
+        pm = " incomplete" if ph in partial and mo is not None else ""
+        t.add_row(ph, cell(mo, why) + pm, cell(md, why) + pm, f"{md / mo:.3f}" if mo and md is not None else "-")
+    for name, mo, md in (("sequential", s.sequential_ms, tp.sequential_ms),
+                         ("critical path (LBL)", s.critical_path_ms, tp.critical_path_ms)):
+        t.add_row(name, f"{mo:.4f}{mark}", f"{md:.4f}{mark}", f"{md / mo:.3f}" if mo else "-")
+    out.print(t)
+    note = f" {tp.incomplete_note}" if tp.incomplete_note else ""
+    out.print(f"training step ({s.lbl_name}): {s.critical_path_ms:.4f} ms measured on {o} -> "
+              f"{tp.critical_path_ms:.4f} ms predicted on {d}{note}", markup=False)
+    if tp.memory_bytes is not None:
+        gib = 2 ** 30
+        verdict = ("may fit (the bound leaves out what frameworks add)" if tp.fits
+                   else "does NOT fit: the step cannot run as it is (batch, precision, optimizer)")
+        out.print(f"memory: peak >= {tp.memory_bytes / gib:.2f} GiB against {d}'s {tp.target.memory_bytes / gib:.1f} "
+                  f"GiB: {verdict}", markup=False)
+    for n in tp.notes:
+        out.print(f"note: {n}", markup=False)
+    out.print(f"method: Habitat wave scaling of every call of the step, {memory} memory term; figures from the spec "
+              f"table ({tp.target.source}); backward, loss and optimizer calls are outside the method's validation",
+              markup=False, highlight=False)
 
 
 def _error_bar_line(eb, dtype: str) -> str:

@@ -226,7 +226,8 @@ def edges_of(analysis: Analysis) -> dict[int, list[int]]:
             for lt in analysis.layers}
 
 
-def _check(spec: GpuSpec, precision: str) -> None:
+def check_precision(spec: GpuSpec, precision: str) -> None:
+    """Raise UsageError when ``spec`` has no Tensor Core peak for ``precision`` (tf32, bf16, fp8)."""
     if precision in ("tf32", "bf16", "fp8"):
         spec.peak_flops(precision)  # raises UsageError when the GPU has no such Tensor Cores
 
@@ -234,11 +235,14 @@ def _check(spec: GpuSpec, precision: str) -> None:
 def work_units(config, precision: str) -> float:
     """P, the units of parallel work of a layer (module docstring, "Span"): for a convolution of one
     group (also fused with bias, BatchNorm or activation) the 64 x 64 tiles of its implicit GEMM
-    (N x output positions rows, output channels columns), for a GEMM its 64 x 64 output tiles
+    (N x output positions rows, output channels columns), for its data or weight gradient those of
+    their own implicit GEMMs (:func:`_conv_backward_units`), for a GEMM its 64 x 64 output tiles
     times its batch, else its fewest bytes (:func:`benanza.analysis.roofline.min_bytes`) over
     8 KiB; at least 1."""
-    cfg = getattr(config, "conv", None) or getattr(config, "gemm", None) or config
     t = float(SPAN_TILE)
+    if config.kind in ("ConvBwdData", "ConvBwdFilter") and config.conv.group == 1:
+        return _conv_backward_units(config, precision, t)
+    cfg = getattr(config, "conv", None) or getattr(config, "gemm", None) or config
     if cfg.kind == "Conv" and cfg.group == 1:
         nd = len(cfg.x) - 2
         rows = cfg.x[0]
@@ -249,6 +253,26 @@ def work_units(config, precision: str) -> float:
     if cfg.kind == "Gemm":
         return max(1.0, cfg.m / t) * max(1.0, cfg.n / t) * cfg.batch_count
     return max(1.0, roofline.min_bytes(config, precision) / SPAN_UNIT_BYTES)
+
+
+def _conv_backward_units(config, precision: str, t: float) -> float:
+    """P of a convolution's data or weight gradient (one group), from the implicit GEMM CUTLASS
+    names for each (``media/docs/implicit_gemm_convolution.md`` in github.com/NVIDIA/cutlass:
+    Dgrad GEMM-M = N x H x W input positions, GEMM-N = C input channels; Wgrad GEMM-M = K output
+    channels, GEMM-N = C x R x S): its 64 x 64 output tiles. A weight gradient's GEMM output is
+    small and its reduction (N x P x Q) long, which libraries split across blocks (split-K), so its
+    P is at least the bytes-based count of any other layer (:data:`SPAN_UNIT_BYTES`)."""
+    c = config.conv
+    if config.kind == "ConvBwdData":
+        rows = 1
+        for d in c.x[2:]:
+            rows *= d
+        return max(1.0, c.x[0] * rows / t) * max(1.0, c.x[1] / t)
+    crs = c.w[1]
+    for d in c.w[2:]:
+        crs *= d
+    tiles = max(1.0, c.w[0] / t) * max(1.0, crs / t)
+    return max(tiles, roofline.min_bytes(config, precision) / SPAN_UNIT_BYTES)
 
 
 def busy_sms(sm_count: int, units: float) -> float:
@@ -283,8 +307,8 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
     precision = precision or analysis.precision
     if precision != analysis.precision:
         raise UsageError(f"the analysis is in {analysis.precision}, not {precision}")
-    _check(origin, precision)
-    _check(target, precision)
+    check_precision(origin, precision)
+    check_precision(target, precision)
     out: list[LayerPrediction] = []
     for lt in analysis.layers:
         ly = lt.layer
@@ -293,7 +317,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            _scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span)
+            scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span)
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
@@ -326,10 +350,12 @@ def fused_weights(analysis: Analysis, layers: list[LayerPrediction]) -> list[flo
     return w
 
 
-def _scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
-                 cache: str, span: bool = True) -> None:
+def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
+                cache: str, span: bool = True) -> None:
     """Fill ``lp``'s compute peak, gamma, intensity, DRAM share, work units and wave-scaling factor
-    (module docstring) for the measured layer ``lt``."""
+    (module docstring) for the measured layer ``lt`` (anything with ``lt.layer.config``, the
+    config, and ``lt.math``, its best measurement's math mode) in ``precision``, measured with
+    ``cache`` (warm / cold). Raises UsageError when a GPU lacks the Tensor Core peak it needs."""
     ly = lt.layer
     key = math_peak_key(lt.math, precision)
     x = roofline.intensity(ly.config, precision)

@@ -61,6 +61,8 @@ class BackwardTime:
     math: str = ""
     layout: str = ""
     workspace_bytes: int = 0
+    #: the call's config (:class:`benanza.kinds.base.LayerConfig`), for its FLOPs and bytes
+    config: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         return {"layer": self.layer, "layer_name": self.layer_name, "phase": self.phase, "kind": self.kind,
@@ -150,6 +152,9 @@ class TrainingStep:
     #: False when the model has a loss (a classifier's logits) whose call has no valid measurement
     loss_measured: bool = True
     loss_note: str = ""
+    #: the loss's and the optimizer's calls (None: the model has no loss, or no parameter)
+    loss_call: BackwardTime | None = None
+    optimizer_call: BackwardTime | None = None
 
     @property
     def missing_calls(self) -> list[BackwardTime]:
@@ -209,15 +214,18 @@ class TrainingStep:
                 "memory": self.memory.to_dict() if self.memory is not None else None}
 
 
-def forward_weights(ml: ModelLayers, a: Analysis) -> list[float]:
+def forward_weights(ml: ModelLayers, a: Analysis, fused: list[float] | None = None,
+                    layer_ms: list[float | None] | None = None) -> list[float]:
     """Each forward layer's share (ms) of the training step's forward pass: the fused LBL's
     weights, with the groups of :data:`INFERENCE_ONLY_FUSIONS` counted layer by layer (a missing
-    layer counts 0 here; :attr:`TrainingStep.complete` says so)."""
-    weight = list(a.fused_weight)
+    layer counts 0 here; :attr:`TrainingStep.complete` says so). ``fused`` and ``layer_ms``: the
+    fused weights and per-layer times to use in place of ``a``'s measured ones (a prediction's,
+    :mod:`benanza.analysis.predict_training`)."""
+    weight = list(a.fused_weight if fused is None else fused)
     for f in ml.fusions:
         if f.config.kind in INFERENCE_ONLY_FUSIONS:
             for i in f.layers:
-                weight[i] = a.layers[i].bound_ms or 0.0
+                weight[i] = (a.layers[i].bound_ms if layer_ms is None else layer_ms[i]) or 0.0
     return weight
 
 
@@ -240,30 +248,53 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     for c in plan.calls:
         ly = ml.layers[c.layer]
         b = best.get(c.config.key)
-        desc = ("gradient accumulation: " if c.accumulation else "") + c.config.describe()
-        calls.append(BackwardTime(c.layer, ly.name, c.phase, c.config.kind, desc, c.config.key,
-                                  b.median_ms if b is not None else None,
-                                  *((b.call, b.algorithm, b.math, b.layout, b.workspace_bytes or 0)
-                                    if b is not None else ())))
-    fwd = forward_weights(ml, a)
-    for i, tf in plan.train_forward().items():  # training-mode forwards replace the inference calls
-        fwd[i] = 0.0
-    d_ms: dict[int, float] = collections.defaultdict(float)
-    w_ms: dict[int, float] = collections.defaultdict(float)
-    for c in calls:
-        if c.phase == "forward":
-            fwd[c.layer] += c.time_ms or 0.0
-        else:
-            (d_ms if c.phase == "backward_data" else w_ms)[c.layer] += c.time_ms or 0.0
-    fwd_seq = sum(fwd)
+        calls.append(_call_time(c.layer, ly.name, c.phase, c.config, b, accumulation=c.accumulation))
     loss_cfg, loss_about = loss_config(ml)
-    loss_ms, loss_measured, loss_note = None, True, ""
+    loss_ms, loss_measured, loss_note, loss_time = None, True, "", None
     if loss_cfg is not None:
         b = query.best_per_config(db, system.id, a.precision, a.cache, [loss_cfg.key], layouts).get(loss_cfg.key)
         loss_ms = b.median_ms if b is not None else None
         loss_measured = b is not None
+        loss_time = _call_time(-1, "", "loss", loss_cfg, b)
         if b is None:
             loss_note = f"the loss ({loss_cfg.describe()}) has no valid measurement (`benanza bench --train`)"
+    opt_cfg = optimizer_config(ml, optimizer)  # reads the model's parameters once for the step
+    opt_ms, opt_note, opt_time = _optimizer_time(opt_cfg, a, db, system, optimizer)
+    phase_ms, sequential, critical = schedule(ml, forward_weights(ml, a),
+                                              [(c.layer, c.phase, c.time_ms) for c in calls], loss_ms, opt_ms)
+    no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
+              else ml.layers[i].op_type) for i in sorted(plan.no_backward)]
+    notes = [loss_about]
+    if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
+        notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
+                     "batch's statistics; the fused call folds running statistics)")
+    memory = memory_bound(ml, plan, calls, a.precision, optimizer,
+                          opt_cfg.parameter_count if opt_cfg is not None else 0)
+    return TrainingStep(model=ml.model, batch=ml.batch, precision_label=a.precision_label, layouts=layouts,
+                        forward=a, phase_ms=phase_ms, sequential_ms=sequential, critical_path_ms=critical,
+                        calls=calls, no_backward=no_bw, optimizer_note=opt_note, notes=notes, memory=memory,
+                        loss_measured=loss_measured, loss_note=loss_note, loss_call=loss_time,
+                        optimizer_call=opt_time)
+
+
+def schedule(ml: ModelLayers, forward: list[float], calls: list[tuple[int, str, float | None]],
+             loss_ms: float | None, optimizer_ms: float | None) -> tuple[dict[str, float | None], float, float]:
+    """The step's phases, sequential sum and critical path (ms) (module docstring) from each forward
+    layer's weight ``forward`` (:func:`forward_weights`; a layer with a training-mode ``forward`` call
+    counts that call instead), the ``calls`` (layer index, phase, ms; None counts 0: the caller marks
+    the step incomplete), the loss's and the optimizer's time (None: not counted). Returns
+    (``phase_ms`` as :attr:`TrainingStep.phase_ms`, sequential, critical path)."""
+    fwd = list(forward)
+    for i in {layer for layer, phase, _ in calls if phase == "forward"}:
+        fwd[i] = 0.0  # training-mode forwards replace the inference calls
+    d_ms: dict[int, float] = collections.defaultdict(float)
+    w_ms: dict[int, float] = collections.defaultdict(float)
+    for layer, phase, ms in calls:
+        if phase == "forward":
+            fwd[layer] += ms or 0.0
+        else:
+            (d_ms if phase == "backward_data" else w_ms)[layer] += ms or 0.0
+    fwd_seq = sum(fwd)
     fwd_end = critical_path(ml.edges, fwd)[0]
     bwd_start = fwd_end + (loss_ms or 0.0)  # the loss's forward and backward, then the gradients
     consumers: dict[int, list[int]] = collections.defaultdict(list)
@@ -277,37 +308,35 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         ready = max((done_d[j] for j in consumers.get(i, ())), default=bwd_start)
         done_d[i] = ready + d_ms.get(i, 0.0)
         last = max(last, done_d[i], ready + w_ms.get(i, 0.0))
-    opt_cfg = optimizer_config(ml, optimizer)  # reads the model's parameters once for the step
-    opt_ms, opt_note = _optimizer_time(opt_cfg, a, db, system, optimizer)
     phase_ms = {"forward": fwd_seq, "loss": loss_ms, "backward_data": sum(d_ms.values()),
-                "backward_weight": sum(w_ms.values()), "optimizer": opt_ms}
-    no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
-              else ml.layers[i].op_type) for i in sorted(plan.no_backward)]
-    notes = [loss_about]
-    if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
-        notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
-                     "batch's statistics; the fused call folds running statistics)")
-    memory = memory_bound(ml, plan, calls, a.precision, optimizer,
-                          opt_cfg.parameter_count if opt_cfg is not None else 0)
-    return TrainingStep(model=ml.model, batch=ml.batch, precision_label=a.precision_label, layouts=layouts,
-                        forward=a, phase_ms=phase_ms,
-                        sequential_ms=(fwd_seq + (loss_ms or 0.0) + phase_ms["backward_data"]
-                                       + phase_ms["backward_weight"] + (opt_ms or 0.0)),
-                        critical_path_ms=last + (opt_ms or 0.0), calls=calls, no_backward=no_bw,
-                        optimizer_note=opt_note, notes=notes, memory=memory, loss_measured=loss_measured,
-                        loss_note=loss_note)
+                "backward_weight": sum(w_ms.values()), "optimizer": optimizer_ms}
+    sequential = fwd_seq + (loss_ms or 0.0) + phase_ms["backward_data"] + phase_ms["backward_weight"] \
+        + (optimizer_ms or 0.0)
+    return phase_ms, sequential, last + (optimizer_ms or 0.0)
 
 
-def _optimizer_time(cfg, a: Analysis, db: Database, system: System, optimizer: str) -> tuple[float | None, str]:
-    """The best measurement (ms) of optimizer step ``cfg`` (None: the model has no parameter), or
-    None with why."""
+def _call_time(layer: int, layer_name: str, phase: str, cfg, b, accumulation: bool = False) -> BackwardTime:
+    """One call's :class:`BackwardTime` from its best measurement ``b`` (None: no valid one);
+    ``accumulation``: a gradient accumulation (its description says so)."""
+    desc = ("gradient accumulation: " if accumulation else "") + cfg.describe()
+    return BackwardTime(layer, layer_name, phase, cfg.kind, desc, cfg.key,
+                        b.median_ms if b is not None else None,
+                        *((b.call, b.algorithm, b.math, b.layout, b.workspace_bytes or 0) if b is not None else ()),
+                        config=cfg)
+
+
+def _optimizer_time(cfg, a: Analysis, db: Database, system: System, optimizer: str
+                    ) -> tuple[float | None, str, BackwardTime | None]:
+    """The best measurement (ms) of optimizer step ``cfg`` (0 and no call: the model has no
+    parameter), or None with why; and the call's :class:`BackwardTime`."""
     if cfg is None:
-        return 0.0, ""  # no trainable parameter: nothing to update
+        return 0.0, "", None  # no trainable parameter: nothing to update
     b = query.best_per_config(db, system.id, a.precision, a.cache, [cfg.key], tuple(a.layouts)).get(cfg.key)
+    t = _call_time(-1, "", "optimizer", cfg, b)
     if b is None:
         return None, (f"the {optimizer} step over {cfg.parameter_count:,} parameters has no valid measurement "
-                      f"(`benanza bench --train --optimizer {optimizer}`)")
-    return b.median_ms, ""
+                      f"(`benanza bench --train --optimizer {optimizer}`)"), t
+    return b.median_ms, "", t
 
 
 def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: str, optimizer: str = "sgd",
