@@ -164,7 +164,7 @@ def _sdpa(c: Ctx) -> Candidate:
         return {"qkv": [view(s, st, cfg.stats) for s, st in zip(shapes[:3], (qs, ks, vs))],
                 "out": view(shapes[3], os_), "mask": c.randn(cfg.bias) if cfg.mask == "bias" else None}
     t = with_autograd(c.torch, setup)() if cfg.stats else setup()
-    q, k, v = t["qkv"]
+    q, k, v = (t["qkv"][i] for i in range(3))
     out, mask = t["out"], t["mask"]
     causal = cfg.mask == "causal"
     scale = float(cfg.scale)
