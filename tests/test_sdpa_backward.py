@@ -214,3 +214,17 @@ def test_the_harness_translation_unit_compiles(frontend):
                         *[f"-I{p}" for p in inc], str(REPO / "cpp" / "src" / "sdpa_backward_engines.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_suite_compiles_and_links(tmp_path):
+    """The SdpaBwd suite (and the SDPA training forward's) compiles and links against the harness
+    library (sdpa_backward_engines.cpp, sdpa_backward_kernels.cu) and lists exactly its jobs."""
+    import json
+
+    from benanza.build.builder import build
+
+    suite = generate([_model(1), _model(4)], ["fp32", "fp16", "bf16"], tmp_path / "s")
+    r = build(tmp_path / "s")
+    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
+    assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}

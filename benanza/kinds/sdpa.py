@@ -22,7 +22,8 @@ SDPA_MASKS = ("none", "causal", "bias")
 class SdpaConfig(LayerConfig):
     """Scaled dot-product attention as one fused call: ``O = softmax(scale * Q K^T (+ mask)) V``,
     cuDNN's fused flash attention through the cuDNN graph API (cudnn-frontend ``Graph::sdpa``,
-    inference: no softmax statistics; cuDNN developer guide, "Scaled Dot Product Attention").
+    inference: no softmax statistics unless ``stats``; cuDNN developer guide, "Scaled Dot Product
+    Attention").
 
     A fusion candidate only: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
     [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
