@@ -199,7 +199,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         for key, cfg in ml.unique_configs().items():
             add(cfg, key in neighbours, names.get(key, ""))
         if train:
-            for call in training_plan(ml).calls:
+            plan = training_plan(ml)
+            for call in plan.calls + plan.fused:
                 fwd = ml.layers[call.layer]
                 add(call.config, fwd.key in neighbours, fwd.name)
             loss, _ = loss_config(ml)

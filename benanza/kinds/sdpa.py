@@ -22,7 +22,8 @@ SDPA_MASKS = ("none", "causal", "bias")
 class SdpaConfig(LayerConfig):
     """Scaled dot-product attention as one fused call: ``O = softmax(scale * Q K^T (+ mask)) V``,
     cuDNN's fused flash attention through the cuDNN graph API (cudnn-frontend ``Graph::sdpa``,
-    inference: no softmax statistics; cuDNN developer guide, "Scaled Dot Product Attention").
+    inference: no softmax statistics unless ``stats``; cuDNN developer guide, "Scaled Dot Product
+    Attention").
 
     A fusion candidate only: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
     [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
@@ -37,6 +38,13 @@ class SdpaConfig(LayerConfig):
     read); "bias" (an additive tensor of shape ``bias``, 4-D, each dim 1 or the full size).
     cuDNN has fused engines for FP16/BF16 (and FP8) data only: fp32/tf32 jobs record what cuDNN
     says (not_supported) and the fused LBL then keeps the unfused sum.
+    h_kv: the heads of K and V (grouped-query attention: h a multiple of h_kv, each K/V head serving
+    h / h_kv query heads, cuDNN's h_q % h_k == 0; PyTorch's ``enable_gqa``); 0 = h (no pattern the
+    finder accepts gives GQA yet: it is set where a config is made directly).
+    stats: the training-mode forward (issue 26): it also writes the softmax statistics, float32
+    (b, h, s_q, 1), the logsumexp of every row that the backward reads (cudnn-frontend
+    ``SDPA_attributes::set_generate_stats(true)``; PyTorch's SDPA on inputs that require grad,
+    whose fused kernels return the logsumexp for autograd).
     FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax).
     """
 
@@ -59,6 +67,17 @@ class SdpaConfig(LayerConfig):
     k_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
     v_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
     o_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
+    h_kv: int = dataclasses.field(default=0, metadata=OPTIONAL)
+    stats: bool = dataclasses.field(default=False, metadata=OPTIONAL)
+
+    def __post_init__(self):
+        if self.h_kv and (self.h_kv < 0 or self.h % self.h_kv):
+            raise ValueError(f"SDPA: h {self.h} is not a multiple of the K/V heads h_kv {self.h_kv}")
+
+    @property
+    def kv_heads(self) -> int:
+        """The heads of K and V (h without GQA)."""
+        return self.h_kv or self.h
 
     def strides(self) -> tuple[Shape, Shape, Shape, Shape]:
         """(Q, K, V, O) element strides over (b, h, s, d): the given ones or packed."""
@@ -69,8 +88,8 @@ class SdpaConfig(LayerConfig):
         return tuple(out)
 
     def input_shapes(self):
-        return [(self.b, self.h, self.s_q, self.d), (self.b, self.h, self.s_kv, self.d),
-                (self.b, self.h, self.s_kv, self.d_v)]
+        return [(self.b, self.h, self.s_q, self.d), (self.b, self.kv_heads, self.s_kv, self.d),
+                (self.b, self.kv_heads, self.s_kv, self.d_v)]
 
     def output_shape(self):
         return (self.b, self.h, self.s_q, self.d_v)
@@ -81,7 +100,9 @@ class SdpaConfig(LayerConfig):
 
     def describe(self):
         m = {"none": "", "causal": " causal", "bias": " bias " + "x".join(map(str, self.bias))}[self.mask]
-        return (f"SDPA(b{self.b} h{self.h} sq{self.s_q} skv{self.s_kv} d{self.d}"
+        gqa = f" hkv{self.h_kv}" if self.h_kv and self.h_kv != self.h else ""
+        m += " +stats" if self.stats else ""
+        return (f"SDPA(b{self.b} h{self.h}{gqa} sq{self.s_q} skv{self.s_kv} d{self.d}"
                 f"{'' if self.d_v == self.d else f' dv{self.d_v}'} scale {self.scale:.4g}{m})")
 
 
@@ -103,41 +124,67 @@ class SdpaCase(Case):
     mask: CppValue
     bias: CppValue
     strides: CppValue
+    h_kv: CppValue
+    stats: CppValue
+
+
+def _min_bytes(cfg: SdpaConfig, ib: int, ob: int) -> int:
+    """Q, K and V read once at ``ib`` bytes per element, O written once at ``ob`` (:func:`io_bytes`), and
+    with ``stats`` the float32 (b, h, s_q, 1) statistics written once (bytes; the compulsory traffic,
+    Williams et al., "Roofline", CACM 2009)."""
+    return io_bytes(cfg, ib, ob) + (4 * cfg.b * cfg.h * cfg.s_q if cfg.stats else 0)
 
 
 def _sdpa_case(cfg: SdpaConfig, job: Job) -> SdpaCase:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
     q, k, v, o = cfg.strides()
-    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=_SDPA_MASK[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16))
+    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=_SDPA_MASK[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats))
+
+
+def with_autograd(torch, fn):
+    """``fn`` run with autograd recording (outside the inference mode the framework's timing runs in,
+    grad enabled): the tensors it makes can require grad, and SDPA on them takes PyTorch's training
+    path (its fused kernels return the logsumexp autograd saves). Used by the training forward here
+    and by :mod:`benanza.kinds.sdpa_backward`'s candidate."""
+    return torch.enable_grad()(torch.inference_mode(False)(fn))
 
 
 def _sdpa(c: Ctx) -> Candidate:
+    """``F.scaled_dot_product_attention`` on Q, K, V as the pattern's views (``enable_gqa`` with h_kv <
+    h); with ``stats`` (the training forward) on inputs that require grad, under autograd."""
     cfg, F = c.cfg, functional(c)
     qs, ks, vs, os_ = cfg.strides()
     shapes = cfg.input_shapes() + [cfg.output_shape()]
 
-    def view(shape, strides):
+    def view(shape, strides, grad=False):
         extent = 1 + sum((d - 1) * s for d, s in zip(shape, strides))
-        return c.randn((extent,)).as_strided(shape, strides)
-    q, k, v = (view(s, st) for s, st in zip(shapes[:3], (qs, ks, vs)))
-    out = view(shapes[3], os_)
-    mask = None
-    if cfg.mask == "bias":
-        mask = c.randn(cfg.bias)
+        base = c.randn((extent,))
+        return (base.requires_grad_() if grad else base).as_strided(shape, strides)
+
+    def setup():
+        return {"qkv": [view(s, st, cfg.stats) for s, st in zip(shapes[:3], (qs, ks, vs))],
+                "out": view(shapes[3], os_), "mask": c.randn(cfg.bias) if cfg.mask == "bias" else None}
+    t = with_autograd(c.torch, setup)() if cfg.stats else setup()
+    q, k, v = (t["qkv"][i] for i in range(3))
+    out, mask = t["out"], t["mask"]
     causal = cfg.mask == "causal"
     scale = float(cfg.scale)
     o_dims = shapes[3]
+    gqa = {"enable_gqa": True} if cfg.kv_heads != cfg.h else {}
 
     def run():
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, **gqa)
         if all(d == 1 or st == want for d, st, want in zip(o_dims, o.stride(), os_)):
             return o  # written where the consumer reads it
-        out.copy_(o)  # the layout the consumer reads: PyTorch copies there too
+        out.copy_(o.detach())  # the layout the consumer reads: PyTorch copies there too
         return out
     strided = bool(cfg.q_strides or cfg.k_strides or cfg.v_strides or cfg.o_strides)
-    return Candidate("torch:aten::scaled_dot_product_attention", "default", run, numel(cfg.output_shape()),
-                     "Q, K, V read as strided views; O copied where its layout differs" if strided else "",
-                     {"strided": strided})
+    notes = ["Q, K, V read as strided views; O copied where its layout differs"] if strided else []
+    if cfg.stats:
+        notes.append("training forward: Q, K, V require grad (autograd records the call; the fused kernels save the logsumexp)")
+    return Candidate("torch:aten::scaled_dot_product_attention", "default",
+                     with_autograd(c.torch, run) if cfg.stats else run, numel(cfg.output_shape()),
+                     "; ".join(notes), {"strided": strided, **({"training": True} if cfg.stats else {})})
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
@@ -145,7 +192,7 @@ KIND = Kind(
     example=SdpaConfig(b=1, h=24, s_q=49, s_kv=49, d=32, d_v=32, scale=0.176777, mask='bias', bias=(1, 24, 49, 49),
         q_strides=(37632, 32, 2304, 1), k_strides=(37632, 32, 2304, 1), v_strides=(37632, 32, 2304, 1),
         o_strides=(37632, 32, 768, 1)),
-    name="SDPA", config=SdpaConfig, template="sdpa.cpp.j2", case=_sdpa_case, min_bytes=io_bytes,
+    name="SDPA", config=SdpaConfig, template="sdpa.cpp.j2", case=_sdpa_case, min_bytes=_min_bytes,
     torch=_sdpa, onnx={},
     typed_ops=(), fused_from=('MatMul', 'Softmax', 'MatMul'),
     aten={},

@@ -57,16 +57,22 @@ class TrainingPlan:
       are left out, but for a call whose config says ``computes_weight_gradients`` (one call for the
       input's and the weights' gradients: BatchNormBwd; or one the weight gradient needs: an RNN's
       cudnnRNNBackwardData_v8, RNNTrainConfig.computes_weight_gradients).
+    - ``fused``: the training calls of the fusion candidates of :data:`FUSED_BACKWARD_KINDS` (a fused
+      attention: its training-mode forward, phase ``forward``, and its one backward call), each with
+      ``layer`` the group's first layer: the alternative to the group's layers' own calls in ``calls``.
+      Benchmarked with ``--train``; the step (:mod:`benanza.analysis.training`) still counts the layers'
+      own calls, not this alternative.
     """
 
     calls: list[BackwardCall] = field(default_factory=list)
     no_backward: list[int] = field(default_factory=list)
     pass_through: list[int] = field(default_factory=list)
     data_not_needed: list[int] = field(default_factory=list)
+    fused: list[BackwardCall] = field(default_factory=list)
 
     def configs(self) -> dict[str, L.LayerConfig]:
-        """Each distinct backward (and training-forward) config by key."""
-        return {c.config.key: c.config for c in self.calls}
+        """Each distinct backward (and training-forward) config by key, the fused alternatives' too."""
+        return {c.config.key: c.config for c in self.calls + self.fused}
 
     def train_forward(self) -> dict[int, list[BackwardCall]]:
         """Forward layer index -> its training-mode forward calls (phase ``forward``): in a training
@@ -77,6 +83,10 @@ class TrainingPlan:
                 out.setdefault(c.layer, []).append(c)
         return out
 
+
+#: fusion kinds whose training calls the plan lists (``TrainingPlan.fused``): fused attention, whose
+#: backward reads the forward's softmax statistics instead of the probabilities the unfused layers keep
+FUSED_BACKWARD_KINDS = ("SDPA",)
 
 #: kinds whose data-gradient call differentiates the layer's data input, which may be a trainable
 #: table (a Gather's data: an embedding's weight): when it is one (:func:`training_plan`), the call
@@ -111,6 +121,15 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
         _plan_layer(ml, ly, plan, tables_box)
         grads[ly.index] = ly.index not in plan.no_backward and (
             ly.index in plan.pass_through or any(c.phase == "backward_data" for c in plan.calls[n_before:]))
+    for f in getattr(ml, "fusions", ()):
+        kind = L.REGISTRY.get(f.config.kind)
+        if f.config.kind not in FUSED_BACKWARD_KINDS or kind is None or kind.backward is None:
+            continue
+        try:
+            fcalls = kind.backward(f.config) or ()
+        except (ValueError, NotImplementedError):
+            continue
+        plan.fused += [BackwardCall(f.layers[0], phase, cfg) for phase, cfg in fcalls]
     return plan
 
 
@@ -147,8 +166,8 @@ def gradient_accumulations(ml: ModelLayers, ly, readers: dict, grads: dict[int, 
     """The gradient accumulations of layer ``ly``'s outputs: for an output that ``n`` > 1 later
     layers differentiate (``grads``: the layers already planned, True where their input gradients
     are computed or passed through; an input a kind has no gradient for, :data:`NO_GRADIENT_INPUTS`,
-    and a layer whose output has none, a comparison's, do not count), ``n - 1`` elementwise adds of its shape in the model's float type, as autograd
-    runs them (torch/csrc/autograd/input_buffer.cpp, ``InputBuffer::add``: the second gradient and
+    and a layer whose output has none, a comparison's, do not count), ``n - 1`` elementwise adds
+    of its shape in the model's float type, as autograd runs them (torch/csrc/autograd/input_buffer.cpp, ``InputBuffer::add``: the second gradient and
     each later one added into the buffer). A residual block's input (read by its first convolution
     and by the shortcut's Add) has one. An output of unknown shape gets none."""
     if ly.status not in ("benchmark", "zero_cost") or not _float_output(ly):

@@ -57,7 +57,7 @@ std::string first_line(const std::string& s, std::size_t max = 300) {
 }
 
 constexpr int64_t kX = 1, kScale = 2, kBias = 3, kY = 4, kMean = 5, kInvVar = 6;
-constexpr int64_t kQ = 11, kK = 12, kV = 13, kO = 14, kAttnBias = 15;
+constexpr int64_t kQ = 11, kK = 12, kV = 13, kO = 14, kAttnBias = 15, kStats = 16;
 
 bool pointwise_mode(UnaryOp op, fe::PointwiseMode_t& mode) {
   switch (op) {
@@ -244,20 +244,21 @@ void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void* a, v
   time_graph(b, j);
 }
 
-void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, void* o, void* bias) {
+void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, void* o, void* bias, void* stats_out) {
   const Precision p = c.precision;
+  const long long hk = c.h_kv > 0 ? c.h_kv : c.h;
   auto make_job = [&](const std::vector<int64_t>& bias_dims, const std::string& extra) {
     GraphTiming j;
     j.precision = p;
-    j.graph = [c, bias_dims]() {
+    j.graph = [c, hk, bias_dims]() {
       auto g = new_graph(c.precision);
-      const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, kd{c.b, c.h, c.s_kv, c.d}, vd{c.b, c.h, c.s_kv, c.d_v},
+      const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, kd{c.b, hk, c.s_kv, c.d}, vd{c.b, hk, c.s_kv, c.d_v},
           od{c.b, c.h, c.s_q, c.d_v};
       const auto st = [&c](int t) { return std::vector<int64_t>(c.strides + 4 * t, c.strides + 4 * t + 4); };
       auto Q = g->tensor(fe::graph::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim(qd).set_stride(st(0)));
       auto K = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim(kd).set_stride(st(1)));
       auto V = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim(vd).set_stride(st(2)));
-      auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_is_inference(true).set_attn_scale(c.scale);
+      auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(c.stats).set_attn_scale(c.scale);
       if (c.mask == SdpaMask::CAUSAL)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
       if (c.mask == SdpaMask::BIAS) {
@@ -266,16 +267,21 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
         opts.set_bias(B);
       }
       auto [O, stats] = g->sdpa(Q, K, V, opts);
-      (void)stats;
+      if (c.stats)
+        stats->set_output(true).set_uid(kStats).set_dim({c.b, c.h, c.s_q, 1}).set_stride({c.h * c.s_q, c.s_q, 1, 1})
+            .set_data_type(fe::DataType_t::FLOAT);
       O->set_output(true).set_uid(kO).set_dim(od).set_stride(st(3)).set_data_type(graph_io_type(c.precision));
       return g;
     }();
     j.pack = {{kQ, q}, {kK, k}, {kV, v}, {kO, o}};
     if (c.mask == SdpaMask::BIAS) j.pack[kAttnBias] = bias;
+    if (c.stats) j.pack[kStats] = stats_out;
     j.y = o;
     j.y_count = static_cast<std::size_t>(strided_extent({c.b, c.h, c.s_q, c.d_v}, c.strides + 12));
     j.math = math_label(p);
-    j.note = std::string("cuDNN graph: sdpa (fused attention, inference)") +
+    j.note = std::string(c.stats ? "cuDNN graph: sdpa (fused attention, training: softmax stats written, float32)"
+                                 : "cuDNN graph: sdpa (fused attention, inference)") +
+             (hk != c.h ? ", GQA (K/V with fewer heads)" : "") +
              (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::BIAS ? ", additive bias" : "") + extra;
     return j;
   };
@@ -325,7 +331,7 @@ void run_pointwise_engines(Bench& b, const PointwiseSpec& c, void*, void*) {
 void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void*, void*, void*) {
   if (has_binary_pointwise_mode(c.op)) skipped(b, c.precision, "none");
 }
-void run_sdpa_engines(Bench& b, const SdpaSpec& c, void*, void*, void*, void*, void*) {
+void run_sdpa_engines(Bench& b, const SdpaSpec& c, void*, void*, void*, void*, void*, void*) {
   skipped(b, c.precision, math_label(c.precision));
 }
 

@@ -122,6 +122,8 @@ struct SdpaSpec {
   SdpaMask mask;
   long long bias[4];                  // BIAS: its dims, each 1 or the full size of (b, h, s_q, s_kv)
   long long strides[16];              // Q, K, V, O element strides over (b, h, s, d)
+  long long h_kv = 0;                 // K and V heads (GQA, h a multiple of it); 0: h
+  bool stats = false;                 // training forward: also writes the softmax stats (b, h, s_q, 1) float32
 };
 // Elements a strided tensor of `dims` (4) spans: 1 + sum((dim - 1) * stride); 0 when empty.
 inline long long strided_extent(std::initializer_list<long long> dims, const long long* strides) {
@@ -134,7 +136,9 @@ inline long long strided_extent(std::initializer_list<long long> dims, const lon
   return e;
 }
 // `bias` must hold b*h*s_q*s_kv elements (a bias broadcast over s_q that cuDNN refuses is retried
-// expanded to s_q rows, with a note).
-void run_sdpa_engines(Bench& b, const SdpaSpec& spec, void* q, void* k, void* v, void* o, void* bias);
+// expanded to s_q rows, with a note). With spec.stats, `stats` receives the softmax statistics
+// (cudnn-frontend set_generate_stats(true): the training forward whose stats the backward reads).
+void run_sdpa_engines(Bench& b, const SdpaSpec& spec, void* q, void* k, void* v, void* o, void* bias,
+                      void* stats = nullptr);
 
 }  // namespace benanza

@@ -42,4 +42,34 @@ cudaError_t layernorm_backward_kernel(const void* dy, const void* x, const float
 void run_layernorm_backward_engines(Bench& b, const NormSpec& spec, void* dy, void* x, void* scale, void* mean,
                                     void* inv_variance, void* dx, void* dscale, void* dbias);
 
+// ------------------------------------------------ SDPA backward (sdpa_backward_kernels.cu, sdpa_backward_engines.cpp)
+// The backward of fused scaled-dot-product attention (transformer.hpp's SdpaSpec): Q (b,h,s_q,d),
+// K (b,h_kv,s_kv,d), V (b,h_kv,s_kv,d_v), O and dO (b,h,s_q,d_v) with Q, K, V, O's element strides
+// (dQ, dK, dV and dO have the strides of Q, K, V and O), the forward's softmax statistics Stats
+// (b,h,s_q,1) float32 packed -> dQ, dK, dV. GQA: h a multiple of h_kv (query head i reads K/V head
+// i / (h / h_kv)); dK and dV sum the gradients of the query heads that share a K/V head.
+struct SdpaBwdSpec {
+  Precision precision;
+  long long b, h, h_kv, s_q, s_kv, d, d_v;
+  float scale;
+  SdpaMask mask;          // NONE, CAUSAL (top-left aligned, as the forward), BIAS (additive, no dBias)
+  long long bias[4];      // BIAS: its dims, each 1 or the full size of (b, h, s_q, s_kv)
+  long long strides[16];  // Q, K, V, O element strides over (b, h, s, d)
+};
+
+// The training forward's softmax statistics without the fused forward: stats[b][h][i] =
+// logsumexp_j(scale * q_i . k_j (+ bias[i][j]); j > i masked for CAUSAL), float32, one block per row
+// (the set-up of the backward's timing: the saved statistics agree with Q and K as in a real step).
+// bias: BIAS only, packed over its dims (1 on broadcast dims). cudaErrorInvalidValue for another storage type.
+cudaError_t sdpa_stats_kernel(const SdpaBwdSpec& spec, const void* q, const void* k, const void* bias, float* stats,
+                              DType t, cudaStream_t s);
+
+// cudnn-frontend Graph::sdpa_backward (Q, K, V, O, dO, Stats -> dQ, dK, dV; cuDNN developer guide,
+// "Scaled Dot Product Attention Backward"), every engine config of heuristics modes A, B and the
+// fallback list, timed as time_graph does (graph_timing.hpp). cuDNN's engines take FP16/BF16 data:
+// fp32/tf32 record what cuDNN answers. `bias` must hold b*h*s_q*s_kv elements (a broadcast over
+// s_q that cuDNN refuses is retried expanded to s_q rows, with a note, as the forward does).
+void run_sdpa_backward_engines(Bench& b, const SdpaBwdSpec& spec, void* q, void* k, void* v, void* o, void* dO,
+                               void* stats, void* bias, void* dq, void* dk, void* dv);
+
 }  // namespace benanza

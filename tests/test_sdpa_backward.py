@@ -1,0 +1,230 @@
+"""The backward of fused attention (issue 26): the SdpaBwd kind and the SDPA kind's ``Kind.backward`` (the
+training-mode forward that writes the softmax statistics, and one call for dQ, dK and dV). A BERT
+encoder's and a causal attention's fused SDPA expanded into their training calls (shapes, masks and
+layouts kept), GQA kept, FLOPs and minimum bytes by arithmetic, the statistics' formula in numpy, the
+PyTorch candidate, a suite that renders and whose sources (and the harness's new translation unit)
+pass g++ -fsyntax-only."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from benanza import kinds as L
+from benanza.analysis.roofline import min_bytes
+from benanza.generation.generator import generate, plan_jobs
+from benanza.kinds.framework import Ctx
+from benanza.kinds.sdpa_backward import ELEMENTWISE_PER_SCORE, MATMULS_D, MATMULS_DV
+from benanza.processing.model import Layer, ModelLayers, process
+from benanza.processing.training import training_plan
+from conftest import REPO
+from onnx_builders import HOSTILE, bert_encoder_model, transformer_ops_model
+from test_unary_backward import syntax_check
+
+SB = L.SdpaBwdConfig
+
+
+def _backward(cfg):
+    return L.REGISTRY[cfg.kind].backward(cfg)
+
+
+def test_a_bert_encoders_attentions_have_their_training_forward_and_backward(tmp_path):
+    ml = process(bert_encoder_model(tmp_path / "bert.onnx", opset=14), 2, dims={"seq": 16})
+    att = [f for f in ml.fusions if f.config.kind == "SDPA"]
+    assert len(att) == 2
+    bshd = (16 * 64, 16, 64, 1)
+    plan = training_plan(ml)
+    # the fused alternative: per attention, its training forward then its backward
+    assert [(c.layer, c.phase, c.config.kind) for c in plan.fused] == \
+        [(f.layers[0], p, k) for f in att for p, k in (("forward", "SDPA"), ("backward_data", "SdpaBwd"))]
+    for f in att:
+        fwd = f.config
+        assert not fwd.stats and fwd.mask == "bias" and fwd.bias == (2, 1, 1, 16)
+        (p1, train), (p2, bwd) = _backward(fwd)
+        assert p1 == "forward" and train == dataclasses.replace(fwd, stats=True) and train.kind == "SDPA"
+        assert p2 == "backward_data" and bwd == SB(b=2, h=4, h_kv=4, s_q=16, s_kv=16, d=16, d_v=16, scale=0.25,
+                                                   mask="bias", bias=(2, 1, 1, 16), q_strides=bshd, k_strides=bshd,
+                                                   v_strides=bshd, o_strides=bshd)
+        q = (2, 4, 16, 16)
+        assert bwd.input_shapes() == [q, q, q, q, q, (2, 4, 16, 1)] and bwd.output_shape() == q
+        assert bwd.strides() == (bshd,) * 4
+    # the layers' own calls are unchanged (the step still counts them); the jobs include the fused ones
+    assert not [c for c in plan.calls if c.config.kind in ("SdpaBwd", "SDPA")]
+    assert {c.config.key for c in plan.fused} <= set(plan.configs())
+    jobs = plan_jobs([ml], ["fp16"], train=True)
+    assert {j.config for j in jobs if j.kind == "SdpaBwd"} == {c.config for c in plan.fused if c.config.kind == "SdpaBwd"}
+    assert {j.config for j in jobs if j.kind == "SDPA"} == {f.config for f in att} | \
+        {c.config for c in plan.fused if c.config.kind == "SDPA"}
+    assert not [j for j in plan_jobs([ml], ["fp16"]) if j.kind == "SdpaBwd"]  # inference: none
+
+
+def test_a_causal_attention_keeps_its_mask(tmp_path):
+    ml = process(transformer_ops_model(tmp_path / "t.onnx"), 2, batch_dim=0)
+    (f,) = ml.fusions
+    plan = training_plan(ml)
+    train, bwd = (c.config for c in plan.fused)
+    assert train == L.SdpaConfig(b=2, h=1, s_q=8, s_kv=8, d=32, d_v=32, scale=0.25, mask="causal", stats=True)
+    assert bwd == SB(b=2, h=1, h_kv=1, s_q=8, s_kv=8, d=32, d_v=32, scale=0.25, mask="causal")
+    assert bwd.describe() == "SdpaBwd(b2 h1 sq8 skv8 d32 scale 0.25 causal)"
+    assert train.describe().endswith("causal +stats)")
+
+
+def test_gqa_is_kept_and_checked():
+    fwd = L.SdpaConfig(b=2, h=8, s_q=64, s_kv=128, d=64, d_v=32, scale=0.125, mask="causal", h_kv=2)
+    assert fwd.input_shapes() == [(2, 8, 64, 64), (2, 2, 128, 64), (2, 2, 128, 32)]
+    assert fwd.output_shape() == (2, 8, 64, 32)
+    (_, train), (_, bwd) = _backward(fwd)
+    assert train.h_kv == 2 and train.stats
+    assert bwd == SB(b=2, h=8, h_kv=2, s_q=64, s_kv=128, d=64, d_v=32, scale=0.125, mask="causal")
+    assert bwd.input_shapes() == [(2, 8, 64, 64), (2, 2, 128, 64), (2, 2, 128, 32), (2, 8, 64, 32), (2, 8, 64, 32),
+                                  (2, 8, 64, 1)]
+    assert bwd.describe() == "SdpaBwd(b2 h8 hkv2 sq64 skv128 d64 dv32 scale 0.125 causal)"
+    assert fwd.describe() == "SDPA(b2 h8 hkv2 sq64 skv128 d64 dv32 scale 0.125 causal)"
+    with pytest.raises(ValueError):
+        SB(b=1, h=8, h_kv=3, s_q=4, s_kv=4, d=8, d_v=8, scale=1.0)
+    with pytest.raises(ValueError):
+        L.SdpaConfig(b=1, h=8, s_q=4, s_kv=4, d=8, d_v=8, scale=1.0, h_kv=3)
+    with pytest.raises(ValueError):
+        SB(b=1, h=8, h_kv=8, s_q=4, s_kv=4, d=8, d_v=8, scale=1.0, mask="padding")
+    # the forward's new fields are optional: the keys of stored configs do not change
+    assert L.SdpaConfig(b=1, h=12, s_q=197, s_kv=197, d=64, d_v=64, scale=0.125).key == "sdpa-e07dcee3fd8c0cea"
+    assert L.SdpaConfig(b=1, h=12, s_q=197, s_kv=197, d=64, d_v=64, scale=0.125, stats=True).key != \
+        "sdpa-e07dcee3fd8c0cea"
+    round_trip = L.config_from_params("SdpaBwd", bwd.params())
+    assert round_trip == bwd and round_trip.key == bwd.key and bwd.key.startswith("sdpabwd-")
+
+
+def test_flops_and_bytes():
+    b, h, hk, sq, skv, d, dv = 2, 4, 2, 16, 32, 16, 8
+    cfg = SB(b=b, h=h, h_kv=hk, s_q=sq, s_kv=skv, d=d, d_v=dv, scale=0.25)
+    s = b * h * sq * skv
+    assert (MATMULS_D, MATMULS_DV, ELEMENTWISE_PER_SCORE) == (3, 2, 7)
+    assert cfg.flops() == 2 * s * (3 * d + 2 * dv) + 7 * s + 2 * b * h * sq * dv
+    # FlashAttention-2's rule: with d = d_v the backward's products are 2.5x the forward's
+    sq_cfg = SB(b=1, h=1, h_kv=1, s_q=64, s_kv=64, d=64, d_v=64, scale=0.125)
+    fwd = L.SdpaConfig(b=1, h=1, s_q=64, s_kv=64, d=64, d_v=64, scale=0.125)
+    mm = lambda c, elementwise: c.flops() - elementwise  # noqa: E731
+    assert mm(sq_cfg, 7 * 64 * 64 + 2 * 64 * 64) == 2.5 * mm(fwd, 7 * 64 * 64)
+    q, k, v, o = b * h * sq * d, b * hk * skv * d, b * hk * skv * dv, b * h * sq * dv
+    stats = b * h * sq
+    # Q, K, V, O, dO read and dQ, dK, dV written (2 bytes each in fp16), the statistics read (float32)
+    assert min_bytes(cfg, "fp16") == 2 * (q + k + v + 2 * o) + 4 * stats + 2 * (q + k + v)
+    assert min_bytes(cfg, "fp32") == 4 * (q + k + v + 2 * o) + 4 * stats + 4 * (q + k + v)
+    biased = dataclasses.replace(cfg, mask="bias", bias=(b, 1, 1, skv))
+    assert min_bytes(biased, "fp16") == min_bytes(cfg, "fp16") + 2 * b * skv
+    # the training forward writes the statistics beside O
+    f = L.SdpaConfig(b=b, h=h, s_q=sq, s_kv=skv, d=d, d_v=dv, scale=0.25, h_kv=hk)
+    assert min_bytes(dataclasses.replace(f, stats=True), "fp16") == min_bytes(f, "fp16") + 4 * stats
+    assert min_bytes(f, "fp16") == 2 * (q + k + v) + 2 * o
+
+
+def test_the_stats_the_set_up_computes_are_the_softmax_logsumexp():
+    """sdpa_stats_kernel's formula, L_i = max_j s_ij + log(sum_j exp(s_ij - max)), over the visible keys
+    (j <= i with the top-left causal mask), GQA's head mapping hk = h / (h / h_kv): exp(s - L) is the
+    forward's softmax (each row sums to 1), which is what the backward recomputes from the saved L."""
+    rng = np.random.default_rng(0)
+    b, h, hk, sq, skv, d, scale = 2, 4, 2, 5, 7, 8, 0.3
+    q, k = rng.standard_normal((b, h, sq, d)), rng.standard_normal((b, hk, skv, d))
+    kk = np.repeat(k, h // hk, axis=1)  # query head i reads K/V head i // (h / h_kv)
+    s = scale * q @ kk.transpose(0, 1, 3, 2)
+    s = np.where(np.arange(skv)[None, :] <= np.arange(sq)[:, None], s, -np.inf)  # causal, top-left
+    m = s.max(-1, keepdims=True)
+    lse = m + np.log(np.exp(s - m).sum(-1, keepdims=True))
+    p = np.exp(s - lse)
+    np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-12)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(p, e / e.sum(-1, keepdims=True), rtol=1e-12)
+    kernel = (REPO / "cpp" / "src" / "sdpa_backward_kernels.cu").read_text()
+    assert "stats[row] = m + logf(l);" in kernel and "const long long hk = hh / a.group;" in kernel
+    assert "i < a.s_kv - 1 ? i : a.s_kv - 1" in kernel  # key j visible to query i when j <= i
+
+
+def test_the_pytorch_candidate_is_autograds_backward():
+    from test_kinds_registry import _Recorder
+
+    cfg = SB(b=1, h=4, h_kv=2, s_q=8, s_kv=8, d=16, d_v=16, scale=0.25, mask="causal")
+    c = L.REGISTRY["SdpaBwd"].torch(Ctx(cfg, _Recorder(), _Recorder(), _Recorder(), False))
+    assert c.call == "torch:aten::scaled_dot_product_attention" and c.algorithm == "autograd backward"
+    assert c.out_numel == 1 * 4 * 8 * 16 and c.details == {"gqa": True}
+    train = L.REGISTRY["SDPA"].torch(Ctx(L.SdpaConfig(b=1, h=4, s_q=8, s_kv=8, d=16, d_v=16, scale=0.25, stats=True),
+                                         _Recorder(), _Recorder(), _Recorder(), False))
+    assert train.details.get("training") is True
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("torch is not installed: the candidate is built, not run")
+    from benanza.profiles.torch_candidates import build
+
+    with torch.inference_mode():  # as the framework's timing runs it
+        cand = build(cfg, "fp32", device="cpu")
+        dq = cand.fn()
+    assert tuple(dq.shape) == (1, 4, 8, 16) and bool(torch.isfinite(dq).all())
+
+
+def _model(batch: int) -> ModelLayers:
+    bshd = (16 * 64, 16, 64, 1)
+    cfgs = [SB(b=batch, h=4, h_kv=4, s_q=16, s_kv=16, d=16, d_v=16, scale=0.25, mask="bias", bias=(batch, 1, 1, 16),
+               q_strides=bshd, k_strides=bshd, v_strides=bshd, o_strides=bshd),
+            SB(b=batch, h=8, h_kv=2, s_q=64, s_kv=64, d=64, d_v=64, scale=0.125, mask="causal"),
+            L.SdpaConfig(b=batch, h=8, s_q=64, s_kv=64, d=64, d_v=64, scale=0.125, mask="causal", h_kv=2,
+                         stats=True)]  # the training forward
+    layers = [Layer(index=i, name=HOSTILE if i == 0 else f"att{i}", op_type="Backward", inputs=(f"t{i}",),
+                    outputs=(f"t{i + 1}",), input_shapes=tuple(c.input_shapes()), output_shapes=(c.output_shape(),),
+                    status="benchmark", config=c) for i, c in enumerate(cfgs)]
+    return ModelLayers(model="sdpabwd", path="", sha256="0" * 64, batch=batch, dtype="float32", opset=17,
+                       layers=layers, edges={i: [i - 1] if i else [] for i in range(len(layers))}, folded={})
+
+
+def test_the_suite_renders_and_its_source_compiles(tmp_path):
+    suite = generate([_model(1), _model(4)], ["fp16", "bf16"], tmp_path / "s")
+    assert {j.kind for j in suite.jobs} == {"SdpaBwd", "SDPA"}
+    assert len([j for j in suite.jobs if j.kind == "SdpaBwd"]) == 2 * 2 * 2
+    src = (tmp_path / "s" / "src" / "sdpabwd.cpp").read_text()
+    assert "sdpa_stats_kernel(" in src and "run_sdpa_backward_engines(" in src
+    # b h h_kv s_q s_kv d d_v, the mask, and GQA's K/V heads
+    assert "4, 8, 2, 64, 64, 64, 64, 0.125, SdpaMask::CAUSAL" in src
+    assert "4, 4, 4, 16, 16, 16, 16, 0.25, SdpaMask::BIAS, {4, 1, 1, 16}" in src
+    from benanza.kinds.cpp import cpp_string
+
+    assert cpp_string(HOSTILE) in src
+    fwd = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
+    assert "SdpaMask::CAUSAL" in fwd and ", 2, true}" in fwd  # h_kv 2, stats written
+    syntax_check(tmp_path / "s", "sdpabwd.cpp")
+    syntax_check(tmp_path / "s", "sdpa.cpp")
+
+
+@pytest.mark.parametrize("frontend", [1, 0])
+def test_the_harness_translation_unit_compiles(frontend):
+    """cpp/src/sdpa_backward_engines.cpp with and without the cudnn-frontend headers (g++ -fsyntax-only)."""
+    import site
+    from pathlib import Path
+
+    sp = next((p for p in map(Path, site.getsitepackages()) if (p / "nvidia").is_dir()), None)
+    fe = REPO / ".fe" / "include"
+    if not shutil.which("g++") or sp is None or not (sp / "nvidia" / "cu13" / "include" / "cublas_v2.h").exists() \
+            or (frontend and not (fe / "cudnn_frontend.h").exists()):
+        pytest.skip("g++, the pip wheels' CUDA/cuDNN/cuBLAS headers or the cudnn-frontend headers are missing")
+    inc = [REPO / "cpp" / "include", sp / "nvidia" / "cudnn" / "include", sp / "nvidia" / "cu13" / "include",
+           sp / "include", fe]
+    r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-DBENANZA_WITH_FRONTEND={frontend}",
+                        "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING", "-DCUDNN_FRONTEND_SKIP_JSON_LIB",
+                        *[f"-I{p}" for p in inc], str(REPO / "cpp" / "src" / "sdpa_backward_engines.cpp")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_suite_compiles_and_links(tmp_path):
+    """The SdpaBwd suite (and the SDPA training forward's) compiles and links against the harness
+    library (sdpa_backward_engines.cpp, sdpa_backward_kernels.cu) and lists exactly its jobs."""
+    import json
+
+    from benanza.build.builder import build
+
+    suite = generate([_model(1), _model(4)], ["fp32", "fp16", "bf16"], tmp_path / "s")
+    r = build(tmp_path / "s")
+    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
+    assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}
