@@ -529,15 +529,26 @@ def run_line(s) -> str:
 
 def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, stages: dict):
     """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
-    :func:`_compile_beside_framework`), run the suite, then the framework's kernels if they were not
-    timed yet. Returns the run summaries (suite, framework or None)."""
+    :func:`_compile_beside_framework`; the run waits for them), run the suite, then the framework's
+    kernels if they were not timed yet. With ``BENANZA_FRAMEWORK_BESIDE_RUN=1`` they go on beside
+    the suite's run instead, or start with it, on one GPU lock. Returns the run summaries (suite,
+    framework or None)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from benanza.runner.run import framework_pending
 
     beside = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
-    t = time.perf_counter()
     ts = None
+    # BENANZA_FRAMEWORK_BESIDE_RUN=1: the framework's kernels go on beside the suite's run (one GPU
+    # lock) instead of the run waiting for them; off until its speed and answers are measured on a GPU
+    beside_run = os.environ.get("BENANZA_FRAMEWORK_BESIDE_RUN", "") == "1"
+    if beside is not None and not beside_run:  # the compile stage lasts until they are done too
+        t = time.perf_counter()
+        ts = beside.finish(opts)
+        stages["compile_s"] += time.perf_counter() - t
+        stages["torch_s"] = beside.wall_s()
+        beside = None
+    t = time.perf_counter()
     started: list[_Beside] = [beside] if beside is not None else []
     lock = beside.lock if beside is not None else _gpu_lock_prefix(suite)
     pool = ThreadPoolExecutor(1)
@@ -549,25 +560,22 @@ def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, 
             say("[4/5] the framework's kernels beside the suite's run (they take turns on the GPU)")
 
     try:
-        rs = run_suite(suite, database, dataclasses.replace(opts, gpu_lock=lock), quiet, on_system=on_system)
+        rs = run_suite(suite, database, dataclasses.replace(opts, gpu_lock=lock) if beside_run else opts, quiet,
+                       on_system=on_system if beside_run else None)
     except BaseException:
         for b in started:
-            b.stop.set()  # its jobs in flight finish, the rest stay pending
-            b.future.exception()
-        _unlink_locks(lock, opts)
+            b.cancel(opts)
         raise
     finally:
         pool.shutdown(wait=False)
     stages["run_s"] = time.perf_counter() - t
     if started:
-        try:
-            ts = started[0].future.result()
-        finally:
-            _unlink_locks(lock, opts)
+        ts = started[0].finish(opts)
         stages["torch_s"] = started[0].wall_s()
         if ts is not None:
-            say(f"[4/5] framework kernels (beside the {'compile and the ' if beside is not None else ''}run): "
-                f"{run_line(ts)}")
+            say(f"[4/5] framework kernels (beside the run): {run_line(ts)}")
+    elif ts is not None:
+        say(f"[4/5] framework kernels (beside the compile): {run_line(ts)}")
     say(f"[4/5] {run_line(rs)}")
     if ts is None or ts.system_id != rs.system_id:  # not timed beside (or for another system): after
         t = time.perf_counter()
@@ -580,18 +588,32 @@ def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, 
 
 @dataclasses.dataclass
 class _Beside:
-    """The framework's kernels being timed beside the compile (and then beside the suite's run):
-    their run's future (its summary or None), its stop event, the GPU lock prefix both runs take
-    (``RunOptions.gpu_lock``) and when it started (``time.perf_counter``)."""
+    """The framework's kernels being timed beside the compile (and, with
+    ``BENANZA_FRAMEWORK_BESIDE_RUN=1``, beside the suite's run): their run's future (its summary or
+    None), its stop event, the GPU lock prefix both runs take (``RunOptions.gpu_lock``), when it
+    started and ended (``time.perf_counter``)."""
 
     future: object
     stop: object
     lock: str
     t0: float
-    t1: list = dataclasses.field(default_factory=list)
+    t1: float | None = None
 
     def wall_s(self) -> float:
-        return (self.t1[0] if self.t1 else time.perf_counter()) - self.t0
+        return (self.t1 if self.t1 is not None else time.perf_counter()) - self.t0
+
+    def finish(self, opts):
+        """Wait for the run: its summary or None (raises what it raised); the lock files removed."""
+        try:
+            return self.future.result()
+        finally:
+            _unlink_locks(self.lock, opts)
+
+    def cancel(self, opts) -> None:
+        """Stop the run (its jobs in flight finish, the rest stay pending) and wait for it."""
+        self.stop.set()
+        self.future.exception()
+        _unlink_locks(self.lock, opts)
 
 
 def _gpu_lock_prefix(suite) -> str:
@@ -612,7 +634,7 @@ def _start_framework(pool, suite, database, system_id: int, opts, torch: bool | 
         try:
             return run_framework(suite, database, system_id, fw_opts, True, torch, stop=out.stop)
         finally:
-            out.t1.append(time.perf_counter())
+            out.t1 = time.perf_counter()
 
     out.future = pool.submit(framework)
     return out
@@ -629,13 +651,14 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
     """``bench``'s stage 3 with the framework's kernels (which need PyTorch, not the suite) timed on
     the GPU from the start of the compile, when they are to be timed and pending: their system is
     the GPU as benanza's native module sees it (``runner.system.local_system``, the suite's
-    fingerprint). They go on after the compile, beside the suite's run: both take one GPU lock
-    (``RunOptions.gpu_lock``), so no two processes time on the GPU at once. Their cold policy is the
-    run's; a job's library best is looked up when the job is handed out
-    (:func:`benanza.runner.run.run_framework_jobs`), unknown (cold figures taken) while the suite
-    has not measured it. Why: on a fresh H100 they took 42.7 s against the compile's 21.7 s and the
-    run waited for them; with the harness cached they followed the run, 17-43 s of every zoo
-    model's bench (benchmarks/results/2026-11-26f). Returns a :class:`_Beside`, or None when the
+    fingerprint); they take a GPU lock (``RunOptions.gpu_lock``) that the suite's run shares when
+    they go on beside it (``BENANZA_FRAMEWORK_BESIDE_RUN=1``, :func:`_bench_measure`), so no two
+    processes time on the GPU at once. Their cold policy is the run's; a job's library best is
+    looked up when the job is handed out (:func:`benanza.runner.run.run_framework_jobs`), unknown
+    (cold figures taken) while the suite has not measured it. Why beside the run: on a fresh H100
+    they took 42.7 s against the compile's 21.7 s and the run waited for them; with the harness
+    cached they followed the run, 15-43 s of every zoo model's bench (benchmarks/results/2026-11-26f;
+    not yet measured beside the run). Returns a :class:`_Beside`, or None when the
     suite was compiled alone (the framework's kernels follow the suite's run, or are not timed).
     Raises BuildError as the build does."""
     from concurrent.futures import ThreadPoolExecutor
@@ -658,8 +681,7 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
         br = build.result()
     except BaseException:
         if out is not None:
-            out.stop.set()
-            out.future.exception()
+            out.cancel(opts)
         raise
     stages["compile_s"] = time.perf_counter() - t
     say(f"[3/5] compiled {br.executable} in {stages['compile_s']:.1f} s")

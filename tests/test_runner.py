@@ -299,7 +299,8 @@ def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite,
                                                                       cached):
     """bench no longer runs the framework's kernels before or after the suite's run: started beside
     the compile (harness not cached) or when the run starts (cached), they run beside the suite's
-    workers, all on one GPU lock; the framework's wall time is its stage, and the lock files go."""
+    workers, all on one GPU lock; the framework's wall time is its stage, and the lock files go.
+    (BENANZA_FRAMEWORK_BESIDE_RUN=1: off by default until measured on a GPU.)"""
     import threading
 
     from benanza.runner.run import RunSummary, gpu_lock_files
@@ -320,6 +321,7 @@ def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite,
         return RunSummary(system_id=sid, system=sysrec, run_id=None, planned=0, skipped=0)
 
     api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached)
+    monkeypatch.setenv("BENANZA_FRAMEWORK_BESIDE_RUN", "1")
     stages = {}
     db = open_db(db_url)
     rs, ts = api._bench_measure(suite, db, api.Timing(workers_per_gpu=1).run_options(), True, None,
@@ -342,8 +344,38 @@ def test_a_failed_suite_run_stops_the_framework_beside_it(fake_suite, db_url, tm
         return None
 
     api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework)
+    monkeypatch.setenv("BENANZA_FRAMEWORK_BESIDE_RUN", "1")
     monkeypatch.setenv("FAKE_SUITE_NODEVICE", "1")
     with pytest.raises(DeviceError):
         api._bench_measure(suite, open_db(db_url), api.Timing().run_options(), True, None,
                            lambda m: None, {})
     assert stopped["set"]
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["beside-the-compile", "harness-cached"])
+def test_by_default_the_run_does_not_share_the_gpu_with_the_framework(fake_suite, db_url, tmp_path, monkeypatch,
+                                                                        cached):
+    """Without BENANZA_FRAMEWORK_BESIDE_RUN the measured behaviour stays: the framework's kernels
+    timed beside the compile end before the suite's run starts (the compile stage waits for them),
+    or follow the run when the harness is cached; the suite's single worker takes no lock."""
+    from benanza.runner.run import RunSummary
+
+    log = tmp_path / "locks.log"
+    seen = []
+
+    def framework(opts, stop, sid, sysrec):
+        seen.append(log.exists())  # did a suite worker start before?
+        time.sleep(0.3)
+        return RunSummary(system_id=sid, system=sysrec, run_id=None, planned=0, skipped=0)
+
+    api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached)
+    monkeypatch.delenv("BENANZA_FRAMEWORK_BESIDE_RUN", raising=False)
+    stages = {}
+    rs, ts = api._bench_measure(suite, open_db(db_url), api.Timing(workers_per_gpu=1).run_options(), True, None,
+                                lambda m: None, stages)
+    assert rs.ok == len(suite.jobs) and ts is not None
+    assert seen == [cached]  # beside the compile: before any suite job; cached: after the run
+    assert set(log.read_text().split()) == {"-"}
+    if not cached:
+        assert stages["compile_s"] >= 0.3 and stages["torch_s"] >= 0.3
+
