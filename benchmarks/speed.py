@@ -50,12 +50,18 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 #: (every candidate to the stopping rule, cold for all), the default with one, three or four suite
 #: processes per GPU ("default-1w", "default-3w", "default-4w"), the policy before racing ("before":
 #: the 1.5x one-replay screen, cold for all),
-#: and the default on GPU 0 alone ("gpu0") or on every GPU of the host ("all-gpus"), for the
-#: several-GPU speed-up of the run stage
-POLICIES = {"default": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
+#: the default on GPU 0 alone ("gpu0") or on every GPU of the host ("all-gpus"), for the
+#: several-GPU speed-up of the run stage, and the default with the framework's kernels beside the
+#: suite's run ("beside": BENANZA_FRAMEWORK_BESIDE_RUN=1, :data:`POLICY_ENV`)
+POLICIES = {"default": [], "beside": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
             "default-4w": ["--workers-per-gpu", "4"], "exhaustive": ["--exhaustive"],
             "before": ["--exhaustive", "--screen", "1.5", "--warmup-ms", "2"],
             "gpu0": ["--devices", "0"], "all-gpus": ["--devices", "all"]}
+#: environment a policy's bench runs with (beside its options)
+POLICY_ENV = {"beside": {"BENANZA_FRAMEWORK_BESIDE_RUN": "1"}}
+#: what --fresh removes before each policy's first bench: benanza's caches (the compiled harness, the
+#: toolkit links) and CUDA's JIT cache, as on a fresh machine
+FRESH_PATHS = (Path.home() / ".cache" / "benanza", Path.home() / ".nv" / "ComputeCache")
 
 
 def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str, profile: Path | None = None) -> dict:
@@ -66,7 +72,7 @@ def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str, prof
     cmd = [sys.executable, *prof, "-m", "benanza", "bench", str(model), "--batch", args.batch, "--dtype", args.dtype,
            "--db", str(db), "-o", str(suite), "--json", *args.extra.split()]
     cmd += POLICIES[policy]
-    env = dict(os.environ, BENANZA_PHASES_LOG=str(log))
+    env = dict(os.environ, BENANZA_PHASES_LOG=str(log), **POLICY_ENV.get(policy, {}))
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), env=env)
     wall = time.perf_counter() - t
@@ -241,28 +247,37 @@ def fmt_phase_table(runs: list[dict]) -> str:
 
 
 def fmt_compare(runs: list[dict]) -> str:
+    """Each policy's LBLs against --exhaustive's (or the policy before racing) of the same model, and
+    the "beside" policy's against the default's (the same measurements scheduled differently: its
+    |diff| is run-to-run noise)."""
     by = {(r["model"], r["policy"]): r for r in runs}
-    lines = ["LBL (ms, fused critical path): default policy against --exhaustive (or the policy before racing)",
-             f"{'model':22} {'batch':>5} {'dtype':6} {'default':>9} {'exhaustive':>10} {'diff %':>7} {'complete':>8}"]
-    diffs = []
+    lines = ["LBL (ms, fused critical path): each policy against --exhaustive (or the policy before racing; "
+             "'beside' also against 'default')",
+             f"{'model':22} {'policy':10} {'batch':>5} {'dtype':6} {'policy':>9} {'reference':>10} {'diff %':>7} "
+             f"{'complete':>8}"]
+    diffs: dict[str, list[float]] = {}
     agree = []
     for (model, policy), r in by.items():
-        x = by.get((model, "exhaustive")) or by.get((model, "before"))
-        if policy != "default" or x is None:
+        refs = [p for p in ("exhaustive", "before") if (model, p) in by][:1]
+        if policy == "beside" and (model, "default") in by:
+            refs.append("default")
+        if policy in ("exhaustive", "before"):
             continue
-        ex = {(a["batch"], a["precision"]): a for a in x["analyses"]}
-        for a in r["analyses"]:
-            b = ex.get((a["batch"], a["precision"]))
-            if b is None or a["lbl_ms"] is None or b["lbl_ms"] is None:
-                continue
-            d = (a["lbl_ms"] - b["lbl_ms"]) / b["lbl_ms"] * 100
-            diffs.append(abs(d))
-            lines.append(f"{model[:22]:22} {a['batch']:5d} {a['precision']:6} {a['lbl_ms']:9.4f} {b['lbl_ms']:10.4f} "
-                         f"{d:+7.2f} {str(a['complete'] and b['complete']):>8}")
+        for ref in refs:
+            x = by[(model, ref)]
+            ex = {(a["batch"], a["precision"]): a for a in x["analyses"]}
+            for a in r["analyses"]:
+                b = ex.get((a["batch"], a["precision"]))
+                if b is None or a["lbl_ms"] is None or b["lbl_ms"] is None:
+                    continue
+                d = (a["lbl_ms"] - b["lbl_ms"]) / b["lbl_ms"] * 100
+                diffs.setdefault(f"{policy} against {ref}", []).append(abs(d))
+                lines.append(f"{model[:22]:22} {policy[:10]:10} {a['batch']:5d} {a['precision']:6} {a['lbl_ms']:9.4f} "
+                             f"{b['lbl_ms']:10.4f} {d:+7.2f} {str(a['complete'] and b['complete']):>8}  ({ref})")
         if r.get("chosen"):
             agree.append((model, r["chosen"]))
-    if diffs:
-        lines.append(f"|diff|: median {statistics.median(diffs):.2f} %, max {max(diffs):.2f} % over {len(diffs)} rows "
+    for what, ds in diffs.items():
+        lines.append(f"{what}: |diff| median {statistics.median(ds):.2f} %, max {max(ds):.2f} % over {len(ds)} rows "
                      "(goals: <= 1 %, <= 3 %)")
     for model, c in agree:
         lines.append(f"{model}: chosen implementation same {c['same']}, within noise {c['within_noise']}, other "
@@ -310,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-repeat", action="store_true",
                     help="with --repeat: a third bench under cProfile, its costliest calls in repeat-MODEL.prof.txt")
     ap.add_argument("--policies", default="default", help="of " + ", ".join(POLICIES) + "; comma-separated")
+    ap.add_argument("--fresh", action="store_true",
+                    help="before each policy's bench remove benanza's and CUDA's caches and the suite (a fresh "
+                         "machine each time; the repeat keeps them)")
     ap.add_argument("--copy-to", type=Path, default=None, help="copy table.txt and runs.jsonl here after each bench")
     ap.add_argument("--deadline", type=float, default=0, help="start no bench after this many seconds")
     ap.add_argument("--table-only", action="store_true", help="reprint the tables of an earlier --out")
@@ -338,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
             db, log = args.out / f"{tag}.db", args.out / f"{tag}.phases.jsonl"
             for p in (db, log):
                 p.unlink(missing_ok=True)
+            if args.fresh:
+                import shutil
+
+                for p in (*FRESH_PATHS, args.out / f"suite-{model.stem}"):
+                    shutil.rmtree(p, ignore_errors=True)
             try:
                 doc = bench(model, args, db, args.out / f"suite-{model.stem}", log, policy)
             except RuntimeError as e:
@@ -346,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
             rec = {"model": model.stem, "policy": policy, "stages": doc["stages"], "wall_s": doc["wall_s"],
                    "analyses": [{k: a.get(k) for k in ("batch", "precision", "lbl_ms", "complete")}
                                 for a in doc["analyses"]],
-                   "phases": phase_table(log), "system": (doc.get("system") or {}).get("gpu_name")}
-            if args.repeat and policy == "default":
+                   "phases": phase_table(log), "system": (doc.get("system") or {}).get("gpu_name"), "fresh": args.fresh}
+            if args.repeat and policy in ("default", "beside"):
                 rec["repeat_s"] = bench(model, args, db, args.out / f"suite-{model.stem}", log.with_suffix(".repeat"),
                                         policy)["wall_s"]
                 if args.profile_repeat:
