@@ -528,26 +528,34 @@ def run_line(s) -> str:
 
 
 def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, stages: dict):
-    """``bench``'s stages 3-4: compile (with the framework's kernels beside it when that pays,
-    :func:`_compile_beside_framework`; the run waits for them), run the suite, then the framework's
-    kernels if they were not timed yet. With ``BENANZA_FRAMEWORK_BESIDE_RUN=1`` they go on beside
-    the suite's run instead, or start with it, on one GPU lock. Returns the run summaries (suite,
-    framework or None)."""
+    """``bench``'s stages 3-4: compile, run the suite, time the framework's kernels, on one GPU.
+    Where the framework's kernels go (``benchmarks/results/2026-11-26g``, one H100, resnet50 and resnet18):
+
+    * harness to compile: beside the compile (:func:`_compile_beside_framework`), and the run waits
+      for them. Fresh quick start 75.3-91.0 s (four benches); letting them go on beside the run
+      instead took 89.6 and 93.5 s (the run stage 45.8-52.6 -> 63.2-64.6 s: both sides' lock waits
+      doubled);
+    * harness cached (nothing to overlap): beside the suite's run, both taking turns on one GPU lock
+      (``RunOptions.gpu_lock``). resnet18: 48.3 s with them after the run, 38.7 s beside it, LBLs
+      within 1.42 % (median 0.58 %).
+
+    ``BENANZA_FRAMEWORK_BESIDE_RUN``: ``1`` puts them beside the run in both cases, ``0`` never (after
+    the run when the harness is cached). Returns the run summaries (suite, framework or None)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from benanza.runner.run import framework_pending
 
     beside = _compile_beside_framework(suite, database, opts, quiet, torch, say, stages)
     ts = None
-    # BENANZA_FRAMEWORK_BESIDE_RUN=1: the framework's kernels go on beside the suite's run (one GPU
-    # lock) instead of the run waiting for them; off until its speed and answers are measured on a GPU
-    beside_run = os.environ.get("BENANZA_FRAMEWORK_BESIDE_RUN", "") == "1"
-    if beside is not None and not beside_run:  # the compile stage lasts until they are done too
+    mode = os.environ.get("BENANZA_FRAMEWORK_BESIDE_RUN", "")
+    beside_run = mode != "0"
+    if beside is not None and mode != "1":  # the compile stage lasts until they are done too
         t = time.perf_counter()
         ts = beside.finish(opts)
         stages["compile_s"] += time.perf_counter() - t
         stages["torch_s"] = beside.wall_s()
         beside = None
+        beside_run = False  # nothing left to time beside the run
     t = time.perf_counter()
     started: list[_Beside] = [beside] if beside is not None else []
     lock = beside.lock if beside is not None else _gpu_lock_prefix(suite)
@@ -588,8 +596,8 @@ def _bench_measure(suite, database, opts, quiet: bool, torch: bool | None, say, 
 
 @dataclasses.dataclass
 class _Beside:
-    """The framework's kernels being timed beside the compile (and, with
-    ``BENANZA_FRAMEWORK_BESIDE_RUN=1``, beside the suite's run): their run's future (its summary or
+    """The framework's kernels being timed beside the compile or beside the suite's run
+    (:func:`_bench_measure`): their run's future (its summary or
     None), its stop event, the GPU lock prefix both runs take (``RunOptions.gpu_lock``), when it
     started and ended (``time.perf_counter``)."""
 
@@ -655,10 +663,7 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
     they go on beside it (``BENANZA_FRAMEWORK_BESIDE_RUN=1``, :func:`_bench_measure`), so no two
     processes time on the GPU at once. Their cold policy is the run's; a job's library best is
     looked up when the job is handed out (:func:`benanza.runner.run.run_framework_jobs`), unknown
-    (cold figures taken) while the suite has not measured it. Why beside the run: on a fresh H100
-    they took 42.7 s against the compile's 21.7 s and the run waited for them; with the harness
-    cached they followed the run, 15-43 s of every zoo model's bench (benchmarks/results/2026-11-26f;
-    not yet measured beside the run). Returns a :class:`_Beside`, or None when the
+    (cold figures taken) while the suite has not measured it. Returns a :class:`_Beside`, or None when the
     suite was compiled alone (the framework's kernels follow the suite's run, or are not timed).
     Raises BuildError as the build does."""
     from concurrent.futures import ThreadPoolExecutor

@@ -300,7 +300,7 @@ def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite,
     """bench no longer runs the framework's kernels before or after the suite's run: started beside
     the compile (harness not cached) or when the run starts (cached), they run beside the suite's
     workers, all on one GPU lock; the framework's wall time is its stage, and the lock files go.
-    (BENANZA_FRAMEWORK_BESIDE_RUN=1: off by default until measured on a GPU.)"""
+    (BENANZA_FRAMEWORK_BESIDE_RUN=1; by default only when the harness is cached, next test.)"""
     import threading
 
     from benanza.runner.run import RunSummary, gpu_lock_files
@@ -352,30 +352,37 @@ def test_a_failed_suite_run_stops_the_framework_beside_it(fake_suite, db_url, tm
     assert stopped["set"]
 
 
+@pytest.mark.parametrize("mode", ["", "0"], ids=["default", "off"])
 @pytest.mark.parametrize("cached", [False, True], ids=["beside-the-compile", "harness-cached"])
-def test_by_default_the_run_does_not_share_the_gpu_with_the_framework(fake_suite, db_url, tmp_path, monkeypatch,
-                                                                        cached):
-    """Without BENANZA_FRAMEWORK_BESIDE_RUN the measured behaviour stays: the framework's kernels
-    timed beside the compile end before the suite's run starts (the compile stage waits for them),
-    or follow the run when the harness is cached; the suite's single worker takes no lock."""
-    from benanza.runner.run import RunSummary
+def test_where_the_framework_goes_by_default(fake_suite, db_url, tmp_path, monkeypatch, cached, mode):
+    """As measured on an H100 (benchmarks/results/2026-11-26g): by default the framework's kernels
+    timed beside the compile end before the suite's run starts (the compile stage waits for them, and
+    the suite's worker takes no lock), and with the harness cached they go on beside the run on one GPU
+    lock. BENANZA_FRAMEWORK_BESIDE_RUN=0: after the run instead, no lock."""
+    from benanza.runner.run import RunSummary, gpu_lock_files
 
     log = tmp_path / "locks.log"
     seen = []
 
     def framework(opts, stop, sid, sysrec):
-        seen.append(log.exists())  # did a suite worker start before?
+        if seen and not (cached and mode == ""):
+            return None  # (asked again after the run: nothing pending)
+        seen.append((log.exists(), opts.gpu_lock))  # did a suite worker start before?
         time.sleep(0.3)
         return RunSummary(system_id=sid, system=sysrec, run_id=None, planned=0, skipped=0)
 
     api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached)
-    monkeypatch.delenv("BENANZA_FRAMEWORK_BESIDE_RUN", raising=False)
+    monkeypatch.setenv("BENANZA_FRAMEWORK_BESIDE_RUN", mode)
     stages = {}
     rs, ts = api._bench_measure(suite, open_db(db_url), api.Timing(workers_per_gpu=1).run_options(), True, None,
                                 lambda m: None, stages)
-    assert rs.ok == len(suite.jobs) and ts is not None
-    assert seen == [cached]  # beside the compile: before any suite job; cached: after the run
-    assert set(log.read_text().split()) == {"-"}
-    if not cached:
-        assert stages["compile_s"] >= 0.3 and stages["torch_s"] >= 0.3
+    assert rs.ok == len(suite.jobs) and ts is not None and stages["torch_s"] >= 0.3
+    if not cached:  # beside the compile, before any suite job; the run takes no lock
+        assert [s[0] for s in seen] == [False] and stages["compile_s"] >= 0.3
+        assert set(log.read_text().split()) == {"-"}
+    elif mode == "0":  # after the run
+        assert [s[0] for s in seen] == [True] and set(log.read_text().split()) == {"-"}
+    else:  # beside the run, on the lock the suite's worker takes
+        assert len(seen) == 1 and seen[0][1]
+        assert set(log.read_text().split()) == set(gpu_lock_files(seen[0][1], (0,)).values())
 
