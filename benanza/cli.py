@@ -1099,11 +1099,12 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
     counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
         if counters else None
     if json_out:
+        docs = [r.to_dict() for r in results]
+        for d, t in zip(docs, steps):  # as `analyze --json`: each analysis with its training step
+            d["training_step"] = t.to_dict()
         _print_json({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
-                                   "framework_run": _run_doc(ts) if ts is not None else None,
-                                   "system": results[0].system if results else None,
-                                   "analyses": [r.to_dict() for r in results],
-                     **({"training_steps": [t.to_dict() for t in steps]} if train else {})})
+                     "framework_run": _run_doc(ts) if ts is not None else None,
+                     "system": results[0].system if results else None, "analyses": docs})
         return
     if layers_table:
         for r in results:

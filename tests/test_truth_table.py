@@ -234,3 +234,35 @@ def test_kernel_time_per_iteration_from_a_trace(truth, tmp_path):
     assert st["kernel_ms"]["n"] == 2 and st["kernel_ms"]["median"] == pytest.approx(0.05)   # 0.050 and 0.050 ms
     assert st["memcpy_ms"]["median"] == pytest.approx(0.002)  # 0.004 ms in the first iteration, none in the second
     assert st["kernels_per_iteration"] == 1.5 and st["top_kernels"][0]["name"] == "gemm_0"
+
+
+def test_bench_train_json_carries_each_step_in_its_analysis_as_analyze_does(truth, monkeypatch, tmp_path):
+    """`bench --train --json` puts each analysis's training step inside it (as `analyze --train
+    --json`), which is where truth.py reads it: on an H100 (2026-11-26g) the steps sat in a separate
+    list and both training rows came out NO-LBL."""
+    from typer.testing import CliRunner
+
+    from benanza import api
+    from benanza.cli import app
+
+    class Doc(SimpleNamespace):
+        def to_dict(self):
+            return dict(vars(self))
+
+    run = SimpleNamespace(system_id=1, system={"gpu_name": "H100"}, run_id=1, planned=1, skipped=0, ok=1, failed=0,
+                          measurements=3, restarts=0, wall_s=1.0, failures=[])
+    analyses = [Doc(**_analysis(0.6, batch=b), system={"gpu_name": "H100"}) for b in (1, 32)]
+    steps = [Doc(lbl_ms=1.5 * b, sequential_ms=2.0 * b, complete=True, phase_ms={"forward": 0.5}) for b in (1, 32)]
+    monkeypatch.setattr(api, "bench", lambda *a, **k: SimpleNamespace(
+        stages={"run_s": 1.0}, analyses=analyses, system=None, database=None, run=run, framework_run=None,
+        training=steps, suite=None, model="m"))
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    r = CliRunner().invoke(app, ["bench", str(model), "--batch", "1,32", "--train", "--json", "--db",
+                                 str(tmp_path / "p.db")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [a["training_step"]["lbl_ms"] for a in doc["analyses"]] == [1.5, 48.0] and "training_steps" not in doc
+    row = truth.make_row("m", 32, "fp16", "fp16", _pytorch_step(60.0), truth._slim(doc["analyses"][1]), 0.99,
+                         train=True)
+    assert row["flags"] == [] and row["ratio"] == pytest.approx(0.8)
