@@ -228,3 +228,53 @@ def test_the_suite_compiles_and_links(tmp_path):
     r = build(tmp_path / "s")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
     assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}
+
+
+@pytest.mark.parametrize("fused_ms", [0.05, 5.0, None], ids=["fused-faster", "fused-slower", "fused-unmeasured"])
+def test_the_step_takes_fused_attention_where_it_is_faster(tmp_path, fused_ms):
+    """A BERT encoder's two attentions at fp16: the training step takes each fused attention (its
+    training forward with statistics and its one backward call, in place of the group's layers'
+    forward bounds and backward calls) when all are measured and faster; else the layers one by one, their forward layer by layer too
+    (the unfused backward reads probabilities the fused inference call never writes); never an
+    unmeasured alternative. On an H100 this took vit_b_16's b32 fp16 step from 12.03 to 9.14 ms
+    (PyTorch's 14.24 ms; benchmarks/results/2026-11-26g)."""
+    from benanza.analysis.analyzer import analyze
+    from benanza.analysis.training import training_step
+    from benanza.processing.training import fused_alternatives, optimizer_config
+    from test_lbl_truth import _measure, _system_db
+
+    ml = process(bert_encoder_model(tmp_path / "bert.onnx", opset=14), 2, dims={"seq": 16})
+    plan = training_plan(ml)
+    alts = fused_alternatives(ml, plan)
+    assert len(alts) == 2 and all(alt.forward and alt.kind == "SDPA" and alt.replaced for alt in alts)
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    for cfg in ml.unique_configs().values():
+        _measure(db, sid, cfg, "fp16", [("lib", 0.01)])
+    for c in plan.calls:
+        _measure(db, sid, c.config, "fp16", [("lib", 0.01)])
+    _measure(db, sid, optimizer_config(ml, "sgd"), "fp16", [("lib", 0.01)])
+    if fused_ms is not None:
+        for c in plan.fused:
+            _measure(db, sid, c.config, "fp16", [("lib", fused_ms)])
+    system = db.systems()[0]
+    a = analyze(ml, db, system, "fp16", layouts=("NCHW",))
+    t = training_step(ml, a, db, system)
+    assert not t.missing_calls and not t.forward.missing  # (its ReduceMeans have no backward yet)
+    fused = [c for c in t.calls if c.description.startswith("fused: ")]
+    group = set(alts[0].layers) | set(alts[1].layers)
+    own = [c for c in t.calls if c.layer in group and not c.description.startswith("fused: ")]
+    if fused_ms == 0.05:
+        assert [c.kind for c in fused] == ["SDPA", "SdpaBwd"] * 2
+        assert not [c for c in own if not c.description.startswith("gradient accumulation")]
+        assert "SDPA 2 of 2 groups taken fused" in " ".join(t.notes)
+        assert len(t.calls) == len(plan.calls) - sum(len(alt.replaced) for alt in alts) + 4
+        # the forward: the groups' layers count 0 and the fused training forwards 0.05 ms each
+        outside = sum(w for i, w in enumerate(a.fused_weight) if i not in group)
+        assert t.phase_ms["forward"] == pytest.approx(outside + 2 * 0.05)
+    else:
+        assert not fused and len(t.calls) == len(plan.calls)
+        if fused_ms == 5.0:  # not taken: the groups' forward layer by layer
+            assert "SDPA 0 of 2 groups taken fused" in " ".join(t.notes)
+            layer_by_layer = sum(w for i, w in enumerate(a.fused_weight) if i not in group) + sum(
+                a.layers[i].bound_ms for i in group)
+            assert t.phase_ms["forward"] == pytest.approx(layer_by_layer)

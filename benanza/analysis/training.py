@@ -249,6 +249,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         ly = ml.layers[c.layer]
         b = best.get(c.config.key)
         calls.append(_call_time(c.layer, ly.name, c.phase, c.config, b, accumulation=c.accumulation))
+    fwd_weights = forward_weights(ml, a)
+    calls, fused_note = _take_fused(ml, a, plan, calls, fwd_weights, db, system)
     loss_cfg, loss_about = loss_config(ml)
     loss_ms, loss_measured, loss_note, loss_time = None, True, "", None
     if loss_cfg is not None:
@@ -260,11 +262,11 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
             loss_note = f"the loss ({loss_cfg.describe()}) has no valid measurement (`benanza bench --train`)"
     opt_cfg = optimizer_config(ml, optimizer)  # reads the model's parameters once for the step
     opt_ms, opt_note, opt_time = _optimizer_time(opt_cfg, a, db, system, optimizer)
-    phase_ms, sequential, critical = schedule(ml, forward_weights(ml, a),
+    phase_ms, sequential, critical = schedule(ml, fwd_weights,
                                               [(c.layer, c.phase, c.time_ms) for c in calls], loss_ms, opt_ms)
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
               else ml.layers[i].op_type) for i in sorted(plan.no_backward)]
-    notes = [loss_about]
+    notes = [loss_about] + ([fused_note] if fused_note else [])
     if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
@@ -275,6 +277,66 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
                         calls=calls, no_backward=no_bw, optimizer_note=opt_note, notes=notes, memory=memory,
                         loss_measured=loss_measured, loss_note=loss_note, loss_call=loss_time,
                         optimizer_call=opt_time)
+
+
+def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], fwd_weights: list[float],
+                db: Database, system: System) -> tuple[list[BackwardTime], str]:
+    """The step's calls with each fusion group's fused training calls
+    (:func:`benanza.processing.training.fused_alternatives`) in place of the calls they replace where
+    all are measured and their sum is the smaller, as a lower bound takes the fastest measured way to
+    compute the same gradients (PyTorch's own step runs fused attention and one gelu_backward). Groups
+    are taken by largest saving first, one taken group's layers never in another's. An alternative with
+    its own training forward (fused attention) counts it against the group's forward layers one by one
+    (the unfused backward reads the probabilities the fused inference call never writes): when it is
+    taken those layers' weights in ``fwd_weights`` become 0 and its forward call stands for them, else
+    the layers count one by one. ``fwd_weights`` is changed in place. Returns (calls, a note naming
+    how many groups of each kind were taken fused, "" when the model has none)."""
+    from benanza.processing.training import fused_alternatives
+
+    alts = fused_alternatives(ml, plan)
+    if not alts:
+        return calls, ""
+    keys: dict[str, list[str]] = collections.defaultdict(list)
+    for alt in alts:
+        for c in alt.calls:
+            keys[a.conv_precision if c.config.kind in L.CUDNN_TF32_KINDS else a.precision].append(c.config.key)
+    best: dict = {}
+    for p, ks in keys.items():
+        best.update(query.best_per_config(db, system.id, p, a.cache, sorted(set(ks)), tuple(a.layouts)))
+    options = []
+    for alt in alts:
+        fused = [best.get(c.config.key) for c in alt.calls]
+        parts = [a.layers[i].bound_ms for i in alt.layers] if alt.forward else []
+        if any(b is None for b in fused) or any(x is None for x in parts):
+            continue  # an unmeasured alternative is never taken (nor are its layers recounted)
+        old = [calls[k].time_ms for k in alt.replaced]
+        unfused = None if any(x is None for x in old) else sum(old) + sum(parts)
+        cost = sum(b.median_ms for b in fused)
+        options.append(((unfused - cost) if unfused is not None else float("inf"), alt, fused, parts))
+    taken: set[int] = set()
+    removed: set[int] = set()
+    extra: list[BackwardTime] = []
+    counts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for alt in alts:
+        counts[alt.kind][1] += 1
+    for saving, alt, fused, parts in sorted(options, key=lambda o: -o[0]):
+        if saving > 0 and not taken & set(alt.layers):
+            taken |= set(alt.layers)
+            removed |= set(alt.replaced)
+            counts[alt.kind][0] += 1
+            if alt.forward:
+                for i in alt.layers:
+                    fwd_weights[i] = 0.0
+            last = alt.layers[-1]
+            extra += [_call_time(last, ml.layers[last].name, c.phase, c.config, b, fused=True)
+                      for c, b in zip(alt.calls, fused)]
+        elif alt.forward:
+            for i, ms in zip(alt.layers, parts):
+                fwd_weights[i] = ms
+    kept = [c for k, c in enumerate(calls) if k not in removed]
+    note = "fused training calls: " + "; ".join(
+        f"{kind} {n} of {m} groups taken fused" for kind, (n, m) in sorted(counts.items())) if counts else ""
+    return kept + extra, note
 
 
 def schedule(ml: ModelLayers, forward: list[float], calls: list[tuple[int, str, float | None]],
@@ -315,10 +377,12 @@ def schedule(ml: ModelLayers, forward: list[float], calls: list[tuple[int, str, 
     return phase_ms, sequential, last + (optimizer_ms or 0.0)
 
 
-def _call_time(layer: int, layer_name: str, phase: str, cfg, b, accumulation: bool = False) -> BackwardTime:
+def _call_time(layer: int, layer_name: str, phase: str, cfg, b, accumulation: bool = False,
+               fused: bool = False) -> BackwardTime:
     """One call's :class:`BackwardTime` from its best measurement ``b`` (None: no valid one);
-    ``accumulation``: a gradient accumulation (its description says so)."""
-    desc = ("gradient accumulation: " if accumulation else "") + cfg.describe()
+    ``accumulation``: a gradient accumulation, ``fused``: a fusion group's call (the description
+    says so)."""
+    desc = ("gradient accumulation: " if accumulation else "fused: " if fused else "") + cfg.describe()
     return BackwardTime(layer, layer_name, phase, cfg.kind, desc, cfg.key,
                         b.median_ms if b is not None else None,
                         *((b.call, b.algorithm, b.math, b.layout, b.workspace_bytes or 0) if b is not None else ()),

@@ -37,6 +37,10 @@ class BackwardCall:
     #: layers read (autograd's InputBuffer adds each further gradient into the first: one elementwise
     #: add of the tensor's shape per extra consumer; torch/csrc/autograd/input_buffer.cpp)
     accumulation: bool = False
+    #: an accumulation's tensor (the output of ``layer`` whose gradients it sums)
+    tensor: str = ""
+    #: a fused alternative's call (``TrainingPlan.fused``): the layers of its fusion group
+    fusion: tuple[int, ...] = ()
 
 
 @dataclass
@@ -59,9 +63,9 @@ class TrainingPlan:
       cudnnRNNBackwardData_v8, RNNTrainConfig.computes_weight_gradients).
     - ``fused``: the training calls of the fusion candidates of :data:`FUSED_BACKWARD_KINDS` (a fused
       attention: its training-mode forward, phase ``forward``, and its one backward call), each with
-      ``layer`` the group's first layer: the alternative to the group's layers' own calls in ``calls``.
-      Benchmarked with ``--train``; the step (:mod:`benanza.analysis.training`) still counts the layers'
-      own calls, not this alternative.
+      ``layer`` the group's first layer and ``fusion`` its layers: the alternative to the group's layers'
+      own calls in ``calls`` (:func:`fused_alternatives`), which the step takes where it is faster
+      (:func:`benanza.analysis.training.training_step`).
     """
 
     calls: list[BackwardCall] = field(default_factory=list)
@@ -86,6 +90,8 @@ class TrainingPlan:
 
 #: fusion kinds whose training calls the plan lists (``TrainingPlan.fused``): fused attention, whose
 #: backward reads the forward's softmax statistics instead of the probabilities the unfused layers keep
+#: (its alternative includes that training forward). Not yet: the erf-GELU inside a GemmAct group,
+#: whose derivative cuBLASLt fuses into the consumer's data-gradient GEMM (a call outside the group)
 FUSED_BACKWARD_KINDS = ("SDPA",)
 
 #: kinds whose data-gradient call differentiates the layer's data input, which may be a trainable
@@ -115,8 +121,8 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
     grads: dict[int, bool] = {}  # layer index -> its input gradients are computed (or passed through)
     readers = _readers(ml)
     for ly in reversed(ml.layers):
-        for cfg in gradient_accumulations(ml, ly, readers, grads):
-            plan.calls.append(BackwardCall(ly.index, "backward_data", cfg, accumulation=True))
+        for name, cfg in _accumulations(ml, ly, readers, grads):
+            plan.calls.append(BackwardCall(ly.index, "backward_data", cfg, accumulation=True, tensor=name))
         n_before = len(plan.calls)
         _plan_layer(ml, ly, plan, tables_box)
         grads[ly.index] = ly.index not in plan.no_backward and (
@@ -129,8 +135,55 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
             fcalls = kind.backward(f.config) or ()
         except (ValueError, NotImplementedError):
             continue
-        plan.fused += [BackwardCall(f.layers[0], phase, cfg) for phase, cfg in fcalls]
+        plan.fused += [BackwardCall(f.layers[0], phase, cfg, fusion=tuple(f.layers)) for phase, cfg in fcalls]
     return plan
+
+
+@dataclass
+class FusedAlternative:
+    """One fusion group's fused training calls against the calls of ``plan.calls`` they replace:
+    ``layers`` (the group), ``calls`` (its :attr:`TrainingPlan.fused` calls), ``replaced`` (indices into
+    ``plan.calls``: the group's layers' backward calls and the gradient accumulations the fused call
+    makes needless) and ``forward`` (True when the alternative has its own training forward, which
+    then replaces the group's forward layers too: fused attention's, which saves the softmax
+    statistics its backward reads)."""
+
+    layers: tuple[int, ...]
+    kind: str
+    calls: list[BackwardCall]
+    replaced: list[int]
+    forward: bool
+
+
+def fused_alternatives(ml: ModelLayers, plan: TrainingPlan) -> list[FusedAlternative]:
+    """Each fusion group of ``plan.fused`` as a :class:`FusedAlternative`. An accumulation is
+    needless when the fused call reads its tensor where several of the group's layers did (the
+    erf-GELU's input, read by its Div and its last Mul: one read, no add), or when the tensor is
+    internal to the group."""
+    groups: dict[tuple[int, ...], list[BackwardCall]] = {}
+    for c in plan.fused:
+        groups.setdefault(c.fusion, []).append(c)
+    readers = _readers(ml)
+    out = []
+    for layers, calls in groups.items():
+        members = set(layers)
+        replaced = [k for k, c in enumerate(plan.calls)
+                    if c.layer in members and c.phase != "forward" and not c.accumulation]
+        by_tensor: dict[str, list[int]] = {}
+        for k, c in enumerate(plan.calls):
+            if c.accumulation:
+                by_tensor.setdefault(c.tensor, []).append(k)
+        for name, ks in by_tensor.items():
+            rs = {j for j, _ in readers.get(name, ())}
+            inside = len(rs & members)
+            producer = plan.calls[ks[0]].layer
+            if producer in members and producer != layers[-1]:
+                replaced += ks  # a tensor inside the group: its gradients never leave the fused call
+            elif inside > 1:
+                replaced += ks[:inside - 1]  # the group's reads become one
+        out.append(FusedAlternative(layers, ml.fusions[[f.layers for f in ml.fusions].index(layers)].config.kind,
+                                    calls, sorted(set(replaced)), any(c.phase == "forward" for c in calls)))
+    return out
 
 
 def _readers(ml: ModelLayers) -> dict[str, list[tuple[int, int]]]:
@@ -163,7 +216,12 @@ def _float_output(ly) -> bool:
 
 
 def gradient_accumulations(ml: ModelLayers, ly, readers: dict, grads: dict[int, bool]) -> list[L.LayerConfig]:
-    """The gradient accumulations of layer ``ly``'s outputs: for an output that ``n`` > 1 later
+    """:func:`_accumulations`' configs."""
+    return [cfg for _, cfg in _accumulations(ml, ly, readers, grads)]
+
+
+def _accumulations(ml: ModelLayers, ly, readers: dict, grads: dict[int, bool]) -> list[tuple[str, L.LayerConfig]]:
+    """(tensor name, config) of the gradient accumulations of layer ``ly``'s outputs: for an output that ``n`` > 1 later
     layers differentiate (``grads``: the layers already planned, True where their input gradients
     are computed or passed through; an input a kind has no gradient for, :data:`NO_GRADIENT_INPUTS`,
     and a layer whose output has none, a comparison's, do not count), ``n - 1`` elementwise adds
@@ -182,7 +240,7 @@ def gradient_accumulations(ml: ModelLayers, ly, readers: dict, grads: dict[int, 
             kind = c.kind if c is not None else ml.layers[j].op_type
             if grads.get(j) and (kind, k) not in NO_GRADIENT_INPUTS and _float_output(ml.layers[j]):
                 n += 1
-        out += [L.ElementwiseConfig(op="add", a=tuple(shape), b=tuple(shape))] * max(0, n - 1)
+        out += [(name, L.ElementwiseConfig(op="add", a=tuple(shape), b=tuple(shape)))] * max(0, n - 1)
     return out
 
 
