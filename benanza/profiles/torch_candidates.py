@@ -226,7 +226,25 @@ def _capture(cand: Candidate, reps: int, stream):
         return graph
     except Exception:  # not capturable
         torch.cuda.synchronize()
+        _reset_generator()
         return None
+
+
+def _reset_generator() -> None:
+    """After a failed capture: the default CUDA generator as if no capture had begun. A capture that
+    fails leaves it marked as capturing (CUDAGraph::capture_end throws before its epilogue), and every
+    later random op of the process then fails with "Offset increment outside graph capture
+    encountered unexpectedly" (on an H100, 2026-11-26g: the framework candidates of every
+    training kind after one such failure). A clone of its state (same seed and offset) is not
+    capturing; ``graphsafe_set_state`` installs it (torch.Generator, PyTorch >= 2.4). Not yet run on a
+    GPU (tests/test_torch_candidates.py checks the calls on a stand-in of torch)."""
+    import torch
+
+    try:
+        gen = torch.cuda.default_generators[torch.cuda.current_device()]
+        gen.graphsafe_set_state(gen.clone_state())
+    except (AttributeError, RuntimeError):  # an older PyTorch: the failures stay recorded as such
+        pass
 
 
 def measure(cand: Candidate, policy: Policy, l2_bytes: int = 0, best_ms: float | None = None,
