@@ -96,6 +96,10 @@ def _toolkit_out_of_reach(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_a_suite_compiles_with_the_toolkit_wheels_alone(tmp_path, monkeypatch):
+    """A suite compiles and links with the toolkit wheels alone; and, as a first build on a fresh
+    machine (a cache of its own, no harness yet), `benanza build` compiles the harness library and the
+    suite's own sources at the same time (BENANZA_BUILD_OVERLAP=1), caches the library, and the next
+    suite's build reuses it. (One fresh harness compile for both checks: three minutes of CI each.)"""
     wheels = find_toolkit_wheels()
     if wheels is None:
         # worded so that the skip summary counts it as "other" (BENANZA_CI=1 fails on it): the test
@@ -108,8 +112,12 @@ def test_a_suite_compiles_with_the_toolkit_wheels_alone(tmp_path, monkeypatch):
     assert libs.nvcc.resolve() == wheels / "bin" / "nvcc"
     assert (libs.cuda_home / "lib" / "libcudart.so").resolve() == wheels / "lib" / "libcudart.so.13"
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("BENANZA_BUILD_OVERLAP", "1")
     suite = generate([process(mlp_model(tmp_path / "mlp.onnx"), 2)], ["fp32", "fp16"], tmp_path / "suite")
-    r = build(suite.root, libs)
+    r = build(suite.root, libs, jobs=2)
+    assert r.harness_s > 0 and r.configure_s + r.compile_s >= r.harness_s  # beside the suite's sources
+    assert list((tmp_path / "cache" / "benanza" / "harness").glob("*/build/libbenanza_harness.a"))
     cache = (suite.root / "build" / "CMakeCache.txt").read_text()
     assert f"CMAKE_CUDA_COMPILER:FILEPATH={libs.nvcc}" in cache or f"CMAKE_CUDA_COMPILER:STRING={libs.nvcc}" in cache
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
@@ -121,6 +129,9 @@ def test_a_suite_compiles_with_the_toolkit_wheels_alone(tmp_path, monkeypatch):
     if not have_gpu():
         run = subprocess.run([str(r.executable)], capture_output=True, text=True)
         assert run.returncode == 3 and "no CUDA device" in run.stderr
+    again = build(generate([process(mlp_model(tmp_path / "mlp2.onnx"), 3)], ["fp32"], tmp_path / "b").root, libs,
+                  jobs=2)
+    assert again.harness_s < r.harness_s  # the cached library
 
 
 def test_a_system_toolkit_reads_its_own_runtime_headers_not_the_wheels(tmp_path):

@@ -244,25 +244,6 @@ def test_build_of_a_folder_that_is_not_a_suite(tmp_path):
         _build(tmp_path)
 
 
-@pytest.mark.slow
-def test_first_build_overlaps_the_harness_with_the_suite(tmp_path, monkeypatch, models):
-    """With no cached harness, `benanza build` compiles the harness library and the suite's own
-    sources at the same time, caches the library and links a working suite; the next build of
-    another suite reuses the cached library."""
-    from benanza.build.builder import build
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("BENANZA_BUILD_OVERLAP", "1")
-    suite = generate([process(models / "alexnet.onnx", 1)], ["fp16"], tmp_path / "a")
-    r = build(suite.root, jobs=2)
-    assert r.harness_s > 0 and r.configure_s + r.compile_s >= r.harness_s
-    assert list((tmp_path / "cache" / "benanza" / "harness").glob("*/build/libbenanza_harness.a"))
-    listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
-    assert len(listed.stdout.splitlines()) == len(suite.jobs)
-    again = build(generate([process(models / "resnet18.onnx", 1)], ["fp16"], tmp_path / "b").root, jobs=2)
-    assert again.harness_s < r.harness_s
-
-
 COPY_CASES = [  # (config, numpy reference)
     # vit_b_16's attention transposes (torch.onnx export of nn.MultiheadAttention), batch 2
     (L.CopyConfig("Transpose", ((197, 2, 3, 768),), (3, 197, 2, 768), (("perm", (2, 0, 1, 3)),)),
