@@ -38,7 +38,8 @@ def test_a_bert_encoders_attentions_have_their_training_forward_and_backward(tmp
     bshd = (16 * 64, 16, 64, 1)
     plan = training_plan(ml)
     # the fused alternative: per attention, its training forward then its backward
-    assert [(c.layer, c.phase, c.config.kind) for c in plan.fused] == \
+    groups = {tuple(f.layers) for f in att}
+    assert [(c.layer, c.phase, c.config.kind) for c in plan.fused if c.fusion in groups] == \
         [(f.layers[0], p, k) for f in att for p, k in (("forward", "SDPA"), ("backward_data", "SdpaBwd"))]
     for f in att:
         fwd = f.config
@@ -231,50 +232,69 @@ def test_the_suite_compiles_and_links(tmp_path):
 
 
 @pytest.mark.parametrize("fused_ms", [0.05, 5.0, None], ids=["fused-faster", "fused-slower", "fused-unmeasured"])
-def test_the_step_takes_fused_attention_where_it_is_faster(tmp_path, fused_ms):
-    """A BERT encoder's two attentions at fp16: the training step takes each fused attention (its
-    training forward with statistics and its one backward call, in place of the group's layers'
-    forward bounds and backward calls) when all are measured and faster; else the layers one by one, their forward layer by layer too
-    (the unfused backward reads probabilities the fused inference call never writes); never an
-    unmeasured alternative. On an H100 this took vit_b_16's b32 fp16 step from 12.03 to 9.14 ms
-    (PyTorch's 14.24 ms; benchmarks/results/2026-11-26g)."""
+def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
+    """A BERT encoder at fp16, its two attentions, five decomposed LayerNorms and two erf-GELUs (inside
+    GemmAct candidates) each with a fused alternative. The training step takes each where all its
+    calls are measured and faster: an attention's training forward with statistics and its one
+    backward (in place of the group's forward layers and backward calls), a LayerNorm's training
+    forward and LayerNormBwd, a GELU's one gelu_backward (its forward stays the GemmAct's; the
+    accumulation of its input, read twice by the decomposition, goes too). A group whose layers cannot
+    be bounded one by one (the LayerNorms' ReduceMeans have no backward) takes the fused calls even when
+    slower. Not taken, an attention's forward counts layer by layer (the unfused backward reads
+    probabilities the fused inference call never writes); an unmeasured alternative is never taken.
+    On an H100 the attentions took vit_b_16's b32 fp16 step from 12.03 to 9.14 ms (PyTorch 14.24 ms;
+    benchmarks/results/2026-11-26g)."""
     from benanza.analysis.analyzer import analyze
     from benanza.analysis.training import training_step
-    from benanza.processing.training import fused_alternatives, optimizer_config
+    from benanza.processing.training import fused_alternatives, loss_config, optimizer_config
     from test_lbl_truth import _measure, _system_db
 
     ml = process(bert_encoder_model(tmp_path / "bert.onnx", opset=14), 2, dims={"seq": 16})
     plan = training_plan(ml)
     alts = fused_alternatives(ml, plan)
-    assert len(alts) == 2 and all(alt.forward and alt.kind == "SDPA" and alt.replaced for alt in alts)
+    kinds = sorted(alt.kind for alt in alts)
+    assert kinds == ["LayerNorm"] * 5 + ["SDPA"] * 2 + ["erf-GELU"] * 2
+    by_kind = {k: [alt for alt in alts if alt.kind == k] for k in set(kinds)}
+    assert all(alt.forward and not alt.no_backward for alt in by_kind["SDPA"])
+    assert all(alt.forward and alt.no_backward for alt in by_kind["LayerNorm"])
+    gelu = by_kind["erf-GELU"][0]
+    assert not gelu.forward and [c.config for c in gelu.calls] == [
+        L.UnaryBwdConfig(shape=(2, 16, 256), op="gelu")] and len(gelu.layers) == 5
+    assert [plan.calls[k].config.kind for k in gelu.replaced if plan.calls[k].accumulation] == ["Elementwise"]
     db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
     for cfg in ml.unique_configs().values():
         _measure(db, sid, cfg, "fp16", [("lib", 0.01)])
     for c in plan.calls:
         _measure(db, sid, c.config, "fp16", [("lib", 0.01)])
     _measure(db, sid, optimizer_config(ml, "sgd"), "fp16", [("lib", 0.01)])
+    _measure(db, sid, loss_config(ml)[0], "fp16", [("lib", 0.01)])
     if fused_ms is not None:
         for c in plan.fused:
             _measure(db, sid, c.config, "fp16", [("lib", fused_ms)])
     system = db.systems()[0]
     a = analyze(ml, db, system, "fp16", layouts=("NCHW",))
     t = training_step(ml, a, db, system)
-    assert not t.missing_calls and not t.forward.missing  # (its ReduceMeans have no backward yet)
+    assert not t.missing_calls and not t.forward.missing
     fused = [c for c in t.calls if c.description.startswith("fused: ")]
-    group = set(alts[0].layers) | set(alts[1].layers)
-    own = [c for c in t.calls if c.layer in group and not c.description.startswith("fused: ")]
-    if fused_ms == 0.05:
-        assert [c.kind for c in fused] == ["SDPA", "SdpaBwd"] * 2
-        assert not [c for c in own if not c.description.startswith("gradient accumulation")]
-        assert "SDPA 2 of 2 groups taken fused" in " ".join(t.notes)
-        assert len(t.calls) == len(plan.calls) - sum(len(alt.replaced) for alt in alts) + 4
-        # the forward: the groups' layers count 0 and the fused training forwards 0.05 ms each
-        outside = sum(w for i, w in enumerate(a.fused_weight) if i not in group)
-        assert t.phase_ms["forward"] == pytest.approx(outside + 2 * 0.05)
-    else:
-        assert not fused and len(t.calls) == len(plan.calls)
-        if fused_ms == 5.0:  # not taken: the groups' forward layer by layer
-            assert "SDPA 0 of 2 groups taken fused" in " ".join(t.notes)
-            layer_by_layer = sum(w for i, w in enumerate(a.fused_weight) if i not in group) + sum(
-                a.layers[i].bound_ms for i in group)
-            assert t.phase_ms["forward"] == pytest.approx(layer_by_layer)
+    note = " ".join(t.notes)
+    att = set().union(*(alt.layers for alt in by_kind["SDPA"]))
+    taken = {"fused-faster": (2, 5, 2), "fused-slower": (0, 5, 0), "fused-unmeasured": (0, 0, 0)}[
+        {0.05: "fused-faster", 5.0: "fused-slower", None: "fused-unmeasured"}[fused_ms]]
+    if fused_ms is not None:
+        assert f"LayerNorm {taken[1]} of 5 groups taken fused; SDPA {taken[0]} of 2 groups taken fused; " \
+               f"erf-GELU {taken[2]} of 2 groups taken fused" in note
+    assert sorted(c.kind for c in fused) == sorted(["SDPA", "SdpaBwd"] * taken[0] + ["LayerNorm", "LayerNormBwd"] *
+                                                   taken[1] + ["UnaryBwd"] * taken[2])
+    replaced = sum(len(alt.replaced) for k, n in zip(("SDPA", "LayerNorm", "erf-GELU"), taken)
+                   for alt in by_kind[k][:n])
+    assert len(t.calls) == len(plan.calls) - replaced + len(fused)
+    # complete once every LayerNorm is fused (their ReduceMeans then need no backward of their own)
+    assert t.complete == (taken[1] == 5) and bool(t.no_backward) == (taken[1] < 5)
+    outside = sum(w for i, w in enumerate(a.fused_weight) if i not in att)
+    ln = set().union(*(alt.layers for alt in by_kind["LayerNorm"]))
+    if fused_ms == 0.05:  # the attentions' forward: their fused training forwards, 0.05 ms each
+        assert t.phase_ms["forward"] == pytest.approx(
+            outside - sum(a.fused_weight[i] for i in ln) + 2 * 0.05 + 5 * 0.05)
+    elif fused_ms == 5.0:  # not taken: the attentions' forward layer by layer
+        assert t.phase_ms["forward"] == pytest.approx(
+            outside - sum(a.fused_weight[i] for i in ln) + 5 * 5.0 + sum(a.layers[i].bound_ms for i in att))

@@ -459,3 +459,29 @@ def test_the_training_suite_compiles_and_links(tmp_path):
     r = build(tmp_path / "s")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
     assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}
+
+
+def test_a_scalar_constant_has_no_gradient_a_bias_vector_has(tmp_path):
+    """Mul by a scalar constant (GELU's 0.5, an attention's scale) gets no weight gradient (autograd
+    computes none, and the optimizer's parameters leave scalars out); an Add of a bias vector keeps its
+    ReduceSum (the bias's gradient). On an H100, 24 such calls stood in vit_b_16's step."""
+    w = numpy_helper.from_array(np.zeros((16, 16), np.float32), "w")
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    bias = numpy_helper.from_array(np.zeros((16,), np.float32), "bias")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+             helper.make_node("Mul", ["a", "half"], ["b"], name="scale"),
+             helper.make_node("Add", ["b", "bias"], ["y"], name="shift")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])], [w, half, bias])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    ml = process(path, 4)
+    plan = training_plan(ml)
+    # the input needs no gradient (mm's data gradient is left out); shift's bias its ReduceSum; scale
+    # passes its data gradient on (times 0.5) and none to its constant
+    assert [(ml.layers[c.layer].name, c.phase, c.config.describe()) for c in plan.calls] == [
+        ("shift", "backward_weight", "Reduce(4x16 -> 1x16)"), ("scale", "backward_data", "Elementwise(mul 4x16,1x1)"),
+        ("mm", "backward_weight", "Gemm(m16 n16 k4 TN)")]
+    from benanza.processing.training import trainable_parameters
+
+    assert sorted(trainable_parameters(path)) == [(16,), (16, 16)]

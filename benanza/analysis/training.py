@@ -250,7 +250,7 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         b = best.get(c.config.key)
         calls.append(_call_time(c.layer, ly.name, c.phase, c.config, b, accumulation=c.accumulation))
     fwd_weights = forward_weights(ml, a)
-    calls, fused_note = _take_fused(ml, a, plan, calls, fwd_weights, db, system)
+    calls, fused_note, fused_layers = _take_fused(ml, a, plan, calls, fwd_weights, db, system)
     loss_cfg, loss_about = loss_config(ml)
     loss_ms, loss_measured, loss_note, loss_time = None, True, "", None
     if loss_cfg is not None:
@@ -265,7 +265,7 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     phase_ms, sequential, critical = schedule(ml, fwd_weights,
                                               [(c.layer, c.phase, c.time_ms) for c in calls], loss_ms, opt_ms)
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
-              else ml.layers[i].op_type) for i in sorted(plan.no_backward)]
+              else ml.layers[i].op_type) for i in sorted(plan.no_backward) if i not in fused_layers]
     notes = [loss_about] + ([fused_note] if fused_note else [])
     if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
@@ -280,7 +280,7 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
 
 
 def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], fwd_weights: list[float],
-                db: Database, system: System) -> tuple[list[BackwardTime], str]:
+                db: Database, system: System) -> tuple[list[BackwardTime], str, set[int]]:
     """The step's calls with each fusion group's fused training calls
     (:func:`benanza.processing.training.fused_alternatives`) in place of the calls they replace where
     all are measured and their sum is the smaller, as a lower bound takes the fastest measured way to
@@ -290,12 +290,13 @@ def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], f
     (the unfused backward reads the probabilities the fused inference call never writes): when it is
     taken those layers' weights in ``fwd_weights`` become 0 and its forward call stands for them, else
     the layers count one by one. ``fwd_weights`` is changed in place. Returns (calls, a note naming
-    how many groups of each kind were taken fused, "" when the model has none)."""
+    how many groups of each kind were taken fused, "" when the model has none; the layers of the groups
+    taken, whose own backward the step no longer needs)."""
     from benanza.processing.training import fused_alternatives
 
     alts = fused_alternatives(ml, plan)
     if not alts:
-        return calls, ""
+        return calls, "", set()
     keys: dict[str, list[str]] = collections.defaultdict(list)
     for alt in alts:
         for c in alt.calls:
@@ -310,10 +311,10 @@ def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], f
         if any(b is None for b in fused) or any(x is None for x in parts):
             continue  # an unmeasured alternative is never taken (nor are its layers recounted)
         old = [calls[k].time_ms for k in alt.replaced]
-        unfused = None if any(x is None for x in old) else sum(old) + sum(parts)
+        unfused = None if any(x is None for x in old) or alt.no_backward else sum(old) + sum(parts)
         cost = sum(b.median_ms for b in fused)
         options.append(((unfused - cost) if unfused is not None else float("inf"), alt, fused, parts))
-    taken: set[int] = set()
+    taken: set[int] = set()  # (the caller drops their layers from ``no_backward``)
     removed: set[int] = set()
     extra: list[BackwardTime] = []
     counts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
@@ -336,7 +337,7 @@ def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], f
     kept = [c for k, c in enumerate(calls) if k not in removed]
     note = "fused training calls: " + "; ".join(
         f"{kind} {n} of {m} groups taken fused" for kind, (n, m) in sorted(counts.items())) if counts else ""
-    return kept + extra, note
+    return kept + extra, note, taken
 
 
 def schedule(ml: ModelLayers, forward: list[float], calls: list[tuple[int, str, float | None]],

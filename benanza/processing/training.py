@@ -73,6 +73,9 @@ class TrainingPlan:
     pass_through: list[int] = field(default_factory=list)
     data_not_needed: list[int] = field(default_factory=list)
     fused: list[BackwardCall] = field(default_factory=list)
+    #: each fused group (its layers) -> what it is: the fusion's kind, or "erf-GELU" (the GELU of a
+    #: GemmAct candidate, :func:`_gelu_of_gemm_act`)
+    fused_kinds: dict[tuple[int, ...], str] = field(default_factory=dict)
 
     def configs(self) -> dict[str, L.LayerConfig]:
         """Each distinct backward (and training-forward) config by key, the fused alternatives' too."""
@@ -90,9 +93,11 @@ class TrainingPlan:
 
 #: fusion kinds whose training calls the plan lists (``TrainingPlan.fused``): fused attention, whose
 #: backward reads the forward's softmax statistics instead of the probabilities the unfused layers keep
-#: (its alternative includes that training forward). Not yet: the erf-GELU inside a GemmAct group,
-#: whose derivative cuBLASLt fuses into the consumer's data-gradient GEMM (a call outside the group)
-FUSED_BACKWARD_KINDS = ("SDPA",)
+#: (its alternative includes that training forward), and a decomposed LayerNorm (ReduceMean, Sub, Pow,
+#: ReduceMean, Add, Sqrt, Div, Mul, Add: its ReduceMeans have no backward of their own; the fused
+#: training forward saves mean and inverse deviation for LayerNormBwd). The erf-GELU inside a GemmAct
+#: candidate is a group of its own (:func:`_gelu_of_gemm_act`)
+FUSED_BACKWARD_KINDS = ("SDPA", "LayerNorm")
 
 #: kinds whose data-gradient call differentiates the layer's data input, which may be a trainable
 #: table (a Gather's data: an embedding's weight): when it is one (:func:`training_plan`), the call
@@ -128,15 +133,37 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
         grads[ly.index] = ly.index not in plan.no_backward and (
             ly.index in plan.pass_through or any(c.phase == "backward_data" for c in plan.calls[n_before:]))
     for f in getattr(ml, "fusions", ()):
-        kind = L.REGISTRY.get(f.config.kind)
-        if f.config.kind not in FUSED_BACKWARD_KINDS or kind is None or kind.backward is None:
+        layers, cfg = tuple(f.layers), f.config
+        if cfg.kind not in FUSED_BACKWARD_KINDS:
+            layers, cfg = _gelu_of_gemm_act(ml, f)
+        kind = L.REGISTRY.get(cfg.kind) if cfg is not None else None
+        if kind is None or kind.backward is None:
             continue
         try:
-            fcalls = kind.backward(f.config) or ()
+            fcalls = kind.backward(cfg) or ()
         except (ValueError, NotImplementedError):
             continue
-        plan.fused += [BackwardCall(f.layers[0], phase, cfg, fusion=tuple(f.layers)) for phase, cfg in fcalls]
+        plan.fused += [BackwardCall(layers[0], phase, c, fusion=layers) for phase, c in fcalls]
+        plan.fused_kinds[layers] = "erf-GELU" if cfg.kind != f.config.kind else cfg.kind
     return plan
+
+
+def _gelu_of_gemm_act(ml: ModelLayers, f) -> tuple[tuple[int, ...], L.LayerConfig | None]:
+    """The erf-GELU decomposition inside a GemmAct candidate (GEMM, its bias Add, then Div, Erf, Add,
+    Mul, Mul: :func:`benanza.processing.model._find_gemm_acts`) as its own group with the GELU's
+    UnaryConfig, whose backward is one gelu_backward call (PyTorch's nn.GELU); ((), None) for any
+    other fusion. Its forward stays the GemmAct's (cuBLASLt's GELU_AUX epilogue keeps the GELU's input
+    for a backward)."""
+    if f.config.kind != "GemmAct" or getattr(f.config, "activation", "") != "gelu":
+        return (), None
+    head = ml.layers[f.layers[0]]
+    n_gemm = 2 if f.config.gemm.bias != "none" and getattr(head.config, "bias", "none") == "none" else 1
+    gelu = tuple(f.layers[n_gemm:])
+    last = ml.layers[gelu[-1]] if gelu else None
+    if len(gelu) < 2 or "Erf" not in {ml.layers[i].op_type for i in gelu} or not last.output_shapes \
+            or last.output_shapes[0] is None:
+        return (), None  # a Gelu op is one layer already: its own backward is one call
+    return gelu, L.UnaryConfig(shape=tuple(last.output_shapes[0]), op="gelu")
 
 
 @dataclass
@@ -153,6 +180,9 @@ class FusedAlternative:
     calls: list[BackwardCall]
     replaced: list[int]
     forward: bool
+    #: the group's layers without a backward of their own (``plan.no_backward``): the layer-by-layer
+    #: way cannot be bounded, the fused one can
+    no_backward: list[int] = field(default_factory=list)
 
 
 def fused_alternatives(ml: ModelLayers, plan: TrainingPlan) -> list[FusedAlternative]:
@@ -181,8 +211,9 @@ def fused_alternatives(ml: ModelLayers, plan: TrainingPlan) -> list[FusedAlterna
                 replaced += ks  # a tensor inside the group: its gradients never leave the fused call
             elif inside > 1:
                 replaced += ks[:inside - 1]  # the group's reads become one
-        out.append(FusedAlternative(layers, ml.fusions[[f.layers for f in ml.fusions].index(layers)].config.kind,
-                                    calls, sorted(set(replaced)), any(c.phase == "forward" for c in calls)))
+        out.append(FusedAlternative(layers, plan.fused_kinds.get(layers, "?"), calls, sorted(set(replaced)),
+                                    any(c.phase == "forward" for c in calls),
+                                    [i for i in layers if i in plan.no_backward]))
     return out
 
 
@@ -276,14 +307,31 @@ def _plan_layer(ml: ModelLayers, ly, plan: TrainingPlan, tables_box: list) -> No
         table = any(name in tables_box[0] for name in ly.static_inputs)
     if not needs_data and not table:
         plan.data_not_needed.append(ly.index)
+    constants = _scalar_constants_only(ly, lcfg)
     for phase, cfg in calls:
         if phase not in L.TRAINING_PHASES[:3]:
             raise ValueError(f"{lcfg.kind}.backward gave phase {phase!r}")
+        if constants and phase == "backward_weight":
+            continue  # a scalar constant (GELU's 0.5, an attention's scale) has no gradient
         if table and phase == "backward_data":
             phase = "backward_weight"
         if phase == "backward_data" and not needs_data and not getattr(cfg, "computes_weight_gradients", False):
             continue  # (a call the weight gradients need stays: BatchNormBwd, an RNN's data gradient)
         plan.calls.append(BackwardCall(ly.index, phase, cfg))
+
+
+def _scalar_constants_only(ly, cfg) -> bool:
+    """An Elementwise layer with one constant operand (an initializer, ``Layer.static_inputs``) that
+    is a scalar: as :data:`PARAMETER_INPUTS` says, a scalar is a constant of the model's code (GELU's 0.5,
+    an attention's scale), not a parameter, and autograd computes no gradient for it; its
+    ``backward_weight`` calls (the broadcast operand's gradient) are left out. On an H100, 24 such
+    calls (ReduceSum to 1x1x1 and the products before them) stood in vit_b_16's b32 fp16 step
+    (benchmarks/results/2026-11-26g)."""
+    import math
+
+    if cfg is None or cfg.kind != "Elementwise" or len(ly.static_inputs) != 1:
+        return False
+    return min(math.prod(cfg.a), math.prod(cfg.b)) <= 1  # (the constant is the broadcast operand)
 
 
 #: ONNX op type -> the input positions that hold trainable parameters when they are initializers
