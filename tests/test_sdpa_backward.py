@@ -298,3 +298,10 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
     elif fused_ms == 5.0:  # not taken: the attentions' forward layer by layer
         assert t.phase_ms["forward"] == pytest.approx(
             outside - sum(a.fused_weight[i] for i in ln) + 5 * 5.0 + sum(a.layers[i].bound_ms for i in att))
+    # `predict --train` to the GPU it was measured on gives the same step (same groups, same forward)
+    from benanza.analysis.gpus import find_gpu
+    from benanza.analysis.predict_training import predict_training
+
+    h200 = find_gpu("H200")
+    tp = predict_training(ml, t, h200, h200)
+    assert tp.phase_ms == pytest.approx(t.phase_ms) and tp.critical_path_ms == pytest.approx(t.critical_path_ms)

@@ -36,7 +36,7 @@ from benanza import kinds as L
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import (FIXED_US, LayerPrediction, Prediction, check_precision, fused_weights,
                                       predict, scale_layer)
-from benanza.analysis.training import BackwardTime, TrainingStep, forward_weights, schedule
+from benanza.analysis.training import BackwardTime, TrainingStep, apply_forward_groups, forward_weights, schedule
 from benanza.processing.model import ModelLayers
 
 
@@ -146,6 +146,7 @@ def predict_training(ml: ModelLayers, step: TrainingStep, origin: GpuSpec, targe
         if lt.conversion:
             fused[i] = 0.0
     weights = forward_weights(ml, a, fused, layer_ms)
+    apply_forward_groups(weights, step.forward_groups, layer_ms)  # as the measured step counts them
     calls = [predict_call(c, step, origin, target, memory, fixed_us, span) for c in step.calls]
     extra = {}
     for name, c in (("loss", step.loss_call), ("optimizer", step.optimizer_call)):

@@ -155,6 +155,9 @@ class TrainingStep:
     #: the loss's and the optimizer's calls (None: the model has no loss, or no parameter)
     loss_call: BackwardTime | None = None
     optimizer_call: BackwardTime | None = None
+    #: the fused groups with a training forward of their own (fused attention, LayerNorm): (their
+    #: layers, taken fused), whose forward weights :func:`apply_forward_groups` sets
+    forward_groups: list = field(default_factory=list)
 
     @property
     def missing_calls(self) -> list[BackwardTime]:
@@ -250,7 +253,7 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         b = best.get(c.config.key)
         calls.append(_call_time(c.layer, ly.name, c.phase, c.config, b, accumulation=c.accumulation))
     fwd_weights = forward_weights(ml, a)
-    calls, fused_note, fused_layers = _take_fused(ml, a, plan, calls, fwd_weights, db, system)
+    calls, fused_note, fused_layers, forward_groups = _take_fused(ml, a, plan, calls, fwd_weights, db, system)
     loss_cfg, loss_about = loss_config(ml)
     loss_ms, loss_measured, loss_note, loss_time = None, True, "", None
     if loss_cfg is not None:
@@ -276,11 +279,11 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
                         forward=a, phase_ms=phase_ms, sequential_ms=sequential, critical_path_ms=critical,
                         calls=calls, no_backward=no_bw, optimizer_note=opt_note, notes=notes, memory=memory,
                         loss_measured=loss_measured, loss_note=loss_note, loss_call=loss_time,
-                        optimizer_call=opt_time)
+                        optimizer_call=opt_time, forward_groups=forward_groups)
 
 
 def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], fwd_weights: list[float],
-                db: Database, system: System) -> tuple[list[BackwardTime], str, set[int]]:
+                db: Database, system: System) -> tuple[list[BackwardTime], str, set[int], list]:
     """The step's calls with each fusion group's fused training calls
     (:func:`benanza.processing.training.fused_alternatives`) in place of the calls they replace where
     all are measured and their sum is the smaller, as a lower bound takes the fastest measured way to
@@ -291,12 +294,12 @@ def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], f
     taken those layers' weights in ``fwd_weights`` become 0 and its forward call stands for them, else
     the layers count one by one. ``fwd_weights`` is changed in place. Returns (calls, a note naming
     how many groups of each kind were taken fused, "" when the model has none; the layers of the groups
-    taken, whose own backward the step no longer needs)."""
+    taken, whose own backward the step no longer needs; :attr:`TrainingStep.forward_groups`)."""
     from benanza.processing.training import fused_alternatives
 
     alts = fused_alternatives(ml, plan)
     if not alts:
-        return calls, "", set()
+        return calls, "", set(), []
     keys: dict[str, list[str]] = collections.defaultdict(list)
     for alt in alts:
         for c in alt.calls:
@@ -315,6 +318,7 @@ def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], f
         cost = sum(b.median_ms for b in fused)
         options.append(((unfused - cost) if unfused is not None else float("inf"), alt, fused, parts))
     taken: set[int] = set()  # (the caller drops their layers from ``no_backward``)
+    groups: list[tuple[tuple[int, ...], bool]] = []
     removed: set[int] = set()
     extra: list[BackwardTime] = []
     counts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
@@ -326,18 +330,28 @@ def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], f
             removed |= set(alt.replaced)
             counts[alt.kind][0] += 1
             if alt.forward:
-                for i in alt.layers:
-                    fwd_weights[i] = 0.0
+                groups.append((alt.layers, True))
             last = alt.layers[-1]
             extra += [_call_time(last, ml.layers[last].name, c.phase, c.config, b, fused=True)
                       for c, b in zip(alt.calls, fused)]
         elif alt.forward:
-            for i, ms in zip(alt.layers, parts):
-                fwd_weights[i] = ms
+            groups.append((alt.layers, False))
+    apply_forward_groups(fwd_weights, groups, [lt.bound_ms for lt in a.layers])
     kept = [c for k, c in enumerate(calls) if k not in removed]
     note = "fused training calls: " + "; ".join(
         f"{kind} {n} of {m} groups taken fused" for kind, (n, m) in sorted(counts.items())) if counts else ""
-    return kept + extra, note, taken
+    return kept + extra, note, taken, groups
+
+
+def apply_forward_groups(weights: list[float], groups: list[tuple[tuple[int, ...], bool]],
+                         layer_ms: list[float | None]) -> None:
+    """The forward weights (ms, changed in place) of the fused groups whose alternative has its own
+    training forward (:attr:`TrainingStep.forward_groups`): a group taken fused counts 0 for its
+    layers (its training forward call stands for them), one not taken counts each layer's own time
+    ``layer_ms`` (measured, or predicted on another GPU)."""
+    for layers, taken in groups:
+        for i in layers:
+            weights[i] = 0.0 if taken else (layer_ms[i] or 0.0)
 
 
 def schedule(ml: ModelLayers, forward: list[float], calls: list[tuple[int, str, float | None]],
