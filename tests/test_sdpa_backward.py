@@ -295,6 +295,11 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
     if fused_ms == 0.05:  # the attentions' forward: their fused training forwards, 0.05 ms each
         assert t.phase_ms["forward"] == pytest.approx(
             outside - sum(a.fused_weight[i] for i in ln) + 2 * 0.05 + 5 * 0.05)
+        # memory: the fused attention keeps Q, K, V and O, not the 2 x 4 x 16 x 16 probabilities
+        from benanza.analysis.training import memory_bound
+
+        unfused = memory_bound(ml, plan, t.calls, "fp16", "sgd", 0)
+        assert t.memory.activations < unfused.activations
     elif fused_ms == 5.0:  # not taken: the attentions' forward layer by layer
         assert t.phase_ms["forward"] == pytest.approx(
             outside - sum(a.fused_weight[i] for i in ln) + 5 * 5.0 + sum(a.layers[i].bound_ms for i in att))

@@ -274,7 +274,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
     memory = memory_bound(ml, plan, calls, a.precision, optimizer,
-                          opt_cfg.parameter_count if opt_cfg is not None else 0)
+                          opt_cfg.parameter_count if opt_cfg is not None else 0,
+                          _taken_groups(plan, fused_layers))
     return TrainingStep(model=ml.model, batch=ml.batch, precision_label=a.precision_label, layouts=layouts,
                         forward=a, phase_ms=phase_ms, sequential_ms=sequential, critical_path_ms=critical,
                         calls=calls, no_backward=no_bw, optimizer_note=opt_note, notes=notes, memory=memory,
@@ -418,12 +419,25 @@ def _optimizer_time(cfg, a: Analysis, db: Database, system: System, optimizer: s
     return b.median_ms, "", t
 
 
+def _taken_groups(plan, taken: set[int]) -> list[tuple[tuple[int, ...], bool]]:
+    """(layers, has its own training forward) of each fused group of ``plan`` the step took."""
+    out: dict[tuple[int, ...], bool] = {}
+    for c in plan.fused:
+        if c.fusion and set(c.fusion) <= taken:
+            out[c.fusion] = out.get(c.fusion, False) or c.phase == "forward"
+    return list(out.items())
+
+
 def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: str, optimizer: str = "sgd",
-                 parameter_count: int | None = None) -> MemoryBound:
+                 parameter_count: int | None = None,
+                 fused: list[tuple[tuple[int, ...], bool]] = ()) -> MemoryBound:
     """:class:`MemoryBound` of ``ml``'s training step with ``optimizer`` (:data:`OPTIMIZER_STATE`);
     ``parameter_count``: the model's parameter elements when known (else read from the model,
-    :func:`benanza.processing.training.trainable_parameters`). Raises ValueError for an unknown
-    optimizer."""
+    :func:`benanza.processing.training.trainable_parameters`). ``fused``: the fused groups the step
+    took ((layers, with a training forward of their own)): their layers' own calls save nothing; the
+    group saves the tensors it reads from outside (an attention's Q, K, V; a GELU's input) and, with a
+    training forward, its output (an attention's O: its statistics are a row each, left out). Raises
+    ValueError for an unknown optimizer."""
     import math
 
     from benanza.processing.training import trainable_parameters
@@ -439,9 +453,26 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
             if shape is not None:
                 shapes[name] = tuple(shape)
     saved: dict[str, int] = {}
+    in_fused = {i for layers, _ in fused for i in layers}
+    for layers, forward in fused:
+        inside = set(layers)
+        made = {name for i in layers for name in ml.layers[i].outputs}
+        for i in layers:
+            ly = ml.layers[i]
+            for k, name in enumerate(ly.inputs):
+                shape = shapes.get(name) or (ly.input_shapes[k] if k < len(ly.input_shapes) else None)
+                if name not in made and name not in ly.static_inputs and shape is not None:
+                    saved[name] = math.prod(shape) * elem
+        if forward:
+            last = ml.layers[max(inside)]
+            for name in last.outputs:
+                if shapes.get(name) is not None:
+                    saved[name] = math.prod(shapes[name]) * elem
     for c in plan.calls:
-        if c.phase == "forward" or c.accumulation:  # a training-mode forward: what it saves, its backward
-            continue                                   # call reads; an accumulation reads gradients only
+        # a training-mode forward: what it saves, its backward call reads; an accumulation reads
+        # gradients only; a fused group's layers: the group saves (above)
+        if c.phase == "forward" or c.accumulation or c.layer in in_fused:
+            continue
         ly = ml.layers[c.layer]
         if c.config.kind in _READS_MASK:  # a dropout's gradient reads its mask (one byte per element)
             saved[f"mask of layer {c.layer}"] = math.prod(c.config.shape)

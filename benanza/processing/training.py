@@ -380,12 +380,16 @@ def _parameters(model: str | Path) -> dict[str, tuple[int, ...]]:
     inits = {i.name: tuple(int(d) for d in i.dims) for i in m.graph.initializer if i.data_type in _FLOAT_TYPES}
     alias = {n.output[0]: n.input[0] for n in m.graph.node
              if n.op_type == "Identity" and n.input and n.output and n.input[0] in inits}
+    # torch.onnx exports a Linear as MatMul(x, Transpose(W)): the parameter is W, once however many
+    # nodes read it (a tied weight) -- 77.9 M of vit_b_16's 86.6 M parameters
+    transposed = {n.output[0]: n.input[0] for n in m.graph.node
+                  if n.op_type == "Transpose" and n.input and n.output and n.input[0] in inits}
     found: dict[str, tuple[int, ...]] = {}
     for n in m.graph.node:
         for k in PARAMETER_INPUTS.get(n.op_type, ()):
             if k >= len(n.input):
                 continue
-            name = n.input[k]
+            name = transposed.get(n.input[k], n.input[k])
             shape = inits.get(alias.get(name, name))
             if shape is None or name in found:
                 continue
