@@ -195,3 +195,38 @@ def test_resnet50_with_its_batch_norms_has_every_backward(tmp_path):
     kinds = {j.kind for j in suite.jobs}
     assert {"BatchNormTrain", "BatchNormBwd", "ConvBwdData", "ConvBwdFilter", "ActivationBwd"} <= kinds
     assert (tmp_path / "s" / "src" / "batchnormtrain.cpp").is_file() and (tmp_path / "s" / "src" / "batchnormbwd.cpp").is_file()
+
+
+def test_an_instance_norm_trains_as_pytorch_runs_it(tmp_path):
+    """InstanceNormalization in a training step: PyTorch's instance_norm is a training-mode batch norm
+    of x viewed as (1, N*C, H, W) with the scale and bias repeated N times (Normalization.cpp). Its
+    training forward and one BatchNormBwd on that view (kept for dscale and dbias even on a model
+    input), and scale's and bias's gradients summed over the repeats; the jobs of `--train` include
+    them. A rank the batch-norm calls do not take (6) has no backward (the step is incomplete, never
+    free)."""
+    from benanza.generation.generator import plan_jobs
+    from benanza.processing.training import training_plan
+
+    def model(eps, spatial=(8, 8)):
+        inits = [numpy_helper.from_array(np.ones(4, np.float32), "s"), numpy_helper.from_array(np.zeros(4, np.float32), "b")]
+        nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="inorm", epsilon=eps)]
+        g = helper.make_graph(nodes, "in", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, *spatial])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, *spatial])], inits)
+        path = tmp_path / f"in{len(spatial)}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return process(path, 3)
+
+    ml = model(1e-5)
+    assert ml.layers[0].config.kind == "InstanceNorm"
+    plan = training_plan(ml)
+    view, eps = (1, 12, 8, 8), ml.layers[0].config.epsilon  # (the attribute's float32 value)
+    assert eps == pytest.approx(1e-5)
+    assert [(c.phase, c.config) for c in plan.calls] == [
+        ("forward", L.BatchNormTrainConfig(shape=view, epsilon=eps)),
+        ("backward_data", L.BatchNormBwdConfig(shape=view, epsilon=eps)),
+        ("backward_weight", L.ReduceConfig(op="sum", x=(3, 4), y=(1, 4))),
+        ("backward_weight", L.ReduceConfig(op="sum", x=(3, 4), y=(1, 4)))]
+    keys = {j.config.key for j in plan_jobs([ml], ["fp16"], train=True)}
+    assert {c.config.key for c in plan.calls} <= keys
+    deep = model(1e-5, (2, 2, 2, 2))
+    assert deep.layers[0].config.kind == "InstanceNorm" and training_plan(deep).no_backward == [0]

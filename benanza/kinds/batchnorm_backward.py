@@ -85,6 +85,25 @@ def batchnorm_backward(cfg: BatchNormConfig) -> tuple:
     return (("forward", BatchNormTrainConfig.of(cfg)), ("backward_data", BatchNormBwdConfig.of(cfg)))
 
 
+def instancenorm_backward(cfg) -> tuple:
+    """``Kind.backward`` of the InstanceNorm kind, as PyTorch computes it: ``F.instance_norm`` runs
+    ``at::batch_norm`` in training mode on x viewed as (1, N*C, spatial...) with the scale and bias
+    repeated N times (aten/src/ATen/native/Normalization.cpp, ``instance_norm``). So: the training
+    forward :class:`BatchNormTrainConfig` and one :class:`BatchNormBwdConfig` on that view (dx and
+    the (N*C,) dscale, dbias), then each of scale's and bias's gradients summed over the N repeats
+    (``repeat``'s backward: a ReduceSum of (N, C) to (1, C), phase ``backward_weight``). Raises
+    ValueError as the BatchNorm kinds do (rank, epsilon below CUDNN_BN_MIN_EPSILON)."""
+    from benanza.kinds.reduce import ReduceConfig
+
+    n, c = cfg.shape[0], cfg.shape[1]
+    view = (1, n * c, *cfg.shape[2:])
+    check_bn(view, cfg.epsilon)
+    repeats = ReduceConfig(op="sum", x=(n, c), y=(1, c))
+    return (("forward", BatchNormTrainConfig(shape=view, epsilon=cfg.epsilon)),
+            ("backward_data", BatchNormBwdConfig(shape=view, epsilon=cfg.epsilon)),
+            ("backward_weight", repeats), ("backward_weight", repeats))
+
+
 def _case(cfg: BatchNormBwdConfig, job):
     return bn_case(cfg.shape, cfg.epsilon, job)
 
@@ -131,4 +150,5 @@ KIND = Kind(
     min_bytes=_min_bytes, torch=_torch, onnx={}, typed_ops=(), fused_from=(),
     aten={"BatchNormalization": ("aten::batch_norm_backward", "aten::native_batch_norm_backward",
                                  "aten::cudnn_batch_norm_backward")},
-    nhwc=True, image=False, nhwc_job=bn_nhwc_job, backward_of={"BatchNorm": batchnorm_backward})
+    nhwc=True, image=False, nhwc_job=bn_nhwc_job, backward_of={"BatchNorm": batchnorm_backward,
+                                                                           "InstanceNorm": instancenorm_backward})
