@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -357,8 +358,6 @@ def main(argv: list[str] | None = None) -> int:
             for p in (db, log):
                 p.unlink(missing_ok=True)
             if args.fresh:
-                import shutil
-
                 for p in (*FRESH_PATHS, args.out / f"suite-{model.stem}"):
                     shutil.rmtree(p, ignore_errors=True)
             try:

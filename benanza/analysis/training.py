@@ -453,21 +453,23 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
             if shape is not None:
                 shapes[name] = tuple(shape)
     saved: dict[str, int] = {}
+
+    def keep(ly, names, inputs: bool = True) -> None:
+        # tensors ``ly`` reads (or writes), saved for the backward; a shape the graph does not give is
+        # the layer's k-th input's (an activation's output has its input's shape)
+        for k, name in enumerate(names):
+            shape = shapes.get(name) or (ly.input_shapes[k] if inputs and k < len(ly.input_shapes) else None)
+            if name and shape is not None:
+                saved[name] = math.prod(shape) * elem
+
     in_fused = {i for layers, _ in fused for i in layers}
     for layers, forward in fused:
-        inside = set(layers)
         made = {name for i in layers for name in ml.layers[i].outputs}
         for i in layers:
             ly = ml.layers[i]
-            for k, name in enumerate(ly.inputs):
-                shape = shapes.get(name) or (ly.input_shapes[k] if k < len(ly.input_shapes) else None)
-                if name not in made and name not in ly.static_inputs and shape is not None:
-                    saved[name] = math.prod(shape) * elem
+            keep(ly, [n if n not in made and n not in ly.static_inputs else "" for n in ly.inputs])
         if forward:
-            last = ml.layers[max(inside)]
-            for name in last.outputs:
-                if shapes.get(name) is not None:
-                    saved[name] = math.prod(shapes[name]) * elem
+            keep(ml.layers[layers[-1]], ml.layers[layers[-1]].outputs, inputs=False)
     for c in plan.calls:
         # a training-mode forward: what it saves, its backward call reads; an accumulation reads
         # gradients only; a fused group's layers: the group saves (above)
@@ -477,11 +479,7 @@ def memory_bound(ml: ModelLayers, plan, calls: list[BackwardTime], precision: st
         if c.config.kind in _READS_MASK:  # a dropout's gradient reads its mask (one byte per element)
             saved[f"mask of layer {c.layer}"] = math.prod(c.config.shape)
             continue
-        reads = ly.inputs if c.phase == "backward_weight" or c.config.kind not in _READS_OUTPUT else ly.outputs
-        for k, name in enumerate(reads):
-            shape = shapes.get(name) or (ly.input_shapes[k] if k < len(ly.input_shapes) else None)
-            if shape is not None:
-                saved[name] = math.prod(shape) * elem
+        keep(ly, ly.inputs if c.phase == "backward_weight" or c.config.kind not in _READS_OUTPUT else ly.outputs)
     return MemoryBound(parameters=count * elem, gradients=count * elem,
                        optimizer_state=count * elem * OPTIMIZER_STATE[optimizer], activations=sum(saved.values()),
                        workspace=max((c.workspace_bytes for c in calls if c.time_ms is not None), default=0),

@@ -81,11 +81,7 @@ class SdpaConfig(LayerConfig):
 
     def strides(self) -> tuple[Shape, Shape, Shape, Shape]:
         """(Q, K, V, O) element strides over (b, h, s, d): the given ones or packed."""
-        out = []
-        for given, shape in zip((self.q_strides, self.k_strides, self.v_strides, self.o_strides),
-                                self.input_shapes() + [self.output_shape()]):
-            out.append(tuple(given) if given else packed_strides(shape))
-        return tuple(out)
+        return view_strides(self, self.input_shapes() + [self.output_shape()])
 
     def input_shapes(self):
         return [(self.b, self.h, self.s_q, self.d), (self.b, self.kv_heads, self.s_kv, self.d),
@@ -99,14 +95,27 @@ class SdpaConfig(LayerConfig):
         return 2 * s * (self.d + self.d_v) + 7 * s
 
     def describe(self):
-        m = {"none": "", "causal": " causal", "bias": " bias " + "x".join(map(str, self.bias))}[self.mask]
-        gqa = f" hkv{self.h_kv}" if self.h_kv and self.h_kv != self.h else ""
-        m += " +stats" if self.stats else ""
-        return (f"SDPA(b{self.b} h{self.h}{gqa} sq{self.s_q} skv{self.s_kv} d{self.d}"
-                f"{'' if self.d_v == self.d else f' dv{self.d_v}'} scale {self.scale:.4g}{m})")
+        return describe_attention("SDPA", self, " +stats" if self.stats else "")
 
 
-_SDPA_MASK = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS"}
+def view_strides(cfg, shapes) -> tuple[Shape, Shape, Shape, Shape]:
+    """(Q, K, V, O) element strides of an attention config (its ``q_strides`` ... ``o_strides``, () =
+    packed) over ``shapes`` (Q, K, V, O)."""
+    return tuple(tuple(given) if given else packed_strides(shape) for given, shape in
+                 zip((cfg.q_strides, cfg.k_strides, cfg.v_strides, cfg.o_strides), shapes))
+
+
+def describe_attention(name: str, cfg, extra: str = "") -> str:
+    """``NAME(b.. h.. [hkv..] sq.. skv.. d.. [dv..] scale .. [mask]EXTRA)`` of an attention config
+    (SDPA's and SdpaBwd's)."""
+    m = {"none": "", "causal": " causal", "bias": " bias " + "x".join(map(str, cfg.bias))}[cfg.mask]
+    gqa = f" hkv{cfg.h_kv}" if cfg.h_kv and cfg.h_kv != cfg.h else ""
+    return (f"{name}(b{cfg.b} h{cfg.h}{gqa} sq{cfg.s_q} skv{cfg.s_kv} d{cfg.d}"
+            f"{'' if cfg.d_v == cfg.d else f' dv{cfg.d_v}'} scale {cfg.scale:.4g}{m}{extra})")
+
+
+#: the C++ SdpaMask of each mask (templates/sdpa.cpp.j2, templates/sdpa_backward.cpp.j2)
+SDPA_MASK_CPP = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS"}
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,7 @@ def _min_bytes(cfg: SdpaConfig, ib: int, ob: int) -> int:
 def _sdpa_case(cfg: SdpaConfig, job: Job) -> SdpaCase:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
     q, k, v, o = cfg.strides()
-    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=_SDPA_MASK[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats))
+    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats))
 
 
 def with_autograd(torch, fn):

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.copy import packed_strides
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
-from benanza.kinds.sdpa import SDPA_MASKS, SdpaConfig, with_autograd
+from benanza.kinds.sdpa import (SDPA_MASK_CPP, SDPA_MASKS, SdpaConfig, describe_attention, view_strides,
+                                with_autograd)
 
 #: matrix products of the backward per (batch, head), in units of 2*s_q*s_kv*d (FLOPs): the scores
 #: S = Q K^T recomputed, dQ = dS K and dK = dS^T Q (three of d), dP = dO V^T and dV = P^T dO (two of
@@ -97,8 +97,7 @@ class SdpaBwdConfig(LayerConfig):
 
     def strides(self) -> tuple[Shape, Shape, Shape, Shape]:
         """(Q, K, V, O) element strides over (b, h, s, d): the given ones or packed."""
-        return tuple(tuple(given) if given else packed_strides(shape) for given, shape in
-                     zip((self.q_strides, self.k_strides, self.v_strides, self.o_strides), self.shapes()))
+        return view_strides(self, self.shapes())
 
     def stats_shape(self) -> Shape:
         return (self.b, self.h, self.s_q, 1)
@@ -116,10 +115,7 @@ class SdpaBwdConfig(LayerConfig):
                 + 2 * self.b * self.h * self.s_q * self.d_v)
 
     def describe(self):
-        m = {"none": "", "causal": " causal", "bias": " bias " + "x".join(map(str, self.bias))}[self.mask]
-        gqa = f" hkv{self.h_kv}" if self.h_kv != self.h else ""
-        return (f"SdpaBwd(b{self.b} h{self.h}{gqa} sq{self.s_q} skv{self.s_kv} d{self.d}"
-                f"{'' if self.d_v == self.d else f' dv{self.d_v}'} scale {self.scale:.4g}{m})")
+        return describe_attention("SdpaBwd", self)
 
 
 def sdpa_backward(cfg: SdpaConfig) -> tuple:
@@ -135,9 +131,6 @@ def _min_bytes(cfg: SdpaBwdConfig, ib: int, ob: int) -> int:
     q, k, v, o = (numel(s) for s in cfg.shapes())
     bias = numel(cfg.bias) if cfg.mask == "bias" else 0
     return ib * (q + k + v + 2 * o + bias) + 4 * numel(cfg.stats_shape()) + ob * (q + k + v)
-
-
-_MASK = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS"}
 
 
 @dataclass(frozen=True)
@@ -162,7 +155,7 @@ def _case(cfg: SdpaBwdConfig, job: Job) -> SdpaBwdCase:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
     strides = [s for st in cfg.strides() for s in st]
     return SdpaBwdCase(job=job_init(job), b=cfg.b, h=cfg.h, h_kv=cfg.h_kv, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d,
-                       d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=_MASK[cfg.mask],
+                       d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask],
                        bias=c_array(bias, 4, 1), strides=c_array(strides, 16))
 
 

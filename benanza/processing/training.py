@@ -194,15 +194,15 @@ def fused_alternatives(ml: ModelLayers, plan: TrainingPlan) -> list[FusedAlterna
     for c in plan.fused:
         groups.setdefault(c.fusion, []).append(c)
     readers = _readers(ml)
+    by_tensor: dict[str, list[int]] = {}  # an accumulated tensor -> its accumulations' indices
+    for k, c in enumerate(plan.calls):
+        if c.accumulation:
+            by_tensor.setdefault(c.tensor, []).append(k)
     out = []
     for layers, calls in groups.items():
         members = set(layers)
         replaced = [k for k, c in enumerate(plan.calls)
                     if c.layer in members and c.phase != "forward" and not c.accumulation]
-        by_tensor: dict[str, list[int]] = {}
-        for k, c in enumerate(plan.calls):
-            if c.accumulation:
-                by_tensor.setdefault(c.tensor, []).append(k)
         for name, ks in by_tensor.items():
             rs = {j for j, _ in readers.get(name, ())}
             inside = len(rs & members)

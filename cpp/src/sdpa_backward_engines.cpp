@@ -22,20 +22,6 @@ namespace benanza {
 #if BENANZA_WITH_FRONTEND
 namespace fe = cudnn_frontend;
 
-namespace {
-
-std::vector<int64_t> packed4(const std::vector<int64_t>& d) {
-  std::vector<int64_t> s(d.size());
-  int64_t acc = 1;
-  for (int i = static_cast<int>(d.size()) - 1; i >= 0; --i) {
-    s[i] = acc;
-    acc *= d[i];
-  }
-  return s;
-}
-
-}  // namespace
-
 void run_sdpa_backward_engines(Bench& b, const SdpaBwdSpec& c, void* q, void* k, void* v, void* o, void* dO,
                                void* stats, void* bias, void* dq, void* dk, void* dv) {
   constexpr int64_t kQ = 1, kK = 2, kV = 3, kO = 4, kDO = 5, kStats = 6, kBias = 7, kDQ = 8, kDK = 9, kDV = 10;
@@ -57,13 +43,13 @@ void run_sdpa_backward_engines(Bench& b, const SdpaBwdSpec& c, void* q, void* k,
       auto O = in("O", kO, od, st(3));
       auto DO = in("dO", kDO, od, st(3));
       auto S = g->tensor(fe::graph::Tensor_attributes().set_name("Stats").set_uid(kStats).set_dim(sd)
-                             .set_stride(packed4(sd)).set_data_type(fe::DataType_t::FLOAT));
+                             .set_stride(graph_packed_strides(sd)).set_data_type(fe::DataType_t::FLOAT));
       auto opts = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(c.scale);
       if (c.mask == SdpaMask::CAUSAL)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
       if (c.mask == SdpaMask::BIAS) {
         auto B = g->tensor(fe::graph::Tensor_attributes().set_name("bias").set_uid(kBias).set_dim(bias_dims)
-                               .set_stride(packed4(bias_dims)).set_data_type(graph_io_type(c.precision)));
+                               .set_stride(graph_packed_strides(bias_dims)).set_data_type(graph_io_type(c.precision)));
         opts.set_bias(B);  // a constant mask: no dBias
       }
       auto [DQ, DK, DV] = g->sdpa_backward(Q, K, V, O, DO, S, opts);

@@ -40,17 +40,6 @@ namespace {
 using GraphPtr = std::shared_ptr<NotedGraph>;
 using Pack = std::unordered_map<int64_t, void*>;
 
-std::vector<int64_t> packed(const std::vector<int64_t>& d) {
-  std::vector<int64_t> s(d.size());
-  int64_t acc = 1;
-  for (int i = static_cast<int>(d.size()) - 1; i >= 0; --i) {
-    s[i] = acc;
-    acc *= d[i];
-  }
-  return s;
-}
-
-
 std::string first_line(const std::string& s, std::size_t max = 300) {
   std::string out = s.substr(0, s.find('\n'));
   return out.size() > max ? out.substr(0, max) : out;
@@ -225,13 +214,13 @@ void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void* a, v
   j.precision = c.precision;
   j.graph = [c, mode, it, ot, ad, bd, yd]() {
     auto g = new_graph(c.precision);
-    auto A = g->tensor(fe::graph::Tensor_attributes().set_name("A").set_uid(kX).set_dim(ad).set_stride(packed(ad))
+    auto A = g->tensor(fe::graph::Tensor_attributes().set_name("A").set_uid(kX).set_dim(ad).set_stride(graph_packed_strides(ad))
                            .set_data_type(it));
-    auto B = g->tensor(fe::graph::Tensor_attributes().set_name("B").set_uid(kScale).set_dim(bd).set_stride(packed(bd))
+    auto B = g->tensor(fe::graph::Tensor_attributes().set_name("B").set_uid(kScale).set_dim(bd).set_stride(graph_packed_strides(bd))
                            .set_data_type(it));
     auto attrs = fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
     auto Y = g->pointwise(A, B, attrs);
-    Y->set_output(true).set_uid(kY).set_data_type(ot).set_dim(yd).set_stride(packed(yd));
+    Y->set_output(true).set_uid(kY).set_data_type(ot).set_dim(yd).set_stride(graph_packed_strides(yd));
     return g;
   }();
   j.pack = {{kX, a}, {kScale, bb}, {kY, y}};
@@ -263,7 +252,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
       if (c.mask == SdpaMask::BIAS) {
         auto B = g->tensor(fe::graph::Tensor_attributes().set_name("bias").set_uid(kAttnBias).set_dim(bias_dims)
-                               .set_stride(packed(bias_dims)).set_data_type(graph_io_type(c.precision)));
+                               .set_stride(graph_packed_strides(bias_dims)).set_data_type(graph_io_type(c.precision)));
         opts.set_bias(B);
       }
       auto [O, stats] = g->sdpa(Q, K, V, opts);

@@ -47,6 +47,17 @@ inline std::shared_ptr<NotedGraph> new_graph(Precision p) {
   return g;
 }
 
+// Packed (row-major) strides of a frontend tensor's dims.
+inline std::vector<int64_t> graph_packed_strides(const std::vector<int64_t>& d) {
+  std::vector<int64_t> s(d.size());
+  int64_t acc = 1;
+  for (int i = static_cast<int>(d.size()) - 1; i >= 0; --i) {
+    s[i] = acc;
+    acc *= d[i];
+  }
+  return s;
+}
+
 // What to time: the graph (tensors carry the uids of `pack`), the device buffers by uid, an
 // optional call run after each execution inside the timed call (the unfused bias of a
 // convolution), the records' labels, and the output checked once for NaN/Inf.
