@@ -16,6 +16,17 @@ Per model spec, batch and data type:
     python benchmarks/torch_check.py --out DIR --models resnet50,vit_b_16,transformers:bert --batch 32 \\
         --dtype fp16 [--db DB] [--bench-args '--no-cold --max-engines 3'] [--iterations 5]
 
+With ``--train [--optimizer sgd|adam|adamw]`` (issue 26, "Done when": the step kernel time within 3 %
+of a plain torch.profiler run of the same step) step 1 is ``benanza torch SPEC --train`` and step 2
+profiles the same training step without benanza (:func:`train_step.profile_step`: ``train()`` mode,
+``zero_grad(set_to_none=True)``, forward, cross-entropy (or mean) loss, ``backward()``, the
+optimizer's ``foreach`` step; no hooks, no library logging) in a fresh process; the compared figure
+is the step's kernel-duration sum per iteration (median, memcpy and memset apart) from the report's
+``pytorch.step_kernel_ms`` and from the plain trace.
+
+    python benchmarks/torch_check.py --out DIR --models resnet50,vit_b_16,transformers:bert --batch 32 \
+        --dtype fp16 --train [--optimizer sgd]
+
 Writes ``DIR/torch-check.txt`` (and ``.json``) after every model, so a cut run keeps what it did.
 GPU machine only.
 """
@@ -57,6 +68,38 @@ def plain_profile(spec: str, batch: int, dtype: str, iters: int, trace: Path) ->
         if line.startswith("RESULT "):
             return json.loads(line[7:])
     raise RuntimeError(f"plain profile of {spec} failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}")
+
+
+def plain_train_profile(spec: str, batch: int, dtype: str, optimizer: str, iters: int, trace: Path) -> dict:
+    """Step 2 of ``--train`` in a child process: :func:`train_step.profile_step` on the resolved
+    module spec (10 warm-up steps, ``iters`` profiled)."""
+    code = ("import json,sys; sys.path.insert(0, %r); from train_step import profile_step; "
+            "from benanza.processing.modules import resolve; "
+            "r = profile_step(resolve(%r), %d, %r, %r, 10, %d, False, __import__('pathlib').Path(%r)); "
+            "print('RESULT ' + json.dumps(r))") % (str(HERE), spec, batch, dtype, optimizer, iters, str(trace))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"plain training profile of {spec} failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}")
+
+
+def train_row_of(spec: str, batch: int, dtype: str, doc: dict, plain: dict, seconds: float) -> dict:
+    """One ``--train`` row: the report's step kernel time against the plain step's (module doc)."""
+    pt = doc.get("pytorch") or {}
+    st = pt.get("step_kernel_ms") or {}
+    mine = {"median": st.get("median_ms"), "iqr": st.get("iqr_ms"), "n": pt.get("iterations")}
+    ref = plain["kernel_ms"]["median"]
+    diff = (mine["median"] - ref) / ref if ref and mine["median"] is not None else None
+    layers = doc.get("layers") or []
+    step = (doc.get("ratios") or {}).get("step") or {}
+    return {"model": spec, "batch": batch, "dtype": dtype, "report_gpu_kernel_ms": mine["median"],
+            "report_kernel_sum": mine, "plain_kernel_sum": plain["kernel_ms"], "diff": diff,
+            "within_goal": diff is not None and abs(diff) <= GOAL,
+            "layers_with_time": sum(1 for r in layers if (r.get("forward_ms") or 0) + (r.get("backward_ms") or 0) > 0),
+            "layers": len(layers), "lbl_ms": step.get("lbl_ms"), "latency_ms": None, "ratio": step.get("ratio"),
+            "complete": step.get("complete"), "plain_phase_ms": {k: v["median"] for k, v in plain["phase_ms"].items()},
+            "run_label": (doc.get("run") or {}).get("label"), "benanza_torch_s": seconds}
 
 
 def row_of(spec: str, batch: int, dtype: str, doc: dict, folder: Path, plain: dict, seconds: float) -> dict:
@@ -108,6 +151,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--train", action="store_true", help="the training step (module doc)")
+    ap.add_argument("--optimizer", default="sgd", choices=("sgd", "adam", "adamw"))
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     env = software_versions()
@@ -126,6 +171,8 @@ def main(argv=None) -> int:
                     cmd += ["--bench-args", a.bench_args]
                 if a.no_bench:
                     cmd.append("--no-bench")
+                if a.train:
+                    cmd += ["--train", "--optimizer", a.optimizer]
                 t = time.perf_counter()
                 p = subprocess.run(cmd, capture_output=True, text=True)
                 secs = time.perf_counter() - t
@@ -135,8 +182,12 @@ def main(argv=None) -> int:
                           f"{p.stderr.strip().splitlines()[-1:] if p.stderr.strip() else ''}", flush=True)
                     continue
                 doc = json.loads(p.stdout)[0]
-                plain = plain_profile(spec, b, dt, 10, a.out / f"{name}-b{b}-{dt}-plain.json")
-                rows.append(row_of(spec, b, dt, doc, folder / f"profile-b{b}-{dt}", plain, secs))
+                if a.train:
+                    plain = plain_train_profile(spec, b, dt, a.optimizer, 10, a.out / f"{name}-b{b}-{dt}-plain.json")
+                    rows.append(train_row_of(spec, b, dt, doc, plain, secs))
+                else:
+                    plain = plain_profile(spec, b, dt, 10, a.out / f"{name}-b{b}-{dt}-plain.json")
+                    rows.append(row_of(spec, b, dt, doc, folder / f"profile-b{b}-{dt}", plain, secs))
                 text = table(rows, env, command)
                 (a.out / "torch-check.txt").write_text(text)
                 (a.out / "torch-check.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
