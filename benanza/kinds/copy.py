@@ -1,7 +1,7 @@
-"""Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
-traffic they are; and their gradients in a training step (issue 26), which only move data too: a
+"""Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, costed as
+the memory traffic they are; and their gradients in a training step (issue 26), which only move data too: a
 Split (Concat's), the inverse Transpose, a SliceBackward (Slice's) and a Slice (Pad's), configs of
-this kind (:func:`copy_backward`).
+this kind (:func:`copy_backward`), and a ReduceSum (Expand's, a config of the Reduce kind).
 
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
@@ -15,7 +15,8 @@ from typing import ClassVar
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
-from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.onnx_map import Unsupported, broadcast_shapes, need
+from benanza.kinds.reduce import ReduceConfig
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,17 @@ def packed_strides(shape: Shape) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class CopyConfig(LayerConfig):
-    """Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
+    """Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, costed as the memory
     traffic they are: cudnnTransformTensor per strided transfer (plus cudaMemsetAsync of the output
     for Pad), not as zero.
 
     op: ONNX op; inputs: input shapes; y: output shape; attrs: op parameters as sorted pairs
-    (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads).
+    (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads; Expand:
+    none, ``()``).
+
+    ``Expand`` (ONNX Expand, numpy broadcasting of x to y): one strided copy over y's dims whose
+    source stride is 0 on every broadcast dim (x padded with leading 1s to y's rank): each element
+    of x is read once from memory and written once per copy of it in y.
 
     Two ops no ONNX node maps to, the gradients of a training step (:func:`copy_backward`):
 
@@ -82,7 +88,10 @@ class CopyConfig(LayerConfig):
     def is_identity(self) -> bool:
         """True when the op returns its one input unchanged: a Slice of every element (starts 0,
         steps 1, the input's shape), a Pad of zeros, a Transpose by the identity permutation, a
-        Concat of one input. Such a layer moves no data in any implementation (zero-cost)."""
+        Concat of one input, an Expand that broadcasts nothing (y has x's elements: at most new leading
+        1s). Such a layer moves no data in any implementation (zero-cost)."""
+        if self.op == "Expand":
+            return numel(self.inputs[0]) == numel(self.y)
         if len(self.inputs) != 1 or tuple(self.inputs[0]) != tuple(self.y):
             return False
         if self.op == "Slice":
@@ -138,6 +147,10 @@ class CopyConfig(LayerConfig):
             r = len(x)
             off = sum(pads[i] * y_strides[i] for i in range(r))
             return [Transfer(x, x_strides, y_strides, 0, off)]
+        if self.op == "Expand":
+            xp = (1,) * (len(self.y) - len(x)) + tuple(x)
+            src = tuple(0 if d == 1 and n != 1 else s for d, n, s in zip(xp, self.y, packed_strides(xp)))
+            return [Transfer(self.y, src, y_strides)]
         raise ValueError(f"CopyConfig: unknown op {self.op}")
 
     def describe(self):
@@ -163,6 +176,11 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
       SliceBackward.
     - Pad (``constant_pad_nd: self: constant_pad_nd_backward(grad, pad)``, a narrow of the gradient
       made contiguous): a Slice of dy at the pads' begin offsets.
+    - Expand (``expand: self: at::sum_to(grad, self.sym_sizes())``): dy (y's shape) summed over the
+      broadcast dims to x's shape (padded with leading 1s to y's rank): a ReduceSum of the Reduce
+      kind, as an Elementwise layer's broadcast operand gets (:mod:`benanza.kinds.elementwise_backward`).
+      Its phase is ``backward_data``: an Expand of a parameter alone (an initializer and a shape
+      known once the batch is bound) is constant-folded, no layer.
 
     Each is one ``backward_data`` call; Split and SliceBackward have none (they are no layer of a
     model). An identity layer never asks (it is zero-cost)."""
@@ -184,6 +202,8 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
         r = len(x)
         return (("backward_data", CopyConfig(op="Slice", inputs=(y,), y=x,
                                              attrs=(("starts", tuple(cfg.attr("pads")[:r])), ("steps", (1,) * r)))),)
+    if cfg.op == "Expand":
+        return (("backward_data", ReduceConfig(op="sum", x=y, y=(1,) * (len(y) - len(x)) + x)),)
     return None
 
 
@@ -266,6 +286,18 @@ def _map_pad(node, ctx, attrs):
     if len(x) > 8:
         raise Unsupported(f"rank {len(x)} > 8")
     return CopyConfig(op="Pad", inputs=(x,), y=y, attrs=(("pads", tuple(pads)),))
+
+
+def _map_expand(node, ctx, attrs):
+    """ONNX Expand (opset 8+): x broadcast to the inferred output shape (numpy's rules; the shape
+    input need not be a constant once shape inference has the output's)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    y = tuple(need(ctx.shape(node.output[0]), "output"))
+    if broadcast_shapes(x, y)[2] != y:
+        raise Unsupported(f"Expand of {list(x)} to {list(y)} is no broadcast of its input")
+    if len(y) > 8:
+        raise Unsupported(f"rank {len(y)} > 8")
+    return CopyConfig(op="Expand", inputs=(x,), y=y, attrs=())
 
 
 def collapse_transfer(t: Transfer) -> tuple[list[int], list[int], list[int]]:
@@ -393,11 +425,14 @@ def _copy(c: Ctx) -> Candidate:
         for i in reversed(range(r)):
             tp += [pads[i], pads[r + i]]
         return Candidate("torch:aten::constant_pad_nd", algo_label(c), lambda: F.pad(x, tp), y)
+    if cfg.op == "Expand":  # a view made contiguous: one copy kernel reading x once per output element
+        return Candidate("torch:aten::expand+clone", algo_label(c), lambda: x.expand(cfg.y).contiguous(), y)
     raise NotSupported(f"copy op {cfg.op}")
 
 
 def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
-    """A Slice reads only what it keeps; the other copies read their inputs once; y written once (bytes)."""
+    """A Slice reads only what it keeps; the other copies (an Expand too: each element of x is read
+    from memory once, its copies come from cache) read their inputs once; y written once (bytes)."""
     y = numel(cfg.output_shape())
     if cfg.op == "Slice":
         return ib * y + ob * y
@@ -408,7 +443,7 @@ def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
 KIND = Kind(
     example=CopyConfig(op='Transpose', inputs=((1, 768, 196),), y=(1, 196, 768), attrs=(('perm', (0, 2, 1)),)),
     name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
-    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
+    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Expand": _map_expand, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
     typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),
-    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
+    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Expand": ('aten::expand', 'aten::expand_as'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
     nhwc=False, image=True)

@@ -1,0 +1,152 @@
+"""The data-movement ops of the decoder exports (issue 27, item 3) as layers of the Copy kind: ONNX
+Expand (a strided copy with source stride 0 on the broadcast dims; its gradient a ReduceSum), each
+mapped from small onnx.helper graphs and the real decoder exports in tests/data/decoders, its
+transfers executed in numpy as the suite's strided-copy kernel runs them (after the kernel's own
+plan, ``_native.plan_strided_copy``), its PyTorch candidate and gradient, and one generated suite
+with every new case that passes the compiler's syntax check."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from benanza import kinds as L
+from benanza.generation.generator import generate
+from benanza.processing.model import process
+from benanza.processing.training import training_plan
+from conftest import REPO
+from test_copy_backward import _candidate, _suite_model, run_copy
+from test_generator import _planned_copy
+from test_unary_backward import syntax_check
+
+DECODERS = REPO / "tests" / "data" / "decoders"
+
+
+def _graph(path, nodes, inputs, outputs, inits=(), opset=18):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), path)
+    return path
+
+
+def _f(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _i64(name, values):
+    return onnx.numpy_helper.from_array(np.asarray(values, dtype=np.int64), name)
+
+
+# ----------------------------------------------------------------------------- Expand
+
+EXPANDS = [  # (x, y): GQA's repeat of K and V, BERT's attention mask, a causal mask over the batch (one
+    # 2-D copy of source pitch 0), a broadcast of the last dim
+    ((2, 2, 1, 128, 16), (2, 2, 4, 128, 16)),
+    ((32, 1, 1, 128), (32, 1, 128, 128)),
+    ((1, 1, 128, 128), (32, 1, 128, 128)),
+    ((3, 1), (2, 3, 5)),
+]
+
+
+def _expand(x, y):
+    return L.CopyConfig(op="Expand", inputs=(x,), y=y, attrs=())
+
+
+@pytest.mark.parametrize("x,y", EXPANDS)
+def test_expand_transfers_are_numpys_broadcast(x, y):
+    """The one transfer (source stride 0 on the broadcast dims) writes np.broadcast_to(x, y), in the
+    generic index form and after the kernel's plan (dims merged, vectors, 32-bit indexing), fp32 and
+    fp16."""
+    cfg = _expand(x, y)
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal(x)
+    np.testing.assert_array_equal(run_copy(cfg, [xv]), np.broadcast_to(xv, y))
+    case = L.REGISTRY["Copy"].case(cfg, L.Job("j", cfg, "fp32", "n"))
+    (t,) = case.transfers
+    for dtype in (np.float32, np.float16):
+        xs = xv.astype(dtype)
+        out = np.full(L.numel(y), np.nan, dtype)
+        plan = _planned_copy(xs.reshape(-1), out, t, np.dtype(dtype).itemsize)
+        np.testing.assert_array_equal(out.reshape(y), np.broadcast_to(xs, y))
+        assert plan["index32"] and 0 in plan["src_strides"]
+    assert case.memcpy == ("true" if x == (1, 1, 128, 128) else "false")
+    if case.memcpy == "true":  # the same 128 x 128 rows 32 times: source pitch 0
+        assert (t.rows, t.cols, t.src_pitch, t.dst_pitch) == (32, 128 * 128, 0, 128 * 128)
+    assert L.REGISTRY["Copy"].min_bytes(cfg, 2, 2) == 2 * (L.numel(x) + L.numel(y))
+    assert cfg.flops() == 0 and not cfg.is_identity()
+
+
+def test_expand_without_a_broadcast_is_an_identity():
+    assert _expand((4, 5), (1, 4, 5)).is_identity() and _expand((4, 5), (4, 5)).is_identity()
+
+
+@pytest.mark.parametrize("x,y", EXPANDS)
+def test_expand_gradient_is_a_sum_over_the_broadcast_dims(x, y):
+    """autograd's ``expand: self: at::sum_to(grad, self.sym_sizes())``: a ReduceSum of dy to x's
+    shape (leading 1s for new dims), whose numpy value is the gradient of the broadcast."""
+    (call,) = L.REGISTRY["Copy"].backward(_expand(x, y))
+    phase, red = call
+    xp = (1,) * (len(y) - len(x)) + x
+    assert phase == "backward_data" and isinstance(red, L.ReduceConfig)
+    assert red.op == "sum" and red.x == y and red.y == xp
+    dy = np.random.default_rng(1).standard_normal(y)
+    axes = tuple(i for i, (a, b) in enumerate(zip(xp, y)) if a != b)
+    # the gradient of sum(dy * broadcast_to(x)) by x is dy summed over the broadcast dims
+    np.testing.assert_allclose(dy.sum(axis=axes, keepdims=True).reshape(x),
+                               np.einsum(dy, list(range(len(y))), [i for i in range(len(y)) if i not in axes]
+                                         ).reshape(x))
+
+
+def test_expand_candidate_and_stored_config():
+    cfg = _expand((2, 2, 1, 128, 16), (2, 2, 4, 128, 16))
+    c = _candidate(cfg)
+    assert c.call == "torch:aten::expand+clone" and c.out_numel == L.numel(cfg.y)
+    assert L.config_from_params("Copy", cfg.params()) == cfg
+    assert "aten::expand" in L.REGISTRY["Copy"].aten["Expand"]
+
+
+def test_expand_mapping(tmp_path):
+    """Expand's output shape comes from shape inference (the shape input may be computed); a float
+    input maps to a Copy layer, a non-broadcast Expand and a non-float one are unsupported with a
+    reason."""
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["y"], name="kv_repeat"),
+             helper.make_node("Expand", ["m", "shape2"], ["z"], name="mask")]
+    path = _graph(tmp_path / "e.onnx", nodes, [_f("x", ["N", 2, 1, 8, 16]), _f("m", ["N", 1, 1, 8], TensorProto.INT64)],
+                  [_f("y", ["N", 2, 4, 8, 16]), _f("z", ["N", 1, 8, 8], TensorProto.INT64)],
+                  [_i64("shape", [1, 2, 4, 8, 16]), _i64("shape2", [1, 1, 8, 8])])
+    ml = process(path, 3)
+    (e, m) = ml.layers
+    assert e.status == "benchmark" and e.config == _expand((3, 2, 1, 8, 16), (3, 2, 4, 8, 16))
+    assert m.status == "unsupported" and "not float" in m.reason
+
+
+# ----------------------------------------------------------------------------- real decoders
+
+@pytest.mark.parametrize("name", ["llama_prefill_dynamo20", "gpt2_prefill_dynamo20"])
+def test_decoder_exports_have_no_unsupported_expand(name):
+    ml = process(DECODERS / f"{name}.onnx", 2, dims={"seq": 128})
+    unsupported = collections.Counter(ly.op_type for ly in ml.layers if ly.status == "unsupported")
+    assert "Expand" not in unsupported, [(ly.op_type, ly.reason) for ly in ml.layers if ly.status == "unsupported"]
+    expands = [ly for ly in ml.layers if ly.op_type == "Expand" and ly.status == "benchmark"]
+    if name.startswith("llama"):  # GQA's repeat of K and V: 2 layers x (K, V), batch 2, 2 kv heads x 2, head_dim 32
+        assert len(expands) == 4, expands
+        assert {ly.config.y for ly in expands} == {(2, 2, 2, 128, 32)}, {ly.config.y for ly in expands}
+        plan = training_plan(ml)
+        assert not {i for i in plan.no_backward if ml.layers[i].op_type == "Expand"}
+        sums = [c for c in plan.calls if ml.layers[c.layer].op_type == "Expand"]
+        assert len(sums) == 4 and all(c.config.kind == "Reduce" and c.config.y == (2, 2, 1, 128, 32) for c in sums)
+
+
+# ----------------------------------------------------------------------------- the suite
+
+def test_the_suite_renders_and_its_source_compiles(tmp_path):
+    """Every new Copy case in one suite (fp32 and fp16); a broadcast skips cudnnTransformTensor and
+    cudaMemcpy2DAsync (not its strided_copy and batched_copy2d); g++ -fsyntax-only passes."""
+    cfgs = [_expand(x, y) for x, y in EXPANDS]
+    generate([_suite_model(cfgs)], ["fp32", "fp16"], tmp_path / "s")
+    src = (tmp_path / "s" / "src" / "copy.cpp").read_text()
+    assert src.count('"Expand"}') == len(EXPANDS) * 2 and "if (!broadcast)" in src
+    assert "{128, 0, 1, 1, 1, 1, 1, 1}" in src  # BERT's mask: (32, 128, 128) with source strides (128, 0, 1)
+    syntax_check(tmp_path / "s", "copy.cpp")
