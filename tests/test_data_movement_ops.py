@@ -1,5 +1,6 @@
 """The data-movement ops of the decoder exports (issue 27, item 3) as layers of the Copy kind: ONNX
-Expand (a strided copy with source stride 0 on the broadcast dims; its gradient a ReduceSum), each
+Expand (a strided copy with source stride 0 on the broadcast dims; its gradient a ReduceSum) and
+Split (every output, sizes as each opset gives them; its gradient a Concat), each
 mapped from small onnx.helper graphs and the real decoder exports in tests/data/decoders, its
 transfers executed in numpy as the suite's strided-copy kernel runs them (after the kernel's own
 plan, ``_native.plan_strided_copy``), its PyTorch candidate and gradient, and one generated suite
@@ -14,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from benanza import kinds as L
+from benanza.errors import ModelError
 from benanza.generation.generator import generate
 from benanza.processing.model import process
 from benanza.processing.training import training_plan
@@ -122,10 +124,62 @@ def test_expand_mapping(tmp_path):
     assert m.status == "unsupported" and "not float" in m.reason
 
 
+# ----------------------------------------------------------------------------- Split
+
+def _split_model(tmp_path, opset, d=10, n=3, **how):
+    """x [N, 4, d] split on axis -1 into n outputs, the sizes given as ``how`` says (split=[...] as an
+    input from opset 13, an attribute before; num_outputs=k; nothing: equal parts)."""
+    split, inits, ins = how.pop("split", None), [], ["x"]
+    if split is not None and opset >= 13:
+        inits, ins = [_i64("sizes", split)], ["x", "sizes"]
+    elif split is not None:
+        how["split"] = split
+    outs = [f"y{i}" for i in range(n)]
+    node = helper.make_node("Split", ins, outs, name="qkv", axis=-1, **how)
+    return _graph(tmp_path / f"split{opset}.onnx", [node], [_f("x", ["N", 4, d])],
+                  [_f(o, ["N", 4, f"d{o}"]) for o in outs], inits, opset)
+
+
+@pytest.mark.parametrize("opset,how,sizes", [
+    (11, {"split": [2, 3, 5]}, (2, 3, 5)),   # attribute
+    (13, {"split": [2, 3, 5]}, (2, 3, 5)),   # input
+    (13, {}, None),                           # equal parts of 10 by 3: a clear error, no crash
+    (18, {"num_outputs": 3}, (4, 4, 2)),      # ceil(10 / 3) = 4, the last one smaller
+    (18, {"split": [5, 5, 0]}, (5, 5)),       # an empty part moves nothing
+])
+def test_split_mapping_in_each_opset(tmp_path, opset, how, sizes):
+    if sizes is None:
+        with pytest.raises(ModelError, match="not evenly splittable"):
+            process(_split_model(tmp_path, opset, **how), 2)
+        return
+    (ly,) = process(_split_model(tmp_path, opset, **how), 2).layers
+    assert ly.status == "benchmark", ly.reason
+    assert ly.config == L.CopyConfig(op="Split", inputs=((2, 4, 10),), y=(2, 4, 10),
+                                     attrs=(("axis", (2,)), ("sizes", sizes)))
+    assert len(ly.outputs) == 3
+
+
+def test_equal_split_and_its_transfers(tmp_path):
+    """Equal parts (no sizes): three parts of 4; executed, the packed output is np.split's parts one
+    after another; its gradient is the Concat of the parts, whose transfers rebuild the input."""
+    (ly,) = process(_split_model(tmp_path, 13, d=12), 2).layers
+    cfg = ly.config
+    assert cfg.attr("sizes") == (4, 4, 4)
+    x = np.random.default_rng(2).standard_normal((2, 4, 12))
+    packed = run_copy(cfg, [x]).reshape(-1)
+    np.testing.assert_array_equal(packed, np.concatenate([p.reshape(-1) for p in np.split(x, 3, axis=2)]))
+    (phase, cat), = L.REGISTRY["Copy"].backward(cfg)
+    assert phase == "backward_data" and cat.op == "Concat" and cat.inputs == ((2, 4, 4),) * 3 and cat.y == (2, 4, 12)
+    parts = np.split(x, 3, axis=2)
+    np.testing.assert_array_equal(run_copy(cat, parts), x)
+    assert _candidate(cfg).call == "torch:aten::split_with_sizes+copy_"
+    assert "aten::split_with_sizes" in L.REGISTRY["Copy"].aten["Split"]
+
+
 # ----------------------------------------------------------------------------- real decoders
 
 @pytest.mark.parametrize("name", ["llama_prefill_dynamo20", "gpt2_prefill_dynamo20"])
-def test_decoder_exports_have_no_unsupported_expand(name):
+def test_decoder_exports_have_no_unsupported_expand_or_split(name):
     ml = process(DECODERS / f"{name}.onnx", 2, dims={"seq": 128})
     unsupported = collections.Counter(ly.op_type for ly in ml.layers if ly.status == "unsupported")
     assert "Expand" not in unsupported, [(ly.op_type, ly.reason) for ly in ml.layers if ly.status == "unsupported"]
@@ -137,6 +191,15 @@ def test_decoder_exports_have_no_unsupported_expand(name):
         assert not {i for i in plan.no_backward if ml.layers[i].op_type == "Expand"}
         sums = [c for c in plan.calls if ml.layers[c.layer].op_type == "Expand"]
         assert len(sums) == 4 and all(c.config.kind == "Reduce" and c.config.y == (2, 2, 1, 128, 32) for c in sums)
+    else:  # GPT-2's qkv split (c_attn's output, hidden 128) in each of the 2 blocks; attention still found
+        splits = [ly for ly in ml.layers if ly.op_type == "Split"]
+        assert len(splits) == 2 and all(ly.status == "benchmark" for ly in splits)
+        assert {ly.config.attr("sizes") for ly in splits} == {(128, 128, 128)}, [ly.config for ly in splits]
+        assert sum(f.config.kind == "SDPA" for f in ml.fusions) == 2
+        plan = training_plan(ml)
+        cats = [c for c in plan.calls if ml.layers[c.layer].op_type == "Split"]
+        assert len(cats) == 2 and all(c.config.op == "Concat" and len(c.config.inputs) == 3 for c in cats)
+    assert not unsupported, unsupported
 
 
 # ----------------------------------------------------------------------------- the suite
@@ -144,9 +207,10 @@ def test_decoder_exports_have_no_unsupported_expand(name):
 def test_the_suite_renders_and_its_source_compiles(tmp_path):
     """Every new Copy case in one suite (fp32 and fp16); a broadcast skips cudnnTransformTensor and
     cudaMemcpy2DAsync (not its strided_copy and batched_copy2d); g++ -fsyntax-only passes."""
-    cfgs = [_expand(x, y) for x, y in EXPANDS]
+    cfgs = [_expand(x, y) for x, y in EXPANDS] + [
+        L.CopyConfig(op="Split", inputs=((2, 128, 192),), y=(2, 128, 192), attrs=(("axis", (2,)), ("sizes", (64, 64, 64))))]
     generate([_suite_model(cfgs)], ["fp32", "fp16"], tmp_path / "s")
     src = (tmp_path / "s" / "src" / "copy.cpp").read_text()
-    assert src.count('"Expand"}') == len(EXPANDS) * 2 and "if (!broadcast)" in src
+    assert src.count('"Expand"}') == len(EXPANDS) * 2 and "if (!broadcast)" in src and src.count('"Split"}') == 2
     assert "{128, 0, 1, 1, 1, 1, 1, 1}" in src  # BERT's mask: (32, 128, 128) with source strides (128, 0, 1)
     syntax_check(tmp_path / "s", "copy.cpp")

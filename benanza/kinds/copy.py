@@ -1,7 +1,8 @@
-"""Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, costed as
-the memory traffic they are; and their gradients in a training step (issue 26), which only move data too: a
+"""Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, Split,
+costed as the memory traffic they are; and their gradients in a training step (issue 26), which only move data too: a
 Split (Concat's), the inverse Transpose, a SliceBackward (Slice's) and a Slice (Pad's), configs of
-this kind (:func:`copy_backward`), and a ReduceSum (Expand's, a config of the Reduce kind).
+this kind (:func:`copy_backward`), a Concat (Split's), and a ReduceSum (Expand's, a config of the Reduce
+kind).
 
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
@@ -56,12 +57,13 @@ class CopyConfig(LayerConfig):
     source stride is 0 on every broadcast dim (x padded with leading 1s to y's rank): each element
     of x is read once from memory and written once per copy of it in y.
 
-    Two ops no ONNX node maps to, the gradients of a training step (:func:`copy_backward`):
+    ``Split``: ONNX Split (every output), and the gradient of a Concat in a training step; ``inputs``
+    = (the split tensor's shape,), ``y`` the same shape (the parts packed one after another in one
+    buffer: the same bytes as the separate tensors), attrs ``axis`` and ``sizes`` (each non-empty
+    part's extent along the axis); each part is one strided copy out of the input.
 
-    - ``Split``: the gradient of a Concat, ``inputs`` = (the Concat's output shape,), ``y`` the same
-      shape (the parts packed one after another in one buffer: the same bytes as the separate
-      tensors), attrs ``axis`` and ``sizes`` (each part's extent along the axis); each part is one
-      strided copy out of the gradient.
+    One op no ONNX node maps to, a gradient of a training step (:func:`copy_backward`):
+
     - ``SliceBackward``: the gradient of a Slice (PyTorch's ``aten::slice_backward``): ``inputs`` =
       (the slice's shape,), ``y`` the sliced tensor's shape, attrs ``starts`` and ``steps`` as the
       Slice's; ``y`` is zero-filled, then the gradient is copied into the slice.
@@ -182,8 +184,12 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
       Its phase is ``backward_data``: an Expand of a parameter alone (an initializer and a shape
       known once the batch is bound) is constant-folded, no layer.
 
-    Each is one ``backward_data`` call; Split and SliceBackward have none (they are no layer of a
-    model). An identity layer never asks (it is zero-cost)."""
+    - Split (``split_with_sizes: self: split_with_sizes_backward(grads, split_sizes, dim, ...)``, a
+      cat of the parts' gradients, zeros for a part no one reads): a Concat of the parts along the
+      axis.
+
+    Each is one ``backward_data`` call; SliceBackward has none (it is no layer of a model). An
+    identity layer never asks (it is zero-cost)."""
     x, y = tuple(cfg.inputs[0]), tuple(cfg.y)
     if cfg.op == "Transpose":
         perm = tuple(cfg.attr("perm"))
@@ -202,6 +208,10 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
         r = len(x)
         return (("backward_data", CopyConfig(op="Slice", inputs=(y,), y=x,
                                              attrs=(("starts", tuple(cfg.attr("pads")[:r])), ("steps", (1,) * r)))),)
+    if cfg.op == "Split":
+        axis = cfg.attr("axis")[0]
+        parts = tuple(x[:axis] + (size,) + x[axis + 1:] for size in cfg.attr("sizes"))
+        return (("backward_data", CopyConfig(op="Concat", inputs=parts, y=x, attrs=(("axis", (axis,)),))),)
     if cfg.op == "Expand":
         return (("backward_data", ReduceConfig(op="sum", x=y, y=(1,) * (len(y) - len(x)) + x)),)
     return None
@@ -300,6 +310,38 @@ def _map_expand(node, ctx, attrs):
     return CopyConfig(op="Expand", inputs=(x,), y=y, attrs=())
 
 
+def _map_split(node, ctx, attrs):
+    """ONNX Split, all its outputs: the sizes from the ``split`` input (opset 13+) or attribute
+    (opset < 13), else ``num_outputs`` (opset 18: parts of ceil(d / num_outputs), the last one
+    smaller), else equal parts; a ``split`` input that is no constant: the inferred output shapes.
+    Every output's inferred extent along the axis must agree (Unsupported otherwise)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    r = len(x)
+    axis = int(attrs.get("axis", 0))
+    axis = axis + r if axis < 0 else axis
+    if not 0 <= axis < r:
+        raise Unsupported(f"Split axis {attrs.get('axis', 0)} of a rank-{r} input")
+    n, d = len(node.output), x[axis]
+    inferred = [need(ctx.shape(o), "output")[axis] for o in node.output]
+    sizes = None
+    if ctx.opset >= 13 and len(node.input) > 1 and node.input[1]:
+        v = ctx.value(node.input[1])
+        sizes = [int(t) for t in np.asarray(v).reshape(-1)] if v is not None else inferred
+    elif ctx.opset < 13 and "split" in attrs:
+        sizes = [int(t) for t in attrs["split"]]
+    elif "num_outputs" in attrs:
+        chunk = -(-d // int(attrs["num_outputs"]))
+        sizes = [min(chunk, max(0, d - i * chunk)) for i in range(n)]
+    else:
+        sizes = [d // n] * n
+    if len(sizes) != n or sum(sizes) != d or any(s < 0 for s in sizes) or sizes != inferred:
+        raise Unsupported(f"Split sizes {sizes} of extent {d} into {n} outputs (inferred {inferred})")
+    if r > 8:
+        raise Unsupported(f"rank {r} > 8")
+    return CopyConfig(op="Split", inputs=(x,), y=x,
+                      attrs=(("axis", (axis,)), ("sizes", tuple(s for s in sizes if s > 0))))
+
+
 def collapse_transfer(t: Transfer) -> tuple[list[int], list[int], list[int]]:
     """Drop size-1 dims and merge adjacent dims that are contiguous in both source and destination."""
     dims, ss, ds = [], [], []
@@ -383,7 +425,7 @@ def _copy(c: Ctx) -> Candidate:
         axis = cfg.attr("axis")[0]
         return Candidate("torch:aten::cat", algo_label(c), lambda: torch.cat(ins, axis), y)
     x = ins[0]
-    if cfg.op == "Split":  # cat's backward: narrow views of dy, each made contiguous where it is read
+    if cfg.op == "Split":  # split's views (cat's backward: narrow views of dy), each made contiguous where read
         axis, sizes = cfg.attr("axis")[0], list(cfg.attr("sizes"))
         packed = torch.empty(y, dtype=x.dtype, device=x.device)
 
@@ -394,7 +436,7 @@ def _copy(c: Ctx) -> Candidate:
                 off += t.numel()
             return packed
         return Candidate("torch:aten::split_with_sizes+copy_", algo_label(c), split_copies, y,
-                         "cat_tensors_backward's narrow views, each copied to a packed tensor")
+                         "torch.split's views (cat_tensors_backward's narrow views), each copied to a packed tensor")
     if cfg.op == "SliceBackward":
         starts, steps = cfg.attr("starts"), cfg.attr("steps")
         sliced = [d for d, (st, sp, n, m) in enumerate(zip(starts, steps, cfg.inputs[0], cfg.y)) if (st, sp, n) != (0, 1, m)]
@@ -443,7 +485,7 @@ def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
 KIND = Kind(
     example=CopyConfig(op='Transpose', inputs=((1, 768, 196),), y=(1, 196, 768), attrs=(('perm', (0, 2, 1)),)),
     name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
-    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Expand": _map_expand, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
+    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Expand": _map_expand, "Pad": _map_pad, "Slice": _map_slice, "Split": _map_split, "Transpose": _map_transpose},
     typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),
-    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Expand": ('aten::expand', 'aten::expand_as'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
+    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Expand": ('aten::expand', 'aten::expand_as'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Split": ('aten::chunk', 'aten::split', 'aten::split_with_sizes', 'aten::tensor_split', 'aten::unsafe_split'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
     nhwc=False, image=True)
