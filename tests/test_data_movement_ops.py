@@ -1,6 +1,7 @@
 """The data-movement ops of the decoder exports (issue 27, item 3) as layers of the Copy kind: ONNX
 Expand (a strided copy with source stride 0 on the broadcast dims; its gradient a ReduceSum) and
-Split (every output, sizes as each opset gives them; its gradient a Concat), each
+Split (every output, sizes as each opset gives them; its gradient a Concat) and Tile (a strided copy
+over (repeat, extent) pairs of dims; its gradient a ReduceSum), each
 mapped from small onnx.helper graphs and the real decoder exports in tests/data/decoders, its
 transfers executed in numpy as the suite's strided-copy kernel runs them (after the kernel's own
 plan, ``_native.plan_strided_copy``), its PyTorch candidate and gradient, and one generated suite
@@ -176,6 +177,49 @@ def test_equal_split_and_its_transfers(tmp_path):
     assert "aten::split_with_sizes" in L.REGISTRY["Copy"].aten["Split"]
 
 
+# ----------------------------------------------------------------------------- Tile
+
+TILES = [((2, 3, 4), (2, 1, 3)), ((1, 128, 64), (8, 1, 1)), ((5,), (1,))]  # (x, repeats)
+
+
+def _tile(x, reps):
+    return L.CopyConfig(op="Tile", inputs=(x,), y=tuple(d * r for d, r in zip(x, reps)), attrs=(("repeats", reps),))
+
+
+@pytest.mark.parametrize("x,reps", TILES)
+def test_tile_transfers_gradient_and_candidate(x, reps):
+    """The transfer writes np.tile (generic form and the kernel's plan); the gradient is
+    repeat_backward's sum over the repeat blocks; np.tile with repeats of 1 is an identity."""
+    cfg = _tile(x, reps)
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal(x).astype(np.float32)
+    np.testing.assert_array_equal(run_copy(cfg, [xv]), np.tile(xv, reps))
+    (t,) = L.REGISTRY["Copy"].case(cfg, L.Job("j", cfg, "fp32", "n")).transfers
+    out = np.full(L.numel(cfg.y), np.nan, np.float32)
+    _planned_copy(xv.reshape(-1), out, t, 4)
+    np.testing.assert_array_equal(out.reshape(cfg.y), np.tile(xv, reps))
+    assert cfg.is_identity() == (reps == (1,) * len(reps))
+    if cfg.is_identity():
+        return
+    (phase, red), = L.REGISTRY["Copy"].backward(cfg)
+    assert phase == "backward_data" and red.op == "sum"
+    dy = rng.standard_normal(cfg.y)
+    axes = tuple(i for i, (a, b) in enumerate(zip(red.x, red.y)) if a != b)
+    got = dy.reshape(red.x).sum(axis=axes).reshape(x)
+    want = np.zeros(x)  # the adjoint of np.tile: each output element's gradient to its source element
+    for idx in np.ndindex(*cfg.y):
+        want[tuple(i % d for i, d in zip(idx, x))] += dy[idx]
+    np.testing.assert_allclose(got, want)
+    assert _candidate(cfg).call == "torch:aten::repeat" and "aten::repeat" in L.REGISTRY["Copy"].aten["Tile"]
+
+
+def test_tile_mapping(tmp_path):
+    node = helper.make_node("Tile", ["x", "reps"], ["y"], name="tile")
+    path = _graph(tmp_path / "t.onnx", [node], [_f("x", ["N", 3, 4])], [_f("y", ["N", 6, 4])], [_i64("reps", [1, 2, 1])])
+    (ly,) = process(path, 2).layers
+    assert ly.status == "benchmark" and ly.config == _tile((2, 3, 4), (1, 2, 1))
+
+
 # ----------------------------------------------------------------------------- real decoders
 
 @pytest.mark.parametrize("name", ["llama_prefill_dynamo20", "gpt2_prefill_dynamo20"])
@@ -208,9 +252,11 @@ def test_the_suite_renders_and_its_source_compiles(tmp_path):
     """Every new Copy case in one suite (fp32 and fp16); a broadcast skips cudnnTransformTensor and
     cudaMemcpy2DAsync (not its strided_copy and batched_copy2d); g++ -fsyntax-only passes."""
     cfgs = [_expand(x, y) for x, y in EXPANDS] + [
-        L.CopyConfig(op="Split", inputs=((2, 128, 192),), y=(2, 128, 192), attrs=(("axis", (2,)), ("sizes", (64, 64, 64))))]
+        L.CopyConfig(op="Split", inputs=((2, 128, 192),), y=(2, 128, 192), attrs=(("axis", (2,)), ("sizes", (64, 64, 64)))),
+        _tile((2, 3, 4), (2, 1, 3))]
     generate([_suite_model(cfgs)], ["fp32", "fp16"], tmp_path / "s")
     src = (tmp_path / "s" / "src" / "copy.cpp").read_text()
     assert src.count('"Expand"}') == len(EXPANDS) * 2 and "if (!broadcast)" in src and src.count('"Split"}') == 2
+    assert src.count('"Tile"}') == 2
     assert "{128, 0, 1, 1, 1, 1, 1, 1}" in src  # BERT's mask: (32, 128, 128) with source strides (128, 0, 1)
     syntax_check(tmp_path / "s", "copy.cpp")

@@ -1,8 +1,8 @@
 """Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, Split,
-costed as the memory traffic they are; and their gradients in a training step (issue 26), which only move data too: a
+Tile, costed as the memory traffic they are; and their gradients in a training step (issue 26), which only move data too: a
 Split (Concat's), the inverse Transpose, a SliceBackward (Slice's) and a Slice (Pad's), configs of
-this kind (:func:`copy_backward`), a Concat (Split's), and a ReduceSum (Expand's, a config of the Reduce
-kind).
+this kind (:func:`copy_backward`), a Concat (Split's), and a ReduceSum (Expand's and Tile's, a config of
+the Reduce kind).
 
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
@@ -51,11 +51,15 @@ class CopyConfig(LayerConfig):
 
     op: ONNX op; inputs: input shapes; y: output shape; attrs: op parameters as sorted pairs
     (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads; Expand:
-    none, ``()``).
+    none, ``()``; Tile: repeats).
 
     ``Expand`` (ONNX Expand, numpy broadcasting of x to y): one strided copy over y's dims whose
     source stride is 0 on every broadcast dim (x padded with leading 1s to y's rank): each element
     of x is read once from memory and written once per copy of it in y.
+
+    ``Tile`` (ONNX Tile, ``y[i] = x[i mod x.shape]``): one strided copy over y's dims each split in
+    (repeat, x's extent), source strides (0, x's stride), destination strides (x's extent times y's
+    stride, y's stride); at most 8 dims once size-1 dims are dropped and neighbours merged.
 
     ``Split``: ONNX Split (every output), and the gradient of a Concat in a training step; ``inputs``
     = (the split tensor's shape,), ``y`` the same shape (the parts packed one after another in one
@@ -92,7 +96,7 @@ class CopyConfig(LayerConfig):
         steps 1, the input's shape), a Pad of zeros, a Transpose by the identity permutation, a
         Concat of one input, an Expand that broadcasts nothing (y has x's elements: at most new leading
         1s). Such a layer moves no data in any implementation (zero-cost)."""
-        if self.op == "Expand":
+        if self.op in ("Expand", "Tile"):
             return numel(self.inputs[0]) == numel(self.y)
         if len(self.inputs) != 1 or tuple(self.inputs[0]) != tuple(self.y):
             return False
@@ -153,6 +157,13 @@ class CopyConfig(LayerConfig):
             xp = (1,) * (len(self.y) - len(x)) + tuple(x)
             src = tuple(0 if d == 1 and n != 1 else s for d, n, s in zip(xp, self.y, packed_strides(xp)))
             return [Transfer(self.y, src, y_strides)]
+        if self.op == "Tile":
+            dims, src, dst = [], [], []
+            for r, d, xs, ys in zip(self.attr("repeats"), x, x_strides, y_strides):
+                dims += [r, d]
+                src += [0, xs]
+                dst += [d * ys, ys]
+            return [Transfer(tuple(dims), tuple(src), tuple(dst))]
         raise ValueError(f"CopyConfig: unknown op {self.op}")
 
     def describe(self):
@@ -188,6 +199,10 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
       cat of the parts' gradients, zeros for a part no one reads): a Concat of the parts along the
       axis.
 
+    - Tile (``repeat: self: repeat_backward(grad, repeats, self.sym_sizes())``, FunctionsManual.cpp:
+      dy viewed as (r0, x0, r1, x1, ...) summed over the repeat dims): a ReduceSum of that view
+      (a dim repeated once keeps one dim) to (1, x0, ...).
+
     Each is one ``backward_data`` call; SliceBackward has none (it is no layer of a model). An
     identity layer never asks (it is zero-cost)."""
     x, y = tuple(cfg.inputs[0]), tuple(cfg.y)
@@ -212,6 +227,14 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
         axis = cfg.attr("axis")[0]
         parts = tuple(x[:axis] + (size,) + x[axis + 1:] for size in cfg.attr("sizes"))
         return (("backward_data", CopyConfig(op="Concat", inputs=parts, y=x, attrs=(("axis", (axis,)),))),)
+    if cfg.op == "Tile":
+        xv, yv = [], []
+        for r, d in zip(cfg.attr("repeats"), x):
+            xv += [r, d] if r > 1 else [d]
+            yv += [1, d] if r > 1 else [d]
+        if len(xv) > 8:
+            raise ValueError(f"Tile gradient of rank {len(xv)} > 8")
+        return (("backward_data", ReduceConfig(op="sum", x=tuple(xv), y=tuple(yv))),)
     if cfg.op == "Expand":
         return (("backward_data", ReduceConfig(op="sum", x=y, y=(1,) * (len(y) - len(x)) + x)),)
     return None
@@ -342,6 +365,19 @@ def _map_split(node, ctx, attrs):
                       attrs=(("axis", (axis,)), ("sizes", tuple(s for s in sizes if s > 0))))
 
 
+def _map_tile(node, ctx, attrs):
+    """ONNX Tile (opset 6+): the repeats from the inferred output shape (y = x * repeats per dim; the
+    repeats input need not be a constant once shape inference has the output's)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    y = tuple(need(ctx.shape(node.output[0]), "output"))
+    if len(x) != len(y) or any(d == 0 or n % d for d, n in zip(x, y)):
+        raise Unsupported(f"Tile of {list(x)} to {list(y)} repeats no whole copies")
+    cfg = CopyConfig(op="Tile", inputs=(x,), y=y, attrs=(("repeats", tuple(n // d for d, n in zip(x, y))),))
+    if len(collapse_transfer(cfg.transfers()[0])[0]) > 8:
+        raise Unsupported("Tile over more than 8 dims once merged")
+    return cfg
+
+
 def collapse_transfer(t: Transfer) -> tuple[list[int], list[int], list[int]]:
     """Drop size-1 dims and merge adjacent dims that are contiguous in both source and destination."""
     dims, ss, ds = [], [], []
@@ -469,6 +505,9 @@ def _copy(c: Ctx) -> Candidate:
         return Candidate("torch:aten::constant_pad_nd", algo_label(c), lambda: F.pad(x, tp), y)
     if cfg.op == "Expand":  # a view made contiguous: one copy kernel reading x once per output element
         return Candidate("torch:aten::expand+clone", algo_label(c), lambda: x.expand(cfg.y).contiguous(), y)
+    if cfg.op == "Tile":
+        reps = list(cfg.attr("repeats"))
+        return Candidate("torch:aten::repeat", algo_label(c), lambda: x.repeat(reps), y)
     raise NotSupported(f"copy op {cfg.op}")
 
 
@@ -485,7 +524,7 @@ def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
 KIND = Kind(
     example=CopyConfig(op='Transpose', inputs=((1, 768, 196),), y=(1, 196, 768), attrs=(('perm', (0, 2, 1)),)),
     name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
-    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Expand": _map_expand, "Pad": _map_pad, "Slice": _map_slice, "Split": _map_split, "Transpose": _map_transpose},
+    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Expand": _map_expand, "Pad": _map_pad, "Slice": _map_slice, "Split": _map_split, "Tile": _map_tile, "Transpose": _map_transpose},
     typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),
-    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Expand": ('aten::expand', 'aten::expand_as'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Split": ('aten::chunk', 'aten::split', 'aten::split_with_sizes', 'aten::tensor_split', 'aten::unsafe_split'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
+    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Expand": ('aten::expand', 'aten::expand_as'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Tile": ('aten::repeat', 'aten::tile'), "Split": ('aten::chunk', 'aten::split', 'aten::split_with_sizes', 'aten::tensor_split', 'aten::unsafe_split'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
     nhwc=False, image=True)
