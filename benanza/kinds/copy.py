@@ -1,7 +1,8 @@
-"""Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
-traffic they are; and their gradients in a training step (issue 26), which only move data too: a
+"""Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, Split,
+Tile, costed as the memory traffic they are; and their gradients in a training step (issue 26), which only move data too: a
 Split (Concat's), the inverse Transpose, a SliceBackward (Slice's) and a Slice (Pad's), configs of
-this kind (:func:`copy_backward`).
+this kind (:func:`copy_backward`), a Concat (Split's), and a ReduceSum (Expand's and Tile's, a config of
+the Reduce kind).
 
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
@@ -15,7 +16,8 @@ from typing import ClassVar
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
-from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.onnx_map import Unsupported, broadcast_shapes, need
+from benanza.kinds.reduce import ReduceConfig
 
 
 @dataclass(frozen=True)
@@ -43,19 +45,29 @@ def packed_strides(shape: Shape) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class CopyConfig(LayerConfig):
-    """Layers that only move data: Concat, Transpose, Slice, Pad (constant), costed as the memory
+    """Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, costed as the memory
     traffic they are: cudnnTransformTensor per strided transfer (plus cudaMemsetAsync of the output
     for Pad), not as zero.
 
     op: ONNX op; inputs: input shapes; y: output shape; attrs: op parameters as sorted pairs
-    (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads).
+    (Concat: axis; Transpose: perm; Slice: starts/ends/axes/steps normalised; Pad: pads; Expand:
+    none, ``()``; Tile: repeats).
 
-    Two ops no ONNX node maps to, the gradients of a training step (:func:`copy_backward`):
+    ``Expand`` (ONNX Expand, numpy broadcasting of x to y): one strided copy over y's dims whose
+    source stride is 0 on every broadcast dim (x padded with leading 1s to y's rank): each element
+    of x is read once from memory and written once per copy of it in y.
 
-    - ``Split``: the gradient of a Concat, ``inputs`` = (the Concat's output shape,), ``y`` the same
-      shape (the parts packed one after another in one buffer: the same bytes as the separate
-      tensors), attrs ``axis`` and ``sizes`` (each part's extent along the axis); each part is one
-      strided copy out of the gradient.
+    ``Tile`` (ONNX Tile, ``y[i] = x[i mod x.shape]``): one strided copy over y's dims each split in
+    (repeat, x's extent), source strides (0, x's stride), destination strides (x's extent times y's
+    stride, y's stride); at most 8 dims once size-1 dims are dropped and neighbours merged.
+
+    ``Split``: ONNX Split (every output), and the gradient of a Concat in a training step; ``inputs``
+    = (the split tensor's shape,), ``y`` the same shape (the parts packed one after another in one
+    buffer: the same bytes as the separate tensors), attrs ``axis`` and ``sizes`` (each non-empty
+    part's extent along the axis); each part is one strided copy out of the input.
+
+    One op no ONNX node maps to, a gradient of a training step (:func:`copy_backward`):
+
     - ``SliceBackward``: the gradient of a Slice (PyTorch's ``aten::slice_backward``): ``inputs`` =
       (the slice's shape,), ``y`` the sliced tensor's shape, attrs ``starts`` and ``steps`` as the
       Slice's; ``y`` is zero-filled, then the gradient is copied into the slice.
@@ -82,7 +94,10 @@ class CopyConfig(LayerConfig):
     def is_identity(self) -> bool:
         """True when the op returns its one input unchanged: a Slice of every element (starts 0,
         steps 1, the input's shape), a Pad of zeros, a Transpose by the identity permutation, a
-        Concat of one input. Such a layer moves no data in any implementation (zero-cost)."""
+        Concat of one input, an Expand that broadcasts nothing (y has x's elements: at most new leading
+        1s). Such a layer moves no data in any implementation (zero-cost)."""
+        if self.op in ("Expand", "Tile"):
+            return numel(self.inputs[0]) == numel(self.y)
         if len(self.inputs) != 1 or tuple(self.inputs[0]) != tuple(self.y):
             return False
         if self.op == "Slice":
@@ -138,6 +153,17 @@ class CopyConfig(LayerConfig):
             r = len(x)
             off = sum(pads[i] * y_strides[i] for i in range(r))
             return [Transfer(x, x_strides, y_strides, 0, off)]
+        if self.op == "Expand":
+            xp = (1,) * (len(self.y) - len(x)) + tuple(x)
+            src = tuple(0 if d == 1 and n != 1 else s for d, n, s in zip(xp, self.y, packed_strides(xp)))
+            return [Transfer(self.y, src, y_strides)]
+        if self.op == "Tile":
+            dims, src, dst = [], [], []
+            for r, d, xs, ys in zip(self.attr("repeats"), x, x_strides, y_strides):
+                dims += [r, d]
+                src += [0, xs]
+                dst += [d * ys, ys]
+            return [Transfer(tuple(dims), tuple(src), tuple(dst))]
         raise ValueError(f"CopyConfig: unknown op {self.op}")
 
     def describe(self):
@@ -163,9 +189,22 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
       SliceBackward.
     - Pad (``constant_pad_nd: self: constant_pad_nd_backward(grad, pad)``, a narrow of the gradient
       made contiguous): a Slice of dy at the pads' begin offsets.
+    - Expand (``expand: self: at::sum_to(grad, self.sym_sizes())``): dy (y's shape) summed over the
+      broadcast dims to x's shape (padded with leading 1s to y's rank): a ReduceSum of the Reduce
+      kind, as an Elementwise layer's broadcast operand gets (:mod:`benanza.kinds.elementwise_backward`).
+      Its phase is ``backward_data``: an Expand of a parameter alone (an initializer and a shape
+      known once the batch is bound) is constant-folded, no layer.
 
-    Each is one ``backward_data`` call; Split and SliceBackward have none (they are no layer of a
-    model). An identity layer never asks (it is zero-cost)."""
+    - Split (``split_with_sizes: self: split_with_sizes_backward(grads, split_sizes, dim, ...)``, a
+      cat of the parts' gradients, zeros for a part no one reads): a Concat of the parts along the
+      axis.
+
+    - Tile (``repeat: self: repeat_backward(grad, repeats, self.sym_sizes())``, FunctionsManual.cpp:
+      dy viewed as (r0, x0, r1, x1, ...) summed over the repeat dims): a ReduceSum of that view
+      (a dim repeated once keeps one dim) to (1, x0, ...).
+
+    Each is one ``backward_data`` call; SliceBackward has none (it is no layer of a model). An
+    identity layer never asks (it is zero-cost)."""
     x, y = tuple(cfg.inputs[0]), tuple(cfg.y)
     if cfg.op == "Transpose":
         perm = tuple(cfg.attr("perm"))
@@ -184,6 +223,20 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
         r = len(x)
         return (("backward_data", CopyConfig(op="Slice", inputs=(y,), y=x,
                                              attrs=(("starts", tuple(cfg.attr("pads")[:r])), ("steps", (1,) * r)))),)
+    if cfg.op == "Split":
+        axis = cfg.attr("axis")[0]
+        parts = tuple(x[:axis] + (size,) + x[axis + 1:] for size in cfg.attr("sizes"))
+        return (("backward_data", CopyConfig(op="Concat", inputs=parts, y=x, attrs=(("axis", (axis,)),))),)
+    if cfg.op == "Tile":
+        xv, yv = [], []
+        for r, d in zip(cfg.attr("repeats"), x):
+            xv += [r, d] if r > 1 else [d]
+            yv += [1, d] if r > 1 else [d]
+        if len(xv) > 8:
+            raise ValueError(f"Tile gradient of rank {len(xv)} > 8")
+        return (("backward_data", ReduceConfig(op="sum", x=tuple(xv), y=tuple(yv))),)
+    if cfg.op == "Expand":
+        return (("backward_data", ReduceConfig(op="sum", x=y, y=(1,) * (len(y) - len(x)) + x)),)
     return None
 
 
@@ -266,6 +319,63 @@ def _map_pad(node, ctx, attrs):
     if len(x) > 8:
         raise Unsupported(f"rank {len(x)} > 8")
     return CopyConfig(op="Pad", inputs=(x,), y=y, attrs=(("pads", tuple(pads)),))
+
+
+def _map_expand(node, ctx, attrs):
+    """ONNX Expand (opset 8+): x broadcast to the inferred output shape (numpy's rules; the shape
+    input need not be a constant once shape inference has the output's)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    y = tuple(need(ctx.shape(node.output[0]), "output"))
+    if broadcast_shapes(x, y)[2] != y:
+        raise Unsupported(f"Expand of {list(x)} to {list(y)} is no broadcast of its input")
+    if len(y) > 8:
+        raise Unsupported(f"rank {len(y)} > 8")
+    return CopyConfig(op="Expand", inputs=(x,), y=y, attrs=())
+
+
+def _map_split(node, ctx, attrs):
+    """ONNX Split, all its outputs: the sizes from the ``split`` input (opset 13+) or attribute
+    (opset < 13), else ``num_outputs`` (opset 18: parts of ceil(d / num_outputs), the last one
+    smaller), else equal parts; a ``split`` input that is no constant: the inferred output shapes.
+    Every output's inferred extent along the axis must agree (Unsupported otherwise)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    r = len(x)
+    axis = int(attrs.get("axis", 0))
+    axis = axis + r if axis < 0 else axis
+    if not 0 <= axis < r:
+        raise Unsupported(f"Split axis {attrs.get('axis', 0)} of a rank-{r} input")
+    n, d = len(node.output), x[axis]
+    inferred = [need(ctx.shape(o), "output")[axis] for o in node.output]
+    sizes = None
+    if ctx.opset >= 13 and len(node.input) > 1 and node.input[1]:
+        v = ctx.value(node.input[1])
+        sizes = [int(t) for t in np.asarray(v).reshape(-1)] if v is not None else inferred
+    elif ctx.opset < 13 and "split" in attrs:
+        sizes = [int(t) for t in attrs["split"]]
+    elif "num_outputs" in attrs:
+        chunk = -(-d // int(attrs["num_outputs"]))
+        sizes = [min(chunk, max(0, d - i * chunk)) for i in range(n)]
+    else:
+        sizes = [d // n] * n
+    if len(sizes) != n or sum(sizes) != d or any(s < 0 for s in sizes) or sizes != inferred:
+        raise Unsupported(f"Split sizes {sizes} of extent {d} into {n} outputs (inferred {inferred})")
+    if r > 8:
+        raise Unsupported(f"rank {r} > 8")
+    return CopyConfig(op="Split", inputs=(x,), y=x,
+                      attrs=(("axis", (axis,)), ("sizes", tuple(s for s in sizes if s > 0))))
+
+
+def _map_tile(node, ctx, attrs):
+    """ONNX Tile (opset 6+): the repeats from the inferred output shape (y = x * repeats per dim; the
+    repeats input need not be a constant once shape inference has the output's)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    y = tuple(need(ctx.shape(node.output[0]), "output"))
+    if len(x) != len(y) or any(d == 0 or n % d for d, n in zip(x, y)):
+        raise Unsupported(f"Tile of {list(x)} to {list(y)} repeats no whole copies")
+    cfg = CopyConfig(op="Tile", inputs=(x,), y=y, attrs=(("repeats", tuple(n // d for d, n in zip(x, y))),))
+    if len(collapse_transfer(cfg.transfers()[0])[0]) > 8:
+        raise Unsupported("Tile over more than 8 dims once merged")
+    return cfg
 
 
 def collapse_transfer(t: Transfer) -> tuple[list[int], list[int], list[int]]:
@@ -351,7 +461,7 @@ def _copy(c: Ctx) -> Candidate:
         axis = cfg.attr("axis")[0]
         return Candidate("torch:aten::cat", algo_label(c), lambda: torch.cat(ins, axis), y)
     x = ins[0]
-    if cfg.op == "Split":  # cat's backward: narrow views of dy, each made contiguous where it is read
+    if cfg.op == "Split":  # split's views (cat's backward: narrow views of dy), each made contiguous where read
         axis, sizes = cfg.attr("axis")[0], list(cfg.attr("sizes"))
         packed = torch.empty(y, dtype=x.dtype, device=x.device)
 
@@ -362,7 +472,7 @@ def _copy(c: Ctx) -> Candidate:
                 off += t.numel()
             return packed
         return Candidate("torch:aten::split_with_sizes+copy_", algo_label(c), split_copies, y,
-                         "cat_tensors_backward's narrow views, each copied to a packed tensor")
+                         "torch.split's views (cat_tensors_backward's narrow views), each copied to a packed tensor")
     if cfg.op == "SliceBackward":
         starts, steps = cfg.attr("starts"), cfg.attr("steps")
         sliced = [d for d, (st, sp, n, m) in enumerate(zip(starts, steps, cfg.inputs[0], cfg.y)) if (st, sp, n) != (0, 1, m)]
@@ -393,11 +503,17 @@ def _copy(c: Ctx) -> Candidate:
         for i in reversed(range(r)):
             tp += [pads[i], pads[r + i]]
         return Candidate("torch:aten::constant_pad_nd", algo_label(c), lambda: F.pad(x, tp), y)
+    if cfg.op == "Expand":  # a view made contiguous: one copy kernel reading x once per output element
+        return Candidate("torch:aten::expand+clone", algo_label(c), lambda: x.expand(cfg.y).contiguous(), y)
+    if cfg.op == "Tile":
+        reps = list(cfg.attr("repeats"))
+        return Candidate("torch:aten::repeat", algo_label(c), lambda: x.repeat(reps), y)
     raise NotSupported(f"copy op {cfg.op}")
 
 
 def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
-    """A Slice reads only what it keeps; the other copies read their inputs once; y written once (bytes)."""
+    """A Slice reads only what it keeps; the other copies (an Expand too: each element of x is read
+    from memory once, its copies come from cache) read their inputs once; y written once (bytes)."""
     y = numel(cfg.output_shape())
     if cfg.op == "Slice":
         return ib * y + ob * y
@@ -408,7 +524,7 @@ def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
 KIND = Kind(
     example=CopyConfig(op='Transpose', inputs=((1, 768, 196),), y=(1, 196, 768), attrs=(('perm', (0, 2, 1)),)),
     name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
-    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Pad": _map_pad, "Slice": _map_slice, "Transpose": _map_transpose},
+    torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Expand": _map_expand, "Pad": _map_pad, "Slice": _map_slice, "Split": _map_split, "Tile": _map_tile, "Transpose": _map_transpose},
     typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),
-    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
+    aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Expand": ('aten::expand', 'aten::expand_as'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Tile": ('aten::repeat', 'aten::tile'), "Split": ('aten::chunk', 'aten::split', 'aten::split_with_sizes', 'aten::tensor_split', 'aten::unsafe_split'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
     nhwc=False, image=True)

@@ -411,7 +411,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
         if float_in and float_in[0] not in FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
         cfg = mapper(node, ctx, attrs)
-        if math.prod(cfg.output_shape()) != math.prod(out_shapes[0]):
+        # a Split's config writes its outputs packed in one buffer (CopyConfig)
+        if math.prod(cfg.output_shape()) != (sum(map(math.prod, out_shapes)) if op == "Split" else math.prod(out_shapes[0])):
             raise Unsupported(f"config output {list(cfg.output_shape())} does not match the inferred "
                               f"{list(out_shapes[0])}")
         if 0 in cfg.output_shape():

@@ -64,8 +64,6 @@ _reg("Flatten", "aten::flatten")
 _reg("Reshape", "aten::reshape", "aten::view", "aten::_unsafe_view")
 _reg("Squeeze", "aten::squeeze", "aten::squeeze_")
 _reg("Unsqueeze", "aten::unsqueeze", "aten::unsqueeze_")
-_reg("Split", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::tensor_split")
-_reg("Expand", "aten::expand")
 _reg("Identity", "aten::clone")
 _reg("Resize", "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::interpolate")
 
