@@ -745,9 +745,16 @@ def merge_sources(run: Run, sources: list[Path]) -> None:
     """--merge: the records of several runs' folders or packed ``truth-results.tgz`` archives."""
     import tarfile
 
+    def load(path: Path, src: Path) -> None:
+        trained = _train_run(path)
+        if trained is not None and trained != bool(run.a.train):
+            raise TruthError(f"--merge {src}: {'a training' if trained else 'an inference'} run (its command "
+                             f"{'has' if trained else 'lacks'} --train); merge it with{'' if trained else 'out'} --train")
+        load_records(run, path)
+
     for src in sources:
         if src.is_dir():
-            load_records(run, src / "results.jsonl")
+            load(src / "results.jsonl", src)
             continue
         if not src.is_file():
             raise TruthError(f"--merge {src}: no such folder or archive")
@@ -759,9 +766,27 @@ def merge_sources(run: Run, sources: list[Path]) -> None:
                 with tempfile.TemporaryDirectory() as tmp:
                     target = Path(tmp) / "results.jsonl"
                     target.write_bytes(tar.extractfile(member).read())
-                    load_records(run, target)
+                    load(target, src)
         except tarfile.TarError as e:
             raise TruthError(f"--merge {src}: not a readable archive ({e})") from None
+
+
+def _train_run(path: Path) -> bool | None:
+    """Whether the run that wrote ``results.jsonl`` at ``path`` was a ``--train`` run (its env
+    records' commands), None when it has no env record."""
+    flags = set()
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and r.get("kind") == "env" and r.get("command"):
+            flags.add("--train" in str(r["command"]).split())
+    return None if not flags else any(flags)
 
 
 class Packer:

@@ -266,3 +266,19 @@ def test_bench_train_json_carries_each_step_in_its_analysis_as_analyze_does(trut
     row = truth.make_row("m", 32, "fp16", "fp16", _pytorch_step(60.0), truth._slim(doc["analyses"][1]), 0.99,
                          train=True)
     assert row["flags"] == [] and row["ratio"] == pytest.approx(0.8)
+
+
+def test_merge_refuses_a_training_run_read_as_inference(truth, tmp_path, capsys):
+    """A --train run's records merged without --train would print its models' forward LBLs as the
+    inference truth (and batch-1 rows it never ran): refused in one line, and the other way round."""
+    a = _fabricated_run(tmp_path / "a", "resnet50")
+    recs = (a / "results.jsonl").read_text()
+    env = {"kind": "env", "command": "python3 benchmarks/truth.py --out /tmp/t --models resnet50 --train"}
+    (a / "results.jsonl").write_text(json.dumps(env) + "\n" + recs)
+    assert truth.main(["--out", str(tmp_path / "m"), "--merge", str(a)]) != 0
+    assert "a training run" in capsys.readouterr().err
+    b = _fabricated_run(tmp_path / "b", "vit_b_16")
+    env["command"] = "python3 benchmarks/truth.py --out /tmp/t --models vit_b_16"
+    (b / "results.jsonl").write_text(json.dumps(env) + "\n" + (b / "results.jsonl").read_text())
+    assert truth.main(["--out", str(tmp_path / "n"), "--train", "--merge", str(b)]) != 0
+    assert "an inference run" in capsys.readouterr().err
