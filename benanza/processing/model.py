@@ -92,6 +92,7 @@ class Fusion:
     """A fusion candidate: layers one library call can run together. Conv (+ bias) -> Relu
     (cudnnConvolutionBiasActivationForward, ConvBiasActConfig); attention MatMul -> [scale] ->
     [mask] -> Softmax -> MatMul (cuDNN SDPA, SdpaConfig); a decomposed LayerNorm (LayerNormConfig);
+    a decomposed RMSNorm (RMSNormConfig);
     an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu); Gemm/MatMul (+ bias Add) -> Relu / Gelu /
     erf-GELU (GemmActConfig: cuDNN graph matmul -> add -> act, cuBLASLt bias + activation
     epilogues). ``layers`` are layer indices in graph
@@ -549,7 +550,7 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     a decomposed erf-GELU after a GEMM joins the GemmAct candidate rather than being a GELU one."""
     pat = _Pattern(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
-    for finder in (_find_attention, _find_layernorms, _find_gemm_acts, _find_gelus, _find_silus):
+    for finder in (_find_attention, _find_layernorms, _find_rmsnorms, _find_gemm_acts, _find_gelus, _find_silus):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -951,6 +952,78 @@ def _find_layernorms(pat: _Pattern, r1: Layer):
     has_bias = pat.elementwise(last, "add") and last is not div
     cfg = L.LayerNormConfig(x=tuple(r1.config.x), axis=axis, epsilon=float(np.float32(eps)), bias=has_bias)
     return chain, cfg
+
+
+def _is_cast(ly: Layer | None) -> bool:
+    """A Cast layer: a real one (a Unary cast) or an identity (zero-cost, to the same type)."""
+    return ly is not None and ly.op_type == "Cast" and ly.status in ("benchmark", "zero_cost")
+
+
+def _find_rmsnorms(pat: _Pattern, sq: Layer):
+    """[Cast ->] Pow 2 (or Mul x*x) -> ReduceMean over trailing dims -> Add eps -> Sqrt -> Reciprocal
+    (or Div 1/s) -> Mul x [-> Cast] [-> Mul weight], or Sqrt -> Div x/s: RMSNorm as torch.export
+    (Reciprocal) and TorchScript (Div) write transformers' ``LlamaRMSNorm``
+    (``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``, float32 casts around it)."""
+    if not pat.free(sq) or sq.status != "benchmark" or len(sq.inputs) < 1:
+        return None
+    x = sq.inputs[0]
+    if not ((isinstance(sq.config, L.UnaryConfig) and sq.config.op == "pow" and sq.config.exponent == 2.0)
+            or (pat.elementwise(sq, "mul") and sq.inputs == (x, x))):
+        return None
+    r = pat.sole_user(sq)
+    if not pat.free(r) or r.status != "benchmark" or not isinstance(r.config, L.ReduceConfig) \
+            or r.config.op != "mean" or tuple(r.config.x) != tuple(pat.ctx.shape(x) or ()):
+        return None
+    axis = _trailing_axis(r.config)
+    if axis is None:
+        return None
+    add = pat.sole_user(r)
+    eps = pat.scalar(add) if pat.free(add) and pat.elementwise(add, "add") else None
+    if eps is None or eps < 0:
+        return None
+    root = pat.sole_user(add)
+    if not pat.free(root) or root.status != "benchmark" or not isinstance(root.config, L.UnaryConfig) \
+            or root.config.op != "sqrt":
+        return None
+    chain = [sq.index, r.index, add.index, root.index]
+    nxt = pat.sole_user(root)
+    if not pat.free(nxt):
+        return None
+    inv = None
+    if nxt.status == "benchmark" and isinstance(nxt.config, L.UnaryConfig) and nxt.config.op == "reciprocal":
+        inv = nxt
+    elif pat.elementwise(nxt, "div") and pat.scalar(nxt) == 1.0 and math.prod(nxt.config.a) == 1:
+        inv = nxt  # 1 / sqrt(...)
+    if inv is not None:
+        chain.append(inv.index)
+        mul = pat.sole_user(inv)
+        if not pat.free(mul) or not pat.elementwise(mul, "mul") or sorted(mul.inputs) != sorted((x, inv.outputs[0])):
+            return None
+    else:
+        mul = nxt  # x / sqrt(...)
+        if not pat.elementwise(mul, "div") or mul.inputs != (x, root.outputs[0]):
+            return None
+    xshape = tuple(r.config.x)
+    if tuple(mul.config.output_shape()) != xshape:
+        return None
+    chain.append(mul.index)
+    head = pat.made_by(x)
+    if _is_cast(head) and pat.free(head) and x not in pat.graph_outputs \
+            and {u.index for u in pat.users(x)} == {sq.index, mul.index}:
+        chain.append(head.index)  # the cast to float32 before the statistics
+    last, cols = mul, math.prod(xshape[axis:])
+    nxt = pat.sole_user(mul)
+    if _is_cast(nxt) and pat.free(nxt):
+        chain.append(nxt.index)  # the cast back to the model's type
+        last, nxt = nxt, pat.sole_user(nxt)
+    scale = False
+    if pat.free(nxt) and pat.elementwise(nxt, "mul") and len(nxt.static_inputs) == 1 \
+            and nxt.inputs == (last.outputs[0],):
+        w = pat.ctx.shape(nxt.static_inputs[0])
+        if w is not None and math.prod(w) == cols and tuple(nxt.config.output_shape()) == xshape:
+            chain.append(nxt.index)
+            scale = True
+    return chain, L.RMSNormConfig(x=xshape, axis=axis, epsilon=float(np.float32(eps)), scale=scale)
 
 
 def _find_gelus(pat: _Pattern, erf: Layer):
