@@ -550,7 +550,8 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     a decomposed erf-GELU after a GEMM joins the GemmAct candidate rather than being a GELU one."""
     pat = _Pattern(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
-    for finder in (_find_attention, _find_layernorms, _find_rmsnorms, _find_gemm_acts, _find_gelus, _find_silus):
+    for finder in (_find_attention, _find_layernorms, _find_rmsnorms, _find_gemm_acts, _find_gelus, _find_gelu_tanhs,
+                   _find_silus):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -1043,22 +1044,74 @@ def _find_gelus(pat: _Pattern, erf: Layer):
     mul = pat.sole_user(add)
     if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2 or add.outputs[0] not in mul.inputs:
         return None
-    other = next(i for i in mul.inputs if i != add.outputs[0]) if mul.inputs.count(add.outputs[0]) == 1 else None
     chain = [pre.index, erf.index, add.index, mul.index]
-    if other == x:  # (x * (1 + erf)) * 0.5
-        half = pat.sole_user(mul)
-        if not pat.free(half) or pat.scale_of(half) != 0.5:
-            return None
-        chain.append(half.index)
-    else:  # (x * 0.5) * (1 + erf)
-        half = pat.made_by(other) if other else None
-        if not pat.free(half) or pat.scale_of(half) != 0.5 or half.inputs[0] != x or pat.sole_user(half) is not mul:
-            return None
-        chain.append(half.index)
+    half = _gelu_half(pat, x, add, mul)
+    if half is None:
+        return None
+    chain.append(half.index)
     shape = tuple(pre.output_shapes[0] or ())
     if not shape or erf.config.shape != shape:
         return None
     return chain, L.UnaryConfig(shape=shape, op="gelu")
+
+
+def _gelu_half(pat: _Pattern, x: str, add: Layer, mul: Layer) -> Layer | None:
+    """The Mul by 0.5 of a GELU whose ``mul`` multiplies ``add`` (1 + erf or 1 + tanh) by x * 0.5, or
+    by x and then by 0.5; None when there is none."""
+    other = next(i for i in mul.inputs if i != add.outputs[0]) if mul.inputs.count(add.outputs[0]) == 1 else None
+    if other == x:  # (x * (1 + f)) * 0.5
+        half = pat.sole_user(mul)
+        return half if pat.free(half) and pat.scale_of(half) == 0.5 else None
+    half = pat.made_by(other) if other else None  # (x * 0.5) * (1 + f)
+    if not pat.free(half) or pat.scale_of(half) != 0.5 or half.inputs[0] != x or pat.sole_user(half) is not mul:
+        return None
+    return half
+
+
+#: GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks and Gimpel,
+#: "Gaussian Error Linear Units", 2016, eq. 2; torch.nn.functional.gelu(approximate="tanh"))
+GELU_TANH_K, GELU_TANH_C = math.sqrt(2 / math.pi), 0.044715
+
+
+def _find_gelu_tanhs(pat: _Pattern, tanh: Layer):
+    """Pow x 3 -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul (x * 0.5) (or Mul x
+    -> Mul 0.5): GELU's tanh approximation as GPT-2's ``NewGELUActivation`` is exported (torch.export
+    and TorchScript), one GELU (UnaryConfig gelu_tanh) where the chain is eight elementwise passes."""
+    if not pat.free(tanh) or tanh.status != "benchmark" or not isinstance(tanh.config, L.ActivationConfig) \
+            or tanh.config.mode != "tanh" or len(tanh.inputs) != 1:
+        return None
+    pre = pat.made_by(tanh.inputs[0])
+    k = pat.scale_of(pre) if pat.free(pre) and pat.sole_user(pre) is tanh else None
+    if k is None or abs(k - GELU_TANH_K) > 1e-4 * GELU_TANH_K:
+        return None
+    inner = pat.made_by(pre.inputs[0])
+    if not pat.free(inner) or not pat.elementwise(inner, "add") or len(inner.inputs) != 2 \
+            or pat.sole_user(inner) is not pre:
+        return None
+    for x, c_out in (inner.inputs, inner.inputs[::-1]):
+        c = pat.made_by(c_out)
+        f = pat.scale_of(c) if pat.free(c) and pat.sole_user(c) is inner else None
+        if f is None or abs(f - GELU_TANH_C) > 1e-4 * GELU_TANH_C:
+            continue
+        cube = pat.made_by(c.inputs[0])
+        if pat.free(cube) and cube.status == "benchmark" and isinstance(cube.config, L.UnaryConfig) \
+                and cube.config.op == "pow" and cube.config.exponent == 3.0 and cube.inputs[0] == x \
+                and pat.sole_user(cube) is c:
+            break
+    else:
+        return None
+    add = pat.sole_user(tanh)
+    if not pat.free(add) or not pat.elementwise(add, "add") or pat.scalar(add) != 1.0:
+        return None
+    mul = pat.sole_user(add)
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2:
+        return None
+    half = _gelu_half(pat, x, add, mul)
+    shape = tuple(tanh.config.shape)
+    if half is None or tuple(mul.config.output_shape()) != shape or tuple(cube.config.shape) != shape:
+        return None
+    chain = [cube.index, c.index, inner.index, pre.index, tanh.index, add.index, mul.index, half.index]
+    return chain, L.UnaryConfig(shape=shape, op="gelu_tanh")
 
 
 def _find_silus(pat: _Pattern, sig: Layer):
