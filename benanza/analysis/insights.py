@@ -49,7 +49,8 @@ FUSION_TEXT = {
     "GemmAct": ("MatMul+bias+activation groups", "a cuBLASLt epilogue (BIAS, RELU_BIAS, GELU_BIAS) or a cuDNN matmul graph does the group in one call"),
     "SDPA": ("attention blocks (MatMul, Softmax, MatMul)", "cuDNN's fused scaled-dot-product attention (or FlashAttention) does the block in one call"),
     "LayerNorm": ("decomposed LayerNormalizations", "one LayerNormalization kernel (cuDNN graph or torch.nn.functional.layer_norm)"),
-    "Unary": ("erf-GELUs (Div, Erf, Add, Mul, Mul)", "one GELU kernel"),
+    "RMSNorm": ("decomposed RMSNorms (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul)", "one RMSNorm kernel (cuDNN graph rmsnorm or torch.nn.functional.rms_norm)"),
+    "Unary": ("decomposed GELUs (erf: Div, Erf, Add, Mul, Mul; tanh: Pow, Mul, Add, Mul, Tanh, Add, Mul, Mul)", "one GELU kernel"),
     "Activation": ("SiLUs (Sigmoid, Mul)", "one SiLU kernel (cudnnActivationForward SWISH, torch's silu)"),
 }
 

@@ -92,6 +92,7 @@ class Fusion:
     """A fusion candidate: layers one library call can run together. Conv (+ bias) -> Relu
     (cudnnConvolutionBiasActivationForward, ConvBiasActConfig); attention MatMul -> [scale] ->
     [mask] -> Softmax -> MatMul (cuDNN SDPA, SdpaConfig); a decomposed LayerNorm (LayerNormConfig);
+    a decomposed RMSNorm (RMSNormConfig);
     an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu); Gemm/MatMul (+ bias Add) -> Relu / Gelu /
     erf-GELU (GemmActConfig: cuDNN graph matmul -> add -> act, cuBLASLt bias + activation
     epilogues). ``layers`` are layer indices in graph
@@ -550,7 +551,8 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     a decomposed erf-GELU after a GEMM joins the GemmAct candidate rather than being a GELU one."""
     pat = _Pattern(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
-    for finder in (_find_attention, _find_layernorms, _find_gemm_acts, _find_gelus, _find_silus):
+    for finder in (_find_attention, _find_layernorms, _find_rmsnorms, _find_gemm_acts, _find_gelus, _find_gelu_tanhs,
+                   _find_silus):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -954,6 +956,78 @@ def _find_layernorms(pat: _Pattern, r1: Layer):
     return chain, cfg
 
 
+def _is_cast(ly: Layer | None) -> bool:
+    """A Cast layer: a real one (a Unary cast) or an identity (zero-cost, to the same type)."""
+    return ly is not None and ly.op_type == "Cast" and ly.status in ("benchmark", "zero_cost")
+
+
+def _find_rmsnorms(pat: _Pattern, sq: Layer):
+    """[Cast ->] Pow 2 (or Mul x*x) -> ReduceMean over trailing dims -> Add eps -> Sqrt -> Reciprocal
+    (or Div 1/s) -> Mul x [-> Cast] [-> Mul weight], or Sqrt -> Div x/s: RMSNorm as torch.export
+    (Reciprocal) and TorchScript (Div) write transformers' ``LlamaRMSNorm``
+    (``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``, float32 casts around it)."""
+    if not pat.free(sq) or sq.status != "benchmark" or len(sq.inputs) < 1:
+        return None
+    x = sq.inputs[0]
+    if not ((isinstance(sq.config, L.UnaryConfig) and sq.config.op == "pow" and sq.config.exponent == 2.0)
+            or (pat.elementwise(sq, "mul") and sq.inputs == (x, x))):
+        return None
+    r = pat.sole_user(sq)
+    if not pat.free(r) or r.status != "benchmark" or not isinstance(r.config, L.ReduceConfig) \
+            or r.config.op != "mean" or tuple(r.config.x) != tuple(pat.ctx.shape(x) or ()):
+        return None
+    axis = _trailing_axis(r.config)
+    if axis is None:
+        return None
+    add = pat.sole_user(r)
+    eps = pat.scalar(add) if pat.free(add) and pat.elementwise(add, "add") else None
+    if eps is None or eps < 0:
+        return None
+    root = pat.sole_user(add)
+    if not pat.free(root) or root.status != "benchmark" or not isinstance(root.config, L.UnaryConfig) \
+            or root.config.op != "sqrt":
+        return None
+    chain = [sq.index, r.index, add.index, root.index]
+    nxt = pat.sole_user(root)
+    if not pat.free(nxt):
+        return None
+    inv = None
+    if nxt.status == "benchmark" and isinstance(nxt.config, L.UnaryConfig) and nxt.config.op == "reciprocal":
+        inv = nxt
+    elif pat.elementwise(nxt, "div") and pat.scalar(nxt) == 1.0 and math.prod(nxt.config.a) == 1:
+        inv = nxt  # 1 / sqrt(...)
+    if inv is not None:
+        chain.append(inv.index)
+        mul = pat.sole_user(inv)
+        if not pat.free(mul) or not pat.elementwise(mul, "mul") or sorted(mul.inputs) != sorted((x, inv.outputs[0])):
+            return None
+    else:
+        mul = nxt  # x / sqrt(...)
+        if not pat.elementwise(mul, "div") or mul.inputs != (x, root.outputs[0]):
+            return None
+    xshape = tuple(r.config.x)
+    if tuple(mul.config.output_shape()) != xshape:
+        return None
+    chain.append(mul.index)
+    head = pat.made_by(x)
+    if _is_cast(head) and pat.free(head) and x not in pat.graph_outputs \
+            and {u.index for u in pat.users(x)} == {sq.index, mul.index}:
+        chain.append(head.index)  # the cast to float32 before the statistics
+    last, cols = mul, math.prod(xshape[axis:])
+    nxt = pat.sole_user(mul)
+    if _is_cast(nxt) and pat.free(nxt):
+        chain.append(nxt.index)  # the cast back to the model's type
+        last, nxt = nxt, pat.sole_user(nxt)
+    scale = False
+    if pat.free(nxt) and pat.elementwise(nxt, "mul") and len(nxt.static_inputs) == 1 \
+            and nxt.inputs == (last.outputs[0],):
+        w = pat.ctx.shape(nxt.static_inputs[0])
+        if w is not None and math.prod(w) == cols and tuple(nxt.config.output_shape()) == xshape:
+            chain.append(nxt.index)
+            scale = True
+    return chain, L.RMSNormConfig(x=xshape, axis=axis, epsilon=float(np.float32(eps)), scale=scale)
+
+
 def _find_gelus(pat: _Pattern, erf: Layer):
     """x / sqrt(2) (or x * 1/sqrt(2)) -> Erf -> Add 1 -> Mul x -> Mul 0.5 (or x * 0.5 first): the
     erf-GELU exporters before opset 20 write."""
@@ -971,22 +1045,74 @@ def _find_gelus(pat: _Pattern, erf: Layer):
     mul = pat.sole_user(add)
     if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2 or add.outputs[0] not in mul.inputs:
         return None
-    other = next(i for i in mul.inputs if i != add.outputs[0]) if mul.inputs.count(add.outputs[0]) == 1 else None
     chain = [pre.index, erf.index, add.index, mul.index]
-    if other == x:  # (x * (1 + erf)) * 0.5
-        half = pat.sole_user(mul)
-        if not pat.free(half) or pat.scale_of(half) != 0.5:
-            return None
-        chain.append(half.index)
-    else:  # (x * 0.5) * (1 + erf)
-        half = pat.made_by(other) if other else None
-        if not pat.free(half) or pat.scale_of(half) != 0.5 or half.inputs[0] != x or pat.sole_user(half) is not mul:
-            return None
-        chain.append(half.index)
+    half = _gelu_half(pat, x, add, mul)
+    if half is None:
+        return None
+    chain.append(half.index)
     shape = tuple(pre.output_shapes[0] or ())
     if not shape or erf.config.shape != shape:
         return None
     return chain, L.UnaryConfig(shape=shape, op="gelu")
+
+
+def _gelu_half(pat: _Pattern, x: str, add: Layer, mul: Layer) -> Layer | None:
+    """The Mul by 0.5 of a GELU whose ``mul`` multiplies ``add`` (1 + erf or 1 + tanh) by x * 0.5, or
+    by x and then by 0.5; None when there is none."""
+    other = next(i for i in mul.inputs if i != add.outputs[0]) if mul.inputs.count(add.outputs[0]) == 1 else None
+    if other == x:  # (x * (1 + f)) * 0.5
+        half = pat.sole_user(mul)
+        return half if pat.free(half) and pat.scale_of(half) == 0.5 else None
+    half = pat.made_by(other) if other else None  # (x * 0.5) * (1 + f)
+    if not pat.free(half) or pat.scale_of(half) != 0.5 or half.inputs[0] != x or pat.sole_user(half) is not mul:
+        return None
+    return half
+
+
+#: GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks and Gimpel,
+#: "Gaussian Error Linear Units", 2016, eq. 2; torch.nn.functional.gelu(approximate="tanh"))
+GELU_TANH_K, GELU_TANH_C = math.sqrt(2 / math.pi), 0.044715
+
+
+def _find_gelu_tanhs(pat: _Pattern, tanh: Layer):
+    """Pow x 3 -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul (x * 0.5) (or Mul x
+    -> Mul 0.5): GELU's tanh approximation as GPT-2's ``NewGELUActivation`` is exported (torch.export
+    and TorchScript), one GELU (UnaryConfig gelu_tanh) where the chain is eight elementwise passes."""
+    if not pat.free(tanh) or tanh.status != "benchmark" or not isinstance(tanh.config, L.ActivationConfig) \
+            or tanh.config.mode != "tanh" or len(tanh.inputs) != 1:
+        return None
+    pre = pat.made_by(tanh.inputs[0])
+    k = pat.scale_of(pre) if pat.free(pre) and pat.sole_user(pre) is tanh else None
+    if k is None or abs(k - GELU_TANH_K) > 1e-4 * GELU_TANH_K:
+        return None
+    inner = pat.made_by(pre.inputs[0])
+    if not pat.free(inner) or not pat.elementwise(inner, "add") or len(inner.inputs) != 2 \
+            or pat.sole_user(inner) is not pre:
+        return None
+    for x, c_out in (inner.inputs, inner.inputs[::-1]):
+        c = pat.made_by(c_out)
+        f = pat.scale_of(c) if pat.free(c) and pat.sole_user(c) is inner else None
+        if f is None or abs(f - GELU_TANH_C) > 1e-4 * GELU_TANH_C:
+            continue
+        cube = pat.made_by(c.inputs[0])
+        if pat.free(cube) and cube.status == "benchmark" and isinstance(cube.config, L.UnaryConfig) \
+                and cube.config.op == "pow" and cube.config.exponent == 3.0 and cube.inputs[0] == x \
+                and pat.sole_user(cube) is c:
+            break
+    else:
+        return None
+    add = pat.sole_user(tanh)
+    if not pat.free(add) or not pat.elementwise(add, "add") or pat.scalar(add) != 1.0:
+        return None
+    mul = pat.sole_user(add)
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2:
+        return None
+    half = _gelu_half(pat, x, add, mul)
+    shape = tuple(tanh.config.shape)
+    if half is None or tuple(mul.config.output_shape()) != shape or tuple(cube.config.shape) != shape:
+        return None
+    chain = [cube.index, c.index, inner.index, pre.index, tanh.index, add.index, mul.index, half.index]
+    return chain, L.UnaryConfig(shape=shape, op="gelu_tanh")
 
 
 def _find_silus(pat: _Pattern, sig: Layer):

@@ -80,7 +80,8 @@ _DIM0 = {
 }
 _REDUCE = {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
            "ReduceProd", "ReduceSum", "ReduceSumSquare", "ArgMax", "ArgMin"}
-_AXIS_OPS = {"Softmax", "LogSoftmax", "Hardmax", "CumSum", "LayerNormalization", "TopK", "Split", "Concat",
+_AXIS_OPS = {"Softmax", "LogSoftmax", "Hardmax", "CumSum", "LayerNormalization", "RMSNormalization", "TopK", "Split",
+             "Concat",
              "Gather", "GatherElements", "ReverseSequence"}
 
 
@@ -759,7 +760,7 @@ def _rule_reduce(c: _Node) -> list[_Out]:
 
 
 def _rule_axis(c: _Node) -> list[_Out]:
-    """Softmax-like ops, LayerNormalization, TopK, CumSum: the batch must stay off their axis."""
+    """Softmax-like ops, LayerNormalization, RMSNormalization, TopK, CumSum: the batch must stay off their axis."""
     ax, s = c.info(c.ins[0]), c.shape(c.ins[0])
     if ax == OPAQUE or s is None:
         return [c.uniform(OPAQUE)]
@@ -773,7 +774,7 @@ def _rule_axis(c: _Node) -> list[_Out]:
     else:
         legacy = c.op in ("Softmax", "LogSoftmax", "Hardmax") and c.f.opset < 13
         axis = _norm(c.attrs.get("axis", 1 if legacy else -1), len(s))
-        if legacy or c.op == "LayerNormalization":
+        if legacy or c.op in ("LayerNormalization", "RMSNormalization"):
             if ax.axis >= axis:
                 c.fail(f"normalizes over dims {axis}.. which hold the batch (dim {ax.axis})")
             return [c.uniform(ax)]
@@ -853,7 +854,7 @@ _RULES = {"MatMul": _rule_matmul, "Gemm": _rule_gemm, "Reshape": _rule_reshape, 
           "Tile": _rule_tile, "Pad": _rule_pad, "Resize": _rule_resize, "Upsample": _rule_resize,
           "LSTM": _rule_rnn, "GRU": _rule_rnn, "RNN": _rule_rnn,
           "Softmax": _rule_axis, "LogSoftmax": _rule_axis, "Hardmax": _rule_axis, "CumSum": _rule_axis,
-          "LayerNormalization": _rule_axis, "TopK": _rule_axis}
+          "LayerNormalization": _rule_axis, "RMSNormalization": _rule_axis, "TopK": _rule_axis}
 _RULES.update({op: _rule_unary for op in _UNARY})
 _RULES.update({op: _rule_elementwise for op in _ELEMENTWISE})
 _RULES.update({op: _rule_dim0 for op in _DIM0})

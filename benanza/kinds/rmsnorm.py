@@ -1,0 +1,132 @@
+"""RMSNorm layers. ONNX RMSNormalization (opset 23; ONNX operator spec), inference, and the decomposed
+Pow/ReduceMean/Add/Sqrt/Reciprocal (or Div)/Mul/Mul chain torch.export and TorchScript write for
+transformers' ``LlamaRMSNorm`` (a fusion candidate, ``model._find_rmsnorms``).
+
+The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
+from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
+from benanza.kinds.onnx_map import Unsupported, need
+
+
+@dataclass(frozen=True)
+class RMSNormConfig(LayerConfig):
+    """Root-mean-square layer normalisation (Zhang and Sennrich, "Root Mean Square Layer
+    Normalization", NeurIPS 2019; ONNX RMSNormalization, opset 23), inference:
+    ``y = x / sqrt(mean(x^2 over the dims from axis on) + epsilon) * scale``. No mean is subtracted
+    and there is no bias (ONNX's operator has none).
+
+    x: the input shape; axis >= 0; the call sees x as (rows, cols) = (prod(x[:axis]), prod(x[axis:])),
+    scale as (cols,) in float32 (as the LayerNorm kind keeps it). scale: the model multiplies by a
+    weight (always for ONNX's operator; a decomposed chain may end without one: timed with the weight
+    present, the same memory traffic but for cols * 4 bytes, and the measurement says so).
+    Timed: the cuDNN graph API's rmsnorm (cudnn-frontend ``Graph::rmsnorm``, forward phase INFERENCE;
+    cuDNN developer guide, "RMSNorm"), every engine config of heuristics modes A, B and the fallback
+    list; and a benanza CUDA kernel (one block per row, float32 statistics) so a layer always has a
+    valid measurement.
+    FLOPs: 4 per element (square and sum 2, normalise 1, scale 1); the per-row root, its epsilon and
+    reciprocal are not counted.
+    """
+
+    kind: ClassVar[str] = "RMSNorm"
+    x: Shape
+    axis: int
+    epsilon: float
+    scale: bool = True
+
+    def __post_init__(self):
+        if not self.x or not 0 <= self.axis < len(self.x):
+            raise ValueError(f"RMSNorm axis {self.axis} out of range for x {list(self.x)}")
+
+    @property
+    def rows(self) -> int:
+        return numel(self.x[:self.axis])
+
+    @property
+    def cols(self) -> int:
+        return numel(self.x[self.axis:])
+
+    def input_shapes(self):
+        return [self.x, self.x[self.axis:]]
+
+    def output_shape(self):
+        return self.x
+
+    def flops(self):
+        return 4 * numel(self.x)
+
+    def describe(self):
+        return (f"RMSNorm({'x'.join(map(str, self.x))} axis {self.axis} eps {self.epsilon:g}"
+                f"{'' if self.scale else ' no-scale'})")
+
+
+def _map_rmsnorm(node, ctx, attrs):
+    """ONNX RMSNormalization: X, Scale (broadcast to x[axis:]) -> Y; attributes axis (default -1),
+    epsilon (default 1e-5), stash_type (1: float32 statistics, what both implementations compute)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    r = len(x)
+    if r == 0:
+        raise Unsupported("RMSNormalization of a scalar")
+    axis = int(attrs.get("axis", -1))
+    axis = axis + r if axis < 0 else axis
+    if not 0 <= axis < r:
+        raise Unsupported(f"axis {attrs.get('axis')} out of range for rank {r}")
+    if len(node.input) < 2 or not node.input[1]:
+        raise Unsupported("RMSNormalization without its Scale input")
+    s = ctx.shape(node.input[1])
+    if s is not None and numel(s) != numel(x[axis:]):
+        raise Unsupported(f"a Scale of shape {list(s)} that is not one value per normalised element "
+                          f"({list(x[axis:])})")
+    if int(attrs.get("stash_type", 1)) != 1:
+        raise Unsupported(f"stash_type {attrs.get('stash_type')} (only 1: float32 statistics)")
+    return RMSNormConfig(x=x, axis=axis, epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+@dataclass(frozen=True)
+class RMSNormCase(Case):
+    """One row of ``templates/rmsnorm.cpp.j2``'s case table: the fields of its C++ ``RMSNormCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    rows: CppValue
+    cols: CppValue
+    epsilon: CppValue
+    note: CppValue
+
+
+def _rmsnorm_case(cfg: RMSNormConfig, job: Job) -> RMSNormCase:
+    note = "" if cfg.scale else "no scale in the model: timed with a scale vector"
+    return RMSNormCase(job=job_init(job), rows=cfg.rows, cols=cfg.cols, epsilon=cpp_num(float(cfg.epsilon)),
+                       note=cpp_string(note))
+
+
+def _rmsnorm(c: Ctx) -> Candidate:
+    """``torch.nn.functional.rms_norm`` (PyTorch 2.4+; ``aten::rms_norm``, a fused CUDA kernel
+    ``aten::_fused_rms_norm`` in recent releases)."""
+    cfg, F = c.cfg, functional(c)
+    x = c.randn(cfg.x)
+    norm = tuple(cfg.x[cfg.axis:])
+    w = c.randn(norm)
+    return Candidate("torch:aten::rms_norm", algo_label(c), lambda: F.rms_norm(x, norm, w, cfg.epsilon),
+                     numel(cfg.x))
+
+
+def _min_bytes(cfg: RMSNormConfig, ib: int, ob: int) -> int:
+    """x read once, the scale (float32, 4 bytes) once, y written once (bytes)."""
+    return ib * numel(cfg.x) + 4 * cfg.cols + ob * numel(cfg.output_shape())
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    example=RMSNormConfig(x=(1, 128, 256), axis=2, epsilon=9.999999974752427e-07),
+    name="RMSNorm", config=RMSNormConfig, template="rmsnorm.cpp.j2", case=_rmsnorm_case, min_bytes=_min_bytes,
+    torch=_rmsnorm, onnx={"RMSNormalization": _map_rmsnorm},
+    typed_ops=(), fused_from=('Pow', 'ReduceMean', 'Add', 'Sqrt', 'Reciprocal', 'Div', 'Mul', 'Cast'),
+    aten={"RMSNormalization": ('aten::rms_norm', 'aten::_fused_rms_norm')},
+    nhwc=False, image=False)
