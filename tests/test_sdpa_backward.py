@@ -140,7 +140,8 @@ def test_the_stats_the_set_up_computes_are_the_softmax_logsumexp():
     np.testing.assert_allclose(p, e / e.sum(-1, keepdims=True), rtol=1e-12)
     kernel = (REPO / "cpp" / "src" / "sdpa_backward_kernels.cu").read_text()
     assert "stats[row] = m + logf(l);" in kernel and "const long long hk = hh / a.group;" in kernel
-    assert "i < a.s_kv - 1 ? i : a.s_kv - 1" in kernel  # key j visible to query i when j <= i
+    assert "a.mask == static_cast<int>(SdpaMask::CAUSAL) ? i" in kernel  # key j visible to query i when j <= i
+    assert "i + a.s_kv - a.s_q" in kernel and "diag < a.s_kv - 1 ? diag : a.s_kv - 1" in kernel  # bottom-right
 
 
 def test_the_pytorch_candidate_is_autograds_backward():

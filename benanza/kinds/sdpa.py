@@ -9,13 +9,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
+import math
+
+import numpy as np
+
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, Shape, io_bytes, numel
 from benanza.kinds.copy import packed_strides
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
+from benanza.kinds.onnx_map import MapContext, Unsupported, need
 
 
-SDPA_MASKS = ("none", "causal", "bias")
+#: "causal_bottom_right" last: the keys of configs with the first three are unchanged
+SDPA_MASKS = ("none", "causal", "bias", "causal_bottom_right")
 
 
 @dataclass(frozen=True)
@@ -25,7 +31,8 @@ class SdpaConfig(LayerConfig):
     inference: no softmax statistics unless ``stats``; cuDNN developer guide, "Scaled Dot Product
     Attention").
 
-    A fusion candidate only: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
+    A layer of its own for ONNX's ``Attention`` (opset 23, :func:`_map_attention`); otherwise a
+    fusion candidate: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
     [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
     that makes K^T from K, and the constant scale of Q and K^T that torch's SDPA decomposition
     emits, when those feed only the pattern), so its measurements are compared with the sum of
@@ -35,12 +42,17 @@ class SdpaConfig(LayerConfig):
     d innermost (the layout cuDNN reads; K^T of the graph is K with d innermost). Leading dims of
     rank-3 tensors are b (h = 1). scale: the product of the pattern's constant factors. mask:
     "none"; "causal" (a constant lower-triangular additive mask: cuDNN's causal masking, no bias
-    read); "bias" (an additive tensor of shape ``bias``, 4-D, each dim 1 or the full size).
+    read; key i sees keys j <= i, aligned top-left: cudnn-frontend ``set_causal_mask``);
+    "causal_bottom_right" (key i sees keys j <= i + s_kv - s_q: a query block at the end of the keys,
+    decode against a KV cache; cudnn-frontend ``set_causal_mask_bottom_right``, PyTorch's
+    ``torch.nn.attention.bias.causal_lower_right``; equal to "causal" where s_q == s_kv, which the
+    mappers then write); "bias" (an additive tensor of shape ``bias``, 4-D, each dim 1 or the full size).
     cuDNN has fused engines for FP16/BF16 (and FP8) data only: fp32/tf32 jobs record what cuDNN
     says (not_supported) and the fused LBL then keeps the unfused sum.
     h_kv: the heads of K and V (grouped-query attention: h a multiple of h_kv, each K/V head serving
-    h / h_kv query heads, cuDNN's h_q % h_k == 0; PyTorch's ``enable_gqa``); 0 = h (no pattern the
-    finder accepts gives GQA yet: it is set where a config is made directly).
+    h / h_kv query heads, cuDNN's h_q % h_k == 0; PyTorch's ``enable_gqa``); 0 = h. Set from ONNX
+    ``Attention``'s ``kv_num_heads`` or K's heads, and where the finders absorb the repeat of K and V
+    (Unsqueeze -> Expand -> Reshape, transformers' ``repeat_kv``) into the group.
     stats: the training-mode forward (issue 26): it also writes the softmax statistics, float32
     (b, h, s_q, 1), the logsumexp of every row that the backward reads (cudnn-frontend
     ``SDPA_attributes::set_generate_stats(true)``; PyTorch's SDPA on inputs that require grad,
@@ -71,6 +83,8 @@ class SdpaConfig(LayerConfig):
     stats: bool = dataclasses.field(default=False, metadata=OPTIONAL)
 
     def __post_init__(self):
+        if self.mask not in SDPA_MASKS:
+            raise ValueError(f"SDPA: mask {self.mask!r} is not one of {', '.join(SDPA_MASKS)}")
         if self.h_kv and (self.h_kv < 0 or self.h % self.h_kv):
             raise ValueError(f"SDPA: h {self.h} is not a multiple of the K/V heads h_kv {self.h_kv}")
 
@@ -108,14 +122,153 @@ def view_strides(cfg, shapes) -> tuple[Shape, Shape, Shape, Shape]:
 def describe_attention(name: str, cfg, extra: str = "") -> str:
     """``NAME(b.. h.. [hkv..] sq.. skv.. d.. [dv..] scale .. [mask]EXTRA)`` of an attention config
     (SDPA's and SdpaBwd's)."""
-    m = {"none": "", "causal": " causal", "bias": " bias " + "x".join(map(str, cfg.bias))}[cfg.mask]
+    m = {"none": "", "causal": " causal", "causal_bottom_right": " causal bottom-right",
+         "bias": " bias " + "x".join(map(str, cfg.bias))}[cfg.mask]
     gqa = f" hkv{cfg.h_kv}" if cfg.h_kv and cfg.h_kv != cfg.h else ""
     return (f"{name}(b{cfg.b} h{cfg.h}{gqa} sq{cfg.s_q} skv{cfg.s_kv} d{cfg.d}"
             f"{'' if cfg.d_v == cfg.d else f' dv{cfg.d_v}'} scale {cfg.scale:.4g}{m}{extra})")
 
 
+def causal_mask_of(values, past: int = 0) -> bool:
+    """Whether a constant mask (its trailing two dims (s_q, s_kv), any leading ones) is the causal mask
+    of query i seeing keys j <= i + ``past``: a boolean mask True exactly there (ONNX ``Attention``'s
+    and torch's convention, True = attend), or an additive one 0 there and <= -1e4 elsewhere (the
+    finite "minus infinity" exporters write, e.g. float16's lowest)."""
+    v = np.asarray(values)
+    if v.ndim < 2 or v.shape[-1] < 2 or v.shape[-2] < 1:
+        return False
+    v = v.reshape(-1, v.shape[-2], v.shape[-1])
+    seen = np.tril(np.ones(v.shape[-2:], dtype=bool), past)
+    if v.dtype == np.bool_:
+        return bool(np.all(v == seen))
+    v = v.astype(np.float64)
+    return bool(np.all(v[:, seen] == 0) and np.all(v[:, ~seen] <= -1e4))
+
+
+def _key_padding_and_causal(ctx: MapContext, mask: str, s_q: int, past: int) -> bool:
+    """``mask`` is made by And(constant causal mask, key padding mask) (torch.export's SDPA masks,
+    transformers' causal mask and the model's ``attention_mask`` input): the padding term has
+    extent 1 over the queries (``(b, 1, 1, s_kv)``), cuDNN's padding mask (``set_padding_mask`` with
+    per-sequence key lengths); the benchmark times full lengths, i.e. the causal mask alone."""
+    node = getattr(ctx, "producer", {}).get(mask)
+    if node is None or node.op_type != "And" or len(node.input) != 2:
+        return False
+    consts = [ctx.value(i) for i in node.input]
+    if sum(c is not None for c in consts) != 1:
+        return False
+    i = 0 if consts[0] is not None else 1
+    c, other = consts[i], ctx.shape(node.input[1 - i])
+    return causal_mask_of(c, past) and c.shape[-2] == s_q and other is not None \
+        and (len(other) < 2 or other[-2] == 1)
+
+
+def causal_mask_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> bool:
+    """Whether tensor ``name`` is the causal mask of ``s_q`` queries after ``past`` keys: its constant
+    values (:func:`causal_mask_of`), Where(cond, 0, <= -1e4) of such a boolean ``cond`` (the additive
+    mask torch.export and TorchScript build), or :func:`_key_padding_and_causal`'s And."""
+    v = ctx.value(name) if name in ctx.static else None
+    if v is not None:
+        return v.ndim >= 2 and v.shape[-2] == s_q and causal_mask_of(v, past)
+    node = getattr(ctx, "producer", {}).get(name)
+    if node is not None and node.op_type == "Where" and len(node.input) == 3:
+        x, y = ctx.value(node.input[1]), ctx.value(node.input[2])
+        if x is not None and y is not None and x.size == 1 and y.size == 1 and float(x.reshape(-1)[0]) == 0.0 \
+                and float(y.reshape(-1)[0]) <= -1e4:
+            return causal_mask_tensor(ctx, node.input[0], s_q, past)
+        return False
+    return _key_padding_and_causal(ctx, name, s_q, past)
+
+
+def mask_kind(ctx: MapContext, mask: str, full: Shape, past: int = 0) -> tuple[str, Shape]:
+    """(mask, bias) of an attention's mask tensor ``mask`` over scores of shape ``full`` (b, h, s_q,
+    s_kv) whose queries follow ``past`` keys: "causal" (top-left) or "causal_bottom_right" where its
+    values are a constant causal mask or :func:`_key_padding_and_causal` proves one, else "bias" of
+    its shape broadcast to 4-D (ONNX broadcasting: dims aligned right, each 1 or the full size; a
+    boolean mask is read as the additive bias cuDNN takes, 0 or minus infinity). Raises
+    :class:`Unsupported` for a shape that does not broadcast."""
+    shape = need(ctx.shape(mask), "attn_mask")
+    b, h, s_q, s_kv = full
+    if tuple(shape[-2:]) == (s_q, s_kv) and causal_mask_tensor(ctx, mask, s_q, past):
+        return ("causal" if past == 0 else "causal_bottom_right"), ()
+    if len(shape) > 4:
+        raise Unsupported(f"attn_mask of rank {len(shape)}")
+    m = (1,) * (4 - len(shape)) + tuple(shape)
+    if any(d not in (1, f) for d, f in zip(m, full)):
+        raise Unsupported(f"attn_mask {list(shape)} does not broadcast to the scores {list(full)}")
+    return "bias", m
+
+
+def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
+    """ONNX ``Attention`` (opset 23; onnx.ai/onnx/operators/onnx__Attention.html) as one SDPA call.
+
+    Q (b, h, s_q, d) or 3-D (b, s_q, h*d) with ``q_num_heads``; K (b, h_kv, s_kv, d) or (b, s_kv,
+    h_kv*d) with ``kv_num_heads``; V likewise with d_v; 3-D operands and output are read as strided
+    (b, h, s, d) views. past_key / past_value (b, h_kv, past, d): the attention reads the present
+    cache (past + s_kv keys, packed); the append of the new keys and values into it (present_key,
+    present_value) is not timed. ``scale`` (default 1/sqrt(d), the spec's); ``is_causal``: the spec's
+    bottom-right alignment (query i sees keys j <= i + past), "causal" when past is 0 and
+    "causal_bottom_right" with a past; with an attn_mask besides, the causal frontier folds into a
+    bias of the mask's shape with full s_q and s_kv. Raises :class:`Unsupported` for ``softcap``
+    (no softcap in cuDNN's SDPA), the ``qk_matmul_output`` output, a causal mask with a past and
+    s_kv != s_q (no alignment cuDNN has) and shapes that do not fit the spec."""
+    if float(attrs.get("softcap", 0.0)) != 0.0:
+        raise Unsupported("Attention softcap: cuDNN's SDPA has no soft capping")
+    if len(node.output) > 3 and node.output[3]:
+        raise Unsupported("Attention's qk_matmul_output (the scores as an output) is not benchmarked")
+    ins = list(node.input) + [""] * (6 - len(node.input))
+    q, k, v = (need(ctx.shape(ins[i]), what) for i, what in enumerate(("Q", "K", "V")))
+    if not (len(q) == len(k) == len(v) and len(q) in (3, 4)):
+        raise Unsupported(f"Attention Q, K, V of ranks {len(q)}, {len(k)}, {len(v)}")
+    if len(q) == 3:
+        h, h_kv = int(attrs.get("q_num_heads", 0)), int(attrs.get("kv_num_heads", 0))
+        if h <= 0 or h_kv <= 0 or q[2] % h or k[2] % h_kv or v[2] % h_kv:
+            raise Unsupported("3-D Attention without q_num_heads / kv_num_heads dividing the hidden sizes")
+        b, s_q, d, s_new, d_v = q[0], q[1], q[2] // h, k[1], v[2] // h_kv
+    else:
+        b, h, s_q, d = q
+        h_kv, s_new, d_v = k[1], k[2], v[3]
+    if k[0] != b or v[0] != b or (len(q) == 4 and (k[3] != d or v[1] != h_kv or v[2] != s_new)) \
+            or (len(q) == 3 and (k[2] != h_kv * d or v[1] != s_new)) or h % h_kv:
+        raise Unsupported(f"Attention Q {list(q)}, K {list(k)}, V {list(v)} do not fit one another")
+    past = 0
+    if ins[4] or ins[5]:
+        pk, pv = need(ctx.shape(ins[4]), "past_key"), need(ctx.shape(ins[5]), "past_value")
+        if tuple(pk) != (b, h_kv, pk[2], d) or tuple(pv) != (b, h_kv, pk[2], d_v):
+            raise Unsupported(f"Attention past_key {list(pk)} / past_value {list(pv)} do not fit K and V")
+        past = pk[2]
+    s_kv = past + s_new
+    full = (b, h, s_q, s_kv)
+    mask, bias = "none", ()
+    if int(attrs.get("is_causal", 0)):
+        if past and s_new != s_q:
+            raise Unsupported("causal Attention with a past and s_kv != s_q: no cuDNN diagonal alignment")
+        mask = "causal" if past == 0 else "causal_bottom_right"
+    if ins[3]:
+        got, shape = mask_kind(ctx, ins[3], full, past)
+        if mask == "none" or got == mask:
+            mask, bias = got, shape
+        else:  # the causal frontier and a mask: one bias over every query and key
+            mask, bias = "bias", tuple(shape[:2]) + (s_q, s_kv)
+    if mask == "causal_bottom_right" and s_q == s_kv:
+        mask = "causal"
+    d_scale = attrs.get("scale")
+    scale = float(d_scale) if d_scale is not None else 1.0 / math.sqrt(d)
+    cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d_v, scale=float(f"{float(np.float32(scale)):.6g}"),
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0)
+    if len(q) == 3:  # (b, s, heads * d) read as (b, heads, s, d): strides (s * heads * d, d, heads * d, 1)
+        def bshd(s, heads, dd):
+            return (s * heads * dd, dd, heads * dd, 1)
+        given = {"q_strides": bshd(s_q, h, d), "o_strides": bshd(s_q, h, d_v)}
+        if not past:  # with a past, K and V are read from the packed present cache
+            given |= {"k_strides": bshd(s_new, h_kv, d), "v_strides": bshd(s_new, h_kv, d_v)}
+        packed = dict(zip(("q_strides", "k_strides", "v_strides", "o_strides"), cfg.strides()))
+        cfg = dataclasses.replace(cfg, **{f: st for f, st in given.items() if st != packed[f]})
+    return cfg
+
+
 #: the C++ SdpaMask of each mask (templates/sdpa.cpp.j2, templates/sdpa_backward.cpp.j2)
-SDPA_MASK_CPP = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS"}
+SDPA_MASK_CPP = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS",
+                 "causal_bottom_right": "SdpaMask::CAUSAL_BOTTOM_RIGHT"}
 
 
 @dataclass(frozen=True)
@@ -158,6 +311,19 @@ def with_autograd(torch, fn):
     return torch.enable_grad()(torch.inference_mode(False)(fn))
 
 
+def torch_mask(c: Ctx, cfg) -> tuple:
+    """``(attn_mask, is_causal)`` of ``F.scaled_dot_product_attention`` for an attention config's mask:
+    a random bias of shape ``bias``; ``is_causal`` (top-left); for "causal_bottom_right" PyTorch's
+    ``torch.nn.attention.bias.causal_lower_right(s_q, s_kv)`` (its flash and memory-efficient
+    backends run it as a causal mask, no bias read)."""
+    if cfg.mask == "bias":
+        return c.randn(cfg.bias), False
+    if cfg.mask == "causal_bottom_right":
+        from torch.nn.attention.bias import causal_lower_right
+        return causal_lower_right(cfg.s_q, cfg.s_kv), False
+    return None, cfg.mask == "causal"
+
+
 def _sdpa(c: Ctx) -> Candidate:
     """``F.scaled_dot_product_attention`` on Q, K, V as the pattern's views (``enable_gqa`` with h_kv <
     h); with ``stats`` (the training forward) on inputs that require grad, under autograd."""
@@ -172,11 +338,11 @@ def _sdpa(c: Ctx) -> Candidate:
 
     def setup():
         return {"qkv": [view(s, st, cfg.stats) for s, st in zip(shapes[:3], (qs, ks, vs))],
-                "out": view(shapes[3], os_), "mask": c.randn(cfg.bias) if cfg.mask == "bias" else None}
+                "out": view(shapes[3], os_)}
     t = with_autograd(c.torch, setup)() if cfg.stats else setup()
     q, k, v = (t["qkv"][i] for i in range(3))
-    out, mask = t["out"], t["mask"]
-    causal = cfg.mask == "causal"
+    out = t["out"]
+    mask, causal = torch_mask(c, cfg)
     scale = float(cfg.scale)
     o_dims = shapes[3]
     gqa = {"enable_gqa": True} if cfg.kv_heads != cfg.h else {}
@@ -202,7 +368,7 @@ KIND = Kind(
         q_strides=(37632, 32, 2304, 1), k_strides=(37632, 32, 2304, 1), v_strides=(37632, 32, 2304, 1),
         o_strides=(37632, 32, 768, 1)),
     name="SDPA", config=SdpaConfig, template="sdpa.cpp.j2", case=_sdpa_case, min_bytes=_min_bytes,
-    torch=_sdpa, onnx={},
+    torch=_sdpa, onnx={"Attention": _map_attention},
     typed_ops=(), fused_from=('MatMul', 'Softmax', 'MatMul'),
-    aten={},
+    aten={"Attention": ("aten::scaled_dot_product_attention",)},
     nhwc=False, image=False)

@@ -23,7 +23,7 @@ from typing import ClassVar
 from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
-from benanza.kinds.sdpa import (SDPA_MASK_CPP, SDPA_MASKS, SdpaConfig, describe_attention, view_strides,
+from benanza.kinds.sdpa import (SDPA_MASK_CPP, SDPA_MASKS, SdpaConfig, describe_attention, torch_mask, view_strides,
                                 with_autograd)
 
 #: matrix products of the backward per (batch, head), in units of 2*s_q*s_kv*d (FLOPs): the scores
@@ -47,7 +47,8 @@ class SdpaBwdConfig(LayerConfig):
     beside it. GQA (h_kv < h, h a multiple of h_kv): dK and dV sum the gradients of the h / h_kv query
     heads that share each K/V head. Layouts: Q, K, V, O read with the forward's element strides; dQ,
     dK, dV and dO have the strides of Q, K, V and O (PyTorch allocates a gradient like its input).
-    mask: "none", "causal" (top-left aligned, as the forward), "bias".
+    mask: "none", "causal" (top-left aligned, as the forward), "causal_bottom_right" (key j visible
+    to query i when j <= i + s_kv - s_q, as the forward), "bias".
 
     Timed: cudnn-frontend ``Graph::sdpa_backward`` (cuDNN developer guide, "Scaled Dot Product
     Attention Backward"), every engine config of heuristics modes A, B and the fallback list; cuDNN's
@@ -169,7 +170,7 @@ def _torch(c: Ctx) -> Candidate:
     (``_scaled_dot_product_{flash,efficient,cudnn}_attention_backward`` or the math decomposition's)."""
     cfg, torch, F = c.cfg, c.torch, functional(c)
     shapes = cfg.shapes()
-    causal, scale = cfg.mask == "causal", float(cfg.scale)
+    scale = float(cfg.scale)
     gqa = {"enable_gqa": True} if cfg.h_kv != cfg.h else {}
 
     def view(shape, strides, grad):
@@ -180,7 +181,7 @@ def _torch(c: Ctx) -> Candidate:
     def setup():
         qs, ks, vs, os_ = cfg.strides()
         q, k, v = (view(s, st, True) for s, st in zip(shapes[:3], (qs, ks, vs)))
-        mask = c.randn(cfg.bias) if cfg.mask == "bias" else None
+        mask, causal = torch_mask(c, cfg)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, **gqa)
         return {"qkv": (q, k, v), "o": o, "do": view(shapes[3], os_, False)}
     t = with_autograd(torch, setup)()

@@ -30,6 +30,7 @@ from onnx import numpy_helper
 from benanza import kinds as L
 from benanza.kinds.dropout import dropout_training, train_config as dropout_train_config
 from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
+from benanza.kinds.sdpa import causal_mask_tensor
 from benanza.processing import views as V
 from benanza.errors import ModelError, UsageError
 from benanza.processing.graph import (NONDETERMINISTIC_OPS, elem_types, eval_node, first_line, has_data,  # noqa: F401
@@ -364,6 +365,8 @@ class _Ctx:
         self.types = elem_types(model)
         self.const = {t.name: t for t in model.graph.initializer}
         self.static = static
+        #: the node that makes each tensor (a mapper may read how a mask was built: SDPA's Attention)
+        self.producer = {o: n for n in model.graph.node for o in n.output if o}
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         return self.shapes.get(name)
@@ -551,8 +554,8 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     a decomposed erf-GELU after a GEMM joins the GemmAct candidate rather than being a GELU one."""
     pat = _Pattern(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
-    for finder in (_find_attention, _find_layernorms, _find_rmsnorms, _find_gemm_acts, _find_gelus, _find_gelu_tanhs,
-                   _find_silus):
+    for finder in (_find_attention, _find_gqa_attention, _find_layernorms, _find_rmsnorms, _find_gemm_acts, _find_gelus,
+                   _find_gelu_tanhs, _find_silus):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -786,6 +789,7 @@ def _find_attention(pat: _Pattern, mm1: Layer):
     for part, f, _ in absorbed:
         scale *= f
         chain += [ly.index for ly in part]
+    strides, h_kv = _gqa_operands(pat, absorbed, strides, chain, lead, kt_shape[-1])
     out_part, o_st = _absorb_output(pat, mm2)
     chain += [ly.index for ly in out_part]
     if len(lead) == 0:
@@ -795,13 +799,78 @@ def _find_attention(pat: _Pattern, mm1: Layer):
     else:
         b, h = math.prod(lead[:-1]), lead[-1]
     cfg = L.SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
-                       scale=_canonical_scale(scale), mask=mask, bias=bias)
+                       scale=_canonical_scale(scale), mask=mask, bias=bias, h_kv=h_kv)
     given = list(strides) + [o_st]
     packed = cfg.strides()
     fields = ("q_strides", "k_strides", "v_strides", "o_strides")
     cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
                                       if st is not None and tuple(st) != tuple(pk)})
     return chain, cfg
+
+
+def _repeat_kv(pat: _Pattern, tensor: str) -> tuple[list[Layer], int] | None:
+    """GQA's repeat of K or V heads (transformers' ``repeat_kv``): ``tensor`` (b, h, s, d) made by a
+    Reshape of Expand((b, h_kv, 1, s, d) -> (b, h_kv, h / h_kv, s, d)), the Expand's input an Unsqueeze
+    of (b, h_kv, s, d) or not, each read only by the next. Returns ([Reshape, Expand, (Unsqueeze)],
+    h_kv), or None: a fused attention reads the h_kv heads itself (cuDNN's h_k < h_q)."""
+    r = pat.made_by(tensor)
+    if r is None or not pat.free(r) or r.op_type != "Reshape" or r.status != "zero_cost" or not r.inputs:
+        return None
+    e = pat.made_by(r.inputs[0])
+    if e is None or not pat.free(e) or e.op_type != "Expand" or pat.sole_user(e) is not r or not e.inputs:
+        return None
+    src, big, out = e.input_shapes[0], e.output_shapes[0], r.output_shapes[0]
+    if src is None or big is None or out is None or len(big) != 5 or len(src) != 5 or len(out) != 4:
+        return None
+    b, h_kv, n, s, d = big
+    if tuple(src) != (b, h_kv, 1, s, d) or tuple(out) != (b, h_kv * n, s, d):
+        return None
+    layers = [r, e]
+    u = pat.made_by(e.inputs[0])
+    if u is not None and pat.free(u) and u.op_type == "Unsqueeze" and pat.sole_user(u) is e:
+        layers.append(u)
+    return layers, h_kv
+
+
+def _gqa_operands(pat: _Pattern, absorbed: list, strides: tuple, chain: list[int], lead: tuple, s_kv: int):
+    """GQA in a decomposed attention: when K's and V's absorbed movement starts at the Reshape of a
+    repeat of fewer heads (:func:`_repeat_kv`, the same h_kv for both) and reads the repeat packed,
+    the Expands and Unsqueezes join ``chain`` and K and V are read packed with h_kv heads. Returns
+    ((q, k, v) strides, h_kv; 0 without GQA)."""
+    if len(lead) < 2:
+        return strides, 0
+    h = lead[-1]
+    reps = []
+    for i in (1, 2):
+        part = absorbed[i][0]
+        rep = _repeat_kv(pat, part[0].outputs[0]) if part else None
+        if rep is None:
+            return strides, 0
+        d = part[0].output_shapes[0][-1]
+        packed = V.packed_strides((math.prod(lead[:-1]), h, s_kv, d))
+        if strides[i] is not None and tuple(strides[i]) != tuple(packed):
+            return strides, 0
+        reps.append(rep)
+    h_kv = reps[0][1]
+    if reps[1][1] != h_kv or h % h_kv or h_kv == h:
+        return strides, 0
+    chain += [ly.index for layers, _ in reps for ly in layers[1:]]
+    return (strides[0], None, None), h_kv
+
+
+def _find_gqa_attention(pat: _Pattern, att: Layer):
+    """ONNX ``Attention`` (an SDPA layer of its own) whose K and V are the repeat of fewer heads
+    (:func:`_repeat_kv`): the group of the repeats and the attention as one SDPA call with h_kv K/V
+    heads (packed, as the repeats' inputs are)."""
+    cfg = att.config
+    if att.op_type != "Attention" or att.status != "benchmark" or not isinstance(cfg, L.SdpaConfig) \
+            or cfg.kv_heads != cfg.h or cfg.k_strides or cfg.v_strides or len(att.inputs) < 3:
+        return None
+    reps = [_repeat_kv(pat, t) for t in att.inputs[1:3]]
+    if any(r is None for r in reps) or reps[0][1] != reps[1][1] or att.inputs[1] == att.inputs[2]:
+        return None
+    chain = [ly.index for layers, _ in reps for ly in layers] + [att.index]
+    return chain, dataclasses.replace(cfg, h_kv=reps[0][1])
 
 
 def _nan_guard(pat: _Pattern, softmax: Layer, chain: list[int]) -> Layer | None:
@@ -854,6 +923,12 @@ def _attention_mask(pat: _Pattern, nxt: Layer | None, chain: list[int], scores: 
         value = pat.ctx.value(others[0]) if others[0] in pat.ctx.static else None
         if value is not None and _causal(value):
             return "causal", (), nxt
+        mshape = pat.ctx.shape(others[0])
+        if value is None and tuple(mshape[-2:]) == tuple(scores[-2:]) and scores[-2] > 1 \
+                and causal_mask_tensor(pat.ctx, others[0], scores[-2], scores[-1] - scores[-2]):
+            # a causal mask built from the positions (Where/And of a folded triangle): cuDNN's causal
+            # masking, aligned bottom-right where the keys outnumber the queries (a KV cache)
+            return ("causal" if scores[-1] == scores[-2] else "causal_bottom_right"), (), nxt
         b4 = _attention_bias(tuple(pat.ctx.shape(others[0])), scores)
         return (None if b4 is None else ("bias", b4, nxt))
     full = _attention_bias(scores, scores)

@@ -47,6 +47,8 @@ void run_sdpa_backward_engines(Bench& b, const SdpaBwdSpec& c, void* q, void* k,
       auto opts = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(c.scale);
       if (c.mask == SdpaMask::CAUSAL)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+      if (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT)
+        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
       if (c.mask == SdpaMask::BIAS) {
         auto B = g->tensor(fe::graph::Tensor_attributes().set_name("bias").set_uid(kBias).set_dim(bias_dims)
                                .set_stride(graph_packed_strides(bias_dims)).set_data_type(graph_io_type(c.precision)));
@@ -65,7 +67,7 @@ void run_sdpa_backward_engines(Bench& b, const SdpaBwdSpec& c, void* q, void* k,
     j.math = math_label(c.precision);
     j.note = std::string("cuDNN graph: sdpa_backward (dQ, dK and dV in one call), softmax stats float32") +
              (hk != c.h ? ", GQA (dK, dV summed over the query heads of each K/V head)" : "") +
-             (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::BIAS ? ", additive bias (no dBias)" : "") +
+             (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : c.mask == SdpaMask::BIAS ? ", additive bias (no dBias)" : "") +
              extra;
     return j;
   };

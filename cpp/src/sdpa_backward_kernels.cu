@@ -67,8 +67,11 @@ template <typename T>
 __global__ void sdpa_stats_k(StatsArgs a, const T* q, const T* k, const T* bias, float* stats) {
   const long long row = blockIdx.x;  // (bb, hh, i) packed
   const long long i = row % a.s_q, hh = (row / a.s_q) % a.h, bb = row / (a.s_q * a.h);
-  // top-left causal: key j is visible to query i when j <= i (the forward's diagonal alignment)
-  const long long last = a.mask == static_cast<int>(SdpaMask::CAUSAL) ? (i < a.s_kv - 1 ? i : a.s_kv - 1) : a.s_kv - 1;
+  // causal: key j is visible to query i when j <= i (top-left) or j <= i + s_kv - s_q (bottom-right),
+  // the forward's diagonal alignment; a bottom-right row with no visible key (s_q > s_kv) gets -inf
+  const long long diag = a.mask == static_cast<int>(SdpaMask::CAUSAL) ? i
+                         : a.mask == static_cast<int>(SdpaMask::CAUSAL_BOTTOM_RIGHT) ? i + a.s_kv - a.s_q : a.s_kv - 1;
+  const long long last = diag < a.s_kv - 1 ? diag : a.s_kv - 1;
   float m = -INFINITY;
   for (long long j = threadIdx.x; j <= last; j += blockDim.x) m = fmaxf(m, score(a, q, k, bias, bb, hh, i, j));
   m = block_max(m);

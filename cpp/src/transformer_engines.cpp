@@ -250,6 +250,8 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
       auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(c.stats).set_attn_scale(c.scale);
       if (c.mask == SdpaMask::CAUSAL)
         opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+      if (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT)
+        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
       if (c.mask == SdpaMask::BIAS) {
         auto B = g->tensor(fe::graph::Tensor_attributes().set_name("bias").set_uid(kAttnBias).set_dim(bias_dims)
                                .set_stride(graph_packed_strides(bias_dims)).set_data_type(graph_io_type(c.precision)));
@@ -271,7 +273,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
     j.note = std::string(c.stats ? "cuDNN graph: sdpa (fused attention, training: softmax stats written, float32)"
                                  : "cuDNN graph: sdpa (fused attention, inference)") +
              (hk != c.h ? ", GQA (K/V with fewer heads)" : "") +
-             (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::BIAS ? ", additive bias" : "") + extra;
+             (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : c.mask == SdpaMask::BIAS ? ", additive bias" : "") + extra;
     return j;
   };
   const std::vector<int64_t> bias_dims(c.bias, c.bias + 4);

@@ -114,7 +114,8 @@ struct BinaryGraphSpec {
 void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& spec, void* a, void* bb, void* y);
 bool has_binary_pointwise_mode(PointwiseOp op);
 
-enum class SdpaMask : int { NONE = 0, CAUSAL = 1, BIAS = 2 };
+// CAUSAL: key j visible to query i when j <= i (top-left); CAUSAL_BOTTOM_RIGHT: j <= i + s_kv - s_q
+enum class SdpaMask : int { NONE = 0, CAUSAL = 1, BIAS = 2, CAUSAL_BOTTOM_RIGHT = 3 };
 struct SdpaSpec {
   Precision precision;
   long long b, h, s_q, s_kv, d, d_v;  // Q (b,h,s_q,d), K (b,h,s_kv,d), V (b,h,s_kv,d_v), O (b,h,s_q,d_v)
