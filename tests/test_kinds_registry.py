@@ -46,6 +46,7 @@ EXAMPLE_KEYS = {
     "GatherBwd": "gatherbwd-930c8240260476a0", "CrossEntropyLoss": "crossentropyloss-6637b50daa609c46",
     "LayerNormBwd": "layernormbwd-3920d73e46c66618", "UnaryBwd": "unarybwd-b5b7345dba3f5c19",
     "SdpaBwd": "sdpabwd-d7ba44ee4308baac",
+    "Trilu": "trilu-67678524e83fd102",
 }
 
 
