@@ -112,8 +112,7 @@ def test_expand_candidate_and_stored_config():
 
 def test_expand_mapping(tmp_path):
     """Expand's output shape comes from shape inference (the shape input may be computed); a float
-    input maps to a Copy layer, a non-broadcast Expand and a non-float one are unsupported with a
-    reason."""
+    input maps to a Copy layer, an int64 one to a Copy layer of int64 data."""
     nodes = [helper.make_node("Expand", ["x", "shape"], ["y"], name="kv_repeat"),
              helper.make_node("Expand", ["m", "shape2"], ["z"], name="mask")]
     path = _graph(tmp_path / "e.onnx", nodes, [_f("x", ["N", 2, 1, 8, 16]), _f("m", ["N", 1, 1, 8], TensorProto.INT64)],
@@ -122,7 +121,8 @@ def test_expand_mapping(tmp_path):
     ml = process(path, 3)
     (e, m) = ml.layers
     assert e.status == "benchmark" and e.config == _expand((3, 2, 1, 8, 16), (3, 2, 4, 8, 16))
-    assert m.status == "unsupported" and "not float" in m.reason
+    assert m.status == "benchmark" and m.config == L.CopyConfig(op="Expand", inputs=((3, 1, 1, 8),), y=(3, 1, 8, 8),
+                                                                attrs=(), dtype="int64")
 
 
 # ----------------------------------------------------------------------------- Split
@@ -256,7 +256,7 @@ def test_the_suite_renders_and_its_source_compiles(tmp_path):
         _tile((2, 3, 4), (2, 1, 3))]
     generate([_suite_model(cfgs)], ["fp32", "fp16"], tmp_path / "s")
     src = (tmp_path / "s" / "src" / "copy.cpp").read_text()
-    assert src.count('"Expand"}') == len(EXPANDS) * 2 and "if (!broadcast)" in src and src.count('"Split"}') == 2
+    assert src.count('"Expand"}') == len(EXPANDS) * 2 and "if (!broadcast && !c.stored)" in src and src.count('"Split"}') == 2
     assert src.count('"Tile"}') == 2
     assert "{128, 0, 1, 1, 1, 1, 1, 1}" in src  # BERT's mask: (32, 128, 128) with source strides (128, 0, 1)
     syntax_check(tmp_path / "s", "copy.cpp")

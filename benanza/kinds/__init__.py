@@ -59,6 +59,7 @@ from benanza.kinds.layernorm_backward import (LayerNormBwdConfig)  # noqa: F401 
 from benanza.kinds.unary_backward import (UNARY_BACKWARD, UnaryBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.rnn_train import (RNN_TRAIN_CALLS, RNNTrainConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.sdpa_backward import (SdpaBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.trilu import (TriluConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -101,6 +102,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "rnn_train",
     "sdpa_backward",
     "rmsnorm",
+    "trilu",
 ))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->

@@ -9,13 +9,16 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from dataclasses import dataclass
 from typing import ClassVar
 
-from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
-from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.base import OPTIONAL, STORED_TYPES, Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.cpp import ELEM_ENUM, Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
+from benanza.kinds.elementwise import elem_name
 from benanza.kinds.onnx_map import Unsupported, broadcast_shapes, need
 from benanza.kinds.reduce import ReduceConfig
 
@@ -78,6 +81,11 @@ class CopyConfig(LayerConfig):
     inputs: tuple[Shape, ...]
     y: Shape
     attrs: tuple[tuple[str, tuple[int, ...]], ...]
+    dtype: str = dataclasses.field(default="", metadata=OPTIONAL)
+
+    def __post_init__(self):
+        if self.dtype and self.dtype not in STORED_TYPES:
+            raise ValueError(f"CopyConfig: element type {self.dtype!r} is not one of {', '.join(STORED_TYPES)}")
 
     def input_shapes(self):
         return list(self.inputs)
@@ -168,9 +176,10 @@ class CopyConfig(LayerConfig):
 
     def describe(self):
         ins = ",".join("x".join(map(str, s)) for s in self.inputs)
+        t = f" {self.dtype}" if self.dtype else ""
         if self.op == "Split":
-            return f"Copy(Split {ins} axis {self.attr('axis')[0]} into {len(self.attr('sizes'))})"
-        return f"Copy({self.op} {ins} -> {'x'.join(map(str, self.y))})"
+            return f"Copy(Split{t} {ins} axis {self.attr('axis')[0]} into {len(self.attr('sizes'))})"
+        return f"Copy({self.op}{t} {ins} -> {'x'.join(map(str, self.y))})"
 
 
 def copy_backward(cfg: CopyConfig) -> tuple | None:
@@ -204,7 +213,11 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
       (a dim repeated once keeps one dim) to (1, x0, ...).
 
     Each is one ``backward_data`` call; SliceBackward has none (it is no layer of a model). An
-    identity layer never asks (it is zero-cost)."""
+    identity layer never asks (it is zero-cost). A copy of bool or integer data (``cfg.dtype``, e.g.
+    an attention mask's Expand) carries no gradient (autograd differentiates floating-point tensors
+    only): ``()``, no call."""
+    if cfg.dtype:
+        return ()
     x, y = tuple(cfg.inputs[0]), tuple(cfg.y)
     if cfg.op == "Transpose":
         perm = tuple(cfg.attr("perm"))
@@ -240,13 +253,19 @@ def copy_backward(cfg: CopyConfig) -> tuple | None:
     return None
 
 
+def _dtype(node, ctx) -> str:
+    """The element type a Copy layer moves: ``""`` for the run's float type, else the stored type's
+    name (:data:`benanza.kinds.STORED_TYPES`); Unsupported for other types (strings, complex)."""
+    return elem_name(ctx, node.input[0], node.op_type)
+
+
 def _map_concat(node, ctx, attrs):
     ins = tuple(tuple(need(ctx.shape(i), "input")) for i in node.input if i)
     y = tuple(need(ctx.shape(node.output[0]), "output"))
     axis = int(attrs["axis"])
     axis = axis + len(y) if axis < 0 else axis
     ins = tuple(s for s in ins if s[axis] > 0)
-    return CopyConfig(op="Concat", inputs=ins, y=y, attrs=(("axis", (axis,)),))
+    return CopyConfig(op="Concat", inputs=ins, y=y, attrs=(("axis", (axis,)),), dtype=_dtype(node, ctx))
 
 
 def _map_transpose(node, ctx, attrs):
@@ -255,7 +274,7 @@ def _map_transpose(node, ctx, attrs):
     y = tuple(x[p] for p in perm)
     if len(x) > 8:
         raise Unsupported(f"rank {len(x)} > 8")
-    return CopyConfig(op="Transpose", inputs=(x,), y=y, attrs=(("perm", perm),))
+    return CopyConfig(op="Transpose", inputs=(x,), y=y, attrs=(("perm", perm),), dtype=_dtype(node, ctx))
 
 
 def _map_slice(node, ctx, attrs):
@@ -289,7 +308,7 @@ def _map_slice(node, ctx, attrs):
     if r > 8:
         raise Unsupported(f"rank {r} > 8")
     return CopyConfig(op="Slice", inputs=(x,), y=y,
-                        attrs=(("starts", tuple(full_start)), ("steps", tuple(full_step))))
+                      attrs=(("starts", tuple(full_start)), ("steps", tuple(full_step))), dtype=_dtype(node, ctx))
 
 
 def _map_pad(node, ctx, attrs):
@@ -318,7 +337,7 @@ def _map_pad(node, ctx, attrs):
         raise Unsupported("negative pads (cropping)")
     if len(x) > 8:
         raise Unsupported(f"rank {len(x)} > 8")
-    return CopyConfig(op="Pad", inputs=(x,), y=y, attrs=(("pads", tuple(pads)),))
+    return CopyConfig(op="Pad", inputs=(x,), y=y, attrs=(("pads", tuple(pads)),), dtype=_dtype(node, ctx))
 
 
 def _map_expand(node, ctx, attrs):
@@ -330,7 +349,7 @@ def _map_expand(node, ctx, attrs):
         raise Unsupported(f"Expand of {list(x)} to {list(y)} is no broadcast of its input")
     if len(y) > 8:
         raise Unsupported(f"rank {len(y)} > 8")
-    return CopyConfig(op="Expand", inputs=(x,), y=y, attrs=())
+    return CopyConfig(op="Expand", inputs=(x,), y=y, attrs=(), dtype=_dtype(node, ctx))
 
 
 def _map_split(node, ctx, attrs):
@@ -362,7 +381,7 @@ def _map_split(node, ctx, attrs):
     if r > 8:
         raise Unsupported(f"rank {r} > 8")
     return CopyConfig(op="Split", inputs=(x,), y=x,
-                      attrs=(("axis", (axis,)), ("sizes", tuple(s for s in sizes if s > 0))))
+                      attrs=(("axis", (axis,)), ("sizes", tuple(s for s in sizes if s > 0))), dtype=_dtype(node, ctx))
 
 
 def _map_tile(node, ctx, attrs):
@@ -372,7 +391,8 @@ def _map_tile(node, ctx, attrs):
     y = tuple(need(ctx.shape(node.output[0]), "output"))
     if len(x) != len(y) or any(d == 0 or n % d for d, n in zip(x, y)):
         raise Unsupported(f"Tile of {list(x)} to {list(y)} repeats no whole copies")
-    cfg = CopyConfig(op="Tile", inputs=(x,), y=y, attrs=(("repeats", tuple(n // d for d, n in zip(x, y))),))
+    cfg = CopyConfig(op="Tile", inputs=(x,), y=y, attrs=(("repeats", tuple(n // d for d, n in zip(x, y))),),
+                     dtype=_dtype(node, ctx))
     if len(collapse_transfer(cfg.transfers()[0])[0]) > 8:
         raise Unsupported("Tile over more than 8 dims once merged")
     return cfg
@@ -431,6 +451,8 @@ class CopyCase(Case):
     fill: CppValue
     transfers: tuple[TransferRow, ...]
     memcpy: CppValue
+    stored: CppValue
+    et: CppValue
     label: CppValue
 
 
@@ -450,12 +472,13 @@ def _copy_case(cfg: CopyConfig, job: Job) -> CopyCase:
                                      src_pitch=sp, dst_pitch=dp))
     return CopyCase(job=job_init(job), inputs=[numel(s) for s in cfg.inputs], out=numel(cfg.y),
                     fill=cpp_num(cfg.fills_output()), transfers=tuple(transfers), memcpy=cpp_num(memcpy_ok),
-                    label=cpp_string(cfg.op))
+                    stored=cpp_num(bool(cfg.dtype)), et=ELEM_ENUM[cfg.dtype] if cfg.dtype else "ElemType::F32",
+                    label=cpp_string(cfg.op + (f" {cfg.dtype}" if cfg.dtype else "")))
 
 
 def _copy(c: Ctx) -> Candidate:
     cfg, F, torch = c.cfg, functional(c), c.torch
-    ins = [c.randn(s) for s in cfg.inputs]
+    ins = [c.typed(s, cfg.dtype) for s in cfg.inputs]  # the precision's float type, or the stored type
     y = numel(cfg.y)
     if cfg.op == "Concat":
         axis = cfg.attr("axis")[0]
@@ -513,7 +536,10 @@ def _copy(c: Ctx) -> Candidate:
 
 def _min_bytes(cfg: CopyConfig, ib: int, ob: int) -> int:
     """A Slice reads only what it keeps; the other copies (an Expand too: each element of x is read
-    from memory once, its copies come from cache) read their inputs once; y written once (bytes)."""
+    from memory once, its copies come from cache) read their inputs once; y written once (bytes;
+    ``STORED_TYPES[cfg.dtype]`` bytes per element in and out for bool or integer data)."""
+    if cfg.dtype:
+        ib = ob = STORED_TYPES[cfg.dtype]
     y = numel(cfg.output_shape())
     if cfg.op == "Slice":
         return ib * y + ob * y
@@ -525,6 +551,6 @@ KIND = Kind(
     example=CopyConfig(op='Transpose', inputs=((1, 768, 196),), y=(1, 196, 768), attrs=(('perm', (0, 2, 1)),)),
     name="Copy", config=CopyConfig, template="copy.cpp.j2", case=_copy_case, min_bytes=_min_bytes,
     torch=_copy, backward=copy_backward, onnx={"Concat": _map_concat, "Expand": _map_expand, "Pad": _map_pad, "Slice": _map_slice, "Split": _map_split, "Tile": _map_tile, "Transpose": _map_transpose},
-    typed_ops=('Concat', 'Pad', 'Slice', 'Transpose'), fused_from=(),
+    typed_ops=('Concat', 'Expand', 'Pad', 'Slice', 'Split', 'Tile', 'Transpose'), fused_from=(),
     aten={"Concat": ('aten::_cat', 'aten::cat', 'aten::concat'), "Expand": ('aten::expand', 'aten::expand_as'), "Pad": ('aten::constant_pad_nd', 'aten::pad'), "Slice": ('aten::narrow', 'aten::slice'), "Tile": ('aten::repeat', 'aten::tile'), "Split": ('aten::chunk', 'aten::split', 'aten::split_with_sizes', 'aten::tensor_split', 'aten::unsafe_split'), "Transpose": ('aten::permute', 'aten::t', 'aten::transpose')},
     nhwc=False, image=True)
