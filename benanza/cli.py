@@ -1664,7 +1664,13 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
                                          "the database has them)"),
               bench_args: str = typer.Option("", "--bench-args", help="more `benanza bench` options, one string, "
                                              "e.g. '--max-engines 4 --no-cold'"),
-              seq: int = typer.Option(128, "--seq", help="sequence length of transformers inputs"),
+              seq: int = typer.Option(128, "--seq", help="sequence length of transformers inputs (prefill)"),
+              phase: str = typer.Option("prefill", "--phase", help="a transformers decoder's phase: prefill (the "
+                                        "prompt's forward pass, --seq tokens: time to first token) or decode (one "
+                                        "new token per sequence against a KV cache of --kv-len tokens: time per "
+                                        "output token)"),
+              kv_len: Optional[int] = typer.Option(None, "--kv-len", help="with --phase decode: tokens in the KV "
+                                                   "cache (default --seq)"),
               input_shape: Optional[str] = typer.Option(None, "--input-shape", help="per-sample input shape of an "
                                                         "image model, e.g. 3x299x299"),
               warmup: int = typer.Option(20, "--warmup", help="warm-up inferences before timing"),
@@ -1693,12 +1699,17 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
     if compile_mode is not None and compile_mode not in ("default", "reduce-overhead", "max-autotune"):
         raise UsageError(f"--compile {compile_mode!r}: choose default, reduce-overhead or max-autotune")
     shape = _input_shape(input_shape)
+    if kv_len is not None and phase != "decode":
+        raise UsageError("--kv-len: only with --phase decode")
     if train:
+        if phase != "prefill":
+            raise UsageError("--train: a training step has no decode phase (leave --phase out)")
         return _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq, shape,
                                 warmup, runs, iterations, force, channels_last, compile_mode, json_out)
-    src = resolve(spec, seq, shape)
+    src = resolve(spec, seq, shape, phase, kv_len)
     folder = output or Path(f"benanza-torch-{src.name}")
-    ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None}
+    ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None, "phase": phase,
+           "kv_len": kv_len}
     with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
         how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
         onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how,

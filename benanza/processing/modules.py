@@ -8,9 +8,17 @@ A **module spec** (``benanza torch SPEC``) is one of
   (``[B, 3, 299, 299]`` for inception_v3), random weights (the weights do not change the kernels);
 * a transformers model (``transformers:bert``, ``bert-base-uncased``, ``bert_base``): the model
   type's default configuration (``AutoConfig.for_model``; a Hugging Face name is read with
-  ``AutoConfig.from_pretrained`` from the local cache, never downloaded) built with random
-  weights by ``AutoModel.from_config``; inputs ``input_ids`` and ``attention_mask`` ``[B, seq]``
-  int64 (``seq`` 128 by default, no padding);
+  ``AutoConfig.from_pretrained`` from the local cache, never downloaded; ``transformers:PATH``, a
+  ``config.json`` file or a folder holding one, the configuration of the model the user runs)
+  built with random weights by ``AutoModel.from_config``; configuration overrides after a ``?``:
+  ``transformers:llama?num_hidden_layers=8&hidden_size=1024&num_key_value_heads=2`` (values read
+  as Python literals, else strings; a name the configuration lacks is refused). Two phases
+  (issue 27): ``prefill`` (default): inputs ``input_ids`` and ``attention_mask`` ``[B, seq]``
+  int64 (``seq`` 128 by default, no padding); ``decode``: one new token per sequence against a
+  KV cache of ``kv_len`` tokens, inputs ``input_ids`` ``[B, 1]``, ``attention_mask``
+  ``[B, kv_len + 1]`` and per layer ``past_key_i``/``past_value_i``
+  ``[B, kv_heads, kv_len, head_dim]`` (the model's own ``DynamicCache`` is filled from them, so
+  the step appends the new keys and values to the cache as generation does);
 * ``package.module:factory``: ``factory()`` returns the ``nn.Module``; the module
   ``package.module`` may define ``example_inputs(batch)`` returning a tuple of CPU tensors (else
   one ``[B, 3, 224, 224]`` float input is used, or ``input_shape`` when given).
@@ -91,23 +99,82 @@ def _torchvision(name: str, input_shape: tuple[int, ...] | None) -> ModuleSource
     return ModuleSource(_safe(name), "torchvision", build, _image_inputs(shape), ("input",), (0,), output_names=("output",))
 
 
-def _transformers(name: str, seq: int) -> ModuleSource:
+#: the phases of a transformers model benanza profiles (issue 27): the prompt's forward pass, and
+#: one generated token against a KV cache
+PHASES = ("prefill", "decode")
+
+
+def split_overrides(text: str) -> tuple[str, dict]:
+    """``"llama?num_hidden_layers=8&hidden_size=1024"`` -> ``("llama", {"num_hidden_layers": 8,
+    "hidden_size": 1024})``: a transformers spec's configuration overrides, each value a Python
+    literal (``ast.literal_eval``: ints, floats, booleans, None, lists) or else a string. Raises
+    :class:`UsageError` for an item without ``=``, an empty or non-identifier name, or a name given twice."""
+    base, sep, query = text.partition("?")
+    out: dict = {}
+    if not sep:
+        return base, out
+    for item in query.split("&"):
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise UsageError(f"transformers spec {text!r}: give overrides as NAME=VALUE joined by &, "
+                             f"e.g. transformers:llama?num_hidden_layers=8&hidden_size=1024 (not {item!r})")
+        if key in out:
+            raise UsageError(f"transformers spec {text!r}: {key} given twice")
+        try:
+            out[key] = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            out[key] = raw.strip()
+    return base, out
+
+
+def _decoder_cache_shape(cfg) -> tuple[int, int, int]:
+    """(layers, kv_heads, head_dim) of a decoder configuration (``num_key_value_heads`` for GQA, else
+    the attention heads; ``head_dim`` where the configuration has one, else hidden / heads)."""
+    layers = int(cfg.num_hidden_layers)
+    heads = int(cfg.num_attention_heads)
+    kv = int(getattr(cfg, "num_key_value_heads", None) or heads)
+    hd = getattr(cfg, "head_dim", None) or int(cfg.hidden_size) // heads
+    return layers, kv, int(hd)
+
+
+def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | None = None) -> ModuleSource:
+    base, overrides = split_overrides(name)
+
     def config():
         from transformers import AutoConfig
 
-        mt = TRANSFORMERS_ALIASES.get(name, name)
+        if base.endswith(".json") or os.path.isdir(base):
+            if not os.path.exists(base):
+                raise UsageError(f"transformers config {base!r}: no such file")
+            try:
+                return AutoConfig.from_pretrained(base, local_files_only=True)
+            except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a bad file
+                raise UsageError(f"transformers config {base!r}: cannot read it ({_first(e)})") from None
+        mt = TRANSFORMERS_ALIASES.get(base, base)
         try:
             return AutoConfig.for_model(mt)
         except (ValueError, KeyError):
             pass
         try:
-            return AutoConfig.from_pretrained(name, local_files_only=True)
+            return AutoConfig.from_pretrained(base, local_files_only=True)
         except Exception:
-            raise UsageError(f"transformers model {name!r}: not a model type and not in the local Hugging Face "
+            raise UsageError(f"transformers model {base!r}: not a model type and not in the local Hugging Face "
                              f"cache (benanza never downloads; try transformers:bert)") from None
 
     cfg = config()
+    for key, value in overrides.items():
+        if not hasattr(cfg, key):
+            raise UsageError(f"transformers spec {name!r}: the {type(cfg).__name__} has no {key!r}")
+        setattr(cfg, key, value)
     vocab = int(getattr(cfg, "vocab_size", 30522))
+    label = _safe(Path(base).parent.name if base.endswith(".json") else Path(base).name if os.path.isdir(base) else base)
+    if overrides:
+        label += "_" + _safe("_".join(f"{k}{v}" for k, v in overrides.items()))
+    if phase == "decode":
+        return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq)
+    if phase != "prefill":
+        raise UsageError(f"--phase {phase!r}: choose {' or '.join(PHASES)}")
 
     def build():
         import torch
@@ -132,8 +199,60 @@ def _transformers(name: str, seq: int) -> ModuleSource:
         g = torch.Generator().manual_seed(0)
         return (torch.randint(0, vocab, (batch, seq), generator=g), torch.ones(batch, seq, dtype=torch.int64))
 
-    return ModuleSource(_safe(name), "transformers", build, inputs, ("input_ids", "attention_mask"), (0, 0),
+    return ModuleSource(label, "transformers", build, inputs, ("input_ids", "attention_mask"), (0, 0),
                         output_names=("last_hidden_state",))
+
+
+def _decoder_decode(cfg, label: str, vocab: int, kv_len: int) -> ModuleSource:
+    """The decode step of a transformers decoder (module doc): ``forward(input_ids, attention_mask,
+    past_key_0, past_value_0, ...)`` fills a ``DynamicCache`` from the past tensors and runs the
+    model on the new token. Raises :class:`UsageError` for a configuration without decoder fields
+    or a ``kv_len`` below 1."""
+    if kv_len < 1:
+        raise UsageError(f"--kv-len {kv_len}: the KV cache needs at least one token")
+    try:
+        layers, kv_heads, head_dim = _decoder_cache_shape(cfg)
+    except (AttributeError, TypeError, ValueError, ZeroDivisionError):
+        raise UsageError(f"--phase decode: {type(cfg).__name__} is no decoder configuration (no layers, heads "
+                         f"and hidden size)") from None
+
+    def build():
+        import torch
+        from transformers import AutoModel, DynamicCache
+
+        class Decode(torch.nn.Module):
+            """One generated token against the KV cache given as inputs; returns the last hidden state."""
+
+            def __init__(self):
+                super().__init__()
+                self.model = AutoModel.from_config(cfg)
+
+            def forward(self, input_ids, attention_mask, *past):
+                cache = DynamicCache()
+                for i in range(layers):
+                    cache.update(past[2 * i], past[2 * i + 1], i)
+                return self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                                  use_cache=True).last_hidden_state
+
+        torch.manual_seed(0)
+        return Decode().eval()
+
+    def inputs(batch: int):
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        past = []
+        for _ in range(layers):
+            past += [torch.randn(batch, kv_heads, kv_len, head_dim, generator=g) for _ in range(2)]
+        return (torch.randint(0, vocab, (batch, 1), generator=g), torch.ones(batch, kv_len + 1, dtype=torch.int64),
+                *past)
+
+    names = ("input_ids", "attention_mask") + tuple(f"past_{t}_{i}" for i in range(layers) for t in ("key", "value"))
+    src = ModuleSource(f"{label}_decode_kv{kv_len}", "transformers", build, inputs, names, (0,) * len(names),
+                       output_names=("last_hidden_state",))
+    src.notes.append(f"decode: 1 new token per sequence against a KV cache of {kv_len} tokens ({layers} layers, "
+                     f"{kv_heads} KV heads of {head_dim})")
+    return src
 
 
 def _factory(spec: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
@@ -164,16 +283,23 @@ def _factory(spec: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
                         spec=spec)
 
 
-def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = None) -> ModuleSource:
-    """The :class:`ModuleSource` of a module spec (module doc). Raises :class:`UsageError` for a
-    spec that names nothing benanza can build (the message lists the forms)."""
+def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = None, phase: str = "prefill",
+            kv_len: int | None = None) -> ModuleSource:
+    """The :class:`ModuleSource` of a module spec (module doc); ``phase`` and ``kv_len`` (tokens in
+    the KV cache, default ``seq``) choose a transformers decoder's prefill or decode step. Raises
+    :class:`UsageError` for a spec that names nothing benanza can build (the message lists the
+    forms), or ``--phase decode`` of a module that is no transformers model."""
     s = spec.strip()
     if not s:
         raise UsageError("empty module spec")
+    if phase not in PHASES:
+        raise UsageError(f"--phase {phase!r}: choose {' or '.join(PHASES)}")
+    if phase != "prefill" and not s.startswith("transformers:"):
+        raise UsageError(f"--phase {phase}: only a transformers decoder has one (transformers:TYPE), not {spec!r}")
     if s.startswith("torchvision:"):
         src = _torchvision(s.split(":", 1)[1], input_shape)
     elif s.startswith("transformers:"):
-        src = _transformers(s.split(":", 1)[1], seq)
+        src = _transformers(s.split(":", 1)[1], seq, phase, kv_len)
     elif ":" in s:
         src = _factory(s, input_shape)
     else:
