@@ -263,3 +263,19 @@ def test_the_suite_renders_and_compiles(tmp_path):
                             str(REPO / "cpp" / "src" / "rotary_kernels.cu"), "-o", str(tmp_path / "k.o")],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_the_backward_is_the_rotation_by_the_opposite_angle():
+    """<R x, dy> == <x, R(-angle) dy> for the kernel's rotation (halves, interleaved, partial, 3-D with
+    ids): the data gradient is the same config run with sin negated, one backward_data call."""
+    rng = np.random.default_rng(3)
+    for cfg in (R(x=(2, 3, 5, 8), num_heads=3, rotary_dim=8), R(x=(2, 3, 5, 8), num_heads=3, rotary_dim=4, interleaved=True),
+                R(x=(2, 5, 12), num_heads=2, rotary_dim=4, layout="bshd", positions=7)):
+        rows = cfg.positions or cfg.cache_batch * cfg.seq
+        c, s = (rng.standard_normal((rows, cfg.rotary_dim // 2)).astype(np.float32) for _ in range(2))
+        ids = rng.integers(0, rows, cfg.batch * cfg.seq) if cfg.positions else None
+        x, dy = (rng.standard_normal(cfg.x).astype(np.float32) for _ in range(2))
+        lhs = float(np.dot(_kernel(x, c, s, ids, cfg), dy.reshape(-1)))
+        rhs = float(np.dot(x.reshape(-1), _kernel(dy, c, -s, ids, cfg)))
+        assert lhs == pytest.approx(rhs, rel=1e-4)
+        assert L.REGISTRY["RotaryEmbedding"].backward(cfg) == (("backward_data", cfg),)

@@ -217,6 +217,16 @@ def _min_bytes(cfg: RotaryConfig, ib: int, ob: int) -> int:
     return ib * numel(cfg.x) + cache + ob * numel(cfg.x)
 
 
+def rotary_backward(cfg: RotaryConfig) -> tuple:
+    """``Kind.backward``: the data gradient of a rotation is the rotation by the opposite angle (each pair's
+    2x2 rotation matrix is orthogonal, its transpose has -sin; the pass-through elements pass dy on):
+    ``dx1 = dy1 * c + dy2 * s``, ``dx2 = dy2 * c - dy1 * s``, the same config with sin negated
+    (transformers' rotary embedding has no parameters: cos and sin are buffers, no weight gradient).
+    Its cost is the forward's: the kernel runs with a -sin cache, cuDNN's rope with negated angles
+    (cuDNN's own rope_backward, 9.25+, computes the same)."""
+    return (("backward_data", cfg),)
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=RotaryConfig(x=(1, 4, 128, 32), num_heads=4, rotary_dim=32),
@@ -224,4 +234,4 @@ KIND = Kind(
     torch=_rotary, onnx={"RotaryEmbedding": _map_rotary},
     typed_ops=(), fused_from=('Mul', 'Slice', 'Neg', 'Concat', 'Add'),
     aten={"RotaryEmbedding": ('aten::neg', 'aten::cat', 'aten::mul', 'aten::add')},
-    nhwc=False, image=False)
+    nhwc=False, image=False, backward=rotary_backward)
