@@ -48,6 +48,7 @@ EXAMPLE_KEYS = {
     "SdpaBwd": "sdpabwd-d7ba44ee4308baac",
     "RMSNorm": "rmsnorm-33b45f963793fb38",
     "Trilu": "trilu-67678524e83fd102",
+    "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
 }
 
 

@@ -50,6 +50,7 @@ FUSION_TEXT = {
     "SDPA": ("attention blocks (MatMul, Softmax, MatMul)", "cuDNN's fused scaled-dot-product attention (or FlashAttention) does the block in one call"),
     "LayerNorm": ("decomposed LayerNormalizations", "one LayerNormalization kernel (cuDNN graph or torch.nn.functional.layer_norm)"),
     "RMSNorm": ("decomposed RMSNorms (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul)", "one RMSNorm kernel (cuDNN graph rmsnorm or torch.nn.functional.rms_norm)"),
+    "RotaryEmbedding": ("decomposed rotary embeddings (Mul, Slice, Slice, Neg, Concat, Mul, Add)", "one rotary embedding kernel (cuDNN graph rope or a benanza kernel)"),
     "Unary": ("decomposed GELUs (erf: Div, Erf, Add, Mul, Mul; tanh: Pow, Mul, Add, Mul, Tanh, Add, Mul, Mul)", "one GELU kernel"),
     "Activation": ("SiLUs (Sigmoid, Mul)", "one SiLU kernel (cudnnActivationForward SWISH, torch's silu)"),
 }

@@ -40,6 +40,7 @@ from benanza.kinds.copy import (Transfer, packed_strides, CopyConfig)  # noqa: F
 from benanza.kinds.rnn import (RNN_GATES, RNN_DIRECTIONS, RNNConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.layernorm import (LayerNormConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.rmsnorm import (RMSNormConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.rotary import (ROTARY_LAYOUTS, RotaryConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.unary import (UNARY_OPS, FLT_MAX, CAST_SOURCES, UnaryConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gather import (GATHER_MAX_CONSTANT_INDICES, GatherConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.where import (WhereConfig)  # noqa: F401 (the kinds' namespace)
@@ -103,6 +104,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "sdpa_backward",
     "rmsnorm",
     "trilu",
+    "rotary",
 ))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->

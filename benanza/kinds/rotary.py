@@ -1,0 +1,237 @@
+"""Rotary position embedding (RoPE; Su et al., "RoFormer: Enhanced Transformer with Rotary Position
+Embedding", 2021). ONNX RotaryEmbedding (opset 23; ONNX operator spec and its reference implementation
+``onnx/reference/ops/op_rotary_embedding.py``), and the decomposed Mul/Slice/Neg/Concat/Mul/Add chain
+torch.export and TorchScript write for transformers' ``apply_rotary_pos_emb`` (a fusion candidate,
+``model._find_rotaries``).
+
+The whole slice of the kind: its config, the ONNX op it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.cpp import Case, CppValue, cpp_string, job_init
+from benanza.kinds.framework import Candidate, Ctx, algo_label
+from benanza.kinds.onnx_map import Unsupported, need
+
+#: the layouts of x: (batch, heads, seq, head_dim), or (batch, seq, heads, head_dim) (a 3-D
+#: (batch, seq, heads * head_dim) input is this layout too)
+ROTARY_LAYOUTS = ("bhsd", "bshd")
+
+
+@dataclass(frozen=True)
+class RotaryConfig(LayerConfig):
+    """Rotary embedding of x over the first ``rotary_dim`` elements of each head (ONNX RotaryEmbedding):
+    with x1, x2 the pair of an element (the two halves of the rotary part, transformers' ``rotate_half``,
+    or even and odd elements when ``interleaved``) and c, s the cos and sin of its position,
+    ``y1 = x1 * c - x2 * s``, ``y2 = x2 * c + x1 * s``; the head's other ``head_dim - rotary_dim`` elements
+    pass through.
+
+    x: the input shape, (b, h, s, d) for ``layout`` "bhsd", (b, s, h, d) or (b, s, h * d) for "bshd";
+    num_heads: h (the number of heads of a 3-D x). cos/sin: (rotary_dim / 2) values per position in x's
+    type, ``cache_batch`` (1 or b) rows of ``seq`` positions when ``positions`` is 0, else a cache of
+    ``positions`` rows gathered by int64 position ids of shape (b, s).
+    Timed: a benanza CUDA kernel (one thread per pair, float32 math), so the layer always has a valid
+    measurement; and the cuDNN graph API's rope (cudnn-frontend ``Graph::rope``, cuDNN 9.24+), which
+    takes angles [S, 1, 1, D] float32 shared by the batch, rotates the halves and the last ``rope_dim``
+    elements: timed where that is this layer (not interleaved, full rotation, positions shared by the
+    batch), recorded as skipped with the reason otherwise.
+    FLOPs: 6 per pair (4 multiplies, 1 subtract, 1 add; ONNX's formula), 3 per rotated element.
+    Raises ValueError for a config that is no rotary embedding (odd rotary dim, heads not dividing x).
+    """
+
+    kind: ClassVar[str] = "RotaryEmbedding"
+    x: Shape
+    num_heads: int
+    rotary_dim: int
+    interleaved: bool = False
+    layout: str = "bhsd"
+    cache_batch: int = 1
+    positions: int = 0
+
+    def __post_init__(self):
+        if self.layout not in ROTARY_LAYOUTS or len(self.x) not in (3, 4) or (len(self.x) == 3 and self.layout != "bshd"):
+            raise ValueError(f"RotaryEmbedding of x {list(self.x)} in layout {self.layout!r}")
+        h = self.heads_dim()
+        if h is None:
+            raise ValueError(f"RotaryEmbedding: {self.num_heads} heads do not divide x {list(self.x)}")
+        d = h[1]
+        if self.rotary_dim <= 0 or self.rotary_dim % 2 or self.rotary_dim > d:
+            raise ValueError(f"RotaryEmbedding rotary_dim {self.rotary_dim} is not even in (0, {d}]")
+        if self.cache_batch not in (1, self.x[0]) or self.positions < 0:
+            raise ValueError(f"RotaryEmbedding cache of {self.cache_batch} rows for batch {self.x[0]}")
+
+    def heads_dim(self) -> tuple[int, int] | None:
+        """(heads, head_dim), or None when the heads do not divide a 3-D x."""
+        if len(self.x) == 4:
+            h = self.x[1] if self.layout == "bhsd" else self.x[2]
+            return (h, self.x[3]) if h == self.num_heads or self.num_heads == 0 else None
+        if self.num_heads <= 0 or self.x[2] % self.num_heads:
+            return None
+        return self.num_heads, self.x[2] // self.num_heads
+
+    @property
+    def batch(self) -> int:
+        return self.x[0]
+
+    @property
+    def seq(self) -> int:
+        return self.x[2] if self.layout == "bhsd" else self.x[1]
+
+    @property
+    def heads(self) -> int:
+        return self.heads_dim()[0]
+
+    @property
+    def head_dim(self) -> int:
+        return self.heads_dim()[1]
+
+    def cache_shape(self) -> Shape:
+        """cos's (and sin's) shape: (cache_batch, seq, rotary_dim / 2), or (positions, rotary_dim / 2)."""
+        half = self.rotary_dim // 2
+        return (self.positions, half) if self.positions else (self.cache_batch, self.seq, half)
+
+    def input_shapes(self):
+        shapes = [self.x, self.cache_shape(), self.cache_shape()]
+        return shapes + [(self.batch, self.seq)] if self.positions else shapes
+
+    def output_shape(self):
+        return self.x
+
+    def flops(self):
+        return 3 * self.batch * self.heads * self.seq * self.rotary_dim
+
+    def describe(self):
+        extra = (" interleaved" if self.interleaved else "") + (f" ids<{self.positions}" if self.positions else "")
+        return (f"RotaryEmbedding({'x'.join(map(str, self.x))} {self.layout} h{self.heads} "
+                f"rot {self.rotary_dim}/{self.head_dim}{extra})")
+
+
+def _map_rotary(node, ctx, attrs):
+    """ONNX RotaryEmbedding (opset 23): X, cos_cache, sin_cache[, position_ids] -> Y; attributes
+    interleaved (default 0), num_heads (needed for a 3-D X), rotary_embedding_dim (default 0: the head
+    size). Without position_ids the caches are (batch, seq, rotary_dim / 2) (a batch of 1 broadcast is
+    taken too); with them (max_position + 1, rotary_dim / 2)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    if len(x) not in (3, 4):
+        raise Unsupported(f"an input of rank {len(x)} (3 or 4: (batch, seq, hidden) or (batch, heads, seq, head_size))")
+    if len(node.input) < 3 or not node.input[1] or not node.input[2]:
+        raise Unsupported("RotaryEmbedding without its cos_cache and sin_cache inputs")
+    heads = int(attrs.get("num_heads", 0))
+    if len(x) == 3 and (heads <= 0 or x[2] % heads):
+        raise Unsupported(f"a 3-D input of hidden size {x[2]} with num_heads {heads} (must divide it)")
+    if len(x) == 4 and heads not in (0, x[1]):
+        raise Unsupported(f"num_heads {heads} for an input of {x[1]} heads")
+    d = x[3] if len(x) == 4 else x[2] // heads
+    rot = int(attrs.get("rotary_embedding_dim", 0)) or d
+    if rot % 2 or not 0 < rot <= d:
+        raise Unsupported(f"rotary_embedding_dim {rot} (even, at most the head size {d})")
+    seq = x[2] if len(x) == 4 else x[1]
+    cos = tuple(need(ctx.shape(node.input[1]), "cos_cache"))
+    sin = ctx.shape(node.input[2])
+    if sin is not None and tuple(sin) != cos:
+        raise Unsupported(f"sin_cache {list(sin)} unlike cos_cache {list(cos)}")
+    ids = node.input[3] if len(node.input) > 3 and node.input[3] else ""
+    positions, cache_batch = 0, 1
+    if ids:
+        p = ctx.shape(ids)
+        if len(cos) != 2 or cos[1] != rot // 2 or cos[0] < 1 or (p is not None and tuple(p) != (x[0], seq)):
+            raise Unsupported(f"position_ids {list(p or ())} with a cos_cache {list(cos)} (expected (max_position + 1, "
+                              f"{rot // 2}) and ids ({x[0]}, {seq}))")
+        positions = cos[0]
+    else:
+        if len(cos) != 3 or cos[0] not in (1, x[0]) or cos[1] != seq or cos[2] != rot // 2:
+            raise Unsupported(f"a cos_cache of shape {list(cos)} (expected ({x[0]}, {seq}, {rot // 2}) without position_ids)")
+        cache_batch = cos[0]
+    return RotaryConfig(x=x, num_heads=heads if len(x) == 3 else x[1], rotary_dim=rot,
+                        interleaved=bool(int(attrs.get("interleaved", 0))), layout="bhsd" if len(x) == 4 else "bshd",
+                        cache_batch=cache_batch, positions=positions)
+
+
+@dataclass(frozen=True)
+class RotaryCase(Case):
+    """One row of ``templates/rotary.cpp.j2``'s case table: the fields of its C++ ``RotaryCase`` in order,
+    as C++ literals (``tests/test_kinds_registry.py`` checks the order against the template)."""
+
+    batch: CppValue
+    heads: CppValue
+    seq: CppValue
+    head_dim: CppValue
+    rotary_dim: CppValue
+    interleaved: CppValue
+    bshd: CppValue
+    cache_batch: CppValue
+    positions: CppValue
+    note: CppValue
+
+
+def _rotary_case(cfg: RotaryConfig, job: Job) -> RotaryCase:
+    return RotaryCase(job=job_init(job), batch=cfg.batch, heads=cfg.heads, seq=cfg.seq, head_dim=cfg.head_dim,
+                      rotary_dim=cfg.rotary_dim, interleaved="true" if cfg.interleaved else "false",
+                      bshd="true" if cfg.layout == "bshd" else "false", cache_batch=cfg.cache_batch,
+                      positions=cfg.positions, note=cpp_string(""))
+
+
+def _rotary(c: Ctx) -> Candidate:
+    """The rotation as transformers' ``apply_rotary_pos_emb`` runs it in PyTorch ops: ``x * cos +
+    rotate_half(x) * sin`` with ``rotate_half`` a ``torch.cat`` of the negated second half and the first
+    (cos and sin of the full rotary width, their halves equal); interleaved pairs as the ONNX reference
+    does (even/odd views, ``torch.stack`` and ``flatten``); a partial rotation slices the rotary part
+    and concatenates the rest back. Positions shared by the batch (cos (1, s, 1 | h ...)) unless the
+    layer's cache has one row per batch entry or position ids (then gathered once, outside the call)."""
+    torch, cfg = c.torch, c.cfg
+    h, d = cfg.heads_dim()
+    b, s, r = cfg.batch, cfg.seq, cfg.rotary_dim
+    x = c.randn(cfg.x)
+    x4 = x.view(b, s, h, d).transpose(1, 2) if cfg.layout == "bshd" else x  # (b, h, s, d), a view
+    rows = b if (cfg.cache_batch > 1 or cfg.positions) else 1
+    width = r // 2 if cfg.interleaved else r
+    cos, sin = (c.randn((rows, 1, s, width)) for _ in range(2))
+
+    def fn():
+        xr = x4[..., :r] if r < d else x4
+        if cfg.interleaved:
+            x1, x2 = xr[..., 0::2], xr[..., 1::2]
+            y = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+        else:
+            x1, x2 = xr[..., :r // 2], xr[..., r // 2:]
+            y = xr * cos + torch.cat((-x2, x1), dim=-1) * sin
+        return torch.cat((y, x4[..., r:]), dim=-1) if r < d else y
+
+    call = "torch:aten::mul+cat+neg+add" if not cfg.interleaved else "torch:aten::mul+sub+add+stack"
+    return Candidate(call, algo_label(c, "apply_rotary_pos_emb"), fn, numel(cfg.x))
+
+
+def _min_bytes(cfg: RotaryConfig, ib: int, ob: int) -> int:
+    """x read once, y written once, cos and sin (x's type) read once per distinct row of (rotary_dim / 2)
+    values: cache_batch * seq rows, or at most batch * seq of the position-id cache plus the int64 ids
+    (bytes)."""
+    half = cfg.rotary_dim // 2
+    if cfg.positions:
+        cache = 2 * ib * min(cfg.positions, cfg.batch * cfg.seq) * half + 8 * cfg.batch * cfg.seq
+    else:
+        cache = 2 * ib * cfg.cache_batch * cfg.seq * half
+    return ib * numel(cfg.x) + cache + ob * numel(cfg.x)
+
+
+def rotary_backward(cfg: RotaryConfig) -> tuple:
+    """``Kind.backward``: the data gradient of a rotation is the rotation by the opposite angle (each pair's
+    2x2 rotation matrix is orthogonal, its transpose has -sin; the pass-through elements pass dy on):
+    ``dx1 = dy1 * c + dy2 * s``, ``dx2 = dy2 * c - dy1 * s``, the same config with sin negated
+    (transformers' rotary embedding has no parameters: cos and sin are buffers, no weight gradient).
+    Its cost is the forward's: the kernel runs with a -sin cache, cuDNN's rope with negated angles
+    (cuDNN's own rope_backward, 9.25+, computes the same)."""
+    return (("backward_data", cfg),)
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    example=RotaryConfig(x=(1, 4, 128, 32), num_heads=4, rotary_dim=32),
+    name="RotaryEmbedding", config=RotaryConfig, template="rotary.cpp.j2", case=_rotary_case, min_bytes=_min_bytes,
+    torch=_rotary, onnx={"RotaryEmbedding": _map_rotary},
+    typed_ops=(), fused_from=('Mul', 'Slice', 'Neg', 'Concat', 'Add'),
+    aten={"RotaryEmbedding": ('aten::neg', 'aten::cat', 'aten::mul', 'aten::add')},
+    nhwc=False, image=False, backward=rotary_backward)
