@@ -1,0 +1,126 @@
+"""ONNX Runtime's operators outside ONNX's own set (issue 27, items 2 and 3), as ONNX Runtime GenAI and
+Optimum write them (built here with onnx.helper: no exporter here writes them): a kind maps them through
+``Kind.contrib`` keyed by (domain, op type), each with a shape rule so the layers after them get shapes
+(onnx's inference knows nothing of them); ``SimplifiedLayerNormalization`` in the default domain, which
+onnx's checker refuses, loads; ``com.microsoft`` ``SkipSimplifiedLayerNormalization`` is the residual
+Add (an Elementwise layer writing input_skip_bias_sum) then the RMSNorm."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from benanza import kinds as L
+from benanza.errors import ModelError
+from benanza.processing.model import process
+
+MS = "com.microsoft"
+F16 = TensorProto.FLOAT16
+
+
+def _save(path, nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    onnx.save(m, path)
+    return m
+
+
+def _vi(name, shape, t=F16):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def _weight(name, shape):
+    return onnx.numpy_helper.from_array(np.full(shape, 0.5, dtype=np.float16), name)
+
+
+def _norm_model(path, default_domain=True, bias=False, skip_shape=("batch", "seq", 64), gamma=64):
+    """SimplifiedLayerNormalization -> SkipSimplifiedLayerNormalization(residual r) -> Relu, plus an Add of
+    the Relu and the skip sum (the next block's residual), as ONNX Runtime's transformer optimizer leaves
+    a Llama block's norms."""
+    nodes = [helper.make_node("SimplifiedLayerNormalization", ["x", "w"], ["h"], epsilon=1e-6, axis=-1,
+                              domain="" if default_domain else MS),
+             helper.make_node("SkipSimplifiedLayerNormalization", ["h", "r", "g"] + (["b"] if bias else []),
+                              ["h2", "", "", "sum"], epsilon=1e-5, domain=MS),
+             helper.make_node("Relu", ["h2"], ["y0"]),
+             helper.make_node("Add", ["y0", "sum"], ["y"])]
+    inits = [_weight("w", [64]), _weight("g", [gamma])] + ([_weight("b", [64])] if bias else [])
+    return _save(path, nodes, [_vi("x", ["batch", "seq", 64]), _vi("r", list(skip_shape))],
+                 [_vi("y", ["batch", "seq", 64])], inits)
+
+
+def test_the_default_domain_simplified_layernorm_loads(tmp_path):
+    """onnx's checker refuses ONNX Runtime's default-domain SimplifiedLayerNormalization; benanza
+    checks the rest of the model, maps it to RMSNorm and gives the layers after it shapes."""
+    m = _norm_model(tmp_path / "m.onnx")
+    with pytest.raises(onnx.checker.ValidationError, match="SimplifiedLayerNormalization"):
+        onnx.checker.check_model(m)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    assert ml.unsupported() == {}
+    sln = ml.layers[0]
+    assert (sln.op_type, sln.config) == ("SimplifiedLayerNormalization",
+                                        L.RMSNormConfig(x=(2, 16, 64), axis=2, epsilon=float(np.float32(1e-6))))
+    relu = next(ly for ly in ml.layers if ly.op_type == "Relu")
+    assert relu.status == "benchmark" and relu.output_shapes == ((2, 16, 64),)
+    # the model as it was read: the node keeps its domain (the checker saw it under another one)
+    assert onnx.load(tmp_path / "m.onnx").graph.node[0].domain == ""
+
+
+def test_the_skip_norm_is_the_residual_add_then_the_rmsnorm(tmp_path):
+    _norm_model(tmp_path / "m.onnx", default_domain=True)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    skip = [ly for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization"]
+    assert [ly.config for ly in skip] == [
+        L.ElementwiseConfig(op="add", a=(2, 16, 64), b=(2, 16, 64)),
+        L.RMSNormConfig(x=(2, 16, 64), axis=2, epsilon=float(np.float32(1e-5)))]
+    add, norm = skip
+    # the Add writes input_skip_bias_sum (the next block's residual), the RMSNorm reads it and writes output
+    assert add.inputs == ("h", "r") and add.outputs == ("sum",)
+    assert norm.inputs == ("sum",) and norm.outputs == ("h2",)
+    last = ml.layers[-1]
+    assert last.op_type == "Add" and sorted(ml.edges[last.index]) == sorted([add.index, last.index - 1])
+    assert ml.edges[norm.index] == [add.index]
+
+
+def test_a_skip_bias_is_a_second_add_and_a_broadcast_skip_is_read_as_such(tmp_path):
+    _norm_model(tmp_path / "m.onnx", bias=True, skip_shape=("seq", 64))
+    ml = process(tmp_path / "m.onnx", 3, {"seq": 8})
+    skip = [ly.config for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization"]
+    assert skip == [L.ElementwiseConfig(op="add", a=(3, 8, 64), b=(1, 8, 64)),
+                    L.ElementwiseConfig(op="add", a=(3, 8, 64), b=(1, 1, 64)),
+                    L.RMSNormConfig(x=(3, 8, 64), axis=2, epsilon=float(np.float32(1e-5)))]
+    assert ml.unsupported() == {}
+
+
+def test_the_microsoft_default_epsilon(tmp_path):
+    """SkipSimplifiedLayerNormalization without epsilon: ONNX Runtime's kDefaultSkipLayerNormEpsilon 1e-12."""
+    nodes = [helper.make_node("SkipSimplifiedLayerNormalization", ["x", "r", "g"], ["y"], domain=MS)]
+    _save(tmp_path / "m.onnx", nodes, [_vi("x", ["batch", 4, 64]), _vi("r", ["batch", 4, 64])],
+          [_vi("y", ["batch", 4, 64])], [_weight("g", [64])])
+    ml = process(tmp_path / "m.onnx", 1)
+    assert ml.layers[-1].config.epsilon == 1e-12
+
+
+def test_bad_skip_norms_are_unsupported_with_a_reason(tmp_path):
+    _norm_model(tmp_path / "m.onnx", gamma=32)
+    ml = process(tmp_path / "m.onnx", 1, {"seq": 4})
+    bad = next(ly for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization")
+    assert bad.status == "unsupported" and "gamma [32]" in bad.reason and "\n" not in bad.reason
+    _norm_model(tmp_path / "m2.onnx", skip_shape=("batch", 3, 64))
+    ml = process(tmp_path / "m2.onnx", 1, {"seq": 4})
+    bad = next(ly for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization")
+    assert bad.status == "unsupported" and "does not broadcast" in bad.reason
+
+
+def test_an_unknown_contrib_op_is_unsupported_and_names_its_domain(tmp_path):
+    nodes = [helper.make_node("FastGelu", ["x"], ["h"], domain=MS), helper.make_node("Relu", ["h"], ["y"])]
+    _save(tmp_path / "m.onnx", nodes, [_vi("x", [2, 64])], [_vi("y", [2, 64])])
+    ml = process(tmp_path / "m.onnx", 2)
+    assert ml.layers[0].status == "unsupported" and ml.layers[0].reason == "operator com.microsoft.FastGelu is not benchmarked"
+
+
+def test_a_default_domain_op_no_kind_maps_is_still_refused_by_the_checker(tmp_path):
+    nodes = [helper.make_node("NoSuchOp", ["x"], ["y"])]
+    _save(tmp_path / "m.onnx", nodes, [_vi("x", [2, 64])], [_vi("y", [2, 64])])
+    with pytest.raises(ModelError, match="invalid ONNX model: No Op registered for NoSuchOp"):
+        process(tmp_path / "m.onnx", 2)
