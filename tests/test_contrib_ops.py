@@ -124,3 +124,110 @@ def test_a_default_domain_op_no_kind_maps_is_still_refused_by_the_checker(tmp_pa
     _save(tmp_path / "m.onnx", nodes, [_vi("x", [2, 64])], [_vi("y", [2, 64])])
     with pytest.raises(ModelError, match="invalid ONNX model: No Op registered for NoSuchOp"):
         process(tmp_path / "m.onnx", 2)
+
+
+# ------------------------------------------------------------------- com.microsoft GroupQueryAttention
+
+def _gqa_model(path, q_width, kv_width=None, past=None, total=None, attrs=None, extra_inputs=None):
+    """query [-> key, value] -> GroupQueryAttention(num_heads 8, kv_num_heads 2) -> MatMul(o_proj), as ONNX
+    Runtime GenAI writes a Llama block's attention: seqlens_k and total_sequence_length int32 inputs,
+    past_key/past_value (batch, kv_num_heads, past, head_size) graph inputs in decode, presents as outputs.
+    The node is named with hostile text (kept as data)."""
+    ins = [_vi("query", ["batch", "seq", q_width])]
+    names = ["query", "", ""]
+    if kv_width:
+        ins += [_vi("key", ["batch", "seq", kv_width]), _vi("value", ["batch", "seq", kv_width])]
+        names[1:] = ["key", "value"]
+    outs = ["attn", "present_key", "present_value"]
+    if past:
+        ins += [_vi("past_key", ["batch", 2, "past", 64]), _vi("past_value", ["batch", 2, "past", 64])]
+        names += ["past_key", "past_value"]
+    else:
+        names += ["", ""]
+        outs = ["attn"]
+    ins.append(helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]))
+    names += ["seqlens_k", "total_len"]
+    inits = [_weight("o_w", [512, 512])]
+    if total is None:
+        ins.append(helper.make_tensor_value_info("total_len", TensorProto.INT32, []))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.array(total, dtype=np.int32), "total_len"))
+    names += list(extra_inputs or [])
+    a = {"num_heads": 8, "kv_num_heads": 2, **(attrs or {})}
+    nodes = [helper.make_node("GroupQueryAttention", names, outs, name='att"\\n*/', domain=MS, **a),
+             helper.make_node("MatMul", ["attn", "o_w"], ["y"])]
+    outputs = [_vi("y", ["batch", "seq", 512])] + [_vi(o, ["batch", 2, "total", 64]) for o in outs[1:]]
+    return _save(path, nodes, ins, outputs, inits)
+
+
+def _sdpa(ml):
+    att = [ly for ly in ml.layers if ly.op_type == "GroupQueryAttention"]
+    assert len(att) == 1
+    return att[0]
+
+
+def test_gqa_prefill_is_one_causal_sdpa_with_kv_heads(tmp_path):
+    _gqa_model(tmp_path / "m.onnx", 512, 128)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    att = _sdpa(ml)
+    assert att.status == "benchmark", att.reason
+    assert att.config == L.SdpaConfig(b=2, h=8, s_q=16, s_kv=16, d=64, d_v=64, scale=0.125, mask="causal", h_kv=2,
+                                      q_strides=(16 * 512, 64, 512, 1), k_strides=(16 * 128, 64, 128, 1),
+                                      v_strides=(16 * 128, 64, 128, 1), o_strides=(16 * 512, 64, 512, 1))
+    # the o_proj MatMul after it has its shapes from the op's shape rule
+    mm = ml.layers[-1]
+    assert mm.op_type == "MatMul" and mm.config == L.GemmConfig(m=32, n=512, k=512)
+    assert ml.unsupported() == {}
+
+
+def test_gqa_packed_qkv_reads_three_views_of_one_tensor(tmp_path):
+    _gqa_model(tmp_path / "m.onnx", (8 + 2 * 2) * 64, attrs={"scale": 0.1})
+    att = _sdpa(process(tmp_path / "m.onnx", 1, {"seq": 32}))
+    w = 12 * 64
+    assert (att.config.h, att.config.h_kv, att.config.d, att.config.s_kv, att.config.scale) == (8, 2, 64, 32, 0.1)
+    assert att.config.q_strides == att.config.k_strides == att.config.v_strides == (32 * w, 64, w, 1)
+
+
+@pytest.mark.parametrize("total,s_kv", [(None, 513), (300, 300)])
+def test_gqa_decode_reads_the_present_cache_bottom_right(tmp_path, total, s_kv):
+    """One new token against a past of 512 (``--dim past=512``): the present cache of past + 1 keys, or
+    total_sequence_length's value where it is a constant (a shared past/present buffer)."""
+    _gqa_model(tmp_path / "m.onnx", 512, 128, past=True, total=total)
+    ml = process(tmp_path / "m.onnx", 4, {"seq": 1, "past": 512})
+    cfg = _sdpa(ml).config
+    assert (cfg.b, cfg.h, cfg.h_kv, cfg.s_q, cfg.s_kv, cfg.mask) == (4, 8, 2, 1, s_kv, "causal_bottom_right")
+    assert cfg.k_strides == cfg.v_strides == ()  # the packed BNSH cache
+    assert ml.unsupported() == {}
+
+
+@pytest.mark.parametrize("attrs,extra,why", [
+    ({"do_rotary": 1}, (), "do_rotary: the rotary embedding inside the call is not benchmarked"),
+    ({"local_window_size": 128}, (), "sliding-window"),
+    ({"softcap": 30.0}, (), "softcap"),
+    ({"num_heads": 3}, (), "num_heads 3 not a positive multiple of kv_num_heads 2"),
+    ({"num_heads": 6}, (), "do not fit 6 and 2 heads"),
+    ({}, ("", "", "", "", "head_sink"), "input head_sink"),
+])
+def test_gqa_terms_the_sdpa_lacks_are_refused_with_a_reason(tmp_path, attrs, extra, why):
+    m = _gqa_model(tmp_path / "m.onnx", 512, 128, attrs=attrs, extra_inputs=extra)
+    if extra:
+        m.graph.input.append(_vi("head_sink", [8]))
+        onnx.save(m, tmp_path / "m.onnx")
+    att = _sdpa(process(tmp_path / "m.onnx", 1, {"seq": 8}))
+    assert att.status == "unsupported" and why in att.reason and "\n" not in att.reason
+
+
+def test_the_gqa_suite_compiles(tmp_path):
+    """A packed-QKV decode GQA (strided Q view of the packed tensor, h_kv 2, bottom-right causal) renders
+    into the SDPA suite, the node's hostile name as an escaped literal, and passes g++ -fsyntax-only."""
+    from benanza.generation.generator import generate
+    from benanza.kinds.cpp import cpp_string
+    from test_unary_backward import syntax_check
+
+    _gqa_model(tmp_path / "m.onnx", 12 * 64, past=True)
+    suite = generate([process(tmp_path / "m.onnx", 2, {"seq": 1, "past": 255})], ["fp16"], tmp_path / "s")
+    assert [j.kind for j in suite.jobs if j.kind == "SDPA"] == ["SDPA"]
+    src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
+    assert "2, 8, 1, 256, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in src and ", 2, false}" in src
+    assert cpp_string('att"\\n*/') in src
+    syntax_check(tmp_path / "s", "sdpa.cpp")

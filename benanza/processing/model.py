@@ -414,6 +414,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tup
         if mapper is None:
             raise Unsupported(f"no benchmark for {op}")
         if any(s is None for s in out_shapes):
+            if contrib is not None:  # a contrib op's shape rule gives none to a node its mapper refuses: say why
+                mapper(node, ctx, attrs)
             raise Unsupported("output shape unknown after shape inference")
         if float_in and float_in[0] not in FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
