@@ -107,11 +107,6 @@ STORED_NAMES = {onnx.TensorProto.BOOL: "bool", onnx.TensorProto.INT8: "int8", on
 MS_DOMAIN = "com.microsoft"
 
 
-def domain_of(node: onnx.NodeProto) -> str:
-    """The node's operator domain, ``""`` for ONNX's own (``ai.onnx`` is its other spelling)."""
-    return "" if node.domain in ("", "ai.onnx") else node.domain
-
-
 @dataclass(frozen=True)
 class ContribOp:
     """An operator ONNX does not define that a kind maps (``Kind.contrib``, keyed by (domain, op type)):
