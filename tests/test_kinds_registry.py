@@ -20,6 +20,7 @@ from benanza.kinds import precision
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
 from benanza.kinds.cpp import Case, cpp_string
 from benanza.kinds.framework import Ctx
+from benanza.kinds.onnx_map import ContribOp
 from conftest import REPO
 
 #: the key of each kind's example config, as databases store it: a change here orphans every stored
@@ -258,7 +259,7 @@ def _check_onnx(kind: Kind) -> list[str]:
         if not kind.aten or not all(a.startswith("aten::") for ops in kind.aten.values() for a in ops):
             out.append("aten: no ATen op names for the step (the profile join would leave its kernels unattributed)")
         return out
-    if not kind.onnx and not kind.fused_from and not kind.backward_of and not _backward_of(kind):
+    if not kind.onnx and not kind.contrib and not kind.fused_from and not kind.backward_of and not _backward_of(kind):
         out.append("onnx: the kind maps no ONNX op, measures no fusion and is no kind's backward call")
     for name, fn in kind.backward_of.items():
         if name not in L.REGISTRY or L.REGISTRY[name].backward is not fn:
@@ -269,11 +270,35 @@ def _check_onnx(kind: Kind) -> list[str]:
         aten = kind.aten.get(op)
         if not aten or not all(isinstance(a, str) and a.startswith("aten::") for a in aten):
             out.append(f"aten: no ATen op names for {op} (the profile join would leave its kernels unattributed)")
+    out += _check_contrib(kind)
     for op in set(kind.typed_ops) - set(kind.onnx):
         out.append(f"onnx: typed op {op} is not mapped")
     for op in kind.fused_from:
         if not onnx.defs.has(op):
             out.append(f"onnx: fused op {op} is not an ONNX op")
+    return out
+
+
+def _check_contrib(kind: Kind) -> list[str]:
+    """Each operator onnx does not define (``Kind.contrib``): keyed by (domain, op), a ContribOp with a
+    callable mapper and shape rule, its spec in ONNX Runtime's sources or contrib operator docs
+    (docs/ContribOperators.md), and ATen names; a default-domain one is no onnx op (onnx's own comes first)."""
+    out = []
+    for key, c in kind.contrib.items():
+        if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+            out.append(f"contrib: {key!r} is not a (domain, op type) pair")
+            continue
+        domain, op = key
+        if domain in ("", "ai.onnx") and onnx.defs.has(op) or domain == "ai.onnx":
+            out.append(f"contrib: {op} is an ONNX op (map it in onnx)")
+        if not isinstance(c, ContribOp) or not callable(c.mapper) or not callable(c.shapes):
+            out.append(f"contrib: {domain}.{op} has no ContribOp with a callable mapper and shape rule ({c!r})")
+            continue
+        if not c.spec.startswith("https://github.com/microsoft/onnxruntime/") or \
+                (domain == "com.microsoft" and not c.spec.endswith(f"ContribOperators.md#com.microsoft.{op}")):
+            out.append(f"contrib: {domain}.{op} cites no spec in ONNX Runtime ({c.spec!r})")
+        if not c.aten or not all(isinstance(a, str) and a.startswith("aten::") for a in c.aten):
+            out.append(f"aten: no ATen op names for {domain}.{op} (the profile join would leave its kernels unattributed)")
     return out
 
 
@@ -300,6 +325,9 @@ def test_each_onnx_op_has_one_kind():
         for op in kind.onnx:
             assert op not in seen, f"{op} is mapped by {seen[op]} and {name}"
             seen[op] = name
+        for key in kind.contrib:
+            assert key not in seen, f"{key} is mapped by {seen[key]} and {name}"
+            seen[key] = name
 
 
 class _Swapped:
@@ -333,7 +361,13 @@ REMOVALS = {
     "case order": (lambda k: dataclasses.replace(k, case=_Swapped(k.case)), "case fields:"),
     "min_bytes": (lambda k: dataclasses.replace(k, min_bytes=None), "min_bytes:"),
     "torch": (lambda k: dataclasses.replace(k, torch=None), "torch:"),
-    "onnx": (lambda k: dataclasses.replace(k, onnx={}, fused_from=(), backward_of={}), "onnx:"),
+    "onnx": (lambda k: dataclasses.replace(k, onnx={}, contrib={}, fused_from=(), backward_of={}), "onnx:"),
+    "contrib spec": (lambda k: dataclasses.replace(k, contrib={key: dataclasses.replace(c, spec="my notes")
+                                                              for key, c in k.contrib.items()}), "contrib:"),
+    "contrib shapes": (lambda k: dataclasses.replace(k, contrib={key: dataclasses.replace(c, shapes=None)
+                                                                for key, c in k.contrib.items()}), "contrib:"),
+    "contrib aten": (lambda k: dataclasses.replace(k, contrib={key: dataclasses.replace(c, aten=())
+                                                              for key, c in k.contrib.items()}), "aten:"),
     "onnx mapper": (lambda k: dataclasses.replace(k, onnx={op: None for op in k.onnx}), "onnx:"),
     "aten": (lambda k: dataclasses.replace(k, aten={}), "aten:"),
     "nhwc": (lambda k: dataclasses.replace(k, nhwc=not k.nhwc), "nhwc:"),
@@ -361,6 +395,7 @@ PAIRS = [(name, piece) for name, kind in L.REGISTRY.items() for piece in REMOVAL
          if (kind.onnx or piece not in ("onnx mapper", "aten") if kind.phase == "forward"
              else piece not in ("onnx", "onnx mapper"))
          and (kind.onnx or kind.fused_from or piece != "onnx") and (kind.backward or piece != "backward")
+         and (kind.contrib or not piece.startswith("contrib"))
          and not (piece == "onnx" and any(type(cfg) is kind.config for k in L.REGISTRY.values() if k.backward
                                           for _, cfg in k.backward(k.example)))]
 

@@ -280,6 +280,9 @@ class Kind:
       (:mod:`benanza.kinds`) installs each function as the forward kind's ``backward``: the forward
       kind's module cannot name its backward kind's configs, as that module imports it (no import
       circles).
+    - ``contrib``: (domain, op type) -> :class:`benanza.kinds.onnx_map.ContribOp`, the operators onnx does
+      not define that the kind maps (ONNX Runtime's ``com.microsoft`` contrib ops and its default-domain
+      ``SimplifiedLayerNormalization``), each with its mapper, its output-shape rule and its spec.
     """
 
     example: LayerConfig
@@ -299,6 +302,7 @@ class Kind:
     backward: Callable[[Any], tuple] | None = None
     phase: str = "forward"
     backward_of: Mapping[str, Callable[[Any], tuple]] = dataclasses.field(default_factory=dict)
+    contrib: Mapping[tuple[str, str], Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.phase not in STEP_PHASES:

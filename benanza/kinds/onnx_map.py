@@ -2,9 +2,11 @@
 checks and the exception a mapper raises for a node it cannot benchmark."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
 import numpy as np
 import onnx
-from typing import Protocol
 
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
@@ -97,3 +99,49 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple, tup
 STORED_NAMES = {onnx.TensorProto.BOOL: "bool", onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8",
                  onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.INT32: "int32",
                  onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.UINT64: "uint64"}
+
+
+# ------------------------------------------------------------- operators outside ONNX's own set
+
+#: the domain of ONNX Runtime's contrib operators (onnxruntime ``docs/ContribOperators.md``)
+MS_DOMAIN = "com.microsoft"
+
+
+@dataclass(frozen=True)
+class ContribOp:
+    """An operator ONNX does not define that a kind maps (``Kind.contrib``, keyed by (domain, op type)):
+    ONNX Runtime's ``com.microsoft`` contrib ops, and the ops ONNX Runtime registers in the default
+    domain though onnx has no schema for them (``SimplifiedLayerNormalization``; onnx's checker refuses
+    such a node, ``benanza.processing.model`` checks the rest of the model without it).
+
+    - ``mapper``: ``(node, MapContext, attributes) -> config`` or a tuple of :class:`Part` (a node that
+      makes several library calls); raises :class:`Unsupported`.
+    - ``shapes``: ``(node, MapContext, attributes) -> [(shape or None, ONNX element type or None), ...]``,
+      one per node output: the op's output shapes from its inputs (onnx's shape inference gives
+      none for an op it does not know, so the layers after it would have none either;
+      ``benanza.processing.graph.infer_shapes`` applies the rule and infers again). A rule raises
+      nothing: a shape it cannot tell is None.
+    - ``spec``: where the operator is specified (the address of its section in ONNX Runtime's docs).
+    - ``aten``: the ATen ops of a PyTorch profile that implement it (``profiles.join``).
+    """
+
+    mapper: Callable
+    shapes: Callable
+    spec: str
+    aten: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Part:
+    """One library call of a node that makes several (a contrib op with a residual Add or a projection
+    GEMM inside): ``config`` the call's layer config; ``outputs`` the indices of the node's outputs the
+    call writes (() : a tensor only the next part reads). The parts run in order, each after the one
+    before; the last writes the node's first output."""
+
+    config: object
+    outputs: tuple[int, ...] = ()
+
+
+def contrib_doc(op: str) -> str:
+    """The address of ``com.microsoft`` ``op``'s section of ONNX Runtime's contrib operator docs."""
+    return f"https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md#com.microsoft.{op}"

@@ -1,6 +1,9 @@
 """RMSNorm layers. ONNX RMSNormalization (opset 23; ONNX operator spec), inference, and the decomposed
 Pow/ReduceMean/Add/Sqrt/Reciprocal (or Div)/Mul/Mul chain torch.export and TorchScript write for
-transformers' ``LlamaRMSNorm`` (a fusion candidate, ``model._find_rmsnorms``).
+transformers' ``LlamaRMSNorm`` (a fusion candidate, ``model._find_rmsnorms``); ONNX Runtime's
+``SimplifiedLayerNormalization`` (which it registers in the default domain only; docs/ContribOperators.md has
+no ``com.microsoft`` one) and ``com.microsoft``
+``SkipSimplifiedLayerNormalization`` (the residual Add an Elementwise layer before the RMSNorm).
 
 The whole slice of the kind: its config, the ONNX ops it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
@@ -10,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import onnx
+
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
-from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.elementwise import ElementwiseConfig
+from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Part, Unsupported, contrib_doc, need
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,84 @@ def _map_rmsnorm(node, ctx, attrs):
     return RMSNormConfig(x=x, axis=axis, epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
+#: where ONNX Runtime registers ``SimplifiedLayerNormalization`` (default domain, since version 1; attributes
+#: axis = -1 and epsilon = 1e-5 by default, outputs Y and the optional float inv_std_var)
+SLN_SPEC = "https://github.com/microsoft/onnxruntime/blob/main/onnxruntime/core/graph/contrib_ops/contrib_defs.cc"
+
+#: SkipSimplifiedLayerNormalization's epsilon when the node gives none (ONNX Runtime's
+#: ``kDefaultSkipLayerNormEpsilon``, onnxruntime/core/graph/contrib_ops/contrib_defs.h)
+SKIP_EPSILON = 1e-12
+
+
+def _stats_shape(x: tuple, axis: int) -> tuple:
+    """The shape of a saved statistic (inv_std_var, mean): x with the normalised dims 1."""
+    return tuple(x[:axis]) + (1,) * (len(x) - axis)
+
+
+def _map_simplified(node, ctx, attrs):
+    """ONNX Runtime's ``SimplifiedLayerNormalization`` (X, scale -> Y [, inv_std_var]; axis, epsilon
+    1e-5; :data:`SLN_SPEC`): RMSNormalization by another name. The optional inv_std_var output is the
+    per-row statistic the call computes anyway (cuDNN's rmsnorm writes it in training only: timed
+    without)."""
+    return _map_rmsnorm(node, ctx, {"epsilon": 1e-5, **attrs, "stash_type": 1})
+
+
+def _simplified_shapes(node, ctx, attrs):
+    """Y: X's shape; inv_std_var: X's with the normalised dims 1, float32."""
+    x = ctx.shape(node.input[0])
+    if x is None:
+        return [(None, None)] * len(node.output)
+    axis = int(attrs.get("axis", -1))
+    axis = axis + len(x) if axis < 0 else axis
+    return [(x, None), (_stats_shape(x, axis), onnx.TensorProto.FLOAT)][:len(node.output)]
+
+
+def _skip_add(x: tuple, other: tuple, what: str) -> ElementwiseConfig:
+    """The Add of ``other`` (broadcast, dims aligned right) to ``x``, x's shape out."""
+    if len(other) > len(x):
+        raise Unsupported(f"SkipSimplifiedLayerNormalization {what} {list(other)} of a higher rank than the input {list(x)}")
+    o = (1,) * (len(x) - len(other)) + tuple(other)
+    if any(d not in (1, e) for d, e in zip(o, x)):
+        raise Unsupported(f"SkipSimplifiedLayerNormalization {what} {list(other)} does not broadcast to the input {list(x)}")
+    return ElementwiseConfig(op="add", a=tuple(x), b=o)
+
+
+def _map_skip_simplified(node, ctx, attrs):
+    """``com.microsoft`` ``SkipSimplifiedLayerNormalization`` (:func:`benanza.kinds.onnx_map.contrib_doc`):
+    input (b, s, hidden) or (tokens, hidden), skip (the same, (1, s, hidden) or (s, hidden)), gamma
+    (hidden,), optional bias (hidden,); ``sum = input + skip (+ bias)``, ``output = RMSNorm(sum) * gamma``
+    over the last axis; outputs output, mean, inv_std_var (optional, float) and input_skip_bias_sum
+    (optional, the residual the next block reads). ONNX Runtime runs it as one kernel; cuDNN's rmsnorm
+    and PyTorch's ``rms_norm`` add no residual, so it is timed as the calls that compute it: the
+    Elementwise add of the skip (writing input_skip_bias_sum), the Add of the bias when there is one,
+    and the RMSNorm of the sum (a bound no lower than the fused kernel's traffic: the sum is written
+    and read once more). epsilon: the node's, else ONNX Runtime's 1e-12 (:data:`SKIP_EPSILON`)."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    if len(x) not in (2, 3):
+        raise Unsupported(f"SkipSimplifiedLayerNormalization input of rank {len(x)} (2 or 3)")
+    if len(node.input) < 3 or not node.input[1] or not node.input[2]:
+        raise Unsupported("SkipSimplifiedLayerNormalization without its skip or gamma input")
+    parts = [Part(_skip_add(x, need(ctx.shape(node.input[1]), "skip"), "skip"), ())]
+    if len(node.input) > 3 and node.input[3]:
+        parts.append(Part(_skip_add(x, need(ctx.shape(node.input[3]), "bias"), "bias"), ()))
+    parts[-1] = Part(parts[-1].config, (3,))  # input_skip_bias_sum
+    g = ctx.shape(node.input[2])
+    if g is not None and numel(g) != x[-1]:
+        raise Unsupported(f"SkipSimplifiedLayerNormalization gamma {list(g)} is not one value per hidden unit ({x[-1]})")
+    norm = RMSNormConfig(x=x, axis=len(x) - 1, epsilon=float(attrs.get("epsilon", SKIP_EPSILON)))
+    return tuple(parts) + (Part(norm, (0, 1, 2)),)
+
+
+def _skip_simplified_shapes(node, ctx, attrs):
+    """output and input_skip_bias_sum: input's shape; mean and inv_std_var: input's with the last dim 1,
+    float32 (ONNX Runtime's shape inference of the op)."""
+    x = ctx.shape(node.input[0])
+    if x is None:
+        return [(None, None)] * len(node.output)
+    st = (_stats_shape(x, len(x) - 1), onnx.TensorProto.FLOAT)
+    return [(x, None), st, st, (x, None)][:len(node.output)]
+
+
 @dataclass(frozen=True)
 class RMSNormCase(Case):
     """One row of ``templates/rmsnorm.cpp.j2``'s case table: the fields of its C++ ``RMSNormCase`` in order,
@@ -129,4 +213,9 @@ KIND = Kind(
     torch=_rmsnorm, onnx={"RMSNormalization": _map_rmsnorm},
     typed_ops=(), fused_from=('Pow', 'ReduceMean', 'Add', 'Sqrt', 'Reciprocal', 'Div', 'Mul', 'Cast'),
     aten={"RMSNormalization": ('aten::rms_norm', 'aten::_fused_rms_norm')},
-    nhwc=False, image=False)
+    nhwc=False, image=False,
+    contrib={("", "SimplifiedLayerNormalization"): ContribOp(_map_simplified, _simplified_shapes, SLN_SPEC,
+                                                              ('aten::rms_norm', 'aten::_fused_rms_norm')),
+             (MS_DOMAIN, "SkipSimplifiedLayerNormalization"): ContribOp(
+                 _map_skip_simplified, _skip_simplified_shapes, contrib_doc("SkipSimplifiedLayerNormalization"),
+                 ('aten::rms_norm', 'aten::_fused_rms_norm', 'aten::add'))})

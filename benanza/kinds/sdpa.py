@@ -17,7 +17,7 @@ from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, Shape, io_bytes
 from benanza.kinds.copy import packed_strides
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
-from benanza.kinds.onnx_map import MapContext, Unsupported, need
+from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, MapContext, Unsupported, contrib_doc, need
 
 
 #: "causal_bottom_right" last: the keys of configs with the first three are unchanged
@@ -31,7 +31,8 @@ class SdpaConfig(LayerConfig):
     inference: no softmax statistics unless ``stats``; cuDNN developer guide, "Scaled Dot Product
     Attention").
 
-    A layer of its own for ONNX's ``Attention`` (opset 23, :func:`_map_attention`); otherwise a
+    A layer of its own for ONNX's ``Attention`` (opset 23, :func:`_map_attention`) and ONNX Runtime's
+    ``com.microsoft`` ``GroupQueryAttention`` (:func:`_map_gqa`); otherwise a
     fusion candidate: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
     [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
     that makes K^T from K, and the constant scale of Q and K^T that torch's SDPA decomposition
@@ -266,6 +267,119 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
     return cfg
 
 
+#: GroupQueryAttention inputs (docs/ContribOperators.md): the index of each
+_GQA_IN = {n: i for i, n in enumerate((
+    "query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length", "cos_cache",
+    "sin_cache", "position_ids", "attention_bias", "head_sink", "k_scale", "v_scale", "q_norm_weight",
+    "k_norm_weight"))}
+
+
+def _gqa_dims(node, ctx, attrs):
+    """(b, s_q, h, h_kv, d, s_new, packed, past, total) of a GroupQueryAttention node: total is the
+    attended keys (total_sequence_length's value where it is a constant, else past + new keys; with the
+    past/present buffer shared, give it as a constant, or the attention is counted over the whole
+    buffer and the new keys). Raises :class:`Unsupported` for heads or shapes that do not fit."""
+    ins = list(node.input) + [""] * (16 - len(node.input))
+    h, h_kv = int(attrs.get("num_heads", 0)), int(attrs.get("kv_num_heads", 0))
+    if h <= 0 or h_kv <= 0 or h % h_kv:
+        raise Unsupported(f"GroupQueryAttention num_heads {h} not a positive multiple of kv_num_heads {h_kv}")
+    q = need(ctx.shape(ins[0]), "query")
+    if len(q) != 3:
+        raise Unsupported(f"GroupQueryAttention query of rank {len(q)} (3)")
+    b, s_q, width = q
+    packed = not ins[1]
+    if packed:
+        if width % (h + 2 * h_kv):
+            raise Unsupported(f"packed QKV of width {width} is not (num_heads + 2 kv_num_heads) * head_size")
+        d, s_new = width // (h + 2 * h_kv), s_q
+    else:
+        k, v = need(ctx.shape(ins[1]), "key"), need(ctx.shape(ins[2]), "value")
+        d = width // h
+        if width % h or tuple(k) != (b, k[1], h_kv * d) or tuple(v) != tuple(k):
+            raise Unsupported(f"GroupQueryAttention query {list(q)}, key {list(k)}, value {list(v)} do not fit "
+                              f"{h} and {h_kv} heads")
+        s_new = k[1]
+    past = 0
+    if ins[3] or ins[4]:
+        pk, pv = need(ctx.shape(ins[3]), "past_key"), need(ctx.shape(ins[4]), "past_value")
+        if tuple(pk) != (b, h_kv, pk[2], d) or tuple(pv) != tuple(pk):
+            raise Unsupported(f"GroupQueryAttention past_key {list(pk)} / past_value {list(pv)} are not "
+                              f"(batch, kv_num_heads, length, head_size) = ({b}, {h_kv}, ., {d})")
+        past = pk[2]
+    t = ctx.value(ins[6]) if ins[6] else None
+    total = int(np.asarray(t).reshape(-1)[0]) if t is not None and np.asarray(t).size == 1 else past + s_new
+    if total < s_new:
+        raise Unsupported(f"GroupQueryAttention total_sequence_length {total} below the {s_new} new keys")
+    return b, s_q, h, h_kv, d, s_new, packed, past, total
+
+
+def _map_gqa(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
+    """``com.microsoft`` ``GroupQueryAttention`` (ONNX Runtime GenAI's attention;
+    :func:`benanza.kinds.onnx_map.contrib_doc`) as one SDPA call with h_kv = kv_num_heads.
+
+    query (b, s_q, num_heads * d), key and value (b, s_new, kv_num_heads * d) read as strided (b, h, s,
+    d) views, or packed QKV (b, s_q, (num_heads + 2 kv_num_heads) * d) with key and value absent (the
+    three views of one tensor, stride (num_heads + 2 kv_num_heads) * d over s); past_key / past_value
+    (b, kv_num_heads, past, d), BNSH: the attention reads the present cache, packed, of ``total`` keys
+    (:func:`_gqa_dims`; the append of the new keys is not timed); seqlens_k (ragged lengths) is timed
+    at full lengths, as cuDNN's padding mask would run the longest. causal (default 1): the new queries
+    at the end of the keys, "causal" where s_q == total, else "causal_bottom_right" (decode; cuDNN's
+    bottom-right diagonal), as ONNX ``Attention`` maps; attention_bias as the SDPA's bias (with causal,
+    one bias over every query and key). scale: the node's, else 1/sqrt(d) (0 is the default too).
+    Raises :class:`Unsupported` for what the SDPA config has no term for: do_rotary (the rotary
+    embedding inside the call: not benchmarked here; a RotaryEmbedding node of the graph is its own
+    layer), local_window_size (sliding window), softcap, smooth_softmax / head_sink, qk_output, a
+    quantized KV cache (k_scale / v_scale, kv_cache_bit_width) and q_norm_weight / k_norm_weight."""
+    ins = list(node.input) + [""] * (16 - len(node.input))
+    refused = [("do_rotary", "the rotary embedding inside the call is not benchmarked (refused, not left out)"),
+               ("smooth_softmax", "a smooth softmax (no cuDNN SDPA term)"),
+               ("qk_output", "the scores as an output are not benchmarked"),
+               ("sliding_window_cache", "a window-sized KV cache"),
+               ("kv_cache_bit_width", "a quantized KV cache")]
+    for name, why in refused:
+        if int(attrs.get(name, 0)):
+            raise Unsupported(f"GroupQueryAttention {name}: {why}")
+    if int(attrs.get("local_window_size", -1)) not in (-1, 0):
+        raise Unsupported("GroupQueryAttention local_window_size: sliding-window attention is not benchmarked")
+    if float(attrs.get("softcap", 0.0)) != 0.0:
+        raise Unsupported("GroupQueryAttention softcap: cuDNN's SDPA has no soft capping")
+    for name in ("head_sink", "k_scale", "v_scale", "q_norm_weight", "k_norm_weight"):
+        if ins[_GQA_IN[name]]:
+            raise Unsupported(f"GroupQueryAttention input {name} is not benchmarked")
+    if len(node.output) > 3 and node.output[3]:
+        raise Unsupported("GroupQueryAttention output_qk (the scores as an output) is not benchmarked")
+    b, s_q, h, h_kv, d, s_new, packed, past, s_kv = _gqa_dims(node, ctx, attrs)
+    mask, bias = "none", ()
+    if int(attrs.get("causal", 1)):
+        mask = "causal" if s_q == s_kv else "causal_bottom_right"
+    if ins[10]:
+        got, shape = mask_kind(ctx, ins[10], (b, h, s_q, s_kv), s_kv - s_q)
+        mask, bias = (got, shape) if mask == "none" or got == mask else ("bias", tuple(shape[:2]) + (s_q, s_kv))
+    scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(d)
+    cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d, scale=float(f"{float(np.float32(scale)):.6g}"),
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0)
+    width = (h + 2 * h_kv) * d if packed else h * d
+    given = {"q_strides": (s_q * width, d, width, 1), "o_strides": (s_q * h * d, d, h * d, 1)}
+    if not past:  # without a past, K and V are read where the node's inputs hold them
+        kw = width if packed else h_kv * d
+        given |= {"k_strides": (s_new * kw, d, kw, 1), "v_strides": (s_new * kw, d, kw, 1)}
+    packed_st = dict(zip(("q_strides", "k_strides", "v_strides", "o_strides"), cfg.strides()))
+    return dataclasses.replace(cfg, **{f: st for f, st in given.items() if st != packed_st[f]})
+
+
+def _gqa_shapes(node, ctx, attrs):
+    """output (b, s_q, num_heads * d); present_key / present_value (b, kv_num_heads, T, d), T the past
+    buffer's length where the attended keys fit in it (a shared buffer), else the attended keys
+    (ONNX Runtime's shape inference of the op); output_qk (b, num_heads, s_q, T)."""
+    try:
+        b, s_q, h, h_kv, d, s_new, packed, past, total = _gqa_dims(node, ctx, attrs)
+    except Unsupported:
+        return [(None, None)] * len(node.output)
+    t = max(past, total)
+    return [((b, s_q, h * d), None), ((b, h_kv, t, d), None), ((b, h_kv, t, d), None),
+            ((b, h, s_q, t), None)][:len(node.output)]
+
+
 #: the C++ SdpaMask of each mask (templates/sdpa.cpp.j2, templates/sdpa_backward.cpp.j2)
 SDPA_MASK_CPP = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS",
                  "causal_bottom_right": "SdpaMask::CAUSAL_BOTTOM_RIGHT"}
@@ -371,4 +485,6 @@ KIND = Kind(
     torch=_sdpa, onnx={"Attention": _map_attention},
     typed_ops=(), fused_from=('MatMul', 'Softmax', 'MatMul'),
     aten={"Attention": ("aten::scaled_dot_product_attention",)},
-    nhwc=False, image=False)
+    nhwc=False, image=False,
+    contrib={(MS_DOMAIN, "GroupQueryAttention"): ContribOp(_map_gqa, _gqa_shapes, contrib_doc("GroupQueryAttention"),
+                                                           ("aten::scaled_dot_product_attention",))})

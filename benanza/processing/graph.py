@@ -8,6 +8,7 @@ A model file is untrusted input: node and tensor names are kept as data and neve
 from __future__ import annotations
 
 import collections
+import functools
 import math
 
 import numpy as np
@@ -74,11 +75,93 @@ def elem_types(model: onnx.ModelProto) -> dict[str, int]:
     return out
 
 
-def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+def _onnx_infer(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as e:  # onnx raises InferenceError / ValidationError / RuntimeError
         raise ModelError(f"shape inference failed: {first_line(e)}") from None
+
+
+def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnx's shape inference (strict, with data propagation), and the output shapes of the operators
+    onnx does not know that a kind maps (``Kind.contrib``: ONNX Runtime's contrib ops), each from its
+    inputs by the op's own rule (:class:`benanza.kinds.onnx_map.ContribOp` ``shapes``); inference runs
+    again after each round of such shapes, so the layers after those ops get shapes too (one round per
+    contrib op on a chain at most). Raises :class:`ModelError` when onnx's inference fails."""
+    model = _onnx_infer(model)
+    nodes = contrib_nodes(model.graph)
+    for _ in range(len(nodes)):
+        if not _contrib_shapes(model, nodes):
+            break
+        model = _onnx_infer(model)
+        nodes = contrib_nodes(model.graph)
+    return model
+
+
+@functools.cache
+def contrib_ops() -> dict:
+    """(domain, op type) -> :class:`benanza.kinds.onnx_map.ContribOp` of every kind in the registry."""
+    from benanza.kinds import REGISTRY
+
+    return {key: op for kind in REGISTRY.values() for key, op in kind.contrib.items()}
+
+
+def contrib_of(node: onnx.NodeProto):
+    """The :class:`benanza.kinds.onnx_map.ContribOp` that maps ``node``, or None: an op of another
+    domain, or a default-domain op onnx does not define (onnx's own op of that name comes first)."""
+    domain = "" if node.domain in ("", "ai.onnx") else node.domain
+    op = contrib_ops().get((domain, node.op_type))
+    return None if op is None or (domain == "" and onnx.defs.has(node.op_type)) else op
+
+
+def contrib_nodes(g: onnx.GraphProto) -> list[onnx.NodeProto]:
+    return [n for n in g.node if contrib_of(n) is not None]
+
+
+class _RuleCtx:
+    """What a contrib op's shape rule reads (:class:`benanza.kinds.onnx_map.MapContext`)."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.opset = opset_of(model)
+        self.shapes = inferred_shapes(model)
+        self.types = elem_types(model)
+        self.const = {t.name: t for t in model.graph.initializer if has_data(t)}
+        self.static = set(self.const)
+
+    def shape(self, name: str):
+        return self.shapes.get(name)
+
+    def value(self, name: str):
+        t = self.const.get(name)
+        return None if t is None else numpy_helper.to_array(t)
+
+
+def _contrib_shapes(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> int:
+    """Give each output of ``nodes`` that has no shape yet the shape of its op's rule; returns how many
+    it gave (graph outputs get theirs in place, the others a value_info)."""
+    from benanza.kinds.onnx_map import node_attrs
+
+    ctx, g, added = _RuleCtx(model), model.graph, 0
+    outputs = {o.name: o for o in g.output}
+    for node in nodes:
+        if all(ctx.shape(o) is not None for o in node.output if o):
+            continue
+        try:
+            rules = contrib_of(node).shapes(node, ctx, node_attrs(node))
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+            continue  # a malformed node: its mapper says why
+        for o, (shape, elem) in zip(node.output, rules):
+            if not o or shape is None or ctx.shape(o) is not None:
+                continue
+            elem = elem or ctx.types.get(node.input[0], onnx.TensorProto.FLOAT)
+            vi = onnx.helper.make_tensor_value_info(o, elem, [int(d) for d in shape])
+            if o in outputs:
+                outputs[o].CopyFrom(vi)
+            else:
+                g.value_info.append(vi)
+            ctx.shapes[o], ctx.types[o] = tuple(int(d) for d in shape), elem
+            added += 1
+    return added
 
 
 def opset_of(model: onnx.ModelProto) -> int:

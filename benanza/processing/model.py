@@ -33,7 +33,7 @@ from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
 from benanza.kinds.sdpa import causal_mask_tensor
 from benanza.processing import views as V
 from benanza.errors import ModelError, UsageError
-from benanza.processing.graph import (NONDETERMINISTIC_OPS, elem_types, eval_node, first_line, has_data,  # noqa: F401
+from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_types, eval_node, first_line, has_data,  # noqa: F401
                                       infer_and_fold, infer_and_fold_shapes, infer_shapes, inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
 
@@ -385,10 +385,13 @@ _MAPPERS = {op: mapper for kind in L.REGISTRY.values() for op, mapper in kind.on
 _TYPED_OPS = {op for kind in L.REGISTRY.values() for op in kind.typed_ops}
 
 
-def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | None, str]:
+def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tuple | None, str]:
+    """(status, config, reason) of one node; the config is a tuple of
+    :class:`benanza.kinds.onnx_map.Part` for a contrib op that makes several library calls."""
     op = node.op_type
-    if node.domain not in ("", "ai.onnx"):
-        return "unsupported", None, f"operator domain {node.domain!r} is not benchmarked"
+    contrib = contrib_of(node)
+    if node.domain not in ("", "ai.onnx") and contrib is None:
+        return "unsupported", None, f"operator {node.domain}.{op} is not benchmarked"
     attrs = node_attrs(node)
     shape_of = ctx.shapes.get
     out_shapes = [shape_of(o) for o in node.output if o]
@@ -407,14 +410,17 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
             to = attrs.get("to") if op == "Cast" else ctx.types.get(node.input[1])
             if ctx.types.get(node.input[0]) == to:
                 return "zero_cost", None, f"{op} to the same type is an identity"
-        mapper = _MAPPERS.get(op)
+        mapper = contrib.mapper if contrib is not None else _MAPPERS.get(op)
         if mapper is None:
             raise Unsupported(f"no benchmark for {op}")
         if any(s is None for s in out_shapes):
+            if contrib is not None:  # a contrib op's shape rule gives none to a node its mapper refuses: say why
+                mapper(node, ctx, attrs)
             raise Unsupported("output shape unknown after shape inference")
         if float_in and float_in[0] not in FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
-        cfg = mapper(node, ctx, attrs)
+        got = mapper(node, ctx, attrs)
+        cfg = got[-1].config if isinstance(got, tuple) else got  # the last part writes the first output
         # a Split's config writes its outputs packed in one buffer (CopyConfig)
         if math.prod(cfg.output_shape()) != (sum(map(math.prod, out_shapes)) if op == "Split" else math.prod(out_shapes[0])):
             raise Unsupported(f"config output {list(cfg.output_shape())} does not match the inferred "
@@ -423,7 +429,7 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | Non
             return "zero_cost", None, "empty output"
         if isinstance(cfg, L.CopyConfig) and cfg.is_identity():
             return "zero_cost", None, f"{op} of the whole tensor is an identity"
-        return "benchmark", cfg, ""
+        return "benchmark", got, ""
     except Unsupported as e:
         return "unsupported", None, str(e)
     except (KeyError, IndexError, TypeError, ValueError) as e:
@@ -1379,6 +1385,31 @@ def _check_sizes(path, ly: "Layer") -> None:
                              f"elements, more than any GPU holds ({MAX_TENSOR_BYTES / 1e9:.0f} GB at 1 byte each)")
 
 
+def _part_layers(node: onnx.NodeProto, parts: tuple, data_ins: tuple[str, ...], start: int,
+                 ins: list[str], static: set[str], shape_of) -> list[Layer]:
+    """The layers of a node that makes several library calls (:class:`benanza.kinds.onnx_map.Part`), in order: the first reads
+    the node's data inputs, each later one the tensor the one before wrote (named after the node's first
+    output and the part, kept as data; it runs after the first part, so after every data input); each writes the node outputs its part
+    names, the last the node's first output and every output no part names."""
+    named = {i for p in parts for i in p.outputs}
+    out, prev = [], ()
+    for j, part in enumerate(parts):
+        last = j == len(parts) - 1
+        idx = sorted(set(part.outputs) | ({0} | set(range(len(node.output))) - named if last else set()))
+        outs = tuple(node.output[i] for i in idx if i < len(node.output) and node.output[i])
+        if not outs:
+            outs = (f"{node.output[0]}::benanza-part{j}",)
+        cfg = part.config
+        inputs = prev if j else data_ins
+        out.append(Layer(index=start + j, name=node.name, op_type=node.op_type, inputs=inputs, outputs=outs,
+                         input_shapes=tuple(map(tuple, cfg.input_shapes())),
+                         output_shapes=tuple(shape_of(o) or tuple(cfg.output_shape()) for o in outs),
+                         status="benchmark", config=cfg,
+                         static_inputs=tuple(i for i in ins if i in static)))
+        prev = outs[:1]
+    return out
+
+
 def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = None,
             batch_dim: int | None = None) -> ModelLayers:
     """Process one ONNX model at one batch size into its layer graph.
@@ -1397,6 +1428,31 @@ def process(path: str | os.PathLike, batch: int, dims: dict[str, int] | None = N
             gc.enable()
 
 
+#: the domain the checker sees a default-domain op onnx does not define under (:func:`_check_model`)
+_UNCHECKED_DOMAIN = "benanza.unchecked"
+
+
+def _check_model(model: onnx.ModelProto) -> None:
+    """``onnx.checker.check_model``, which refuses a default-domain op it has no schema for: the ones a
+    kind maps (ONNX Runtime registers ``SimplifiedLayerNormalization`` in the default domain) are
+    checked meanwhile as ops of a domain the checker does not know, which it passes over; the model is
+    left as it was. Raises what the checker raises."""
+    moved = [n for n in model.graph.node if n.domain in ("", "ai.onnx") and contrib_of(n) is not None]
+    if not moved:
+        onnx.checker.check_model(model)
+        return
+    domains = [n.domain for n in moved]
+    model.opset_import.append(onnx.helper.make_opsetid(_UNCHECKED_DOMAIN, 1))
+    try:
+        for n in moved:
+            n.domain = _UNCHECKED_DOMAIN
+        onnx.checker.check_model(model)
+    finally:
+        for n, d in zip(moved, domains):
+            n.domain = d
+        del model.opset_import[-1]
+
+
 def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | None) -> ModelLayers:
     model, digest = load_graph(path)
     newest = onnx.defs.onnx_opset_version()
@@ -1405,7 +1461,7 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
                          f"(opset {newest} at most): its operators' meaning is unknown here")
     weights = _weights_as_inputs(model)
     try:
-        onnx.checker.check_model(model)
+        _check_model(model)
     except Exception as e:
         raise ModelError(f"{path}: invalid ONNX model: {first_line(e)}") from None
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
@@ -1431,6 +1487,16 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
             continue
         status, cfg, reason = _map_node(node, ctx)
         data_ins = tuple(i for i in ins if i not in static)
+        if isinstance(cfg, tuple):  # a contrib op of several calls: one layer each
+            for ly in _part_layers(node, cfg, data_ins, len(layers), ins, static, shape_of):
+                _check_sizes(path, ly)
+                for i in ly.inputs:
+                    consumers[i].append(ly.index)
+                for o in ly.outputs:
+                    producers[o] = ly.index
+                layers.append(ly)
+            dtype = dtype or "float32"
+            continue
         outs = tuple(o for o in node.output if o)
         ly = Layer(index=len(layers), name=node.name, op_type=node.op_type, inputs=data_ins, outputs=outs,
                    input_shapes=tuple(map(shape_of, ins)), output_shapes=tuple(map(shape_of, outs)),

@@ -58,6 +58,8 @@ def _reg(onnx_ops: str, *aten: str) -> None:
 for _kind in L.REGISTRY.values():
     for _op, _aten in _kind.aten.items():
         _reg(_op, *_aten)
+    for _op, _aten in {op: c.aten for (_, op), c in reversed(_kind.contrib.items())}.items():  # one per op name
+        _reg(_op, *_aten)
 # ONNX ops no layer kind maps (zero-cost views, and ops benanza does not benchmark)
 _reg("ConvTranspose", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d")
 _reg("Flatten", "aten::flatten")

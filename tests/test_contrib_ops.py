@@ -1,0 +1,233 @@
+"""ONNX Runtime's operators outside ONNX's own set (issue 27, items 2 and 3), as ONNX Runtime GenAI and
+Optimum write them (built here with onnx.helper: no exporter here writes them): a kind maps them through
+``Kind.contrib`` keyed by (domain, op type), each with a shape rule so the layers after them get shapes
+(onnx's inference knows nothing of them); ``SimplifiedLayerNormalization`` in the default domain, which
+onnx's checker refuses, loads; ``com.microsoft`` ``SkipSimplifiedLayerNormalization`` is the residual
+Add (an Elementwise layer writing input_skip_bias_sum) then the RMSNorm."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from benanza import kinds as L
+from benanza.errors import ModelError
+from benanza.processing.model import process
+
+MS = "com.microsoft"
+F16 = TensorProto.FLOAT16
+
+
+def _save(path, nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    onnx.save(m, path)
+    return m
+
+
+def _vi(name, shape, t=F16):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def _weight(name, shape):
+    return onnx.numpy_helper.from_array(np.full(shape, 0.5, dtype=np.float16), name)
+
+
+def _norm_model(path, default_domain=True, bias=False, skip_shape=("batch", "seq", 64), gamma=64):
+    """SimplifiedLayerNormalization -> SkipSimplifiedLayerNormalization(residual r) -> Relu, plus an Add of
+    the Relu and the skip sum (the next block's residual), as ONNX Runtime's transformer optimizer leaves
+    a Llama block's norms."""
+    nodes = [helper.make_node("SimplifiedLayerNormalization", ["x", "w"], ["h"], epsilon=1e-6, axis=-1,
+                              domain="" if default_domain else MS),
+             helper.make_node("SkipSimplifiedLayerNormalization", ["h", "r", "g"] + (["b"] if bias else []),
+                              ["h2", "", "", "sum"], epsilon=1e-5, domain=MS),
+             helper.make_node("Relu", ["h2"], ["y0"]),
+             helper.make_node("Add", ["y0", "sum"], ["y"])]
+    inits = [_weight("w", [64]), _weight("g", [gamma])] + ([_weight("b", [64])] if bias else [])
+    return _save(path, nodes, [_vi("x", ["batch", "seq", 64]), _vi("r", list(skip_shape))],
+                 [_vi("y", ["batch", "seq", 64])], inits)
+
+
+def test_the_default_domain_simplified_layernorm_loads(tmp_path):
+    """onnx's checker refuses ONNX Runtime's default-domain SimplifiedLayerNormalization; benanza
+    checks the rest of the model, maps it to RMSNorm and gives the layers after it shapes."""
+    m = _norm_model(tmp_path / "m.onnx")
+    with pytest.raises(onnx.checker.ValidationError, match="SimplifiedLayerNormalization"):
+        onnx.checker.check_model(m)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    assert ml.unsupported() == {}
+    sln = ml.layers[0]
+    assert (sln.op_type, sln.config) == ("SimplifiedLayerNormalization",
+                                        L.RMSNormConfig(x=(2, 16, 64), axis=2, epsilon=float(np.float32(1e-6))))
+    relu = next(ly for ly in ml.layers if ly.op_type == "Relu")
+    assert relu.status == "benchmark" and relu.output_shapes == ((2, 16, 64),)
+    # the model as it was read: the node keeps its domain (the checker saw it under another one)
+    assert onnx.load(tmp_path / "m.onnx").graph.node[0].domain == ""
+
+
+def test_the_skip_norm_is_the_residual_add_then_the_rmsnorm(tmp_path):
+    _norm_model(tmp_path / "m.onnx", default_domain=True)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    skip = [ly for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization"]
+    assert [ly.config for ly in skip] == [
+        L.ElementwiseConfig(op="add", a=(2, 16, 64), b=(2, 16, 64)),
+        L.RMSNormConfig(x=(2, 16, 64), axis=2, epsilon=float(np.float32(1e-5)))]
+    add, norm = skip
+    # the Add writes input_skip_bias_sum (the next block's residual), the RMSNorm reads it and writes output
+    assert add.inputs == ("h", "r") and add.outputs == ("sum",)
+    assert norm.inputs == ("sum",) and norm.outputs == ("h2",)
+    last = ml.layers[-1]
+    assert last.op_type == "Add" and sorted(ml.edges[last.index]) == sorted([add.index, last.index - 1])
+    assert ml.edges[norm.index] == [add.index]
+
+
+def test_a_skip_bias_is_a_second_add_and_a_broadcast_skip_is_read_as_such(tmp_path):
+    _norm_model(tmp_path / "m.onnx", bias=True, skip_shape=("seq", 64))
+    ml = process(tmp_path / "m.onnx", 3, {"seq": 8})
+    skip = [ly.config for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization"]
+    assert skip == [L.ElementwiseConfig(op="add", a=(3, 8, 64), b=(1, 8, 64)),
+                    L.ElementwiseConfig(op="add", a=(3, 8, 64), b=(1, 1, 64)),
+                    L.RMSNormConfig(x=(3, 8, 64), axis=2, epsilon=float(np.float32(1e-5)))]
+    assert ml.unsupported() == {}
+
+
+def test_the_microsoft_default_epsilon(tmp_path):
+    """SkipSimplifiedLayerNormalization without epsilon: ONNX Runtime's kDefaultSkipLayerNormEpsilon 1e-12."""
+    nodes = [helper.make_node("SkipSimplifiedLayerNormalization", ["x", "r", "g"], ["y"], domain=MS)]
+    _save(tmp_path / "m.onnx", nodes, [_vi("x", ["batch", 4, 64]), _vi("r", ["batch", 4, 64])],
+          [_vi("y", ["batch", 4, 64])], [_weight("g", [64])])
+    ml = process(tmp_path / "m.onnx", 1)
+    assert ml.layers[-1].config.epsilon == 1e-12
+
+
+def test_bad_skip_norms_are_unsupported_with_a_reason(tmp_path):
+    _norm_model(tmp_path / "m.onnx", gamma=32)
+    ml = process(tmp_path / "m.onnx", 1, {"seq": 4})
+    bad = next(ly for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization")
+    assert bad.status == "unsupported" and "gamma [32]" in bad.reason and "\n" not in bad.reason
+    _norm_model(tmp_path / "m2.onnx", skip_shape=("batch", 3, 64))
+    ml = process(tmp_path / "m2.onnx", 1, {"seq": 4})
+    bad = next(ly for ly in ml.layers if ly.op_type == "SkipSimplifiedLayerNormalization")
+    assert bad.status == "unsupported" and "does not broadcast" in bad.reason
+
+
+def test_an_unknown_contrib_op_is_unsupported_and_names_its_domain(tmp_path):
+    nodes = [helper.make_node("FastGelu", ["x"], ["h"], domain=MS), helper.make_node("Relu", ["h"], ["y"])]
+    _save(tmp_path / "m.onnx", nodes, [_vi("x", [2, 64])], [_vi("y", [2, 64])])
+    ml = process(tmp_path / "m.onnx", 2)
+    assert ml.layers[0].status == "unsupported" and ml.layers[0].reason == "operator com.microsoft.FastGelu is not benchmarked"
+
+
+def test_a_default_domain_op_no_kind_maps_is_still_refused_by_the_checker(tmp_path):
+    nodes = [helper.make_node("NoSuchOp", ["x"], ["y"])]
+    _save(tmp_path / "m.onnx", nodes, [_vi("x", [2, 64])], [_vi("y", [2, 64])])
+    with pytest.raises(ModelError, match="invalid ONNX model: No Op registered for NoSuchOp"):
+        process(tmp_path / "m.onnx", 2)
+
+
+# ------------------------------------------------------------------- com.microsoft GroupQueryAttention
+
+def _gqa_model(path, q_width, kv_width=None, past=None, total=None, attrs=None, extra_inputs=None):
+    """query [-> key, value] -> GroupQueryAttention(num_heads 8, kv_num_heads 2) -> MatMul(o_proj), as ONNX
+    Runtime GenAI writes a Llama block's attention: seqlens_k and total_sequence_length int32 inputs,
+    past_key/past_value (batch, kv_num_heads, past, head_size) graph inputs in decode, presents as outputs.
+    The node is named with hostile text (kept as data)."""
+    ins = [_vi("query", ["batch", "seq", q_width])]
+    names = ["query", "", ""]
+    if kv_width:
+        ins += [_vi("key", ["batch", "seq", kv_width]), _vi("value", ["batch", "seq", kv_width])]
+        names[1:] = ["key", "value"]
+    outs = ["attn", "present_key", "present_value"]
+    if past:
+        ins += [_vi("past_key", ["batch", 2, "past", 64]), _vi("past_value", ["batch", 2, "past", 64])]
+        names += ["past_key", "past_value"]
+    else:
+        names += ["", ""]
+        outs = ["attn"]
+    ins.append(helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]))
+    names += ["seqlens_k", "total_len"]
+    inits = [_weight("o_w", [512, 512])]
+    if total is None:
+        ins.append(helper.make_tensor_value_info("total_len", TensorProto.INT32, []))
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.array(total, dtype=np.int32), "total_len"))
+    names += list(extra_inputs or [])
+    a = {"num_heads": 8, "kv_num_heads": 2, **(attrs or {})}
+    nodes = [helper.make_node("GroupQueryAttention", names, outs, name='att"\\n*/', domain=MS, **a),
+             helper.make_node("MatMul", ["attn", "o_w"], ["y"])]
+    outputs = [_vi("y", ["batch", "seq", 512])] + [_vi(o, ["batch", 2, "total", 64]) for o in outs[1:]]
+    return _save(path, nodes, ins, outputs, inits)
+
+
+def _sdpa(ml):
+    att = [ly for ly in ml.layers if ly.op_type == "GroupQueryAttention"]
+    assert len(att) == 1
+    return att[0]
+
+
+def test_gqa_prefill_is_one_causal_sdpa_with_kv_heads(tmp_path):
+    _gqa_model(tmp_path / "m.onnx", 512, 128)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    att = _sdpa(ml)
+    assert att.status == "benchmark", att.reason
+    assert att.config == L.SdpaConfig(b=2, h=8, s_q=16, s_kv=16, d=64, d_v=64, scale=0.125, mask="causal", h_kv=2,
+                                      q_strides=(16 * 512, 64, 512, 1), k_strides=(16 * 128, 64, 128, 1),
+                                      v_strides=(16 * 128, 64, 128, 1), o_strides=(16 * 512, 64, 512, 1))
+    # the o_proj MatMul after it has its shapes from the op's shape rule
+    mm = ml.layers[-1]
+    assert mm.op_type == "MatMul" and mm.config == L.GemmConfig(m=32, n=512, k=512)
+    assert ml.unsupported() == {}
+
+
+def test_gqa_packed_qkv_reads_three_views_of_one_tensor(tmp_path):
+    _gqa_model(tmp_path / "m.onnx", (8 + 2 * 2) * 64, attrs={"scale": 0.1})
+    att = _sdpa(process(tmp_path / "m.onnx", 1, {"seq": 32}))
+    w = 12 * 64
+    assert (att.config.h, att.config.h_kv, att.config.d, att.config.s_kv, att.config.scale) == (8, 2, 64, 32, 0.1)
+    assert att.config.q_strides == att.config.k_strides == att.config.v_strides == (32 * w, 64, w, 1)
+
+
+@pytest.mark.parametrize("total,s_kv", [(None, 513), (300, 300)])
+def test_gqa_decode_reads_the_present_cache_bottom_right(tmp_path, total, s_kv):
+    """One new token against a past of 512 (``--dim past=512``): the present cache of past + 1 keys, or
+    total_sequence_length's value where it is a constant (a shared past/present buffer)."""
+    _gqa_model(tmp_path / "m.onnx", 512, 128, past=True, total=total)
+    ml = process(tmp_path / "m.onnx", 4, {"seq": 1, "past": 512})
+    cfg = _sdpa(ml).config
+    assert (cfg.b, cfg.h, cfg.h_kv, cfg.s_q, cfg.s_kv, cfg.mask) == (4, 8, 2, 1, s_kv, "causal_bottom_right")
+    assert cfg.k_strides == cfg.v_strides == ()  # the packed BNSH cache
+    assert ml.unsupported() == {}
+
+
+@pytest.mark.parametrize("attrs,extra,why", [
+    ({"do_rotary": 1}, (), "do_rotary: the rotary embedding inside the call is not benchmarked"),
+    ({"local_window_size": 128}, (), "sliding-window"),
+    ({"softcap": 30.0}, (), "softcap"),
+    ({"num_heads": 3}, (), "num_heads 3 not a positive multiple of kv_num_heads 2"),
+    ({"num_heads": 6}, (), "do not fit 6 and 2 heads"),
+    ({}, ("", "", "", "", "head_sink"), "input head_sink"),
+])
+def test_gqa_terms_the_sdpa_lacks_are_refused_with_a_reason(tmp_path, attrs, extra, why):
+    m = _gqa_model(tmp_path / "m.onnx", 512, 128, attrs=attrs, extra_inputs=extra)
+    if extra:
+        m.graph.input.append(_vi("head_sink", [8]))
+        onnx.save(m, tmp_path / "m.onnx")
+    att = _sdpa(process(tmp_path / "m.onnx", 1, {"seq": 8}))
+    assert att.status == "unsupported" and why in att.reason and "\n" not in att.reason
+
+
+def test_the_gqa_suite_compiles(tmp_path):
+    """A packed-QKV decode GQA (strided Q view of the packed tensor, h_kv 2, bottom-right causal) renders
+    into the SDPA suite, the node's hostile name as an escaped literal, and passes g++ -fsyntax-only."""
+    from benanza.generation.generator import generate
+    from benanza.kinds.cpp import cpp_string
+    from test_unary_backward import syntax_check
+
+    _gqa_model(tmp_path / "m.onnx", 12 * 64, past=True)
+    suite = generate([process(tmp_path / "m.onnx", 2, {"seq": 1, "past": 255})], ["fp16"], tmp_path / "s")
+    assert [j.kind for j in suite.jobs if j.kind == "SDPA"] == ["SDPA"]
+    src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
+    assert "2, 8, 1, 256, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in src and ", 2, false}" in src
+    assert cpp_string('att"\\n*/') in src
+    syntax_check(tmp_path / "s", "sdpa.cpp")
