@@ -889,6 +889,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if a.skip_bench:
                 load_records(run, a.from_dir / "results.jsonl", analyses=False)
+                # the PyTorch side measured by the earlier run goes into this run's records too, so
+                # that a re-read folder is whole on its own (--merge reads it like any run)
+                for r in list(run.pytorch.values()):
+                    rec.write("pytorch", **{k: v for k, v in r.items() if k not in ("kind", "time")},
+                              reread_from=str(a.from_dir))
             run_all(run, packer)
         print(run.save(), flush=True)
         packer.pack()

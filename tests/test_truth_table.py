@@ -282,3 +282,16 @@ def test_merge_refuses_a_training_run_read_as_inference(truth, tmp_path, capsys)
     (b / "results.jsonl").write_text(json.dumps(env) + "\n" + (b / "results.jsonl").read_text())
     assert truth.main(["--out", str(tmp_path / "n"), "--train", "--merge", str(b)]) != 0
     assert "an inference run" in capsys.readouterr().err
+
+
+def test_a_reread_folder_holds_the_pytorch_side_it_read(truth, tmp_path, monkeypatch):
+    """--skip-bench re-reads the database for an earlier run's exports: its own results.jsonl carries
+    the earlier run's PyTorch records, so --merge of re-read folders has both sides of every row."""
+    a = _fabricated_run(tmp_path / "a", "resnet50")
+    monkeypatch.setattr(truth, "run_all", lambda run, packer: None)
+    out = tmp_path / "reread"
+    truth.main(["--out", str(out), "--skip-bench", "--from", str(a), "--models", "resnet50"])
+    recs = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    pt = [r for r in recs if r["kind"] == "pytorch"]
+    assert len(pt) == 4 and {(r["batch"], r["dtype"]) for r in pt} == {(1, "fp16"), (1, "fp32"), (32, "fp16"), (32, "fp32")}
+    assert all(r["reread_from"] == str(a) for r in pt)
