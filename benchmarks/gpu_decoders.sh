@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_decoders.sh OUT
 # Environment: SEQ (512), KV (512), BATCH (1,8), SPEC (a transformers spec with overrides),
 # BENCH_ARGS ("--no-cold --max-engines 4"), FILES (the exports under tests/data/decoders to bench).
+# Each step writes one file (stdout and stderr together): the lent machines send back 8 files at most.
 set -uo pipefail
 OUT=${1:?usage: gpu_decoders.sh OUT}
 mkdir -p "$OUT"
@@ -26,18 +27,18 @@ for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dyn
   t1=$(date +%s)
   # shellcheck disable=SC2086
   timeout 240 python3 -m benanza bench "tests/data/decoders/$f.onnx" --batch "$BATCH" --dim seq="$SEQ" --dtype fp16 \
-      --db "$DB" -o "/tmp/dec/suite-$f" $BENCH_ARGS > "$OUT/bench-$f.txt" 2> "$OUT/bench-$f.err"
+      --db "$DB" -o "/tmp/dec/suite-$f" $BENCH_ARGS > "$OUT/bench-$f.txt" 2>&1
   echo "gpu_decoders: bench $f exit $? in $(( $(date +%s) - t1 )) s"
-  grep -E "LBL|complete|unsupported|INCOMPLETE" "$OUT/bench-$f.txt" | tail -8; tail -3 "$OUT/bench-$f.err"
+  grep -E "LBL|complete|unsupported|INCOMPLETE" "$OUT/bench-$f.txt" | tail -8
 done
 SPEC=${SPEC:-transformers:llama?num_hidden_layers=4&hidden_size=1024&intermediate_size=2816&num_attention_heads=16&num_key_value_heads=4&vocab_size=32000}
 for ph in prefill decode; do
   t1=$(date +%s)
   extra=(--seq "$SEQ"); [ "$ph" = decode ] && extra=(--phase decode --kv-len "$KV")
   timeout 300 python3 -m benanza torch "$SPEC" "${extra[@]}" --batch "$BATCH" --dtype fp16 --db "$DB" \
-      -o "/tmp/dec/torch-$ph" --bench-args "$BENCH_ARGS" > "$OUT/torch-$ph.txt" 2> "$OUT/torch-$ph.err"
+      -o "/tmp/dec/torch-$ph" --bench-args "$BENCH_ARGS" > "$OUT/torch-$ph.txt" 2>&1
   echo "gpu_decoders: torch $ph exit $? in $(( $(date +%s) - t1 )) s"
-  grep -E -i "ratio|LBL|INCOMPLETE|unsupported" "$OUT/torch-$ph.txt" | head -12; tail -4 "$OUT/torch-$ph.err"
+  grep -E -i "ratio|LBL|INCOMPLETE|unsupported" "$OUT/torch-$ph.txt" | head -12; tail -4 "$OUT/torch-$ph.txt"
 done
 gzip -c "$DB" > "$OUT/decoders-db.sqlite.gz"
 echo "gpu_decoders: done in $(( $(date +%s) - t0 )) s"
