@@ -2,10 +2,12 @@
 other kinds (Reduce for a broadcast operand, Unary neg for a Sub's second operand, Elementwise mul for
 a Mul's, Where for a Max's or Min's), and the Reduce and Unary modules import the Elementwise module,
 so the function lives here and the registry (:mod:`benanza.kinds`) installs it as the Elementwise kind's ``Kind.backward``
-(:data:`BACKWARD`); likewise the Where kind's (Where and Reduce calls)."""
+(:data:`BACKWARD`); likewise the Where kind's (Where and Reduce calls) and the Reduce kind's (a
+Copy kind Expand: the Copy module imports the Reduce module, for its own Expand's gradient)."""
 from __future__ import annotations
 
 from benanza.kinds.base import numel
+from benanza.kinds.copy import CopyConfig
 from benanza.kinds.elementwise import ELEMENTWISE_OPS, ElementwiseConfig
 from benanza.kinds.reduce import ReduceConfig
 from benanza.kinds.unary import UnaryConfig
@@ -164,5 +166,26 @@ def where_backward(cfg: WhereConfig) -> tuple:
     return tuple(sorted(calls, key=lambda c: c[0] != "backward_data"))
 
 
+def reduce_backward(cfg: ReduceConfig) -> tuple | None:
+    """``Kind.backward`` of the Reduce kind, as PyTorch's autograd computes it
+    (tools/autograd/derivatives.yaml): ReduceSum ``sum.dim_IntList: self: sum_backward(grad,
+    self.sym_sizes(), dim, keepdim)``, dy unsqueezed and expanded to x's shape; ReduceMean
+    ``mean.dim: self: mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)``, the
+    same expanded gradient divided by the count (FunctionsManual.cpp). Both write x's shape from y's
+    elements once: one Copy kind ``Expand`` of dy (y's shape, the reduced axes at 1) to x's shape,
+    ``backward_data`` (the mean's division by a constant reads and writes the same bytes in PyTorch's
+    one ``div`` kernel over the expanded view, so the Expand is its lower bound). ``()`` for a
+    reduction that reduces nothing (y == x: the gradient passes through). Max and Min: None (their
+    gradient, ``amax/amin``'s ``scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
+    restore_reduced_dims(result, dim, keepdim) == self, dim)``, is a compare, a count and a masked
+    divide that benanza does not time yet), so a step with one is incomplete and says so."""
+    x, y = tuple(cfg.x), tuple(cfg.y)
+    if cfg.op not in ("sum", "mean"):
+        return None
+    if x == y:
+        return ()
+    return (("backward_data", CopyConfig(op="Expand", inputs=(y,), y=x, attrs=())),)
+
+
 #: forward kind -> its backward function (installed by the registry)
-BACKWARD = {"Elementwise": elementwise_backward, "Where": where_backward}
+BACKWARD = {"Elementwise": elementwise_backward, "Where": where_backward, "Reduce": reduce_backward}
