@@ -371,3 +371,96 @@ def test_the_mha_suite_compiles(tmp_path):
     assert "2, 8, 16, 16, 64, 64, 0.125, SdpaMask::CAUSAL" in src and "24576, 192, 1536, 1" in src
     assert cpp_string('mha"\\n*/') in src
     syntax_check(tmp_path / "s", "sdpa.cpp")
+
+
+# ------------------------------------------------------------------- com.microsoft Attention
+
+def _ms_attention_model(path, past=False, mask=("batch", "total"), attrs=None, width=1536, bias=True):
+    """Attention(num_heads 8) -> MatMul(o_proj) as ONNX Runtime's transformer optimizer writes GPT-2's
+    block: input (batch, seq, 512), merged QKV weights (512, width) and bias, a (batch, total) int32
+    attention mask, past (2, batch, 8, past, 64) and present in decode, unidirectional."""
+    ins = [_vi("x", ["batch", "seq", 512])]
+    names = ["x", "w", "b" if bias else "", "mask" if mask else ""]
+    inits = [_weight("w", [512, width]), _weight("o_w", [512, 512])] + ([_weight("b", [width])] if bias else [])
+    if mask:
+        ins.append(helper.make_tensor_value_info("mask", TensorProto.INT32, list(mask)))
+    outs = ["attn"]
+    if past:
+        ins.append(_vi("past", [2, "batch", 8, "past", 64]))
+        names.append("past")
+        outs.append("present")
+    nodes = [helper.make_node("Attention", names, outs, name='att"\\n*/', domain=MS,
+                              **{"num_heads": 8, "unidirectional": 1, **(attrs or {})}),
+             helper.make_node("MatMul", ["attn", "o_w"], ["y"])]
+    outputs = [_vi("y", ["batch", "seq", 512])] + ([_vi("present", [2, "batch", 8, "total", 64])] if past else [])
+    return _save(path, nodes, ins, outputs, inits)
+
+
+def _ms_att(ml):
+    return [ly for ly in ml.layers if ly.op_type == "Attention"]
+
+
+def test_ms_attention_is_the_qkv_gemm_then_the_sdpa_of_its_views(tmp_path):
+    _ms_attention_model(tmp_path / "m.onnx", mask=None)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    assert ml.unsupported() == {}
+    gemm, sdpa = _ms_att(ml)
+    st = (16 * 1536, 64, 1536, 1)
+    assert gemm.config == L.GemmConfig(m=32, n=1536, k=512, bias="c")
+    assert sdpa.config == L.SdpaConfig(b=2, h=8, s_q=16, s_kv=16, d=64, d_v=64, scale=0.125, mask="causal",
+                                       q_strides=st, k_strides=st, v_strides=st, o_strides=(16 * 512, 64, 512, 1))
+    assert gemm.inputs == ("x",) and sdpa.inputs == gemm.outputs and sdpa.outputs == ("attn",)
+    assert ml.layers[-1].config == L.GemmConfig(m=32, n=512, k=512)
+
+
+def test_ms_attention_decode_with_a_padding_mask(tmp_path):
+    """GPT-2 decode: one token against a past of 127; the (batch, total) 0/1 mask and the causal frontier
+    are one bias over every query and key; present written by the SDPA part with the rule's shape."""
+    _ms_attention_model(tmp_path / "m.onnx", past=True)
+    ml = process(tmp_path / "m.onnx", 4, {"seq": 1, "past": 127, "total": 128})
+    assert ml.unsupported() == {}
+    gemm, sdpa = _ms_att(ml)
+    c = sdpa.config
+    assert gemm.config == L.GemmConfig(m=4, n=1536, k=512, bias="c")
+    assert (c.s_q, c.s_kv, c.mask, c.bias, c.k_strides, c.v_strides) == (1, 128, "bias", (4, 1, 1, 128), (), ())
+    assert sdpa.outputs == ("attn", "present") and sdpa.output_shapes[1] == (2, 4, 8, 128, 64)
+    # key lengths (batch): timed at full lengths, the causal mask alone
+    _ms_attention_model(tmp_path / "n.onnx", past=True, mask=("batch",), bias=False)
+    gemm, sdpa = _ms_att(process(tmp_path / "n.onnx", 4, {"seq": 1, "past": 127}))
+    assert gemm.config.bias == "none" and sdpa.config.mask == "causal_bottom_right"
+
+
+def test_ms_attention_qkv_hidden_sizes(tmp_path):
+    _ms_attention_model(tmp_path / "m.onnx", mask=None, width=512 + 512 + 256,
+                        attrs={"qkv_hidden_sizes": [512, 512, 256], "unidirectional": 0, "scale": 0.2})
+    _, sdpa = _ms_att(process(tmp_path / "m.onnx", 1, {"seq": 8}))
+    c = sdpa.config
+    assert (c.d, c.d_v, c.mask, c.scale) == (64, 32, "none", 0.2)
+    assert c.v_strides == (8 * 1280, 32, 1280, 1) and c.o_strides == (8 * 256, 32, 256, 1)
+
+
+@pytest.mark.parametrize("kw,why", [
+    ({"attrs": {"do_rotary": 1}}, "do_rotary"),
+    ({"mask": ("batch", 1, 64, 64)}, "(batch, 1, max_sequence_length, max_sequence_length) is not benchmarked"),
+    ({"mask": ("batch", 5)}, "mask_index [2, 5] is none of"),
+    ({"attrs": {"qkv_hidden_sizes": [512, 256, 768]}}, "qkv_hidden_sizes [512, 256, 768] do not split"),
+    ({"width": 1000}, "do not split weights of width 1000"),
+])
+def test_ms_attention_forms_it_cannot_map_are_refused_with_a_reason(tmp_path, kw, why):
+    _ms_attention_model(tmp_path / "m.onnx", **kw)
+    (att,) = _ms_att(process(tmp_path / "m.onnx", 2, {"seq": 8, "total": 8}))
+    assert att.status == "unsupported" and why in att.reason and "\n" not in att.reason
+
+
+def test_the_ms_attention_suite_compiles(tmp_path):
+    """GPT-2's decode Attention renders into a Gemm job (the QKV projection with its bias) and an SDPA job
+    (bias over every query and key), and the SDPA suite passes g++ -fsyntax-only."""
+    from benanza.generation.generator import generate
+    from test_unary_backward import syntax_check
+
+    _ms_attention_model(tmp_path / "m.onnx", past=True)
+    suite = generate([process(tmp_path / "m.onnx", 2, {"seq": 1, "past": 63, "total": 64})], ["fp16"], tmp_path / "s")
+    assert sorted(j.kind for j in suite.jobs if j.kind in ("SDPA", "Gemm")) == ["Gemm", "Gemm", "SDPA"]
+    src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
+    assert "2, 8, 1, 64, 64, 64, 0.125, SdpaMask::BIAS, {2, 1, 1, 64}" in src
+    syntax_check(tmp_path / "s", "sdpa.cpp")

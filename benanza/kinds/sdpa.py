@@ -550,6 +550,102 @@ def _mha_shapes(node, ctx, attrs):
             ((b, h, s_q, t), None)][:len(node.output)]
 
 
+# ------------------------------------------------------------------- com.microsoft Attention
+
+def _ms_attention_dims(node, ctx, attrs) -> dict:
+    """The sizes of a ``com.microsoft`` ``Attention`` node (ONNX Runtime's ``attention_helper``): input
+    (b, s, d_in), weights (d_in, D + D + D_v) with D, D, D_v from ``qkv_hidden_sizes`` (default equal
+    thirds), h = num_heads, d = D / h, d_v = D_v / h, past (2, b, h, P, d): P (past_sequence_length's
+    value with a shared buffer) and s_kv = P + s. Raises :class:`Unsupported` for shapes that do not fit."""
+    ins = list(node.input) + [""] * (7 - len(node.input))
+    h = int(attrs.get("num_heads", 0))
+    x, w = need(ctx.shape(ins[0]), "input"), need(ctx.shape(ins[1]), "weights")
+    if h <= 0 or len(x) != 3 or len(w) != 2 or w[0] != x[2]:
+        raise Unsupported(f"Attention input {list(x)} and weights {list(w)} with num_heads {h} are not (batch, seq, "
+                          f"input_hidden) and (input_hidden, D + D + D_v) with heads > 0")
+    sizes = tuple(int(v) for v in attrs.get("qkv_hidden_sizes", ())) or (w[1] // 3,) * 3
+    if len(sizes) != 3 or sum(sizes) != w[1] or sizes[0] != sizes[1] or any(v <= 0 or v % h for v in sizes):
+        raise Unsupported(f"Attention qkv_hidden_sizes {list(sizes)} do not split weights of width {w[1]} into "
+                          f"D, D, D_v multiples of {h} heads")
+    b, s = x[0], x[1]
+    d, d_v = sizes[0] // h, sizes[2] // h
+    past = buffer = 0
+    if ins[4]:
+        p = need(ctx.shape(ins[4]), "past")
+        if len(p) != 5 or (p[0], p[1], p[2], p[4]) != (2, b, h, d) or d_v != d:
+            raise Unsupported(f"Attention past {list(p)} is not (2, batch, num_heads, length, head_size) = "
+                              f"(2, {b}, {h}, ., {d}) with equal Q, K and V sizes")
+        past = buffer = p[3]
+        if int(attrs.get("past_present_share_buffer", 0)):
+            t = ctx.value(ins[6]) if ins[6] else None
+            if t is None or np.asarray(t).size != 1:
+                raise Unsupported("Attention past_sequence_length is not a constant: the attended keys of the "
+                                  "shared buffer are unknown")
+            past = int(np.asarray(t).reshape(-1)[0])
+    return {"b": b, "s": s, "d_in": x[2], "width": w[1], "h": h, "d": d, "d_v": d_v, "past": past,
+            "s_kv": past + s, "buffer": buffer}
+
+
+def _map_ms_attention(node, ctx: MapContext, attrs: dict):
+    """``com.microsoft`` ``Attention`` (BERT's and GPT-2's attention in ONNX Runtime's optimized models;
+    :func:`benanza.kinds.onnx_map.contrib_doc`) as two calls (:class:`benanza.kinds.onnx_map.Part`):
+    the QKV projection, a Gemm (m = b * s, n = D + D + D_v, k = input_hidden; bias "c" with the bias
+    input), then one SDPA call reading Q, K and V as strided (b, h, s, d) views of the projection's
+    (b, s, D + D + D_v) output (row stride D + D + D_v) and writing (b, s, h * d_v).
+
+    past (2, b, h, P, d): the attention reads the present cache of P + s keys, packed (P
+    past_sequence_length's value with past_present_share_buffer); the append is not timed.
+    unidirectional: causal, bottom-right with a past (query i sees keys j <= i + P). mask_index: key
+    lengths ((b), (2 b) or (3 b + 2): right/left padding) timed at full lengths, as cuDNN's padding
+    mask runs the longest; a 0/1 (b, P + s) or (b, s, P + s) mask as the additive bias ONNX Runtime
+    makes of it ((b, 1, 1, P + s) or (b, 1, s, P + s)); attention_bias (b or 1, h or 1, s, P + s) as
+    the bias; several: one bias of their broadcast shape (with causal, over every query and key).
+    scale: the node's, else 1/sqrt(d). Raises :class:`Unsupported` for do_rotary (the rotary
+    embedding inside the call), the (b, 1, max, max) mask_index (Megatron's) and shapes that do
+    not fit."""
+    from benanza.kinds.gemm import GemmConfig
+    from benanza.kinds.onnx_map import Part
+    ins = list(node.input) + [""] * (7 - len(node.input))
+    if int(attrs.get("do_rotary", 0)):
+        raise Unsupported("Attention do_rotary: the rotary embedding inside the call is not benchmarked")
+    dims = _ms_attention_dims(node, ctx, attrs)
+    b, s, h, d, d_v, past, s_kv, width = (dims[k] for k in ("b", "s", "h", "d", "d_v", "past", "s_kv", "width"))
+    mask_in = ins[3]
+    if mask_in:
+        m = need(ctx.shape(mask_in), "mask_index")
+        if len(m) == 1 and m[0] in (b, 2 * b, 3 * b + 2):
+            mask_in = ""  # key lengths: full lengths timed
+        elif len(m) == 4:
+            raise Unsupported(f"Attention mask_index {list(m)} (batch, 1, max_sequence_length, max_sequence_length) "
+                              f"is not benchmarked")
+        elif not ((len(m) == 2 and tuple(m) == (b, s_kv)) or (len(m) == 3 and tuple(m) == (b, s, s_kv))):
+            raise Unsupported(f"Attention mask_index {list(m)} is none of (batch), (2 * batch), (3 * batch + 2), "
+                              f"(batch, total_length), (batch, seq, total_length)")
+    mha = {"b": b, "h": h, "s_q": s, "s_kv": s_kv, "past": past, "s_new": s}
+    mask, bias = _mha_mask(ctx, ["", "", "", "", mask_in, ins[5]], mha, bool(int(attrs.get("unidirectional", 0))))
+    scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(d)
+    cfg = SdpaConfig(b=b, h=h, s_q=s, s_kv=s_kv, d=d, d_v=d_v, scale=float(f"{float(np.float32(scale)):.6g}"),
+                     mask=mask, bias=bias)
+    given = {"q_strides": _bshd(s, h, d, width), "o_strides": _bshd(s, h, d_v)}
+    if not past:  # K and V read from the projection's output
+        given |= {"k_strides": _bshd(s, h, d, width), "v_strides": _bshd(s, h, d_v, width)}
+    packed_st = dict(zip(("q_strides", "k_strides", "v_strides", "o_strides"), cfg.strides()))
+    cfg = dataclasses.replace(cfg, **{f: st for f, st in given.items() if st != packed_st[f]})
+    gemm = GemmConfig(m=b * s, n=width, k=dims["d_in"], bias="c" if ins[2] else "none")
+    return Part(gemm), Part(cfg, (0, 1))
+
+
+def _ms_attention_shapes(node, ctx, attrs):
+    """output (b, s, h * d_v); present (2, b, h, T, d), T the past buffer's length with a shared buffer,
+    else P + s (ONNX Runtime's shape inference of the op)."""
+    try:
+        dims = _ms_attention_dims(node, ctx, attrs)
+    except Unsupported:
+        return [(None, None)] * len(node.output)
+    b, s, h, d, d_v = (dims[k] for k in ("b", "s", "h", "d", "d_v"))
+    return [((b, s, h * d_v), None), ((2, b, h, max(dims["buffer"], dims["s_kv"]), d), None)][:len(node.output)]
+
+
 #: the C++ SdpaMask of each mask (templates/sdpa.cpp.j2, templates/sdpa_backward.cpp.j2)
 SDPA_MASK_CPP = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS",
                  "causal_bottom_right": "SdpaMask::CAUSAL_BOTTOM_RIGHT"}
@@ -658,5 +754,7 @@ KIND = Kind(
     nhwc=False, image=False,
     contrib={(MS_DOMAIN, "GroupQueryAttention"): ContribOp(_map_gqa, _gqa_shapes, contrib_doc("GroupQueryAttention"),
                                                            ("aten::scaled_dot_product_attention",)),
+             (MS_DOMAIN, "Attention"): ContribOp(_map_ms_attention, _ms_attention_shapes, contrib_doc("Attention"),
+                                                 ("aten::addmm", "aten::linear", "aten::scaled_dot_product_attention")),
              (MS_DOMAIN, "MultiHeadAttention"): ContribOp(_map_mha, _mha_shapes, contrib_doc("MultiHeadAttention"),
                                                           ("aten::scaled_dot_product_attention",))})
