@@ -32,7 +32,8 @@ class SdpaConfig(LayerConfig):
     Attention").
 
     A layer of its own for ONNX's ``Attention`` (opset 23, :func:`_map_attention`) and ONNX Runtime's
-    ``com.microsoft`` ``GroupQueryAttention`` (:func:`_map_gqa`); otherwise a
+    ``com.microsoft`` ``GroupQueryAttention`` (:func:`_map_gqa`), ``MultiHeadAttention`` (:func:`_map_mha`,
+    after its bias adds) and ``Attention`` (:func:`_map_ms_attention`, after its QKV Gemm); otherwise a
     fusion candidate: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
     [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
     that makes K^T from K, and the constant scale of Q and K^T that torch's SDPA decomposition
