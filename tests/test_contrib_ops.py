@@ -231,3 +231,236 @@ def test_the_gqa_suite_compiles(tmp_path):
     assert "2, 8, 1, 256, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in src and ", 2, false}" in src
     assert cpp_string('att"\\n*/') in src
     syntax_check(tmp_path / "s", "sdpa.cpp")
+
+
+# ------------------------------------------------------------------- com.microsoft MultiHeadAttention
+
+def _mha_model(path, form="separate", bias=False, past=False, attrs=None, mask=None, attn_bias=None,
+               extra=None):
+    """MultiHeadAttention(num_heads 8, head_size 64) -> MatMul(o_proj) as ONNX Runtime's transformer
+    optimizer and Optimum write it: query/key/value after their projections (separate, packed QKV
+    (batch, seq, 8, 3, 64), packed KV (batch, seq, 8, 2, 64), or a BNSH cross-attention cache), the
+    projection bias (1536) as an initializer, past_key/past_value (batch, 8, past, 64) graph inputs in
+    decode, key_padding_mask an int32 input. The node's name is hostile text (kept as data)."""
+    names, ins = ["query", "", ""], []
+    if form == "packed_qkv":
+        ins.append(_vi("query", ["batch", "seq", 8, 3, 64]))
+    else:
+        ins.append(_vi("query", ["batch", "seq", 512]))
+        if form == "separate":
+            ins += [_vi("key", ["batch", "kv", 512]), _vi("value", ["batch", "kv", 512])]
+            names[1:] = ["key", "value"]
+        elif form == "packed_kv":
+            ins.append(_vi("key", ["batch", "kv", 8, 2, 64]))
+            names[1] = "key"
+        else:
+            ins += [_vi("key", ["batch", 8, "kv", 64]), _vi("value", ["batch", 8, "kv", 64])]
+            names[1:] = ["key", "value"]
+    inits = [_weight("o_w", [512, 512])]
+    names.append("qkv_bias" if bias else "")
+    if bias:
+        inits.append(_weight("qkv_bias", [1536]))
+    names.append("mask" if mask else "")
+    if mask:
+        ins.append(helper.make_tensor_value_info("mask", TensorProto.INT32, list(mask)))
+    names.append("attn_bias" if attn_bias else "")
+    if attn_bias:
+        ins.append(_vi("attn_bias", list(attn_bias)))
+    outs = ["attn"]
+    if past:
+        ins += [_vi("past_key", ["batch", 8, "past", 64]), _vi("past_value", ["batch", 8, "past", 64])]
+        names += ["past_key", "past_value"]
+        outs += ["present_key", "present_value"]
+    names += list(extra or [])
+    while names and not names[-1]:
+        names.pop()
+    nodes = [helper.make_node("MultiHeadAttention", names, outs, name='mha"\\n*/', domain=MS,
+                              **{"num_heads": 8, **(attrs or {})}),
+             helper.make_node("MatMul", ["attn", "o_w"], ["y"])]
+    outputs = [_vi("y", ["batch", "seq", 512])] + [_vi(o, ["batch", 8, "total", 64]) for o in outs[1:]]
+    return _save(path, nodes, ins, outputs, inits)
+
+
+def _mha(ml):
+    return [ly for ly in ml.layers if ly.op_type == "MultiHeadAttention"]
+
+
+def test_mha_with_a_bias_is_three_adds_then_the_sdpa(tmp_path):
+    _mha_model(tmp_path / "m.onnx", bias=True, attrs={"unidirectional": 1})
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16, "kv": 16})
+    assert ml.unsupported() == {}
+    add = L.ElementwiseConfig(op="add", a=(2, 16, 512), b=(1, 1, 512))
+    st = (16 * 512, 64, 512, 1)
+    assert [ly.config for ly in _mha(ml)] == [add, add, add, L.SdpaConfig(
+        b=2, h=8, s_q=16, s_kv=16, d=64, d_v=64, scale=0.125, mask="causal",
+        q_strides=st, k_strides=st, v_strides=st, o_strides=st)]
+    adds, sdpa = _mha(ml)[:3], _mha(ml)[3]
+    # the adds chain into the SDPA, which writes the node's output; the o_proj gets its shape from the rule
+    assert adds[0].inputs == ("query", "key", "value") and sdpa.inputs == adds[2].outputs
+    assert sdpa.outputs == ("attn",) and ml.edges[sdpa.index] == [adds[2].index]
+    assert ml.layers[-1].config == L.GemmConfig(m=32, n=512, k=512)
+
+
+def test_mha_packed_qkv_and_packed_kv_are_strided_views(tmp_path):
+    _mha_model(tmp_path / "m.onnx", form="packed_qkv", bias=True, attrs={"scale": 0.1})
+    parts = _mha(process(tmp_path / "m.onnx", 1, {"seq": 32}))
+    assert parts[0].config == L.ElementwiseConfig(op="add", a=(1, 32, 1536), b=(1, 1, 1536))
+    cfg = parts[1].config
+    assert len(parts) == 2 and (cfg.scale, cfg.mask) == (0.1, "none")
+    assert cfg.q_strides == cfg.k_strides == cfg.v_strides == (32 * 1536, 192, 1536, 1)
+    _mha_model(tmp_path / "kv.onnx", form="packed_kv")
+    (att,) = _mha(process(tmp_path / "kv.onnx", 1, {"seq": 4, "kv": 32}))
+    assert (att.config.s_q, att.config.s_kv) == (4, 32)
+    assert att.config.k_strides == att.config.v_strides == (32 * 1024, 128, 1024, 1)
+
+
+def test_mha_cross_attention_cache_and_masks_as_the_bias(tmp_path):
+    """Whisper's cross attention: key/value (batch, 8, kv, 64), packed; a (batch, kv) key padding mask and
+    a (1, 8, seq, kv) attention_bias fold into one bias of their broadcast shape."""
+    _mha_model(tmp_path / "m.onnx", form="bnsh_kv", mask=("batch", "kv"), attn_bias=(1, 8, "seq", "kv"))
+    (att,) = _mha(process(tmp_path / "m.onnx", 3, {"seq": 5, "kv": 30}))
+    assert att.status == "benchmark", att.reason
+    c = att.config
+    assert (c.s_q, c.s_kv, c.mask, c.bias, c.k_strides, c.v_strides) == (5, 30, "bias", (3, 8, 5, 30), (), ())
+    _mha_model(tmp_path / "n.onnx", form="bnsh_kv", mask=("batch",))  # key lengths: full lengths timed
+    assert _mha(process(tmp_path / "n.onnx", 3, {"seq": 5, "kv": 30}))[0].config.mask == "none"
+
+
+def test_mha_decode_reads_the_present_cache_bottom_right(tmp_path):
+    _mha_model(tmp_path / "m.onnx", bias=True, past=True, attrs={"unidirectional": 1})
+    ml = process(tmp_path / "m.onnx", 4, {"seq": 1, "kv": 1, "past": 511})
+    assert ml.unsupported() == {}
+    cfg = _mha(ml)[-1].config
+    assert (cfg.b, cfg.s_q, cfg.s_kv, cfg.mask, cfg.k_strides, cfg.v_strides) == (4, 1, 512, "causal_bottom_right", (), ())
+    # the presents are written by the SDPA part, with the rule's shapes
+    sdpa = _mha(ml)[-1]
+    assert sdpa.outputs == ("attn", "present_key", "present_value")
+    assert sdpa.output_shapes[1] == (4, 8, 512, 64)
+
+
+@pytest.mark.parametrize("kw,why", [
+    ({"form": "packed_kv", "bias": True}, "bias with packed KV"),
+    ({"form": "bnsh_kv", "bias": True}, "bias with a 4-D key"),
+    ({"extra": ["", "cache_indirection"]}, "cache_indirection"),
+    ({"mask": ("batch", 7)}, "key_padding_mask [2, 7] is none of"),
+    ({"attrs": {"num_heads": 7}}, "is not (batch, seq, 7 * head_size)"),
+    ({"form": "packed_kv", "attrs": {"num_heads": 4}}, "fit none of its forms for 4 heads"),
+])
+def test_mha_forms_it_cannot_map_are_refused_with_a_reason(tmp_path, kw, why):
+    m = _mha_model(tmp_path / "m.onnx", **kw)
+    if kw.get("extra"):
+        m.graph.input.append(helper.make_tensor_value_info("cache_indirection", TensorProto.INT32, ["batch", 1, 64]))
+        m.graph.node[0].input[:] = ["query", "key", "value", "", "", "", "", "", "", "cache_indirection"]
+        onnx.save(m, tmp_path / "m.onnx")
+    (att,) = _mha(process(tmp_path / "m.onnx", 2, {"seq": 8, "kv": 8}))
+    assert att.status == "unsupported" and why in att.reason and "\n" not in att.reason
+
+
+def test_the_mha_suite_compiles(tmp_path):
+    """A packed-QKV MultiHeadAttention with a bias (an Elementwise add, then the SDPA of three strided views)
+    renders into the SDPA and Elementwise suites, the node's hostile name as an escaped literal, and the
+    SDPA suite passes g++ -fsyntax-only."""
+    from benanza.generation.generator import generate
+    from benanza.kinds.cpp import cpp_string
+    from test_unary_backward import syntax_check
+
+    _mha_model(tmp_path / "m.onnx", form="packed_qkv", bias=True, attrs={"unidirectional": 1})
+    suite = generate([process(tmp_path / "m.onnx", 2, {"seq": 16})], ["fp16"], tmp_path / "s")
+    assert sorted(j.kind for j in suite.jobs if j.kind in ("SDPA", "Elementwise")) == ["Elementwise", "SDPA"]
+    src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
+    assert "2, 8, 16, 16, 64, 64, 0.125, SdpaMask::CAUSAL" in src and "24576, 192, 1536, 1" in src
+    assert cpp_string('mha"\\n*/') in src
+    syntax_check(tmp_path / "s", "sdpa.cpp")
+
+
+# ------------------------------------------------------------------- com.microsoft Attention
+
+def _ms_attention_model(path, past=False, mask=("batch", "total"), attrs=None, width=1536, bias=True):
+    """Attention(num_heads 8) -> MatMul(o_proj) as ONNX Runtime's transformer optimizer writes GPT-2's
+    block: input (batch, seq, 512), merged QKV weights (512, width) and bias, a (batch, total) int32
+    attention mask, past (2, batch, 8, past, 64) and present in decode, unidirectional."""
+    ins = [_vi("x", ["batch", "seq", 512])]
+    names = ["x", "w", "b" if bias else "", "mask" if mask else ""]
+    inits = [_weight("w", [512, width]), _weight("o_w", [512, 512])] + ([_weight("b", [width])] if bias else [])
+    if mask:
+        ins.append(helper.make_tensor_value_info("mask", TensorProto.INT32, list(mask)))
+    outs = ["attn"]
+    if past:
+        ins.append(_vi("past", [2, "batch", 8, "past", 64]))
+        names.append("past")
+        outs.append("present")
+    nodes = [helper.make_node("Attention", names, outs, name='att"\\n*/', domain=MS,
+                              **{"num_heads": 8, "unidirectional": 1, **(attrs or {})}),
+             helper.make_node("MatMul", ["attn", "o_w"], ["y"])]
+    outputs = [_vi("y", ["batch", "seq", 512])] + ([_vi("present", [2, "batch", 8, "total", 64])] if past else [])
+    return _save(path, nodes, ins, outputs, inits)
+
+
+def _ms_att(ml):
+    return [ly for ly in ml.layers if ly.op_type == "Attention"]
+
+
+def test_ms_attention_is_the_qkv_gemm_then_the_sdpa_of_its_views(tmp_path):
+    _ms_attention_model(tmp_path / "m.onnx", mask=None)
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    assert ml.unsupported() == {}
+    gemm, sdpa = _ms_att(ml)
+    st = (16 * 1536, 64, 1536, 1)
+    assert gemm.config == L.GemmConfig(m=32, n=1536, k=512, bias="c")
+    assert sdpa.config == L.SdpaConfig(b=2, h=8, s_q=16, s_kv=16, d=64, d_v=64, scale=0.125, mask="causal",
+                                       q_strides=st, k_strides=st, v_strides=st, o_strides=(16 * 512, 64, 512, 1))
+    assert gemm.inputs == ("x",) and sdpa.inputs == gemm.outputs and sdpa.outputs == ("attn",)
+    assert ml.layers[-1].config == L.GemmConfig(m=32, n=512, k=512)
+
+
+def test_ms_attention_decode_with_a_padding_mask(tmp_path):
+    """GPT-2 decode: one token against a past of 127; the (batch, total) 0/1 mask and the causal frontier
+    are one bias over every query and key; present written by the SDPA part with the rule's shape."""
+    _ms_attention_model(tmp_path / "m.onnx", past=True)
+    ml = process(tmp_path / "m.onnx", 4, {"seq": 1, "past": 127, "total": 128})
+    assert ml.unsupported() == {}
+    gemm, sdpa = _ms_att(ml)
+    c = sdpa.config
+    assert gemm.config == L.GemmConfig(m=4, n=1536, k=512, bias="c")
+    assert (c.s_q, c.s_kv, c.mask, c.bias, c.k_strides, c.v_strides) == (1, 128, "bias", (4, 1, 1, 128), (), ())
+    assert sdpa.outputs == ("attn", "present") and sdpa.output_shapes[1] == (2, 4, 8, 128, 64)
+    # key lengths (batch): timed at full lengths, the causal mask alone
+    _ms_attention_model(tmp_path / "n.onnx", past=True, mask=("batch",), bias=False)
+    gemm, sdpa = _ms_att(process(tmp_path / "n.onnx", 4, {"seq": 1, "past": 127}))
+    assert gemm.config.bias == "none" and sdpa.config.mask == "causal_bottom_right"
+
+
+def test_ms_attention_qkv_hidden_sizes(tmp_path):
+    _ms_attention_model(tmp_path / "m.onnx", mask=None, width=512 + 512 + 256,
+                        attrs={"qkv_hidden_sizes": [512, 512, 256], "unidirectional": 0, "scale": 0.2})
+    _, sdpa = _ms_att(process(tmp_path / "m.onnx", 1, {"seq": 8}))
+    c = sdpa.config
+    assert (c.d, c.d_v, c.mask, c.scale) == (64, 32, "none", 0.2)
+    assert c.v_strides == (8 * 1280, 32, 1280, 1) and c.o_strides == (8 * 256, 32, 256, 1)
+
+
+@pytest.mark.parametrize("kw,why", [
+    ({"attrs": {"do_rotary": 1}}, "do_rotary"),
+    ({"mask": ("batch", 1, 64, 64)}, "(batch, 1, max_sequence_length, max_sequence_length) is not benchmarked"),
+    ({"mask": ("batch", 5)}, "mask_index [2, 5] is none of"),
+    ({"attrs": {"qkv_hidden_sizes": [512, 256, 768]}}, "qkv_hidden_sizes [512, 256, 768] do not split"),
+    ({"width": 1000}, "do not split weights of width 1000"),
+])
+def test_ms_attention_forms_it_cannot_map_are_refused_with_a_reason(tmp_path, kw, why):
+    _ms_attention_model(tmp_path / "m.onnx", **kw)
+    (att,) = _ms_att(process(tmp_path / "m.onnx", 2, {"seq": 8, "total": 8}))
+    assert att.status == "unsupported" and why in att.reason and "\n" not in att.reason
+
+
+def test_the_ms_attention_suite_compiles(tmp_path):
+    """GPT-2's decode Attention renders into a Gemm job (the QKV projection with its bias) and an SDPA job
+    (bias over every query and key), and the SDPA suite passes g++ -fsyntax-only."""
+    from benanza.generation.generator import generate
+    from test_unary_backward import syntax_check
+
+    _ms_attention_model(tmp_path / "m.onnx", past=True)
+    suite = generate([process(tmp_path / "m.onnx", 2, {"seq": 1, "past": 63, "total": 64})], ["fp16"], tmp_path / "s")
+    assert sorted(j.kind for j in suite.jobs if j.kind in ("SDPA", "Gemm")) == ["Gemm", "Gemm", "SDPA"]
+    src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
+    assert "2, 8, 1, 64, 64, 64, 0.125, SdpaMask::BIAS, {2, 1, 1, 64}" in src
+    syntax_check(tmp_path / "s", "sdpa.cpp")

@@ -32,7 +32,8 @@ class SdpaConfig(LayerConfig):
     Attention").
 
     A layer of its own for ONNX's ``Attention`` (opset 23, :func:`_map_attention`) and ONNX Runtime's
-    ``com.microsoft`` ``GroupQueryAttention`` (:func:`_map_gqa`); otherwise a
+    ``com.microsoft`` ``GroupQueryAttention`` (:func:`_map_gqa`), ``MultiHeadAttention`` (:func:`_map_mha`,
+    after its bias adds) and ``Attention`` (:func:`_map_ms_attention`, after its QKV Gemm); otherwise a
     fusion candidate: it stands for the layers MatMul(Q, K^T) -> [Mul/Div by a constant] ->
     [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
     that makes K^T from K, and the constant scale of Q and K^T that torch's SDPA decomposition
@@ -380,6 +381,272 @@ def _gqa_shapes(node, ctx, attrs):
             ((b, h, s_q, t), None)][:len(node.output)]
 
 
+# ------------------------------------------------------------------- com.microsoft MultiHeadAttention
+
+def _bshd(s: int, heads: int, d: int, width: int | None = None) -> Shape:
+    """Element strides over (b, h, s, d) of heads read from a (b, s, ..., d) tensor whose rows are
+    ``width`` elements apart (heads * d when None): (s * width, d, width, 1)."""
+    w = heads * d if width is None else width
+    return (s * w, d, w, 1)
+
+
+def _mha_dims(node, ctx, attrs) -> dict:
+    """The sizes of a ``com.microsoft`` ``MultiHeadAttention`` node, read as ONNX Runtime's
+    ``multihead_attention_helper::CheckInputs`` reads them: form ("separate": query (B, S, D), key (B,
+    L, D), value (B, L, D_v); "packed_qkv": query (B, L, N, 3, H); "packed_kv": key (B, L, N, 2, H);
+    "bnsh_kv": key and value (B, N, L, H), a cross-attention cache), b, s_q, h, d, d_v, s_new (L), past
+    (past_key's length, or past_sequence_length's value with a shared buffer) and s_kv = past + L.
+    Raises :class:`Unsupported` for shapes that fit none of those forms."""
+    ins = list(node.input) + [""] * (10 - len(node.input))
+    h = int(attrs.get("num_heads", 0))
+    if h <= 0:
+        raise Unsupported(f"MultiHeadAttention num_heads {h} is not positive")
+    q = need(ctx.shape(ins[0]), "query")
+    k = need(ctx.shape(ins[1]), "key") if ins[1] else None
+    v = need(ctx.shape(ins[2]), "value") if ins[2] else None
+    if k is None:
+        if len(q) != 5 or q[2] != h or q[3] != 3 or v is not None:
+            raise Unsupported(f"MultiHeadAttention query {list(q)} without a key is not packed QKV (batch, seq, "
+                              f"{h}, 3, head_size)")
+        form, b, s_q, d, d_v, s_new = "packed_qkv", q[0], q[1], q[4], q[4], q[1]
+    else:
+        if len(q) != 3 or q[2] % h:
+            raise Unsupported(f"MultiHeadAttention query {list(q)} with a key is not (batch, seq, {h} * head_size)")
+        b, s_q, d = q[0], q[1], q[2] // h
+        if len(k) == 5 and tuple(k[2:]) == (h, 2, d) and v is None:
+            form, s_new, d_v = "packed_kv", k[1], d
+        elif len(k) == 3 and v is not None and len(v) == 3 and k[2] == q[2] and v[1] == k[1] and v[2] % h == 0:
+            form, s_new, d_v = "separate", k[1], v[2] // h
+        elif len(k) == 4 and v is not None and len(v) == 4 and (k[1], k[3]) == (h, d) and v[1] == h and v[2] == k[2]:
+            form, s_new, d_v = "bnsh_kv", k[2], v[3]
+        else:
+            raise Unsupported(f"MultiHeadAttention query {list(q)}, key {list(k)}, value "
+                              f"{list(v) if v is not None else None} fit none of its forms for {h} heads")
+        if k[0] != b or (v is not None and v[0] != b):
+            raise Unsupported(f"MultiHeadAttention key/value batch differs from the query's {b}")
+    past = 0
+    if ins[6] or ins[7]:
+        if form == "bnsh_kv":
+            raise Unsupported("MultiHeadAttention past_key/past_value with a 4-D key and value")
+        pk, pv = need(ctx.shape(ins[6]), "past_key"), need(ctx.shape(ins[7]), "past_value")
+        if tuple(pk) != (b, h, pk[2], d) or tuple(pv) != (b, h, pk[2], d_v):
+            raise Unsupported(f"MultiHeadAttention past_key {list(pk)} / past_value {list(pv)} are not (batch, "
+                              f"num_heads, length, head_size) = ({b}, {h}, ., {d})")
+        past = pk[2]
+        if ins[8]:  # a shared past/present buffer: the attended keys are past_sequence_length + L
+            t = ctx.value(ins[8])
+            if t is None or np.asarray(t).size != 1:
+                raise Unsupported("MultiHeadAttention past_sequence_length is not a constant: the attended "
+                                  "keys of the shared buffer are unknown")
+            past = int(np.asarray(t).reshape(-1)[0])
+    return {"form": form, "b": b, "s_q": s_q, "h": h, "d": d, "d_v": d_v, "s_new": s_new, "past": past,
+            "s_kv": past + s_new, "buffer": need(ctx.shape(ins[6]), "past_key")[2] if ins[6] else 0}
+
+
+def _mha_mask(ctx, ins, dims, causal: bool) -> tuple[str, Shape]:
+    """(mask, bias) of a MultiHeadAttention's unidirectional flag, key_padding_mask and attention_bias."""
+    b, h, s_q, s_kv, past = dims["b"], dims["h"], dims["s_q"], dims["s_kv"], dims["past"]
+    biases = []
+    if ins[4]:
+        m = need(ctx.shape(ins[4]), "key_padding_mask")
+        if len(m) == 1 and m[0] in (b, 3 * b + 2):
+            pass  # key lengths (ragged): timed at full lengths, as cuDNN's padding mask runs the longest
+        elif len(m) == 2 and m[0] == b and m[1] in (dims["s_new"], s_kv):
+            biases.append((b, 1, 1, s_kv))  # read as the additive mask ONNX Runtime makes of it
+        elif len(m) == 3 and tuple(m) == (b, s_q, s_kv):
+            biases.append((b, 1, s_q, s_kv))
+        else:
+            raise Unsupported(f"MultiHeadAttention key_padding_mask {list(m)} is none of (batch), (3 * batch + 2), "
+                              f"(batch, kv_length), (batch, total_length), (batch, seq, total_length)")
+    if ins[5]:
+        biases.append(mask_kind(ctx, ins[5], (b, h, s_q, s_kv), past))
+        if biases[-1][0] != "bias":
+            biases[-1] = None  # a constant causal attention_bias: the causal mask
+            causal = True
+        else:
+            biases[-1] = biases[-1][1]
+    biases = [x for x in biases if x is not None]
+    mask = ("causal" if s_q == s_kv else "causal_bottom_right") if causal else "none"
+    if not biases:
+        return mask, ()
+    full = tuple(max(x[i] for x in biases) for i in range(4))
+    if causal:  # the causal frontier and a bias: one bias over every query and key
+        full = full[:2] + (s_q, s_kv)
+    return "bias", full
+
+
+def _map_mha(node, ctx: MapContext, attrs: dict):
+    """``com.microsoft`` ``MultiHeadAttention`` (ONNX Runtime's attention after the Q, K, V projections;
+    :func:`benanza.kinds.onnx_map.contrib_doc`) as one SDPA call, after the projection bias's
+    Elementwise adds where the node has a bias (a tuple of :class:`benanza.kinds.onnx_map.Part`).
+
+    Forms (:func:`_mha_dims`): query (b, s_q, h * d) with key (b, L, h * d) and value (b, L, h * d_v),
+    read as strided (b, h, s, d) views; packed QKV query (b, L, h, 3, d) (three views, row stride h * 3
+    * d, head stride 3 * d); packed KV key (b, L, h, 2, d); key and value (b, h, L, d) (a
+    cross-attention cache, packed). past_key / past_value (b, h, P, d): the attention reads the
+    present cache of P + L keys (P past_sequence_length's value with a shared buffer), packed; the
+    append is not timed. unidirectional: causal, bottom-right with a past (query i sees keys j <= i +
+    P), as ONNX ``Attention`` maps. key_padding_mask: key lengths ((b) or (3b + 2)) timed at full
+    lengths; a (b, L or P + L) or (b, s_q, P + L) 0/1 mask as the additive bias ONNX Runtime makes of
+    it, (b, 1, 1, P + L) or (b, 1, s_q, P + L); attention_bias (b or 1, h or 1, s_q, P + L) as the
+    bias; several: one bias of their broadcast shape (with causal, over every query and key).
+    bias (D + D + D_v): Elementwise adds of its Q, K and V thirds onto query, key and value, (b, s,
+    D) + (1, 1, D) each, or one add over packed QKV (b, L, 3 D) + (1, 1, 3 D) (the same elements and
+    bytes; ONNX Runtime refuses a bias with packed KV or a 4-D key, and so does this mapper).
+    scale: the node's, else 1/sqrt(d). Raises :class:`Unsupported` for cache_indirection (beam
+    search), the qk output and what ONNX Runtime refuses."""
+    from benanza.kinds.elementwise import ElementwiseConfig
+    from benanza.kinds.onnx_map import Part
+    ins = list(node.input) + [""] * (10 - len(node.input))
+    if ins[9]:
+        raise Unsupported("MultiHeadAttention cache_indirection (beam search's reordered cache) is not benchmarked")
+    if len(node.output) > 3 and node.output[3]:
+        raise Unsupported("MultiHeadAttention qk (the scores as an output) is not benchmarked")
+    dims = _mha_dims(node, ctx, attrs)
+    form, b, s_q, h, d, d_v, s_new, past, s_kv = (dims[k] for k in (
+        "form", "b", "s_q", "h", "d", "d_v", "s_new", "past", "s_kv"))
+    if int(attrs.get("unidirectional", 0)) and past == 0 and s_new != s_q:
+        raise Unsupported("unidirectional MultiHeadAttention with s_kv != s_q: no cuDNN diagonal alignment")
+    mask, bias = _mha_mask(ctx, ins, dims, bool(int(attrs.get("unidirectional", 0))))
+    scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(d)
+    cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d_v, scale=float(f"{float(np.float32(scale)):.6g}"),
+                     mask=mask, bias=bias)
+    given = {"o_strides": _bshd(s_q, h, d_v)}
+    if form == "packed_qkv":
+        given["q_strides"] = _bshd(s_q, h, d, 3 * h * d)[:1] + (3 * d,) + _bshd(s_q, h, d, 3 * h * d)[2:]
+        kv = given["q_strides"]
+    else:
+        given["q_strides"] = _bshd(s_q, h, d)
+        kv = _bshd(s_new, h, d, 2 * h * d)[:1] + (2 * d,) + (2 * h * d, 1) if form == "packed_kv" else None
+    if not past and form != "bnsh_kv":  # without a past, K and V are read where the node's inputs hold them
+        given |= {"k_strides": kv or _bshd(s_new, h, d), "v_strides": kv or _bshd(s_new, h, d_v)}
+    packed_st = dict(zip(("q_strides", "k_strides", "v_strides", "o_strides"), cfg.strides()))
+    cfg = dataclasses.replace(cfg, **{f: st for f, st in given.items() if st != packed_st[f]})
+    if not ins[3]:
+        return cfg
+    bshape = need(ctx.shape(ins[3]), "bias")
+    if form in ("packed_kv", "bnsh_kv"):
+        raise Unsupported(f"MultiHeadAttention bias with {'packed KV' if form == 'packed_kv' else 'a 4-D key'} "
+                          f"(ONNX Runtime refuses it)")
+    if tuple(bshape) != (h * (2 * d + d_v),):
+        raise Unsupported(f"MultiHeadAttention bias {list(bshape)} is not (D + D + D_v) = ({h * (2 * d + d_v)})")
+    if form == "packed_qkv":
+        adds = [((b, s_new, 3 * h * d), 3 * h * d)]
+    else:
+        adds = [((b, s_q, h * d), h * d), ((b, s_new, h * d), h * d), ((b, s_new, h * d_v), h * d_v)]
+    return tuple(Part(ElementwiseConfig(op="add", a=a, b=(1, 1, n))) for a, n in adds) + (Part(cfg, (0, 1, 2)),)
+
+
+def _mha_shapes(node, ctx, attrs):
+    """output (b, s_q, h * d_v); present_key / present_value (b, h, T, d) / (b, h, T, d_v), T the past
+    buffer's length with a shared buffer, else past + L (ONNX Runtime's shape inference of the op);
+    qk (b, h, s_q, T)."""
+    try:
+        dims = _mha_dims(node, ctx, attrs)
+    except Unsupported:
+        return [(None, None)] * len(node.output)
+    b, s_q, h, d, d_v = (dims[k] for k in ("b", "s_q", "h", "d", "d_v"))
+    t = max(dims["buffer"], dims["s_kv"])
+    return [((b, s_q, h * d_v), None), ((b, h, t, d), None), ((b, h, t, d_v), None),
+            ((b, h, s_q, t), None)][:len(node.output)]
+
+
+# ------------------------------------------------------------------- com.microsoft Attention
+
+def _ms_attention_dims(node, ctx, attrs) -> dict:
+    """The sizes of a ``com.microsoft`` ``Attention`` node (ONNX Runtime's ``attention_helper``): input
+    (b, s, d_in), weights (d_in, D + D + D_v) with D, D, D_v from ``qkv_hidden_sizes`` (default equal
+    thirds), h = num_heads, d = D / h, d_v = D_v / h, past (2, b, h, P, d): P (past_sequence_length's
+    value with a shared buffer) and s_kv = P + s. Raises :class:`Unsupported` for shapes that do not fit."""
+    ins = list(node.input) + [""] * (7 - len(node.input))
+    h = int(attrs.get("num_heads", 0))
+    x, w = need(ctx.shape(ins[0]), "input"), need(ctx.shape(ins[1]), "weights")
+    if h <= 0 or len(x) != 3 or len(w) != 2 or w[0] != x[2]:
+        raise Unsupported(f"Attention input {list(x)} and weights {list(w)} with num_heads {h} are not (batch, seq, "
+                          f"input_hidden) and (input_hidden, D + D + D_v) with heads > 0")
+    sizes = tuple(int(v) for v in attrs.get("qkv_hidden_sizes", ())) or (w[1] // 3,) * 3
+    if len(sizes) != 3 or sum(sizes) != w[1] or sizes[0] != sizes[1] or any(v <= 0 or v % h for v in sizes):
+        raise Unsupported(f"Attention qkv_hidden_sizes {list(sizes)} do not split weights of width {w[1]} into "
+                          f"D, D, D_v multiples of {h} heads")
+    b, s = x[0], x[1]
+    d, d_v = sizes[0] // h, sizes[2] // h
+    past = buffer = 0
+    if ins[4]:
+        p = need(ctx.shape(ins[4]), "past")
+        if len(p) != 5 or (p[0], p[1], p[2], p[4]) != (2, b, h, d) or d_v != d:
+            raise Unsupported(f"Attention past {list(p)} is not (2, batch, num_heads, length, head_size) = "
+                              f"(2, {b}, {h}, ., {d}) with equal Q, K and V sizes")
+        past = buffer = p[3]
+        if int(attrs.get("past_present_share_buffer", 0)):
+            t = ctx.value(ins[6]) if ins[6] else None
+            if t is None or np.asarray(t).size != 1:
+                raise Unsupported("Attention past_sequence_length is not a constant: the attended keys of the "
+                                  "shared buffer are unknown")
+            past = int(np.asarray(t).reshape(-1)[0])
+    return {"b": b, "s": s, "d_in": x[2], "width": w[1], "h": h, "d": d, "d_v": d_v, "past": past,
+            "s_kv": past + s, "buffer": buffer}
+
+
+def _map_ms_attention(node, ctx: MapContext, attrs: dict):
+    """``com.microsoft`` ``Attention`` (BERT's and GPT-2's attention in ONNX Runtime's optimized models;
+    :func:`benanza.kinds.onnx_map.contrib_doc`) as two calls (:class:`benanza.kinds.onnx_map.Part`):
+    the QKV projection, a Gemm (m = b * s, n = D + D + D_v, k = input_hidden; bias "c" with the bias
+    input), then one SDPA call reading Q, K and V as strided (b, h, s, d) views of the projection's
+    (b, s, D + D + D_v) output (row stride D + D + D_v) and writing (b, s, h * d_v).
+
+    past (2, b, h, P, d): the attention reads the present cache of P + s keys, packed (P
+    past_sequence_length's value with past_present_share_buffer); the append is not timed.
+    unidirectional: causal, bottom-right with a past (query i sees keys j <= i + P). mask_index: key
+    lengths ((b), (2 b) or (3 b + 2): right/left padding) timed at full lengths, as cuDNN's padding
+    mask runs the longest; a 0/1 (b, P + s) or (b, s, P + s) mask as the additive bias ONNX Runtime
+    makes of it ((b, 1, 1, P + s) or (b, 1, s, P + s)); attention_bias (b or 1, h or 1, s, P + s) as
+    the bias; several: one bias of their broadcast shape (with causal, over every query and key).
+    scale: the node's, else 1/sqrt(d). Raises :class:`Unsupported` for do_rotary (the rotary
+    embedding inside the call), the (b, 1, max, max) mask_index (Megatron's) and shapes that do
+    not fit."""
+    from benanza.kinds.gemm import GemmConfig
+    from benanza.kinds.onnx_map import Part
+    ins = list(node.input) + [""] * (7 - len(node.input))
+    if int(attrs.get("do_rotary", 0)):
+        raise Unsupported("Attention do_rotary: the rotary embedding inside the call is not benchmarked")
+    dims = _ms_attention_dims(node, ctx, attrs)
+    b, s, h, d, d_v, past, s_kv, width = (dims[k] for k in ("b", "s", "h", "d", "d_v", "past", "s_kv", "width"))
+    mask_in = ins[3]
+    if mask_in:
+        m = need(ctx.shape(mask_in), "mask_index")
+        if len(m) == 1 and m[0] in (b, 2 * b, 3 * b + 2):
+            mask_in = ""  # key lengths: full lengths timed
+        elif len(m) == 4:
+            raise Unsupported(f"Attention mask_index {list(m)} (batch, 1, max_sequence_length, max_sequence_length) "
+                              f"is not benchmarked")
+        elif not ((len(m) == 2 and tuple(m) == (b, s_kv)) or (len(m) == 3 and tuple(m) == (b, s, s_kv))):
+            raise Unsupported(f"Attention mask_index {list(m)} is none of (batch), (2 * batch), (3 * batch + 2), "
+                              f"(batch, total_length), (batch, seq, total_length)")
+    mha = {"b": b, "h": h, "s_q": s, "s_kv": s_kv, "past": past, "s_new": s}
+    mask, bias = _mha_mask(ctx, ["", "", "", "", mask_in, ins[5]], mha, bool(int(attrs.get("unidirectional", 0))))
+    scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(d)
+    cfg = SdpaConfig(b=b, h=h, s_q=s, s_kv=s_kv, d=d, d_v=d_v, scale=float(f"{float(np.float32(scale)):.6g}"),
+                     mask=mask, bias=bias)
+    given = {"q_strides": _bshd(s, h, d, width), "o_strides": _bshd(s, h, d_v)}
+    if not past:  # K and V read from the projection's output
+        given |= {"k_strides": _bshd(s, h, d, width), "v_strides": _bshd(s, h, d_v, width)}
+    packed_st = dict(zip(("q_strides", "k_strides", "v_strides", "o_strides"), cfg.strides()))
+    cfg = dataclasses.replace(cfg, **{f: st for f, st in given.items() if st != packed_st[f]})
+    gemm = GemmConfig(m=b * s, n=width, k=dims["d_in"], bias="c" if ins[2] else "none")
+    return Part(gemm), Part(cfg, (0, 1))
+
+
+def _ms_attention_shapes(node, ctx, attrs):
+    """output (b, s, h * d_v); present (2, b, h, T, d), T the past buffer's length with a shared buffer,
+    else P + s (ONNX Runtime's shape inference of the op)."""
+    try:
+        dims = _ms_attention_dims(node, ctx, attrs)
+    except Unsupported:
+        return [(None, None)] * len(node.output)
+    b, s, h, d, d_v = (dims[k] for k in ("b", "s", "h", "d", "d_v"))
+    return [((b, s, h * d_v), None), ((2, b, h, max(dims["buffer"], dims["s_kv"]), d), None)][:len(node.output)]
+
+
 #: the C++ SdpaMask of each mask (templates/sdpa.cpp.j2, templates/sdpa_backward.cpp.j2)
 SDPA_MASK_CPP = {"none": "SdpaMask::NONE", "causal": "SdpaMask::CAUSAL", "bias": "SdpaMask::BIAS",
                  "causal_bottom_right": "SdpaMask::CAUSAL_BOTTOM_RIGHT"}
@@ -487,4 +754,8 @@ KIND = Kind(
     aten={"Attention": ("aten::scaled_dot_product_attention",)},
     nhwc=False, image=False,
     contrib={(MS_DOMAIN, "GroupQueryAttention"): ContribOp(_map_gqa, _gqa_shapes, contrib_doc("GroupQueryAttention"),
-                                                           ("aten::scaled_dot_product_attention",))})
+                                                           ("aten::scaled_dot_product_attention",)),
+             (MS_DOMAIN, "Attention"): ContribOp(_map_ms_attention, _ms_attention_shapes, contrib_doc("Attention"),
+                                                 ("aten::addmm", "aten::linear", "aten::scaled_dot_product_attention")),
+             (MS_DOMAIN, "MultiHeadAttention"): ContribOp(_map_mha, _mha_shapes, contrib_doc("MultiHeadAttention"),
+                                                          ("aten::scaled_dot_product_attention",))})
