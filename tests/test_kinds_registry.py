@@ -48,6 +48,7 @@ EXAMPLE_KEYS = {
     "LayerNormBwd": "layernormbwd-3920d73e46c66618", "UnaryBwd": "unarybwd-b5b7345dba3f5c19",
     "SdpaBwd": "sdpabwd-d7ba44ee4308baac",
     "RMSNorm": "rmsnorm-33b45f963793fb38",
+    "RMSNormBwd": "rmsnormbwd-0a4a9d679161d31f",
     "Trilu": "trilu-67678524e83fd102",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
 }

@@ -40,6 +40,7 @@ from benanza.kinds.copy import (Transfer, packed_strides, CopyConfig)  # noqa: F
 from benanza.kinds.rnn import (RNN_GATES, RNN_DIRECTIONS, RNNConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.layernorm import (LayerNormConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.rmsnorm import (RMSNormConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.rmsnorm_backward import (RMSNormBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.rotary import (ROTARY_LAYOUTS, RotaryConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.unary import (UNARY_OPS, FLT_MAX, CAST_SOURCES, UnaryConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gather import (GATHER_MAX_CONSTANT_INDICES, GatherConfig)  # noqa: F401 (the kinds' namespace)
@@ -103,6 +104,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "rnn_train",
     "sdpa_backward",
     "rmsnorm",
+    "rmsnorm_backward",
     "trilu",
     "rotary",
 ))

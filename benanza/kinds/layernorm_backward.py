@@ -14,9 +14,7 @@ The whole slice of the kind: its config, the case its template renders, its mini
 candidate and its place as the forward kind's backward (:class:`benanza.kinds.base.Kind`). It maps no
 ONNX op: processing makes its configs from the forward layers (``Kind.backward`` of LayerNorm).
 
-RMSNorm: benanza's LayerNorm kind maps ONNX LayerNormalization (and the decomposed mean/variance chain)
-only; ONNX RMSNormalization and the contrib SimplifiedLayerNormalization map to no kind yet, so there is
-no RMSNorm forward whose backward this module could give.
+RMSNorm's backward is its own kind: :mod:`benanza.kinds.rmsnorm_backward`.
 """
 from __future__ import annotations
 

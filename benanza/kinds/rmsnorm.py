@@ -10,12 +10,12 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import onnx
 
-from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.elementwise import ElementwiseConfig
@@ -36,7 +36,11 @@ class RMSNormConfig(LayerConfig):
     Timed: the cuDNN graph API's rmsnorm (cudnn-frontend ``Graph::rmsnorm``, forward phase INFERENCE;
     cuDNN developer guide, "RMSNorm"), every engine config of heuristics modes A, B and the fallback
     list; and a benanza CUDA kernel (one block per row, float32 statistics) so a layer always has a
-    valid measurement.
+    valid measurement. stats: the training-mode forward of a training step (issue 26), which also
+    writes the inverse root mean square of every row, ``inv_variance`` (rows,) float32, that the
+    backward reads (cuDNN's forward phase TRAINING; PyTorch's ``aten::_fused_rms_norm``, which returns
+    it as ``rstd``): :func:`benanza.kinds.rmsnorm_backward.rmsnorm_backward` makes it; never set by a
+    model's op (a field added after configs were first stored: keys without it are unchanged).
     FLOPs: 4 per element (square and sum 2, normalise 1, scale 1); the per-row root, its epsilon and
     reciprocal are not counted.
     """
@@ -46,6 +50,7 @@ class RMSNormConfig(LayerConfig):
     axis: int
     epsilon: float
     scale: bool = True
+    stats: bool = field(default=False, metadata=OPTIONAL)
 
     def __post_init__(self):
         if not self.x or not 0 <= self.axis < len(self.x):
@@ -70,7 +75,7 @@ class RMSNormConfig(LayerConfig):
 
     def describe(self):
         return (f"RMSNorm({'x'.join(map(str, self.x))} axis {self.axis} eps {self.epsilon:g}"
-                f"{'' if self.scale else ' no-scale'})")
+                f"{'' if self.scale else ' no-scale'}{' +stats' if self.stats else ''})")
 
 
 def _map_rmsnorm(node, ctx, attrs):
@@ -181,29 +186,36 @@ class RMSNormCase(Case):
     rows: CppValue
     cols: CppValue
     epsilon: CppValue
+    stats: CppValue
     note: CppValue
 
 
 def _rmsnorm_case(cfg: RMSNormConfig, job: Job) -> RMSNormCase:
     note = "" if cfg.scale else "no scale in the model: timed with a scale vector"
     return RMSNormCase(job=job_init(job), rows=cfg.rows, cols=cfg.cols, epsilon=cpp_num(float(cfg.epsilon)),
-                       note=cpp_string(note))
+                       stats=cpp_num(cfg.stats), note=cpp_string(note))
 
 
 def _rmsnorm(c: Ctx) -> Candidate:
     """``torch.nn.functional.rms_norm`` (PyTorch 2.4+; ``aten::rms_norm``, a fused CUDA kernel
-    ``aten::_fused_rms_norm`` in recent releases)."""
+    ``aten::_fused_rms_norm`` in recent releases). With ``stats`` (the training forward):
+    ``aten::_fused_rms_norm(input, normalized_shape, weight, eps) -> (output, rstd)``, what autograd
+    saves for ``aten::_fused_rms_norm_backward`` (native_functions.yaml; PyTorch 2.8+)."""
     cfg, F = c.cfg, functional(c)
     x = c.randn(cfg.x)
     norm = tuple(cfg.x[cfg.axis:])
     w = c.randn(norm)
+    if cfg.stats:
+        return Candidate("torch:aten::_fused_rms_norm", algo_label(c),
+                         lambda: c.torch.ops.aten._fused_rms_norm(x, list(norm), w, cfg.epsilon)[0], numel(cfg.x))
     return Candidate("torch:aten::rms_norm", algo_label(c), lambda: F.rms_norm(x, norm, w, cfg.epsilon),
                      numel(cfg.x))
 
 
 def _min_bytes(cfg: RMSNormConfig, ib: int, ob: int) -> int:
-    """x read once, the scale (float32, 4 bytes) once, y written once (bytes)."""
-    return ib * numel(cfg.x) + 4 * cfg.cols + ob * numel(cfg.output_shape())
+    """x read once, the scale (float32, 4 bytes) once, y written once, and with ``stats`` the saved
+    inv_variance (float32, one per row) written once (bytes)."""
+    return ib * numel(cfg.x) + 4 * cfg.cols + ob * numel(cfg.output_shape()) + (4 * cfg.rows if cfg.stats else 0)
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)

@@ -95,9 +95,11 @@ class TrainingPlan:
 #: backward reads the forward's softmax statistics instead of the probabilities the unfused layers keep
 #: (its alternative includes that training forward), and a decomposed LayerNorm (ReduceMean, Sub, Pow,
 #: ReduceMean, Add, Sqrt, Div, Mul, Add: its ReduceMeans have no backward of their own; the fused
-#: training forward saves mean and inverse deviation for LayerNormBwd). The erf-GELU inside a GemmAct
-#: candidate is a group of its own (:func:`_gelu_of_gemm_act`)
-FUSED_BACKWARD_KINDS = ("SDPA", "LayerNorm")
+#: training forward saves mean and inverse deviation for LayerNormBwd), and a decomposed RMSNorm (Pow,
+#: ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul: the same, its training forward saves the inverse root
+#: mean square for RMSNormBwd). The erf-GELU inside a GemmAct candidate is a group of its own
+#: (:func:`_gelu_of_gemm_act`)
+FUSED_BACKWARD_KINDS = ("SDPA", "LayerNorm", "RMSNorm")
 
 #: kinds whose data-gradient call differentiates the layer's data input, which may be a trainable
 #: table (a Gather's data: an embedding's weight): when it is one (:func:`training_plan`), the call
