@@ -473,7 +473,10 @@ def analyze(model: Path = typer.Argument(..., help="ONNX model file"),
     if prof is not None:
         _analyze_profile(prof, results, mls[0], database, system, cache, layouts, json_out, html_out)
         return
-    _print_analyses(results, steps, database, system, json_out, layers_table)
+    from benanza.analysis.llm import llm_doc
+
+    llms = [llm_doc(lb.layers, lb.analysis, database, lb.system) for lb in lbs]  # None: no decoder
+    _print_analyses(results, steps, database, system, json_out, layers_table, llms)
 
 
 def _training_steps(lbs, database, optimizer: str) -> list:
@@ -491,13 +494,19 @@ def _check_optimizer(name: str) -> None:
         raise UsageError(f"--optimizer must be one of {', '.join(OPTIMIZER_STATE)}, got {name!r}")
 
 
-def _print_analyses(results, steps, database, system, json_out: bool, layers_table: bool) -> None:
-    """``analyze``'s output: JSON (each analysis with its training step, if any), or the per-layer
-    tables, findings, the summary table and the training steps."""
+def _print_analyses(results, steps, database, system, json_out: bool, layers_table: bool, llms=()) -> None:
+    """``analyze``'s output: JSON (each analysis with its training step, if any, and a decoder's
+    step in LLM terms under ``llm``), or the per-layer tables, findings, the summary table, the
+    decoder step's table and the training steps."""
+    from benanza.reports.report import llm_table
+
     if json_out:
         docs = [r.to_dict() for r in results]
         for d, t in zip(docs, steps):
             d["training_step"] = t.to_dict()
+        for d, lt in zip(docs, llms):
+            if lt is not None:
+                d["llm"] = lt
         _print_json(docs[0] if len(docs) == 1 else docs)
         return
     for note in dict.fromkeys(r.precision_note for r in results if r.precision_note):
@@ -508,6 +517,10 @@ def _print_analyses(results, steps, database, system, json_out: bool, layers_tab
             out.print(_analysis_table(r))
     _print_findings(results, database, system)
     out.print(_summary_table(results))
+    for lt in llms:
+        t = llm_table(lt)
+        if t is not None:
+            out.print(t)
     if steps:
         _print_training(steps, layers_table)
 
@@ -611,11 +624,13 @@ def _roofline_svg(analysis, system, database) -> tuple[str, str]:
     return svg_text(model_roofline(analysis, spec, kind)), label
 
 
-def _insight_docs(prof, results, ml, database, system, cache, layouts) -> list[dict]:
+def _insight_docs(prof, results, ml, database, system, cache, layouts, phase=None) -> list[dict]:
     """The insights documents of ``results`` against profile ``prof`` (Q6 against fp32, or tf32 for
-    an fp32 run, when the database has them)."""
+    an fp32 run, when the database has them); a decoder's (``phase``, or found by
+    :func:`benanza.analysis.llm.decoder_phase`) with its step in LLM terms under ``llm``."""
     from benanza.analysis.analyzer import analyze as do_analyze
     from benanza.analysis.insights import build_insights
+    from benanza.analysis.llm import llm_doc
 
     docs = []
     for a in results:
@@ -629,7 +644,11 @@ def _insight_docs(prof, results, ml, database, system, cache, layouts) -> list[d
         ins = build_insights(a, prof, database, system.id,
                              fp32=other if a.precision != "fp32" else None,
                              tensor_core=other if a.precision == "fp32" else None)
-        docs.append(ins.to_dict())
+        d = ins.to_dict()
+        lt = llm_doc(ml, a, database, system, d.get("latency_ms"), d.get("gpu_kernel_ms"), phase)
+        if lt is not None:
+            d["llm"] = lt
+        docs.append(d)
     return docs
 
 
@@ -1724,7 +1743,8 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
         lb = api.lower_bound(api.Scenario(onnx_path, r.batch, precision, layouts, conv_precision=conv), database,
                              fingerprint=fingerprint)
         a, ml, system = lb.analysis, lb.layers, lb.system
-        d = _insight_docs(prof, [a], ml, database, system, "warm", layouts)[0]
+        d = _insight_docs(prof, [a], ml, database, system, "warm", layouts,
+                           phase="decode" if phase == "decode" else None)[0]  # prefill: if causal (a decoder)
         d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path)}
         stem = r.folder.name.replace("profile-", "report-")
         (folder / f"{stem}.json").write_text(json.dumps(d, indent=1, default=str))

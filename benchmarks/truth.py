@@ -31,6 +31,9 @@ same data types), its GPU kernel time per step and per phase; (b) exports keep t
 its ratio LBL / PyTorch's step kernel time, and the table shows both phase splits (forward, loss,
 backward, optimizer).
 
+``--llm`` (issue 27): the **LLM truth table** of decoder configurations in prefill and decode
+(``benchmarks/llm_truth.py``: its own options, ``--dry-run`` and ``--merge``).
+
 Everything is written as it comes into ``--out``: ``results.jsonl`` (one record per event:
 ``env``, ``export``, ``precision``, ``pytorch``, ``bench``, ``analysis``, ``error``, ``skip``),
 ``table.txt``/``table.md``/``table.json`` (rewritten after each model), ``onnx/`` (the exports,
@@ -873,6 +876,10 @@ def run_all(run: Run, packer: Packer) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit status (2 with one ``benanza: ...`` line for a bad argument)."""
     argv = sys.argv[1:] if argv is None else argv
+    if "--llm" in argv:  # the LLM truth (issue 27): decoder phases, its own options (benchmarks/llm_truth.py)
+        import llm_truth
+
+        return llm_truth.main(argv)
     try:
         a = parse_args(argv)
         _check_gpu(a)

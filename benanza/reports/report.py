@@ -86,7 +86,55 @@ def terminal_tables(d: dict, top: int = 15) -> list:
     wt = whatif_table(d)
     if wt is not None:
         out.insert(0, wt)
+    lt = llm_table(d.get("llm"))
+    if lt is not None:
+        out.insert(0, lt)
     return [Text(answer(d))] + out
+
+
+def llm_table(llm: dict | None) -> FitTable | None:
+    """A decoder step in LLM terms (:func:`benanza.analysis.llm.llm_terms`): the time to first token
+    (prefill) or per output token (decode) measured, at the lower bound and at the physical
+    (bandwidth or Tensor Core) limit, with the share of that limit each reaches; None for no decoder."""
+    if not llm:
+        return None
+    t = FitTable(f"{llm['phase']}: {llm['metric']}, ms per step of {llm.get('batch', '?')} sequence(s)",
+                 [Col("step"), Col("ms", "num"), Col("of the physical limit", "num"), Col("note")])
+    if llm.get("error"):
+        t.add_row("physical limit", "-", "-", llm["error"])
+        return t
+    b = llm["bound"]
+    part = "" if llm.get("lbl_complete", True) else "; INCOMPLETE: a partial sum, not a bound"
+    if llm.get("measured_ms") is not None:
+        t.add_row("measured", _f(llm["measured_ms"]), _pct(llm.get("measured_fraction")), "the framework's latency")
+    if llm.get("kernel_ms") is not None:
+        t.add_row("measured GPU kernel time", _f(llm["kernel_ms"]), _pct(llm.get("kernel_fraction")), "")
+    t.add_row("lower bound (LBL)", _f(llm["lbl_ms"]), _pct(llm.get("lbl_fraction")), "best measured kernels" + part)
+    why = (f"{b['bytes'] / 1e6:.3f} MB (weights {b['weight_bytes'] / 1e6:.3f} + KV cache {b['kv_cache_bytes'] / 1e6:.3f})"
+           f" / DRAM" if b["limit"] == "memory" else f"{b['flops'] / 1e9:.3f} GFLOP / {b['precision']} peak")
+    t.add_row(f"physical limit ({b['limit']})", _f(b["bound_ms"]), "100.0 %", why)
+    t.caption = "roofs: " + b["ceilings_text"]
+    return t
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def llm_answer(d: dict) -> str | None:
+    """The first sentence of a decoder step's report: TTFT or time per output token, measured vs
+    lower bound vs physical limit; None when the document has no LLM terms."""
+    llm = d.get("llm")
+    if not llm or llm.get("error"):
+        return None
+    name = "time to first token" if llm["phase"] == "prefill" else "time per output token"
+    lbl = f"{llm['lbl_ms']:.4f} ms" + ("" if llm.get("lbl_complete", True) else " (INCOMPLETE: a partial sum)")
+    meas = f"measured {llm['measured_ms']:.4f} ms, " if llm.get("measured_ms") is not None else ""
+    b = llm["bound"]
+    lim = "DRAM bandwidth" if b["limit"] == "memory" else f"{b['precision']} peak"
+    src = "measured" if b["ceilings"] == "measured" else "datasheet"
+    return (f"{d.get('model', '')} {llm['phase']} batch {llm.get('batch')} {b['precision']} on {d.get('gpu') or b['gpu']}: "
+            f"{name} {meas}lower bound {lbl}, physical limit {b['bound_ms']:.4f} ms ({lim}, {src}).")
 
 
 def breakdown_table(d: dict) -> FitTable:
@@ -104,6 +152,9 @@ def breakdown_table(d: dict) -> FitTable:
 def answer(d: dict) -> str:
     """The report's first sentence: the document's headline (the what-if composition's: measured
     latency, what it could be, the three largest steps), else one composed from the older fields."""
+    la = llm_answer(d)
+    if la:
+        return la + (" " + d["headline"] if d.get("headline") else "")
     if d.get("headline"):
         return d["headline"]
     lat, lbl = d.get("latency_ms"), d.get("lbl_fused_parallel_ms")
@@ -226,6 +277,14 @@ _SINGLE = _MACROS + r"""<!DOCTYPE html>
 <style>{{ css|safe }}</style><script>{{ js|safe }}</script></head><body>
 <h1>benanza: {{ d.model }}, batch {{ d.batch }}, {{ d.precision }} on {{ d.gpu or '?' }}</h1>
 <p class="answer" id="answer">{{ answer }}</p>
+{% if d.llm and not d.llm.error %}<h2 id="llm">{{ d.llm.phase }}: {{ d.llm.metric }}</h2>
+<table id="llm-table"><thead><tr><th>step of {{ d.llm.batch }} sequence(s)</th><th class="n">ms</th><th class="n">of the physical limit</th></tr></thead><tbody>
+{% if d.llm.measured_ms is not none %}<tr><td>measured (framework latency)</td><td class="n">{{ fmt(d.llm.measured_ms) }}</td><td class="n">{{ pct(d.llm.measured_fraction) }}</td></tr>{% endif %}
+{% if d.llm.kernel_ms is not none %}<tr><td>measured GPU kernel time</td><td class="n">{{ fmt(d.llm.kernel_ms) }}</td><td class="n">{{ pct(d.llm.kernel_fraction) }}</td></tr>{% endif %}
+<tr><td>lower bound (LBL){% if not d.llm.lbl_complete %} <strong>INCOMPLETE: a partial sum</strong>{% endif %}</td><td class="n">{{ fmt(d.llm.lbl_ms) }}</td><td class="n">{{ pct(d.llm.lbl_fraction) }}</td></tr>
+<tr><td>physical limit ({{ d.llm.bound.limit }}: {{ '%.3f'|format(d.llm.bound.bytes / 1e6) }} MB weights + KV cache over DRAM, or {{ '%.3f'|format(d.llm.bound.flops / 1e9) }} GFLOP over the {{ d.llm.bound.precision }} peak)</td><td class="n">{{ fmt(d.llm.bound.bound_ms) }}</td><td class="n">100.0 %</td></tr>
+</tbody></table><p class="muted">Roofs: {{ d.llm.bound.ceilings_text }}. Physical limit = max(bytes / bandwidth, FLOPs / peak) of the step (roofline, Williams et al. 2009).</p>
+{% elif d.llm and d.llm.error %}<p class="notice">{{ d.llm.phase }}: no physical limit: {{ d.llm.error }}</p>{% endif %}
 {% if d.whatif and d.whatif.steps %}<h2 id="whatif">What-if: the changes in order</h2>
 <p class="muted">Each change applied to the framework's measured timeline after the ones above it; the savings add up to
 the measured latency minus the final figure, which is never below the lower bound.</p>
@@ -311,7 +370,7 @@ _COMPARE = _MACROS + r"""<!DOCTYPE html>
 
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=False)
-    env.globals.update(fmt=lambda v, digits=4: _f(v, digits), parts=PARTS, css=_CSS, js=_JS)
+    env.globals.update(fmt=lambda v, digits=4: _f(v, digits), pct=_pct, parts=PARTS, css=_CSS, js=_JS)
     env.filters["wbr"] = wbr
     return env
 

@@ -1,0 +1,304 @@
+"""The physical bound of a decoder LLM's phase, beside its lower-bound latency (LBL).
+
+A decoder runs in two phases (DESIGN.md, "Decoder LLMs"): **prefill** (S prompt tokens per sequence,
+no cache: the time to first token, TTFT) and **decode** (one new token per sequence against a KV cache
+of L tokens: the time per output token, TPOT). Whatever the kernels, a step cannot take less than the
+roofline of the whole step (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009):
+
+    bound = max(FLOPs / peak_flops, bytes / DRAM_bandwidth)
+
+with, per step,
+
+* ``bytes`` = the weights the step must read once (every floating-point ONNX initializer, in the
+  run's precision: shapes come from the graph even when the weights are stripped; an initializer
+  that only Gather nodes read, an untied embedding table, counts the rows gathered) + the KV cache
+  read (each attention's past keys and values: b x h_kv x (s_kv - s_q) x (d + d_v) elements, which
+  are in DRAM before the step starts). Decode is memory-bound: its floor is this byte count over
+  the bandwidth (Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023, section 2:
+  per-token latency >= (parameter bytes + KV-cache bytes) / memory bandwidth).
+* ``FLOPs`` = the layers' FLOPs (a multiply-add is 2 FLOPs; each layer config's
+  :meth:`~benanza.kinds.LayerConfig.flops`), with an attention's score and value products counted
+  only over the (query, key) pairs its causal mask keeps (:func:`attention_flops`). Prefill is
+  compute-bound: its floor is these FLOPs over the Tensor Core rate of the precision (fp32: the
+  CUDA cores').
+
+The ceilings are the system's measured ones (`benanza ceilings`: DRAM bandwidth from the device
+copy, the GEMM rate of the precision; :func:`benanza.analysis.gpus.with_measured_ceilings`), else the
+datasheet's (:mod:`benanza.analysis.gpus`), and every output says which.
+
+Fractions: ``bound / LBL`` and ``bound / measured`` (the share of the physical limit the lower
+bound and the framework reach; 1 = at the limit). The phase of an ONNX file is found by
+:func:`decoder_phase`: decode where its attention reads a KV cache, prefill where its attention is
+causal (or masked by a full (s_q, s_kv) bias, the form TorchScript exports leave the causal mask in)
+and there is no cache; a model without such attention is no decoder and gets no bound. ``benanza
+torch --phase`` names the phase itself.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import onnx
+
+from benanza import kinds as L
+from benanza.analysis.roofline import Ceilings
+from benanza.errors import UsageError
+from benanza.kinds.precision import DTYPE_BYTES, Precision
+
+#: the phases of a decoder, and what their step's time is to a user
+PHASES = {"prefill": "time to first token (TTFT)", "decode": "time per output token (TPOT)"}
+
+#: ONNX floating-point tensor types: the initializers that are weights (int64 shape constants and
+#: boolean masks are not)
+FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                         onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E5M2})
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """The weights one step reads: ``parameters`` (elements of the floating-point initializers, each
+    counted once), ``bytes`` (those read, in the run's precision: bytes per element x elements, the
+    gathered rows only for a table only Gather reads), ``initializers`` (how many) and ``gathered``
+    (how many were counted by their gathered rows)."""
+
+    parameters: int
+    bytes: int
+    initializers: int
+    gathered: int
+
+
+def _numel(dims) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
+    """The weight bytes a step of ``ml`` (the :class:`benanza.processing.model.ModelLayers` of
+    ``model``) reads in ``precision``: every floating-point initializer of ``model``'s main graph
+    once, at the precision's bytes per element (:data:`benanza.kinds.precision.TABLE`: fp32/tf32 4,
+    fp16/bf16 2, fp8 1), from its ``dims`` (present in weight-stripped files); an initializer every
+    consumer of which is a Gather's data input counts the elements its Gather layers output (the rows
+    read), at most its own size, and nothing where the Gather was folded (its indices are constants
+    once the dims are bound, e.g. a decode step's position: the layer graph reads none of the table). Raises UsageError for an unknown precision."""
+    per = Precision.of(precision).bytes
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i, x in enumerate(n.input):
+            consumers.setdefault(x, []).append((n, i))
+    gathered_out: dict[str, int] = {}
+    for ly in ml.layers:
+        if ly.op_type == "Gather" and ly.output_shapes and ly.output_shapes[0] is not None:
+            for name in (*ly.static_inputs, *ly.inputs[:1]):  # the table: a weight, so a static input
+                gathered_out[name] = gathered_out.get(name, 0) + _numel(ly.output_shapes[0])
+    params = total = count = gathered = 0
+    seen: set[str] = set()
+    for t in model.graph.initializer:
+        if t.data_type not in FLOAT_TYPES or t.name in seen:
+            continue
+        seen.add(t.name)
+        n = _numel(t.dims)
+        params += n
+        count += 1
+        uses = consumers.get(t.name, [])
+        if uses and all(node.op_type == "Gather" and i == 0 for node, i in uses):
+            n = min(n, gathered_out.get(t.name, 0))  # no Gather layer: folded, a constant of the bound graph
+            gathered += 1
+        total += n * per
+    return WeightBytes(params, total, count, gathered)
+
+
+def attention_configs(ml) -> list:
+    """The SDPA configs of ``ml``: its attention layers (opset 23 ``Attention``, contrib ops) and its
+    attention fusion groups (decomposed forms), one per attention in the model."""
+    out = [ly.config for ly in ml.layers if isinstance(ly.config, L.SdpaConfig)]
+    out += [f.config for f in ml.fusions if isinstance(f.config, L.SdpaConfig)]
+    return out
+
+
+def kv_cache_bytes(ml, precision: str) -> int:
+    """Bytes of KV cache one step reads: over each attention of ``ml``, b x h_kv x (s_kv - s_q) x
+    (d + d_v) elements (the keys and values before this step's queries: the past), at the bytes
+    per element of the attention's data type (fp8 runs attention in fp16: 2). 0 without a cache."""
+    per = DTYPE_BYTES.get(Precision.of(precision).dtype, 2)
+    per = 2 if precision == "fp8" else per
+    return sum(c.b * c.kv_heads * max(c.s_kv - c.s_q, 0) * (c.d + c.d_v) * per for c in attention_configs(ml))
+
+
+def attention_flops(cfg) -> int:
+    """FLOPs of one SDPA config counting only the (query, key) pairs its mask keeps: all s_q x s_kv
+    for "none" and "bias"; for "causal" (top-left: query i sees keys j <= i) sum over i of
+    min(i + 1, s_kv); for "causal_bottom_right" (query i sees keys j <= i + s_kv - s_q) sum over i of
+    min(i + 1 + s_kv - s_q, s_kv) (cudnn-frontend's ``set_causal_mask`` /
+    ``set_causal_mask_bottom_right``). Per kept pair: 2 (d + d_v) for Q K^T and P V, plus the 7 of
+    :meth:`benanza.kinds.sdpa.SdpaConfig.flops` for scale, mask and softmax; x b x h."""
+    sq, skv = cfg.s_q, cfg.s_kv
+    if cfg.mask == "causal":
+        m = min(sq, skv)
+        pairs = m * (m + 1) // 2 + max(sq - skv, 0) * skv
+    elif cfg.mask == "causal_bottom_right":
+        off = skv - sq
+        pairs = sum(min(i + 1 + off, skv) for i in range(sq) if i + 1 + off > 0)
+    else:
+        pairs = sq * skv
+    return cfg.b * cfg.h * pairs * (2 * (cfg.d + cfg.d_v) + 7)
+
+
+def step_flops(ml) -> int:
+    """FLOPs of one step of ``ml``: each benchmarked layer's config FLOPs, except the layers of an
+    attention fusion group, whose SDPA counts by :func:`attention_flops` instead (as do attention
+    layers)."""
+    in_attention = {i for f in ml.fusions if isinstance(f.config, L.SdpaConfig) for i in f.layers}
+    total = 0
+    for ly in ml.layers:
+        if ly.status != "benchmark" or ly.index in in_attention:
+            continue
+        total += attention_flops(ly.config) if isinstance(ly.config, L.SdpaConfig) else ly.config.flops()
+    return total + sum(attention_flops(f.config) for f in ml.fusions if isinstance(f.config, L.SdpaConfig))
+
+
+def decoder_phase(ml) -> str | None:
+    """The decoder phase ``ml`` is a step of: "decode" when an attention reads a KV cache (s_kv >
+    s_q), "prefill" when an attention is causal or masked by a bias over full (s_q, s_kv) (the causal
+    mask TorchScript exports leave as a bias), None when ``ml`` has neither (no decoder: an encoder's
+    attention has no such mask)."""
+    cfgs = attention_configs(ml)
+    if any(c.s_kv > c.s_q for c in cfgs):
+        return "decode"
+    if any(c.mask in ("causal", "causal_bottom_right")
+           or (c.mask == "bias" and len(c.bias) >= 2 and tuple(c.bias[-2:]) == (c.s_q, c.s_kv) and c.s_q > 1)
+           for c in cfgs):
+        return "prefill"
+    return None
+
+
+@dataclass(frozen=True)
+class PhysicalBound:
+    """One decoder step's physical bound: ``phase`` (prefill or decode), ``precision``, ``batch``
+    (sequences), ``weights`` (:class:`WeightBytes`), ``kv_bytes`` (KV cache read, bytes), ``flops``
+    (FLOPs of the step), ``bandwidth`` (DRAM bytes/s) and ``peak`` (FLOP/s of the precision) with
+    ``ceilings`` ("measured": `benanza ceilings` on the system; "datasheet": :mod:`gpus`) and
+    ``gpu``. ``memory_ms`` = (weight + KV bytes) / bandwidth, ``compute_ms`` = FLOPs / peak (ms);
+    ``bound_ms`` their max; ``limit`` which one sets it."""
+
+    phase: str
+    precision: str
+    batch: int
+    weights: WeightBytes
+    kv_bytes: int
+    flops: int
+    bandwidth: float
+    peak: float
+    ceilings: str
+    gpu: str
+
+    @property
+    def bytes(self) -> int:
+        return self.weights.bytes + self.kv_bytes
+
+    @property
+    def memory_ms(self) -> float:
+        return self.bytes / self.bandwidth * 1e3
+
+    @property
+    def compute_ms(self) -> float:
+        return self.flops / self.peak * 1e3
+
+    @property
+    def bound_ms(self) -> float:
+        return max(self.memory_ms, self.compute_ms)
+
+    @property
+    def limit(self) -> str:
+        return "memory" if self.memory_ms >= self.compute_ms else "compute"
+
+    def fraction(self, ms: float | None) -> float | None:
+        """``bound_ms / ms``: the share of the physical limit a step of ``ms`` reaches (None for no
+        time or a non-positive one)."""
+        return self.bound_ms / ms if ms is not None and ms > 0 else None
+
+    def ceilings_text(self) -> str:
+        """Where the roofs come from, in words."""
+        how = ("measured by `benanza ceilings` on this system" if self.ceilings == "measured" else
+               f"the {self.gpu} datasheet (no ceilings measured on this system: run `benanza ceilings`)")
+        return f"DRAM {self.bandwidth / 1e12:.2f} TB/s, {self.precision} {self.peak / 1e12:.0f} TFLOP/s: {how}"
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "precision": self.precision, "batch": self.batch,
+                "weight_parameters": self.weights.parameters, "weight_bytes": self.weights.bytes,
+                "kv_cache_bytes": self.kv_bytes, "bytes": self.bytes, "flops": self.flops,
+                "bandwidth_bytes_per_s": self.bandwidth, "peak_flops_per_s": self.peak,
+                "ceilings": self.ceilings, "ceilings_text": self.ceilings_text(), "gpu": self.gpu,
+                "memory_ms": self.memory_ms, "compute_ms": self.compute_ms, "bound_ms": self.bound_ms,
+                "limit": self.limit}
+
+
+def physical_bound(model: onnx.ModelProto, ml, precision: str, ceilings: Ceilings, source: str, gpu: str,
+                   phase: str | None = None) -> PhysicalBound | None:
+    """The :class:`PhysicalBound` of ``ml`` (the layers of ``model``) in ``precision`` under
+    ``ceilings`` (``source``: "measured" or "datasheet"; ``gpu``: its name), for ``phase`` (None:
+    :func:`decoder_phase`); None when ``ml`` is no decoder. Raises UsageError for an unknown phase or
+    non-positive ceilings."""
+    if phase is not None and phase not in PHASES:
+        raise UsageError(f"phase {phase!r}: choose {' or '.join(PHASES)}")
+    if ceilings.flops_per_s <= 0 or ceilings.bytes_per_s <= 0:
+        raise UsageError("the physical bound needs positive ceilings")
+    phase = phase or decoder_phase(ml)
+    if phase is None:
+        return None
+    return PhysicalBound(phase, precision, ml.batch, weight_bytes(model, ml, precision),
+                         kv_cache_bytes(ml, precision), step_flops(ml), ceilings.bytes_per_s,
+                         ceilings.flops_per_s, source, gpu)
+
+
+def system_ceilings(database, system, precision: str) -> tuple[Ceilings, str, str]:
+    """(ceilings, source, GPU name) of ``system`` for ``precision``: the ones `benanza ceilings`
+    measured on it (``database.ceilings``; :func:`benanza.analysis.gpus.with_measured_ceilings`),
+    source "measured", else its datasheet's (:func:`benanza.analysis.gpus.find_gpu`), source
+    "datasheet". Raises UsageError when the GPU is not in the spec table or has no peak for
+    ``precision``."""
+    from benanza.analysis.gpus import find_gpu, with_measured_ceilings
+
+    spec = find_gpu(system.gpu_name)
+    measured = database.ceilings(system.id) if database is not None else {}
+    source = "datasheet"
+    if "dram_bandwidth" in measured:
+        spec, source = with_measured_ceilings(spec, measured), "measured"
+    peak = spec.peak_flops("fp16" if precision == "fp8" and spec.peak.get("fp8") is None else precision)
+    return Ceilings(peak, spec.bandwidth), source, spec.name
+
+
+def llm_terms(bound: PhysicalBound, lbl_ms: float, complete: bool, measured_ms: float | None = None,
+              kernel_ms: float | None = None) -> dict:
+    """The step in a user's terms: ``metric`` (TTFT for prefill, TPOT for decode), the measured
+    latency and GPU kernel time (ms; None without a profile), the LBL (ms; ``lbl_complete`` False:
+    a partial sum, not a bound), the physical bound (:meth:`PhysicalBound.to_dict`) and the
+    fractions of it the LBL, the framework's latency and its kernel time reach (bound / time); for
+    decode, tokens per second at each (batch / time)."""
+    d = {"phase": bound.phase, "metric": PHASES[bound.phase], "batch": bound.batch,
+         "measured_ms": measured_ms, "kernel_ms": kernel_ms, "lbl_ms": lbl_ms, "lbl_complete": complete,
+         "bound": bound.to_dict(), "bound_ms": bound.bound_ms,
+         "lbl_fraction": bound.fraction(lbl_ms), "measured_fraction": bound.fraction(measured_ms),
+         "kernel_fraction": bound.fraction(kernel_ms)}
+    if bound.phase == "decode":
+        d["tokens_per_s"] = {k: (bound.batch / v * 1e3 if v else None) for k, v in
+                             (("measured", measured_ms), ("lbl", lbl_ms), ("bound", bound.bound_ms))}
+    return d
+
+
+def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, kernel_ms: float | None = None,
+            phase: str | None = None) -> dict | None:
+    """:func:`llm_terms` of an analysis of ``ml`` (its LBL, precision) on ``system``: None when ``ml``
+    is no decoder (and ``phase`` is None); ``{"phase", "error"}`` when the bound cannot be drawn (a
+    GPU outside the spec table without measured ceilings), never raising for it. The model file is
+    read again (without external weights) for its initializers' shapes."""
+    from benanza.processing.model import load_graph
+
+    phase = phase or decoder_phase(ml)
+    if phase is None:
+        return None
+    try:
+        ceil, source, gpu = system_ceilings(database, system, analysis.precision)
+    except UsageError as e:
+        return {"phase": phase, "metric": PHASES.get(phase, phase), "error": str(e)}
+    model, _ = load_graph(ml.path)
+    b = physical_bound(model, ml, analysis.precision, ceil, source, gpu, phase)
+    return llm_terms(b, analysis.lbl_ms, analysis.complete, measured_ms, kernel_ms)

@@ -1,0 +1,367 @@
+"""The LLM truth benchmark (issue 27, item 5): ``python3 benchmarks/truth.py --llm ...``.
+
+Is benanza's lower bound below what PyTorch runs, for decoder LLMs in both phases? Over
+:data:`CONFIGS` (GPT-2, Llama-, Qwen2-, Mistral- and Phi-3-style transformers configurations given
+as overrides of the model type's defaults, 0.1-3 B parameters, random weights), each phase and
+length of :data:`CASES` (prefill of 128 and 2048 tokens: the time to first token; decode of one
+token against a KV cache of 128 and 4096: the time per output token), batch 1, 8 and 32, fp16 and
+bf16, one ``benanza torch SPEC --phase P --seq S | --kv-len L --batch 1,8,32 --dtype D --json``
+per (configuration, case, dtype) exports the model, benches its layers, profiles the module in
+PyTorch eager (and ``torch.compile`` (default mode) where cheap: lengths up to
+``--compile-max-len``, default 128) and reports per batch the LBL (``lbl_ms``, ``complete``), the
+module's GPU kernel time (``gpu_kernel_ms``) and the physical bound (``llm.bound_ms``,
+:mod:`benanza.analysis.llm`).
+
+The table: ``config | params | phase | len | batch | dtype | eager kernel ms | compile kernel ms |
+LBL ms | bound ms | LBL/eager | LBL/compile | flag``; flags ``LBL>EAGER`` / ``LBL>COMPILE`` (the
+lower bound above the framework: a defect of benanza), ``BOUND>LBL`` (the physical bound above the
+LBL: a defect of the bound or the measurements), ``INCOMPLETE``, ``NO-LBL``, ``NO-PYTORCH``.
+
+Everything goes into ``--out``: ``results.jsonl`` (``env``, ``llm_run`` per command with its
+documents slimmed, ``error``, ``dry_run``), ``table.txt``/``table.md``/``table.json`` and ``runs/``
+(each command's ``benanza torch`` folder and its stderr). ``--dry-run`` does no GPU work and needs
+no torch: it prints the configurations with their parameter counts (:func:`param_count`, from the
+configurations' numbers) and the commands. ``--merge RUN...``: one table from earlier runs' ``--out``
+folders.
+
+    python3 benchmarks/truth.py --llm --out OUT [--configs llama,qwen2] [--batch 1,8,32]
+        [--dtype fp16,bf16] [--phases prefill,decode] [--compile-max-len 128] [--dry-run | --merge RUN...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DTYPES = ("fp16", "bf16")
+#: (phase, length): prefill of S tokens (--seq), decode against a KV cache of L tokens (--kv-len)
+CASES = (("prefill", 128), ("prefill", 2048), ("decode", 128), ("decode", 4096))
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    """One decoder configuration: ``name``, the transformers model type ``arch`` and ``overrides`` of
+    its default configuration (``config`` holds every number :func:`param_count` reads: the defaults
+    of transformers 4.5x for the type, as in its ``configuration_*.py``, with the overrides applied)."""
+
+    name: str
+    arch: str
+    overrides: tuple[tuple[str, object], ...]
+    config: tuple[tuple[str, object], ...]
+
+    @property
+    def spec(self) -> str:
+        """The ``benanza torch`` spec: ``transformers:ARCH?name=value&...``."""
+        q = "&".join(f"{k}={v}" for k, v in self.overrides)
+        return f"transformers:{self.arch}" + (f"?{q}" if q else "")
+
+    @property
+    def params(self) -> int:
+        return param_count(self.arch, dict(self.config))
+
+
+def _cfg(name: str, arch: str, defaults: dict, **overrides) -> LlmConfig:
+    return LlmConfig(name, arch, tuple(overrides.items()), tuple({**defaults, **overrides}.items()))
+
+
+#: transformers' defaults of the numbers :func:`param_count` reads (GPT2Config, LlamaConfig,
+#: Qwen2Config, MistralConfig, Phi3Config)
+GPT2 = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_inner=None, tie_word_embeddings=True)
+LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+             num_attention_heads=32, num_key_value_heads=None, tie_word_embeddings=False, attention_bias=False)
+QWEN2 = dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,
+             num_attention_heads=32, num_key_value_heads=32, tie_word_embeddings=False)
+MISTRAL = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+               num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)
+PHI3 = dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+            num_attention_heads=32, num_key_value_heads=None, tie_word_embeddings=False)
+
+#: the configurations: GPT-2 small with positions for a 4096-token cache, TinyLlama-1.1B's shape,
+#: Qwen2-0.5B's, a 1.6 B Mistral (GQA 4, no sliding window) and a 2 B Phi-3-mini-shaped model
+CONFIGS = (
+    _cfg("gpt2", "gpt2", GPT2, n_positions=8192),
+    _cfg("llama-1.1b", "llama", LLAMA, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+         num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=8192),
+    _cfg("qwen2-0.5b", "qwen2", QWEN2, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=8192),
+    _cfg("mistral-1.6b", "mistral", MISTRAL, hidden_size=2048, intermediate_size=7168, num_hidden_layers=16,
+         num_attention_heads=16, num_key_value_heads=4, sliding_window=None, max_position_embeddings=8192),
+    _cfg("phi3-2b", "phi3", PHI3, hidden_size=2560, intermediate_size=8192, num_hidden_layers=20,
+         num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=8192),
+)
+
+
+def param_count(arch: str, c: dict) -> int:
+    """Parameters of a decoder from its configuration's numbers (the modules transformers builds):
+
+    * gpt2: wte V x h + wpe P x h + per layer (ln_1, ln_2: 2h each; c_attn h x 3h + 3h; c_proj h x h + h;
+      mlp h x I + I and I x h + h, I = n_inner or 4h) + ln_f 2h; lm_head tied to wte;
+    * llama, mistral, qwen2, phi3: embed V x h + per layer (q h x h, k and v h x (kv x hd), o h x h,
+      gate/up h x I each, down I x h, two RMSNorms h each; qwen2 adds q/k/v biases h + 2 kv hd,
+      llama with ``attention_bias`` q/k/v/o biases) + final norm h + lm_head V x h unless tied;
+      hd = h / heads, kv = num_key_value_heads or heads (phi3 fuses qkv and gate/up: the same counts).
+
+    Raises ValueError for another architecture."""
+    if arch == "gpt2":
+        h, v, p, n = c["n_embd"], c["vocab_size"], c["n_positions"], c["n_layer"]
+        i = c.get("n_inner") or 4 * h
+        layer = 4 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h)
+        return v * h + p * h + n * layer + 2 * h
+    if arch not in ("llama", "mistral", "qwen2", "phi3"):
+        raise ValueError(f"no parameter count for {arch!r}")
+    h, v, n, i = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"], c["intermediate_size"]
+    heads = c["num_attention_heads"]
+    kv, hd = c.get("num_key_value_heads") or heads, h // heads
+    layer = 2 * h * h + 2 * h * kv * hd + 3 * h * i + 2 * h
+    if arch == "qwen2":
+        layer += h + 2 * kv * hd
+    if arch == "llama" and c.get("attention_bias"):
+        layer += 2 * h + 2 * kv * hd
+    return v * h + n * layer + h + (0 if c.get("tie_word_embeddings") else v * h)
+
+
+def select(names: str | None) -> list[LlmConfig]:
+    """The configurations named (comma-separated; None: all). Raises ValueError naming the known ones."""
+    if not names:
+        return list(CONFIGS)
+    known = {c.name: c for c in CONFIGS}
+    out = []
+    for n in (x.strip() for x in names.split(",") if x.strip()):
+        hit = known.get(n) or next((c for c in CONFIGS if c.name.split("-")[0] == n), None)
+        if hit is None:
+            raise ValueError(f"unknown LLM configuration {n!r} (known: {', '.join(known)})")
+        out.append(hit)
+    return out
+
+
+def torch_command(cfg: LlmConfig, phase: str, length: int, batches: list[int], dtype: str, db: str, out: Path,
+                  compile_max_len: int, bench_args: list[str] = ()) -> list[str]:
+    """The ``benanza torch`` command of one (configuration, case, dtype): every batch at once, torch.compile
+    (default mode) besides eager when ``length`` <= ``compile_max_len``."""
+    size = ["--seq", str(length)] if phase == "prefill" else ["--kv-len", str(length)]
+    cmd = [sys.executable, "-m", "benanza", "torch", cfg.spec, "--phase", phase, *size,
+           "--batch", ",".join(map(str, batches)), "--dtype", dtype, "--db", db,
+           "-o", str(out / "runs" / f"{cfg.name}-{phase}{length}-{dtype}"), "--json"]
+    if length <= compile_max_len:
+        cmd += ["--compile", "default"]
+    return cmd + [*(["--bench-args", shlex.join(bench_args)] if bench_args else [])]
+
+
+def slim(doc: dict) -> dict:
+    """What a row needs of a ``benanza torch --json`` document."""
+    llm = doc.get("llm") or {}
+    return {"batch": doc.get("batch"), "label": (doc.get("run") or {}).get("label") or "",
+            "lbl_ms": doc.get("lbl_ms", doc.get("lbl_fused_parallel_ms")), "complete": doc.get("complete"),
+            "gpu_kernel_ms": doc.get("gpu_kernel_ms"), "latency_ms": doc.get("latency_ms"),
+            "bound_ms": llm.get("bound_ms"), "bound_limit": (llm.get("bound") or {}).get("limit"),
+            "ceilings": (llm.get("bound") or {}).get("ceilings"), "missing_layers": doc.get("missing_layers")}
+
+
+def make_row(cfg_name: str, params: int | None, phase: str, length: int, batch: int, dtype: str,
+             docs: list[dict]) -> dict:
+    """One table row from the slimmed documents (:func:`slim`) of one command at ``batch``: the eager run's
+    and the torch.compile run's kernel time, the LBL (the eager document's; both share it) and the bound."""
+    mine = [d for d in docs if d.get("batch") == batch]
+    eager = next((d for d in mine if d["label"].startswith("eager")), None)
+    comp = next((d for d in mine if d["label"].startswith("torch.compile")), None)
+    ref = eager or comp or {}
+    lbl, ek, ck = ref.get("lbl_ms"), (eager or {}).get("gpu_kernel_ms"), (comp or {}).get("gpu_kernel_ms")
+    row = {"config": cfg_name, "params": params, "phase": phase, "len": length, "batch": batch, "dtype": dtype,
+           "eager_ms": ek, "compile_ms": ck, "lbl_ms": lbl, "complete": ref.get("complete"),
+           "bound_ms": ref.get("bound_ms"), "ceilings": ref.get("ceilings"),
+           "ratio_eager": lbl / ek if lbl is not None and ek else None,
+           "ratio_compile": lbl / ck if lbl is not None and ck else None}
+    row["flags"] = flags(row)
+    return row
+
+
+def flags(row: dict) -> list[str]:
+    """The row's flags (module doc); empty: the row holds (LBL complete, <= eager and compile, >= bound)."""
+    out = []
+    if row["ratio_eager"] is not None and row["ratio_eager"] > 1.0:
+        out.append("LBL>EAGER")
+    if row["ratio_compile"] is not None and row["ratio_compile"] > 1.0:
+        out.append("LBL>COMPILE")
+    if row["bound_ms"] is not None and row["lbl_ms"] is not None and row["bound_ms"] > row["lbl_ms"]:
+        out.append("BOUND>LBL")
+    if row["complete"] is False:
+        out.append("INCOMPLETE")
+    if row["lbl_ms"] is None:
+        out.append("NO-LBL")
+    if row["eager_ms"] is None:
+        out.append("NO-PYTORCH")
+    return out
+
+
+def _f(x, digits=3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+HEAD = ["config", "params", "phase", "len", "batch", "dtype", "eager kernel ms", "compile kernel ms", "LBL ms",
+        "bound ms", "LBL/eager", "LBL/compile", "flag"]
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The LLM truth table as aligned text: a header, a rule, one line per row."""
+    cells = [[r["config"], f"{r['params'] / 1e9:.2f} B" if r.get("params") else "-", r["phase"], str(r["len"]),
+              str(r["batch"]), r["dtype"], _f(r["eager_ms"]), _f(r["compile_ms"]),
+              _f(r["lbl_ms"]) + ("" if r.get("complete") is not False else " partial"), _f(r["bound_ms"]),
+              _f(r["ratio_eager"]), _f(r["ratio_compile"]), " ".join(r["flags"]) or "ok"] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(HEAD, *cells)]
+    line = lambda c: " | ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731
+    return [line(HEAD), "-+-".join("-" * w for w in widths)] + [line(c) for c in cells]
+
+
+def summary_line(rows: list[dict]) -> str:
+    ok = sum(1 for r in rows if not r["flags"])
+    return (f"{len(rows)} rows: {ok} hold (complete, LBL <= eager and compile, bound <= LBL); "
+            + ", ".join(f"{f} {sum(1 for r in rows if f in r['flags'])}"
+                        for f in ("LBL>EAGER", "LBL>COMPILE", "BOUND>LBL", "INCOMPLETE", "NO-LBL", "NO-PYTORCH")))
+
+
+def rows_from_records(records: list[dict], batches: list[int] | None = None) -> list[dict]:
+    """The rows of ``llm_run`` records (each: config, params, phase, len, dtype, batches, docs); the last
+    record of a (config, phase, len, dtype) wins (a rerun, or a later merged run)."""
+    runs: dict = {}
+    for r in records:
+        if r.get("type") == "llm_run":
+            runs[(r["config"], r["phase"], r["len"], r["dtype"])] = r
+    out = []
+    for (name, phase, length, dtype), r in runs.items():
+        for b in batches or r.get("batches") or sorted({d["batch"] for d in r["docs"]}):
+            out.append(make_row(name, r.get("params"), phase, length, b, dtype, r["docs"]))
+    return out
+
+
+def read_records(path: Path) -> list[dict]:
+    """The records of ``results.jsonl`` (a folder holding one, or the file); a torn last line is skipped.
+    Raises ValueError for a missing file."""
+    p = path / "results.jsonl" if path.is_dir() else path
+    if not p.exists():
+        raise ValueError(f"{p}: no results.jsonl (an earlier `truth.py --llm` run's --out)")
+    out = []
+    for ln in p.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(ln))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+# ------------------------------------------------------------------------------------------- running
+
+def parse_args(argv: list[str]):
+    """``--llm``'s options (unknown ones pass through to ``benanza bench`` via ``--bench-args``). Raises
+    ValueError for a bad value."""
+    ap = argparse.ArgumentParser(prog="truth.py --llm", description="LLM truth: benanza's LBL of decoder "
+                                 "phases against PyTorch's eager and torch.compile kernel time.")
+    ap.add_argument("--llm", action="store_true")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--db", help="benanza performance database (default OUT/truth.db)")
+    ap.add_argument("--configs", help=f"comma-separated configurations (default all: {', '.join(c.name for c in CONFIGS)})")
+    ap.add_argument("--batch", default="1,8,32")
+    ap.add_argument("--dtype", default="fp16,bf16")
+    ap.add_argument("--phases", default="prefill,decode")
+    ap.add_argument("--compile-max-len", type=int, default=128, help="torch.compile besides eager up to this "
+                    "length (prefill tokens or cache length; default 128; 0: never)")
+    ap.add_argument("--dry-run", action="store_true", help="no GPU work, no torch: configurations and commands")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="RUN", help="one table from earlier runs' --out folders")
+    a, extra = ap.parse_known_args(argv)
+    a.configs = select(a.configs)
+    try:
+        a.batches = [int(b) for b in a.batch.split(",") if b.strip()]
+    except ValueError:
+        raise ValueError(f"--batch {a.batch!r}: batch sizes must be positive integers") from None
+    if not a.batches or min(a.batches) <= 0:
+        raise ValueError(f"--batch {a.batch!r}: batch sizes must be positive integers")
+    a.dtypes = [d.strip() for d in a.dtype.split(",") if d.strip()]
+    if not a.dtypes or any(d not in DTYPES for d in a.dtypes):
+        raise ValueError(f"--dtype {a.dtype!r}: the LLM truth's data types are fp16 and bf16")
+    a.phases = [p.strip() for p in a.phases.split(",") if p.strip()]
+    if not a.phases or any(p not in ("prefill", "decode") for p in a.phases):
+        raise ValueError(f"--phases {','.join(a.phases)!r}: choose prefill, decode")
+    if a.dry_run and a.merge:
+        raise ValueError("--dry-run and --merge exclude each other")
+    a.out = a.out.resolve()
+    a.db = a.db or str(a.out / "truth.db")
+    a.bench_args = extra
+    return a
+
+
+def run(a) -> list[dict]:
+    """Every command of ``a`` (or their dry run, or the merge); writes the records and tables; the rows."""
+    a.out.mkdir(parents=True, exist_ok=True)
+    results = a.out / "results.jsonl"
+
+    def write(kind: str, **kw) -> dict:
+        rec = {"type": kind, "time": time.time(), **kw}
+        with results.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rec, default=str) + "\n")
+        return rec
+
+    if a.merge:
+        records = [r for src in a.merge for r in read_records(src)]
+    else:
+        records = []
+        for cfg in a.configs:
+            print(f"== {cfg.name}: {cfg.params / 1e9:.3f} B parameters, {cfg.spec}", flush=True)
+            for phase, length in (c for c in CASES if c[0] in a.phases):
+                for dtype in a.dtypes:
+                    cmd = torch_command(cfg, phase, length, a.batches, dtype, a.db, a.out, a.compile_max_len,
+                                        a.bench_args)
+                    if a.dry_run:
+                        write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
+                        print(f"  would run: {shlex.join(cmd)}", flush=True)
+                        continue
+                    records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd))
+    rows = [] if a.dry_run else rows_from_records(records)
+    text = "\n".join(table_lines(rows) + ["", summary_line(rows)])
+    (a.out / "table.txt").write_text(text + "\n", encoding="utf-8")
+    (a.out / "table.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    (a.out / "table.md").write_text("\n".join("| " + ln + " |" for ln in table_lines(rows)) + "\n", encoding="utf-8")
+    print(text, flush=True)
+    return rows
+
+
+def _run_one(write, cfg, phase, length, dtype, batches, cmd) -> dict:
+    """One ``benanza torch`` command; its documents slimmed into an ``llm_run`` record (an ``error`` record
+    and an ``llm_run`` without documents when it fails)."""
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    log = Path(cmd[cmd.index("-o") + 1])
+    log.mkdir(parents=True, exist_ok=True)
+    (log / "stderr.txt").write_text(p.stderr, encoding="utf-8")
+    try:
+        docs = [slim(d) for d in json.loads(p.stdout)]
+    except (json.JSONDecodeError, TypeError, AttributeError):
+        last = next((x for x in reversed(p.stderr.strip().splitlines()) if x.strip()), f"exit {p.returncode}")
+        write("error", config=cfg.name, phase=phase, len=length, dtype=dtype, message=last[:400])
+        print(f"  error: {last[:300]}", flush=True)
+        docs = []
+    return write("llm_run", config=cfg.name, params=cfg.params, spec=cfg.spec, phase=phase, len=length, dtype=dtype,
+                 batches=batches, command=shlex.join(cmd), seconds=time.perf_counter() - t, docs=docs)
+
+
+def main(argv: list[str]) -> int:
+    """``truth.py --llm``: 2 with one ``benanza: ...`` line for a bad argument."""
+    try:
+        a = parse_args(argv)
+        if not (a.dry_run or a.merge):
+            import torch  # noqa: F401  (a clear line here rather than one per command)
+
+            if not torch.cuda.is_available():
+                raise ValueError("no CUDA GPU here: use --dry-run, or --merge earlier runs")
+        run(a)
+    except ImportError:
+        print("benanza: truth.py --llm needs torch and transformers (or --dry-run / --merge)", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"benanza: {e}", file=sys.stderr)
+        return 2
+    return 0

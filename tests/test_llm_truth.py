@@ -1,0 +1,98 @@
+"""The LLM truth benchmark (benchmarks/truth.py --llm, benchmarks/llm_truth.py; issue 27, item 5) without a GPU
+or torch: the configurations' parameter counts from their numbers, the commands, the rows and flags on
+fabricated `benanza torch --json` documents, --dry-run and --merge."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def lt():
+    sys.path.insert(0, str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("llm_truth", BENCHMARKS / "llm_truth.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["llm_truth"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_parameter_counts_from_the_configurations(lt):
+    # published counts of the models whose shapes these are (their model cards / num_parameters())
+    assert lt.param_count("gpt2", lt.GPT2) == 124_439_808  # GPT-2 small
+    byname = {c.name: c for c in lt.CONFIGS}
+    assert byname["llama-1.1b"].params == 1_100_048_384  # TinyLlama-1.1B
+    assert byname["qwen2-0.5b"].params == 494_032_768  # Qwen2-0.5B (tied embeddings, q/k/v biases)
+    assert byname["gpt2"].params == 124_439_808 + (8192 - 1024) * 768  # positions for a 4096-token cache
+    assert len(lt.CONFIGS) >= 5 and {c.arch for c in lt.CONFIGS} == {"gpt2", "llama", "qwen2", "mistral", "phi3"}
+    assert all(0.1e9 <= c.params <= 3e9 for c in lt.CONFIGS)
+    with pytest.raises(ValueError, match="no parameter count"):
+        lt.param_count("bert", {})
+
+
+def test_commands_and_specs(lt, tmp_path):
+    m = next(c for c in lt.CONFIGS if c.arch == "mistral")
+    assert "sliding_window=None" in m.spec and m.spec.startswith("transformers:mistral?hidden_size=2048")
+    cmd = lt.torch_command(m, "decode", 4096, [1, 8, 32], "bf16", "db.sqlite", tmp_path, 128)
+    i = cmd.index("torch")
+    assert cmd[i + 1:i + 6] == [m.spec, "--phase", "decode", "--kv-len", "4096"]
+    assert "--compile" not in cmd and cmd[cmd.index("--batch") + 1] == "1,8,32"
+    short = lt.torch_command(m, "prefill", 128, [1], "fp16", "db", tmp_path, 128, ["--no-cold"])
+    assert short[short.index("--seq") + 1] == "128" and short[short.index("--compile") + 1] == "default"
+    assert short[-2:] == ["--bench-args", "--no-cold"]
+
+
+def _doc(batch, label, lbl, kernel, bound, complete=True):
+    return {"batch": batch, "run": {"label": label}, "lbl_ms": lbl, "complete": complete, "gpu_kernel_ms": kernel,
+            "llm": {"bound_ms": bound, "bound": {"limit": "memory", "ceilings": "measured"}}}
+
+
+def test_rows_and_flags(lt):
+    docs = [lt.slim(d) for d in (_doc(1, "eager", 2.0, 4.0, 1.0), _doc(1, "torch.compile(default)", 2.0, 1.5, 1.0),
+                                 _doc(8, "eager", 3.0, 4.0, 3.5, complete=False))]
+    r1 = lt.make_row("llama-1.1b", 1_100_048_384, "decode", 128, 1, "fp16", docs)
+    assert r1["ratio_eager"] == 0.5 and r1["ratio_compile"] == pytest.approx(2 / 1.5)
+    assert r1["flags"] == ["LBL>COMPILE"]
+    r8 = lt.make_row("llama-1.1b", 1_100_048_384, "decode", 128, 8, "fp16", docs)
+    assert r8["compile_ms"] is None and r8["flags"] == ["BOUND>LBL", "INCOMPLETE"]
+    r32 = lt.make_row("llama-1.1b", None, "decode", 128, 32, "fp16", docs)
+    assert r32["flags"] == ["NO-LBL", "NO-PYTORCH"]
+    lines = lt.table_lines([r1, r8])
+    assert lines[0].split()[:5] == ["config", "|", "params", "|", "phase"] and "1.10 B" in lines[2] and "3.000 partial" in lines[3]
+    assert lt.summary_line([r1, r8]).startswith("2 rows: 0 hold")
+
+
+def _truth(*args):
+    return subprocess.run([sys.executable, str(BENCHMARKS / "truth.py"), *map(str, args)], capture_output=True,
+                          text=True)
+
+
+def test_dry_run_merge_and_bad_arguments(tmp_path, lt):
+    r = _truth("--llm", "--out", tmp_path / "dry", "--configs", "llama,qwen2", "--phases", "decode", "--dtype",
+               "bf16", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in (tmp_path / "dry" / "results.jsonl").read_text().splitlines()]
+    cmds = [x["command"] for x in recs if x["type"] == "dry_run"]
+    assert len(cmds) == 4 and all("--phase decode" in c and "--dtype bf16" in c for c in cmds)  # 2 configs x 2 caches
+    assert "1.100 B parameters" in r.stdout and "0.494 B parameters" in r.stdout
+    run = tmp_path / "run"
+    run.mkdir()
+    rec = {"type": "llm_run", "config": "gpt2", "params": 129_944_832, "phase": "prefill", "len": 128,
+           "dtype": "fp16", "batches": [1, 8], "docs": [lt.slim(_doc(1, "eager", 1.0, 2.0, 0.5)),
+                                                         lt.slim(_doc(8, "eager", 5.0, 4.0, 0.5))]}
+    (run / "results.jsonl").write_text(json.dumps(rec) + "\n{torn")
+    r = _truth("--llm", "--out", tmp_path / "merged", "--merge", run)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "merged" / "table.json").read_text())
+    assert [x["flags"] for x in rows] == [[], ["LBL>EAGER"]] and "1 hold" in r.stdout
+    for bad, msg in ((["--dtype", "fp32"], "fp16 and bf16"), (["--configs", "falcon"], "unknown LLM configuration"),
+                     (["--batch", "0"], "positive"), (["--phases", "train"], "prefill, decode")):
+        r = _truth("--llm", "--out", tmp_path / "bad", "--dry-run", *bad)
+        assert r.returncode == 2 and r.stderr.startswith("benanza: ") and msg in r.stderr, r.stderr
+    r = _truth("--llm", "--out", tmp_path / "m2", "--merge", tmp_path / "nothing")
+    assert r.returncode == 2 and "no results.jsonl" in r.stderr
