@@ -76,6 +76,24 @@ TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")
 STEP_PHASES = ("forward", "loss", "backward_data", "backward_weight", "optimizer")
 
 
+class RowNorm:
+    """The row view of a normalisation over the trailing axes (LayerNorm, RMSNorm and their gradients):
+    a config with ``x`` (its input shape) and ``axis`` (the first normalised dim) has ``rows`` =
+    prod(x[:axis]) independent rows of ``cols`` = prod(x[axis:]) elements each (ONNX
+    LayerNormalization-17 / RMSNormalization-23: the statistics are over x[axis:])."""
+
+    x: Shape
+    axis: int
+
+    @property
+    def rows(self) -> int:
+        return numel(self.x[:self.axis])
+
+    @property
+    def cols(self) -> int:
+        return numel(self.x[self.axis:])
+
+
 @dataclass(frozen=True)
 class LayerConfig:
     """Base class of layer configs (frozen dataclasses; fields are the call's parameters)."""

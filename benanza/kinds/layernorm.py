@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.base import Job, Kind, LayerConfig, RowNorm, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need
 
 
 @dataclass(frozen=True)
-class LayerNormConfig(LayerConfig):
+class LayerNormConfig(RowNorm, LayerConfig):
     """ONNX LayerNormalization (opset 17; ONNX operator spec), inference:
     ``y = (x - mean) / sqrt(var + epsilon) * scale (+ bias)``, mean and (biased) variance over the
     dims from ``axis`` on. Also the fused form of the decomposed ReduceMean/Sub/Pow/ReduceMean/Add/
@@ -38,14 +38,6 @@ class LayerNormConfig(LayerConfig):
     epsilon: float
     bias: bool = True
     stats: bool = False
-
-    @property
-    def rows(self) -> int:
-        return numel(self.x[:self.axis])
-
-    @property
-    def cols(self) -> int:
-        return numel(self.x[self.axis:])
 
     def input_shapes(self):
         return [self.x, self.x[self.axis:]]

@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.base import Job, Kind, LayerConfig, RowNorm, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label
 from benanza.kinds.layernorm import LayerNormConfig
@@ -34,7 +34,7 @@ FLOPS_PER_ELEMENT = 13
 
 
 @dataclass(frozen=True)
-class LayerNormBwdConfig(LayerConfig):
+class LayerNormBwdConfig(RowNorm, LayerConfig):
     """The backward of a LayerNorm over ``x`` normalised from ``axis`` on: x viewed as (rows, cols) =
     (prod(x[:axis]), prod(x[axis:])) as the forward kind does.
 
@@ -64,14 +64,6 @@ class LayerNormBwdConfig(LayerConfig):
     def of(cls, fwd: LayerNormConfig) -> "LayerNormBwdConfig":
         """The backward call of the forward LayerNorm ``fwd``."""
         return cls(x=tuple(fwd.x), axis=fwd.axis, bias=fwd.bias)
-
-    @property
-    def rows(self) -> int:
-        return numel(self.x[:self.axis])
-
-    @property
-    def cols(self) -> int:
-        return numel(self.x[self.axis:])
 
     def input_shapes(self):
         norm = tuple(self.x[self.axis:])

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import onnx
 
-from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, RowNorm, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.elementwise import ElementwiseConfig
@@ -23,7 +23,7 @@ from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Part, Unsupported, cont
 
 
 @dataclass(frozen=True)
-class RMSNormConfig(LayerConfig):
+class RMSNormConfig(RowNorm, LayerConfig):
     """Root-mean-square layer normalisation (Zhang and Sennrich, "Root Mean Square Layer
     Normalization", NeurIPS 2019; ONNX RMSNormalization, opset 23), inference:
     ``y = x / sqrt(mean(x^2 over the dims from axis on) + epsilon) * scale``. No mean is subtracted
@@ -55,14 +55,6 @@ class RMSNormConfig(LayerConfig):
     def __post_init__(self):
         if not self.x or not 0 <= self.axis < len(self.x):
             raise ValueError(f"RMSNorm axis {self.axis} out of range for x {list(self.x)}")
-
-    @property
-    def rows(self) -> int:
-        return numel(self.x[:self.axis])
-
-    @property
-    def cols(self) -> int:
-        return numel(self.x[self.axis:])
 
     def input_shapes(self):
         return [self.x, self.x[self.axis:]]

@@ -29,7 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
+from benanza.kinds.base import Job, Kind, LayerConfig, RowNorm, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label
 from benanza.kinds.rmsnorm import RMSNormConfig
@@ -45,7 +45,7 @@ FLOPS_PER_ELEMENT = {"dx": 8, "dscale": 3}
 
 
 @dataclass(frozen=True)
-class RMSNormBwdConfig(LayerConfig):
+class RMSNormBwdConfig(RowNorm, LayerConfig):
     """One gradient of an RMSNorm over ``x`` normalised from ``axis`` on: x viewed as (rows, cols) =
     (prod(x[:axis]), prod(x[axis:])) as the forward kind does.
 
@@ -76,14 +76,6 @@ class RMSNormBwdConfig(LayerConfig):
     def of(cls, fwd: RMSNormConfig, grad: str) -> "RMSNormBwdConfig":
         """The ``grad`` call of the forward RMSNorm ``fwd``."""
         return cls(x=tuple(fwd.x), axis=fwd.axis, grad=grad)
-
-    @property
-    def rows(self) -> int:
-        return numel(self.x[:self.axis])
-
-    @property
-    def cols(self) -> int:
-        return numel(self.x[self.axis:])
 
     def input_shapes(self):
         norm, stats = tuple(self.x[self.axis:]), tuple(self.x[:self.axis])

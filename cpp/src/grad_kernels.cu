@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "benanza/float_cast.cuh"
+
 #include "benanza/grad_kernels.hpp"
 
 namespace benanza {
@@ -23,20 +25,6 @@ unsigned grid_for(unsigned long long n) {
 unsigned rows_grid(long long rows) {
   return static_cast<unsigned>(rows < (1LL << 20) ? (rows > 0 ? rows : 1) : (1LL << 20));
 }
-
-template <typename T>
-__device__ __forceinline__ float to_f(T v) { return static_cast<float>(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_f(float v) { return static_cast<T>(v); }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
 template <typename T, bool kAccumulate>
 __global__ void gather_backward_k(const T* dy, const long long* idx, T* dx, long long axis_dim, long long n,

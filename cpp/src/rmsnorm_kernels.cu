@@ -5,25 +5,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "benanza/float_cast.cuh"
+
 #include "benanza/rmsnorm.hpp"
 
 namespace benanza {
 
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float to_f(T v) { return static_cast<float>(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_f(float v) { return static_cast<T>(v); }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 // sum over the block; every thread gets the result
 __device__ __forceinline__ float block_sum(float a) {
