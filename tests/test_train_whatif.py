@@ -209,3 +209,46 @@ def test_the_train_report_has_the_whatif(joined, tmp_path, capsys):
     assert [s["kind"] for s in d["whatif"]["steps"]] == [k for k, _ in STEPS]
     assert d["whatif"]["steps"][1]["saving_ms"] > 0 and d["whatif"]["steps"][2]["saving_ms"] is None
     assert d["headline"] == first
+
+
+# ----------------------------------------------------------- benchmarks/whatif_check.py --train
+
+@pytest.fixture(scope="module")
+def check():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("whatif_check", Path(__file__).parent.parent / "benchmarks"
+                                                  / "whatif_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_check_rows_and_table(check, joined):
+    ml, tj = joined
+    w = compose_step(_cmp(joined, _step(ml)), ml, StepAlternatives(fused_optimizer_ms=0.01))
+    doc = {"whatif": w.to_dict()}
+    plan = check.train_plan([k for k, _ in STEPS], compile_=False)
+    assert [k for k, _ in plan] == ["cuda_graphs", "fused_optimizer", "algorithm_selection", "channels_last", "amp"]
+    assert plan[2][1] == {"cuda_graphs", "fused_optimizer", "algorithm_selection"}  # each on top of the ones before
+    st = lambda m, iqr=0.01: {"median": m, "iqr": iqr, "q1": m, "q3": m, "n": 10}  # noqa: E731
+    measured = [("cuda_graphs", st(WALL), st(2.0)), ("fused_optimizer", st(2.0), st(1.9)),
+                ("algorithm_selection", st(1.9), st(1.8))]
+    rows = check.train_rows("resnet18", 2, doc, measured)
+    g, o, a = rows
+    assert g["estimate_ms"] == pytest.approx(WALL - w.steps[0].ms_after)
+    assert g["error"] == pytest.approx(abs(g["estimate_ms"] - (WALL - 2.0)) / (WALL - 2.0))
+    assert o["estimate_ms"] == pytest.approx(w.steps[1].effect_ms)
+    assert a["estimate_ms"] is None and a["error"] is None  # not estimated: no error either
+    text = check.table(rows, {"gpu": "H100"}, "cmd")
+    assert "cudnn.benchmark | -" in text and "median |estimate - measured|" in text and "over 2" not in text
+
+
+def test_the_check_dry_run(check, tmp_path, capsys):
+    assert check.main(["--train", "--dry-run", "--out", str(tmp_path), "--db", "x", "--models", "resnet18,vit_b_16",
+                       "--batch", "2,32", "--compile"]) == 0
+    text = capsys.readouterr().out
+    assert "training step, fp32, optimizer sgd" in text and "6. fusion:" in text and "4 timed" not in text
+    assert text.count("profile the start, then 7 timed variants") == 4 and not list(tmp_path.iterdir())
+    check.main(["--dry-run", "--out", str(tmp_path), "--db", "x", "--models", "resnet50", "--batch", "1"])
+    assert "inference, fp32" in capsys.readouterr().out
