@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benanza.errors import LibraryError, UsageError
+from benanza.errors import BenanzaError, LibraryError, UsageError
 from benanza.generation.generator import LAYOUTS, parse_layouts  # LAYOUTS: what a scenario may name, in order
 from benanza.kinds.precision import Precision
 
@@ -813,7 +813,26 @@ def train_comparison(onnx_path, run, dtype: str, db=None, layouts_=DEFAULT_LAYOU
         la = Latency.from_samples(lat["samples_ms"], str(lat.get("method", "")))
         info["step_wall_ms"] = {"median_ms": la.median_ms, "iqr_ms": la.iqr_ms, "samples": la.samples,
                                 "method": la.method}
-    return TrainComparison(tj, step, info)
+    c = TrainComparison(tj, step, info)
+    c.whatif = _step_whatif(c, lb, database, onnx_path, run, dtype, layouts_, fingerprint)
+    return c
+
+
+def _step_whatif(c, lb, database, onnx_path, run, dtype: str, layouts_, fingerprint):
+    """The training step's what-if (:func:`benanza.analysis.train_whatif.compose_step`) of ``c``,
+    with the database's alternatives; for an fp32 run the fp16 step of the same model for AMP
+    (None when the database cannot give it: step 5 is then not estimated)."""
+    from benanza.analysis.train_whatif import compose_step, step_alternatives
+
+    fp16 = None
+    if dtype == "fp32":
+        try:
+            _, fp16 = training(Scenario(onnx_path, run.batch, "fp16", layouts_), database, layers=lb.layers,
+                               fingerprint=fingerprint, optimizer=run.train or "sgd")
+        except BenanzaError:
+            fp16 = None
+    alt = step_alternatives(c.step, database, lb.system.id, fp16, tuple(layouts_))
+    return compose_step(c, lb.layers, alt)
 
 
 def torch_train(spec: str, batches: list[int], dtype: str = "fp32", optimizer: str = "sgd", db=None, out=None,

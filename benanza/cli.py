@@ -725,8 +725,8 @@ def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
     Benanza ratios (INCOMPLETE marked), or the documents as a JSON list."""
     docs = []
     for c in comps:
+        c.run["spec"] = spec  # (the headline names it)
         d = c.to_dict()
-        d["run"]["spec"] = spec
         folder = Path(c.run["folder"])
         (folder.parent / (folder.name.replace("profile-", "report-") + ".json")).write_text(
             json.dumps(d, indent=1, default=str))
@@ -740,6 +740,7 @@ def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
             err.print(f"notice: {n}", markup=False, soft_wrap=True)
         for n in pt["notices"]:
             err.print(f"notice: {n}", markup=False, soft_wrap=True)
+        out.print(d["headline"], markup=False, soft_wrap=True)
         st = pt["step_kernel_ms"]
         t = FitTable(f"{spec} batch {c.run['batch']} {c.run['dtype']}, {c.run['label']}: PyTorch's training step "
                      f"(GPU kernel time, median of {pt['iterations']} iterations) against benanza's",
@@ -771,6 +772,11 @@ def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
         out.print(f"benanza training step: {c.step.lbl_text()}; sequential {c.step.sequential_ms:.4f} ms",
                   markup=False)
         out.print(c.ratio_text(), markup=False)
+        from benanza.reports.report import train_whatif_table
+
+        wt = train_whatif_table(d)
+        if wt is not None:
+            out.print(wt)
         lt = FitTable("layers by PyTorch's kernel time (forward + backward, the 12 heaviest; all in the report)",
                       [Col("layer", "name"), Col("PyTorch fwd", "num"), Col("PyTorch bwd", "num"),
                        Col("benanza bwd", "num"), Col("backward nodes", "name", drop=1)])

@@ -37,6 +37,24 @@ table gives benanza's own latency beside it.
         --models resnet50,vit_b_16,convnext_tiny,efficientnet_b0,mobilenet_v2 --batch 1,32 --dtype fp32 [--compile]
 
 Writes ``DIR/whatif-check.txt`` and ``.json`` after every model (a cut run keeps what it did).
+
+**``--train``** (issue 26, item 3): the same check over the training step (forward, cross-entropy
+loss, ``backward()``, ``optimizer.step()``, ``zero_grad(set_to_none=True)``) and its what-if
+(:mod:`benanza.analysis.train_whatif`, :func:`benanza.api.train_comparison`). The starting run:
+eager, fp32 (PyTorch's defaults), ``cudnn.benchmark`` off, the for-each optimizer (``foreach=True``).
+The changes, in the composition's order, each on top of the ones before
+(:data:`TRAIN_CHANGES`): a CUDA graph of the whole step with static inputs and targets (PyTorch's
+"whole network capture": warm-up on a side stream, ``capturable=True`` for Adam/AdamW), ``fused=True``
+optimizer, ``cudnn.benchmark = True``, ``channels_last``, AMP (``torch.autocast`` fp16; no grad
+scaler: it adds no kernel the estimate has), ``torch.compile`` of the module (``--compile``). The
+step's time is the median of ``--runs`` steps timed with CUDA events. A what-if step without its
+measurement (``saving_ms`` None) gives a row with no estimate and no error. ``--dry-run`` prints
+the plan (models, batches, the variants measured in order) without a GPU or torch::
+
+    python benchmarks/whatif_check.py --train --out DIR --db DB --models resnet18,resnet50 --batch 32 \\
+        --optimizer sgd [--compile] [--dry-run]
+
+Writes ``DIR/whatif-check-train.txt`` and ``.json``.
 """
 from __future__ import annotations
 
@@ -125,12 +143,163 @@ def measure(spec: str, batch: int, dtype: str, v: Variant, runs: int, warmup: in
             end.record()
             end.synchronize()
             samples.append(start.elapsed_time(end))
-    del model, xs
+    model = xs = run = None  # (let the module go before emptying the cache)
     torch.cuda.empty_cache()
     import torch._dynamo
 
     torch._dynamo.reset()
     return stats(samples)
+
+
+# ------------------------------------------------------------------------ the training step (GPU)
+
+#: the PyTorch change of each training what-if step (benanza.analysis.train_whatif.STEPS), in its order;
+#: parallel execution has none
+TRAIN_CHANGES = {
+    "cuda_graphs": "CUDA graph of the step",
+    "fused_optimizer": "fused=True optimizer",
+    "algorithm_selection": "cudnn.benchmark",
+    "channels_last": "channels_last",
+    "amp": "AMP fp16 autocast",
+    "fusion": "torch.compile",
+}
+
+
+def train_plan(steps: list[str], compile_: bool) -> list[tuple[str, set[str]]]:
+    """The variants measured in order: ``(the step kind, the changes on)``, each on top of the ones
+    before, for the what-if ``steps`` (kinds, in the composition's order) that have a PyTorch change
+    (``fusion`` only with ``compile_``)."""
+    on: set[str] = set()
+    out = []
+    for k in steps:
+        if k not in TRAIN_CHANGES or (k == "fusion" and not compile_):
+            continue
+        on = on | {k}
+        out.append((k, set(on)))
+    return out
+
+
+def measure_train(spec: str, batch: int, on: set[str], runs: int, optimizer: str = "sgd", warmup: int = 20) -> dict:
+    """Time of one training step (ms, CUDA events) of the module under the changes ``on``
+    (:data:`TRAIN_CHANGES`): ``stats`` over ``runs``."""
+    import torch
+
+    from benanza.processing.modules import resolve
+
+    torch.backends.cudnn.benchmark = "algorithm_selection" in on
+    torch.manual_seed(0)
+    src = resolve(spec)
+    model = src.build().cuda().train()
+    xs = [x.cuda() for x in src.inputs(batch)]
+    if "channels_last" in on:
+        model = model.to(memory_format=torch.channels_last)
+        xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
+    fused = "fused_optimizer" in on
+    graph = "cuda_graphs" in on
+    kw = {"fused": True} if fused else {"foreach": True}
+    if graph and optimizer != "sgd":
+        kw["capturable"] = True
+    opt = {"sgd": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, **kw),
+           "adam": lambda p: torch.optim.Adam(p, lr=1e-4, **kw),
+           "adamw": lambda p: torch.optim.AdamW(p, lr=1e-4, **kw)}[optimizer](model.parameters())
+    fwd = torch.compile(model) if "fusion" in on else model
+    with torch.no_grad():
+        n_cls = fwd(*xs).shape[-1]
+    target = torch.randint(0, n_cls, (batch,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled="amp" in on):
+            loss = torch.nn.functional.cross_entropy(fwd(*xs), target)
+        loss.backward()
+        opt.step()
+
+    run, g = step, None
+    if graph:  # PyTorch's whole-network capture (CUDA semantics: CUDA graphs)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            step()
+        run = g.replay
+    for _ in range(warmup):
+        run()
+    torch.cuda.synchronize()
+    samples = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    run = step = g = None  # (the step's closure holds the module: let it go before emptying the cache)
+    torch.cuda.empty_cache()
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    return stats(samples)
+
+
+def estimates_train(spec: str, batch: int, db: str, folder: Path, runs: int, optimizer: str) -> dict:
+    """Profile the starting training run with benanza (``cudnn.benchmark`` off) against the
+    database ``db`` (no bench here) and return its ``torch --train`` report document (what-if)."""
+    from benanza.api import train_comparison
+    from benanza.processing.modules import export_onnx, resolve
+    from benanza.profiles import capture_profile
+    from benanza.profiles.pytorch import ProfileRun
+
+    src = resolve(spec)
+    folder.mkdir(parents=True, exist_ok=True)
+    export = folder / f"{src.name}_train.onnx"  # batch norms kept, as benanza torch --train exports
+    export_onnx(src, export, keep_batch_norms=True)
+    capture_profile(export, batch, "fp32", folder / "profile", warmup=20, runs=runs, iterations=3,
+                    cudnn_benchmark=False, force=True, module={"spec": spec}, train=True, optimizer=optimizer)
+    c = train_comparison(export, ProfileRun(batch, False, None, folder / "profile", optimizer), "fp32", db)
+    return c.to_dict()
+
+
+def train_rows(spec: str, batch: int, doc: dict, measured: list[tuple[str, dict, dict]]) -> list[dict]:
+    """One row per measured change: ``measured`` is ``(step kind, before, after)`` in the plan's
+    order (:func:`train_plan`, ``stats`` dicts); the estimate is the what-if step's signed effect
+    (the CUDA graph's: the measured start minus the step's time after it, as for inference); a step
+    benanza could not estimate has ``estimate_ms`` and ``error`` None."""
+    steps = {s["kind"]: s for s in ((doc.get("whatif") or {}).get("steps") or [])}
+    rows = []
+    for kind, before, after in measured:
+        st = steps.get(kind) or {}
+        gain = before["median"] - after["median"]
+        est = st.get("effect_ms")
+        if kind == "cuda_graphs" and st.get("saving_ms") is not None:
+            est = before["median"] - float(st["ms_after"])
+        noise = max(before["iqr"], after["iqr"], 0.01 * before["median"])
+        rows.append({"model": spec, "batch": batch, "dtype": "fp32", "finding": kind, "change": TRAIN_CHANGES[kind],
+                     "estimate_ms": est, "benanza_effect_ms": st.get("effect_ms"), "measured_ms": gain,
+                     "before": before, "after": after, "noise_ms": noise,
+                     "error": None if est is None else abs(est - gain) / max(abs(gain), noise),
+                     "rests_on": st.get("rests_on"),
+                     "benanza_latency_ms": (doc.get("whatif") or {}).get("final_ms"),
+                     "lbl_ms": (doc.get("whatif") or {}).get("lbl_ms")})
+    return rows
+
+
+def check_one_train(spec: str, batch: int, a) -> list[dict]:
+    """The training check of one model and batch (module doc, ``--train``)."""
+    doc = estimates_train(spec, batch, a.db, a.out / "profiles" / f"{spec}-b{batch}-train", a.runs, a.optimizer)
+    kinds = [s["kind"] for s in ((doc.get("whatif") or {}).get("steps") or [])]
+    before = measure_train(spec, batch, set(), a.runs, a.optimizer)
+    measured = []
+    for kind, on in train_plan(kinds, a.compile):
+        after = measure_train(spec, batch, on, a.runs, a.optimizer)
+        measured.append((kind, before, after))
+        before = after
+    return train_rows(spec, batch, doc, measured)
 
 
 # ------------------------------------------------------------------------------- benanza side
@@ -231,10 +400,18 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--compile", action="store_true", help="also apply torch.compile for the fusion finding")
+    ap.add_argument("--train", action="store_true", help="check the training step's what-if (module doc)")
+    ap.add_argument("--optimizer", default="sgd", choices=("sgd", "adam", "adamw"), help="with --train")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU, no torch")
     a = ap.parse_args(argv)
+    command = "python benchmarks/whatif_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if a.dry_run:
+        print(dry_run(a), end="")
+        return 0
     a.out.mkdir(parents=True, exist_ok=True)
     env = software_versions()
-    command = "python benchmarks/whatif_check.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if a.train:
+        return _main_train(a, env, command)
     rows: list[dict] = []
     for spec in [m for m in a.models.split(",") if m]:
         export = a.exports / f"{spec}.onnx"
@@ -248,6 +425,55 @@ def main(argv=None) -> int:
             text = table(rows, env, command)
             (a.out / "whatif-check.txt").write_text(text)
             (a.out / "whatif-check.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+            print(f"{spec} b{b}: {time.perf_counter() - t:.0f} s", flush=True)
+    print(table(rows, env, command))
+    return 0
+
+
+def dry_run(a) -> str:
+    """The plan of a run (models, batches, the variants measured in order), without a GPU."""
+    from benanza.analysis.train_whatif import STEPS as TRAIN_STEPS
+    from benanza.analysis.whatif import STEPS as INFERENCE_STEPS
+
+    models = [m for m in a.models.split(",") if m]
+    batches = [int(x) for x in a.batch.split(",")]
+    if a.train:
+        plan = [(k, on) for k, on in train_plan([k for k, _ in TRAIN_STEPS], a.compile)]
+        names = TRAIN_CHANGES
+        head = f"training step, fp32, optimizer {a.optimizer} (for-each), cudnn.benchmark off at the start"
+    else:
+        plan, on = [], set()
+        for k, _ in INFERENCE_STEPS:
+            if k in CHANGES and not (k == "layer_fusion" and not a.compile) and \
+                    not (k == "tensor_cores" and a.dtype != "fp32"):
+                on = on | {k}
+                plan.append((k, set(on)))
+        names = CHANGES
+        head = f"inference, {a.dtype}, cudnn.benchmark off at the start"
+    lines = [f"dry run: {head}; {len(models)} models x {len(batches)} batches, {a.runs} timed runs per variant",
+             "variants, each on top of the ones before:", "  0. start"]
+    for n, (k, on) in enumerate(plan, 1):
+        lines.append(f"  {n}. {k}: " + " + ".join(names[x] for x in names if x in on))
+    for m in models:
+        for b in batches:
+            lines.append(f"{m} batch {b}: profile the start, then {len(plan) + 1} timed variants")
+    out = a.out / ("whatif-check-train.txt" if a.train else "whatif-check.txt")
+    lines.append(f"would write {out} and .json")
+    return "\n".join(lines) + "\n"
+
+
+def _main_train(a, env: dict, command: str) -> int:
+    rows: list[dict] = []
+    for spec in [m for m in a.models.split(",") if m]:
+        for b in [int(x) for x in a.batch.split(",")]:
+            t = time.perf_counter()
+            try:
+                rows += check_one_train(spec, b, a)
+            except Exception as e:  # noqa: BLE001 - one model's failure is reported, the others go on
+                print(f"{spec} b{b}: failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            (a.out / "whatif-check-train.txt").write_text(table(rows, env, command))
+            (a.out / "whatif-check-train.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
             print(f"{spec} b{b}: {time.perf_counter() - t:.0f} s", flush=True)
     print(table(rows, env, command))
     return 0

@@ -28,11 +28,14 @@ COMPARED = ("forward", "loss", "backward", "optimizer")
 class TrainComparison:
     """One profiled training step against benanza's training step (module doc). ``join``: the
     :class:`~benanza.profiles.train_join.TrainJoin`; ``step``: the
-    :class:`~benanza.analysis.training.TrainingStep`; ``run``: what was profiled (free-form)."""
+    :class:`~benanza.analysis.training.TrainingStep`; ``run``: what was profiled (free-form);
+    ``whatif``: the step's what-if composition
+    (:class:`benanza.analysis.train_whatif.StepWhatIf`), None when not composed."""
 
     join: object
     step: object
     run: dict = field(default_factory=dict)
+    whatif: object = None
 
     def uncovered_ops(self) -> dict[str, float]:
         """Framework ops of the forward whose forward or backward kernels reached no layer of the
@@ -154,4 +157,16 @@ class TrainComparison:
                 "ratios": self.ratios(), "layers": self.layer_rows(), "step_benanza_ratio": self.ratios()["step"]["ratio"],
                 "uncovered_ops": self.uncovered_ops(),
                 "complete": self.complete, "incomplete_note": self.incomplete_note or None,
-                "ratio_text": self.ratio_text()}
+                "ratio_text": self.ratio_text(),
+                "whatif": self.whatif.to_dict() if self.whatif is not None else None,
+                "headline": self.headline()}
+
+    def headline(self) -> str:
+        """The report's first line: the what-if's sentence
+        (:meth:`benanza.analysis.train_whatif.StepWhatIf.headline`), else the ratio's text."""
+        if self.whatif is None:
+            return self.ratio_text()
+        r = self.run or {}
+        what = " ".join(str(x) for x in (r.get("spec") or self.step.model, f"batch {self.step.batch}",
+                                         r.get("dtype") or self.step.precision_label) if x)
+        return self.whatif.headline(what)

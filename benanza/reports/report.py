@@ -187,6 +187,28 @@ def whatif_table(d: dict) -> FitTable | None:
     return t
 
 
+def train_whatif_table(d: dict) -> FitTable | None:
+    """The training step's what-if (benanza.analysis.train_whatif) of a ``torch --train`` report
+    document ``d`` as a table: the step's time after each change, its saving ("not estimated" where
+    the measurement it rests on is missing), what it rests on."""
+    w = d.get("whatif") or {}
+    if not w.get("steps"):
+        return None
+    t = FitTable("what-if over the training step: each change applied in this order (ms per step)",
+                 [Col("#", "num"), Col("step"), Col("step after ms", "num"), Col("saving ms", "num"),
+                  Col("rests on", "text", drop=1)])
+    t.add_row("", "measured (" + ("wall time" if w.get("start_is_wall") else "GPU kernel time") + ")",
+              _f(w["start_ms"]), "", "")
+    for i, st in enumerate(w["steps"], 1):
+        t.add_row(str(i), st["title"], _f(st["ms_after"]),
+                  _f(st["saving_ms"]) if st["saving_ms"] is not None else "not estimated", st["rests_on"])
+    note = " (clamped at the lower bound)" if w.get("clamped") else ""
+    part = "" if w.get("lbl_complete", True) else " (partial: the step's LBL is incomplete)"
+    t.add_row("", f"final{note}; step lower bound {_f(w['lbl_ms'])} ms{part}", _f(w["final_ms"]),
+              _f(w["start_ms"] - w["final_ms"]), "")
+    return t
+
+
 def comparison_table(docs: list[dict]) -> FitTable:
     """One row per insights document: the headline numbers side by side."""
     t = FitTable("comparison", [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"),

@@ -1,0 +1,410 @@
+"""The training step's what-if composition (issue 26, item 3): PyTorch's measured training step,
+changed by one optimization after the other in a fixed order, with the step's time after each.
+
+The inference composition's principles (:mod:`benanza.analysis.whatif`), on a profiled training
+step (:class:`benanza.profiles.train_compare.TrainComparison`: the training join of PyTorch's trace
+and benanza's :class:`~benanza.analysis.training.TrainingStep`).
+
+The **start** is the step's wall time PyTorch took (``run["step_wall_ms"]``, median of CUDA-event
+timed steps outside the profiler), or, without it, its GPU busy time. The **timeline** (ms per
+step): the GPU busy time ``G`` (the kernels, memcpys and memsets of one profiled iteration, median
+over iterations: one stream, so their sum), split into per layer its forward kernel time ``f[i]``
+and its backward kernel time ``b[i]`` (:meth:`TrainJoin.layer_ms`, medians), the optimizer
+phase's kernels ``o`` (role ``optimizer``, median) and the rest (loss, AccumulateGrad, zero_grad,
+unjoined kernels and the difference between medians; signed, so that after step 1 the timeline is
+``G`` exactly). The **steps**, in this order (:data:`STEPS`), each on what the ones before left:
+
+1. ``cuda_graphs``: one CUDA graph of the whole step: the wall time becomes ``G`` (no launch gaps,
+   no host time). Rests on the wall time; None without it.
+2. ``fused_optimizer``: ``o`` -> the database's measurement of PyTorch's fused step
+   (``torch:aten::_fused_sgd_`` / ``_fused_adam_`` / ``_fused_adamw_``,
+   :func:`benanza.kinds.optimizer._optimizer`, ``torch.optim.X(fused=True)``) over the same
+   parameters (the step's optimizer config). None when the database has no valid row of it.
+3. ``algorithm_selection``: per layer the engine config the framework ran minus the fastest of the
+   same call (``cudnn.benchmark``), forward and backward calls, given as
+   :attr:`StepAlternatives.engine` (taken from the layer's backward time first). None when not given.
+4. ``channels_last``: per layer the framework's own calls (``torch:`` rows) of its forward config
+   and its backward calls' configs, NCHW minus NHWC, in the step's precision: the layer's time
+   ``f + b`` becomes ``max(0, f + b - d)``, split between ``f`` and ``b`` in proportion. None when
+   no layer has both layouts measured.
+5. ``amp``: AMP (fp16 autocast) from an fp32 step: per layer the ratio of its fp16 bound to its fp32
+   bound (forward layer time plus its backward calls, each step's own best measurements), where the
+   database has both, scales ``f`` and ``b``; the optimizer keeps its fp32 time (AMP keeps fp32
+   parameters and state, :mod:`benanza.kinds.optimizer`). None when not given.
+6. ``fusion``: torch.compile: each fusion group's measured fused call (the forward analysis'
+   :class:`~benanza.analysis.analyzer.FusionTime`, inference-only folds excluded as the step's LBL
+   excludes them, :data:`benanza.analysis.training.INFERENCE_ONLY_FUSIONS`) replaces its members'
+   forward times where faster, scaled by the AMP ratio of its members when step 5 was taken.
+   None when no group has a fused measurement.
+7. ``parallel_execution``: the critical path of the step's DAG
+   (:func:`benanza.analysis.training.schedule`: a layer's data and weight gradients independent,
+   ``b`` split between them as benanza's calls of the layer split) instead of the sum of the layer
+   times. None without the model's layers.
+
+A step whose change would slow the step down saves 0 and leaves the timeline as it was (its signed
+:attr:`WhatIfStep.effect_ms` says by how much); a step without the measurement it rests on has
+``saving_ms`` None (never 0: nothing was estimated) and changes nothing. The savings that are
+numbers add up exactly to ``start - final``. The final figure is never below the step's LBL
+(:attr:`TrainingStep.critical_path_ms`): when the steps reach below it, the last steps' savings
+are cut (:attr:`StepWhatIf.clamped`). Definitions: Benanza (Li, Dakkak, Xiong, Hwu, IPDPS 2020),
+the analysis workflow (Q3-Q6), applied to the training step.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+#: the steps in their fixed order: (kind, title)
+STEPS = (
+    ("cuda_graphs", "CUDA graph of the whole step: no launch gaps or host time"),
+    ("fused_optimizer", "fused optimizer (fused=True) instead of for-each"),
+    ("algorithm_selection", "the framework library's fastest engine per call (cudnn.benchmark)"),
+    ("channels_last", "channels_last memory format"),
+    ("amp", "AMP (fp16 autocast) from fp32"),
+    ("fusion", "layer fusion (torch.compile)"),
+    ("parallel_execution", "independent layers and gradients in parallel"),
+)
+#: what the headline calls each step
+SHORT = {"cuda_graphs": "CUDA graphs", "fused_optimizer": "fused optimizer", "algorithm_selection": "cudnn.benchmark",
+         "channels_last": "channels_last", "amp": "AMP", "fusion": "torch.compile fusion",
+         "parallel_execution": "parallel streams"}
+
+
+@dataclass
+class WhatIfStep:
+    """One step: ``kind`` (:data:`STEPS`), ``title``, step time before and after (ms per training
+    step), ``saving_ms`` (= before - after >= 0; None: not estimated, the measurement it rests on
+    is missing), ``effect_ms`` (the signed change the step's change makes on the timeline before
+    it, ms, before the LBL floor; None when not estimated), ``rests_on`` (what the estimate rests
+    on), ``layers`` it changed, ``evidence``."""
+
+    kind: str
+    title: str
+    ms_before: float
+    ms_after: float
+    saving_ms: float | None
+    effect_ms: float | None
+    rests_on: str
+    layers: tuple[int, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["layers"] = list(self.layers)
+        d["evidence"] = list(self.evidence)
+        return d
+
+
+@dataclass
+class StepWhatIf:
+    """The composition: ``start_ms`` (the measured step), ``start_is_wall`` (the start is the wall
+    time; False: the GPU busy time), ``steps``, ``final_ms``, ``lbl_ms`` (the floor: the step's
+    LBL, critical path), ``lbl_complete`` (False: a partial sum), ``clamped``."""
+
+    start_ms: float
+    start_is_wall: bool
+    steps: list[WhatIfStep]
+    final_ms: float
+    lbl_ms: float
+    lbl_complete: bool
+    clamped: bool
+    order: tuple[str, ...] = field(default_factory=lambda: tuple(k for k, _ in STEPS))
+
+    def saving(self, kind: str) -> float | None:
+        s = next((s for s in self.steps if s.kind == kind), None)
+        return None if s is None else s.saving_ms
+
+    def top(self, n: int = 3) -> list[WhatIfStep]:
+        """The ``n`` largest steps with a saving."""
+        return sorted((s for s in self.steps if s.saving_ms), key=lambda s: -s.saving_ms)[:n]
+
+    def headline(self, what: str) -> str:
+        """One sentence: ``what`` (e.g. ``resnet18 batch 2 fp32``), the measured step, what it
+        could be and the three largest steps; the floor is said to be partial when incomplete."""
+        top = self.top(3)
+        how = ""
+        if top:
+            parts = [f"{SHORT[s.kind]} (-{s.saving_ms:.2f} ms)" for s in top]
+            how = " with " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+        floor = " (the lower bound)" if self.clamped else f" (lower bound {self.lbl_ms:.2f} ms)"
+        if not self.lbl_complete:
+            floor = f" (partial lower bound {self.lbl_ms:.2f} ms)"
+        none = [SHORT[s.kind] for s in self.steps if s.saving_ms is None]
+        rest = f"; not estimated: {', '.join(none)}" if none else ""
+        start = "wall time" if self.start_is_wall else "GPU kernel time"
+        return (f"{what}: PyTorch's training step takes {self.start_ms:.2f} ms ({start}); it could take "
+                f"{self.final_ms:.2f} ms{floor}{how}{rest}.")
+
+    def to_dict(self) -> dict:
+        return {"start_ms": self.start_ms, "start_is_wall": self.start_is_wall, "final_ms": self.final_ms,
+                "lbl_ms": self.lbl_ms, "lbl_complete": self.lbl_complete, "clamped": self.clamped,
+                "order": list(self.order), "steps": [s.to_dict() for s in self.steps]}
+
+
+@dataclass(frozen=True)
+class StepAlternatives:
+    """What the framework's switches reach, from the performance database (None: not known, the
+    step is then not estimated). ``fused_optimizer_ms``: PyTorch's fused optimizer step over the
+    model's parameters (ms) and ``fused_optimizer_call`` its call; ``engine``: layer -> ms the
+    framework's engine choices cost over the fastest engine of the same calls (>= 0);
+    ``channels_last``: layer -> ms its framework calls (forward and backward) take NCHW minus NHWC;
+    ``amp_ratio``: layer -> its fp16 bound / its fp32 bound; ``notes``: what was missing."""
+
+    fused_optimizer_ms: float | None = None
+    fused_optimizer_call: str = ""
+    engine: dict[int, float] | None = None
+    channels_last: dict[int, float] | None = None
+    amp_ratio: dict[int, float] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def compose_step(c, ml=None, alternatives: StepAlternatives | None = None) -> StepWhatIf:
+    """The what-if composition (module doc) of ``c`` (a
+    :class:`~benanza.profiles.train_compare.TrainComparison`); ``ml``: the export's
+    :class:`~benanza.processing.model.ModelLayers` (its edges, for step 7; None: not estimated);
+    ``alternatives``: :class:`StepAlternatives` (default: none known). Never raises for missing
+    measurements: those steps are None."""
+    from benanza.analysis.training import INFERENCE_ONLY_FUSIONS, schedule
+
+    alt = alternatives or StepAlternatives()
+    j, st = c.join, c.step
+    busy = j.step_ms(("kernel", "memcpy", "memset"))["median_ms"] or 0.0
+    wall = ((c.run or {}).get("step_wall_ms") or {}).get("median_ms")
+    start = float(wall) if wall else busy
+    f = {r["layer"]: float(r["forward_ms"]) for r in j.layer_ms()}
+    b = {r["layer"]: float(r["backward_ms"]) for r in j.layer_ms()}
+    o = j.role_ms()["optimizer"]["median_ms"] or 0.0
+    state = {"o": o, "rest": busy - sum(f.values()) - sum(b.values()) - o}
+    steps: list[WhatIfStep] = []
+    ms = start
+
+    def total(layers: float | None = None) -> float:
+        return (sum(f.values()) + sum(b.values()) if layers is None else layers) + state["o"] + state["rest"]
+
+    def step(kind, after, rests_on, layers=(), evidence=(), estimated=True):
+        nonlocal ms
+        title = dict(STEPS)[kind]
+        if not estimated:
+            steps.append(WhatIfStep(kind, title, ms, ms, None, None, rests_on, (), tuple(evidence)))
+            return
+        eff = ms - after
+        after = min(after, ms)
+        steps.append(WhatIfStep(kind, title, ms, after, ms - after, eff, rests_on, tuple(layers), tuple(evidence)))
+        ms = after
+
+    # 1. CUDA graphs
+    if wall:
+        step("cuda_graphs", total(), "the step's wall time (CUDA events) and the profiled GPU busy time",
+             evidence=(f"wall {wall:.4f} ms, GPU kernels+memcpy+memset {busy:.4f} ms per step "
+                       f"({len(j.iterations)} profiled iterations)",))
+    else:
+        step("cuda_graphs", ms, "the step's wall time", evidence=("no wall time of the step was recorded",),
+             estimated=False)
+    # 2. fused optimizer
+    if alt.fused_optimizer_ms is not None:
+        eff = state["o"] - alt.fused_optimizer_ms
+        ev = (f"optimizer phase {state['o']:.4f} ms -> {alt.fused_optimizer_call or 'fused'} "
+              f"{alt.fused_optimizer_ms:.4f} ms",)
+        if eff > 0:
+            state["o"] = alt.fused_optimizer_ms
+            step("fused_optimizer", total(), "the database's fused optimizer measurement", evidence=ev)
+        else:
+            _not_taken(steps, "fused_optimizer", ms, eff, "the database's fused optimizer measurement", ev)
+    else:
+        step("fused_optimizer", ms, "the database's fused optimizer measurement",
+             evidence=("the database has no valid measurement of the fused optimizer step",), estimated=False)
+    # 3. cudnn.benchmark
+    if alt.engine is not None:
+        changed, ev = [], []
+        for i, cost in sorted(alt.engine.items()):
+            if i in f and cost > 0:
+                take_b = min(cost, b[i])
+                take_f = min(cost - take_b, f[i])
+                b[i] -= take_b
+                f[i] -= take_f
+                changed.append(i)
+                ev.append(f"layer {i}: -{take_b + take_f:.4f} ms")
+        step("algorithm_selection", total(), "the framework's engine configs (cuDNN log) against the fastest "
+             "of the same calls", changed, ev[:8])
+    else:
+        step("algorithm_selection", ms, "the framework's engine configs per call",
+             evidence=("the training profile's engine choices are not joined to the database",), estimated=False)
+    # 4. channels_last
+    if alt.channels_last:
+        new_f, new_b = dict(f), dict(b)
+        for i, d in alt.channels_last.items():
+            t = f.get(i, 0.0) + b.get(i, 0.0)
+            if t > 0:
+                k = max(0.0, t - d) / t
+                new_f[i], new_b[i] = f[i] * k, b[i] * k
+        eff = sum(f.values()) + sum(b.values()) - sum(new_f.values()) - sum(new_b.values())
+        ev = (f"{len(alt.channels_last)} layers' framework calls timed in both memory formats: "
+              f"{sum(alt.channels_last.values()):+.4f} ms (NCHW - NHWC)", *alt.notes)
+        if eff > 0:
+            f.update(new_f)
+            b.update(new_b)
+            step("channels_last", total(), "the framework's calls timed NCHW and NHWC", sorted(alt.channels_last), ev)
+        else:
+            _not_taken(steps, "channels_last", ms, eff, "the framework's calls timed NCHW and NHWC", ev)
+    else:
+        step("channels_last", ms, "the framework's calls timed NCHW and NHWC",
+             evidence=("no layer has its framework calls timed in both layouts",), estimated=False)
+    # 5. AMP
+    before_amp = dict(f)
+    amp_taken = False
+    if alt.amp_ratio:
+        new_f = {i: f[i] * alt.amp_ratio.get(i, 1.0) for i in f}
+        new_b = {i: b[i] * alt.amp_ratio.get(i, 1.0) for i in b}
+        eff = sum(f.values()) + sum(b.values()) - sum(new_f.values()) - sum(new_b.values())
+        ev = (f"{len(alt.amp_ratio)} layers with both precisions' bounds",)
+        if eff > 0:
+            f.update(new_f)
+            b.update(new_b)
+            amp_taken = True
+            step("amp", total(), "fp16 and fp32 bounds per layer", sorted(alt.amp_ratio), ev)
+        else:
+            _not_taken(steps, "amp", ms, eff, "fp16 and fp32 bounds per layer", ev)
+    else:
+        step("amp", ms, "fp16 and fp32 bounds per layer",
+             evidence=("no fp16 step to hold against this fp32 step (or not an fp32 step)",), estimated=False)
+    # 6. fusion
+    groups = [g for g in st.forward.fusions if g.fused_ms is not None
+              and g.key.split("-")[0] not in INFERENCE_ONLY_FUSIONS and all(i in f for i in g.layers)]
+    if groups:
+        changed, ev = [], []
+        used: set[int] = set()
+        for g in groups:
+            if used & set(g.layers):
+                continue
+            now = sum(f[i] for i in g.layers)
+            was = sum(before_amp[i] for i in g.layers)
+            fused = g.fused_ms * (now / was if amp_taken and was > 0 else 1.0)
+            if fused < now:
+                for i in g.layers:
+                    f[i] = 0.0
+                f[g.layers[-1]] = fused
+                used |= set(g.layers)
+                changed += list(g.layers)
+                ev.append(f"layers {g.layers[0]}..{g.layers[-1]} ({g.key.split('-')[0]}): {now:.4f} -> {fused:.4f} ms")
+        step("fusion", total(), "the forward analysis' fused measurements", changed, ev[:8])
+    else:
+        step("fusion", ms, "the forward analysis' fused measurements",
+             evidence=("no fusion group has a fused measurement",), estimated=False)
+    # 7. parallel execution
+    if ml is not None:
+        split = _data_share(st)
+        fw = [f.get(ly.index, 0.0) for ly in ml.layers]
+        calls = [(i, "backward_data", t * split.get(i, 1.0)) for i, t in b.items() if i < len(fw)] + \
+                [(i, "backward_weight", t * (1.0 - split.get(i, 1.0))) for i, t in b.items() if i < len(fw)]
+        _, seq, crit = schedule(ml, fw, calls, None, None)
+        step("parallel_execution", total(crit), "the step's DAG (data and weight gradients independent)",
+             evidence=(f"sum of layer times {seq:.4f} ms, critical path {crit:.4f} ms",))
+    else:
+        step("parallel_execution", ms, "the step's DAG", evidence=("the model's layers were not given",),
+             estimated=False)
+    return _clamp(StepWhatIf(start, bool(wall), steps, ms, st.critical_path_ms, st.complete, False))
+
+
+def _not_taken(steps: list, kind: str, ms: float, eff: float, rests_on: str, ev) -> None:
+    steps.append(WhatIfStep(kind, dict(STEPS)[kind], ms, ms, 0.0, eff, rests_on, (),
+                            (f"not taken: it would be {-eff:.4f} ms slower", *ev)))
+
+
+def _data_share(st) -> dict[int, float]:
+    """Per layer the share of its backward calls' time that is the data gradient (benanza's
+    measured calls; layers without a measured weight gradient: 1)."""
+    d: dict[int, float] = {}
+    w: dict[int, float] = {}
+    for call in st.calls:
+        if call.time_ms is None:
+            continue
+        if call.phase == "backward_data":
+            d[call.layer] = d.get(call.layer, 0.0) + call.time_ms
+        elif call.phase == "backward_weight":
+            w[call.layer] = w.get(call.layer, 0.0) + call.time_ms
+    return {i: d.get(i, 0.0) / (d.get(i, 0.0) + w[i]) for i in w if d.get(i, 0.0) + w[i] > 0}
+
+
+def _clamp(w: StepWhatIf) -> StepWhatIf:
+    """Cut the last steps' savings so that the final figure is never below the step's LBL."""
+    short = w.lbl_ms - w.final_ms
+    if short <= 0:
+        return w
+    for s in reversed(w.steps):
+        if not s.saving_ms:
+            continue
+        cut = min(short, s.saving_ms)
+        s.saving_ms -= cut
+        short -= cut
+        if short <= 1e-15:
+            break
+    ms = w.start_ms
+    for s in w.steps:
+        s.ms_before, s.ms_after = ms, ms - (s.saving_ms or 0.0)
+        ms = s.ms_after
+    return StepWhatIf(w.start_ms, w.start_is_wall, w.steps, ms, w.lbl_ms, w.lbl_complete, True, w.order)
+
+
+# ------------------------------------------------------------------------- from the database
+
+def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW", "NHWC")) -> StepAlternatives:
+    """:class:`StepAlternatives` of training step ``step`` (a
+    :class:`~benanza.analysis.training.TrainingStep`) from the performance database ``db`` on
+    ``system_id``: the fused optimizer's fastest valid ``torch:aten::_fused_ALG_`` row of the step's
+    optimizer config (in the step's precision's accepted data types), ``channels_last`` from the
+    ``torch:`` rows of each layer's forward config and backward calls' configs in both layouts (a
+    layer counts where every one of them has both), and, with ``fp16_step`` (the same model's fp16
+    step; only for an fp32 step), each layer's fp16 / fp32 bound (forward bound plus backward calls,
+    where both steps measure all of them). ``engine`` stays None (module doc, step 3)."""
+    from benanza import kinds as L
+    from benanza.analysis.insights import _framework_rows
+
+    a = step.forward
+    notes: list[str] = []
+    fused_ms, fused_call = None, ""
+    oc = step.optimizer_call
+    if oc is not None and oc.config is not None:
+        call = f"torch:aten::_fused_{oc.config.algorithm}_"
+        ok = [m.median_ms for m in db.measurements(system_id, [oc.key], cache=a.cache)
+              if m.call == call and m.status == "ok" and m.median_ms is not None
+              and m.dtype in L.ACCEPTED_DTYPES[a.precision] and m.layout in layouts]
+        if ok:
+            fused_ms, fused_call = min(ok), call
+    keys_of: dict[int, set] = {t.layer.index: {t.layer.key} for t in a.layers if t.layer.key}
+    for call in step.calls:
+        keys_of.setdefault(call.layer, set()).add(call.key)
+    rows = _framework_rows(db, system_id, sorted({k for ks in keys_of.values() for k in ks}), a.cache)
+    prec = {a.precision, a.conv_precision or a.precision}
+    cl: dict[int, float] = {}
+    for i, ks in keys_of.items():
+        pairs = []
+        for k in ks:
+            p = next(((rows[(k, p, "NCHW")], rows[(k, p, "NHWC")]) for p in sorted(prec)
+                      if (k, p, "NCHW") in rows and (k, p, "NHWC") in rows), None)
+            pairs.append(p)
+        if pairs and all(p is not None for p in pairs):
+            cl[i] = sum(x - y for x, y in pairs)
+    if not cl:
+        notes.append("no layer has its framework calls timed in both layouts")
+    amp = _amp_ratio(step, fp16_step) if fp16_step is not None and a.precision == "fp32" else None
+    return StepAlternatives(fused_ms, fused_call, None, cl or None, amp or None, tuple(notes))
+
+
+def layer_bounds(step) -> dict[int, float]:
+    """Per layer of ``step`` its bound (ms): the forward layer's measured time plus its backward
+    calls; layers with a missing forward or backward measurement are left out."""
+    out: dict[int, float] = {t.layer.index: t.time_ms for t in step.forward.layers if t.time_ms is not None}
+    bad = {t.layer.index for t in step.forward.layers if t.time_ms is None}
+    for call in step.calls:
+        if call.layer < 0:
+            continue
+        if call.time_ms is None:
+            bad.add(call.layer)
+        else:
+            out[call.layer] = out.get(call.layer, 0.0) + call.time_ms
+    return {i: t for i, t in out.items() if i not in bad}
+
+
+def _amp_ratio(fp32_step, fp16_step) -> dict[int, float]:
+    """Per layer measured in both steps: fp16 bound / fp32 bound (:func:`layer_bounds`)."""
+    a, h = layer_bounds(fp32_step), layer_bounds(fp16_step)
+    return {i: h[i] / a[i] for i in a if i in h and a[i] > 0}
