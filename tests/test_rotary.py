@@ -279,3 +279,96 @@ def test_the_backward_is_the_rotation_by_the_opposite_angle():
         rhs = float(np.dot(x.reshape(-1), _kernel(dy, c, -s, ids, cfg)))
         assert lhs == pytest.approx(rhs, rel=1e-4)
         assert L.REGISTRY["RotaryEmbedding"].backward(cfg) == (("backward_data", cfg),)
+
+
+# ----------------------------------------------------------------------------- com.microsoft RotaryEmbedding
+
+MS = "com.microsoft"
+
+
+class _MsCtx(_Ctx):
+    """_Ctx with constant values (a scalar position offset)."""
+
+    def __init__(self, shapes, values=None):
+        super().__init__(shapes)
+        self.values = values or {}
+
+    def value(self, name):
+        return self.values.get(name)
+
+
+def _ms_map(x, attrs, cache, ids_shape, offset=None):
+    node = helper.make_node("RotaryEmbedding", ["x", "ids", "cos", "sin"], ["y"], domain=MS, name=HOSTILE, **attrs)
+    ctx = _MsCtx({"x": x, "ids": ids_shape, "cos": cache, "sin": cache},
+                 {} if offset is None else {"ids": np.asarray(offset, np.int64)})
+    return L.REGISTRY["RotaryEmbedding"].contrib[(MS, "RotaryEmbedding")].mapper(node, ctx, node_attrs(node))
+
+
+@pytest.mark.parametrize("shape,attrs,cache,offset", [
+    ((2, 3, 5, 8), {}, (9, 4), None),                                                # (b, h, s, d), head size from the cache
+    ((2, 5, 12), {"num_heads": 2, "rotary_embedding_dim": 4}, (7, 2), None),         # 3-D, partial rotation
+    ((2, 5, 12), {"interleaved": 1}, (9, 3), None),                                  # 3-D, heads from the cache
+    ((2, 5, 12), {"num_heads": 2, "rotary_embedding_dim": 6, "interleaved": 1}, (9, 3), 3),  # a scalar offset
+])
+def test_ms_rotary_maps_onto_the_kind_and_rotates_as_onnx(shape, attrs, cache, offset):
+    """ONNX Runtime's input order (input, position_ids, cos, sin) mapped onto RotaryConfig: a (b, s) id
+    table gathers cache rows (positions = the cache's rows), a scalar offset is the cache's rows offset ..
+    offset + s - 1 shared by the batch (positions 0, a (1, s, rot / 2) cache); the kernel's rotation of
+    that config equals ONNX's reference RotaryEmbedding with the ids ONNX Runtime means."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    cos, sin = (rng.standard_normal(cache).astype(np.float32) for _ in range(2))
+    b, s = shape[0], shape[2] if len(shape) == 4 else shape[1]
+    if offset is None:
+        ids = rng.integers(0, cache[0], (b, s)).astype(np.int64)
+        cfg = _ms_map(shape, attrs, cache, (b, s))
+        assert cfg.positions == cache[0]
+        ours = _kernel(x, cos, sin, ids.reshape(-1), cfg)
+    else:
+        ids = np.broadcast_to(offset + np.arange(s, dtype=np.int64), (b, s)).copy()
+        cfg = _ms_map(shape, attrs, cache, (1,), offset)
+        assert cfg.positions == 0 and cfg.cache_batch == 1
+        ours = _kernel(x, cos[offset:offset + s], sin[offset:offset + s], None, cfg)
+    assert cfg.rotary_dim == 2 * cache[1] and cfg.interleaved == bool(attrs.get("interleaved"))
+    ref_attrs = {"interleaved": int(bool(attrs.get("interleaved"))), "rotary_embedding_dim": cfg.rotary_dim,
+                 **({"num_heads": cfg.num_heads} if len(shape) == 3 else {})}
+    np.testing.assert_allclose(ours.reshape(shape), _reference(x, cos, sin, ids, **ref_attrs), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("x,attrs,cache,ids,offset,reason", [
+    ((10, 12), {}, (9, 3), (1,), None, "an input of rank 2"),
+    ((2, 5, 12), {"is_packed_batching": 1}, (9, 3), (2, 5), None, "is_packed_batching"),
+    ((2, 5, 12), {"scale": 0.5}, (9, 3), (2, 5), None, "scale 0.5"),
+    ((2, 5, 12), {"rotary_embedding_dim": 4}, (9, 2), (2, 5), None, "without num_heads"),
+    ((2, 5, 12), {"num_heads": 5}, (9, 3), (2, 5), None, "num_heads 5 of head size 6 for a hidden size of 12"),
+    ((2, 5, 12), {}, (9, 5), (2, 5), None, "a head size of 10 for a hidden size of 12"),
+    ((2, 3, 5, 8), {"num_heads": 2, "rotary_embedding_dim": 8}, (9, 4), (2, 5), None, "num_heads 2 and head size"),
+    ((2, 5, 12), {"num_heads": 2, "rotary_embedding_dim": 6}, (9, 4), (2, 5), None, "a cos_cache of 4 columns"),
+    ((2, 5, 12), {}, (9, 3, 1), (2, 5), None, "two equal 2-D caches"),
+    ((2, 5, 12), {}, (9, 3), (2, 4), None, r"position_ids \[2, 4\]"),
+    ((2, 5, 12), {}, (9, 3), (), 6, "positions 6 \\+ 5 beyond the cache's 9 rows"),
+])
+def test_ms_rotary_forms_it_cannot_map_are_refused_with_a_reason(x, attrs, cache, ids, offset, reason):
+    with pytest.raises(Unsupported, match=reason):
+        _ms_map(x, attrs, cache, ids, offset)
+
+
+def test_ms_rotary_in_a_model_is_one_layer_and_gives_its_output_a_shape(tmp_path):
+    """A com.microsoft RotaryEmbedding of fp16 q (b, s, 64) with int64 position ids: one
+    RotaryEmbedding layer, and the Relu after it has the input's shape (the contrib shape rule)."""
+    half = 8
+    inits = [onnx.numpy_helper.from_array(np.full((64, half), 0.5, np.float16), n) for n in ("cos", "sin")]
+    nodes = [helper.make_node("RotaryEmbedding", ["q", "ids", "cos", "sin"], ["qr"], domain=MS, num_heads=4,
+                              interleaved=0, name="rope"),
+             helper.make_node("Relu", ["qr"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("q", TensorProto.FLOAT16, ["batch", "seq", 64]),
+                                       helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", "seq", 64])], initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
+              tmp_path / "m.onnx")
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 16})
+    assert ml.unsupported() == {}
+    rope, relu = ml.layers
+    assert (rope.op_type, rope.status) == ("RotaryEmbedding", "benchmark")
+    assert rope.config == R(x=(2, 16, 64), num_heads=4, rotary_dim=16, layout="bshd", positions=64)
+    assert relu.status == "benchmark" and relu.output_shapes == ((2, 16, 64),)

@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label
-from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Unsupported, contrib_doc, need
 
 #: the layouts of x: (batch, heads, seq, head_dim), or (batch, seq, heads, head_dim) (a 3-D
 #: (batch, seq, heads * head_dim) input is this layout too)
@@ -151,6 +153,66 @@ def _map_rotary(node, ctx, attrs):
                         cache_batch=cache_batch, positions=positions)
 
 
+def _map_ms_rotary(node, ctx, attrs):
+    """ONNX Runtime's ``com.microsoft`` RotaryEmbedding (``contrib_doc("RotaryEmbedding")``; its shape
+    checks in ``contrib_ops/cpu/bert/rotary_embedding_helper.h``): input, position_ids, cos_cache,
+    sin_cache -> output (the opset 23 operator's inputs in another order, position_ids required).
+    input (batch, seq, hidden) or (batch, heads, seq, head_size); cos/sin (max_sequence_length, rot / 2);
+    position_ids (batch, seq) gathers rows of the cache, a scalar (or 1-element) one is the offset of
+    positions offset .. offset + seq - 1 shared by the batch (read as a (1, seq, rot / 2) cache).
+    Attributes: interleaved, num_heads (needed with rotary_embedding_dim and for a 3-D input when the
+    cache does not give the head size), rotary_embedding_dim (0: the head size, 2 * cos's last dim),
+    scale (1.0; another value is refused: the kernels rotate without scaling), is_packed_batching
+    (refused: packed variable-length sequences). Raises Unsupported with the reason."""
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    if len(x) not in (3, 4):
+        raise Unsupported(f"an input of rank {len(x)} (3 or 4: (batch, seq, hidden) or (batch, heads, seq, head_size))")
+    if len(node.input) < 4 or not all(node.input[:4]):
+        raise Unsupported("com.microsoft RotaryEmbedding without its position_ids, cos_cache and sin_cache inputs")
+    if int(attrs.get("is_packed_batching", 0)):
+        raise Unsupported("is_packed_batching (packed sequences of different lengths) is not benchmarked")
+    if float(attrs.get("scale", 1.0)) != 1.0:
+        raise Unsupported(f"scale {float(attrs.get('scale'))} (the rotary kernels benchmarked do not scale)")
+    cos = tuple(need(ctx.shape(node.input[2]), "cos_cache"))
+    sin = ctx.shape(node.input[3])
+    if len(cos) != 2 or (sin is not None and tuple(sin) != cos):
+        raise Unsupported(f"cos_cache {list(cos)} and sin_cache {list(sin or ())} (two equal 2-D caches)")
+    heads, rot = int(attrs.get("num_heads", 0)), int(attrs.get("rotary_embedding_dim", 0))
+    if rot > 0 and heads <= 0:
+        raise Unsupported("rotary_embedding_dim without num_heads (ONNX Runtime requires it)")
+    hidden = x[1] * x[3] if len(x) == 4 else x[2]
+    d = hidden // heads if rot > 0 else 2 * cos[1]
+    if d <= 0 or hidden % d:
+        raise Unsupported(f"a head size of {d} for a hidden size of {hidden}")
+    h = heads or hidden // d
+    if h * d != hidden:
+        raise Unsupported(f"num_heads {h} of head size {d} for a hidden size of {hidden}")
+    if len(x) == 4 and (h != x[1] or d != x[3]):
+        raise Unsupported(f"num_heads {h} and head size {d} for an input of {x[1]} heads of {x[3]}")
+    rot = rot or d
+    if rot % 2 or rot > d or cos[1] != rot // 2:
+        raise Unsupported(f"rotary_embedding_dim {rot} with a cos_cache of {cos[1]} columns (even, at most the "
+                          f"head size {d}, the cache rot / 2 wide)")
+    seq = x[2] if len(x) == 4 else x[1]
+    p = need(ctx.shape(node.input[1]), "position_ids")
+    if len(p) <= 1 and int(np.prod(p, dtype=np.int64)) == 1:
+        v = ctx.value(node.input[1])
+        if v is not None and int(np.asarray(v).reshape(-1)[0]) + seq > cos[0]:
+            raise Unsupported(f"positions {int(np.asarray(v).reshape(-1)[0])} + {seq} beyond the cache's {cos[0]} rows")
+        positions = 0
+    elif tuple(p) == (x[0], seq):
+        positions = cos[0]
+    else:
+        raise Unsupported(f"position_ids {list(p)} (a scalar offset or ({x[0]}, {seq}))")
+    return RotaryConfig(x=x, num_heads=h, rotary_dim=rot, interleaved=bool(int(attrs.get("interleaved", 0))),
+                        layout="bhsd" if len(x) == 4 else "bshd", cache_batch=1, positions=positions)
+
+
+def _ms_rotary_shapes(node, ctx, attrs):
+    """output: input's shape and type (ONNX Runtime's shape inference of the op)."""
+    return [(ctx.shape(node.input[0]), None)][:len(node.output)]
+
+
 @dataclass(frozen=True)
 class RotaryCase(Case):
     """One row of ``templates/rotary.cpp.j2``'s case table: the fields of its C++ ``RotaryCase`` in order,
@@ -234,4 +296,6 @@ KIND = Kind(
     torch=_rotary, onnx={"RotaryEmbedding": _map_rotary},
     typed_ops=(), fused_from=('Mul', 'Slice', 'Neg', 'Concat', 'Add'),
     aten={"RotaryEmbedding": ('aten::neg', 'aten::cat', 'aten::mul', 'aten::add')},
-    nhwc=False, image=False, backward=rotary_backward)
+    nhwc=False, image=False, backward=rotary_backward,
+    contrib={(MS_DOMAIN, "RotaryEmbedding"): ContribOp(_map_ms_rotary, _ms_rotary_shapes, contrib_doc("RotaryEmbedding"),
+                                                       ('aten::neg', 'aten::cat', 'aten::mul', 'aten::add'))})
