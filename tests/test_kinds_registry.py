@@ -50,6 +50,7 @@ EXAMPLE_KEYS = {
     "RMSNorm": "rmsnorm-33b45f963793fb38",
     "RMSNormBwd": "rmsnormbwd-0a4a9d679161d31f",
     "Trilu": "trilu-67678524e83fd102",
+    "Resize": "resize-5908b28b25905218",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
 }
 

@@ -62,6 +62,7 @@ from benanza.kinds.unary_backward import (UNARY_BACKWARD, UnaryBwdConfig)  # noq
 from benanza.kinds.rnn_train import (RNN_TRAIN_CALLS, RNNTrainConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.sdpa_backward import (SdpaBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.trilu import (TriluConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.resize import (ResizeConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -106,6 +107,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "rmsnorm",
     "rmsnorm_backward",
     "trilu",
+    "resize",
     "rotary",
 ))
 
