@@ -63,6 +63,7 @@ from benanza.kinds.rnn_train import (RNN_TRAIN_CALLS, RNNTrainConfig)  # noqa: F
 from benanza.kinds.sdpa_backward import (SdpaBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.trilu import (TriluConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.cumsum import (CumSumConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.resize import (ResizeConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -108,6 +109,7 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "rmsnorm_backward",
     "trilu",
     "cumsum",
+    "resize",
     "rotary",
 ))
 

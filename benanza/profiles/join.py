@@ -67,7 +67,6 @@ _reg("Reshape", "aten::reshape", "aten::view", "aten::_unsafe_view")
 _reg("Squeeze", "aten::squeeze", "aten::squeeze_")
 _reg("Unsqueeze", "aten::unsqueeze", "aten::unsqueeze_")
 _reg("Identity", "aten::clone")
-_reg("Resize", "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::interpolate")
 
 #: ops that are batch norms (their kernels are "unfused_batch_norm" when no layer matched)
 BATCH_NORM_OPS = {a for a, o in ATEN_TO_ONNX.items() if "BatchNormalization" in o}
