@@ -52,6 +52,7 @@ EXAMPLE_KEYS = {
     "Trilu": "trilu-67678524e83fd102",
     "CumSum": "cumsum-e908677e32e7cd17",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
+    "LRNBwd": "lrnbwd-e6afa6980affddb3",
 }
 
 
