@@ -8,7 +8,8 @@ normalisation with the batch's statistics, dropout active), batch and data type:
 - ``fp16``: the module and its inputs cast with ``.half()`` (pure fp16 training, as benanza's
   ``--dtype fp16`` times every call in fp16); ``fp32``: PyTorch's defaults (cuDNN convolutions in
   TF32, matmuls without); ``amp16``: fp32 parameters under ``torch.autocast(dtype=float16)``
-  (the usual mixed-precision recipe: its optimizer updates fp32 parameters);
+  (the usual mixed-precision recipe: its optimizer updates fp32 parameters); ``ampbf16``: the same
+  under ``torch.autocast(dtype=bfloat16)`` (:data:`AUTOCAST`);
 - one iteration = ``optimizer.zero_grad(set_to_none=True)``, forward, cross-entropy loss against
   random class indices (the model's first output; a tuple's first element; a ``last_hidden_state``
   is reduced by ``.float().mean()`` as the loss), ``loss.backward()``, ``optimizer.step()``
@@ -43,7 +44,10 @@ sys.path.append(str(HERE.parent))
 
 ITERATION = "benanza.iteration"
 PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer")
-DTYPES = ("fp16", "fp32", "amp16")
+DTYPES = ("fp16", "fp32", "amp16", "ampbf16")
+#: the autocast data type (a ``torch`` attribute name) of each mixed-precision data type: fp32
+#: parameters and optimizer, autocast's op list (torch/amp/autocast_mode.py) in this type
+AUTOCAST = {"amp16": "float16", "ampbf16": "bfloat16"}
 
 
 def stats(xs: list[float]) -> dict:
@@ -92,7 +96,7 @@ def profile_step(entry, batch: int, dtype: str, optimizer: str, warmup: int, ite
     opt = {"sgd": lambda: torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kw),
            "adam": lambda: torch.optim.Adam(params, lr=1e-4, **kw),
            "adamw": lambda: torch.optim.AdamW(params, lr=1e-4, **kw)}[optimizer]()
-    amp = torch.autocast("cuda", dtype=torch.float16) if dtype == "amp16" else None
+    amp = torch.autocast("cuda", dtype=getattr(torch, AUTOCAST[dtype])) if dtype in AUTOCAST else None
 
     def step(mark: bool):
         def ph(name):

@@ -25,7 +25,8 @@ For each selected model of the zoo (``benchmarks/zoo.py``), batch and data type:
 ``--train [--optimizer sgd|adam|adamw]`` (issue 26): the **training truth table**. (a) is the
 native module's training step in ``train()`` mode (``benchmarks/train_step.py``: zero_grad,
 forward, cross-entropy loss, backward, ``optimizer.step()`` with torch.optim's for-each step; the
-same data types), its GPU kernel time per step and per phase; (b) exports keep their batch norms
+same data types, and the mixed-precision steps ``amp16`` and ``ampbf16``, held against benanza's fp16
+and bf16), its GPU kernel time per step and per phase; (b) exports keep their batch norms
 (``NAME_train.onnx``, :func:`zoo.export_model` with ``keep_batch_norms``); (c) bench runs with
 ``--train --optimizer``; the row's LBL is the analysis's ``training_step`` (critical path; sequential),
 its ratio LBL / PyTorch's step kernel time, and the table shows both phase splits (forward, loss,
@@ -66,6 +67,12 @@ sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent))  # the repo's benanza only where none is installed
 
 DTYPES = ("fp16", "fp32")
+#: the data types of ``--train`` (benchmarks/train_step.py): DTYPES and the mixed-precision steps,
+#: fp32 parameters under torch.autocast in float16 (``amp16``) or bfloat16 (``ampbf16``)
+TRAIN_DTYPES = DTYPES + ("amp16", "ampbf16")
+#: benanza's precision for each mixed-precision step: autocast's type, the one its convolutions and
+#: matmuls (the steps' time) run in
+AMP_PRECISION = {"amp16": "fp16", "ampbf16": "bf16"}
 MARKER = "benanza.iteration"  # the iteration marker benanza.profiles.trace splits a trace by
 
 
@@ -84,11 +91,15 @@ def choose_precision(dtype: str, cudnn_share: float, fp32_mode: str = "auto") ->
     ``torch.backends.cuda.matmul.allow_tf32`` False, so matmuls in FP32), by ``fp32_mode``: "auto"
     is ``tf32`` when the cuDNN layers hold more than half of the model's FLOPs, else ``fp32``;
     "tf32" / "fp32" force one; "conv-tf32" is ``fp32+tf32conv``, benanza's ``--dtype fp32
-    --conv-tf32`` (convolutions in TF32, the rest in FP32, as PyTorch; benanza versions that have it)."""
+    --conv-tf32`` (convolutions in TF32, the rest in FP32, as PyTorch; benanza versions that have it).
+    A mixed-precision training step (``amp16``, ``ampbf16``: :data:`TRAIN_DTYPES`) is held against
+    autocast's type, :data:`AMP_PRECISION` (fp16, bf16). Raises TruthError for another data type."""
     if dtype == "fp16":
         return "fp16"
+    if dtype in AMP_PRECISION:
+        return AMP_PRECISION[dtype]
     if dtype != "fp32":
-        raise TruthError(f"unknown data type {dtype!r} (fp16 or fp32)")
+        raise TruthError(f"unknown data type {dtype!r} (fp16, fp32; amp16, ampbf16 with --train)")
     if fp32_mode == "auto":
         return "tf32" if cudnn_share > 0.5 else "fp32"
     if fp32_mode == "conv-tf32":
@@ -650,7 +661,8 @@ def parse_args(argv: list[str]):
     ap.add_argument("--db", help="benanza performance database (default: OUT/truth.db)")
     ap.add_argument("--models", help="comma-separated zoo models (default: all; see benchmarks/zoo.py list)")
     ap.add_argument("--batch", default="1,32", help="batch sizes (default 1,32)")
-    ap.add_argument("--dtype", default="fp16,fp32", help="PyTorch data types: fp16, fp32 (PyTorch's defaults)")
+    ap.add_argument("--dtype", default="fp16,fp32", help="PyTorch data types: fp16, fp32 (PyTorch's defaults); "
+                    "with --train also amp16, ampbf16 (fp32 parameters under autocast float16 / bfloat16)")
     ap.add_argument("--fp32", default="auto", choices=FP32_MODES, help="benanza precision for PyTorch's fp32: auto "
                     "(tf32 when cuDNN layers hold most FLOPs, else fp32), tf32, fp32, or conv-tf32 (benanza's "
                     "--dtype fp32 --conv-tf32, where benanza has it)")
@@ -691,8 +703,9 @@ def _validate(a, extra: list[str]):
     a.dtypes = [d.strip() for d in a.dtype.split(",") if d.strip()]
     if not a.batches or any(b <= 0 for b in a.batches):
         raise TruthError(f"--batch {a.batch!r}: batch sizes must be positive integers")
-    if not a.dtypes or any(d not in DTYPES for d in a.dtypes):
-        raise TruthError(f"--dtype {a.dtype!r}: data types are fp16 and fp32")
+    if not a.dtypes or any(d not in (TRAIN_DTYPES if a.train else DTYPES) for d in a.dtypes):
+        raise TruthError(f"--dtype {a.dtype!r}: data types are fp16 and fp32"
+                         + (", amp16 and ampbf16" if a.train else " (amp16 and ampbf16 with --train)"))
     if a.deadline is not None and a.deadline <= 0:
         raise TruthError("--deadline must be positive (seconds)")
     if min(a.warmup, a.iters, a.latency_iters) < 1:

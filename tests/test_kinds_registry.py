@@ -53,6 +53,7 @@ EXAMPLE_KEYS = {
     "CumSum": "cumsum-e908677e32e7cd17",
     "Resize": "resize-5908b28b25905218",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
+    "LRNBwd": "lrnbwd-e6afa6980affddb3",
 }
 
 

@@ -295,3 +295,23 @@ def test_a_reread_folder_holds_the_pytorch_side_it_read(truth, tmp_path, monkeyp
     pt = [r for r in recs if r["kind"] == "pytorch"]
     assert len(pt) == 4 and {(r["batch"], r["dtype"]) for r in pt} == {(1, "fp16"), (1, "fp32"), (32, "fp16"), (32, "fp32")}
     assert all(r["reread_from"] == str(a) for r in pt)
+
+
+def test_mixed_precision_training_dtypes(truth, tmp_path, capsys):
+    """--train's amp16 and ampbf16 (fp32 parameters under autocast float16 / bfloat16,
+    benchmarks/train_step.py) are held against benanza's fp16 and bf16; without --train they are
+    refused in one line (the inference profile has no autocast)."""
+    assert truth.choose_precision("amp16", 0.9) == "fp16" and truth.choose_precision("ampbf16", 0.1) == "bf16"
+    assert truth.TRAIN_DTYPES == ("fp16", "fp32", "amp16", "ampbf16")
+    spec = importlib.util.spec_from_file_location("train_step", BENCHMARKS / "train_step.py")
+    train_step = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_step)
+    assert train_step.DTYPES == truth.TRAIN_DTYPES
+    assert train_step.AUTOCAST == {"amp16": "float16", "ampbf16": "bfloat16"}
+    assert set(train_step.AUTOCAST) == set(truth.AMP_PRECISION)
+    assert truth.bench_calls(["fp16", "bf16", "fp16"]) == [("bf16,fp16", [])]
+    assert truth.main(["--out", str(tmp_path / "out"), "--dtype", "ampbf16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("benanza: ") and "amp16 and ampbf16 with --train" in err and err.count("\n") == 1
+    row = truth.make_row("m", 32, "ampbf16", "bf16", _pytorch_step(6.0), _step(1.8, 2.3), 0.99, train=True)
+    assert row["precision"] == "bf16" and row["ratio"] == pytest.approx(0.3)

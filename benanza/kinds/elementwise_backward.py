@@ -3,7 +3,8 @@ other kinds (Reduce for a broadcast operand, Unary neg for a Sub's second operan
 a Mul's, Where for a Max's or Min's), and the Reduce and Unary modules import the Elementwise module,
 so the function lives here and the registry (:mod:`benanza.kinds`) installs it as the Elementwise kind's ``Kind.backward``
 (:data:`BACKWARD`); likewise the Where kind's (Where and Reduce calls) and the Reduce kind's (a
-Copy kind Expand: the Copy module imports the Reduce module, for its own Expand's gradient)."""
+Copy kind Expand for Sum and Mean: the Copy module imports the Reduce module, for its own Expand's
+gradient; Elementwise, Reduce and Where calls for Max and Min)."""
 from __future__ import annotations
 
 from benanza.kinds.base import numel
@@ -166,7 +167,7 @@ def where_backward(cfg: WhereConfig) -> tuple:
     return tuple(sorted(calls, key=lambda c: c[0] != "backward_data"))
 
 
-def reduce_backward(cfg: ReduceConfig) -> tuple | None:
+def reduce_backward(cfg: ReduceConfig) -> tuple:
     """``Kind.backward`` of the Reduce kind, as PyTorch's autograd computes it
     (tools/autograd/derivatives.yaml): ReduceSum ``sum.dim_IntList: self: sum_backward(grad,
     self.sym_sizes(), dim, keepdim)``, dy unsqueezed and expanded to x's shape; ReduceMean
@@ -175,16 +176,39 @@ def reduce_backward(cfg: ReduceConfig) -> tuple | None:
     elements once: one Copy kind ``Expand`` of dy (y's shape, the reduced axes at 1) to x's shape,
     ``backward_data`` (the mean's division by a constant reads and writes the same bytes in PyTorch's
     one ``div`` kernel over the expanded view, so the Expand is its lower bound). ``()`` for a
-    reduction that reduces nothing (y == x: the gradient passes through). Max and Min: None (their
-    gradient, ``amax/amin``'s ``scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
-    restore_reduced_dims(result, dim, keepdim) == self, dim)``, is a compare, a count and a masked
-    divide that benanza does not time yet), so a step with one is incomplete and says so."""
+    reduction that reduces nothing (y == x: the gradient passes through).
+
+    ReduceMax and ReduceMin: :func:`_extremum_backward`."""
     x, y = tuple(cfg.x), tuple(cfg.y)
-    if cfg.op not in ("sum", "mean"):
-        return None
     if x == y:
         return ()
+    if cfg.op in ("max", "min"):
+        return _extremum_backward(cfg)
     return (("backward_data", CopyConfig(op="Expand", inputs=(y,), y=x, attrs=())),)
+
+
+def _extremum_backward(cfg: ReduceConfig) -> tuple:
+    """The gradient of ReduceMax / ReduceMin over x (shape ``x``) with output Y (shape ``y``, the
+    reduced axes at 1), as PyTorch's autograd computes it (tools/autograd/derivatives.yaml ``amax`` /
+    ``amin``: ``self: scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim),
+    restore_reduced_dims(result, dim, keepdim) == self, dim)``; FunctionsManual.cpp
+    ``scale_grad_by_count(grad, mask, dims)`` = ``(grad / mask.sum(dims, true)) * mask``): the
+    gradient is shared equally among the elements that tie for the extremum. Four calls, the four
+    kernels PyTorch runs (aten::eq, aten::sum, aten::div, aten::mul), all ``backward_data``:
+
+    1. mask = (x == Y): an Elementwise ``equal`` of x and Y broadcast to x's shape (bool, x's shape);
+    2. count = ReduceSum of the mask over the reduced axes (y's shape). The Reduce kind sums the
+       precision's float type, so the call reads the mask at the float width where PyTorch's sum reads
+       one byte per bool: it moves (width - 1) bytes per element of x more than aten::sum does;
+    3. q = dy / count: an Elementwise ``div`` of two y-shaped tensors;
+    4. dx = mask * q: a Where of the mask, q broadcast to x's shape and a scalar 0 (where(mask, q,
+       0) is mask * q: the bool read, q read, dx written once, as PyTorch's aten::mul of the bool
+       mask and the broadcast quotient)."""
+    x, y = tuple(cfg.x), tuple(cfg.y)
+    return (("backward_data", ElementwiseConfig(op="equal", a=x, b=y)),
+            ("backward_data", ReduceConfig(op="sum", x=x, y=y)),
+            ("backward_data", ElementwiseConfig(op="div", a=y, b=y)),
+            ("backward_data", WhereConfig(cond=x, a=y, b=(1,) * len(x))))
 
 
 #: forward kind -> its backward function (installed by the registry)

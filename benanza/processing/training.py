@@ -350,6 +350,10 @@ PARAMETER_INPUTS = {
     "Add": (0, 1), "Sub": (0, 1), "Mul": (0, 1),
 }
 _ELEMENTWISE = ("Add", "Sub", "Mul")
+#: ops that view or broadcast a tensor without changing its values (ONNX operator spec): a parameter
+#: read through a chain of them, at a parameter input of :data:`PARAMETER_INPUTS` or by a Concat,
+#: is the parameter itself (its gradient is the view's gradient summed back to its shape)
+VIEW_OPS = ("Transpose", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Flatten")
 _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
                 onnx.TensorProto.DOUBLE)
 
@@ -357,7 +361,11 @@ _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorPro
 def trainable_parameters(model: str | Path) -> list[tuple[int, ...]]:
     """The shapes of the model's trainable parameters: its floating-point initializers at the
     parameter inputs of :data:`PARAMETER_INPUTS` (through Identity nodes, which exporters put
-    between a shared weight and its users), each tensor once, in graph order. What the
+    between a shared weight and its users, and through the view and broadcast ops of
+    :data:`VIEW_OPS`: a Linear's Transpose(W), ViT's Expand of its class token), and those a Concat
+    reads, through views or as they are, with more than one element (ViT's class token, which a
+    fixed-batch export folds with its Expand into one (1, 1, 768) initializer), each tensor once, in
+    graph order. What the
     optimizer's update reads and writes. Each tensor name a node reads is one parameter: a name
     read by several nodes (a tied weight) counts once; an Identity output counts apart from its
     source, because torch.onnx's export merges initializers of equal value behind Identity nodes
@@ -382,16 +390,25 @@ def _parameters(model: str | Path) -> dict[str, tuple[int, ...]]:
     inits = {i.name: tuple(int(d) for d in i.dims) for i in m.graph.initializer if i.data_type in _FLOAT_TYPES}
     alias = {n.output[0]: n.input[0] for n in m.graph.node
              if n.op_type == "Identity" and n.input and n.output and n.input[0] in inits}
-    # torch.onnx exports a Linear as MatMul(x, Transpose(W)): the parameter is W, once however many
-    # nodes read it (a tied weight) -- 77.9 M of vit_b_16's 86.6 M parameters
-    transposed = {n.output[0]: n.input[0] for n in m.graph.node
-                  if n.op_type == "Transpose" and n.input and n.output and n.input[0] in inits}
+    # a parameter reached through view and broadcast ops counts once, by its own name: torch.onnx
+    # exports a Linear as MatMul(x, Transpose(W)) (77.9 M of vit_b_16's 86.6 M parameters), and
+    # ViT's class token (1, 1, 768) as Concat(Expand(class_token, (N, 1, 768)), patches)
+    viewed: dict[str, str] = {}
+    for n in m.graph.node:
+        if n.op_type in VIEW_OPS and n.input and n.output:
+            src = viewed.get(n.input[0], n.input[0])
+            if alias.get(src, src) in inits:
+                viewed[n.output[0]] = src
     found: dict[str, tuple[int, ...]] = {}
     for n in m.graph.node:
-        for k in PARAMETER_INPUTS.get(n.op_type, ()):
+        slots = PARAMETER_INPUTS.get(n.op_type, ())
+        if n.op_type == "Concat":  # a parameter concatenated with data (a class token), viewed or as it is
+            slots = tuple(k for k, t in enumerate(n.input)
+                          if t in viewed or math.prod(inits.get(alias.get(t, t), ())) > 1)
+        for k in slots:
             if k >= len(n.input):
                 continue
-            name = transposed.get(n.input[k], n.input[k])
+            name = viewed.get(n.input[k], n.input[k])
             shape = inits.get(alias.get(name, name))
             if shape is None or name in found:
                 continue
