@@ -108,8 +108,8 @@ def test_the_stated_backward_formulas_are_the_forwards_gradients():
     np.testing.assert_allclose(dbias, fd(b, "b_"), rtol=1e-5, atol=1e-7)
     kernel = (REPO / "cpp" / "src" / "layernorm_backward_kernels.cu").read_text()
     # the kernel computes these expressions (not a copy of numpy: a change to either is caught here)
-    assert "r * (ld(dyr, c) * scale[c] - m1 - xhat * m2)" in kernel
-    assert "a += g * (ld(x, r * cols + c) - mean[r]) * rstd[r];" in kernel and "b += g;" in kernel
+    assert "r * (to_f(dyr[c]) * scale[c] - m1 - xhat * m2)" in kernel
+    assert "a += g * (to_f(x[r * cols + c]) - mean[r]) * rstd[r];" in kernel and "b += g;" in kernel
 
 
 def test_the_pytorch_candidate_is_native_layer_norm_backward():

@@ -86,9 +86,9 @@ def test_the_stated_backward_formulas_are_the_forwards_gradients():
     np.testing.assert_allclose(dx, fd(x, "x_"), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(dscale, fd(w, "w_"), rtol=1e-5, atol=1e-7)
     kernel = (REPO / "cpp" / "src" / "rmsnorm_backward_kernels.cu").read_text()
-    assert "s += ld(dyr, c) * scale[c] * ld(xr, c) * r;" in kernel
-    assert "dxr[c] = st<T>(r * (ld(dyr, c) * scale[c] - xhat * m));" in kernel
-    assert "a += ld(dy, r * cols + c) * ld(x, r * cols + c) * rinv[r];" in kernel
+    assert "s += to_f(dyr[c]) * scale[c] * to_f(xr[c]) * r;" in kernel
+    assert "dxr[c] = from_f<T>(r * (to_f(dyr[c]) * scale[c] - xhat * m));" in kernel
+    assert "a += to_f(dy[r * cols + c]) * to_f(x[r * cols + c]) * rinv[r];" in kernel
     fwd = (REPO / "cpp" / "src" / "rmsnorm_kernels.cu").read_text()
     assert "if (inv_variance && threadIdx.x == 0) inv_variance[row] = r;" in fwd
 

@@ -239,9 +239,9 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
     calls are measured and faster: an attention's training forward with statistics and its one
     backward (in place of the group's forward layers and backward calls), a LayerNorm's training
     forward and LayerNormBwd, a GELU's one gelu_backward (its forward stays the GemmAct's; the
-    accumulation of its input, read twice by the decomposition, goes too). A group whose layers cannot
-    be bounded one by one (the LayerNorms' ReduceMeans have no backward) takes the fused calls even when
-    slower. Not taken, an attention's forward counts layer by layer (the unfused backward reads
+    accumulation of its input, read twice by the decomposition, goes too). The LayerNorms' layers can be
+    bounded one by one too (their ReduceMeans' gradient is an Expand), so every group is taken only
+    where faster. Not taken, an attention's forward counts layer by layer (the unfused backward reads
     probabilities the fused inference call never writes); an unmeasured alternative is never taken.
     On an H100 the attentions took vit_b_16's b32 fp16 step from 12.03 to 9.14 ms (PyTorch 14.24 ms;
     benchmarks/results/2026-11-26g)."""
@@ -257,7 +257,7 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
     assert kinds == ["LayerNorm"] * 5 + ["SDPA"] * 2 + ["erf-GELU"] * 2
     by_kind = {k: [alt for alt in alts if alt.kind == k] for k in set(kinds)}
     assert all(alt.forward and not alt.no_backward for alt in by_kind["SDPA"])
-    assert all(alt.forward and alt.no_backward for alt in by_kind["LayerNorm"])
+    assert all(alt.forward and not alt.no_backward for alt in by_kind["LayerNorm"])
     gelu = by_kind["erf-GELU"][0]
     assert not gelu.forward and [c.config for c in gelu.calls] == [
         L.UnaryBwdConfig(shape=(2, 16, 256), op="gelu")] and len(gelu.layers) == 5
@@ -279,7 +279,7 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
     fused = [c for c in t.calls if c.description.startswith("fused: ")]
     note = " ".join(t.notes)
     att = set().union(*(alt.layers for alt in by_kind["SDPA"]))
-    taken = {"fused-faster": (2, 5, 2), "fused-slower": (0, 5, 0), "fused-unmeasured": (0, 0, 0)}[
+    taken = {"fused-faster": (2, 5, 2), "fused-slower": (0, 0, 0), "fused-unmeasured": (0, 0, 0)}[
         {0.05: "fused-faster", 5.0: "fused-slower", None: "fused-unmeasured"}[fused_ms]]
     if fused_ms is not None:
         assert f"LayerNorm {taken[1]} of 5 groups taken fused; SDPA {taken[0]} of 2 groups taken fused; " \
@@ -289,8 +289,8 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
     replaced = sum(len(alt.replaced) for k, n in zip(("SDPA", "LayerNorm", "erf-GELU"), taken)
                    for alt in by_kind[k][:n])
     assert len(t.calls) == len(plan.calls) - replaced + len(fused)
-    # complete once every LayerNorm is fused (their ReduceMeans then need no backward of their own)
-    assert t.complete == (taken[1] == 5) and bool(t.no_backward) == (taken[1] < 5)
+    # complete either way: the unfused LayerNorms' ReduceMeans have their gradient (an Expand)
+    assert t.complete and not t.no_backward
     outside = sum(w for i, w in enumerate(a.fused_weight) if i not in att)
     ln = set().union(*(alt.layers for alt in by_kind["LayerNorm"]))
     if fused_ms == 0.05:  # the attentions' forward: their fused training forwards, 0.05 ms each
@@ -301,9 +301,9 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
 
         unfused = memory_bound(ml, plan, t.calls, "fp16", "sgd", 0)
         assert t.memory.activations < unfused.activations
-    elif fused_ms == 5.0:  # not taken: the attentions' forward layer by layer
+    elif fused_ms == 5.0:  # not taken: the attentions' and the LayerNorms' forward layer by layer
         assert t.phase_ms["forward"] == pytest.approx(
-            outside - sum(a.fused_weight[i] for i in ln) + 5 * 5.0 + sum(a.layers[i].bound_ms for i in att))
+            outside - sum(a.fused_weight[i] for i in ln) + sum(a.layers[i].bound_ms for i in ln | att))
     # `predict --train` to the GPU it was measured on gives the same step (same groups, same forward)
     from benanza.analysis.gpus import find_gpu
     from benanza.analysis.predict_training import predict_training

@@ -7,25 +7,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <type_traits>
+#include "benanza/kernel_util.cuh"
 
 #include "benanza/transformer_backward.hpp"
 
 namespace benanza {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float ld(const T* p, long long i) { return static_cast<float>(p[i]); }
-
-template <typename T>
-__device__ __forceinline__ T st(float v) {
-  if constexpr (std::is_same<T, __half>::value)
-    return __float2half_rn(v);
-  else if constexpr (std::is_same<T, __nv_bfloat16>::value)
-    return __float2bfloat16_rn(v);
-  else
-    return v;
-}
 
 // sum over the block of two floats; every thread gets the result
 __device__ __forceinline__ float2 block_sum2(float a, float b) {
@@ -59,17 +46,17 @@ __global__ void layernorm_dx_k(const T* dy, const T* x, const float* scale, cons
   const float mu = mean[row], r = rstd[row];
   float s1 = 0.0f, s2 = 0.0f;
   for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float g = ld(dyr, c) * scale[c];
+    const float g = to_f(dyr[c]) * scale[c];
     s1 += g;
-    s2 += g * (ld(xr, c) - mu) * r;
+    s2 += g * (to_f(xr[c]) - mu) * r;
   }
   const float2 t = block_sum2(s1, s2);
   const float inv = 1.0f / static_cast<float>(cols);
   const float m1 = t.x * inv, m2 = t.y * inv;
   T* dxr = dx + row * cols;
   for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float xhat = (ld(xr, c) - mu) * r;
-    dxr[c] = st<T>(r * (ld(dyr, c) * scale[c] - m1 - xhat * m2));
+    const float xhat = (to_f(xr[c]) - mu) * r;
+    dxr[c] = from_f<T>(r * (to_f(dyr[c]) * scale[c] - m1 - xhat * m2));
   }
 }
 
@@ -83,8 +70,8 @@ __global__ void layernorm_dgamma_k(const T* dy, const T* x, const float* mean, c
   float a = 0.0f, b = 0.0f;
   if (c < cols) {
     for (long long r = blockIdx.y * 8LL + threadIdx.y; r < rows; r += gridDim.y * 8LL) {
-      const float g = ld(dy, r * cols + c);
-      a += g * (ld(x, r * cols + c) - mean[r]) * rstd[r];
+      const float g = to_f(dy[r * cols + c]);
+      a += g * (to_f(x[r * cols + c]) - mean[r]) * rstd[r];
       b += g;
     }
   }

@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "benanza/kernel_util.cuh"
+
 #include "benanza/resize.hpp"
 
 namespace benanza {
@@ -19,19 +21,6 @@ unsigned grid_for(unsigned long long n) {
   if (blocks > (1ULL << 20)) blocks = 1ULL << 20;  // grid-stride loops cover the rest
   return static_cast<unsigned>(blocks ? blocks : 1);
 }
-
-template <typename T>
-__device__ __forceinline__ float to_f(T v) { return static_cast<float>(v); }
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_f(float v) { return static_cast<T>(v); }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
 // The taps of output element t: the offset of its (batch, channel) plane in x (elements; NCHW: the
 // plane's start, NHWC: the channel's offset in the first pixel), the element stride of one

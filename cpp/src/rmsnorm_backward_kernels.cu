@@ -8,37 +8,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <type_traits>
+#include "benanza/kernel_util.cuh"
 
 #include "benanza/rmsnorm.hpp"
 
 namespace benanza {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float ld(const T* p, long long i) { return static_cast<float>(p[i]); }
-
-template <typename T>
-__device__ __forceinline__ T st(float v) {
-  if constexpr (std::is_same<T, __half>::value)
-    return __float2half_rn(v);
-  else if constexpr (std::is_same<T, __nv_bfloat16>::value)
-    return __float2bfloat16_rn(v);
-  else
-    return v;
-}
-
-// sum over the block; every thread gets the result
-__device__ __forceinline__ float block_sum(float a) {
-  __shared__ float sa[32];
-  for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if (lane == 0) sa[warp] = a;
-  __syncthreads();
-  a = lane < warps ? sa[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-  return a;
-}
 
 // dx of one row per block: dx = r * (g - xhat * mean(g * xhat)), g = scale * dy, xhat = x * r
 template <typename T>
@@ -48,12 +23,12 @@ __global__ void rmsnorm_dx_k(const T* dy, const T* x, const float* scale, const 
   const T* xr = x + row * cols;
   const float r = rinv[row];
   float s = 0.0f;
-  for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += ld(dyr, c) * scale[c] * ld(xr, c) * r;
+  for (long long c = threadIdx.x; c < cols; c += blockDim.x) s += to_f(dyr[c]) * scale[c] * to_f(xr[c]) * r;
   const float m = block_sum(s) / static_cast<float>(cols);
   T* dxr = dx + row * cols;
   for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float xhat = ld(xr, c) * r;
-    dxr[c] = st<T>(r * (ld(dyr, c) * scale[c] - xhat * m));
+    const float xhat = to_f(xr[c]) * r;
+    dxr[c] = from_f<T>(r * (to_f(dyr[c]) * scale[c] - xhat * m));
   }
 }
 
@@ -67,7 +42,7 @@ __global__ void rmsnorm_dscale_k(const T* dy, const T* x, const float* rinv, flo
   float a = 0.0f;
   if (c < cols) {
     for (long long r = blockIdx.y * 8LL + threadIdx.y; r < rows; r += gridDim.y * 8LL)
-      a += ld(dy, r * cols + c) * ld(x, r * cols + c) * rinv[r];
+      a += to_f(dy[r * cols + c]) * to_f(x[r * cols + c]) * rinv[r];
   }
   ss[threadIdx.y][threadIdx.x] = a;
   __syncthreads();

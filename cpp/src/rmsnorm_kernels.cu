@@ -5,25 +5,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "benanza/float_cast.cuh"
+#include "benanza/kernel_util.cuh"
 
 #include "benanza/rmsnorm.hpp"
 
 namespace benanza {
 
 namespace {
-
-// sum over the block; every thread gets the result
-__device__ __forceinline__ float block_sum(float a) {
-  __shared__ float sa[32];
-  for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if (lane == 0) sa[warp] = a;
-  __syncthreads();
-  a = lane < warps ? sa[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-  return a;
-}
 
 template <typename T>
 __global__ void rmsnorm_k(const T* x, const float* scale, T* y, long long cols, float eps, float* inv_variance) {

@@ -6,7 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "benanza/float_cast.cuh"
+#include "benanza/kernel_util.cuh"
 
 #include <cstdint>
 
