@@ -96,8 +96,10 @@ class Fusion:
     a decomposed RMSNorm (RMSNormConfig); a decomposed rotary embedding (RotaryConfig);
     an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu); Gemm/MatMul (+ bias Add) -> Relu / Gelu /
     erf-GELU (GemmActConfig: cuDNN graph matmul -> add -> act, cuBLASLt bias + activation
-    epilogues). ``layers`` are layer indices in graph
-    order, the last one the pattern's output; ``config`` the fused config."""
+    epilogues); SwiGLU's gating Sigmoid/Mul/Mul (ElementwiseConfig swiglu) and its gate and up
+    MatMuls of one input (one GemmConfig of n = 2 * intermediate). ``layers`` are layer indices in graph
+    order, the last one the pattern's output (for the gate and up pair: the up projection); ``config``
+    the fused config."""
 
     layers: tuple[int, ...]
     config: L.LayerConfig
