@@ -17,10 +17,10 @@ from conftest import HERE, REPO, have_gpu
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not have_gpu(), reason="needs an NVIDIA GPU")]
 
-#: lines the check prints: float binaries 6 shapes x 18 x 3 types, integer binaries 6 x 12 (signed)
+#: lines the check prints: float binaries 6 shapes x 19 x 3 types, integer binaries 6 x 12 (signed)
 #: or 14 (unsigned) x 4 + 4 types, bool binaries 6 x 4, float unaries 76 x 3, integer unaries 12 x 6,
 #: Not on bool 2
-EXPECTED_LINES = 6 * 18 * 3 + 6 * 12 * 4 + 6 * 14 * 4 + 6 * 4 + 76 * 3 + 12 * 6 + 2
+EXPECTED_LINES = 6 * 19 * 3 + 6 * 12 * 4 + 6 * 14 * 4 + 6 * 4 + 76 * 3 + 12 * 6 + 2
 
 
 def test_elementwise_kernels_match_the_reference(tmp_path):

@@ -45,7 +45,8 @@ FORMAT_VERSION = 1
 #: that would run the group
 FUSION_TEXT = {
     "ConvBiasAct": ("Conv+bias+Relu groups", "cudnnConvolutionBiasActivationForward (or a fused engine) does the group in one call"),
-    "Gemm": ("MatMul+bias groups", "a cuBLASLt BIAS epilogue (as PyTorch's Linear) does the group in one call"),
+    "Gemm": ("MatMul+bias groups (and SwiGLU's gate and up MatMuls of one input)", "a cuBLASLt BIAS epilogue (as PyTorch's Linear), or one GEMM of the concatenated gate and up weights, does the group in one call"),
+    "Elementwise": ("SwiGLU gates (Sigmoid, Mul, Mul)", "one silu(gate) * up kernel (cuBLASLt has no SwiGLU epilogue)"),
     "GemmAct": ("MatMul+bias+activation groups", "a cuBLASLt epilogue (BIAS, RELU_BIAS, GELU_BIAS) or a cuDNN matmul graph does the group in one call"),
     "SDPA": ("attention blocks (MatMul, Softmax, MatMul)", "cuDNN's fused scaled-dot-product attention (or FlashAttention) does the block in one call"),
     "LayerNorm": ("decomposed LayerNormalizations", "one LayerNormalization kernel (cuDNN graph or torch.nn.functional.layer_norm)"),

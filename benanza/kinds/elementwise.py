@@ -45,6 +45,10 @@ ELEMENTWISE_OPS = {
     "bitwise_xor": ("BitwiseXor (integers)", 0, False),
     "shift_left": ("BitShift direction=LEFT (unsigned integers)", 0, False),
     "shift_right": ("BitShift direction=RIGHT (unsigned integers)", 0, False),
+    # SwiGLU's gating (Shazeer, "GLU Variants Improve Transformer", 2020; Llama's MLP): no ONNX op, the
+    # fusion candidate of an exported Sigmoid -> Mul -> Mul (benanza.processing.model); FLOPs: UNARY_OPS'
+    # swish count and the product
+    "swiglu": ("SwiGLU's gate: silu(a) * b = a / (1 + exp(-a)) * b (float; a fusion candidate, no ONNX op)", 6, False),
 }
 
 
@@ -193,7 +197,7 @@ _OP_TENSOR = {
 
 #: the harness kernel's op for each ElementwiseConfig op (benanza::PointwiseOp, harness.hpp)
 _POINTWISE_ENUM = {op: "PointwiseOp::" + "".join(w.capitalize() for w in op.split("_")) for op in ELEMENTWISE_OPS}
-_POINTWISE_ENUM.update({"fmod": "PointwiseOp::FMod", "prelu": "PointwiseOp::PRelu",
+_POINTWISE_ENUM.update({"fmod": "PointwiseOp::FMod", "prelu": "PointwiseOp::PRelu", "swiglu": "PointwiseOp::SwiGlu",
                         "less_equal": "PointwiseOp::LessOrEqual", "greater_equal": "PointwiseOp::GreaterOrEqual",
                         "bitwise_and": "PointwiseOp::BitAnd", "bitwise_or": "PointwiseOp::BitOr",
                         "bitwise_xor": "PointwiseOp::BitXor"})
@@ -303,6 +307,9 @@ def _elementwise(c: Ctx) -> Candidate:
             return Candidate("torch:aten::prelu", algo_label(c), lambda: F.prelu(a, w), y)
         return Candidate("torch:aten::lt+mul+where", algo_label(c), lambda: torch.where(a < 0, a * b, a), y,
                          "PRelu with a slope that is not per channel: where(x < 0, slope * x, x)")
+    if cfg.op == "swiglu":  # eager PyTorch (Llama's MLP: act_fn(gate_proj(x)) * up_proj(x)): two kernels
+        return Candidate("torch:aten::silu+mul", algo_label(c), lambda: F.silu(a) * b, y,
+                         "SwiGLU's gate as PyTorch eager runs it: silu, then mul")
     if cfg.op not in _TORCH_BINARY:
         raise NotSupported(f"elementwise op {cfg.op}")
     op = getattr(torch, _TORCH_BINARY[cfg.op])

@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import math
+import re
+import warnings
 
 import numpy as np
 
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, Shape, io_bytes, numel
 from benanza.kinds.copy import packed_strides
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
-from benanza.kinds.framework import Candidate, Ctx, functional
+from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, MapContext, Unsupported, contrib_doc, need
 
 
@@ -705,9 +707,98 @@ def torch_mask(c: Ctx, cfg) -> tuple:
     return None, cfg.mask == "causal"
 
 
+#: PyTorch's SDPA backends (members of ``torch.nn.attention.SDPBackend``), each timed as a framework
+#: candidate of its own under ``torch.nn.attention.sdpa_kernel``, with the ATen op the backend runs
+#: (its call label): aten/src/ATen/native/transformers/attention.cpp, ``scaled_dot_product_attention``'s
+#: switch over ``_fused_sdp_choice``; the math backend is ``_scaled_dot_product_attention_math``
+SDPA_BACKENDS = {"FLASH_ATTENTION": "aten::_scaled_dot_product_flash_attention",
+                 "EFFICIENT_ATTENTION": "aten::_scaled_dot_product_efficient_attention",
+                 "CUDNN_ATTENTION": "aten::_scaled_dot_product_cudnn_attention",
+                 "MATH": "aten::_scaled_dot_product_attention_math"}
+
+#: the suffix PyTorch's C++ warnings carry in Python (c10/util/Exception.cpp, Warning handler)
+_TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?\s*$")
+
+#: PyTorch's error when no enabled backend takes the call (aten/src/ATen/native/transformers/cuda/
+#: attention.cu and sdp_utils_cpp.cpp: ``TORCH_CHECK(false, "No available kernel. Aborting execution.")``)
+NO_KERNEL = "No available kernel"
+
+
+def under_backend(torch, backend: str, run):
+    """A callable that runs ``run()`` under ``torch.nn.attention.sdpa_kernel(SDPBackend.<backend>)``
+    (``backend`` a key of :data:`SDPA_BACKENDS`). The first call records PyTorch's warnings: when the
+    backend refuses the call (RuntimeError "No available kernel"), it raises :class:`NotSupported`
+    with the reasons PyTorch warned (sdp_utils.cpp's checks, e.g. "Flash attention does not support
+    the use of an attn_mask"), recorded as not_supported, never timed; so does a PyTorch without that
+    member (``SDPBackend.CUDNN_ATTENTION`` came in 2.4). Any other error propagates."""
+    probed = []
+
+    def fn():
+        attention = torch.nn.attention
+        member = getattr(attention.SDPBackend, backend, None)
+        if member is None:
+            raise NotSupported(f"this PyTorch has no torch.nn.attention.SDPBackend.{backend}")
+        if probed:
+            with attention.sdpa_kernel(member):
+                return run()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with attention.sdpa_kernel(member):
+                    out = run()
+            except RuntimeError as e:
+                if NO_KERNEL not in str(e):
+                    raise
+                reasons = []
+                for w in caught:
+                    text = _TRIGGERED.sub("", str(w.message)).strip()
+                    if text and text not in reasons:
+                        reasons.append(text)
+                why = "; ".join(reasons) or str(e).strip().splitlines()[0]
+                raise NotSupported(f"PyTorch's SDPBackend.{backend} refuses this config: {why}"[:600]) from None
+        probed.append(True)
+        return out
+    return fn
+
+
+def backend_mask(c: Ctx, cfg, mask, causal):
+    """``(attn_mask, is_causal)`` for a forced backend: :func:`torch_mask`'s, but a bottom-right causal
+    mask as the boolean (s_q, s_kv) tensor ``CausalBias._materialize`` writes for LOWER_RIGHT (True on
+    and below diagonal s_kv - s_q; torch/nn/attention/bias.py): ``CausalBias`` picks its kernel itself
+    (flash or memory-efficient where they take it, before any backend selection), so under
+    ``sdpa_kernel`` it would not be the backend its label names. Flash attention refuses an explicit
+    mask: the default candidate times CausalBias's own path."""
+    if cfg.mask != "causal_bottom_right":
+        return mask, causal
+    torch = c.torch
+    ones = torch.ones((cfg.s_q, cfg.s_kv), dtype=torch.bool, device=c.device)
+    return ones.tril(cfg.s_kv - cfg.s_q), False
+
+
+def backend_variants(c: Ctx, make, mask, causal, note: str, out_numel: int, details: dict, call_suffix: str = "",
+                     algorithm: str = "") -> list[Candidate]:
+    """One :class:`Candidate` per PyTorch SDPA backend (:data:`SDPA_BACKENDS`): ``make(mask, causal)``
+    returns the call to time with :func:`torch_mask`'s ``(mask, causal)`` as :func:`backend_mask`
+    gives them to a forced backend, run under :func:`under_backend`;
+    labelled ``torch:<the backend's aten op><call_suffix>``, algorithm ``sdpa_kernel(SDPBackend.X)``
+    (prefixed by ``algorithm``)."""
+    mask, causal = backend_mask(c, c.cfg, mask, causal)
+    out = []
+    for backend, op in SDPA_BACKENDS.items():
+        label = f"sdpa_kernel(SDPBackend.{backend})"
+        out.append(Candidate(f"torch:{op}{call_suffix}", f"{algorithm}, {label}" if algorithm else label,
+                             under_backend(c.torch, backend, make(mask, causal)), out_numel,
+                             "; ".join(x for x in (note, f"forced with torch.nn.attention.{label}") if x),
+                             {**details, "backend": backend}))
+    return out
+
+
 def _sdpa(c: Ctx) -> Candidate:
     """``F.scaled_dot_product_attention`` on Q, K, V as the pattern's views (``enable_gqa`` with h_kv <
-    h); with ``stats`` (the training forward) on inputs that require grad, under autograd."""
+    h); with ``stats`` (the training forward) on inputs that require grad, under autograd. PyTorch's
+    own choice of backend is the candidate (algorithm ``default``); each backend forced
+    (:data:`SDPA_BACKENDS`: flash, memory-efficient, cuDNN, math) is a variant of it
+    (:attr:`Candidate.variants`), not_supported with PyTorch's reason where the backend refuses."""
     cfg, F = c.cfg, functional(c)
     qs, ks, vs, os_ = cfg.strides()
     shapes = cfg.input_shapes() + [cfg.output_shape()]
@@ -723,24 +814,28 @@ def _sdpa(c: Ctx) -> Candidate:
     t = with_autograd(c.torch, setup)() if cfg.stats else setup()
     q, k, v = (t["qkv"][i] for i in range(3))
     out = t["out"]
-    mask, causal = torch_mask(c, cfg)
     scale = float(cfg.scale)
     o_dims = shapes[3]
     gqa = {"enable_gqa": True} if cfg.kv_heads != cfg.h else {}
 
-    def run():
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, **gqa)
-        if all(d == 1 or st == want for d, st, want in zip(o_dims, o.stride(), os_)):
-            return o  # written where the consumer reads it
-        out.copy_(o.detach())  # the layout the consumer reads: PyTorch copies there too
-        return out
+    def make(mask, causal):
+        def run():
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, **gqa)
+            if all(d == 1 or st == want for d, st, want in zip(o_dims, o.stride(), os_)):
+                return o  # written where the consumer reads it
+            out.copy_(o.detach())  # the layout the consumer reads: PyTorch copies there too
+            return out
+        return with_autograd(c.torch, run) if cfg.stats else run
     strided = bool(cfg.q_strides or cfg.k_strides or cfg.v_strides or cfg.o_strides)
     notes = ["Q, K, V read as strided views; O copied where its layout differs"] if strided else []
     if cfg.stats:
         notes.append("training forward: Q, K, V require grad (autograd records the call; the fused kernels save the logsumexp)")
-    return Candidate("torch:aten::scaled_dot_product_attention", "default",
-                     with_autograd(c.torch, run) if cfg.stats else run, numel(cfg.output_shape()),
-                     "; ".join(notes), {"strided": strided, **({"training": True} if cfg.stats else {})})
+    details = {"strided": strided, **({"training": True} if cfg.stats else {})}
+    mask, causal = torch_mask(c, cfg)
+    cand = Candidate("torch:aten::scaled_dot_product_attention", "default", make(mask, causal),
+                     numel(cfg.output_shape()), "; ".join(notes), details)
+    cand.variants = backend_variants(c, make, mask, causal, "; ".join(notes), cand.out_numel, details)
+    return cand
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)

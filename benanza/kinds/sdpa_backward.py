@@ -23,8 +23,8 @@ from typing import ClassVar
 from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
-from benanza.kinds.sdpa import (SDPA_MASK_CPP, SDPA_MASKS, SdpaConfig, describe_attention, torch_mask, view_strides,
-                                with_autograd)
+from benanza.kinds.sdpa import (SDPA_MASK_CPP, SDPA_MASKS, SdpaConfig, backend_variants, describe_attention,
+                                torch_mask, view_strides, with_autograd)
 
 #: matrix products of the backward per (batch, head), in units of 2*s_q*s_kv*d (FLOPs): the scores
 #: S = Q K^T recomputed, dQ = dS K and dK = dS^T Q (three of d), dP = dO V^T and dV = P^T dO (two of
@@ -167,7 +167,11 @@ def _torch(c: Ctx) -> Candidate:
     is ``torch.autograd.grad(O, (Q, K, V), dO, retain_graph=True)``: only the backward is timed, dQ
     returned. Q, K, V, O and dO have the forward's layouts. Its call names the forward op whose
     backward autograd runs (algorithm ``autograd backward``): the aten backward op is the backend's
-    (``_scaled_dot_product_{flash,efficient,cudnn}_attention_backward`` or the math decomposition's)."""
+    (``_scaled_dot_product_{flash,efficient,cudnn}_attention_backward`` or the math decomposition's).
+    Each backend forced (:data:`benanza.kinds.sdpa.SDPA_BACKENDS`) is a variant
+    (:attr:`Candidate.variants`, call ``torch:<the backend's forward op>_backward``): its set-up forward
+    runs at its first call under ``sdpa_kernel``, so autograd records that backend's backward;
+    not_supported with PyTorch's reason where the backend refuses the forward."""
     cfg, torch, F = c.cfg, c.torch, functional(c)
     shapes = cfg.shapes()
     scale = float(cfg.scale)
@@ -178,21 +182,32 @@ def _torch(c: Ctx) -> Candidate:
         base = c.randn((extent,))
         return (base.requires_grad_() if grad else base).as_strided(shape, strides)
 
-    def setup():
+    def setup(mask, causal):
         qs, ks, vs, os_ = cfg.strides()
         q, k, v = (view(s, st, True) for s, st in zip(shapes[:3], (qs, ks, vs)))
-        mask, causal = torch_mask(c, cfg)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, **gqa)
         return {"qkv": (q, k, v), "o": o, "do": view(shapes[3], os_, False)}
-    t = with_autograd(torch, setup)()
+    mask, causal = torch_mask(c, cfg)
+    t = with_autograd(torch, setup)(mask, causal)
 
     def run():
         return torch.autograd.grad(t["o"], t["qkv"], t["do"], retain_graph=True)[0]
-    return Candidate("torch:aten::scaled_dot_product_attention", "autograd backward", with_autograd(torch, run),
-                     numel(cfg.output_shape()),
-                     "the backward of F.scaled_dot_product_attention through autograd (dQ, dK, dV); the forward "
-                     "runs once in the set-up" + (", GQA (enable_gqa)" if gqa else ""),
-                     {"gqa": bool(gqa)})
+    note = ("the backward of F.scaled_dot_product_attention through autograd (dQ, dK, dV); the forward "
+            "runs once in the set-up" + (", GQA (enable_gqa)" if gqa else ""))
+    cand = Candidate("torch:aten::scaled_dot_product_attention", "autograd backward", with_autograd(torch, run),
+                     numel(cfg.output_shape()), note, {"gqa": bool(gqa)})
+
+    def make(mask, causal):
+        held = {}
+
+        def forced():  # the set-up forward at the first call, under the backend (under_backend)
+            if not held:
+                held.update(setup(mask, causal))
+            return torch.autograd.grad(held["o"], held["qkv"], held["do"], retain_graph=True)[0]
+        return with_autograd(torch, forced)
+    cand.variants = backend_variants(c, make, mask, causal, note.replace("in the set-up", "at the first call"),
+                                     cand.out_numel, {"gqa": bool(gqa)}, "_backward", "autograd backward")
+    return cand
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)

@@ -96,8 +96,10 @@ class Fusion:
     a decomposed RMSNorm (RMSNormConfig); a decomposed rotary embedding (RotaryConfig);
     an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu); Gemm/MatMul (+ bias Add) -> Relu / Gelu /
     erf-GELU (GemmActConfig: cuDNN graph matmul -> add -> act, cuBLASLt bias + activation
-    epilogues). ``layers`` are layer indices in graph
-    order, the last one the pattern's output; ``config`` the fused config."""
+    epilogues); SwiGLU's gating Sigmoid/Mul/Mul (ElementwiseConfig swiglu) and its gate and up
+    MatMuls of one input (one GemmConfig of n = 2 * intermediate). ``layers`` are layer indices in graph
+    order, the last one the pattern's output (for the gate and up pair: the up projection); ``config``
+    the fused config."""
 
     layers: tuple[int, ...]
     config: L.LayerConfig
@@ -186,6 +188,8 @@ def _fusion_label(cfg: L.LayerConfig) -> str:
         return "Gelu"
     if isinstance(cfg, L.ActivationConfig) and cfg.mode == "swish":
         return "SiLU"
+    if isinstance(cfg, L.ElementwiseConfig) and cfg.op == "swiglu":
+        return "SwiGLU"
     return cfg.kind
 
 
@@ -561,7 +565,8 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     pat = _Pattern(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
     for finder in (_find_attention, _find_gqa_attention, _find_layernorms, _find_rmsnorms, _find_rotaries,
-                   _find_gemm_acts, _find_gelus, _find_gelu_tanhs, _find_silus):
+                   _find_gemm_acts, _find_gelus, _find_gelu_tanhs, _find_swiglus, _find_gate_up_gemms,
+                   _find_silus):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -1289,6 +1294,76 @@ def _find_silus(pat: _Pattern, sig: Layer):
     if cfg.a != cfg.b or tuple(cfg.a) != tuple(sig.config.shape):
         return None
     return [sig.index, mul.index], L.ActivationConfig(shape=tuple(sig.config.shape), mode="swish")
+
+
+def _swiglu_parts(pat: _Pattern, mul: Layer):
+    """``(sigmoid, silu mul, gate tensor, up tensor)`` of SwiGLU's gating written as Sigmoid(g) ->
+    Mul(g, sigmoid) -> Mul(silu, u) ending at ``mul`` (float data, g and u of one shape), or None."""
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") or mul.config.dtype or len(mul.inputs) != 2 \
+            or mul.static_inputs or tuple(mul.config.a) != tuple(mul.config.b):
+        return None
+    for silu_t, up_t in (mul.inputs, mul.inputs[::-1]):
+        silu = pat.made_by(silu_t)
+        if not pat.free(silu) or not pat.elementwise(silu, "mul") or pat.sole_user(silu) is not mul \
+                or len(silu.inputs) != 2 or up_t == silu_t:
+            continue
+        for gate_t, sig_t in (silu.inputs, silu.inputs[::-1]):
+            sig = pat.made_by(sig_t)
+            if pat.free(sig) and sig.status == "benchmark" and isinstance(sig.config, L.ActivationConfig) \
+                    and sig.config.mode == "sigmoid" and list(sig.inputs) == [gate_t] \
+                    and pat.sole_user(sig) is silu and tuple(silu.config.a) == tuple(silu.config.b) \
+                    and tuple(sig.config.shape) == tuple(mul.config.a) and gate_t != up_t:
+                return sig, silu, gate_t, up_t
+    return None
+
+
+def _find_swiglus(pat: _Pattern, mul: Layer):
+    """Sigmoid(g) -> Mul(g, sigmoid) -> Mul(silu, u): SwiGLU's gating ``silu(g) * u`` (Llama's MLP,
+    ``act_fn(gate_proj(x)) * up_proj(x)``) as one elementwise pass (ElementwiseConfig swiglu: g and u
+    read, one output written) where the chain takes three. Runs before :func:`_find_silus`, which
+    would take the Sigmoid -> Mul alone."""
+    parts = _swiglu_parts(pat, mul)
+    if parts is None:
+        return None
+    sig, silu, _, _ = parts
+    shape = tuple(mul.config.a)
+    return [sig.index, silu.index, mul.index], L.ElementwiseConfig(op="swiglu", a=shape, b=shape)
+
+
+class _Gating:
+    """``pat`` for :func:`_swiglu_parts` with the gating's own layers (in the fusion candidate
+    :func:`_find_swiglus` made of them) counted as free."""
+
+    def __init__(self, pat: _Pattern, mul: Layer):
+        self.pat, self.group = pat, mul.fusion
+
+    def free(self, ly):
+        return ly is not None and self.group is not None and ly.fusion == self.group
+
+    def __getattr__(self, name):
+        return getattr(self.pat, name)
+
+
+def _find_gate_up_gemms(pat: _Pattern, mul: Layer):
+    """SwiGLU's gate and up projections (two MatMul / Gemm layers of one config reading the same
+    input, each with its own weight, found through the gating :func:`_find_swiglus` took) as one GEMM
+    of the concatenated weights: the same m and k, n = 2 * intermediate (the "gate_up_proj" of
+    vLLM's MergedColumnParallelLinear and of transformers' Phi-3; the gating then reads the two
+    halves of its output). Both products' outputs must be read by the gating only."""
+    parts = _swiglu_parts(_Gating(pat, mul), mul)
+    if parts is None:
+        return None
+    sig, silu, gate_t, up_t = parts
+    gate, up = pat.made_by(gate_t), pat.made_by(up_t)
+    for mm, readers in ((gate, {sig.index, silu.index}), (up, {mul.index})):
+        if not pat.free(mm) or mm.op_type not in ("MatMul", "Gemm") or mm.status != "benchmark" \
+                or not isinstance(mm.config, L.GemmConfig) or len(mm.inputs) != 1 or len(mm.static_inputs) < 1 \
+                or {ly.index for ly in pat.users(mm.outputs[0])} != readers or mm.outputs[0] in pat.graph_outputs:
+            return None
+    if gate.inputs != up.inputs or gate.config != up.config or gate.static_inputs == up.static_inputs:
+        return None
+    g = gate.config
+    return [gate.index, up.index], dataclasses.replace(g, n=2 * g.n)
 
 
 def _bias_vector_add(pat: _Pattern, ly: Layer | None, tensor: str, n: int) -> bool:

@@ -361,6 +361,8 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True, laps
                 vdetails = {"torch": details["torch"], "cudnn": details["cudnn"], **var.details}
                 try:
                     vrecs = measure(var, policy, l2_bytes, job.get("best_ms"), laps)
+                except NotSupported as e:  # this variant only (e.g. an SDPA backend that refuses the config)
+                    vrecs = [{"cache": "warm", "status": "not_supported", "message": str(e)}]
                 except (RuntimeError, ValueError, TypeError) as e:  # this variant only
                     if "CUDA error" in str(e) or "illegal memory" in str(e):
                         raise

@@ -306,6 +306,7 @@ __device__ __forceinline__ float float_binary(PointwiseOp op, float a, float b) 
     case PointwiseOp::FMod: return fmodf(a, b);
     case PointwiseOp::Mod: return a - floorf(a / b) * b;
     case PointwiseOp::PRelu: return a < 0.0f ? a * b : a;
+    case PointwiseOp::SwiGlu: return a / (1.0f + __expf(-a)) * b;
     default: return a;
   }
 }

@@ -77,6 +77,7 @@ double ref_float(PointwiseOp op, double a, double b) {
       return a - static_cast<double>(q) * b;
     }
     case PointwiseOp::PRelu: return a < 0 ? a * b : a;
+    case PointwiseOp::SwiGlu: return a / (1.0 + std::exp(-a)) * b;
     case PointwiseOp::Equal: return a == b;
     case PointwiseOp::Less: return a < b;
     case PointwiseOp::LessOrEqual: return a <= b;
@@ -233,7 +234,8 @@ bool float_binaries(const char* type, ElemType et, double tol) {
   const Op ops[] = {{"sub", PointwiseOp::Sub, -1, 1, 0.5, 1.5},      {"div", PointwiseOp::Div, -1, 1, 0.5, 1.5},
                     {"mean", PointwiseOp::Mean, -1, 1, -1, 1},       {"pow", PointwiseOp::Pow, 0.5, 1.5, -1, 1},
                     {"fmod", PointwiseOp::FMod, -3, 3, 0.5, 1.5},    {"mod", PointwiseOp::Mod, -3, 3, 0.5, 1.5},
-                    {"prelu", PointwiseOp::PRelu, -1, 1, 0, 0.5},    {"max", PointwiseOp::Max, -1, 1, -1, 1}};
+                    {"prelu", PointwiseOp::PRelu, -1, 1, 0, 0.5},    {"max", PointwiseOp::Max, -1, 1, -1, 1},
+                    {"swiglu", PointwiseOp::SwiGlu, -4, 4, -1, 1}};
   const Op cmps[] = {{"equal", PointwiseOp::Equal, -2, 2, -2, 2},    {"less", PointwiseOp::Less, -1, 1, -1, 1},
                      {"less_equal", PointwiseOp::LessOrEqual, -2, 2, -2, 2},
                      {"greater", PointwiseOp::Greater, -1, 1, -1, 1},

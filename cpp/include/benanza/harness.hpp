@@ -384,10 +384,12 @@ cudaError_t batched_copy2d(const Copy2D* copies, int n, std::size_t elem_bytes, 
 // Mod (fmod = 0: floored, the sign of b), FMod (fmod = 1: truncated, C's fmod), PRelu (a < 0 ? a * b : a),
 // Equal, Less, LessOrEqual, Greater, GreaterOrEqual (bool out), And, Or, Xor (bool in and out:
 // nonzero is true), BitwiseAnd/Or/Xor, BitShift LEFT/RIGHT (integers). Integer division and
-// modulo by 0 give 0; shifts by 64 or more give 0.
+// modulo by 0 give 0; shifts by 64 or more give 0. SwiGlu (float only; no ONNX op: the fused
+// Sigmoid -> Mul -> Mul of SwiGLU's gate): silu(a) * b = a / (1 + exp(-a)) * b.
 enum class PointwiseOp {
   Add = 0, Mul = 1, Min = 2, Max = 3, Sub, Div, Mean, Pow, Mod, FMod, PRelu,
-  Equal, Less, LessOrEqual, Greater, GreaterOrEqual, And, Or, Xor, BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight
+  Equal, Less, LessOrEqual, Greater, GreaterOrEqual, And, Or, Xor, BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight,
+  SwiGlu
 };
 // a, b and y in the storage type `t` (fp32/fp16/bf16), float math.
 cudaError_t binary_pointwise(const void* a, const void* b, void* y, const int* a_dims, const int* b_dims, int nd,
