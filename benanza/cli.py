@@ -1711,13 +1711,10 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
 
     Example: benanza torch resnet50 --batch 1,32 --dtype fp16"""
     from benanza import api
-    from benanza.database.store import open_db
     from benanza.processing.model import parse_batches
     from benanza.processing.modules import resolve
-    from benanza.profiles import load_profile
-    from benanza.profiles.pytorch import DTYPES, check_dtype, prepare
+    from benanza.profiles.pytorch import check_dtype, prepare
     from benanza.reports.progress import Steps
-    from benanza.reports.report import render_html, terminal_tables
 
     check_dtype(dtype)
     batches = parse_batches(batch)
@@ -1739,6 +1736,19 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
         how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
         onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how,
                                        bench_args, warmup, runs, iterations, ref, force, say)
+    _torch_reports(spec, dtype, db, folder, onnx_path, runs_done, phase, json_out)
+
+
+def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done, phase: str, json_out: bool) -> None:
+    """``torch``: per profiled run, its analysis, insights document (with the decoder's physical bound
+    where ``phase`` is decode, or the export is found causal), ``report-*.json`` and ``.html`` beside
+    its profile folder, and the terminal tables (or the documents as a JSON list)."""
+    from benanza import api
+    from benanza.database.store import open_db
+    from benanza.profiles import load_profile
+    from benanza.profiles.pytorch import DTYPES
+    from benanza.reports.report import render_html, terminal_tables
+
     database = open_db(db, create=False)
     _, _, precision, conv = DTYPES[dtype]
     layouts = api.DEFAULT_LAYOUTS

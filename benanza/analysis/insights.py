@@ -396,7 +396,7 @@ def _framework_precision(analysis_precision: str, tf32: bool | None) -> list[str
     return [analysis_precision]
 
 
-def _framework_rows(db: Database, system_id: int, keys: list[str], cache: str) -> dict:
+def framework_rows(db: Database, system_id: int, keys: list[str], cache: str) -> dict:
     """Per (layer key, precision, layout): the fastest valid ``torch:`` measurement (ms): the
     framework's own call as PyTorch eager runs it (:mod:`benanza.profiles.torch_candidates`)."""
     out: dict[tuple[str, str, str], float] = {}
@@ -430,7 +430,7 @@ def _alternatives(a: Analysis, p, db: Database, system_id: int, algos: list, dbt
     bn_key = {ly.index: L.BatchNormConfig(shape=tuple(ly.config.output_shape()),
                                           epsilon=float(np.float32(1e-5))).key for ly in convs} if bn_after_conv else {}
     keys = sorted({ly.key for ly in by_index.values() if ly.key} | set(bn_key.values()))
-    rows = _framework_rows(db, system_id, keys, a.cache)
+    rows = framework_rows(db, system_id, keys, a.cache)
     cl: dict[int, float] = {}
     lay: dict[int, float] = {}
     missing = 0

@@ -157,151 +157,183 @@ class StepAlternatives:
     notes: tuple[str, ...] = ()
 
 
+class _Timeline:
+    """The step's timeline while :func:`compose_step` changes it: per layer forward ``f`` and backward
+    ``b`` kernel time, the optimizer ``o``, the ``rest`` (ms), the steps so far and the step's time
+    ``ms`` after them."""
+
+    def __init__(self, start: float, f: dict, b: dict, o: float, rest: float):
+        self.f, self.b, self.o, self.rest, self.start, self.ms = f, b, o, rest, start, start
+        self.steps: list[WhatIfStep] = []
+
+    def total(self, layers: float | None = None) -> float:
+        return (sum(self.f.values()) + sum(self.b.values()) if layers is None else layers) + self.o + self.rest
+
+    def step(self, kind, after, rests_on, layers=(), evidence=(), estimated=True) -> None:
+        title = dict(STEPS)[kind]
+        if not estimated:
+            self.steps.append(WhatIfStep(kind, title, self.ms, self.ms, None, None, rests_on, (), tuple(evidence)))
+            return
+        eff = self.ms - after
+        after = min(after, self.ms)
+        self.steps.append(WhatIfStep(kind, title, self.ms, after, self.ms - after, eff, rests_on, tuple(layers),
+                                     tuple(evidence)))
+        self.ms = after
+
+    def scale_layers(self, kind: str, new_f: dict, new_b: dict, rests_on: str, layers, ev) -> bool:
+        """Take per-layer times ``new_f``/``new_b`` as step ``kind`` when they save, else record it
+        as not taken; returns whether it was taken."""
+        eff = sum(self.f.values()) + sum(self.b.values()) - sum(new_f.values()) - sum(new_b.values())
+        if eff > 0:
+            self.f.update(new_f)
+            self.b.update(new_b)
+            self.step(kind, self.total(), rests_on, layers, ev)
+            return True
+        _not_taken(self.steps, kind, self.ms, eff, rests_on, ev)
+        return False
+
+
 def compose_step(c, ml=None, alternatives: StepAlternatives | None = None) -> StepWhatIf:
     """The what-if composition (module doc) of ``c`` (a
     :class:`~benanza.profiles.train_compare.TrainComparison`); ``ml``: the export's
     :class:`~benanza.processing.model.ModelLayers` (its edges, for step 7; None: not estimated);
     ``alternatives``: :class:`StepAlternatives` (default: none known). Never raises for missing
     measurements: those steps are None."""
-    from benanza.analysis.training import INFERENCE_ONLY_FUSIONS, schedule
-
     alt = alternatives or StepAlternatives()
     j, st = c.join, c.step
     busy = j.step_ms(("kernel", "memcpy", "memset"))["median_ms"] or 0.0
     wall = ((c.run or {}).get("step_wall_ms") or {}).get("median_ms")
-    start = float(wall) if wall else busy
     f = {r["layer"]: float(r["forward_ms"]) for r in j.layer_ms()}
     b = {r["layer"]: float(r["backward_ms"]) for r in j.layer_ms()}
     o = j.role_ms()["optimizer"]["median_ms"] or 0.0
-    state = {"o": o, "rest": busy - sum(f.values()) - sum(b.values()) - o}
-    steps: list[WhatIfStep] = []
-    ms = start
-
-    def total(layers: float | None = None) -> float:
-        return (sum(f.values()) + sum(b.values()) if layers is None else layers) + state["o"] + state["rest"]
-
-    def step(kind, after, rests_on, layers=(), evidence=(), estimated=True):
-        nonlocal ms
-        title = dict(STEPS)[kind]
-        if not estimated:
-            steps.append(WhatIfStep(kind, title, ms, ms, None, None, rests_on, (), tuple(evidence)))
-            return
-        eff = ms - after
-        after = min(after, ms)
-        steps.append(WhatIfStep(kind, title, ms, after, ms - after, eff, rests_on, tuple(layers), tuple(evidence)))
-        ms = after
-
+    t = _Timeline(float(wall) if wall else busy, f, b, o, busy - sum(f.values()) - sum(b.values()) - o)
     # 1. CUDA graphs
     if wall:
-        step("cuda_graphs", total(), "the step's wall time (CUDA events) and the profiled GPU busy time",
-             evidence=(f"wall {wall:.4f} ms, GPU kernels+memcpy+memset {busy:.4f} ms per step "
-                       f"({len(j.iterations)} profiled iterations)",))
+        t.step("cuda_graphs", t.total(), "the step's wall time (CUDA events) and the profiled GPU busy time",
+               evidence=(f"wall {wall:.4f} ms, GPU kernels+memcpy+memset {busy:.4f} ms per step "
+                         f"({len(j.iterations)} profiled iterations)",))
     else:
-        step("cuda_graphs", ms, "the step's wall time", evidence=("no wall time of the step was recorded",),
-             estimated=False)
-    # 2. fused optimizer
-    if alt.fused_optimizer_ms is not None:
-        eff = state["o"] - alt.fused_optimizer_ms
-        ev = (f"optimizer phase {state['o']:.4f} ms -> {alt.fused_optimizer_call or 'fused'} "
-              f"{alt.fused_optimizer_ms:.4f} ms",)
-        if eff > 0:
-            state["o"] = alt.fused_optimizer_ms
-            step("fused_optimizer", total(), "the database's fused optimizer measurement", evidence=ev)
-        else:
-            _not_taken(steps, "fused_optimizer", ms, eff, "the database's fused optimizer measurement", ev)
+        t.step("cuda_graphs", t.ms, "the step's wall time", evidence=("no wall time of the step was recorded",),
+               estimated=False)
+    _fused_optimizer(t, alt)
+    _engines(t, alt)
+    _channels_last(t, alt)
+    before_amp = dict(t.f)
+    amp_taken = _amp(t, alt)
+    _fusion(t, st, before_amp, amp_taken)
+    _parallel(t, st, ml)
+    return _clamp(StepWhatIf(t.start, bool(wall), t.steps, t.ms, st.critical_path_ms, st.complete, False))
+
+
+def _fused_optimizer(t: _Timeline, alt: StepAlternatives) -> None:
+    """Step 2: the measured optimizer phase -> the database's fused optimizer step."""
+    rests = "the database's fused optimizer measurement"
+    if alt.fused_optimizer_ms is None:
+        t.step("fused_optimizer", t.ms, rests,
+               evidence=("the database has no valid measurement of the fused optimizer step",), estimated=False)
+        return
+    eff = t.o - alt.fused_optimizer_ms
+    ev = (f"optimizer phase {t.o:.4f} ms -> {alt.fused_optimizer_call or 'fused'} {alt.fused_optimizer_ms:.4f} ms",)
+    if eff > 0:
+        t.o = alt.fused_optimizer_ms
+        t.step("fused_optimizer", t.total(), rests, evidence=ev)
     else:
-        step("fused_optimizer", ms, "the database's fused optimizer measurement",
-             evidence=("the database has no valid measurement of the fused optimizer step",), estimated=False)
-    # 3. cudnn.benchmark
-    if alt.engine is not None:
-        changed, ev = [], []
-        for i, cost in sorted(alt.engine.items()):
-            if i in f and cost > 0:
-                take_b = min(cost, b[i])
-                take_f = min(cost - take_b, f[i])
-                b[i] -= take_b
-                f[i] -= take_f
-                changed.append(i)
-                ev.append(f"layer {i}: -{take_b + take_f:.4f} ms")
-        step("algorithm_selection", total(), "the framework's engine configs (cuDNN log) against the fastest "
-             "of the same calls", changed, ev[:8])
-    else:
-        step("algorithm_selection", ms, "the framework's engine configs per call",
-             evidence=("the training profile's engine choices are not joined to the database",), estimated=False)
-    # 4. channels_last
-    if alt.channels_last:
-        new_f, new_b = dict(f), dict(b)
-        for i, d in alt.channels_last.items():
-            t = f.get(i, 0.0) + b.get(i, 0.0)
-            if t > 0:
-                k = max(0.0, t - d) / t
-                new_f[i], new_b[i] = f[i] * k, b[i] * k
-        eff = sum(f.values()) + sum(b.values()) - sum(new_f.values()) - sum(new_b.values())
-        ev = (f"{len(alt.channels_last)} layers' framework calls timed in both memory formats: "
-              f"{sum(alt.channels_last.values()):+.4f} ms (NCHW - NHWC)", *alt.notes)
-        if eff > 0:
-            f.update(new_f)
-            b.update(new_b)
-            step("channels_last", total(), "the framework's calls timed NCHW and NHWC", sorted(alt.channels_last), ev)
-        else:
-            _not_taken(steps, "channels_last", ms, eff, "the framework's calls timed NCHW and NHWC", ev)
-    else:
-        step("channels_last", ms, "the framework's calls timed NCHW and NHWC",
-             evidence=("no layer has its framework calls timed in both layouts",), estimated=False)
-    # 5. AMP
-    before_amp = dict(f)
-    amp_taken = False
-    if alt.amp_ratio:
-        new_f = {i: f[i] * alt.amp_ratio.get(i, 1.0) for i in f}
-        new_b = {i: b[i] * alt.amp_ratio.get(i, 1.0) for i in b}
-        eff = sum(f.values()) + sum(b.values()) - sum(new_f.values()) - sum(new_b.values())
-        ev = (f"{len(alt.amp_ratio)} layers with both precisions' bounds",)
-        if eff > 0:
-            f.update(new_f)
-            b.update(new_b)
-            amp_taken = True
-            step("amp", total(), "fp16 and fp32 bounds per layer", sorted(alt.amp_ratio), ev)
-        else:
-            _not_taken(steps, "amp", ms, eff, "fp16 and fp32 bounds per layer", ev)
-    else:
-        step("amp", ms, "fp16 and fp32 bounds per layer",
-             evidence=("no fp16 step to hold against this fp32 step (or not an fp32 step)",), estimated=False)
-    # 6. fusion
+        _not_taken(t.steps, "fused_optimizer", t.ms, eff, rests, ev)
+
+
+def _engines(t: _Timeline, alt: StepAlternatives) -> None:
+    """Step 3: cudnn.benchmark, each layer's engine cost taken from its backward time first."""
+    if alt.engine is None:
+        t.step("algorithm_selection", t.ms, "the framework's engine configs per call",
+               evidence=("the training profile's engine choices are not joined to the database",), estimated=False)
+        return
+    changed, ev = [], []
+    for i, cost in sorted(alt.engine.items()):
+        if i in t.f and cost > 0:
+            take_b = min(cost, t.b[i])
+            take_f = min(cost - take_b, t.f[i])
+            t.b[i] -= take_b
+            t.f[i] -= take_f
+            changed.append(i)
+            ev.append(f"layer {i}: -{take_b + take_f:.4f} ms")
+    t.step("algorithm_selection", t.total(), "the framework's engine configs (cuDNN log) against the fastest "
+           "of the same calls", changed, ev[:8])
+
+
+def _channels_last(t: _Timeline, alt: StepAlternatives) -> None:
+    """Step 4: each layer's framework calls NCHW - NHWC, split between its forward and backward time."""
+    rests = "the framework's calls timed NCHW and NHWC"
+    if not alt.channels_last:
+        t.step("channels_last", t.ms, rests, evidence=("no layer has its framework calls timed in both layouts",),
+               estimated=False)
+        return
+    new_f, new_b = dict(t.f), dict(t.b)
+    for i, d in alt.channels_last.items():
+        tot = t.f.get(i, 0.0) + t.b.get(i, 0.0)
+        if tot > 0:
+            k = max(0.0, tot - d) / tot
+            new_f[i], new_b[i] = t.f[i] * k, t.b[i] * k
+    ev = (f"{len(alt.channels_last)} layers' framework calls timed in both memory formats: "
+          f"{sum(alt.channels_last.values()):+.4f} ms (NCHW - NHWC)", *alt.notes)
+    t.scale_layers("channels_last", new_f, new_b, rests, sorted(alt.channels_last), ev)
+
+
+def _amp(t: _Timeline, alt: StepAlternatives) -> bool:
+    """Step 5: each layer scaled by its fp16 over fp32 bound; returns whether it was taken."""
+    rests = "fp16 and fp32 bounds per layer"
+    if not alt.amp_ratio:
+        t.step("amp", t.ms, rests, evidence=("no fp16 step to hold against this fp32 step (or not an fp32 step)",),
+               estimated=False)
+        return False
+    new_f = {i: t.f[i] * alt.amp_ratio.get(i, 1.0) for i in t.f}
+    new_b = {i: t.b[i] * alt.amp_ratio.get(i, 1.0) for i in t.b}
+    return t.scale_layers("amp", new_f, new_b, rests, sorted(alt.amp_ratio),
+                          (f"{len(alt.amp_ratio)} layers with both precisions' bounds",))
+
+
+def _fusion(t: _Timeline, st, before_amp: dict, amp_taken: bool) -> None:
+    """Step 6: measured fused calls replace their members' forward times where faster."""
+    from benanza.analysis.training import INFERENCE_ONLY_FUSIONS
+
     groups = [g for g in st.forward.fusions if g.fused_ms is not None
-              and g.key.split("-")[0] not in INFERENCE_ONLY_FUSIONS and all(i in f for i in g.layers)]
-    if groups:
-        changed, ev = [], []
-        used: set[int] = set()
-        for g in groups:
-            if used & set(g.layers):
-                continue
-            now = sum(f[i] for i in g.layers)
-            was = sum(before_amp[i] for i in g.layers)
-            fused = g.fused_ms * (now / was if amp_taken and was > 0 else 1.0)
-            if fused < now:
-                for i in g.layers:
-                    f[i] = 0.0
-                f[g.layers[-1]] = fused
-                used |= set(g.layers)
-                changed += list(g.layers)
-                ev.append(f"layers {g.layers[0]}..{g.layers[-1]} ({g.key.split('-')[0]}): {now:.4f} -> {fused:.4f} ms")
-        step("fusion", total(), "the forward analysis' fused measurements", changed, ev[:8])
-    else:
-        step("fusion", ms, "the forward analysis' fused measurements",
-             evidence=("no fusion group has a fused measurement",), estimated=False)
-    # 7. parallel execution
-    if ml is not None:
-        split = _data_share(st)
-        fw = [f.get(ly.index, 0.0) for ly in ml.layers]
-        calls = [(i, "backward_data", t * split.get(i, 1.0)) for i, t in b.items() if i < len(fw)] + \
-                [(i, "backward_weight", t * (1.0 - split.get(i, 1.0))) for i, t in b.items() if i < len(fw)]
-        _, seq, crit = schedule(ml, fw, calls, None, None)
-        step("parallel_execution", total(crit), "the step's DAG (data and weight gradients independent)",
-             evidence=(f"sum of layer times {seq:.4f} ms, critical path {crit:.4f} ms",))
-    else:
-        step("parallel_execution", ms, "the step's DAG", evidence=("the model's layers were not given",),
-             estimated=False)
-    return _clamp(StepWhatIf(start, bool(wall), steps, ms, st.critical_path_ms, st.complete, False))
+              and g.key.split("-")[0] not in INFERENCE_ONLY_FUSIONS and all(i in t.f for i in g.layers)]
+    if not groups:
+        t.step("fusion", t.ms, "the forward analysis' fused measurements",
+               evidence=("no fusion group has a fused measurement",), estimated=False)
+        return
+    changed, ev = [], []
+    used: set[int] = set()
+    for g in groups:
+        if used & set(g.layers):
+            continue
+        now = sum(t.f[i] for i in g.layers)
+        was = sum(before_amp[i] for i in g.layers)
+        fused = g.fused_ms * (now / was if amp_taken and was > 0 else 1.0)
+        if fused < now:
+            for i in g.layers:
+                t.f[i] = 0.0
+            t.f[g.layers[-1]] = fused
+            used |= set(g.layers)
+            changed += list(g.layers)
+            ev.append(f"layers {g.layers[0]}..{g.layers[-1]} ({g.key.split('-')[0]}): {now:.4f} -> {fused:.4f} ms")
+    t.step("fusion", t.total(), "the forward analysis' fused measurements", changed, ev[:8])
+
+
+def _parallel(t: _Timeline, st, ml) -> None:
+    """Step 7: the critical path of the step's DAG, data and weight gradients independent."""
+    from benanza.analysis.training import schedule
+
+    if ml is None:
+        t.step("parallel_execution", t.ms, "the step's DAG", evidence=("the model's layers were not given",),
+               estimated=False)
+        return
+    split = _data_share(st)
+    fw = [t.f.get(ly.index, 0.0) for ly in ml.layers]
+    calls = [(i, "backward_data", x * split.get(i, 1.0)) for i, x in t.b.items() if i < len(fw)] + \
+            [(i, "backward_weight", x * (1.0 - split.get(i, 1.0))) for i, x in t.b.items() if i < len(fw)]
+    _, seq, crit = schedule(ml, fw, calls, None, None)
+    t.step("parallel_execution", t.total(crit), "the step's DAG (data and weight gradients independent)",
+           evidence=(f"sum of layer times {seq:.4f} ms, critical path {crit:.4f} ms",))
 
 
 def _not_taken(steps: list, kind: str, ms: float, eff: float, rests_on: str, ev) -> None:
@@ -356,7 +388,7 @@ def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW",
     step; only for an fp32 step), each layer's fp16 / fp32 bound (forward bound plus backward calls,
     where both steps measure all of them). ``engine`` stays None (module doc, step 3)."""
     from benanza import kinds as L
-    from benanza.analysis.insights import _framework_rows
+    from benanza.analysis.insights import framework_rows
 
     a = step.forward
     notes: list[str] = []
@@ -372,7 +404,7 @@ def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW",
     keys_of: dict[int, set] = {t.layer.index: {t.layer.key} for t in a.layers if t.layer.key}
     for call in step.calls:
         keys_of.setdefault(call.layer, set()).add(call.key)
-    rows = _framework_rows(db, system_id, sorted({k for ks in keys_of.values() for k in ks}), a.cache)
+    rows = framework_rows(db, system_id, sorted({k for ks in keys_of.values() for k in ks}), a.cache)
     prec = {a.precision, a.conv_precision or a.precision}
     cl: dict[int, float] = {}
     for i, ks in keys_of.items():

@@ -58,7 +58,9 @@ class LRNCase(Case):
     bias: CppValue
 
 
-def _lrn_case(cfg: LRNConfig, job: Job) -> LRNCase:
+def lrn_case(cfg: LRNConfig, job: Job) -> LRNCase:
+    """The row of `templates/lrn.cpp.j2`'s case table of ``cfg`` (also the forward half of an LRN
+    gradient job, :mod:`benanza.kinds.lrn_backward`)."""
     return LRNCase(job=job_init(job), dims=c_array(cfg.shape, 4), size=cfg.size, alpha=cpp_num(cfg.alpha), beta=cpp_num(cfg.beta), bias=cpp_num(cfg.bias))
 
 
@@ -72,7 +74,7 @@ def _lrn(c: Ctx) -> Candidate:
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=LRNConfig(shape=(1, 64, 56, 56), size=5, alpha=0.0001, beta=0.75, bias=1.0),
-    name="LRN", config=LRNConfig, template="lrn.cpp.j2", case=_lrn_case, min_bytes=io_bytes,
+    name="LRN", config=LRNConfig, template="lrn.cpp.j2", case=lrn_case, min_bytes=io_bytes,
     torch=_lrn, onnx={"LRN": _map_lrn},
     typed_ops=(), fused_from=(),
     aten={"LRN": ('aten::local_response_norm',)},

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
 from benanza.kinds.framework import Candidate, Ctx, functional
-from benanza.kinds.lrn import LRNCase, LRNConfig, _lrn_case
+from benanza.kinds.lrn import LRNCase, LRNConfig, lrn_case
 from benanza.kinds.sdpa import with_autograd
 
 
@@ -79,7 +79,7 @@ class LRNBwdCase(LRNCase):
 
 
 def _case(cfg: LRNBwdConfig, job: Job) -> LRNBwdCase:
-    fwd = _lrn_case(cfg.forward, job)
+    fwd = lrn_case(cfg.forward, job)
     return LRNBwdCase(job=fwd.job, dims=fwd.dims, size=fwd.size, alpha=fwd.alpha, beta=fwd.beta, bias=fwd.bias)
 
 
