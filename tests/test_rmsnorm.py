@@ -168,7 +168,7 @@ def _wheels() -> Path | None:
 
 def test_the_suite_renders_and_compiles(tmp_path):
     """The RMSNorm suite's source (g++ -fsyntax-only, as the other kinds'), the harness's
-    rmsnorm_engines.cpp with and without the cudnn-frontend headers, and rmsnorm_kernels.cu (nvcc -c)."""
+    rmsnorm_engines.cpp with and without the cudnn-frontend headers; rmsnorm_kernels.cu compiles in the harness builds (tests/test_ceilings.py)."""
     suite = generate([_suite_model(1), _suite_model(8)], ["fp32", "fp16"], tmp_path / "s")
     assert {j.kind for j in suite.jobs} == {"RMSNorm"} and len(suite.jobs) == 4 * 2
     src = (tmp_path / "s" / "src" / "rmsnorm.cpp").read_text()
@@ -186,12 +186,5 @@ def test_the_suite_renders_and_compiles(tmp_path):
         r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-DBENANZA_WITH_FRONTEND={frontend}",
                             "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING", "-DCUDNN_FRONTEND_SKIP_JSON_LIB",
                             *[f"-I{p}" for p in inc + [fe]], str(REPO / "cpp" / "src" / "rmsnorm_engines.cpp")],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-3000:]
-    if shutil.which("nvcc"):
-        r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_75", "-c", f"-I{REPO / 'cpp' / 'include'}",
-                            f"-I{sp / 'nvidia' / 'cudnn' / 'include'}", "-Xcompiler",
-                            f"-idirafter,{sp / 'nvidia' / 'cu13' / 'include'}",
-                            str(REPO / "cpp" / "src" / "rmsnorm_kernels.cu"), "-o", str(tmp_path / "k.o")],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]

@@ -236,7 +236,7 @@ def _suite_model(batch):
 
 def test_the_suite_renders_and_compiles(tmp_path):
     """The rotary suite's source (g++ -fsyntax-only, as the other kinds'), the harness's rotary_engines.cpp
-    with and without the cudnn-frontend headers, and rotary_kernels.cu (nvcc -c)."""
+    with and without the cudnn-frontend headers; rotary_kernels.cu compiles in the harness builds (tests/test_ceilings.py)."""
     suite = generate([_suite_model(1), _suite_model(8)], ["fp32", "fp16"], tmp_path / "s")
     assert {j.kind for j in suite.jobs} == {"RotaryEmbedding"} and len(suite.jobs) == 4 * 2
     src = (tmp_path / "s" / "src" / "rotaryembedding.cpp").read_text()
@@ -254,13 +254,6 @@ def test_the_suite_renders_and_compiles(tmp_path):
         r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-DBENANZA_WITH_FRONTEND={frontend}",
                             "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING", "-DCUDNN_FRONTEND_SKIP_JSON_LIB",
                             *[f"-I{p}" for p in inc + [fe]], str(REPO / "cpp" / "src" / "rotary_engines.cpp")],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-3000:]
-    if shutil.which("nvcc"):
-        r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_75", "-c", f"-I{REPO / 'cpp' / 'include'}",
-                            f"-I{sp / 'nvidia' / 'cudnn' / 'include'}", "-Xcompiler",
-                            f"-idirafter,{sp / 'nvidia' / 'cu13' / 'include'}",
-                            str(REPO / "cpp" / "src" / "rotary_kernels.cu"), "-o", str(tmp_path / "k.o")],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
 
