@@ -25,7 +25,8 @@ configurations' numbers) and the commands. ``--merge RUN...``: one table from ea
 folders.
 
     python3 benchmarks/truth.py --llm --out OUT [--configs llama,qwen2] [--batch 1,8,32]
-        [--dtype fp16,bf16] [--phases prefill,decode] [--compile-max-len 128] [--dry-run | --merge RUN...]
+        [--dtype fp16,bf16] [--phases prefill,decode | --cases prefill128,decode4096] [--compile-max-len 128]
+        [--deadline S] [--timeout S] [--dry-run | --merge RUN...]
 """
 from __future__ import annotations
 
@@ -268,6 +269,11 @@ def parse_args(argv: list[str]):
     ap.add_argument("--batch", default="1,8,32")
     ap.add_argument("--dtype", default="fp16,bf16")
     ap.add_argument("--phases", default="prefill,decode")
+    ap.add_argument("--cases", help="comma-separated PHASE+LENGTH cases of CASES to run (e.g. prefill128,decode4096; "
+                    "default: every case of --phases)")
+    ap.add_argument("--deadline", type=float, default=0, help="seconds after which no new command starts "
+                    "(0: none); the commands not started are listed as skipped")
+    ap.add_argument("--timeout", type=float, default=0, help="seconds one command may run (0: no limit)")
     ap.add_argument("--compile-max-len", type=int, default=128, help="torch.compile besides eager up to this "
                     "length (prefill tokens or cache length; default 128; 0: never)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU work, no torch: configurations and commands")
@@ -286,6 +292,15 @@ def parse_args(argv: list[str]):
     a.phases = [p.strip() for p in a.phases.split(",") if p.strip()]
     if not a.phases or any(p not in ("prefill", "decode") for p in a.phases):
         raise ValueError(f"--phases {','.join(a.phases)!r}: choose prefill, decode")
+    known = {f"{p}{n}": (p, n) for p, n in CASES}
+    if a.cases:
+        names = [c.strip() for c in a.cases.split(",") if c.strip()]
+        bad = [c for c in names if c not in known]
+        if bad or not names:
+            raise ValueError(f"--cases {a.cases!r}: choose among {', '.join(known)}")
+        a.case_list = [known[c] for c in names]
+    else:
+        a.case_list = [c for c in CASES if c[0] in a.phases]
     if a.dry_run and a.merge:
         raise ValueError("--dry-run and --merge exclude each other")
     a.out = a.out.resolve()
@@ -309,17 +324,24 @@ def run(a) -> list[dict]:
         records = [r for src in a.merge for r in read_records(src)]
     else:
         records = []
+        t0 = time.monotonic()
         for cfg in a.configs:
             print(f"== {cfg.name}: {cfg.params / 1e9:.3f} B parameters, {cfg.spec}", flush=True)
-            for phase, length in (c for c in CASES if c[0] in a.phases):
+            for phase, length in a.case_list:
                 for dtype in a.dtypes:
                     cmd = torch_command(cfg, phase, length, a.batches, dtype, a.db, a.out, a.compile_max_len,
                                         a.bench_args)
+                    if not a.dry_run and a.deadline and time.monotonic() - t0 > a.deadline:
+                        write("skipped", config=cfg.name, phase=phase, len=length, dtype=dtype,
+                              reason=f"--deadline {a.deadline:g} s passed")
+                        print(f"  skipped (deadline): {cfg.name} {phase}{length} {dtype}", flush=True)
+                        continue
                     if a.dry_run:
                         write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
                         print(f"  would run: {shlex.join(cmd)}", flush=True)
                         continue
-                    records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd))
+                    records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd, a.timeout or None))
+                    print(f"  {cfg.name} {phase}{length} {dtype}: {records[-1]['seconds']:.0f} s", flush=True)
     rows = [] if a.dry_run else rows_from_records(records)
     text = "\n".join(table_lines(rows) + ["", summary_line(rows)])
     (a.out / "table.txt").write_text(text + "\n", encoding="utf-8")
@@ -329,11 +351,15 @@ def run(a) -> list[dict]:
     return rows
 
 
-def _run_one(write, cfg, phase, length, dtype, batches, cmd) -> dict:
+def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | None = None) -> dict:
     """One ``benanza torch`` command; its documents slimmed into an ``llm_run`` record (an ``error`` record
-    and an ``llm_run`` without documents when it fails)."""
+    and an ``llm_run`` without documents when it fails or runs past ``timeout`` seconds)."""
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        p = subprocess.CompletedProcess(cmd, -9, "", err + f"\nbenanza: timed out after {timeout:g} s")
     log = Path(cmd[cmd.index("-o") + 1])
     log.mkdir(parents=True, exist_ok=True)
     (log / "stderr.txt").write_text(p.stderr, encoding="utf-8")

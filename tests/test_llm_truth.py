@@ -96,3 +96,19 @@ def test_dry_run_merge_and_bad_arguments(tmp_path, lt):
         assert r.returncode == 2 and r.stderr.startswith("benanza: ") and msg in r.stderr, r.stderr
     r = _truth("--llm", "--out", tmp_path / "m2", "--merge", tmp_path / "nothing")
     assert r.returncode == 2 and "no results.jsonl" in r.stderr
+
+
+def test_cases_pick_the_commands_and_a_timeout_is_an_error_row(tmp_path, lt):
+    """--cases runs the named (phase, length) cases in their order; a command past --timeout is an
+    error record and rows flagged NO-LBL, never a row that holds."""
+    a = lt.parse_args(["--llm", "--out", str(tmp_path), "--configs", "gpt2", "--cases", "decode4096,prefill128",
+                       "--dtype", "fp16", "--dry-run"])
+    assert a.case_list == [("decode", 4096), ("prefill", 128)]
+    with pytest.raises(ValueError, match="choose among prefill128"):
+        lt.parse_args(["--llm", "--out", str(tmp_path), "--cases", "decode64"])
+    recs = []
+    rec = lt._run_one(lambda kind, **kw: recs.append({"type": kind, **kw}) or recs[-1], lt.CONFIGS[0], "decode", 128,
+                      "fp16", [1], [sys.executable, "-c", "import time; time.sleep(30)", "-o", str(tmp_path / "r")],
+                      timeout=0.5)
+    assert recs[0]["type"] == "error" and "timed out after 0.5 s" in recs[0]["message"]
+    assert rec["docs"] == [] and lt.rows_from_records([rec])[0]["flags"] == ["NO-LBL", "NO-PYTORCH"]
