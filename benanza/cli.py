@@ -1739,6 +1739,14 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
     _torch_reports(spec, dtype, db, folder, onnx_path, runs_done, phase, json_out)
 
 
+def _profile_seconds(folder: Path) -> dict:
+    """The ``seconds`` profile.json records (log run, timed run, the module's build; empty when absent)."""
+    try:
+        return dict(json.loads((folder / "profile.json").read_text()).get("seconds") or {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done, phase: str, json_out: bool) -> None:
     """``torch``: per profiled run, its analysis, insights document (with the decoder's physical bound
     where ``phase`` is decode, or the export is found causal), ``report-*.json`` and ``.html`` beside
@@ -1761,7 +1769,8 @@ def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done
         a, ml, system = lb.analysis, lb.layers, lb.system
         d = _insight_docs(prof, [a], ml, database, system, "warm", layouts,
                            phase="decode" if phase == "decode" else None)[0]  # prefill: if causal (a decoder)
-        d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path)}
+        d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path),
+                    "seconds": _profile_seconds(r.folder)}
         stem = r.folder.name.replace("profile-", "report-")
         (folder / f"{stem}.json").write_text(json.dumps(d, indent=1, default=str))
         svg, source = _roofline_svg(a, system, database)

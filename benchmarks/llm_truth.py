@@ -161,7 +161,8 @@ def slim(doc: dict) -> dict:
             "lbl_ms": doc.get("lbl_ms", doc.get("lbl_fused_parallel_ms")), "complete": doc.get("complete"),
             "gpu_kernel_ms": doc.get("gpu_kernel_ms"), "latency_ms": doc.get("latency_ms"),
             "bound_ms": llm.get("bound_ms"), "bound_limit": (llm.get("bound") or {}).get("limit"),
-            "ceilings": (llm.get("bound") or {}).get("ceilings"), "missing_layers": doc.get("missing_layers")}
+            "ceilings": (llm.get("bound") or {}).get("ceilings"), "missing_layers": doc.get("missing_layers"),
+            "profile_seconds": (doc.get("run") or {}).get("seconds")}
 
 
 def make_row(cfg_name: str, params: int | None, phase: str, length: int, batch: int, dtype: str,

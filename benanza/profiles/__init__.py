@@ -35,7 +35,9 @@ The profile folder
 profiler after warm-up: ``samples_ms`` (benanza derives the median and IQR) or ``median_ms`` (with
 ``q1_ms``/``q3_ms``). ``files`` names the files in DIR (the trace defaults to ``trace.json.gz`` or
 ``trace.json``; a log not named is not read). ``settings`` keys are free-form; those above are
-the ones benanza reads.
+the ones benanza reads. ``benanza profile``/``torch`` add ``seconds`` (wall seconds of the log run,
+the timed run and, for a native module, its build inside the timed run: where a profile's time
+goes; benanza reads nothing from it).
 
 To profile your own PyTorch program the same way::
 

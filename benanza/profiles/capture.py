@@ -478,8 +478,9 @@ def run_child(spec: CaptureSpec) -> dict:
     cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec.dtype)
     child = _train_child if spec.train else _profile_child
     if spec.module is not None:
+        t0 = time.perf_counter()
         module, xs, shapes = _native_module(torch, spec, device, cast)
-        return child(torch, spec, device, module, xs, shapes)
+        return child(torch, spec, device, module, xs, shapes, build_s=time.perf_counter() - t0)
     module, inputs = load_torch_model(spec.model, spec.batch, spec.dims, spec.batch_dim, spec.seed)
     module = module.eval().to(device)
     if cast is not None:
@@ -522,7 +523,12 @@ def _native_module(torch, spec: CaptureSpec, device, cast):
     else:
         shape = tuple(m["input_shape"]) if m.get("input_shape") else None
         src = resolve(m["spec"], int(m.get("seq") or 128), shape, m.get("phase") or "prefill", m.get("kv_len"))
-    module = src.build().eval().to(device)
+    # built on the device: its parameters are allocated and initialized there (a 1 B-parameter
+    # decoder's random initialization on the CPU takes seconds per profiling child), then moved
+    # there in case the module created any on the CPU
+    with torch.device(device):
+        module = src.build()
+    module = module.eval().to(device)
     if cast is not None:
         module = module.to(cast)
     if spec.channels_last:
@@ -603,9 +609,10 @@ def _latency_or_log_iterations(torch, spec: CaptureSpec, device, run, sync, resu
     result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
 
 
-def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict:
+def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None) -> dict:
     """Warm up, time (the timed run) and profile ``module`` on inputs ``xs``; write the trace and
-    the result document (see :func:`run_child`)."""
+    the result document (see :func:`run_child`); ``build_s``: seconds the native module took to
+    build, recorded in the document."""
     import contextlib
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -614,7 +621,7 @@ def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict
         return module(*xs)
 
     what = "the module" if spec.module is not None else "the converted model"
-    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes}
+    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes, "build_s": build_s}
     with torch.inference_mode():
         try:
             for _ in range(max(spec.warmup, 1)):
@@ -712,7 +719,7 @@ def make_optimizer(torch, name: str, params: list):
     raise UsageError(f"unknown optimizer {name!r} (choose from {', '.join(OPTIMIZERS)})")
 
 
-def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict:
+def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None) -> dict:
     """Warm up, time (the timed run) and profile training iterations of ``module`` on inputs
     ``xs`` (module doc, :data:`TRAIN_PHASES`); write the trace and the result document."""
     import contextlib
@@ -741,7 +748,7 @@ def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes) -> dict:
             opt.step()
 
     what = "the module" if spec.module is not None else "the converted model"
-    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes}
+    result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes, "build_s": build_s}
     try:
         for _ in range(max(spec.warmup, 2)):  # the optimizer creates its state in the first step
             step()
@@ -890,13 +897,20 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     files = {"trace": "trace.json.gz"}
     notices = []
     logged_kernels = None
+    seconds = {}
     if logs and dev != "cpu":
         say(f"log run: {mpath.name} batch {batch} {dtype} on {dev} (cuDNN and cuBLASLt logging on)")
+        t0 = time.perf_counter()
         logged_kernels = _log_run(CaptureSpec(role="logs", **common), o, timeout, files, notices)
+        seconds["log_run"] = time.perf_counter() - t0
     what = "training steps" if train else "iterations"
     say(f"timed run: {warmup} warm-up, {runs} timed, {iterations} profiled {what}")
+    t0 = time.perf_counter()
     _run(CaptureSpec(role="timed", **common), timed_environment(), timeout)
+    seconds["timed_run"] = time.perf_counter() - t0
     res = json.loads((o / ".capture-timed.json").read_text())
+    if res.get("build_s") is not None:
+        seconds["timed_run_build"] = res["build_s"]
     from benanza.profiles.profile import FORMAT, FORMAT_VERSION, Latency
 
     lat = Latency.from_samples(res["latency"]["samples_ms"], res["latency"]["method"])
@@ -916,6 +930,7 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
         "settings": res["settings"],
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "notices": notices,
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }
     if train:
         doc["train"] = res.get("train") or {"optimizer": optimizer}
