@@ -14,13 +14,6 @@ namespace benanza {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(unsigned long long n) {
-  unsigned long long blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > (1ULL << 20)) blocks = 1ULL << 20;  // grid-stride loops cover the rest
-  return static_cast<unsigned>(blocks ? blocks : 1);
-}
 
 unsigned rows_grid(long long rows) {
   return static_cast<unsigned>(rows < (1LL << 20) ? (rows > 0 ? rows : 1) : (1LL << 20));

@@ -11,6 +11,7 @@
 #if BENANZA_WITH_FRONTEND
 #include <cudnn_frontend.h>
 #include "benanza/graph_timing.hpp"
+#include "benanza/norm_graph.hpp"
 // cudnn_frontend::cudnn_dlhandle (dynamic loading of libcudnn) is defined once, in engines.cpp.
 #endif
 
@@ -26,17 +27,11 @@ void run_layernorm_backward_engines(Bench& b, const NormSpec& c, void* dy, void*
   j.precision = c.precision;
   j.graph = [c]() {
     auto g = new_graph(c.precision);
-    const std::vector<int64_t> xd{c.rows, c.cols, 1, 1}, xs{c.cols, 1, c.cols, c.cols};
-    const std::vector<int64_t> wd{1, c.cols, 1, 1}, ws{c.cols, 1, c.cols, c.cols};
-    const std::vector<int64_t> sd{c.rows, 1, 1, 1}, ss{1, 1, 1, 1};
-    auto DY = g->tensor(fe::graph::Tensor_attributes().set_name("dY").set_uid(kDY).set_dim(xd).set_stride(xs));
-    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(xs));
-    auto S = g->tensor(fe::graph::Tensor_attributes().set_name("scale").set_uid(kScale).set_dim(wd).set_stride(ws)
-                           .set_data_type(fe::DataType_t::FLOAT));
-    auto M = g->tensor(fe::graph::Tensor_attributes().set_name("mean").set_uid(kMean).set_dim(sd).set_stride(ss)
-                           .set_data_type(fe::DataType_t::FLOAT));
-    auto V = g->tensor(fe::graph::Tensor_attributes().set_name("inv_variance").set_uid(kInvVar).set_dim(sd)
-                           .set_stride(ss).set_data_type(fe::DataType_t::FLOAT));
+    auto DY = norm_rows(*g, c, "dY", kDY);
+    auto X = norm_rows(*g, c, "X", kX);
+    auto S = norm_param(*g, c, "scale", kScale);
+    auto M = norm_stats(*g, c, "mean", kMean);
+    auto V = norm_stats(*g, c, "inv_variance", kInvVar);
     auto opts = fe::graph::Layernorm_backward_attributes().set_saved_mean_and_inv_variance(M, V);
     auto [DX, DS, DB] = g->layernorm_backward(DY, X, S, opts);
     DX->set_output(true).set_uid(kDX).set_data_type(graph_io_type(c.precision));

@@ -14,27 +14,6 @@
 namespace benanza {
 namespace {
 
-// sum over the block of two floats; every thread gets the result
-__device__ __forceinline__ float2 block_sum2(float a, float b) {
-  __shared__ float sa[32], sb[32];
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if (lane == 0) {
-    sa[warp] = a;
-    sb[warp] = b;
-  }
-  __syncthreads();
-  a = lane < warps ? sa[lane] : 0.0f;
-  b = lane < warps ? sb[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  return make_float2(a, b);
-}
 
 // dx of one row per block: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = scale * dy
 template <typename T>

@@ -14,14 +14,6 @@
 namespace benanza {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(unsigned long long n) {
-  unsigned long long blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > (1ULL << 20)) blocks = 1ULL << 20;  // grid-stride loops cover the rest
-  return static_cast<unsigned>(blocks ? blocks : 1);
-}
-
 // The taps of output element t: the offset of its (batch, channel) plane in x (elements; NCHW: the
 // plane's start, NHWC: the channel's offset in the first pixel), the element stride of one
 // spatial position, and per spatial dim its taps' indices and weights.

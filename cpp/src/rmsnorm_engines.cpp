@@ -12,6 +12,7 @@
 #if BENANZA_WITH_FRONTEND
 #include <cudnn_frontend.h>
 #include "benanza/graph_timing.hpp"
+#include "benanza/norm_graph.hpp"
 // cudnn_frontend::cudnn_dlhandle (dynamic loading of libcudnn) is defined once, in engines.cpp.
 #endif
 
@@ -26,11 +27,8 @@ void run_rmsnorm_engines(Bench& b, const NormSpec& c, void* x, void* scale, void
   j.precision = c.precision;
   j.graph = [c]() {
     auto g = new_graph(c.precision);
-    const std::vector<int64_t> xd{c.rows, c.cols, 1, 1}, xs{c.cols, 1, c.cols, c.cols};
-    const std::vector<int64_t> wd{1, c.cols, 1, 1}, ws{c.cols, 1, c.cols, c.cols};
-    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(xs));
-    auto S = g->tensor(fe::graph::Tensor_attributes().set_name("scale").set_uid(kScale).set_dim(wd).set_stride(ws)
-                           .set_data_type(fe::DataType_t::FLOAT));
+    auto X = norm_rows(*g, c, "X", kX);
+    auto S = norm_param(*g, c, "scale", kScale);
     // epsilon as a pass-by-value scalar, as Layernorm_attributes::set_epsilon(float) makes it
     auto E = std::make_shared<fe::graph::Tensor_attributes>(c.epsilon);
     const auto phase = c.stats ? fe::NormFwdPhase_t::TRAINING : fe::NormFwdPhase_t::INFERENCE;
@@ -58,15 +56,10 @@ void run_rmsnorm_backward_engines(Bench& b, const NormSpec& c, void* dy, void* x
   j.precision = c.precision;
   j.graph = [c]() {
     auto g = new_graph(c.precision);
-    const std::vector<int64_t> xd{c.rows, c.cols, 1, 1}, xs{c.cols, 1, c.cols, c.cols};
-    const std::vector<int64_t> wd{1, c.cols, 1, 1}, ws{c.cols, 1, c.cols, c.cols};
-    const std::vector<int64_t> sd{c.rows, 1, 1, 1}, ss{1, 1, 1, 1};
-    auto DY = g->tensor(fe::graph::Tensor_attributes().set_name("dY").set_uid(kDY).set_dim(xd).set_stride(xs));
-    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(xs));
-    auto S = g->tensor(fe::graph::Tensor_attributes().set_name("scale").set_uid(kScale).set_dim(wd).set_stride(ws)
-                           .set_data_type(fe::DataType_t::FLOAT));
-    auto V = g->tensor(fe::graph::Tensor_attributes().set_name("inv_variance").set_uid(kInvVar).set_dim(sd)
-                           .set_stride(ss).set_data_type(fe::DataType_t::FLOAT));
+    auto DY = norm_rows(*g, c, "dY", kDY);
+    auto X = norm_rows(*g, c, "X", kX);
+    auto S = norm_param(*g, c, "scale", kScale);
+    auto V = norm_stats(*g, c, "inv_variance", kInvVar);
     auto [DX, DS, DB] = g->rmsnorm_backward(DY, X, S, V, fe::graph::Rmsnorm_backward_attributes().has_dbias(false));
     (void)DB;  // null with has_dbias(false): RMSNorm has no bias
     DX->set_output(true).set_uid(kDX).set_data_type(graph_io_type(c.precision));

@@ -23,6 +23,7 @@
 
 #if BENANZA_WITH_FRONTEND
 #include "benanza/graph_timing.hpp"
+#include "benanza/norm_graph.hpp"
 #endif
 
 #if BENANZA_WITH_FRONTEND
@@ -117,13 +118,9 @@ void run_layernorm_engines(Bench& b, const NormSpec& c, void* x, void* scale, vo
   j.precision = p;
   j.graph = [c]() {
     auto g = new_graph(c.precision);
-    const std::vector<int64_t> xd{c.rows, c.cols, 1, 1}, xs{c.cols, 1, c.cols, c.cols};
-    const std::vector<int64_t> wd{1, c.cols, 1, 1}, ws{c.cols, 1, c.cols, c.cols};
-    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(xs));
-    auto S = g->tensor(fe::graph::Tensor_attributes().set_name("scale").set_uid(kScale).set_dim(wd).set_stride(ws)
-                           .set_data_type(fe::DataType_t::FLOAT));
-    auto B = g->tensor(fe::graph::Tensor_attributes().set_name("bias").set_uid(kBias).set_dim(wd).set_stride(ws)
-                           .set_data_type(fe::DataType_t::FLOAT));
+    auto X = norm_rows(*g, c, "X", kX);
+    auto S = norm_param(*g, c, "scale", kScale);
+    auto B = norm_param(*g, c, "bias", kBias);
     auto opts = fe::graph::Layernorm_attributes()
                     .set_forward_phase(c.stats ? fe::NormFwdPhase_t::TRAINING : fe::NormFwdPhase_t::INFERENCE)
                     .set_epsilon(c.epsilon);

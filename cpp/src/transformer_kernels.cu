@@ -16,35 +16,7 @@ namespace benanza {
 
 namespace {
 
-constexpr int kThreads = 256;
 
-unsigned grid_for(unsigned long long n) {
-  unsigned long long blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > (1ULL << 20)) blocks = 1ULL << 20;  // grid-stride loops cover the rest
-  return static_cast<unsigned>(blocks ? blocks : 1);
-}
-
-// sum over the block of two floats; every thread gets the result
-__device__ __forceinline__ float2 block_sum2(float a, float b) {
-  __shared__ float sa[32], sb[32];
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if (lane == 0) {
-    sa[warp] = a;
-    sb[warp] = b;
-  }
-  __syncthreads();
-  a = lane < warps ? sa[lane] : 0.0f;
-  b = lane < warps ? sb[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  return make_float2(a, b);
-}
 
 template <typename T>
 __global__ void layernorm_k(const T* x, const float* scale, const float* bias, T* y, float* mean, float* rstd,

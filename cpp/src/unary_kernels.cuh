@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "benanza/kernel_util.cuh"
 #include "benanza/transformer.hpp"
 
 namespace benanza {
@@ -19,14 +20,7 @@ namespace unary_detail {
 namespace {
 
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(unsigned long long n) {
-  unsigned long long blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > (1ULL << 20)) blocks = 1ULL << 20;  // grid-stride loops cover the rest
-  return static_cast<unsigned>(blocks ? blocks : 1);
-}
-
+// kThreads and grid_for: kernel_util.cuh
 template <typename T, int V>
 struct alignas(sizeof(T) * V) UVec {
   T v[V];
