@@ -831,7 +831,7 @@ def _step_whatif(c, lb, database, onnx_path, run, dtype: str, layouts_, fingerpr
                                fingerprint=fingerprint, optimizer=run.train or "sgd")
         except BenanzaError:
             fp16 = None
-    alt = step_alternatives(c.step, database, lb.system.id, fp16, tuple(layouts_))
+    alt = step_alternatives(c.step, database, lb.system.id, fp16, tuple(layouts_), engines=c.join.conv_engines)
     return compose_step(c, lb.layers, alt)
 
 

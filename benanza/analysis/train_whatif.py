@@ -20,9 +20,14 @@ unjoined kernels and the difference between medians; signed, so that after step 
    (``torch:aten::_fused_sgd_`` / ``_fused_adam_`` / ``_fused_adamw_``,
    :func:`benanza.kinds.optimizer._optimizer`, ``torch.optim.X(fused=True)``) over the same
    parameters (the step's optimizer config). None when the database has no valid row of it.
-3. ``algorithm_selection``: per layer the engine config the framework ran minus the fastest of the
-   same call (``cudnn.benchmark``), forward and backward calls, given as
-   :attr:`StepAlternatives.engine` (taken from the layer's backward time first). None when not given.
+3. ``algorithm_selection``: per convolution backward call (data and filter gradient) the
+   database's time of the legacy algorithm or graph engine config the framework ran (the profile's
+   cuDNN log, :func:`benanza.profiles.train_join.conv_backward_engines`) minus the fastest valid
+   time of the same call, layout and precision (``cudnn.benchmark``), summed per layer as
+   :attr:`StepAlternatives.engine` and taken from the layer's backward time first. A call whose
+   framework engine has no valid time in the database is not estimated: the step is then
+   ``partial`` (:attr:`StepAlternatives.engine_missing`, said in ``rests_on``), and None when no
+   call could be costed.
 4. ``channels_last``: per layer the framework's own calls (``torch:`` rows) of its forward config
    and its backward calls' configs, NCHW minus NHWC, in the step's precision: the layer's time
    ``f + b`` becomes ``max(0, f + b - d)``, split between ``f`` and ``b`` in proportion. None when
@@ -51,6 +56,7 @@ the analysis workflow (Q3-Q6), applied to the training step.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 #: the steps in their fixed order: (kind, title)
@@ -147,7 +153,10 @@ class StepAlternatives:
     model's parameters (ms) and ``fused_optimizer_call`` its call; ``engine``: layer -> ms the
     framework's engine choices cost over the fastest engine of the same calls (>= 0);
     ``channels_last``: layer -> ms its framework calls (forward and backward) take NCHW minus NHWC;
-    ``amp_ratio``: layer -> its fp16 bound / its fp32 bound; ``notes``: what was missing."""
+    ``amp_ratio``: layer -> its fp16 bound / its fp32 bound; ``notes``: what was missing;
+    ``engine_calls``: the convolution backward calls whose framework engine was looked up (the
+    cuDNN log joined them); ``engine_missing``: those of them not estimated (``layer N phase:
+    engine``: the engine has no valid time in the database)."""
 
     fused_optimizer_ms: float | None = None
     fused_optimizer_call: str = ""
@@ -155,6 +164,8 @@ class StepAlternatives:
     channels_last: dict[int, float] | None = None
     amp_ratio: dict[int, float] | None = None
     notes: tuple[str, ...] = ()
+    engine_calls: int = 0
+    engine_missing: tuple[str, ...] = ()
 
 
 class _Timeline:
@@ -244,9 +255,16 @@ def _fused_optimizer(t: _Timeline, alt: StepAlternatives) -> None:
 def _engines(t: _Timeline, alt: StepAlternatives) -> None:
     """Step 3: cudnn.benchmark, each layer's engine cost taken from its backward time first."""
     if alt.engine is None:
-        t.step("algorithm_selection", t.ms, "the framework's engine configs per call",
-               evidence=("the training profile's engine choices are not joined to the database",), estimated=False)
+        why = (f"none of the {alt.engine_calls} convolution backward calls' framework engines has a valid time "
+               f"in the database (first: {alt.engine_missing[0]})" if alt.engine_missing else
+               "the training profile's engine choices are not joined to the database (no cuDNN log of "
+               "backward convolutions)")
+        t.step("algorithm_selection", t.ms, "the framework's engine configs per call", evidence=(why,),
+               estimated=False)
         return
+    n_miss = len(alt.engine_missing)
+    partial = (f"partial: {n_miss} of {alt.engine_calls} convolution backward calls not estimated (their "
+               f"framework engine has no valid time in the database); ") if n_miss else ""
     changed, ev = [], []
     for i, cost in sorted(alt.engine.items()):
         if i in t.f and cost > 0:
@@ -256,8 +274,8 @@ def _engines(t: _Timeline, alt: StepAlternatives) -> None:
             t.f[i] -= take_f
             changed.append(i)
             ev.append(f"layer {i}: -{take_b + take_f:.4f} ms")
-    t.step("algorithm_selection", t.total(), "the framework's engine configs (cuDNN log) against the fastest "
-           "of the same calls", changed, ev[:8])
+    t.step("algorithm_selection", t.total(), partial + "the framework's engine configs (cuDNN log) against the "
+           "fastest of the same calls", changed, (ev[:8] + [f"not estimated: {m}" for m in alt.engine_missing[:4]]))
 
 
 def _channels_last(t: _Timeline, alt: StepAlternatives) -> None:
@@ -378,7 +396,8 @@ def _clamp(w: StepWhatIf) -> StepWhatIf:
 
 # ------------------------------------------------------------------------- from the database
 
-def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW", "NHWC")) -> StepAlternatives:
+def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW", "NHWC"),
+                      engines: dict | None = None) -> StepAlternatives:
     """:class:`StepAlternatives` of training step ``step`` (a
     :class:`~benanza.analysis.training.TrainingStep`) from the performance database ``db`` on
     ``system_id``: the fused optimizer's fastest valid ``torch:aten::_fused_ALG_`` row of the step's
@@ -386,7 +405,10 @@ def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW",
     ``torch:`` rows of each layer's forward config and backward calls' configs in both layouts (a
     layer counts where every one of them has both), and, with ``fp16_step`` (the same model's fp16
     step; only for an fp32 step), each layer's fp16 / fp32 bound (forward bound plus backward calls,
-    where both steps measure all of them). ``engine`` stays None (module doc, step 3)."""
+    where both steps measure all of them); with ``engines`` ((layer, phase) -> the framework's
+    :class:`~benanza.profiles.profile.ConvEngine`, :attr:`TrainJoin.conv_engines
+    <benanza.profiles.train_join.TrainJoin.conv_engines>`), each convolution backward call's
+    engine cost (:func:`engine_costs`; module doc, step 3). ``engine`` stays None without them."""
     from benanza import kinds as L
     from benanza.analysis.insights import framework_rows
 
@@ -418,7 +440,61 @@ def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW",
     if not cl:
         notes.append("no layer has its framework calls timed in both layouts")
     amp = _amp_ratio(step, fp16_step) if fp16_step is not None and a.precision == "fp32" else None
-    return StepAlternatives(fused_ms, fused_call, None, cl or None, amp or None, tuple(notes))
+    eng, n_calls, missing = engine_costs(step, db, system_id, engines) if engines else (None, 0, ())
+    return StepAlternatives(fused_ms, fused_call, eng, cl or None, amp or None, tuple(notes), n_calls, missing)
+
+
+#: the database's call (before any ``+``: a bias gradient timed with it) of a convolution
+#: gradient's graph execution, by phase (cpp/src/engines.cpp, run_conv_grad_engines)
+_GRAPH_CALLS = {"backward_data": "cudnnBackendExecute(conv_dgrad)", "backward_weight": "cudnnBackendExecute(conv_wgrad)"}
+
+
+def _precisions(precision: str, tf32: bool | None) -> list[str]:
+    """The database precisions that match what the framework ran, preferred first: a TF32 cuDNN
+    call of an fp32 step is a tf32 measurement (``enable_tf32`` of the cuDNN log)."""
+    return ["tf32", "fp32"] if precision == "fp32" and tf32 else [precision]
+
+
+def engine_costs(step, db, system_id: int, engines: dict) -> tuple[dict[int, float] | None, int, tuple[str, ...]]:
+    """Per layer of ``step`` (a :class:`~benanza.analysis.training.TrainingStep`) the ms its
+    convolution backward calls' framework engines cost over the fastest of the same call:
+    for each backward call with an engine in ``engines`` ((layer, phase) ->
+    :class:`~benanza.profiles.profile.ConvEngine`), the fastest valid database row of the call's
+    config whose algorithm is the framework's (graph: :func:`benanza.analysis.insights.engine_key`
+    of the engine config, call ``cudnnBackendExecute(conv_dgrad|conv_wgrad)``; legacy:
+    :func:`benanza.profiles.cudnn_log.legacy_algorithm`, call the legacy function), in the
+    engine's layout and precision, minus the fastest valid row of that same call, layout and
+    precision (>= 0, ms). Returns (layer -> ms, None when no call was costed; the calls looked up;
+    the calls not estimated, ``layer N phase: engine``). Raises nothing for missing rows."""
+    from benanza.analysis.insights import engine_key
+    from benanza.profiles.cudnn_log import legacy_algorithm
+
+    a = step.forward
+    calls = [(c, engines[(c.layer, c.phase)]) for c in step.calls
+             if (c.layer, c.phase) in engines and engines[(c.layer, c.phase)].engine_config]
+    keys = sorted({c.key for c, _ in calls})
+    rows: dict[str, list] = {}
+    for m in (db.measurements(system_id, keys, cache=a.cache) if keys else ()):
+        if m.status == "ok" and m.median_ms is not None and math.isfinite(m.median_ms):
+            rows.setdefault(m.layer_key, []).append(m)
+    out: dict[int, float] = {}
+    missing: list[str] = []
+    for c, e in calls:
+        if e.api == "graph":
+            base, algo = _GRAPH_CALLS[c.phase], engine_key(e.engine_config)
+        else:
+            base, algo = e.api, legacy_algorithm(e.engine_config)
+        want = _precisions(a.precision, e.tf32)
+        same = [m for m in rows.get(c.key, []) if m.call.split("+")[0] == base and m.layout == e.layout
+                and m.precision in want]
+        fw = [m for m in same if engine_key(m.algorithm) == algo]
+        if not fw:
+            missing.append(f"layer {c.layer} {c.phase}: {e.engine_config}")
+            continue
+        pick = min(fw, key=lambda m: (want.index(m.precision), m.median_ms))
+        best = min(m.median_ms for m in same if m.call == pick.call and m.precision == pick.precision)
+        out[c.layer] = out.get(c.layer, 0.0) + max(0.0, pick.median_ms - best)
+    return (out if len(missing) < len(calls) else None), len(calls), tuple(missing)
 
 
 def layer_bounds(step) -> dict[int, float]:

@@ -25,6 +25,17 @@ knob choices are ``CUDNN_KNOB_TYPE_*`` values. Each graph execution is also foll
 ``cudnnBackendExecuteInternal`` record (enable_tf32, the engine and knobs again), which fills in
 what the ``cudnnBackendExecute`` record left out (it sometimes logs an empty execution plan).
 
+Convolution backward calls (a training step): the legacy ``cudnnConvolutionBackwardData`` (``wDesc``,
+``dyDesc``, ``convDesc``, ``algo`` = ``CUDNN_CONVOLUTION_BWD_DATA_ALGO_*``, ``workSpaceSizeInBytes``,
+``dxDesc``: its parameters' names in cudnn_cnn.h) and ``cudnnConvolutionBackwardFilter`` (``xDesc``,
+``dyDesc``, ``convDesc``, ``algo`` = ``CUDNN_CONVOLUTION_BWD_FILTER_ALGO_*``, ``dwDesc``), and graph
+executions whose operation is ``CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR`` /
+``..._BACKWARD_FILTER_DESCRIPTOR`` (the same record layout as the forward's, tensors named after
+the operation's attributes: ``dxDesc``/``wDesc``/``dyDesc``, ``xDesc``/``dwDesc``/``dyDesc``). An
+execution's :attr:`Execution.direction` tells them apart; a gradient tensor fills the slot of the
+forward tensor of the same shape (dx -> ``x``, dw -> ``w``, dy -> ``y``), so that a backward call
+has its convolution's :attr:`Execution.conv_key`.
+
 A log cut at an arbitrary byte (the first megabytes of a long run) ends in a partial record: it is
 dropped and :attr:`CudnnLog.truncated` says so. Anything else that does not follow the format is
 an error naming the file and line.
@@ -196,6 +207,17 @@ class Execution:
         return _layout(self.x, self.x_strides)
 
     @property
+    def direction(self) -> str | None:
+        """A convolution's direction: ``forward``, ``backward_data`` (dgrad: dx from dy and w) or
+        ``backward_filter`` (wgrad: dw from x and dy), from its graph operation or legacy function;
+        None for other operations or when the record does not say."""
+        words = " ".join(self.operations) + " " + self.api
+        for d, keys in _DIRECTIONS:
+            if any(k in words for k in keys):
+                return d
+        return None
+
+    @property
     def conv_key(self) -> tuple | None:
         """What identifies the convolution problem (dims, pads, strides, dilations, groups), to
         match executions with a model's Conv layers; None for other operations."""
@@ -223,13 +245,43 @@ class CudnnLog:
     def graph_executions(self) -> list[Execution]:
         return [e for e in self.executions if e.api == "graph"]
 
-    def engines_by_conv(self) -> dict[tuple, list[Execution]]:
-        """Convolution executions grouped by :attr:`Execution.conv_key`, in log order."""
+    def engines_by_conv(self, direction: str = "forward") -> dict[tuple, list[Execution]]:
+        """Convolution executions of ``direction`` (:attr:`Execution.direction`; ``forward`` also
+        takes executions whose direction the log does not say) grouped by
+        :attr:`Execution.conv_key`, in log order. A backward call has the conv_key of its forward
+        convolution: the direction keeps a layer's gradients out of its forward choice."""
+        ok = (direction, None) if direction == "forward" else (direction,)
         out: dict[tuple, list[Execution]] = {}
         for e in self.executions:
-            if e.conv_key is not None:
+            if e.conv_key is not None and e.direction in ok:
                 out.setdefault(e.conv_key, []).append(e)
         return out
+
+
+#: :attr:`Execution.direction` of a convolution execution: the words its graph operation or
+#: internal operation (``CONV_FORWARD``, ``CONVOLUTION_BACKWARD_DATA``...) or legacy function holds
+_DIRECTIONS = (("backward_data", ("BACKWARD_DATA", "BWD_DATA", "DGRAD", "ConvolutionBackwardData")),
+               ("backward_filter", ("BACKWARD_FILTER", "BWD_FILTER", "WGRAD", "ConvolutionBackwardFilter")),
+               ("forward", ("CONVOLUTION_FORWARD", "CONV_FORWARD", "FPROP", "ConvolutionForward",
+                            "ConvolutionBiasActivationForward")))
+#: legacy algorithm enum prefixes, as benanza's suites name the algorithms (``conv_*_algo_name`` of
+#: cpp/include/benanza/cudnn_util.hpp: ``IMPLICIT_PRECOMP_GEMM``, ``ALGO_1``, ``FFT``...)
+_ALGO_PREFIXES = ("CUDNN_CONVOLUTION_FWD_ALGO_", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_",
+                  "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_")
+
+
+def legacy_algorithm(enum: str | None) -> str | None:
+    """A legacy convolution algorithm's cuDNN enum name as benanza's database names it:
+    ``CUDNN_CONVOLUTION_BWD_DATA_ALGO_1`` -> ``ALGO_1``, ``CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT``
+    -> ``FFT``, ``CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM`` -> ``IMPLICIT_GEMM`` (the suites'
+    ``conv_*_algo_name``); other text unchanged; None stays None."""
+    if enum is None:
+        return None
+    for pre in _ALGO_PREFIXES:
+        if enum.startswith(pre):
+            rest = enum[len(pre):]
+            return f"ALGO_{rest}" if rest.isdigit() else rest
+    return enum
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -505,10 +557,17 @@ def _graph_execution(rec: Record) -> dict:
     return _describe(rec, "graph", tuple(ops), _int(eng.val) if eng else None, knobs, None, conv)
 
 
+def _slot(holder: Field | None, *names: str) -> Field | None:
+    """The first of ``names`` that ``holder`` has (a forward tensor or the gradient in its place)."""
+    if holder is None:
+        return None
+    return next((f for f in (holder.get(n) for n in names) if f is not None), None)
+
+
 def _describe(rec, api, ops, engine_id, knobs, algorithm, holder: Field | None, tf32=None):
-    x, xs, dt = _tensor(holder.get("xDesc") if holder else None)
-    w, _, wdt = _tensor(holder.get("wDesc") if holder else None)
-    y, ys, _ = _tensor(holder.get("yDesc") if holder else None)
+    x, xs, dt = _tensor(_slot(holder, "xDesc", "dxDesc"))
+    w, _, wdt = _tensor(_slot(holder, "wDesc", "dwDesc"))
+    y, ys, _ = _tensor(_slot(holder, "yDesc", "dyDesc"))
     pads, strides, dil, groups, ct, mt = _conv_params(holder.get("convDesc") if holder else None)
     if len(x) > 1 and len(w) > 1 and w[1] > 0 and x[1] % w[1] == 0:
         groups = x[1] // w[1]  # the graph API's convolution descriptor has no group count

@@ -29,7 +29,7 @@ import numpy as np
 from benanza.errors import ProfileError
 from benanza.profiles import trace as T
 from benanza.profiles.cublaslt_log import CublasLtLog, Matmul, read_cublaslt_log
-from benanza.profiles.cudnn_log import CudnnLog, Execution, read_cudnn_log
+from benanza.profiles.cudnn_log import CudnnLog, read_cudnn_log
 from benanza.profiles.join import CATEGORIES, JoinResult, KernelJoin, join
 
 #: the ``format`` value of profile.json
@@ -368,11 +368,13 @@ def _median(xs) -> float:
     return float(np.median(xs)) if len(xs) else 0.0
 
 
-def conv_engines(ml, log: CudnnLog) -> dict[int, ConvEngine]:
+def conv_engines(ml, log: CudnnLog, direction: str = "forward") -> dict[int, ConvEngine]:
     """Per Conv layer of ``ml``, the engine config or algorithm the framework ran (see
-    :class:`ConvEngine`), matched by the convolution problem (dims, pads, strides, dilations,
-    groups). Layers whose problem the log does not have are left out."""
-    groups = log.engines_by_conv()
+    :class:`ConvEngine`) for the layer's ``direction`` (``forward``, or a training step's
+    ``backward_data``/``backward_filter``: :attr:`~benanza.profiles.cudnn_log.Execution.direction`),
+    matched by the convolution problem (dims, pads, strides, dilations, groups). Layers whose
+    problem the log does not have are left out."""
+    groups = log.engines_by_conv(direction)
     out: dict[int, ConvEngine] = {}
     for ly in ml.layers:
         cfg = ly.config

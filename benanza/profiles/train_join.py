@@ -33,6 +33,13 @@ its phases inside ``record_function("benanza.phase:NAME")`` (:data:`PHASES`), on
    ``zero_grad``, ``unjoined`` (a backward kernel without a node or whose node has no forward op)
    and ``outside``.
 
+5. **Backward convolutions to their engines** (:func:`conv_backward_engines`): the cuDNN log of the
+   profiled run (``cudnn_log`` in profile.json) says which legacy algorithm or graph engine config
+   ran each data gradient (``cudnnConvolutionBackwardData`` / ``conv_dgrad``) and filter gradient
+   (``cudnnConvolutionBackwardFilter`` / ``conv_wgrad``); a Conv layer's backward call takes the
+   choice for its convolution problem and direction, as the inference join does for the forward
+   (:func:`benanza.profiles.profile.conv_engines`).
+
 Sums: per iteration, each role's and phase's kernel time (``kind == "kernel"``; memcpys and memsets
 apart, as ``benchmarks/train_step.py`` counts), then median and IQR over iterations (ms).
 """
@@ -99,6 +106,9 @@ class TrainJoin:
     iterations: tuple[int, ...]
     layer_names: dict = field(default_factory=dict)
     notices: tuple[str, ...] = ()
+    #: (layer, ``backward_data`` | ``backward_weight``) -> the
+    #: :class:`~benanza.profiles.profile.ConvEngine` the framework ran (step 5; empty without a cuDNN log)
+    conv_engines: dict = field(default_factory=dict)
 
     def _per_iteration(self, key, kinds=("kernel",)) -> dict:
         """key(kernel) -> a list of per-iteration sums (ms), one entry per iteration (0 where none)."""
@@ -179,7 +189,10 @@ class TrainJoin:
         return {"iterations": len(self.iterations), "step_kernel_ms": self.step_ms(),
                 "step_memcpy_ms": self.step_ms(("memcpy",)), "step_memset_ms": self.step_ms(("memset",)),
                 "phase_ms": self.phase_ms(), "role_ms": self.role_ms(), "comparable_ms": self.comparable_ms(),
-                "layers": self.layer_ms(), "unjoined": self.unjoined(), "notices": list(self.notices)}
+                "layers": self.layer_ms(), "unjoined": self.unjoined(), "notices": list(self.notices),
+                "conv_backward_engines": [{"layer": i, "phase": ph, "engine_config": e.engine_config, "api": e.api,
+                                           "layout": e.layout, "tf32": e.tf32, "executions": e.executions}
+                                          for (i, ph), e in sorted(self.conv_engines.items())]}
 
 
 # ----------------------------------------------------------------------------------------- phases
@@ -404,6 +417,29 @@ def train_join(trace: Trace, ml, paths: dict[int, str] | None = None) -> TrainJo
                      notices=tuple(notices))
 
 
+# ------------------------------------------------------------------------- backward engines
+
+#: the training step's backward phase (:class:`benanza.analysis.training.BackwardTime`) of each
+#: backward direction of a convolution in the cuDNN log (:attr:`benanza.profiles.cudnn_log.Execution.direction`)
+BACKWARD_PHASES = {"backward_data": "backward_data", "backward_filter": "backward_weight"}
+
+
+def conv_backward_engines(ml, log) -> dict:
+    """(layer index, phase) -> the :class:`~benanza.profiles.profile.ConvEngine` the framework ran
+    for that Conv layer's data gradient (phase ``backward_data``) or filter gradient
+    (``backward_weight``), from the cuDNN log ``log`` (a :class:`~benanza.profiles.cudnn_log.CudnnLog`)
+    of the training run; matched by the layer's convolution problem (x, w, pads, strides,
+    dilations, groups) and the call's direction, the choice being the config run most often
+    (module doc, step 5). Layers whose problem the log does not have are left out."""
+    from benanza.profiles.profile import conv_engines
+
+    out = {}
+    for direction, phase in BACKWARD_PHASES.items():
+        for i, e in conv_engines(ml, log, direction).items():
+            out[(i, phase)] = e
+    return out
+
+
 # ------------------------------------------------------------------------------- profile folder
 
 def load_train_join(folder, ml, model=None) -> tuple[TrainJoin, dict]:
@@ -434,4 +470,17 @@ def load_train_join(folder, ml, model=None) -> tuple[TrainJoin, dict]:
     tname = (d.get("files") or {}).get("trace") or "trace.json.gz"
     trace = read_trace(p / tname)
     paths = layer_paths(ml, model) if trace_has_scopes(trace) else None
-    return train_join(trace, ml, paths), d
+    tj = train_join(trace, ml, paths)
+    lname = (d.get("files") or {}).get("cudnn_log")
+    if lname and (p / lname).is_file():
+        from benanza.profiles.cudnn_log import read_cudnn_log
+
+        log = read_cudnn_log(p / lname)
+        eng = conv_backward_engines(ml, log)
+        notes = [f"{log.path}: the cuDNN log is truncated (last record dropped); backward engines found for "
+                 f"{len(eng)} convolution gradients"] if log.truncated else []
+        tj = replace(tj, conv_engines=eng, notices=tj.notices + tuple(notes))
+    elif lname:
+        tj = replace(tj, notices=tj.notices + (f"{p / lname}: no such file: the backward convolutions' engines "
+                                               f"are not known (cudnn.benchmark not estimated)",))
+    return tj, d
