@@ -5,6 +5,8 @@ for one operand; three operands and diagonals unsupported with a reason. Each ma
 hand and by numpy: np.einsum against the layers' own decomposition (permute, reshape, matmul)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -255,3 +257,23 @@ def test_the_suite_compiles_and_layers_lists_nothing_unsupported(tmp_path):
     r = CliRunner().invoke(app, ["layers", str(bad), "--batch", "2"])
     assert "unsupported: Einsum x1" in r.output and "3 operands" in r.output, r.output
 
+
+def test_aten_einsum_covers_every_layer_it_became(tmp_path):
+    """The profile join: torch.einsum's one framework op (its copies and its bmm) matches the first
+    layer of the Einsum and covers the others (they are not left unmatched)."""
+    from benanza.profiles.join import join
+    from benanza.profiles.trace import read_trace
+
+    ml = process(_model(tmp_path / "m.onnx", "bqhd,bkhd->bhqk", [(2, 5, 3, 7), (2, 11, 3, 7)]), 2)
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::einsum", "pid": 1, "tid": 1, "ts": 0, "dur": 100,
+               "args": {"External id": 1}}]
+    for j, kname in enumerate(["elementwise_copy_kernel", "elementwise_copy_kernel", "sm90_xmma_gemm_bmm"]):
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10 + 20 * j,
+                    "dur": 5, "args": {"correlation": 100 + j, "External id": 1}},
+                   {"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7, "ts": 200 + 20 * j, "dur": 10,
+                    "args": {"correlation": 100 + j, "External id": 1, "stream": 7}}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    r = join(read_trace(tmp_path / "t.json"), ml)
+    assert r.covers == {0: (0, 1, 2)}
+    assert r.unmatched_layers == ((),)
+    assert [k.layer for k in r.kernels] == [0, 0, 0] and {k.category for k in r.kernels} == {"layer"}
