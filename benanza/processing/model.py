@@ -1460,6 +1460,11 @@ def _check_sizes(path, ly: "Layer") -> None:
                              f"elements, more than any GPU holds ({MAX_TENSOR_BYTES / 1e9:.0f} GB at 1 byte each)")
 
 
+#: the tag in the name of the tensor one part of a node of several calls writes for the next
+#: (:func:`_part_layers`; the profile join follows it, ``benanza.profiles.join``)
+PART_TENSOR = "::benanza-part"
+
+
 def _part_layers(node: onnx.NodeProto, parts: tuple, data_ins: tuple[str, ...], start: int,
                  ins: list[str], static: set[str], shape_of) -> list[Layer]:
     """The layers of a node that makes several library calls (:class:`benanza.kinds.onnx_map.Part`), in order: the first reads
@@ -1473,7 +1478,7 @@ def _part_layers(node: onnx.NodeProto, parts: tuple, data_ins: tuple[str, ...], 
         idx = sorted(set(part.outputs) | ({0} | set(range(len(node.output))) - named if last else set()))
         outs = tuple(node.output[i] for i in idx if i < len(node.output) and node.output[i])
         if not outs:
-            outs = (f"{node.output[0]}::benanza-part{j}",)
+            outs = (f"{node.output[0]}{PART_TENSOR}{j}",)
         cfg = part.config
         inputs = prev if j else data_ins
         out.append(Layer(index=start + j, name=node.name, op_type=node.op_type, inputs=inputs, outputs=outs,

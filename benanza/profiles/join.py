@@ -234,6 +234,27 @@ def _cover_bias(ml, layer: int, matched: dict, order: int, covers: dict) -> None
         covers[layer] = (layer, *adds)
 
 
+#: framework ops that run every call of the ONNX node they match (``torch.einsum``: its permute copies,
+#: sums and its ``bmm``, aten/src/ATen/native/Linear.cpp)
+NODE_OPS = {"aten::einsum"}
+
+
+def _cover_parts(ml, layer: int, matched: dict, order: int, covers: dict) -> None:
+    """A framework op of :data:`NODE_OPS` matched to the first layer of a node of several calls (one
+    layer per call, each reading the tensor the one before wrote, ``processing.model._part_layers``)
+    also computes the node's later layers (the Transposes and the GEMM an Einsum became): covered."""
+    from benanza.processing.model import PART_TENSOR
+
+    ly, j = ml.layers, layer
+    while j + 1 < len(ly) and j + 1 not in matched and ly[j + 1].op_type == ly[layer].op_type \
+            and ly[j + 1].name == ly[layer].name and ly[j].outputs and PART_TENSOR in ly[j].outputs[0] \
+            and ly[j + 1].inputs == ly[j].outputs[:1]:
+        j += 1
+        matched[j] = order
+    if j > layer:
+        covers[layer] = tuple(range(layer, j + 1))
+
+
 def scope_of(trace: Trace, op: CpuOp | None) -> str | None:
     """The qualified name of the innermost module scope (``benanza.module:NAME``) around ``op``,
     None outside every scope (or in a trace without scopes)."""
@@ -338,6 +359,8 @@ def _match_iteration(trace: Trace, it: Iteration, ml, paths: dict | None = None,
             op_layer[op.index] = layer
             if op.name in BIAS_EPILOGUE_OPS and covers is not None:
                 _cover_bias(ml, layer, matched, order, covers)
+            if op.name in NODE_OPS and covers is not None:
+                _cover_parts(ml, layer, matched, order, covers)
         out.append(OpMatch(iteration=it.index, op=op.index, name=op.name, input_dims=op.input_dims, layer=layer,
                            kernels=tuple(by_fop.get(op.index, ()))))
     if scoped:
