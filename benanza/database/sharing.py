@@ -25,6 +25,7 @@ from sqlalchemy import select
 from benanza.database.store import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
                        is_framework_call, open_db, source_filter)
 from benanza.errors import DatabaseError, UsageError
+from benanza.kinds.base import owning_layout, row_layouts
 from benanza.generation.generator import job_layout, job_source
 from benanza.database.query import model_keys, resolve_systems
 
@@ -252,7 +253,7 @@ def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: d
     ks = sorted({g[1] for g in groups})
     with src.engine.connect() as sc:
         ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
-              if (r["system_id"], r["layer_key"], r["precision"], r["layout"], _row_source(r["call"])) in groups]
+              if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), _row_source(r["call"])) in groups]
         cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
               if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
     with dst.engine.begin() as dc:
@@ -268,7 +269,7 @@ def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: d
         if not fresh:
             return
         groups = _job_groups(fresh)
-        ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], r["layout"],
+        ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]),
                                 _row_source(r["call"])) in groups]
         cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
         _replace_job_rows(dc, fresh, groups, ms, cs, sys_map, runs)
@@ -285,7 +286,7 @@ def _replace_job_rows(dc, jobs: list[dict], groups: set[tuple], ms: list[dict], 
         dsid = sys_map[ssid]
         dc.execute(sa.delete(Measurement.__table__).where(
             Measurement.system_id == dsid, Measurement.layer_key == key, Measurement.precision == prec,
-            Measurement.layout == lay, source_filter(src_kind == "framework")))
+            Measurement.layout.in_(row_layouts(lay)), source_filter(src_kind == "framework")))
         if lay == "NCHW" and src_kind == "library":
             dc.execute(sa.delete(Choice.__table__).where(Choice.system_id == dsid, Choice.layer_key == key,
                                                          Choice.precision == prec))
@@ -313,7 +314,7 @@ def _merge_orphans(dst: Database, src: Database, source: _Source, sys_map: dict[
             select(JobRow.system_id, JobRow.layer_key, JobRow.precision, JobRow.job))}
         orphans = [r for r in _rows(sc, select(Measurement.__table__).where(
                        Measurement.system_id.in_(list(source.system_ids))))
-                   if (r["system_id"], r["layer_key"], r["precision"], r["layout"], _row_source(r["call"]))
+                   if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), _row_source(r["call"]))
                    not in all_jobs and (source.keyset is None or r["layer_key"] in source.keyset)]
     mcols = [c for c in _cols(Measurement) if c != "id"]
     ucols = ("layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")

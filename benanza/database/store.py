@@ -28,7 +28,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from benanza import kinds as L
 from benanza.errors import DatabaseError
-from benanza.kinds.base import FRAMEWORK_CALL_PREFIX, FRAMEWORK_JOB_SUFFIX, JobId  # noqa: F401 (re-exported)
+from benanza.kinds.base import FRAMEWORK_CALL_PREFIX, FRAMEWORK_JOB_SUFFIX, JobId, row_layouts  # noqa: F401 (re-exported)
 from benanza.database.records import ChoiceLine, MeasurementLine, Record
 from benanza.versions import version_text
 
@@ -477,7 +477,8 @@ class Database:
                   status: str, message: str, records: Sequence[Record], wall_s: float | None = None,
                   layout: str = "NCHW") -> None:
         """Write one finished job atomically: its measurement records replace earlier ones of the
-        same source for the same (system, config, precision, layout), and the job is marked done.
+        same source for the same (system, config, precision, layout; an NCHW job also owns its
+        :data:`benanza.kinds.base.WHATIF_LAYOUTS` rows), and the job is marked done.
         ``records``: the worker's lines of the job, typed (:class:`benanza.database.records.MeasurementLine`,
         :class:`benanza.database.records.ChoiceLine`); the first of equal identity is kept. Raises
         TypeError for anything else.
@@ -494,7 +495,7 @@ class Database:
             s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
                                                    Measurement.layer_key == layer_key,
                                                    Measurement.precision == precision,
-                                                   Measurement.layout == layout,
+                                                   Measurement.layout.in_(row_layouts(layout)),
                                                    source_filter(framework)))
             if keep_choices:
                 s.execute(sa.delete(Choice).where(Choice.system_id == system_id, Choice.layer_key == layer_key,

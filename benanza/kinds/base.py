@@ -165,6 +165,21 @@ FRAMEWORK_CALL_PREFIX = "torch:"
 FRAMEWORK_JOB_SUFFIX = ".torch"
 #: the layouts a job can time (NCHW: the model's; NHWC: channels-last)
 JOB_LAYOUTS = ("NCHW", "NHWC")
+#: what-if layouts: measurements a job records beside its own layout, of a memory layout the model does
+#: not feed (``PAGED_KV``: SDPA over a paged KV cache, :mod:`benanza.kinds.sdpa`), each owned by the job
+#: layout that records it (its rows are replaced with that job's). No analysis serves them
+#: (:class:`benanza.database.query.Serves` takes NCHW and NHWC only): reported, never a layer's minimum.
+WHATIF_LAYOUTS = {"PAGED_KV": "NCHW"}
+
+
+def owning_layout(layout: str) -> str:
+    """The job layout whose job records rows of ``layout`` (a :data:`WHATIF_LAYOUTS` entry's owner, else itself)."""
+    return WHATIF_LAYOUTS.get(layout, layout)
+
+
+def row_layouts(job_layout: str) -> tuple[str, ...]:
+    """The row layouts a job of ``job_layout`` owns: its own and its :data:`WHATIF_LAYOUTS`."""
+    return (job_layout,) + tuple(k for k, v in WHATIF_LAYOUTS.items() if v == job_layout)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,27 @@ import numpy as np
 
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, Shape, io_bytes, numel
 from benanza.kinds.copy import packed_strides
-from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, MapContext, Unsupported, contrib_doc, need
 
 
 #: "causal_bottom_right" last: the keys of configs with the first three are unchanged
 SDPA_MASKS = ("none", "causal", "bias", "causal_bottom_right")
+
+#: tokens per page of the paged KV cache a decode attention is also timed over (:attr:`SdpaConfig.kv_page`'s
+#: default; issue 27's choice: TensorRT-LLM's ``tokens_per_block`` default, vLLM's block sizes go up to it)
+PAGED_KV_PAGE = 64
+
+#: the layout of the paged family's records (:data:`benanza.kinds.base.WHATIF_LAYOUTS`: a what-if, never
+#: served to an LBL)
+PAGED_KV_LAYOUT = "PAGED_KV"
+
+#: the seed of the page table's shuffle (``kPagedKvSeed`` of ``cpp/include/benanza/paged_kv.hpp``)
+PAGE_TABLE_SEED = 27
+
+#: the largest page table entry and sequence length cuDNN's int32 tensors hold
+_INT32_MAX = 2 ** 31 - 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,16 @@ class SdpaConfig(LayerConfig):
     ``SDPA_attributes::set_generate_stats(true)``; PyTorch's SDPA on inputs that require grad,
     whose fused kernels return the logsumexp for autograd).
     FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax).
+    Paged KV cache (issue 27): a decode config (:func:`is_decode`, s_kv > s_q) is also timed over a
+    paged cache of ``kv_page`` tokens a page (default :data:`PAGED_KV_PAGE`; containers [b *
+    ceil(s_kv / page), h_kv, page, d], :func:`page_table`, bytes :func:`paged_kv_bytes`), cudnn-frontend
+    ``set_paged_attention_k_table``/``_v_table``, algorithms ``paged_kv<page>:<engine config>``,
+    note "cuDNN SDPA, paged KV cache (page 64)". Its rows carry layout ``PAGED_KV``
+    (:data:`benanza.kinds.base.WHATIF_LAYOUTS`): a memory layout of the cache that no exported model
+    feeds (ONNX ``Attention`` and the contrib ops read a contiguous cache), so, as DESIGN.md's
+    analyses take a layer's measurements only in the layouts asked for (NCHW, NHWC), they never
+    enter the LBL: reported as a what-if. A config the family does not fit records one skipped
+    row with the reason (:func:`paged_kv_skip`), never a time.
     """
 
     kind: ClassVar[str] = "SDPA"
@@ -85,10 +109,15 @@ class SdpaConfig(LayerConfig):
     o_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
     h_kv: int = dataclasses.field(default=0, metadata=OPTIONAL)
     stats: bool = dataclasses.field(default=False, metadata=OPTIONAL)
+    #: a benchmark knob, not the layer's: tokens per page of the paged KV cache a decode config
+    #: (:func:`is_decode`) is also timed over (:func:`paged_kv_skip`), default :data:`PAGED_KV_PAGE`
+    kv_page: int = dataclasses.field(default=PAGED_KV_PAGE, metadata=OPTIONAL)
 
     def __post_init__(self):
         if self.mask not in SDPA_MASKS:
             raise ValueError(f"SDPA: mask {self.mask!r} is not one of {', '.join(SDPA_MASKS)}")
+        if self.kv_page <= 0:
+            raise ValueError(f"SDPA: kv_page {self.kv_page} is not a positive number of tokens")
         if self.h_kv and (self.h_kv < 0 or self.h % self.h_kv):
             raise ValueError(f"SDPA: h {self.h} is not a multiple of the K/V heads h_kv {self.h_kv}")
 
@@ -671,6 +700,8 @@ class SdpaCase(Case):
     strides: CppValue
     h_kv: CppValue
     stats: CppValue
+    kv_page: CppValue
+    paged_skip: CppValue
 
 
 def _min_bytes(cfg: SdpaConfig, ib: int, ob: int) -> int:
@@ -680,10 +711,89 @@ def _min_bytes(cfg: SdpaConfig, ib: int, ob: int) -> int:
     return io_bytes(cfg, ib, ob) + (4 * cfg.b * cfg.h * cfg.s_q if cfg.stats else 0)
 
 
+def is_decode(cfg) -> bool:
+    """Whether an attention config is a decode step's: its queries read a KV cache, s_kv > s_q (the rule
+    of :func:`benanza.analysis.llm.decoder_phase`)."""
+    return cfg.s_kv > cfg.s_q
+
+
+def pages_per_seq(s_kv: int, page: int) -> int:
+    """ceil(s_kv / page): the pages one sequence of ``s_kv`` tokens takes, the last one partly filled
+    (cudnn-frontend's paged cache: "block table size must equal ceil(s_kv/block_size)")."""
+    return -(-s_kv // page)
+
+
+def _splitmix64(state: int) -> tuple[int, int]:
+    """(new state, next value) of splitmix64 (Steele, Lea and Flood, OOPSLA 2014; Vigna's constants),
+    ``splitmix64`` of ``cpp/include/benanza/paged_kv.hpp``."""
+    m = (1 << 64) - 1
+    state = (state + 0x9E3779B97F4A7C15) & m
+    z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return state, z ^ (z >> 31)
+
+
+def page_table(b: int, per_seq: int, seed: int = PAGE_TABLE_SEED) -> np.ndarray:
+    """The page table the paged family reads, int32 of shape (b, 1, per_seq, 1) (cudnn-frontend
+    ``set_paged_attention_k_table``/``_v_table``): entry (i, 0, j, 0) is the container page of sequence
+    i's j-th page. Pages 0 .. b * per_seq - 1 each used once, in the order of a Fisher-Yates shuffle
+    (Knuth, TAOCP vol. 2, 3.4.2, algorithm P) driven by splitmix64 from ``seed``: non-contiguous, as a
+    server's allocator leaves them. The same construction as ``paged_kv_table`` of
+    ``cpp/include/benanza/paged_kv.hpp``, which the suite runs. Raises ValueError for more pages
+    than int32 holds."""
+    n = b * per_seq
+    if n - 1 > _INT32_MAX:
+        raise ValueError(f"SDPA: {n} pages do not fit int32 page table entries")
+    t = list(range(n))
+    state = seed
+    for i in range(n - 1, 0, -1):
+        state, r = _splitmix64(state)
+        j = r % (i + 1)
+        t[i], t[j] = t[j], t[i]
+    return np.asarray(t, dtype=np.int32).reshape(b, 1, per_seq, 1)
+
+
+def paged_kv_bytes(cfg: SdpaConfig, ib: int, ob: int) -> dict[str, int]:
+    """Bytes of the paged family of a decode config, ``ib``/``ob`` bytes per input/output element:
+    ``containers``: the K and V containers allocated, (b * pages_per_seq) pages of (h_kv, page, d) and
+    (h_kv, page, d_v) elements; ``tables``: the int32 page table (b, 1, pages_per_seq, 1) read once for K
+    and once for V, plus the two int32 (b, 1, 1, 1) sequence lengths; ``min``: the compulsory traffic,
+    :func:`_min_bytes` (Q, the s_kv tokens of K and V, O, the stats) plus ``tables`` (the unused tail
+    of a sequence's last page is not read)."""
+    per = pages_per_seq(cfg.s_kv, cfg.kv_page)
+    pages = cfg.b * per
+    containers = pages * cfg.kv_heads * cfg.kv_page * (cfg.d + cfg.d_v) * ib
+    tables = 2 * cfg.b * per * 4 + 2 * cfg.b * 4
+    return {"containers": containers, "tables": tables, "min": _min_bytes(cfg, ib, ob) + tables}
+
+
+def paged_kv_skip(cfg: SdpaConfig, precision: str) -> str | None:
+    """Whether the paged family is timed for ``cfg`` in ``precision``: None for a config that is not a
+    decode step's (:func:`is_decode`: no family, no record), "" when it is timed, else why not (the
+    suite records it as skipped, never a time): FP16/BF16 data only (cuDNN's fused attention), no
+    additive bias (a server's decode masks by sequence length: cuDNN's padding mask), head dims d and
+    d_v multiples of 8 and at most 256 (cuDNN developer guide, "Scaled Dot Product Attention",
+    supported configurations of the FP16/BF16 forward), page table entries and lengths in int32."""
+    if not is_decode(cfg):
+        return None
+    if precision not in ("fp16", "bf16"):
+        return f"paged KV cache: cuDNN's paged SDPA takes FP16/BF16 data, not {precision}"
+    if cfg.mask == "bias":
+        return "paged KV cache: not timed with an additive bias (a server's decode masks by sequence length)"
+    if any(x % 8 or x > 256 for x in (cfg.d, cfg.d_v)):
+        return (f"paged KV cache: head dims d {cfg.d} and d_v {cfg.d_v} must be multiples of 8 and at most 256 "
+                f"(cuDNN's FP16/BF16 SDPA)")
+    if cfg.b * pages_per_seq(cfg.s_kv, cfg.kv_page) - 1 > _INT32_MAX or cfg.s_kv > _INT32_MAX:
+        return "paged KV cache: page table entries or sequence lengths beyond int32"
+    return ""
+
+
 def _sdpa_case(cfg: SdpaConfig, job: Job) -> SdpaCase:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
     q, k, v, o = cfg.strides()
-    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats))
+    skip = paged_kv_skip(cfg, job.precision)
+    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats),
+                    kv_page=0 if skip is None else cfg.kv_page, paged_skip=cpp_string(skip or ""))
 
 
 def with_autograd(torch, fn):

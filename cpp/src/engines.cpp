@@ -190,7 +190,7 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
   auto g = t.graph;
   auto pack = t.pack;
   const bool picks = t.picks;
-  Call base{t.call, "*", math, dt, t.note, 0};
+  Call base{t.call, t.family + "*", math, dt, t.note, 0};
   base.layout = t.layout;
   fe::error_t st;
   // the heuristics queries and the plan builds are CPU work: the GPU is free for another process
@@ -285,7 +285,7 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
     if (first_index[name] != i) continue;  // listed by several modes: timed once
     if (cap > 0 && tried >= cap) {
       Call cl = base;
-      cl.algorithm = name;
+      cl.algorithm = t.family + name;
       b.record(cl, "skipped", "beyond --max-engines " + std::to_string(cap) + " (heuristics order)");
       continue;
     }
@@ -298,7 +298,7 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
     }
     const auto ra = rank_a.find(name), rb = rank_b.find(name);
     Call cl = base;
-    cl.algorithm = name;
+    cl.algorithm = t.family + name;
     if (!t.note.empty()) cl.note = t.note;
     cl.details = engine_details_json(name, num, beh, ra == rank_a.end() ? -1 : ra->second,
                                      rb == rank_b.end() ? -1 : rb->second);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "benanza/cudnn_util.hpp"
+#include "benanza/paged_kv.hpp"
 #include "benanza/transformer.hpp"
 
 #if BENANZA_WITH_FRONTEND
@@ -48,6 +49,7 @@ std::string first_line(const std::string& s, std::size_t max = 300) {
 
 constexpr int64_t kX = 1, kScale = 2, kBias = 3, kY = 4, kMean = 5, kInvVar = 6;
 constexpr int64_t kQ = 11, kK = 12, kV = 13, kO = 14, kAttnBias = 15, kStats = 16;
+constexpr int64_t kSeqQ = 17, kSeqKv = 18, kPageK = 19, kPageV = 20;
 
 bool pointwise_mode(UnaryOp op, fe::PointwiseMode_t& mode) {
   switch (op) {
@@ -230,6 +232,96 @@ void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void* a, v
   time_graph(b, j);
 }
 
+namespace {
+
+// The decode attention over a paged KV cache (cudnn-frontend SDPA_attributes::
+// set_paged_attention_k_table / _v_table / _max_seq_len_kv, cuDNN 9.5+; the frontend's sample
+// samples/cpp/sdpa/fp16_fwd_with_paged_caches.cpp): K and V in containers [num_pages, h_kv, page, d]
+// (num_pages = b * ceil(s_kv / page)), both read through one int32 page table [b, 1, pages_per_seq, 1]
+// holding a shuffled assignment of the pages (paged_kv_table), sequence lengths s_q and s_kv per
+// sequence with cuDNN's padding mask. Q and O as the layer's. Every engine config is timed
+// (time_graph), algorithm "paged_kv<page>:<engine config>", layout "PAGED_KV": a what-if beside the
+// layer's own contiguous cache, never its minimum (benanza.kinds.base.WHATIF_LAYOUTS); the
+// heuristics' picks stay the contiguous graph's. spec.paged_skip set: one skipped record with it.
+void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void* stats_out) {
+  const Precision p = c.precision;
+  const long long hk = c.h_kv > 0 ? c.h_kv : c.h, page = c.kv_page;
+  const long long pps = paged_kv_pages_per_seq(c.s_kv, page), pages = c.b * pps;
+  const std::string family = "paged_kv" + std::to_string(page) + ":";
+  const std::string label = "cuDNN SDPA, paged KV cache (page " + std::to_string(page) + ")";
+  if (c.paged_skip && *c.paged_skip) {
+    Call cl{"cudnnBackendExecute", family + "*", math_label(p), storage_of(p), label, 0};
+    cl.layout = "PAGED_KV";
+    b.record(cl, "skipped", c.paged_skip);
+    return;
+  }
+  const DType dt = storage_of(p);
+  const auto sz = [](long long v) { return static_cast<std::size_t>(v); };
+  void* kc = b.random(sz(pages * hk * page * c.d), dt);
+  void* vc = b.random(sz(pages * hk * page * c.d_v), dt);
+  const std::vector<std::int32_t> table = paged_kv_table(c.b, pps);
+  std::vector<std::int32_t> lens(sz(2 * c.b));
+  for (long long i = 0; i < c.b; ++i) {
+    lens[sz(i)] = static_cast<std::int32_t>(c.s_q);
+    lens[sz(c.b + i)] = static_cast<std::int32_t>(c.s_kv);
+  }
+  auto* pt = static_cast<std::int32_t*>(b.zeros(table.size() * sizeof(std::int32_t)));
+  auto* sl = static_cast<std::int32_t*>(b.zeros(lens.size() * sizeof(std::int32_t)));
+  if (cudaMemcpy(pt, table.data(), table.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice) != cudaSuccess ||
+      cudaMemcpy(sl, lens.data(), lens.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice) != cudaSuccess)
+    throw JobError("cudaMemcpy of the paged KV cache's page table and sequence lengths failed");
+  GraphTiming j;
+  j.precision = p;
+  j.graph = [c, hk, page, pps, pages]() {
+    auto g = new_graph(c.precision);
+    const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, od{c.b, c.h, c.s_q, c.d_v};
+    const std::vector<int64_t> kd{pages, hk, page, c.d}, vd{pages, hk, page, c.d_v};
+    const auto st = [&c](int t) { return std::vector<int64_t>(c.strides + 4 * t, c.strides + 4 * t + 4); };
+    const auto i32 = [&g](const char* name, int64_t uid, std::vector<int64_t> dims) {
+      return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims)
+                           .set_stride(graph_packed_strides(dims)).set_data_type(fe::DataType_t::INT32));
+    };
+    auto Q = g->tensor(fe::graph::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim(qd).set_stride(st(0)));
+    auto K = g->tensor(fe::graph::Tensor_attributes().set_name("container_K").set_uid(kK).set_dim(kd)
+                           .set_stride(graph_packed_strides(kd)));
+    auto V = g->tensor(fe::graph::Tensor_attributes().set_name("container_V").set_uid(kV).set_dim(vd)
+                           .set_stride(graph_packed_strides(vd)));
+    auto opts = fe::graph::SDPA_attributes().set_name("sdpa_paged").set_generate_stats(c.stats).set_attn_scale(c.scale);
+    if (c.mask == SdpaMask::CAUSAL)
+      opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+    if (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT)
+      opts.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
+    opts.set_padding_mask(true)
+        .set_seq_len_q(i32("seq_len_q", kSeqQ, {c.b, 1, 1, 1}))
+        .set_seq_len_kv(i32("seq_len_kv", kSeqKv, {c.b, 1, 1, 1}))
+        .set_paged_attention_k_table(i32("page_table_k", kPageK, {c.b, 1, pps, 1}))
+        .set_paged_attention_v_table(i32("page_table_v", kPageV, {c.b, 1, pps, 1}))
+        .set_paged_attention_max_seq_len_kv(static_cast<int>(c.s_kv));
+    auto [O, stats] = g->sdpa(Q, K, V, opts);
+    if (c.stats)
+      stats->set_output(true).set_uid(kStats).set_dim({c.b, c.h, c.s_q, 1}).set_stride({c.h * c.s_q, c.s_q, 1, 1})
+          .set_data_type(fe::DataType_t::FLOAT);
+    O->set_output(true).set_uid(kO).set_dim(od).set_stride(st(3)).set_data_type(graph_io_type(c.precision));
+    return g;
+  }();
+  j.pack = {{kQ, q}, {kK, kc}, {kV, vc}, {kO, o}, {kSeqQ, sl}, {kSeqKv, sl + c.b}, {kPageK, pt}, {kPageV, pt}};
+  if (c.stats) j.pack[kStats] = stats_out;
+  j.y = o;
+  j.y_count = static_cast<std::size_t>(strided_extent({c.b, c.h, c.s_q, c.d_v}, c.strides + 12));
+  j.math = math_label(p);
+  j.layout = "PAGED_KV";
+  j.family = family;
+  j.picks = false;
+  j.note = label + ": " + std::to_string(pages) + " pages [num_pages, h_kv, page, d], page table [b, 1, " +
+           std::to_string(pps) + ", 1] int32 (one shuffled assignment for K and V), padding mask with s_kv " +
+           std::to_string(c.s_kv) + " per sequence" + (hk != c.h ? ", GQA" : "") +
+           (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : "") +
+           "; a what-if layout of the cache, not the layer's";
+  time_graph(b, j);
+}
+
+}  // namespace
+
 void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, void* o, void* bias, void* stats_out) {
   const Precision p = c.precision;
   const long long hk = c.h_kv > 0 ? c.h_kv : c.h;
@@ -276,12 +368,14 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
   const std::vector<int64_t> bias_dims(c.bias, c.bias + 4);
   std::string why;
   const bool retry = c.mask == SdpaMask::BIAS && c.bias[2] == 1 && c.s_q > 1;
-  if (time_graph(b, make_job(bias_dims, ""), &why, !retry) || !retry) return;
-  // cuDNN refused the bias broadcast over s_q: time it with the bias expanded to s_q rows
-  std::vector<int64_t> full = bias_dims;
-  full[2] = c.s_q;
-  time_graph(b, make_job(full, "; bias broadcast over s_q refused by cuDNN (" + first_line(why, 120) +
-                                   "): timed with the bias expanded to s_q rows"));
+  if (!time_graph(b, make_job(bias_dims, ""), &why, !retry) && retry) {
+    // cuDNN refused the bias broadcast over s_q: time it with the bias expanded to s_q rows
+    std::vector<int64_t> full = bias_dims;
+    full[2] = c.s_q;
+    time_graph(b, make_job(full, "; bias broadcast over s_q refused by cuDNN (" + first_line(why, 120) +
+                                     "): timed with the bias expanded to s_q rows"));
+  }
+  if (c.kv_page > 0) run_sdpa_paged_engines(b, c, q, o, stats_out);
 }
 
 #else  // built without cudnn-frontend headers
@@ -321,6 +415,12 @@ void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void*, voi
 }
 void run_sdpa_engines(Bench& b, const SdpaSpec& c, void*, void*, void*, void*, void*, void*) {
   skipped(b, c.precision, math_label(c.precision));
+  if (c.kv_page <= 0) return;
+  Call cl{"cudnnBackendExecute", "paged_kv" + std::to_string(c.kv_page) + ":*", math_label(c.precision),
+          storage_of(c.precision), "", 0};
+  cl.layout = "PAGED_KV";
+  b.record(cl, "skipped", c.paged_skip && *c.paged_skip ? c.paged_skip
+                                                        : "suite built without the cudnn-frontend headers");
 }
 
 #endif

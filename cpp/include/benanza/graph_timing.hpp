@@ -70,6 +70,7 @@ struct GraphTiming {
   std::string call = "cudnnBackendExecute";
   std::string math;  // the records' math label ("" : the precision's, math_label)
   std::string note;  // how the timed graph relates to the layer, when not 1:1
+  std::string family;  // prefix of the records' algorithm names (a family of configs, e.g. "paged_kv64:")
   bool picks = true;
   const void* y = nullptr;
   std::size_t y_count = 0;

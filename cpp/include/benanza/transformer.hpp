@@ -125,6 +125,11 @@ struct SdpaSpec {
   long long strides[16];              // Q, K, V, O element strides over (b, h, s, d)
   long long h_kv = 0;                 // K and V heads (GQA, h a multiple of it); 0: h
   bool stats = false;                 // training forward: also writes the softmax stats (b, h, s_q, 1) float32
+  // decode (s_kv > s_q): the same attention also timed over a paged KV cache of kv_page tokens a page
+  // (paged_kv.hpp), recorded in layout "PAGED_KV" (a what-if, never the layer's minimum); 0: none.
+  // paged_skip: why that family is not timed for this config ("" or null: it is), recorded as skipped
+  long long kv_page = 0;
+  const char* paged_skip = nullptr;
 };
 // Elements a strided tensor of `dims` (4) spans: 1 + sum((dim - 1) * stride); 0 when empty.
 inline long long strided_extent(std::initializer_list<long long> dims, const long long* strides) {
