@@ -1,9 +1,12 @@
 """Issue 26, item 5: `benchmarks/predict_check.py --train` validates `benanza predict --train` on a
 database holding the same training steps measured on two systems -- here one H100 whole (132 SMs)
 and confined to 64 SMs (a BENANZA_SM_COUNT partition), with fabricated measurements of a small
-classifier (tests/test_predict_train.py's). No GPU needed."""
+classifier (tests/test_predict_train.py's) -- and `benchmarks/gpu_predict.sh TRAIN=1` builds the
+bench commands that measure them. No GPU needed."""
 import importlib.util
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -159,3 +162,28 @@ def test_two_labels_of_one_precision_are_refused(measured):
     with pytest.raises(SystemExit, match="--dtype fp16 and amp16 are both benanza's fp16"):
         _check().main(["--db", str(measured["path"].parent / "perf.db"), "--models", str(measured["path"].parent),
                        "--model", "clf", "--batch", "64", "--dtype", "fp16,amp16", "--train"])
+
+
+def test_gpu_predict_script_train_commands(tmp_path):
+    script = REPO / "benchmarks" / "gpu_predict.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    env = {**os.environ, "TRAIN": "1", "DRY_RUN": "1", "WORK": str(tmp_path / "work")}
+    p = subprocess.run(["bash", str(script), str(tmp_path / "out"), "resnet18,alexnet", "0,64"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("+ benanza bench")]
+    assert len(lines) == 4  # two models at two SM counts, model by model
+    w = tmp_path / "work"
+    assert lines[0].startswith(f"+ benanza bench {w}/onnx/resnet18_train.onnx --train --optimizer sgd --batch 32 "
+                               "--dtype fp16,fp32 --db ")
+    assert "--no-torch" in lines[0] and "BENANZA_SM_COUNT=64" in p.stdout
+    assert f"{w}/onnx/alexnet_train.onnx" in lines[2]
+    exports = [ln for ln in p.stdout.splitlines() if ln.startswith("+ python3") and "keep_batch_norms" in ln]
+    assert len(exports) == 2 and "resnet18" in exports[0]
+    # inference (TRAIN unset): the truth exports, no --train
+    env.pop("TRAIN")
+    p = subprocess.run(["bash", str(script), str(tmp_path / "out2"), "resnet18", "0"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("+ benanza bench")]
+    assert f"{REPO}/db/reference/truth/resnet18.onnx --batch 32 --dtype fp16,fp32" in line and "--train" not in line
