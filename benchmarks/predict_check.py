@@ -17,6 +17,20 @@ error table `benanza predict` attaches to its predictions (db/reference/predict_
   python3 benchmarks/predict_check.py --db both.db --models tests/data/zoo/models \\
       --model resnet50_bnkept,googlenet --batch 1,32 --dtype fp16 --a H200 --b H100
 
+``--train [--optimizer sgd|adam|adamw]`` (issue 26, item 5): the same validation for the training
+step (`benanza predict --train`, :func:`benanza.analysis.predict_training.predict_training`) from
+`bench --train`'s measurements (benchmarks/gpu_predict.sh with TRAIN=1): per pair, model, batch and
+data type the origin's, the target's measured and the predicted step LBL (critical path, ms), the
+error and the naive error, each phase (forward, loss, backward data, backward weight, optimizer);
+per phase and per layer kind and phase pooled over models; per pair the mean |step error| with its
+error bar (median, quartiles, range over configurations) and the goal line "mean step error < 5 %
+where the naive error > 10 %: met / not met" (:func:`error_bar`). --dtype takes benanza's precisions
+(fp16, bf16, fp32) or benchmarks/train_step.py's mixed-precision names (amp16 -> fp16, ampbf16 ->
+bf16, truth.AMP_PRECISION); a model name takes ``NAME_train.onnx`` (batch norms kept) first.
+
+  python3 benchmarks/predict_check.py --db predict.db --partitions --train --models out/onnx \\
+      --model resnet18,resnet50,mobilenet_v2,vit_b_16,squeezenet1_1,alexnet --batch 32 --dtype fp16,fp32
+
 A model is a file stem in --models (default db/reference/truth) or a path to an ONNX file.
 Configurations not complete on both systems of a pair are listed and left out. `--fixed-us 0
 --no-span --ceilings spec` is the model before the SM-count validation (pure Habitat scaling,
@@ -29,6 +43,8 @@ import json
 import sys
 from datetime import date
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # truth.py's data types (--train)
 
 
 def _system(systems, spec):
@@ -59,7 +75,16 @@ def _args(argv):
     ap.add_argument("--no-span", action="store_true", help="Habitat's SM ratio instead of the SMs each layer keeps busy")
     ap.add_argument("--json", help="write the validations here")
     ap.add_argument("--errors-out", help="write the per-kind error table here (benanza predict's error bars)")
-    return ap.parse_args(argv)
+    ap.add_argument("--train", action="store_true",
+                    help="validate the training step (benanza predict --train; bench --train's measurements)")
+    ap.add_argument("--optimizer", default="sgd",
+                    help="with --train: the optimizer of the step (as bench --train --optimizer: sgd, adam, adamw)")
+    a = ap.parse_args(argv)
+    from benanza.analysis.training import OPTIMIZER_STATE
+
+    if a.optimizer not in OPTIMIZER_STATE:
+        ap.error(f"--optimizer must be one of {', '.join(OPTIMIZER_STATE)}, got {a.optimizer!r}")
+    return a
 
 
 def _pairs(a, systems):
@@ -88,28 +113,72 @@ def _specs(db, systems, ceilings):
     return out
 
 
-def main(argv=None) -> int:
-    a = _args(argv)
+def _model_path(a, name: str) -> Path:
+    """A model's ONNX file: ``name`` itself when it ends in .onnx, else ``--models/NAME.onnx``; with
+    --train ``--models/NAME_train.onnx`` first (the export that keeps its batch norms, as
+    benchmarks/truth.py --train and gpu_predict.sh TRAIN=1 name it)."""
+    if name.endswith(".onnx"):
+        return Path(name)
+    train = Path(a.models) / f"{name}_train.onnx"
+    return train if a.train and train.exists() else Path(a.models) / f"{name}.onnx"
+
+
+def _dtypes(a) -> list[tuple[str, str]]:
+    """(label, benanza precision) per --dtype: itself, or with --train a mixed-precision step of
+    benchmarks/train_step.py (amp16, ampbf16) as the precision benchmarks/truth.py holds it against
+    (truth.AMP_PRECISION). Two labels of one precision would be the same measurements twice: refused."""
+    from truth import AMP_PRECISION
+
+    out = []
+    for d in (x.strip() for x in a.dtype.split(",") if x.strip()):
+        p = AMP_PRECISION.get(d, d) if a.train else d
+        twin = next((lab for lab, q in out if q == p), None)
+        if twin is not None:
+            raise SystemExit(f"benanza: --dtype {twin} and {d} are both benanza's {p}: the same measurements")
+        out.append((d, p))
+    return out
+
+
+def load(a, db, systems) -> tuple[dict, dict]:
+    """Every model, batch and data type analysed on every system: ({(model, batch, dtype label):
+    {system id: Analysis, or with --train its TrainingStep}}, {same key: the processed model})."""
     from benanza.analysis.analyzer import analyze
-    from benanza.database.store import open_db
+    from benanza.analysis.training import training_step
     from benanza.processing.model import parse_batches, process
 
+    names = [n.strip() for m in a.model for n in m.split(",") if n.strip()]
+    analyses, mls = {}, {}
+    for name in names:
+        for batch in parse_batches(a.batch):
+            ml = process(_model_path(a, name), batch)
+            for label, precision in _dtypes(a):
+                an = {s.id: analyze(ml, db, s, precision) for s in systems}
+                if a.train:
+                    an = {sid: training_step(ml, x, db, next(s for s in systems if s.id == sid), a.optimizer)
+                          for sid, x in an.items()}
+                analyses[(ml.model, batch, label)] = an
+                mls[(ml.model, batch, label)] = ml
+    return analyses, mls
+
+
+def main(argv=None) -> int:
+    a = _args(argv)
+    from benanza.database.store import open_db
+
+    if a.train and a.errors_out:
+        raise SystemExit("benanza: --errors-out is the inference error table (benanza predict's error bars); "
+                         "leave it out with --train")
     db = open_db(a.db, create=False)
     pairs = _pairs(a, db.systems())
     systems = list({s.id: s for p in pairs for s in p}.values())
     specs = _specs(db, systems, a.ceilings)
-    names = [n.strip() for m in a.model for n in m.split(",") if n.strip()]
-    dtypes = [d.strip() for d in a.dtype.split(",") if d.strip()]
-    analyses = {}
-    for name in names:
-        path = Path(name) if name.endswith(".onnx") else Path(a.models) / f"{name}.onnx"
-        for batch in parse_batches(a.batch):
-            ml = process(path, batch)
-            for dtype in dtypes:
-                analyses[(ml.model, batch, dtype)] = {s.id: analyze(ml, db, s, dtype) for s in systems}
+    analyses, mls = load(a, db, systems)
     out = {"command": " ".join(sys.argv), "ceilings": a.ceilings, "fixed_us": a.fixed_us, "span": not a.no_span}
+    if a.train:
+        out["optimizer"] = a.optimizer
     for memory in [m.strip() for m in a.memory.split(",") if m.strip()]:
-        out[memory] = report(analyses, pairs, specs, memory, a.fixed_us, not a.no_span)
+        out[memory] = (report_train(analyses, mls, pairs, specs, memory, a.fixed_us, not a.no_span) if a.train
+                       else report(analyses, pairs, specs, memory, a.fixed_us, not a.no_span))
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     if a.errors_out:
@@ -192,6 +261,150 @@ def report(analyses, pairs, specs, memory, fixed_us, span=True) -> dict:
         print(f"left out: {s_}")
     return {"rows": rows, "summary": summary, "skipped": skipped,
             "by_kind": {p: {k: list(v) for k, v in ks.items()} for p, ks in kinds.items()}}
+
+
+#: the training step's phases (benanza.analysis.training.TrainingStep.phase_ms), in step order
+PHASES = ("forward", "loss", "backward_data", "backward_weight", "optimizer")
+GOAL_ERROR, GOAL_NAIVE = 0.05, 0.10  # issue 26: mean step error < 5 % where the naive error is > 10 %
+
+
+def _calls(step) -> list:
+    """The step's calls other than the forward pass's inference layers, in the order
+    predict_training predicts them: the backward (and training-forward) calls, the loss, the optimizer."""
+    return list(step.calls) + [c for c in (step.loss_call, step.optimizer_call) if c is not None]
+
+
+def _pool_train_kinds(tp, so, st, dtype, pooled) -> int:
+    """Add one configuration's layers and calls to ``pooled[(kind, phase, dtype)]`` = [predicted,
+    measured on the target, origin (ms), count]: the forward pass's inference layers measured on both
+    systems (as the inference validation pools them), and every other call matched on the target by
+    layer, phase and config key. Returns how many predicted calls have no such match there (a fused
+    alternative taken on one system only): left out of the pooling, counted in the row."""
+    for lp, lt, lo in zip(tp.forward.layers, st.forward.layers, so.forward.layers):
+        if lp.status == "measured" and lt.status == "measured" and lt.time_ms:
+            k = pooled[(lp.kind or lp.op, "forward", dtype)]
+            k[0] += lp.predicted_ms
+            k[1] += lt.time_ms
+            k[2] += lo.time_ms
+            k[3] += 1
+    target = {(c.layer, c.phase, c.key): c for c in _calls(st)}
+    unmatched = 0
+    for oc, pc in zip(_calls(so), tp.calls):
+        tc = target.get((oc.layer, oc.phase, oc.key))
+        if pc.predicted_ms is None or tc is None or not tc.time_ms:
+            unmatched += 1
+            continue
+        k = pooled[(oc.kind, oc.phase, dtype)]
+        k[0] += pc.predicted_ms
+        k[1] += tc.time_ms
+        k[2] += oc.time_ms
+        k[3] += 1
+    return unmatched
+
+
+def error_bar(rows: list[dict]) -> dict:
+    """The spread of the step error over ``rows`` (configurations): mean, median and quartiles of
+    |error| (``statistics.quantiles``, exclusive method; one row: its own), min and max of the signed
+    error, the naive mean |error|, and the issue-26 goal: mean |error| < 5 % over the rows whose naive
+    |error| > 10 % (``goal``: "met", "not met", or "not assessable" when no row has such a naive error)."""
+    import statistics
+
+    errs = sorted(abs(r["error"]) for r in rows)
+    q1, _, q3 = statistics.quantiles(errs, n=4) if len(errs) > 1 else (errs[0], errs[0], errs[0])
+    hard = [r for r in rows if abs(r["naive_error"]) > GOAL_NAIVE]
+    hard_mean = sum(abs(r["error"]) for r in hard) / len(hard) if hard else None
+    return {"configurations": len(rows), "mean_abs_error": sum(errs) / len(errs),
+            "median_abs_error": statistics.median(errs), "q1_abs_error": q1, "q3_abs_error": q3,
+            "min_error": min(r["error"] for r in rows), "max_error": max(r["error"] for r in rows),
+            "naive_mean_abs_error": sum(abs(r["naive_error"]) for r in rows) / len(rows),
+            "goal_configurations": len(hard), "goal_mean_abs_error": hard_mean,
+            "goal": "not assessable" if hard_mean is None else ("met" if hard_mean < GOAL_ERROR else "not met")}
+
+
+def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
+    """--train: every configuration's training step (``steps[(model, batch, dtype)][system id]``, a
+    :class:`benanza.analysis.training.TrainingStep`; ``mls`` its processed model) predicted from each
+    pair's origin to its target (:func:`benanza.analysis.predict_training.predict_training`) and
+    compared with the step measured there. The step LBL is the critical path (ms; ``benanza analyze
+    --train``'s headline); error = predicted / measured - 1, naive error = origin / measured - 1 (the
+    same time as on the origin). A configuration whose step is incomplete on either system is listed
+    in ``skipped`` and left out (never a 0 ms call). Prints and returns the rows (with each phase's
+    origin, measured and predicted ms), the phases and the layer kinds pooled per pair (summed
+    times), and per pair and over all pairs :func:`error_bar`."""
+    from benanza.analysis.predict_training import predict_training
+
+    rows, skipped = [], []
+    phases = collections.defaultdict(lambda: {ph: [0.0, 0.0, 0.0, 0] for ph in PHASES})
+    kinds = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0]))
+    kw = {"span": span} if fixed_us is None else {"fixed_us": fixed_us, "span": span}
+    for o, t in pairs:
+        pair = f"{o.gpu_name} -> {t.gpu_name}"
+        for (model, batch, dtype), st in steps.items():
+            so, stt = st[o.id], st[t.id]
+            if not (so.complete and stt.complete):
+                why = "; ".join(f"{s.gpu_name}: {x.incomplete_note}" for s, x in ((o, so), (t, stt)) if not x.complete)
+                skipped.append(f"{pair}: {model} b{batch} {dtype} ({why})")
+                continue
+            tp = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory, **kw)
+            ph = {p: {"origin_ms": so.phase_ms.get(p), "measured_ms": stt.phase_ms.get(p),
+                      "predicted_ms": tp.phase_ms.get(p)} for p in PHASES}
+            for p, v in ph.items():
+                if None not in v.values():
+                    acc = phases[pair][p]
+                    acc[0] += v["predicted_ms"]
+                    acc[1] += v["measured_ms"]
+                    acc[2] += v["origin_ms"]
+                    acc[3] += 1
+            unmatched = _pool_train_kinds(tp, so, stt, dtype, kinds[pair])
+            rows.append({"pair": pair, "origin": o.gpu_name, "target": t.gpu_name, "model": model, "batch": batch,
+                         "dtype": dtype, "precision": so.precision_label,
+                         "origin_ms": so.critical_path_ms, "measured_ms": stt.critical_path_ms,
+                         "predicted_ms": tp.critical_path_ms, "error": tp.critical_path_ms / stt.critical_path_ms - 1,
+                         "naive_error": so.critical_path_ms / stt.critical_path_ms - 1,
+                         "sequential_error": tp.sequential_ms / stt.sequential_ms - 1,
+                         "sequential_naive_error": so.sequential_ms / stt.sequential_ms - 1,
+                         "phases": ph, "calls_unmatched": unmatched, "fits": tp.fits})
+    print(f"\n=== training step, memory model {memory}, fixed part "
+          f"{'default' if fixed_us is None else f'{fixed_us:g} us'}, {'span (busy SMs)' if span else 'Habitat SM ratio'}"
+          " (step LBL: critical path, ms) ===")
+    print(f"{'origin -> target':<58}{'model':<18}{'b':>4} {'dtype':<8}{'origin ms':>10}{'measured':>10}"
+          f"{'predicted':>11}{'error':>8}{'naive':>8}{'seq err':>9}")
+    for r in rows:
+        print(f"{r['pair']:<58}{r['model']:<18}{r['batch']:>4} {r['dtype']:<8}{r['origin_ms']:>10.4f}"
+              f"{r['measured_ms']:>10.4f}{r['predicted_ms']:>11.4f}{r['error']:>+8.1%}{r['naive_error']:>+8.1%}"
+              f"{r['sequential_error']:>+9.1%}")
+    for pair, ps in phases.items():
+        print(f"\nper phase, {pair} (summed over models; error of summed times; naive = origin time)")
+        print(f"{'phase':<18}{'configs':>8}{'origin ms':>12}{'measured ms':>13}{'predicted ms':>14}{'error':>9}{'naive':>9}")
+        for p, (pr, me, orig, n) in ps.items():
+            if n and me:
+                print(f"{p:<18}{n:>8}{orig:>12.4f}{me:>13.4f}{pr:>14.4f}{pr / me - 1:>+9.1%}{orig / me - 1:>+9.1%}")
+    for pair, ks in kinds.items():
+        print(f"\nper layer kind and phase, {pair} (pooled over models; error of summed times; naive = origin time)")
+        print(f"{'kind':<22}{'phase':<17}{'dtype':<7}{'calls':>7}{'measured ms':>13}{'predicted ms':>14}"
+              f"{'error':>9}{'naive':>9}")
+        for (k, p, d), (pr, me, orig, n) in sorted(ks.items(), key=lambda kv: -kv[1][1]):
+            print(f"{k:<22}{p:<17}{d:<7}{n:>7}{me:>13.4f}{pr:>14.4f}{pr / me - 1:>+9.1%}{orig / me - 1:>+9.1%}")
+    print()
+    summary = {}
+    for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
+        sel = [r for r in rows if pair is None or r["pair"] == pair]
+        if not sel:
+            continue
+        e = summary[pair or "all"] = error_bar(sel)
+        goal = (f"{e['goal']}: {e['goal_mean_abs_error']:.2%} over {e['goal_configurations']}" if e["goal_mean_abs_error"]
+                is not None else "not assessable: no configuration")
+        print(f"mean |step error| {pair or 'all pairs'}: {e['mean_abs_error']:.2%} over {e['configurations']} "
+              f"configurations (median {e['median_abs_error']:.2%}, IQR {e['q1_abs_error']:.2%}..{e['q3_abs_error']:.2%}, "
+              f"range {e['min_error']:+.1%}..{e['max_error']:+.1%}; naive {e['naive_mean_abs_error']:.2%}); goal "
+              f"(mean |step error| < {GOAL_ERROR:.0%} where |naive error| > {GOAL_NAIVE:.0%}) {goal} "
+              f"with a naive error > {GOAL_NAIVE:.0%}")
+    for s_ in skipped:
+        print(f"left out: {s_}")
+    return {"rows": rows, "summary": summary, "skipped": skipped,
+            "by_phase": {p: {k: list(v) for k, v in ps.items()} for p, ps in phases.items()},
+            "by_kind": {p: {" ".join(k): list(v) for k, v in ks.items()} for p, ks in kinds.items()}}
+
 
 
 def error_table(result: dict, command: str, a, architectures: list[str]) -> dict:

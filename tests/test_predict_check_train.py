@@ -1,0 +1,189 @@
+"""Issue 26, item 5: `benchmarks/predict_check.py --train` validates `benanza predict --train` on a
+database holding the same training steps measured on two systems -- here one H100 whole (132 SMs)
+and confined to 64 SMs (a BENANZA_SM_COUNT partition), with fabricated measurements of a small
+classifier (tests/test_predict_train.py's) -- and `benchmarks/gpu_predict.sh TRAIN=1` builds the
+bench commands that measure them. No GPU needed."""
+import importlib.util
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benanza.analysis.analyzer import analyze
+from benanza.analysis.gpus import find_gpu
+from benanza.analysis.predict_training import predict_training
+from benanza.analysis.training import training_step
+from benanza.database.store import open_db
+from benanza.processing.model import process
+from benanza.processing.training import loss_config, optimizer_config, training_plan
+from test_lbl_truth import _measure
+from test_predict_train import BWD, FWD, LOSS_MS, OPT_MS, _classifier
+
+REPO = Path(__file__).resolve().parent.parent
+WHOLE, PART = "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3 [64 SMs]"
+SLOWER = 1.5  # every call on the 64-SM partition takes 1.5 x its time on the whole GPU
+
+
+def _check():
+    spec = importlib.util.spec_from_file_location("predict_check", REPO / "benchmarks" / "predict_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _record(db, sid, ml, f, skip=()):
+    """Every call of the classifier's step at ``ml``'s batch measured in fp32 at :data:`FWD`...
+    x ``f`` x batch / 64 (the optimizer's update, one config at every batch, x ``f``), but those in
+    ``skip`` ((layer name, phase))."""
+    _measure(db, sid, optimizer_config(ml, "sgd"), "fp32", [("lib", OPT_MS * f)])
+    f *= ml.batch / 64
+    by_name = {ly.name: ly for ly in ml.layers}
+    for name, ms in FWD.items():
+        _measure(db, sid, by_name[name].config, "fp32", [("lib", ms * f)])
+    for c in training_plan(ml).calls:
+        k = (ml.layers[c.layer].name, c.phase)
+        if k not in skip:
+            _measure(db, sid, c.config, "fp32", [("lib", BWD[k] * f)])
+    _measure(db, sid, loss_config(ml)[0], "fp32", [("lib", LOSS_MS * f)])
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """clf_train.onnx measured at batch 64 on both systems; at batch 32 the partition lacks the
+    conv's weight gradient (an incomplete configuration)."""
+    d = tmp_path_factory.mktemp("predtrain")
+    path = _classifier(d / "clf_train.onnx")
+    db = open_db(f"sqlite:///{d / 'perf.db'}")
+    sids = {}
+    for name, sms in ((WHOLE, 132), (PART, 64)):
+        sids[name] = db.upsert_system({"gpu_name": name, "compute_capability": "9.0", "sm_count": sms,
+                                       "memory_bytes": 80 << 30, "max_sm_clock_mhz": 1980,
+                                       "l2_cache_bytes": 50 << 20, "cudnn_version": 91900,
+                                       "cublas_version": 130100})
+    for batch in (64, 32):
+        ml = process(path, batch)
+        _record(db, sids[WHOLE], ml, 1.0)
+        _record(db, sids[PART], ml, SLOWER, skip={("conv", "backward_weight")} if batch == 32 else ())
+    out = d / "check.json"
+    rc = _check().main(["--db", str(d / "perf.db"), "--models", str(d), "--model", "clf", "--batch", "64,32",
+                        "--dtype", "fp32", "--train", "--json", str(out)])
+    return {"rc": rc, "json": json.loads(out.read_text()), "db": db, "path": path}
+
+
+def test_a_row_is_the_step_predicted_by_the_documented_formula(measured):
+    """The row whole GPU -> 64 SMs at batch 64: origin and measured step LBLs are the classifier's
+    chain (forward, loss, fc's data gradient, relu's, conv's weight gradient, update; the fc weight
+    gradient runs beside fc's data gradient), and the predicted one is that chain over each call's
+    ``fixed + (origin - fixed) x factor`` (benanza.analysis.predict_training)."""
+    assert measured["rc"] == 0
+    res = measured["json"]["l2"]
+    rows = {(r["origin"], r["target"], r["batch"]): r for r in res["rows"]}
+    assert set(rows) == {(WHOLE, PART, 64), (PART, WHOLE, 64)}
+    r = rows[(WHOLE, PART, 64)]
+    assert r["model"] == "clf_train" and r["dtype"] == "fp32"  # --train took NAME_train.onnx
+    chain = sum(FWD.values()) + LOSS_MS + BWD[("fc", "backward_data")] + BWD[("relu", "backward_data")] \
+        + BWD[("conv", "backward_weight")] + OPT_MS
+    assert r["origin_ms"] == pytest.approx(chain)
+    assert r["measured_ms"] == pytest.approx(SLOWER * chain)
+    assert r["naive_error"] == pytest.approx(1 / SLOWER - 1)
+    # the prediction, composed by hand from the per-call formula
+    db = measured["db"]
+    ml = process(measured["path"], 64)
+    whole = next(s for s in db.systems() if s.gpu_name == WHOLE)
+    step = training_step(ml, analyze(ml, db, whole, "fp32"), db, whole)
+    tp = predict_training(ml, step, find_gpu(WHOLE), find_gpu(PART))
+
+    def pred(c):
+        assert c.predicted_ms == pytest.approx(c.fixed_ms + (c.origin_ms - c.fixed_ms) * c.factor)
+        return c.fixed_ms + (c.origin_ms - c.fixed_ms) * c.factor
+
+    fwd = sum(pred(lp) for lp in tp.forward.layers if lp.status == "measured")
+    by = {(ml.layers[c.index].name if c.index >= 0 else "", c.phase): pred(c) for c in tp.calls}
+    hand = fwd + by[("", "loss")] + by[("fc", "backward_data")] + by[("relu", "backward_data")] \
+        + by[("conv", "backward_weight")] + by[("", "optimizer")]
+    assert hand > chain  # fewer SMs: slower than on the whole GPU
+    assert r["predicted_ms"] == pytest.approx(hand)
+    assert r["error"] == pytest.approx(hand / (SLOWER * chain) - 1)
+    ph = r["phases"]
+    assert ph["backward_weight"]["origin_ms"] == pytest.approx(BWD[("fc", "backward_weight")]
+                                                              + BWD[("conv", "backward_weight")])
+    assert ph["backward_weight"]["measured_ms"] == pytest.approx(SLOWER * ph["backward_weight"]["origin_ms"])
+    assert ph["backward_weight"]["predicted_ms"] == pytest.approx(by[("fc", "backward_weight")]
+                                                                 + by[("conv", "backward_weight")])
+    assert ph["forward"]["predicted_ms"] == pytest.approx(fwd)
+    # per phase and per kind, pooled over the one complete configuration of the pair
+    pair = f"{WHOLE} -> {PART}"
+    pr, me, orig, n = res["by_phase"][pair]["loss"]
+    assert (pr, me, orig, n) == pytest.approx((by[("", "loss")], SLOWER * LOSS_MS, LOSS_MS, 1))
+    pr, me, orig, n = res["by_kind"][pair]["ConvBwdFilter backward_weight fp32"]
+    assert (pr, me, orig, n) == pytest.approx((by[("conv", "backward_weight")], SLOWER * BWD[("conv", "backward_weight")],
+                                               BWD[("conv", "backward_weight")], 1))
+    assert res["by_kind"][pair]["Gemm backward_data fp32"][1] == pytest.approx(SLOWER * BWD[("fc", "backward_data")])
+    assert r["calls_unmatched"] == 0
+
+
+def test_an_incomplete_configuration_is_listed_and_left_out(measured):
+    res = measured["json"]["l2"]
+    assert not [r for r in res["rows"] if r["batch"] == 32]
+    assert len(res["skipped"]) == 2  # both directions
+    for s in res["skipped"]:
+        assert "clf_train b32 fp32" in s and f"{PART}: INCOMPLETE: 1 backward calls without a measurement" in s
+    s = res["summary"][f"{WHOLE} -> {PART}"]
+    assert s["configurations"] == 1  # the batch-32 step is not counted, as 0 ms or otherwise
+
+
+def test_the_summary_is_the_error_bar_of_the_rows(measured):
+    res = measured["json"]["l2"]
+    rows = res["rows"]
+    alls = res["summary"]["all"]
+    errs = [abs(r["error"]) for r in rows]
+    assert alls["configurations"] == 2 and alls["mean_abs_error"] == pytest.approx(sum(errs) / 2)
+    assert alls["naive_mean_abs_error"] == pytest.approx(((SLOWER - 1) + (1 - 1 / SLOWER)) / 2)
+    # both naive errors are above 10 %: the goal is judged over both rows
+    assert alls["goal_configurations"] == 2
+    assert alls["goal"] == ("met" if sum(errs) / 2 < 0.05 else "not met")
+
+
+def test_error_bar_and_the_goal_line():
+    eb = _check().error_bar
+    rows = [{"error": 0.02, "naive_error": 0.20}, {"error": -0.04, "naive_error": 0.05},
+            {"error": 0.10, "naive_error": -0.30}]
+    e = eb(rows)
+    assert e["mean_abs_error"] == pytest.approx(0.16 / 3) and e["median_abs_error"] == pytest.approx(0.04)
+    assert (e["min_error"], e["max_error"]) == pytest.approx((-0.04, 0.10))
+    assert e["q1_abs_error"] <= 0.04 <= e["q3_abs_error"]
+    assert e["goal_configurations"] == 2 and e["goal_mean_abs_error"] == pytest.approx(0.06) and e["goal"] == "not met"
+    assert eb(rows[:1])["goal"] == "met" and eb(rows[1:2])["goal"] == "not assessable"
+
+
+def test_two_labels_of_one_precision_are_refused(measured):
+    with pytest.raises(SystemExit, match="--dtype fp16 and amp16 are both benanza's fp16"):
+        _check().main(["--db", str(measured["path"].parent / "perf.db"), "--models", str(measured["path"].parent),
+                       "--model", "clf", "--batch", "64", "--dtype", "fp16,amp16", "--train"])
+
+
+def test_gpu_predict_script_train_commands(tmp_path):
+    script = REPO / "benchmarks" / "gpu_predict.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    env = {**os.environ, "TRAIN": "1", "DRY_RUN": "1", "WORK": str(tmp_path / "work")}
+    p = subprocess.run(["bash", str(script), str(tmp_path / "out"), "resnet18,alexnet", "0,64"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("+ benanza bench")]
+    assert len(lines) == 4  # two models at two SM counts, model by model
+    w = tmp_path / "work"
+    assert lines[0].startswith(f"+ benanza bench {w}/onnx/resnet18_train.onnx --train --optimizer sgd --batch 32 "
+                               "--dtype fp16,fp32 --db ")
+    assert "--no-torch" in lines[0] and "BENANZA_SM_COUNT=64" in p.stdout
+    assert f"{w}/onnx/alexnet_train.onnx" in lines[2]
+    exports = [ln for ln in p.stdout.splitlines() if ln.startswith("+ python3") and "keep_batch_norms" in ln]
+    assert len(exports) == 2 and "resnet18" in exports[0]
+    # inference (TRAIN unset): the truth exports, no --train
+    env.pop("TRAIN")
+    p = subprocess.run(["bash", str(script), str(tmp_path / "out2"), "resnet18", "0"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("+ benanza bench")]
+    assert f"{REPO}/db/reference/truth/resnet18.onnx --batch 32 --dtype fp16,fp32" in line and "--train" not in line
