@@ -1,9 +1,10 @@
-"""Concurrent first use of one empty database (issue 28, item 3): eight `benanza db import`s of one
-exported database started at once into a fresh PostgreSQL database or a SQLite file that does not
-exist yet all exit 0, and every row is stored exactly once (before the schema lock, 3 of 4 imports
-into a fresh PostgreSQL database failed on ``pg_type_typname_nsp_index``, and racing ceilings on
-``ceilings_system_id_name_key``). Eight processes writing one system, its configs, ceilings, model
-record and one job through the store's own writes (what `bench` and `run` do) likewise."""
+"""Concurrent first use of one empty database (issue 28, item 3): eight processes started at once on
+a fresh PostgreSQL database or a SQLite file that does not exist yet (four `benanza db import`s of one
+exported database, four writing another system as `bench`/`run` do: system, configs, jobs, ceilings,
+counters, model record) all succeed, and every row is stored exactly once. Before the fix, 3 of 4
+imports into a fresh PostgreSQL database failed on ``pg_type_typname_nsp_index`` (two processes
+creating the schema), and imports into a made schema on the unique keys of ceilings, orphan
+measurements and counters (a read, then an insert)."""
 import multiprocessing as mp
 
 import sqlalchemy as sa
