@@ -11,17 +11,19 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy import select
 
-from benanza.database.store import Database, KernelCounter  # noqa: F401 (the table, re-exported)
+from benanza.database.store import Database, KernelCounter, retrying  # noqa: F401 (the table, re-exported)
 
 
 #: what identifies an implementation: (layer key, precision, call, algorithm, math, layout)
 ImplKey = tuple[str, str, str, str, str, str]
 
 
+@retrying
 def write_counters(db: Database, system_id: int, impl: ImplKey, kernels: list[dict], tool: str = "") -> None:
     """Store the kernels of one implementation (dicts of :class:`KernelCounter`'s per-kernel fields:
     kernel_index, kernel_name, block_size, grid_size, dram_pct, dram_bytes, sm_pct, occupancy_pct,
-    duration_ns), replacing what was stored for it on the system, in one transaction."""
+    duration_ns), replacing what was stored for it on the system, in one transaction (run again when a
+    concurrent writer of the same implementation got in the way: :func:`benanza.database.store.retrying`)."""
     key, precision, call, algorithm, math, layout = impl
     ident = dict(system_id=system_id, layer_key=key, precision=precision, call=call, algorithm=algorithm,
                  math=math, layout=layout)

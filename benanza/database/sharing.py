@@ -13,7 +13,6 @@ Nothing is ever duplicated: the database's unique keys hold after any sequence o
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import time
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import select
 
 from benanza.database.store import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
-                       is_framework_call, open_db, source_filter)
+                       insert_new, is_framework_call, open_db, source_filter, upsert_row)
 from benanza.errors import DatabaseError, UsageError
 from benanza.kinds.base import owning_layout, row_layouts
 from benanza.generation.generator import job_layout, job_source
@@ -40,16 +39,12 @@ def _rows(conn, stmt) -> list[dict]:
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
-def _newer_wins(dc, model, cond: list, src_row: dict, values: dict) -> bool:
-    """Insert ``values`` into ``model``'s table unless the row matching ``cond`` there is as new as
-    ``src_row`` (``created_at``), replacing an older one; True when inserted."""
-    cur = dc.execute(select(model.id, model.created_at).where(*cond)).first()
-    if cur is not None and (cur.created_at or _dt.datetime.min) >= (src_row["created_at"] or _dt.datetime.min):
-        return False
-    if cur is not None:
-        dc.execute(sa.delete(model.__table__).where(model.id == cur.id))
-    dc.execute(sa.insert(model.__table__).values(**values))
-    return True
+def _newer_wins(dc, model, keys: tuple[str, ...], values: dict) -> bool:
+    """Insert ``values`` (a source row, ``created_at`` included) into ``model``'s table unless the row
+    of the same unique key ``keys`` there is as new, replacing an older one, in one statement
+    (:func:`benanza.database.store.upsert_row`: concurrent imports never fail on each other's row);
+    True when written."""
+    return upsert_row(dc, model, values, keys)
 
 
 @dataclass
@@ -132,16 +127,18 @@ def _read_source(src: Database, system_ids: list[int] | None, keyset: set[str] |
 
 def _merge_systems(dst: Database, source: _Source, st: MergeStats) -> dict[int, int]:
     """Insert the source's systems the destination lacks (matched by fingerprint, under its write
-    lock: concurrent imports insert one); returns source system id -> destination system id."""
+    lock: concurrent imports insert one; :func:`benanza.database.store.insert_new`: nor does a
+    concurrent `bench` or `run` writing the same system fail); returns source system id ->
+    destination system id."""
     with dst.engine.begin() as dc:
         _write_lock(dc)
         dst_fp = {r.fingerprint: r.id for r in dc.execute(select(System.id, System.fingerprint))}
         sys_map = {}
         for s in source.systems:
             if s["fingerprint"] not in dst_fp:
-                row = {k: v for k, v in s.items() if k != "id"}
-                dst_fp[s["fingerprint"]] = dc.execute(sa.insert(System.__table__).values(**row)).inserted_primary_key[0]
-                st.systems_added += 1
+                st.systems_added += insert_new(dc, System, [{k: v for k, v in s.items() if k != "id"}],
+                                               ["fingerprint"])
+                dst_fp[s["fingerprint"]] = dc.scalar(select(System.id).where(System.fingerprint == s["fingerprint"]))
             sys_map[s["id"]] = dst_fp[s["fingerprint"]]
     return sys_map
 
@@ -164,9 +161,7 @@ def _merge_configs_and_models(dst: Database, src: Database, source: _Source, st:
         for i in range(0, len(wl), _CHUNK):
             have |= set(dc.scalars(select(LayerConfigRow.key).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK]))))
         new_cfgs = [c for c in cfgs if c["key"] not in have]
-        if new_cfgs:
-            dc.execute(sa.insert(LayerConfigRow.__table__), new_cfgs)
-        st.configs_added = len(new_cfgs)
+        st.configs_added = insert_new(dc, LayerConfigRow, new_cfgs, ["key"])
         _merge_models(dc, source, wanted, have | {c["key"] for c in new_cfgs}, st)
 
 
@@ -183,8 +178,9 @@ def _merge_models(dc, source: _Source, wanted: set[str], present: set[str], st: 
             continue
         if any(mc["layer_key"] not in present for mc in mk):
             continue  # the model's configs did not come along (filtered out)
-        new_id = dc.execute(sa.insert(ModelRow.__table__).values(
-            **{k: v for k, v in m.items() if k != "id"})).inserted_primary_key[0]
+        if not insert_new(dc, ModelRow, [{k: v for k, v in m.items() if k != "id"}], ["sha256", "batch"]):
+            continue  # a concurrent `run` recorded it meanwhile, with its configs
+        new_id = dc.scalar(select(ModelRow.id).where(ModelRow.sha256 == m["sha256"], ModelRow.batch == m["batch"]))
         dc.execute(sa.insert(ModelConfig.__table__), [dict(mc, model_id=new_id) for mc in mk])
         st.models_added += 1
 
@@ -317,13 +313,11 @@ def _merge_orphans(dst: Database, src: Database, source: _Source, sys_map: dict[
                    if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), _row_source(r["call"]))
                    not in all_jobs and (source.keyset is None or r["layer_key"] in source.keyset)]
     mcols = [c for c in _cols(Measurement) if c != "id"]
-    ucols = ("layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")
+    ucols = ("system_id", "layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")
     with dst.engine.begin() as dc:
         for r in orphans:
-            dsid = sys_map[r["system_id"]]
-            cond = [Measurement.system_id == dsid] + [getattr(Measurement, c) == r[c] for c in ucols]
-            if _newer_wins(dc, Measurement, cond, r, {**{c: r[c] for c in mcols}, "system_id": dsid,
-                                                       "run_id": runs(dc, r["run_id"])}):
+            if _newer_wins(dc, Measurement, ucols, {**{c: r[c] for c in mcols}, "system_id": sys_map[r["system_id"]],
+                                                    "run_id": runs(dc, r["run_id"])}):
                 st.orphans_written += 1
 
 
@@ -333,9 +327,8 @@ def _merge_ceilings(dst: Database, src: Database, source: _Source, sys_map: dict
         ceils = [r for r in _rows(sc, select(Ceiling.__table__)) if r["system_id"] in source.system_ids]
     with dst.engine.begin() as dc:
         for r in ceils:
-            dsid = sys_map[r["system_id"]]
-            if _newer_wins(dc, Ceiling, [Ceiling.system_id == dsid, Ceiling.name == r["name"]], r,
-                           {**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}):
+            if _newer_wins(dc, Ceiling, ("system_id", "name"),
+                           {**{k: v for k, v in r.items() if k != "id"}, "system_id": sys_map[r["system_id"]]}):
                 st.ceilings_written += 1
 
 
@@ -344,15 +337,14 @@ def _merge_counters(dst: Database, src: Database, source: _Source, sys_map: dict
     and kernel index, the newer profile wins."""
     from benanza.database.counters import KernelCounter
 
-    unique = ("layer_key", "precision", "call", "algorithm", "math", "layout", "kernel_index")
+    unique = ("system_id", "layer_key", "precision", "call", "algorithm", "math", "layout", "kernel_index")
     with src.engine.connect() as sc:
         rows = [r for r in _rows(sc, select(KernelCounter.__table__)) if r["system_id"] in source.system_ids
                 and (source.keyset is None or r["layer_key"] in source.keyset)]
     with dst.engine.begin() as dc:
         for r in rows:
-            dsid = sys_map[r["system_id"]]
-            cond = [KernelCounter.system_id == dsid] + [getattr(KernelCounter, c) == r[c] for c in unique]
-            if _newer_wins(dc, KernelCounter, cond, r, {**{k: v for k, v in r.items() if k != "id"}, "system_id": dsid}):
+            if _newer_wins(dc, KernelCounter, unique,
+                           {**{k: v for k, v in r.items() if k != "id"}, "system_id": sys_map[r["system_id"]]}):
                 st.counters_written += 1
 
 

@@ -292,7 +292,7 @@ def _sqlite_read_only_pragmas(dbapi_conn, _record):
     cur.close()
 
 
-def _retrying(fn):
+def retrying(fn):
     """Run a write again when a concurrent writer got in the way: a unique key another process
     inserted first, a deadlock, a serialization failure, or SQLite's "database is locked" past its
     busy timeout. Each attempt is a fresh transaction; after 8 attempts the error stands."""
@@ -317,6 +317,89 @@ def _retrying(fn):
         raise AssertionError("unreachable")
 
     return wrapper
+
+
+#: the key of the PostgreSQL advisory lock under which :func:`open_db` checks, creates and migrates the
+#: schema: the first 8 bytes of sha256("benanza-schema") as a signed 64-bit integer (the ``bigint`` that
+#: ``pg_advisory_xact_lock`` takes; PostgreSQL docs, "Advisory Lock Functions")
+SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"benanza-schema").digest()[:8], "big", signed=True)
+
+
+def _schema_lock(conn) -> None:
+    """On PostgreSQL, wait for the schema's advisory lock, held until ``conn``'s transaction ends, so
+    that processes opening one database at once create or migrate its schema one after another (two
+    concurrent ``CREATE TABLE``s of one name fail on ``pg_type_typname_nsp_index``). SQLite needs
+    none: :func:`_folder_lock` and its own write lock serialize the schema's writers."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+
+
+def _dialect_name(conn) -> str:
+    """The dialect of a Connection or a Session."""
+    return (conn.get_bind() if isinstance(conn, Session) else conn).dialect.name
+
+
+def _dialect_insert(dialect: str, table):
+    """The dialect's own INSERT of ``table``, which takes ``ON CONFLICT`` (PostgreSQL, SQLite >= 3.24),
+    or None for another dialect."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        return None
+    return insert(table)
+
+
+def insert_new(conn, model, rows: list[dict], keys: Sequence[str]) -> int:
+    """Insert the ``rows`` (dicts of columns) of ``model``'s table whose unique key ``keys`` is not yet
+    there, in the transaction of ``conn`` (a Connection or Session), never failing on a row a
+    concurrent writer inserted first: ``INSERT ... ON CONFLICT (keys) DO NOTHING`` on PostgreSQL and
+    SQLite (PostgreSQL waits for that writer's transaction), one SAVEPOINT per row elsewhere. Returns
+    how many rows this call inserted."""
+    from sqlalchemy.exc import IntegrityError
+
+    if not rows:
+        return 0
+    table = model.__table__
+    ins = _dialect_insert(_dialect_name(conn), table)
+    if ins is not None:
+        stmt = ins.on_conflict_do_nothing(index_elements=list(keys)).returning(*(table.c[k] for k in keys))
+        return len(conn.execute(stmt, rows).all())
+    n = 0
+    for r in rows:
+        try:
+            with conn.begin_nested():
+                conn.execute(sa.insert(table).values(**r))
+            n += 1
+        except IntegrityError:
+            pass
+    return n
+
+
+def upsert_row(conn, model, values: dict, keys: Sequence[str], newer_only: bool = True) -> bool:
+    """Insert ``values`` (every column but ``id``) into ``model``'s table, or replace the row of the
+    same unique key ``keys``: always, or with ``newer_only`` only if it is older (``created_at``; a row
+    without one is older than any row with one). One ``INSERT ... ON CONFLICT (keys) DO UPDATE [WHERE]``
+    statement on PostgreSQL and SQLite, so concurrent writers of one key never fail on each other;
+    elsewhere a read, a delete and an insert. True when it wrote the row."""
+    table = model.__table__
+    ins = _dialect_insert(_dialect_name(conn), table)
+    if ins is not None:
+        ins = ins.values(**values)
+        new, old = ins.excluded.created_at, table.c.created_at
+        stmt = ins.on_conflict_do_update(
+            index_elements=list(keys), set_={c: ins.excluded[c] for c in values if c not in keys},
+            where=sa.and_(new.is_not(None), sa.or_(old.is_(None), old < new)) if newer_only else None)
+        return conn.execute(stmt.returning(table.c.id)).first() is not None  # (rowcount is -1 on psycopg)
+    cur = conn.execute(select(table.c.id, table.c.created_at).where(*(table.c[k] == values[k] for k in keys))).first()
+    if newer_only and cur is not None and \
+            (cur.created_at or _dt.datetime.min) >= (values.get("created_at") or _dt.datetime.min):
+        return False
+    if cur is not None:
+        conn.execute(sa.delete(table).where(table.c.id == cur.id))
+    conn.execute(sa.insert(table).values(**values))
+    return True
 
 
 # the kernel_counters table (schema 5; functions in benanza.database.counters)
@@ -387,41 +470,39 @@ class Database:
 
     # ---------------------------------------------------------------------------------- writes
 
-    @_retrying
+    @retrying
     def upsert_system(self, record: dict, authoritative: bool = False) -> int:
-        """Insert the system of a system record if new; return its id. ``authoritative``: the
+        """Insert the system of a system record if new (:func:`insert_new`: a concurrent writer's
+        row of the same fingerprint is taken, never a second one); return its id. ``authoritative``: the
         record is the suite's own (every field a suite reports), so it replaces the stored record of
         the same system (written earlier from the native device query, which has fewer fields)."""
         fp = system_fingerprint(record)
         with self.session() as s:
+            inserted = insert_new(s, System, [dict(
+                fingerprint=fp, info=json.dumps(record, sort_keys=True), created_at=utc_now(),
+                **{k: record.get(k, _default(k)) for k in (
+                    "gpu_name", "compute_capability", "sm_count", "memory_bytes", "l2_cache_bytes",
+                    "memory_bus_width_bits", "max_sm_clock_mhz", "max_mem_clock_mhz", "driver_version",
+                    "driver_cuda_version", "runtime_version", "cudnn_version", "cublas_version")})], ["fingerprint"])
             row = s.scalar(select(System).where(System.fingerprint == fp))
-            if row is not None and authoritative:
+            if not inserted and authoritative:
                 row.info = json.dumps(record, sort_keys=True)
                 for k in ("l2_cache_bytes", "memory_bus_width_bits"):
                     if record.get(k) is not None:
                         setattr(row, k, record[k])
-            if row is None:
-                row = System(fingerprint=fp, info=json.dumps(record, sort_keys=True),
-                             **{k: record.get(k, _default(k)) for k in (
-                                 "gpu_name", "compute_capability", "sm_count", "memory_bytes",
-                                 "l2_cache_bytes", "memory_bus_width_bits", "max_sm_clock_mhz",
-                                 "max_mem_clock_mhz", "driver_version", "driver_cuda_version",
-                                 "runtime_version", "cudnn_version", "cublas_version")})
-                s.add(row)
-                s.flush()
             return row.id
 
-    @_retrying
+    @retrying
     def write_ceilings(self, system_id: int, rows: list[dict]) -> None:
         """Store measured ceilings (dicts of :class:`Ceiling`'s fields), replacing earlier ones of
-        the same name on the system, in one transaction."""
+        the same name on the system (:func:`upsert_row`: of two concurrent writers the later one's
+        stays), in one transaction."""
         with self.session() as s:
+            conn = s.connection()
             for r in rows:
-                old = s.scalar(select(Ceiling).where(Ceiling.system_id == system_id, Ceiling.name == r["name"]))
-                if old is not None:
-                    s.delete(old)
-                    s.flush()
-                s.add(Ceiling(system_id=system_id, **r))
+                upsert_row(conn, Ceiling, {"method": "", "rse": None, "samples": None, "converged": None, **r,
+                                           "system_id": system_id, "created_at": utc_now()}, ("system_id", "name"),
+                           newer_only=False)
 
     def ceilings(self, system_id: int) -> dict[str, Ceiling]:
         """The ceilings measured on a system, by name."""
@@ -430,32 +511,34 @@ class Database:
             s.expunge_all()
         return {r.name: r for r in rows}
 
-    @_retrying
+    @retrying
     def upsert_configs(self, configs: list[L.LayerConfig]) -> None:
-        """Store layer configs that are not yet known."""
+        """Store layer configs that are not yet known (:func:`insert_new`: one row per key whatever
+        concurrent writers do)."""
         if not configs:
             return
         with self.session() as s:
             have = set(s.scalars(select(LayerConfigRow.key).where(
                 LayerConfigRow.key.in_([c.key for c in configs]))))
+            new = {}
             for c in configs:
-                if c.key not in have:
-                    s.add(LayerConfigRow(key=c.key, kind=c.kind, params=json.dumps(c.params(), sort_keys=True),
-                                         description=c.describe(), batch=c.batch_count, flops=c.flops()))
-                    have.add(c.key)
+                if c.key not in have and c.key not in new:
+                    new[c.key] = dict(key=c.key, kind=c.kind, params=json.dumps(c.params(), sort_keys=True),
+                                      description=c.describe(), batch=c.batch_count, flops=c.flops())
+            insert_new(s, LayerConfigRow, list(new.values()), ["key"])
 
-    @_retrying
+    @retrying
     def record_model(self, name: str, sha256: str, batch: int, summary: dict, key_counts: dict[str, int]) -> None:
-        """Store a model's config usage (replacing an earlier record of the same file and batch)."""
+        """Store a model's config usage (replacing an earlier record of the same file and batch). The
+        model's row is inserted if new (:func:`insert_new`) and then locked (``SELECT ... FOR UPDATE``;
+        SQLite serializes writers anyway), so concurrent writers of one model replace its configs one
+        after the other."""
         with self.session() as s:
-            row = s.scalar(select(ModelRow).where(ModelRow.sha256 == sha256, ModelRow.batch == batch))
-            if row is None:
-                row = ModelRow(name=name, sha256=sha256, batch=batch, layers=summary["layers"],
-                               unique_layers=summary["unique_layers"], summary=json.dumps(summary, sort_keys=True))
-                s.add(row)
-                s.flush()
-            else:
-                s.execute(sa.delete(ModelConfig).where(ModelConfig.model_id == row.id))
+            insert_new(s, ModelRow, [dict(name=name, sha256=sha256, batch=batch, layers=summary["layers"],
+                                          unique_layers=summary["unique_layers"],
+                                          summary=json.dumps(summary, sort_keys=True))], ["sha256", "batch"])
+            row = s.scalar(select(ModelRow).where(ModelRow.sha256 == sha256, ModelRow.batch == batch).with_for_update())
+            s.execute(sa.delete(ModelConfig).where(ModelConfig.model_id == row.id))
             for k, n in key_counts.items():
                 s.add(ModelConfig(model_id=row.id, layer_key=k, count=n))
 
@@ -472,7 +555,7 @@ class Database:
             if r is not None:
                 r.status, r.jobs_done, r.message, r.finished_at = status, done, message, utc_now()
 
-    @_retrying
+    @retrying
     def write_job(self, system_id: int, run_id: int | None, job: str, layer_key: str, precision: str,
                   status: str, message: str, records: Sequence[Record], wall_s: float | None = None,
                   layout: str = "NCHW") -> None:
@@ -804,6 +887,7 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
                 if sqlite_file is not None and not fresh:
                     _quick_check(engine, safe)
                 with engine.begin() as conn:
+                    _schema_lock(conn)  # then _prepare_schema looks at the tables (another may have made them)
                     notices = _prepare_schema(conn, safe, create, read_only)
             except BaseException:
                 engine.dispose()
