@@ -54,6 +54,7 @@ EXAMPLE_KEYS = {
     "Resize": "resize-5908b28b25905218",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
     "LRNBwd": "lrnbwd-e6afa6980affddb3",
+    "ResizeBwd": "resizebwd-095964f333c00a25",
 }
 
 
