@@ -54,6 +54,8 @@ EXAMPLE_KEYS = {
     "Resize": "resize-5908b28b25905218",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
     "LRNBwd": "lrnbwd-e6afa6980affddb3",
+    "ResizeBwd": "resizebwd-095964f333c00a25",
+    "SwiGLUBwd": "swiglubwd-b254227df2d8b825",
 }
 
 
@@ -230,10 +232,17 @@ def _check_template(kind: Kind) -> list[str]:
     return out
 
 
+#: configs of a kind that only a fusion candidate makes (no ONNX op maps them), whose backward calls
+#: are another kind's: SwiGLU's gate (Elementwise swiglu, a Sigmoid -> Mul -> Mul) -> SwiGLUBwd
+FUSION_EXAMPLES = {"Elementwise": (L.ElementwiseConfig(op="swiglu", a=(1, 128, 11008), b=(1, 128, 11008)),)}
+
+
 def _backward_of(kind: Kind) -> list[str]:
-    """The registered kinds whose ``backward`` makes a config of ``kind`` for their example."""
+    """The registered kinds whose ``backward`` makes a config of ``kind`` for their example (or one of
+    their :data:`FUSION_EXAMPLES`)."""
     return [name for name, k in L.REGISTRY.items() if k.backward and k is not kind
-            and any(type(cfg) is kind.config for _, cfg in k.backward(k.example))]
+            and any(type(cfg) is kind.config for ex in (k.example, *FUSION_EXAMPLES.get(name, ()))
+                    for _, cfg in k.backward(ex))]
 
 
 def _check_backward(kind: Kind) -> list[str]:

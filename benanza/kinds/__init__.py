@@ -65,6 +65,8 @@ from benanza.kinds.trilu import (TriluConfig)  # noqa: F401 (the kinds' namespac
 from benanza.kinds.cumsum import (CumSumConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize import (ResizeConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.lrn_backward import (LRNBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.resize_backward import (ResizeBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.swiglu_backward import (SwiGLUBwdConfig)  # noqa: F401 (the kinds' namespace)
 
 #: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
 #: the registry's order is the suites' order
@@ -113,6 +115,8 @@ _MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
     "resize",
     "rotary",
     "lrn_backward",
+    "resize_backward",
+    "swiglu_backward",
 ))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->

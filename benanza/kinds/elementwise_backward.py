@@ -11,6 +11,7 @@ from benanza.kinds.base import numel
 from benanza.kinds.copy import CopyConfig
 from benanza.kinds.elementwise import ELEMENTWISE_OPS, ElementwiseConfig
 from benanza.kinds.reduce import ReduceConfig
+from benanza.kinds.swiglu_backward import SwiGLUBwdConfig
 from benanza.kinds.unary import UnaryConfig
 from benanza.kinds.where import WhereConfig
 
@@ -37,6 +38,8 @@ def elementwise_backward(cfg: ElementwiseConfig) -> tuple | None:
     - mul: dA = dY * B and dB = dY * A (Elementwise mul of dy and the other operand, broadcasting it),
       each reduced to its operand's shape when that one is broadcast.
     - div, max, min, mean, pow: :func:`_more_backward`.
+    - swiglu (SwiGLU's gate silu(a) * b, a fusion candidate's config): one SwiGLUBwd call that reads
+      a, b and dy and writes both gradients (:mod:`benanza.kinds.swiglu_backward`), ``backward_data``.
 
     Each operand's calls have phase ``backward_weight`` when it is a parameter
     (:func:`broadcasts_over_batch`: a bias or a scale broadcast over the batch), else ``backward_data``;
@@ -48,6 +51,8 @@ def elementwise_backward(cfg: ElementwiseConfig) -> tuple | None:
         return ()
     if cfg.op in _MORE:
         return _more_backward(cfg)
+    if cfg.op == "swiglu":
+        return (("backward_data", SwiGLUBwdConfig(shape=tuple(cfg.output_shape()))),)
     if cfg.op not in ("add", "sub", "mul"):
         return None
     y = tuple(cfg.output_shape())

@@ -136,7 +136,7 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
             ly.index in plan.pass_through or any(c.phase == "backward_data" for c in plan.calls[n_before:]))
     for f in getattr(ml, "fusions", ()):
         layers, cfg = tuple(f.layers), f.config
-        if cfg.kind not in FUSED_BACKWARD_KINDS:
+        if cfg.kind not in FUSED_BACKWARD_KINDS and not _is_swiglu(cfg):
             layers, cfg = _gelu_of_gemm_act(ml, f)
         kind = L.REGISTRY.get(cfg.kind) if cfg is not None else None
         if kind is None or kind.backward is None:
@@ -146,8 +146,15 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
         except (ValueError, NotImplementedError):
             continue
         plan.fused += [BackwardCall(layers[0], phase, c, fusion=layers) for phase, c in fcalls]
-        plan.fused_kinds[layers] = "erf-GELU" if cfg.kind != f.config.kind else cfg.kind
+        plan.fused_kinds[layers] = ("erf-GELU" if cfg.kind != f.config.kind else "SwiGLU" if _is_swiglu(cfg)
+                                    else cfg.kind)
     return plan
+
+
+def _is_swiglu(cfg) -> bool:
+    """SwiGLU's gate (an Elementwise swiglu fusion candidate of Sigmoid -> Mul -> Mul): its backward is
+    one call for both gradients (SwiGLUBwd), the alternative to the three layers' own calls."""
+    return cfg.kind == "Elementwise" and getattr(cfg, "op", "") == "swiglu"
 
 
 def _gelu_of_gemm_act(ml: ModelLayers, f) -> tuple[tuple[int, ...], L.LayerConfig | None]:

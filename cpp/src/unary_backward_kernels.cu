@@ -3,7 +3,8 @@
 // kernels run it (16-byte vectors, float32 math). Each derivative is the formula of PyTorch's
 // tools/autograd/derivatives.yaml (or of the ATen backward kernel it names), from the tensor it
 // saves: y for exp, sqrt, reciprocal and tan; none for neg; x for the others. One translation unit
-// of its own (three storage types), so the forward's unary TUs keep their compile times.
+// of its own (three storage types), so the forward's unary TUs keep their compile times. Also
+// benanza::swiglu_backward_kernel: both gradients of SwiGLU's gate silu(a) * b in one pass.
 #include "unary_kernels.cuh"
 #include "benanza/transformer_backward.hpp"
 
@@ -109,7 +110,70 @@ cudaError_t launch_grad(UnaryOp op, const void* saved, const void* dy, void* dx,
   return cudaGetLastError();
 }
 
+// SwiGLU's gate y = silu(a) * b: da = dy * b * sig * (1 + a * (1 - sig)), db = dy * a * sig.
+__device__ __forceinline__ void swiglu_grad(float a, float b, float g, float& da, float& db) {
+  const float sg = sigmoidf(a);
+  da = g * b * sg * (1.0f + a * (1.0f - sg));
+  db = g * a * sg;
+}
+
+template <typename T, int V>
+__global__ void swiglu_grad_k(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
+                              T* __restrict__ da, T* __restrict__ db, unsigned long long nvec, unsigned long long n) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  const unsigned long long t0 = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
+  for (unsigned long long i = t0; i < nvec; i += stride) {
+    const UVec<T, V> av = reinterpret_cast<const UVec<T, V>*>(a)[i];
+    const UVec<T, V> bv = reinterpret_cast<const UVec<T, V>*>(b)[i];
+    const UVec<T, V> gv = reinterpret_cast<const UVec<T, V>*>(dy)[i];
+    UVec<T, V> dav, dbv;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float x, y;
+      swiglu_grad(static_cast<float>(av.v[k]), static_cast<float>(bv.v[k]), static_cast<float>(gv.v[k]), x, y);
+      dav.v[k] = store<T>(x);
+      dbv.v[k] = store<T>(y);
+    }
+    reinterpret_cast<UVec<T, V>*>(da)[i] = dav;
+    reinterpret_cast<UVec<T, V>*>(db)[i] = dbv;
+  }
+  for (unsigned long long j = nvec * V + t0; j < n; j += stride) {
+    float x, y;
+    swiglu_grad(static_cast<float>(a[j]), static_cast<float>(b[j]), static_cast<float>(dy[j]), x, y);
+    da[j] = store<T>(x);
+    db[j] = store<T>(y);
+  }
+}
+
+template <typename T>
+cudaError_t launch_swiglu(const void* a, const void* b, const void* dy, void* da, void* db, unsigned long long n,
+                          cudaStream_t s) {
+  constexpr int V = 16 / sizeof(T);
+  const auto aligned = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
+  const auto* pa = static_cast<const T*>(a);
+  const auto* pb = static_cast<const T*>(b);
+  const auto* pg = static_cast<const T*>(dy);
+  auto* pda = static_cast<T*>(da);
+  auto* pdb = static_cast<T*>(db);
+  if (aligned(a) && aligned(b) && aligned(dy) && aligned(da) && aligned(db))
+    swiglu_grad_k<T, V><<<grid_for(n / V + 1), kThreads, 0, s>>>(pa, pb, pg, pda, pdb, n / V, n);
+  else
+    swiglu_grad_k<T, 1><<<grid_for(n), kThreads, 0, s>>>(pa, pb, pg, pda, pdb, n, n);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t swiglu_backward_kernel(const void* a, const void* b, const void* dy, void* da, void* db, std::size_t n,
+                                   DType t, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  switch (t) {
+    case DType::F32: return launch_swiglu<float>(a, b, dy, da, db, n, s);
+    case DType::F16: return launch_swiglu<__half>(a, b, dy, da, db, n, s);
+    case DType::BF16: return launch_swiglu<__nv_bfloat16>(a, b, dy, da, db, n, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
 
 bool has_unary_backward(UnaryOp op) {
   switch (op) {

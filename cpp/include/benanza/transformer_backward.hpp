@@ -22,6 +22,13 @@ cudaError_t unary_backward_kernel(UnaryOp op, const void* saved, const void* dy,
                                   const UnaryParams& p, DType t, cudaStream_t s);
 // Whether unary_backward_kernel has the op's derivative.
 bool has_unary_backward(UnaryOp op);
+// The gradients of SwiGLU's gate y = silu(a) * b (PointwiseOp::SwiGlu) in one pass over n packed
+// elements: da = dy * b * sigmoid(a) * (1 + a * (1 - sigmoid(a))) (silu_backward of dy * b),
+// db = dy * silu(a) (mul's derivative, derivatives.yaml), float32 math on F32/F16/BF16 storage (16-byte
+// vectors where the pointers allow). Reads a, b, dy; writes da, db. cudaErrorInvalidValue for another
+// storage type.
+cudaError_t swiglu_backward_kernel(const void* a, const void* b, const void* dy, void* da, void* db, std::size_t n,
+                                   DType t, cudaStream_t s);
 
 // ------------------------------------------------ kernels (layernorm_backward_kernels.cu)
 // LayerNorm's backward over x viewed as (rows, cols) with the forward's saved float32 mean and
