@@ -115,11 +115,12 @@ def _case(cfg: ResizeBwdConfig, job: Job) -> ResizeCase:
 
 
 def _min_bytes(cfg: ResizeBwdConfig, ib: int, ob: int) -> int:
-    """dy read once (``ib`` bytes an element), dx written twice (``ob``): its zero fill and the
-    accumulated values, as a scatter-add must zero dx first (the kernel's cudaMemsetAsync; PyTorch's
-    CUDA ``upsample_bilinear2d_backward`` zeroes grad_input too). Bytes; Williams et al.,
-    "Roofline", CACM 2009: compulsory traffic."""
-    return ib * numel(cfg.y) + 2 * ob * numel(cfg.x)
+    """dy read once (``ib`` bytes an element), dx written once (``ob``). Bytes; Williams et al.,
+    "Roofline", CACM 2009: compulsory traffic. The zero fill of dx that a scatter-add needs first
+    (this kernel's cudaMemsetAsync, PyTorch's CUDA ``upsample_bilinear2d_backward``) is not
+    compulsory: a gather over each dx element's taps (PyTorch's nearest backward) writes dx once,
+    so a minimum that counted it would not be a lower bound (as GatherBwd does not count its fill)."""
+    return ib * numel(cfg.y) + ob * numel(cfg.x)
 
 
 def backward_args(cfg: ResizeBwdConfig) -> tuple[str, tuple]:
