@@ -18,6 +18,7 @@ next (only ``inference`` today).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -381,8 +382,8 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
           output=None, kinds=None, torch: bool | None = None, conv_tf32: bool = False, dims: dict | None = None,
           batch_dim: int | None = None, quiet: bool = False, say=None, train: bool = False,
           optimizer: str = "sgd", cluster: str | None = None, gpu_kinds: list[str] | None = None) -> BenchResult:
-    """The main job, in this process: process ``model`` at ``batches``, generate and compile its
-    suite, time every implementation of each unique layer (and the framework's own kernels, unless
+    """The main job, in this process: process ``model`` (a path, or several: a zoo) at ``batches``,
+    generate and compile one suite of their unique jobs (a job several models share is measured once), time every implementation of each unique layer (and the framework's own kernels, unless
     ``torch`` is False) into database ``db`` (created if missing), and analyze every batch and data
     type (``dtypes``: names or ``"fp32,fp16"``). ``say``: a callable for the stage lines (None:
     silent); ``quiet``: no progress bars; ``train``: the backward calls of a training step too
@@ -414,7 +415,10 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
     if conv_tf32 and precisions != ["fp32"]:
         raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
     t = time.perf_counter()
-    mls = [process_model(model, batch_size(b), dims or {}, batch_dim) for b in batches]
+    paths = [model] if isinstance(model, (str, Path)) else list(dict.fromkeys(model))
+    if not paths:
+        raise UsageError("bench: no model given")
+    mls = [process_model(m, batch_size(b), dims or {}, batch_dim) for m in paths for b in batches]
     stages["process_s"] = time.perf_counter() - t
     if not quiet:
         for n in dict.fromkeys(n for ml in mls for n in ml.notices):
@@ -439,7 +443,8 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
 
             steps += [training_step(ml, a, database, sys_rs, optimizer) for ml in mls for a in res
                       if a.batch == ml.batch]
-    return BenchResult(mls[0].model, stages, runs[0], ts, system, results, suite, database, steps, runs)
+    return BenchResult(", ".join(dict.fromkeys(ml.model for ml in mls)), stages, runs[0], ts, system, results, suite,
+                       database, steps, runs)
 
 
 def _err():
@@ -516,6 +521,27 @@ def run_suite(suite, db, opts, quiet, on_system=None):
         return run_suite(suite, db, opts, progress=prog, on_system=on_system)
     finally:
         prog.close()
+
+
+def model_list(models, models_file=None) -> list[Path]:
+    """``bench``'s models: the paths given, then those of ``models_file`` (one per line, relative to
+    the file's folder; empty lines and lines starting with ``#`` skipped), each once, in order. Raises
+    UsageError when the file cannot be read or no model is given."""
+    paths = [Path(m) for m in models or []]
+    if models_file:
+        f = Path(models_file)
+        try:
+            text = f.read_text()
+        except OSError as e:
+            raise UsageError(f"--models-file {f}: {(e.strerror or type(e).__name__).lower()}") from None
+        for ln in text.splitlines():
+            ln = ln.strip()
+            if ln and not ln.startswith("#"):
+                p = Path(ln).expanduser()
+                paths.append(p if p.is_absolute() else f.parent / p)
+    if not paths:
+        raise UsageError("bench: give a model (MODEL ... or --models-file FILE)")
+    return list(dict.fromkeys(paths))
 
 
 def cluster_kinds(address: str | None, text: str | None) -> list[str] | None:
@@ -779,8 +805,10 @@ def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet:
             f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
             f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
     t = time.perf_counter()
-    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
-        f"{mls[0].model}-{mls[0].sha256[:12]}")
+    shas = sorted({ml.sha256 for ml in mls})
+    name = f"{mls[0].model}-{mls[0].sha256[:12]}" if len(shas) == 1 else \
+        f"zoo-{len(shas)}-{hashlib.sha256(''.join(shas).encode()).hexdigest()[:12]}"
+    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / name
     suite = gen(mls, precisions, folder, layouts, kind_list, conv_p, train=train, optimizer=optimizer)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")

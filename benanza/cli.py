@@ -1082,7 +1082,10 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
 
 @app.command()
 @guarded
-def bench(model: Path = typer.Argument(..., help="ONNX model file"),
+def bench(model: Optional[list[Path]] = typer.Argument(None, help="ONNX model file(s): several make a zoo, "
+                                                       "one suite of their unique jobs"),
+          models_file: Optional[Path] = typer.Option(None, "--models-file", help="models to bench, one path per line "
+                                                     "(relative to the file; # starts a comment line)"),
           batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
           dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16, bf16, fp8 (FP8 GEMMs, the rest fp16)"),
           db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
@@ -1122,13 +1125,15 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
           optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP),
           cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
           gpu_kinds: Optional[str] = typer.Option(None, "--gpu-kinds", help=GPU_KINDS_HELP)):
-    """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
+    """All of it: process, generate, compile, run on the GPU, store, and print the LBL. Several
+    models (a zoo): one suite of their unique jobs, each measured once, then each model's LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
     from benanza import api
     from benanza.processing.model import parse_batches
 
     ncu = _require_ncu() if counters else None  # before any work
+    model = api.model_list(model, models_file)
     gkinds = api.cluster_kinds(cluster, gpu_kinds)
     if counters and cluster:
         raise UsageError("--counters with --cluster: Nsight Compute profiles on this machine's GPU")

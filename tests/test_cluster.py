@@ -130,3 +130,39 @@ def test_gpu_kind_is_the_name_as_an_identifier():
     assert C.gpu_kind("NVIDIA H200 [66 SMs]") == "NVIDIA_H200_66_SMs"
     assert C.gpu_kind("  ") == "GPU"
     assert C.WorkerSpec("h-gpu0", "NVIDIA_H200", {}).resources() == {"gpu": 1, "NVIDIA_H200": 1}
+
+
+def test_a_zoo_is_one_suite_its_shared_jobs_measured_once_then_each_models_lbl(tmp_path, models, monkeypatch):
+    """bench of several models (tests/fake_suite.py as the built suite): one suite of their unique
+    jobs, one run of each (the longest first), an analysis per model; a models file names them."""
+    from benanza import api
+    from benanza.generation.generator import plan_jobs
+    from benanza.processing.model import process
+
+    a, b = models / "vgg16.onnx", models / "vgg16_bn.onnx"  # the same convolutions (BN folded)
+    listed = tmp_path / "zoo.txt"
+    listed.write_text(f"# the zoo\n{a}\n\n{b}\n{a}\n")
+    assert api.model_list([], listed) == [a, b]
+    with pytest.raises(UsageError, match="--models-file .*: no such file"):
+        api.model_list([], tmp_path / "missing.txt")
+
+    def build(folder, jobs, quiet):  # the fake suite where the compile puts the binary
+        exe = Path(folder) / "build" / "benanza-suite"
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(HERE / "fake_suite.py", exe)
+        exe.chmod(0o755)
+        return type("B", (), {"executable": exe})()
+
+    monkeypatch.setattr(api, "build_with_progress", build)
+    log = tmp_path / "started.log"
+    monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
+    r = api.bench(api.model_list([a, b]), output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'z.db'}", torch=False,
+                  quiet=True, timing=api.Timing(workers_per_gpu=1))
+    own = [{j.id for j in plan_jobs([process(m, 1)], ["fp32"], ["NCHW", "NHWC"])} for m in (a, b)]
+    assert own[0] & own[1] and {j.id for j in r.suite.jobs} == own[0] | own[1]
+    started = [ln.split()[0] for ln in log.read_text().splitlines()]
+    assert sorted(started) == sorted(own[0] | own[1])  # each shared job run once
+    by_id = {j.id: j for j in r.suite.jobs}
+    costs = [job_cost(by_id[j]) for j in started]
+    assert costs == sorted(costs, reverse=True)  # the longest first
+    assert r.model == "vgg16, vgg16_bn" and [x.model for x in r.analyses] == ["vgg16", "vgg16_bn"]
