@@ -18,6 +18,7 @@ next (only ``inference`` today).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -373,19 +374,24 @@ class BenchResult:
     database: object
     #: with ``train``: one :class:`benanza.analysis.training.TrainingStep` per analysis
     training: list = field(default_factory=list)
+    #: every run summary: the suite's run, or one per GPU kind on a cluster (``run`` is the first)
+    runs: list = field(default_factory=list)
 
 
 def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: Timing = TIMING, db=None,
           output=None, kinds=None, torch: bool | None = None, conv_tf32: bool = False, dims: dict | None = None,
           batch_dim: int | None = None, quiet: bool = False, say=None, train: bool = False,
-          optimizer: str = "sgd") -> BenchResult:
-    """The main job, in this process: process ``model`` at ``batches``, generate and compile its
-    suite, time every implementation of each unique layer (and the framework's own kernels, unless
+          optimizer: str = "sgd", cluster: str | None = None, gpu_kinds: list[str] | None = None) -> BenchResult:
+    """The main job, in this process: process ``model`` (a path, or several: a zoo) at ``batches``,
+    generate and compile one suite of their unique jobs (a job several models share is measured once), time every implementation of each unique layer (and the framework's own kernels, unless
     ``torch`` is False) into database ``db`` (created if missing), and analyze every batch and data
     type (``dtypes``: names or ``"fp32,fp16"``). ``say``: a callable for the stage lines (None:
     silent); ``quiet``: no progress bars; ``train``: the backward calls of a training step too
     (:func:`benanza.processing.training.training_plan`), and the training step's LBL of each
-    analysis (:attr:`BenchResult.training`), its memory bound with ``optimizer``'s state. Raises UsageError, ModelError, DatabaseError, DeviceError,
+    analysis (:attr:`BenchResult.training`), its memory bound with ``optimizer``'s state.
+    ``cluster``: run the jobs on a Dask cluster (``tcp://HOST:PORT`` or ``local``;
+    :func:`benanza.runner.cluster.run_cluster`) on each of its GPU kinds ``gpu_kinds`` (None: all), and
+    analyze on each kind's system (the framework's kernels are not timed there). Raises UsageError, ModelError, DatabaseError, DeviceError,
     LibraryError as the stages do."""
     import time
 
@@ -399,25 +405,46 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
     kind_list = parse_kinds(kinds) if isinstance(kinds, (str, type(None))) else list(kinds)
     opts = timing.run_options()
     conv_p = "tf32" if conv_tf32 else None
+    if cluster:
+        from benanza.runner.cluster import require_distributed
+
+        require_distributed()  # before any work
+        if torch:
+            raise UsageError("--torch with --cluster: the framework's kernels are timed on this machine's GPU "
+                             "(run without --cluster)")
     if conv_tf32 and precisions != ["fp32"]:
         raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
     t = time.perf_counter()
-    mls = [process_model(model, batch_size(b), dims or {}, batch_dim) for b in batches]
+    paths = [model] if isinstance(model, (str, Path)) else list(dict.fromkeys(model))
+    if not paths:
+        raise UsageError("bench: no model given")
+    mls = [process_model(m, batch_size(b), dims or {}, batch_dim) for m in paths for b in batches]
     stages["process_s"] = time.perf_counter() - t
     if not quiet:
         for n in dict.fromkeys(n for ml in mls for n in ml.notices):
             _err().print(f"notice: {n}", markup=False)
     database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, db, output, quiet, say, stages,
-                                   compile_now=False, train=train, optimizer=optimizer)
-    rs, ts = _bench_measure(suite, database, opts, quiet, torch, say, stages)
-    system, results = _bench_analyze(mls, precisions, lays, conv_p, database, rs, say, stages)
-    steps = []
-    if train:
-        from benanza.analysis.training import training_step
+                                   compile_now=bool(cluster), train=train, optimizer=optimizer)
+    if cluster:
+        t = time.perf_counter()
+        runs, ts = run_cluster(suite, database, opts, cluster, gpu_kinds, quiet, timing.devices), None
+        stages["run_s"] = time.perf_counter() - t
+        for s in runs:
+            say(f"[4/5] {run_line(s)}")
+    else:
+        runs = [None]
+        runs[0], ts = _bench_measure(suite, database, opts, quiet, torch, say, stages)
+    system, results, steps = None, [], []
+    for rs in runs:  # one system per GPU kind on a cluster
+        sys_rs, res = _bench_analyze(mls, precisions, lays, conv_p, database, rs, say, stages)
+        system, results = system or sys_rs, results + res
+        if train:
+            from benanza.analysis.training import training_step
 
-        steps = [training_step(ml, a, database, system, optimizer) for ml in mls for a in results
-                 if a.batch == ml.batch]
-    return BenchResult(mls[0].model, stages, rs, ts, system, results, suite, database, steps)
+            steps += [training_step(ml, a, database, sys_rs, optimizer) for ml in mls for a in res
+                      if a.batch == ml.batch]
+    return BenchResult(", ".join(dict.fromkeys(ml.model for ml in mls)), stages, runs[0], ts, system, results, suite,
+                       database, steps, runs)
 
 
 def _err():
@@ -494,6 +521,70 @@ def run_suite(suite, db, opts, quiet, on_system=None):
         return run_suite(suite, db, opts, progress=prog, on_system=on_system)
     finally:
         prog.close()
+
+
+def model_list(models, models_file=None) -> list[Path]:
+    """``bench``'s models: the paths given, then those of ``models_file`` (one per line, relative to
+    the file's folder; empty lines and lines starting with ``#`` skipped), each once, in order. Raises
+    UsageError when the file cannot be read or no model is given."""
+    paths = [Path(m) for m in models or []]
+    if models_file:
+        f = Path(models_file)
+        try:
+            text = f.read_text()
+        except OSError as e:
+            raise UsageError(f"--models-file {f}: {(e.strerror or type(e).__name__).lower()}") from None
+        for ln in text.splitlines():
+            ln = ln.strip()
+            if ln and not ln.startswith("#"):
+                p = Path(ln).expanduser()
+                paths.append(p if p.is_absolute() else f.parent / p)
+    if not paths:
+        raise UsageError("bench: give a model (MODEL ... or --models-file FILE)")
+    return list(dict.fromkeys(paths))
+
+
+def cluster_kinds(address: str | None, text: str | None) -> list[str] | None:
+    """``--gpu-kinds K1,K2`` (Dask resource names, :func:`benanza.runner.cluster.gpu_kind`); None: all.
+    Checked before any work: with ``--cluster`` (``address``) Dask must be installed
+    (:class:`UsageError` with :data:`benanza.runner.cluster.MISSING`); without, no kinds may be named."""
+    kinds = [k.strip() for k in (text or "").split(",") if k.strip()]
+    if address:
+        from benanza.runner.cluster import require_distributed
+
+        require_distributed()
+    elif kinds:
+        raise UsageError("--gpu-kinds goes with --cluster")
+    return kinds or None
+
+
+def run_cluster(suite, db, opts, address: str, kinds: list[str] | None, quiet: bool, devices: str | None = None):
+    """The suite's jobs on a Dask cluster (:func:`benanza.runner.cluster.run_cluster`), once per GPU
+    kind, with a progress bar over all workers; ``devices`` (``--devices``): the GPUs of ``--cluster
+    local`` (None: all). Returns one run summary per kind."""
+    from benanza.runner.cluster import require_distributed, run_cluster
+
+    require_distributed()  # before the devices are looked up
+    local = () if address != "local" or not devices or devices.strip().lower() == "all" else \
+        parse_devices(devices, 0)
+    prog = _Progress(quiet, "measuring (cluster)")
+    try:
+        return run_cluster(suite, db, address, opts, kinds, progress=prog, devices=local)
+    finally:
+        prog.close()
+
+
+def serve_workers(scheduler: str, devices: str | None) -> None:
+    """``benanza worker``: a Dask worker per GPU here (``devices``: ``all``/None or ``0,1,...``),
+    connected to ``scheduler``, until Ctrl-C (:func:`benanza.runner.cluster.serve_workers`)."""
+    from benanza.runner import cluster as C
+
+    C.require_distributed()
+    chosen = () if not devices or devices.strip().lower() == "all" else parse_devices(devices, 0)
+    specs = C.local_specs(chosen)
+    _err().print(f"benanza worker: {len(specs)} GPU worker(s) for {scheduler}: "
+                 + ", ".join(f"{s.name} ({s.kind})" for s in specs), markup=False)
+    C.serve_workers(scheduler, specs)
 
 
 def run_framework(suite, db, system_id, opts, quiet, torch: bool | None, stop=None):
@@ -714,8 +805,10 @@ def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet:
             f"{s['unique_benchmarked']} unique to benchmark, unsupported: "
             f"{', '.join(f'{k} x{v}' for k, v in s['unsupported'].items()) or 'none'}")
     t = time.perf_counter()
-    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / (
-        f"{mls[0].model}-{mls[0].sha256[:12]}")
+    shas = sorted({ml.sha256 for ml in mls})
+    name = f"{mls[0].model}-{mls[0].sha256[:12]}" if len(shas) == 1 else \
+        f"zoo-{len(shas)}-{hashlib.sha256(''.join(shas).encode()).hexdigest()[:12]}"
+    folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / name
     suite = gen(mls, precisions, folder, layouts, kind_list, conv_p, train=train, optimizer=optimizer)
     stages["generate_s"] = time.perf_counter() - t
     say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")

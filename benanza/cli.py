@@ -54,6 +54,10 @@ DIM_HELP = "bind another symbolic dim of the model's inputs: NAME=VALUE (repeata
 BATCH_DIM_HELP = "which dim of a fixed-shape input is the batch (default: dim 0, or the symbolic one)"
 QUIET_HELP = "no progress bars or stage lines on stderr (the results still print)"
 DEVICE_HELP = "CUDA device index to run on"
+CLUSTER_HELP = ("run the jobs on a Dask cluster: the scheduler's address tcp://HOST:PORT (workers: `benanza worker`), "
+                "or local (a worker per GPU here, --devices); the suite folder must be on a file system the "
+                "workers share (pip install benanza[cluster])")
+GPU_KINDS_HELP = "with --cluster: measure on these GPU kinds, e.g. NVIDIA_H100_80GB_HBM3,NVIDIA_H200 (default: every kind)"
 
 
 def _print_json(doc, default=None) -> None:
@@ -332,6 +336,8 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
         devices: Optional[str] = typer.Option(None, "--devices", help="several identical GPUs: 'all' or 0,1,..."),
         job_timeout: float = typer.Option(TIMING.job_timeout, "--job-timeout", help=JOB_TIMEOUT_HELP),
         torch: Optional[bool] = typer.Option(None, "--torch/--no-torch", help=TORCH_HELP),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+        gpu_kinds: Optional[str] = typer.Option(None, "--gpu-kinds", help=GPU_KINDS_HELP),
         quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
         json_out: bool = typer.Option(False, "--json", help="the run summary as JSON on stdout (no progress)")):
     """Run a built suite on the GPU and store the measurements in the database.
@@ -341,12 +347,21 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
     from benanza.database.store import open_db
     from benanza.generation.generator import load_suite
 
+    kinds = api.cluster_kinds(cluster, gpu_kinds)  # before any work
     suite = load_suite(folder)
     opts = api.Timing(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, no_cold, exhaustive,
                       workers_per_gpu, screen, max_engines, device, devices, job_timeout, force,
                       retry_failed).run_options()
     database = open_db(db)
     _db_notices(database)
+    if cluster:
+        runs = api.run_cluster(suite, database, opts, cluster, kinds, quiet or json_out, devices)
+        if json_out:
+            _print_json({"cluster": cluster, "runs": [_run_doc(s) for s in runs]})
+        else:
+            for s in runs:
+                out.print(api.run_line(s), markup=False)
+        return
     s = api.run_suite(suite, database, opts, quiet or json_out)
     ts = api.run_framework(suite, database, s.system_id, opts, quiet or json_out, torch)
     doc = _run_doc(s)
@@ -1067,7 +1082,10 @@ def roofline(model: Path = typer.Argument(..., help="ONNX model file"),
 
 @app.command()
 @guarded
-def bench(model: Path = typer.Argument(..., help="ONNX model file"),
+def bench(model: Optional[list[Path]] = typer.Argument(None, help="ONNX model file(s): several make a zoo, "
+                                                       "one suite of their unique jobs"),
+          models_file: Optional[Path] = typer.Option(None, "--models-file", help="models to bench, one path per line "
+                                                     "(relative to the file; # starts a comment line)"),
           batch: str = typer.Option("1", "--batch", "-b", help="batch sizes, e.g. 1,32"),
           dtype: str = typer.Option("fp32", "--dtype", "-t", help="data types: fp32 (FMA), tf32, fp16, bf16, fp8 (FP8 GEMMs, the rest fp16)"),
           db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
@@ -1104,22 +1122,31 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
                                         "once with Nsight Compute (ncu on PATH) and store its DRAM and SM "
                                         "throughput, achieved occupancy and kernel names"),
           train: bool = typer.Option(False, "--train", help=TRAIN_HELP),
-          optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP)):
-    """All of it: process, generate, compile, run on the GPU, store, and print the LBL.
+          optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP),
+          cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
+          gpu_kinds: Optional[str] = typer.Option(None, "--gpu-kinds", help=GPU_KINDS_HELP)):
+    """All of it: process, generate, compile, run on the GPU, store, and print the LBL. Several
+    models (a zoo): one suite of their unique jobs, each measured once, then each model's LBL.
 
     Example: benanza bench resnet50.onnx --batch 1,32 --dtype fp16 --db perf.db"""
     from benanza import api
     from benanza.processing.model import parse_batches
 
     ncu = _require_ncu() if counters else None  # before any work
+    model = api.model_list(model, models_file)
+    gkinds = api.cluster_kinds(cluster, gpu_kinds)
+    if counters and cluster:
+        raise UsageError("--counters with --cluster: Nsight Compute profiles on this machine's GPU")
     _check_optimizer(optimizer)
     timing = api.Timing(warmup_ms, rse, min_samples, max_samples, max_time_ms, workspace_mb, cold, no_cold, exhaustive,
                         workers_per_gpu, screen, max_engines, device, devices, job_timeout, force, retry_failed)
     timing.run_options()  # every option checked before any work
     say = (lambda m: None) if (quiet or json_out) else (lambda m: err.print(m, markup=False, highlight=False))
     r = api.bench(model, parse_batches(batch), dtype, layout, timing, db, output, kinds, torch, conv_tf32,
-                  _parse_dims(dim), batch_dim, quiet or json_out, say, train=train, optimizer=optimizer)
+                  _parse_dims(dim), batch_dim, quiet or json_out, say, train=train, optimizer=optimizer,
+                  cluster=cluster, gpu_kinds=gkinds)
     stages, results, system, database, rs, ts = r.stages, r.analyses, r.system, r.database, r.run, r.framework_run
+    runs = r.runs
     steps = r.training
     counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
         if counters else None
@@ -1129,6 +1156,7 @@ def bench(model: Path = typer.Argument(..., help="ONNX model file"),
             d["training_step"] = t.to_dict()
         _print_json({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
                      "framework_run": _run_doc(ts) if ts is not None else None,
+                     "cluster_runs": [_run_doc(s) for s in runs] if cluster else None,
                      "system": results[0].system if results else None, "analyses": docs})
         return
     if layers_table:
@@ -1161,6 +1189,19 @@ def _bench_counters(ncu, results, suite, database, system, opts, force: bool, sa
     say(run.line())
     return {"profiled": run.profiled, "stored": run.stored, "framework_kernels": run.framework,
             "failures": [{"layer": n, "reason": w} for n, w in run.failures]}
+
+
+@app.command()
+@guarded
+def worker(scheduler: str = typer.Option(..., "--scheduler", help="the Dask scheduler's address, tcp://HOST:PORT"),
+           devices: Optional[str] = typer.Option(None, "--devices", help="the GPUs to serve: 'all' (default) or 0,1,...")):
+    """Serve this host's GPUs to a Dask cluster (pip install benanza[cluster]): one worker per GPU,
+    pinned to it and declaring its GPU kind, until Ctrl-C. Jobs come from `bench`/`run --cluster`.
+
+    Example: benanza worker --scheduler tcp://10.0.0.1:8786"""
+    from benanza import api
+
+    api.serve_workers(scheduler, devices)
 
 
 # ------------------------------------------------------------------------------------------ system

@@ -1,0 +1,408 @@
+"""Runner over a fleet of GPUs: a suite's jobs spread over the GPUs of several hosts through Dask
+distributed (``pip install benanza[cluster]``; imported only when a cluster is asked for).
+
+A *worker* is one ``distributed.Nanny`` per local GPU (``benanza worker --scheduler ADDRESS``), its
+process pinned to that GPU (``CUDA_VISIBLE_DEVICES`` = the GPU's uuid, so the suite runs on device 0)
+and declaring the Dask resources ``{"gpu": 1, <kind>: 1}``, <kind> the GPU's name made an identifier
+(:func:`gpu_kind`: ``NVIDIA H100 80GB HBM3`` -> ``NVIDIA_H100_80GB_HBM3``). A *task* is a chunk of
+jobs of one suite for one GPU kind (``resources={kind: 1}``: only a worker of that kind takes it, one
+task at a time), run on the worker by the local runner's own code (:func:`benanza.runner.run._drive`:
+one suite process fed the jobs, a crashed, hung or sticky-error job recorded failed with the reason and
+the process restarted for the rest). The task writes nothing: it returns each job's records with where
+it ran (host, GPU uuid, SM clocks during its measurements), and the client stores every finished job in
+one transaction (:meth:`benanza.database.store.Database.write_job`), so the database is written by one
+process and each job exactly once: a job already stored in this run is skipped, never written twice.
+
+A worker lost mid-task (killed, its host gone): the scheduler runs the task again on another worker of
+the kind (``distributed.scheduler.allowed-failures`` times, Dask's default 3), and past that its jobs
+are stored failed with the reason, never retried forever. The suite binary must be reachable by every
+worker at the path the client sees (same host or a shared file system); a worker that lacks it fails
+the run with one line saying so.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from benanza.build.builder import suite_executable
+from benanza.database.records import MeasurementLine, Record
+from benanza.database.store import Database, system_fingerprint
+from benanza.errors import BenanzaError, DeviceError, UsageError
+from benanza.generation.generator import Suite
+from benanza.runner.run import (JobQueue, RunOptions, RunSummary, Worker, _drive, _Shared, job_cost, query_system,
+                                register_suite)
+
+#: the one line of ``--cluster`` without Dask distributed installed
+MISSING = "--cluster needs Dask distributed: pip install benanza[cluster]"
+
+#: the most jobs in one task: a suite process starts once per task (CUDA context, cuDNN and cuBLAS
+#: load: about a second), and a worker lost mid-task costs its whole chunk again
+MAX_CHUNK = 8
+
+#: how long the client waits for the first worker to register (s)
+WORKER_WAIT_S = 30.0
+
+
+def require_distributed():
+    """The ``distributed`` module, or :class:`UsageError` :data:`MISSING` when it is not installed."""
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError(MISSING) from None
+    return distributed
+
+
+def gpu_kind(gpu_name: str) -> str:
+    """A GPU's kind, the Dask resource its workers declare: its name (as ``benanza system`` prints
+    it) with every run of characters other than letters and digits made one ``_``."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", gpu_name).strip("_") or "GPU"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One Dask worker: its name, GPU kind and the environment that pins its process to its GPU."""
+
+    name: str
+    kind: str
+    env: dict = field(default_factory=dict)
+
+    def resources(self) -> dict:
+        return {"gpu": 1, self.kind: 1}
+
+
+def local_specs(devices: tuple[int, ...] = ()) -> list[WorkerSpec]:
+    """One :class:`WorkerSpec` per GPU here (``devices``: these indices; empty: all), from the
+    native device query (:func:`benanza.runner.system.describe`): kind from the GPU's name, pinned
+    by its uuid. Raises :class:`DeviceError` without a CUDA device, :class:`UsageError` for an
+    index that is not one."""
+    from benanza.runner import system as sysq
+
+    info = sysq.describe()
+    devs = info["devices"]
+    if not devs:
+        raise DeviceError(info.get("device_error") or "no CUDA device here")
+    chosen = tuple(devices) or tuple(range(len(devs)))
+    bad = [d for d in chosen if not 0 <= d < len(devs)]
+    if bad:
+        raise UsageError(f"--devices {','.join(map(str, bad))}: this host has GPUs 0 to {len(devs) - 1}")
+    host = socket.gethostname()
+    return [WorkerSpec(f"{host}-gpu{d}", gpu_kind(devs[d]["gpu_name"]),
+                       {"CUDA_VISIBLE_DEVICES": devs[d].get("uuid") or str(d)}) for d in chosen]
+
+
+def serve_workers(scheduler: str, specs: list[WorkerSpec]) -> None:
+    """``benanza worker``: run a Nanny per spec, connected to ``scheduler`` (``tcp://HOST:PORT``),
+    until they end or Ctrl-C. Raises :class:`UsageError` when the scheduler cannot be reached."""
+    import asyncio
+
+    distributed = require_distributed()
+
+    async def main():
+        nannies = [distributed.Nanny(scheduler, nthreads=1, name=s.name, resources=s.resources(), env=dict(s.env))
+                   for s in specs]
+        try:
+            await asyncio.wait_for(asyncio.gather(*nannies), WORKER_WAIT_S)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise UsageError(f"--scheduler {scheduler}: cannot reach the scheduler ({_first_line(e)})") from None
+        try:
+            await asyncio.gather(*(n.finished() for n in nannies))
+        finally:
+            await asyncio.gather(*(n.close() for n in nannies), return_exceptions=True)
+
+    asyncio.run(main())
+
+
+def local_cluster(specs: list[WorkerSpec]):
+    """A cluster on this host (``--cluster local``): a scheduler and one Nanny process per spec
+    (one thread each), as :func:`serve_workers` starts them. Close it when done."""
+    distributed = require_distributed()
+    workers = {s.name: {"cls": distributed.Nanny, "options": {"nthreads": 1, "resources": s.resources(),
+                                                              "env": dict(s.env), "silence_logs": 40}}
+               for s in specs}
+    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
+    return distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
+
+
+# ------------------------------------------------------------------------------- on the worker
+
+@dataclass
+class JobOutcome:
+    """What a worker did for one job: ``write_job``'s arguments (status ok/failed, message, the
+    typed records, wall s) and the SM clock range (MHz) over its measurements."""
+
+    job: str
+    status: str
+    message: str
+    records: list[Record]
+    wall_s: float | None
+    sm_clock_mhz: tuple[int, int] | None = None
+
+
+@dataclass
+class ChunkResult:
+    """A task's answer: where it ran (host, the worker's system record as its suite reports it, with
+    the GPU's uuid) and the outcome of every job of the chunk."""
+
+    host: str
+    system: dict
+    outcomes: list[JobOutcome]
+
+
+class _Collect:
+    """The database a worker's :func:`_drive` writes to: it keeps each job's ``write_job`` call."""
+
+    def __init__(self):
+        self.outcomes: list[JobOutcome] = []
+
+    def write_job(self, system_id, run_id, job, layer_key, precision, status, message, records, wall_s=None,
+                  layout="NCHW") -> None:
+        clocks = [c for r in records if isinstance(r, MeasurementLine)
+                  for c in (r.sm_clock_min_mhz, r.sm_clock_max_mhz) if c]
+        self.outcomes.append(JobOutcome(job, status, message, list(records), wall_s,
+                                        (min(clocks), max(clocks)) if clocks else None))
+
+
+_SYSTEMS: dict[str, dict] = {}  # suite executable -> this worker's system record (queried once)
+_SYSTEMS_LOCK = threading.Lock()
+
+
+def _worker_system(exe: str) -> dict:
+    with _SYSTEMS_LOCK:
+        if exe not in _SYSTEMS:
+            _check_exe(exe)
+            _SYSTEMS[exe] = query_system(Path(exe), 0)
+        return _SYSTEMS[exe]
+
+
+def _check_exe(exe: str) -> None:
+    if not Path(exe).is_file():
+        raise UsageError(f"worker on {socket.gethostname()}: no suite at {exe}; the suite folder must be on a file "
+                         f"system every worker shares, at the same path")
+
+
+def probe_system(exe: str) -> dict:
+    """Task: this worker's system record (``suite --system`` on its GPU)."""
+    return _worker_system(exe)
+
+
+def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
+    """Task: run ``jobs`` (:class:`benanza.generation.generator.Job`) with the suite ``exe`` on this
+    worker's GPU (device 0 of its ``CUDA_VISIBLE_DEVICES``) through the local runner's driver, one
+    suite process restarted after a crash; returns their outcomes, stores nothing. Raises
+    :class:`UsageError` when the suite is not here, :class:`DeviceError` when it cannot start."""
+    system = _worker_system(exe)
+    _check_exe(exe)
+    opt = replace(opt, device=0, devices=(), phases_log=None)
+    col = _Collect()
+    summary = RunSummary(system_id=0, system=system, run_id=None, planned=len(jobs), skipped=0)
+    worker = Worker(argv=lambda jobs_file, device: [exe, "--jobs", jobs_file] + opt.suite_args(device),
+                    jobs_text=lambda ids: "\n".join(ids) + "\n")
+    ctx = _Shared(db=col, system_id=0, run_id=0, summary=summary, progress=None, by_id={j.id: j for j in jobs},
+                  opt=opt, worker=worker, log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log")
+    _drive(ctx, 0, JobQueue([j.id for j in jobs]))
+    return ChunkResult(socket.gethostname(), system, col.outcomes)
+
+
+# ------------------------------------------------------------------------------- on the client
+
+def cluster_kinds(client) -> dict[str, list[str]]:
+    """The GPU kinds of the cluster's workers: kind -> worker names (a worker's resources other
+    than ``gpu``)."""
+    kinds: dict[str, list[str]] = {}
+    for addr, w in client.scheduler_info(n_workers=-1)["workers"].items():
+        for r in w.get("resources", {}):
+            if r != "gpu":
+                kinds.setdefault(r, []).append(str(w.get("name", addr)))
+    return kinds
+
+
+def _connect(address: str, devices: tuple[int, ...]):
+    """(client, cluster or None): ``local`` starts :func:`local_cluster` over this host's GPUs
+    (``devices``: these; empty: all)."""
+    distributed = require_distributed()
+    cluster = None
+    if address == "local":
+        specs = local_specs(tuple(devices))
+        cluster = local_cluster(specs)
+        client = distributed.Client(cluster)
+        client.wait_for_workers(len(specs), timeout=WORKER_WAIT_S * 4)
+        return client, cluster
+    try:
+        client = distributed.Client(address, timeout=WORKER_WAIT_S)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"--cluster {address}: cannot reach the scheduler ({_first_line(e)})") from None
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+    except TimeoutError:
+        client.close()
+        raise UsageError(f"--cluster {address}: no worker registered within {WORKER_WAIT_S:.0f} s; start "
+                         f"`benanza worker --scheduler {address}` on each GPU host") from None
+    return client, cluster
+
+
+def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None = None,
+                kinds: list[str] | None = None, progress: Callable[[str, dict], None] | None = None,
+                chunk: int | None = None, devices: tuple[int, ...] = ()) -> list[RunSummary]:
+    """Run the suite's pending jobs on every GPU kind ``kinds`` (None: each kind the cluster has) of
+    the Dask cluster at ``address`` (``tcp://HOST:PORT``, ``local`` for this host's GPUs, or a
+    ``distributed.Client``), each job once per kind, the longest first (:func:`job_cost`), in chunks
+    of at most ``chunk`` jobs (default: up to :data:`MAX_CHUNK`, at least four chunks per worker);
+    ``devices``: the GPUs of ``local`` (empty: all).
+    Each finished job is stored by this process in one transaction, once, with its host, GPU uuid
+    and SM clocks in its message. ``progress`` as :func:`benanza.runner.run.run_suite`'s, over all
+    workers. Returns one :class:`RunSummary` per kind. Raises :class:`UsageError` when Dask is
+    missing (:data:`MISSING`), the scheduler cannot be reached, a wanted kind has no worker or the
+    suite is not built; what a task raised (a worker without the suite, no device) fails the run."""
+    require_distributed()
+    opt = options or RunOptions()
+    exe = suite_executable(suite.root)
+    if not exe.exists():
+        raise UsageError(f"{suite.root}: suite not built (no {exe}); run `benanza build {suite.root}`")
+    register_suite(suite, db)
+    client, cluster = (address, None) if not isinstance(address, str) else _connect(address, devices)
+    try:
+        return _run_on(client, suite, db, str(exe), opt, kinds, progress, chunk,
+                       address if isinstance(address, str) else "a Dask client")
+    finally:
+        if cluster is not None:
+            client.close()
+            cluster.close()
+
+
+@dataclass
+class _KindRun:
+    kind: str
+    system_id: int
+    summary: RunSummary
+    pending: list
+
+
+def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds, progress, chunk,
+            where: str) -> list[RunSummary]:
+    from distributed import as_completed
+
+    have = cluster_kinds(client)
+    wanted = list(dict.fromkeys(kinds)) if kinds else sorted(have)
+    missing = [k for k in wanted if k not in have]
+    if missing or not wanted:
+        raise UsageError(f"--cluster {where}: no worker of GPU kind {', '.join(missing) or '(any)'}; the workers "
+                         f"have {', '.join(f'{k} x{len(v)}' for k, v in sorted(have.items())) or 'no GPU kind'}")
+    models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))
+    runs: list[_KindRun] = []
+    for k in wanted:
+        system = client.submit(probe_system, exe, key=f"benanza-system-{k}-{time.time_ns()}", resources={k: 1},
+                               pure=False).result()
+        sid = db.upsert_system(system, authoritative=True)
+        done = set() if opt.force else db.jobs_done(sid, ("ok",) if opt.retry_failed else ("ok", "failed"))
+        pending = sorted((j for j in suite.jobs if j.id not in done), key=lambda j: (-job_cost(j), j.id))
+        runs.append(_KindRun(k, sid, RunSummary(sid, system, None, len(pending), len(suite.jobs) - len(pending)),
+                             pending))
+    total = sum(len(r.pending) for r in runs)
+    if progress:
+        progress("start", {"total": total, "skipped": sum(r.summary.skipped for r in runs),
+                           "gpus": sum(len(have[k]) for k in wanted)})
+    t0 = time.perf_counter()
+    futures = {}
+    for r in runs:
+        if not r.pending:
+            continue
+        r.summary.run_id = db.start_run(r.system_id, str(suite.root), f"{models} (cluster, {r.kind})",
+                                        len(r.pending))
+        n = chunk or max(1, min(MAX_CHUNK, math.ceil(len(r.pending) / (4 * len(have[r.kind])))))
+        parts = [r.pending[i:i + n] for i in range(0, len(r.pending), n)]
+        for i, part in enumerate(parts):  # longest first: the scheduler runs higher priorities first
+            f = client.submit(run_chunk, exe, part, opt, key=f"benanza-{r.kind}-run{r.summary.run_id}-{i}",
+                              resources={r.kind: 1}, priority=len(parts) - i, pure=False, retries=0)
+            futures[f] = (r, part)
+    store = _Store(db, progress, total)
+    try:
+        for f in as_completed(list(futures)):
+            r, part = futures[f]
+            store.chunk(r, part, f)
+    except BaseException as e:
+        for f in futures:
+            f.cancel()
+        interrupted = isinstance(e, KeyboardInterrupt)
+        for r in runs:
+            r.summary.wall_s = time.perf_counter() - t0
+            r.summary.interrupted = interrupted
+            if r.summary.run_id is not None:
+                db.finish_run(r.summary.run_id, "interrupted" if interrupted else "failed",
+                              r.summary.ok + r.summary.failed, "interrupted by the user" if interrupted else
+                              str(e)[:500])
+        raise
+    for r in runs:
+        r.summary.wall_s = time.perf_counter() - t0
+        if r.summary.run_id is not None:
+            db.finish_run(r.summary.run_id, "completed", r.summary.ok + r.summary.failed)
+    if progress:
+        progress("end", {})
+    return [r.summary for r in runs]
+
+
+class _Store:
+    """The client's writes: each job of a finished chunk in one transaction, once."""
+
+    def __init__(self, db: Database, progress, total: int):
+        self.db, self.progress, self.total = db, progress, total
+        self.stored: set[tuple[str, str]] = set()  # (system fingerprint, job id)
+        self.systems: dict[str, int] = {}
+        self.done = self.failed = 0
+
+    def chunk(self, r: _KindRun, part: list, future) -> None:
+        from distributed import KilledWorker
+
+        by_id = {j.id: j for j in part}
+        try:
+            res: ChunkResult = future.result()
+        except KilledWorker as e:  # its worker died allowed-failures times: failed, not retried again
+            why = f"its Dask worker was lost each time it ran ({_first_line(e)})"
+            self._write(r, r.summary.system, [JobOutcome(j.id, "failed", why, [], None) for j in part], by_id, "")
+            return
+        except BenanzaError:
+            raise
+        except Exception as e:  # what a task raised that benanza did not: one line
+            raise DeviceError(f"a cluster task failed: {type(e).__name__}: {_first_line(e)}") from None
+        where = f"host {res.host}, {res.system.get('uuid') or 'GPU ?'}"
+        self._write(r, res.system, res.outcomes, by_id, where)
+
+    def _write(self, r: _KindRun, system: dict, outcomes: list[JobOutcome], by_id: dict, where: str) -> None:
+        fp = system_fingerprint(system)
+        if fp not in self.systems:  # a worker of the kind may be another system (another driver...)
+            self.systems[fp] = r.system_id if fp == system_fingerprint(r.summary.system) else \
+                self.db.upsert_system(system, authoritative=True)
+        sid = self.systems[fp]
+        for o in outcomes:
+            if (fp, o.job) in self.stored or o.job not in by_id:
+                continue  # a task Dask ran twice: its job is stored once
+            job = by_id[o.job]
+            ran = where + (f", SM clock {o.sm_clock_mhz[0]}-{o.sm_clock_mhz[1]} MHz" if o.sm_clock_mhz else "")
+            msg = "; ".join(x for x in (o.message, f"ran on {ran}" if where else "") if x)
+            self.db.write_job(sid, r.summary.run_id, job.id, job.layer_key, job.precision, o.status, msg, o.records,
+                              o.wall_s, layout=job.layout)
+            self.stored.add((fp, o.job))
+            s = r.summary
+            s.measurements += sum(1 for x in o.records if isinstance(x, MeasurementLine))
+            if o.status == "ok":
+                s.ok += 1
+            else:
+                s.failed += 1
+                s.failures.append((job.id, o.message))
+                self.failed += 1
+            self.done += 1
+            if self.progress:
+                self.progress("job", {"job": job.id, "status": o.status, "message": o.message, "done": self.done,
+                                      "failed": self.failed, "kind": r.kind})
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0][:300] if s else type(e).__name__

@@ -1,0 +1,168 @@
+"""A fleet of GPUs through Dask distributed (issue 28), without a GPU: a Dask cluster of three worker
+processes on this host (two of a fake GPU kind GPU_A, one of GPU_B, as ``benanza worker`` declares
+kinds) runs a real generated suite's job list (alexnet, fp32). The workers' GPU step is replaced by
+a REPLAY of a recorded suite output: tests/fake_suite.py's output for every job, recorded once into
+SUITE/recorded.jsonl, printed back by tests/replay_suite.py installed as the suite binary, so the
+workers run the runner's real driver and parser on recorded job outputs. Checked: routing by kind, a
+worker killed mid-job (its job re-runs on a live worker), exactly-once writes, the same results as a
+plain local run job for job, the one-line errors."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")  # the `test` extra installs it (pyproject.toml)
+
+from conftest import HERE, make_fake_suite  # noqa: E402
+
+from benanza.database.store import Database, open_db  # noqa: E402
+from benanza.errors import UsageError  # noqa: E402
+from benanza.generation.generator import load_suite  # noqa: E402
+from benanza.runner import cluster as C  # noqa: E402
+from benanza.runner.run import RunOptions, job_cost, run_suite  # noqa: E402
+
+
+def _replay_suite(tmp_path: Path, models: Path) -> Path:
+    """alexnet's real suite whose binary replays the fake suite's recorded output."""
+    folder = make_fake_suite(tmp_path / "suite", models / "alexnet.onnx", (1,), ("fp32",))
+    exe = folder / "build" / "benanza-suite"
+    ids = tmp_path / "all.jobs"
+    ids.write_text("\n".join(j.id for j in load_suite(folder).jobs) + "\n")
+    rec = subprocess.run([sys.executable, str(exe), "--jobs", str(ids)], capture_output=True, text=True, check=True)
+    (folder / "recorded.jsonl").write_text(rec.stdout)
+    shutil.copy(HERE / "replay_suite.py", exe)
+    exe.chmod(0o755)
+    return folder
+
+
+def _rows(db: Database, sid: int, suite) -> dict:
+    """job -> (status, its measurements as (call, algorithm, cache, median ms)), from the database."""
+    keys = sorted({j.layer_key for j in suite.jobs})
+    ms = {}
+    for cache in ("warm", "cold"):
+        for m in db.measurements(sid, keys, cache):
+            ms.setdefault((m.layer_key, m.precision), set()).add((m.call, m.algorithm, m.cache, m.median_ms))
+    return {r.job: (r.status, frozenset(ms.get((r.layer_key, r.precision), ())), r.message)
+            for r in db.job_rows(sid, keys)}
+
+
+def test_jobs_go_to_their_kind_a_killed_worker_reruns_its_job_and_each_is_stored_once(
+        tmp_path, models, backend_url, monkeypatch):
+    folder = _replay_suite(tmp_path, models)
+    suite = load_suite(folder)
+    victim = max(suite.jobs, key=lambda j: (job_cost(j), j.id)).id  # the longest: among the first handed out
+    marker = tmp_path / "hung.pid"
+    hang = {"REPLAY_HANG_ONCE": f"{victim}:{marker}"}
+    specs = [C.WorkerSpec("a1", "GPU_A", {"REPLAY_GPU": "GPU A", "REPLAY_UUID": "GPU-a1", **hang}),
+             C.WorkerSpec("a2", "GPU_A", {"REPLAY_GPU": "GPU A", "REPLAY_UUID": "GPU-a2", **hang}),
+             C.WorkerSpec("b1", "GPU_B", {"REPLAY_GPU": "GPU B", "REPLAY_UUID": "GPU-b1"})]
+    writes: dict = {}
+    real_write = Database.write_job
+
+    def counted(self, system_id, run_id, job, *a, **kw):
+        writes[(system_id, job)] = writes.get((system_id, job), 0) + 1
+        return real_write(self, system_id, run_id, job, *a, **kw)
+
+    monkeypatch.setattr(Database, "write_job", counted)
+    killed = []
+
+    def kill_the_worker_in_the_job():  # the Dask worker process running the victim, mid-job
+        t = time.monotonic()
+        while not marker.exists() or not marker.read_text():
+            if time.monotonic() - t > 60:
+                return
+            time.sleep(0.05)
+        pid = int(marker.read_text())
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    db = open_db(backend_url)
+    events = []
+    distributed = pytest.importorskip("distributed")
+    with C.local_cluster(specs) as cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(3, timeout=60)
+        killer = threading.Thread(target=kill_the_worker_in_the_job, daemon=True)
+        killer.start()
+        out = C.run_cluster(suite, db, client, RunOptions(), progress=lambda e, i: events.append((e, i)), chunk=2)
+        killer.join(1)
+        with pytest.raises(UsageError) as e:
+            C.run_cluster(suite, db, client, RunOptions(), kinds=["GPU_C"])
+        assert str(e.value) == "--cluster a Dask client: no worker of GPU kind GPU_C; the workers have GPU_A x2, GPU_B x1"
+        again = C.run_cluster(suite, db, client, RunOptions())  # incremental: nothing left on either kind
+    assert killed, "the worker running the victim job was never killed"
+    assert [(s.system["gpu_name"], s.ok, s.failed) for s in out] == [("GPU A", len(suite.jobs), 0),
+                                                                      ("GPU B", len(suite.jobs), 0)]
+    assert [(s.skipped, s.run_id) for s in again] == [(len(suite.jobs), None)] * 2
+    # exactly once: every job of every kind written by one call, whatever Dask ran again
+    assert sorted(writes.values()) == [1] * (2 * len(suite.jobs))
+    dones = [i["done"] for e, i in events if e == "job"]
+    assert dones == list(range(1, 2 * len(suite.jobs) + 1)) and events[-1][0] == "end"
+    # the same results as a plain local run of the same recorded outputs, job for job
+    local = open_db(f"sqlite:///{tmp_path / 'local.db'}")
+    ls = run_suite(suite, local, RunOptions(workers_per_gpu=1))
+    want = {j: (st, ms) for j, (st, ms, _) in _rows(local, ls.system_id, suite).items()}
+    assert len(want) == len(suite.jobs)
+    for s, uuids in zip(out, (("GPU-a1", "GPU-a2"), ("GPU-b1",))):
+        got = _rows(db, s.system_id, suite)
+        assert {j: (st, ms) for j, (st, ms, _) in got.items()} == want
+        # routing: each job ran on a worker of its kind, and says where
+        for j, (_, _, msg) in got.items():
+            assert msg.startswith("ran on host ") and any(f", {u}, SM clock 1980-1980 MHz" in msg for u in uuids), msg
+
+
+def test_cluster_without_distributed_is_one_line(fake_suite, tmp_path):
+    code = ("import sys; sys.modules['distributed'] = None\n"  # `import distributed` raises ImportError
+            "from benanza.cli import main; main()")
+    p = subprocess.run([sys.executable, "-c", code, "run", str(fake_suite), "--db", str(tmp_path / "p.db"),
+                        "--cluster", "local"], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.strip() == "benanza: --cluster needs Dask distributed: pip install benanza[cluster]"
+
+
+def test_gpu_kind_is_the_name_as_an_identifier():
+    assert C.gpu_kind("NVIDIA H100 80GB HBM3") == "NVIDIA_H100_80GB_HBM3"
+    assert C.gpu_kind("NVIDIA H200 [66 SMs]") == "NVIDIA_H200_66_SMs"
+    assert C.gpu_kind("  ") == "GPU"
+    assert C.WorkerSpec("h-gpu0", "NVIDIA_H200", {}).resources() == {"gpu": 1, "NVIDIA_H200": 1}
+
+
+def test_a_zoo_is_one_suite_its_shared_jobs_measured_once_then_each_models_lbl(tmp_path, models, monkeypatch):
+    """bench of several models (tests/fake_suite.py as the built suite): one suite of their unique
+    jobs, one run of each (the longest first), an analysis per model; a models file names them."""
+    from benanza import api
+    from benanza.generation.generator import plan_jobs
+    from benanza.processing.model import process
+
+    a, b = models / "vgg16.onnx", models / "vgg16_bn.onnx"  # the same convolutions (BN folded)
+    listed = tmp_path / "zoo.txt"
+    listed.write_text(f"# the zoo\n{a}\n\n{b}\n{a}\n")
+    assert api.model_list([], listed) == [a, b]
+    with pytest.raises(UsageError, match="--models-file .*: no such file"):
+        api.model_list([], tmp_path / "missing.txt")
+
+    def build(folder, jobs, quiet):  # the fake suite where the compile puts the binary
+        exe = Path(folder) / "build" / "benanza-suite"
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(HERE / "fake_suite.py", exe)
+        exe.chmod(0o755)
+        return type("B", (), {"executable": exe})()
+
+    monkeypatch.setattr(api, "build_with_progress", build)
+    log = tmp_path / "started.log"
+    monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
+    r = api.bench(api.model_list([a, b]), output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'z.db'}", torch=False,
+                  quiet=True, timing=api.Timing(workers_per_gpu=1))
+    own = [{j.id for j in plan_jobs([process(m, 1)], ["fp32"], ["NCHW", "NHWC"])} for m in (a, b)]
+    assert own[0] & own[1] and {j.id for j in r.suite.jobs} == own[0] | own[1]
+    started = [ln.split()[0] for ln in log.read_text().splitlines()]
+    assert sorted(started) == sorted(own[0] | own[1])  # each shared job run once
+    by_id = {j.id: j for j in r.suite.jobs}
+    costs = [job_cost(by_id[j]) for j in started]
+    assert costs == sorted(costs, reverse=True)  # the longest first
+    assert r.model == "vgg16, vgg16_bn" and [x.model for x in r.analyses] == ["vgg16", "vgg16_bn"]
