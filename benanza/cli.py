@@ -1145,20 +1145,12 @@ def bench(model: Optional[list[Path]] = typer.Argument(None, help="ONNX model fi
     r = api.bench(model, parse_batches(batch), dtype, layout, timing, db, output, kinds, torch, conv_tf32,
                   _parse_dims(dim), batch_dim, quiet or json_out, say, train=train, optimizer=optimizer,
                   cluster=cluster, gpu_kinds=gkinds)
-    stages, results, system, database, rs, ts = r.stages, r.analyses, r.system, r.database, r.run, r.framework_run
-    runs = r.runs
+    stages, results, system, database = r.stages, r.analyses, r.system, r.database
     steps = r.training
     counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
         if counters else None
     if json_out:
-        docs = [r.to_dict() for r in results]
-        for d, t in zip(docs, steps):  # as `analyze --json`: each analysis with its training step
-            d["training_step"] = t.to_dict()
-        _print_json({"model": r.model, "stages": stages, "counters": counters_doc, "run": _run_doc(rs),
-                     "framework_run": _run_doc(ts) if ts is not None else None,
-                     "cluster_runs": [_run_doc(s) for s in runs] if cluster else None,
-                     "system": results[0].system if results else None, "analyses": docs})
-        return
+        return _print_bench_json(r, counters_doc, bool(cluster))
     if layers_table:
         for r in results:
             out.print(_analysis_table(r))
@@ -1167,6 +1159,18 @@ def bench(model: Optional[list[Path]] = typer.Argument(None, help="ONNX model fi
     if train:
         _print_training(steps, layers_table)
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in stages.items()), markup=False)
+
+
+def _print_bench_json(r, counters_doc: dict | None, cluster: bool) -> None:
+    """``bench --json``: the model, stages, counters, the runs (each cluster kind's too) and each analysis
+    with its training step, as ``analyze --json`` gives them."""
+    docs = [a.to_dict() for a in r.analyses]
+    for d, t in zip(docs, r.training):
+        d["training_step"] = t.to_dict()
+    _print_json({"model": r.model, "stages": r.stages, "counters": counters_doc, "run": _run_doc(r.run),
+                 "framework_run": _run_doc(r.framework_run) if r.framework_run is not None else None,
+                 "cluster_runs": [_run_doc(s) for s in r.runs] if cluster else None,
+                 "system": r.analyses[0].system if r.analyses else None, "analyses": docs})
 
 
 def _require_ncu() -> str:

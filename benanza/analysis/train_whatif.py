@@ -462,12 +462,11 @@ def engine_costs(step, db, system_id: int, engines: dict) -> tuple[dict[int, flo
     :class:`~benanza.profiles.profile.ConvEngine`), the fastest valid database row of the call's
     config whose algorithm is the framework's (graph: :func:`benanza.analysis.insights.engine_key`
     of the engine config, call ``cudnnBackendExecute(conv_dgrad|conv_wgrad)``; legacy:
-    :func:`benanza.profiles.cudnn_log.legacy_algorithm`, call the legacy function), in the
+    the engine's ``algorithm``, call the legacy function), in the
     engine's layout and precision, minus the fastest valid row of that same call, layout and
     precision (>= 0, ms). Returns (layer -> ms, None when no call was costed; the calls looked up;
     the calls not estimated, ``layer N phase: engine``). Raises nothing for missing rows."""
     from benanza.analysis.insights import engine_key
-    from benanza.profiles.cudnn_log import legacy_algorithm
 
     a = step.forward
     calls = [(c, engines[(c.layer, c.phase)]) for c in step.calls
@@ -483,7 +482,7 @@ def engine_costs(step, db, system_id: int, engines: dict) -> tuple[dict[int, flo
         if e.api == "graph":
             base, algo = _GRAPH_CALLS[c.phase], engine_key(e.engine_config)
         else:
-            base, algo = e.api, legacy_algorithm(e.engine_config)
+            base, algo = e.api, e.algorithm
         want = _precisions(a.precision, e.tf32)
         same = [m for m in rows.get(c.key, []) if m.call.split("+")[0] == base and m.layout == e.layout
                 and m.precision in want]

@@ -126,11 +126,25 @@ _BACKWARD_MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for n
 ))
 
 
+#: modules that are no kind's home but add ONNX mappers to a kind (``ONNX``: kind -> {op type: mapper}),
+#: for an op made of other kinds' configs whose modules import the kind's module
+_MAPPER_MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
+    "einsum",
+))
+
+
 def _registry() -> dict[str, Kind]:
     """The kinds by name, each forward kind with the ``backward`` a backward kind (``Kind.backward_of``)
-    or a backward module (``BACKWARD``) gives it. Raises ValueError for two backwards of one kind or a
-    backward of an unknown kind."""
+    or a backward module (``BACKWARD``) gives it, and the ONNX mappers a mapper module (``ONNX``) adds.
+    Raises ValueError for two backwards of one kind, a backward of an unknown kind, or a mapper of an
+    op type some kind maps already."""
     kinds = {m.KIND.name: m.KIND for m in _MODULES}
+    for m in _MAPPER_MODULES:
+        for name, ops in m.ONNX.items():
+            taken = {op for k in kinds.values() for op in k.onnx}
+            if name not in kinds or taken & set(ops):
+                raise ValueError(f"ONNX mappers for {name!r}: no such kind, or op types mapped already")
+            kinds[name] = dataclasses.replace(kinds[name], onnx={**kinds[name].onnx, **ops})
     given = [fns for fns in (getattr(m, "BACKWARD", {}) for m in _BACKWARD_MODULES)]
     given += [k.backward_of for k in list(kinds.values())]
     for fns in given:

@@ -218,3 +218,9 @@ def map_einsum(node, ctx, attrs):
     if len(plan.calls) == 1:
         return plan.calls[0]
     return tuple(Part(c) for c in plan.calls)
+
+
+#: the ONNX mappers this module adds to a kind (``benanza.kinds._registry``): Einsum is mapped with the
+#: Gemm kind's (its calls are GEMMs, Transposes, ReduceSums and Muls); a module of its own that
+#: imports gemm.py, so gemm.py cannot import it
+ONNX = {"Gemm": {"Einsum": map_einsum}}

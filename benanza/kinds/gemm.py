@@ -104,14 +104,6 @@ def _map_matmul(node, ctx, attrs):
     raise Unsupported(f"batched MatMul with partially broadcast batch dims {ba} x {bb}")
 
 
-def _map_einsum(node, ctx, attrs):
-    """ONNX Einsum as the GEMM (or Transpose, ReduceSum, Mul) calls it is made of:
-    :func:`benanza.kinds.einsum.map_einsum` (imported here: that module imports this one)."""
-    from benanza.kinds.einsum import map_einsum
-
-    return map_einsum(node, ctx, attrs)
-
-
 @dataclass(frozen=True)
 class GemmCase(Case):
     """One row of ``templates/gemm.cpp.j2``'s case table: the fields of its C++ ``GemmCase`` in order,
@@ -248,7 +240,7 @@ def _min_bytes(cfg: GemmConfig, ib: int, ob: int) -> int:
 KIND = Kind(
     example=GemmConfig(m=1, n=1000, k=440, batch_count=1, trans_a=False, trans_b=True, bias='c'),
     name="Gemm", config=GemmConfig, template="gemm.cpp.j2", case=gemm_case, min_bytes=_min_bytes,
-    torch=_gemm, onnx={"Gemm": _map_gemm, "MatMul": _map_matmul, "Einsum": _map_einsum},
+    torch=_gemm, onnx={"Gemm": _map_gemm, "MatMul": _map_matmul},  # "Einsum": benanza.kinds.einsum.ONNX
     typed_ops=(), fused_from=(),
     aten={"Gemm": ('aten::addmm', 'aten::linear', 'aten::matmul', 'aten::mm'), "MatMul": ('aten::addmm', 'aten::baddbmm', 'aten::bmm', 'aten::einsum', 'aten::linear', 'aten::matmul', 'aten::mm'), "Einsum": ('aten::einsum', 'aten::outer')},
     nhwc=False, image=False, backward=gemm_backward)

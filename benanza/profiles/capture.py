@@ -911,14 +911,28 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     res = json.loads((o / ".capture-timed.json").read_text())
     if res.get("build_s") is not None:
         seconds["timed_run_build"] = res["build_s"]
-    from benanza.profiles.profile import FORMAT, FORMAT_VERSION, Latency
 
-    lat = Latency.from_samples(res["latency"]["samples_ms"], res["latency"]["method"])
     if logged_kernels is not None:
         notice = _kernel_mismatch_notice(logged_kernels, _kernel_names(o / "trace.json.gz"))
         if notice:
             notices.append(notice)
-    doc = {
+    doc = _profile_doc(mpath, digest, batch, dtype, files, res, warmup, iterations, notices, seconds)
+    if train:
+        doc["train"] = res.get("train") or {"optimizer": optimizer}
+    for n in (".capture-logs.json", ".capture-timed.json", ".trace-logs.json"):
+        (o / n).unlink(missing_ok=True)
+    pj = o / "profile.json"
+    pj.write_text(json.dumps(doc, indent=1))
+    return pj
+
+
+def _profile_doc(mpath: Path, digest: str, batch: int, dtype: str, files: dict, res: dict, warmup: int,
+                 iterations: int, notices: list, seconds: dict) -> dict:
+    """profile.json's document (format in :mod:`benanza.profiles`) from the timed child's result ``res``."""
+    from benanza.profiles.profile import FORMAT, FORMAT_VERSION, Latency
+
+    lat = Latency.from_samples(res["latency"]["samples_ms"], res["latency"]["method"])
+    return {
         "format": FORMAT, "version": FORMAT_VERSION,
         "model": mpath.stem, "model_path": str(mpath), "model_sha256": digest,
         "batch": batch, "dtype": dtype, "inputs": res.get("inputs"),
@@ -932,13 +946,6 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
         "notices": notices,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
     }
-    if train:
-        doc["train"] = res.get("train") or {"optimizer": optimizer}
-    for n in (".capture-logs.json", ".capture-timed.json", ".trace-logs.json"):
-        (o / n).unlink(missing_ok=True)
-    pj = o / "profile.json"
-    pj.write_text(json.dumps(doc, indent=1))
-    return pj
 
 
 def _check_capture_arguments(batch: int, dtype: str, device: str, warmup: int, runs: int, iterations: int) -> str:

@@ -164,6 +164,16 @@ class ConvEngine:
     api: str
     line: int
 
+    @property
+    def algorithm(self) -> str | None:
+        """The algorithm as benanza's database names it: a graph engine config as it is
+        (``eng28_k2=4_k3=0``), a legacy algorithm by its short name
+        (:func:`benanza.profiles.cudnn_log.legacy_algorithm`: ``CUDNN_CONVOLUTION_BWD_DATA_ALGO_1`` ->
+        ``ALGO_1``); None when the log named none."""
+        from benanza.profiles.cudnn_log import legacy_algorithm
+
+        return self.engine_config if self.api == "graph" else legacy_algorithm(self.engine_config)
+
 
 @dataclass(frozen=True)
 class GemmAlgo:

@@ -6,7 +6,7 @@ process pinned to that GPU (``CUDA_VISIBLE_DEVICES`` = the GPU's uuid, so the su
 and declaring the Dask resources ``{"gpu": 1, <kind>: 1}``, <kind> the GPU's name made an identifier
 (:func:`gpu_kind`: ``NVIDIA H100 80GB HBM3`` -> ``NVIDIA_H100_80GB_HBM3``). A *task* is a chunk of
 jobs of one suite for one GPU kind (``resources={kind: 1}``: only a worker of that kind takes it, one
-task at a time), run on the worker by the local runner's own code (:func:`benanza.runner.run._drive`:
+task at a time), run on the worker by the local runner's own code (:func:`benanza.runner.run.drive_jobs`:
 one suite process fed the jobs, a crashed, hung or sticky-error job recorded failed with the reason and
 the process restarted for the rest). The task writes nothing: it returns each job's records with where
 it ran (host, GPU uuid, SM clocks during its measurements), and the client stores every finished job in
@@ -37,7 +37,7 @@ from benanza.database.records import MeasurementLine, Record
 from benanza.database.store import Database, system_fingerprint
 from benanza.errors import BenanzaError, DeviceError, UsageError
 from benanza.generation.generator import Suite
-from benanza.runner.run import (JobQueue, RunOptions, RunSummary, Worker, _drive, _Shared, job_cost, query_system,
+from benanza.runner.run import (JobQueue, RunOptions, RunSummary, Worker, drive_jobs, SharedRun, job_cost, query_system,
                                 register_suite)
 
 #: the one line of ``--cluster`` without Dask distributed installed
@@ -157,7 +157,7 @@ class ChunkResult:
 
 
 class _Collect:
-    """The database a worker's :func:`_drive` writes to: it keeps each job's ``write_job`` call."""
+    """The database a worker's :func:`drive_jobs` writes to: it keeps each job's ``write_job`` call."""
 
     def __init__(self):
         self.outcomes: list[JobOutcome] = []
@@ -205,9 +205,9 @@ def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
     summary = RunSummary(system_id=0, system=system, run_id=None, planned=len(jobs), skipped=0)
     worker = Worker(argv=lambda jobs_file, device: [exe, "--jobs", jobs_file] + opt.suite_args(device),
                     jobs_text=lambda ids: "\n".join(ids) + "\n")
-    ctx = _Shared(db=col, system_id=0, run_id=0, summary=summary, progress=None, by_id={j.id: j for j in jobs},
+    ctx = SharedRun(db=col, system_id=0, run_id=0, summary=summary, progress=None, by_id={j.id: j for j in jobs},
                   opt=opt, worker=worker, log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log")
-    _drive(ctx, 0, JobQueue([j.id for j in jobs]))
+    drive_jobs(ctx, 0, JobQueue([j.id for j in jobs]))
     return ChunkResult(socket.gethostname(), system, col.outcomes)
 
 

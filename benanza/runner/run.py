@@ -362,16 +362,16 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
     own = not opt.gpu_lock and per_gpu > 1
     locks = gpu_lock_files(opt.gpu_lock, gpus) if opt.gpu_lock else gpu_lock_files(
         str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{run_id}"), gpus) if own else {}
-    ctx = _Shared(db=db, system_id=system_id, run_id=run_id, summary=summary, progress=progress, by_id=by_id,
+    ctx = SharedRun(db=db, system_id=system_id, run_id=run_id, summary=summary, progress=progress, by_id=by_id,
                   opt=opt, worker=worker, log_path=root / "run.log", gpu_locks=locks,
                   stop=stop or threading.Event())
     drivers = [d for d in gpus for _ in range(per_gpu)]
     try:
         if len(drivers) == 1:
-            _drive(ctx, drivers[0], order)
+            drive_jobs(ctx, drivers[0], order)
         else:
             with ThreadPoolExecutor(max_workers=len(drivers)) as pool:
-                futures = [pool.submit(_drive, ctx, d, order) for d in drivers]
+                futures = [pool.submit(drive_jobs, ctx, d, order) for d in drivers]
                 try:
                     while any(not f.done() for f in futures):
                         time.sleep(0.2)
@@ -405,7 +405,7 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
 
 
 @dataclass
-class _Shared:
+class SharedRun:
     """What the per-GPU drivers share; ``lock`` guards the summary and the progress callback."""
 
     db: Database
@@ -476,7 +476,7 @@ class JobQueue:
             return len(self._ids)
 
 
-def _drive(ctx: _Shared, device: int, jobs: JobQueue) -> None:
+def drive_jobs(ctx: SharedRun, device: int, jobs: JobQueue) -> None:
     """Run jobs from ``jobs`` on ``device`` until it is empty: restart the worker after a crash, a
     hang or a sticky error, recording the job in flight as failed with the reason."""
     startup_failures = 0
@@ -538,7 +538,7 @@ class _Progress:
     feed: Callable[[], None] | None = None  # hands the worker its next job
 
 
-def _store_job(ctx: _Shared, p: _Progress, end: dict) -> None:
+def _store_job(ctx: SharedRun, p: _Progress, end: dict) -> None:
     """Write the job in flight (its ``job_end`` line ``end``) to the database: failed with the reason
     when the worker said so or printed a malformed record (the well-formed ones are kept)."""
     job = ctx.by_id[p.current]
@@ -594,12 +594,12 @@ def job_phases(records: list[Record], end: dict) -> dict:
     return {"phases_ms": cost, "build_ms": build, "gpu_ms": gpu, "status": status, "job_cost_ms": job_cost}
 
 
-def _log_phases(ctx: _Shared, rec: dict) -> None:
+def _log_phases(ctx: SharedRun, rec: dict) -> None:
     with ctx.lock, open(ctx.opt.phases_log, "a", encoding="utf-8") as f:
         f.write(json.dumps(rec) + "\n")
 
 
-def _take_line(ctx: _Shared, p: _Progress, line: str) -> None:
+def _take_line(ctx: SharedRun, p: _Progress, line: str) -> None:
     """Act on one line of the worker's output (lines that are not JSON objects are ignored)."""
     try:
         rec = json.loads(line)
@@ -628,7 +628,7 @@ def _take_line(ctx: _Shared, p: _Progress, line: str) -> None:
         p.fatal = str(rec.get("message") or "")
 
 
-def _pump(ctx: _Shared, proc: subprocess.Popen, p: _Progress) -> bool:
+def _pump(ctx: SharedRun, proc: subprocess.Popen, p: _Progress) -> bool:
     """Read the worker's lines until it ends, the run stops (the worker is killed) or the job in
     flight runs past the per-job timeout (killed too; returns True)."""
     q: queue.Queue = queue.Queue()
@@ -649,7 +649,7 @@ def _pump(ctx: _Shared, proc: subprocess.Popen, p: _Progress) -> bool:
         _take_line(ctx, p, line)
 
 
-def _one_worker(ctx: _Shared, device: int, jobs: JobQueue) -> _WorkerResult:
+def _one_worker(ctx: SharedRun, device: int, jobs: JobQueue) -> _WorkerResult:
     """Run one worker process on ``device``, handing it jobs from ``jobs`` through its standard
     input (one ahead of the job in flight, so it never waits), and store every job it finishes.
     Jobs it was handed but never started go back to the queue when it ends."""
