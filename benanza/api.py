@@ -574,15 +574,18 @@ def run_cluster(suite, db, opts, address: str, kinds: list[str] | None, quiet: b
         prog.close()
 
 
-def serve_workers(scheduler: str, devices: str | None) -> None:
+def serve_workers(scheduler: str, devices: str | None, slots: int = 3) -> None:
     """``benanza worker``: a Dask worker per GPU here (``devices``: ``all``/None or ``0,1,...``),
-    connected to ``scheduler``, until Ctrl-C (:func:`benanza.runner.cluster.serve_workers`)."""
+    connected to ``scheduler``, ``slots`` suite processes sharing each GPU, until Ctrl-C
+    (:func:`benanza.runner.cluster.serve_workers`). Raises UsageError for ``slots`` < 1."""
     from benanza.runner import cluster as C
 
     C.require_distributed()
+    if slots < 1:
+        raise UsageError(f"--workers-per-gpu {slots}: give at least 1")
     chosen = () if not devices or devices.strip().lower() == "all" else parse_devices(devices, 0)
-    specs = C.local_specs(chosen)
-    _err().print(f"benanza worker: {len(specs)} GPU worker(s) for {scheduler}: "
+    specs = C.local_specs(chosen, slots)
+    _err().print(f"benanza worker: {len(specs)} GPU worker(s) for {scheduler}, {slots} suite process(es) each: "
                  + ", ".join(f"{s.name} ({s.kind})" for s in specs), markup=False)
     C.serve_workers(scheduler, specs)
 

@@ -1198,14 +1198,17 @@ def _bench_counters(ncu, results, suite, database, system, opts, force: bool, sa
 @app.command()
 @guarded
 def worker(scheduler: str = typer.Option(..., "--scheduler", help="the Dask scheduler's address, tcp://HOST:PORT"),
-           devices: Optional[str] = typer.Option(None, "--devices", help="the GPUs to serve: 'all' (default) or 0,1,...")):
+           devices: Optional[str] = typer.Option(None, "--devices", help="the GPUs to serve: 'all' (default) or 0,1,..."),
+           workers_per_gpu: int = typer.Option(3, "--workers-per-gpu",
+                                               help="suite processes per GPU, taking turns on it (one builds engine "
+                                                    "plans while another times calls)")):
     """Serve this host's GPUs to a Dask cluster (pip install benanza[cluster]): one worker per GPU,
     pinned to it and declaring its GPU kind, until Ctrl-C. Jobs come from `bench`/`run --cluster`.
 
     Example: benanza worker --scheduler tcp://10.0.0.1:8786"""
     from benanza import api
 
-    api.serve_workers(scheduler, devices)
+    api.serve_workers(scheduler, devices, workers_per_gpu)
 
 
 # ------------------------------------------------------------------------------------------ system

@@ -59,7 +59,7 @@ def test_jobs_go_to_their_kind_a_killed_worker_reruns_its_job_and_each_is_stored
     victim = max(suite.jobs, key=lambda j: (job_cost(j), j.id)).id  # the longest: among the first handed out
     marker = tmp_path / "hung.pid"
     hang = {"REPLAY_HANG_ONCE": f"{victim}:{marker}"}
-    specs = [C.WorkerSpec("a1", "GPU_A", {"REPLAY_GPU": "GPU A", "REPLAY_UUID": "GPU-a1", **hang}),
+    specs = [C.WorkerSpec("a1", "GPU_A", {"REPLAY_GPU": "GPU A", "REPLAY_UUID": "GPU-a1", **hang}, slots=2),
              C.WorkerSpec("a2", "GPU_A", {"REPLAY_GPU": "GPU A", "REPLAY_UUID": "GPU-a2", **hang}),
              C.WorkerSpec("b1", "GPU_B", {"REPLAY_GPU": "GPU B", "REPLAY_UUID": "GPU-b1"})]
     writes: dict = {}
@@ -130,6 +130,7 @@ def test_gpu_kind_is_the_name_as_an_identifier():
     assert C.gpu_kind("NVIDIA H200 [66 SMs]") == "NVIDIA_H200_66_SMs"
     assert C.gpu_kind("  ") == "GPU"
     assert C.WorkerSpec("h-gpu0", "NVIDIA_H200", {}).resources() == {"gpu": 1, "NVIDIA_H200": 1}
+    assert C.WorkerSpec("h-gpu0", "NVIDIA_H200", {}, slots=3).resources() == {"gpu": 1, "NVIDIA_H200": 3}
 
 
 def test_a_zoo_is_one_suite_its_shared_jobs_measured_once_then_each_models_lbl(tmp_path, models, monkeypatch):

@@ -3,12 +3,14 @@ distributed (``pip install benanza[cluster]``; imported only when a cluster is a
 
 A *worker* is one ``distributed.Nanny`` per local GPU (``benanza worker --scheduler ADDRESS``), its
 process pinned to that GPU (``CUDA_VISIBLE_DEVICES`` = the GPU's uuid, so the suite runs on device 0)
-and declaring the Dask resources ``{"gpu": 1, <kind>: 1}``, <kind> the GPU's name made an identifier
-(:func:`gpu_kind`: ``NVIDIA H100 80GB HBM3`` -> ``NVIDIA_H100_80GB_HBM3``). A *task* is a chunk of
-jobs of one suite for one GPU kind (``resources={kind: 1}``: only a worker of that kind takes it, one
-task at a time), run on the worker by the local runner's own code (:func:`benanza.runner.run.drive_jobs`:
-one suite process fed the jobs, a crashed, hung or sticky-error job recorded failed with the reason and
-the process restarted for the rest). The task writes nothing: it returns each job's records with where
+and declaring the Dask resources ``{"gpu": 1, <kind>: S}``, <kind> the GPU's name made an identifier
+(:func:`gpu_kind`: ``NVIDIA H100 80GB HBM3`` -> ``NVIDIA_H100_80GB_HBM3``) and S its slots (``--workers-per-gpu``,
+default 3: S threads). A *task* is a chunk of jobs of one suite for one GPU kind (``resources={kind: 1}``:
+only a worker of that kind takes it, S tasks at a time), run on the worker by the local runner's own code
+(:func:`benanza.runner.run.drive_jobs`: one suite process fed the jobs, a crashed, hung or sticky-error job
+recorded failed with the reason and the process restarted for the rest). The S suite processes of one
+worker share its GPU through one lock file, as the local runner's ``--workers-per-gpu`` processes do
+(harness.hpp, ``Context::gpu_acquire``): one builds engine plans while another times calls. The task writes nothing: it returns each job's records with where
 it ran (host, GPU uuid, SM clocks during its measurements), and the client stores every finished job in
 one transaction (:meth:`benanza.database.store.Database.write_job`), so the database is written by one
 process and each job exactly once: a job already stored in this run is skipped, never written twice.
@@ -44,8 +46,9 @@ from benanza.runner.run import (JobQueue, RunOptions, RunSummary, Worker, drive_
 MISSING = "--cluster needs Dask distributed: pip install benanza[cluster]"
 
 #: the most jobs in one task: a suite process starts once per task (CUDA context, cuDNN and cuBLAS
-#: load: about a second), and a worker lost mid-task costs its whole chunk again
-MAX_CHUNK = 8
+#: load: about a second, overlapped by the worker's other slots), and a worker lost mid-task costs its
+#: whole chunk again
+MAX_CHUNK = 16
 
 #: how long the client waits for the first worker to register (s)
 WORKER_WAIT_S = 30.0
@@ -73,15 +76,16 @@ class WorkerSpec:
     name: str
     kind: str
     env: dict = field(default_factory=dict)
+    slots: int = 1  # suite processes on the GPU at once (tasks the worker runs at a time)
 
     def resources(self) -> dict:
-        return {"gpu": 1, self.kind: 1}
+        return {"gpu": 1, self.kind: self.slots}
 
 
-def local_specs(devices: tuple[int, ...] = ()) -> list[WorkerSpec]:
+def local_specs(devices: tuple[int, ...] = (), slots: int = 3) -> list[WorkerSpec]:
     """One :class:`WorkerSpec` per GPU here (``devices``: these indices; empty: all), from the
     native device query (:func:`benanza.runner.system.describe`): kind from the GPU's name, pinned
-    by its uuid. Raises :class:`DeviceError` without a CUDA device, :class:`UsageError` for an
+    by its uuid, ``slots`` suite processes sharing it (``--workers-per-gpu``). Raises :class:`DeviceError` without a CUDA device, :class:`UsageError` for an
     index that is not one."""
     from benanza.runner import system as sysq
 
@@ -95,7 +99,7 @@ def local_specs(devices: tuple[int, ...] = ()) -> list[WorkerSpec]:
         raise UsageError(f"--devices {','.join(map(str, bad))}: this host has GPUs 0 to {len(devs) - 1}")
     host = socket.gethostname()
     return [WorkerSpec(f"{host}-gpu{d}", gpu_kind(devs[d]["gpu_name"]),
-                       {"CUDA_VISIBLE_DEVICES": devs[d].get("uuid") or str(d)}) for d in chosen]
+                       {"CUDA_VISIBLE_DEVICES": devs[d].get("uuid") or str(d)}, max(1, slots)) for d in chosen]
 
 
 def serve_workers(scheduler: str, specs: list[WorkerSpec]) -> None:
@@ -106,7 +110,7 @@ def serve_workers(scheduler: str, specs: list[WorkerSpec]) -> None:
     distributed = require_distributed()
 
     async def main():
-        nannies = [distributed.Nanny(scheduler, nthreads=1, name=s.name, resources=s.resources(), env=dict(s.env))
+        nannies = [distributed.Nanny(scheduler, nthreads=s.slots, name=s.name, resources=s.resources(), env=dict(s.env))
                    for s in specs]
         try:
             await asyncio.wait_for(asyncio.gather(*nannies), WORKER_WAIT_S)
@@ -122,9 +126,9 @@ def serve_workers(scheduler: str, specs: list[WorkerSpec]) -> None:
 
 def local_cluster(specs: list[WorkerSpec]):
     """A cluster on this host (``--cluster local``): a scheduler and one Nanny process per spec
-    (one thread each), as :func:`serve_workers` starts them. Close it when done."""
+    (``slots`` threads each), as :func:`serve_workers` starts them. Close it when done."""
     distributed = require_distributed()
-    workers = {s.name: {"cls": distributed.Nanny, "options": {"nthreads": 1, "resources": s.resources(),
+    workers = {s.name: {"cls": distributed.Nanny, "options": {"nthreads": s.slots, "resources": s.resources(),
                                                               "env": dict(s.env), "silence_logs": 40}}
                for s in specs}
     scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
@@ -193,10 +197,24 @@ def probe_system(exe: str) -> dict:
     return _worker_system(exe)
 
 
+def _slot_lock() -> dict:
+    """The GPU lock of this worker's suite processes (device 0 -> a lock file of this worker process)
+    when it runs several tasks at once; none for one slot (no lock is taken, as the local runner with
+    one worker per GPU)."""
+    try:
+        from distributed import get_worker
+
+        slots = get_worker().state.nthreads
+    except (ImportError, ValueError, AttributeError):  # not in a Dask worker (called directly)
+        slots = 1
+    return {0: str(Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}-gpu0.lock")} if slots > 1 else {}
+
+
 def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
     """Task: run ``jobs`` (:class:`benanza.generation.generator.Job`) with the suite ``exe`` on this
     worker's GPU (device 0 of its ``CUDA_VISIBLE_DEVICES``) through the local runner's driver, one
-    suite process restarted after a crash; returns their outcomes, stores nothing. Raises
+    suite process restarted after a crash, sharing the GPU through the worker's lock with its other
+    slots' processes; returns their outcomes, stores nothing. Raises
     :class:`UsageError` when the suite is not here, :class:`DeviceError` when it cannot start."""
     system = _worker_system(exe)
     _check_exe(exe)
@@ -206,7 +224,8 @@ def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
     worker = Worker(argv=lambda jobs_file, device: [exe, "--jobs", jobs_file] + opt.suite_args(device),
                     jobs_text=lambda ids: "\n".join(ids) + "\n")
     ctx = SharedRun(db=col, system_id=0, run_id=0, summary=summary, progress=None, by_id={j.id: j for j in jobs},
-                  opt=opt, worker=worker, log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log")
+                  opt=opt, worker=worker, log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log",
+                  gpu_locks=_slot_lock())
     drive_jobs(ctx, 0, JobQueue([j.id for j in jobs]))
     return ChunkResult(socket.gethostname(), system, col.outcomes)
 
@@ -224,13 +243,24 @@ def cluster_kinds(client) -> dict[str, list[str]]:
     return kinds
 
 
-def _connect(address: str, devices: tuple[int, ...]):
+def cluster_slots(client) -> dict[str, int]:
+    """The tasks the cluster's workers of each GPU kind run at once: kind -> the sum of their slots
+    (the value of the kind's resource)."""
+    slots: dict[str, int] = {}
+    for w in client.scheduler_info(n_workers=-1)["workers"].values():
+        for r, n in w.get("resources", {}).items():
+            if r != "gpu":
+                slots[r] = slots.get(r, 0) + max(1, int(n))
+    return slots
+
+
+def _connect(address: str, devices: tuple[int, ...], slots: int = 3):
     """(client, cluster or None): ``local`` starts :func:`local_cluster` over this host's GPUs
-    (``devices``: these; empty: all)."""
+    (``devices``: these; empty: all), ``slots`` suite processes per GPU."""
     distributed = require_distributed()
     cluster = None
     if address == "local":
-        specs = local_specs(tuple(devices))
+        specs = local_specs(tuple(devices), slots)
         cluster = local_cluster(specs)
         client = distributed.Client(cluster)
         client.wait_for_workers(len(specs), timeout=WORKER_WAIT_S * 4)
@@ -254,8 +284,8 @@ def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None 
     """Run the suite's pending jobs on every GPU kind ``kinds`` (None: each kind the cluster has) of
     the Dask cluster at ``address`` (``tcp://HOST:PORT``, ``local`` for this host's GPUs, or a
     ``distributed.Client``), each job once per kind, the longest first (:func:`job_cost`), in chunks
-    of at most ``chunk`` jobs (default: up to :data:`MAX_CHUNK`, at least four chunks per worker);
-    ``devices``: the GPUs of ``local`` (empty: all).
+    of at most ``chunk`` jobs (default: up to :data:`MAX_CHUNK`, at least four chunks per worker slot);
+    ``devices``: the GPUs of ``local`` (empty: all), each with ``options.workers_per_gpu`` slots.
     Each finished job is stored by this process in one transaction, once, with its host, GPU uuid
     and SM clocks in its message. ``progress`` as :func:`benanza.runner.run.run_suite`'s, over all
     workers. Returns one :class:`RunSummary` per kind. Raises :class:`UsageError` when Dask is
@@ -267,7 +297,8 @@ def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None 
     if not exe.exists():
         raise UsageError(f"{suite.root}: suite not built (no {exe}); run `benanza build {suite.root}`")
     register_suite(suite, db)
-    client, cluster = (address, None) if not isinstance(address, str) else _connect(address, devices)
+    client, cluster = (address, None) if not isinstance(address, str) else \
+        _connect(address, devices, opt.workers_per_gpu)
     try:
         return _run_on(client, suite, db, str(exe), opt, kinds, progress, chunk,
                        address if isinstance(address, str) else "a Dask client")
@@ -289,7 +320,7 @@ def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds
             where: str) -> list[RunSummary]:
     from distributed import as_completed
 
-    have = cluster_kinds(client)
+    have, slots = cluster_kinds(client), cluster_slots(client)
     wanted = list(dict.fromkeys(kinds)) if kinds else sorted(have)
     missing = [k for k in wanted if k not in have]
     if missing or not wanted:
@@ -316,7 +347,7 @@ def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds
             continue
         r.summary.run_id = db.start_run(r.system_id, str(suite.root), f"{models} (cluster, {r.kind})",
                                         len(r.pending))
-        n = chunk or max(1, min(MAX_CHUNK, math.ceil(len(r.pending) / (4 * len(have[r.kind])))))
+        n = chunk or max(1, min(MAX_CHUNK, math.ceil(len(r.pending) / (4 * slots.get(r.kind, 1)))))
         parts = [r.pending[i:i + n] for i in range(0, len(r.pending), n)]
         for i, part in enumerate(parts):  # longest first: the scheduler runs higher priorities first
             f = client.submit(run_chunk, exe, part, opt, key=f"benanza-{r.kind}-run{r.summary.run_id}-{i}",
