@@ -378,7 +378,8 @@ def run(folder: Path = typer.Argument(..., help="built suite folder"),
 def _run_doc(s) -> dict:
     return {"system_id": s.system_id, "gpu": s.system.get("gpu_name"), "run_id": s.run_id, "planned": s.planned,
             "skipped": s.skipped, "ok": s.ok, "failed": s.failed, "measurements": s.measurements,
-            "restarts": s.restarts, "wall_s": s.wall_s, "failures": [{"job": j, "reason": r} for j, r in s.failures]}
+            "restarts": s.restarts, "wall_s": s.wall_s, "failures": [{"job": j, "reason": r} for j, r in s.failures],
+            **({"timeline": s.timeline} if s.timeline else {})}
 
 
 # ----------------------------------------------------------------------------------------- analyze

@@ -62,14 +62,14 @@ def export_zoo(names: list[str], folder: Path, log) -> list[Path]:
 
 
 def bench(models_file: Path, suite: Path, db: Path, where: list[str], args: argparse.Namespace, extra: list[str],
-          log) -> dict | None:
+          log, env: dict | None = None) -> dict | None:
     """One ``benanza bench`` of the zoo; its JSON document with ``wall_s`` added, or None (logged)."""
     cmd = [sys.executable, "-m", "benanza", "bench", "--models-file", str(models_file), "-o", str(suite),
            "--db", str(db), "--batch", args.batch, "--dtype", args.dtype, "--no-torch", "--no-layers", "--json",
            *where, *extra]
     log("$ " + " ".join(cmd))
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp")
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp", env=dict(os.environ, **(env or {})))
     wall = time.perf_counter() - t
     if p.returncode != 0:
         log(f"bench failed (exit {p.returncode}) after {wall:.1f} s: {p.stderr.strip()[-800:]}")
@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="fp16")
     ap.add_argument("--devices", default="0,1")
     ap.add_argument("--cluster-one", action="store_true", help="also the cluster on the first GPU alone")
+    ap.add_argument("--chunks", default="", help="cluster runs with these task sizes (jobs per task, "
+                                                  "BENANZA_CLUSTER_CHUNK), e.g. 16,64; default: the cluster's own")
     ap.add_argument("--resume", action="store_true", help="keep the runs an earlier call into the same work "
                                                           "folder ($FLEET_WORK) finished")
     ap.add_argument("--only", choices=["one", "two"], help="this run only (with --resume: one call each)")
@@ -166,20 +168,22 @@ def main(argv: list[str] | None = None) -> int:
     d0 = a.devices.split(",")[0]
     suite = work / "suite"
     runs = {}
-    plan = [("one GPU (local runner)", "one.db", ["--device", d0]),
-            (f"cluster, GPUs {a.devices}", "two.db", ["--cluster", "local", "--devices", a.devices])]
+    plan = [("one GPU (local runner)", "one.db", ["--device", d0], {})]
+    for c in [x for x in a.chunks.split(",") if x.strip()] or [""]:
+        plan.append((f"cluster, GPUs {a.devices}" + (f", chunk {c}" if c else ""), f"two{c}.db",
+                     ["--cluster", "local", "--devices", a.devices], {"BENANZA_CLUSTER_CHUNK": c} if c else {}))
     if a.cluster_one:
-        plan.append((f"cluster, GPU {d0}", "cluster1.db", ["--cluster", "local", "--devices", d0]))
+        plan.append((f"cluster, GPU {d0}", "cluster1.db", ["--cluster", "local", "--devices", d0], {}))
     if a.only == "one":
         plan = plan[:1]
-    for name, db, where in plan:
+    for name, db, where, env in plan:
         saved = work / f"{Path(db).stem}.run.json"
         if a.resume and saved.exists() and (work / db).exists():  # finished by an earlier call
             r = json.loads(saved.read_text())
             log(f"{name}: from the earlier call ({saved})")
         else:
             (work / db).unlink(missing_ok=True)
-            r = bench(models_file, suite, work / db, where, a, extra, log)
+            r = bench(models_file, suite, work / db, where, a, extra, log, env)
             if r is None:
                 continue
             saved.write_text(json.dumps(r))
@@ -201,6 +205,10 @@ def write_table(a: argparse.Namespace, runs: dict, extra: list[str], log) -> Non
         up = f"{base / rs:.2f}x" if base and rs else "-"
         lines.append(f"{n:28} {rs or float('nan'):12.1f} {_stage(r, 'compile_s') or 0:10.1f} {r['wall_s']:8.1f} "
                      f"{up:>21}")
+    for n in names:
+        for cr in runs[n][0]["docs"][0].get("cluster_runs") or []:
+            if cr.get("timeline"):
+                lines.append(f"  {n}: timeline {json.dumps(cr['timeline'])}")
     if len(names) >= 2:
         c = compare_dbs(runs[names[0]][1], runs[names[1]][1])
         lines += ["", f"databases, {names[0]} vs {names[1]}: {json.dumps(c)}", "",

@@ -158,6 +158,7 @@ class ChunkResult:
     host: str
     system: dict
     outcomes: list[JobOutcome]
+    span: tuple[float, float] = (0.0, 0.0)  # the task's start and end on the worker (time.time(), s)
 
 
 class _Collect:
@@ -216,6 +217,7 @@ def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
     suite process restarted after a crash, sharing the GPU through the worker's lock with its other
     slots' processes; returns their outcomes, stores nothing. Raises
     :class:`UsageError` when the suite is not here, :class:`DeviceError` when it cannot start."""
+    t0 = time.time()
     system = _worker_system(exe)
     _check_exe(exe)
     opt = replace(opt, device=0, devices=(), phases_log=None)
@@ -227,7 +229,7 @@ def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
                   opt=opt, worker=worker, log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log",
                   gpu_locks=_slot_lock())
     drive_jobs(ctx, 0, JobQueue([j.id for j in jobs]))
-    return ChunkResult(socket.gethostname(), system, col.outcomes)
+    return ChunkResult(socket.gethostname(), system, col.outcomes, (t0, time.time()))
 
 
 # ------------------------------------------------------------------------------- on the client
@@ -284,7 +286,8 @@ def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None 
     """Run the suite's pending jobs on every GPU kind ``kinds`` (None: each kind the cluster has) of
     the Dask cluster at ``address`` (``tcp://HOST:PORT``, ``local`` for this host's GPUs, or a
     ``distributed.Client``), each job once per kind, the longest first (:func:`job_cost`), in chunks
-    of at most ``chunk`` jobs (default: up to :data:`MAX_CHUNK`, at least four chunks per worker slot);
+    of at most ``chunk`` jobs (default: ``$BENANZA_CLUSTER_CHUNK``, else up to :data:`MAX_CHUNK`, at least
+    four chunks per worker slot);
     ``devices``: the GPUs of ``local`` (empty: all), each with ``options.workers_per_gpu`` slots.
     Each finished job is stored by this process in one transaction, once, with its host, GPU uuid
     and SM clocks in its message. ``progress`` as :func:`benanza.runner.run.run_suite`'s, over all
@@ -297,15 +300,21 @@ def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None 
     if not exe.exists():
         raise UsageError(f"{suite.root}: suite not built (no {exe}); run `benanza build {suite.root}`")
     register_suite(suite, db)
+    t = time.perf_counter()
     client, cluster = (address, None) if not isinstance(address, str) else \
         _connect(address, devices, opt.workers_per_gpu)
+    connect_s, out = time.perf_counter() - t, []
     try:
-        return _run_on(client, suite, db, str(exe), opt, kinds, progress, chunk,
-                       address if isinstance(address, str) else "a Dask client")
+        out = _run_on(client, suite, db, str(exe), opt, kinds, progress, chunk,
+                      address if isinstance(address, str) else "a Dask client")
+        return out
     finally:
+        t = time.perf_counter()
         if cluster is not None:
             client.close()
             cluster.close()
+        for s in out:
+            s.timeline.update(connect_s=round(connect_s, 3), close_s=round(time.perf_counter() - t, 3))
 
 
 @dataclass
@@ -314,6 +323,16 @@ class _KindRun:
     system_id: int
     summary: RunSummary
     pending: list
+
+
+def _plan_kind(client, kind: str, suite: Suite, db: Database, exe: str, opt: RunOptions) -> _KindRun:
+    """A kind's system (``suite --system`` on one of its workers) and its pending jobs, longest first."""
+    system = client.submit(probe_system, exe, key=f"benanza-system-{kind}-{time.time_ns()}", resources={kind: 1},
+                           pure=False).result()
+    sid = db.upsert_system(system, authoritative=True)
+    done = set() if opt.force else db.jobs_done(sid, ("ok",) if opt.retry_failed else ("ok", "failed"))
+    pending = sorted((j for j in suite.jobs if j.id not in done), key=lambda j: (-job_cost(j), j.id))
+    return _KindRun(kind, sid, RunSummary(sid, system, None, len(pending), len(suite.jobs) - len(pending)), pending)
 
 
 def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds, progress, chunk,
@@ -327,15 +346,9 @@ def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds
         raise UsageError(f"--cluster {where}: no worker of GPU kind {', '.join(missing) or '(any)'}; the workers "
                          f"have {', '.join(f'{k} x{len(v)}' for k, v in sorted(have.items())) or 'no GPU kind'}")
     models = ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])}))
-    runs: list[_KindRun] = []
-    for k in wanted:
-        system = client.submit(probe_system, exe, key=f"benanza-system-{k}-{time.time_ns()}", resources={k: 1},
-                               pure=False).result()
-        sid = db.upsert_system(system, authoritative=True)
-        done = set() if opt.force else db.jobs_done(sid, ("ok",) if opt.retry_failed else ("ok", "failed"))
-        pending = sorted((j for j in suite.jobs if j.id not in done), key=lambda j: (-job_cost(j), j.id))
-        runs.append(_KindRun(k, sid, RunSummary(sid, system, None, len(pending), len(suite.jobs) - len(pending)),
-                             pending))
+    tp = time.perf_counter()
+    runs = [_plan_kind(client, k, suite, db, exe, opt) for k in wanted]
+    probe_s = time.perf_counter() - tp
     total = sum(len(r.pending) for r in runs)
     if progress:
         progress("start", {"total": total, "skipped": sum(r.summary.skipped for r in runs),
@@ -347,7 +360,8 @@ def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds
             continue
         r.summary.run_id = db.start_run(r.system_id, str(suite.root), f"{models} (cluster, {r.kind})",
                                         len(r.pending))
-        n = chunk or max(1, min(MAX_CHUNK, math.ceil(len(r.pending) / (4 * slots.get(r.kind, 1)))))
+        n = chunk or int(os.environ.get("BENANZA_CLUSTER_CHUNK") or 0) or \
+            max(1, min(MAX_CHUNK, math.ceil(len(r.pending) / (4 * slots.get(r.kind, 1)))))
         parts = [r.pending[i:i + n] for i in range(0, len(r.pending), n)]
         for i, part in enumerate(parts):  # longest first: the scheduler runs higher priorities first
             f = client.submit(run_chunk, exe, part, opt, key=f"benanza-{r.kind}-run{r.summary.run_id}-{i}",
@@ -372,6 +386,8 @@ def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds
         raise
     for r in runs:
         r.summary.wall_s = time.perf_counter() - t0
+        r.summary.timeline.update(store.timeline(r.kind), probe_s=round(probe_s, 3),
+                                  tasks=sum(1 for x in futures.values() if x[0] is r), slots=slots.get(r.kind, 0))
         if r.summary.run_id is not None:
             db.finish_run(r.summary.run_id, "completed", r.summary.ok + r.summary.failed)
     if progress:
@@ -387,6 +403,19 @@ class _Store:
         self.stored: set[tuple[str, str]] = set()  # (system fingerprint, job id)
         self.systems: dict[str, int] = {}
         self.done = self.failed = 0
+        self.t0 = time.time()
+        self.spans: dict[str, list] = {}  # kind -> (task start, task end, its jobs' wall s, store s)
+
+    def timeline(self, kind: str) -> dict:
+        """Where the kind's time went (s from the first submission): the first task's start, the last
+        one's end, the tasks' busy time summed over the slots, their jobs' wall time, and this
+        process's database writes."""
+        sp = self.spans.get(kind) or [(self.t0, self.t0, 0.0, 0.0)]
+        return {"first_task_start_s": round(min(x[0] for x in sp) - self.t0, 3),
+                "last_task_end_s": round(max(x[1] for x in sp) - self.t0, 3),
+                "task_busy_s": round(sum(x[1] - x[0] for x in sp), 3),
+                "job_wall_s": round(sum(x[2] for x in sp), 3), "store_s": round(sum(x[3] for x in sp), 3),
+                "done_s": round(time.time() - self.t0, 3)}
 
     def chunk(self, r: _KindRun, part: list, future) -> None:
         from distributed import KilledWorker
@@ -403,7 +432,10 @@ class _Store:
         except Exception as e:  # what a task raised that benanza did not: one line
             raise DeviceError(f"a cluster task failed: {type(e).__name__}: {_first_line(e)}") from None
         where = f"host {res.host}, {res.system.get('uuid') or 'GPU ?'}"
+        t = time.perf_counter()
         self._write(r, res.system, res.outcomes, by_id, where)
+        self.spans.setdefault(r.kind, []).append((res.span[0], res.span[1], sum(o.wall_s or 0.0 for o in res.outcomes),
+                                                  time.perf_counter() - t))
 
     def _write(self, r: _KindRun, system: dict, outcomes: list[JobOutcome], by_id: dict, where: str) -> None:
         fp = system_fingerprint(system)

@@ -114,6 +114,8 @@ class RunSummary:
     restarts: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     interrupted: bool = False
+    # where a cluster run's time went (s; :func:`benanza.runner.cluster.run_cluster`): empty otherwise
+    timeline: dict = field(default_factory=dict)
 
 
 def query_system(exe: Path, device: int = 0, timeout_s: float = 120.0) -> dict:
