@@ -9,6 +9,8 @@ lines in the order the job ids come. Environment (set per Dask worker by the tes
   REPLAY_HANG_ONCE=<job id>:<marker>      the first process to reach that job writes its parent's pid
                                           (the Dask worker) to <marker> and waits until that parent is
                                           gone, then exits (a worker killed mid-job)
+  REPLAY_STARTS=<file>                    each --jobs process appends a line: its REPLAY_UUID and the
+                                          GPU lock file it was given (BENANZA_GPU_LOCK, "-" for none)
 """
 import json
 import os
@@ -64,6 +66,9 @@ def main(argv):
     if "--system" in argv:
         return 0
     src = argv[argv.index("--jobs") + 1]
+    if os.environ.get("REPLAY_STARTS"):
+        with open(os.environ["REPLAY_STARTS"], "a") as f:
+            f.write(f"{os.environ.get('REPLAY_UUID', '')} {os.environ.get('BENANZA_GPU_LOCK') or '-'}\n")
     ids = ((ln.strip() for ln in iter(sys.stdin.readline, "") if ln.strip()) if src == "-" else
            [ln for ln in Path(src).read_text().splitlines() if ln])
     for jid in ids:

@@ -58,10 +58,11 @@ def test_jobs_go_to_their_kind_a_killed_worker_reruns_its_job_and_each_is_stored
     suite = load_suite(folder)
     victim = max(suite.jobs, key=lambda j: (job_cost(j), j.id)).id  # the longest: among the first handed out
     marker = tmp_path / "hung.pid"
-    hang = {"REPLAY_HANG_ONCE": f"{victim}:{marker}"}
+    starts = tmp_path / "starts.txt"
+    hang = {"REPLAY_HANG_ONCE": f"{victim}:{marker}", "REPLAY_STARTS": str(starts)}
     specs = [C.WorkerSpec("a1", "GPU_A", {"REPLAY_GPU": "GPU A", "REPLAY_UUID": "GPU-a1", **hang}, slots=2),
              C.WorkerSpec("a2", "GPU_A", {"REPLAY_GPU": "GPU A", "REPLAY_UUID": "GPU-a2", **hang}),
-             C.WorkerSpec("b1", "GPU_B", {"REPLAY_GPU": "GPU B", "REPLAY_UUID": "GPU-b1"})]
+             C.WorkerSpec("b1", "GPU_B", {"REPLAY_GPU": "GPU B", "REPLAY_UUID": "GPU-b1", "REPLAY_STARTS": str(starts)})]
     writes: dict = {}
     real_write = Database.write_job
 
@@ -96,6 +97,13 @@ def test_jobs_go_to_their_kind_a_killed_worker_reruns_its_job_and_each_is_stored
         assert str(e.value) == "--cluster a Dask client: no worker of GPU kind GPU_C; the workers have GPU_A x2, GPU_B x1"
         again = C.run_cluster(suite, db, client, RunOptions())  # incremental: nothing left on either kind
     assert killed, "the worker running the victim job was never killed"
+    # a worker's suite processes share its GPU through one lock when it has several slots (a1), none
+    # with one (a2, b1); each keeps its process from task to task (chunks of 2 jobs: without that, a
+    # process per task)
+    lines = [ln.split() for ln in starts.read_text().splitlines()]
+    assert {u for u, lock in lines if lock != "-"} == {"GPU-a1"} and all(lock != "-" for u, lock in lines
+                                                                          if u == "GPU-a1")
+    assert sum(1 for u, _ in lines if u == "GPU-b1") == 1, lines
     assert [(s.system["gpu_name"], s.ok, s.failed) for s in out] == [("GPU A", len(suite.jobs), 0),
                                                                       ("GPU B", len(suite.jobs), 0)]
     assert [(s.skipped, s.run_id) for s in again] == [(len(suite.jobs), None)] * 2

@@ -161,21 +161,87 @@ class ChunkResult:
     span: tuple[float, float] = (0.0, 0.0)  # the task's start and end on the worker (time.time(), s)
 
 
-class _Collect:
-    """The database a worker's :func:`drive_jobs` writes to: it keeps each job's ``write_job`` call."""
+class _Chunk:
+    """The outcomes one task waits for: set ``done`` when every job of it has one, or ``error``."""
 
-    def __init__(self):
+    def __init__(self, ids: list[str]):
+        self.left = set(ids)
         self.outcomes: list[JobOutcome] = []
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        if not self.left:
+            self.done.set()
+
+
+class _SlotPool:
+    """A worker's suite processes for one suite and set of options: ``slots`` driver threads of the
+    local runner (:func:`benanza.runner.run.drive_jobs`) over one open job queue, each keeping its
+    suite process (CUDA context, cuDNN and cuBLAS handles, loaded kernels) from task to task; a
+    process ends after :data:`IDLE_S` without a job. A task puts its jobs in the queue and waits for
+    their outcomes (:meth:`run`); the pool is also the drivers' database (:meth:`write_job`), which
+    hands each job's outcome to the task waiting for it."""
+
+    def __init__(self, exe: str, opt: RunOptions, slots: int, system: dict):
+        self.queue = JobQueue([], open_for_s=IDLE_S)
+        self.lock = threading.Lock()
+        self.waiting: dict[str, list[_Chunk]] = {}
+        self.by_id: dict = {}
+        worker = Worker(argv=lambda jobs_file, device: [exe, "--jobs", jobs_file] + opt.suite_args(device),
+                        jobs_text=lambda ids: "\n".join(ids) + "\n")
+        lock = {0: str(Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}-{id(self)}-gpu0.lock")} \
+            if slots > 1 else {}
+        self.ctx = SharedRun(db=self, system_id=0, run_id=0, summary=RunSummary(0, system, None, 0, 0),
+                             progress=None, by_id=self.by_id, opt=opt, worker=worker, gpu_locks=lock,
+                             log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log")
+        for i in range(slots):
+            threading.Thread(target=self._slot, name=f"benanza-slot-{i}", daemon=True).start()
+
+    def _slot(self) -> None:
+        while True:
+            self.queue.wait_for_jobs()
+            try:
+                drive_jobs(self.ctx, 0, self.queue)
+            except BaseException as e:  # the suite cannot start here: every waiting task fails with it
+                with self.lock:
+                    chunks = {id(c): c for cs in self.waiting.values() for c in cs}.values()
+                    self.waiting.clear()
+                    while self.queue.take() is not None:
+                        pass
+                for c in chunks:
+                    c.error = e
+                    c.done.set()
+
+    def run(self, jobs: list) -> list[JobOutcome]:
+        """The outcomes of ``jobs`` once each has one; raises what stopped the pool's drivers."""
+        c = _Chunk([j.id for j in jobs])
+        with self.lock:
+            for j in jobs:
+                self.by_id[j.id] = j
+                self.waiting.setdefault(j.id, []).append(c)
+        self.queue.put([j.id for j in jobs])
+        c.done.wait()
+        if c.error is not None:
+            raise c.error
+        return c.outcomes
 
     def write_job(self, system_id, run_id, job, layer_key, precision, status, message, records, wall_s=None,
                   layout="NCHW") -> None:
         clocks = [c for r in records if isinstance(r, MeasurementLine)
                   for c in (r.sm_clock_min_mhz, r.sm_clock_max_mhz) if c]
-        self.outcomes.append(JobOutcome(job, status, message, list(records), wall_s,
-                                        (min(clocks), max(clocks)) if clocks else None))
+        o = JobOutcome(job, status, message, list(records), wall_s, (min(clocks), max(clocks)) if clocks else None)
+        with self.lock:
+            for c in self.waiting.pop(job, []):
+                c.outcomes.append(o)
+                c.left.discard(job)
+                if not c.left:
+                    c.done.set()
 
+
+#: seconds a worker's idle suite process waits for the next task's jobs before it ends
+IDLE_S = 10.0
 
 _SYSTEMS: dict[str, dict] = {}  # suite executable -> this worker's system record (queried once)
+_POOLS: dict[tuple, _SlotPool] = {}  # (suite executable, its options) -> this worker's suite processes
 _SYSTEMS_LOCK = threading.Lock()
 
 
@@ -198,38 +264,37 @@ def probe_system(exe: str) -> dict:
     return _worker_system(exe)
 
 
-def _slot_lock() -> dict:
-    """The GPU lock of this worker's suite processes (device 0 -> a lock file of this worker process)
-    when it runs several tasks at once; none for one slot (no lock is taken, as the local runner with
-    one worker per GPU)."""
+def _worker_slots() -> int:
+    """The tasks this Dask worker runs at once (its threads; 1 outside a worker)."""
     try:
         from distributed import get_worker
 
-        slots = get_worker().state.nthreads
+        return max(1, int(get_worker().state.nthreads))
     except (ImportError, ValueError, AttributeError):  # not in a Dask worker (called directly)
-        slots = 1
-    return {0: str(Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}-gpu0.lock")} if slots > 1 else {}
+        return 1
+
+
+def _pool(exe: str, opt: RunOptions, system: dict) -> _SlotPool:
+    key = (exe, tuple(opt.suite_args(0)), opt.job_timeout_s)
+    with _SYSTEMS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = _SlotPool(exe, opt, _worker_slots(), system)
+        return _POOLS[key]
 
 
 def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
     """Task: run ``jobs`` (:class:`benanza.generation.generator.Job`) with the suite ``exe`` on this
-    worker's GPU (device 0 of its ``CUDA_VISIBLE_DEVICES``) through the local runner's driver, one
-    suite process restarted after a crash, sharing the GPU through the worker's lock with its other
-    slots' processes; returns their outcomes, stores nothing. Raises
-    :class:`UsageError` when the suite is not here, :class:`DeviceError` when it cannot start."""
+    worker's GPU (device 0 of its ``CUDA_VISIBLE_DEVICES``) through its :class:`_SlotPool` (the local
+    runner's drivers: a crashed, hung or sticky-error job recorded failed with the reason and its
+    process restarted; the worker's slots share the GPU through one lock); returns their outcomes,
+    stores nothing. Raises :class:`UsageError` when the suite is not here, :class:`DeviceError` when
+    it cannot start."""
     t0 = time.time()
     system = _worker_system(exe)
     _check_exe(exe)
     opt = replace(opt, device=0, devices=(), phases_log=None)
-    col = _Collect()
-    summary = RunSummary(system_id=0, system=system, run_id=None, planned=len(jobs), skipped=0)
-    worker = Worker(argv=lambda jobs_file, device: [exe, "--jobs", jobs_file] + opt.suite_args(device),
-                    jobs_text=lambda ids: "\n".join(ids) + "\n")
-    ctx = SharedRun(db=col, system_id=0, run_id=0, summary=summary, progress=None, by_id={j.id: j for j in jobs},
-                  opt=opt, worker=worker, log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log",
-                  gpu_locks=_slot_lock())
-    drive_jobs(ctx, 0, JobQueue([j.id for j in jobs]))
-    return ChunkResult(socket.gethostname(), system, col.outcomes, (t0, time.time()))
+    outcomes = _pool(exe, opt, system).run(jobs)
+    return ChunkResult(socket.gethostname(), system, outcomes, (t0, time.time()))
 
 
 # ------------------------------------------------------------------------------- on the client

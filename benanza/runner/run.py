@@ -459,22 +459,51 @@ def job_cost(job) -> float:
 
 class JobQueue:
     """The pending job ids of a run in the order they are handed out, shared by the per-GPU drivers
-    (thread-safe): :meth:`take` the next, :meth:`give_back` one a lost worker never started."""
+    (thread-safe): :meth:`take` the next, :meth:`give_back` one a lost worker never started.
 
-    def __init__(self, ids: list[str]):
+    ``open_for_s`` > 0 makes it an *open* queue (a cluster worker's: :mod:`benanza.runner.cluster`):
+    more jobs may be :meth:`put` later, so a suite process that finds it empty waits for them (its
+    CUDA context, libraries and loaded kernels kept) and ends only after ``open_for_s`` seconds
+    without a job, or when the queue is closed (:meth:`close`)."""
+
+    def __init__(self, ids: list[str], open_for_s: float = 0.0):
         self._ids = collections.deque(ids)
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self.open_for_s = open_for_s
+        self._closed = open_for_s <= 0
 
     def take(self) -> str | None:
-        with self._lock:
+        with self._cond:
             return self._ids.popleft() if self._ids else None
 
     def give_back(self, ids: list[str]) -> None:
-        with self._lock:
+        with self._cond:
             self._ids.extendleft(reversed(ids))
+            self._cond.notify_all()
+
+    def put(self, ids: list[str]) -> None:
+        """More jobs, after those queued (an open queue)."""
+        with self._cond:
+            self._ids.extend(ids)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def waiting(self) -> bool:
+        """Whether more jobs may still come (open and not closed)."""
+        return not self._closed
+
+    def wait_for_jobs(self, timeout: float | None = None) -> bool:
+        """Block until a job is queued (True) or the queue is closed or ``timeout`` s pass (False)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._ids or self._closed, timeout) and bool(self._ids)
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._cond:
             return len(self._ids)
 
 
@@ -492,7 +521,7 @@ def drive_jobs(ctx: SharedRun, device: int, jobs: JobQueue) -> None:
         if len(jobs) and not ctx.stop.is_set():
             with ctx.lock:
                 ctx.summary.restarts += 1
-            startup_failures = 0 if w.started_any else startup_failures + 1
+            startup_failures = 0 if w.started_any or w.idle else startup_failures + 1
             if startup_failures >= 2:
                 raise DeviceError(f"the suite failed to start twice on GPU {device}: {w.reason}")
 
@@ -504,6 +533,7 @@ class _WorkerResult:
     reason: str = ""
     started_any: bool = False
     partial: list[Record] = field(default_factory=list)  # what the crashed job measured before
+    idle: bool = False  # ended cleanly, never handed a job (an open queue emptied by other workers)
 
 
 @dataclass(frozen=True)
@@ -538,6 +568,10 @@ class _Progress:
     spawned_at: float = 0.0
     sent: collections.deque = field(default_factory=collections.deque)  # handed to the worker, not finished
     feed: Callable[[], None] | None = None  # hands the worker its next job
+    hungry: int = 0  # feeds that found an open queue empty: jobs to hand over when they come
+    idle_since: float | None = None  # when the worker last had nothing to do (an open queue)
+    refill: Callable[[], None] | None = None  # hands over what came, or ends an idle worker
+    handed: bool = False  # handed a job at least once
 
 
 def _store_job(ctx: SharedRun, p: _Progress, end: dict) -> None:
@@ -640,15 +674,19 @@ def _pump(ctx: SharedRun, proc: subprocess.Popen, p: _Progress) -> bool:
             _kill(proc)
             return False
         try:
-            line = q.get(timeout=0.5)
+            line = q.get(timeout=0.05 if p.hungry else 0.5)
         except queue.Empty:
             if p.current is not None and time.perf_counter() - p.started_at > ctx.opt.job_timeout_s:
                 _kill(proc)
                 return True
+            if p.hungry and p.refill is not None:
+                p.refill()
             continue
         if line is None:
             return False
         _take_line(ctx, p, line)
+        if p.hungry and p.refill is not None:
+            p.refill()
 
 
 def _one_worker(ctx: SharedRun, device: int, jobs: JobQueue) -> _WorkerResult:
@@ -664,17 +702,34 @@ def _one_worker(ctx: SharedRun, device: int, jobs: JobQueue) -> _WorkerResult:
 
     def feed() -> None:
         jid = None if ctx.stop.is_set() else jobs.take()
+        if jid is None and jobs.waiting and not ctx.stop.is_set():  # an open queue: more may come
+            p.hungry += 1
+            return
         try:
             if jid is None:
                 proc.stdin.close()
                 return
             p.sent.append(jid)
+            p.handed = True
             proc.stdin.write(ctx.worker.jobs_text([jid]))
             proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):  # the worker is gone: _pump sees it end
             pass
 
-    p.feed = feed
+    def refill() -> None:
+        while p.hungry and len(jobs):
+            p.hungry -= 1
+            feed()
+        idle = p.hungry and p.current is None and not p.sent
+        p.idle_since = (p.idle_since or time.perf_counter()) if idle else None
+        if idle and (not jobs.waiting or time.perf_counter() - p.idle_since > jobs.open_for_s):
+            p.hungry = 0
+            try:
+                proc.stdin.close()  # nothing came for a while: the worker ends
+            except OSError:
+                pass
+
+    p.feed, p.refill = feed, refill
     feed()
     feed()
     try:
@@ -690,7 +745,9 @@ def _one_worker(ctx: SharedRun, device: int, jobs: JobQueue) -> _WorkerResult:
             jobs.give_back(unstarted)
     if ctx.stop.is_set():
         return _WorkerResult(p.finished, None, "stopped", p.started_any)
-    return _worker_outcome(ctx.opt, p, proc.returncode, timed_out)
+    res = _worker_outcome(ctx.opt, p, proc.returncode, timed_out)
+    res.idle = not p.handed and proc.returncode == 0
+    return res
 
 
 def _worker_outcome(opt: RunOptions, p: _Progress, rc: int | None, timed_out: bool) -> _WorkerResult:
