@@ -18,7 +18,8 @@ Steps (each result written into ``--out`` as it comes, so a cut run still return
    on one GPU);
 5. the table: per run, the run stage (s, ``stages.run_s``) and the whole bench (s), the speed-up of the
    run stage; the databases job for job: the same jobs, the same status per job, the same measured calls
-   (call, algorithm, math, data type, cache, layout), the best warm time per job (two / one: median and
+   (call, algorithm, math, data type, layout; warm, and cold apart: with ``--cold contenders`` the cold
+   set is the calls within 5 % of the job's best, which noise moves), the best warm time per job (two / one: median and
    90th percentile of |ratio - 1|, two GPUs of one kind differ by their clocks and noise), and each
    model's LBL from both.
 
@@ -108,11 +109,11 @@ def compare_dbs(one: Path, two: Path) -> dict:
         db = open_db(f"sqlite:///{path}")
         with db.session() as s:
             jobs = {r.job: r.status for r in s.scalars(select(JobRow))}
-            calls: dict[str, set] = {}
+            calls: dict[tuple, set] = {}
             best: dict[tuple, float] = {}
             for m in s.scalars(select(Measurement)):
                 k = (m.layer_key, m.precision, m.layout)
-                calls.setdefault(k, set()).add((m.call, m.algorithm, m.math, m.dtype, m.cache, m.layout))
+                calls.setdefault(k + (m.cache,), set()).add((m.call, m.algorithm, m.math, m.dtype, m.layout))
                 if m.status == "ok" and m.cache == "warm" and m.median_ms is not None:
                     best[k] = min(best.get(k, float("inf")), m.median_ms)
         return jobs, calls, best
@@ -120,11 +121,17 @@ def compare_dbs(one: Path, two: Path) -> dict:
     j1, c1, b1 = read(one)
     j2, c2, b2 = read(two)
     both = sorted(set(b1) & set(b2))
+
+    def differ(cache: str) -> int:
+        return sum(1 for k in set(c1) | set(c2) if k[-1] == cache and c1.get(k) != c2.get(k))
+
     dev = sorted(abs(b2[k] / b1[k] - 1) for k in both if b1[k] > 0)
     return {"jobs_one": len(j1), "jobs_two": len(j2), "jobs_only_one": len(set(j1) - set(j2)),
             "jobs_only_two": len(set(j2) - set(j1)),
             "status_differs": sum(1 for j in set(j1) & set(j2) if j1[j] != j2[j]),
-            "configs_calls_differ": sum(1 for k in set(c1) | set(c2) if c1.get(k) != c2.get(k)),
+            # warm: every valid call of a job; cold (--cold contenders): those within 5 % of the job's
+            # best, a set that timing noise can change between two runs
+            "configs_warm_calls_differ": differ("warm"), "configs_cold_calls_differ": differ("cold"),
             "configs_compared": len(both),
             "best_dev_median": statistics.median(dev) if dev else None,
             "best_dev_p90": dev[int(0.9 * (len(dev) - 1))] if dev else None,

@@ -84,14 +84,15 @@ PHI3 = dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidd
             num_attention_heads=32, num_key_value_heads=None, tie_word_embeddings=False)
 
 #: the configurations: GPT-2 small with positions for a 4096-token cache, TinyLlama-1.1B's shape,
-#: Qwen2-0.5B's, a 1.6 B Mistral (GQA 4, no sliding window) and a 2 B Phi-3-mini-shaped model
+#: Qwen2-0.5B's, a 1.0 B Mistral (GQA 4, no sliding window; named "mistral-1.6b" until 2026-11-27, a
+#: miscount) and a 2 B Phi-3-mini-shaped model
 CONFIGS = (
     _cfg("gpt2", "gpt2", GPT2, n_positions=8192),
     _cfg("llama-1.1b", "llama", LLAMA, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
          num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=8192),
     _cfg("qwen2-0.5b", "qwen2", QWEN2, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
          num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=8192),
-    _cfg("mistral-1.6b", "mistral", MISTRAL, hidden_size=2048, intermediate_size=7168, num_hidden_layers=16,
+    _cfg("mistral-1b", "mistral", MISTRAL, hidden_size=2048, intermediate_size=7168, num_hidden_layers=16,
          num_attention_heads=16, num_key_value_heads=4, sliding_window=None, max_position_embeddings=8192),
     _cfg("phi3-2b", "phi3", PHI3, hidden_size=2560, intermediate_size=8192, num_hidden_layers=20,
          num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=8192),
