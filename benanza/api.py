@@ -405,13 +405,9 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
     kind_list = parse_kinds(kinds) if isinstance(kinds, (str, type(None))) else list(kinds)
     opts = timing.run_options()
     conv_p = "tf32" if conv_tf32 else None
-    if cluster:
-        from benanza.runner.cluster import require_distributed
-
-        require_distributed()  # before any work
-        if torch:
-            raise UsageError("--torch with --cluster: the framework's kernels are timed on this machine's GPU "
-                             "(run without --cluster)")
+    if cluster and torch:
+        raise UsageError("--torch with --cluster: the framework's kernels are timed on this machine's GPU "
+                         "(run without --cluster)")
     if conv_tf32 and precisions != ["fp32"]:
         raise UsageError("--conv-tf32 goes with --dtype fp32 only (PyTorch's fp32 default: TF32 convolutions)")
     t = time.perf_counter()
@@ -423,11 +419,18 @@ def bench(model, batches=(1,), dtypes="fp32", layouts_=DEFAULT_LAYOUTS, timing: 
     if not quiet:
         for n in dict.fromkeys(n for ml in mls for n in ml.notices):
             _err().print(f"notice: {n}", markup=False)
-    database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, db, output, quiet, say, stages,
-                                   compile_now=bool(cluster), train=train, optimizer=optimizer)
+    # the cluster opens while the suite is generated and compiled (run_cluster closes it)
+    conn = open_cluster(cluster, timing.devices, opts.workers_per_gpu) if cluster else None
+    try:
+        database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, db, output, quiet, say, stages,
+                                       compile_now=bool(cluster), train=train, optimizer=optimizer)
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
     if cluster:
         t = time.perf_counter()
-        runs, ts = run_cluster(suite, database, opts, cluster, gpu_kinds, quiet, timing.devices), None
+        runs, ts = run_cluster(suite, database, opts, conn, gpu_kinds, quiet), None
         stages["run_s"] = time.perf_counter() - t
         for s in runs:
             say(f"[4/5] {run_line(s)}")
@@ -558,18 +561,29 @@ def cluster_kinds(address: str | None, text: str | None) -> list[str] | None:
     return kinds or None
 
 
-def run_cluster(suite, db, opts, address: str, kinds: list[str] | None, quiet: bool, devices: str | None = None):
-    """The suite's jobs on a Dask cluster (:func:`benanza.runner.cluster.run_cluster`), once per GPU
-    kind, with a progress bar over all workers; ``devices`` (``--devices``): the GPUs of ``--cluster
-    local`` (None: all). Returns one run summary per kind."""
-    from benanza.runner.cluster import require_distributed, run_cluster
+def open_cluster(address: str, devices: str | None, slots: int = 3):
+    """:class:`benanza.runner.cluster.ClusterConnection` to ``address`` opened in the background;
+    ``devices`` (``--devices``): the GPUs of ``--cluster local`` (None: all). Raises UsageError
+    without Dask distributed or for a bad ``devices``."""
+    from benanza.runner.cluster import ClusterConnection, require_distributed
 
     require_distributed()  # before the devices are looked up
     local = () if address != "local" or not devices or devices.strip().lower() == "all" else \
         parse_devices(devices, 0)
+    return ClusterConnection(address, local, slots)
+
+
+def run_cluster(suite, db, opts, address, kinds: list[str] | None, quiet: bool, devices: str | None = None):
+    """The suite's jobs on a Dask cluster (:func:`benanza.runner.cluster.run_cluster`), once per GPU
+    kind, with a progress bar over all workers; ``address``: a scheduler's address, ``local``, or a
+    connection from :func:`open_cluster` (closed here); ``devices`` (``--devices``): the GPUs of
+    ``--cluster local`` (None: all). Returns one run summary per kind."""
+    from benanza.runner.cluster import run_cluster
+
+    conn = open_cluster(address, devices, opts.workers_per_gpu) if isinstance(address, str) else address
     prog = _Progress(quiet, "measuring (cluster)")
     try:
-        return run_cluster(suite, db, address, opts, kinds, progress=prog, devices=local)
+        return run_cluster(suite, db, conn, opts, kinds, progress=prog)
     finally:
         prog.close()
 

@@ -175,3 +175,50 @@ def test_a_zoo_is_one_suite_its_shared_jobs_measured_once_then_each_models_lbl(t
     costs = [job_cost(by_id[j]) for j in started]
     assert costs == sorted(costs, reverse=True)  # the longest first
     assert r.model == "vgg16, vgg16_bn" and [x.model for x in r.analyses] == ["vgg16", "vgg16_bn"]
+
+
+def test_a_zoo_through_a_cluster_opened_while_the_suite_compiles(tmp_path, models, monkeypatch):
+    """bench --cluster ADDRESS of a zoo (tests/fake_suite.py as the built suite, one Dask worker of a
+    fake GPU kind): the connection opens in the background before the compile (the compile here
+    waits until it is open, so the run stage waits for none of it), each unique job runs once on the
+    worker, the same jobs and statuses as a local bench, each model analyzed on the kind's system."""
+    from benanza import api
+
+    distributed = pytest.importorskip("distributed")
+    a, b = models / "vgg16.onnx", models / "vgg16_bn.onnx"
+    opened = threading.Event()
+
+    def build(folder, jobs, quiet):  # the fake suite where the compile puts the binary
+        opened.wait(60)
+        exe = Path(folder) / "build" / "benanza-suite"
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(HERE / "fake_suite.py", exe)
+        exe.chmod(0o755)
+        return type("B", (), {"executable": exe})()
+
+    real_connect = C.ClusterConnection._open
+
+    def connect(self, devices, slots):
+        try:
+            return real_connect(self, devices, slots)
+        finally:
+            opened.set()
+
+    monkeypatch.setattr(api, "build_with_progress", build)
+    monkeypatch.setattr(C.ClusterConnection, "_open", connect)
+    monkeypatch.setenv("FAKE_SUITE_GPU", "GPU Z")
+    with C.local_cluster([C.WorkerSpec("z1", "GPU_Z", {}, slots=2)]) as cluster, \
+            distributed.Client(cluster) as client:
+        client.wait_for_workers(1, timeout=60)
+        r = api.bench([a, b], output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'c.db'}", torch=False,
+                      quiet=True, cluster=cluster.scheduler_address)
+    local = api.bench([a, b], output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'l.db'}", torch=False,
+                      quiet=True, timing=api.Timing(workers_per_gpu=1))
+    (run,) = r.runs
+    assert run.system["gpu_name"] == "GPU Z" and run.ok == len(r.suite.jobs) and run.failed == 0
+    assert run.timeline["open_s"] > 0 and run.timeline["connect_s"] < 0.5, run.timeline
+    assert [x.model for x in r.analyses] == ["vgg16", "vgg16_bn"]
+    keys = sorted({j.layer_key for j in r.suite.jobs})
+    got = {x.job: x.status for x in r.database.job_rows(run.system_id, keys)}
+    want = {x.job: x.status for x in local.database.job_rows(local.run.system_id, keys)}
+    assert got == want and len(got) == len(r.suite.jobs)

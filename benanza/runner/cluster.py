@@ -345,12 +345,50 @@ def _connect(address: str, devices: tuple[int, ...], slots: int = 3):
     return client, cluster
 
 
+class ClusterConnection:
+    """A connection to the cluster at ``address`` (``tcp://HOST:PORT`` or ``local``: a cluster over
+    this host's GPUs ``devices``, ``slots`` suite processes each) opened in a background thread, so
+    that ``bench --cluster`` starts it before it processes, generates and compiles the suite (a local
+    cluster's start took 1.4-2.0 s on a host with two H100s: benchmarks/results/2026-11-27).
+    :meth:`client` waits for it and raises what opening it raised; :meth:`close` closes what was
+    opened (also when it is still opening)."""
+
+    def __init__(self, address: str, devices: tuple[int, ...] = (), slots: int = 3):
+        from concurrent.futures import ThreadPoolExecutor
+
+        require_distributed()
+        self.address = address
+        self.open_s: float | None = None  # how long opening took
+        self._t0 = time.perf_counter()
+        pool = ThreadPoolExecutor(1, thread_name_prefix="benanza-cluster-connect")
+        self._future = pool.submit(self._open, devices, slots)
+        pool.shutdown(wait=False)
+
+    def _open(self, devices, slots):
+        try:
+            return _connect(self.address, devices, slots)
+        finally:
+            self.open_s = time.perf_counter() - self._t0
+
+    def client(self):
+        return self._future.result()[0]
+
+    def close(self) -> None:
+        try:
+            client, cluster = self._future.result()
+        except BaseException:  # it failed to open: nothing to close
+            return
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None = None,
                 kinds: list[str] | None = None, progress: Callable[[str, dict], None] | None = None,
                 chunk: int | None = None, devices: tuple[int, ...] = ()) -> list[RunSummary]:
     """Run the suite's pending jobs on every GPU kind ``kinds`` (None: each kind the cluster has) of
-    the Dask cluster at ``address`` (``tcp://HOST:PORT``, ``local`` for this host's GPUs, or a
-    ``distributed.Client``), each job once per kind, the longest first (:func:`job_cost`), in chunks
+    the Dask cluster at ``address`` (``tcp://HOST:PORT``, ``local`` for this host's GPUs, a
+    :class:`ClusterConnection` opened earlier (closed here), or a ``distributed.Client``), each job once per kind, the longest first (:func:`job_cost`), in chunks
     of at most ``chunk`` jobs (default: ``$BENANZA_CLUSTER_CHUNK``, else up to :data:`MAX_CHUNK`, at least
     four chunks per worker slot);
     ``devices``: the GPUs of ``local`` (empty: all), each with ``options.workers_per_gpu`` slots.
@@ -365,21 +403,23 @@ def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None 
     if not exe.exists():
         raise UsageError(f"{suite.root}: suite not built (no {exe}); run `benanza build {suite.root}`")
     register_suite(suite, db)
+    conn = ClusterConnection(address, devices, opt.workers_per_gpu) if isinstance(address, str) else \
+        address if isinstance(address, ClusterConnection) else None
     t = time.perf_counter()
-    client, cluster = (address, None) if not isinstance(address, str) else \
-        _connect(address, devices, opt.workers_per_gpu)
-    connect_s, out = time.perf_counter() - t, []
+    out = []
     try:
+        client = conn.client() if conn is not None else address
+        wait_s = time.perf_counter() - t
         out = _run_on(client, suite, db, str(exe), opt, kinds, progress, chunk,
-                      address if isinstance(address, str) else "a Dask client")
+                      conn.address if conn is not None else "a Dask client")
         return out
     finally:
         t = time.perf_counter()
-        if cluster is not None:
-            client.close()
-            cluster.close()
-        for s in out:
-            s.timeline.update(connect_s=round(connect_s, 3), close_s=round(time.perf_counter() - t, 3))
+        if conn is not None:
+            conn.close()
+        for s in out:  # connect_s: the time the run waited for the connection (opened earlier by bench)
+            s.timeline.update(connect_s=round(wait_s, 3), close_s=round(time.perf_counter() - t, 3),
+                              open_s=round(conn.open_s or 0.0, 3) if conn is not None else 0.0)
 
 
 @dataclass
