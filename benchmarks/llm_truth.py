@@ -155,6 +155,28 @@ def torch_command(cfg: LlmConfig, phase: str, length: int, batches: list[int], d
     return cmd + [*(["--bench-args", shlex.join(bench_args)] if bench_args else [])]
 
 
+def reuse_export(cmd: list[str]) -> Path | None:
+    """Before a command: the ONNX export an earlier command of the same configuration and case wrote
+    (another dtype's folder, ``runs/CONFIG-CASE-*``: the export does not depend on the dtype),
+    copied into this command's folder, where ``benanza torch`` keeps an existing export instead of
+    exporting again (a 1 B-parameter decoder's TorchScript export took 157 s on this repository's
+    2-core machine, 2026-11-27). Returns the copy, or None when there is none to reuse."""
+    import shutil
+
+    folder = Path(cmd[cmd.index("-o") + 1])
+    case = folder.name.rsplit("-", 1)[0]
+    if folder.exists() and any(folder.glob("*.onnx")):
+        return None
+    for other in sorted(folder.parent.glob(f"{case}-*")):
+        found = sorted(f for f in other.glob("*.onnx") if not f.name.endswith("_train.onnx"))
+        if other != folder and other.name.rsplit("-", 1)[0] == case and found:
+            folder.mkdir(parents=True, exist_ok=True)
+            for f in found:
+                shutil.copy2(f, folder / f.name)
+            return folder / found[0].name
+    return None
+
+
 def slim(doc: dict) -> dict:
     """What a row needs of a ``benanza torch --json`` document."""
     llm = doc.get("llm") or {}
@@ -342,6 +364,9 @@ def run(a) -> list[dict]:
                         write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
                         print(f"  would run: {shlex.join(cmd)}", flush=True)
                         continue
+                    reused = reuse_export(cmd)
+                    if reused is not None:
+                        print(f"  export reused: {reused.parent.name}/{reused.name}", flush=True)
                     records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd, a.timeout or None))
                     print(f"  {cfg.name} {phase}{length} {dtype}: {records[-1]['seconds']:.0f} s", flush=True)
     rows = [] if a.dry_run else rows_from_records(records)

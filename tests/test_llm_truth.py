@@ -112,3 +112,20 @@ def test_cases_pick_the_commands_and_a_timeout_is_an_error_row(tmp_path, lt):
                       timeout=0.5)
     assert recs[0]["type"] == "error" and "timed out after 0.5 s" in recs[0]["message"]
     assert rec["docs"] == [] and lt.rows_from_records([rec])[0]["flags"] == ["NO-LBL", "NO-PYTORCH"]
+
+
+def test_a_dtype_reuses_the_export_of_the_same_configuration_and_case(tmp_path, lt):
+    """The bf16 command of a (configuration, case) gets the fp16 command's ONNX export copied into its
+    folder (benanza torch keeps an existing export); another case or configuration gets none."""
+    cfg = lt.CONFIGS[0]
+    fp16 = lt.torch_command(cfg, "decode", 128, [1], "fp16", "db", tmp_path, 0)
+    bf16 = lt.torch_command(cfg, "decode", 128, [1], "bf16", "db", tmp_path, 0)
+    other = lt.torch_command(cfg, "decode", 4096, [1], "bf16", "db", tmp_path, 0)
+    assert lt.reuse_export(fp16) is None  # nothing exported yet
+    done = Path(fp16[fp16.index("-o") + 1])
+    done.mkdir(parents=True)
+    (done / "gpt2_decode_kv128.onnx").write_bytes(b"onnx")
+    got = lt.reuse_export(bf16)
+    assert got == Path(bf16[bf16.index("-o") + 1]) / "gpt2_decode_kv128.onnx" and got.read_bytes() == b"onnx"
+    assert lt.reuse_export(bf16) is None  # it has its export now
+    assert lt.reuse_export(other) is None  # decode4096: another export
