@@ -222,3 +222,16 @@ def test_a_zoo_through_a_cluster_opened_while_the_suite_compiles(tmp_path, model
     got = {x.job: x.status for x in r.database.job_rows(run.system_id, keys)}
     want = {x.job: x.status for x in local.database.job_rows(local.run.system_id, keys)}
     assert got == want and len(got) == len(r.suite.jobs)
+
+
+def test_an_unreachable_scheduler_is_one_line(tmp_path, models, monkeypatch):
+    """--cluster tcp://HOST:PORT where no scheduler listens: one UsageError line naming the address,
+    after the connection's wait (shortened here), and nothing left running."""
+    suite = load_suite(_replay_suite(tmp_path, models))
+    monkeypatch.setattr(C, "WORKER_WAIT_S", 1.0)
+    db = open_db(f"sqlite:///{tmp_path / 'u.db'}")
+    t = time.monotonic()
+    with pytest.raises(UsageError, match=r"^--cluster tcp://127\.0\.0\.1:9: cannot reach the scheduler \("):
+        C.run_cluster(suite, db, "tcp://127.0.0.1:9", RunOptions())
+    assert time.monotonic() - t < 20
+    assert threading.active_count() < 20
