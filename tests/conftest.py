@@ -3,6 +3,7 @@ the suite protocol without a GPU, and temporary databases."""
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,125 @@ def have_gpu() -> bool:
         return _native.device_count() > 0
     except Exception:
         return False
+
+
+# ------------------------------------------------------------------------ the session's harness
+
+def _without_nvcc(path: str) -> str:
+    return os.pathsep.join(d for d in path.split(os.pathsep) if d and not (Path(d) / "nvcc").exists())
+
+
+def toolkit_out_of_reach(mp: pytest.MonkeyPatch, nowhere: Path) -> None:
+    """Only the toolkit wheels, as on a machine with only a driver: BENANZA_CUDA_TOOLKIT=wheels,
+    CUDA_HOME pointing at ``nowhere``, no CUDA_PATH, no nvcc on PATH."""
+    mp.setenv("BENANZA_CUDA_TOOLKIT", "wheels")
+    mp.setenv("CUDA_HOME", str(nowhere))
+    mp.delenv("CUDA_PATH", raising=False)
+    mp.setenv("PATH", _without_nvcc(os.environ.get("PATH", "")))
+
+
+@dataclass
+class Harness:
+    """The harness library every suite the tests build links: compiled once per session (three to
+    four minutes on two cores) into a cache of the session's own, by the first build there (the mlp
+    suite: tests/first_build.py), with the toolkit wheels alone where the `cuda` extra is installed
+    (a first build on a machine with only a driver: the harness and the suite's own sources at the
+    same time), else with the toolkit benanza finds. That build starts in the background, at low
+    priority, once the tests are collected, and the tests that use this fixture run last, so it
+    compiles while the others run. A test that builds calls :meth:`use` first: its build finds the
+    library cached."""
+
+    cache: Path  # XDG_CACHE_HOME of the session's builds
+    env: dict  # what :meth:`use` sets
+    wheels: Path | None  # the toolkit wheels' nvidia/cu13 folder, None without the `cuda` extra
+    libs: object  # CudaLibs the builds locate
+    library: Path  # the harness library (libbenanza_harness.a)
+    suite: object  # the first suite (mlp, fp32 and fp16)
+    first: object  # its BuildResult: the fresh build that compiled the harness
+
+    def use(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for k, v in self.env.items():
+            monkeypatch.setenv(k, v)
+
+
+#: the background first build: its process, folder, environment and log (started by pytest_collection_finish)
+_FIRST_BUILD: dict = {}
+
+
+def _uses_harness(item) -> bool:
+    return "harness" in getattr(item, "fixturenames", ())
+
+
+def _start_first_build() -> dict:
+    import subprocess
+    import tempfile
+
+    from benanza.build.cudalibs import find_toolkit_wheels
+
+    work = Path(tempfile.mkdtemp(prefix="benanza-harness-"))
+    wheels = find_toolkit_wheels()
+    env = {"XDG_CACHE_HOME": str(work / "cache")} | ({"BENANZA_CUDA_TOOLKIT": "wheels"} if wheels else {})
+    run_env = dict(os.environ, BENANZA_BUILD_OVERLAP="1", **env)
+    if wheels:  # as toolkit_out_of_reach
+        run_env.update(CUDA_HOME=str(work / "no-toolkit"), PATH=_without_nvcc(run_env.get("PATH", "")))
+        run_env.pop("CUDA_PATH", None)
+    log = open(work / "first_build.log", "w")
+    proc = subprocess.Popen([sys.executable, str(HERE / "first_build.py"), str(work)], env=run_env, text=True,
+                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    _FIRST_BUILD.update(proc=proc, work=work, wheels=wheels, env=env, run_env=run_env, log=log)
+    return _FIRST_BUILD
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that build suites (the `harness` fixture) last, in their order: the session's harness
+    compiles in the background while the others run."""
+    items[:] = [i for i in items if not _uses_harness(i)] + [i for i in items if _uses_harness(i)]
+
+
+def pytest_collection_finish(session):
+    if not session.config.option.collectonly and any(_uses_harness(i) for i in session.items):
+        _start_first_build()
+
+
+def pytest_unconfigure(config):
+    proc = _FIRST_BUILD.get("proc")
+    if proc is None:
+        return
+    if proc.poll() is None:  # the session ended before a test needed it: the build and its compilers
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+    _FIRST_BUILD["log"].close()
+    shutil.rmtree(_FIRST_BUILD["work"], ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def harness() -> Harness:
+    import json
+
+    from benanza.build.builder import BuildResult, harness_library_path, local_architectures
+    from benanza.build.cudalibs import locate
+    from benanza.generation.generator import load_suite
+
+    fb = _FIRST_BUILD or _start_first_build()
+    out, _ = fb["proc"].communicate()
+    fb["log"].flush()
+    if fb["proc"].returncode != 0:
+        pytest.fail("the session's first suite build (tests/first_build.py) failed:\n"
+                    + (fb["work"] / "first_build.log").read_text()[-3000:], pytrace=False)
+    first = json.loads(out)
+    first = BuildResult(**{k: Path(v) if k in ("executable", "log") else v for k, v in first.items()})
+    with pytest.MonkeyPatch.context() as mp:
+        for k in ("BENANZA_CUDA_TOOLKIT", "CUDA_HOME", "CUDA_PATH", "PATH", "XDG_CACHE_HOME"):
+            if k in fb["run_env"]:
+                mp.setenv(k, fb["run_env"][k])
+            else:
+                mp.delenv(k, raising=False)
+        libs = locate()
+        library = harness_library_path(libs, local_architectures())  # where build() put it
+    return Harness(cache=fb["work"] / "cache", env=fb["env"], wheels=fb["wheels"], libs=libs, library=library,
+                   suite=load_suite(fb["work"] / "suite"), first=first)
 
 
 # ---------------------------------------------------------------------------- database backends

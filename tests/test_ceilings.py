@@ -51,7 +51,8 @@ def test_records_become_ceilings_and_failures_never_values(backend_url):
 
 
 @pytest.mark.slow
-def test_ceilings_suite_builds_and_says_when_there_is_no_gpu(tmp_path):
+def test_ceilings_suite_builds_and_says_when_there_is_no_gpu(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from benanza.build.builder import build
 
     r = build(C.generate_suite(tmp_path / "c"))

@@ -105,7 +105,8 @@ def test_unopenable_database(tmp_path, models):
     assert not (tmp_path / "s").exists()  # failed before generating anything
 
 
-def test_bench_without_a_gpu_says_so_and_stores_nothing(tmp_path, models):
+def test_bench_without_a_gpu_says_so_and_stores_nothing(tmp_path, models, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from conftest import have_gpu
 
     if have_gpu():

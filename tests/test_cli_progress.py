@@ -75,7 +75,8 @@ def _bz(*args, tty: bool):
     return p
 
 
-def test_build_draws_ninja_progress_on_a_terminal_only(models, tmp_path):
+def test_build_draws_ninja_progress_on_a_terminal_only(models, tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     suite = tmp_path / "suite"
     _bz("generate", models / "resnet18.onnx", "--batch", "1", "--kinds", "Activation", "-o", suite, tty=False)
     p = _bz("build", suite, tty=True)

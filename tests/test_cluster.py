@@ -53,7 +53,10 @@ def _rows(db: Database, sid: int, suite) -> dict:
 
 
 def test_jobs_go_to_their_kind_a_killed_worker_reruns_its_job_and_each_is_stored_once(
-        tmp_path, models, backend_url, monkeypatch):
+        tmp_path, models, db_url, monkeypatch):
+    """On SQLite only: the client alone writes the database (benanza.runner.cluster), through the
+    Database methods the database tests run on both backends (tests/test_db_concurrency.py: several
+    processes at once on PostgreSQL)."""
     folder = _replay_suite(tmp_path, models)
     suite = load_suite(folder)
     victim = max(suite.jobs, key=lambda j: (job_cost(j), j.id)).id  # the longest: among the first handed out
@@ -83,7 +86,7 @@ def test_jobs_go_to_their_kind_a_killed_worker_reruns_its_job_and_each_is_stored
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
 
-    db = open_db(backend_url)
+    db = open_db(db_url)
     events = []
     distributed = pytest.importorskip("distributed")
     with C.local_cluster(specs) as cluster, distributed.Client(cluster) as client:

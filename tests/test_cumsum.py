@@ -4,7 +4,7 @@ axes, ``exclusive``, ``reverse``, int64 data) on a small graph and on Hugging Fa
 cpp/include/benanza/cumsum.hpp, compiled for the host) driving a scan checked against numpy's cumsum
 for every axis and flag; the gradient (the scan in the other direction), PyTorch's candidate; one
 generated suite whose source passes the compiler's syntax check; the harness's kernel file (CUB's
-DeviceScan) compiles with nvcc (in the harness builds of tests/test_ceilings.py and tests/test_driver_only.py, which compile every cpp/src file)."""
+DeviceScan) compiles with nvcc (in the session's harness build, conftest.harness, which compiles every cpp/src file: tests/test_harness_build.py)."""
 from __future__ import annotations
 
 import shutil

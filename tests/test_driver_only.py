@@ -3,7 +3,6 @@ extra (nvcc, crt, NVVM, runtime, CCCL), arranged as a toolkit by benanza.build.c
 and a generated suite compiles and links against it alone. `.ci/run` also installs the package with
 the system toolkit hidden; this file covers the run-time half in the ordinary `pytest`."""
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from benanza.build.cudalibs import (find_cuda_home, find_toolkit, find_toolkit_w
 from benanza.errors import LibraryError
 from benanza.generation.generator import generate
 from benanza.processing.model import process
-from conftest import have_gpu
+from conftest import have_gpu, toolkit_out_of_reach
 from onnx_builders import mlp_model
 
 #: what the wheels put in nvidia/cu13 that a build needs (a fake wheel folder for the layout tests)
@@ -85,39 +84,30 @@ def test_the_choice_of_toolkit(monkeypatch):
         locate()
 
 
-def _toolkit_out_of_reach(monkeypatch, tmp_path):
-    """Only the wheels: BENANZA_CUDA_TOOLKIT=wheels, CUDA_HOME pointing nowhere, no nvcc on PATH."""
-    monkeypatch.setenv("BENANZA_CUDA_TOOLKIT", "wheels")
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
-    monkeypatch.delenv("CUDA_PATH", raising=False)
-    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvcc").exists()]
-    monkeypatch.setenv("PATH", os.pathsep.join(path))
-
-
 @pytest.mark.slow
-def test_a_suite_compiles_with_the_toolkit_wheels_alone(tmp_path, monkeypatch):
+def test_a_suite_compiles_with_the_toolkit_wheels_alone(harness, tmp_path, monkeypatch):
     """A suite compiles and links with the toolkit wheels alone; and, as a first build on a fresh
     machine (a cache of its own, no harness yet), `benanza build` compiles the harness library and the
     suite's own sources at the same time (BENANZA_BUILD_OVERLAP=1), caches the library, and the next
-    suite's build reuses it. (One fresh harness compile for both checks: three minutes of CI each.)"""
+    suite's build reuses it. The first build is the session's (conftest.harness: the one harness
+    compile every suite the tests build links)."""
     wheels = find_toolkit_wheels()
     if wheels is None:
         # worded so that the skip summary counts it as "other" (BENANZA_CI=1 fails on it): the test
         # extra has these wheels
         pytest.skip("the toolkit wheels of the test extra are not installed (pip install '.[test]')")
-    _toolkit_out_of_reach(monkeypatch, tmp_path)
+    toolkit_out_of_reach(monkeypatch, tmp_path / "no-toolkit")
+    harness.use(monkeypatch)
     libs = locate()
+    assert libs == harness.libs  # the toolkit and libraries the session's first build had
     wheels = wheels.resolve()
     assert find_toolkit() == libs.cuda_home and wheels not in libs.cuda_home.parents
     assert libs.nvcc.resolve() == wheels / "bin" / "nvcc"
     assert (libs.cuda_home / "lib" / "libcudart.so").resolve() == wheels / "lib" / "libcudart.so.13"
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("BENANZA_BUILD_OVERLAP", "1")
-    suite = generate([process(mlp_model(tmp_path / "mlp.onnx"), 2)], ["fp32", "fp16"], tmp_path / "suite")
-    r = build(suite.root, libs, jobs=2)
+    suite, r = harness.suite, harness.first  # built with BENANZA_BUILD_OVERLAP=1 in a fresh cache
     assert r.harness_s > 0 and r.configure_s + r.compile_s >= r.harness_s  # beside the suite's sources
-    assert list((tmp_path / "cache" / "benanza" / "harness").glob("*/build/libbenanza_harness.a"))
+    assert list((harness.cache / "benanza" / "harness").glob("*/build/libbenanza_harness.a")) == [harness.library]
     cache = (suite.root / "build" / "CMakeCache.txt").read_text()
     assert f"CMAKE_CUDA_COMPILER:FILEPATH={libs.nvcc}" in cache or f"CMAKE_CUDA_COMPILER:STRING={libs.nvcc}" in cache
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)

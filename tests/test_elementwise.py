@@ -21,7 +21,7 @@ from benanza.kinds.elementwise import elementwise_input_ranges
 from benanza.kinds.unary import unary_input_range
 from benanza.processing.model import process
 from conftest import HERE
-from onnx_builders import HOSTILE, _w, elementwise_ops_model, mobilenet_v3_large_export
+from onnx_builders import HOSTILE, elementwise_ops_model, mobilenet_v3_large_export
 
 MOBILENET = HERE / "data" / "mobilenet_v3_large.onnx"
 
@@ -202,7 +202,8 @@ def test_mobilenet_file_is_the_torch_export():
 
 
 @pytest.mark.slow
-def test_new_ops_compile_and_link_in_every_precision(tmp_path):
+def test_new_ops_compile_and_link_in_every_precision(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from benanza.build.builder import build
 
     mls = [process(elementwise_ops_model(tmp_path / "e.onnx"), 2), process(MOBILENET, 2)]

@@ -320,9 +320,10 @@ def test_the_epilogue_suite_renders(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_suite_with_the_gradient_gemms_and_epilogues_builds(tmp_path, monkeypatch):
+def test_a_suite_with_the_gradient_gemms_and_epilogues_builds(tmp_path, monkeypatch, harness):
     """One full build: the forward GEMMs, their gradient GEMMs, the bias ReduceSums and the
     GemmActBackward epilogue GEMMs compile and link, and the executable lists every job."""
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from benanza.build.builder import build
 
     suite = _suite(tmp_path, monkeypatch, ["fp32", "fp16"])

@@ -151,7 +151,8 @@ def _build(folder):
 
 
 @pytest.mark.slow
-def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models):
+def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     mls = [process(models / "resnet50.onnx", b) for b in (1, 32)]
     suite = generate(mls, ["fp32", "tf32", "fp16"], tmp_path / "r50")
     r = _build(tmp_path / "r50")
@@ -173,7 +174,8 @@ def test_resnet50_suite_compiles_links_and_lists_its_jobs(tmp_path, models):
 
 
 @pytest.mark.slow
-def test_every_layer_kind_compiles_with_hostile_names(tmp_path):
+def test_every_layer_kind_compiles_with_hostile_names(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     model = all_kinds_model(tmp_path / "all.onnx")
     mlp = mlp_model(tmp_path / "mlp.onnx")
     suite = generate([process(model, b) for b in (1, 4)] + [process(mlp, 3)], ["fp32", "tf32", "fp16", "bf16", "fp8"],
@@ -224,7 +226,8 @@ def test_gemm_and_rnn_cases(tmp_path):
 
 
 @pytest.mark.slow
-def test_gemm_and_rnn_compile_in_every_precision_with_hostile_names(tmp_path):
+def test_gemm_and_rnn_compile_in_every_precision_with_hostile_names(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     model = gemm_rnn_model(tmp_path / "gr.onnx")
     suite = generate([process(model, b) for b in (1, 8)], list(L.PRECISIONS), tmp_path / "gr")
     assert {(j.kind, j.precision) for j in suite.jobs} >= {("Gemm", p) for p in L.PRECISIONS} | {

@@ -164,7 +164,8 @@ def test_the_sdpa_case_carries_the_strides(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_strided_sdpa_suite_compiles(tmp_path):
+def test_a_strided_sdpa_suite_compiles(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from benanza.build.builder import build
 
     ml = process(_mha_model(tmp_path / "mha.onnx"), 3)
@@ -307,7 +308,8 @@ def test_sigmoid_times_input_is_one_silu(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_silu_suite_compiles(tmp_path):
+def test_a_silu_suite_compiles(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from benanza.build.builder import build
 
     ml = process(_silu_model(tmp_path / "silu.onnx"), 2)

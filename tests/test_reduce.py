@@ -137,7 +137,8 @@ def test_reduce_case_times_the_kernel_beside_cudnn(tmp_path):
 
 
 @pytest.mark.slow
-def test_reduce_suite_compiles_and_links(tmp_path):
+def test_reduce_suite_compiles_and_links(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from benanza.build.builder import build
 
     ml = process(_reduce_model(tmp_path / "r.onnx"), 4)

@@ -3,7 +3,7 @@
 function (``resize_taps`` of cpp/include/benanza/resize.hpp, compiled for the host) against numpy, the
 mapping of Resize-10/13/19 and Upsample with its refusals, minimum bytes and FLOPs, PyTorch's
 F.interpolate arguments, one generated suite through the compiler's syntax check and the harness's
-kernel file through nvcc (in the harness builds of tests/test_ceilings.py and tests/test_driver_only.py, which compile every cpp/src file)."""
+kernel file through nvcc (in the session's harness build, conftest.harness, which compiles every cpp/src file: tests/test_harness_build.py)."""
 from __future__ import annotations
 
 import shutil

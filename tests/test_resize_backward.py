@@ -4,8 +4,8 @@ scatter of the kernel's taps (resize_backward_reference) against the transpose o
 Resize (built column by column) and against a 2x2-block sum for a nearest x2 upsample; FLOPs and minimum
 bytes by arithmetic; a training plan of Conv -> Resize -> Conv is whole; PyTorch's upsample_*_backward
 arguments and the profile join's ATen ops; one suite that renders, with a hostile node name, and whose
-source passes g++ -fsyntax-only (the kernel file itself is compiled by nvcc in the harness builds of
-tests/test_ceilings.py and tests/test_driver_only.py)."""
+source passes g++ -fsyntax-only (the kernel file itself is compiled by nvcc in the session's harness
+build, conftest.harness: tests/test_harness_build.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -3,7 +3,7 @@ training-mode forward that saves r = 1 / rms, the data gradient dX, the scale's 
 decomposed RMSNorm chain taken as one group in a training step, the Llama-style decoder exports' training
 steps complete; the backward formulas the kernels state checked in numpy against finite differences of
 the forward; the PyTorch candidate; a suite that renders, whose sources pass g++ -fsyntax-only (with
-and without cudnn-frontend) and whose kernels compile with nvcc (in the harness builds of tests/test_ceilings.py and tests/test_driver_only.py, which compile every cpp/src file)."""
+and without cudnn-frontend) and whose kernels compile with nvcc (in the session's harness build, conftest.harness, which compiles every cpp/src file: tests/test_harness_build.py)."""
 from __future__ import annotations
 
 import dataclasses

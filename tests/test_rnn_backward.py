@@ -206,10 +206,11 @@ def test_the_lstm_where_model_plan(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_lstm_where_training_suite_compiles_and_links(tmp_path):
+def test_the_lstm_where_training_suite_compiles_and_links(tmp_path, harness, monkeypatch):
     """`generate --train` on the LSTM + Where + Max + Div model at batch 1 and 4, fp32 and fp16: the
     suite with the RNNTrain jobs (forward, data and weight gradients), the Where and Elementwise
     gradients compiles, links and lists exactly its jobs (one full build)."""
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     from benanza.build.builder import build
 
     path = _lstm_where_model(tmp_path / "m.onnx")

@@ -121,9 +121,8 @@ def test_the_case_table_carries_the_family_and_compiles(tmp_path):
 def test_the_paged_graph_compiles_without_the_frontend():
     """cpp/src/transformer_engines.cpp without the cudnn-frontend headers (g++ -fsyntax-only): the paged
     family then records one skipped row. With the headers the same file (the paged graph,
-    run_sdpa_paged_engines) is compiled by test_attention_forms.py's
-    test_the_harness_sets_the_bottom_right_alignment; engines.cpp (time_graph's algorithm family) by the
-    harness builds of the slow tests."""
+    run_sdpa_paged_engines) and engines.cpp (time_graph's algorithm family) are compiled by the
+    session's harness build (conftest.harness; tests/test_harness_build.py)."""
     import site
     from pathlib import Path
 

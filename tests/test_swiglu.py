@@ -6,7 +6,7 @@ weights (n = 2 * intermediate), as vLLM's MergedColumnParallelLinear and Phi-3's
 cuBLASLt has no SwiGLU epilogue (cublasLtEpilogue_t: RELU, GELU and their BIAS/AUX forms only), so
 the gating is not a GemmAct. The analyzer compares each group's best measurement with the sum of its
 layers as it does for every fusion candidate. The suite renders and its sources pass g++ -fsyntax-only;
-the harness kernel compiles with nvcc (in the harness builds of tests/test_ceilings.py and tests/test_driver_only.py, which compile every cpp/src file)."""
+the harness kernel compiles with nvcc (in the session's harness build, conftest.harness, which compiles every cpp/src file: tests/test_harness_build.py)."""
 from __future__ import annotations
 
 

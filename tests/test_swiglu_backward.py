@@ -3,8 +3,8 @@ da and db of silu(a) * b in one pass) as the Elementwise swiglu fusion's backwar
 against finite differences; FLOPs and minimum bytes by arithmetic; the Llama export's training plan has
 the fused alternative for each SwiGLU group, replacing the Sigmoid / Mul / Mul calls, and no layer
 without a backward; the PyTorch candidate (eager autograd's mul, silu_backward, mul); one suite that
-renders and whose source passes g++ -fsyntax-only (the kernel file is compiled by nvcc in the harness
-builds of tests/test_ceilings.py and tests/test_driver_only.py)."""
+renders and whose source passes g++ -fsyntax-only (the kernel file is compiled by nvcc in the session's
+harness build, conftest.harness: tests/test_harness_build.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -450,7 +450,7 @@ def _cnn_mlp(path):
 
 
 @pytest.mark.slow
-def test_the_training_suite_compiles_and_links(tmp_path):
+def test_the_training_suite_compiles_and_links(tmp_path, harness, monkeypatch):
     """`generate --train` on a small CNN + MLP at batch 1 and 32, fp32 and fp16, both layouts: every
     layer has its backward calls (no layer left without one), the optimizer's step is planned, and
     the suite of forward, backward and optimizer jobs compiles, links and lists exactly its jobs.
@@ -458,6 +458,7 @@ def test_the_training_suite_compiles_and_links(tmp_path):
     SoftmaxBwd, the gradient GEMMs and ReduceSums, Elementwise muls, BatchNormTrain and BatchNormBwd
     with their graph-API source, the Copy gradients (Transpose, Split), GatherBwd, LayerNormBwd and
     LayerNorm's training forward, UnaryBwd, the CrossEntropyLoss, Optimizer.)"""
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     import json
     import subprocess
 

@@ -321,7 +321,8 @@ def test_fused_lbl_takes_the_faster_of_the_pattern_and_the_fused_call(tmp_path, 
 # ------------------------------------------------------------------------------- compile and link
 
 @pytest.mark.slow
-def test_transformer_kinds_compile_and_link_with_hostile_names(tmp_path):
+def test_transformer_kinds_compile_and_link_with_hostile_names(tmp_path, harness, monkeypatch):
+    harness.use(monkeypatch)  # the session's harness library (conftest.harness)
     mls = [process(bert_encoder_model(tmp_path / "b14.onnx", opset=14, hostile=True), 2, dims={"seq": 16}),
            process(bert_encoder_model(tmp_path / "b20.onnx", opset=20, gelu="op"), 2, dims={"seq": 16}),
            process(transformer_ops_model(tmp_path / "t.onnx"), 2, batch_dim=0)]

@@ -234,6 +234,18 @@ void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void* a, v
 
 namespace {
 
+// The sdpa node's outputs, as the layer's (the contiguous graph's and the paged one's alike): O
+// [b, h, s_q, d_v] with the spec's output strides (its fourth stride set) in the precision's I/O type;
+// with c.stats, the softmax statistics [b, h, s_q, 1], packed, float32.
+void set_sdpa_outputs(const SdpaSpec& c, const std::shared_ptr<fe::graph::Tensor_attributes>& O,
+                      const std::shared_ptr<fe::graph::Tensor_attributes>& stats) {
+  if (c.stats)
+    stats->set_output(true).set_uid(kStats).set_dim({c.b, c.h, c.s_q, 1}).set_stride({c.h * c.s_q, c.s_q, 1, 1})
+        .set_data_type(fe::DataType_t::FLOAT);
+  O->set_output(true).set_uid(kO).set_dim({c.b, c.h, c.s_q, c.d_v})
+      .set_stride(std::vector<int64_t>(c.strides + 12, c.strides + 16)).set_data_type(graph_io_type(c.precision));
+}
+
 // The decode attention over a paged KV cache (cudnn-frontend SDPA_attributes::
 // set_paged_attention_k_table / _v_table / _max_seq_len_kv, cuDNN 9.5+; the frontend's sample
 // samples/cpp/sdpa/fp16_fwd_with_paged_caches.cpp): K and V in containers [num_pages, h_kv, page, d]
@@ -274,7 +286,7 @@ void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void*
   j.precision = p;
   j.graph = [c, hk, page, pps, pages]() {
     auto g = new_graph(c.precision);
-    const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, od{c.b, c.h, c.s_q, c.d_v};
+    const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d};
     const std::vector<int64_t> kd{pages, hk, page, c.d}, vd{pages, hk, page, c.d_v};
     const auto st = [&c](int t) { return std::vector<int64_t>(c.strides + 4 * t, c.strides + 4 * t + 4); };
     const auto i32 = [&g](const char* name, int64_t uid, std::vector<int64_t> dims) {
@@ -298,10 +310,7 @@ void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void*
         .set_paged_attention_v_table(i32("page_table_v", kPageV, {c.b, 1, pps, 1}))
         .set_paged_attention_max_seq_len_kv(static_cast<int>(c.s_kv));
     auto [O, stats] = g->sdpa(Q, K, V, opts);
-    if (c.stats)
-      stats->set_output(true).set_uid(kStats).set_dim({c.b, c.h, c.s_q, 1}).set_stride({c.h * c.s_q, c.s_q, 1, 1})
-          .set_data_type(fe::DataType_t::FLOAT);
-    O->set_output(true).set_uid(kO).set_dim(od).set_stride(st(3)).set_data_type(graph_io_type(c.precision));
+    set_sdpa_outputs(c, O, stats);
     return g;
   }();
   j.pack = {{kQ, q}, {kK, kc}, {kV, vc}, {kO, o}, {kSeqQ, sl}, {kSeqKv, sl + c.b}, {kPageK, pt}, {kPageV, pt}};
@@ -330,8 +339,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
     j.precision = p;
     j.graph = [c, hk, bias_dims]() {
       auto g = new_graph(c.precision);
-      const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, kd{c.b, hk, c.s_kv, c.d}, vd{c.b, hk, c.s_kv, c.d_v},
-          od{c.b, c.h, c.s_q, c.d_v};
+      const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, kd{c.b, hk, c.s_kv, c.d}, vd{c.b, hk, c.s_kv, c.d_v};
       const auto st = [&c](int t) { return std::vector<int64_t>(c.strides + 4 * t, c.strides + 4 * t + 4); };
       auto Q = g->tensor(fe::graph::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim(qd).set_stride(st(0)));
       auto K = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim(kd).set_stride(st(1)));
@@ -347,10 +355,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
         opts.set_bias(B);
       }
       auto [O, stats] = g->sdpa(Q, K, V, opts);
-      if (c.stats)
-        stats->set_output(true).set_uid(kStats).set_dim({c.b, c.h, c.s_q, 1}).set_stride({c.h * c.s_q, c.s_q, 1, 1})
-            .set_data_type(fe::DataType_t::FLOAT);
-      O->set_output(true).set_uid(kO).set_dim(od).set_stride(st(3)).set_data_type(graph_io_type(c.precision));
+      set_sdpa_outputs(c, O, stats);
       return g;
     }();
     j.pack = {{kQ, q}, {kK, k}, {kV, v}, {kO, o}};
