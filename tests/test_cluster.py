@@ -238,3 +238,28 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, models, monkeypatch):
         C.run_cluster(suite, db, "tcp://127.0.0.1:9", RunOptions())
     assert time.monotonic() - t < 20
     assert threading.active_count() < 20
+
+
+def test_a_workers_driver_threads_end_when_idle_and_come_back_for_new_jobs(tmp_path, models, monkeypatch):
+    """run_chunk outside a Dask worker (one slot): a task's jobs run, the pool's driver thread and its
+    suite process end after their idle times (shortened here), and the next task's jobs run all the
+    same on a new one: a long-lived `benanza worker` keeps no thread for suites it is done with."""
+    suite = load_suite(_replay_suite(tmp_path, models))
+    monkeypatch.setattr(C, "IDLE_S", 0.2)
+    monkeypatch.setattr(C, "POOL_IDLE_S", 0.5)
+    exe = str(C.suite_executable(suite.root))
+    opt = RunOptions(workers_per_gpu=1)
+
+    def slots():
+        return sum(1 for t in threading.enumerate() if t.name.startswith("benanza-slot-"))
+
+    before = slots()
+    first = C.run_chunk(exe, suite.jobs[:2], opt)
+    assert sorted(o.job for o in first.outcomes) == sorted(j.id for j in suite.jobs[:2])
+    assert {o.status for o in first.outcomes} == {"ok"}
+    t = time.monotonic()
+    while slots() > before and time.monotonic() - t < 10:
+        time.sleep(0.05)
+    assert slots() == before
+    second = C.run_chunk(exe, suite.jobs[2:4], opt)
+    assert sorted(o.job for o in second.outcomes) == sorted(j.id for j in suite.jobs[2:4])

@@ -193,12 +193,23 @@ class _SlotPool:
         self.ctx = SharedRun(db=self, system_id=0, run_id=0, summary=RunSummary(0, system, None, 0, 0),
                              progress=None, by_id=self.by_id, opt=opt, worker=worker, gpu_locks=lock,
                              log_path=Path(tempfile.gettempdir()) / f"benanza-worker-{os.getpid()}.log")
-        for i in range(slots):
-            threading.Thread(target=self._slot, name=f"benanza-slot-{i}", daemon=True).start()
+        self.slots, self.running = slots, 0
+
+    def _start_slots(self) -> None:
+        """Driver threads up to ``slots`` (under ``self.lock``): a thread ends after
+        :data:`POOL_IDLE_S` without a job, so a long-lived worker keeps none for suites done."""
+        while self.running < self.slots:
+            self.running += 1
+            threading.Thread(target=self._slot, name=f"benanza-slot-{self.running}", daemon=True).start()
 
     def _slot(self) -> None:
         while True:
-            self.queue.wait_for_jobs()
+            if not self.queue.wait_for_jobs(POOL_IDLE_S):
+                with self.lock:  # run() queues and starts threads under this lock: no job is left behind
+                    if not len(self.queue):
+                        self.running -= 1
+                        return
+                continue
             try:
                 drive_jobs(self.ctx, 0, self.queue)
             except BaseException as e:  # the suite cannot start here: every waiting task fails with it
@@ -218,7 +229,8 @@ class _SlotPool:
             for j in jobs:
                 self.by_id[j.id] = j
                 self.waiting.setdefault(j.id, []).append(c)
-        self.queue.put([j.id for j in jobs])
+            self.queue.put([j.id for j in jobs])
+            self._start_slots()
         c.done.wait()
         if c.error is not None:
             raise c.error
@@ -239,6 +251,8 @@ class _SlotPool:
 
 #: seconds a worker's idle suite process waits for the next task's jobs before it ends
 IDLE_S = 10.0
+#: seconds a worker's idle driver thread waits for jobs of its suite before it ends
+POOL_IDLE_S = 60.0
 
 _SYSTEMS: dict[str, dict] = {}  # suite executable -> this worker's system record (queried once)
 _POOLS: dict[tuple, _SlotPool] = {}  # (suite executable, its options) -> this worker's suite processes
