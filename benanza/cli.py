@@ -379,7 +379,7 @@ def _run_doc(s) -> dict:
     return {"system_id": s.system_id, "gpu": s.system.get("gpu_name"), "run_id": s.run_id, "planned": s.planned,
             "skipped": s.skipped, "ok": s.ok, "failed": s.failed, "measurements": s.measurements,
             "restarts": s.restarts, "wall_s": s.wall_s, "failures": [{"job": j, "reason": r} for j, r in s.failures],
-            **({"timeline": s.timeline} if s.timeline else {})}
+            **({"timeline": s.timeline} if getattr(s, "timeline", None) else {})}
 
 
 # ----------------------------------------------------------------------------------------- analyze
