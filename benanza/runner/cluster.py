@@ -316,23 +316,20 @@ def run_chunk(exe: str, jobs: list, opt: RunOptions) -> ChunkResult:
 def cluster_kinds(client) -> dict[str, list[str]]:
     """The GPU kinds of the cluster's workers: kind -> worker names (a worker's resources other
     than ``gpu``)."""
+    return _kinds_and_slots(client)[0]
+
+
+def _kinds_and_slots(client) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """One scheduler query: kind -> worker names, and kind -> the tasks its workers run at once (the
+    sum of their slots, the value of the kind's resource)."""
     kinds: dict[str, list[str]] = {}
-    for addr, w in client.scheduler_info(n_workers=-1)["workers"].items():
-        for r in w.get("resources", {}):
-            if r != "gpu":
-                kinds.setdefault(r, []).append(str(w.get("name", addr)))
-    return kinds
-
-
-def cluster_slots(client) -> dict[str, int]:
-    """The tasks the cluster's workers of each GPU kind run at once: kind -> the sum of their slots
-    (the value of the kind's resource)."""
     slots: dict[str, int] = {}
-    for w in client.scheduler_info(n_workers=-1)["workers"].values():
+    for addr, w in client.scheduler_info(n_workers=-1)["workers"].items():
         for r, n in w.get("resources", {}).items():
             if r != "gpu":
+                kinds.setdefault(r, []).append(str(w.get("name", addr)))
                 slots[r] = slots.get(r, 0) + max(1, int(n))
-    return slots
+    return kinds, slots
 
 
 def _connect(address: str, devices: tuple[int, ...], slots: int = 3):
@@ -458,7 +455,7 @@ def _run_on(client, suite: Suite, db: Database, exe: str, opt: RunOptions, kinds
             where: str) -> list[RunSummary]:
     from distributed import as_completed
 
-    have, slots = cluster_kinds(client), cluster_slots(client)
+    have, slots = _kinds_and_slots(client)
     wanted = list(dict.fromkeys(kinds)) if kinds else sorted(have)
     missing = [k for k in wanted if k not in have]
     if missing or not wanted:

@@ -464,13 +464,12 @@ class JobQueue:
     ``open_for_s`` > 0 makes it an *open* queue (a cluster worker's: :mod:`benanza.runner.cluster`):
     more jobs may be :meth:`put` later, so a suite process that finds it empty waits for them (its
     CUDA context, libraries and loaded kernels kept) and ends only after ``open_for_s`` seconds
-    without a job, or when the queue is closed (:meth:`close`)."""
+    without a job."""
 
     def __init__(self, ids: list[str], open_for_s: float = 0.0):
         self._ids = collections.deque(ids)
         self._cond = threading.Condition()
         self.open_for_s = open_for_s
-        self._closed = open_for_s <= 0
 
     def take(self) -> str | None:
         with self._cond:
@@ -487,20 +486,15 @@ class JobQueue:
             self._ids.extend(ids)
             self._cond.notify_all()
 
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
     @property
     def waiting(self) -> bool:
-        """Whether more jobs may still come (open and not closed)."""
-        return not self._closed
+        """Whether more jobs may still come (an open queue)."""
+        return self.open_for_s > 0
 
     def wait_for_jobs(self, timeout: float | None = None) -> bool:
-        """Block until a job is queued (True) or the queue is closed or ``timeout`` s pass (False)."""
+        """Block until a job is queued (True) or ``timeout`` s pass (False)."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._ids or self._closed, timeout) and bool(self._ids)
+            return bool(self._cond.wait_for(lambda: self._ids, timeout))
 
     def __len__(self) -> int:
         with self._cond:
@@ -722,7 +716,7 @@ def _one_worker(ctx: SharedRun, device: int, jobs: JobQueue) -> _WorkerResult:
             feed()
         idle = p.hungry and p.current is None and not p.sent
         p.idle_since = (p.idle_since or time.perf_counter()) if idle else None
-        if idle and (not jobs.waiting or time.perf_counter() - p.idle_since > jobs.open_for_s):
+        if idle and time.perf_counter() - p.idle_since > jobs.open_for_s:
             p.hungry = 0
             try:
                 proc.stdin.close()  # nothing came for a while: the worker ends
