@@ -4,6 +4,9 @@
 # /tmp/site and put on PYTHONPATH; then benanza itself without build isolation. Returns non-zero
 # when an install fails. The wheels are byte-compiled as pip does by default (without it every
 # benanza command compiled SQLAlchemy's 300 modules again: 1.6 s of a 3.5 s repeat).
+# GPU_INSTALLED=1 (benchmarks/gpu_pair.sh, which installed once and exported PYTHONPATH and
+# CUDNN_FRONTEND_INCLUDE): nothing to do; two scripts installing at once would collide in /tmp/site.
+if [ "${GPU_INSTALLED:-0}" = 1 ]; then return 0; fi
 if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"; fi
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site \

@@ -24,8 +24,10 @@
 # fp32); train_step.py's amp16 is held against fp16 and ampbf16 against bf16 (truth.AMP_PRECISION),
 # so DTYPES=fp16,bf16,fp32 covers all four training data types. The next session's call:
 #   TRAIN=1 DEADLINE=520 bash benchmarks/gpu_predict.sh $OUT resnet18,resnet50,mobilenet_v2,vit_b_16,squeezenet1_1,alexnet 0,64,32
-# then here (OUT's files copied to out/):
-#   gunzip -c out/predict.db.gz > predict.db
+# then here (OUT's files copied to out/; the exports made there, for models without a
+# db/reference/truth/NAME_train.onnx, come back in out/onnx.tar):
+#   gunzip -c out/predict.db.gz > predict.db; mkdir -p out/onnx; tar -C out/onnx -xf out/onnx.tar
+#   cp db/reference/truth/*_train.onnx out/onnx/
 #   python3 benchmarks/predict_check.py --db predict.db --partitions --train --models out/onnx \
 #       --model resnet18,resnet50,mobilenet_v2,vit_b_16,squeezenet1_1,alexnet --batch 32 --dtype fp16,fp32 \
 #       --ceilings measured --json out/predict_train.json
@@ -62,18 +64,30 @@ model_file() {
   else echo "$WORK/onnx/$1_train.onnx"; fi
 }
 if [ "$TRAIN" = 1 ]; then
-  mkdir -p "$WORK/onnx" "$OUT/onnx"
+  mkdir -p "$WORK/onnx"
   for m in ${MODELS//,/ }; do
     f=$(model_file "$m")
     if [ ! -f "$f" ]; then
       run python3 -c "$EXPORT_PY" "$ROOT/benchmarks" "$m" "$f" || echo "gpu_predict: export of $m failed"
     fi
-    [ -f "$f" ] && cp "$f" "$OUT/onnx/"
   done
+  # the exports made here, in one file (a lent machine sends back 8 files at most; the reference
+  # exports are in the tree already)
+  if [ "$DRY_RUN" != 1 ] && ls "$WORK"/onnx/*.onnx >/dev/null 2>&1; then
+    tar -C "$WORK/onnx" -cf "$OUT/onnx.tar" . && echo "gpu_predict: exports made here: $OUT/onnx.tar"
+  fi
   echo "gpu_predict: exports done after $(( $(date +%s) - t0 )) s"
 fi
 if [ -n "${DB_IN:-}" ] && [ -f "$DB_IN" ] && [ ! -f "$DB" ]; then gunzip -c "$DB_IN" > "$DB"; fi
-pack() { [ "$DRY_RUN" = 1 ] || { gzip -c "$DB" > "$OUT/predict.db.gz.tmp" && mv "$OUT/predict.db.gz.tmp" "$OUT/predict.db.gz"; }; }
+# the database into OUT, slimmed as db/reference/h100_partitions.sqlite.gz was (the `skipped` rows,
+# engines left unrun by --max-engines, deleted; a training database would pass the 16 MiB a file
+# that comes back): a consistent copy (sqlite3's backup), then gzip
+SLIM_PY='import sqlite3, sys; a = sqlite3.connect(sys.argv[1]); b = sqlite3.connect(sys.argv[2]); a.backup(b); b.execute("DELETE FROM measurements WHERE status = ?", ("skipped",)); b.commit(); b.execute("VACUUM"); b.close()'
+pack() {
+  [ "$DRY_RUN" = 1 ] || [ ! -f "$DB" ] && return 0
+  rm -f "$WORK/slim.db" && python3 -c "$SLIM_PY" "$DB" "$WORK/slim.db" \
+    && gzip -c "$WORK/slim.db" > "$OUT/predict.db.gz.tmp" && mv "$OUT/predict.db.gz.tmp" "$OUT/predict.db.gz"
+}
 left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
 cd "$WORK" || exit 1  # run the installed package, not the tree
 for sm in ${SMS//,/ }; do

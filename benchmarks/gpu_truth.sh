@@ -4,6 +4,8 @@
 # optionally continue an earlier call's database (.truth/truth.db.gz, carried), run
 # benchmarks/truth.py with the given arguments, and pack the results into OUT as they come.
 #   bash benchmarks/gpu_truth.sh OUT [truth.py arguments, e.g. --models resnet50 --deadline 480 --no-cold]
+# WORK: the machine's work folder (default /tmp/truth; one per script when benchmarks/gpu_pair.sh runs
+# two at once).
 set -u
 OUT=${1:?usage: gpu_truth.sh OUT [truth.py arguments]}; shift
 mkdir -p "$OUT"
@@ -15,10 +17,11 @@ python3 -c "import onnxscript" 2>/dev/null || {
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/opt/*.whl && echo "onnxscript carried"; }
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
 echo "gpu_truth: install $(( $(date +%s) - t0 )) s"
-DB=/tmp/truth/truth.db
-mkdir -p /tmp/truth
+WORK=${WORK:-/tmp/truth}
+DB=$WORK/truth.db
+mkdir -p "$WORK"
 if [ -f .truth/truth.db.gz ] && [ ! -f "$DB" ]; then gunzip -c .truth/truth.db.gz > "$DB" && echo "gpu_truth: continuing .truth/truth.db.gz"; fi
-python3 benchmarks/truth.py --out /tmp/truth --db "$DB" --pack "$OUT" "$@"
+python3 benchmarks/truth.py --out "$WORK" --db "$DB" --pack "$OUT" "$@"
 rc=$?
 echo "gpu_truth: truth.py exit $rc after $(( $(date +%s) - t0 )) s"
 exit $rc

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Several GPU scripts of this folder at once on a lent machine of several GPUs, one per GPU, in one
+# call: benanza is installed once (benchmarks/gpu_install.sh; .whl and .fe carried; GPU_INSTALLED=1
+# tells the scripts so), then each command runs with CUDA_VISIBLE_DEVICES set to its own GPU (round
+# robin when there are more commands than GPUs) and SUB set to its own results folder, OUT/g0,
+# OUT/g1, ...; its output goes to the call's output, each line prefixed [gN]. Each command needs a
+# WORK folder of its own on the machine (gpu_predict.sh and gpu_truth.sh take WORK=...).
+#   bash benchmarks/gpu_pair.sh OUT 'WORK=/tmp/w0 bash benchmarks/gpu_predict.sh $SUB ...' \
+#       'WORK=/tmp/w1 bash benchmarks/gpu_truth.sh $SUB --train ...'
+# A lent machine sends back 8 files of OUT at most, two folders down: keep the commands' files
+# within that together. Exit status: the first non-zero one of the commands.
+set -u
+OUT=${1:?usage: gpu_pair.sh OUT COMMAND [COMMAND ...]}; shift
+[ $# -ge 1 ] || { echo "gpu_pair: no command"; exit 2; }
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+. benchmarks/gpu_install.sh || { echo "gpu_pair: install failed"; exit 1; }
+export GPU_INSTALLED=1
+n=$(nvidia-smi -L | wc -l)
+[ "$n" -ge 1 ] || { echo "gpu_pair: no GPU"; exit 1; }
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
+echo "gpu_pair: installed in $(( $(date +%s) - t0 )) s; $# commands on $n GPUs"
+pids=()
+i=0
+for cmd in "$@"; do
+  sub=$OUT/g$i
+  mkdir -p "$sub"
+  ( set -o pipefail; export CUDA_VISIBLE_DEVICES=$(( i % n )) SUB=$sub
+    bash -c "$cmd" 2>&1 | sed -u "s/^/[g$i] /" ) &
+  pids+=($!)
+  i=$(( i + 1 ))
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p"; r=$?; [ "$rc" = 0 ] && rc=$r; done
+echo "gpu_pair: done after $(( $(date +%s) - t0 )) s, exit $rc"
+exit $rc

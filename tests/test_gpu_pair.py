@@ -1,0 +1,37 @@
+"""benchmarks/gpu_pair.sh: several GPU scripts at once on a lent machine of several GPUs, each on its
+own GPU with its own results folder (no GPU here: nvidia-smi is a stand-in that lists two GPUs, and
+GPU_INSTALLED=1 skips the install, as the pair itself sets it for its commands)."""
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _fake_smi(tmp_path, gpus):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    lines = "\n".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})" for i in range(gpus))
+    smi.write_text(f'#!/bin/sh\nif [ "$1" = -L ]; then printf "%s\\n" "{lines}"; else echo "0, NVIDIA H100"; fi\n')
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPU_INSTALLED": "1"}
+
+
+def test_each_command_gets_its_own_gpu_and_folder(tmp_path):
+    env = _fake_smi(tmp_path, 2)
+    out = tmp_path / "out"
+    cmd = 'echo "$CUDA_VISIBLE_DEVICES" > "$SUB/gpu"; echo hello'
+    p = subprocess.run(["bash", "benchmarks/gpu_pair.sh", str(out), cmd, cmd, cmd + "; exit 3"], cwd=REPO,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stdout + p.stderr  # the first non-zero exit of the commands
+    assert [(out / f"g{i}" / "gpu").read_text().strip() for i in range(3)] == ["0", "1", "0"]  # round robin
+    assert "[g0] hello" in p.stdout and "[g1] hello" in p.stdout and "[g2] hello" in p.stdout
+    assert "3 commands on 2 GPUs" in p.stdout
+
+
+def test_no_command_is_an_error(tmp_path):
+    p = subprocess.run(["bash", "benchmarks/gpu_pair.sh", str(tmp_path / "out")], cwd=REPO,
+                       env=_fake_smi(tmp_path, 2), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "gpu_pair: no command" in p.stdout
