@@ -330,22 +330,28 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
     same time as on the origin). A configuration whose step is incomplete on either system is listed
     in ``skipped`` and left out (never a 0 ms call). Prints and returns the rows (with each phase's
     origin, measured and predicted ms), the phases and the layer kinds pooled per pair (summed
-    times), and per pair and over all pairs :func:`error_bar`."""
+    times), the layer kinds pooled over every configuration's calls measured on both systems
+    (``by_kind_all_configurations``: an incomplete step's measured calls are predictions too), and
+    per pair and over all pairs :func:`error_bar`."""
     from benanza.analysis.predict_training import predict_training
 
     rows, skipped = [], []
     phases = collections.defaultdict(lambda: {ph: [0.0, 0.0, 0.0, 0] for ph in PHASES})
     kinds = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0]))
+    calls_all = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0]))
     kw = {"span": span} if fixed_us is None else {"fixed_us": fixed_us, "span": span}
     for o, t in pairs:
         pair = f"{o.gpu_name} -> {t.gpu_name}"
         for (model, batch, dtype), st in steps.items():
             so, stt = st[o.id], st[t.id]
+            tp = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory, **kw)
+            # every call measured on both systems, complete steps or not (a step missing calls gives
+            # no step error, but its measured calls are predicted like any other)
+            _pool_train_kinds(tp, so, stt, dtype, calls_all[pair])
             if not (so.complete and stt.complete):
                 why = "; ".join(f"{s.gpu_name}: {x.incomplete_note}" for s, x in ((o, so), (t, stt)) if not x.complete)
                 skipped.append(f"{pair}: {model} b{batch} {dtype} ({why})")
                 continue
-            tp = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory, **kw)
             ph = {p: {"origin_ms": so.phase_ms.get(p), "measured_ms": stt.phase_ms.get(p),
                       "predicted_ms": tp.phase_ms.get(p)} for p in PHASES}
             for p, v in ph.items():
@@ -385,6 +391,13 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
               f"{'error':>9}{'naive':>9}")
         for (k, p, d), (pr, me, orig, n) in sorted(ks.items(), key=lambda kv: -kv[1][1]):
             print(f"{k:<22}{p:<17}{d:<7}{n:>7}{me:>13.4f}{pr:>14.4f}{pr / me - 1:>+9.1%}{orig / me - 1:>+9.1%}")
+    for pair, ks in calls_all.items():
+        print(f"\nper layer kind and phase, every configuration, complete or not, {pair} (the calls measured on both "
+              "systems; error of summed times; naive = origin time)")
+        print(f"{'kind':<22}{'phase':<17}{'dtype':<7}{'calls':>7}{'measured ms':>13}{'predicted ms':>14}"
+              f"{'error':>9}{'naive':>9}")
+        for (k, p, d), (pr, me, orig, n) in sorted(ks.items(), key=lambda kv: -kv[1][1]):
+            print(f"{k:<22}{p:<17}{d:<7}{n:>7}{me:>13.4f}{pr:>14.4f}{pr / me - 1:>+9.1%}{orig / me - 1:>+9.1%}")
     print()
     summary = {}
     for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
@@ -403,7 +416,8 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
         print(f"left out: {s_}")
     return {"rows": rows, "summary": summary, "skipped": skipped,
             "by_phase": {p: {k: list(v) for k, v in ps.items()} for p, ps in phases.items()},
-            "by_kind": {p: {" ".join(k): list(v) for k, v in ks.items()} for p, ks in kinds.items()}}
+            "by_kind": {p: {" ".join(k): list(v) for k, v in ks.items()} for p, ks in kinds.items()},
+            "by_kind_all_configurations": {p: {" ".join(k): list(v) for k, v in ks.items()} for p, ks in calls_all.items()}}
 
 
 

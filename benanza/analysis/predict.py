@@ -54,6 +54,15 @@ What benanza changes, and why:
   chosen on the SM-partition validation below (tiles of 48-80, units of 4-16 KiB change its mean
   error by under one point); ``span=False`` is Habitat's SM ratio. Between GPUs of one SM count
   (H100 and H200) the term changes nothing.
+  A weight gradient (``ConvBwdFilter``) whose kernel reached under
+  :data:`WGRAD_UNSPLIT_EFFICIENCY` (5 %) of its roofline on the origin (``max(F / peak, B /
+  bandwidth)`` over its measured time) is taken to be one the library runs without splitting its
+  reduction across blocks, its P its output tiles alone (:func:`work_units`, ``unsplit``): measured on
+  one H200 at 132, 64 and 32 SMs (`benchmarks/results/2026-11-27b/`), such kernels (small channel
+  counts: squeezenet1_1's 16-channel layers, every first layer of 3 channels) ran 1.1-1.8x slower on a
+  quarter of the SMs where those above 10 % ran 2-3x slower; with the split-K count the pooled weight
+  gradients were predicted +72 % off (132 -> 32 SMs), with this rule +9 %. The 5 % was chosen on
+  those same measurements (10 % gave -3 % and +22 % in the two directions), not yet checked on others.
 * **Fixed part** (``fixed_us``, default :data:`FIXED_US` = 2 µs). Part of every kernel's time
   does not scale with SMs, clock or bandwidth: the launch and the ramp up and down of its grid
   (benanza's launch floor, :data:`benanza.reports.chart.LAUNCH_FLOOR_US`, is the same 2 µs). A
@@ -107,6 +116,9 @@ FIXED_US = 2.0
 SPAN_TILE = 64
 #: bytes one unit of any other layer's parallel work moves (module docstring)
 SPAN_UNIT_BYTES = 8192
+#: a weight gradient below this share of its roofline on the origin counts its output tiles alone as
+#: its parallel work, no split-K (module docstring, "Span")
+WGRAD_UNSPLIT_EFFICIENCY = 0.05
 
 #: math modes (benanza.kinds.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
 TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
@@ -232,16 +244,16 @@ def check_precision(spec: GpuSpec, precision: str) -> None:
         spec.peak_flops(precision)  # raises UsageError when the GPU has no such Tensor Cores
 
 
-def work_units(config, precision: str) -> float:
+def work_units(config, precision: str, unsplit: bool = False) -> float:
     """P, the units of parallel work of a layer (module docstring, "Span"): for a convolution of one
     group (also fused with bias, BatchNorm or activation) the 64 x 64 tiles of its implicit GEMM
     (N x output positions rows, output channels columns), for its data or weight gradient those of
-    their own implicit GEMMs (:func:`_conv_backward_units`), for a GEMM its 64 x 64 output tiles
-    times its batch, else its fewest bytes (:func:`benanza.analysis.roofline.min_bytes`) over
-    8 KiB; at least 1."""
+    their own implicit GEMMs (:func:`_conv_backward_units`; ``unsplit``: a weight gradient's output
+    tiles alone, no split-K), for a GEMM its 64 x 64 output tiles times its batch, else its fewest
+    bytes (:func:`benanza.analysis.roofline.min_bytes`) over 8 KiB; at least 1."""
     t = float(SPAN_TILE)
     if config.kind in ("ConvBwdData", "ConvBwdFilter") and config.conv.group == 1:
-        return _conv_backward_units(config, precision, t)
+        return _conv_backward_units(config, precision, t, unsplit)
     cfg = getattr(config, "conv", None) or getattr(config, "gemm", None) or config
     if cfg.kind == "Conv" and cfg.group == 1:
         nd = len(cfg.x) - 2
@@ -255,13 +267,14 @@ def work_units(config, precision: str) -> float:
     return max(1.0, roofline.min_bytes(config, precision) / SPAN_UNIT_BYTES)
 
 
-def _conv_backward_units(config, precision: str, t: float) -> float:
+def _conv_backward_units(config, precision: str, t: float, unsplit: bool = False) -> float:
     """P of a convolution's data or weight gradient (one group), from the implicit GEMM CUTLASS
     names for each (``media/docs/implicit_gemm_convolution.md`` in github.com/NVIDIA/cutlass:
     Dgrad GEMM-M = N x H x W input positions, GEMM-N = C input channels; Wgrad GEMM-M = K output
     channels, GEMM-N = C x R x S): its 64 x 64 output tiles. A weight gradient's GEMM output is
     small and its reduction (N x P x Q) long, which libraries split across blocks (split-K), so its
-    P is at least the bytes-based count of any other layer (:data:`SPAN_UNIT_BYTES`)."""
+    P is at least the bytes-based count of any other layer (:data:`SPAN_UNIT_BYTES`), unless
+    ``unsplit`` (a kernel that does not split it: :func:`wgrad_unsplit`)."""
     c = config.conv
     if config.kind == "ConvBwdData":
         rows = 1
@@ -272,7 +285,20 @@ def _conv_backward_units(config, precision: str, t: float) -> float:
     for d in c.w[2:]:
         crs *= d
     tiles = max(1.0, c.w[0] / t) * max(1.0, crs / t)
-    return max(tiles, roofline.min_bytes(config, precision) / SPAN_UNIT_BYTES)
+    return tiles if unsplit else max(tiles, roofline.min_bytes(config, precision) / SPAN_UNIT_BYTES)
+
+
+def wgrad_unsplit(config, precision: str, key: str | None, origin_ms: float | None, origin: GpuSpec) -> bool:
+    """Whether a weight gradient (``ConvBwdFilter``) measured at ``origin_ms`` on ``origin`` reached
+    under :data:`WGRAD_UNSPLIT_EFFICIENCY` of its roofline there: ``max(F / peak, B / bandwidth)``
+    (F its FLOPs, :meth:`benanza.kinds.LayerConfig.flops`; B its fewest bytes,
+    :func:`benanza.analysis.roofline.min_bytes`; peak the Tensor Core rate of ``key``, or fp32's for
+    CUDA-core math) over ``origin_ms``. False for any other kind or without a time."""
+    if config.kind != "ConvBwdFilter" or not origin_ms or origin_ms <= 0:
+        return False
+    peak = origin.peak_flops(key or "fp32")
+    floor_s = max(config.flops() / peak if peak > 0 else 0.0, roofline.min_bytes(config, precision) / origin.bandwidth)
+    return floor_s * 1e3 / origin_ms < WGRAD_UNSPLIT_EFFICIENCY
 
 
 def busy_sms(sm_count: int, units: float) -> float:
@@ -351,17 +377,18 @@ def fused_weights(analysis: Analysis, layers: list[LayerPrediction]) -> list[flo
 
 
 def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
-                cache: str, span: bool = True) -> None:
+                cache: str, span: bool = True, origin_ms: float | None = None) -> None:
     """Fill ``lp``'s compute peak, gamma, intensity, DRAM share, work units and wave-scaling factor
     (module docstring) for the measured layer ``lt`` (anything with ``lt.layer.config``, the
     config, and ``lt.math``, its best measurement's math mode) in ``precision``, measured with
-    ``cache`` (warm / cold). Raises UsageError when a GPU lacks the Tensor Core peak it needs."""
+    ``cache`` (warm / cold) in ``origin_ms`` (ms; a weight gradient's span depends on it:
+    :func:`wgrad_unsplit`). Raises UsageError when a GPU lacks the Tensor Core peak it needs."""
     ly = lt.layer
     key = math_peak_key(lt.math, precision)
     x = roofline.intensity(ly.config, precision)
     ko, kd = origin.sm_count, target.sm_count
     if span:
-        lp.work_units = work_units(ly.config, precision)
+        lp.work_units = work_units(ly.config, precision, wgrad_unsplit(ly.config, precision, key, origin_ms, origin))
         ko, kd = busy_sms(ko, lp.work_units), busy_sms(kd, lp.work_units)
     # the share of each GPU's SMs the layer keeps busy scales its compute peak and L2 throughput
     busy_o, busy_d = ko / origin.sm_count, kd / target.sm_count
