@@ -126,8 +126,35 @@ def test_case_tables(tmp_path, monkeypatch):
     data = (tmp_path / "s" / "src" / "convbwddata.cpp").read_text()
     filt = (tmp_path / "s" / "src" / "convbwdfilter.cpp").read_text()
     assert "cudnnConvolutionBackwardData(" in data and "ConvGrad::DATA" in data
-    assert "cudnnConvolutionBackwardFilter(" in filt and "cudnnConvolutionBackwardBias(" in filt
+    # the bias gradient: cudnnConvolutionBackwardBias, in bf16 benanza's reduction (engines.hpp's ConvBiasGrad)
+    assert "cudnnConvolutionBackwardFilter(" in filt and "bias_grad->run(dy, db, stream)" in filt
     # the strided 1x1 convolution: dx's dims are the forward's input, the bias is off for dx and on for dw
     row = ', 2, {1, 256, 56, 56, 0}, {512, 256, 1, 1, 0}, {0, 0, 0}, {2, 2, 1}, {1, 1, 1}, 1, '
     assert row + 'false, ""}' in data and row + 'true, ""}' in filt
     assert data.count('"NHWC"}') == data.count('"NCHW"}') == 23
+
+
+def test_the_filter_gradient_source_compiles_with_its_bias_gradient(tmp_path, monkeypatch):
+    """The generated weight-gradient source (its bias gradient through ConvBiasGrad: cuDNN's, or in bf16,
+    which cudnnConvolutionBackwardBias refuses, benanza's reduction) and the harness's engines.cpp
+    without cudnn-frontend pass g++ -fsyntax-only -Wall -Werror against the cuDNN headers (with the
+    frontend, engines.cpp compiles in the session's harness build: tests/test_harness_build.py)."""
+    import subprocess
+
+    from benanza.build.cudalibs import LibraryError, locate
+
+    try:
+        libs = locate()
+    except LibraryError as e:
+        pytest.skip(f"no CUDA headers: {e}")
+    monkeypatch.setattr(generator, "plan_jobs", _backward_jobs)
+    ml, _ = _convs(1)
+    generate([ml], ["bf16"], tmp_path / "s", layouts=["NCHW", "NHWC"], kinds=["ConvBwdFilter"])
+    root = tmp_path / "s"
+    src = (root / "src" / "convbwdfilter.cpp").read_text()
+    assert "bias_grad.emplace(b, dt, nd, yd.data(), c.w[0], false)" in src and "true, \"\"}" in src
+    inc = [f"-I{root / 'harness' / 'include'}", f"-I{libs.cudnn_include}", f"-I{libs.cublas_include}",
+           f"-I{libs.cuda_home / 'include'}"]
+    base = ["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", "-Wno-deprecated-declarations"] + inc
+    subprocess.run(base + [str(root / "src" / "convbwdfilter.cpp")], check=True)
+    subprocess.run(base + ["-DBENANZA_WITH_FRONTEND=0", str(root / "harness" / "src" / "engines.cpp")], check=True)

@@ -1,5 +1,6 @@
 """ConvBwdFilter layers: the filter (and bias) gradient of a convolution in a training step;
-cudnnConvolutionBackwardFilter (+ cudnnConvolutionBackwardBias) and the cuDNN graph API's ``conv_wgrad``.
+cudnnConvolutionBackwardFilter (+ the bias gradient: cudnnConvolutionBackwardBias, in bf16, which it does not
+support, benanza's reduction kernel) and the cuDNN graph API's ``conv_wgrad``.
 
 The whole slice of the kind: its config, the case its template renders, its minimum bytes, its
 PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`). It maps no

@@ -67,14 +67,6 @@ std::string matmul_call(const MatmulSpec& m) {
   if (m.act == MatmulAct::GELU_TANH) ops += "+gelu_tanh";
   return "cudnnBackendExecute(" + ops + ")";
 }
-}  // namespace
-
-#if BENANZA_WITH_FRONTEND
-namespace fe = cudnn_frontend;
-
-namespace {
-
-constexpr int64_t kX = 1, kW = 2, kB = 3, kY = 4, kS = 5, kDY = 6;
 
 // Strides of dims (N, C, spatial...) stored packed in `layout` (NCHW, or NHWC: channels last).
 std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool nhwc) {
@@ -98,6 +90,53 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool nhwc) {
   s[0] = acc;
   return s;
 }
+}  // namespace
+
+ConvBiasGrad::ConvBiasGrad(Bench& b, DType dt, int nd, const int* ydims, int k, bool nhwc)
+    : h_(b.cudnn()), dt_(dt), own_(dt == DType::BF16) {
+  if (!own_) {
+    call_ = "+cudnnConvolutionBackwardBias";
+    Dims bd(nd, 1), yd(ydims, ydims + nd);
+    bd[1] = k;
+    auto strides = [nhwc](const Dims& d) {  // packed in the timed tensors' layout
+      const std::vector<int64_t> v = strides_for(std::vector<int64_t>(d.begin(), d.end()), nhwc);
+      return Dims(v.begin(), v.end());
+    };
+    y_desc_ = std::make_shared<TensorDesc>(dt, yd, strides(yd));
+    b_desc_ = std::make_shared<TensorDesc>(dt, bd, strides(bd));
+    return;
+  }
+  call_ = "+benanza::reduce(bias)";
+  // memory order: NCHW keeps the dims, NHWC moves the channels last
+  for (int i = 0; i < nd; ++i) ydims_.push_back(ydims[i]);
+  if (nhwc) {
+    ydims_.erase(ydims_.begin() + 1);
+    ydims_.push_back(ydims[1]);
+  }
+  bdims_.assign(nd, 1);
+  bdims_[nhwc ? nd - 1 : 1] = k;
+  ws_bytes_ = plan_reduce_for(ydims_.data(), bdims_.data(), nd, dt).workspace_bytes();
+  if (ws_bytes_) ws_ = b.zeros(ws_bytes_);
+}
+
+Status ConvBiasGrad::run(const void* dy, void* db, cudaStream_t stream) const {
+  if (own_) {
+    BZ_CUDA(reduce(dy, db, ydims_.data(), bdims_.data(), static_cast<int>(ydims_.size()), ReduceOp::Sum, dt_, ws_,
+                   ws_bytes_, stream));
+    return Status::success();
+  }
+  const float one = 1.0f, zero = 0.0f;
+  BZ_CUDNN(cudnnConvolutionBackwardBias(h_, &one, y_desc_->d, dy, &zero, b_desc_->d, db));
+  return Status::success();
+}
+
+#if BENANZA_WITH_FRONTEND
+namespace fe = cudnn_frontend;
+
+namespace {
+
+constexpr int64_t kX = 1, kW = 2, kB = 3, kY = 4, kS = 5, kDY = 6;
+
 
 const char* numerical_name(fe::NumericalNote_t n) {
   switch (n) {
@@ -330,7 +369,7 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
       b.record(cl, "failed", e.what());
       continue;
     }
-    b.measure(cl, [&, i, wsp](cudaStream_t) -> Status {
+    b.measure(cl, [&, i, wsp](cudaStream_t stream) -> Status {
       fe::error_t s;
       try {
         s = g->execute_plan_at_index(b.cudnn(), pack, wsp, i);
@@ -343,7 +382,7 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
         r.message = "cudnn-frontend execute: " + s.get_message();
         return r;
       }
-      return t.after ? t.after() : Status::success();
+      return t.after ? t.after(stream) : Status::success();
     }, t.y, t.y_count, out_t);
   }
   return true;
@@ -377,7 +416,7 @@ void time_conv(Bench& b, const ConvSpec& c, bool bias_in_graph, bool add_bias, b
     b_desc = std::make_shared<TensorDesc>(dt, bdims, to_int(strides_for({bdims.begin(), bdims.end()}, c.nhwc)));
     y_desc = std::make_shared<TensorDesc>(dt, ydims, to_int(strides_for({ydims.begin(), ydims.end()}, c.nhwc)));
     cudnnHandle_t h = b.cudnn();
-    t.after = [h, b_desc, y_desc, bias, y]() -> Status {
+    t.after = [h, b_desc, y_desc, bias, y](cudaStream_t) -> Status {
       const float one = 1.0f;
       BZ_CUDNN(cudnnAddTensor(h, &one, b_desc->d, bias, &one, y_desc->d, y));
       return Status::success();
@@ -465,19 +504,9 @@ void run_conv_grad_engines(Bench& b, const ConvSpec& c, ConvGrad grad, void* x, 
   t.y_count = numel(data ? xdims : wdims);
   if (!data && c.bias) {
     // the bias gradient db[k] = sum of dy[:, k, ...], as a framework computes it beside wgrad
-    const DType dt = storage_of(c.precision);
-    Dims bdims(nd, 1), ydims(c.y, c.y + nd);
-    bdims[1] = c.w[0];
-    auto to_int = [](const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); };
-    auto b_desc = std::make_shared<TensorDesc>(dt, bdims, to_int(strides_for({bdims.begin(), bdims.end()}, c.nhwc)));
-    auto y_desc = std::make_shared<TensorDesc>(dt, ydims, to_int(strides_for({ydims.begin(), ydims.end()}, c.nhwc)));
-    cudnnHandle_t h = b.cudnn();
-    t.call += "+cudnnConvolutionBackwardBias";
-    t.after = [h, b_desc, y_desc, dy, db]() -> Status {
-      const float one = 1.0f, zero = 0.0f;
-      BZ_CUDNN(cudnnConvolutionBackwardBias(h, &one, y_desc->d, dy, &zero, b_desc->d, db));
-      return Status::success();
-    };
+    auto bg = std::make_shared<ConvBiasGrad>(b, storage_of(c.precision), nd, c.y, c.w[0], c.nhwc);
+    t.call += bg->call();
+    t.after = [bg, dy, db](cudaStream_t stream) -> Status { return bg->run(dy, db, stream); };
   }
   time_graph(b, t);
 }
@@ -505,7 +534,8 @@ void run_matmul_engines(Bench& b, const MatmulSpec& m, void*, void*, void*, void
 
 void run_conv_grad_engines(Bench& b, const ConvSpec& c, ConvGrad grad, void*, void*, void*, void*) {
   std::string call = grad == ConvGrad::DATA ? "cudnnBackendExecute(conv_dgrad)" : "cudnnBackendExecute(conv_wgrad)";
-  if (grad == ConvGrad::FILTER && c.bias) call += "+cudnnConvolutionBackwardBias";
+  if (grad == ConvGrad::FILTER && c.bias)
+    call += c.precision == Precision::BF16 ? "+benanza::reduce(bias)" : "+cudnnConvolutionBackwardBias";
   Call cl{call, "*", math_label(c.precision), storage_of(c.precision), "", 0};
   cl.layout = c.nhwc ? "NHWC" : "NCHW";
   b.record(cl, "skipped", "suite built without the cudnn-frontend headers (pip install nvidia-cudnn-frontend)");

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "benanza/harness.hpp"
 
 namespace benanza {
+
+struct TensorDesc;  // cudnn_util.hpp
 
 struct ConvSpec {
   Precision precision;
@@ -55,5 +58,30 @@ enum class ConvGrad { DATA, FILTER };
 // DATA: reads dy (y's dims) and w, writes dx (x's dims). FILTER: reads x and dy, writes dw (w's
 // dims); with spec.bias each engine config is followed by cudnnConvolutionBackwardBias into `db`.
 void run_conv_grad_engines(Bench& b, const ConvSpec& spec, ConvGrad grad, void* x, void* w, void* dy, void* db);
+
+// The bias gradient beside a convolution's weight gradient, db[k] = the sum of dy[:, k, ...] (a
+// framework computes both in one backward call): cudnnConvolutionBackwardBias, except in bf16,
+// which it does not support (CUDNN_STATUS_NOT_SUPPORTED on cuDNN 9.19: on 2026-11-27 no bf16
+// convolution with a bias had a weight-gradient candidate, benchmarks/results/2026-11-27b/); there
+// benanza's own reduction (reduce(): fp32 accumulation, the reduce kernels' plan) sums dy over its
+// batch and spatial dims, in memory order (NCHW: N x K x spatial -> 1 x K x 1; NHWC: N x spatial x
+// K -> 1 x 1 x K). `call` is the suffix of the timed call's name. Its buffers live with the Bench.
+class ConvBiasGrad {
+ public:
+  ConvBiasGrad(Bench& b, DType dt, int nd, const int* ydims, int k, bool nhwc);
+  const std::string& call() const { return call_; }
+  // Adds db from dy on `stream` (the cuDNN handle's stream for the cuDNN path).
+  Status run(const void* dy, void* db, cudaStream_t stream) const;
+
+ private:
+  cudnnHandle_t h_;
+  DType dt_;
+  bool own_;
+  std::string call_;
+  std::vector<int> ydims_, bdims_;  // memory order, for reduce()
+  void* ws_ = nullptr;
+  std::size_t ws_bytes_ = 0;
+  std::shared_ptr<TensorDesc> y_desc_, b_desc_;  // the cuDNN path's descriptors
+};
 
 }  // namespace benanza

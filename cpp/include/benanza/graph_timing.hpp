@@ -64,7 +64,7 @@ inline std::vector<int64_t> graph_packed_strides(const std::vector<int64_t>& d) 
 struct GraphTiming {
   std::shared_ptr<NotedGraph> graph;
   std::unordered_map<int64_t, void*> pack;
-  std::function<Status()> after;
+  std::function<Status(cudaStream_t)> after;  // on the timed call's stream
   Precision precision;
   std::string layout = "NCHW";
   std::string call = "cudnnBackendExecute";
