@@ -132,6 +132,14 @@ def test_an_incomplete_configuration_is_listed_and_left_out(measured):
         assert "clf_train b32 fp32" in s and f"{PART}: INCOMPLETE: 1 backward calls without a measurement" in s
     s = res["summary"][f"{WHOLE} -> {PART}"]
     assert s["configurations"] == 1  # the batch-32 step is not counted, as 0 ms or otherwise
+    # its measured calls are: every configuration's kinds pool the batch-32 calls measured on both
+    # systems beside the batch-64 ones, and leave out the one the partition lacks
+    pair = f"{WHOLE} -> {PART}"
+    complete, every = res["by_kind"][pair], res["by_kind_all_configurations"][pair]
+    assert every["Gemm backward_data fp32"][3] == 2 * complete["Gemm backward_data fp32"][3] == 2
+    assert every["ConvBwdFilter backward_weight fp32"][3] == complete["ConvBwdFilter backward_weight fp32"][3] == 1
+    # batch 32's calls take half the batch-64 time (the fixture scales by batch / 64)
+    assert every["Gemm backward_data fp32"][2] == pytest.approx(1.5 * complete["Gemm backward_data fp32"][2])
 
 
 def test_the_summary_is_the_error_bar_of_the_rows(measured):
