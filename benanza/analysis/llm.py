@@ -117,9 +117,10 @@ def attention_configs(ml) -> list:
 def kv_cache_bytes(ml, precision: str) -> int:
     """Bytes of KV cache one step reads: over each attention of ``ml``, b x h_kv x (s_kv - s_q) x
     (d + d_v) elements (the keys and values before this step's queries: the past), at the bytes
-    per element of the attention's data type (fp8 runs attention in fp16: 2). 0 without a cache."""
+    per element of the attention's data type (fp8: 1, an E4M3 cache as cuDNN's FP8 attention reads it,
+    :data:`benanza.kinds.FP8_KINDS`; the fewest bytes any counted implementation reads, so that the
+    bound stays below an LBL that takes the FP8 attention). 0 without a cache."""
     per = DTYPE_BYTES.get(Precision.of(precision).dtype, 2)
-    per = 2 if precision == "fp8" else per
     return sum(c.b * c.kv_heads * max(c.s_kv - c.s_q, 0) * (c.d + c.d_v) * per for c in attention_configs(ml))
 
 

@@ -24,7 +24,7 @@ def _elem(precision: str, config: L.LayerConfig) -> tuple[int, int]:
     """(input bytes, output bytes) per element for ``config`` measured in ``precision``."""
     b = Precision.of(precision).bytes  # raises UsageError for an unknown precision
     if precision == "fp8":
-        return (1, 2) if config.kind in L.FP8_KINDS else (2, 2)
+        return (1, L.FP8_OUTPUT_BYTES[config.kind]) if config.kind in L.FP8_KINDS else (2, 2)
     return b, b
 
 

@@ -62,9 +62,15 @@ PRECISIONS = tuple(TABLE)
 #: storage data type of each precision (fp8: the data type of the GEMM inputs)
 PRECISION_DTYPE = {p.name: p.dtype for p in TABLE.values()}
 
-#: layer kinds with an FP8 implementation (cuBLASLt FP8 matmul); every other kind serves an fp8
-#: analysis with its fp16 measurements
-FP8_KINDS = ("Gemm",)
+#: layer kinds with an FP8 implementation (cuBLASLt's FP8 matmul; cuDNN's FP8 fused attention,
+#: cudnn-frontend ``Graph::sdpa_fp8``, Hopper and later); every other kind serves an fp8 analysis
+#: with its fp16 measurements
+FP8_KINDS = ("Gemm", "SDPA")
+
+#: bytes per output element of an FP8 kind's job: cuBLASLt's FP8 matmul writes D in fp16 (lt.cpp);
+#: cuDNN's FP8 attention writes O in E4M3, as its inputs (cuDNN developer guide, "Scaled Dot Product
+#: Attention", FP8 forward)
+FP8_OUTPUT_BYTES = {"Gemm": 2, "SDPA": 1}
 
 #: precision an fp8 analysis falls back to for layers without an FP8 implementation
 FP8_FALLBACK = "fp16"

@@ -66,7 +66,11 @@ class SdpaConfig(LayerConfig):
     ``torch.nn.attention.bias.causal_lower_right``; equal to "causal" where s_q == s_kv, which the
     mappers then write); "bias" (an additive tensor of shape ``bias``, 4-D, each dim 1 or the full size).
     cuDNN has fused engines for FP16/BF16 (and FP8) data only: fp32/tf32 jobs record what cuDNN
-    says (not_supported) and the fused LBL then keeps the unfused sum.
+    says (not_supported) and the fused LBL then keeps the unfused sum. An fp8 analysis also times
+    the group in FP8 (:data:`benanza.kinds.FP8_KINDS`): cudnn-frontend ``Graph::sdpa_fp8``, Q, K, V
+    and O in E4M3 with per-tensor descales and scales (of 1: the values do not change the time) and
+    the amax of S and O written, beside its fp16 job; the faster one serves the analysis, and a
+    config cuDNN's FP8 engines refuse is recorded as not_supported there.
     h_kv: the heads of K and V (grouped-query attention: h a multiple of h_kv, each K/V head serving
     h / h_kv query heads, cuDNN's h_q % h_k == 0; PyTorch's ``enable_gqa``); 0 = h. Set from ONNX
     ``Attention``'s ``kv_num_heads`` or K's heads, and where the finders absorb the repeat of K and V

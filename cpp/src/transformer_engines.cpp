@@ -50,6 +50,10 @@ std::string first_line(const std::string& s, std::size_t max = 300) {
 constexpr int64_t kX = 1, kScale = 2, kBias = 3, kY = 4, kMean = 5, kInvVar = 6;
 constexpr int64_t kQ = 11, kK = 12, kV = 13, kO = 14, kAttnBias = 15, kStats = 16;
 constexpr int64_t kSeqQ = 17, kSeqKv = 18, kPageK = 19, kPageV = 20;
+// FP8 attention's scaling tensors (float32 [1, 1, 1, 1]): the descales of Q, K, V and S (the
+// probabilities), the scales of S and O, and the amax outputs of S and O
+constexpr int64_t kDescaleQ = 21, kDescaleK = 22, kDescaleV = 23, kDescaleS = 24, kScaleS = 25, kScaleO = 26;
+constexpr int64_t kAmaxS = 27, kAmaxO = 28;
 
 bool pointwise_mode(UnaryOp op, fe::PointwiseMode_t& mode) {
   switch (op) {
@@ -334,10 +338,19 @@ void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void*
 void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, void* o, void* bias, void* stats_out) {
   const Precision p = c.precision;
   const long long hk = c.h_kv > 0 ? c.h_kv : c.h;
+  const bool fp8 = p == Precision::FP8;
+  // FP8 (cudnn-frontend Graph::sdpa_fp8, the FP8 E4M3 forward of cuDNN's fused attention, Hopper+):
+  // Q, K, V and O in E4M3, per-tensor descales and scales of 1 (any value times the same), amax out
+  std::unordered_map<int64_t, void*> scalars;
+  if (fp8) {
+    for (int64_t uid : {kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO})
+      scalars[uid] = b.random(1, DType::F32, 1.0f, 1.0f);
+    for (int64_t uid : {kAmaxS, kAmaxO}) scalars[uid] = b.zeros(sizeof(float));
+  }
   auto make_job = [&](const std::vector<int64_t>& bias_dims, const std::string& extra) {
     GraphTiming j;
     j.precision = p;
-    j.graph = [c, hk, bias_dims]() {
+    j.graph = [c, hk, bias_dims, fp8]() {
       auto g = new_graph(c.precision);
       const std::vector<int64_t> qd{c.b, c.h, c.s_q, c.d}, kd{c.b, hk, c.s_kv, c.d}, vd{c.b, hk, c.s_kv, c.d_v};
       const auto st = [&c](int t) { return std::vector<int64_t>(c.strides + 4 * t, c.strides + 4 * t + 4); };
@@ -354,11 +367,27 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
                                .set_stride(graph_packed_strides(bias_dims)).set_data_type(graph_io_type(c.precision)));
         opts.set_bias(B);
       }
+      if (fp8) {
+        const auto scalar = [&g](const char* name, int64_t uid) {
+          return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({1, 1, 1, 1})
+                               .set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT));
+        };
+        auto [O, stats, amax_s, amax_o] =
+            g->sdpa_fp8(Q, K, V, scalar("descale_q", kDescaleQ), scalar("descale_k", kDescaleK),
+                        scalar("descale_v", kDescaleV), scalar("descale_s", kDescaleS), scalar("scale_s", kScaleS),
+                        scalar("scale_o", kScaleO), opts);
+        set_sdpa_outputs(c, O, stats);
+        for (auto& [t, uid] : {std::pair{amax_s, kAmaxS}, std::pair{amax_o, kAmaxO}})
+          t->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1})
+              .set_data_type(fe::DataType_t::FLOAT);
+        return g;
+      }
       auto [O, stats] = g->sdpa(Q, K, V, opts);
       set_sdpa_outputs(c, O, stats);
       return g;
     }();
     j.pack = {{kQ, q}, {kK, k}, {kV, v}, {kO, o}};
+    for (const auto& [uid, ptr] : scalars) j.pack[uid] = ptr;
     if (c.mask == SdpaMask::BIAS) j.pack[kAttnBias] = bias;
     if (c.stats) j.pack[kStats] = stats_out;
     j.y = o;
@@ -366,6 +395,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
     j.math = math_label(p);
     j.note = std::string(c.stats ? "cuDNN graph: sdpa (fused attention, training: softmax stats written, float32)"
                                  : "cuDNN graph: sdpa (fused attention, inference)") +
+             (fp8 ? ", FP8 E4M3 Q/K/V/O (sdpa_fp8, per-tensor scales)" : "") +
              (hk != c.h ? ", GQA (K/V with fewer heads)" : "") +
              (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : c.mask == SdpaMask::BIAS ? ", additive bias" : "") + extra;
     return j;

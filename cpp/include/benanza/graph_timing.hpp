@@ -34,6 +34,7 @@ class NotedGraph : public cudnn_frontend::graph::Graph {
 inline cudnn_frontend::DataType_t graph_io_type(Precision p) {
   return p == Precision::FP16   ? cudnn_frontend::DataType_t::HALF
          : p == Precision::BF16 ? cudnn_frontend::DataType_t::BFLOAT16
+         : p == Precision::FP8  ? cudnn_frontend::DataType_t::FP8_E4M3
                                 : cudnn_frontend::DataType_t::FLOAT;
 }
 
