@@ -240,6 +240,12 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
   } catch (const fe::cudnnException& e) {
     st = {fe::error_code_t::GRAPH_NOT_SUPPORTED, e.what()};
   }
+  // BENANZA_SM_COUNT: the heuristics asked for engine configs that run on the partition's SMs
+  // (cuDNN's SM carveout, CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, cuDNN 8.9.5+ on Hopper; cudnn-frontend
+  // Graph::set_sm_count), as a GPU of that many SMs would get them. Without it the configs are sized
+  // for the whole GPU, and cooperative launches (cuDNN's batch-norm engines) fail inside the green
+  // context with err 720 (an H200 at 64 and 32 SMs, benchmarks/results/2026-11-27b/)
+  if (const int sms = b.ctx().partition().sm_count) g->set_sm_count(sms);
   // mode by mode on the same graph: configs are appended, so [0, n_a) is A's list, [n_a, n_b) B's
   int64_t n_a = 0, n_b = 0;
   std::string why_a, why_b;

@@ -230,6 +230,10 @@ Context::Context(const Options& opt) : opt_(opt) {
   cublasStatus_t b = cublasCreate(&cublas_);
   if (b != CUBLAS_STATUS_SUCCESS) throw FatalError(std::string("cublasCreate failed: ") + cublasGetStatusName(b));
   cublasSetStream(cublas_, stream_);
+  // an SM partition: cuBLAS's kernels sized for its SMs (cublasSetSmCountTarget), as cuBLASLt's
+  // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, lt.cpp) and cuDNN's graph engines' (SM carveout,
+  // engines.cpp's time_graph): the libraries read the whole GPU's SM count from the device
+  if (partition_.sm_count) cublasSetSmCountTarget(cublas_, partition_.sm_count);
   // A user-owned cuBLAS workspace keeps cuBLAS from allocating during graph capture.
   const std::size_t cublas_ws = std::size_t(32) << 20;
   if (cudaMalloc(&cublas_ws_, cublas_ws) == cudaSuccess) cublasSetWorkspace(cublas_, cublas_ws_, cublas_ws);
@@ -277,7 +281,10 @@ std::string Context::system_json() const {
   if (partition_.sm_count)
     extra << ",\"sm_partition\":{\"sm_count\":" << partition_.sm_count << ",\"sm_total\":" << partition_.sm_total
           << ",\"method\":\"" << partition_.method << "\",\"alignment\":" << partition_.alignment
-          << ",\"sms_seen\":" << partition_.sms_seen << "}";
+          << ",\"sms_seen\":" << partition_.sms_seen
+          // the libraries told the partition's SM count (cuDNN's heuristics, cuBLAS, cuBLASLt): since
+          // 2026-11-27; databases before it timed configs sized for the whole GPU inside the partition
+          << ",\"library_sm_target\":true}";
   return device_json(dev_, extra.str());
 }
 

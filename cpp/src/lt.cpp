@@ -350,15 +350,22 @@ bool reads_aux(uint32_t epilogue) {
 }
 
 // Build the descriptors; "" on success, else the failing call and its status. `bias`: the bias
-// vector (BIAS epilogues) or the bias gradient's output (BGRAD epilogues).
+// vector (BIAS epilogues) or the bias gradient's output (BGRAD epilogues). `sm_target` > 0 (an SM
+// partition, BENANZA_SM_COUNT): CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, so that the heuristics rank
+// the algorithms for that many SMs, as on a GPU of that size (a green context does not change the
+// SM count the library reads from the device).
 std::string build(Problem& pr, const LtSpec& s, DType out_t, uint32_t epilogue, bool fast_accum, const void* bias,
-                  const void* scale, const EpilogueAux& ea = EpilogueAux{}) {
+                  const void* scale, int sm_target, const EpilogueAux& ea = EpilogueAux{}) {
   const bool fp8 = s.precision == Precision::FP8;
   const DType in_t = storage_of(s.precision);
   pr.compute = s.precision == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   pr.a_type = pr.b_type = cuda_dtype(in_t);
   pr.c_type = pr.d_type = cuda_dtype(out_t);
   LT_TRY(cublasLtMatmulDescCreate(&pr.op, pr.compute, CUDA_R_32F));
+  if (sm_target > 0) {
+    const int32_t target = sm_target;
+    LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target, sizeof target));
+  }
   // cuBLASLt's A is ONNX's B (n x k after op), its B is ONNX's A (k x m after op)
   const cublasOperation_t op_a = fp8 || s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = !fp8 && s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -783,7 +790,7 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
   if (fp8) {
     out_t = DType::F16;
     Problem probe;
-    std::string err = build(probe, s, out_t, epilogue, false, nullptr, nullptr);
+    std::string err = build(probe, s, out_t, epilogue, false, nullptr, nullptr, b.ctx().partition().sm_count);
     if (!err.empty() || heuristic(lt, probe, limit, 1, &why).empty()) out_t = DType::BF16;
   }
   const std::size_t batch = static_cast<std::size_t>(s.batch);
@@ -820,7 +827,7 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
 
   // 1. the heuristic's list: recorded as choices, every distinct config timed
   Problem pr;
-  std::string err = build(pr, s, out_t, epilogue, false, bias, scale, ea);
+  std::string err = build(pr, s, out_t, epilogue, false, bias, scale, b.ctx().partition().sm_count, ea);
   if (!err.empty()) {
     b.record(any, "not_supported", "cuBLASLt descriptors: " + err);
     return;
@@ -874,7 +881,7 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
   // 3. fp8: the heuristic's first picks with fast accumulation
   if (fp8) {
     Problem fast;
-    err = build(fast, s, out_t, epilogue, true, bias, scale);
+    err = build(fast, s, out_t, epilogue, true, bias, scale, b.ctx().partition().sm_count);
     const char* fast_source = "cublasLtMatmulAlgoGetHeuristic(fast_accum)";
     auto flist = err.empty() ? heuristic(lt, fast, limit, kLtFastAccumTimed, &why) : decltype(list){};
     if (!err.empty()) why = err;

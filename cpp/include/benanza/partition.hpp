@@ -10,6 +10,12 @@
 // loaded at run time (dlopen of libcuda.so.1, as NVML in device.cpp): nothing links libcuda, so the
 // suite builds on a machine without a driver.
 //
+// The libraries read the whole GPU's SM count from the device, not the green context's: the harness
+// tells them the partition's (cuDNN's heuristics: Graph::set_sm_count in engines.cpp's time_graph;
+// cublasSetSmCountTarget in harness.cpp; CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET in lt.cpp), so that
+// they pick and size kernels as on a GPU of that many SMs; the system's info says
+// "library_sm_target": true.
+//
 // How confined a run really is: probe_sms launches blocks that record the %smid they ran on and
 // counts the distinct SMs (the CUDA driver documents that a green context can use more SMs than it
 // was given, e.g. 2 more on Hopper once a module with dynamic parallelism is loaded).
