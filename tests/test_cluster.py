@@ -95,6 +95,8 @@ def test_jobs_go_to_their_kind_a_killed_worker_reruns_its_job_and_each_is_stored
         killer.start()
         out = C.run_cluster(suite, db, client, RunOptions(), progress=lambda e, i: events.append((e, i)), chunk=2)
         killer.join(1)
+        # the killed worker's nanny starts it again; until it is back the scheduler has one GPU_A worker
+        client.wait_for_workers(3, timeout=60)
         with pytest.raises(UsageError) as e:
             C.run_cluster(suite, db, client, RunOptions(), kinds=["GPU_C"])
         assert str(e.value) == "--cluster a Dask client: no worker of GPU kind GPU_C; the workers have GPU_A x2, GPU_B x1"
