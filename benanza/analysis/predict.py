@@ -293,12 +293,12 @@ def wgrad_unsplit(config, precision: str, key: str | None, origin_ms: float | No
     under :data:`WGRAD_UNSPLIT_EFFICIENCY` of its roofline there: ``max(F / peak, B / bandwidth)``
     (F its FLOPs, :meth:`benanza.kinds.LayerConfig.flops`; B its fewest bytes,
     :func:`benanza.analysis.roofline.min_bytes`; peak the Tensor Core rate of ``key``, or fp32's for
-    CUDA-core math) over ``origin_ms``. False for any other kind or without a time."""
+    CUDA-core math) over ``origin_ms``: :func:`benanza.analysis.roofline.bound`. False for any other
+    kind or without a time."""
     if config.kind != "ConvBwdFilter" or not origin_ms or origin_ms <= 0:
         return False
-    peak = origin.peak_flops(key or "fp32")
-    floor_s = max(config.flops() / peak if peak > 0 else 0.0, roofline.min_bytes(config, precision) / origin.bandwidth)
-    return floor_s * 1e3 / origin_ms < WGRAD_UNSPLIT_EFFICIENCY
+    floor = roofline.bound(config, precision, roofline.Ceilings(origin.peak_flops(key or "fp32"), origin.bandwidth))
+    return floor.bound_ms / origin_ms < WGRAD_UNSPLIT_EFFICIENCY
 
 
 def busy_sms(sm_count: int, units: float) -> float:

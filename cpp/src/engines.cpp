@@ -93,9 +93,8 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool nhwc) {
 }  // namespace
 
 ConvBiasGrad::ConvBiasGrad(Bench& b, DType dt, int nd, const int* ydims, int k, bool nhwc)
-    : h_(b.cudnn()), dt_(dt), own_(dt == DType::BF16) {
+    : h_(b.cudnn()), dt_(dt), own_(dt == DType::BF16), call_(call_for(dt)) {
   if (!own_) {
-    call_ = "+cudnnConvolutionBackwardBias";
     Dims bd(nd, 1), yd(ydims, ydims + nd);
     bd[1] = k;
     auto strides = [nhwc](const Dims& d) {  // packed in the timed tensors' layout
@@ -106,7 +105,6 @@ ConvBiasGrad::ConvBiasGrad(Bench& b, DType dt, int nd, const int* ydims, int k, 
     b_desc_ = std::make_shared<TensorDesc>(dt, bd, strides(bd));
     return;
   }
-  call_ = "+benanza::reduce(bias)";
   // memory order: NCHW keeps the dims, NHWC moves the channels last
   for (int i = 0; i < nd; ++i) ydims_.push_back(ydims[i]);
   if (nhwc) {
@@ -540,8 +538,7 @@ void run_matmul_engines(Bench& b, const MatmulSpec& m, void*, void*, void*, void
 
 void run_conv_grad_engines(Bench& b, const ConvSpec& c, ConvGrad grad, void*, void*, void*, void*) {
   std::string call = grad == ConvGrad::DATA ? "cudnnBackendExecute(conv_dgrad)" : "cudnnBackendExecute(conv_wgrad)";
-  if (grad == ConvGrad::FILTER && c.bias)
-    call += c.precision == Precision::BF16 ? "+benanza::reduce(bias)" : "+cudnnConvolutionBackwardBias";
+  if (grad == ConvGrad::FILTER && c.bias) call += ConvBiasGrad::call_for(storage_of(c.precision));
   Call cl{call, "*", math_label(c.precision), storage_of(c.precision), "", 0};
   cl.layout = c.nhwc ? "NHWC" : "NCHW";
   b.record(cl, "skipped", "suite built without the cudnn-frontend headers (pip install nvidia-cudnn-frontend)");

@@ -70,6 +70,10 @@ class ConvBiasGrad {
  public:
   ConvBiasGrad(Bench& b, DType dt, int nd, const int* ydims, int k, bool nhwc);
   const std::string& call() const { return call_; }
+  // The suffix for data type `dt` ("+cudnnConvolutionBackwardBias" or "+benanza::reduce(bias)").
+  static const char* call_for(DType dt) {
+    return dt == DType::BF16 ? "+benanza::reduce(bias)" : "+cudnnConvolutionBackwardBias";
+  }
   // Adds db from dy on `stream` (the cuDNN handle's stream for the cuDNN path).
   Status run(const void* dy, void* db, cudaStream_t stream) const;
 
