@@ -963,7 +963,7 @@ def _print_training_prediction(tp, memory: str, json_out: bool) -> None:
     def cell(v, why):
         return f"{v:.4f}" if v is not None else why
 
-    partial = {c.phase for c in tp.calls if c.predicted_ms is None} | ({"forward"} if s.forward.missing else set())
+    partial = {c.phase for c in tp.calls if c.predicted_ms is None} | ({"forward"} if s.forward_missing else set())
     for ph in ("forward", "loss", "backward_data", "backward_weight", "optimizer"):
         mo, md = s.phase_ms.get(ph), tp.phase_ms.get(ph)
         why = "not measured" if ph == "optimizer" or (ph == "loss" and not s.loss_measured) else "not counted"

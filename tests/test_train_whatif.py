@@ -163,14 +163,15 @@ def _row(key, call, ms, layout="NCHW", precision="fp32", dtype="float32", status
 def test_alternatives_from_database_rows():
     from benanza.analysis.training import BackwardTime
 
-    lt = lambda i, key, ms: types.SimpleNamespace(layer=types.SimpleNamespace(index=i, key=key), time_ms=ms)  # noqa: E731
+    lt = lambda i, key, ms, kind="": types.SimpleNamespace(  # noqa: E731
+        layer=types.SimpleNamespace(index=i, key=key, config=types.SimpleNamespace(kind=kind)), time_ms=ms)
     opt = BackwardTime(-1, "", "optimizer", "Optimizer", "", "opt", 0.2,
                        config=types.SimpleNamespace(algorithm="adam"))
     calls = [BackwardTime(0, "conv", "backward_data", "ConvBwdData", "", "c0d", 0.3),
              BackwardTime(0, "conv", "backward_weight", "ConvBwdFilter", "", "c0w", 0.5),
              BackwardTime(1, "relu", "backward_data", "ActivationBwd", "", "r1d", None)]
-    fwd = types.SimpleNamespace(layers=[lt(0, "c0", 0.2), lt(1, "r1", 0.1)], precision="fp32", conv_precision="tf32",
-                                cache="warm")
+    fwd = types.SimpleNamespace(layers=[lt(0, "c0", 0.2, "Conv"), lt(1, "r1", 0.1, "Activation")], precision="fp32",
+                                conv_precision="tf32", cache="warm")
     step = types.SimpleNamespace(forward=fwd, calls=calls, optimizer_call=opt)
     db = _Rows([_row("opt", "torch:aten::_fused_adam_", 0.05), _row("opt", "torch:aten::_fused_adam_", 0.04,
                                                                       status="failed"),
@@ -178,6 +179,10 @@ def test_alternatives_from_database_rows():
                 *[_row(k, "torch:aten::x", ms, lay, "tf32") for k, ms, lay in
                   (("c0", 0.3, "NCHW"), ("c0", 0.2, "NHWC"), ("c0d", 0.5, "NCHW"), ("c0d", 0.3, "NHWC"),
                    ("c0w", 0.6, "NCHW"), ("c0w", 0.7, "NHWC"))],
+                # PyTorch's fp32 convolutions run in TF32: its FMA rows (NHWC slower) are not the step's
+                *[_row(k, "torch:aten::x", ms, lay, "fp32") for k, ms, lay in
+                  (("c0", 0.3, "NCHW"), ("c0", 0.9, "NHWC"), ("c0d", 0.5, "NCHW"), ("c0d", 0.9, "NHWC"),
+                   ("c0w", 0.6, "NCHW"), ("c0w", 0.9, "NHWC"))],
                 _row("r1", "torch:aten::relu", 0.1, "NCHW")])  # relu: one layout only
     a = step_alternatives(step, db, 1)
     assert a.fused_optimizer_ms == pytest.approx(0.05) and a.fused_optimizer_call == "torch:aten::_fused_adam_"
@@ -188,6 +193,17 @@ def test_alternatives_from_database_rows():
     fwd16 = types.SimpleNamespace(layers=[lt(0, "c0", 0.1), lt(1, "r1", 0.05)])
     a = step_alternatives(step, db, 1, types.SimpleNamespace(forward=fwd16, calls=half))
     assert a.amp_ratio == {0: pytest.approx(0.4 / 1.0)}  # layer 1's fp32 backward is unmeasured
+    # a batch norm's training-mode forward call stands for its inference config (which the step
+    # does not run, here timed in one layout only): the layer counts with that call and its backward
+    bn_calls = calls + [BackwardTime(2, "bn", "forward", "BatchNormTrain", "", "b2t", 0.1),
+                        BackwardTime(2, "bn", "backward_data", "BatchNormBwd", "", "b2d", 0.2)]
+    fwd_bn = types.SimpleNamespace(layers=fwd.layers + [lt(2, "b2", 0.05, "BatchNormalization")], precision="fp32",
+                                   conv_precision="tf32", cache="warm")
+    db.rows += [_row("b2", "torch:aten::batch_norm", 0.05, "NCHW"),
+                *[_row(k, "torch:aten::y", ms, lay) for k, ms, lay in
+                  (("b2t", 0.09, "NCHW"), ("b2t", 0.04, "NHWC"), ("b2d", 0.18, "NCHW"), ("b2d", 0.05, "NHWC"))]]
+    a = step_alternatives(types.SimpleNamespace(forward=fwd_bn, calls=bn_calls, optimizer_call=opt), db, 1)
+    assert a.channels_last == {0: pytest.approx(0.2), 2: pytest.approx(0.05 + 0.13)}
     empty = step_alternatives(types.SimpleNamespace(forward=fwd, calls=[], optimizer_call=None), _Rows([]), 1)
     assert empty.fused_optimizer_ms is None and empty.channels_last is None and empty.notes
 

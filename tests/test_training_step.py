@@ -207,6 +207,40 @@ def test_a_conv_bn_relu_step_is_complete_with_the_batch_norms_calls(tmp_path):
     assert t.phase_ms["backward_data"] == pytest.approx(1.0) and t.phase_ms["backward_weight"] == pytest.approx(0.5)
 
 
+def test_an_unmeasured_inference_batch_norm_does_not_stop_a_measured_step(tmp_path):
+    """The step times BatchNormalization by its training-mode call, so the inference call's
+    measurement is not needed: in an SM partition cuDNN's inference batch norm fails (err 720, a
+    cooperative launch larger than the green context) while the graph API's training one runs
+    (benchmarks/results/2026-11-27c/). The inference analysis stays incomplete, the step does not;
+    left without its training call too, the step is incomplete and names that call, never 0 ms."""
+    ml = process(_conv_bn_relu(tmp_path / "cbr.onnx"), 4)
+    plan = training_plan(ml)
+    bn = next(ly for ly in ml.layers if ly.name == "bn")
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    unmeasured = {bn.config.key} | {f.config.key for f in ml.fusions}  # the inference batch norm and
+    for key, cfg in ml.unique_configs().items():  # its Conv+BN+Relu fusion: no valid measurement
+        if key not in unmeasured:
+            _measure(db, sid, cfg, "fp32", [("lib", 1.0)])
+    from benanza.processing.training import optimizer_config
+
+    _measure(db, sid, optimizer_config(ml), "fp32", [("lib", 0.25)])
+    for c in plan.calls:
+        if c.config.kind != "BatchNormTrain":
+            _measure(db, sid, c.config, "fp32", [("lib", 0.5)])
+    system = db.systems()[0]
+    a = analyze(ml, db, system, "fp32", layouts=("NCHW",))
+    assert [t.layer.name for t in a.missing] == ["bn"]  # the inference LBL misses it
+    t = training_step(ml, a, db, system)
+    assert not t.complete and t.missing_count == 1
+    assert "1 training-mode forward calls without a measurement" in t.incomplete_note
+    assert "forward layers without" not in t.incomplete_note
+    _measure(db, sid, next(c.config for c in plan.calls if c.config.kind == "BatchNormTrain"), "fp32", [("lib", 2.0)])
+    t = training_step(ml, a, db, system)
+    assert t.complete and t.missing_count == 0, t.incomplete_note
+    assert t.phase_ms["forward"] == pytest.approx(1.0 + 2.0 + 1.0)  # conv, BN's training call, relu
+    assert t.to_dict()["complete"] is True
+
+
 def test_a_batch_norm_on_the_model_input_keeps_its_backward_call(tmp_path):
     """A BatchNormalization that reads the model input needs no dx, but its one backward call also
     computes dscale and dbias: the plan keeps it (never a free layer)."""

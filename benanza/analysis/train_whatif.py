@@ -423,19 +423,30 @@ def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW",
               and m.dtype in L.ACCEPTED_DTYPES[a.precision] and m.layout in layouts]
         if ok:
             fused_ms, fused_call = min(ok), call
-    keys_of: dict[int, set] = {t.layer.index: {t.layer.key} for t in a.layers if t.layer.key}
+    # each layer's calls as the step runs them: its forward config (or its training-mode forward
+    # call in its place: BatchNormalization with the batch's statistics) and its backward calls,
+    # each in the precision PyTorch runs it (an fp32 step's cuDNN convolutions in TF32,
+    # torch.backends.cudnn.allow_tf32; the FMA rows would say NHWC is slower where PyTorch's TF32
+    # convolutions gain: resnet18, benchmarks/results/2026-11-27c/)
+    replaced = {c.layer for c in step.calls if c.phase == "forward"}
+    kind_of: dict[str, str] = {}
+    keys_of: dict[int, set] = {}
+    for t in a.layers:
+        if t.layer.key and t.layer.index not in replaced:
+            keys_of[t.layer.index] = {t.layer.key}
+            kind_of[t.layer.key] = getattr(getattr(t.layer, "config", None), "kind", "")
     for call in step.calls:
         keys_of.setdefault(call.layer, set()).add(call.key)
+        kind_of[call.key] = call.kind
     rows = framework_rows(db, system_id, sorted({k for ks in keys_of.values() for k in ks}), a.cache)
-    prec = {a.precision, a.conv_precision or a.precision}
+
+    def prec_of(key: str) -> str:
+        return (a.conv_precision or a.precision) if kind_of.get(key) in L.CUDNN_TF32_KINDS else a.precision
+
     cl: dict[int, float] = {}
     for i, ks in keys_of.items():
-        pairs = []
-        for k in ks:
-            p = next(((rows[(k, p, "NCHW")], rows[(k, p, "NHWC")]) for p in sorted(prec)
-                      if (k, p, "NCHW") in rows and (k, p, "NHWC") in rows), None)
-            pairs.append(p)
-        if pairs and all(p is not None for p in pairs):
+        pairs = [(rows.get((k, prec_of(k), "NCHW")), rows.get((k, prec_of(k), "NHWC"))) for k in ks]
+        if pairs and all(x is not None and y is not None for x, y in pairs):
             cl[i] = sum(x - y for x, y in pairs)
     if not cl:
         notes.append("no layer has its framework calls timed in both layouts")

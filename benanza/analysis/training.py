@@ -164,10 +164,21 @@ class TrainingStep:
         return [c for c in self.calls if c.time_ms is None]
 
     @property
+    def forward_missing(self) -> list:
+        """The forward pass's layers without a measurement that the step counts: those of
+        ``forward.missing`` without a training-mode ``forward`` call of their own. A layer whose
+        training-mode call stands in for its inference call (BatchNormalization with the batch's
+        statistics) does not need the inference measurement: cuDNN's inference batch norm failing
+        where its training one runs (a cooperative launch in an SM partition) leaves the step
+        complete. The training-mode call itself, unmeasured, is in :attr:`missing_calls`."""
+        replaced = {c.layer for c in self.calls if c.phase == "forward"}
+        return [t for t in self.forward.missing if t.layer.index not in replaced]
+
+    @property
     def missing_count(self) -> int:
         """Forward layers, backward calls and layers without a backward that have no time, plus
         one for an unmeasured optimizer update: the one count every output gives."""
-        return (len(self.forward.missing) + len(self.missing_calls) + len(self.no_backward)
+        return (len(self.forward_missing) + len(self.missing_calls) + len(self.no_backward)
                 + (0 if self.loss_measured else 1) + (1 if self.phase_ms.get("optimizer") is None else 0))
 
     @property
@@ -185,8 +196,8 @@ class TrainingStep:
         if self.complete:
             return ""
         parts = []
-        if self.forward.missing:
-            parts.append(f"{len(self.forward.missing)} forward layers without a measurement")
+        if self.forward_missing:
+            parts.append(f"{len(self.forward_missing)} forward layers without a measurement")
         fwd = sum(1 for c in self.missing_calls if c.phase == "forward")
         if len(self.missing_calls) > fwd:
             parts.append(f"{len(self.missing_calls) - fwd} backward calls without a measurement")

@@ -83,7 +83,7 @@ class TrainComparison:
         s = self.step
         fwd_calls = [c for c in s.missing_calls if c.phase == "forward"]
         bwd_calls = [c for c in s.missing_calls if c.phase != "forward"]
-        return {"forward": not s.forward.missing and not fwd_calls, "loss": bool(s.loss_measured),
+        return {"forward": not s.forward_missing and not fwd_calls, "loss": bool(s.loss_measured),
                 "backward": not bwd_calls and not s.no_backward,
                 "optimizer": s.phase_ms.get("optimizer") is not None}
 

@@ -243,21 +243,48 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
   // Graph::set_sm_count), as a GPU of that many SMs would get them. Without it the configs are sized
   // for the whole GPU, and cooperative launches (cuDNN's batch-norm engines) fail inside the green
   // context with err 720 (an H200 at 64 and 32 SMs, benchmarks/results/2026-11-27b/)
-  if (const int sms = b.ctx().partition().sm_count) g->set_sm_count(sms);
+  //
+  // Some engines refuse any target but the device's SM count ("target_sm_count !=
+  // deviceProp.multiProcessorCount": cuDNN 9.19's SDPA, some matmul and convolution engines on an
+  // H100 at 64 and 32 SMs, benchmarks/results/2026-11-27c/); a green context still reports the whole
+  // GPU's SMs, so a graph left without an engine config is asked again without the target: its
+  // configs sized for the whole GPU run in the partition in more waves, as they did before the
+  // target was set, rather than the layer going unmeasured in the partition only (what a GPU of
+  // that many SMs would run has no other stand-in here).
+  const int sms = b.ctx().partition().sm_count;
+  if (sms) g->set_sm_count(sms);
   // mode by mode on the same graph: configs are appended, so [0, n_a) is A's list, [n_a, n_b) B's
   int64_t n_a = 0, n_b = 0;
   std::string why_a, why_b;
-  if (st.is_good()) try {
-    auto sa = g->create_execution_plans({fe::HeurMode_t::A});
-    if (!sa.is_good()) why_a = sa.get_message();
-    n_a = g->get_execution_plan_count();
-    auto sb = g->create_execution_plans({fe::HeurMode_t::B});
-    if (!sb.is_good()) why_b = sb.get_message();
-    n_b = g->get_execution_plan_count();
-    st = g->create_execution_plans({fe::HeurMode_t::FALLBACK});
-    if (!st.is_good() && n_b > 0) st = {};  // a failed fallback query leaves A's and B's lists
-  } catch (const fe::cudnnException& e) {
-    st = {fe::error_code_t::GRAPH_NOT_SUPPORTED, e.what()};
+  auto query = [&]() {
+    if (!st.is_good()) return;
+    try {
+      auto sa = g->create_execution_plans({fe::HeurMode_t::A});
+      if (!sa.is_good()) why_a = sa.get_message();
+      n_a = g->get_execution_plan_count();
+      auto sb = g->create_execution_plans({fe::HeurMode_t::B});
+      if (!sb.is_good()) why_b = sb.get_message();
+      n_b = g->get_execution_plan_count();
+      st = g->create_execution_plans({fe::HeurMode_t::FALLBACK});
+      if (!st.is_good() && n_b > 0) st = {};  // a failed fallback query leaves A's and B's lists
+    } catch (const fe::cudnnException& e) {
+      st = {fe::error_code_t::GRAPH_NOT_SUPPORTED, e.what()};
+    }
+  };
+  const fe::error_t built_st = st;
+  query();
+  bool whole_gpu_configs = false;
+  if (sms && built_st.is_good() && (!st.is_good() || g->get_execution_plan_count() == 0)) {
+    g->set_sm_count(-1);  // cudnn-frontend's "no target" (Context::target_sm_count's default)
+    st = built_st;
+    why_a.clear();
+    why_b.clear();
+    query();
+    whole_gpu_configs = st.is_good() && g->get_execution_plan_count() > 0;
+  }
+  if (whole_gpu_configs) {
+    const char* why = "configs sized for the whole GPU (no engine config took the partition's SM count)";
+    base.note = base.note.empty() ? std::string(why) : base.note + "; " + why;
   }
   if (!st.is_good() || g->get_execution_plan_count() == 0) {
     const std::string why = st.is_good() ? "no engine config" : st.get_message();
