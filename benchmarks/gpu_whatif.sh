@@ -6,6 +6,12 @@
 #       (channels_last); writes OUT/truth.db.gz (carry it back as .truth/truth.db.gz)
 #   bash benchmarks/gpu_whatif.sh OUT check [whatif_check.py arguments]   runs benchmarks/whatif_check.py
 #       on that database; OUT/whatif-check.txt/.json as each model finishes
+#   bash benchmarks/gpu_whatif.sh OUT train MODEL...   the training step's what-if check (issue 26) in
+#       one call: per model (db/reference/truth/MODEL_train.onnx) `benanza bench --train` at batch
+#       $BATCH (32) with PyTorch's candidates in both layouts, fp32 with TF32 convolutions (PyTorch's
+#       fp32 default; --conv-tf32 goes with --dtype fp32 alone, so fp16 is a second bench, for AMP),
+#       into a fresh database OUT/train.db.gz, then `whatif_check.py --train` on those models
+#       (OUT/whatif-check-train.txt/.json); BENCH_S (150) caps each bench, DEADLINE (560 s) the call
 # The database starts from .truth/truth.db.gz when carried, else db/reference/h200_truth.sqlite.gz.
 set -u
 OUT=${1:?usage: gpu_whatif.sh OUT bench|check ...}; MODE=${2:?bench or check}; shift 2
@@ -30,6 +36,23 @@ if [ "$MODE" = bench ]; then
     echo "gpu_whatif: $m tf32 $(( $(date +%s) - t0 )) s"
     gzip -c $DB > "$OUT/truth.db.gz.tmp" && mv "$OUT/truth.db.gz.tmp" "$OUT/truth.db.gz"
   done
+elif [ "$MODE" = train ]; then
+  DB=$W/train.db; rm -f $DB
+  for m in "$@"; do
+    for d in "fp32 --conv-tf32" fp16; do
+      (cd /tmp && timeout ${BENCH_S:-150} python3 -m benanza bench $REPO/db/reference/truth/${m}_train.onnx --train \
+          --optimizer ${OPTIMIZER:-sgd} --batch ${BATCH:-32} --dtype $d --layout nchw,nhwc --db $DB -o $W/suites/$m \
+          --no-cold --max-engines 3 --no-layers) 2>&1 | grep -E "jobs run|training step|stages|benanza:"
+      echo "gpu_whatif: $m $d $(( $(date +%s) - t0 )) s"
+      gzip -c $DB > "$OUT/train.db.gz.tmp" && mv "$OUT/train.db.gz.tmp" "$OUT/train.db.gz"
+    done
+  done
+  models=$(IFS=,; echo "$*")
+  timeout $(( ${DEADLINE:-560} - ($(date +%s) - t0) )) python3 benchmarks/whatif_check.py --train --out $W --db $DB \
+      --models "$models" --batch ${BATCH:-32} --optimizer ${OPTIMIZER:-sgd} --runs ${RUNS:-40}
+  rc=$?
+  cp $W/whatif-check-train.txt $W/whatif-check-train.json "$OUT/" 2>/dev/null
+  echo "gpu_whatif: whatif_check.py --train exit $rc after $(( $(date +%s) - t0 )) s"
 else
   python3 benchmarks/whatif_check.py --out $W --db $DB "$@"
   rc=$?

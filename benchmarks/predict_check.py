@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     if a.train:
         out["optimizer"] = a.optimizer
     for memory in [m.strip() for m in a.memory.split(",") if m.strip()]:
-        out[memory] = (report_train(analyses, mls, pairs, specs, memory, a.fixed_us, not a.no_span) if a.train
+        out[memory] = (report_train(analyses, mls, pairs, specs, memory, a.fixed_us, not a.no_span, db) if a.train
                        else report(analyses, pairs, specs, memory, a.fixed_us, not a.no_span))
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
@@ -257,6 +257,18 @@ def report(analyses, pairs, specs, memory, fixed_us, span=True) -> dict:
             summary[key] = {"mean_abs_error": m, "naive_mean_abs_error": nv, "configurations": len(sel)}
             print(f"mean |model error| {key}{'' if pair else ', all pairs'}: {m:.2%} over {len(sel)} configurations "
                   f"(naive {nv:.2%})")
+    for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
+        sel = [dict(r, error=r["held_error"]) for r in rows if (pair is None or r["pair"] == pair)
+               and r.get("held_error") is not None]
+        if not sel:
+            continue
+        e = summary.setdefault(pair or "all", {})["held"] = error_bar(sel)
+        n = sum(r["held_calls"] for r in sel)
+        kinds_ = sorted({k for r in sel for k in r["held_kinds"]})
+        print(f"held apart, {pair or 'all pairs'}: {n} calls whose fastest implementation on one system cannot run "
+              f"on the other taken at their time on the target ({', '.join(kinds_) or 'none'}): mean |step error| "
+              f"{e['mean_abs_error']:.2%} (median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}.."
+              f"{e['max_error']:+.1%}); goal {e['goal']}")
     for s_ in skipped:
         print(f"left out: {s_}")
     return {"rows": rows, "summary": summary, "skipped": skipped,
@@ -321,7 +333,46 @@ def error_bar(rows: list[dict]) -> dict:
             "goal": "not assessable" if hard_mean is None else ("met" if hard_mean < GOAL_ERROR else "not met")}
 
 
-def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
+def _cannot_run(db, system_id: int, key: str, precision: str, layout: str, cache: str, call: str,
+                algorithm: str) -> bool:
+    """Does the implementation ``call`` / ``algorithm`` of config ``key`` fail on ``system_id``:
+    a row of it failed or was refused there and none is valid, or that system has no row of the
+    call at all (a graph no engine config took)? One left unrun by ``--max-engines`` while others
+    of its call ran does not count."""
+    rows = [m for m in db.measurements(system_id, [key], cache=cache) if m.precision == precision and m.layout == layout]
+    same = [m for m in rows if m.call == call and m.algorithm == algorithm]
+    return (any(m.status in ("failed", "not_supported") for m in same) and not any(m.status == "ok" for m in same)) \
+        or not any(m.call == call for m in rows)
+
+
+def unavailable_on_target(db, origin_id: int, target_id: int, so, st) -> dict[int, float]:
+    """The calls of the step whose fastest implementation on one system cannot run on the other
+    (:func:`_cannot_run`): the origin's (``so``) fastest on the target (``st``; the same model's step
+    there), or the target's fastest on the origin. Returns index in ``so.calls`` -> the target's
+    measured time of the call (ms). Such a call's prediction scales an implementation the target did
+    not run, or misses a faster one the origin could not run: an SM partition of a green context
+    cannot launch cuDNN's persistent batch norm sized for the whole GPU
+    (benchmarks/results/2026-11-27c/), so a validation can hold those calls apart
+    (:func:`benanza.analysis.predict_training.predict_training`'s ``known_ms``)."""
+    from benanza.analysis.predict_training import _call_precision
+
+    target = {(c.layer, c.phase, c.key): c for c in st.calls}
+    cache = so.forward.cache
+    out: dict[int, float] = {}
+    for i, oc in enumerate(so.calls):
+        tc = target.get((oc.layer, oc.phase, oc.key))
+        if oc.time_ms is None or tc is None or tc.time_ms is None or oc.config is None:
+            continue
+        if (tc.call, tc.algorithm, tc.layout) == (oc.call, oc.algorithm, oc.layout):
+            continue
+        prec = _call_precision(oc.config, so)
+        if _cannot_run(db, target_id, oc.key, prec, oc.layout, cache, oc.call, oc.algorithm) or \
+                _cannot_run(db, origin_id, tc.key, prec, tc.layout, cache, tc.call, tc.algorithm):
+            out[i] = tc.time_ms
+    return out
+
+
+def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None) -> dict:
     """--train: every configuration's training step (``steps[(model, batch, dtype)][system id]``, a
     :class:`benanza.analysis.training.TrainingStep`; ``mls`` its processed model) predicted from each
     pair's origin to its target (:func:`benanza.analysis.predict_training.predict_training`) and
@@ -332,7 +383,11 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
     origin, measured and predicted ms), the phases and the layer kinds pooled per pair (summed
     times), the layer kinds pooled over every configuration's calls measured on both systems
     (``by_kind_all_configurations``: an incomplete step's measured calls are predictions too), and
-    per pair and over all pairs :func:`error_bar`."""
+    per pair and over all pairs :func:`error_bar`. With the database ``db``, each row also has
+    ``held_error``: the step error with the calls whose fastest implementation on one system cannot
+    run on the other (:func:`unavailable_on_target`, ``held_calls`` of them) taken at their time on
+    the target, so that what remains is the scaling's error; summarised per pair as
+    ``held`` (:func:`error_bar` of those errors)."""
     from benanza.analysis.predict_training import predict_training
 
     rows, skipped = [], []
@@ -362,6 +417,12 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
                     acc[2] += v["origin_ms"]
                     acc[3] += 1
             unmatched = _pool_train_kinds(tp, so, stt, dtype, kinds[pair])
+            held, held_error = {}, None
+            if db is not None:
+                held = unavailable_on_target(db, o.id, t.id, so, stt)
+                tph = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory,
+                                       known_ms=held, **kw) if held else tp
+                held_error = tph.critical_path_ms / stt.critical_path_ms - 1
             rows.append({"pair": pair, "origin": o.gpu_name, "target": t.gpu_name, "model": model, "batch": batch,
                          "dtype": dtype, "precision": so.precision_label,
                          "origin_ms": so.critical_path_ms, "measured_ms": stt.critical_path_ms,
@@ -369,7 +430,9 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
                          "naive_error": so.critical_path_ms / stt.critical_path_ms - 1,
                          "sequential_error": tp.sequential_ms / stt.sequential_ms - 1,
                          "sequential_naive_error": so.sequential_ms / stt.sequential_ms - 1,
-                         "phases": ph, "calls_unmatched": unmatched, "fits": tp.fits})
+                         "phases": ph, "calls_unmatched": unmatched, "fits": tp.fits,
+                         "held_calls": len(held), "held_error": held_error,
+                         "held_kinds": sorted({so.calls[i].kind for i in held})})
     print(f"\n=== training step, memory model {memory}, fixed part "
           f"{'default' if fixed_us is None else f'{fixed_us:g} us'}, {'span (busy SMs)' if span else 'Habitat SM ratio'}"
           " (step LBL: critical path, ms) ===")
@@ -412,6 +475,18 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True) -> dict:
               f"range {e['min_error']:+.1%}..{e['max_error']:+.1%}; naive {e['naive_mean_abs_error']:.2%}); goal "
               f"(mean |step error| < {GOAL_ERROR:.0%} where |naive error| > {GOAL_NAIVE:.0%}) {goal} "
               f"with a naive error > {GOAL_NAIVE:.0%}")
+    for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
+        sel = [dict(r, error=r["held_error"]) for r in rows if (pair is None or r["pair"] == pair)
+               and r.get("held_error") is not None]
+        if not sel:
+            continue
+        e = summary.setdefault(pair or "all", {})["held"] = error_bar(sel)
+        n = sum(r["held_calls"] for r in sel)
+        kinds_ = sorted({k for r in sel for k in r["held_kinds"]})
+        print(f"held apart, {pair or 'all pairs'}: {n} calls whose fastest implementation on one system cannot run "
+              f"on the other taken at their time on the target ({', '.join(kinds_) or 'none'}): mean |step error| "
+              f"{e['mean_abs_error']:.2%} (median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}.."
+              f"{e['max_error']:+.1%}); goal {e['goal']}")
     for s_ in skipped:
         print(f"left out: {s_}")
     return {"rows": rows, "summary": summary, "skipped": skipped,

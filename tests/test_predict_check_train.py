@@ -196,3 +196,54 @@ def test_gpu_predict_script_train_commands(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("+ benanza bench")]
     assert f"{REPO}/db/reference/truth/resnet18.onnx --batch 32 --dtype fp16,fp32" in line and "--train" not in line
+
+
+def test_a_call_whose_implementation_cannot_run_on_the_other_system_is_held_apart(tmp_path):
+    """The conv's weight gradient runs as "lib" on the whole GPU; on the partition that call fails
+    (as cuDNN's persistent batch norm fails in a green context, err 720) and a slower "slow" call
+    is the best. The plain error judges the scaling of "lib" against "slow"; the held-apart error
+    takes that call at the partition's measured time in both directions (the whole GPU's fastest
+    cannot run on the partition), so what remains is the scaling of the other calls: here exact,
+    every other call taking 1.5x on the partition and the prediction's formula fixed."""
+    from benanza.database.records import MeasurementLine
+    from benanza.generation.generator import job_id
+
+    path = _classifier(tmp_path / "clf_train.onnx")
+    db = open_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    sids = {name: db.upsert_system({"gpu_name": name, "compute_capability": "9.0", "sm_count": sms,
+                                    "memory_bytes": 80 << 30, "max_sm_clock_mhz": 1980, "l2_cache_bytes": 50 << 20,
+                                    "cudnn_version": 91900, "cublas_version": 130100})
+            for name, sms in ((WHOLE, 132), (PART, 64))}
+    ml = process(path, 64)
+    _record(db, sids[WHOLE], ml, 1.0)
+    _record(db, sids[PART], ml, SLOWER, skip={("conv", "backward_weight")})
+    cw = next(c.config for c in training_plan(ml).calls if (ml.layers[c.layer].name, c.phase) == ("conv", "backward_weight"))
+    slow = 4 * BWD[("conv", "backward_weight")]
+    line = lambda call, status, ms: MeasurementLine.from_json({  # noqa: E731
+        "type": "measurement", "call": call, "algorithm": "a", "math": "fma", "dtype": "float32", "cache": "warm",
+        "layout": "NCHW", "status": status, "message": "err 720" if status == "failed" else "",
+        "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10 if ms else 0, "converged": bool(ms)})
+    db.write_job(sids[PART], None, job_id(cw, "fp32", "NCHW"), cw.key, "fp32", "ok", "",
+                 [line("lib", "failed", None), line("slow", "ok", slow)], layout="NCHW")
+    out = tmp_path / "check.json"
+    assert _check().main(["--db", str(tmp_path / "perf.db"), "--models", str(tmp_path), "--model", "clf",
+                          "--batch", "64", "--dtype", "fp32", "--train", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())["l2"]
+    rows = {(r["origin"], r["target"]): r for r in res["rows"]}
+    for (o, t), r in rows.items():
+        assert r["held_calls"] == 1 and r["held_kinds"] == ["ConvBwdFilter"]
+        assert r["held_error"] != pytest.approx(r["error"])  # the plain error scales the other call
+        # by hand: the step predicted with that call at its time on the target
+        origin = next(s for s in db.systems() if s.gpu_name == o)
+        target = next(s for s in db.systems() if s.gpu_name == t)
+        so = training_step(ml, analyze(ml, db, origin, "fp32"), db, origin)
+        st = training_step(ml, analyze(ml, db, target, "fp32"), db, target)
+        i = next(k for k, c in enumerate(so.calls) if c.kind == "ConvBwdFilter")
+        tc = next(c for c in st.calls if c.kind == "ConvBwdFilter")
+        assert tc.time_ms == pytest.approx(slow if t == PART else BWD[("conv", "backward_weight")])
+        tp = predict_training(ml, so, find_gpu(o), find_gpu(t), known_ms={i: tc.time_ms})
+        assert [c.status for c in tp.calls].count("given") == 1
+        assert r["held_error"] == pytest.approx(tp.critical_path_ms / st.critical_path_ms - 1)
+    held = res["summary"]["all"]["held"]
+    assert held["configurations"] == 2
+    assert held["mean_abs_error"] == pytest.approx(sum(abs(r["held_error"]) for r in rows.values()) / 2)

@@ -132,10 +132,14 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
 
 
 def predict_training(ml: ModelLayers, step: TrainingStep, origin: GpuSpec, target: GpuSpec, memory: str = "l2",
-                     fixed_us: float = FIXED_US, span: bool = True) -> TrainingPrediction:
+                     fixed_us: float = FIXED_US, span: bool = True,
+                     known_ms: dict[int, float] | None = None) -> TrainingPrediction:
     """``step`` (of ``ml``, measured on ``origin``) predicted on ``target`` (module docstring);
-    ``memory``, ``fixed_us``, ``span`` as :func:`benanza.analysis.predict.predict`. Raises
-    UsageError as it does."""
+    ``memory``, ``fixed_us``, ``span`` as :func:`benanza.analysis.predict.predict`. ``known_ms``:
+    call index in ``step.calls`` -> its time on the target (ms), used as it is instead of a
+    prediction (a validation that holds apart the calls whose origin implementation cannot run on
+    the target: benchmarks/predict_check.py); those calls' status is ``given``. Raises UsageError as
+    :func:`benanza.analysis.predict.predict` does."""
     a = step.forward
     fwd = predict(a, origin, target, a.precision, memory, fixed_us, span)
     # the forward pass's weights on the target, as the measured step weighs them: layout
@@ -148,6 +152,8 @@ def predict_training(ml: ModelLayers, step: TrainingStep, origin: GpuSpec, targe
     weights = forward_weights(ml, a, fused, layer_ms)
     apply_forward_groups(weights, step.forward_groups, layer_ms)  # as the measured step counts them
     calls = [predict_call(c, step, origin, target, memory, fixed_us, span) for c in step.calls]
+    for i, ms in (known_ms or {}).items():
+        calls[i].predicted_ms, calls[i].status = ms, "given"
     extra = {}
     for name, c in (("loss", step.loss_call), ("optimizer", step.optimizer_call)):
         if c is not None:
