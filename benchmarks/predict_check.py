@@ -257,18 +257,6 @@ def report(analyses, pairs, specs, memory, fixed_us, span=True) -> dict:
             summary[key] = {"mean_abs_error": m, "naive_mean_abs_error": nv, "configurations": len(sel)}
             print(f"mean |model error| {key}{'' if pair else ', all pairs'}: {m:.2%} over {len(sel)} configurations "
                   f"(naive {nv:.2%})")
-    for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
-        sel = [dict(r, error=r["held_error"]) for r in rows if (pair is None or r["pair"] == pair)
-               and r.get("held_error") is not None]
-        if not sel:
-            continue
-        e = summary.setdefault(pair or "all", {})["held"] = error_bar(sel)
-        n = sum(r["held_calls"] for r in sel)
-        kinds_ = sorted({k for r in sel for k in r["held_kinds"]})
-        print(f"held apart, {pair or 'all pairs'}: {n} calls whose fastest implementation on one system cannot run "
-              f"on the other taken at their time on the target ({', '.join(kinds_) or 'none'}): mean |step error| "
-              f"{e['mean_abs_error']:.2%} (median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}.."
-              f"{e['max_error']:+.1%}); goal {e['goal']}")
     for s_ in skipped:
         print(f"left out: {s_}")
     return {"rows": rows, "summary": summary, "skipped": skipped,
