@@ -3,6 +3,7 @@ the suite protocol without a GPU, and temporary databases."""
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,8 +222,18 @@ def backend_url(request, tmp_path):
     url = sa.engine.make_url(admin).set(database=name).render_as_string(hide_password=False)
     yield url
     sa.engine.create_engine(url).dispose()
-    with eng.connect() as c:
-        c.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    # WITH (FORCE) terminates the database's other sessions; an autovacuum worker that the server
+    # started on it (after a test's burst of writes) belongs to the superuser, and terminating it
+    # is refused to this role (InsufficientPrivilege, seen on CI): it ends within moments, so try again
+    for attempt in range(20):
+        try:
+            with eng.connect() as c:
+                c.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            break
+        except sa.exc.ProgrammingError:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
     eng.dispose()
 
 
