@@ -342,8 +342,6 @@ def unavailable_on_target(db, origin_id: int, target_id: int, so, st) -> dict[in
     cannot launch cuDNN's persistent batch norm sized for the whole GPU
     (benchmarks/results/2026-11-27c/), so a validation can hold those calls apart
     (:func:`benanza.analysis.predict_training.predict_training`'s ``known_ms``)."""
-    from benanza.analysis.predict_training import _call_precision
-
     target = {(c.layer, c.phase, c.key): c for c in st.calls}
     cache = so.forward.cache
     out: dict[int, float] = {}
@@ -353,7 +351,7 @@ def unavailable_on_target(db, origin_id: int, target_id: int, so, st) -> dict[in
             continue
         if (tc.call, tc.algorithm, tc.layout) == (oc.call, oc.algorithm, oc.layout):
             continue
-        prec = _call_precision(oc.config, so)
+        prec = so.forward.kind_precision(oc.kind)
         if _cannot_run(db, target_id, oc.key, prec, oc.layout, cache, oc.call, oc.algorithm) or \
                 _cannot_run(db, origin_id, tc.key, prec, tc.layout, cache, tc.call, tc.algorithm):
             out[i] = tc.time_ms

@@ -34,6 +34,7 @@ def joined():
 def _step(ml, lbl_ms=0.5, fusions=(), calls=None):
     """A benanza training step of ``ml`` with LBL ``lbl_ms``: each Conv's data and weight gradient
     measured (1:3), the fusion groups ``fusions``."""
+    from benanza.analysis.analyzer import Analysis
     from benanza.analysis.training import BackwardTime, TrainingStep
 
     if calls is None:
@@ -41,6 +42,7 @@ def _step(ml, lbl_ms=0.5, fusions=(), calls=None):
                  for ly in ml.layers if ly.op_type == "Conv"
                  for ph, ms in (("backward_data", 0.001), ("backward_weight", 0.003))]
     fwd = types.SimpleNamespace(missing=[], fusions=list(fusions), layers=[])
+    fwd.kind_precision = lambda kind: Analysis.kind_precision(fwd, kind)  # the analysis' own rule
     return TrainingStep(model="resnet18_train", batch=2, precision_label="fp32", layouts=("NCHW",), forward=fwd,
                         phase_ms={"forward": 0.1, "loss": 0.01, "backward_data": 0.1, "backward_weight": 0.2,
                                   "optimizer": 0.05},
@@ -161,6 +163,7 @@ def _row(key, call, ms, layout="NCHW", precision="fp32", dtype="float32", status
 
 
 def test_alternatives_from_database_rows():
+    from benanza.analysis.analyzer import Analysis
     from benanza.analysis.training import BackwardTime
 
     lt = lambda i, key, ms, kind="": types.SimpleNamespace(  # noqa: E731
@@ -172,6 +175,7 @@ def test_alternatives_from_database_rows():
              BackwardTime(1, "relu", "backward_data", "ActivationBwd", "", "r1d", None)]
     fwd = types.SimpleNamespace(layers=[lt(0, "c0", 0.2, "Conv"), lt(1, "r1", 0.1, "Activation")], precision="fp32",
                                 conv_precision="tf32", cache="warm")
+    fwd.kind_precision = lambda kind: Analysis.kind_precision(fwd, kind)  # the analysis' own rule
     step = types.SimpleNamespace(forward=fwd, calls=calls, optimizer_call=opt)
     db = _Rows([_row("opt", "torch:aten::_fused_adam_", 0.05), _row("opt", "torch:aten::_fused_adam_", 0.04,
                                                                       status="failed"),
@@ -199,6 +203,7 @@ def test_alternatives_from_database_rows():
                         BackwardTime(2, "bn", "backward_data", "BatchNormBwd", "", "b2d", 0.2)]
     fwd_bn = types.SimpleNamespace(layers=fwd.layers + [lt(2, "b2", 0.05, "BatchNormalization")], precision="fp32",
                                    conv_precision="tf32", cache="warm")
+    fwd_bn.kind_precision = lambda kind: Analysis.kind_precision(fwd_bn, kind)
     db.rows += [_row("b2", "torch:aten::batch_norm", 0.05, "NCHW"),
                 *[_row(k, "torch:aten::y", ms, lay) for k, ms, lay in
                   (("b2t", 0.09, "NCHW"), ("b2t", 0.04, "NHWC"), ("b2d", 0.18, "NCHW"), ("b2d", 0.05, "NHWC"))]]

@@ -157,6 +157,11 @@ class Analysis:
     def measured_layers(self) -> int:
         return sum(1 for t in self.layers if t.status == "measured")
 
+    def kind_precision(self, kind: str) -> str:
+        """The precision a layer or call of ``kind`` is looked up in: the convolutions' (and cuDNN
+        RNNs', :data:`benanza.kinds.CUDNN_TF32_KINDS`) ``conv_precision``, else :attr:`precision`."""
+        return (self.conv_precision or self.precision) if kind in L.CUDNN_TF32_KINDS else self.precision
+
     @property
     def precision_label(self) -> str:
         """``fp32``, or ``fp32+tf32conv`` when the convolutions ran in another precision."""

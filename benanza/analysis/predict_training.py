@@ -32,7 +32,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from benanza import kinds as L
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import (FIXED_US, LayerPrediction, Prediction, check_precision, fused_weights,
                                       predict, scale_layer)
@@ -108,8 +107,7 @@ class TrainingPrediction:
 def _call_precision(cfg, step: TrainingStep) -> str:
     """The precision a call was measured in: the convolutions' (:data:`benanza.kinds.CUDNN_TF32_KINDS`)
     in an analysis with ``--conv-tf32``, else the analysis's (as :func:`training_step` looks it up)."""
-    a = step.forward
-    return (a.conv_precision or a.precision) if cfg.kind in L.CUDNN_TF32_KINDS else a.precision
+    return step.forward.kind_precision(cfg.kind)
 
 
 def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: GpuSpec, memory: str = "l2",

@@ -434,18 +434,14 @@ def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW",
     for t in a.layers:
         if t.layer.key and t.layer.index not in replaced:
             keys_of[t.layer.index] = {t.layer.key}
-            kind_of[t.layer.key] = getattr(getattr(t.layer, "config", None), "kind", "")
+            kind_of[t.layer.key] = getattr(t.layer.config, "kind", "")
     for call in step.calls:
         keys_of.setdefault(call.layer, set()).add(call.key)
         kind_of[call.key] = call.kind
     rows = framework_rows(db, system_id, sorted({k for ks in keys_of.values() for k in ks}), a.cache)
-
-    def prec_of(key: str) -> str:
-        return (a.conv_precision or a.precision) if kind_of.get(key) in L.CUDNN_TF32_KINDS else a.precision
-
     cl: dict[int, float] = {}
     for i, ks in keys_of.items():
-        pairs = [(rows.get((k, prec_of(k), "NCHW")), rows.get((k, prec_of(k), "NHWC"))) for k in ks]
+        pairs = [tuple(rows.get((k, a.kind_precision(kind_of[k]), lay)) for lay in ("NCHW", "NHWC")) for k in ks]
         if pairs and all(x is not None and y is not None for x, y in pairs):
             cl[i] = sum(x - y for x, y in pairs)
     if not cl:

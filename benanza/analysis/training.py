@@ -253,8 +253,7 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     layouts = tuple(a.layouts)
     keys_by_prec: dict[str, list[str]] = collections.defaultdict(list)
     for c in plan.calls:
-        p = a.conv_precision if c.config.kind in L.CUDNN_TF32_KINDS else a.precision
-        keys_by_prec[p].append(c.config.key)
+        keys_by_prec[a.kind_precision(c.config.kind)].append(c.config.key)
     best: dict = {}
     for p, keys in keys_by_prec.items():
         best.update(query.best_per_config(db, system.id, p, a.cache, sorted(set(keys)), layouts))
@@ -315,7 +314,7 @@ def _take_fused(ml: ModelLayers, a: Analysis, plan, calls: list[BackwardTime], f
     keys: dict[str, list[str]] = collections.defaultdict(list)
     for alt in alts:
         for c in alt.calls:
-            keys[a.conv_precision if c.config.kind in L.CUDNN_TF32_KINDS else a.precision].append(c.config.key)
+            keys[a.kind_precision(c.config.kind)].append(c.config.key)
     best: dict = {}
     for p, ks in keys.items():
         best.update(query.best_per_config(db, system.id, p, a.cache, sorted(set(ks)), tuple(a.layouts)))

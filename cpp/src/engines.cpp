@@ -93,7 +93,7 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& d, bool nhwc) {
 }  // namespace
 
 ConvBiasGrad::ConvBiasGrad(Bench& b, DType dt, int nd, const int* ydims, int k, bool nhwc)
-    : h_(b.cudnn()), dt_(dt), own_(dt == DType::BF16), call_(call_for(dt)) {
+    : h_(b.cudnn()), dt_(dt), own_(dt == DType::BF16) {
   if (!own_) {
     Dims bd(nd, 1), yd(ydims, ydims + nd);
     bd[1] = k;

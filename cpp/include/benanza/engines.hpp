@@ -69,7 +69,7 @@ void run_conv_grad_engines(Bench& b, const ConvSpec& spec, ConvGrad grad, void* 
 class ConvBiasGrad {
  public:
   ConvBiasGrad(Bench& b, DType dt, int nd, const int* ydims, int k, bool nhwc);
-  const std::string& call() const { return call_; }
+  std::string call() const { return call_for(dt_); }
   // The suffix for data type `dt` ("+cudnnConvolutionBackwardBias" or "+benanza::reduce(bias)").
   static const char* call_for(DType dt) {
     return dt == DType::BF16 ? "+benanza::reduce(bias)" : "+cudnnConvolutionBackwardBias";
@@ -81,7 +81,6 @@ class ConvBiasGrad {
   cudnnHandle_t h_;
   DType dt_;
   bool own_;
-  std::string call_;
   std::vector<int> ydims_, bdims_;  // memory order, for reduce()
   void* ws_ = nullptr;
   std::size_t ws_bytes_ = 0;
