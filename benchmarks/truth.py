@@ -89,9 +89,11 @@ def choose_precision(dtype: str, cudnn_share: float, fp32_mode: str = "auto") ->
     """benanza's precision for a PyTorch data type: fp16 for fp16. For fp32 (PyTorch's default:
     ``torch.backends.cudnn.allow_tf32`` True, so cuDNN convolutions and RNNs in TF32;
     ``torch.backends.cuda.matmul.allow_tf32`` False, so matmuls in FP32), by ``fp32_mode``: "auto"
-    is ``tf32`` when the cuDNN layers hold more than half of the model's FLOPs, else ``fp32``;
-    "tf32" / "fp32" force one; "conv-tf32" is ``fp32+tf32conv``, benanza's ``--dtype fp32
-    --conv-tf32`` (convolutions in TF32, the rest in FP32, as PyTorch; benanza versions that have it).
+    is ``fp32+tf32conv`` when the model has cuDNN convolution or RNN layers (``cudnn_share`` > 0),
+    else ``fp32``: exactly PyTorch's defaults (before 2026-11-27d "auto" took ``tf32`` above half of
+    the FLOPs and ``fp32`` below, and ``fp32`` held an LSTM's TF32 cuDNN RNN to FP32 rows); "tf32" /
+    "fp32" force one; "conv-tf32" is ``fp32+tf32conv`` always, benanza's ``--dtype fp32
+    --conv-tf32`` (convolutions and cuDNN RNNs in TF32, the rest in FP32, as PyTorch).
     A mixed-precision training step (``amp16``, ``ampbf16``: :data:`TRAIN_DTYPES`) is held against
     autocast's type, :data:`AMP_PRECISION` (fp16, bf16). Raises TruthError for another data type."""
     if dtype == "fp16":
@@ -101,7 +103,7 @@ def choose_precision(dtype: str, cudnn_share: float, fp32_mode: str = "auto") ->
     if dtype != "fp32":
         raise TruthError(f"unknown data type {dtype!r} (fp16, fp32; amp16, ampbf16 with --train)")
     if fp32_mode == "auto":
-        return "tf32" if cudnn_share > 0.5 else "fp32"
+        return "fp32+tf32conv" if cudnn_share > 0 else "fp32"
     if fp32_mode == "conv-tf32":
         return "fp32+tf32conv"
     if fp32_mode in ("tf32", "fp32"):
@@ -664,8 +666,8 @@ def parse_args(argv: list[str]):
     ap.add_argument("--dtype", default="fp16,fp32", help="PyTorch data types: fp16, fp32 (PyTorch's defaults); "
                     "with --train also amp16, ampbf16 (fp32 parameters under autocast float16 / bfloat16)")
     ap.add_argument("--fp32", default="auto", choices=FP32_MODES, help="benanza precision for PyTorch's fp32: auto "
-                    "(tf32 when cuDNN layers hold most FLOPs, else fp32), tf32, fp32, or conv-tf32 (benanza's "
-                    "--dtype fp32 --conv-tf32, where benanza has it)")
+                    "(conv-tf32 when the model has cuDNN convolutions or RNNs, else fp32: PyTorch's defaults), tf32, fp32, "
+                    "or conv-tf32 (benanza's --dtype fp32 --conv-tf32: those layers in TF32, the rest in FP32)")
     ap.add_argument("--deadline", type=float, help="seconds for the whole run: no model starts when less is left "
                     "than the slowest model so far (at least --min-model-s)")
     ap.add_argument("--min-model-s", type=float, default=120.0, help="time a model needs at least (default 120)")

@@ -222,3 +222,24 @@ def test_the_lstm_where_training_suite_compiles_and_links(tmp_path, harness, mon
     r = build(tmp_path / "s")
     listed = subprocess.run([str(r.executable), "--list"], capture_output=True, text=True, check=True)
     assert {json.loads(line)["job"] for line in listed.stdout.splitlines()} == {j.id for j in suite.jobs}
+
+
+def test_pytorch_fp32_default_times_the_lstm_training_calls_in_tf32():
+    """PyTorch's fp32 default (``torch.backends.cudnn.allow_tf32``) sets TF32 math on its cuDNN RNN
+    descriptor, which the training forward and both gradients share (ATen ``cudnn/Descriptors.h``):
+    ``--dtype fp32 --conv-tf32 --train`` plans lstm_lm's RNNTrain calls in tf32 (and in fp32, as every
+    TF32 job gets its FMA twin) while the decoder's GEMMs stay fp32 only. Before, the RNNTrain calls
+    were FP32 only, and the H200's fp32 lstm_lm step at batch 32 had a forward phase LBL of 3.889 ms
+    against PyTorch's 2.367 ms (benchmarks/results/2026-11-27d)."""
+    from benanza.analysis.analyzer import Analysis
+    from benanza.generation.generator import plan_jobs
+
+    ml = process(LSTM_LM, 32)
+    jobs = plan_jobs([ml], ["fp32"], ["NCHW"], conv_precision="tf32", train=True)
+    by_kind: dict[str, set] = {}
+    for j in jobs:
+        by_kind.setdefault(j.config.kind, set()).add(j.precision)
+    assert by_kind["RNNTrain"] == {"tf32", "fp32"} and by_kind["RNN"] == {"tf32", "fp32"}
+    assert all(p == {"fp32"} for k, p in by_kind.items() if k not in L.CUDNN_TF32_KINDS), by_kind
+    assert Analysis.kind_precision(type("A", (), {"conv_precision": "tf32", "precision": "fp32"})(),
+                                   "RNNTrain") == "tf32"

@@ -33,9 +33,10 @@ def _pytorch(median, iqr=0.01):
 
 def test_precision_choice(truth):
     assert truth.choose_precision("fp16", 0.99) == "fp16"
-    assert truth.choose_precision("fp32", 0.97) == "tf32"   # a CNN: PyTorch runs its convolutions in TF32
-    assert truth.choose_precision("fp32", 0.5) == "fp32"    # not most of the FLOPs
-    assert truth.choose_precision("fp32", 0.02) == "fp32"   # a transformer: matmuls stay FP32
+    # PyTorch's fp32 defaults: cuDNN convolutions and RNNs in TF32, matmuls in FP32
+    assert truth.choose_precision("fp32", 0.97) == "fp32+tf32conv"   # a CNN
+    assert truth.choose_precision("fp32", 0.34) == "fp32+tf32conv"   # the LSTM LM: its decoder GEMM stays FP32
+    assert truth.choose_precision("fp32", 0.0) == "fp32"             # a transformer: no cuDNN layer
     with pytest.raises(truth.TruthError, match="unknown data type 'bf16'"):
         truth.choose_precision("bf16", 0.9)
 

@@ -91,9 +91,12 @@ CONV_KINDS = ("Conv", "ConvBiasAct", "ConvBnAct", "ConvBwdData", "ConvBwdFilter"
 
 #: layer kinds whose math mode ``torch.backends.cudnn.allow_tf32`` sets in PyTorch: its cuDNN
 #: convolutions and its cuDNN RNNs (ATen's cudnn/RNN.cpp picks TF32 math for float RNNs under that
-#: flag; seen on an H200: PyTorch 2.11's fp32 LSTM runs ``sm90_xmma_gemm_f32f32_tf32f32`` kernels). An
+#: flag; seen on an H200: PyTorch 2.11's fp32 LSTM runs ``sm90_xmma_gemm_f32f32_tf32f32`` kernels), the
+#: training calls of those RNNs included (``RNNTrain``: forward with a reserve space, data and weight
+#: gradients, all through the same RNN descriptor and so the same math type; ATen's
+#: ``cudnn/Descriptors.h``, ``RNNDescriptor::set``: ``CUDNN_FMA_MATH`` only when TF32 is not allowed). An
 #: ``fp32`` analysis with ``conv_precision`` ``tf32`` (``--conv-tf32``, PyTorch's fp32 default) runs these in tf32
-CUDNN_TF32_KINDS = CONV_KINDS + ("RNN",)
+CUDNN_TF32_KINDS = CONV_KINDS + ("RNN", "RNNTrain")
 
 #: bytes per element of each storage data type
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3": 1}
