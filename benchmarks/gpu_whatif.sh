@@ -11,7 +11,8 @@
 #       $BATCH (32) with PyTorch's candidates in both layouts, fp32 with TF32 convolutions (PyTorch's
 #       fp32 default; --conv-tf32 goes with --dtype fp32 alone, so fp16 is a second bench, for AMP),
 #       into a fresh database OUT/train.db.gz, then `whatif_check.py --train` on those models
-#       (OUT/whatif-check-train.txt/.json); BENCH_S (150) caps each bench, DEADLINE (560 s) the call
+#       (OUT/whatif-check-train.txt/.json); BENCH_S (150) caps each bench, DEADLINE (560 s) the call;
+#       WHATIF_ARGS: more whatif_check.py options (e.g. --compile: the torch.compile step too)
 # The database starts from .truth/truth.db.gz when carried, else db/reference/h200_truth.sqlite.gz.
 set -u
 OUT=${1:?usage: gpu_whatif.sh OUT bench|check ...}; MODE=${2:?bench or check}; shift 2
@@ -49,7 +50,7 @@ elif [ "$MODE" = train ]; then
   done
   models=$(IFS=,; echo "$*")
   timeout $(( ${DEADLINE:-560} - ($(date +%s) - t0) )) python3 benchmarks/whatif_check.py --train --out $W --db $DB \
-      --models "$models" --batch ${BATCH:-32} --optimizer ${OPTIMIZER:-sgd} --runs ${RUNS:-40}
+      --models "$models" --batch ${BATCH:-32} --optimizer ${OPTIMIZER:-sgd} --runs ${RUNS:-40} ${WHATIF_ARGS:-}
   rc=$?
   cp $W/whatif-check-train.txt $W/whatif-check-train.json "$OUT/" 2>/dev/null
   echo "gpu_whatif: whatif_check.py --train exit $rc after $(( $(date +%s) - t0 )) s"
