@@ -78,8 +78,9 @@ def cuda_cmake_args() -> list[str]:
 
 
 class BuildPyWithData(build_py):
-    """Ship templates/, cpp/, db/migrations and the prediction's error table
-    (db/reference/predict_errors.json: `benanza predict`'s error bar) inside the package (benanza/_data/...)."""
+    """Ship templates/, cpp/, db/migrations and the prediction's error tables
+    (db/reference/predict_errors.json and predict_train_errors.json: `benanza predict`'s and
+    `benanza predict --train`'s error bars) inside the package (benanza/_data/...)."""
 
     def run(self):
         super().run()
@@ -88,8 +89,8 @@ class BuildPyWithData(build_py):
             if dst.exists():
                 shutil.rmtree(dst)
             shutil.copytree(ROOT / src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy2(ROOT / "db" / "reference" / "predict_errors.json",
-                     Path(self.build_lib) / "benanza" / "_data" / "predict_errors.json")
+        for table in ("predict_errors.json", "predict_train_errors.json"):
+            shutil.copy2(ROOT / "db" / "reference" / table, Path(self.build_lib) / "benanza" / "_data" / table)
 
 
 setup(ext_modules=[CMakeExtension("benanza._native")],

@@ -950,9 +950,14 @@ def predict(model: Path = typer.Argument(..., help="ONNX model file"),
 
 def _print_training_prediction(tp, memory: str, json_out: bool) -> None:
     """``predict --train``: per phase the origin's measured and the target's predicted time, the
-    step's sequential and critical-path totals (INCOMPLETE marked), and whether its memory fits."""
+    step's sequential and critical-path totals (INCOMPLETE marked), whether its memory fits, and the
+    error bar its calls' kinds and phases were measured to (db/reference/predict_train_errors.json)."""
+    from benanza.analysis.predict_training import load_train_error_table, training_error_bar
+
+    table = load_train_error_table()
+    eb = training_error_bar(tp, table) if table else None
     if json_out:
-        _print_json(tp.to_dict())
+        _print_json({**tp.to_dict(), "error_bar": eb.to_dict() if eb else None})
         return
     s, o, d = tp.step, tp.origin.name, tp.target.name
     mark = "" if tp.complete else " incomplete"
@@ -984,23 +989,28 @@ def _print_training_prediction(tp, memory: str, json_out: bool) -> None:
                   f"GiB: {verdict}", markup=False)
     for n in tp.notes:
         out.print(f"note: {n}", markup=False)
-    out.print(f"method: Habitat wave scaling of every call of the step, {memory} memory term; figures from the spec "
-              f"table ({tp.target.source}); backward, loss and optimizer calls are outside the method's validation",
+    out.print(_error_bar_line(eb, tp.step.forward.precision, "its call kinds and phases", "predict_train_errors.json"),
               markup=False, highlight=False)
+    out.print(f"method: Habitat wave scaling of every call of the step, {memory} memory term; figures from the spec "
+              f"table ({tp.target.source})", markup=False, highlight=False)
 
 
-def _error_bar_line(eb, dtype: str) -> str:
-    """The error bar of a prediction in one line (benanza.analysis.predict.error_bar)."""
+def _error_bar_line(eb, dtype: str, what: str = "its layer kinds", table: str = "predict_errors.json") -> str:
+    """The error bar of a prediction in one line (benanza.analysis.predict.error_bar,
+    benanza.analysis.predict_training.training_error_bar): ``what`` the prediction's parts the
+    table's errors are per, ``table`` the validation table's file name under db/reference."""
     if eb is None:
-        return "error bar: none (no validation table, db/reference/predict_errors.json, in this install)"
+        return f"error bar: none (no validation table, db/reference/{table}, in this install)"
     never = f"; never validated in {dtype}: {', '.join(eb.unvalidated)} ({eb.unvalidated_share:.0%} of the time)" \
         if eb.unvalidated else ""
     if eb.relative is None:
-        return f"error bar: none -- no layer kind of this model was validated in {dtype}{never}"
+        return f"error bar: none -- none of {what} was validated in {dtype}{never}"
     scope = (f"; validated on {', '.join(eb.architectures)} GPUs only: this prediction leaves them, so the error "
              "can be larger") if eb.extrapolated else ""
-    return (f"error bar: +/-{eb.relative:.1%} (the errors measured for its layer kinds in {dtype}, weighted by time; "
-            f"90th percentile +/-{eb.worst:.1%}){never}{scope}; validation: {eb.source}")
+    step = (f"; the validation's mean |step error| in {dtype}: {eb.model_mean_abs_error:.1%}"
+            if what != "its layer kinds" and eb.model_mean_abs_error is not None else "")
+    return (f"error bar: +/-{eb.relative:.1%} (the errors measured for {what} in {dtype}, weighted by time; "
+            f"90th percentile +/-{eb.worst:.1%}){step}{never}{scope}; validation: {eb.source}")
 
 
 #: the roofline table's columns; in a narrow terminal the peak goes first, then roof, kind, MB and GFLOP

@@ -27,6 +27,9 @@ error bar (median, quartiles, range over configurations) and the goal line "mean
 where the naive error > 10 %: met / not met" (:func:`error_bar`). --dtype takes benanza's precisions
 (fp16, bf16, fp32) or benchmarks/train_step.py's mixed-precision names (amp16 -> fp16, ampbf16 ->
 bf16, truth.AMP_PRECISION); a model name takes ``NAME_train.onnx`` (batch norms kept) first.
+With ``--errors-out FILE`` it writes `benanza predict --train`'s error table
+(db/reference/predict_train_errors.json, :func:`train_error_table`); ``--errors-append`` adds to an
+existing one, so that one table holds several validations (SM partitions, H100 <-> H200).
 
   python3 benchmarks/predict_check.py --db predict.db --partitions --train --models out/onnx \\
       --model resnet18,resnet50,mobilenet_v2,vit_b_16,squeezenet1_1,alexnet --batch 32 --dtype fp16,fp32
@@ -74,7 +77,11 @@ def _args(argv):
     ap.add_argument("--fixed-us", type=float, default=None, help="the fixed part per layer (default: predict's)")
     ap.add_argument("--no-span", action="store_true", help="Habitat's SM ratio instead of the SMs each layer keeps busy")
     ap.add_argument("--json", help="write the validations here")
-    ap.add_argument("--errors-out", help="write the per-kind error table here (benanza predict's error bars)")
+    ap.add_argument("--errors-out", help="write the per-kind error table here (benanza predict's error bars; with "
+                    "--train benanza predict --train's, per call kind and phase)")
+    ap.add_argument("--errors-append", action="store_true",
+                    help="with --train --errors-out: keep that table's errors and add these (one table over "
+                         "several validations, e.g. SM partitions and H100 <-> H200)")
     ap.add_argument("--train", action="store_true",
                     help="validate the training step (benanza predict --train; bench --train's measurements)")
     ap.add_argument("--optimizer", default="sgd",
@@ -165,9 +172,8 @@ def main(argv=None) -> int:
     a = _args(argv)
     from benanza.database.store import open_db
 
-    if a.train and a.errors_out:
-        raise SystemExit("benanza: --errors-out is the inference error table (benanza predict's error bars); "
-                         "leave it out with --train")
+    if a.errors_append and not (a.train and a.errors_out):
+        raise SystemExit("benanza: --errors-append goes with --train --errors-out (it adds to a training error table)")
     db = open_db(a.db, create=False)
     pairs = _pairs(a, db.systems())
     systems = list({s.id: s for p in pairs for s in p}.values())
@@ -184,7 +190,14 @@ def main(argv=None) -> int:
     if a.errors_out:
         first = next(m for m in out if m in ("l2", "dram"))
         archs = sorted({sp.architecture for sp in specs.values()})
-        Path(a.errors_out).write_text(json.dumps(error_table(out[first], out["command"], a, archs), indent=1) + "\n")
+        if a.train:
+            before = None
+            if a.errors_append and Path(a.errors_out).is_file():
+                before = json.loads(Path(a.errors_out).read_text())
+            table = train_error_table(out[first], out["command"], a, archs, before)
+        else:
+            table = error_table(out[first], out["command"], a, archs)
+        Path(a.errors_out).write_text(json.dumps(table, indent=1) + "\n")
         print(f"wrote {a.errors_out}")
     return 0 if any(out[m]["rows"] for m in out if m in ("l2", "dram")) else 1
 
@@ -402,7 +415,14 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None)
                     acc[1] += v["measured_ms"]
                     acc[2] += v["origin_ms"]
                     acc[3] += 1
-            unmatched = _pool_train_kinds(tp, so, stt, dtype, kinds[pair])
+            own = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+            unmatched = _pool_train_kinds(tp, so, stt, dtype, own)
+            for key, (pr, me, orig, n) in own.items():
+                acc = kinds[pair][key]
+                acc[0] += pr
+                acc[1] += me
+                acc[2] += orig
+                acc[3] += n
             held, held_error = {}, None
             if db is not None:
                 held = unavailable_on_target(db, o.id, t.id, so, stt)
@@ -417,6 +437,7 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None)
                          "sequential_error": tp.sequential_ms / stt.sequential_ms - 1,
                          "sequential_naive_error": so.sequential_ms / stt.sequential_ms - 1,
                          "phases": ph, "calls_unmatched": unmatched, "fits": tp.fits,
+                         "by_kind": {f"{k} {p}": pr / me - 1 for (k, p, _d), (pr, me, _o, _n) in own.items() if me > 0},
                          "held_calls": len(held), "held_error": held_error,
                          "held_kinds": sorted({so.calls[i].kind for i in held})})
     print(f"\n=== training step, memory model {memory}, fixed part "
@@ -509,6 +530,54 @@ def error_table(result: dict, command: str, a, architectures: list[str]) -> dict
             "pairs": sorted(k for k in result["summary"] if "->" in k and not k.startswith("batch")),
             "model_mean_abs_error": models.get("mean_abs_error"), "configurations": models.get("configurations"),
             "kinds": kinds}
+
+
+def train_error_table(result: dict, command: str, a, architectures: list[str], before: dict | None = None) -> dict:
+    """The training prediction's error table (what :func:`benanza.analysis.predict_training.training_error_bar`
+    reads): per call kind and phase (``"ConvBwdFilter backward_weight"``; the forward pass's layers
+    as ``"KIND forward"``) and data type, the |error| of the key's summed predicted time in one
+    configuration (complete steps only), over every configuration and ordered pair (``abs_errors``,
+    their mean and 90th percentile), and the mean |step error| (``step``: plain and held apart, per
+    data type). ``before``: an earlier table of this kind (``--errors-append``) whose errors and
+    commands are kept beside these."""
+    per: dict = collections.defaultdict(list)
+    steps: dict = collections.defaultdict(list)
+    held: dict = collections.defaultdict(list)
+    if before:
+        if before.get("what_kind") != "training":
+            raise SystemExit(f"benanza: {a.errors_out}: not a training error table (--errors-append)")
+        for key, by in before["kinds"].items():
+            for dtype, e in by.items():
+                per[(key, dtype)].extend(e["abs_errors"])
+        for dtype, e in before["step"].items():
+            steps[dtype].extend(e["abs_errors"])
+            held[dtype].extend(e.get("held_abs_errors", []))
+    for r in result["rows"]:
+        for key, e in r["by_kind"].items():
+            per[(key, r["dtype"])].append(abs(e))
+        steps[r["dtype"]].append(abs(r["error"]))
+        if r.get("held_error") is not None:
+            held[r["dtype"]].append(abs(r["held_error"]))
+
+    def stats(errs: list[float]) -> dict:
+        errs = sorted(errs)
+        return {"mean_abs_error": sum(errs) / len(errs), "p90_abs_error": errs[min(len(errs) - 1, int(0.9 * len(errs)))],
+                "configurations": len(errs), "abs_errors": [round(x, 6) for x in errs]}
+
+    kinds: dict = {}
+    for (key, dtype), errs in sorted(per.items()):
+        kinds.setdefault(key, {})[dtype] = stats(errs)
+    step = {d: {**stats(e), "held_abs_errors": [round(x, 6) for x in sorted(held.get(d, []))],
+                "held_mean_abs_error": (sum(held[d]) / len(held[d])) if held.get(d) else None}
+            for d, e in sorted(steps.items())}
+    commands = list((before or {}).get("commands", [])) + [command]
+    archs = sorted(set(architectures) | set((before or {}).get("architectures", [])))
+    pairs = sorted(set((before or {}).get("pairs", [])) | {k for k in result["summary"] if "->" in k})
+    return {"what": "benanza predict --train's measured error per call kind, phase and data type: |predicted / "
+                    "measured - 1| of the key's summed call times in one training step, over every complete "
+                    "configuration and ordered pair of systems validated (mean and 90th percentile), and the step's",
+            "what_kind": "training", "date": date.today().isoformat(), "commands": commands, "ceilings": a.ceilings,
+            "span": not a.no_span, "architectures": archs, "pairs": pairs, "step": step, "kinds": kinds}
 
 
 if __name__ == "__main__":

@@ -247,3 +247,58 @@ def test_a_call_whose_implementation_cannot_run_on_the_other_system_is_held_apar
     held = res["summary"]["all"]["held"]
     assert held["configurations"] == 2
     assert held["mean_abs_error"] == pytest.approx(sum(abs(r["held_error"]) for r in rows.values()) / 2)
+
+
+def test_the_training_error_table_and_the_error_bar_predict_train_reads(measured, tmp_path):
+    """`--train --errors-out` writes `benanza predict --train`'s error table: per call kind and phase
+    the |error| of each complete configuration (the rows' ``by_kind``, which sum to the pooled
+    table), the mean |step error|; ``--errors-append`` keeps the earlier validation's errors beside
+    the new ones. The error bar of a prediction weights each kind and phase by its predicted time,
+    and names what the table never covered (bf16 here: nothing)."""
+    from benanza.analysis.predict_training import load_train_error_table, training_error_bar
+    from benanza.errors import UsageError
+
+    mod = _check()
+    d = measured["path"].parent
+    out = tmp_path / "train_errors.json"
+    args = ["--db", str(d / "perf.db"), "--models", str(d), "--model", "clf", "--batch", "64,32", "--dtype", "fp32",
+            "--train", "--errors-out", str(out)]
+    assert mod.main(args) == 0
+    t = json.loads(out.read_text())
+    rows = measured["json"]["l2"]["rows"]
+    assert t["what_kind"] == "training" and len(rows) == 2 and len(t["commands"]) == 1
+    assert t["step"]["fp32"]["configurations"] == 2
+    assert t["step"]["fp32"]["mean_abs_error"] == pytest.approx(sum(abs(r["error"]) for r in rows) / 2)
+    key = "ConvBwdFilter backward_weight"
+    assert sorted(t["kinds"][key]["fp32"]["abs_errors"]) == pytest.approx(sorted(abs(r["by_kind"][key]) for r in rows),
+                                                                          abs=1e-6)
+    pr, me, _o, _n = measured["json"]["l2"]["by_kind"][f"{WHOLE} -> {PART}"][f"{key} fp32"]
+    row = next(r for r in rows if r["origin"] == WHOLE)
+    assert row["by_kind"][key] == pytest.approx(pr / me - 1)  # one configuration per pair: the pooled error
+    assert {"Conv forward", "Gemm backward_data", "CrossEntropyLoss loss", "Optimizer optimizer"} <= set(t["kinds"])
+    assert mod.main(args + ["--errors-append"]) == 0
+    t2 = json.loads(out.read_text())
+    assert t2["step"]["fp32"]["configurations"] == 4 and len(t2["commands"]) == 2
+    assert t2["kinds"][key]["fp32"]["configurations"] == 4
+    assert t2["step"]["fp32"]["mean_abs_error"] == pytest.approx(t["step"]["fp32"]["mean_abs_error"], abs=1e-6)
+
+    db = measured["db"]
+    ml = process(measured["path"], 64)
+    whole = next(s for s in db.systems() if s.gpu_name == WHOLE)
+    tp = predict_training(ml, training_step(ml, analyze(ml, db, whole, "fp32"), db, whole), find_gpu(WHOLE),
+                          find_gpu(PART))
+    eb = training_error_bar(tp, load_train_error_table(out))
+    assert not eb.unvalidated and eb.unvalidated_share == 0.0
+    errs = list(eb.by_kind.values())
+    assert set(eb.by_kind) >= {"Conv forward", "ConvBwdFilter backward_weight", "Optimizer optimizer"}
+    assert min(errs) <= eb.relative <= max(errs) and eb.worst >= eb.relative
+    assert eb.model_mean_abs_error == pytest.approx(t["step"]["fp32"]["mean_abs_error"], abs=1e-6)
+    assert eb.extrapolated is False  # validated on Hopper, predicted on Hopper
+    t2["step"] = {"bf16": t2["step"]["fp32"]}
+    t2["kinds"] = {k: {"bf16": v["fp32"]} for k, v in t2["kinds"].items()}
+    out.write_text(json.dumps(t2))
+    eb = training_error_bar(tp, load_train_error_table(out))
+    assert eb.relative is None and eb.unvalidated_share == pytest.approx(1.0)
+    out.write_text(json.dumps({"kinds": {}}))  # the inference table's shape: refused with its name
+    with pytest.raises(UsageError, match="not a training error table"):
+        load_train_error_table(out)

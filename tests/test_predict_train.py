@@ -191,12 +191,17 @@ def test_cli_predict_train(tmp_path):
     assert d["origin_phase_ms"]["backward_weight"] == pytest.approx(BWD[("fc", "backward_weight")]
                                                                     + BWD[("conv", "backward_weight")])
     assert d["memory"]["fits"] is True and d["memory"]["target_memory_bytes"] == B200.memory_bytes
+    # the error bar from the training validation (db/reference/predict_train_errors.json: Hopper only)
+    eb = d["error_bar"]
+    assert eb["extrapolated"] is True and eb["architectures"] == ["Hopper"] and eb["relative"] > 0
+    assert "ConvBwdFilter backward_weight" in eb["by_kind"] and eb["model_mean_abs_error"] > 0
     p = bz(*args)
     assert p.returncode == 0, p.stderr
     text = " ".join(p.stdout.split())
     for phase in ("forward", "loss", "backward_data", "backward_weight", "optimizer", "critical path (LBL)"):
         assert phase in text
     assert "measured on H200 ->" in text and "predicted on B200" in text and "may fit" in text
+    assert "error bar: +/-" in text and "call kinds and phases in fp32" in text and "validated on Hopper GPUs only" in text
     # relu's data gradient not measured: that phase and the totals are partial sums, marked
     path2, _, _, db2 = _measured(tmp_path / "partial", skip={("relu", "backward_data")})
     p = bz("predict", path2, "--batch", "64", "--db", db2, "--layout", "nchw", "--to", "L4", "--train")

@@ -465,11 +465,12 @@ def mean_model_error(validations: Iterable[Validation]) -> float:
 
 # ---------------------------------------------------------------------------------- error bars
 
-def error_table_path() -> Path | None:
-    """The validation's error table: ``db/reference/predict_errors.json`` of a source checkout, or
-    a copy inside the installed package (``benanza/_data/predict_errors.json``); None when absent."""
+def error_table_path(name: str = "predict_errors.json") -> Path | None:
+    """The validation's error table ``name``: ``db/reference/NAME`` of a source checkout, or a copy
+    inside the installed package (``benanza/_data/NAME``, setup.py); None when absent. The inference
+    table is ``predict_errors.json``, the training step's ``predict_train_errors.json``."""
     pkg = Path(__file__).resolve().parents[1]
-    for p in (pkg / "_data" / "predict_errors.json", pkg.parent / "db" / "reference" / "predict_errors.json"):
+    for p in (pkg / "_data" / name, pkg.parent / "db" / "reference" / name):
         if p.is_file():
             return p
     return None

@@ -23,18 +23,24 @@ chosen on the origin) against the target's datasheet memory (:attr:`GpuSpec.memo
 it, the step cannot run as it is on the target; below it, it may (the bound leaves out what
 frameworks add).
 
-Limits: those of :mod:`benanza.analysis.predict` (no change of algorithm between GPUs; validated on
-Hopper forward layers only: no backward, loss or optimizer call was part of its validation, so
-their predictions are unvalidated extrapolations of the same method).
+Limits: those of :mod:`benanza.analysis.predict` (no change of algorithm between GPUs). Validated
+on Hopper only (benchmarks/predict_check.py --train): one H100 at 132, 64 and 32 SMs (fp16,
+benchmarks/results/2026-11-27c: mean |step error| 9.51 %, 5.52 % with the calls whose implementation
+cannot run in the partition held apart) and H100 <-> H200 (fp16, bf16, fp32: 1.97 %). Those errors,
+per call kind and phase, are the error bar :func:`training_error_bar` attaches to a prediction
+(db/reference/predict_train_errors.json); other architectures are extrapolations, and it says so.
 """
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 from benanza.analysis.gpus import GpuSpec
-from benanza.analysis.predict import (FIXED_US, LayerPrediction, Prediction, check_precision, fused_weights,
-                                      predict, scale_layer)
+from benanza.analysis.predict import (FIXED_US, ErrorBar, LayerPrediction, Prediction, check_precision, error_table_path,
+                                      fused_weights, load_error_table, predict, scale_layer)
+from benanza.errors import UsageError
 from benanza.analysis.training import BackwardTime, TrainingStep, apply_forward_groups, forward_weights, schedule
 from benanza.processing.model import ModelLayers
 
@@ -168,3 +174,54 @@ def predict_training(ml: ModelLayers, step: TrainingStep, origin: GpuSpec, targe
     return TrainingPrediction(step, origin, target, fwd, calls, phase_ms, seq, cp,
                               m.total if m is not None else None,
                               m.fits(target.memory_bytes) if m is not None else None, memory, fixed_us, span, notes)
+
+
+def load_train_error_table(path: str | Path | None = None) -> dict | None:
+    """The training validation's error table (``benchmarks/predict_check.py --train --errors-out``;
+    by default ``predict_train_errors.json``, :func:`benanza.analysis.predict.error_table_path`), None
+    when there is none. Raises UsageError naming the file when it is not a training error table."""
+    path = Path(path) if path else error_table_path("predict_train_errors.json")
+    if path is None:
+        return None
+    table = load_error_table(path)
+    if table.get("what_kind") != "training" or not isinstance(table.get("step"), dict):
+        raise UsageError(f"prediction error table {path}: not a training error table (benchmarks/predict_check.py "
+                         "--train --errors-out)")
+    return table
+
+
+def training_error_bar(tp: TrainingPrediction, table: dict) -> ErrorBar:
+    """The :class:`benanza.analysis.predict.ErrorBar` of a predicted training step from the training
+    validation's ``table`` (:func:`load_train_error_table`): each call kind and phase (the forward
+    pass's layers as ``KIND forward``, every other call as ``KIND PHASE``) weighted by its predicted
+    time, in the step's precision; ``relative`` the time-weighted mean |error| of the keys the
+    validation covered, ``worst`` the same with their 90th percentiles, ``unvalidated`` the keys it
+    never covered and their share of the predicted time, ``model_mean_abs_error`` the validation's
+    mean |step error| in that precision. ``extrapolated`` when either GPU is of an architecture the
+    validation did not run on."""
+    precision = tp.step.forward.precision
+    times: dict[str, float] = collections.defaultdict(float)
+    for lp in tp.forward.layers:
+        if lp.status == "measured" and lp.predicted_ms:
+            times[f"{lp.kind or lp.op} forward"] += lp.predicted_ms
+    for c in tp.calls:
+        if c.predicted_ms:
+            times[f"{c.kind} {c.phase}"] += c.predicted_ms
+    total = sum(times.values())
+    by_key, worst, unvalidated = {}, {}, []
+    for key in sorted(times, key=lambda k: -times[k]):
+        e = table["kinds"].get(key, {}).get(precision)
+        if e is None:
+            unvalidated.append(key)
+        else:
+            by_key[key], worst[key] = float(e["mean_abs_error"]), float(e["p90_abs_error"])
+    covered = sum(times[k] for k in by_key)
+    rel = sum(times[k] * by_key[k] for k in by_key) / covered if covered else None
+    wst = sum(times[k] * worst[k] for k in by_key) / covered if covered else None
+    archs = table.get("architectures") or []
+    step = table["step"].get(precision) or {}
+    cmds = table.get("commands") or []
+    return ErrorBar(rel, wst, by_key, unvalidated, sum(times[k] for k in unvalidated) / total if total else 0.0,
+                    f"{table.get('path', 'training error table')} ({len(cmds)} validation run(s), {table.get('date', '')})",
+                    step.get("mean_abs_error"), list(archs),
+                    any(g.architecture not in archs for g in (tp.origin, tp.target)))
