@@ -989,16 +989,18 @@ def _print_training_prediction(tp, memory: str, json_out: bool) -> None:
                   f"GiB: {verdict}", markup=False)
     for n in tp.notes:
         out.print(f"note: {n}", markup=False)
-    out.print(_error_bar_line(eb, tp.step.forward.precision, "its call kinds and phases", "predict_train_errors.json"),
-              markup=False, highlight=False)
+    out.print(_error_bar_line(eb, tp.step.forward.precision, "its call kinds and phases", "predict_train_errors.json",
+                              "step"), markup=False, highlight=False)
     out.print(f"method: Habitat wave scaling of every call of the step, {memory} memory term; figures from the spec "
               f"table ({tp.target.source})", markup=False, highlight=False)
 
 
-def _error_bar_line(eb, dtype: str, what: str = "its layer kinds", table: str = "predict_errors.json") -> str:
+def _error_bar_line(eb, dtype: str, what: str = "its layer kinds", table: str = "predict_errors.json",
+                    mean_of: str | None = None) -> str:
     """The error bar of a prediction in one line (benanza.analysis.predict.error_bar,
     benanza.analysis.predict_training.training_error_bar): ``what`` the prediction's parts the
-    table's errors are per, ``table`` the validation table's file name under db/reference."""
+    table's errors are per, ``table`` the validation table's file name under db/reference,
+    ``mean_of``: say the validation's mean |error| of this (``step``), None: not said."""
     if eb is None:
         return f"error bar: none (no validation table, db/reference/{table}, in this install)"
     never = f"; never validated in {dtype}: {', '.join(eb.unvalidated)} ({eb.unvalidated_share:.0%} of the time)" \
@@ -1007,8 +1009,8 @@ def _error_bar_line(eb, dtype: str, what: str = "its layer kinds", table: str = 
         return f"error bar: none -- none of {what} was validated in {dtype}{never}"
     scope = (f"; validated on {', '.join(eb.architectures)} GPUs only: this prediction leaves them, so the error "
              "can be larger") if eb.extrapolated else ""
-    step = (f"; the validation's mean |step error| in {dtype}: {eb.model_mean_abs_error:.1%}"
-            if what != "its layer kinds" and eb.model_mean_abs_error is not None else "")
+    step = (f"; the validation's mean |{mean_of} error| in {dtype}: {eb.model_mean_abs_error:.1%}"
+            if mean_of and eb.model_mean_abs_error is not None else "")
     return (f"error bar: +/-{eb.relative:.1%} (the errors measured for {what} in {dtype}, weighted by time; "
             f"90th percentile +/-{eb.worst:.1%}){step}{never}{scope}; validation: {eb.source}")
 

@@ -51,10 +51,10 @@ done
 # started before the deadline runs to its --timeout): its tables come back, each command's folder (report, stderr) in llm-runs.tar.gz
 if [ -n "${LLM_ARGS:-}" ]; then
   t1=$(date +%s)
-  # shellcheck disable=SC2086
   # rows come back as they finish: a call cut at the machine's limit still returns those done
   ( while sleep 10; do cp /tmp/dec/llm/results.jsonl "$OUT/llm-results.jsonl.tmp" 2>/dev/null &&
       mv "$OUT/llm-results.jsonl.tmp" "$OUT/llm-results.jsonl"; done ) & copier=$!
+  # shellcheck disable=SC2086
   python3 benchmarks/truth.py --llm --out /tmp/dec/llm --db "$DB" $LLM_ARGS $BENCH_ARGS > /tmp/dec/llm.txt 2>&1
   echo "gpu_decoders: llm truth exit $? in $(( $(date +%s) - t1 )) s"; tail -30 /tmp/dec/llm.txt
   kill $copier 2>/dev/null

@@ -503,6 +503,14 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None)
 
 
 
+def _spread(errs: list[float]) -> dict:
+    """``mean_abs_error``, ``p90_abs_error`` (the sorted list's element at 90 %) and ``configurations``
+    of the |errors| ``errs`` (fractions)."""
+    errs = sorted(errs)
+    return {"mean_abs_error": sum(errs) / len(errs), "p90_abs_error": errs[min(len(errs) - 1, int(0.9 * len(errs)))],
+            "configurations": len(errs)}
+
+
 def error_table(result: dict, command: str, a, architectures: list[str]) -> dict:
     """Per layer kind and data type over every validated configuration and pair: the mean and the
     90th percentile of |error| of the kind's summed predicted time in one model (what
@@ -517,10 +525,7 @@ def error_table(result: dict, command: str, a, architectures: list[str]) -> dict
             layers[tuple(key.rsplit(" ", 1))] += n
     kinds: dict = {}
     for (kind, dtype), errs in sorted(per.items()):
-        errs.sort()
-        kinds.setdefault(kind, {})[dtype] = {"mean_abs_error": sum(errs) / len(errs),
-                                             "p90_abs_error": errs[min(len(errs) - 1, int(0.9 * len(errs)))],
-                                             "configurations": len(errs), "layers": layers[(kind, dtype)]}
+        kinds.setdefault(kind, {})[dtype] = {**_spread(errs), "layers": layers[(kind, dtype)]}
     models = result["summary"].get("all", {})
     return {"what": "benanza predict's measured error per layer kind and data type: |predicted / measured - 1| of "
                     "the kind's summed layer times in one model, over every configuration and ordered pair of "
@@ -560,9 +565,7 @@ def train_error_table(result: dict, command: str, a, architectures: list[str], b
             held[r["dtype"]].append(abs(r["held_error"]))
 
     def stats(errs: list[float]) -> dict:
-        errs = sorted(errs)
-        return {"mean_abs_error": sum(errs) / len(errs), "p90_abs_error": errs[min(len(errs) - 1, int(0.9 * len(errs)))],
-                "configurations": len(errs), "abs_errors": [round(x, 6) for x in errs]}
+        return {**_spread(errs), "abs_errors": [round(x, 6) for x in sorted(errs)]}
 
     kinds: dict = {}
     for (key, dtype), errs in sorted(per.items()):

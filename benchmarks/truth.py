@@ -128,13 +128,12 @@ def bench_calls(precisions: list[str]) -> list[tuple[str, list[str]]]:
     return calls
 
 
-#: layer kinds PyTorch runs through cuDNN in fp32 with TF32 allowed by default
-CUDNN_TF32_KINDS = ("Conv", "RNN")
-
-
 def cudnn_flop_share(layers) -> float:
-    """FLOPs of the convolution and RNN layers (:data:`CUDNN_TF32_KINDS`) / FLOPs of every
-    benchmarked layer (0 when there are none); ``layers``: :attr:`benanza.processing.model.ModelLayers.layers`."""
+    """FLOPs of the layers PyTorch runs through cuDNN with TF32 allowed by default (convolutions and
+    RNNs: :data:`benanza.kinds.CUDNN_TF32_KINDS`) / FLOPs of every benchmarked layer (0 when there
+    are none); ``layers``: :attr:`benanza.processing.model.ModelLayers.layers`."""
+    from benanza.kinds import CUDNN_TF32_KINDS
+
     total = conv = 0
     for ly in layers:
         if ly.config is None:

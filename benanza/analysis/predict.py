@@ -523,19 +523,32 @@ def error_bar(prediction: Prediction, table: dict) -> ErrorBar:
     for lp in prediction.layers:
         if lp.status == "measured":
             times[lp.kind or lp.op] += lp.predicted_ms
+    return weighted_error_bar(times, table, prediction.precision, (prediction.origin, prediction.target),
+                              f"{table.get('command', 'predict_check.py')}, {table.get('date', '')}",
+                              table.get("model_mean_abs_error"))
+
+
+def weighted_error_bar(times: dict[str, float], table: dict, precision: str, gpus: tuple, provenance: str,
+                       model_mean_abs_error: float | None) -> ErrorBar:
+    """An :class:`ErrorBar` from the predicted time (ms) of each of the table's keys in ``times``
+    (a layer kind; for a training step a call kind and phase): each key's measured mean and 90th
+    percentile |error| in ``precision`` (``table["kinds"][key][precision]``) weighted by its time,
+    the keys without one named with their share of the time; ``gpus`` the prediction's origin and
+    target (``extrapolated`` when either is of an architecture the table does not hold);
+    ``provenance`` what made the table, ``model_mean_abs_error`` the validation's mean model (or
+    step) error."""
     total = sum(times.values())
-    by_kind, worst, unvalidated = {}, {}, []
-    for kind in sorted(times, key=lambda k: -times[k]):
-        e = table["kinds"].get(kind, {}).get(prediction.precision)
+    by_key, worst, unvalidated = {}, {}, []
+    for key in sorted(times, key=lambda k: -times[k]):
+        e = table["kinds"].get(key, {}).get(precision)
         if e is None:
-            unvalidated.append(kind)
+            unvalidated.append(key)
         else:
-            by_kind[kind], worst[kind] = float(e["mean_abs_error"]), float(e["p90_abs_error"])
+            by_key[key], worst[key] = float(e["mean_abs_error"]), float(e["p90_abs_error"])
     archs = table.get("architectures") or []
-    covered = sum(times[k] for k in by_kind)
-    rel = sum(times[k] * by_kind[k] for k in by_kind) / covered if covered else None
-    wst = sum(times[k] * worst[k] for k in by_kind) / covered if covered else None
-    return ErrorBar(rel, wst, by_kind, unvalidated, sum(times[k] for k in unvalidated) / total if total else 0.0,
-                    f"{table.get('path', 'error table')} ({table.get('command', 'predict_check.py')}, {table.get('date', '')})",
-                    table.get("model_mean_abs_error"), list(archs),
-                    any(g.architecture not in archs for g in (prediction.origin, prediction.target)))
+    covered = sum(times[k] for k in by_key)
+    rel = sum(times[k] * by_key[k] for k in by_key) / covered if covered else None
+    wst = sum(times[k] * worst[k] for k in by_key) / covered if covered else None
+    return ErrorBar(rel, wst, by_key, unvalidated, sum(times[k] for k in unvalidated) / total if total else 0.0,
+                    f"{table.get('path', 'error table')} ({provenance})", model_mean_abs_error, list(archs),
+                    any(g.architecture not in archs for g in gpus))

@@ -39,7 +39,8 @@ from types import SimpleNamespace
 
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import (FIXED_US, ErrorBar, LayerPrediction, Prediction, check_precision, error_table_path,
-                                      fused_weights, load_error_table, predict, scale_layer)
+                                      fused_weights, load_error_table, predict, scale_layer,
+                                      weighted_error_bar)
 from benanza.errors import UsageError
 from benanza.analysis.training import BackwardTime, TrainingStep, apply_forward_groups, forward_weights, schedule
 from benanza.processing.model import ModelLayers
@@ -207,21 +208,6 @@ def training_error_bar(tp: TrainingPrediction, table: dict) -> ErrorBar:
     for c in tp.calls:
         if c.predicted_ms:
             times[f"{c.kind} {c.phase}"] += c.predicted_ms
-    total = sum(times.values())
-    by_key, worst, unvalidated = {}, {}, []
-    for key in sorted(times, key=lambda k: -times[k]):
-        e = table["kinds"].get(key, {}).get(precision)
-        if e is None:
-            unvalidated.append(key)
-        else:
-            by_key[key], worst[key] = float(e["mean_abs_error"]), float(e["p90_abs_error"])
-    covered = sum(times[k] for k in by_key)
-    rel = sum(times[k] * by_key[k] for k in by_key) / covered if covered else None
-    wst = sum(times[k] * worst[k] for k in by_key) / covered if covered else None
-    archs = table.get("architectures") or []
-    step = table["step"].get(precision) or {}
-    cmds = table.get("commands") or []
-    return ErrorBar(rel, wst, by_key, unvalidated, sum(times[k] for k in unvalidated) / total if total else 0.0,
-                    f"{table.get('path', 'training error table')} ({len(cmds)} validation run(s), {table.get('date', '')})",
-                    step.get("mean_abs_error"), list(archs),
-                    any(g.architecture not in archs for g in (tp.origin, tp.target)))
+    return weighted_error_bar(times, table, precision, (tp.origin, tp.target),
+                              f"{len(table.get('commands') or [])} validation run(s), {table.get('date', '')}",
+                              (table["step"].get(precision) or {}).get("mean_abs_error"))
