@@ -1795,9 +1795,10 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
            "kv_len": kv_len}
     with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
         how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
+        steps: dict = {}
         onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how,
-                                       bench_args, warmup, runs, iterations, ref, force, say)
-    _torch_reports(spec, dtype, db, folder, onnx_path, runs_done, phase, json_out)
+                                       bench_args, warmup, runs, iterations, ref, force, say, seconds=steps)
+    _torch_reports(spec, dtype, db, folder, onnx_path, runs_done, phase, json_out, steps)
 
 
 def _profile_seconds(folder: Path) -> dict:
@@ -1808,10 +1809,13 @@ def _profile_seconds(folder: Path) -> dict:
         return {}
 
 
-def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done, phase: str, json_out: bool) -> None:
+def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done, phase: str, json_out: bool,
+                   steps: dict | None = None) -> None:
     """``torch``: per profiled run, its analysis, insights document (with the decoder's physical bound
     where ``phase`` is decode, or the export is found causal), ``report-*.json`` and ``.html`` beside
-    its profile folder, and the terminal tables (or the documents as a JSON list)."""
+    its profile folder, and the terminal tables (or the documents as a JSON list). ``steps``: the
+    command's export and bench seconds (:func:`benanza.profiles.pytorch.prepare`), in each document's
+    ``run.command_seconds`` beside the run's own ``run.seconds``."""
     from benanza import api
     from benanza.database.store import open_db
     from benanza.profiles import load_profile
@@ -1831,7 +1835,8 @@ def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done
         d = _insight_docs(prof, [a], ml, database, system, "warm", layouts,
                            phase="decode" if phase == "decode" else None)[0]  # prefill: if causal (a decoder)
         d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path),
-                    "seconds": _profile_seconds(r.folder)}
+                    "seconds": _profile_seconds(r.folder),
+                    "command_seconds": {k: round(v, 3) for k, v in (steps or {}).items()}}
         stem = r.folder.name.replace("profile-", "report-")
         (folder / f"{stem}.json").write_text(json.dumps(d, indent=1, default=str))
         svg, source = _roofline_svg(a, system, database)

@@ -185,7 +185,8 @@ def slim(doc: dict) -> dict:
             "gpu_kernel_ms": doc.get("gpu_kernel_ms"), "latency_ms": doc.get("latency_ms"),
             "bound_ms": llm.get("bound_ms"), "bound_limit": (llm.get("bound") or {}).get("limit"),
             "ceilings": (llm.get("bound") or {}).get("ceilings"), "missing_layers": doc.get("missing_layers"),
-            "profile_seconds": (doc.get("run") or {}).get("seconds")}
+            "profile_seconds": (doc.get("run") or {}).get("seconds"),
+            "command_seconds": (doc.get("run") or {}).get("command_seconds")}
 
 
 def make_row(cfg_name: str, params: int | None, phase: str, length: int, batch: int, dtype: str,
@@ -251,14 +252,24 @@ def summary_line(rows: list[dict]) -> str:
 
 
 def rows_from_records(records: list[dict], batches: list[int] | None = None) -> list[dict]:
-    """The rows of ``llm_run`` records (each: config, params, phase, len, dtype, batches, docs); the last
-    record of a (config, phase, len, dtype) wins (a rerun, or a later merged run)."""
+    """The rows of ``llm_run`` records (each: config, params, phase, len, dtype, batches, docs), in the
+    order of :data:`CONFIGS`, then phase, length, data type and batch. Of several records of one
+    (config, phase, len, dtype), the last with documents wins (a rerun, or a later merged run); a later
+    run that failed (a timeout: no documents) does not hide an earlier one that measured. A record whose
+    ``spec`` is a configuration's of :data:`CONFIGS` takes that configuration's name (runs made before a
+    rename: ``mistral-1.6b``, the same 1.0 B specification, is ``mistral-1b``)."""
+    names = {c.spec: c.name for c in CONFIGS}
     runs: dict = {}
     for r in records:
-        if r.get("type") == "llm_run":
-            runs[(r["config"], r["phase"], r["len"], r["dtype"])] = r
+        if r.get("type") != "llm_run":
+            continue
+        key = (names.get(r.get("spec"), r["config"]), r["phase"], r["len"], r["dtype"])
+        if r.get("docs") or not (runs.get(key) or {}).get("docs"):
+            runs[key] = r
+    order = {c.name: i for i, c in enumerate(CONFIGS)}
     out = []
-    for (name, phase, length, dtype), r in runs.items():
+    for (name, phase, length, dtype), r in sorted(runs.items(), key=lambda kv: (
+            order.get(kv[0][0], len(order)), kv[0][0], kv[0][1] != "prefill", kv[0][2], kv[0][3])):
         for b in batches or r.get("batches") or sorted({d["batch"] for d in r["docs"]}):
             out.append(make_row(name, r.get("params"), phase, length, b, dtype, r["docs"]))
     return out

@@ -741,8 +741,8 @@ def load_records(run: Run, path: Path, analyses: bool = True) -> set[str]:
         kind, model = r.get("kind"), r.get("model")
         if kind == "pytorch":
             run.pytorch[(model, r["batch"], r["dtype"])] = r
-        elif kind == "precision":
-            run.precisions[model] = r["precisions"]
+        elif kind == "precision":  # a later run's data types add to an earlier run's (--merge of runs by dtype)
+            run.precisions[model] = {**run.precisions.get(model, {}), **r["precisions"]}
         elif kind in ("bench", "analysis"):
             if r.get("system"):
                 run.systems[model] = r["system"]

@@ -129,3 +129,26 @@ def test_a_dtype_reuses_the_export_of_the_same_configuration_and_case(tmp_path, 
     assert got == Path(bf16[bf16.index("-o") + 1]) / "gpt2_decode_kv128.onnx" and got.read_bytes() == b"onnx"
     assert lt.reuse_export(bf16) is None  # it has its export now
     assert lt.reuse_export(other) is None  # decode4096: another export
+
+
+def test_merged_rows_keep_a_measured_run_over_a_later_failure_and_follow_renames(lt):
+    """--merge over several calls: a later timed-out rerun (no documents) does not hide the run that
+    measured; a run recorded under a configuration's old name (same spec) takes its current name; the
+    rows come in CONFIGS order, prefill before decode, then length, data type, batch."""
+    mistral = next(c for c in lt.CONFIGS if c.arch == "mistral")
+    gpt2 = next(c for c in lt.CONFIGS if c.arch == "gpt2")
+
+    def run(cfg_name, spec, phase, length, docs):
+        return {"type": "llm_run", "config": cfg_name, "spec": spec, "params": 1, "phase": phase, "len": length,
+                "dtype": "fp16", "batches": [1], "docs": docs}
+
+    good = [lt.slim(_doc(1, "eager", 1.0, 2.0, 0.5))]
+    recs = [run("mistral-1.6b", mistral.spec, "decode", 128, good),
+            run(gpt2.name, gpt2.spec, "decode", 4096, good),
+            run(gpt2.name, gpt2.spec, "decode", 4096, []),  # the rerun that timed out
+            run(gpt2.name, gpt2.spec, "prefill", 2048, good)]
+    rows = lt.rows_from_records(recs)
+    assert [(r["config"], r["phase"], r["len"]) for r in rows] == [
+        ("gpt2", "prefill", 2048), ("gpt2", "decode", 4096), (mistral.name, "decode", 128)]
+    assert all(r["flags"] == [] for r in rows)
+    assert lt.rows_from_records(recs[2:3])[0]["flags"] == ["NO-LBL", "NO-PYTORCH"]  # alone it is still a row

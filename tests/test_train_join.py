@@ -429,6 +429,34 @@ def test_training_runs_and_the_bench_child(tmp_path):
     assert "--conv-tf32" in cmd and "--train" not in bench_command(tmp_path / "m.onnx", [2], "fp32", None)
 
 
+def test_prepare_says_where_the_command_time_goes(tmp_path, monkeypatch):
+    """benanza torch's steps before the profiles: the export's and the bench's seconds go into the
+    ``seconds`` dict (each report's ``run.command_seconds``); a kept export adds none. The LLM truth
+    read 330 s for one command of which the PyTorch runs explained 181 s and nothing the rest."""
+    import benanza.profiles as profiles
+    import benanza.profiles.pytorch as pt
+    from benanza.processing.modules import Export, ModuleSource
+
+    src = ModuleSource("m", "factory", build=None, inputs=None, input_names=("x",), batch_dims=(0,), spec="pkg:m")
+
+    def fake_export(s, path, keep_batch_norms=False):
+        path.write_bytes(b"onnx")
+        return Export(path, "dynamo", 20, 12.5, 4)
+
+    captured = []
+    monkeypatch.setattr(pt, "export_onnx", fake_export)
+    monkeypatch.setattr(profiles, "capture_profile", lambda *a, **k: captured.append(a[1]))
+    benched = []
+    seconds: dict = {}
+    path, runs = pt.prepare(src, tmp_path, [1, 8], "fp16", None, bench=lambda p, b: benched.append((p, b)),
+                            seconds=seconds)
+    assert seconds["export"] == 12.5 and 0 <= seconds["bench"] < 5 and benched == [(path, [1, 8])]
+    assert captured == [1, 8] and [r.batch for r in runs] == [1, 8]
+    again: dict = {}
+    pt.prepare(src, tmp_path, [1], "fp16", None, bench=False, seconds=again)
+    assert again == {}  # the export was kept and nothing benched
+
+
 def test_capture_refuses_an_unknown_optimizer(tmp_path, small_model):
     from benanza.errors import UsageError
     from benanza.profiles.capture import capture_profile

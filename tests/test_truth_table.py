@@ -185,6 +185,25 @@ def test_merge_builds_one_table_from_earlier_runs(truth, tmp_path):
     assert "8 rows: 5 ok" in text and "2 above 1.00, 2 incomplete" in text and "resnet50" in text.split("stage times")[1]
 
 
+def test_merge_keeps_the_data_types_of_every_run_of_a_model(truth, tmp_path):
+    """Runs split by data type (resnet50's fp16 in one call, its fp32 in the next, as 2026-11-27e did
+    for squeezenet1_1 and regnet_y_400mf): the merged table has both, not only the last run's."""
+    a = _fabricated_run(tmp_path / "a", "resnet50")
+    recs = [json.loads(x) for x in (a / "results.jsonl").read_text().splitlines()]
+    fp16 = [r for r in recs if r.get("dtype") != "fp32"]
+    fp32 = [r for r in recs if r.get("dtype") != "fp16"]
+    fp16[0] = {**recs[0], "precisions": {"share": 0.97, "fp16": "fp16"}}
+    fp32[0] = {**recs[0], "precisions": {"share": 0.97, "fp32": "tf32"}}
+    for name, part in (("fp16", fp16), ("fp32", fp32)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+    out = tmp_path / "merged"
+    assert truth.main(["--out", str(out), "--merge", str(tmp_path / "fp16"), str(tmp_path / "fp32")]) == 0
+    rows = {(r["model"], r["batch"], r["dtype"]): r for r in json.loads((out / "table.json").read_text())["rows"]}
+    assert sorted(rows) == [("resnet50", b, d) for b in (1, 32) for d in ("fp16", "fp32")]
+    assert rows[("resnet50", 1, "fp16")]["flags"] == [] and rows[("resnet50", 1, "fp32")]["precision"] == "tf32"
+
+
 def test_pack_splits_large_files_and_keeps_the_table(truth, tmp_path, monkeypatch):
     out = _fabricated_run(tmp_path / "out")
     (out / "table.txt").write_text("table\n")

@@ -1404,9 +1404,11 @@ def _find_gemm_acts(pat: _Pattern, mm: Layer):
             return chain + [nxt.index], L.GemmActConfig(gemm=gemm, activation="relu")
         if isinstance(cfg, L.UnaryConfig) and cfg.op in ("gelu", "gelu_tanh") and math.prod(cfg.shape) == numel:
             return chain + [nxt.index], L.GemmActConfig(gemm=gemm, activation=cfg.op)
-    # a decomposed erf-GELU reads the output twice (x / sqrt 2 and x * 0.5 or x * (1 + erf))
+    # a decomposed erf-GELU reads the output twice (x / sqrt 2 and x * 0.5 or x * (1 + erf)); a graph
+    # output has no GELU after it, but a bias Add that writes it is still one GEMM with a bias (a language
+    # model's output Linear, exported as MatMul -> Add on 3-D inputs: torch's addmm with a bias epilogue)
     if out in pat.graph_outputs:
-        return None
+        return (chain, gemm) if len(chain) > 1 else None
     for u in pat.users(out):
         erf = pat.sole_user(u) if pat.free(u) else None
         hit = _find_gelus(pat, erf) if erf is not None else None

@@ -29,6 +29,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,14 +108,16 @@ def check_dtype(dtype: str) -> None:
 def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: str | None, device: str = "cuda",
             channels_last: bool = False, compile: str | None = None, bench: bool = True, bench_args: str = "",
             warmup: int = 20, runs: int = 100, iterations: int = 5, module_ref: dict | None = None,
-            force: bool = False, say=lambda m: None, train: str | None = None) -> tuple[Path, list[ProfileRun]]:
+            force: bool = False, say=lambda m: None, train: str | None = None,
+            seconds: dict | None = None) -> tuple[Path, list[ProfileRun]]:
     """Steps 1-3 of the module doc for ``src``: returns the ONNX export and the profiled runs.
     ``bench``: True (a ``benanza bench`` child with ``bench_args``), False (none), or a callable
     ``bench(onnx_path, batches)`` that benches in this process (:func:`benanza.api.bench`: what
     ``benanza torch`` and :func:`benanza.api.analyze_module` pass without extra bench flags).
     ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``);
     ``train``: an optimizer's name: profile training steps (module doc; a callable ``bench`` must
-    bench the training step itself).
+    bench the training step itself); ``seconds``: a dict that receives the export's and the bench's
+    wall time (``export``, ``bench``; s; absent for a step not run), where the command's time goes.
     Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
     error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
     from benanza.profiles import capture_profile
@@ -128,12 +131,17 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     else:
         say(f"export: {src.spec or src.name} to {onnx_path} (dynamic batch)")
         ex = export_onnx(src, onnx_path, keep_batch_norms=bool(train))
+        if seconds is not None:
+            seconds["export"] = ex.seconds
         say(f"export: {ex.exporter} exporter, opset {ex.opset}, {ex.size / 1e3:.0f} kB, {ex.seconds:.1f} s"
             + "".join(f"; {n}" for n in ex.notes))
+    t0 = time.perf_counter()
     if callable(bench):  # in this process (benanza.api.bench), through the caller
         bench(onnx_path, batches)
     elif bench:
         run_bench(bench_command(onnx_path, batches, dtype, db, bench_args, train), say)
+    if bench and seconds is not None:
+        seconds["bench"] = time.perf_counter() - t0
     ref = module_ref or {"spec": src.spec}
     profile_dtype = dtype  # capture's fp32 for a native module is PyTorch's default (TF32 convolutions)
     runs_done = []
