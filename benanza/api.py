@@ -808,7 +808,7 @@ def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet:
     cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
     a terminal unless ``quiet``. Returns (database, suite); the stages' wall times (s) go into ``stages``."""
     from benanza.database.store import open_db
-    from benanza.generation.generator import generate as gen, plan_jobs
+    from benanza.generation.generator import generate as gen, plan_jobs, training_folds_note
 
     if not plan_jobs(mls, precisions):  # fail before creating anything
         raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
@@ -828,7 +828,7 @@ def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet:
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / name
     suite = gen(mls, precisions, folder, layouts, kind_list, conv_p, train=train, optimizer=optimizer)
     stages["generate_s"] = time.perf_counter() - t
-    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}")
+    say(f"[2/5] generated {len(suite.jobs)} jobs in {folder}{training_folds_note(mls, train)}")
     if compile_now:
         t = time.perf_counter()
         br = build_with_progress(folder, None, quiet)

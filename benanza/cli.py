@@ -253,7 +253,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
     """Generate the C++ benchmark suite (and its CMake project) for MODEL's unique layers.
 
     Example: benanza generate resnet50.onnx --batch 1,32 --dtype fp16 -o suite"""
-    from benanza.generation.generator import generate as gen, parse_kinds, parse_layouts, parse_precisions
+    from benanza.generation.generator import (generate as gen, parse_kinds, parse_layouts, parse_precisions,
+                                              training_folds_note)
     from benanza.processing.model import parse_batches
 
     precisions = parse_precisions(dtype)
@@ -267,8 +268,8 @@ def generate(model: Path = typer.Argument(..., help="ONNX model file"),
     kinds = {}
     for j in suite.jobs:
         kinds[j.kind] = kinds.get(j.kind, 0) + 1
-    out.print(f"{len(suite.jobs)} jobs ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}) in {output}",
-              markup=False)
+    out.print(f"{len(suite.jobs)} jobs ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}) in {output}"
+              f"{training_folds_note(mls, train)}", markup=False)
 
 
 # ------------------------------------------------------------------------------------------- build

@@ -207,6 +207,44 @@ def test_a_conv_bn_relu_step_is_complete_with_the_batch_norms_calls(tmp_path):
     assert t.phase_ms["backward_data"] == pytest.approx(1.0) and t.phase_ms["backward_weight"] == pytest.approx(0.5)
 
 
+def test_bench_train_plans_no_job_a_training_step_cannot_use(tmp_path):
+    """``bench --train`` times no Conv -> BatchNormalization fold (ConvBnAct): the step counts those
+    layers one by one, so their jobs (25-64 % of a CNN's bench job-seconds on an H200, 2026-11-27e)
+    bought nothing. Inference benches still time them; the step from a database without them is
+    the step from one with them."""
+    ml = process(_conv_bn_relu(tmp_path / "cbr.onnx"), 4)
+    assert [f.config.kind for f in ml.fusions] == ["ConvBnAct"]
+    infer = {j.kind for j in plan_jobs([ml], ["fp32"])}
+    train = {j.kind for j in plan_jobs([ml], ["fp32"], train=True)}
+    assert "ConvBnAct" in infer and "ConvBnAct" not in train
+    assert {"Conv", "BatchNorm", "BatchNormTrain", "BatchNormBwd", "ConvBwdFilter"} <= train
+    from typer.testing import CliRunner
+
+    from benanza.cli import app
+
+    r = CliRunner().invoke(app, ["generate", str(tmp_path / "cbr.onnx"), "-b", "4", "--train", "-o", str(tmp_path / "s")])
+    assert r.exit_code == 0 and "ConvBnAct" not in r.output, r.output
+    assert "none for 1 Conv -> BatchNormalization folds: a training step cannot fold" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, ["generate", str(tmp_path / "cbr.onnx"), "-b", "4", "-o", str(tmp_path / "i")])
+    assert r.exit_code == 0 and "ConvBnAct 2" in r.output and "folds" not in r.output, r.output
+    plan = training_plan(ml)
+    from benanza.processing.training import optimizer_config
+
+    steps = []
+    for with_fold in (True, False):
+        db, sid = _system_db(f"sqlite:///{tmp_path / f'perf-{with_fold}.db'}")
+        for cfg in ml.unique_configs().values():
+            if with_fold or cfg.kind != "ConvBnAct":
+                _measure(db, sid, cfg, "fp32", [("lib", 0.1 if cfg.kind == "ConvBnAct" else 1.0)])
+        for c in plan.calls:
+            _measure(db, sid, c.config, "fp32", [("lib", 0.5)])
+        _measure(db, sid, optimizer_config(ml), "fp32", [("lib", 0.25)])
+        system = db.systems()[0]
+        steps.append(training_step(ml, analyze(ml, db, system, "fp32", layouts=("NCHW",)), db, system))
+    assert all(t.complete for t in steps)
+    assert steps[0].critical_path_ms == steps[1].critical_path_ms and steps[0].phase_ms == steps[1].phase_ms
+
+
 def test_an_unmeasured_inference_batch_norm_does_not_stop_a_measured_step(tmp_path):
     """The step times BatchNormalization by its training-mode call, so the inference call's
     measurement is not needed: in an SM partition cuDNN's inference batch norm fails (err 720, a

@@ -41,7 +41,8 @@ from benanza.processing.model import ModelLayers
 from benanza.processing.training import loss_config, optimizer_config, training_plan
 
 #: fusion kinds a training step cannot use (inference-only folding), counted layer by layer
-INFERENCE_ONLY_FUSIONS = ("ConvBnAct",)
+#: (:data:`benanza.kinds.INFERENCE_ONLY_FUSIONS`)
+INFERENCE_ONLY_FUSIONS = L.INFERENCE_ONLY_FUSIONS
 
 
 @dataclass

@@ -173,7 +173,12 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
     backward calls of a training step too (:func:`benanza.processing.training.training_plan`),
     each in the precisions and layouts its forward layer gets, the loss on the model's output
     (:func:`benanza.processing.training.loss_config`), and the ``optimizer``'s step over
-    the model's parameters (:func:`benanza.processing.training.optimizer_config`)."""
+    the model's parameters (:func:`benanza.processing.training.optimizer_config`); no job for the
+    fusion candidates a training step cannot use (:data:`benanza.kinds.INFERENCE_ONLY_FUSIONS`:
+    Conv -> BatchNormalization folds, whose jobs took 36-60 % of a CNN's ``bench --train`` job
+    seconds on an H200, benchmarks/results/2026-11-27e), so ``bench --train``'s forward-pass
+    figures leave those folds out as any unmeasured candidate (``bench`` without ``--train``
+    times them)."""
     layouts = layouts or ["NCHW"]
     jobs: dict[str, Job] = {}
 
@@ -197,6 +202,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         for f in ml.fusions:
             names.setdefault(f.config.key, ml.layers[f.layers[0]].name)
         for key, cfg in ml.unique_configs().items():
+            if train and cfg.kind in L.INFERENCE_ONLY_FUSIONS:
+                continue
             add(cfg, key in neighbours, names.get(key, ""))
         if train:
             plan = training_plan(ml)
@@ -210,6 +217,16 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
             if opt is not None:
                 add(opt, False, f"{optimizer}.step")
     return list(jobs.values())
+
+
+def training_folds_note(models: list[ModelLayers], train: bool) -> str:
+    """What a ``--train`` plan (:func:`plan_jobs`) leaves out, for the generate step's line: ``""``
+    without ``train`` or without such candidates, else `` (none for N Conv -> BatchNormalization
+    folds: ...)``, N the unique :data:`benanza.kinds.INFERENCE_ONLY_FUSIONS` configs of ``models``."""
+    folds = {f.config.key for ml in models for f in ml.fusions if f.config.kind in L.INFERENCE_ONLY_FUSIONS} \
+        if train else set()
+    return (f" (none for {len(folds)} Conv -> BatchNormalization folds: a training step cannot fold its batch "
+            f"norms; `bench` without --train times them)") if folds else ""
 
 
 # ----------------------------------------------------------------------------- case construction

@@ -74,6 +74,11 @@ TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")
 #: training phases and the ``loss`` (its forward and backward on the model's output, after the
 #: forward pass and before the backward pass; :mod:`benanza.kinds.cross_entropy_loss`)
 STEP_PHASES = ("forward", "loss", "backward_data", "backward_weight", "optimizer")
+#: fusion kinds a training step cannot use: inference-only folding (a Conv -> BatchNormalization [->
+#: activation] group folds the running statistics, which training replaces by the batch's). The step
+#: counts their layers one by one (:func:`benanza.analysis.training.forward_weights`), and ``bench
+#: --train`` plans no job for them (:func:`benanza.generation.generator.plan_jobs`)
+INFERENCE_ONLY_FUSIONS = ("ConvBnAct",)
 
 
 class RowNorm:
