@@ -534,7 +534,7 @@ def _native_module(torch, spec: CaptureSpec, device, cast):
     if spec.channels_last:
         module = module.to(memory_format=torch.channels_last)
     xs = []
-    for x in src.inputs(spec.batch):
+    for x in (src.inputs(spec.batch, device=device) if src.device_inputs else src.inputs(spec.batch)):
         if x.is_floating_point() and cast is not None:
             x = x.to(cast)
         if spec.channels_last and x.dim() == 4:
