@@ -7,7 +7,10 @@
 # Environment: SEQ (512), KV (512), BATCH (1,8), SPEC (a transformers spec with overrides),
 # BENCH_ARGS ("--no-cold --max-engines 4"), LLM_ARGS (truth.py --llm's options: run it last), FILES (the exports under tests/data/decoders to bench; a
 # *_decode_* file binds past=KV and total=KV+1), PHASES ("prefill decode"; empty: no `benanza torch`).
-# Each step writes one file (stdout and stderr together): the lent machines send back 8 files at most.
+# WORK: the machine's work folder (default /tmp/dec; one per script when benchmarks/gpu_pair.sh runs two at once,
+# e.g. an LLM command per GPU, each of another configuration: two benches of one export would share its suite
+# folder under ~/.cache/benanza/suites). Each step writes one file (stdout and stderr together): the lent machines send back
+# 8 files at most.
 set -uo pipefail
 OUT=${1:?usage: gpu_decoders.sh OUT}
 mkdir -p "$OUT"
@@ -22,8 +25,9 @@ python3 -c 'import torch, transformers; print("torch", torch.__version__, "trans
 echo "gpu_decoders: installed in $(( $(date +%s) - t0 )) s"
 SEQ=${SEQ:-512}; KV=${KV:-512}; BATCH=${BATCH:-1,8}
 BENCH_ARGS=${BENCH_ARGS:---no-cold --max-engines 4}
-DB=/tmp/dec/perf.db
-mkdir -p /tmp/dec
+W=${WORK:-/tmp/dec}
+DB=$W/perf.db
+mkdir -p "$W"
 rm -f "$OUT/logs.tar"
 for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dynamo20 llama_prefill_torchscript}; do
   t1=$(date +%s)
@@ -31,20 +35,20 @@ for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dyn
   dims=(--dim seq="$SEQ"); case $f in *_decode_*) dims=(--dim past="$KV" --dim total=$((KV + 1)));; esac
   # shellcheck disable=SC2086
   timeout 240 python3 -m benanza bench "tests/data/decoders/$f.onnx" --batch "$BATCH" "${dims[@]}" --dtype fp16 \
-      --db "$DB" -o "/tmp/dec/suite-$f" $BENCH_ARGS > "/tmp/dec/bench-$f.txt" 2>&1
+      --db "$DB" -o "$W/suite-$f" $BENCH_ARGS > "$W/bench-$f.txt" 2>&1
   echo "gpu_decoders: bench $f exit $? in $(( $(date +%s) - t1 )) s"
-  grep -E "LBL|complete|unsupported|INCOMPLETE" "/tmp/dec/bench-$f.txt" | tail -8
-  tar -C /tmp/dec -rf "$OUT/logs.tar" "bench-$f.txt"
+  grep -E "LBL|complete|unsupported|INCOMPLETE" "$W/bench-$f.txt" | tail -8
+  tar -C "$W" -rf "$OUT/logs.tar" "bench-$f.txt"
 done
 SPEC=${SPEC:-transformers:llama?num_hidden_layers=4&hidden_size=1024&intermediate_size=2816&num_attention_heads=16&num_key_value_heads=4&vocab_size=32000}
 for ph in ${PHASES-prefill decode}; do
   t1=$(date +%s)
   extra=(--seq "$SEQ"); [ "$ph" = decode ] && extra=(--phase decode --kv-len "$KV")
   timeout 300 python3 -m benanza torch "$SPEC" "${extra[@]}" --batch "$BATCH" --dtype fp16 --db "$DB" \
-      -o "/tmp/dec/torch-$ph" --bench-args "$BENCH_ARGS" > "/tmp/dec/torch-$ph.txt" 2>&1
+      -o "$W/torch-$ph" --bench-args "$BENCH_ARGS" > "$W/torch-$ph.txt" 2>&1
   echo "gpu_decoders: torch $ph exit $? in $(( $(date +%s) - t1 )) s"
-  grep -E -i "ratio|LBL|INCOMPLETE|unsupported" "/tmp/dec/torch-$ph.txt" | head -12; tail -4 "/tmp/dec/torch-$ph.txt"
-  tar -C /tmp/dec -rf "$OUT/logs.tar" "torch-$ph.txt"
+  grep -E -i "ratio|LBL|INCOMPLETE|unsupported" "$W/torch-$ph.txt" | head -12; tail -4 "$W/torch-$ph.txt"
+  tar -C "$W" -rf "$OUT/logs.tar" "torch-$ph.txt"
 done
 # the LLM truth (benchmarks/llm_truth.py) with LLM_ARGS, e.g. "--configs llama --cases decode128 --dtype fp16
 # --deadline 200"; keep --deadline + --timeout + the install under the call's limit: a command
@@ -52,14 +56,14 @@ done
 if [ -n "${LLM_ARGS:-}" ]; then
   t1=$(date +%s)
   # rows come back as they finish: a call cut at the machine's limit still returns those done
-  ( while sleep 10; do cp /tmp/dec/llm/results.jsonl "$OUT/llm-results.jsonl.tmp" 2>/dev/null &&
+  ( while sleep 10; do cp "$W/llm/results.jsonl" "$OUT/llm-results.jsonl.tmp" 2>/dev/null &&
       mv "$OUT/llm-results.jsonl.tmp" "$OUT/llm-results.jsonl"; done ) & copier=$!
   # shellcheck disable=SC2086
-  python3 benchmarks/truth.py --llm --out /tmp/dec/llm --db "$DB" $LLM_ARGS $BENCH_ARGS > /tmp/dec/llm.txt 2>&1
-  echo "gpu_decoders: llm truth exit $? in $(( $(date +%s) - t1 )) s"; tail -30 /tmp/dec/llm.txt
+  python3 benchmarks/truth.py --llm --out "$W/llm" --db "$DB" $LLM_ARGS $BENCH_ARGS > "$W/llm.txt" 2>&1
+  echo "gpu_decoders: llm truth exit $? in $(( $(date +%s) - t1 )) s"; tail -30 "$W/llm.txt"
   kill $copier 2>/dev/null
-  cp /tmp/dec/llm/results.jsonl "$OUT/llm-results.jsonl" 2>/dev/null
-  tar -C /tmp/dec -czf "$OUT/llm-runs.tar.gz" llm.txt llm/runs 2>/dev/null
+  cp "$W/llm/results.jsonl" "$OUT/llm-results.jsonl" 2>/dev/null
+  tar -C "$W" -czf "$OUT/llm-runs.tar.gz" llm.txt llm/runs 2>/dev/null
 fi
 gzip -c "$DB" > "$OUT/decoders-db.sqlite.gz"
 echo "gpu_decoders: done in $(( $(date +%s) - t0 )) s"
