@@ -225,8 +225,8 @@ def training_folds_note(models: list[ModelLayers], train: bool) -> str:
     folds: ...)``, N the unique :data:`benanza.kinds.INFERENCE_ONLY_FUSIONS` configs of ``models``."""
     folds = {f.config.key for ml in models for f in ml.fusions if f.config.kind in L.INFERENCE_ONLY_FUSIONS} \
         if train else set()
-    return (f" (none for {len(folds)} Conv -> BatchNormalization folds: a training step cannot fold its batch "
-            f"norms; `bench` without --train times them)") if folds else ""
+    return (f" (none for {len(folds)} Conv -> BatchNormalization fold{'s' if len(folds) != 1 else ''}: a training "
+            f"step cannot fold its batch norms; `bench` without --train times them)") if folds else ""
 
 
 # ----------------------------------------------------------------------------- case construction
