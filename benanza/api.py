@@ -915,7 +915,8 @@ def train_comparison(onnx_path, run, dtype: str, db=None, layouts_=DEFAULT_LAYOU
     tj, doc = load_train_join(run.folder, lb.layers, onnx_path)
     info = {"label": run.label, "folder": str(run.folder), "export": str(onnx_path), "batch": run.batch,
             "dtype": dtype, "optimizer": run.train, "train": doc.get("train"), "gpu": lb.system.gpu_name,
-            "settings": doc.get("settings"), "notices": list(doc.get("notices") or []) + list(lb.notices)}
+            "settings": doc.get("settings"), "notices": list(doc.get("notices") or []) + list(lb.notices),
+            "seconds": dict(doc.get("seconds") or {})}
     lat = doc.get("latency") or {}
     if lat.get("samples_ms"):
         from benanza.profiles.profile import Latency
@@ -955,7 +956,8 @@ def torch_train(spec: str, batches: list[int], dtype: str = "fp32", optimizer: s
     when ``bench_args`` gives extra flags), profile training steps of the native module with
     ``optimizer`` (:func:`benanza.profiles.pytorch.prepare`) and hold each against benanza's step
     (:func:`train_comparison`). ``out``: the working folder (default ``./benanza-torch-NAME``).
-    Returns one :class:`benanza.profiles.train_compare.TrainComparison` per profiled run. Raises
+    Returns one :class:`benanza.profiles.train_compare.TrainComparison` per profiled run (its ``run``
+    holds the profile's ``seconds`` and the command's export and bench ``command_seconds``). Raises
     UsageError for bad arguments, and the errors of the stages."""
     from benanza.processing.modules import resolve
     from benanza.profiles.capture import OPTIMIZERS
@@ -969,10 +971,15 @@ def torch_train(spec: str, batches: list[int], dtype: str = "fp32", optimizer: s
     folder = Path(out) if out is not None else Path(f"benanza-torch-{src.name}")
     ref = {"spec": spec, "seq": seq, "input_shape": list(input_shape) if input_shape else None}
     how = torch_bench(dtype, db, bench_args, quiet=True, say=say, train=optimizer) if bench else False
+    steps: dict = {}
     onnx_path, runs_done = prepare(src, folder, list(batches), dtype, db, device, channels_last, compile, how,
-                                   bench_args, warmup, runs, iterations, ref, force, say, train=optimizer)
+                                   bench_args, warmup, runs, iterations, ref, force, say, train=optimizer,
+                                   seconds=steps)
     fp = current_fingerprint()
-    return [train_comparison(onnx_path, r, dtype, db, fingerprint=fp) for r in runs_done]
+    comps = [train_comparison(onnx_path, r, dtype, db, fingerprint=fp) for r in runs_done]
+    for c in comps:  # where the command's time went, as `benanza torch`'s reports say it
+        c.run["command_seconds"] = {k: round(v, 3) for k, v in steps.items()}
+    return comps
 
 
 def analyze_module(module, example_inputs, *, batch: int | list[int] | None = None, dtype: str = "fp16",

@@ -457,6 +457,29 @@ def test_prepare_says_where_the_command_time_goes(tmp_path, monkeypatch):
     assert again == {}  # the export was kept and nothing benched
 
 
+def test_torch_train_says_where_the_command_time_goes(tmp_path, monkeypatch):
+    """``benanza torch --train``'s comparisons carry the export's and bench's seconds too
+    (``run.command_seconds``, in each report's JSON), as the inference reports do."""
+    import types
+
+    import benanza.api as api
+    import benanza.processing.modules as modules
+    import benanza.profiles.pytorch as pt
+
+    monkeypatch.setattr(modules, "resolve", lambda spec, seq, shape: types.SimpleNamespace(name="m"))
+
+    def fake_prepare(src, folder, batches, *a, seconds=None, **k):
+        seconds.update(export=12.5, bench=30.25)
+        return folder / "m_train.onnx", [types.SimpleNamespace(batch=b) for b in batches]
+
+    monkeypatch.setattr(pt, "prepare", fake_prepare)
+    monkeypatch.setattr(api, "current_fingerprint", lambda: "fp")
+    monkeypatch.setattr(api, "train_comparison", lambda p, r, d, db, fingerprint=None: types.SimpleNamespace(
+        run={"batch": r.batch}))
+    comps = api.torch_train("resnet18", [2, 8], "fp16", out=tmp_path, bench=False)
+    assert [c.run for c in comps] == [{"batch": b, "command_seconds": {"export": 12.5, "bench": 30.25}} for b in (2, 8)]
+
+
 def test_capture_refuses_an_unknown_optimizer(tmp_path, small_model):
     from benanza.errors import UsageError
     from benanza.profiles.capture import capture_profile
