@@ -1837,7 +1837,7 @@ def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done
                            phase="decode" if phase == "decode" else None)[0]  # prefill: if causal (a decoder)
         d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path),
                     "seconds": _profile_seconds(r.folder),
-                    "command_seconds": {k: round(v, 3) for k, v in (steps or {}).items()}}
+                    "command_seconds": dict(steps or {})}
         stem = r.folder.name.replace("profile-", "report-")
         (folder / f"{stem}.json").write_text(json.dumps(d, indent=1, default=str))
         svg, source = _roofline_svg(a, system, database)

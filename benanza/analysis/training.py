@@ -40,10 +40,6 @@ from benanza.database.store import Database, System
 from benanza.processing.model import ModelLayers
 from benanza.processing.training import loss_config, optimizer_config, training_plan
 
-#: fusion kinds a training step cannot use (inference-only folding), counted layer by layer
-#: (:data:`benanza.kinds.INFERENCE_ONLY_FUSIONS`)
-INFERENCE_ONLY_FUSIONS = L.INFERENCE_ONLY_FUSIONS
-
 
 @dataclass
 class BackwardTime:
@@ -232,13 +228,13 @@ class TrainingStep:
 def forward_weights(ml: ModelLayers, a: Analysis, fused: list[float] | None = None,
                     layer_ms: list[float | None] | None = None) -> list[float]:
     """Each forward layer's share (ms) of the training step's forward pass: the fused LBL's
-    weights, with the groups of :data:`INFERENCE_ONLY_FUSIONS` counted layer by layer (a missing
+    weights, with the groups of :data:`benanza.kinds.INFERENCE_ONLY_FUSIONS` counted layer by layer (a missing
     layer counts 0 here; :attr:`TrainingStep.complete` says so). ``fused`` and ``layer_ms``: the
     fused weights and per-layer times to use in place of ``a``'s measured ones (a prediction's,
     :mod:`benanza.analysis.predict_training`)."""
     weight = list(a.fused_weight if fused is None else fused)
     for f in ml.fusions:
-        if f.config.kind in INFERENCE_ONLY_FUSIONS:
+        if f.config.kind in L.INFERENCE_ONLY_FUSIONS:
             for i in f.layers:
                 weight[i] = (a.layers[i].bound_ms if layer_ms is None else layer_ms[i]) or 0.0
     return weight
@@ -281,7 +277,7 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
               else ml.layers[i].op_type) for i in sorted(plan.no_backward) if i not in fused_layers]
     notes = [loss_about] + ([fused_note] if fused_note else [])
-    if any(f.config.kind in INFERENCE_ONLY_FUSIONS for f in ml.fusions):
+    if any(f.config.kind in L.INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
     memory = memory_bound(ml, plan, calls, a.precision, optimizer,

@@ -117,7 +117,7 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``);
     ``train``: an optimizer's name: profile training steps (module doc; a callable ``bench`` must
     bench the training step itself); ``seconds``: a dict that receives the export's and the bench's
-    wall time (``export``, ``bench``; s; absent for a step not run), where the command's time goes.
+    wall time (``export``, ``bench``; s to the ms; absent for a step not run), where the command's time goes.
     Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
     error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
     from benanza.profiles import capture_profile
@@ -132,7 +132,7 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
         say(f"export: {src.spec or src.name} to {onnx_path} (dynamic batch)")
         ex = export_onnx(src, onnx_path, keep_batch_norms=bool(train))
         if seconds is not None:
-            seconds["export"] = ex.seconds
+            seconds["export"] = round(ex.seconds, 3)
         say(f"export: {ex.exporter} exporter, opset {ex.opset}, {ex.size / 1e3:.0f} kB, {ex.seconds:.1f} s"
             + "".join(f"; {n}" for n in ex.notes))
     t0 = time.perf_counter()
@@ -141,7 +141,7 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     elif bench:
         run_bench(bench_command(onnx_path, batches, dtype, db, bench_args, train), say)
     if bench and seconds is not None:
-        seconds["bench"] = time.perf_counter() - t0
+        seconds["bench"] = round(time.perf_counter() - t0, 3)
     ref = module_ref or {"spec": src.spec}
     profile_dtype = dtype  # capture's fp32 for a native module is PyTorch's default (TF32 convolutions)
     runs_done = []
