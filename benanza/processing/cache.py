@@ -13,12 +13,25 @@ Entries are pickles in ``$BENANZA_MODEL_CACHE`` (else ``$XDG_CACHE_HOME/benanza/
 harness libraries beside it are; ``BENANZA_MODEL_CACHE=off`` turns the cache off. An entry is
 written atomically (a temporary file renamed); an unreadable or stale one is processed again;
 a cache folder that cannot be written costs nothing but the saving.
+
+**Exports** of module specs (:func:`cached_export`, :func:`store_export`): ``benanza torch`` exports
+a torchvision or transformers model to ONNX before it benches it, 15 s for GPT-2 and 86 s for a
+1.1 B-parameter Llama-style decoder on an H200 machine (``run.command_seconds``,
+benchmarks/results/2026-11-27f/), and the same model at another data type or batch list has the same
+export. Entries are ``KEY.onnx`` (weights stripped) and ``KEY.json`` (exporter, opset, the export's
+seconds, notes) in ``$BENANZA_EXPORT_CACHE`` (else ``$XDG_CACHE_HOME/benanza/exports``, else
+``~/.cache/benanza/exports``; ``off`` turns it off), under
+:func:`benanza.processing.modules.export_key`: the model's identity (torchvision name and input
+shape; transformers configuration, phase and length), the versions of torch, torchvision,
+transformers, onnx and onnxscript, and benanza's export code. Only sources made of library code
+are cached (``ModuleSource.cacheable``): a user's own module can change under the same name.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import hashlib
+import json
 import os
 import pickle
 import tempfile
@@ -26,6 +39,7 @@ from pathlib import Path
 
 from benanza import __version__
 from benanza.processing.model import ModelLayers, process as process_model
+from benanza.processing.modules import Export
 
 
 def cache_dir() -> Path | None:
@@ -102,3 +116,67 @@ def _write(entry: Path, ml: ModelLayers) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+# ------------------------------------------------------------------------------------ exports
+
+def export_cache_dir() -> Path | None:
+    """The folder of the export entries (module doc), or None when that cache is off."""
+    env = os.environ.get("BENANZA_EXPORT_CACHE")
+    if env == "off":
+        return None
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "exports"
+
+
+def cached_export(key: str, dest: str | os.PathLike) -> Export | None:
+    """Copy the export stored under ``key`` to ``dest`` (written whole or not at all) and return it
+    (``seconds``: what the export took when it was made); None when there is no readable entry or
+    ``dest`` cannot be written."""
+    folder = export_cache_dir()
+    if folder is None or not key:
+        return None
+    dest = Path(dest)
+    try:
+        meta = json.loads((folder / f"{key}.json").read_text())
+        data = (folder / f"{key}.onnx").read_bytes()
+        if meta.get("key") != key or len(data) != meta.get("size"):
+            return None
+        _atomic_write(dest, data)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Export(dest, str(meta["exporter"]), int(meta["opset"]), float(meta["seconds"]), len(data),
+                  tuple(meta.get("notes") or ()))
+
+
+def store_export(key: str, ex: Export) -> None:
+    """Keep ``ex`` (a finished export, its weights stripped) under ``key``; a cache folder that
+    cannot be written only loses the saving."""
+    folder = export_cache_dir()
+    if folder is None or not key:
+        return
+    try:
+        data = Path(ex.path).read_bytes()
+        _atomic_write(folder / f"{key}.onnx", data)
+        _atomic_write(folder / f"{key}.json", json.dumps(
+            {"key": key, "exporter": ex.exporter, "opset": ex.opset, "seconds": round(ex.seconds, 3),
+             "size": len(data), "notes": list(ex.notes)}).encode())
+    except OSError:
+        pass
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` through a temporary file in its folder renamed over it. Raises OSError."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -65,7 +65,10 @@ class ModuleSource:
     CPU, ``inputs(batch)`` -> tuple of CPU example tensors, ``input_names``, ``batch_dims`` (the
     batch dim of each input), ``spec``: the text it came from (None for a module object).
     ``device_inputs``: ``inputs`` also takes ``device=`` and draws the tensors there (a decode step's
-    KV cache: gigabytes the CPU would draw, then copy)."""
+    KV cache: gigabytes the CPU would draw, then copy). ``identity``: what the export depends on
+    besides the library versions and benanza's code (:func:`export_key`; None: unknown, the export is
+    never reused); ``cacheable``: the identity names library code only (torchvision and transformers
+    models), so one user's exports may be shared between folders (:mod:`benanza.processing.cache`)."""
 
     name: str
     kind: str
@@ -77,6 +80,8 @@ class ModuleSource:
     output_names: tuple[str, ...] = ()
     notes: list = field(default_factory=list)
     device_inputs: bool = False
+    identity: dict | None = None
+    cacheable: bool = False
 
 
 def _safe(name: str) -> str:
@@ -99,7 +104,8 @@ def _torchvision(name: str, input_shape: tuple[int, ...] | None) -> ModuleSource
         return torchvision.models.get_model(name, weights=None, **kw).eval()
 
     shape = input_shape or ((3, 299, 299) if name == "inception_v3" else (3, 224, 224))
-    return ModuleSource(_safe(name), "torchvision", build, _image_inputs(shape), ("input",), (0,), output_names=("output",))
+    return ModuleSource(_safe(name), "torchvision", build, _image_inputs(shape), ("input",), (0,), output_names=("output",),
+                        identity={"torchvision": name, "input_shape": list(shape)}, cacheable=True)
 
 
 #: the phases of a transformers model benanza profiles (issue 27): the prompt's forward pass, and
@@ -203,7 +209,17 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
         return (torch.randint(0, vocab, (batch, seq), generator=g), torch.ones(batch, seq, dtype=torch.int64))
 
     return ModuleSource(label, "transformers", build, inputs, ("input_ids", "attention_mask"), (0, 0),
-                        output_names=("last_hidden_state",))
+                        output_names=("last_hidden_state",), cacheable=True,
+                        identity={"transformers": _config_identity(cfg), "phase": "prefill", "seq": seq})
+
+
+def _config_identity(cfg) -> str:
+    """A transformers configuration as the export sees it: its full JSON (every field, defaults
+    included), so a default that changes between transformers versions changes the identity too."""
+    try:
+        return cfg.to_json_string(use_diff=False)
+    except Exception:  # noqa: BLE001 - a configuration with a field JSON cannot hold
+        return repr(sorted(cfg.to_dict().items(), key=lambda kv: kv[0]))
 
 
 def _decoder_decode(cfg, label: str, vocab: int, kv_len: int) -> ModuleSource:
@@ -253,7 +269,8 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int) -> ModuleSource:
 
     names = ("input_ids", "attention_mask") + tuple(f"past_{t}_{i}" for i in range(layers) for t in ("key", "value"))
     src = ModuleSource(f"{label}_decode_kv{kv_len}", "transformers", build, inputs, names, (0,) * len(names),
-                       output_names=("last_hidden_state",), device_inputs=True)
+                       output_names=("last_hidden_state",), device_inputs=True, cacheable=True,
+                       identity={"transformers": _config_identity(cfg), "phase": "decode", "kv_len": kv_len})
     src.notes.append(f"decode: 1 new token per sequence against a KV cache of {kv_len} tokens ({layers} layers, "
                      f"{kv_heads} KV heads of {head_dim})")
     return src
@@ -284,7 +301,20 @@ def _factory(spec: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
         inputs = _image_inputs(input_shape or (3, 224, 224))
     return ModuleSource(_safe(fn if fn not in ("model", "build", "create") else mod_name.rsplit(".", 1)[-1]),
                         "factory", build, inputs, ("input",) if not callable(ex) else (), (0,) if not callable(ex) else (),
-                        spec=spec)
+                        spec=spec, identity={"factory": spec, "input_shape": list(input_shape or ()),
+                                             "source": _source_digest(mod)})
+
+
+def _source_digest(mod) -> str | None:
+    """SHA-256 of the file that defines ``mod`` (a user's factory module: an edit to it changes what
+    the export holds); None when the module has no readable source file."""
+    import hashlib
+    import inspect
+
+    try:
+        return hashlib.sha256(Path(inspect.getsourcefile(mod) or "").read_bytes()).hexdigest()
+    except (OSError, TypeError):
+        return None
 
 
 def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = None, phase: str = "prefill",
@@ -349,8 +379,14 @@ def from_module(module, example_inputs: tuple, batch_dims: tuple[int, ...] | Non
             out.append(one.expand(*shape).clone())
         return tuple(out)
 
-    return ModuleSource(_safe(name or type(module).__name__.lower()), "object", lambda: module.eval(), inputs,
-                        tuple(f"input_{i}" for i in range(len(xs))), dims)
+    import inspect
+
+    cls = type(module)
+    return ModuleSource(_safe(name or cls.__name__.lower()), "object", lambda: module.eval(), inputs,
+                        tuple(f"input_{i}" for i in range(len(xs))), dims,
+                        identity={"object": f"{cls.__module__}.{cls.__qualname__}", "modules": repr(module),
+                                  "source": _source_digest(inspect.getmodule(cls)),
+                                  "inputs": [[list(x.shape), str(x.dtype)] for x in xs], "batch_dims": list(dims)})
 
 
 # ------------------------------------------------------------------------------------- export
@@ -366,6 +402,42 @@ class Export:
     seconds: float
     size: int
     notes: tuple[str, ...] = ()
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def export_key(src: ModuleSource, keep_batch_norms: bool = False, batch: int = 2) -> str | None:
+    """The key of ``src``'s export (:func:`export_onnx` with ``keep_batch_norms``, traced at ``batch``):
+    SHA-256 (32 hex digits) of the source's ``identity``, the versions of the packages that build and
+    export it (torch, torchvision, transformers, onnx, onnxscript) and benanza's version and export
+    code (this file). Two exports with one key are the same graph, so one may stand for the other.
+    None when the source has no identity (it is then exported every time)."""
+    import hashlib
+    import json
+
+    if src.identity is None:
+        return None
+    doc = {"identity": src.identity, "kind": src.kind, "name": src.name, "keep_batch_norms": bool(keep_batch_norms),
+           "trace_batch": max(batch, 2),
+           "versions": {d: _dist_version(d) for d in ("torch", "torchvision", "transformers", "onnx", "onnxscript")},
+           "benanza": _export_code()}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _export_code() -> str:
+    """benanza's version and the SHA-256 of this file: the code that builds and exports a module."""
+    import hashlib
+
+    from benanza import __version__
+
+    return __version__ + ":" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def _has_onnxscript() -> bool:

@@ -4,7 +4,10 @@
 Steps, for a module spec (:mod:`benanza.processing.modules`) or a module object:
 
 1. **export** the module to ONNX with a dynamic batch (``OUT/MODEL.onnx``, weights stripped, the
-   nodes' module names kept);
+   nodes' module names kept; ``OUT/MODEL.export.json`` holds its key,
+   :func:`benanza.processing.modules.export_key`). An export already in ``OUT`` is kept when its key
+   is the model's, and a torchvision or transformers model's export is taken from the export cache
+   (:mod:`benanza.processing.cache`) when another folder made it before;
 2. **bench** its layers: ``benanza bench OUT/MODEL.onnx --batch B --dtype D`` in a child process
    (every cuDNN/cuBLAS implementation and the framework's own kernels, into the performance
    database); PyTorch's fp32 is benched as ``--dtype fp32 --conv-tf32`` (TF32 convolutions, FP32
@@ -26,6 +29,7 @@ backward calls, the loss and the optimizer's step), the profiled runs are traini
 """
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -34,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benanza.errors import BenanzaError, UsageError
-from benanza.processing.modules import ModuleSource, export_onnx
+from benanza.processing.cache import cached_export, export_cache_dir, store_export
+from benanza.processing.modules import ModuleSource, export_key, export_onnx
 
 #: benanza torch's data types -> (bench --dtype, extra bench flags, analysis precision, conv precision)
 DTYPES = {"fp16": ("fp16", (), "fp16", None), "bf16": ("bf16", (), "bf16", None),
@@ -100,6 +105,26 @@ def run_bench(cmd: list[str], say=lambda m: None) -> None:
         raise e
 
 
+def export_stamp(onnx_path: Path) -> str | None:
+    """The export key (:func:`benanza.processing.modules.export_key`) recorded beside an export in a
+    working folder (``NAME.export.json``), or None when there is none."""
+    try:
+        return json.loads(onnx_path.with_suffix(".export.json").read_text()).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def write_export_stamp(onnx_path: Path, key: str | None) -> None:
+    """Record ``key`` beside ``onnx_path``, so that a later command in the same folder keeps the export
+    only when it is the same model (a prefill export's file name does not hold its sequence length,
+    nor a torchvision model's its input shape)."""
+    stamp = onnx_path.with_suffix(".export.json")
+    if key is None:
+        stamp.unlink(missing_ok=True)
+    else:
+        stamp.write_text(json.dumps({"key": key}))
+
+
 def check_dtype(dtype: str) -> None:
     if dtype not in DTYPES:
         raise UsageError(f"unknown data type {dtype!r} for benanza torch (choose from {', '.join(DTYPES)})")
@@ -126,15 +151,29 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     out.mkdir(parents=True, exist_ok=True)
     # a training step's export keeps its batch norms (modules.export_onnx): its own file
     onnx_path = out / (f"{src.name}_train.onnx" if train else f"{src.name}.onnx")
-    if onnx_path.exists() and not force:
+    key = export_key(src, keep_batch_norms=bool(train))
+    if onnx_path.exists() and not force and (key is None or export_stamp(onnx_path) == key):
         say(f"export: {onnx_path} exists, kept (--force exports again)")
     else:
-        say(f"export: {src.spec or src.name} to {onnx_path} (dynamic batch)")
-        ex = export_onnx(src, onnx_path, keep_batch_norms=bool(train))
-        if seconds is not None:
-            seconds["export"] = round(ex.seconds, 3)
-        say(f"export: {ex.exporter} exporter, opset {ex.opset}, {ex.size / 1e3:.0f} kB, {ex.seconds:.1f} s"
-            + "".join(f"; {n}" for n in ex.notes))
+        t0 = time.perf_counter()
+        ex = cached_export(key, onnx_path) if src.cacheable and not force else None
+        if ex is not None:
+            if seconds is not None:
+                seconds["export"] = round(time.perf_counter() - t0, 3)
+            say(f"export: {src.spec or src.name} from the export cache ({export_cache_dir()}), made in "
+                f"{ex.seconds:.1f} s by the {ex.exporter} exporter, opset {ex.opset}")
+        else:
+            if onnx_path.exists():
+                say(f"export: {onnx_path} was exported from another model, length or benanza version: exported again")
+            say(f"export: {src.spec or src.name} to {onnx_path} (dynamic batch)")
+            ex = export_onnx(src, onnx_path, keep_batch_norms=bool(train))
+            if seconds is not None:
+                seconds["export"] = round(ex.seconds, 3)
+            say(f"export: {ex.exporter} exporter, opset {ex.opset}, {ex.size / 1e3:.0f} kB, {ex.seconds:.1f} s"
+                + "".join(f"; {n}" for n in ex.notes))
+            if src.cacheable:
+                store_export(key, ex)
+        write_export_stamp(onnx_path, key)
     t0 = time.perf_counter()
     if callable(bench):  # in this process (benanza.api.bench), through the caller
         bench(onnx_path, batches)
