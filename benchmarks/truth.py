@@ -547,6 +547,9 @@ def pytorch_stage(run: Run, entry) -> None:
     (a.out / "traces").mkdir(exist_ok=True)
     for d in a.dtypes:
         for b in a.batches:
+            if a.resume and (name, b, d) in run.pytorch:  # measured by the earlier run into this --out
+                print(f"  pytorch {name} b{b} {d}: measured in the earlier run (--resume)", flush=True)
+                continue
             trace = a.out / "traces" / f"{name}-b{b}-{d}.json"
             try:
                 if a.train:
@@ -684,7 +687,9 @@ def parse_args(argv: list[str]):
     ap.add_argument("--from", dest="from_dir", type=Path, help="the earlier run's folder for --skip-bench (default OUT)")
     ap.add_argument("--analyze-args", default="", help="extra `benanza analyze` arguments for --skip-bench, one string")
     ap.add_argument("--dry-run", action="store_true", help="everything but GPU work: exports, precision choice, commands")
-    ap.add_argument("--resume", action="store_true", help="skip the models an earlier run into the same --out finished")
+    ap.add_argument("--resume", action="store_true", help="skip the models an earlier run into the same --out finished "
+                    "(at every --batch and --dtype), and the PyTorch measurements it made; its bench results are "
+                    "in --db already")
     ap.add_argument("--pack", type=Path, help="after each model, copy table.txt, truth-results.tgz and the database "
                     "(gzip) into this folder, in pieces of 15 MiB at most (e.g. $OUT on a lent GPU machine)")
     ap.add_argument("--merge", nargs="+", type=Path, metavar="RUN", help="no GPU work: one table from earlier runs' "
@@ -873,7 +878,8 @@ def run_all(run: Run, packer: Packer) -> None:
     a, rec = run.a, run.rec
     done = load_records(run, a.out / "results.jsonl") if a.resume else set()
     for k, entry in enumerate(a.entries):
-        if entry.name in done:
+        # done: finished by an earlier run, at every batch and data type asked now
+        if entry.name in done and all((entry.name, b, d) in run.pytorch for b in a.batches for d in a.dtypes):
             print(f"== {entry.name}: done in the earlier run (--resume)", flush=True)
             continue
         need = max([a.min_model_s] + run.durations)

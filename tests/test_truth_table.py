@@ -335,3 +335,29 @@ def test_mixed_precision_training_dtypes(truth, tmp_path, capsys):
     assert err.startswith("benanza: ") and "amp16 and ampbf16 with --train" in err and err.count("\n") == 1
     row = truth.make_row("m", 32, "ampbf16", "bf16", _pytorch_step(6.0), _step(1.8, 2.3), 0.99, train=True)
     assert row["precision"] == "bf16" and row["ratio"] == pytest.approx(0.3)
+
+
+def test_resume_keeps_the_pytorch_side_and_redoes_only_what_is_missing(truth, tmp_path, monkeypatch):
+    """A truth run cut at its --deadline during the bench (mobilenet_v3_large's six training rows on
+    an H200, 2026-11-27f) had measured PyTorch for 159 s; the next call into the same --out measured
+    it all again. With --resume the earlier PyTorch records stand and only the missing ones run; a
+    model finished at other data types is not taken for done."""
+    out = _fabricated_run(tmp_path / "w", "resnet50")  # model_done at b1/b32 x fp16/fp32
+    a = truth.parse_args(["--out", str(out), "--db", str(out / "t.db"), "--models", "resnet50", "--batch", "1,32",
+                          "--dtype", "fp16,fp32", "--resume"])
+    recs = (out / "results.jsonl").read_text().splitlines()  # the earlier run measured fp32 at b1 only
+    (out / "results.jsonl").write_text("\n".join(r for r in recs if '"batch": 32, "dtype": "fp32"' not in r) + "\n")
+    run = truth.Run(a, truth.Recorder(out), {}, "cmd")
+    measured, modeled = [], []
+    monkeypatch.setattr(truth, "profile_pytorch", lambda entry, b, d, *x: measured.append((b, d)) or _pytorch(1.0))
+    monkeypatch.setattr(truth, "run_model", lambda run, entry: (modeled.append(entry.name),
+                                                                truth.pytorch_stage(run, entry)))
+    monkeypatch.setattr(truth, "_free_gpu", lambda: None)
+    truth.run_all(run, SimpleNamespace(pack=lambda: None))
+    assert modeled == ["resnet50"]  # b32 fp32 was never measured: not done
+    assert measured == [(32, "fp32")]  # the other three came from the earlier run
+    assert {k for k in run.pytorch} == {("resnet50", b, d) for b in (1, 32) for d in ("fp16", "fp32")}
+    # every row asked now is measured (this run's record is in results.jsonl too): the model is done
+    modeled.clear()
+    truth.run_all(truth.Run(a, truth.Recorder(out), {}, "cmd"), SimpleNamespace(pack=lambda: None))
+    assert modeled == [] and measured == [(32, "fp32")]
