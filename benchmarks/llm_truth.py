@@ -158,9 +158,11 @@ def torch_command(cfg: LlmConfig, phase: str, length: int, batches: list[int], d
 def reuse_export(cmd: list[str]) -> Path | None:
     """Before a command: the ONNX export an earlier command of the same configuration and case wrote
     (another dtype's folder, ``runs/CONFIG-CASE-*``: the export does not depend on the dtype),
-    copied into this command's folder, where ``benanza torch`` keeps an existing export instead of
-    exporting again (a 1 B-parameter decoder's TorchScript export took 157 s on this repository's
-    2-core machine, 2026-11-27). Returns the copy, or None when there is none to reuse."""
+    copied into this command's folder with its key (``NAME.export.json``), where ``benanza torch`` keeps an
+    existing export of the same key instead of exporting again (a 1 B-parameter decoder's TorchScript export
+    took 157 s on this repository's 2-core machine, 2026-11-27; benanza's export cache,
+    :mod:`benanza.processing.cache`, does the same across --out folders). Returns the copy, or None when
+    there is none to reuse."""
     import shutil
 
     folder = Path(cmd[cmd.index("-o") + 1])
@@ -173,6 +175,9 @@ def reuse_export(cmd: list[str]) -> Path | None:
             folder.mkdir(parents=True, exist_ok=True)
             for f in found:
                 shutil.copy2(f, folder / f.name)
+                stamp = f.with_suffix(".export.json")  # its key: benanza torch keeps it only with it
+                if stamp.exists():
+                    shutil.copy2(stamp, folder / stamp.name)
             return folder / found[0].name
     return None
 

@@ -125,8 +125,10 @@ def test_a_dtype_reuses_the_export_of_the_same_configuration_and_case(tmp_path, 
     done = Path(fp16[fp16.index("-o") + 1])
     done.mkdir(parents=True)
     (done / "gpt2_decode_kv128.onnx").write_bytes(b"onnx")
+    (done / "gpt2_decode_kv128.export.json").write_text('{"key": "k"}')
     got = lt.reuse_export(bf16)
     assert got == Path(bf16[bf16.index("-o") + 1]) / "gpt2_decode_kv128.onnx" and got.read_bytes() == b"onnx"
+    assert got.with_suffix(".export.json").read_text() == '{"key": "k"}'  # its key comes along
     assert lt.reuse_export(bf16) is None  # it has its export now
     assert lt.reuse_export(other) is None  # decode4096: another export
 
