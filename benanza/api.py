@@ -757,8 +757,10 @@ def _start_framework(pool, suite, database, system_id: int, opts, torch: bool | 
 
 
 def _unlink_locks(prefix: str, opts) -> None:
-    from benanza.runner.run import gpu_lock_files
+    from benanza.runner.run import gpu_lock_files, shared_gpu_lock
 
+    if shared_gpu_lock():  # the runs took the shared lock (another command may hold it): never removed
+        return
     for f in gpu_lock_files(prefix, opts.gpus()).values():
         Path(f).unlink(missing_ok=True)
 

@@ -9,7 +9,8 @@
 # *_decode_* file binds past=KV and total=KV+1), PHASES ("prefill decode"; empty: no `benanza torch`).
 # WORK: the machine's work folder (default /tmp/dec; one per script when benchmarks/gpu_pair.sh runs two at once,
 # e.g. an LLM command per GPU, each of another configuration: two benches of one export would share its suite
-# folder under ~/.cache/benanza/suites). Each step writes one file (stdout and stderr together): the lent machines send back
+# folder under ~/.cache/benanza/suites). LLM_ARGS="... --streams 2" runs two LLM commands at once on this GPU, taking
+# turns on it through one shared lock (benchmarks/llm_truth.py run_streams). Each step writes one file (stdout and stderr together): the lent machines send back
 # 8 files at most.
 set -uo pipefail
 OUT=${1:?usage: gpu_decoders.sh OUT}

@@ -26,7 +26,10 @@ folders.
 
     python3 benchmarks/truth.py --llm --out OUT [--configs llama,qwen2] [--batch 1,8,32]
         [--dtype fp16,bf16] [--phases prefill,decode | --cases prefill128,decode4096] [--compile-max-len 128]
-        [--deadline S] [--timeout S] [--dry-run | --merge RUN...]
+        [--deadline S] [--timeout S] [--streams 2] [--dry-run | --merge RUN...]
+
+``--streams N`` runs N commands at once on the GPU; their processes take turns on it through one
+shared lock (:func:`run_streams`), so no measurement has another command's work beside it.
 """
 from __future__ import annotations
 
@@ -316,6 +319,8 @@ def parse_args(argv: list[str]):
     ap.add_argument("--timeout", type=float, default=0, help="seconds one command may run (0: no limit)")
     ap.add_argument("--compile-max-len", type=int, default=128, help="torch.compile besides eager up to this "
                     "length (prefill tokens or cache length; default 128; 0: never)")
+    ap.add_argument("--streams", type=int, default=1, help="commands at once on the GPU, taking turns on it "
+                    "through a shared lock (default 1)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU work, no torch: configurations and commands")
     ap.add_argument("--merge", nargs="+", type=Path, metavar="RUN", help="one table from earlier runs' --out folders")
     a, extra = ap.parse_known_args(argv)
@@ -341,6 +346,8 @@ def parse_args(argv: list[str]):
         a.case_list = [known[c] for c in names]
     else:
         a.case_list = [c for c in CASES if c[0] in a.phases]
+    if a.streams < 1:
+        raise ValueError(f"--streams {a.streams}: at least 1")
     if a.dry_run and a.merge:
         raise ValueError("--dry-run and --merge exclude each other")
     a.out = a.out.resolve()
@@ -354,9 +361,13 @@ def run(a) -> list[dict]:
     a.out.mkdir(parents=True, exist_ok=True)
     results = a.out / "results.jsonl"
 
+    import threading
+
+    written = threading.Lock()  # --streams: one record at a time
+
     def write(kind: str, **kw) -> dict:
         rec = {"type": kind, "time": time.time(), **kw}
-        with results.open("a", encoding="utf-8") as f:
+        with written, results.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec, default=str) + "\n")
         return rec
 
@@ -365,26 +376,36 @@ def run(a) -> list[dict]:
     else:
         records = []
         t0 = time.monotonic()
+        todo = []
         for cfg in a.configs:
             print(f"== {cfg.name}: {cfg.params / 1e9:.3f} B parameters, {cfg.spec}", flush=True)
             for phase, length in a.case_list:
                 for dtype in a.dtypes:
                     cmd = torch_command(cfg, phase, length, a.batches, dtype, a.db, a.out, a.compile_max_len,
                                         a.bench_args)
-                    if not a.dry_run and a.deadline and time.monotonic() - t0 > a.deadline:
-                        write("skipped", config=cfg.name, phase=phase, len=length, dtype=dtype,
-                              reason=f"--deadline {a.deadline:g} s passed")
-                        print(f"  skipped (deadline): {cfg.name} {phase}{length} {dtype}", flush=True)
-                        continue
                     if a.dry_run:
                         write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
                         print(f"  would run: {shlex.join(cmd)}", flush=True)
                         continue
-                    reused = reuse_export(cmd)
-                    if reused is not None:
-                        print(f"  export reused: {reused.parent.name}/{reused.name}", flush=True)
-                    records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd, a.timeout or None))
-                    print(f"  {cfg.name} {phase}{length} {dtype}: {records[-1]['seconds']:.0f} s", flush=True)
+                    todo.append((cfg, phase, length, dtype, cmd))
+
+        def one(cfg, phase, length, dtype, cmd, env=None) -> None:
+            if a.deadline and time.monotonic() - t0 > a.deadline:
+                write("skipped", config=cfg.name, phase=phase, len=length, dtype=dtype,
+                      reason=f"--deadline {a.deadline:g} s passed")
+                print(f"  skipped (deadline): {cfg.name} {phase}{length} {dtype}", flush=True)
+                return
+            reused = reuse_export(cmd)
+            if reused is not None:
+                print(f"  export reused: {reused.parent.name}/{reused.name}", flush=True)
+            records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd, a.timeout or None, env))
+            print(f"  {cfg.name} {phase}{length} {dtype}: {records[-1]['seconds']:.0f} s", flush=True)
+
+        if a.streams > 1:
+            run_streams(todo, a.streams, one)
+        else:
+            for item in todo:
+                one(*item)
     rows = [] if a.dry_run else rows_from_records(records)
     text = "\n".join(table_lines(rows) + ["", summary_line(rows)])
     (a.out / "table.txt").write_text(text + "\n", encoding="utf-8")
@@ -394,12 +415,64 @@ def run(a) -> list[dict]:
     return rows
 
 
-def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | None = None) -> dict:
-    """One ``benanza torch`` command; its documents slimmed into an ``llm_run`` record (an ``error`` record
-    and an ``llm_run`` without documents when it fails or runs past ``timeout`` seconds)."""
+def run_streams(todo: list[tuple], streams: int, one) -> None:
+    """``one(*item, env=ENV)`` for every item of ``todo`` ((config, phase, length, dtype, command)), ``streams``
+    at a time on this machine's GPU: each command's processes take turns on the GPU through one shared lock
+    (``BENANZA_GPU_LOCK_SHARED``, :data:`benanza.runner.run.SHARED_GPU_LOCK_ENV`: the benches' workers and
+    the profiling children measure only while they hold it), so that one command exports, compiles and
+    reports on the CPU while another measures. The first data type of every (configuration, case) goes
+    first, so that another data type finds its export in benanza's export cache; two commands of one
+    (configuration, case) never run at once (their benches would share one suite folder)."""
+    import os
+    import threading
+
+    lock_prefix = os.path.join(tempfile.gettempdir(), f"benanza-llm-truth-{os.getpid()}")
+    env = dict(os.environ, BENANZA_GPU_LOCK_SHARED=lock_prefix)
+    dtypes = list(dict.fromkeys(item[3] for item in todo))
+    queue = sorted(todo, key=lambda it: dtypes.index(it[3]))  # stable: configurations and cases in order
+    busy: set = set()
+    cond = threading.Condition()
+
+    def worker() -> None:
+        while True:
+            with cond:
+                while True:
+                    if not queue:
+                        return
+                    item = next((it for it in queue if (it[0].name, it[1], it[2]) not in busy), None)
+                    if item is not None:
+                        queue.remove(item)
+                        busy.add((item[0].name, item[1], item[2]))
+                        break
+                    cond.wait()
+            try:
+                one(*item, env=env)
+            finally:
+                with cond:
+                    busy.discard((item[0].name, item[1], item[2]))
+                    cond.notify_all()
+
+    threads = [threading.Thread(target=worker) for _ in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for f in os.listdir(os.path.dirname(lock_prefix)):
+        if f.startswith(os.path.basename(lock_prefix) + "-gpu"):
+            try:
+                os.unlink(os.path.join(os.path.dirname(lock_prefix), f))
+            except OSError:
+                pass
+
+
+def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | None = None,
+             env: dict | None = None) -> dict:
+    """One ``benanza torch`` command (in ``env``, default this process's); its documents slimmed into an
+    ``llm_run`` record (an ``error`` record and an ``llm_run`` without documents when it fails or runs past
+    ``timeout`` seconds)."""
     t = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         p = subprocess.CompletedProcess(cmd, -9, "", err + f"\nbenanza: timed out after {timeout:g} s")

@@ -154,3 +154,33 @@ def test_merged_rows_keep_a_measured_run_over_a_later_failure_and_follow_renames
         ("gpt2", "prefill", 2048), ("gpt2", "decode", 4096), (mistral.name, "decode", 128)]
     assert all(r["flags"] == [] for r in rows)
     assert lt.rows_from_records(recs[2:3])[0]["flags"] == ["NO-LBL", "NO-PYTORCH"]  # alone it is still a row
+
+
+def test_streams_share_one_gpu_lock_and_never_run_one_case_twice_at_once(lt):
+    """--streams 2: every command gets the shared GPU lock in its environment; the first data type of
+    each (configuration, case) goes first (the second finds the export cached), and two commands of one
+    (configuration, case), whose benches would share a suite folder, never run at once."""
+    import threading
+    import time as _time
+
+    cfg = lt.CONFIGS[0]
+    todo = [(cfg, "prefill", 128, d, ["cmd"]) for d in ("fp16", "bf16")] + \
+           [(cfg, "decode", 128, d, ["cmd"]) for d in ("fp16", "bf16")]
+    order, running, overlap, envs = [], set(), [], []
+    guard = threading.Lock()
+
+    def one(c, phase, length, dtype, cmd, env=None):
+        with guard:
+            key = (phase, length)
+            overlap.append(key in running)
+            running.add(key)
+            order.append((phase, dtype))
+            envs.append(env["BENANZA_GPU_LOCK_SHARED"])
+        _time.sleep(0.05)
+        with guard:
+            running.discard(key)
+
+    lt.run_streams(todo, 2, one)
+    assert sorted(order) == sorted((t[1], t[3]) for t in todo) and not any(overlap)
+    assert {o[1] for o in order[:2]} == {"fp16"}  # the first dtype of both cases first
+    assert len(set(envs)) == 1 and envs[0]

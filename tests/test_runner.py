@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -213,6 +214,49 @@ def test_a_shared_gpu_lock_reaches_every_worker_and_stays(fake_suite, db_url, tm
     _run(fake_suite, db_url, force=True, workers_per_gpu=1)
     assert set(log.read_text().split()) == {"-"}  # one worker, no shared lock: none
     assert own.ok == s.ok
+
+
+def test_the_lock_several_commands_share_comes_first_and_stays(fake_suite, db_url, tmp_path, monkeypatch):
+    """BENANZA_GPU_LOCK_SHARED (two benanza commands on one GPU, each measuring only in its turn): every
+    worker takes the shared file, over the run's own lock (several workers) and over bench's lock
+    for its framework run, and no run removes it (another command may hold it)."""
+    from benanza import api
+    from benanza.runner.run import SHARED_GPU_LOCK_ENV, gpu_lock_files
+
+    log = tmp_path / "locks.log"
+    monkeypatch.setenv("FAKE_SUITE_LOCK_LOG", str(log))
+    prefix = str(tmp_path / "machine")
+    monkeypatch.setenv(SHARED_GPU_LOCK_ENV, prefix)
+    shared = gpu_lock_files(prefix, (0,))[0]
+    Path(shared).write_text("")
+    for kw in ({"workers_per_gpu": 3}, {"workers_per_gpu": 1}, {"gpu_lock": str(tmp_path / "bench"), "workers_per_gpu": 2}):
+        s = _run(fake_suite, db_url, force=True, **kw)
+        assert s.ok == len(load_suite(fake_suite).jobs)
+        assert set(log.read_text().split()) == {shared} and os.path.exists(shared)
+        log.unlink()
+    api._unlink_locks(prefix, RunOptions())
+    assert os.path.exists(shared)
+
+
+def test_a_profiling_child_takes_its_turn_on_the_shared_lock(tmp_path, monkeypatch):
+    """benanza torch's profiling children put work on the GPU (the module's build, warm-up, timing,
+    profiled iterations) only while holding the shared lock of their device; on the CPU or without
+    the variable they take none."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from benanza.profiles.capture import _gpu_turn
+    from benanza.runner.run import SHARED_GPU_LOCK_ENV, GpuLock
+
+    torch = SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda: None))
+    gpu1 = SimpleNamespace(type="cuda", index=1)
+    assert isinstance(_gpu_turn(torch, gpu1), contextlib.nullcontext)
+    monkeypatch.setenv(SHARED_GPU_LOCK_ENV, str(tmp_path / "machine"))
+    assert isinstance(_gpu_turn(torch, SimpleNamespace(type="cpu", index=None)), contextlib.nullcontext)
+    turn = _gpu_turn(torch, gpu1)
+    assert isinstance(turn, GpuLock)
+    with turn:
+        assert os.path.exists(tmp_path / "machine-gpu1.lock")
 
 
 def test_a_stopped_run_keeps_its_jobs_and_leaves_the_rest_pending(fake_suite, db_url, monkeypatch):

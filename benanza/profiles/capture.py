@@ -477,11 +477,44 @@ def run_child(spec: CaptureSpec) -> dict:
     torch.manual_seed(spec.seed)
     cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(spec.dtype)
     child = _train_child if spec.train else _profile_child
+    gpu = _gpu_turn(torch, device)
     if spec.module is not None:
         t0 = time.perf_counter()
-        module, xs, shapes = _native_module(torch, spec, device, cast)
-        return child(torch, spec, device, module, xs, shapes, build_s=time.perf_counter() - t0)
-    module, inputs = load_torch_model(spec.model, spec.batch, spec.dims, spec.batch_dim, spec.seed)
+        src = _module_source(spec)
+        resolve_s = time.perf_counter() - t0
+        with gpu:  # the build on the GPU and every iteration
+            t1 = time.perf_counter()
+            module, xs, shapes = _native_module(torch, spec, device, cast, src)
+            result, prof = child(torch, spec, device, module, xs, shapes,
+                                 build_s=resolve_s + time.perf_counter() - t1)
+    else:
+        module, inputs = load_torch_model(spec.model, spec.batch, spec.dims, spec.batch_dim, spec.seed)
+        with gpu:
+            result, prof = _onnx_module_run(torch, spec, device, cast, child, module, inputs)
+    if getattr(gpu, "wait_ms", 0):
+        result["gpu_wait_s"] = round(gpu.wait_ms / 1e3, 3)  # waiting for another command's turn on the GPU
+    return _write_child(spec, prof, result)
+
+
+def _gpu_turn(torch, device):
+    """The context in which a child puts work on its GPU: the shared GPU lock of
+    ``BENANZA_GPU_LOCK_SHARED`` (:data:`benanza.runner.run.SHARED_GPU_LOCK_ENV`) for ``device``, so
+    that no other benanza process measures there meanwhile and nothing of theirs runs beside these
+    iterations; nothing on the CPU or without that variable. The stream is synchronised before the
+    lock is given back. A ``torch.compile`` run compiles inside it (on its first call)."""
+    import contextlib
+
+    from benanza.runner.run import GpuLock, gpu_lock_files, shared_gpu_lock
+
+    prefix = shared_gpu_lock()
+    if device.type != "cuda" or not prefix:
+        return contextlib.nullcontext()
+    return GpuLock(gpu_lock_files(prefix, [device.index])[device.index], sync=torch.cuda.synchronize)
+
+
+def _onnx_module_run(torch, spec: CaptureSpec, device, cast, child, module, inputs):
+    """The converted ONNX model (``module``, its ``inputs``: (name, shape, element type)) on
+    ``device`` in the run's data type and memory format, run by ``child``: (result, profiler)."""
     module = module.eval().to(device)
     if cast is not None:
         module = module.to(cast)
@@ -508,21 +541,28 @@ def run_child(spec: CaptureSpec) -> dict:
     return child(torch, spec, device, module, xs, [list(s) for _, s, _ in inputs])
 
 
-def _native_module(torch, spec: CaptureSpec, device, cast):
-    """The native module of ``spec.module`` on ``device`` in the run's data type and memory
-    format (compiled when asked), its inputs at ``spec.batch``, and their shapes."""
-    from benanza.processing.modules import resolve
+def _module_source(spec: CaptureSpec):
+    """The :class:`~benanza.processing.modules.ModuleSource` of ``spec.module`` (CPU work: imports,
+    the configuration, a saved module read back)."""
+    import torch
+
+    from benanza.processing.modules import from_module, resolve
 
     m = spec.module
     if m.get("pickle"):
         module = torch.load(m["pickle"], weights_only=False)
         base = torch.load(m["inputs"], weights_only=False)
-        from benanza.processing.modules import from_module
+        return from_module(module, base, tuple(m.get("batch_dims") or ()) or None)
+    shape = tuple(m["input_shape"]) if m.get("input_shape") else None
+    return resolve(m["spec"], int(m.get("seq") or 128), shape, m.get("phase") or "prefill", m.get("kv_len"))
 
-        src = from_module(module, base, tuple(m.get("batch_dims") or ()) or None)
-    else:
-        shape = tuple(m["input_shape"]) if m.get("input_shape") else None
-        src = resolve(m["spec"], int(m.get("seq") or 128), shape, m.get("phase") or "prefill", m.get("kv_len"))
+
+def _native_module(torch, spec: CaptureSpec, device, cast, src=None):
+    """The native module of ``spec.module`` (``src``: its source, :func:`_module_source`) on
+    ``device`` in the run's data type and memory format (compiled when asked), its inputs at
+    ``spec.batch``, and their shapes."""
+    if src is None:
+        src = _module_source(spec)
     # built on the device: its parameters are allocated and initialized there (a 1 B-parameter
     # decoder's random initialization on the CPU takes seconds per profiling child), then moved
     # there in case the module created any on the CPU
@@ -609,10 +649,10 @@ def _latency_or_log_iterations(torch, spec: CaptureSpec, device, run, sync, resu
     result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
 
 
-def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None) -> dict:
-    """Warm up, time (the timed run) and profile ``module`` on inputs ``xs``; write the trace and
-    the result document (see :func:`run_child`); ``build_s``: seconds the native module took to
-    build, recorded in the document."""
+def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None):
+    """Warm up, time (the timed run) and profile ``module`` on inputs ``xs``; return the result
+    document (see :func:`run_child`) and the profiler, whose trace :func:`_write_child` writes;
+    ``build_s``: seconds the native module took to build, recorded in the document."""
     import contextlib
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -642,7 +682,7 @@ def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s
                     infer()
                 sync()
         sync()
-    return _write_child(spec, prof, result)
+    return result, prof
 
 
 def _write_child(spec: CaptureSpec, prof, result: dict) -> dict:
@@ -719,9 +759,9 @@ def make_optimizer(torch, name: str, params: list):
     raise UsageError(f"unknown optimizer {name!r} (choose from {', '.join(OPTIMIZERS)})")
 
 
-def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None) -> dict:
+def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None):
     """Warm up, time (the timed run) and profile training iterations of ``module`` on inputs
-    ``xs`` (module doc, :data:`TRAIN_PHASES`); write the trace and the result document."""
+    ``xs`` (module doc, :data:`TRAIN_PHASES`); return the result document and the profiler."""
     import contextlib
 
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -773,7 +813,7 @@ def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: 
                        "zero_grad": "set_to_none"}
     if device.type == "cuda":
         result["train"]["max_memory_allocated"] = int(torch.cuda.max_memory_allocated(device))
-    return _write_child(spec, prof, result)
+    return result, prof
 
 
 def _child_main(argv: list[str]) -> int:
@@ -911,6 +951,8 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     res = json.loads((o / ".capture-timed.json").read_text())
     if res.get("build_s") is not None:
         seconds["timed_run_build"] = res["build_s"]
+    if res.get("gpu_wait_s"):
+        seconds["timed_run_gpu_wait"] = res["gpu_wait_s"]
 
     if logged_kernels is not None:
         notice = _kernel_mismatch_notice(logged_kernels, _kernel_names(o / "trace.json.gz"))

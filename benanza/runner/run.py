@@ -300,6 +300,19 @@ def gpu_lock_files(prefix: str, gpus) -> dict[int, str]:
     return {d: f"{prefix}-gpu{d}.lock" for d in gpus}
 
 
+#: the environment variable naming a GPU lock prefix that several benanza commands on one machine
+#: share: every process that puts work on GPU N (the suite's and the framework's workers, benanza
+#: torch's profiling children) takes ``PREFIX-gpuN.lock`` for it, so that two commands may run at
+#: once on one GPU (one exporting, compiling or reporting on the CPU while the other measures) and
+#: no measurement ever has another process's work beside it. The files are never removed by benanza.
+SHARED_GPU_LOCK_ENV = "BENANZA_GPU_LOCK_SHARED"
+
+
+def shared_gpu_lock() -> str:
+    """The shared lock prefix of :data:`SHARED_GPU_LOCK_ENV` ("" when unset)."""
+    return os.environ.get(SHARED_GPU_LOCK_ENV, "").strip()
+
+
 class GpuLock:
     """The GPU lock of a Python worker (the framework's: :mod:`benanza.profiles.torch_candidates`):
     the file named by ``BENANZA_GPU_LOCK`` that the suite's processes on this GPU take too
@@ -361,8 +374,9 @@ def _run_jobs(jobs: list, db: Database, system: dict, system_id: int, opt: RunOp
     t0 = time.perf_counter()
     if progress:
         progress("start", {"total": len(pending), "skipped": summary.skipped, "gpus": len(gpus)})
-    own = not opt.gpu_lock and per_gpu > 1
-    locks = gpu_lock_files(opt.gpu_lock, gpus) if opt.gpu_lock else gpu_lock_files(
+    prefix = shared_gpu_lock() or opt.gpu_lock  # a lock other commands take too comes first
+    own = not prefix and per_gpu > 1
+    locks = gpu_lock_files(prefix, gpus) if prefix else gpu_lock_files(
         str(Path(tempfile.gettempdir()) / f"benanza-{os.getpid()}-{run_id}"), gpus) if own else {}
     ctx = SharedRun(db=db, system_id=system_id, run_id=run_id, summary=summary, progress=progress, by_id=by_id,
                   opt=opt, worker=worker, log_path=root / "run.log", gpu_locks=locks,
