@@ -311,13 +311,10 @@ def _group_pass(trace: Trace, ml, paths: dict, out: list, op_layer: dict, matche
                          kernels=om.kernels)
 
 
-def _match_iteration(trace: Trace, it: Iteration, ml, paths: dict | None = None,
-                     covers: dict | None = None) -> tuple[list[OpMatch], dict[int, int], set[int]]:
-    """Match the framework ops of one iteration to layers. Returns the op matches, the map
-    framework-op index -> layer index, and the unmatched layer indices. ``paths``: layer index ->
-    module name (module scopes, module doc); ``covers`` collects the groups."""
-    # framework ops of this iteration, in execution order: outermost framework ops inside the
-    # iteration's range, on the threads that launched its kernels (the main thread when none)
+def _iteration_ops(trace: Trace, it: Iteration) -> tuple[list[CpuOp], dict[int, list[int]]]:
+    """The framework ops of one iteration, in execution order (outermost framework ops inside the
+    iteration's range, on the threads that launched its kernels; the main thread when none), and
+    the kernels each launched (framework-op index -> kernel indices)."""
     kernels = trace.kernels_of(it)
     by_fop: dict[int, list[int]] = {}
     threads = set()
@@ -335,6 +332,37 @@ def _match_iteration(trace: Trace, it: Iteration, ml, paths: dict | None = None,
         if framework_op(trace, op) is not op:
             continue
         fops.append(op)
+    return fops, by_fop
+
+
+def _signature(trace: Trace, fops: list[CpuOp], by_fop: dict, scoped: bool) -> tuple:
+    """What the matching of an iteration's ops depends on, op by op: name, input shapes, module scope
+    and whether it launched kernels. Two iterations of one signature match alike (the matching reads
+    nothing else of the trace)."""
+    return tuple((op.name, _frozen(op.input_dims), scope_of(trace, op) if scoped else None,
+                  bool(by_fop.get(op.index))) for op in fops)
+
+
+def _frozen(x):
+    """Lists (nested: a tensor list's shapes) as tuples, to compare and hash."""
+    return tuple(_frozen(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def _replay(it: Iteration, fops: list[CpuOp], by_fop: dict, done: list[OpMatch]) -> tuple[list[OpMatch], dict[int, int]]:
+    """The matches of an iteration whose ops have the signature of an iteration matched before
+    (``done``, op for op): the same layers, this iteration's ops and kernels."""
+    out = [OpMatch(iteration=it.index, op=op.index, name=op.name, input_dims=op.input_dims, layer=d.layer,
+                   kernels=tuple(by_fop.get(op.index, ()))) for op, d in zip(fops, done)]
+    return out, {o.op: o.layer for o in out if o.layer is not None}
+
+
+def _match_iteration(trace: Trace, it: Iteration, ml, paths: dict | None = None,
+                     covers: dict | None = None, ops: tuple | None = None) -> tuple[list[OpMatch], dict[int, int], set[int]]:
+    """Match the framework ops of one iteration to layers. Returns the op matches, the map
+    framework-op index -> layer index, and the unmatched layer indices. ``paths``: layer index ->
+    module name (module scopes, module doc); ``covers`` collects the groups; ``ops``: the
+    iteration's :func:`_iteration_ops` when already known."""
+    fops, by_fop = ops if ops is not None else _iteration_ops(trace, it)
     layers = ml.layers
     by_type: dict[str, list[int]] = {}
     for ly in layers:
@@ -417,8 +445,17 @@ def join(trace: Trace, ml, paths: dict[int, str] | None = None) -> JoinResult:
     kernel_iter: dict[int, int] = {}
     covers: dict[int, tuple[int, ...]] = {}
     has_scopes = bool(paths) and trace_has_scopes(trace)
+    done: dict[tuple, tuple] = {}  # signature -> (matches, unmatched) of an iteration matched before
     for n, it in enumerate(trace.iterations):
-        o, m, u = _match_iteration(trace, it, ml, paths if has_scopes else None, covers if n == 0 else {})
+        fops, by_fop = _iteration_ops(trace, it)
+        sig = _signature(trace, fops, by_fop, has_scopes)
+        if sig in done:  # the profiled iterations of a module usually run the same ops: matched once
+            o, m = _replay(it, fops, by_fop, done[sig][0])
+            u = done[sig][1]
+        else:
+            o, m, u = _match_iteration(trace, it, ml, paths if has_scopes else None, covers if n == 0 else {},
+                                       ops=(fops, by_fop))
+            done[sig] = (o, u)
         ops.extend(o)
         op_layer.update(m)
         unmatched.append(tuple(sorted(u)))
