@@ -952,11 +952,11 @@ def torch_train(spec: str, batches: list[int], dtype: str = "fp32", optimizer: s
                 device: str = "cuda", bench: bool = True, bench_args: str = "", seq: int = 128,
                 input_shape: tuple[int, ...] | None = None, warmup: int = 20, runs: int = 100,
                 iterations: int = 5, force: bool = False, channels_last: bool = False, compile: str | None = None,
-                say=None) -> list:
+                say=None, logs: bool = True) -> list:
     """``benanza torch SPEC --train``: export the module of ``spec`` (:func:`benanza.processing.modules.resolve`)
     to ONNX, bench its training step (:func:`bench` with ``train``; a ``benanza bench --train`` child
     when ``bench_args`` gives extra flags), profile training steps of the native module with
-    ``optimizer`` (:func:`benanza.profiles.pytorch.prepare`) and hold each against benanza's step
+    ``optimizer`` (:func:`benanza.profiles.pytorch.prepare`; ``logs``: with a log run) and hold each against benanza's step
     (:func:`train_comparison`). ``out``: the working folder (default ``./benanza-torch-NAME``).
     Returns one :class:`benanza.profiles.train_compare.TrainComparison` per profiled run (its ``run``
     holds the profile's ``seconds`` and the command's export and bench ``command_seconds``). Raises
@@ -976,7 +976,7 @@ def torch_train(spec: str, batches: list[int], dtype: str = "fp32", optimizer: s
     steps: dict = {}
     onnx_path, runs_done = prepare(src, folder, list(batches), dtype, db, device, channels_last, compile, how,
                                    bench_args, warmup, runs, iterations, ref, force, say, train=optimizer,
-                                   seconds=steps)
+                                   seconds=steps, logs=logs)
     fp = current_fingerprint()
     comps = [train_comparison(onnx_path, r, dtype, db, fingerprint=fp) for r in runs_done]
     for c in comps:  # where the command's time went, as `benanza torch`'s reports say it

@@ -724,7 +724,7 @@ TORCH_TRAIN_HELP = ("profile training steps (forward, loss, backward, optimizer 
 
 
 def _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq, shape, warmup,
-                     runs, iterations, force, channels_last, compile_mode, json_out) -> None:
+                     runs, iterations, force, channels_last, compile_mode, json_out, logs: bool = True) -> None:
     """``torch --train``: :func:`benanza.api.torch_train` with the steps' lines, then the report."""
     from benanza import api
     from benanza.reports.progress import Steps
@@ -732,7 +732,7 @@ def _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench,
     _check_optimizer(optimizer)
     with Steps(err, quiet=json_out) as say:
         comps = api.torch_train(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq,
-                                shape, warmup, runs, iterations, force, channels_last, compile_mode, say)
+                                shape, warmup, runs, iterations, force, channels_last, compile_mode, say, logs=logs)
     _print_train_comparisons(comps, spec, json_out)
 
 
@@ -1763,6 +1763,9 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
               warmup: int = typer.Option(20, "--warmup", help="warm-up inferences before timing"),
               runs: int = typer.Option(100, "--runs", help="timed inferences (latency median and IQR)"),
               iterations: int = typer.Option(5, "--iterations", help="inferences recorded by torch.profiler"),
+              logs: bool = typer.Option(True, "--logs/--no-logs", help="also profile each eager run with cuDNN and "
+                                        "cuBLASLt logging, a run of its own (the engines and algorithms the framework "
+                                        "chose; --no-logs: a third less profiling, the reports without them)"),
               force: bool = typer.Option(False, "--force", help="export again over an existing export"),
               json_out: bool = typer.Option(False, "--json", help="the insights documents as a JSON list on stdout"),
               train: bool = typer.Option(False, "--train", help=TORCH_TRAIN_HELP),
@@ -1789,7 +1792,7 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
         if phase != "prefill":
             raise UsageError("--train: a training step has no decode phase (leave --phase out)")
         return _torch_train_cmd(spec, batches, dtype, optimizer, db, output, device, bench, bench_args, seq, shape,
-                                warmup, runs, iterations, force, channels_last, compile_mode, json_out)
+                                warmup, runs, iterations, force, channels_last, compile_mode, json_out, logs)
     src = resolve(spec, seq, shape, phase, kv_len)
     folder = output or Path(f"benanza-torch-{src.name}")
     ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None, "phase": phase,
@@ -1798,7 +1801,7 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
         how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
         steps: dict = {}
         onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how,
-                                       bench_args, warmup, runs, iterations, ref, force, say, seconds=steps)
+                                       bench_args, warmup, runs, iterations, ref, force, say, seconds=steps, logs=logs)
     _torch_reports(spec, dtype, db, folder, onnx_path, runs_done, phase, json_out, steps)
 
 

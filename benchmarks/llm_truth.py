@@ -146,15 +146,18 @@ def select(names: str | None) -> list[LlmConfig]:
 
 
 def torch_command(cfg: LlmConfig, phase: str, length: int, batches: list[int], dtype: str, db: str, out: Path,
-                  compile_max_len: int, bench_args: list[str] = ()) -> list[str]:
+                  compile_max_len: int, bench_args: list[str] = (), logs: bool = False) -> list[str]:
     """The ``benanza torch`` command of one (configuration, case, dtype): every batch at once, torch.compile
-    (default mode) besides eager when ``length`` <= ``compile_max_len``."""
+    (default mode) besides eager when ``length`` <= ``compile_max_len``; without the cuDNN/cuBLASLt log
+    runs unless ``logs`` (the table reads kernel times and LBLs only)."""
     size = ["--seq", str(length)] if phase == "prefill" else ["--kv-len", str(length)]
     cmd = [sys.executable, "-m", "benanza", "torch", cfg.spec, "--phase", phase, *size,
            "--batch", ",".join(map(str, batches)), "--dtype", dtype, "--db", db,
            "-o", str(out / "runs" / f"{cfg.name}-{phase}{length}-{dtype}"), "--json"]
     if length <= compile_max_len:
         cmd += ["--compile", "default"]
+    if not logs:
+        cmd += ["--no-logs"]
     return cmd + [*(["--bench-args", shlex.join(bench_args)] if bench_args else [])]
 
 
@@ -319,6 +322,8 @@ def parse_args(argv: list[str]):
     ap.add_argument("--timeout", type=float, default=0, help="seconds one command may run (0: no limit)")
     ap.add_argument("--compile-max-len", type=int, default=128, help="torch.compile besides eager up to this "
                     "length (prefill tokens or cache length; default 128; 0: never)")
+    ap.add_argument("--logs", action="store_true", help="also the cuDNN/cuBLASLt log runs of benanza torch (the "
+                    "framework's engines in the reports; the table needs none: off by default since 2026-11-27f)")
     ap.add_argument("--streams", type=int, default=1, help="commands at once on the GPU, taking turns on it "
                     "through a shared lock (default 1)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU work, no torch: configurations and commands")
@@ -382,7 +387,7 @@ def run(a) -> list[dict]:
             for phase, length in a.case_list:
                 for dtype in a.dtypes:
                     cmd = torch_command(cfg, phase, length, a.batches, dtype, a.db, a.out, a.compile_max_len,
-                                        a.bench_args)
+                                        a.bench_args, a.logs)
                     if a.dry_run:
                         write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
                         print(f"  would run: {shlex.join(cmd)}", flush=True)

@@ -184,3 +184,12 @@ def test_streams_share_one_gpu_lock_and_never_run_one_case_twice_at_once(lt):
     assert sorted(order) == sorted((t[1], t[3]) for t in todo) and not any(overlap)
     assert {o[1] for o in order[:2]} == {"fp16"}  # the first dtype of both cases first
     assert len(set(envs)) == 1 and envs[0]
+
+
+def test_commands_skip_the_log_runs_unless_asked(lt, tmp_path):
+    """The table reads kernel times and LBLs only: its benanza torch commands run no cuDNN/cuBLASLt log
+    runs (53-67 s of a 181-320 s command, 2026-11-27f) unless --logs."""
+    cfg = lt.CONFIGS[0]
+    assert "--no-logs" in lt.torch_command(cfg, "prefill", 128, [1], "fp16", "db", tmp_path, 128)
+    assert "--no-logs" not in lt.torch_command(cfg, "prefill", 128, [1], "fp16", "db", tmp_path, 128, logs=True)
+    assert lt.parse_args(["--llm", "--out", str(tmp_path), "--logs"]).logs is True

@@ -457,6 +457,26 @@ def test_prepare_says_where_the_command_time_goes(tmp_path, monkeypatch):
     assert again == {}  # the export was kept and nothing benched
 
 
+def test_prepare_without_logs_runs_no_log_child(tmp_path, monkeypatch):
+    """``benanza torch --no-logs``: no eager run gets a log run (the truth benchmarks read kernel time and
+    the LBL only; the log runs were 53-67 s of an LLM command's 181-320 s, 2026-11-27f); a torch.compile
+    run never gets one."""
+    import benanza.profiles as profiles
+    import benanza.profiles.pytorch as pt
+    from benanza.processing.modules import Export, ModuleSource
+
+    src = ModuleSource("m", "factory", build=None, inputs=None, input_names=("x",), batch_dims=(0,), spec="pkg:m")
+    monkeypatch.setattr(pt, "export_onnx", lambda s, path, keep_batch_norms=False: (
+        path.write_bytes(b"onnx"), Export(path, "dynamo", 20, 1.0, 4))[1])
+    logs = []
+    monkeypatch.setattr(profiles, "capture_profile", lambda *a, **k: logs.append((a[1], k["compile"], k["logs"])))
+    pt.prepare(src, tmp_path, [1, 8], "fp16", None, compile="default", bench=False)
+    assert logs == [(1, None, True), (1, "default", False), (8, None, True), (8, "default", False)]
+    logs.clear()
+    pt.prepare(src, tmp_path, [1, 8], "fp16", None, compile="default", bench=False, logs=False)
+    assert [x[2] for x in logs] == [False] * 4
+
+
 def test_torch_train_says_where_the_command_time_goes(tmp_path, monkeypatch):
     """``benanza torch --train``'s comparisons carry the export's and bench's seconds too
     (``run.command_seconds``, in each report's JSON), as the inference reports do."""

@@ -134,7 +134,7 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
             channels_last: bool = False, compile: str | None = None, bench: bool = True, bench_args: str = "",
             warmup: int = 20, runs: int = 100, iterations: int = 5, module_ref: dict | None = None,
             force: bool = False, say=lambda m: None, train: str | None = None,
-            seconds: dict | None = None) -> tuple[Path, list[ProfileRun]]:
+            seconds: dict | None = None, logs: bool = True) -> tuple[Path, list[ProfileRun]]:
     """Steps 1-3 of the module doc for ``src``: returns the ONNX export and the profiled runs.
     ``bench``: True (a ``benanza bench`` child with ``bench_args``), False (none), or a callable
     ``bench(onnx_path, batches)`` that benches in this process (:func:`benanza.api.bench`: what
@@ -142,7 +142,9 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``);
     ``train``: an optimizer's name: profile training steps (module doc; a callable ``bench`` must
     bench the training step itself); ``seconds``: a dict that receives the export's and the bench's
-    wall time (``export``, ``bench``; s to the ms; absent for a step not run), where the command's time goes.
+    wall time (``export``, ``bench``; s to the ms; absent for a step not run), where the command's time goes;
+    ``logs``: each eager run also runs with cuDNN and cuBLASLt logging (its own child process; a
+    torch.compile run never does).
     Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
     error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
     from benanza.profiles import capture_profile
@@ -187,7 +189,7 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     for r in profile_runs(out, batches, dtype, channels_last, compile, train):
         say(f"profile: {src.spec or src.name} batch {r.batch} {dtype}, {r.label} -> {r.folder}")
         capture_profile(onnx_path, r.batch, profile_dtype, r.folder, device=device, warmup=warmup, runs=runs,
-                        iterations=iterations, cudnn_benchmark=True, logs=not r.compile, force=True,
+                        iterations=iterations, cudnn_benchmark=True, logs=logs and not r.compile, force=True,
                         say=say, channels_last=r.channels_last, module=ref, compile=r.compile,
                         train=bool(train), optimizer=train or "sgd")
         runs_done.append(r)
