@@ -44,12 +44,18 @@ from benanza.processing.modules import Export
 
 def cache_dir() -> Path | None:
     """The folder of the entries, or None when the cache is off."""
-    env = os.environ.get("BENANZA_MODEL_CACHE")
+    return _folder("BENANZA_MODEL_CACHE", "models")
+
+
+def _folder(variable: str, name: str) -> Path | None:
+    """The folder ``$variable`` names (None for ``off``), else ``$XDG_CACHE_HOME/benanza/NAME``, else
+    ``~/.cache/benanza/NAME``."""
+    env = os.environ.get(variable)
     if env == "off":
         return None
     if env:
         return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "models"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / name
 
 
 @functools.lru_cache(maxsize=1)
@@ -122,12 +128,7 @@ def _write(entry: Path, ml: ModelLayers) -> None:
 
 def export_cache_dir() -> Path | None:
     """The folder of the export entries (module doc), or None when that cache is off."""
-    env = os.environ.get("BENANZA_EXPORT_CACHE")
-    if env == "off":
-        return None
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "exports"
+    return _folder("BENANZA_EXPORT_CACHE", "exports")
 
 
 def cached_export(key: str, dest: str | os.PathLike) -> Export | None:
