@@ -111,9 +111,11 @@ def export(module, inputs, names, dyn, path: Path, exporter: str, opset: int) ->
                 if n in dyn:
                     d[dyn[n][0]] = dyn[n][1]
                 dims[n] = d
+            from benanza.processing.modules import dynamic_shapes
+
             torch.onnx.export(module, tuple(inputs), str(path), dynamo=True, external_data=True,
                               opset_version=opset, input_names=names, output_names=["logits"],
-                              dynamic_shapes=tuple(dims[n] for n in names))
+                              dynamic_shapes=dynamic_shapes(module, [dims[n] for n in names]))
         else:
             axes = {n: {0: "batch"} for n in names}
             for n in names:

@@ -93,14 +93,20 @@ def _map_gather(node, ctx, attrs):
 
 
 def _map_gathernd(node, ctx, attrs):
-    """ONNX GatherND with constant indices (batch_dims 0): a Gather along the first k dims of the
-    data flattened into one (k = the index tuples' length), at the tuples' row-major positions."""
+    """ONNX GatherND (batch_dims 0): a Gather along the first k dims of the data flattened into one
+    (k = the index tuples' length), at the tuples' row-major positions when the indices are
+    constant, else at random positions as an embedding lookup is (indices computed in the graph:
+    torch.export's ``aten.index.Tensor`` of a decoder's attention mask, [B, L] -> [B, 1, 1, L])."""
     data = tuple(need(ctx.shape(node.input[0]), "data"))
-    v = ctx.value(node.input[1])
-    if v is None:
-        raise Unsupported("GatherND with indices that are not constant")
     if int(attrs.get("batch_dims", 0)) != 0:
         raise Unsupported("GatherND with batch_dims > 0")
+    v = ctx.value(node.input[1])
+    if v is None:
+        shape = tuple(need(ctx.shape(node.input[1]), "indices"))
+        k = shape[-1] if shape else 0
+        if not 1 <= k <= len(data):
+            raise Unsupported(f"GatherND index tuples of length {k} for data of rank {len(data)}")
+        return GatherConfig(data=(math.prod(data[:k]),) + data[k:], indices=shape[:-1], axis=0)
     idx = np.asarray(v).astype(np.int64)
     k = idx.shape[-1] if idx.ndim else 0
     if idx.ndim == 0 or not 1 <= k <= len(data):

@@ -251,6 +251,40 @@ def _weights_as_inputs(model: onnx.ModelProto) -> set[str]:
 
 # ---------------------------------------------------------------------------------- batch binding
 
+def dim_expression(text: str, known: dict[str, int]) -> int | None:
+    """The value of a symbolic dimension that is arithmetic of other dimensions (torch.export names a
+    decode step's mask length ``past + 1`` after the cache's ``past``): integers, names bound in
+    ``known``, ``+ - * //`` and parentheses; None for anything else, a name not known, or a value
+    below 1. Parsed with :mod:`ast`, never evaluated as Python."""
+    import ast
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.Name) and n.id in known:
+            return int(known[n.id])
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+            a, b = ev(n.left), ev(n.right)
+            if isinstance(n.op, ast.FloorDiv):
+                if b == 0:
+                    raise ValueError("division by zero")
+                return a // b
+            return a + b if isinstance(n.op, ast.Add) else a - b if isinstance(n.op, ast.Sub) else a * b
+        raise ValueError("not a dimension expression")
+
+    if len(text) > 200 or not any(c in text for c in "+-*/"):
+        return None
+    try:
+        v = ev(ast.parse(text, mode="eval"))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return v if v >= 1 else None
+
+
 def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
                dims: dict[str, int] | None = None, batch_dim: int | None = None) -> list[str]:
     """Set the batch dimension of every graph input (in place); return notices for the user.
@@ -258,7 +292,8 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
     The batch is the first symbolic dimension (``N``, ``batch_size``...). Where an input has no
     symbolic dimension, its batch dimension is ``batch_dim`` if given, else the first dimension of
     size 1 (dim 0 if none), and a fixed size other than ``batch`` is overridden with a notice.
-    ``dims`` binds other symbolic dimensions by name. Raises :class:`UsageError` for batch <= 0 and
+    ``dims`` binds other symbolic dimensions by name; a dimension named by arithmetic of bound ones
+    (``past + 1``) gets its value (:func:`dim_expression`). Raises :class:`UsageError` for batch <= 0 and
     :class:`ModelError` for a symbolic dimension left unbound.
     """
     if batch <= 0:
@@ -293,12 +328,17 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
                 if d.HasField("dim_value"):
                     continue
                 name = d.dim_param or "?"
+                derived = None if name in dims else dim_expression(
+                    name, {**({batch_param: batch} if batch_param and batch_param not in dims else {}), **dims})
                 if name == batch_param and name not in dims:
                     d.Clear()
                     d.dim_value = batch
                 elif name in dims:
                     d.Clear()
                     d.dim_value = dims[name]
+                elif derived is not None:
+                    d.Clear()
+                    d.dim_value = derived
                 else:
                     raise ModelError(
                         f"input {vi.name!r} has an unbound symbolic dimension {name!r} at dim {i}; "

@@ -504,7 +504,7 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
                 if exporter == "dynamo":
                     b = torch.export.Dim("batch")
                     torch.onnx.export(model, inputs, str(path), dynamo=True, external_data=True, opset_version=20,
-                                      dynamic_shapes=tuple({d: b} for d in dims), input_names=names,
+                                      dynamic_shapes=dynamic_shapes(model, [{d: b} for d in dims]), input_names=names,
                                       output_names=list(src.output_names) or None,
                                       **({"optimize": False} if keep_batch_norms else {}))
                 else:
@@ -522,6 +522,24 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
         except Exception as e:  # noqa: BLE001 - an exporter's failure is reported, the other tried
             errors.append(f"{exporter} export failed: {_first(e)}")
     raise ModelError(f"{src.spec or src.name}: cannot export to ONNX: " + "; ".join(errors))
+
+
+def dynamic_shapes(model, per_input: list) -> tuple:
+    """torch.export's ``dynamic_shapes`` for ``model`` called with one positional argument per entry of
+    ``per_input``, structured as its ``forward`` takes them: the inputs a ``*args`` parameter collects
+    are one tuple (a decode step's ``forward(input_ids, attention_mask, *past)``: torch.export refused
+    the flat form, "inputs has 3 elements, but dynamic_shapes has 6", and every decode export fell
+    back to the TorchScript exporter)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return tuple(per_input)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params) and len(per_input) >= len(positional):
+        return tuple(per_input[:len(positional)]) + (tuple(per_input[len(positional):]),)
+    return tuple(per_input)
 
 
 def _check_batch_norms_kept(model, path: Path) -> None:
