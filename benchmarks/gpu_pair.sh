@@ -4,7 +4,9 @@
 # tells the scripts so), then each command runs with CUDA_VISIBLE_DEVICES set to its own GPU (round
 # robin when there are more commands than GPUs) and SUB set to its own results folder, OUT/g0,
 # OUT/g1, ...; its output goes to the call's output, each line prefixed [gN]. Each command needs a
-# WORK folder of its own on the machine (gpu_predict.sh and gpu_truth.sh take WORK=...).
+# WORK folder of its own on the machine (gpu_predict.sh and gpu_truth.sh take WORK=...). With more
+# commands than GPUs, the commands of one GPU share its lock (BENANZA_GPU_LOCK_SHARED): each measures
+# only in its own turn.
 #   bash benchmarks/gpu_pair.sh OUT 'WORK=/tmp/w0 bash benchmarks/gpu_predict.sh $SUB ...' \
 #       'WORK=/tmp/w1 bash benchmarks/gpu_truth.sh $SUB --train ...'
 # A lent machine sends back 8 files of OUT at most, two folders down: keep the commands' files
@@ -26,7 +28,12 @@ i=0
 for cmd in "$@"; do
   sub=$OUT/g$i
   mkdir -p "$sub"
-  ( set -o pipefail; export CUDA_VISIBLE_DEVICES=$(( i % n )) SUB=$sub
+  gpu=$(( i % n ))
+  # more commands than GPUs: those of one GPU take turns on it through one shared lock (its benches'
+  # workers, benanza torch's profiling children, truth.py's PyTorch side), per physical GPU
+  lock=""; [ "$#" -gt "$n" ] && lock="/tmp/gpu-pair-$$-gpu$gpu"
+  ( set -o pipefail; export CUDA_VISIBLE_DEVICES=$gpu SUB=$sub
+    [ -n "$lock" ] && export BENANZA_GPU_LOCK_SHARED=$lock
     bash -c "$cmd" 2>&1 | sed -u "s/^/[g$i] /" ) &
   pids+=($!)
   i=$(( i + 1 ))

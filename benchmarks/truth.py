@@ -552,12 +552,13 @@ def pytorch_stage(run: Run, entry) -> None:
                 continue
             trace = a.out / "traces" / f"{name}-b{b}-{d}.json"
             try:
-                if a.train:
-                    import train_step
+                with _gpu_turn():
+                    if a.train:
+                        import train_step
 
-                    res = train_step.profile_step(entry, b, d, a.optimizer, a.warmup, a.iters, False, trace)
-                else:
-                    res = profile_pytorch(entry, b, d, a.warmup, a.iters, a.latency_iters, trace)
+                        res = train_step.profile_step(entry, b, d, a.optimizer, a.warmup, a.iters, False, trace)
+                    else:
+                        res = profile_pytorch(entry, b, d, a.warmup, a.iters, a.latency_iters, trace)
             except Exception as e:  # an OOM or an unsupported op on this GPU: recorded, the rest goes on
                 run.rec.write("error", model=name, stage="pytorch", batch=b, dtype=d, message=_line(e))
                 _free_gpu()
@@ -610,6 +611,22 @@ def bench_stage(run: Run, entry, path: Path, pr: dict) -> None:
 def _line(e: BaseException) -> str:
     s = str(e).strip().splitlines()
     return s[0][:400] if s else type(e).__name__
+
+
+def _gpu_turn():
+    """The shared GPU lock of ``BENANZA_GPU_LOCK_SHARED`` for GPU 0 (this process's), held while the
+    PyTorch side runs, so that another command on this GPU (benchmarks/gpu_pair.sh with more commands
+    than GPUs) neither measures meanwhile nor runs beside it; nothing without the variable."""
+    import contextlib
+
+    from benanza.runner.run import GpuLock, gpu_lock_files, shared_gpu_lock
+
+    prefix = shared_gpu_lock()
+    if not prefix:
+        return contextlib.nullcontext()
+    import torch
+
+    return GpuLock(gpu_lock_files(prefix, [0])[0], sync=torch.cuda.synchronize)
 
 
 def _free_gpu() -> None:

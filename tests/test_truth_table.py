@@ -361,3 +361,21 @@ def test_resume_keeps_the_pytorch_side_and_redoes_only_what_is_missing(truth, tm
     modeled.clear()
     truth.run_all(truth.Run(a, truth.Recorder(out), {}, "cmd"), SimpleNamespace(pack=lambda: None))
     assert modeled == [] and measured == [(32, "fp32")]
+
+
+def test_the_pytorch_side_takes_its_turn_on_a_shared_gpu(truth, monkeypatch, tmp_path):
+    """Two truth runs on one GPU (benchmarks/gpu_pair.sh with more commands than GPUs): the PyTorch side
+    holds the shared lock of GPU 0, as the bench's workers do; without the variable it takes none."""
+    import contextlib
+    import types
+
+    from benanza.runner.run import SHARED_GPU_LOCK_ENV, GpuLock
+
+    monkeypatch.delenv(SHARED_GPU_LOCK_ENV, raising=False)
+    assert isinstance(truth._gpu_turn(), contextlib.nullcontext)
+    monkeypatch.setenv(SHARED_GPU_LOCK_ENV, str(tmp_path / "pair"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None)))
+    turn = truth._gpu_turn()
+    assert isinstance(turn, GpuLock)
+    with turn:
+        assert (tmp_path / "pair-gpu0.lock").exists()
