@@ -452,6 +452,8 @@ def run_streams(todo: list[tuple], streams: int, one) -> None:
                     cond.wait()
             try:
                 one(*item, env=env)
+            except Exception as e:  # noqa: BLE001 - one command's failure never stops the other stream
+                print(f"  error: {item[0].name} {item[1]}{item[2]} {item[3]}: {type(e).__name__}: {e}", flush=True)
             finally:
                 with cond:
                     busy.discard((item[0].name, item[1], item[2]))
