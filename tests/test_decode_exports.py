@@ -61,6 +61,8 @@ def test_a_dimension_named_by_arithmetic_of_bound_ones_gets_its_value():
     assert dim_expression("__import__('os').getpid() + 1", {}) is None
     assert dim_expression("past - 70", {"past": 64}) is None  # below 1
     assert dim_expression("past // 0", {"past": 64}) is None
+    assert dim_expression("seq-len", {"seq": 10, "len": 3}) is None  # a name with a hyphen, not a difference
+    assert dim_expression("past+1", {"past": 64}) == 65
 
 
 def test_the_error_for_an_unbound_expression_names_what_to_bind():

@@ -254,8 +254,9 @@ def _weights_as_inputs(model: onnx.ModelProto) -> set[str]:
 def dim_expression(text: str, known: dict[str, int]) -> int | None:
     """The value of a symbolic dimension that is arithmetic of other dimensions (torch.export names a
     decode step's mask length ``past + 1`` after the cache's ``past``): integers, names bound in
-    ``known``, ``+ - * //`` and parentheses; None for anything else, a name not known, or a value
-    below 1. Parsed with :mod:`ast`, never evaluated as Python."""
+    ``known``, ``+ - * //`` and parentheses, with a space or a number in it (``seq-len`` stays a
+    name); None for anything else, a name not known, or a value below 1. Parsed with :mod:`ast`, never
+    evaluated as Python."""
     import ast
 
     def ev(n):
@@ -278,6 +279,8 @@ def dim_expression(text: str, known: dict[str, int]) -> int | None:
 
     if len(text) > 200 or not any(c in text for c in "+-*/"):
         return None
+    if not any(c.isspace() or c.isdigit() for c in text):
+        return None  # "seq-len" is more likely a name than seq minus len: the user is asked for it
     try:
         v = ev(ast.parse(text, mode="eval"))
     except (SyntaxError, ValueError, RecursionError):
