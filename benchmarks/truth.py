@@ -617,16 +617,9 @@ def _gpu_turn():
     """The shared GPU lock of ``BENANZA_GPU_LOCK_SHARED`` for GPU 0 (this process's), held while the
     PyTorch side runs, so that another command on this GPU (benchmarks/gpu_pair.sh with more commands
     than GPUs) neither measures meanwhile nor runs beside it; nothing without the variable."""
-    import contextlib
+    from benanza.runner.run import shared_gpu_turn
 
-    from benanza.runner.run import GpuLock, gpu_lock_files, shared_gpu_lock
-
-    prefix = shared_gpu_lock()
-    if not prefix:
-        return contextlib.nullcontext()
-    import torch
-
-    return GpuLock(gpu_lock_files(prefix, [0])[0], sync=torch.cuda.synchronize)
+    return shared_gpu_turn(0, lambda: __import__("torch").cuda.synchronize())
 
 
 def _free_gpu() -> None:

@@ -106,22 +106,10 @@ def _read(entry: Path) -> ModelLayers | None:
 
 
 def _write(entry: Path, ml: ModelLayers) -> None:
-    tmp = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(ml, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, entry)
-        tmp = None
+        _atomic_write(entry, pickle.dumps(ml, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         pass  # a read-only or full cache folder: the next run processes again
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 # ------------------------------------------------------------------------------------ exports

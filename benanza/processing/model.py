@@ -331,15 +331,13 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
                 if d.HasField("dim_value"):
                     continue
                 name = d.dim_param or "?"
-                derived = None if name in dims else dim_expression(
-                    name, {**({batch_param: batch} if batch_param and batch_param not in dims else {}), **dims})
                 if name == batch_param and name not in dims:
                     d.Clear()
                     d.dim_value = batch
                 elif name in dims:
                     d.Clear()
                     d.dim_value = dims[name]
-                elif derived is not None:
+                elif (derived := dim_expression(name, {**({batch_param: batch} if batch_param else {}), **dims})):
                     d.Clear()
                     d.dim_value = derived
                 else:

@@ -502,14 +502,9 @@ def _gpu_turn(torch, device):
     that no other benanza process measures there meanwhile and nothing of theirs runs beside these
     iterations; nothing on the CPU or without that variable. The stream is synchronised before the
     lock is given back. A ``torch.compile`` run compiles inside it (on its first call)."""
-    import contextlib
+    from benanza.runner.run import shared_gpu_turn
 
-    from benanza.runner.run import GpuLock, gpu_lock_files, shared_gpu_lock
-
-    prefix = shared_gpu_lock()
-    if device.type != "cuda" or not prefix:
-        return contextlib.nullcontext()
-    return GpuLock(gpu_lock_files(prefix, [device.index])[device.index], sync=torch.cuda.synchronize)
+    return shared_gpu_turn(device.index if device.type == "cuda" else None, torch.cuda.synchronize)
 
 
 def _onnx_module_run(torch, spec: CaptureSpec, device, cast, child, module, inputs):
@@ -557,12 +552,10 @@ def _module_source(spec: CaptureSpec):
     return resolve(m["spec"], int(m.get("seq") or 128), shape, m.get("phase") or "prefill", m.get("kv_len"))
 
 
-def _native_module(torch, spec: CaptureSpec, device, cast, src=None):
+def _native_module(torch, spec: CaptureSpec, device, cast, src):
     """The native module of ``spec.module`` (``src``: its source, :func:`_module_source`) on
     ``device`` in the run's data type and memory format (compiled when asked), its inputs at
     ``spec.batch``, and their shapes."""
-    if src is None:
-        src = _module_source(spec)
     # built on the device: its parameters are allocated and initialized there (a 1 B-parameter
     # decoder's random initialization on the CPU takes seconds per profiling child), then moved
     # there in case the module created any on the CPU

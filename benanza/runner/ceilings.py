@@ -106,11 +106,10 @@ def generate_suite(out_dir: str | Path) -> Path:
 def measure(exe: str | Path, device: int = 0, timeout_s: float = 600.0):
     """Run ``exe --ceilings`` on ``device``; returns :func:`parse_records`' result. Raises
     :class:`DeviceError` when there is no usable GPU or the run fails."""
-    from benanza.runner.run import GpuLock, gpu_lock_files, shared_gpu_lock
+    from benanza.runner.run import shared_gpu_turn
 
-    prefix = shared_gpu_lock()  # another benanza command on this GPU: measure in our turn only
     try:
-        with GpuLock(gpu_lock_files(prefix, [device])[device] if prefix else ""):
+        with shared_gpu_turn(device):  # another benanza command on this GPU: measure in our turn only
             p = subprocess.run([str(exe), "--ceilings", "--device", str(device)], capture_output=True, text=True,
                                timeout=timeout_s)
     except subprocess.TimeoutExpired:

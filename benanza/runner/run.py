@@ -313,6 +313,19 @@ def shared_gpu_lock() -> str:
     return os.environ.get(SHARED_GPU_LOCK_ENV, "").strip()
 
 
+def shared_gpu_turn(device: int | None, sync: Callable[[], None] | None = None):
+    """The context in which a process puts work on GPU ``device`` beside other benanza commands: the
+    :class:`GpuLock` of :data:`SHARED_GPU_LOCK_ENV`'s file for that GPU (``sync`` synchronises before
+    it is taken and given back); a context that does nothing without the variable or for ``device``
+    None (the CPU)."""
+    import contextlib
+
+    prefix = shared_gpu_lock()
+    if device is None or not prefix:
+        return contextlib.nullcontext()
+    return GpuLock(gpu_lock_files(prefix, [device])[device], sync=sync)
+
+
 class GpuLock:
     """The GPU lock of a Python worker (the framework's: :mod:`benanza.profiles.torch_candidates`):
     the file named by ``BENANZA_GPU_LOCK`` that the suite's processes on this GPU take too
