@@ -53,13 +53,15 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 #: the 1.5x one-replay screen, cold for all),
 #: the default on GPU 0 alone ("gpu0") or on every GPU of the host ("all-gpus"), for the
 #: several-GPU speed-up of the run stage, and the default with the framework's kernels beside the
-#: suite's run ("beside": BENANZA_FRAMEWORK_BESIDE_RUN=1, :data:`POLICY_ENV`)
-POLICIES = {"default": [], "beside": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
+#: suite's run ("beside": BENANZA_FRAMEWORK_BESIDE_RUN=1, :data:`POLICY_ENV`), and the default with
+#: the batch-norm graphs built as dynamic-shape graphs on one kernel cache per process ("kernel-cache":
+#: BENANZA_KERNEL_CACHE=1, cpp/src/batchnorm_engines.cpp; for training benches, ``--extra --train``)
+POLICIES = {"default": [], "beside": [], "kernel-cache": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
             "default-4w": ["--workers-per-gpu", "4"], "exhaustive": ["--exhaustive"],
             "before": ["--exhaustive", "--screen", "1.5", "--warmup-ms", "2"],
             "gpu0": ["--devices", "0"], "all-gpus": ["--devices", "all"]}
 #: environment a policy's bench runs with (beside its options)
-POLICY_ENV = {"beside": {"BENANZA_FRAMEWORK_BESIDE_RUN": "1"}}
+POLICY_ENV = {"beside": {"BENANZA_FRAMEWORK_BESIDE_RUN": "1"}, "kernel-cache": {"BENANZA_KERNEL_CACHE": "1"}}
 #: what --fresh removes before each policy's first bench: benanza's caches (the compiled harness, the
 #: toolkit links) and CUDA's JIT cache, as on a fresh machine
 FRESH_PATHS = (Path.home() / ".cache" / "benanza", Path.home() / ".nv" / "ComputeCache")
@@ -247,6 +249,17 @@ def fmt_phase_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def analysis_row(a: dict) -> dict:
+    """What the tables keep of one analysis of `bench --json`: batch, precision, the LBL (ms) and
+    whether it is complete; with ``--extra --train``, the training step's LBL (critical path, ms) and
+    completeness as ``step_ms`` and ``step_complete``."""
+    row = {k: a.get(k) for k in ("batch", "precision", "lbl_ms", "complete")}
+    step = a.get("training_step")
+    if step:
+        row["step_ms"], row["step_complete"] = step.get("critical_path_ms"), step.get("complete")
+    return row
+
+
 def fmt_compare(runs: list[dict]) -> str:
     """Each policy's LBLs against --exhaustive's (or the policy before racing) of the same model, and
     the "beside" policy's against the default's (the same measurements scheduled differently: its
@@ -254,7 +267,7 @@ def fmt_compare(runs: list[dict]) -> str:
     by = {(r["model"], r["policy"]): r for r in runs}
     lines = ["LBL (ms, fused critical path): each policy against --exhaustive (or the policy before racing; "
              "'beside' also against 'default')",
-             f"{'model':22} {'policy':10} {'batch':>5} {'dtype':6} {'policy':>9} {'reference':>10} {'diff %':>7} "
+             f"{'model':22} {'policy':18} {'batch':>5} {'dtype':6} {'policy':>9} {'reference':>10} {'diff %':>7} "
              f"{'complete':>8}"]
     diffs: dict[str, list[float]] = {}
     agree = []
@@ -269,12 +282,16 @@ def fmt_compare(runs: list[dict]) -> str:
             ex = {(a["batch"], a["precision"]): a for a in x["analyses"]}
             for a in r["analyses"]:
                 b = ex.get((a["batch"], a["precision"]))
-                if b is None or a["lbl_ms"] is None or b["lbl_ms"] is None:
+                if b is None:
                     continue
-                d = (a["lbl_ms"] - b["lbl_ms"]) / b["lbl_ms"] * 100
-                diffs.setdefault(f"{policy} against {ref}", []).append(abs(d))
-                lines.append(f"{model[:22]:22} {policy[:10]:10} {a['batch']:5d} {a['precision']:6} {a['lbl_ms']:9.4f} "
-                             f"{b['lbl_ms']:10.4f} {d:+7.2f} {str(a['complete'] and b['complete']):>8}  ({ref})")
+                # the inference LBL, and the training step's where the bench ran --train
+                for key, done, what in (("lbl_ms", "complete", ""), ("step_ms", "step_complete", " step")):
+                    if a.get(key) is None or b.get(key) is None:
+                        continue
+                    d = (a[key] - b[key]) / b[key] * 100
+                    diffs.setdefault(f"{policy}{what} against {ref}", []).append(abs(d))
+                    lines.append(f"{model[:22]:22} {(policy + what)[:18]:18} {a['batch']:5d} {a['precision']:6} "
+                                 f"{a[key]:9.4f} {b[key]:10.4f} {d:+7.2f} {str(bool(a[done] and b[done])):>8}  ({ref})")
         if r.get("chosen"):
             agree.append((model, r["chosen"]))
     for what, ds in diffs.items():
@@ -366,8 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(e, flush=True)
                 continue
             rec = {"model": model.stem, "policy": policy, "stages": doc["stages"], "wall_s": doc["wall_s"],
-                   "analyses": [{k: a.get(k) for k in ("batch", "precision", "lbl_ms", "complete")}
-                                for a in doc["analyses"]],
+                   "analyses": [analysis_row(a) for a in doc["analyses"]],
                    "phases": phase_table(log), "system": (doc.get("system") or {}).get("gpu_name"), "fresh": args.fresh}
             if args.repeat and policy in ("default", "beside"):
                 rec["repeat_s"] = bench(model, args, db, args.out / f"suite-{model.stem}", log.with_suffix(".repeat"),

@@ -8,7 +8,19 @@
 // FALLBACK built (build_ms stored apart) and timed. cuDNN's norm engines may take only some layouts
 // (channels-last) and data types: a graph it has no engine config for is one not_supported record
 // with cuDNN's reason. Scale, bias and statistics are float32 (1, C, 1, 1), packed (C contiguous).
+//
+// BENANZA_KERNEL_CACHE=1 (opt-in, off by default until measured on a GPU): the graphs are built as
+// dynamic-shape graphs sharing one kernel cache per node, data type and layout in this process
+// (cudnn-frontend's "Dynamic Shapes and Kernel Cache", Graph::set_dynamic_shape_enabled and
+// Graph::set_kernel_cache, cuDNN 9.4+), so a runtime-compiled engine compiled for one batch-norm shape
+// is bound again for the next shape instead of compiled anew. Those compiles were 406 s of
+// mobilenet_v3_large's 1,657 s of training bench jobs on an H200 (0.6-1.1 s per engine config,
+// benchmarks/results/2026-11-27f/). The records of such plans carry the algorithm prefix "dyn:" and a
+// note; a graph that gets no engine config as a dynamic-shape graph is timed as a static one.
+#include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -53,69 +65,108 @@ std::string with_note(std::string base, const char* note) {
   return base;
 }
 
+// BENANZA_KERNEL_CACHE set to 1 (file comment)
+bool kernel_cache_enabled() {
+  const char* v = std::getenv("BENANZA_KERNEL_CACHE");
+  return v && std::string(v) == "1";
+}
+
+// The process's kernel cache of one graph topology: node, data type and layout.
+std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& key) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<fe::KernelCache>> caches;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& c = caches[key];
+  if (!c) c = std::make_shared<fe::KernelCache>();
+  return c;
+}
+
+// Times the graph `make(dynamic)` builds: with BENANZA_KERNEL_CACHE as a dynamic-shape graph on the
+// kernel cache of `key` (records prefixed "dyn:"), and as the static graph when that gets no engine
+// config or the option is off.
+void time_maybe_cached(Bench& b, const std::string& key,
+                       const std::function<GraphTiming(bool dynamic)>& make) {
+  if (kernel_cache_enabled()) {
+    GraphTiming t = make(true);
+    t.graph->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache_for(key));
+    t.family = "dyn:";
+    t.note += "; dynamic-shape graph on the process's kernel cache (BENANZA_KERNEL_CACHE=1)";
+    if (time_graph(b, t, nullptr, false)) return;
+  }
+  time_graph(b, make(false));
+}
+
+std::string cache_key(const char* node, const BatchNormSpec& s) {
+  return std::string(node) + "/" + std::to_string(static_cast<int>(s.precision)) + (s.nhwc ? "/NHWC" : "/NCHW");
+}
+
 }  // namespace
 
 void run_batchnorm_train_engines(Bench& b, const BatchNormSpec& s, void* x, void* scale, void* bias, void* run_mean,
                                  void* run_var, void* next_mean, void* next_var, void* y, void* mean, void* inv_var) {
   const std::vector<int64_t> xd(s.dims, s.dims + 4);
   const int64_t c = xd[1];
-  auto g = new_graph(s.precision);
-  auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
-  auto S = channel_tensor(*g, "scale", kScale, c);
-  auto B = channel_tensor(*g, "bias", kBias, c);
-  auto RM = channel_tensor(*g, "running_mean", kRunMean, c);
-  auto RV = channel_tensor(*g, "running_var", kRunVar, c);
-  auto eps = g->tensor(fe::graph::Tensor_attributes(static_cast<float>(s.epsilon)));
-  auto mom = g->tensor(fe::graph::Tensor_attributes(static_cast<float>(s.momentum)));
-  auto opts = fe::graph::Batchnorm_attributes().set_epsilon(eps).set_previous_running_stats(RM, RV, mom);
-  auto [Y, M, IV, NM, NV] = g->batchnorm(X, S, B, opts);
-  Y->set_output(true).set_uid(kY).set_data_type(graph_io_type(s.precision)).set_dim(xd).set_stride(x_strides(xd, s.nhwc));
-  channel_output(M, kMean, c);
-  channel_output(IV, kInvVar, c);
-  channel_output(NM, kNextMean, c);
-  channel_output(NV, kNextVar, c);
-  GraphTiming t;
-  t.graph = g;
-  t.pack = {{kX, x}, {kScale, scale}, {kBias, bias}, {kRunMean, run_mean}, {kRunVar, run_var}, {kY, y},
-            {kMean, mean}, {kInvVar, inv_var}, {kNextMean, next_mean}, {kNextVar, next_var}};
-  t.precision = s.precision;
-  t.layout = s.nhwc ? "NHWC" : "NCHW";
-  t.call = "cudnnBackendExecute(batchnorm)";
-  t.math = "none";
-  t.note = with_note("cuDNN graph: batchnorm training forward, running statistics updated, scale, bias and "
-                     "statistics float32", s.note);
-  t.y = y;
-  t.y_count = numel(Dims(s.dims, s.dims + 4));
-  time_graph(b, t);
+  time_maybe_cached(b, cache_key("batchnorm", s), [&](bool) {
+    auto g = new_graph(s.precision);
+    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
+    auto S = channel_tensor(*g, "scale", kScale, c);
+    auto B = channel_tensor(*g, "bias", kBias, c);
+    auto RM = channel_tensor(*g, "running_mean", kRunMean, c);
+    auto RV = channel_tensor(*g, "running_var", kRunVar, c);
+    auto eps = g->tensor(fe::graph::Tensor_attributes(static_cast<float>(s.epsilon)));
+    auto mom = g->tensor(fe::graph::Tensor_attributes(static_cast<float>(s.momentum)));
+    auto opts = fe::graph::Batchnorm_attributes().set_epsilon(eps).set_previous_running_stats(RM, RV, mom);
+    auto [Y, M, IV, NM, NV] = g->batchnorm(X, S, B, opts);
+    Y->set_output(true).set_uid(kY).set_data_type(graph_io_type(s.precision)).set_dim(xd).set_stride(x_strides(xd, s.nhwc));
+    channel_output(M, kMean, c);
+    channel_output(IV, kInvVar, c);
+    channel_output(NM, kNextMean, c);
+    channel_output(NV, kNextVar, c);
+    GraphTiming t;
+    t.graph = g;
+    t.pack = {{kX, x}, {kScale, scale}, {kBias, bias}, {kRunMean, run_mean}, {kRunVar, run_var}, {kY, y},
+              {kMean, mean}, {kInvVar, inv_var}, {kNextMean, next_mean}, {kNextVar, next_var}};
+    t.precision = s.precision;
+    t.layout = s.nhwc ? "NHWC" : "NCHW";
+    t.call = "cudnnBackendExecute(batchnorm)";
+    t.math = "none";
+    t.note = with_note("cuDNN graph: batchnorm training forward, running statistics updated, scale, bias and "
+                       "statistics float32", s.note);
+    t.y = y;
+    t.y_count = numel(Dims(s.dims, s.dims + 4));
+    return t;
+  });
 }
 
 void run_batchnorm_backward_engines(Bench& b, const BatchNormSpec& s, void* x, void* dy, void* scale, void* mean,
                                     void* inv_var, void* dx, void* dscale, void* dbias) {
   const std::vector<int64_t> xd(s.dims, s.dims + 4);
   const int64_t c = xd[1];
-  auto g = new_graph(s.precision);
-  auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
-  auto DY = g->tensor(fe::graph::Tensor_attributes().set_name("DY").set_uid(kDY).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
-  auto S = channel_tensor(*g, "scale", kScale, c);
-  auto M = channel_tensor(*g, "mean", kMean, c);
-  auto IV = channel_tensor(*g, "inv_variance", kInvVar, c);
-  auto opts = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(M, IV);
-  auto [DX, DS, DB] = g->batchnorm_backward(DY, X, S, opts);
-  DX->set_output(true).set_uid(kDX).set_data_type(graph_io_type(s.precision)).set_dim(xd).set_stride(x_strides(xd, s.nhwc));
-  channel_output(DS, kDScale, c);
-  channel_output(DB, kDBias, c);
-  GraphTiming t;
-  t.graph = g;
-  t.pack = {{kX, x}, {kDY, dy}, {kScale, scale}, {kMean, mean}, {kInvVar, inv_var}, {kDX, dx}, {kDScale, dscale},
-            {kDBias, dbias}};
-  t.precision = s.precision;
-  t.layout = s.nhwc ? "NHWC" : "NCHW";
-  t.call = "cudnnBackendExecute(batchnorm_backward)";
-  t.math = "none";
-  t.note = with_note("cuDNN graph: batchnorm_backward (dx, dscale, dbias), scale and statistics float32", s.note);
-  t.y = dx;
-  t.y_count = numel(Dims(s.dims, s.dims + 4));
-  time_graph(b, t);
+  time_maybe_cached(b, cache_key("batchnorm_backward", s), [&](bool) {
+    auto g = new_graph(s.precision);
+    auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
+    auto DY = g->tensor(fe::graph::Tensor_attributes().set_name("DY").set_uid(kDY).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
+    auto S = channel_tensor(*g, "scale", kScale, c);
+    auto M = channel_tensor(*g, "mean", kMean, c);
+    auto IV = channel_tensor(*g, "inv_variance", kInvVar, c);
+    auto opts = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(M, IV);
+    auto [DX, DS, DB] = g->batchnorm_backward(DY, X, S, opts);
+    DX->set_output(true).set_uid(kDX).set_data_type(graph_io_type(s.precision)).set_dim(xd).set_stride(x_strides(xd, s.nhwc));
+    channel_output(DS, kDScale, c);
+    channel_output(DB, kDBias, c);
+    GraphTiming t;
+    t.graph = g;
+    t.pack = {{kX, x}, {kDY, dy}, {kScale, scale}, {kMean, mean}, {kInvVar, inv_var}, {kDX, dx}, {kDScale, dscale},
+              {kDBias, dbias}};
+    t.precision = s.precision;
+    t.layout = s.nhwc ? "NHWC" : "NCHW";
+    t.call = "cudnnBackendExecute(batchnorm_backward)";
+    t.math = "none";
+    t.note = with_note("cuDNN graph: batchnorm_backward (dx, dscale, dbias), scale and statistics float32", s.note);
+    t.y = dx;
+    t.y_count = numel(Dims(s.dims, s.dims + 4));
+    return t;
+  });
 }
 
 #else  // built without cudnn-frontend headers

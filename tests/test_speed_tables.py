@@ -1,0 +1,53 @@
+"""benchmarks/speed.py's tables without a GPU: a policy that changes how the harness builds plans
+(``kernel-cache``: BENANZA_KERNEL_CACHE=1) is judged by the training step's LBL as well as the
+inference LBL, against --exhaustive, and its bench runs with that environment."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def speed():
+    sys.path.insert(0, str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("speed", BENCHMARKS / "speed.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _analysis(batch, lbl, step=None, step_complete=True):
+    a = {"batch": batch, "precision": "fp16", "lbl_ms": lbl, "complete": True, "name": "x"}
+    if step is not None:
+        a["training_step"] = {"critical_path_ms": step, "complete": step_complete, "sequential_ms": step * 2}
+    return a
+
+
+def test_a_training_bench_keeps_the_steps_lbl_beside_the_inference_one(speed):
+    row = speed.analysis_row(_analysis(32, 1.5, step=4.25, step_complete=False))
+    assert row == {"batch": 32, "precision": "fp16", "lbl_ms": 1.5, "complete": True, "step_ms": 4.25,
+                   "step_complete": False}
+    assert "step_ms" not in speed.analysis_row(_analysis(1, 0.5))
+
+
+def test_the_kernel_cache_policy_is_compared_on_the_step_against_exhaustive(speed):
+    runs = [{"model": "mobilenet_v2_train", "policy": p,
+             "analyses": [speed.analysis_row(_analysis(32, lbl, step=step))]}
+            for p, lbl, step in (("default", 2.0, 3.00), ("kernel-cache", 2.0, 3.06), ("exhaustive", 2.0, 3.00))]
+    text = speed.fmt_compare(runs)
+    # the step of the kernel-cache run is 2 % above the exhaustive one: the table says so, per row and summed
+    assert "kernel-cache step against exhaustive: |diff| median 2.00 %" in text
+    assert "default step against exhaustive: |diff| median 0.00 %" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("mobilenet_v2_train") and "kernel-cache step" in ln)
+    assert row.split()[-3:] == ["+2.00", "True", "(exhaustive)"]
+
+
+def test_the_kernel_cache_policy_runs_bench_with_the_harness_option(speed):
+    assert speed.POLICIES["kernel-cache"] == []
+    assert speed.POLICY_ENV["kernel-cache"] == {"BENANZA_KERNEL_CACHE": "1"}
+    # the option the harness reads (cpp/src/batchnorm_engines.cpp), so the two names cannot drift apart
+    src = (BENCHMARKS.parent / "cpp" / "src" / "batchnorm_engines.cpp").read_text()
+    assert 'std::getenv("BENANZA_KERNEL_CACHE")' in src
