@@ -1,7 +1,6 @@
 """The LLM truth benchmark (benchmarks/truth.py --llm, benchmarks/llm_truth.py; issue 27, item 5) without a GPU
 or torch: the configurations' parameter counts from their numbers, the commands, the rows and flags on
 fabricated `benanza torch --json` documents, --dry-run and --merge."""
-import importlib.util
 import json
 import subprocess
 import sys
@@ -9,17 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from benchmark_modules import load
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def lt():
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("llm_truth", BENCHMARKS / "llm_truth.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["llm_truth"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("llm_truth")
 
 
 def test_parameter_counts_from_the_configurations(lt):

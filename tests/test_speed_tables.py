@@ -1,22 +1,14 @@
 """benchmarks/speed.py's tables without a GPU: a policy that changes how the harness builds plans
 (``kernel-cache``: BENANZA_KERNEL_CACHE=1) is judged by the training step's LBL as well as the
 inference LBL, against --exhaustive, and its bench runs with that environment."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from benchmark_modules import BENCHMARKS, load
 
 
 @pytest.fixture(scope="module")
 def speed():
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("speed", BENCHMARKS / "speed.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("speed")
 
 
 def _analysis(batch, lbl, step=None, step_complete=True):
