@@ -17,6 +17,7 @@
 // mobilenet_v3_large's 1,657 s of training bench jobs on an H200 (0.6-1.1 s per engine config,
 // benchmarks/results/2026-11-27f/). The records of such plans carry the algorithm prefix "dyn:" and a
 // note; a graph that gets no engine config as a dynamic-shape graph is timed as a static one.
+// With the option on, the heuristics' picks recorded as choices are the dynamic-shape graph's.
 #include <cstdlib>
 #include <map>
 #include <memory>
