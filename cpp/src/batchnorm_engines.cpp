@@ -82,19 +82,18 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& key) {
   return c;
 }
 
-// Times the graph `make(dynamic)` builds: with BENANZA_KERNEL_CACHE as a dynamic-shape graph on the
-// kernel cache of `key` (records prefixed "dyn:"), and as the static graph when that gets no engine
-// config or the option is off.
-void time_maybe_cached(Bench& b, const std::string& key,
-                       const std::function<GraphTiming(bool dynamic)>& make) {
+// Times the graph `make()` builds: with BENANZA_KERNEL_CACHE as a dynamic-shape graph on the kernel
+// cache of `key` (records prefixed "dyn:"), and as the static graph (a fresh one) when that gets no
+// engine config or the option is off.
+void time_maybe_cached(Bench& b, const std::string& key, const std::function<GraphTiming()>& make) {
   if (kernel_cache_enabled()) {
-    GraphTiming t = make(true);
+    GraphTiming t = make();
     t.graph->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache_for(key));
     t.family = "dyn:";
     t.note += "; dynamic-shape graph on the process's kernel cache (BENANZA_KERNEL_CACHE=1)";
     if (time_graph(b, t, nullptr, false)) return;
   }
-  time_graph(b, make(false));
+  time_graph(b, make());
 }
 
 std::string cache_key(const char* node, const BatchNormSpec& s) {
@@ -107,7 +106,7 @@ void run_batchnorm_train_engines(Bench& b, const BatchNormSpec& s, void* x, void
                                  void* run_var, void* next_mean, void* next_var, void* y, void* mean, void* inv_var) {
   const std::vector<int64_t> xd(s.dims, s.dims + 4);
   const int64_t c = xd[1];
-  time_maybe_cached(b, cache_key("batchnorm", s), [&](bool) {
+  time_maybe_cached(b, cache_key("batchnorm", s), [&]() {
     auto g = new_graph(s.precision);
     auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
     auto S = channel_tensor(*g, "scale", kScale, c);
@@ -143,7 +142,7 @@ void run_batchnorm_backward_engines(Bench& b, const BatchNormSpec& s, void* x, v
                                     void* inv_var, void* dx, void* dscale, void* dbias) {
   const std::vector<int64_t> xd(s.dims, s.dims + 4);
   const int64_t c = xd[1];
-  time_maybe_cached(b, cache_key("batchnorm_backward", s), [&](bool) {
+  time_maybe_cached(b, cache_key("batchnorm_backward", s), [&]() {
     auto g = new_graph(s.precision);
     auto X = g->tensor(fe::graph::Tensor_attributes().set_name("X").set_uid(kX).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
     auto DY = g->tensor(fe::graph::Tensor_attributes().set_name("DY").set_uid(kDY).set_dim(xd).set_stride(x_strides(xd, s.nhwc)));
