@@ -55,7 +55,7 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 #: several-GPU speed-up of the run stage, and the default with the framework's kernels beside the
 #: suite's run ("beside": BENANZA_FRAMEWORK_BESIDE_RUN=1, :data:`POLICY_ENV`), and the default with
 #: the batch-norm graphs built as dynamic-shape graphs on one kernel cache per process ("kernel-cache":
-#: BENANZA_KERNEL_CACHE=1, cpp/src/batchnorm_engines.cpp; for training benches, ``--extra --train``)
+#: BENANZA_KERNEL_CACHE=1, cpp/src/batchnorm_engines.cpp; for training benches, ``--extra=--train`` on a training export)
 POLICIES = {"default": [], "beside": [], "kernel-cache": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
             "default-4w": ["--workers-per-gpu", "4"], "exhaustive": ["--exhaustive"],
             "before": ["--exhaustive", "--screen", "1.5", "--warmup-ms", "2"],
@@ -251,7 +251,7 @@ def fmt_phase_table(runs: list[dict]) -> str:
 
 def analysis_row(a: dict) -> dict:
     """What the tables keep of one analysis of `bench --json`: batch, precision, the LBL (ms) and
-    whether it is complete; with ``--extra --train``, the training step's LBL (critical path, ms) and
+    whether it is complete; with ``--extra=--train``, the training step's LBL (critical path, ms) and
     completeness as ``step_ms`` and ``step_complete``."""
     row = {k: a.get(k) for k in ("batch", "precision", "lbl_ms", "complete")}
     step = a.get("training_step")
@@ -351,8 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table-only", action="store_true", help="reprint the tables of an earlier --out")
     args = ap.parse_args(argv)
     args.out = args.out.resolve()
-    args.out.mkdir(parents=True, exist_ok=True)
     log_path = args.out / "runs.jsonl"
+    if args.table_only and not log_path.is_file():
+        ap.error(f"--table-only: no earlier run in {args.out} ({log_path.name} is missing)")
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.table_only:
         runs = [json.loads(x) for x in log_path.read_text().splitlines()]
         print(tables(runs))

@@ -43,3 +43,15 @@ def test_the_kernel_cache_policy_runs_bench_with_the_harness_option(speed):
     # the option the harness reads (cpp/src/batchnorm_engines.cpp), so the two names cannot drift apart
     src = (BENCHMARKS.parent / "cpp" / "src" / "batchnorm_engines.cpp").read_text()
     assert 'std::getenv("BENANZA_KERNEL_CACHE")' in src
+
+
+def test_reprinting_the_tables_of_a_folder_without_runs_is_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "never-ran"
+    p = subprocess.run([sys.executable, str(BENCHMARKS / "speed.py"), "--out", str(out), "--table-only"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "--table-only: no earlier run in" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists()  # nothing left behind
