@@ -1,6 +1,10 @@
 """benchmarks/speed.py's tables without a GPU: a policy that changes how the harness builds plans
 (``kernel-cache``: BENANZA_KERNEL_CACHE=1) is judged by the training step's LBL as well as the
-inference LBL, against --exhaustive, and its bench runs with that environment."""
+inference LBL, against --exhaustive, and its bench runs with that environment; --table-only without
+earlier runs is a one-line error."""
+import subprocess
+import sys
+
 import pytest
 
 from benchmark_modules import BENCHMARKS, load
@@ -46,9 +50,6 @@ def test_the_kernel_cache_policy_runs_bench_with_the_harness_option(speed):
 
 
 def test_reprinting_the_tables_of_a_folder_without_runs_is_a_clear_error(tmp_path):
-    import subprocess
-    import sys
-
     out = tmp_path / "never-ran"
     p = subprocess.run([sys.executable, str(BENCHMARKS / "speed.py"), "--out", str(out), "--table-only"],
                        capture_output=True, text=True)
