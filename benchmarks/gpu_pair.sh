@@ -9,8 +9,9 @@
 # only in its own turn.
 #   bash benchmarks/gpu_pair.sh OUT 'WORK=/tmp/w0 bash benchmarks/gpu_predict.sh $SUB ...' \
 #       'WORK=/tmp/w1 bash benchmarks/gpu_truth.sh $SUB --train ...'
-# A lent machine sends back 8 files of OUT at most, two folders down: keep the commands' files
-# within that together. Exit status: the first non-zero one of the commands.
+# A lent machine sends back 8 files of OUT at most, two folders down: when the commands wrote more
+# (RETURN_FILES, default 8), each command's folder is packed into OUT/gN.tgz after they all end, so
+# their logs and databases come back too. Exit status: the first non-zero one of the commands.
 set -u
 OUT=${1:?usage: gpu_pair.sh OUT COMMAND [COMMAND ...]}; shift
 [ $# -ge 1 ] || { echo "gpu_pair: no command"; exit 2; }
@@ -40,5 +41,14 @@ for cmd in "$@"; do
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p"; r=$?; [ "$rc" = 0 ] && rc=$r; done
+files=$(find "$OUT" -type f | wc -l)
+max=${RETURN_FILES:-8}
+if [ "$files" -gt "$max" ]; then
+  for d in "$OUT"/g*/; do
+    d=${d%/}
+    tar czf "$d.tgz" -C "$OUT" "$(basename "$d")" && rm -rf "$d"
+  done
+  echo "gpu_pair: $files files, more than the $max the machine sends back: each command's folder is packed into OUT/gN.tgz"
+fi
 echo "gpu_pair: done after $(( $(date +%s) - t0 )) s, exit $rc"
 exit $rc

@@ -1,9 +1,11 @@
 """benchmarks/gpu_pair.sh: several GPU scripts at once on a lent machine of several GPUs, each on its
 own GPU with its own results folder (no GPU here: nvidia-smi is a stand-in that lists two GPUs, and
-GPU_INSTALLED=1 skips the install, as the pair itself sets it for its commands)."""
+GPU_INSTALLED=1 skips the install, as the pair itself sets it for its commands); more files than the machine
+sends back are packed per command."""
 import os
 import stat
 import subprocess
+import tarfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,3 +37,18 @@ def test_no_command_is_an_error(tmp_path):
     p = subprocess.run(["bash", "benchmarks/gpu_pair.sh", str(tmp_path / "out")], cwd=REPO,
                        env=_fake_smi(tmp_path, 2), capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "gpu_pair: no command" in p.stdout
+
+
+def test_more_files_than_the_machine_returns_are_packed_per_command(tmp_path):
+    env = _fake_smi(tmp_path, 2)
+    out = tmp_path / "out"
+    # four commands of three files each: 12 files, more than the 8 a lent machine sends back
+    cmd = 'for f in table.txt gpu_truth.log truth-db.sqlite.gz; do echo "$f $CUDA_VISIBLE_DEVICES" > "$SUB/$f"; done'
+    p = subprocess.run(["bash", "benchmarks/gpu_pair.sh", str(out), cmd, cmd, cmd, cmd], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(x.name for x in out.iterdir()) == ["g0.tgz", "g1.tgz", "g2.tgz", "g3.tgz"]
+    with tarfile.open(out / "g3.tgz") as t:
+        assert sorted(t.getnames()) == ["g3", "g3/gpu_truth.log", "g3/table.txt", "g3/truth-db.sqlite.gz"]
+        assert t.extractfile("g3/table.txt").read() == b"table.txt 1\n"  # the fourth command ran on GPU 1
+    assert "12 files, more than the 8" in p.stdout
