@@ -5,6 +5,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from benchmark_modules import load
+
 from benanza.analysis.analyzer import analyze, resolve_system
 from benanza.reports.chart import LAUNCH_FLOOR_US, model_roofline, render
 from benanza.database.store import open_db
@@ -382,11 +384,7 @@ def partition_check(tmp_path_factory):
     """benchmarks/predict_check.py on the checked-in partition database (8 models at batch 32, 5 at
     batch 1, fp16 and fp32, every ordered pair of 132, 64 and 32 SMs, measured ceilings), and the
     model before the validation (Habitat's SM ratio, no fixed part, datasheet figures)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("predict_check", REPO / "benchmarks" / "predict_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load("predict_check")
     out = tmp_path_factory.mktemp("pc")
     args = ["--db", str(PART_DB), "--partitions", "--models", str(REPO / "db" / "reference" / "truth"),
             "--model", PART_MODELS, "--batch", "1,32", "--dtype", "fp16,fp32"]

@@ -3,13 +3,14 @@ database holding the same training steps measured on two systems -- here one H10
 and confined to 64 SMs (a BENANZA_SM_COUNT partition), with fabricated measurements of a small
 classifier (tests/test_predict_train.py's) -- and `benchmarks/gpu_predict.sh TRAIN=1` builds the
 bench commands that measure them. No GPU needed."""
-import importlib.util
 import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from benchmark_modules import load
 
 from benanza.analysis.analyzer import analyze
 from benanza.analysis.gpus import find_gpu
@@ -27,10 +28,7 @@ SLOWER = 1.5  # every call on the 64-SM partition takes 1.5 x its time on the wh
 
 
 def _check():
-    spec = importlib.util.spec_from_file_location("predict_check", REPO / "benchmarks" / "predict_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("predict_check")
 
 
 def _record(db, sid, ml, f, skip=()):

@@ -3,11 +3,11 @@ recorded H100 training trace of resnet18 (batch 2, fp32, SGD; benchmarks/record_
 it must agree with the training join's own sums (benanza/profiles/train_join.py), which
 record_train_trace printed when the trace was recorded: step kernels 1.8515 ms; forward 0.5644,
 loss 0.0048, backward 1.1435, optimizer 0.1389 ms."""
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from benchmark_modules import load
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "data" / "traces" / "resnet18_train_b2_fp32.json.gz"
@@ -15,11 +15,7 @@ TRACE = REPO / "tests" / "data" / "traces" / "resnet18_train_b2_fp32.json.gz"
 
 @pytest.fixture(scope="module")
 def train_step():
-    spec = importlib.util.spec_from_file_location("train_step", REPO / "benchmarks" / "train_step.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["train_step"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("train_step")
 
 
 def test_phases_of_a_recorded_training_step(train_step):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmark_modules import load
+
 from benanza.analysis.train_whatif import STEPS, StepAlternatives, compose_step, step_alternatives
 
 DATA = Path(__file__).parent / "data" / "traces"
@@ -236,13 +238,7 @@ def test_the_train_report_has_the_whatif(joined, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def check():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("whatif_check", Path(__file__).parent.parent / "benchmarks"
-                                                  / "whatif_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("whatif_check")
 
 
 def test_the_check_rows_and_table(check, joined):

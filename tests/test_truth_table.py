@@ -1,6 +1,5 @@
 """The truth benchmark's table, flag and precision-choice logic (benchmarks/truth.py) on
 fabricated analyses; and its one-line errors for bad arguments. No GPU, no torch."""
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -8,16 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmark_modules import load
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def truth():
-    spec = importlib.util.spec_from_file_location("truth", BENCHMARKS / "truth.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["truth"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("truth")
 
 
 def _analysis(lbl, seq=None, complete=True, batch=32, precision="fp16"):
@@ -323,9 +320,7 @@ def test_mixed_precision_training_dtypes(truth, tmp_path, capsys):
     refused in one line (the inference profile has no autocast)."""
     assert truth.choose_precision("amp16", 0.9) == "fp16" and truth.choose_precision("ampbf16", 0.1) == "bf16"
     assert truth.TRAIN_DTYPES == ("fp16", "fp32", "amp16", "ampbf16")
-    spec = importlib.util.spec_from_file_location("train_step", BENCHMARKS / "train_step.py")
-    train_step = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(train_step)
+    train_step = load("train_step")
     assert train_step.DTYPES == truth.TRAIN_DTYPES
     assert train_step.AUTOCAST == {"amp16": "float16", "ampbf16": "bfloat16"}
     assert set(train_step.AUTOCAST) == set(truth.AMP_PRECISION)

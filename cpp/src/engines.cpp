@@ -307,7 +307,9 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
   }
   if (!st.is_good() || g->get_execution_plan_count() == 0) {
     const std::string why = st.is_good() ? "no engine config" : st.get_message();
-    if (picks) {
+    // a caller that records no failure times another graph for the layer next (a retry): the
+    // choices are that graph's (the database keeps a job's first choice of each source)
+    if (picks && record_failure) {
       b.choice("cudnn_heuristics_mode_a", 0, "", math, why.substr(0, 60), 0);
       b.choice("cudnn_heuristics_mode_b", 0, "", math, why.substr(0, 60), 0);
     }

@@ -86,7 +86,8 @@ struct GraphTiming {
 // heuristics ranks. Math: fp32 excludes Tensor Core configs (numerical note TENSOR_CORE), no
 // precision allows DOWN_CONVERT_INPUTS; excluded configs are recorded as not_supported unbuilt.
 // Returns false when cuDNN has no engine config for the graph: `why` gets the reason, recorded as
-// not_supported unless `record_failure` is false.
+// not_supported (with the picks' "no engine config" choices) unless `record_failure` is false: a
+// caller that retries with another graph records that one's.
 bool time_graph(Bench& b, const GraphTiming& t, std::string* why = nullptr, bool record_failure = true);
 
 }  // namespace benanza
