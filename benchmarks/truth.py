@@ -482,6 +482,7 @@ class Run:
         self.pytorch: dict = {}     # (model, batch, dtype) -> pytorch record
         self.analyses: dict = {}    # (model, batch, precision) -> analysis dict
         self.precisions: dict = {}  # model -> {"share": cuDNN FLOP share, dtype: precision}
+        self.earlier_precisions: dict = {}  # (model, dtype) -> precisions earlier merged runs chose (newest last)
         self.stages: dict = {}      # model -> stage -> seconds
         self.systems: dict = {}     # model -> benanza's system dict (for --skip-bench)
         self.durations: list = []
@@ -502,8 +503,14 @@ class Run:
                     p = pr.get(d)
                     if p is None:
                         continue
-                    out.append(make_row(model, b, d, p, self.pytorch.get((model, b, d)),
-                                        self.analyses.get((model, b, p)), pr["share"], train=self.a.train))
+                    an = self.analyses.get((model, b, p))
+                    if an is None:  # --merge: a row an earlier run measured under the precision it chose then
+                        for old in reversed(self.earlier_precisions.get((model, d), [])):
+                            if (model, b, old) in self.analyses:
+                                p, an = old, self.analyses[(model, b, old)]
+                                break
+                    out.append(make_row(model, b, d, p, self.pytorch.get((model, b, d)), an, pr["share"],
+                                        train=self.a.train))
         return out
 
     def save(self) -> str:
@@ -757,7 +764,12 @@ def load_records(run: Run, path: Path, analyses: bool = True) -> set[str]:
         if kind == "pytorch":
             run.pytorch[(model, r["batch"], r["dtype"])] = r
         elif kind == "precision":  # a later run's data types add to an earlier run's (--merge of runs by dtype)
-            run.precisions[model] = {**run.precisions.get(model, {}), **r["precisions"]}
+            before = run.precisions.get(model, {})
+            for d, p in r["precisions"].items():  # a rule changed between runs (fp32 -> fp32+tf32conv, 2026-11-27d)
+                if d != "share" and before.get(d) not in (None, p):
+                    seen = run.earlier_precisions.setdefault((model, d), [])
+                    seen[:] = [q for q in seen if q != before[d]] + [before[d]]
+            run.precisions[model] = {**before, **r["precisions"]}
         elif kind in ("bench", "analysis"):
             if r.get("system"):
                 run.systems[model] = r["system"]

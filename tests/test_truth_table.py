@@ -201,6 +201,27 @@ def test_merge_keeps_the_data_types_of_every_run_of_a_model(truth, tmp_path):
     assert rows[("resnet50", 1, "fp16")]["flags"] == [] and rows[("resnet50", 1, "fp32")]["precision"] == "tf32"
 
 
+def test_merge_keeps_a_row_an_earlier_run_measured_under_its_own_precision(truth, tmp_path):
+    """The fp32 rule changed between runs (2026-11-27d: fp32 -> fp32+tf32conv for a model with cuDNN
+    convolutions): an earlier run's fp32 row at batch 32 stays in the merged table under the precision
+    it was measured in, while a later run of the same model at batch 1 only shows its own."""
+    old = _fabricated_run(tmp_path / "old", "vit_b_16", lbl=(0.5, 0.6))
+    recs = [json.loads(x) for x in (old / "results.jsonl").read_text().splitlines()]
+    new = [{**recs[0], "precisions": {"share": 0.01, "fp16": "fp16", "fp32": "fp32+tf32conv"}}]
+    new += [r for r in recs[1:] if r["kind"] == "pytorch" and r["batch"] == 1]
+    new.append({**recs[-2], "analyses": [{**_analysis(0.7, batch=1, precision="fp32"), "conv_precision": "tf32"}]})
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in new))
+    out = tmp_path / "merged"
+    assert truth.main(["--out", str(out), "--merge", str(old), str(tmp_path / "new")]) == 0
+    rows = {(r["model"], r["batch"], r["dtype"]): r for r in json.loads((out / "table.json").read_text())["rows"]}
+    assert rows[("vit_b_16", 1, "fp32")]["precision"] == "fp32+tf32conv"
+    assert rows[("vit_b_16", 1, "fp32")]["ratio"] == pytest.approx(0.7)
+    assert rows[("vit_b_16", 32, "fp32")]["precision"] == "tf32"  # the earlier run's, with its own LBL
+    assert rows[("vit_b_16", 32, "fp32")]["ratio"] == pytest.approx(0.6)
+    assert "NO-LBL" not in rows[("vit_b_16", 32, "fp32")]["flags"]
+
+
 def test_pack_splits_large_files_and_keeps_the_table(truth, tmp_path, monkeypatch):
     out = _fabricated_run(tmp_path / "out")
     (out / "table.txt").write_text("table\n")

@@ -85,15 +85,23 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& key) {
 // Times the graph `make()` builds: with BENANZA_KERNEL_CACHE as a dynamic-shape graph on the kernel
 // cache of `key` (records prefixed "dyn:"), and as the static graph (a fresh one) when that gets no
 // engine config or the option is off.
+// The static graph's records then say why the dynamic-shape one was not timed (2026-11-27h, an H200
+// with cuDNN 9.19: no batch-norm graph of mobilenet_v2's training step got a dynamic-shape plan, and
+// the records did not say why).
 void time_maybe_cached(Bench& b, const std::string& key, const std::function<GraphTiming()>& make) {
+  std::string refused;
   if (kernel_cache_enabled()) {
     GraphTiming t = make();
     t.graph->set_dynamic_shape_enabled(true).set_kernel_cache(kernel_cache_for(key));
     t.family = "dyn:";
     t.note += "; dynamic-shape graph on the process's kernel cache (BENANZA_KERNEL_CACHE=1)";
-    if (time_graph(b, t, nullptr, false)) return;
+    std::string why;
+    if (time_graph(b, t, &why, false)) return;
+    refused = "; BENANZA_KERNEL_CACHE=1: the dynamic-shape graph got no plan (" + (why.empty() ? std::string("no reason given") : why) + ")";
   }
-  time_graph(b, make());
+  GraphTiming t = make();
+  t.note += refused;
+  time_graph(b, t);
 }
 
 std::string cache_key(const char* node, const BatchNormSpec& s) {
