@@ -72,9 +72,8 @@ def _args(argv):
     ap.add_argument("--partitions", action="store_true",
                     help="every pair of the database's systems (one GPU at several SM counts)")
     ap.add_argument("--memory", default="l2", help="memory models to validate: l2 (benanza's), dram (Habitat's)")
-    ap.add_argument("--ceilings", default="spec", choices=("spec", "measured", "measured-dram"),
-                    help="GPU figures: the spec table's, or the ceilings measured on each system (benanza ceilings); "
-                         "measured-dram: the measured DRAM bandwidth with the spec table's math peaks")
+    ap.add_argument("--ceilings", default="spec", choices=("spec", "measured"),
+                    help="GPU figures: the spec table's, or the ceilings measured on each system (benanza ceilings)")
     ap.add_argument("--fixed-us", type=float, default=None, help="the fixed part per layer (default: predict's)")
     ap.add_argument("--no-span", action="store_true", help="Habitat's SM ratio instead of the SMs each layer keeps busy")
     ap.add_argument("--json", help="write the validations here")
@@ -115,10 +114,6 @@ def _specs(db, systems, ceilings):
         spec = find_gpu(s.gpu_name)
         if ceilings == "measured":
             spec = with_measured_ceilings(spec, db.ceilings(s.id))
-        elif ceilings == "measured-dram":
-            import dataclasses
-
-            spec = dataclasses.replace(spec, bandwidth=with_measured_ceilings(spec, db.ceilings(s.id)).bandwidth)
         out[s.id] = spec
         print(f"system {s.id}: {s.gpu_name} -> {spec.name}, {spec.bandwidth / 1e12:.2f} TB/s, {spec.sm_count} SMs, "
               f"fp16 {spec.peak['fp16'] / 1e12:.0f} TFLOP/s ({ceilings})")

@@ -303,24 +303,6 @@ def test_the_training_error_table_and_the_error_bar_predict_train_reads(measured
         load_train_error_table(out)
 
 
-def test_measured_dram_ceilings_keep_the_datasheet_math_peaks(capsys):
-    """--ceilings measured-dram (2026-11-27h): a system's DRAM bandwidth as `benanza ceilings`
-    measured it, its math peaks the datasheet's (the whole GPU's measured GEMM rate is a power-capped
-    sustained rate that fits the inference partitions but not the training step's)."""
-    from types import SimpleNamespace as NS
-
-    rows = {"dram_bandwidth": NS(value=2.41e12), "gemm_fp16": NS(value=236e12), "fma_fp32": NS(value=20e12)}
-    db = NS(ceilings=lambda sid: rows)
-    systems = [NS(id=3, gpu_name="NVIDIA H100 80GB HBM3 [32 SMs]")]
-    spec = find_gpu(systems[0].gpu_name)
-    md = _check()._specs(db, systems, "measured-dram")[3]
-    assert md.bandwidth == 2.41e12 and md.peak_flops("fp16") == spec.peak_flops("fp16")
-    assert md.peak_flops("fp32") == spec.peak_flops("fp32")
-    m = _check()._specs(db, systems, "measured")[3]
-    assert m.bandwidth == 2.41e12 and m.peak_flops("fp16") == 236e12
-    assert "measured-dram" in capsys.readouterr().out
-
-
 def test_a_missing_model_file_is_one_line(tmp_path, measured):
     """A --models folder without the model: `benanza: ... no such file`, no traceback."""
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "predict_check.py"),
