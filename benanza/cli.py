@@ -789,6 +789,8 @@ def _print_train_comparisons(comps, spec: str, json_out: bool) -> None:
         out.print(f"benanza training step: {c.step.lbl_text()}; sequential {c.step.sequential_ms:.4f} ms",
                   markup=False)
         out.print(c.ratio_text(), markup=False)
+        for fc in d["framework_choices"]:
+            out.print(f"framework: {fc['text']} ({fc['source']})", markup=False, soft_wrap=True)
         from benanza.reports.report import train_whatif_table
 
         wt = train_whatif_table(d)

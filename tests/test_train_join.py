@@ -379,6 +379,72 @@ def test_an_incomplete_step_never_passes_as_complete(small_join):
     assert c.to_dict()["incomplete_note"].startswith("INCOMPLETE")
 
 
+# ------------------------------------------------------------------ the framework's own choices
+
+#: kernel names as PyTorch 2.11's profiler wrote them on an H200 (2026-11-27h, resnet50 training
+#: truth, the results' top_kernels), cut as the trace does not
+BF16_BN = ("void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16, c10::BFloat16, float, int>",
+           "void at::native::batch_norm_transform_input_kernel<c10::BFloat16, float, float, true, int>",
+           "void at::native::batch_norm_backward_kernel<c10::BFloat16, float, float, int>")
+FP16_BN = ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__half, float, int, 128, true, 1, true>",
+           "void cudnn::bn_bw_1C11_kernel_new<__half, float, float2, 128, true, 1>")
+
+
+def _bn_join(names, per_kernel_ms):
+    """Two iterations of a conv (layer 0) and a batch norm (layer 1) whose kernels are ``names``
+    (a backward name has "backward"), each ``per_kernel_ms`` long, the second iteration 10 % longer."""
+    from benanza.profiles.train_join import TrainJoin, TrainKernel
+
+    ks, n = [], 0
+    for it, f in ((0, 1.0), (1, 1.1)):
+        ks.append(TrainKernel(n, "sm90_xmma_fprop_implicit_gemm_bf16", "kernel", it, "forward", "forward", 0, None,
+                              None, "aten::conv2d", 0.2 * f))
+        n += 1
+        for name in names:
+            bwd = "backward" in name or "bn_bw" in name
+            ks.append(TrainKernel(n, name, "kernel", it, "backward" if bwd else "forward",
+                                  "backward" if bwd else "forward", 1, "NativeBatchNormBackward0" if bwd else None,
+                                  7 if bwd else None, "aten::batch_norm", per_kernel_ms * f))
+            n += 1
+    return TrainJoin(tuple(ks), (0, 1), {0: "conv", 1: "bn"})
+
+
+def _bn_step(bn_ms):
+    from benanza.analysis.training import BackwardTime, TrainingStep
+
+    calls = [BackwardTime(0, "conv", "backward_data", "ConvBwdData", "", "c", 0.1),
+             BackwardTime(1, "bn", "forward", "BatchNormTrain", "", "t", bn_ms[0]),
+             BackwardTime(1, "bn", "backward_data", "BatchNormBwd", "", "b", bn_ms[1])]
+    return TrainingStep(model="m", batch=32, precision_label="bf16", layouts=("NCHW",),
+                        forward=types.SimpleNamespace(missing=[]),
+                        phase_ms={"forward": 0.3, "loss": 0.0, "backward_data": 0.2, "backward_weight": 0.1,
+                                  "optimizer": 0.01}, sequential_ms=0.6, critical_path_ms=0.5, calls=calls)
+
+
+def test_batch_norms_pytorch_ran_natively_in_bf16_are_named_and_costed(tmp_path, capsys):
+    """AMP-bf16: ATen's _select_batch_norm_backend refuses cuDNN for bf16 input, so the step runs
+    ATen's batch-norm kernels; the report says so with their time, benanza's bound of the same
+    calls and the difference. fp16 (cuDNN's kernels) gives no such finding."""
+    from benanza import cli
+    from benanza.profiles.train_compare import TrainComparison
+
+    c = TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, 0.06)))
+    (fc,) = c.framework_choices()
+    assert fc["rule"] == "native_batch_norm_bf16" and fc["layers"] == 1
+    assert fc["pytorch_ms"] == pytest.approx(0.3 * 1.05)  # three kernels, median of 0.3 and 0.33
+    assert fc["lbl_ms"] == pytest.approx(0.1) and fc["saving_ms"] == pytest.approx(0.215)
+    assert "Normalization.cpp" in fc["source"] and "bf16" in fc["text"] and "0.2150 ms to gain" in fc["text"]
+    assert c.to_dict()["framework_choices"] == [fc]
+    # a batch-norm call without a valid measurement: named, not costed
+    (fc,) = TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, None))).framework_choices()
+    assert fc["lbl_ms"] is None and fc["saving_ms"] is None and "not measured" in fc["text"]
+    assert TrainComparison(_bn_join(FP16_BN, 0.1), _bn_step((0.04, 0.06))).framework_choices() == []
+    run = {"label": "eager, training step (sgd)", "folder": str(tmp_path / "profile-b32-ampbf16-train-sgd"),
+           "batch": 32, "dtype": "ampbf16", "optimizer": "sgd", "notices": []}
+    cli._print_train_comparisons([TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, 0.06)), run)], "m", False)
+    assert "framework: PyTorch ran its own batch-norm kernels on bf16 input" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- the recorded trace
 
 @pytest.mark.skipif(not (REAL_TRACE.exists() and REAL_MODEL.exists()),
@@ -412,6 +478,9 @@ def test_the_recorded_resnet18_training_trace():
     assert sum(k.dur_ms for k in tj.kernels if k.role == "backward" and k.layer is not None) >= 0.5 * bwd
     cmp = tj.comparable_ms()
     assert sum(v["median_ms"] for v in cmp.values()) == pytest.approx(tj.step_ms()["median_ms"], rel=0.05)
+    from benanza.profiles.train_compare import TrainComparison
+
+    assert TrainComparison(tj, _step(True, 0.008)).framework_choices() == []  # fp32: cuDNN's batch norm
 
 
 # ------------------------------------------------------------------------------------ plumbing

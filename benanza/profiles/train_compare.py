@@ -62,6 +62,42 @@ class TrainComparison:
                 + ", ".join(f"{op} {ms:.4f} ms" for op, ms in miss.items())
                 + " of kernels per step): export the model with them kept")
 
+    def framework_choices(self) -> list[dict]:
+        """Where the step ran a slower implementation that PyTorch's own selection rule chose, for a
+        reason the rule states (ms per step). Today one rule, measured in 2026-11-27h's training
+        truth (an H200, PyTorch 2.11, cuDNN 9.19):
+
+        * ``native_batch_norm_bf16``: batch norms on bf16 input run ATen's own kernels
+          (``at::native::batch_norm_collect_statistics_kernel``, ``batch_norm_transform_input_kernel``,
+          ``batch_norm_backward_kernel``, ...), because ATen selects cuDNN's batch norm only for other
+          input types (``_select_batch_norm_backend``, ``aten/src/ATen/native/Normalization.cpp``:
+          ``input.scalar_type() != at::kBFloat16``); AMP-bf16 feeds every batch norm bf16. resnet50
+          at batch 32: 4.117 ms of native backward kernels a step, where the AMP-fp16 step's cuDNN
+          ``bn_bw_1C11_kernel_new`` took 1.952 ms.
+
+        Each entry: ``rule``, ``layers`` (how many), ``pytorch_ms`` (those kernels' time, median over
+        iterations), ``lbl_ms`` (benanza's bound of the same layers' training forward and backward
+        batch-norm calls, every implementation the database timed, cuDNN's included; None when one
+        has no valid measurement), ``saving_ms`` (``pytorch_ms - lbl_ms``, at least 0; None
+        without ``lbl_ms``), ``text`` (one sentence) and ``source``."""
+        def native_bn(k) -> bool:
+            return k.kind == "kernel" and "at::native::" in k.name and "batch_norm" in k.name and "BFloat16" in k.name
+
+        if not any(native_bn(k) and k.iteration in self.join.iterations for k in self.join.kernels):
+            return []
+        layers = sorted({k.layer for k in self.join.kernels if native_bn(k) and k.layer is not None})
+        ms = self.join.kernels_ms(native_bn)["median_ms"]
+        calls = [c for c in self.step.calls if c.layer in set(layers) and c.kind in ("BatchNormTrain", "BatchNormBwd")]
+        lbl = None if not calls or any(c.time_ms is None for c in calls) else sum(c.time_ms for c in calls)
+        save = None if lbl is None else max(0.0, ms - lbl)
+        text = (f"PyTorch ran its own batch-norm kernels on bf16 input ({len(layers)} layers, {ms:.4f} ms a step): "
+                "ATen takes cuDNN's batch norm only for fp16 and fp32 input; "
+                + (f"benanza's bound of these batch norms is {lbl:.4f} ms ({save:.4f} ms to gain, e.g. with AMP-fp16)"
+                   if lbl is not None else "benanza's bound of these batch norms is not measured"))
+        return [{"rule": "native_batch_norm_bf16", "layers": len(layers), "pytorch_ms": ms, "lbl_ms": lbl,
+                 "saving_ms": save, "text": text,
+                 "source": "PyTorch aten/src/ATen/native/Normalization.cpp, _select_batch_norm_backend"}]
+
     @property
     def complete(self) -> bool:
         """benanza's step is complete and has every layer PyTorch's step ran (:meth:`missing_layers_note`)."""
@@ -155,7 +191,7 @@ class TrainComparison:
     def to_dict(self) -> dict:
         return {"run": dict(self.run), "pytorch": self.join.to_dict(), "benanza": self.step.to_dict(),
                 "ratios": self.ratios(), "layers": self.layer_rows(), "step_benanza_ratio": self.ratios()["step"]["ratio"],
-                "uncovered_ops": self.uncovered_ops(),
+                "uncovered_ops": self.uncovered_ops(), "framework_choices": self.framework_choices(),
                 "complete": self.complete, "incomplete_note": self.incomplete_note or None,
                 "ratio_text": self.ratio_text(),
                 "whatif": self.whatif.to_dict() if self.whatif is not None else None,

@@ -125,6 +125,11 @@ class TrainJoin:
         """The step's kernel time: the sum over an iteration's activities of ``kinds``, median/IQR."""
         return _stats(self._per_iteration(lambda k: "step", kinds).get("step", [0.0] * len(self.iterations)))
 
+    def kernels_ms(self, select) -> dict:
+        """The kernels ``select(kernel)`` keeps (``kind == "kernel"``): their time per iteration,
+        median/IQR (ms); ``n`` 0 when the join has no iteration."""
+        return _stats(self._per_iteration(lambda k: "x" if select(k) else None).get("x", [0.0] * len(self.iterations)))
+
     def phase_ms(self) -> dict:
         """Each phase of :data:`PHASES` (and ``outside``): kernel time per iteration, median/IQR."""
         per = self._per_iteration(lambda k: k.phase or "outside")
