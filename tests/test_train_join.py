@@ -390,7 +390,7 @@ FP16_BN = ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__half, float, int, 128, true,
            "void cudnn::bn_bw_1C11_kernel_new<__half, float, float2, 128, true, 1>")
 
 
-def _bn_join(names, per_kernel_ms):
+def _bn_join(names, per_kernel_ms, bn_layer=1):
     """Two iterations of a conv (layer 0) and a batch norm (layer 1) whose kernels are ``names``
     (a backward name has "backward"), each ``per_kernel_ms`` long, the second iteration 10 % longer."""
     from benanza.profiles.train_join import TrainJoin, TrainKernel
@@ -403,7 +403,7 @@ def _bn_join(names, per_kernel_ms):
         for name in names:
             bwd = "backward" in name or "bn_bw" in name
             ks.append(TrainKernel(n, name, "kernel", it, "backward" if bwd else "forward",
-                                  "backward" if bwd else "forward", 1, "NativeBatchNormBackward0" if bwd else None,
+                                  "backward" if bwd else "forward", bn_layer, "NativeBatchNormBackward0" if bwd else None,
                                   7 if bwd else None, "aten::batch_norm", per_kernel_ms * f))
             n += 1
     return TrainJoin(tuple(ks), (0, 1), {0: "conv", 1: "bn"})
@@ -439,6 +439,9 @@ def test_batch_norms_pytorch_ran_natively_in_bf16_are_named_and_costed(tmp_path,
     (fc,) = TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, None))).framework_choices()
     assert fc["lbl_ms"] is None and fc["saving_ms"] is None and "not measured" in fc["text"]
     assert TrainComparison(_bn_join(FP16_BN, 0.1), _bn_step((0.04, 0.06))).framework_choices() == []
+    # batch norms the export folded (their kernels reach no layer): named, not costed
+    (fc,) = TrainComparison(_bn_join(BF16_BN, 0.1, bn_layer=None), _bn_step((0.04, 0.06))).framework_choices()
+    assert fc["layers"] == 0 and fc["lbl_ms"] is None and "no layer of the export" in fc["text"]
     run = {"label": "eager, training step (sgd)", "folder": str(tmp_path / "profile-b32-ampbf16-train-sgd"),
            "batch": 32, "dtype": "ampbf16", "optimizer": "sgd", "notices": []}
     cli._print_train_comparisons([TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, 0.06)), run)], "m", False)

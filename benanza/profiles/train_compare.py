@@ -90,7 +90,8 @@ class TrainComparison:
         calls = [c for c in self.step.calls if c.layer in set(layers) and c.kind in ("BatchNormTrain", "BatchNormBwd")]
         lbl = None if not calls or any(c.time_ms is None for c in calls) else sum(c.time_ms for c in calls)
         save = None if lbl is None else max(0.0, ms - lbl)
-        text = (f"PyTorch ran its own batch-norm kernels on bf16 input ({len(layers)} layers, {ms:.4f} ms a step): "
+        which = f"{len(layers)} layers" if layers else "batch norms of no layer of the export"
+        text = (f"PyTorch ran its own batch-norm kernels on bf16 input ({which}, {ms:.4f} ms a step): "
                 "ATen takes cuDNN's batch norm only for fp16 and fp32 input; "
                 + (f"benanza's bound of these batch norms is {lbl:.4f} ms ({save:.4f} ms to gain, e.g. with AMP-fp16)"
                    if lbl is not None else "benanza's bound of these batch norms is not measured"))

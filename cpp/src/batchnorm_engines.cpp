@@ -97,7 +97,7 @@ void time_maybe_cached(Bench& b, const std::string& key, const std::function<Gra
     t.note += "; dynamic-shape graph on the process's kernel cache (BENANZA_KERNEL_CACHE=1)";
     std::string why;
     if (time_graph(b, t, &why, false)) return;
-    refused = "; BENANZA_KERNEL_CACHE=1: the dynamic-shape graph got no plan (" + (why.empty() ? std::string("no reason given") : why) + ")";
+    refused = "; BENANZA_KERNEL_CACHE=1: the dynamic-shape graph got no plan (" + (why.empty() ? std::string("no reason given") : why.substr(0, 200)) + ")";
   }
   GraphTiming t = make();
   t.note += refused;
