@@ -13,47 +13,33 @@ lower bounds of the batch norms' whole time. No GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tarfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # truth.py beside it
 
 
 def records(src: Path) -> list[dict]:
-    """The JSON records of one run's ``results.jsonl`` (a folder or a ``truth-results.tgz``).
-    Raises SystemExit (one line) for a path that is neither."""
-    if src.is_dir():
-        lines = (src / "results.jsonl").read_text().splitlines() if (src / "results.jsonl").exists() else []
-    elif src.is_file():
-        try:
-            with tarfile.open(src) as tar:
-                m = next((m for m in tar.getmembers() if m.name.endswith("results.jsonl")), None)
-                lines = tar.extractfile(m).read().decode().splitlines() if m else []
-        except tarfile.TarError as e:
-            raise SystemExit(f"benanza: {src}: not a readable archive ({e})") from None
-    else:
-        raise SystemExit(f"benanza: {src}: no such folder or archive")
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by a killed run
-    return out
+    """The records of one run (a ``truth.py --out`` folder or a ``truth-results.tgz``:
+    :func:`truth.run_records`). Raises SystemExit (one line) for a path that is neither."""
+    import truth
+
+    try:
+        return truth.run_records(src)
+    except truth.TruthError as e:
+        raise SystemExit(f"benanza: {e}") from None
 
 
 def is_cudnn_bn(name: str) -> bool:
     return "cudnn::bn_" in name
 
 
-def is_native_bf16_bn(name: str) -> bool:
-    return "at::native::" in name and "batch_norm" in name and "BFloat16" in name
-
-
 def rows(sources: list[Path], batches: set[int] | None = None) -> list[dict]:
     """One row per (model, batch) with both an ``amp16`` and an ``ampbf16`` PyTorch record (a later
     source's record replaces an earlier one's): the steps' kernel time (median, ms), the change, and
     the batch-norm kernels among their heaviest (ms)."""
+    from benanza.profiles.train_compare import is_native_bf16_batch_norm
+
     seen: dict = {}
     for src in sources:
         for r in records(src):
@@ -68,7 +54,7 @@ def rows(sources: list[Path], batches: set[int] | None = None) -> list[dict]:
         fp16, bf16 = a["kernel_ms"]["median"], b["kernel_ms"]["median"]
         out.append({"model": model, "batch": batch, "amp16_ms": fp16, "ampbf16_ms": bf16, "change": bf16 / fp16 - 1,
                     "cudnn_bn_fp16_ms": sum(t["ms"] for t in a.get("top_kernels") or [] if is_cudnn_bn(t["name"])),
-                    "native_bn_bf16_ms": sum(t["ms"] for t in b.get("top_kernels") or [] if is_native_bf16_bn(t["name"]))})
+                    "native_bn_bf16_ms": sum(t["ms"] for t in b.get("top_kernels") or [] if is_native_bf16_batch_norm(t["name"]))})
     return out
 
 

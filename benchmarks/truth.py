@@ -754,12 +754,13 @@ def _validate(a, extra: list[str]):
     return a
 
 
-def load_records(run: Run, path: Path, analyses: bool = True) -> set[str]:
-    """Load an earlier run's records (``results.jsonl``) into ``run``: PyTorch measurements,
+def load_records(run: Run, path: Path | list, analyses: bool = True) -> set[str]:
+    """Load an earlier run's records (``path``: its ``results.jsonl``, or the records already read) into
+    ``run``: PyTorch measurements,
     precisions, stage times, benanza systems and (with ``analyses``) its LBLs. Returns the models
     it finished."""
     done = set()
-    for r in read_records(path):
+    for r in path if isinstance(path, list) else read_records(path):
         kind, model = r.get("kind"), r.get("model")
         if kind == "pytorch":
             run.pytorch[(model, r["batch"], r["dtype"])] = r
@@ -785,51 +786,47 @@ def load_records(run: Run, path: Path, analyses: bool = True) -> set[str]:
     return done
 
 
-def merge_sources(run: Run, sources: list[Path]) -> None:
-    """--merge: the records of several runs' folders or packed ``truth-results.tgz`` archives."""
+def run_records(src: Path) -> list[dict]:
+    """The records of an earlier run: its ``--out`` folder's ``results.jsonl``, or the one packed in a
+    ``truth-results.tgz``. Raises TruthError naming ``src`` when it is neither."""
     import tarfile
 
-    def load(path: Path, src: Path) -> None:
-        trained = _train_run(path)
+    if src.is_dir():
+        return read_records(src / "results.jsonl")
+    if not src.is_file():
+        raise TruthError(f"{src}: no such folder or archive")
+    try:
+        with tarfile.open(src) as tar:
+            member = next((m for m in tar.getmembers() if m.name.endswith("results.jsonl")), None)
+            if member is None:
+                raise TruthError(f"{src}: the archive has no results.jsonl")
+            with tempfile.TemporaryDirectory() as tmp:
+                target = Path(tmp) / "results.jsonl"
+                target.write_bytes(tar.extractfile(member).read())
+                return read_records(target)
+    except tarfile.TarError as e:
+        raise TruthError(f"{src}: not a readable archive ({e})") from None
+
+
+def merge_sources(run: Run, sources: list[Path]) -> None:
+    """--merge: the records of several runs' folders or packed ``truth-results.tgz`` archives."""
+    for src in sources:
+        try:
+            recs = run_records(src)
+        except TruthError as e:
+            raise TruthError(f"--merge {e}") from None
+        trained = _train_run(recs)
         if trained is not None and trained != bool(run.a.train):
             raise TruthError(f"--merge {src}: {'a training' if trained else 'an inference'} run (its command "
                              f"{'has' if trained else 'lacks'} --train); merge it with{'' if trained else 'out'} --train")
-        load_records(run, path)
-
-    for src in sources:
-        if src.is_dir():
-            load(src / "results.jsonl", src)
-            continue
-        if not src.is_file():
-            raise TruthError(f"--merge {src}: no such folder or archive")
-        try:
-            with tarfile.open(src) as tar:
-                member = next((m for m in tar.getmembers() if m.name.endswith("results.jsonl")), None)
-                if member is None:
-                    raise TruthError(f"--merge {src}: the archive has no results.jsonl")
-                with tempfile.TemporaryDirectory() as tmp:
-                    target = Path(tmp) / "results.jsonl"
-                    target.write_bytes(tar.extractfile(member).read())
-                    load(target, src)
-        except tarfile.TarError as e:
-            raise TruthError(f"--merge {src}: not a readable archive ({e})") from None
+        load_records(run, recs)
 
 
-def _train_run(path: Path) -> bool | None:
-    """Whether the run that wrote ``results.jsonl`` at ``path`` was a ``--train`` run (its env
-    records' commands), None when it has no env record."""
-    flags = set()
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(r, dict) and r.get("kind") == "env" and r.get("command"):
-            flags.add("--train" in str(r["command"]).split())
+def _train_run(records: list[dict]) -> bool | None:
+    """Whether the run whose ``records`` these are was a ``--train`` run (its env records'
+    commands), None when it has no env record."""
+    flags = {"--train" in str(r["command"]).split() for r in records
+             if isinstance(r, dict) and r.get("kind") == "env" and r.get("command")}
     return None if not flags else any(flags)
 
 

@@ -20,6 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+def is_native_bf16_batch_norm(kernel_name: str) -> bool:
+    """A batch-norm kernel of ATen's own on bf16 data (``at::native::batch_norm_..._kernel<c10::BFloat16, ...>``),
+    which PyTorch runs where it refuses cuDNN's batch norm (:meth:`TrainComparison.framework_choices`)."""
+    return "at::native::" in kernel_name and "batch_norm" in kernel_name and "BFloat16" in kernel_name
+
+
 #: benanza's phases held against PyTorch's (:meth:`TrainJoin.comparable_ms` groups)
 COMPARED = ("forward", "loss", "backward", "optimizer")
 
@@ -81,7 +87,7 @@ class TrainComparison:
         has no valid measurement), ``saving_ms`` (``pytorch_ms - lbl_ms``, at least 0; None
         without ``lbl_ms``), ``text`` (one sentence) and ``source``."""
         def native_bn(k) -> bool:
-            return k.kind == "kernel" and "at::native::" in k.name and "batch_norm" in k.name and "BFloat16" in k.name
+            return k.kind == "kernel" and is_native_bf16_batch_norm(k.name)
 
         if not any(native_bn(k) and k.iteration in self.join.iterations for k in self.join.kernels):
             return []
