@@ -265,24 +265,31 @@ def summary_line(rows: list[dict]) -> str:
 def rows_from_records(records: list[dict], batches: list[int] | None = None) -> list[dict]:
     """The rows of ``llm_run`` records (each: config, params, phase, len, dtype, batches, docs), in the
     order of :data:`CONFIGS`, then phase, length, data type and batch. Of several records of one
-    (config, phase, len, dtype), the last with documents wins (a rerun, or a later merged run); a later
-    run that failed (a timeout: no documents) does not hide an earlier one that measured. A record whose
+    (config, phase, len, dtype), the last with documents of a batch wins that batch (a rerun, or a later
+    merged run, of some of the batches replaces those only); a later run that failed (a timeout: no
+    documents) does not hide an earlier one that measured. A record whose
     ``spec`` is a configuration's of :data:`CONFIGS` takes that configuration's name (runs made before a
     rename: ``mistral-1.6b``, the same 1.0 B specification, is ``mistral-1b``)."""
     names = {c.spec: c.name for c in CONFIGS}
-    runs: dict = {}
+    runs: dict = {}  # key -> {batch: (record, its documents of that batch)}, or {} for runs without documents
     for r in records:
         if r.get("type") != "llm_run":
             continue
         key = (names.get(r.get("spec"), r["config"]), r["phase"], r["len"], r["dtype"])
-        if r.get("docs") or not (runs.get(key) or {}).get("docs"):
-            runs[key] = r
+        by_batch = runs.setdefault(key, {})
+        for b in sorted({d["batch"] for d in r.get("docs") or ()}):
+            by_batch[b] = (r, [d for d in r["docs"] if d.get("batch") == b])
+        if not r.get("docs") and not by_batch:
+            by_batch.setdefault(None, (r, []))  # a failed run, shown as such while nothing measured it
     order = {c.name: i for i, c in enumerate(CONFIGS)}
     out = []
-    for (name, phase, length, dtype), r in sorted(runs.items(), key=lambda kv: (
+    for (name, phase, length, dtype), by_batch in sorted(runs.items(), key=lambda kv: (
             order.get(kv[0][0], len(order)), kv[0][0], kv[0][1] != "prefill", kv[0][2], kv[0][3])):
-        for b in batches or r.get("batches") or sorted({d["batch"] for d in r["docs"]}):
-            out.append(make_row(name, r.get("params"), phase, length, b, dtype, r["docs"]))
+        measured = sorted(b for b in by_batch if b is not None)
+        last = by_batch[measured[-1]][0] if measured else by_batch[None][0]
+        for b in batches or measured or last.get("batches") or ():
+            r, docs = by_batch.get(b, (last, []))
+            out.append(make_row(name, r.get("params"), phase, length, b, dtype, docs))
     return out
 
 

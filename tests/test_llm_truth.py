@@ -152,6 +152,20 @@ def test_merged_rows_keep_a_measured_run_over_a_later_failure_and_follow_renames
     assert lt.rows_from_records(recs[2:3])[0]["flags"] == ["NO-LBL", "NO-PYTORCH"]  # alone it is still a row
 
 
+def test_a_rerun_of_one_batch_replaces_that_batch_only(lt):
+    """2026-11-27i: GPT-2 decode 128 fp16 ran at batch 1, 8 and 32, then again at batch 1 alone after a
+    fix; the merged table has the rerun's batch 1 and the first run's 8 and 32."""
+    gpt2 = next(c for c in lt.CONFIGS if c.arch == "gpt2")
+
+    def run(batches, lbl):
+        docs = [lt.slim(_doc(b, "eager", lbl, 2.0, 0.5)) for b in batches]
+        return {"type": "llm_run", "config": gpt2.name, "spec": gpt2.spec, "params": 1, "phase": "decode",
+                "len": 128, "dtype": "fp16", "batches": batches, "docs": docs}
+
+    rows = lt.rows_from_records([run([1, 8, 32], 1.5), run([1], 1.0)])
+    assert [(r["batch"], r["lbl_ms"]) for r in rows] == [(1, 1.0), (8, 1.5), (32, 1.5)]
+
+
 def test_streams_share_one_gpu_lock_and_never_run_one_case_twice_at_once(lt):
     """--streams 2: every command gets the shared GPU lock in its environment; the first data type of
     each (configuration, case) goes first (the second finds the export cached), and two commands of one

@@ -69,8 +69,12 @@ def test_vit_b_16_maps_every_compute_layer(models):
 def test_vit_b_16_attention_is_a_fusion_candidate(models):
     ml = process(models / "vit_b_16.onnx", 1)
     # (and the 12 MLP blocks' MatMul -> Add(bias) -> Gelu: GemmAct candidates, see test_gemm_act; the
-    # in-projection's and the second MLP MatMul's Add(bias): Gemm candidates with a bias epilogue)
-    assert ml.summary()["fusions_by_kind"] == {"Gemm": 24, "GemmAct": 12, "SDPA": 12}
+    # in-projection's and the second MLP MatMul's Add(bias): Gemm candidates with a bias epilogue; each
+    # residual Add and the LayerNorm after it, 24 of the 25 norms: LayerNorm candidates with the residual)
+    assert ml.summary()["fusions_by_kind"] == {"Gemm": 24, "GemmAct": 12, "SDPA": 12, "LayerNorm": 24}
+    residual = [f.config for f in ml.fusions if f.config.kind == "LayerNorm"]
+    # the sum is kept (the next residual Add reads it) but before the last norm (ln, the class token's)
+    assert all(c.residual for c in residual) and sum(c.keep_sum for c in residual) == 23
     cfgs = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
     # Q, K and V read in place from the packed in-projection output, laid out (s, b, 3, h, d) by the
     # seq-first MHA (197 x 1 x 2304), and O written as (s, b, h, d), the out-projection's input

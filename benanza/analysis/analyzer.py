@@ -98,6 +98,8 @@ class FusionTime:
     library_ms: float | None = None
     #: the headline (fused) LBL takes this group as one fused call
     applied: bool = False
+    #: a training step counts this group layer by layer (:func:`benanza.kinds.training_counts_layers`)
+    training_layers: bool = False
 
     @property
     def profit_ms(self) -> float:
@@ -524,7 +526,7 @@ def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
         unfused = None if any(p.bound_ms is None for p in parts) else sum(p.bound_ms for p in parts)
         b = found.best.get(f.config.key)
         ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "",
-                        b.call if b else "", f.config.describe())
+                        b.call if b else "", f.config.describe(), training_layers=L.training_counts_layers(f.config))
         if f.config.key in found.library:
             ft.library_call, ft.library_ms = found.library[f.config.key].call, found.library[f.config.key].median_ms
         fusions.append(ft)

@@ -38,7 +38,7 @@ unjoined kernels and the difference between medians; signed, so that after step 
    parameters and state, :mod:`benanza.kinds.optimizer`). None when not given.
 6. ``fusion``: torch.compile: each fusion group's measured fused call (the forward analysis'
    :class:`~benanza.analysis.analyzer.FusionTime`, inference-only folds excluded as the step's LBL
-   excludes them, :data:`benanza.kinds.INFERENCE_ONLY_FUSIONS`) replaces its members'
+   excludes them, :func:`benanza.kinds.training_counts_layers`) replaces its members'
    forward times where faster, scaled by the AMP ratio of its members when step 5 was taken.
    None when no group has a fused measurement.
 7. ``parallel_execution``: the critical path of the step's DAG
@@ -311,10 +311,8 @@ def _amp(t: _Timeline, alt: StepAlternatives) -> bool:
 
 def _fusion(t: _Timeline, st, before_amp: dict, amp_taken: bool) -> None:
     """Step 6: measured fused calls replace their members' forward times where faster."""
-    from benanza.kinds import INFERENCE_ONLY_FUSIONS
-
-    groups = [g for g in st.forward.fusions if g.fused_ms is not None
-              and g.key.split("-")[0] not in INFERENCE_ONLY_FUSIONS and all(i in t.f for i in g.layers)]
+    groups = [g for g in st.forward.fusions if g.fused_ms is not None and not g.training_layers
+              and all(i in t.f for i in g.layers)]
     if not groups:
         t.step("fusion", t.ms, "the forward analysis' fused measurements",
                evidence=("no fusion group has a fused measurement",), estimated=False)

@@ -228,13 +228,13 @@ class TrainingStep:
 def forward_weights(ml: ModelLayers, a: Analysis, fused: list[float] | None = None,
                     layer_ms: list[float | None] | None = None) -> list[float]:
     """Each forward layer's share (ms) of the training step's forward pass: the fused LBL's
-    weights, with the groups of :data:`benanza.kinds.INFERENCE_ONLY_FUSIONS` counted layer by layer (a missing
+    weights, with the groups of :func:`benanza.kinds.training_counts_layers` counted layer by layer (a missing
     layer counts 0 here; :attr:`TrainingStep.complete` says so). ``fused`` and ``layer_ms``: the
     fused weights and per-layer times to use in place of ``a``'s measured ones (a prediction's,
     :mod:`benanza.analysis.predict_training`)."""
     weight = list(a.fused_weight if fused is None else fused)
     for f in ml.fusions:
-        if f.config.kind in L.INFERENCE_ONLY_FUSIONS:
+        if L.training_counts_layers(f.config):
             for i in f.layers:
                 weight[i] = (a.layers[i].bound_ms if layer_ms is None else layer_ms[i]) or 0.0
     return weight
@@ -280,6 +280,9 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     if any(f.config.kind in L.INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
+    if any(getattr(f.config, "residual", False) for f in ml.fusions):
+        notes.append("residual Add -> norm groups counted layer by layer (the fused call's training forward and "
+                     "backward are not built)")
     memory = memory_bound(ml, plan, calls, a.precision, optimizer,
                           opt_cfg.parameter_count if opt_cfg is not None else 0,
                           _taken_groups(plan, fused_layers))

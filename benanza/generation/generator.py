@@ -174,8 +174,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
     each in the precisions and layouts its forward layer gets, the loss on the model's output
     (:func:`benanza.processing.training.loss_config`), and the ``optimizer``'s step over
     the model's parameters (:func:`benanza.processing.training.optimizer_config`); no job for the
-    fusion candidates a training step cannot use (:data:`benanza.kinds.INFERENCE_ONLY_FUSIONS`:
-    Conv -> BatchNormalization folds, whose jobs took 25-64 % of a CNN's ``bench --train`` job
+    fusion candidates a training step counts layer by layer (:func:`benanza.kinds.training_counts_layers`:
+    residual Add -> norm groups, and Conv -> BatchNormalization folds, whose jobs took 25-64 % of a CNN's ``bench --train`` job
     seconds on an H200, benchmarks/results/2026-11-27e), so ``bench --train``'s forward-pass
     figures leave those folds out as any unmeasured candidate (``bench`` without ``--train``
     times them)."""
@@ -202,7 +202,7 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         for f in ml.fusions:
             names.setdefault(f.config.key, ml.layers[f.layers[0]].name)
         for key, cfg in ml.unique_configs().items():
-            if train and cfg.kind in L.INFERENCE_ONLY_FUSIONS:
+            if train and L.training_counts_layers(cfg):
                 continue
             add(cfg, key in neighbours, names.get(key, ""))
         if train:

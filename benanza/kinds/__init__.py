@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from benanza.kinds.base import (TRAINING_PHASES, STEP_PHASES, INFERENCE_ONLY_FUSIONS, Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes, param_name)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.base import (TRAINING_PHASES, STEP_PHASES, INFERENCE_ONLY_FUSIONS, training_counts_layers, Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes, param_name)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.precision import (PRECISIONS, PRECISION_DTYPE, FP8_KINDS, FP8_OUTPUT_BYTES, FP8_FALLBACK, ACCEPTED_MATH, ACCEPTED_DTYPES, CONV_KINDS, CUDNN_TF32_KINDS, DTYPE_BYTES)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv import (ConvConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.conv_bwd_data import (ConvBwdDataConfig)  # noqa: F401 (the kinds' namespace)

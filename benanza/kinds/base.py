@@ -81,6 +81,15 @@ STEP_PHASES = ("forward", "loss", "backward_data", "backward_weight", "optimizer
 INFERENCE_ONLY_FUSIONS = ("ConvBnAct",)
 
 
+def training_counts_layers(cfg) -> bool:
+    """Whether a training step counts a fusion candidate of config ``cfg`` layer by layer, taking no
+    fused call for it: the inference-only folds (:data:`INFERENCE_ONLY_FUSIONS`), and a residual Add
+    fused into the norm after it (a LayerNorm or RMSNorm config with ``residual``), whose training
+    forward (the norm writing its statistics beside the sum) and backward are not built: the step keeps
+    the Add and the norm's own training calls."""
+    return cfg.kind in INFERENCE_ONLY_FUSIONS or bool(getattr(cfg, "residual", False))
+
+
 class RowNorm:
     """The row view of a normalisation over the trailing axes (LayerNorm, RMSNorm and their gradients):
     a config with ``x`` (its input shape) and ``axis`` (the first normalised dim) has ``rows`` =

@@ -41,8 +41,15 @@ class RMSNormConfig(RowNorm, LayerConfig):
     backward reads (cuDNN's forward phase TRAINING; PyTorch's ``aten::_fused_rms_norm``, which returns
     it as ``rstd``): :func:`benanza.kinds.rmsnorm_backward.rmsnorm_backward` makes it; never set by a
     model's op (a field added after configs were first stored: keys without it are unchanged).
-    FLOPs: 4 per element (square and sum 2, normalise 1, scale 1); the per-row root, its epsilon and
-    reciprocal are not counted.
+    residual: the fusion candidate of a residual ``Add(a, b)`` of two tensors of x's shape feeding the
+    norm (``model._find_residual_norms``): the norm of ``a + b`` (rounded to the storage type, as the Add
+    stores it) in one kernel, as TorchInductor and ONNX Runtime's ``SkipSimplifiedLayerNormalization``
+    compute it; keep_sum: the sum is read by other layers too, so the call also writes it. Both are left
+    out of the key while False; the cuDNN graph (no add before the norm) is not timed for them.
+    The benanza kernels: one block per row reading the row twice, and the row held in registers and read
+    once (16-byte vector loads; rows of a multiple of 8 fp16/bf16 or 4 fp32 elements, up to 32768 fp16).
+    FLOPs: 4 per element (square and sum 2, normalise 1, scale 1), 5 with the residual add; the per-row
+    root, its epsilon and reciprocal are not counted.
     """
 
     kind: ClassVar[str] = "RMSNorm"
@@ -51,23 +58,26 @@ class RMSNormConfig(RowNorm, LayerConfig):
     epsilon: float
     scale: bool = True
     stats: bool = field(default=False, metadata=OPTIONAL)
+    residual: bool = field(default=False, metadata=OPTIONAL)
+    keep_sum: bool = field(default=False, metadata=OPTIONAL)
 
     def __post_init__(self):
         if not self.x or not 0 <= self.axis < len(self.x):
             raise ValueError(f"RMSNorm axis {self.axis} out of range for x {list(self.x)}")
 
     def input_shapes(self):
-        return [self.x, self.x[self.axis:]]
+        return [self.x, self.x[self.axis:]] + ([self.x] if self.residual else [])
 
     def output_shape(self):
         return self.x
 
     def flops(self):
-        return 4 * numel(self.x)
+        return (5 if self.residual else 4) * numel(self.x)
 
     def describe(self):
         return (f"RMSNorm({'x'.join(map(str, self.x))} axis {self.axis} eps {self.epsilon:g}"
-                f"{'' if self.scale else ' no-scale'}{' +stats' if self.stats else ''})")
+                f"{'' if self.scale else ' no-scale'}{' +stats' if self.stats else ''}"
+                f"{' +residual' if self.residual else ''}{' +sum' if self.keep_sum else ''})")
 
 
 def _map_rmsnorm(node, ctx, attrs):
@@ -179,13 +189,16 @@ class RMSNormCase(Case):
     cols: CppValue
     epsilon: CppValue
     stats: CppValue
+    residual: CppValue
+    keep_sum: CppValue
     note: CppValue
 
 
 def _rmsnorm_case(cfg: RMSNormConfig, job: Job) -> RMSNormCase:
     note = "" if cfg.scale else "no scale in the model: timed with a scale vector"
     return RMSNormCase(job=job_init(job), rows=cfg.rows, cols=cfg.cols, epsilon=cpp_num(float(cfg.epsilon)),
-                       stats=cpp_num(cfg.stats), note=cpp_string(note))
+                       stats=cpp_num(cfg.stats), residual=cpp_num(cfg.residual), keep_sum=cpp_num(cfg.keep_sum),
+                       note=cpp_string(note))
 
 
 def _rmsnorm(c: Ctx) -> Candidate:
@@ -197,6 +210,10 @@ def _rmsnorm(c: Ctx) -> Candidate:
     x = c.randn(cfg.x)
     norm = tuple(cfg.x[cfg.axis:])
     w = c.randn(norm)
+    if cfg.residual:  # eager PyTorch's block: aten::add, then the norm
+        r = c.randn(cfg.x)
+        return Candidate("torch:aten::add+aten::rms_norm", algo_label(c),
+                         lambda: F.rms_norm(x + r, norm, w, cfg.epsilon), numel(cfg.x))
     if cfg.stats:
         return Candidate("torch:aten::_fused_rms_norm", algo_label(c),
                          lambda: c.torch.ops.aten._fused_rms_norm(x, list(norm), w, cfg.epsilon)[0], numel(cfg.x))
@@ -206,8 +223,11 @@ def _rmsnorm(c: Ctx) -> Candidate:
 
 def _min_bytes(cfg: RMSNormConfig, ib: int, ob: int) -> int:
     """x read once, the scale (float32, 4 bytes) once, y written once, and with ``stats`` the saved
-    inv_variance (float32, one per row) written once (bytes)."""
-    return ib * numel(cfg.x) + 4 * cfg.cols + ob * numel(cfg.output_shape()) + (4 * cfg.rows if cfg.stats else 0)
+    inv_variance (float32, one per row) written once; with ``residual`` the residual read once and, with
+    ``keep_sum``, the sum written once (bytes)."""
+    n = numel(cfg.x)
+    return (ib * n * (2 if cfg.residual else 1) + 4 * cfg.cols + ob * n * (2 if cfg.keep_sum else 1)
+            + (4 * cfg.rows if cfg.stats else 0))
 
 
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)

@@ -607,7 +607,7 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
     found: list[Fusion] = []
     for finder in (_find_attention, _find_gqa_attention, _find_layernorms, _find_rmsnorms, _find_rotaries,
                    _find_gemm_acts, _find_gelus, _find_gelu_tanhs, _find_swiglus, _find_gate_up_gemms,
-                   _find_silus):
+                   _find_silus, _find_residual_norms):
         for ly in layers:
             try:
                 hit = finder(pat, ly)
@@ -1081,6 +1081,30 @@ def _find_layernorms(pat: _Pattern, r1: Layer):
     has_bias = pat.elementwise(last, "add") and last is not div
     cfg = L.LayerNormConfig(x=tuple(r1.config.x), axis=axis, epsilon=float(np.float32(eps)), bias=has_bias)
     return chain, cfg
+
+
+def _find_residual_norms(pat: _Pattern, norm: Layer):
+    """Add(a, b) -> LayerNormalization / RMSNormalization (a layer of the ONNX op, or of ONNX Runtime's
+    SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization), a and b activations of the
+    norm's input shape: a transformer block's residual add and the norm after it, which fusing
+    compilers run as one kernel (TorchInductor's ``fused_add_native_layer_norm``, ONNX Runtime's
+    SkipLayerNormalization); the config is the norm's with ``residual`` (and ``keep_sum`` where other
+    layers, or the graph's outputs, read the sum: the next residual add). The decomposed norms'
+    groups are left as they are."""
+    cfg = norm.config
+    if not pat.free(norm) or norm.status != "benchmark" or not isinstance(cfg, (L.LayerNormConfig, L.RMSNormConfig)) \
+            or cfg.residual or not norm.inputs:
+        return None
+    add = pat.made_by(norm.inputs[0])
+    if not pat.free(add) or not pat.elementwise(add, "add") or len(add.inputs) != 2 or add.static_inputs \
+            or len(add.outputs) != 1:
+        return None
+    x = tuple(cfg.x)
+    if tuple(add.config.a) != x or tuple(add.config.b) != x or tuple(add.config.output_shape()) != x:
+        return None
+    out = add.outputs[0]
+    keep = out in pat.graph_outputs or any(u is not norm for u in pat.users(out))
+    return [add.index, norm.index], dataclasses.replace(cfg, residual=True, keep_sum=keep)
 
 
 def _is_cast(ly: Layer | None) -> bool:

@@ -136,6 +136,8 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
             ly.index in plan.pass_through or any(c.phase == "backward_data" for c in plan.calls[n_before:]))
     for f in getattr(ml, "fusions", ()):
         layers, cfg = tuple(f.layers), f.config
+        if L.training_counts_layers(cfg):
+            continue
         if cfg.kind not in FUSED_BACKWARD_KINDS and not _is_swiglu(cfg):
             layers, cfg = _gelu_of_gemm_act(ml, f)
         kind = L.REGISTRY.get(cfg.kind) if cfg is not None else None

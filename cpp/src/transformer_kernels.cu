@@ -19,14 +19,21 @@ namespace {
 
 
 template <typename T>
-__global__ void layernorm_k(const T* x, const float* scale, const float* bias, T* y, float* mean, float* rstd,
-                            long long cols, float eps) {
+__global__ void layernorm_k(const T* x, const T* res, T* sum_out, const float* scale, const float* bias, T* y,
+                            float* mean, float* rstd, long long cols, float eps) {
   const long long row = blockIdx.x;
   const T* xr = x + row * cols;
+  const T* rr = res ? res + row * cols : nullptr;
+  T* sr = sum_out ? sum_out + row * cols : nullptr;
   T* yr = y + row * cols;
+  // the element normalised: x, or x + residual rounded to T (as the unfused Add stores it)
+  auto in = [&](long long c) {
+    return rr ? to_f<T>(from_f<T>(to_f<T>(xr[c]) + to_f<T>(rr[c]))) : to_f<T>(xr[c]);
+  };
   float s = 0.0f, ss = 0.0f;
   for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float v = to_f<T>(xr[c]);
+    const float v = in(c);
+    if (sr) sr[c] = from_f<T>(v);
     s += v;
     ss += v * v;
   }
@@ -35,7 +42,7 @@ __global__ void layernorm_k(const T* x, const float* scale, const float* bias, T
   const float var = fmaxf(t.y / static_cast<float>(cols) - mu * mu, 0.0f);
   const float r = rsqrtf(var + eps);
   for (long long c = threadIdx.x; c < cols; c += blockDim.x)
-    yr[c] = from_f<T>((to_f<T>(xr[c]) - mu) * r * scale[c] + (bias ? bias[c] : 0.0f));
+    yr[c] = from_f<T>((in(c) - mu) * r * scale[c] + (bias ? bias[c] : 0.0f));
   if (threadIdx.x == 0) {
     if (mean) mean[row] = mu;
     if (rstd) rstd[row] = r;
@@ -112,19 +119,23 @@ cudaError_t launch_where(const unsigned char* cond, const void* a, const void* b
 }  // namespace
 
 cudaError_t layernorm_kernel(const void* x, const float* scale, const float* bias, void* y, float* mean, float* rstd,
-                             long long rows, long long cols, float epsilon, DType t, cudaStream_t s) {
+                             long long rows, long long cols, float epsilon, DType t, cudaStream_t s,
+                             const void* residual, void* sum_out) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   if (rows > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
   const unsigned g = static_cast<unsigned>(rows);
   const int threads = cols >= 1024 ? 512 : cols >= 256 ? 256 : 128;
   if (t == DType::F16)
-    layernorm_k<__half><<<g, threads, 0, s>>>(static_cast<const __half*>(x), scale, bias, static_cast<__half*>(y),
+    layernorm_k<__half><<<g, threads, 0, s>>>(static_cast<const __half*>(x), static_cast<const __half*>(residual),
+                                              static_cast<__half*>(sum_out), scale, bias, static_cast<__half*>(y),
                                               mean, rstd, cols, epsilon);
   else if (t == DType::BF16)
-    layernorm_k<__nv_bfloat16><<<g, threads, 0, s>>>(static_cast<const __nv_bfloat16*>(x), scale, bias,
-                                                     static_cast<__nv_bfloat16*>(y), mean, rstd, cols, epsilon);
+    layernorm_k<__nv_bfloat16><<<g, threads, 0, s>>>(
+        static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(residual),
+        static_cast<__nv_bfloat16*>(sum_out), scale, bias, static_cast<__nv_bfloat16*>(y), mean, rstd, cols, epsilon);
   else
-    layernorm_k<float><<<g, threads, 0, s>>>(static_cast<const float*>(x), scale, bias, static_cast<float*>(y), mean,
+    layernorm_k<float><<<g, threads, 0, s>>>(static_cast<const float*>(x), static_cast<const float*>(residual),
+                                             static_cast<float*>(sum_out), scale, bias, static_cast<float*>(y), mean,
                                              rstd, cols, epsilon);
   return cudaGetLastError();
 }

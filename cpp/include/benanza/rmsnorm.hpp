@@ -16,10 +16,13 @@
 namespace benanza {
 
 // One block per row of `cols` elements: r = rsqrt(sum(x^2) / cols + epsilon) in float32, y = x * r * scale;
-// with `inv_variance` non-null (the training forward) r is also written there, (rows,) float32.
+// with `inv_variance` non-null (the training forward) r is also written there, (rows,) float32. residual
+// (rows, cols), when not null, is added to x first (the sum rounded to the storage type, normalised, and
+// written to sum_out when that is not null): the residual Add + RMSNorm of a decoder block as one kernel.
 // Enqueued on `s`; returns cudaGetLastError() of the launch (cudaErrorInvalidConfiguration for rows > 2^31 - 1).
 cudaError_t rmsnorm_kernel(const void* x, const float* scale, void* y, long long rows, long long cols, float epsilon,
-                           DType t, cudaStream_t s, float* inv_variance = nullptr);
+                           DType t, cudaStream_t s, float* inv_variance = nullptr, const void* residual = nullptr,
+                           void* sum_out = nullptr);
 
 // The cuDNN graph rmsnorm: X (rows, cols) in the storage type, SCALE (cols,) float32, EPSILON a
 // pass-by-value float32 scalar, Y like X; forward phase INFERENCE, or TRAINING with spec.stats, which

@@ -49,9 +49,12 @@ cudaError_t unary_kernel(UnaryOp op, const void* x, ElemType xt, void* y, ElemTy
                          const UnaryParams& p, cudaStream_t s);
 
 // LayerNorm over rows of `cols` elements: one block per row, float32 mean and variance, scale and
-// bias float32 (cols,); mean / rstd (rows,) float32 written when not null.
+// bias float32 (cols,); mean / rstd (rows,) float32 written when not null. residual (rows, cols), when
+// not null, is added to x first (the sum rounded to the storage type, normalised, and written to
+// sum_out when that is not null): the residual Add + LayerNorm of a transformer block as one kernel.
 cudaError_t layernorm_kernel(const void* x, const float* scale, const float* bias, void* y, float* mean, float* rstd,
-                             long long rows, long long cols, float epsilon, DType t, cudaStream_t s);
+                             long long rows, long long cols, float epsilon, DType t, cudaStream_t s,
+                             const void* residual = nullptr, void* sum_out = nullptr);
 
 // y[o][j][i] = data[o][idx[j]][i] for data (outer, axis_dim, inner), idx (n,) int64 in [0, axis_dim).
 cudaError_t gather_kernel(const void* data, const long long* idx, void* y, long long outer, long long axis_dim,
