@@ -156,8 +156,9 @@ def test_bert_builder_later_opsets(tmp_path, opset, gelu, expect):
     assert "Pow" not in by and "ReduceMean" not in by
     s = ml.summary()
     assert s["unsupported"] == {} and s["coverage"]["percent"] == 100.0
-    # the FFN's MatMul + bias + GELU (erf or op), the other Linears' MatMul + bias
-    assert s["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "SDPA": 2}
+    # the FFN's MatMul + bias + GELU (erf or op), the other Linears' MatMul + bias; each residual Add and
+    # the LayerNormalization after it (post-norm BERT: 2 per layer; the embeddings' norm has none)
+    assert s["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "SDPA": 2, "LayerNorm": 4}
     ln = {ly.config for ly in ml.layers if ly.op_type == "LayerNormalization"}
     assert ln == {L.LayerNormConfig(x=(4, 32, 64), axis=2, epsilon=float(np.float32(1e-12)), bias=True)}
     att = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
@@ -183,8 +184,10 @@ def test_transformer_ops_model_maps_every_kind(tmp_path):
     assert gathers[0] == L.GatherConfig(data=(50, 32), indices=(2, 8), axis=0)  # int32 ids
     assert gathers[1] == L.GatherConfig(data=(2, 8, 32), indices=(3,), axis=1, values=(0, 3, 5))
     assert ml.layers[0].name == HOSTILE + "gather"
-    # the causal attention: the constant triangular mask is cuDNN's causal masking, no bias read
-    (f,) = ml.fusions
+    # the causal attention: the constant triangular mask is cuDNN's causal masking, no bias read (the
+    # model's other candidate: its residual Add and the LayerNormalization after it)
+    (f,) = [g for g in ml.fusions if g.config.kind == "SDPA"]
+    assert [g.config.residual for g in ml.fusions if g.config.kind == "LayerNorm"] == [True]
     assert f.config == L.SdpaConfig(b=2, h=1, s_q=8, s_kv=8, d=32, d_v=32, scale=0.25, mask="causal")
     assert _fusion_ops(ml, f) == ["Transpose", "Mul", "Mul", "MatMul", "Add", "Softmax", "MatMul"]
 
@@ -353,7 +356,7 @@ def test_layers_command_prints_the_coverage(models, tmp_path):
     p = bz("layers", models / "vit_b_16.onnx", "--batch", "1")
     assert p.returncode == 0, p.stderr
     assert "coverage: 100% of compute layers benchmarked (343 of 343, 0 unsupported; 133 zero-cost layers)" in p.stdout
-    assert "fusion candidates: 48 (Gemm 24, GemmAct 12, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
+    assert "fusion candidates: 72 (Gemm 24, GemmAct 12, LayerNorm 24, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
     bert = bert_encoder_model(tmp_path / "bert.onnx", opset=14)
     d = json.loads(bz("layers", bert, "--batch", "2", "--dim", "seq=16", "--json").stdout)
     assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "LayerNorm": 5, "SDPA": 2}

@@ -311,8 +311,10 @@ def _amp(t: _Timeline, alt: StepAlternatives) -> bool:
 
 def _fusion(t: _Timeline, st, before_amp: dict, amp_taken: bool) -> None:
     """Step 6: measured fused calls replace their members' forward times where faster."""
+    from benanza.kinds import INFERENCE_ONLY_FUSIONS
+
     groups = [g for g in st.forward.fusions if g.fused_ms is not None and not g.training_layers
-              and all(i in t.f for i in g.layers)]
+              and g.key.split("-")[0] not in INFERENCE_ONLY_FUSIONS and all(i in t.f for i in g.layers)]
     if not groups:
         t.step("fusion", t.ms, "the forward analysis' fused measurements",
                evidence=("no fusion group has a fused measurement",), estimated=False)
