@@ -113,10 +113,15 @@ def test_h200_to_h100_sxm_on_hand_computed_layers(r50):
     bw = 4.8 / 3.35  # same SMs, clock and Tensor Core peaks: only the bandwidth term moves
     # a ReLU (CUDA cores, fp16): 1 FLOP per 4 bytes; H100 SXM FP32 ridge 66.9 / 3.35 FLOP/B
     relu = by_name["/relu/Relu"]
-    g = 1 - 0.5 * 0.25 / (66.9 / 3.35)
-    assert relu.compute == "cuda_cores" and relu.gamma == pytest.approx(g)
-    assert relu.predicted_ms == pytest.approx(r50.layers[relu.index].time_ms * bw ** g, rel=1e-9)
-    assert relu.predicted_ms / relu.origin_ms == pytest.approx(bw, rel=0.003)  # memory-bound: ~ bandwidth ratio
+    t = r50.layers[relu.index].time_ms
+    nbytes = 2 * 2 * 32 * 64 * 112 * 112  # fp16 in and out
+    # Habitat's gamma, capped by the share of the origin time (less the 2 µs fixed part) the bytes
+    # take at the H200's 4.8 TB/s: this ReLU reaches under half of it, so it is not all memory-bound
+    share = nbytes / 4.8e12 * 1e3 / (t - 0.002)
+    g = min(1 - 0.5 * 0.25 / (66.9 / 3.35), share)
+    assert share < 0.5 and relu.compute == "cuda_cores" and relu.gamma == pytest.approx(g)
+    floor = nbytes / 3.35e12 * 1e3  # the H100's DRAM floor: the prediction never goes below it
+    assert relu.predicted_ms == pytest.approx(t * max(bw ** g, (floor - 0.002) / (t - 0.002)), rel=1e-9)
     # the first conv (BN folded into a bias), fp16 Tensor Cores: x = FLOPs / bytes by hand
     conv = by_name["/conv1/Conv"]
     y = 32 * 64 * 112 * 112
@@ -139,7 +144,9 @@ def test_compute_bound_layers_scale_by_the_tensor_core_peak(r50):
     assert conv.gamma == pytest.approx(g)
     assert conv.factor == pytest.approx((4800 / 2039) ** g * (989.4 / 312) ** (1 - g))
     relu = next(lp for lp in p.layers if lp.name == "/relu/Relu")  # CUDA cores: SM x clock ratio
-    g = 1 - 0.5 * 0.25 / (19.5e12 / 2039e9)
+    t = r50.layers[relu.index].time_ms
+    g = min(1 - 0.5 * 0.25 / (19.5e12 / 2039e9), 2 * 2 * 32 * 64 * 112 * 112 / 4.8e12 * 1e3 / (t - 0.002))
+    assert relu.gamma == pytest.approx(g)
     assert relu.factor == pytest.approx((4800 / 2039) ** g * ((132 * 1980) / (108 * 1410)) ** (1 - g))
 
 
@@ -397,14 +404,16 @@ def partition_check(tmp_path_factory):
 
 def test_prediction_across_sm_counts(partition_check):
     """What the validation shows (benchmarks/results/2026-11-25): at batch 32 every pair of SM
-    counts under 5 % and at least 9x closer than "same time as on the origin"; at batch 1 (layers of
+    counts under 5.5 % and at least 9x closer than "same time as on the origin"; at batch 1 (layers of
     a few thread blocks) under 9 % and at least 2.9x closer; the model before (Habitat's SM ratio,
-    no fixed part) was 13 % off at batch 32 and 80 % at batch 1, worse than the naive guess."""
+    no fixed part) was 13 % off at batch 32 and 80 % at batch 1, worse than the naive guess. The
+    measured gamma (benchmarks/results/2026-11-27i) moved the pair 32 -> 132 SMs at batch 32 from
+    4.52 % to 5.30 % (its fp32 elementwise kinds predicted too fast) and the whole from 4.23 % to 4.20 %."""
     after, before = partition_check["after"]["l2"]["summary"], partition_check["before"]["l2"]["summary"]
     pairs = [k for k in after if k.startswith("batch 32, ")]
     assert len(pairs) == 6 and all(after[k]["configurations"] == 16 for k in pairs)
     for k in pairs:
-        assert after[k]["mean_abs_error"] < 0.05 and 9 * after[k]["mean_abs_error"] < after[k]["naive_mean_abs_error"], k
+        assert after[k]["mean_abs_error"] < 0.055 and 9 * after[k]["mean_abs_error"] < after[k]["naive_mean_abs_error"], k
     for k in [k for k in after if k.startswith("batch 1, ")]:
         assert after[k]["mean_abs_error"] < 0.09 and 2.9 * after[k]["mean_abs_error"] < after[k]["naive_mean_abs_error"], k
     assert after["batch 32"]["mean_abs_error"] < 0.3 * before["batch 32"]["mean_abs_error"]
@@ -496,3 +505,29 @@ def test_span_keeps_small_layers_off_the_sm_ratio(r50, models):
     small = predict(b1, H200, part)
     big = predict(r50, H200, part)
     assert small.lbl_sequential_ms / b1.lbl_sequential_ms < big.lbl_sequential_ms / r50.lbl_sequential_ms
+
+
+def test_an_sm_bound_cuda_core_layer_scales_with_the_sms():
+    """The measured gamma (benchmarks/results/2026-11-27i): GELU's backward over 32x197x3072 fp16 moves
+    3 x 38.7 MB, 24.2 µs at the H200's 4.8 TB/s, and took 50.6 µs on 132 SMs: under half of its time
+    is memory, so the rest scales with the SMs (measured 97.3 µs on 64 SMs). Habitat's gamma from
+    the intensity (11 FLOPs an element counted) had it memory-bound, about as fast on 64 SMs."""
+    from types import SimpleNamespace
+
+    from benanza.analysis.gpus import partition_spec
+    from benanza import kinds as L
+    from benanza.analysis.predict import LayerPrediction, memory_share, scale_layer
+
+    cfg = L.UnaryBwdConfig(shape=(32, 197, 3072), op="gelu")
+    t = 0.0506
+    share = memory_share(cfg, "fp16", H200, t)
+    nbytes = 3 * 2 * 32 * 197 * 3072
+    assert share == pytest.approx(nbytes / 4.8e12 * 1e3 / (t - 0.002))
+    assert 0.45 < share < 0.55
+    assert memory_share(cfg, "fp16", H200, None) == 1.0  # no time: no cap
+    lp = LayerPrediction(0, "gelu", "Gelu", "UnaryBwd", "measured", t, None)
+    scale_layer(lp, SimpleNamespace(layer=SimpleNamespace(config=cfg), math="none"), H200,
+                partition_spec(H200, 64), "fp16", "l2", "warm", True, t)
+    assert lp.compute == "cuda_cores" and lp.gamma == pytest.approx(share)
+    predicted = 0.002 + (t - 0.002) * lp.factor
+    assert 0.070 < predicted < 0.0973  # closer to the measured 97.3 µs than to the origin's 50.6 µs

@@ -63,6 +63,20 @@ What benanza changes, and why:
   quarter of the SMs where those above 10 % ran 2-3x slower; with the split-K count the pooled weight
   gradients were predicted +72 % off (132 -> 32 SMs), with this rule +9 %. The 5 % was chosen on
   those same measurements (10 % gave -3 % and +22 % in the two directions), not yet checked on others.
+* **Measured gamma.** Habitat's gamma comes from the kernel's *profiled* DRAM traffic and FLOP
+  efficiency; benanza's intensity counts FLOPs, not instructions, so a CUDA-core layer of few FLOPs
+  a byte that is in fact SM-bound (GELU's backward: about 80 lane operations an element against the
+  11 FLOPs counted, benchmarks/results/2026-11-27h) got gamma near 1 and scaled with the DRAM
+  bandwidth alone. Its measured time says otherwise: a CUDA-core layer's gamma is at most the share
+  of its origin time (less the fixed part) that its fewest bytes at the origin's DRAM bandwidth take,
+  :func:`memory_share`; the rest of its time scales with busy SMs x clock. Its prediction is never
+  below the target's DRAM floor (the share of its fewest bytes that must come from DRAM over the
+  target's bandwidth), which the product of the two ratios could otherwise pass when the origin is a
+  small GPU. Tensor Core layers keep Habitat's gamma. Checked with `benchmarks/predict_check.py` (benchmarks/results/2026-11-27i): the
+  training step on SM partitions, spec ceilings, 7.90 % -> 3.31 % (H200, 3 models) and 6.86 % ->
+  4.67 % (H100, 6 models), GELU's backward 132 -> 64 SMs -26.6 % -> -15.7 %; H100 <-> H200 1.84 ->
+  1.95 %; the inference partitions 4.99 -> 4.95 % (measured ceilings 4.23 -> 4.20 %, but the pair
+  32 -> 132 SMs at batch 32 4.52 -> 5.30 %: its fp32 elementwise kinds are now predicted too fast).
 * **Fixed part** (``fixed_us``, default :data:`FIXED_US` = 2 µs). Part of every kernel's time
   does not scale with SMs, clock or bandwidth: the launch and the ramp up and down of its grid
   (benanza's launch floor, :data:`benanza.reports.chart.LAUNCH_FLOOR_US`, is the same 2 µs). A
@@ -90,7 +104,7 @@ validation (``db/reference/predict_errors.json``, written by `benchmarks/predict
 Limits: no change of algorithm between GPUs (the origin's best implementation is assumed best on
 the target); validated on Hopper only (other architectures are extrapolations, and the error bar
 says so); memory-bound fp32 layers streaming beyond the L2 are predicted up to 20-35 % too slow on
-fewer SMs, Unary and Pooling fp32 about 30 % too fast (predict_errors.json). Zero-cost layers stay 0 ms; a layer without an origin
+fewer SMs (predict_errors.json gives each kind's error). Zero-cost layers stay 0 ms; a layer without an origin
 measurement has no prediction and marks the predicted LBL incomplete.
 """
 from __future__ import annotations
@@ -301,6 +315,21 @@ def wgrad_unsplit(config, precision: str, key: str | None, origin_ms: float | No
     return floor.bound_ms / origin_ms < WGRAD_UNSPLIT_EFFICIENCY
 
 
+def memory_share(config, precision: str, origin: GpuSpec, origin_ms: float | None,
+                 fixed_us: float = FIXED_US) -> float:
+    """The share of a layer's measured time on ``origin`` its fewest bytes explain: the memory floor
+    ``min_bytes / bandwidth`` (:func:`benanza.analysis.roofline.min_bytes`, bytes over bytes/s) over
+    ``origin_ms`` less its fixed part (``fixed_us``, µs), at most 1; 1 without a time (module docstring,
+    "Measured gamma"). Shape-free: ``config`` is any layer config, ``origin_ms`` ms."""
+    if not origin_ms:
+        return 1.0
+    t = origin_ms - min(origin_ms, fixed_us * 1e-3)
+    if t <= 0:
+        return 1.0
+    floor_ms = roofline.min_bytes(config, precision) / origin.bandwidth * 1e3
+    return min(1.0, floor_ms / t)
+
+
 def busy_sms(sm_count: int, units: float) -> float:
     """The SMs a layer of ``units`` units of parallel work keeps busy on ``sm_count`` SMs:
     1 / (1/k + 1/P) (Brent's theorem, module docstring)."""
@@ -402,12 +431,20 @@ def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, preci
         c_ratio = (origin.peak_flops(key) * busy_o) / (target.peak_flops(key) * busy_d)
         lp.compute = key
     g = habitat_gamma(x, ridge)
+    t_o = origin_ms if origin_ms is not None else getattr(lt, "time_ms", None)
+    if key is None:  # a CUDA-core layer: no more memory-bound than its origin time shows
+        g = min(g, memory_share(ly.config, precision, origin, t_o))
     m_ratio = origin.bandwidth / target.bandwidth
+    f = 1.0
     if memory == "l2":
         f = dram_share(roofline.min_bytes(ly.config, precision), origin, target, cache)
         m_ratio = m_ratio ** f * s_ratio ** (1.0 - f)
         lp.dram_share = f
     lp.factor = m_ratio ** g * c_ratio ** (1.0 - g)
+    fixed = min(t_o, FIXED_US * 1e-3) if t_o else 0.0
+    if key is None and t_o and t_o > fixed:  # never below the target's DRAM floor (module docstring)
+        floor_ms = f * roofline.min_bytes(ly.config, precision) / target.bandwidth * 1e3
+        lp.factor = max(lp.factor, (floor_ms - fixed) / (t_o - fixed))
     lp.gamma, lp.intensity = g, x
 
 
