@@ -408,7 +408,7 @@ def test_prediction_across_sm_counts(partition_check):
     a few thread blocks) under 9 % and at least 2.9x closer; the model before (Habitat's SM ratio,
     no fixed part) was 13 % off at batch 32 and 80 % at batch 1, worse than the naive guess. The
     measured gamma (benchmarks/results/2026-11-27i) moved the pair 32 -> 132 SMs at batch 32 from
-    4.52 % to 5.30 % (its fp32 elementwise kinds predicted too fast) and the whole from 4.23 % to 4.20 %."""
+    4.52 % to 5.31 % (its fp32 elementwise kinds predicted too fast) and the whole from 4.23 % to 4.20 %."""
     after, before = partition_check["after"]["l2"]["summary"], partition_check["before"]["l2"]["summary"]
     pairs = [k for k in after if k.startswith("batch 32, ")]
     assert len(pairs) == 6 and all(after[k]["configurations"] == 16 for k in pairs)

@@ -74,9 +74,9 @@ What benanza changes, and why:
   target's bandwidth), which the product of the two ratios could otherwise pass when the origin is a
   small GPU. Tensor Core layers keep Habitat's gamma. Checked with `benchmarks/predict_check.py` (benchmarks/results/2026-11-27i): the
   training step on SM partitions, spec ceilings, 7.90 % -> 3.31 % (H200, 3 models) and 6.86 % ->
-  4.67 % (H100, 6 models), GELU's backward 132 -> 64 SMs -26.6 % -> -15.7 %; H100 <-> H200 1.84 ->
+  4.66 % (H100, 6 models), GELU's backward 132 -> 64 SMs -26.6 % -> -15.7 %; H100 <-> H200 1.84 ->
   1.95 %; the inference partitions 4.99 -> 4.95 % (measured ceilings 4.23 -> 4.20 %, but the pair
-  32 -> 132 SMs at batch 32 4.52 -> 5.30 %: its fp32 elementwise kinds are now predicted too fast).
+  32 -> 132 SMs at batch 32 4.52 -> 5.31 %: its fp32 elementwise kinds are now predicted too fast).
 * **Fixed part** (``fixed_us``, default :data:`FIXED_US` = 2 µs). Part of every kernel's time
   does not scale with SMs, clock or bandwidth: the launch and the ramp up and down of its grid
   (benanza's launch floor, :data:`benanza.reports.chart.LAUNCH_FLOOR_US`, is the same 2 µs). A

@@ -27,7 +27,7 @@ Limits: those of :mod:`benanza.analysis.predict` (no change of algorithm between
 on Hopper only (benchmarks/predict_check.py --train): one H100 at 132, 64 and 32 SMs (fp16,
 benchmarks/results/2026-11-27c: mean |step error| 9.51 %, 5.52 % with the calls whose implementation
 cannot run in the partition held apart; with the measured gamma of :mod:`benanza.analysis.predict`,
-benchmarks/results/2026-11-27i: 6.85 % and 5.65 %, measured ceilings) and H100 <-> H200 (fp16, bf16,
+benchmarks/results/2026-11-27i: 6.84 % and 5.64 %, measured ceilings) and H100 <-> H200 (fp16, bf16,
 fp32: 1.97 %, then 2.00 %). Those errors,
 per call kind and phase, are the error bar :func:`training_error_bar` attaches to a prediction
 (db/reference/predict_train_errors.json); other architectures are extrapolations, and it says so.
