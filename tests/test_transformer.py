@@ -71,7 +71,7 @@ def test_vit_b_16_attention_is_a_fusion_candidate(models):
     # (and the 12 MLP blocks' MatMul -> Add(bias) -> Gelu: GemmAct candidates, see test_gemm_act; the
     # in-projection's and the second MLP MatMul's Add(bias): Gemm candidates with a bias epilogue; each
     # residual Add and the LayerNorm after it, 24 of the 25 norms: LayerNorm candidates with the residual)
-    assert ml.summary()["fusions_by_kind"] == {"Gemm": 24, "GemmAct": 12, "SDPA": 12, "LayerNorm": 24}
+    assert ml.summary()["fusions_by_kind"] == {"Gemm": 24, "GemmAct": 12, "SDPA": 12, "Add+LayerNorm": 24}
     residual = [f.config for f in ml.fusions if f.config.kind == "LayerNorm"]
     # the sum is kept (the next residual Add reads it) but before the last norm (ln, the class token's)
     assert all(c.residual for c in residual) and sum(c.keep_sum for c in residual) == 23
@@ -158,7 +158,7 @@ def test_bert_builder_later_opsets(tmp_path, opset, gelu, expect):
     assert s["unsupported"] == {} and s["coverage"]["percent"] == 100.0
     # the FFN's MatMul + bias + GELU (erf or op), the other Linears' MatMul + bias; each residual Add and
     # the LayerNormalization after it (post-norm BERT: 2 per layer; the embeddings' norm has none)
-    assert s["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "SDPA": 2, "LayerNorm": 4}
+    assert s["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "SDPA": 2, "Add+LayerNorm": 4}
     ln = {ly.config for ly in ml.layers if ly.op_type == "LayerNormalization"}
     assert ln == {L.LayerNormConfig(x=(4, 32, 64), axis=2, epsilon=float(np.float32(1e-12)), bias=True)}
     att = {f.config for f in ml.fusions if f.config.kind == "SDPA"}
@@ -356,7 +356,7 @@ def test_layers_command_prints_the_coverage(models, tmp_path):
     p = bz("layers", models / "vit_b_16.onnx", "--batch", "1")
     assert p.returncode == 0, p.stderr
     assert "coverage: 100% of compute layers benchmarked (343 of 343, 0 unsupported; 133 zero-cost layers)" in p.stdout
-    assert "fusion candidates: 72 (Gemm 24, GemmAct 12, LayerNorm 24, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
+    assert "fusion candidates: 72 (Add+LayerNorm 24, Gemm 24, GemmAct 12, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
     bert = bert_encoder_model(tmp_path / "bert.onnx", opset=14)
     d = json.loads(bz("layers", bert, "--batch", "2", "--dim", "seq=16", "--json").stdout)
     assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"Gemm": 10, "GemmAct": 2, "LayerNorm": 5, "SDPA": 2}

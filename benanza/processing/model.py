@@ -183,7 +183,9 @@ class ModelLayers:
 
 def _fusion_label(cfg: L.LayerConfig) -> str:
     """How ``layers`` counts a fusion candidate: its config kind, Gelu for an erf-GELU chain, SiLU
-    for a Sigmoid -> Mul."""
+    for a Sigmoid -> Mul, Add+LayerNorm / Add+RMSNorm for a residual Add and the norm after it."""
+    if getattr(cfg, "residual", False):
+        return f"Add+{cfg.kind}"
     if isinstance(cfg, L.UnaryConfig):
         return "Gelu"
     if isinstance(cfg, L.ActivationConfig) and cfg.mode == "swish":
