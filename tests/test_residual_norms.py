@@ -89,15 +89,22 @@ def test_a_bias_or_a_broadcast_add_is_no_residual(tmp_path):
 
 
 def test_the_decoder_exports_fuse_their_residual_adds():
-    """GPT-2 (torch.export, LayerNormalization) and the Llama decoder at opset 23 (RMSNormalization):
-    every norm after a residual Add, 2 blocks each; the decomposed RMSNorm of opset 20 is left alone."""
-    for name, kind in (("gpt2_decode_dynamo20", "LayerNorm"), ("llama_decode_dynamo23", "RMSNorm")):
+    """GPT-2 (torch.export, LayerNormalization), the Llama decoder at opset 23 (RMSNormalization) and at
+    opset 20 (the decomposed RMSNorm's group takes the Add in as its first layer): every norm after a
+    residual Add, 2 blocks each. A training step still takes the decomposed norms' fused training calls,
+    without the Add."""
+    for name, kind in (("gpt2_decode_dynamo20", "LayerNorm"), ("llama_decode_dynamo23", "RMSNorm"),
+                       ("llama_decode_dynamo20", "RMSNorm")):
         ml = process(DEC / f"{name}.onnx", 1, {"past": 128, "total": 129})
         fs = [f for f in _norm_fusions(ml) if f.config.residual]
         assert len(fs) == 4 and {f.config.kind for f in fs} == {kind}, name
         assert sum(f.config.keep_sum for f in fs) == 3, name  # all but the final norm's
-    ml = process(DEC / "llama_prefill_dynamo20.onnx", 1, {"seq": 128})
-    assert not any(getattr(f.config, "residual", False) for f in ml.fusions)
+        assert all(ml.layers[f.layers[0]].op_type == "Add" for f in fs), name
+    plan = training_plan(ml)  # llama_decode_dynamo20
+    groups = {c.fusion for c in plan.fused if c.config.kind == "RMSNormBwd"}
+    assert len(groups) == 5 and not plan.no_backward
+    adds = {f.layers[0] for f in fs}
+    assert not adds & set().union(*groups)  # the Adds count layer by layer
 
 
 def test_plain_norm_keys_are_unchanged():

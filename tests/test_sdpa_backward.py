@@ -289,8 +289,13 @@ def test_the_step_takes_fused_calls_where_they_are_faster(tmp_path, fused_ms):
     assert len(t.calls) == len(plan.calls) - replaced + len(fused)
     # complete either way: the unfused LayerNorms' ReduceMeans have their gradient (an Expand)
     assert t.complete and not t.no_backward
-    outside = sum(w for i, w in enumerate(a.fused_weight) if i not in att)
+    # the residual Adds the decomposed LayerNorms took in count layer by layer in a training step
+    adds = {f.layers[0] for f in ml.fusions if getattr(f.config, "residual", False)}
+    assert len(adds) == 4
+    outside = sum(w for i, w in enumerate(a.fused_weight) if i not in att | adds) + \
+        sum(a.layers[i].bound_ms for i in adds)
     ln = set().union(*(alt.layers for alt in by_kind["LayerNorm"]))
+    assert not ln & adds
     if fused_ms == 0.05:  # the attentions' forward: their fused training forwards, 0.05 ms each
         assert t.phase_ms["forward"] == pytest.approx(
             outside - sum(a.fused_weight[i] for i in ln) + 2 * 0.05 + 5 * 0.05)

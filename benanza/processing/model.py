@@ -624,6 +624,15 @@ def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int
             for i in chain:
                 layers[i].fusion = start + len(found)
             found.append(Fusion(layers=chain, config=cfg))
+    for j, f in enumerate(found):  # a decomposed norm's group takes in the residual Add before it
+        try:
+            hit = _residual_of_group(pat, f)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            hit = None
+        if hit is not None:
+            add, cfg = hit
+            add.fusion = start + j
+            found[j] = Fusion(layers=tuple(sorted((add.index,) + tuple(f.layers))), config=cfg)
     return found
 
 
@@ -1091,22 +1100,49 @@ def _find_residual_norms(pat: _Pattern, norm: Layer):
     norm's input shape: a transformer block's residual add and the norm after it, which fusing
     compilers run as one kernel (TorchInductor's ``fused_add_native_layer_norm``, ONNX Runtime's
     SkipLayerNormalization); the config is the norm's with ``residual`` (and ``keep_sum`` where other
-    layers, or the graph's outputs, read the sum: the next residual add). The decomposed norms'
-    groups are left as they are."""
+    layers, or the graph's outputs, read the sum: the next residual add). The decomposed norms' groups
+    take their residual Add in after every finder ran (:func:`_residual_of_group`)."""
     cfg = norm.config
     if not pat.free(norm) or norm.status != "benchmark" or not isinstance(cfg, (L.LayerNormConfig, L.RMSNormConfig)) \
             or cfg.residual or not norm.inputs:
         return None
-    add = pat.made_by(norm.inputs[0])
+    hit = _residual_add(pat, norm.inputs[0], tuple(cfg.x), {norm.index})
+    if hit is None:
+        return None
+    add, keep = hit
+    return [add.index, norm.index], dataclasses.replace(cfg, residual=True, keep_sum=keep)
+
+
+def _residual_add(pat: _Pattern, x: str, shape: tuple, readers: set[int]):
+    """The free Add(a, b) of two activations of ``shape`` that writes ``x``, and whether layers other
+    than ``readers`` (or the graph's outputs) read its sum; None when ``x`` comes from no such Add."""
+    add = pat.made_by(x)
     if not pat.free(add) or not pat.elementwise(add, "add") or len(add.inputs) != 2 or add.static_inputs \
             or len(add.outputs) != 1:
         return None
-    x = tuple(cfg.x)
-    if tuple(add.config.a) != x or tuple(add.config.b) != x or tuple(add.config.output_shape()) != x:
+    if tuple(add.config.a) != shape or tuple(add.config.b) != shape or tuple(add.config.output_shape()) != shape:
         return None
     out = add.outputs[0]
-    keep = out in pat.graph_outputs or any(u is not norm for u in pat.users(out))
-    return [add.index, norm.index], dataclasses.replace(cfg, residual=True, keep_sum=keep)
+    return add, out in pat.graph_outputs or any(u.index not in readers for u in pat.users(out))
+
+
+def _residual_of_group(pat: _Pattern, f: Fusion):
+    """A decomposed LayerNorm or RMSNorm group (``_find_layernorms``, ``_find_rmsnorms``) whose one
+    data input is written by a residual Add (:func:`_residual_add`): (that Add, the group's config with
+    ``residual`` and ``keep_sum``), else None."""
+    cfg = f.config
+    if not isinstance(cfg, (L.LayerNormConfig, L.RMSNormConfig)) or cfg.residual:
+        return None
+    inside = set(f.layers)
+    made = {o for i in inside for o in pat.layers[i].outputs}
+    xs = {t for i in inside for t in pat.layers[i].inputs if t not in made}
+    if len(xs) != 1:
+        return None
+    hit = _residual_add(pat, xs.pop(), tuple(cfg.x), inside)
+    if hit is None:
+        return None
+    add, keep = hit
+    return add, dataclasses.replace(cfg, residual=True, keep_sum=keep)
 
 
 def _is_cast(ly: Layer | None) -> bool:

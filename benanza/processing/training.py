@@ -10,6 +10,7 @@ nothing upstream needs it, and the gradient of its weights and bias (``backward_
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +138,11 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
     for f in getattr(ml, "fusions", ()):
         layers, cfg = tuple(f.layers), f.config
         if L.training_counts_layers(cfg):
-            continue
+            if not (getattr(cfg, "residual", False) and len(layers) > 2):
+                continue
+            # a decomposed norm that took in its residual Add (the group's first layer): the Add counts
+            # layer by layer, the norm's layers take the decomposed norm's fused training calls
+            layers, cfg = layers[1:], dataclasses.replace(cfg, residual=False, keep_sum=False)
         if cfg.kind not in FUSED_BACKWARD_KINDS and not _is_swiglu(cfg):
             layers, cfg = _gelu_of_gemm_act(ml, f)
         kind = L.REGISTRY.get(cfg.kind) if cfg is not None else None
