@@ -281,8 +281,8 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")
     if any(getattr(f.config, "residual", False) for f in ml.fusions):
-        notes.append("residual Add -> norm groups counted layer by layer (the fused call's training forward and "
-                     "backward are not built)")
+        notes.append("residual Adds fused into the norm after them counted layer by layer (the fused add + norm's "
+                     "training forward and backward are not built)")
     memory = memory_bound(ml, plan, calls, a.precision, optimizer,
                           opt_cfg.parameter_count if opt_cfg is not None else 0,
                           _taken_groups(plan, fused_layers))

@@ -86,7 +86,8 @@ def training_counts_layers(cfg) -> bool:
     fused call for it: the inference-only folds (:data:`INFERENCE_ONLY_FUSIONS`), and a residual Add
     fused into the norm after it (a LayerNorm or RMSNorm config with ``residual``), whose training
     forward (the norm writing its statistics beside the sum) and backward are not built: the step keeps
-    the Add and the norm's own training calls."""
+    the Add and the norm's own training calls (a decomposed norm's group, the Add its first layer: the
+    decomposed norm's fused training calls, :func:`benanza.processing.training.training_plan`)."""
     return cfg.kind in INFERENCE_ONLY_FUSIONS or bool(getattr(cfg, "residual", False))
 
 
