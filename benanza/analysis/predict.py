@@ -372,7 +372,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span)
+            scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span, fixed_us=fixed_us)
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
@@ -406,12 +406,14 @@ def fused_weights(analysis: Analysis, layers: list[LayerPrediction]) -> list[flo
 
 
 def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
-                cache: str, span: bool = True, origin_ms: float | None = None) -> None:
+                cache: str, span: bool = True, origin_ms: float | None = None, fixed_us: float = FIXED_US) -> None:
     """Fill ``lp``'s compute peak, gamma, intensity, DRAM share, work units and wave-scaling factor
     (module docstring) for the measured layer ``lt`` (anything with ``lt.layer.config``, the
     config, and ``lt.math``, its best measurement's math mode) in ``precision``, measured with
     ``cache`` (warm / cold) in ``origin_ms`` (ms; a weight gradient's span depends on it:
-    :func:`wgrad_unsplit`). Raises UsageError when a GPU lacks the Tensor Core peak it needs."""
+    :func:`wgrad_unsplit`; default ``lt.time_ms``), ``fixed_us`` (µs) the part of it the factor does not
+    scale (the measured gamma's and the DRAM floor's, as the caller's prediction keeps it). Raises
+    UsageError when a GPU lacks the Tensor Core peak it needs."""
     ly = lt.layer
     key = math_peak_key(lt.math, precision)
     x = roofline.intensity(ly.config, precision)
@@ -433,18 +435,18 @@ def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, preci
     g = habitat_gamma(x, ridge)
     t_o = origin_ms if origin_ms is not None else getattr(lt, "time_ms", None)
     if key is None:  # a CUDA-core layer: no more memory-bound than its origin time shows
-        g = min(g, memory_share(ly.config, precision, origin, t_o))
+        g = min(g, memory_share(ly.config, precision, origin, t_o, fixed_us))
+    nbytes = roofline.min_bytes(ly.config, precision)
     m_ratio = origin.bandwidth / target.bandwidth
     f = 1.0
     if memory == "l2":
-        f = dram_share(roofline.min_bytes(ly.config, precision), origin, target, cache)
+        f = dram_share(nbytes, origin, target, cache)
         m_ratio = m_ratio ** f * s_ratio ** (1.0 - f)
         lp.dram_share = f
     lp.factor = m_ratio ** g * c_ratio ** (1.0 - g)
-    fixed = min(t_o, FIXED_US * 1e-3) if t_o else 0.0
+    fixed = min(t_o, fixed_us * 1e-3) if t_o else 0.0
     if key is None and t_o and t_o > fixed:  # never below the target's DRAM floor (module docstring)
-        floor_ms = f * roofline.min_bytes(ly.config, precision) / target.bandwidth * 1e3
-        lp.factor = max(lp.factor, (floor_ms - fixed) / (t_o - fixed))
+        lp.factor = max(lp.factor, (f * nbytes / target.bandwidth * 1e3 - fixed) / (t_o - fixed))
     lp.gamma, lp.intensity = g, x
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+
 def is_native_bf16_batch_norm(kernel_name: str) -> bool:
     """A batch-norm kernel of ATen's own on bf16 data (``at::native::batch_norm_..._kernel<c10::BFloat16, ...>``),
     which PyTorch runs where it refuses cuDNN's batch norm (:meth:`TrainComparison.framework_choices`)."""

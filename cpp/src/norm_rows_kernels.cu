@@ -140,6 +140,7 @@ cudaError_t launch_kind(RowNorm kind, const void* x, const void* res, void* sum_
 }  // namespace
 
 bool norm_rows_applies(long long cols, DType t) {
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return false;
   const int v = t == DType::F32 ? 4 : 8;
   return cols > 0 && cols % v == 0 && vectors_per_thread(cols / v) > 0;
 }
@@ -149,7 +150,7 @@ cudaError_t norm_rows_kernel(RowNorm kind, const void* x, const void* residual, 
                              float epsilon, DType t, cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   if (rows > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-  if ((t != DType::F32 && t != DType::F16 && t != DType::BF16) || !norm_rows_applies(cols, t) || !aligned(x) || !aligned(residual) || !aligned(sum_out) || !aligned(y))
+  if (!norm_rows_applies(cols, t) || !aligned(x) || !aligned(residual) || !aligned(sum_out) || !aligned(y))
     return cudaErrorNotSupported;
   if (t == DType::F16)
     return launch_kind<__half>(kind, x, residual, sum_out, scale, bias, y, mean, rstd, rows, cols, epsilon, s);

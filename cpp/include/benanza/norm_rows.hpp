@@ -15,8 +15,9 @@ namespace benanza {
 
 enum class RowNorm { LayerNorm, RMSNorm };
 
-// Whether norm_rows_kernel runs for rows of ``cols`` elements of type ``t``: cols a multiple of the
-// 16-byte vector (8 elements of fp16/bf16, 4 of fp32) and at most 4096 vectors (32768 fp16 elements).
+// Whether norm_rows_kernel runs for rows of ``cols`` elements of type ``t``: t fp32, fp16 or bf16, cols
+// a multiple of the 16-byte vector (8 elements of fp16/bf16, 4 of fp32) and at most 4096 vectors (32768
+// fp16 elements).
 bool norm_rows_applies(long long cols, DType t);
 
 // y = norm(x [+ residual]) * scale (+ bias): LayerNorm (x - mean) * rstd, RMSNorm x * rstd with
@@ -24,7 +25,7 @@ bool norm_rows_applies(long long cols, DType t);
 // scale, bias: (cols,) float32 (bias LayerNorm only, may be null); residual may be null; sum_out (the sum
 // x + residual rounded to t, as the unfused Add writes it) may be null; mean (LayerNorm) and rstd, (rows,)
 // float32, may be null. Returns cudaErrorNotSupported where norm_rows_applies is false or a pointer is
-// not 16-byte aligned, and for any other storage type than fp32, fp16 and bf16.
+// not 16-byte aligned.
 cudaError_t norm_rows_kernel(RowNorm kind, const void* x, const void* residual, void* sum_out, const float* scale,
                              const float* bias, void* y, float* mean, float* rstd, long long rows, long long cols,
                              float epsilon, DType t, cudaStream_t s);
