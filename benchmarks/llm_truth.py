@@ -21,7 +21,7 @@ Everything goes into ``--out``: ``results.jsonl`` (``env``, ``llm_run`` per comm
 documents slimmed, ``error``, ``dry_run``), ``table.txt``/``table.md``/``table.json`` and ``runs/``
 (each command's ``benanza torch`` folder and its stderr). ``--dry-run`` does no GPU work and needs
 no torch: it prints the configurations with their parameter counts (:func:`param_count`, from the
-configurations' numbers) and the commands. ``--merge RUN...``: one table from earlier runs' ``--out``
+configurations' numbers) and the commands. ``--merge RUN[@GPU]...``: one table from earlier runs' ``--out``
 folders.
 
     python3 benchmarks/truth.py --llm --out OUT [--configs llama,qwen2] [--batch 1,8,32]
@@ -192,6 +192,7 @@ def slim(doc: dict) -> dict:
     """What a row needs of a ``benanza torch --json`` document."""
     llm = doc.get("llm") or {}
     return {"batch": doc.get("batch"), "label": (doc.get("run") or {}).get("label") or "",
+            "gpu": doc.get("gpu") or (doc.get("framework") or {}).get("gpu_name"),
             "lbl_ms": doc.get("lbl_ms", doc.get("lbl_fused_parallel_ms")), "complete": doc.get("complete"),
             "gpu_kernel_ms": doc.get("gpu_kernel_ms"), "latency_ms": doc.get("latency_ms"),
             "bound_ms": llm.get("bound_ms"), "bound_limit": (llm.get("bound") or {}).get("limit"),
@@ -210,12 +211,20 @@ def make_row(cfg_name: str, params: int | None, phase: str, length: int, batch: 
     ref = eager or comp or {}
     lbl, ek, ck = ref.get("lbl_ms"), (eager or {}).get("gpu_kernel_ms"), (comp or {}).get("gpu_kernel_ms")
     row = {"config": cfg_name, "params": params, "phase": phase, "len": length, "batch": batch, "dtype": dtype,
-           "eager_ms": ek, "compile_ms": ck, "lbl_ms": lbl, "complete": ref.get("complete"),
+           "gpu": short_gpu(ref.get("gpu")), "eager_ms": ek, "compile_ms": ck, "lbl_ms": lbl, "complete": ref.get("complete"),
            "bound_ms": ref.get("bound_ms"), "ceilings": ref.get("ceilings"),
            "ratio_eager": lbl / ek if lbl is not None and ek else None,
            "ratio_compile": lbl / ck if lbl is not None and ck else None}
     row["flags"] = flags(row)
     return row
+
+
+def short_gpu(name: str | None) -> str | None:
+    """The GPU's model of a CUDA device name: "NVIDIA H100 80GB HBM3" -> "H100"; None stays None."""
+    if not name:
+        return None
+    words = [w for w in str(name).split() if w.upper() != "NVIDIA"]
+    return words[0] if words else str(name)
 
 
 def flags(row: dict) -> list[str]:
@@ -240,14 +249,14 @@ def _f(x, digits=3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-HEAD = ["config", "params", "phase", "len", "batch", "dtype", "eager kernel ms", "compile kernel ms", "LBL ms",
+HEAD = ["config", "params", "phase", "len", "batch", "dtype", "gpu", "eager kernel ms", "compile kernel ms", "LBL ms",
         "bound ms", "LBL/eager", "LBL/compile", "flag"]
 
 
 def table_lines(rows: list[dict]) -> list[str]:
     """The LLM truth table as aligned text: a header, a rule, one line per row."""
     cells = [[r["config"], f"{r['params'] / 1e9:.2f} B" if r.get("params") else "-", r["phase"], str(r["len"]),
-              str(r["batch"]), r["dtype"], _f(r["eager_ms"]), _f(r["compile_ms"]),
+              str(r["batch"]), r["dtype"], r.get("gpu") or "-", _f(r["eager_ms"]), _f(r["compile_ms"]),
               _f(r["lbl_ms"]) + ("" if r.get("complete") is not False else " partial"), _f(r["bound_ms"]),
               _f(r["ratio_eager"]), _f(r["ratio_compile"]), " ".join(r["flags"]) or "ok"] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(HEAD, *cells)]
@@ -293,18 +302,26 @@ def rows_from_records(records: list[dict], batches: list[int] | None = None) -> 
     return out
 
 
-def read_records(path: Path) -> list[dict]:
+def read_records(path: Path | str) -> list[dict]:
     """The records of ``results.jsonl`` (a folder holding one, or the file); a torn last line is skipped.
-    Raises ValueError for a missing file."""
+    ``PATH@GPU`` names the GPU the run measured on, for records made before runs recorded it (their
+    documents get ``gpu`` = GPU where they have none; a recorded one wins). Raises ValueError for a
+    missing file."""
+    path, _, gpu = str(path).partition("@")
+    path = Path(path)
     p = path / "results.jsonl" if path.is_dir() else path
     if not p.exists():
         raise ValueError(f"{p}: no results.jsonl (an earlier `truth.py --llm` run's --out)")
     out = []
     for ln in p.read_text(encoding="utf-8").splitlines():
         try:
-            out.append(json.loads(ln))
+            rec = json.loads(ln)
         except json.JSONDecodeError:
             continue
+        for d in (rec.get("docs") or ()) if gpu and isinstance(rec, dict) else ():
+            if not d.get("gpu"):
+                d["gpu"] = gpu
+        out.append(rec)
     return out
 
 
@@ -334,7 +351,8 @@ def parse_args(argv: list[str]):
     ap.add_argument("--streams", type=int, default=1, help="commands at once on the GPU, taking turns on it "
                     "through a shared lock (default 1)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU work, no torch: configurations and commands")
-    ap.add_argument("--merge", nargs="+", type=Path, metavar="RUN", help="one table from earlier runs' --out folders")
+    ap.add_argument("--merge", nargs="+", metavar="RUN[@GPU]", help="one table from earlier runs' --out folders "
+                    "(or results files); @GPU names the GPU of runs that did not record it, e.g. RUN@H200")
     a, extra = ap.parse_known_args(argv)
     a.configs = select(a.configs)
     try:

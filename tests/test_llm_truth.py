@@ -203,3 +203,28 @@ def test_commands_skip_the_log_runs_unless_asked(lt, tmp_path):
     assert "--no-logs" in lt.torch_command(cfg, "prefill", 128, [1], "fp16", "db", tmp_path, 128)
     assert "--no-logs" not in lt.torch_command(cfg, "prefill", 128, [1], "fp16", "db", tmp_path, 128, logs=True)
     assert lt.parse_args(["--llm", "--out", str(tmp_path), "--logs"]).logs is True
+
+
+def test_each_row_names_its_gpu_and_a_merge_labels_runs_that_did_not_record_it(lt, tmp_path):
+    """Rows of one merged table come from H100 and H200 calls: each row says which GPU measured it. A
+    document's own GPU (``benanza torch --json``'s ``gpu``) wins; ``--merge RUN@H200`` names it for runs
+    recorded before documents carried it."""
+    doc = _doc(1, "eager", 1.0, 2.0, 0.5)
+    doc["gpu"] = "NVIDIA H100 80GB HBM3"
+    assert lt.slim(doc)["gpu"] == "NVIDIA H100 80GB HBM3" and lt.short_gpu("NVIDIA H100 80GB HBM3") == "H100"
+    assert lt.short_gpu("NVIDIA H200") == "H200" and lt.short_gpu(None) is None
+    gpt2 = next(c for c in lt.CONFIGS if c.arch == "gpt2")
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder, length, d in ((old, 128, _doc(1, "eager", 1.0, 2.0, 0.5)), (new, 2048, doc)):
+        folder.mkdir()
+        rec = {"type": "llm_run", "config": gpt2.name, "spec": gpt2.spec, "params": 1, "phase": "prefill",
+               "len": length, "dtype": "fp16", "batches": [1], "docs": [lt.slim(d)]}
+        (folder / "results.jsonl").write_text(json.dumps(rec) + "\n")
+    r = _truth("--llm", "--out", tmp_path / "merged", "--merge", f"{old}@H200", f"{new}@H200")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "merged" / "table.json").read_text())
+    assert [(x["len"], x["gpu"]) for x in rows] == [(128, "H200"), (2048, "H100")]
+    head, _, *lines = (tmp_path / "merged" / "table.txt").read_text().splitlines()
+    assert "| gpu " in head and " H200 " in lines[0] and " H100 " in lines[1]
+    r = _truth("--llm", "--out", tmp_path / "m3", "--merge", old)  # no label: the row says it does not know
+    assert r.returncode == 0 and json.loads((tmp_path / "m3" / "table.json").read_text())[0]["gpu"] is None
