@@ -12,6 +12,12 @@
 # folder under ~/.cache/benanza/suites). LLM_ARGS="... --streams 2" runs two LLM commands at once on this GPU, taking
 # turns on it through one shared lock (benchmarks/llm_truth.py run_streams). Each step writes one file (stdout and stderr together): the lent machines send back
 # 8 files at most.
+# Exports of earlier calls: an LLM's ONNX export takes 15-130 s of a case's 200-500 s on a fresh machine
+# (2026-11-28, run.command_seconds). The export cache (benanza.processing.cache; BENANZA_EXPORT_CACHE, default
+# WORK/exports) is seeded from every archive of EXPORTS_IN (default: .exports/*.tgz, carried beside .whl and
+# .fe) and packed into OUT/exports.tgz at the end, to be carried to the next call. An entry is used only
+# under its own key: the same model, phase and length, the same torch, transformers, onnx and onnxscript
+# versions and benanza's export code; any other export is made again.
 set -uo pipefail
 OUT=${1:?usage: gpu_decoders.sh OUT}
 mkdir -p "$OUT"
@@ -29,6 +35,11 @@ BENCH_ARGS=${BENCH_ARGS:---no-cold --max-engines 4}
 W=${WORK:-/tmp/dec}
 DB=$W/perf.db
 mkdir -p "$W"
+export BENANZA_EXPORT_CACHE=${BENANZA_EXPORT_CACHE:-$W/exports}
+mkdir -p "$BENANZA_EXPORT_CACHE"
+for a in ${EXPORTS_IN:-.exports/*.tgz}; do
+  [ -f "$a" ] && tar -C "$BENANZA_EXPORT_CACHE" -xzf "$a" && echo "gpu_decoders: exports of $a in the export cache"
+done
 rm -f "$OUT/logs.tar"
 for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dynamo20 llama_prefill_torchscript}; do
   t1=$(date +%s)
@@ -67,4 +78,5 @@ if [ -n "${LLM_ARGS:-}" ]; then
   tar -C "$W" -czf "$OUT/llm-runs.tar.gz" llm.txt llm/runs 2>/dev/null
 fi
 gzip -c "$DB" > "$OUT/decoders-db.sqlite.gz"
+ls "$BENANZA_EXPORT_CACHE"/*.onnx >/dev/null 2>&1 && tar -C "$BENANZA_EXPORT_CACHE" -czf "$OUT/exports.tgz" .
 echo "gpu_decoders: done in $(( $(date +%s) - t0 )) s"
