@@ -158,3 +158,39 @@ def test_shared_models_on_cpu(models, tmp_path, name):
     assert all(lp.op is not None for lp in p.layers if lp.op_type != "Flatten")
     names = collections.Counter(op.name for op in p.trace.cpu_ops)
     assert names["aten::item"] == 0 and names["aten::_local_scalar_dense"] == 0
+
+
+def test_a_long_step_stops_warming_up_and_timing_at_the_budget(monkeypatch):
+    """A profiling child's warm-up and timed calls stop at their time budgets once the fewest calls
+    are made (a 0.7 s decoder step made 125 calls, 90 s, before 2026-11-28); a short step makes every
+    call asked for; a count below the fewest is kept as asked (no torch needed: fake clock and calls)."""
+    from types import SimpleNamespace
+
+    from benanza.profiles import capture as cap
+
+    now, calls, syncs = [0.0], [], []
+
+    def run(step_s):
+        def f():
+            calls.append(1)
+            now[0] += step_s
+        return f
+
+    clock = lambda: now[0]  # noqa: E731
+    # 0.7 s a call: 3 s of budget -> the call that passes it is the last (5 calls), never fewer than 3
+    assert cap.warm_up(run(0.7), lambda: syncs.append(1), 20, clock=clock) == 5
+    calls.clear()
+    assert cap.warm_up(run(5.0), lambda: None, 20, clock=clock) == cap.MIN_WARMUP
+    assert cap.warm_up(run(1e-4), lambda: None, 20, clock=clock) == 20  # short: all asked for
+    assert cap.warm_up(run(5.0), lambda: None, 1, clock=clock) == 1  # --warmup 1 stays 1
+    assert cap.warm_up(run(5.0), lambda: None, 0, clock=clock) == 1  # at least one call
+
+    # the timed calls: perf_counter is the module's; a spent budget leaves MIN_RUNS samples
+    spec = SimpleNamespace(role="timed", runs=100, iterations=5, warmup=20)
+    result = {}
+    monkeypatch.setattr(cap, "TIMED_BUDGET_S", 0.0)
+    cap._latency_or_log_iterations(None, spec, SimpleNamespace(type="cpu"), lambda: None, lambda: None, result, 4)
+    assert len(result["latency"]["samples_ms"]) == cap.MIN_RUNS and result["latency"]["warmup"] == 4
+    monkeypatch.setattr(cap, "TIMED_BUDGET_S", 60.0)
+    cap._latency_or_log_iterations(None, spec, SimpleNamespace(type="cpu"), lambda: None, lambda: None, result)
+    assert len(result["latency"]["samples_ms"]) == 100 and result["latency"]["warmup"] == 20

@@ -10,7 +10,9 @@ variables before they load, and so that logging never slows down what is timed:
    iteration is traced to check that the timed run launched the same kernels (a notice in
    profile.json says when not: autotuning may pick differently in two processes);
 2. the **timed run**, without logging: warm-up, ``runs`` inferences timed one by one with CUDA
-   events (``perf_counter`` on the CPU), then ``iterations`` inferences under ``torch.profiler``
+   events (``perf_counter`` on the CPU; both counts stop early for a long step, after at least
+   :data:`MIN_WARMUP` and :data:`MIN_RUNS` calls and :data:`WARMUP_BUDGET_S` /
+   :data:`TIMED_BUDGET_S` seconds), then ``iterations`` inferences under ``torch.profiler``
    (CPU + CUDA activities, ``record_shapes=True``), each inside ``record_function("benanza.iteration")``
    and followed by a synchronize.
 
@@ -98,6 +100,19 @@ class CaptureSpec:
     train: bool = False
     optimizer: str = "sgd"
 
+
+#: Time limits of a child's warm-up and timed calls (s), each reached only after the fewest calls
+#: below: a long step stops there, a short one still makes every call asked for (``--warmup``,
+#: ``--runs``). A 2 B-parameter decoder's 2048-token prefill at batch 32 takes 0.7 s a call on an
+#: H200, so 20 warm-up and 100 timed calls were 90 s of its profiling child (2026-11-28, issue 27's
+#: LLM truth). The kernel times come from the profiled iterations (``iterations``), never limited.
+WARMUP_BUDGET_S = 3.0
+#: warm-up calls made whatever they take: cuDNN's autotuning (``cudnn.benchmark``) and torch.compile
+#: run in the first call, CUDA graphs of ``reduce-overhead`` are recorded by the third
+MIN_WARMUP = 3
+TIMED_BUDGET_S = 5.0
+#: timed calls made whatever they take: the median and quartiles of the latency need them
+MIN_RUNS = 10
 
 #: the optimizers of a profiled training step (torch.optim, ``foreach`` left at its default: the
 #: multi-tensor implementation on CUDA); SGD with momentum 0.9
@@ -613,17 +628,38 @@ class _Scopes:
             self.stack.pop().__exit__(None, None, None)
 
 
-def _latency_or_log_iterations(torch, spec: CaptureSpec, device, run, sync, result: dict) -> None:
+def warm_up(run, sync, most: int, fewest: int = MIN_WARMUP, budget_s: float = WARMUP_BUDGET_S,
+            clock=time.perf_counter) -> int:
+    """Call ``run`` ``most`` times, or fewer once ``fewest`` calls are done and ``budget_s`` seconds
+    have passed since the first began (checked after a ``sync``, so the time is the GPU's too);
+    returns the calls made. At least one call; ``most`` below ``fewest`` makes ``most``."""
+    most = max(most, 1)
+    t0, n, fewest = clock(), 0, min(fewest, most)
+    while n < most:
+        run()
+        n += 1
+        if n >= fewest and n < most:
+            sync()
+            if clock() - t0 >= budget_s:
+                break
+    sync()
+    return n
+
+
+def _latency_or_log_iterations(torch, spec: CaptureSpec, device, run, sync, result: dict,
+                               warmup_calls: int | None = None) -> None:
     """After the warm-up, before the profiled iterations: the timed run times ``spec.runs`` calls of
-    ``run`` one by one (CUDA events on a GPU, ``perf_counter`` on the CPU; ms) into
-    ``result["latency"]``; the log run calls it ``spec.iterations`` times, so the libraries log the
-    implementations they settle on."""
+    ``run`` one by one (CUDA events on a GPU, ``perf_counter`` on the CPU; ms), or fewer once
+    :data:`MIN_RUNS` are timed and :data:`TIMED_BUDGET_S` has passed, into ``result["latency"]``
+    (``warmup``: ``warmup_calls``, the warm-up calls made); the log run calls it ``spec.iterations``
+    times, so the libraries log the implementations they settle on."""
     if spec.role != "timed":
         for _ in range(spec.iterations):
             run()
         sync()
         return
     samples = []
+    t_end = time.perf_counter() + TIMED_BUDGET_S
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for _ in range(spec.runs):
@@ -632,14 +668,19 @@ def _latency_or_log_iterations(torch, spec: CaptureSpec, device, run, sync, resu
             end.record()
             end.synchronize()
             samples.append(float(start.elapsed_time(end)))
+            if len(samples) >= MIN_RUNS and time.perf_counter() >= t_end:
+                break
         method = "cuda_events"
     else:
         for _ in range(spec.runs):
             t0 = time.perf_counter()
             run()
             samples.append((time.perf_counter() - t0) * 1e3)
+            if len(samples) >= MIN_RUNS and time.perf_counter() >= t_end:
+                break
         method = "perf_counter"
-    result["latency"] = {"samples_ms": samples, "method": method, "warmup": spec.warmup}
+    result["latency"] = {"samples_ms": samples, "method": method,
+                         "warmup": spec.warmup if warmup_calls is None else warmup_calls}
 
 
 def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None):
@@ -657,13 +698,11 @@ def _profile_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s
     result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes, "build_s": build_s}
     with torch.inference_mode():
         try:
-            for _ in range(max(spec.warmup, 1)):
-                infer()
-            sync()
+            warmed = warm_up(infer, sync, spec.warmup)
         except Exception as e:
             raise ModelError(f"{spec.model}: {what} fails in PyTorch ({spec.dtype} on {device}): "
                              f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
-        _latency_or_log_iterations(torch, spec, device, infer, sync, result)
+        _latency_or_log_iterations(torch, spec, device, infer, sync, result, warmed)
         from torch.profiler import ProfilerActivity, profile, record_function
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -783,16 +822,14 @@ def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: 
     what = "the module" if spec.module is not None else "the converted model"
     result = {"role": spec.role, "settings": _settings(torch, spec, device), "inputs": shapes, "build_s": build_s}
     try:
-        for _ in range(max(spec.warmup, 2)):  # the optimizer creates its state in the first step
-            step()
-        sync()
+        warmed = warm_up(step, sync, max(spec.warmup, 2))  # the optimizer creates its state in the first step
     except ModelError:
         raise
     except Exception as e:
         raise ModelError(f"{spec.model}: a training step of {what} fails in PyTorch ({spec.dtype} on {device}): "
                          f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
     timed = spec.role == "timed"
-    _latency_or_log_iterations(torch, spec, device, step, sync, result)
+    _latency_or_log_iterations(torch, spec, device, step, sync, result, warmed)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     scopes = _Scopes(torch, module) if spec.scopes and timed and not spec.compile else contextlib.nullcontext()
     with profile(activities=acts, record_shapes=True) as prof, scopes:
@@ -974,7 +1011,7 @@ def _profile_doc(mpath: Path, digest: str, batch: int, dtype: str, files: dict, 
         "files": files,
         "latency": {"samples_ms": lat.samples_ms, "median_ms": lat.median_ms, "q1_ms": lat.q1_ms,
                     "q3_ms": lat.q3_ms, "iqr_ms": lat.iqr_ms, "samples": lat.samples, "method": lat.method,
-                    "warmup": warmup},
+                    "warmup": res["latency"].get("warmup", warmup)},
         "profiled_iterations": iterations,
         "settings": res["settings"],
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
