@@ -307,7 +307,9 @@ def read_records(path: Path | str) -> list[dict]:
     ``PATH@GPU`` names the GPU the run measured on, for records made before runs recorded it (their
     documents get ``gpu`` = GPU where they have none; a recorded one wins). Raises ValueError for a
     missing file."""
-    path, _, gpu = str(path).partition("@")
+    path, gpu = str(path), ""
+    if not Path(path).exists() and "@" in path:  # a path that holds an @ itself stays whole
+        path, _, gpu = path.rpartition("@")
     path = Path(path)
     p = path / "results.jsonl" if path.is_dir() else path
     if not p.exists():
