@@ -4,7 +4,8 @@
 # tests/data/decoders (each attention form) at SEQ tokens, then `benanza torch` of a transformers
 # Llama-style configuration in its prefill and decode phases. Results go into OUT as they come.
 #   bash benchmarks/gpu_decoders.sh OUT
-# Environment: SEQ (512), KV (512), BATCH (1,8), SPEC (a transformers spec with overrides),
+# Environment: SEQ (512), KV (512), BATCH (1,8), DTYPE (fp16: the FILES benches' --dtype; fp8 times each
+# attention in FP8 too, cudnn-frontend's sdpa_fp8), SPEC (a transformers spec with overrides),
 # BENCH_ARGS ("--no-cold --max-engines 4"), LLM_ARGS (truth.py --llm's options: run it last), FILES (the exports under tests/data/decoders to bench; a
 # *_decode_* file binds past=KV and total=KV+1), PHASES ("prefill decode"; empty: no `benanza torch`).
 # WORK: the machine's work folder (default /tmp/dec; one per script when benchmarks/gpu_pair.sh runs two at once,
@@ -46,10 +47,10 @@ for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dyn
   # a decode export's past key/values are [batch, heads, past, head_dim] and its mask [batch, total]
   dims=(--dim seq="$SEQ"); case $f in *_decode_*) dims=(--dim past="$KV" --dim total=$((KV + 1)));; esac
   # shellcheck disable=SC2086
-  timeout 240 python3 -m benanza bench "tests/data/decoders/$f.onnx" --batch "$BATCH" "${dims[@]}" --dtype fp16 \
+  timeout 240 python3 -m benanza bench "tests/data/decoders/$f.onnx" --batch "$BATCH" "${dims[@]}" --dtype "${DTYPE:-fp16}" \
       --db "$DB" -o "$W/suite-$f" $BENCH_ARGS > "$W/bench-$f.txt" 2>&1
   echo "gpu_decoders: bench $f exit $? in $(( $(date +%s) - t1 )) s"
-  grep -E "LBL|complete|unsupported|INCOMPLETE" "$W/bench-$f.txt" | tail -8
+  grep -E "LBL|complete|unsupported|INCOMPLETE|FP8|fp8" "$W/bench-$f.txt" | tail -10
   tar -C "$W" -rf "$OUT/logs.tar" "bench-$f.txt"
 done
 SPEC=${SPEC:-transformers:llama?num_hidden_layers=4&hidden_size=1024&intermediate_size=2816&num_attention_heads=16&num_key_value_heads=4&vocab_size=32000}
