@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -276,15 +277,18 @@ def rows_from_records(records: list[dict], batches: list[int] | None = None) -> 
     order of :data:`CONFIGS`, then phase, length, data type and batch. Of several records of one
     (config, phase, len, dtype), the last with documents of a batch wins that batch (a rerun, or a later
     merged run, of some of the batches replaces those only); a later run that failed (a timeout: no
-    documents) does not hide an earlier one that measured. A record whose
+    documents) does not hide an earlier one that measured; a batch some run asked for and none measured
+    is a row flagged NO-LBL (a cut run's missing batches stay in the table). A record whose
     ``spec`` is a configuration's of :data:`CONFIGS` takes that configuration's name (runs made before a
     rename: ``mistral-1.6b``, the same 1.0 B specification, is ``mistral-1b``)."""
     names = {c.spec: c.name for c in CONFIGS}
     runs: dict = {}  # key -> {batch: (record, its documents of that batch)}, or {} for runs without documents
+    asked: dict = {}  # key -> every batch a run of it asked for
     for r in records:
         if r.get("type") != "llm_run":
             continue
         key = (names.get(r.get("spec"), r["config"]), r["phase"], r["len"], r["dtype"])
+        asked.setdefault(key, set()).update(r.get("batches") or ())
         by_batch = runs.setdefault(key, {})
         for b in sorted({d["batch"] for d in r.get("docs") or ()}):
             by_batch[b] = (r, [d for d in r["docs"] if d.get("batch") == b])
@@ -292,11 +296,12 @@ def rows_from_records(records: list[dict], batches: list[int] | None = None) -> 
             by_batch.setdefault(None, (r, []))  # a failed run, shown as such while nothing measured it
     order = {c.name: i for i, c in enumerate(CONFIGS)}
     out = []
-    for (name, phase, length, dtype), by_batch in sorted(runs.items(), key=lambda kv: (
+    for key, by_batch in sorted(runs.items(), key=lambda kv: (
             order.get(kv[0][0], len(order)), kv[0][0], kv[0][1] != "prefill", kv[0][2], kv[0][3])):
+        name, phase, length, dtype = key
         measured = sorted(b for b in by_batch if b is not None)
         last = by_batch[measured[-1]][0] if measured else by_batch[None][0]
-        for b in batches or measured or last.get("batches") or ():
+        for b in batches or sorted(set(measured) | asked[key]):  # a batch asked for and never measured: a NO-LBL row
             r, docs = by_batch.get(b, (last, []))
             out.append(make_row(name, r.get("params"), phase, length, b, dtype, docs))
     return out
@@ -504,7 +509,7 @@ def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | No
     """One ``benanza torch`` command (in ``env``, default this process's); its documents slimmed into an
     ``llm_run`` record (an ``error`` record and an ``llm_run`` without documents when it fails or runs past
     ``timeout`` seconds)."""
-    t = time.perf_counter()
+    t, started = time.perf_counter(), time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
@@ -519,9 +524,36 @@ def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | No
         last = next((x for x in reversed(p.stderr.strip().splitlines()) if x.strip()), f"exit {p.returncode}")
         write("error", config=cfg.name, phase=phase, len=length, dtype=dtype, message=last[:400])
         print(f"  error: {last[:300]}", flush=True)
-        docs = []
+        docs = docs_from_reports(log, dtype, started)
+        if docs:
+            print(f"  kept the {len(docs)} reports the command had written: "
+                  + ", ".join(f"b{d['batch']} {d['label']}" for d in docs), flush=True)
     return write("llm_run", config=cfg.name, params=cfg.params, spec=cfg.spec, phase=phase, len=length, dtype=dtype,
-                 batches=batches, command=shlex.join(cmd), seconds=time.perf_counter() - t, docs=docs)
+                 batches=batches, command=shlex.join(cmd), seconds=time.perf_counter() - t, docs=docs,
+                 **({"partial": True} if docs and p.returncode != 0 else {}))
+
+
+def docs_from_reports(folder: Path, dtype: str, since: float = 0.0) -> list[dict]:
+    """The slimmed documents (:func:`slim`) of the reports ``benanza torch`` wrote into ``folder``
+    (``report-bB-DTYPE.json``, ``report-bB-DTYPE-compile-MODE.json``, one per profiled run) no earlier
+    than ``since`` (s since the epoch; an earlier file is another command's): what a command cut by its
+    timeout had finished. ``benanza torch`` writes them after every profile is taken, each the
+    document ``--json`` prints, so a command cut while it writes its reports keeps those written
+    (2026-11-28: qwen2-0.5b prefill 2048 wrote all six and was cut before it printed them). A file that
+    is not a whole JSON document (cut while written) is left out. Ordered by batch, eager first."""
+    pat = re.compile(rf"report-b(\d+)-{re.escape(dtype)}(-compile-[a-z-]+)?\.json")
+    found = []
+    for f in folder.glob("report-b*.json") if folder.is_dir() else ():
+        m = pat.fullmatch(f.name)
+        if not m or f.stat().st_mtime < since:
+            continue
+        try:
+            doc = slim(json.loads(f.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError, AttributeError):
+            continue
+        if doc.get("batch") == int(m.group(1)) and doc.get("lbl_ms") is not None:
+            found.append((int(m.group(1)), bool(m.group(2)), doc))
+    return [d for _, _, d in sorted(found, key=lambda x: x[:2])]
 
 
 def main(argv: list[str]) -> int:

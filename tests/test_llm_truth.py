@@ -2,6 +2,7 @@
 or torch: the configurations' parameter counts from their numbers, the commands, the rows and flags on
 fabricated `benanza torch --json` documents, --dry-run and --merge."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,34 @@ def test_each_row_names_its_gpu_and_a_merge_labels_runs_that_did_not_record_it(l
     assert "| gpu " in head and " H200 " in lines[0] and " H100 " in lines[1]
     r = _truth("--llm", "--out", tmp_path / "m3", "--merge", old)  # no label: the row says it does not know
     assert r.returncode == 0 and json.loads((tmp_path / "m3" / "table.json").read_text())[0]["gpu"] is None
+
+
+def test_a_command_cut_while_it_writes_its_reports_keeps_those_written(tmp_path, lt):
+    """2026-11-28: qwen2-0.5b prefill 2048 had written all six reports (three batches, eager and
+    torch.compile) when its 500 s timeout cut it, and its rows were lost. Now the reports the command
+    wrote (and only those: not an older run's, not a half-written file, not another data type's) make
+    its rows, the record says it is partial, and a batch it asked for without a report stays a NO-LBL row."""
+    out = tmp_path / "r"
+    out.mkdir()
+    old = _doc(8, "eager", 9.0, 10.0, 1.0)
+    (out / "report-b8-bf16.json").write_text(json.dumps(old))  # an earlier run's report
+    os.utime(out / "report-b8-bf16.json", (1.0, 1.0))
+    docs = [_doc(1, "eager", 1.0, 2.0, 0.5), _doc(1, "torch.compile(default)", 1.0, 1.5, 0.5),
+            _doc(32, "eager", 4.0, 5.0, 1.0)]
+    write_them = ("import json, sys, time; d = sys.argv[1]\n"
+                  f"docs = json.loads({json.dumps(json.dumps(docs))})\n"
+                  "names = ['report-b1-bf16.json', 'report-b1-bf16-compile-default.json', 'report-b32-bf16.json']\n"
+                  "for n, x in zip(names, docs): open(d + '/' + n, 'w').write(json.dumps(x))\n"
+                  "open(d + '/report-b32-bf16-compile-default.json', 'w').write('{\"batch\": 32, \"lb')\n"
+                  "open(d + '/report-b1-fp16.json', 'w').write(json.dumps(docs[0]))\n"
+                  "time.sleep(30)\n")
+    recs = []
+    rec = lt._run_one(lambda kind, **kw: recs.append({"type": kind, **kw}) or recs[-1], lt.CONFIGS[0], "prefill", 2048,
+                      "bf16", [1, 8, 32], [sys.executable, "-c", write_them, str(out), "-o", str(out)], timeout=3)
+    assert recs[0]["type"] == "error" and "timed out" in recs[0]["message"]
+    assert rec["partial"] is True
+    assert [(d["batch"], d["label"]) for d in rec["docs"]] == [(1, "eager"), (1, "torch.compile(default)"), (32, "eager")]
+    rows = {r["batch"]: r for r in lt.rows_from_records([rec])}
+    assert rows[1]["flags"] == [] and rows[1]["ratio_compile"] == pytest.approx(1 / 1.5)
+    assert rows[32]["flags"] == [] and rows[32]["compile_ms"] is None  # its compile report was cut mid-file
+    assert rows[8]["flags"] == ["NO-LBL", "NO-PYTORCH"]  # its report is the earlier run's: the row is missing
