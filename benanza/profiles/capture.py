@@ -107,8 +107,9 @@ class CaptureSpec:
 #: H200, so 20 warm-up and 100 timed calls were 90 s of its profiling child (2026-11-28, issue 27's
 #: LLM truth). The kernel times come from the profiled iterations (``iterations``), never limited.
 WARMUP_BUDGET_S = 3.0
-#: warm-up calls made whatever they take: cuDNN's autotuning (``cudnn.benchmark``) and torch.compile
-#: run in the first call, CUDA graphs of ``reduce-overhead`` are recorded by the third
+#: warm-up calls made whatever they take: cuDNN's autotuning (``cudnn.benchmark``) and torch.compile's
+#: compilation run in the first call; ``reduce-overhead``'s CUDA graphs are recorded in the second and
+#: replayed from the third (PyTorch docs, "CUDAGraph Trees")
 MIN_WARMUP = 3
 TIMED_BUDGET_S = 5.0
 #: timed calls made whatever they take: the median and quartiles of the latency need them
