@@ -177,8 +177,9 @@ def test_a_long_step_stops_warming_up_and_timing_at_the_budget(monkeypatch):
         return f
 
     clock = lambda: now[0]  # noqa: E731
-    # 0.7 s a call: 3 s of budget -> the call that passes it is the last (5 calls), never fewer than 3
-    assert cap.warm_up(run(0.7), lambda: syncs.append(1), 20, clock=clock) == 5
+    # 0.7 s a call: 3 s of budget -> the call that passes it is the last (5 calls), never fewer than MIN_WARMUP
+    assert cap.warm_up(run(0.7), lambda: syncs.append(1), 20, clock=clock) == max(5, cap.MIN_WARMUP)
+    assert cap.warm_up(run(0.4), lambda: None, 20, clock=clock) == 8  # 3.2 s after the 8th
     calls.clear()
     assert cap.warm_up(run(5.0), lambda: None, 20, clock=clock) == cap.MIN_WARMUP
     assert cap.warm_up(run(1e-4), lambda: None, 20, clock=clock) == 20  # short: all asked for
