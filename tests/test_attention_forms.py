@@ -155,6 +155,20 @@ def test_torch_export_decompositions(name, gqa):
         assert ops.count("Expand") == 2 and ops.count("Unsqueeze") >= 2
 
 
+@pytest.mark.parametrize("name, op", [("llama_prefill_dynamo20", None), ("gpt2_prefill_dynamo20", None),
+                                      ("llama_prefill_dynamo23", "Attention")])
+@pytest.mark.parametrize("seq", [2048, 4096])
+def test_a_causal_mask_too_large_to_fold_is_still_causal(name, op, seq):
+    """At 2,048 tokens and more, torch.export's causal triangle (2,048 x 2,048 = 4 Mi booleans) is
+    above folding's 1 Mi elements: it is evaluated on demand, so the attention stays cuDNN's causal
+    SDPA. Before, it was timed as a bias of (1, 1, s, s), which phi3-2b's prefill 2,048 (bf16, H200,
+    2026-11-28b) showed above torch.compile's kernel time."""
+    ml = process(DEC / f"{name}.onnx", 1, dims={"seq": seq})
+    cfgs = [ly.config for ly in ml.layers if ly.op_type == op] if op else [f.config for f in _sdpa_groups(ml)]
+    assert len(cfgs) == 2
+    assert all((c.s_q, c.s_kv, c.mask, c.bias) == (seq, seq, "causal", ()) for c in cfgs)
+
+
 def test_the_suite_with_gqa_and_decode_compiles(tmp_path):
     p = _attention_model(tmp_path / "d.onnx", (2, 1, 512), (2, 1, 128), (2, 1, 128),
                          {"is_causal": 1, "q_num_heads": 8, "kv_num_heads": 2}, past=((2, 2, 255, 64), (2, 2, 255, 64)))

@@ -27,6 +27,11 @@ class MapContext(Protocol):
     def value(self, name: str) -> np.ndarray | None:
         """The value of constant ``name`` (None when it is not a constant with data)."""
 
+    def static_value(self, name: str) -> np.ndarray | None:
+        """The value of static tensor ``name`` (computed from constants only), evaluated on demand
+        where folding kept none because it is large (an attention mask of 2,048 x 2,048
+        positions); None when it is not static or too large to evaluate."""
+
 
 class Unsupported(Exception):
     """Raised by a mapper: the node cannot be benchmarked; the message is the reason."""

@@ -182,6 +182,17 @@ def causal_mask_of(values, past: int = 0) -> bool:
     return bool(np.all(v[:, seen] == 0) and np.all(v[:, ~seen] <= -1e4))
 
 
+def _static(ctx: MapContext, name: str):
+    """The value of static tensor ``name``, evaluated when folding left it without one (a mask of
+    more than 1 Mi positions: :meth:`MapContext.static_value`); a constant's value whether or not it
+    is static; else None."""
+    v = ctx.value(name)
+    if v is not None or name not in ctx.static:
+        return v
+    read = getattr(ctx, "static_value", None)
+    return read(name) if read is not None else None
+
+
 def _key_padding_and_causal(ctx: MapContext, mask: str, s_q: int, past: int) -> bool:
     """``mask`` is made by And(constant causal mask, key padding mask) (torch.export's SDPA masks,
     transformers' causal mask and the model's ``attention_mask`` input): the padding term has
@@ -190,7 +201,7 @@ def _key_padding_and_causal(ctx: MapContext, mask: str, s_q: int, past: int) -> 
     node = getattr(ctx, "producer", {}).get(mask)
     if node is None or node.op_type != "And" or len(node.input) != 2:
         return False
-    consts = [ctx.value(i) for i in node.input]
+    consts = [_static(ctx, i) for i in node.input]
     if sum(c is not None for c in consts) != 1:
         return False
     i = 0 if consts[0] is not None else 1
@@ -203,12 +214,12 @@ def causal_mask_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> b
     """Whether tensor ``name`` is the causal mask of ``s_q`` queries after ``past`` keys: its constant
     values (:func:`causal_mask_of`), Where(cond, 0, <= -1e4) of such a boolean ``cond`` (the additive
     mask torch.export and TorchScript build), or :func:`_key_padding_and_causal`'s And."""
-    v = ctx.value(name) if name in ctx.static else None
+    v = _static(ctx, name)
     if v is not None:
         return v.ndim >= 2 and v.shape[-2] == s_q and causal_mask_of(v, past)
     node = getattr(ctx, "producer", {}).get(name)
     if node is not None and node.op_type == "Where" and len(node.input) == 3:
-        x, y = ctx.value(node.input[1]), ctx.value(node.input[2])
+        x, y = _static(ctx, node.input[1]), _static(ctx, node.input[2])
         if x is not None and y is not None and x.size == 1 and y.size == 1 and float(x.reshape(-1)[0]) == 0.0 \
                 and float(y.reshape(-1)[0]) <= -1e4:
             return causal_mask_tensor(ctx, node.input[0], s_q, past)

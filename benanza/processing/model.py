@@ -403,6 +403,11 @@ def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding
 
 # ---------------------------------------------------------------------------------------- mapping
 
+#: the largest static tensor :meth:`_Ctx.static_value` evaluates (elements): a boolean attention mask
+#: of 4,096 x 4,096 positions (16 MiB; its int64 position operands are vectors)
+STATIC_VALUE_MAX_ELEMENTS = 1 << 24
+
+
 class _Ctx:
     """What the op mappers may read: shapes, element types, constant values, the opset."""
 
@@ -414,6 +419,8 @@ class _Ctx:
         self.static = static
         #: the node that makes each tensor (a mapper may read how a mask was built: SDPA's Attention)
         self.producer = {o: n for n in model.graph.node for o in n.output if o}
+        #: static tensors evaluated on demand (:meth:`static_value`)
+        self._evaluated: dict[str, np.ndarray | None] = {}
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         return self.shapes.get(name)
@@ -423,6 +430,37 @@ class _Ctx:
         if t is None or not has_data(t):
             return None
         return numpy_helper.to_array(t)
+
+    def static_value(self, name: str, max_elements: int = STATIC_VALUE_MAX_ELEMENTS) -> np.ndarray | None:
+        """The value of static tensor ``name``: its constant (:meth:`value`), else evaluated now from
+        its producers' static inputs (the ONNX reference evaluator) when every tensor on the way has at
+        most ``max_elements`` elements. Folding keeps tensors of at most
+        :data:`benanza.processing.graph.FOLD_MAX_ELEMENTS` (1 Mi) elements, so a mask built from
+        positions at 2,048 tokens (2,048 x 2,048 = 4 Mi booleans: torch.export's causal triangle) is
+        static but has no value; an attention mapper reads it here. None for a tensor that is not
+        static, whose producer is nondeterministic, or that is larger; results are kept per tensor."""
+        v = self.value(name)
+        if v is not None or name not in self.static:
+            return v
+        if name in self._evaluated:
+            return self._evaluated[name]
+        self._evaluated[name] = None  # a cycle or a failure below leaves None
+        node = self.producer.get(name)
+        shapes = [self.shapes.get(o) for o in node.output if o] if node is not None else [None]
+        if node is None or node.op_type in NONDETERMINISTIC_OPS or any(
+                s is None or math.prod(s) > max_elements for s in shapes):
+            return None
+        ins = [self.static_value(i, max_elements) for i in node.input if i]
+        if any(i is None for i in ins):
+            return None
+        try:
+            outs = eval_node(node, ins, self.opset)
+        except Exception:
+            return None
+        for o, val in zip(node.output, outs):
+            if o:
+                self._evaluated[o] = np.asarray(val)
+        return self._evaluated.get(name)
 
 
 #: ONNX op type -> its kind's mapper, from the kinds' registry
@@ -983,7 +1021,7 @@ def _attention_mask(pat: _Pattern, nxt: Layer | None, chain: list[int], scores: 
             return None
         others.append(other[0])
     if len(adds) == 1 and not reshapes:
-        value = pat.ctx.value(others[0]) if others[0] in pat.ctx.static else None
+        value = pat.ctx.static_value(others[0]) if others[0] in pat.ctx.static else None
         if value is not None and _causal(value):
             return "causal", (), nxt
         mshape = pat.ctx.shape(others[0])
