@@ -156,13 +156,15 @@ def test_torch_export_decompositions(name, gqa):
 
 
 @pytest.mark.parametrize("name, op", [("llama_prefill_dynamo20", None), ("gpt2_prefill_dynamo20", None),
-                                      ("llama_prefill_dynamo23", "Attention")])
-@pytest.mark.parametrize("seq", [2048, 4096])
+                                      ("llama_prefill_dynamo23", "Attention"), ("llama_prefill_torchscript", None),
+                                      ("gpt2_prefill_torchscript", None)])
+@pytest.mark.parametrize("seq", [128, 2048, 4096])
 def test_a_causal_mask_too_large_to_fold_is_still_causal(name, op, seq):
     """At 2,048 tokens and more, torch.export's causal triangle (2,048 x 2,048 = 4 Mi booleans) is
     above folding's 1 Mi elements: it is evaluated on demand, so the attention stays cuDNN's causal
     SDPA. Before, it was timed as a bias of (1, 1, s, s), which phi3-2b's prefill 2,048 (bf16, H200,
-    2026-11-28b) showed above torch.compile's kernel time."""
+    2026-11-28b) showed above torch.compile's kernel time. TorchScript's mask is the same And
+    wrapped in an Expand to (b, 1, s, s): causal too (it was a bias at every length)."""
     ml = process(DEC / f"{name}.onnx", 1, dims={"seq": seq})
     cfgs = [ly.config for ly in ml.layers if ly.op_type == op] if op else [f.config for f in _sdpa_groups(ml)]
     assert len(cfgs) == 2

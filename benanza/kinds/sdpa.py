@@ -213,7 +213,8 @@ def _key_padding_and_causal(ctx: MapContext, mask: str, s_q: int, past: int) -> 
 def causal_mask_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> bool:
     """Whether tensor ``name`` is the causal mask of ``s_q`` queries after ``past`` keys: its constant
     values (:func:`causal_mask_of`), Where(cond, 0, <= -1e4) of such a boolean ``cond`` (the additive
-    mask torch.export and TorchScript build), or :func:`_key_padding_and_causal`'s And."""
+    mask torch.export and TorchScript build), an Expand of one over its leading dims (TorchScript's),
+    or :func:`_key_padding_and_causal`'s And."""
     v = _static(ctx, name)
     if v is not None:
         return v.ndim >= 2 and v.shape[-2] == s_q and causal_mask_of(v, past)
@@ -224,6 +225,12 @@ def causal_mask_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> b
                 and float(y.reshape(-1)[0]) <= -1e4:
             return causal_mask_tensor(ctx, node.input[0], s_q, past)
         return False
+    if node is not None and node.op_type == "Expand" and node.input:
+        # Expand repeats a mask over broadcast dims (TorchScript's causal mask: Expand(And(causal
+        # triangle, key padding), (b, 1, s_q, s_kv))): the same values where it is read
+        src = ctx.shape(node.input[0])
+        return src is not None and len(src) >= 2 and src[-2] == s_q \
+            and causal_mask_tensor(ctx, node.input[0], s_q, past)
     return _key_padding_and_causal(ctx, name, s_q, past)
 
 
