@@ -54,15 +54,23 @@ What benanza changes, and why:
   chosen on the SM-partition validation below (tiles of 48-80, units of 4-16 KiB change its mean
   error by under one point); ``span=False`` is Habitat's SM ratio. Between GPUs of one SM count
   (H100 and H200) the term changes nothing.
-  A weight gradient (``ConvBwdFilter``) whose kernel reached under
+  A weight gradient (``ConvBwdFilter``) whose call reached under
   :data:`WGRAD_UNSPLIT_EFFICIENCY` (5 %) of its roofline on the origin (``max(F / peak, B /
-  bandwidth)`` over its measured time) is taken to be one the library runs without splitting its
-  reduction across blocks, its P its output tiles alone (:func:`work_units`, ``unsplit``): measured on
-  one H200 at 132, 64 and 32 SMs (`benchmarks/results/2026-11-27b/`), such kernels (small channel
-  counts: squeezenet1_1's 16-channel layers, every first layer of 3 channels) ran 1.1-1.8x slower on a
+  bandwidth)`` over its measured time) and whose measured call ends with cuDNN's legacy bias gradient
+  (:data:`WGRAD_UNSCALED_BIAS`, ``cudnnConvolutionBackwardBias``) is taken to be one whose time does
+  not follow the SMs, its P its output tiles alone (:func:`work_units`, ``unsplit``): measured on one
+  H200 at 132, 64 and 32 SMs (`benchmarks/results/2026-11-27b/`, fp16), such calls (squeezenet1_1's
+  16-channel layers, alexnet's first layer, each with cuDNN's bias gradient) ran 1.1-1.8x slower on a
   quarter of the SMs where those above 10 % ran 2-3x slower; with the split-K count the pooled weight
-  gradients were predicted +72 % off (132 -> 32 SMs), with this rule +9 %. The 5 % was chosen on
-  those same measurements (10 % gave -3 % and +22 % in the two directions), not yet checked on others.
+  gradients were predicted +72 % off (132 -> 32 SMs), with the rule +9 %. The 5 % was chosen on those
+  measurements (10 % gave -3 % and +22 % in the two directions). The bias-gradient condition came with
+  the bf16 and fp32 partitions (`benchmarks/results/2026-11-28b/`): there a first layer of 3 channels
+  without a bias (resnet18's 7x7, 3.6 % of its roofline on 32 SMs) ran 3.4x faster on 132 SMs, and
+  so did alexnet's 11x11, whose bias gradient is benanza's reduction in bf16 (cuDNN's has no bf16):
+  under 5 % alone, the rule predicted them 3.3x and 3.0x too slow (the bf16 step +19.9 % and
+  +19.0 % off, 32 -> 132 SMs). With the condition the mean |step error| over the partition
+  validations went 6.18 % -> 4.57 % (H200 bf16), 4.66 % -> 4.48 % (H100 fp16), and stayed 3.91 %
+  (H200 fp16) and 2.33 % (H200 fp32), spec ceilings.
 * **Measured gamma.** Habitat's gamma comes from the kernel's *profiled* DRAM traffic and FLOP
   efficiency; benanza's intensity counts FLOPs, not instructions, so a CUDA-core layer of few FLOPs
   a byte that is in fact SM-bound (GELU's backward: about 80 lane operations an element against the
@@ -133,6 +141,9 @@ SPAN_UNIT_BYTES = 8192
 #: a weight gradient below this share of its roofline on the origin counts its output tiles alone as
 #: its parallel work, no split-K (module docstring, "Span")
 WGRAD_UNSPLIT_EFFICIENCY = 0.05
+#: the bias-gradient call of a weight gradient whose time hardly follows the SM count (module
+#: docstring, "Span"): cuDNN's legacy bias gradient, not benanza's reduction kernel
+WGRAD_UNSCALED_BIAS = "cudnnConvolutionBackwardBias"
 
 #: math modes (benanza.kinds.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
 TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
@@ -302,14 +313,19 @@ def _conv_backward_units(config, precision: str, t: float, unsplit: bool = False
     return tiles if unsplit else max(tiles, roofline.min_bytes(config, precision) / SPAN_UNIT_BYTES)
 
 
-def wgrad_unsplit(config, precision: str, key: str | None, origin_ms: float | None, origin: GpuSpec) -> bool:
+def wgrad_unsplit(config, precision: str, key: str | None, origin_ms: float | None, origin: GpuSpec,
+                  call: str | None = None) -> bool:
     """Whether a weight gradient (``ConvBwdFilter``) measured at ``origin_ms`` on ``origin`` reached
     under :data:`WGRAD_UNSPLIT_EFFICIENCY` of its roofline there: ``max(F / peak, B / bandwidth)``
     (F its FLOPs, :meth:`benanza.kinds.LayerConfig.flops`; B its fewest bytes,
     :func:`benanza.analysis.roofline.min_bytes`; peak the Tensor Core rate of ``key``, or fp32's for
-    CUDA-core math) over ``origin_ms``: :func:`benanza.analysis.roofline.bound`. False for any other
-    kind or without a time."""
+    CUDA-core math) over ``origin_ms``: :func:`benanza.analysis.roofline.bound`, and, when the
+    measured ``call`` is known, that call ends with cuDNN's bias gradient
+    (:data:`WGRAD_UNSCALED_BIAS`, module docstring "Span"). False for any other kind or without a
+    time."""
     if config.kind != "ConvBwdFilter" or not origin_ms or origin_ms <= 0:
+        return False
+    if call is not None and WGRAD_UNSCALED_BIAS not in call:
         return False
     floor = roofline.bound(config, precision, roofline.Ceilings(origin.peak_flops(key or "fp32"), origin.bandwidth))
     return floor.bound_ms / origin_ms < WGRAD_UNSPLIT_EFFICIENCY
@@ -419,7 +435,8 @@ def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, preci
     x = roofline.intensity(ly.config, precision)
     ko, kd = origin.sm_count, target.sm_count
     if span:
-        lp.work_units = work_units(ly.config, precision, wgrad_unsplit(ly.config, precision, key, origin_ms, origin))
+        unsplit = wgrad_unsplit(ly.config, precision, key, origin_ms, origin, getattr(lt, "call", None))
+        lp.work_units = work_units(ly.config, precision, unsplit)
         ko, kd = busy_sms(ko, lp.work_units), busy_sms(kd, lp.work_units)
     # the share of each GPU's SMs the layer keeps busy scales its compute peak and L2 throughput
     busy_o, busy_d = ko / origin.sm_count, kd / target.sm_count

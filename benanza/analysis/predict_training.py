@@ -131,7 +131,7 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
         return cp
     check_precision(origin, precision)
     check_precision(target, precision)
-    lt = SimpleNamespace(layer=SimpleNamespace(config=c.config), math=c.math)
+    lt = SimpleNamespace(layer=SimpleNamespace(config=c.config), math=c.math, call=c.call)
     scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span, c.time_ms, fixed_us)
     cp.fixed_ms = min(c.time_ms, fixed_us * 1e-3)
     cp.predicted_ms = cp.fixed_ms + (c.time_ms - cp.fixed_ms) * cp.factor
