@@ -15,8 +15,9 @@
 # 8 files at most.
 # Exports of earlier calls: an LLM's ONNX export takes 15-130 s of a case's 200-500 s on a fresh machine
 # (2026-11-28, run.command_seconds). The export cache (benanza.processing.cache; BENANZA_EXPORT_CACHE, default
-# WORK/exports) is seeded from every archive of EXPORTS_IN (default: .exports/*.tgz, carried beside .whl and
-# .fe) and packed into OUT/exports.tgz at the end, to be carried to the next call. An entry is used only
+# WORK/exports) is seeded from every archive of EXPORTS_IN (default: the checked-in seeds benchmarks/exports/*.tgz
+# and .exports/*.tgz, carried beside .whl and .fe) and packed into OUT/exports.tgz at the end, to be carried to the
+# next call (or checked in under benchmarks/exports: its README). An entry is used only
 # under its own key: the same model, phase and length, the same torch, transformers, onnx and onnxscript
 # versions and benanza's export code; any other export is made again.
 set -uo pipefail
@@ -38,7 +39,7 @@ DB=$W/perf.db
 mkdir -p "$W"
 export BENANZA_EXPORT_CACHE=${BENANZA_EXPORT_CACHE:-$W/exports}
 mkdir -p "$BENANZA_EXPORT_CACHE"
-for a in ${EXPORTS_IN:-.exports/*.tgz}; do
+for a in ${EXPORTS_IN:-benchmarks/exports/*.tgz .exports/*.tgz}; do
   [ -f "$a" ] && tar -C "$BENANZA_EXPORT_CACHE" -xzf "$a" && echo "gpu_decoders: exports of $a in the export cache"
 done
 rm -f "$OUT/logs.tar"
