@@ -1799,12 +1799,20 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
     folder = output or Path(f"benanza-torch-{src.name}")
     ref = {"spec": spec, "seq": seq, "input_shape": list(shape) if shape else None, "phase": phase,
            "kv_len": kv_len}
+    docs: list = []
+    steps: dict = {}
+    fingerprint: list = []  # this GPU's, read once, at the first report
+
+    def report(onnx_path, r):  # each run's report as soon as its profile is taken (a cut command keeps them)
+        if not fingerprint:
+            fingerprint.append(api.current_fingerprint())
+        docs.append(_torch_report(spec, dtype, db, folder, onnx_path, r, phase, fingerprint[0], steps))
+
     with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
         how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
-        steps: dict = {}
-        onnx_path, runs_done = prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how,
-                                       bench_args, warmup, runs, iterations, ref, force, say, seconds=steps, logs=logs)
-    _torch_reports(spec, dtype, db, folder, onnx_path, runs_done, phase, json_out, steps)
+        prepare(src, folder, batches, dtype, db, device, channels_last, compile_mode, how, bench_args, warmup, runs,
+                iterations, ref, force, say, seconds=steps, logs=logs, on_run=report)
+    _print_torch_reports(spec, dtype, folder, docs, json_out)
 
 
 def _profile_seconds(folder: Path) -> dict:
@@ -1815,44 +1823,51 @@ def _profile_seconds(folder: Path) -> dict:
         return {}
 
 
-def _torch_reports(spec: str, dtype: str, db, folder: Path, onnx_path, runs_done, phase: str, json_out: bool,
-                   steps: dict | None = None) -> None:
-    """``torch``: per profiled run, its analysis, insights document (with the decoder's physical bound
-    where ``phase`` is decode, or the export is found causal), ``report-*.json`` and ``.html`` beside
-    its profile folder, and the terminal tables (or the documents as a JSON list). ``steps``: the
-    command's export and bench seconds (:func:`benanza.profiles.pytorch.prepare`), in each document's
-    ``run.command_seconds`` beside the run's own ``run.seconds``."""
+def _torch_report(spec: str, dtype: str, db, folder: Path, onnx_path, r, phase: str, fingerprint: str | None,
+                  steps: dict | None = None) -> dict:
+    """``torch``: one profiled run ``r``'s analysis and insights document (with the decoder's physical
+    bound where ``phase`` is decode, or the export is found causal), written as ``report-*.json`` and
+    ``.html`` beside its profile folder; returns the document. ``fingerprint``: this GPU's (the
+    database's system the analysis reads). ``steps``: the command's export and
+    bench seconds (:func:`benanza.profiles.pytorch.prepare`), in the document's ``run.command_seconds``
+    beside the run's own ``run.seconds``."""
     from benanza import api
     from benanza.database.store import open_db
     from benanza.profiles import load_profile
     from benanza.profiles.pytorch import DTYPES
-    from benanza.reports.report import render_html, terminal_tables
+    from benanza.reports.report import render_html
 
     database = open_db(db, create=False)
     _, _, precision, conv = DTYPES[dtype]
     layouts = api.DEFAULT_LAYOUTS
-    docs = []
-    fingerprint = api.current_fingerprint()
-    for r in runs_done:
-        prof = load_profile(r.folder, onnx_path, r.batch)
-        lb = api.lower_bound(api.Scenario(onnx_path, r.batch, precision, layouts, conv_precision=conv), database,
-                             fingerprint=fingerprint)
-        a, ml, system = lb.analysis, lb.layers, lb.system
-        d = _insight_docs(prof, [a], ml, database, system, "warm", layouts,
-                           phase="decode" if phase == "decode" else None)[0]  # prefill: if causal (a decoder)
-        d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path),
-                    "seconds": _profile_seconds(r.folder),
-                    "command_seconds": dict(steps or {})}
-        stem = r.folder.name.replace("profile-", "report-")
-        (folder / f"{stem}.json").write_text(json.dumps(d, indent=1, default=str))
-        svg, source = _roofline_svg(a, system, database)
-        (folder / f"{stem}.html").write_text(render_html(d, svg, source), encoding="utf-8")
-        docs.append(d)
-        if not json_out:
-            out.print(f"{spec} batch {r.batch} {dtype}, {r.label}: report in {folder / (stem + '.html')}", markup=False)
-            for n in d["notices"]:
-                err.print(f"notice: {n}", markup=False, soft_wrap=True)
-            for t in terminal_tables(d):
-                out.print(t)
+    prof = load_profile(r.folder, onnx_path, r.batch)
+    lb = api.lower_bound(api.Scenario(onnx_path, r.batch, precision, layouts, conv_precision=conv), database,
+                         fingerprint=fingerprint)
+    a, ml, system = lb.analysis, lb.layers, lb.system
+    d = _insight_docs(prof, [a], ml, database, system, "warm", layouts,
+                      phase="decode" if phase == "decode" else None)[0]  # prefill: if causal (a decoder)
+    d["run"] = {"spec": spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path),
+                "seconds": _profile_seconds(r.folder), "command_seconds": dict(steps or {})}
+    stem = r.folder.name.replace("profile-", "report-")
+    (folder / f"{stem}.json").write_text(json.dumps(d, indent=1, default=str))
+    svg, source = _roofline_svg(a, system, database)
+    (folder / f"{stem}.html").write_text(render_html(d, svg, source), encoding="utf-8")
+    return d
+
+
+def _print_torch_reports(spec: str, dtype: str, folder: Path, docs: list[dict], json_out: bool) -> None:
+    """``torch``: the reports' terminal tables, each run's after the path of its HTML report (or the
+    documents as a JSON list)."""
+    from benanza.reports.report import terminal_tables
+
     if json_out:
         _print_json(docs, default=str)
+        return
+    for d in docs:
+        stem = Path(d["run"]["folder"]).name.replace("profile-", "report-")
+        out.print(f"{spec} batch {d['batch']} {dtype}, {d['run']['label']}: report in {folder / (stem + '.html')}",
+                  markup=False)
+        for n in d["notices"]:
+            err.print(f"notice: {n}", markup=False, soft_wrap=True)
+        for t in terminal_tables(d):
+            out.print(t)

@@ -537,10 +537,12 @@ def docs_from_reports(folder: Path, dtype: str, since: float = 0.0) -> list[dict
     """The slimmed documents (:func:`slim`) of the reports ``benanza torch`` wrote into ``folder``
     (``report-bB-DTYPE.json``, ``report-bB-DTYPE-compile-MODE.json``, one per profiled run) no earlier
     than ``since`` (s since the epoch; an earlier file is another command's): what a command cut by its
-    timeout had finished. ``benanza torch`` writes them after every profile is taken, each the
-    document ``--json`` prints, so a command cut while it writes its reports keeps those written
-    (2026-11-28: qwen2-0.5b prefill 2048 wrote all six and was cut before it printed them). A file that
-    is not a whole JSON document (cut while written) is left out. Ordered by batch, eager first."""
+    timeout had finished. ``benanza torch`` writes each run's report as soon as its profile is taken
+    (since 2026-11-28b; before, after every profile), each the document ``--json`` prints, so a command
+    cut by its timeout keeps the reports of the runs it finished (2026-11-28: qwen2-0.5b prefill 2048
+    wrote all six and was cut before it printed them; 2026-11-28b: the same case in fp16 was cut with
+    four of six profiles taken and no report). A file that is not a whole JSON document (cut while
+    written) is left out. Ordered by batch, eager first."""
     pat = re.compile(rf"report-b(\d+)-{re.escape(dtype)}(-compile-[a-z-]+)?\.json")
     found = []
     for f in folder.glob("report-b*.json") if folder.is_dir() else ():

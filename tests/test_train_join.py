@@ -549,6 +549,45 @@ def test_prepare_without_logs_runs_no_log_child(tmp_path, monkeypatch):
     assert [x[2] for x in logs] == [False] * 4
 
 
+def test_each_run_is_reported_before_the_next_is_profiled(tmp_path, monkeypatch):
+    """``benanza torch`` writes each run's report as soon as its profile is taken (``prepare``'s
+    ``on_run``): a command cut by its timeout keeps the reports of the runs it finished, which
+    ``benchmarks/llm_truth.py`` reads back. 2026-11-28b's qwen2-0.5b prefill 2048 was cut with four of
+    its six profiles taken and no report written, so it had no row."""
+    import benanza.cli as cli
+    import benanza.processing.modules as modules
+    import benanza.profiles as profiles
+    import benanza.profiles.pytorch as pt
+    from typer.testing import CliRunner
+
+    from benanza.processing.modules import Export, ModuleSource
+
+    src = ModuleSource("m", "factory", build=None, inputs=None, input_names=("x",), batch_dims=(0,), spec="pkg:m")
+    monkeypatch.setattr(pt, "export_onnx", lambda s, path, keep_batch_norms=False: (
+        path.write_bytes(b"onnx"), Export(path, "dynamo", 20, 1.0, 4))[1])
+    events = []
+    monkeypatch.setattr(profiles, "capture_profile", lambda *a, **k: events.append(("profile", a[1], k["compile"])))
+    pt.prepare(src, tmp_path, [1, 8], "fp16", None, compile="default", bench=False,
+               on_run=lambda p, r: events.append(("report", r.batch, r.compile)))
+    assert events == [(what, b, c) for b in (1, 8) for c in (None, "default") for what in ("profile", "report")]
+
+    # the command: the second run's profile fails (a timeout) after the first run's report is written
+    written = []
+
+    def fake_prepare(src, folder, batches, *a, on_run=None, **k):
+        runs = pt.profile_runs(folder, batches, "fp16", False, None)
+        on_run(folder / "m.onnx", runs[0])
+        raise pt.BenanzaError("the profiling child timed out")
+
+    monkeypatch.setattr(modules, "resolve", lambda *a: types.SimpleNamespace(name="m"))
+    monkeypatch.setattr(pt, "prepare", fake_prepare)
+    monkeypatch.setattr(cli, "_torch_report", lambda spec, dtype, db, folder, onnx, r, *a: written.append(r.batch))
+    res = CliRunner().invoke(cli.app, ["torch", "pkg:m", "--batch", "1,8", "--dtype", "fp16", "--no-bench",
+                                       "-o", str(tmp_path / "w")])
+    assert res.exit_code != 0 and "timed out" in res.output
+    assert written == [1]
+
+
 def test_torch_train_says_where_the_command_time_goes(tmp_path, monkeypatch):
     """``benanza torch --train``'s comparisons carry the export's and bench's seconds too
     (``run.command_seconds``, in each report's JSON), as the inference reports do."""

@@ -34,6 +34,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +135,8 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
             channels_last: bool = False, compile: str | None = None, bench: bool = True, bench_args: str = "",
             warmup: int = 20, runs: int = 100, iterations: int = 5, module_ref: dict | None = None,
             force: bool = False, say=lambda m: None, train: str | None = None,
-            seconds: dict | None = None, logs: bool = True) -> tuple[Path, list[ProfileRun]]:
+            seconds: dict | None = None, logs: bool = True,
+            on_run: Callable[[Path, ProfileRun], None] | None = None) -> tuple[Path, list[ProfileRun]]:
     """Steps 1-3 of the module doc for ``src``: returns the ONNX export and the profiled runs.
     ``bench``: True (a ``benanza bench`` child with ``bench_args``), False (none), or a callable
     ``bench(onnx_path, batches)`` that benches in this process (:func:`benanza.api.bench`: what
@@ -144,7 +146,9 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     bench the training step itself); ``seconds``: a dict that receives the export's and the bench's
     wall time (``export``, ``bench``; s to the ms; absent for a step not run), where the command's time goes;
     ``logs``: each eager run also runs with cuDNN and cuBLASLt logging (its own child process; a
-    torch.compile run never does).
+    torch.compile run never does); ``on_run(onnx_path, run)``: called after each run's profile, before
+    the next run starts (``benanza torch`` writes that run's report there, so that a command cut by a
+    timeout keeps the reports of the runs it finished).
     Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
     error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
     from benanza.profiles import capture_profile
@@ -193,4 +197,6 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
                         say=say, channels_last=r.channels_last, module=ref, compile=r.compile,
                         train=bool(train), optimizer=train or "sgd")
         runs_done.append(r)
+        if on_run is not None:
+            on_run(onnx_path, r)
     return onnx_path, runs_done
