@@ -1801,12 +1801,13 @@ def torch_cmd(spec: str = typer.Argument(..., help=TORCH_SPEC_HELP),
            "kv_len": kv_len}
     docs: list = []
     steps: dict = {}
-    fingerprint: list = []  # this GPU's, read once, at the first report
+    opened: dict = {}  # the database and this GPU's fingerprint, at the first report
 
     def report(onnx_path, r):  # each run's report as soon as its profile is taken (a cut command keeps them)
-        if not fingerprint:
-            fingerprint.append(api.current_fingerprint())
-        docs.append(_torch_report(spec, dtype, db, folder, onnx_path, r, phase, fingerprint[0], steps))
+        if not opened:
+            opened.update(db=api.open_database(db), fingerprint=api.current_fingerprint())
+        docs.append(_torch_report(spec, dtype, opened["db"], folder, onnx_path, r, phase, opened["fingerprint"],
+                                  steps))
 
     with Steps(err, quiet=json_out) as say:  # each step's line, and a spinner on a terminal
         how = api.torch_bench(dtype, db, bench_args, quiet=True, say=say) if bench else False  # in this process
@@ -1827,17 +1828,17 @@ def _torch_report(spec: str, dtype: str, db, folder: Path, onnx_path, r, phase: 
                   steps: dict | None = None) -> dict:
     """``torch``: one profiled run ``r``'s analysis and insights document (with the decoder's physical
     bound where ``phase`` is decode, or the export is found causal), written as ``report-*.json`` and
-    ``.html`` beside its profile folder; returns the document. ``fingerprint``: this GPU's (the
-    database's system the analysis reads). ``steps``: the command's export and
+    ``.html`` beside its profile folder; returns the document. ``db``: a database, URL or path
+    (:func:`benanza.api.open_database`); ``fingerprint``: this GPU's (the database's system the analysis
+    reads). ``steps``: the command's export and
     bench seconds (:func:`benanza.profiles.pytorch.prepare`), in the document's ``run.command_seconds``
     beside the run's own ``run.seconds``."""
     from benanza import api
-    from benanza.database.store import open_db
     from benanza.profiles import load_profile
     from benanza.profiles.pytorch import DTYPES
     from benanza.reports.report import render_html
 
-    database = open_db(db, create=False)
+    database = api.open_database(db)
     _, _, precision, conv = DTYPES[dtype]
     layouts = api.DEFAULT_LAYOUTS
     prof = load_profile(r.folder, onnx_path, r.batch)
