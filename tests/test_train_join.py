@@ -579,8 +579,12 @@ def test_each_run_is_reported_before_the_next_is_profiled(tmp_path, monkeypatch)
         on_run(folder / "m.onnx", runs[0])
         raise pt.BenanzaError("the profiling child timed out")
 
+    import benanza.api as api
+
     monkeypatch.setattr(modules, "resolve", lambda *a: types.SimpleNamespace(name="m"))
     monkeypatch.setattr(pt, "prepare", fake_prepare)
+    monkeypatch.setattr(api, "open_database", lambda db: "the database")
+    monkeypatch.setattr(api, "current_fingerprint", lambda: "fp")
     monkeypatch.setattr(cli, "_torch_report", lambda spec, dtype, db, folder, onnx, r, *a: written.append(r.batch))
     res = CliRunner().invoke(cli.app, ["torch", "pkg:m", "--batch", "1,8", "--dtype", "fp16", "--no-bench",
                                        "-o", str(tmp_path / "w")])
