@@ -231,7 +231,7 @@ def infer_and_fold_shapes(model: onnx.ModelProto, weights: set[str]) -> tuple:
 def _fold_pass(g: onnx.GraphProto, shapes: dict, weights: set[str],
                opset: int) -> tuple[dict[str, np.ndarray], list[int]]:
     """One folding pass over ``g``'s nodes in order: the values of every output folded
-    (:func:`_folded_values`) and the indices of the folded nodes. A node that is not folded but
+    (:func:`folded_values`) and the indices of the folded nodes. A node that is not folded but
     reads only constants and weights (e.g. an Identity of a weight) makes its outputs static, so
     later nodes that read them fold too."""
     const = _LazyConsts({t.name: t for t in g.initializer if has_data(t)})
@@ -239,7 +239,7 @@ def _fold_pass(g: onnx.GraphProto, shapes: dict, weights: set[str],
     evaluated: dict[str, np.ndarray] = {}
     drop: list[int] = []
     for idx, node in enumerate(g.node):
-        vals = _folded_values(node, shapes, const, static, opset)
+        vals = folded_values(node, shapes, const, static, opset)
         if vals is None:
             if node.op_type not in NONDETERMINISTIC_OPS and all(i in static for i in node.input if i):
                 # weight-only preprocessing (e.g. Identity of a weight): folded, kept for its shapes
@@ -253,12 +253,13 @@ def _fold_pass(g: onnx.GraphProto, shapes: dict, weights: set[str],
     return evaluated, drop
 
 
-def _folded_values(node: onnx.NodeProto, shapes: dict, const: _LazyConsts, static: set[str],
-                   opset: int) -> dict[str, np.ndarray] | None:
+def folded_values(node: onnx.NodeProto, shapes: dict, const, static: set[str], opset: int,
+                  max_elements: int = FOLD_MAX_ELEMENTS) -> dict[str, np.ndarray] | None:
     """Output name -> value of ``node`` when it folds: a Constant; a Shape/Size of a tensor whose
-    shape is known; a deterministic node whose inputs are all constants and whose outputs have at
-    most :data:`FOLD_MAX_ELEMENTS` elements each. None otherwise (and when evaluation fails).
-    Raises :class:`ModelError` for a Constant that cannot be evaluated."""
+    shape is known; a deterministic node whose inputs are all constants (``const``: name -> value,
+    any mapping) and whose outputs have at most ``max_elements`` elements each (default
+    :data:`FOLD_MAX_ELEMENTS`). None otherwise (and when evaluation fails). Raises
+    :class:`ModelError` for a Constant that cannot be evaluated."""
     ins = [i for i in node.input if i]
     if node.op_type == "Constant":
         try:
@@ -271,13 +272,13 @@ def _folded_values(node: onnx.NodeProto, shapes: dict, const: _LazyConsts, stati
     if node.op_type in NONDETERMINISTIC_OPS or not all(i in static for i in ins):
         return None
     if not (ins and all(i in const for i in ins) and all(
-            shapes.get(o) is None or math.prod(shapes[o]) <= FOLD_MAX_ELEMENTS for o in node.output)):
+            shapes.get(o) is None or math.prod(shapes[o]) <= max_elements for o in node.output)):
         return None
     try:
         vals = eval_node(node, [const[i] for i in node.input if i], opset)
     except Exception:
         return None
-    if not all(np.asarray(v).size <= FOLD_MAX_ELEMENTS for v in vals):
+    if not all(np.asarray(v).size <= max_elements for v in vals):
         return None
     return {o: np.asarray(v) for o, v in zip(node.output, vals) if o}
 

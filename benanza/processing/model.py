@@ -33,7 +33,8 @@ from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
 from benanza.kinds.sdpa import causal_mask_tensor
 from benanza.processing import views as V
 from benanza.errors import ModelError, UsageError
-from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_types, eval_node, first_line, has_data,  # noqa: F401
+from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_types, eval_node, first_line,  # noqa: F401
+                                      folded_values, has_data,
                                       infer_and_fold, infer_and_fold_shapes, infer_shapes, inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
 
@@ -446,20 +447,13 @@ class _Ctx:
             return self._evaluated[name]
         self._evaluated[name] = None  # a cycle or a failure below leaves None
         node = self.producer.get(name)
-        shapes = [self.shapes.get(o) for o in node.output if o] if node is not None else [None]
-        if node is None or node.op_type in NONDETERMINISTIC_OPS or any(
-                s is None or math.prod(s) > max_elements for s in shapes):
+        if node is None or any(self.shapes.get(o) is not None and math.prod(self.shapes[o]) > max_elements
+                               for o in node.output if o):
+            return None  # not evaluated: its inputs would be evaluated for nothing
+        ins = {i: self.static_value(i, max_elements) for i in node.input if i}
+        if any(x is None for x in ins.values()):
             return None
-        ins = [self.static_value(i, max_elements) for i in node.input if i]
-        if any(i is None for i in ins):
-            return None
-        try:
-            outs = eval_node(node, ins, self.opset)
-        except Exception:
-            return None
-        for o, val in zip(node.output, outs):
-            if o:
-                self._evaluated[o] = np.asarray(val)
+        self._evaluated.update(folded_values(node, self.shapes, ins, self.static, self.opset, max_elements) or {})
         return self._evaluated.get(name)
 
 
