@@ -37,6 +37,9 @@ BENCH_ARGS=${BENCH_ARGS:---no-cold --max-engines 4}
 W=${WORK:-/tmp/dec}
 DB=$W/perf.db
 mkdir -p "$W"
+# benanza's caches (a bench's suite folder under XDG_CACHE_HOME/benanza/suites, named after its export) in this
+# command's own folder: two commands of one export on two GPUs of one machine would share one suite folder
+export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$W/xdg}
 export BENANZA_EXPORT_CACHE=${BENANZA_EXPORT_CACHE:-$W/exports}
 mkdir -p "$BENANZA_EXPORT_CACHE"
 for a in ${EXPORTS_IN:-benchmarks/exports/*.tgz .exports/*.tgz}; do

@@ -12,8 +12,17 @@
 # A lent machine sends back 8 files of OUT at most, two folders down: when the commands wrote more
 # (RETURN_FILES, default 8), each command's folder is packed into OUT/gN.tgz after they all end, so
 # their logs and databases come back too. Exit status: the first non-zero one of the commands.
+#   bash benchmarks/gpu_pair.sh OUT --plan FILE
+# takes the commands from FILE, one per line (blank lines and lines starting with # skipped): a call's
+# command line is limited to 2,000 characters, and the plan, checked in beside its results, records what ran.
 set -u
-OUT=${1:?usage: gpu_pair.sh OUT COMMAND [COMMAND ...]}; shift
+OUT=${1:?usage: gpu_pair.sh OUT COMMAND [COMMAND ...] | gpu_pair.sh OUT --plan FILE}; shift
+if [ "${1:-}" = --plan ]; then
+  plan=${2:?gpu_pair: --plan needs a file}
+  [ -f "$plan" ] || { echo "gpu_pair: no plan file $plan"; exit 2; }
+  mapfile -t cmds < <(grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$plan")
+  set -- "${cmds[@]}"
+fi
 [ $# -ge 1 ] || { echo "gpu_pair: no command"; exit 2; }
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

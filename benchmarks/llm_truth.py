@@ -25,8 +25,8 @@ configurations' numbers) and the commands. ``--merge RUN[@GPU]...``: one table f
 folders.
 
     python3 benchmarks/truth.py --llm --out OUT [--configs llama,qwen2] [--batch 1,8,32]
-        [--dtype fp16,bf16] [--phases prefill,decode | --cases prefill128,decode4096] [--compile-max-len 128]
-        [--deadline S] [--timeout S] [--streams 2] [--dry-run | --merge RUN...]
+        [--dtype fp16,bf16] [--phases prefill,decode | --cases prefill128,decode4096 | --only CONFIG:CASE:DTYPE,...]
+        [--compile-max-len 128] [--deadline S] [--timeout S] [--streams 2] [--dry-run | --merge RUN...]
 
 ``--streams N`` runs N commands at once on the GPU; their processes take turns on it through one
 shared lock (:func:`run_streams`), so no measurement has another command's work beside it.
@@ -348,6 +348,8 @@ def parse_args(argv: list[str]):
     ap.add_argument("--phases", default="prefill,decode")
     ap.add_argument("--cases", help="comma-separated PHASE+LENGTH cases of CASES to run (e.g. prefill128,decode4096; "
                     "default: every case of --phases)")
+    ap.add_argument("--only", help="comma-separated CONFIG:CASE:DTYPE runs (e.g. gpt2:prefill128:bf16,phi3-2b:decode128:fp16), "
+                    "in this order, instead of every configuration x case x data type (a table's missing cells)")
     ap.add_argument("--deadline", type=float, default=0, help="seconds after which no new command starts "
                     "(0: none); the commands not started are listed as skipped")
     ap.add_argument("--timeout", type=float, default=0, help="seconds one command may run (0: no limit)")
@@ -383,6 +385,7 @@ def parse_args(argv: list[str]):
         a.case_list = [known[c] for c in names]
     else:
         a.case_list = [c for c in CASES if c[0] in a.phases]
+    a.only = _only(a.only, known) if a.only else None
     if a.streams < 1:
         raise ValueError(f"--streams {a.streams}: at least 1")
     if a.dry_run and a.merge:
@@ -391,6 +394,21 @@ def parse_args(argv: list[str]):
     a.db = a.db or str(a.out / "truth.db")
     a.bench_args = extra
     return a
+
+
+def _only(text: str, known: dict) -> list[tuple]:
+    """``--only``'s runs: (configuration, (phase, length), dtype) per ``CONFIG:CASE:DTYPE``, in their order.
+    Raises ValueError for an unknown configuration, case or data type, or an empty list."""
+    out = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        parts = item.split(":")
+        if len(parts) != 3 or parts[1] not in known or parts[2] not in DTYPES:
+            raise ValueError(f"--only {item!r}: write CONFIG:CASE:DTYPE, CASE among {', '.join(known)}, "
+                             f"DTYPE among {', '.join(DTYPES)}")
+        out.append((select(parts[0])[0], known[parts[1]], parts[2]))
+    if not out:
+        raise ValueError(f"--only {text!r}: no run named")
+    return out
 
 
 def run(a) -> list[dict]:
@@ -414,17 +432,17 @@ def run(a) -> list[dict]:
         records = []
         t0 = time.monotonic()
         todo = []
-        for cfg in a.configs:
-            print(f"== {cfg.name}: {cfg.params / 1e9:.3f} B parameters, {cfg.spec}", flush=True)
-            for phase, length in a.case_list:
-                for dtype in a.dtypes:
-                    cmd = torch_command(cfg, phase, length, a.batches, dtype, a.db, a.out, a.compile_max_len,
-                                        a.bench_args, a.logs)
-                    if a.dry_run:
-                        write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
-                        print(f"  would run: {shlex.join(cmd)}", flush=True)
-                        continue
-                    todo.append((cfg, phase, length, dtype, cmd))
+        runs = a.only or [(cfg, case, dtype) for cfg in a.configs for case in a.case_list for dtype in a.dtypes]
+        for i, (cfg, (phase, length), dtype) in enumerate(runs):
+            if i == 0 or runs[i - 1][0] != cfg:
+                print(f"== {cfg.name}: {cfg.params / 1e9:.3f} B parameters, {cfg.spec}", flush=True)
+            cmd = torch_command(cfg, phase, length, a.batches, dtype, a.db, a.out, a.compile_max_len,
+                                a.bench_args, a.logs)
+            if a.dry_run:
+                write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
+                print(f"  would run: {shlex.join(cmd)}", flush=True)
+                continue
+            todo.append((cfg, phase, length, dtype, cmd))
 
         def one(cfg, phase, length, dtype, cmd, env=None) -> None:
             if a.deadline and time.monotonic() - t0 > a.deadline:

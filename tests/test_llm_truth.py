@@ -260,3 +260,19 @@ def test_a_command_cut_while_it_writes_its_reports_keeps_those_written(tmp_path,
     assert rows[1]["flags"] == [] and rows[1]["ratio_compile"] == pytest.approx(1 / 1.5)
     assert rows[32]["flags"] == [] and rows[32]["compile_ms"] is None  # its compile report was cut mid-file
     assert rows[8]["flags"] == ["NO-LBL", "NO-PYTORCH"]  # its report is the earlier run's: the row is missing
+
+
+def test_only_runs_the_named_cells_in_their_order(tmp_path, lt):
+    """--only CONFIG:CASE:DTYPE,... runs exactly those (configuration, case, dtype) cells, in order (a table's
+    missing cells), instead of the cross product; a malformed cell is a one-line error."""
+    a = lt.parse_args(["--llm", "--out", str(tmp_path), "--only", "phi3:decode128:fp16,gpt2:prefill2048:bf16",
+                       "--compile-max-len", "4096", "--dry-run"])
+    lt.run(a)
+    recs = [json.loads(ln) for ln in (tmp_path / "results.jsonl").read_text().splitlines()]
+    cmds = [r["command"] for r in recs if r["type"] == "dry_run"]
+    assert [r["config"] for r in recs] == ["phi3-2b", "gpt2"] and len(cmds) == 2
+    assert "--kv-len 128" in cmds[0] and "--dtype fp16" in cmds[0] and "--compile default" in cmds[0]
+    assert "--seq 2048" in cmds[1] and "--dtype bf16" in cmds[1] and "--compile default" in cmds[1]
+    for bad in ("gpt2:prefill12:bf16", "gpt2:prefill128", "gpt2:prefill128:fp32", "falcon:prefill128:fp16", ","):
+        with pytest.raises(ValueError):
+            lt.parse_args(["--llm", "--out", str(tmp_path), "--only", bad])
