@@ -26,7 +26,7 @@ folders.
 
     python3 benchmarks/truth.py --llm --out OUT [--configs llama,qwen2] [--batch 1,8,32]
         [--dtype fp16,bf16] [--phases prefill,decode | --cases prefill128,decode4096 | --only CONFIG:CASE:DTYPE,...]
-        [--compile-max-len 128] [--deadline S] [--timeout S] [--streams 2] [--dry-run | --merge RUN...]
+        [--compile-max-len 128] [--deadline S] [--timeout S] [--end S] [--streams 2] [--dry-run | --merge RUN...]
 
 ``--streams N`` runs N commands at once on the GPU; their processes take turns on it through one
 shared lock (:func:`run_streams`), so no measurement has another command's work beside it.
@@ -353,6 +353,9 @@ def parse_args(argv: list[str]):
     ap.add_argument("--deadline", type=float, default=0, help="seconds after which no new command starts "
                     "(0: none); the commands not started are listed as skipped")
     ap.add_argument("--timeout", type=float, default=0, help="seconds one command may run (0: no limit)")
+    ap.add_argument("--end", type=float, default=0, help="seconds after the start by which every command has "
+                    "ended: a command's time limit is the smaller of --timeout and what is left (0: none); a "
+                    "command cut so keeps the batches it reported")
     ap.add_argument("--compile-max-len", type=int, default=128, help="torch.compile besides eager up to this "
                     "length (prefill tokens or cache length; default 128; 0: never)")
     ap.add_argument("--logs", action="store_true", help="also the cuDNN/cuBLASLt log runs of benanza torch (the "
@@ -450,10 +453,19 @@ def run(a) -> list[dict]:
                       reason=f"--deadline {a.deadline:g} s passed")
                 print(f"  skipped (deadline): {cfg.name} {phase}{length} {dtype}", flush=True)
                 return
+            limit = a.timeout or None
+            if a.end:
+                left = a.end - (time.monotonic() - t0)
+                if left < 30:
+                    write("skipped", config=cfg.name, phase=phase, len=length, dtype=dtype,
+                          reason=f"--end {a.end:g} s: {max(left, 0):.0f} s left")
+                    print(f"  skipped (end): {cfg.name} {phase}{length} {dtype}", flush=True)
+                    return
+                limit = min(limit or left, left)
             reused = reuse_export(cmd)
             if reused is not None:
                 print(f"  export reused: {reused.parent.name}/{reused.name}", flush=True)
-            records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd, a.timeout or None, env))
+            records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd, limit, env))
             print(f"  {cfg.name} {phase}{length} {dtype}: {records[-1]['seconds']:.0f} s", flush=True)
 
         if a.streams > 1:
@@ -528,11 +540,23 @@ def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | No
     ``llm_run`` record (an ``error`` record and an ``llm_run`` without documents when it fails or runs past
     ``timeout`` seconds)."""
     t, started = time.perf_counter(), time.time()
+    import os
+    import signal
+
+    # its own process group: a timeout kills its profiling children too (they would hold the GPU and the
+    # output pipes)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tempfile.gettempdir(), env=env, start_new_session=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        p = subprocess.CompletedProcess(cmd, -9, "", err + f"\nbenanza: timed out after {timeout:g} s")
+        out, err = proc.communicate(timeout=timeout)
+        p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        p = subprocess.CompletedProcess(cmd, -9, "", (err or "") + f"\nbenanza: timed out after {timeout:g} s")
     log = Path(cmd[cmd.index("-o") + 1])
     log.mkdir(parents=True, exist_ok=True)
     (log / "stderr.txt").write_text(p.stderr, encoding="utf-8")

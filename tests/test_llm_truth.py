@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,20 @@ def test_only_runs_the_named_cells_in_their_order(tmp_path, lt):
     for bad in ("gpt2:prefill12:bf16", "gpt2:prefill128", "gpt2:prefill128:fp32", "falcon:prefill128:fp16", ","):
         with pytest.raises(ValueError):
             lt.parse_args(["--llm", "--out", str(tmp_path), "--only", bad])
+
+
+def test_end_limits_every_command_to_the_time_left(tmp_path, lt, monkeypatch):
+    """--end S: a command runs at most until S seconds after the start (its process group killed, an error
+    record and NO-LBL rows); a command with under 30 s left is skipped, never started."""
+    monkeypatch.setattr(lt, "torch_command", lambda cfg, phase, length, batches, dtype, db, out, *rest: [
+        sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); time.sleep(60)", "-o", str(out / "runs" / f"{cfg.name}-{phase}{length}-{dtype}")])
+    a = lt.parse_args(["--llm", "--out", str(tmp_path), "--only", "gpt2:decode128:fp16,gpt2:decode4096:fp16",
+                       "--batch", "1", "--end", "31"])
+    t = time.monotonic()
+    rows = lt.run(a)
+    assert time.monotonic() - t < 45  # the first command cut at about 31 s, its sleeping child with it
+    recs = [json.loads(ln) for ln in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["type"] for r in recs] == ["error", "llm_run", "skipped"]
+    assert "timed out after" in recs[0]["message"] and "--end 31 s" in recs[2]["reason"]
+    assert [r["flags"] for r in rows] == [["NO-LBL", "NO-PYTORCH"]]
