@@ -1460,9 +1460,35 @@ def _find_swiglus(pat: _Pattern, mul: Layer):
     parts = _swiglu_parts(pat, mul)
     if parts is None:
         return None
-    sig, silu, _, _ = parts
+    sig, silu, gate_t, up_t = parts
     shape = tuple(mul.config.a)
-    return [sig.index, silu.index, mul.index], L.ElementwiseConfig(op="swiglu", a=shape, b=shape)
+    split = _gate_up_split(pat, gate_t, up_t, {sig.index, silu.index}, {mul.index})
+    return [sig.index, silu.index, mul.index] + ([split.index] if split is not None else []), \
+        L.ElementwiseConfig(op="swiglu", a=shape, b=shape)
+
+
+def _gate_up_split(pat: _Pattern, gate_t: str, up_t: str, gate_readers: set[int], up_readers: set[int]) -> Layer | None:
+    """The Split that cuts one fused gate-and-up product (transformers' Phi-3 ``gate_up_proj``, then
+    ``chunk(2, dim=-1)``) into the gating's two operands: two equal halves of the last axis, each read by
+    the gating only. PyTorch's ``chunk`` is a view: eager's silu and mul and torch.compile's one fused kernel
+    (``triton_poi_fused_mul_silu_split``, phi3 prefill on an H200, 2026-11-28c) read the halves in place,
+    so the Split joins the gating's group and costs nothing of its own (the group reads a and b, the two
+    halves, as the separate tensors it times: the same bytes, rows of ``intermediate`` contiguous
+    elements). None when the operands come from anything else."""
+    split = pat.made_by(gate_t)
+    if split is None or split is not pat.made_by(up_t) or split.op_type != "Split" or not pat.free(split) \
+            or split.status not in ("benchmark", "zero_cost") or len(split.inputs) != 1 \
+            or sorted(split.outputs) != sorted((gate_t, up_t)) or len(split.input_shapes) < 1:
+        return None
+    x, outs = split.input_shapes[0], split.output_shapes
+    if x is None or len(outs) != 2 or any(o is None for o in outs) or not x or x[-1] % 2:
+        return None
+    half = tuple(x[:-1]) + (x[-1] // 2,)
+    if any(tuple(o) != half for o in outs) or any(t in pat.graph_outputs for t in (gate_t, up_t)):
+        return None
+    if {ly.index for ly in pat.users(gate_t)} != gate_readers or {ly.index for ly in pat.users(up_t)} != up_readers:
+        return None
+    return split
 
 
 class _Gating:
