@@ -1557,7 +1557,8 @@ def db_export(output: Path = typer.Option(..., "-o", "--output", help="new SQLit
 def db_import(source: str = typer.Argument(..., help="a benanza database file or URL"),
               db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
               json_out: bool = typer.Option(False, "--json", help="the import counts as JSON on stdout")):
-    """Merge SOURCE into the database: per job (config x precision x system) the newer one wins.
+    """Merge SOURCE into the database: per job (config x precision x system) the newer one wins; a job
+    that failed never replaces one that measured.
 
     Example: benanza db import colleague.db --db perf.db"""
     from benanza.database import sharing

@@ -185,6 +185,21 @@ def test_newer_job_wins(backend_url, suites, tmp_path):
     assert st.jobs_replaced == 1
     assert 123.0 not in {m.median_ms for m in query.measurements(db) if m.layer_key == job.layer_key}
 
+    # a newer copy without a valid time (2026-11-28c: cuDNN's max pooling refused a cooperative launch under
+    # an SM partition where it had measured the day before; the job itself finished "ok") does not replace a
+    # job that measured
+    con = sqlite3.connect(older)
+    con.execute("update jobs set finished_at = '2099-06-01 00:00:00' where job = ?", (job.id,))
+    con.execute("update measurements set status = 'failed', median_ms = NULL where layer_key = ? and precision = ?",
+                (job.layer_key, job.precision))
+    con.commit()
+    con.close()
+    before = {m.median_ms for m in query.measurements(db) if m.layer_key == job.layer_key and m.status == "ok"}
+    st = sharing.import_db(db, str(older))
+    assert st.jobs_replaced == 0 and st.jobs_kept >= 1
+    assert before and {m.median_ms for m in query.measurements(db) if m.layer_key == job.layer_key
+                       and m.status == "ok"} == before
+
 
 def _runner(url, folder, env=None):
     e = dict(os.environ, **(env or {}))

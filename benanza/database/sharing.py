@@ -6,7 +6,7 @@ newer wins): the unit is the *job*, one layer config in one precision and one te
 or NHWC for a channels-last job) on one system. A job present on one side only is copied; a job
 present on both sides is taken from the side that finished it later (``jobs.finished_at``), with
 all its measurements and heuristic choices, replacing the other side's; on equal times the
-existing data is kept.
+existing data is kept, and so is a job that measured against a later one that failed.
 Measurement rows that belong to no job (hand-made data) merge row by row, the newer ``created_at``
 winning; so do hardware counters (`bench --counters`), per implementation and kernel. Systems are matched by fingerprint, layer configs by key, models by (sha256, batch).
 Nothing is ever duplicated: the database's unique keys hold after any sequence of imports.
@@ -84,7 +84,7 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
     sys_map = _merge_systems(dst, source, st)
     _merge_configs_and_models(dst, src, source, st)
     runs = _RunMap(source.runs, sys_map, label)
-    take = _candidate_jobs(dst, source.jobs, sys_map, st)
+    take = _candidate_jobs(dst, src, source.jobs, sys_map, st)
     for i in range(0, len(take), _CHUNK):
         _merge_job_chunk(dst, src, take[i:i + _CHUNK], sys_map, runs, st)
     _merge_orphans(dst, src, source, sys_map, runs, st)
@@ -204,24 +204,58 @@ class _RunMap:
         return self.done[rid]
 
 
-def _verdict(j: dict, old) -> str:
-    """What a source job does to the destination's job of the same id (``old``: its finished_at, or
-    :data:`_NONE` when there is none): added, replaced (the source finished later) or kept."""
+def _verdict(j: dict, old, measured: bool = True) -> str:
+    """What a source job does to the destination's job of the same id (``old``: its (finished_at, measured:
+    it has a valid time), or :data:`_NONE` when there is none; ``measured``: the source job has one): added,
+    replaced (the source finished later) or kept. A job without a valid time never replaces one that has
+    one: on one system (one fingerprint: GPU, SM partition, driver, cuDNN, cuBLAS) the call ran once, and a
+    later failure is no evidence that it cannot (2026-11-28c: cuDNN's max pooling refused its cooperative
+    launch under a 32-SM green context, "too many blocks", where the same job had measured the day before;
+    the import had dropped resnet18's training step from the partition validation as incomplete)."""
     if old is _NONE:
         return "added"
-    return "replaced" if j["finished_at"] and old and j["finished_at"] > old else "kept"
+    finished, had = old
+    if had and not measured:
+        return "kept"
+    return "replaced" if j["finished_at"] and finished and j["finished_at"] > finished else "kept"
 
 
-def _candidate_jobs(dst: Database, jobs: list[dict], sys_map: dict[int, int], st: MergeStats) -> list[dict]:
+def _job_group(j: dict, system_id: int) -> tuple:
+    return (system_id, j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
+
+
+def _measured_groups(conn, keys: list[str]) -> set[tuple]:
+    """(system, config, precision, layout, source) of the jobs of ``keys`` with at least one valid time."""
+    out: set[tuple] = set()
+    for i in range(0, len(keys), _CHUNK):
+        for r in conn.execute(select(Measurement.system_id, Measurement.layer_key, Measurement.precision,
+                                     Measurement.layout, Measurement.call).where(
+                Measurement.layer_key.in_(keys[i:i + _CHUNK]), Measurement.status == "ok",
+                Measurement.median_ms.is_not(None)).distinct()):
+            out.add((r.system_id, r.layer_key, r.precision, owning_layout(r.layout), _row_source(r.call)))
+    return out
+
+
+def _candidate_jobs(dst: Database, src: Database, jobs: list[dict], sys_map: dict[int, int],
+                    st: MergeStats) -> list[dict]:
     """A first pass on a snapshot of the destination: the jobs that may be added or replaced (the
     others are counted kept). Only candidates move on; their counts are decided again under the
-    write lock (:func:`_merge_job_chunk`), so that concurrent imports each count what they added."""
+    write lock (:func:`_merge_job_chunk`), so that concurrent imports each count what they added. Each
+    candidate carries ``_measured``: it has a valid time in the source."""
+    keys = sorted({j["layer_key"] for j in jobs})
+    with src.engine.connect() as sc:
+        src_ok = _measured_groups(sc, keys)
     with dst.engine.connect() as dc:
         d_jobs = {(r.system_id, r.job): r.finished_at for r in dc.execute(
             select(JobRow.system_id, JobRow.job, JobRow.finished_at))}
+        dst_ok = _measured_groups(dc, keys)
     take = []
     for j in jobs:
-        if _verdict(j, d_jobs.get((sys_map[j["system_id"]], j["job"]), _NONE)) == "kept":
+        sid = sys_map[j["system_id"]]
+        j = {**j, "_measured": _job_group(j, j["system_id"]) in src_ok}
+        finished = d_jobs.get((sid, j["job"]), _NONE)
+        old = _NONE if finished is _NONE else (finished, _job_group(j, sid) in dst_ok)
+        if _verdict(j, old, j["_measured"]) == "kept":
             st.jobs_kept += 1
         else:
             take.append(j)
@@ -256,9 +290,12 @@ def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: d
         _write_lock(dc)
         now = {(r.system_id, r.job): r.finished_at for r in dc.execute(
             select(JobRow.system_id, JobRow.job, JobRow.finished_at).where(JobRow.job.in_([j["job"] for j in chunk])))}
+        dst_ok = _measured_groups(dc, ks)
         fresh = []
         for j in chunk:
-            v = _verdict(j, now.get((sys_map[j["system_id"]], j["job"]), _NONE))
+            sid = sys_map[j["system_id"]]
+            finished = now.get((sid, j["job"]), _NONE)
+            v = _verdict(j, _NONE if finished is _NONE else (finished, _job_group(j, sid) in dst_ok), j["_measured"])
             setattr(st, f"jobs_{v}", getattr(st, f"jobs_{v}") + 1)
             if v != "kept":
                 fresh.append(j)
@@ -298,7 +335,7 @@ def _replace_job_rows(dc, jobs: list[dict], groups: set[tuple], ms: list[dict], 
             {**{c: r[c] for c in ccols}, "system_id": sys_map[r["system_id"]], "run_id": runs(dc, r["run_id"])}
             for r in cs])
     dc.execute(sa.insert(JobRow.__table__), [
-        {**{k: v for k, v in j.items() if k != "id"}, "system_id": sys_map[j["system_id"]],
+        {**{k: v for k, v in j.items() if k != "id" and not k.startswith("_")}, "system_id": sys_map[j["system_id"]],
          "run_id": runs(dc, j["run_id"])} for j in jobs])
 
 
