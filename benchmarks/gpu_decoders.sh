@@ -15,7 +15,7 @@
 # 8 files at most.
 # Exports of earlier calls: an LLM's ONNX export takes 15-130 s of a case's 200-500 s on a fresh machine
 # (2026-11-28, run.command_seconds). The export cache (benanza.processing.cache; BENANZA_EXPORT_CACHE, default
-# WORK/exports) is seeded from every archive of EXPORTS_IN (default: the checked-in seeds benchmarks/exports/*.tgz
+# WORK/exports) is seeded from every archive of EXPORTS_IN (default: the checked-in seeds benchmarks/exports/*.tgz and *.tar.xz
 # and .exports/*.tgz, carried beside .whl and .fe) and packed into OUT/exports.tgz at the end, to be carried to the
 # next call (or checked in under benchmarks/exports: its README). An entry is used only
 # under its own key: the same model, phase and length, the same torch, transformers, onnx and onnxscript
@@ -42,8 +42,8 @@ mkdir -p "$W"
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$W/xdg}
 export BENANZA_EXPORT_CACHE=${BENANZA_EXPORT_CACHE:-$W/exports}
 mkdir -p "$BENANZA_EXPORT_CACHE"
-for a in ${EXPORTS_IN:-benchmarks/exports/*.tgz .exports/*.tgz}; do
-  [ -f "$a" ] && tar -C "$BENANZA_EXPORT_CACHE" -xzf "$a" && echo "gpu_decoders: exports of $a in the export cache"
+for a in ${EXPORTS_IN:-benchmarks/exports/*.tgz benchmarks/exports/*.tar.xz .exports/*.tgz}; do
+  [ -f "$a" ] && tar -C "$BENANZA_EXPORT_CACHE" -xf "$a" && echo "gpu_decoders: exports of $a in the export cache"
 done
 rm -f "$OUT/logs.tar"
 for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dynamo20 llama_prefill_torchscript}; do
@@ -80,7 +80,10 @@ if [ -n "${LLM_ARGS:-}" ]; then
   echo "gpu_decoders: llm truth exit $? in $(( $(date +%s) - t1 )) s"; tail -30 "$W/llm.txt"
   kill $copier 2>/dev/null
   cp "$W/llm/results.jsonl" "$OUT/llm-results.jsonl" 2>/dev/null
-  tar -C "$W" -czf "$OUT/llm-runs.tar.gz" llm.txt llm/runs 2>/dev/null
+  # the reports' JSON, profiles' summaries and stderr; without the HTML reports and the traces (1-2 MB each:
+  # four commands' runs passed the 16 MiB a returned file may have, 2026-11-28c call 3) unless RUNS_FULL=1
+  ex=(--exclude='*.html' --exclude='trace.json.gz' --exclude='*.onnx'); [ "${RUNS_FULL:-0}" = 1 ] && ex=()
+  tar -C "$W" "${ex[@]}" -czf "$OUT/llm-runs.tar.gz" llm.txt llm/runs 2>/dev/null
 fi
 gzip -c "$DB" > "$OUT/decoders-db.sqlite.gz"
 ls "$BENANZA_EXPORT_CACHE"/*.onnx >/dev/null 2>&1 && tar -C "$BENANZA_EXPORT_CACHE" -czf "$OUT/exports.tgz" .

@@ -55,7 +55,13 @@ max=${RETURN_FILES:-8}
 if [ "$files" -gt "$max" ]; then
   for d in "$OUT"/g*/; do
     d=${d%/}
-    tar czf "$d.tgz" -C "$OUT" "$(basename "$d")" && rm -rf "$d"
+    tar czf "$d.tgz" -C "$OUT" "$(basename "$d")" || continue
+    # a returned file has at most 16 MiB: past 15, pack again without the bulky archives (runs, databases)
+    if [ "$(stat -c %s "$d.tgz")" -gt $((15 * 1024 * 1024)) ]; then
+      tar czf "$d.tgz" -C "$OUT" --exclude='*runs.tar.gz' --exclude='*.sqlite.gz' "$(basename "$d")" &&
+        echo "gpu_pair: $(basename "$d").tgz over 15 MiB: packed without its runs archives and databases"
+    fi
+    rm -rf "$d"
   done
   echo "gpu_pair: $files files, more than the $max the machine sends back: each command's folder is packed into OUT/gN.tgz"
 fi
