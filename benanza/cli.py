@@ -1558,7 +1558,7 @@ def db_import(source: str = typer.Argument(..., help="a benanza database file or
               db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
               json_out: bool = typer.Option(False, "--json", help="the import counts as JSON on stdout")):
     """Merge SOURCE into the database: per job (config x precision x system) the newer one wins; a job
-    that failed never replaces one that measured.
+    without a valid time never replaces one that has one.
 
     Example: benanza db import colleague.db --db perf.db"""
     from benanza.database import sharing

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -490,7 +492,6 @@ def run_streams(todo: list[tuple], streams: int, one) -> None:
     reports on the CPU while another measures. The first data type of every (configuration, case) goes
     first, so that another data type finds its export in benanza's export cache; two commands of one
     (configuration, case) never run at once (their benches would share one suite folder)."""
-    import os
     import threading
 
     lock_prefix = os.path.join(tempfile.gettempdir(), f"benanza-llm-truth-{os.getpid()}")
@@ -540,9 +541,6 @@ def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | No
     ``llm_run`` record (an ``error`` record and an ``llm_run`` without documents when it fails or runs past
     ``timeout`` seconds)."""
     t, started = time.perf_counter(), time.time()
-    import os
-    import signal
-
     # its own process group: a timeout kills its profiling children too (they would hold the GPU and the
     # output pipes)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
