@@ -43,7 +43,9 @@ export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$W/xdg}
 export BENANZA_EXPORT_CACHE=${BENANZA_EXPORT_CACHE:-$W/exports}
 mkdir -p "$BENANZA_EXPORT_CACHE"
 for a in ${EXPORTS_IN:-benchmarks/exports/*.tgz benchmarks/exports/*.tar.xz .exports/*.tgz}; do
-  [ -f "$a" ] && tar -C "$BENANZA_EXPORT_CACHE" -xf "$a" && echo "gpu_decoders: exports of $a in the export cache"
+  # Python's tarfile reads gzip and xz alike (the machine may have no xz program)
+  [ -f "$a" ] && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+      "$a" "$BENANZA_EXPORT_CACHE" && echo "gpu_decoders: exports of $a in the export cache"
 done
 rm -f "$OUT/logs.tar"
 for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dynamo20 llama_prefill_torchscript}; do

@@ -1,5 +1,5 @@
 # Sourced by the GPU scripts in this folder (run from the repository root on the lent GPU machine,
-# which has no package index): the cudnn-frontend headers carried in .fe/include; SQLAlchemy,
+# which has no package index): the cudnn-frontend headers carried in .fe/include (or .fez/include.tar.xz); SQLAlchemy,
 # Alembic, Mako (and onnx2torch for `benanza profile`) carried as wheels in .whl/, installed into
 # /tmp/site and put on PYTHONPATH; then benanza itself without build isolation. Returns non-zero
 # when an install fails. The wheels are byte-compiled as pip does by default (without it every
@@ -7,7 +7,13 @@
 # GPU_INSTALLED=1 (benchmarks/gpu_pair.sh, which installed once and exported PYTHONPATH and
 # CUDNN_FRONTEND_INCLUDE): nothing to do; two scripts installing at once would collide in /tmp/site.
 if [ "${GPU_INSTALLED:-0}" = 1 ]; then return 0; fi
-if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"; fi
+if [ -f .fe/include/cudnn_frontend.h ]; then export CUDNN_FRONTEND_INCLUDE="$PWD/.fe/include"
+elif [ -f .fez/include.tar.xz ]; then
+  # the same headers as one xz archive (0.3 MB where the folder is 3.5 MB of the 64 MiB a call carries),
+  # unpacked by Python's tarfile: the machine may have no xz program
+  python3 -c 'import tarfile; tarfile.open(".fez/include.tar.xz").extractall("/tmp/fe", filter="data")' \
+    && [ -f /tmp/fe/include/cudnn_frontend.h ] && export CUDNN_FRONTEND_INCLUDE=/tmp/fe/include
+fi
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site \
       .whl/*.whl || return 1

@@ -52,3 +52,38 @@ def test_more_files_than_the_machine_returns_are_packed_per_command(tmp_path):
         assert sorted(t.getnames()) == ["g3", "g3/gpu_truth.log", "g3/table.txt", "g3/truth-db.sqlite.gz"]
         assert t.extractfile("g3/table.txt").read() == b"table.txt 1\n"  # the fourth command ran on GPU 1
     assert "12 files, more than the 8" in p.stdout
+
+
+def test_a_plan_file_gives_the_commands(tmp_path):
+    """--plan FILE: one command per line, blank lines and # comments skipped (a call's command line holds 2,000
+    characters; the plan, checked in beside its results, records what ran)."""
+    plan = tmp_path / "plan.txt"
+    plan.write_text('# a comment\n\necho "one $CUDA_VISIBLE_DEVICES" > "$SUB/x"\n  # indented comment\n'
+                    'echo "two $CUDA_VISIBLE_DEVICES" > "$SUB/x"\n')
+    out, env = tmp_path / "out", _fake_smi(tmp_path, 2)
+    p = subprocess.run(["bash", "benchmarks/gpu_pair.sh", str(out), "--plan", str(plan)], cwd=REPO,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "2 commands on 2 GPUs" in p.stdout
+    assert [(out / f"g{i}" / "x").read_text() for i in range(2)] == ["one 0\n", "two 1\n"]
+    p = subprocess.run(["bash", "benchmarks/gpu_pair.sh", str(out), "--plan", str(tmp_path / "none.txt")], cwd=REPO,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "no plan file" in p.stdout
+
+
+def test_a_packed_folder_over_15_mib_is_packed_without_its_bulky_archives(tmp_path):
+    """A returned file has at most 16 MiB (2026-11-28c: four folders of runs archives came back as nothing): a
+    command's packed folder over 15 MiB is packed again without its runs archives and databases."""
+    env = _fake_smi(tmp_path, 1)
+    out = tmp_path / "out"
+    cmd = ('for f in a b c d e f g h i; do echo "$f" > "$SUB/$f.txt"; done; '
+           'head -c 17000000 /dev/urandom > "$SUB/llm-runs.tar.gz"')
+    p = subprocess.run(["bash", "benchmarks/gpu_pair.sh", str(out), cmd], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "g0.tgz over 15 MiB" in p.stdout
+    tgz = out / "g0.tgz"
+    assert tgz.stat().st_size < 1 << 20
+    with tarfile.open(tgz) as t:
+        names = t.getnames()
+    assert "g0/a.txt" in names and "g0/llm-runs.tar.gz" not in names
