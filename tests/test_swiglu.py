@@ -139,3 +139,41 @@ def test_phi3s_gate_up_proj_is_already_one_gemm():
         split = next(ml.layers[i] for i in f.layers if ml.layers[i].op_type == "Split")
         assert split.output_shapes == ((1, 128, INTER),) * 2 and split.input_shapes[0] == (1, 128, 2 * INTER)
         assert f.layers[-1] == max(f.layers) and ml.layers[f.layers[-1]].op_type == "Mul"
+
+
+@pytest.mark.parametrize("fused_ms,headline_fused", [(0.9, False), (0.4, True)])
+def test_the_critical_path_takes_the_gate_up_gemm_only_where_it_beats_the_two_branches(tmp_path, fused_ms,
+                                                                                     headline_fused):
+    """The gate and up GEMMs are parallel branches: the critical path runs them side by side (0.5 ms,
+    the longer one), the sequential sum one after the other (1.0 ms). A joined GEMM of 0.9 ms
+    shortens the sequential LBL and would lengthen the critical path: the headline leaves it unfused
+    (2026-11-28d: llama-1.1b prefill 2048 bf16 b8's LBL was 72.9 ms with 22 such GEMMs taken fused,
+    62.7 ms without, 249.3 ms at b32 where the joined GEMM was not faster than the sum)."""
+    from test_lbl_truth import _measure, _system_db
+
+    from benanza.analysis.analyzer import analyze
+
+    ml = process(_mlp(tmp_path / "m.onnx"), 4)
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    joined = L.GemmConfig(m=4, n=32, k=8)
+    gemms = [f for f in ml.fusions if f.config == joined]
+    assert len(gemms) == 1
+    gate, up = gemms[0].layers
+    swiglu = next(f for f in ml.fusions if f.config.kind == "Elementwise")
+    times = {ml.layers[gate].config.key: 0.5, joined.key: fused_ms, swiglu.config.key: 0.01}
+    for cfg in ml.unique_configs().values():
+        _measure(db, sid, cfg, "fp16", [("lib", times.get(cfg.key, 0.1))])
+    for f in ml.fusions:
+        if f.config.key not in times:
+            _measure(db, sid, f.config, "fp16", [("lib", 1.0)])  # no other group is faster fused
+    a = analyze(ml, db, db.systems()[0], "fp16")
+    assert a.complete
+    gelu = 0.01  # the gating, fused either way
+    assert a.lbl_fused_sequential_ms == pytest.approx(min(fused_ms, 1.0) + gelu)
+    assert a.lbl_fused_parallel_ms == pytest.approx((fused_ms if headline_fused else 0.5) + gelu)
+    assert a.lbl_ms == a.lbl_fused_parallel_ms
+    assert (gemms[0].layers[-1] in a.fused_groups()) is headline_fused
+    # the trace and every prediction weigh the layers as the headline does
+    from benanza.analysis.analyzer import critical_path
+
+    assert critical_path(ml.edges, a.fused_weight)[0] == pytest.approx(a.lbl_ms)

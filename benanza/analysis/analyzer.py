@@ -98,6 +98,8 @@ class FusionTime:
     library_ms: float | None = None
     #: the headline (fused) LBL takes this group as one fused call
     applied: bool = False
+    #: the fused call is faster than its layers' sum (the fused sequential LBL takes it fused)
+    faster_than_sum: bool = False
     #: a training step counts this group layer by layer (:func:`benanza.kinds.training_counts_layers`)
     training_layers: bool = False
 
@@ -201,7 +203,8 @@ class Analysis:
 
     def fused_groups(self) -> dict[int, "FusionTime"]:
         """The fusion groups the headline LBL takes fused (their fused call faster than their
-        layers' sum, or the only time for a member), by the index of the group's last layer."""
+        layers' critical path, :func:`group_span`, or the only time for a member), by the index of
+        the group's last layer."""
         return {f.layers[-1]: f for f in self.fusions if f.applied}
 
     @property
@@ -411,9 +414,16 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
     weight = [t.bound_ms or 0.0 for t in times]
     seq = sum(weight)
     par, path = critical_path(ml.edges, weight)
-    fusions, fused_weight = _fusion_times(ml, times, weight, found)
-    fseq = sum(fused_weight)
+    fusions, fused_weight, seq_weight = _fusion_times(ml, times, weight, found)
+    fseq = sum(seq_weight)
     fpar, fpath = critical_path(ml.edges, fused_weight)
+    # every group fused where faster than its layers' sum is also a schedule of the fused critical
+    # path: where it is the shorter (a group whose layers leave and re-enter it), the headline takes it
+    spar, spath = critical_path(ml.edges, seq_weight)
+    if spar < fpar:
+        fused_weight, fpar, fpath = seq_weight, spar, spath
+        for ft in fusions:
+            ft.applied = ft.faster_than_sum
     return Analysis(model=ml.model, batch=ml.batch, precision=precision, conv_precision=conv_precision,
                     cache=cache, system=system_dict(system),
                     layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
@@ -513,14 +523,24 @@ def _layer_time(ly: Layer, found: _Lookups, conversion: bool) -> LayerTime:
 
 
 def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
-                  found: _Lookups) -> tuple[list[FusionTime], list[float]]:
+                  found: _Lookups) -> tuple[list[FusionTime], list[float], list[float]]:
     """Each fusion candidate's unfused (sum of its layers' bounds) and fused time (ms), and the
-    layer weights of the fused LBL: the fused call computes every layer of the group, so it
-    replaces their sum where it is faster, and stands for the group where a member has no
-    measurement of its own (an op only the fused call implements, e.g. torch.export's IsNaN guard
-    inside an attention; that member is then marked ``covered``)."""
+    layer weights of the two fused LBLs: the fused call computes every layer of the group, so it
+    replaces them where it is faster, and stands for the group where a member has no measurement of
+    its own (an op only the fused call implements, e.g. torch.export's IsNaN guard inside an
+    attention; that member is then marked ``covered``). Returns (the groups, the weights of the
+    fused critical path, the weights of the fused sequential sum).
+
+    "Faster" differs between the two: the sequential sum takes a group fused where its call is
+    faster than its layers' sum; the critical path (the headline) where it is faster than the
+    group's own critical path, its layers run as the parallel LBL runs them (:func:`group_span`).
+    For a chain of layers the two are the same; for a group of parallel branches, e.g. SwiGLU's
+    gate and up GEMMs, a fused call between their longest branch and their sum shortens the
+    sequential LBL and lengthens the critical path, and the headline leaves it unfused
+    (:attr:`FusionTime.applied`). :func:`analyze` keeps the shorter of this critical path and that
+    of the sequential sum's weights."""
     fusions: list[FusionTime] = []
-    fused_weight = list(weight)
+    fused_weight, seq_weight = list(weight), list(weight)
     for f in ml.fusions:
         parts = [times[i] for i in f.layers]
         unfused = None if any(p.bound_ms is None for p in parts) else sum(p.bound_ms for p in parts)
@@ -530,16 +550,32 @@ def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
         if f.config.key in found.library:
             ft.library_call, ft.library_ms = found.library[f.config.key].call, found.library[f.config.key].median_ms
         fusions.append(ft)
-        if ft.fused_ms is not None and (unfused is None or ft.fused_ms < unfused):
-            ft.applied = True
-            for i in f.layers[:-1]:
-                fused_weight[i] = 0.0
-            fused_weight[f.layers[-1]] = ft.fused_ms
+        if ft.fused_ms is None:
+            continue
+        span = None if unfused is None else group_span(ml.edges, f.layers, weight)
+        for w, limit in ((seq_weight, unfused), (fused_weight, span)):
+            if limit is None or ft.fused_ms < limit:
+                for i in f.layers[:-1]:
+                    w[i] = 0.0
+                w[f.layers[-1]] = ft.fused_ms
+        ft.applied = span is None or ft.fused_ms < span
+        ft.faster_than_sum = unfused is None or ft.fused_ms < unfused
+        if ft.faster_than_sum:
             for p in parts:
                 if p.status == "missing":
                     p.covered = True
                     p.reason = f"computed by the fused {f.config.kind} candidate ({p.reason})"
-    return fusions, fused_weight
+    return fusions, fused_weight, seq_weight
+
+
+def group_span(edges: dict[int, list[int]], layers: tuple[int, ...] | list[int], weight: list[float]) -> float:
+    """The critical path (ms) of a fusion group's own layers: the longest chain of ``weight`` (ms per
+    layer) through the edges between them (:func:`critical_path` of the group's subgraph). Their sum
+    when they form a chain, their longest branch when they are parallel."""
+    order = sorted(layers)
+    local = {g: i for i, g in enumerate(order)}
+    sub = {local[g]: [local[p] for p in edges.get(g, ()) if p in local] for g in order}
+    return critical_path(sub, [weight[g] for g in order])[0]
 
 
 #: Transpose permutations that turn channels-first (N, C, spatial...) into channels-last
