@@ -30,6 +30,9 @@ bf16, truth.AMP_PRECISION); a model name takes ``NAME_train.onnx`` (batch norms 
 With ``--errors-out FILE`` it writes `benanza predict --train`'s error table
 (db/reference/predict_train_errors.json, :func:`train_error_table`); ``--errors-append`` adds to an
 existing one, so that one table holds several validations (SM partitions, H100 <-> H200).
+``--same-implementation`` also validates the held-apart calls (:func:`unavailable_on_target`) like for
+like (:func:`same_implementation`): each predicted from the origin's time of an implementation that runs
+on both systems and judged against the target's time of that implementation.
 
   python3 benchmarks/predict_check.py --db predict.db --partitions --train --models out/onnx \\
       --model resnet18,resnet50,mobilenet_v2,vit_b_16,squeezenet1_1,alexnet --batch 32 --dtype fp16,fp32
@@ -84,6 +87,9 @@ def _args(argv):
                          "several validations, e.g. SM partitions and H100 <-> H200)")
     ap.add_argument("--train", action="store_true",
                     help="validate the training step (benanza predict --train; bench --train's measurements)")
+    ap.add_argument("--same-implementation", action="store_true",
+                    help="with --train: also validate the held-apart calls like for like, each timed on both systems "
+                         "with the origin's fastest implementation of those that run on both")
     ap.add_argument("--optimizer", default="sgd",
                     help="with --train: the optimizer of the step (as bench --train --optimizer: sgd, adam, adamw)")
     a = ap.parse_args(argv)
@@ -183,7 +189,8 @@ def main(argv=None) -> int:
     if a.train:
         out["optimizer"] = a.optimizer
     for memory in [m.strip() for m in a.memory.split(",") if m.strip()]:
-        out[memory] = (report_train(analyses, mls, pairs, specs, memory, a.fixed_us, not a.no_span, db) if a.train
+        out[memory] = (report_train(analyses, mls, pairs, specs, memory, a.fixed_us, not a.no_span, db,
+                                    a.same_implementation) if a.train
                        else report(analyses, pairs, specs, memory, a.fixed_us, not a.no_span))
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
@@ -371,7 +378,54 @@ def unavailable_on_target(db, origin_id: int, target_id: int, so, st) -> dict[in
     return out
 
 
-def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None) -> dict:
+def _serving(db, system_id: int, key: str, rule) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """Each implementation (call, algorithm, layout) of config ``key`` that serves on ``system_id`` by
+    ``rule`` (:class:`benanza.database.query.Serves`, the LBL's own rule): its fastest median (ms)
+    and math mode."""
+    out: dict = {}
+    for m in db.measurements(system_id, [key], cache=rule.cache):
+        if rule(m):
+            k = (m.call, m.algorithm, m.layout)
+            if k not in out or m.median_ms < out[k][0]:
+                out[k] = (m.median_ms, m.math)
+    return out
+
+
+def same_implementation(db, origin_id: int, target_id: int, so, st, held: dict[int, float]):
+    """The like-for-like validation of the calls ``held`` (:func:`unavailable_on_target`, index in
+    ``so.calls``): each timed on both systems with one implementation, the fastest on the origin of
+    those that serve on both (:func:`_serving`), as Habitat predicts a kernel it profiled, never a
+    change of algorithm. Returns (the origin's step with those calls' times and implementations
+    replaced, {index in ``st.calls``: the target's time of that implementation (ms)}, how many calls
+    found no shared implementation: those keep the origin's fastest and the target's fastest), or
+    None when nothing is replaced."""
+    import dataclasses
+
+    from benanza.database.query import Serves
+
+    cache = so.forward.cache
+    layouts = tuple(so.forward.layouts)
+    tindex = {(c.layer, c.phase, c.key): j for j, c in enumerate(st.calls)}
+    calls, target_ms, unshared = list(so.calls), {}, 0
+    for i in held:
+        oc = so.calls[i]
+        j = tindex.get((oc.layer, oc.phase, oc.key))
+        rule = Serves(so.forward.kind_precision(oc.kind), cache, layouts)
+        o, t = _serving(db, origin_id, oc.key, rule), _serving(db, target_id, oc.key, rule)
+        shared = sorted((o[k][0], k) for k in o.keys() & t.keys())
+        if j is None or not shared:
+            unshared += 1
+            continue
+        ms, (call, algorithm, layout) = shared[0]
+        calls[i] = dataclasses.replace(oc, time_ms=ms, call=call, algorithm=algorithm, layout=layout,
+                                       math=o[(call, algorithm, layout)][1])
+        target_ms[j] = t[(call, algorithm, layout)][0]
+    if not target_ms:
+        return None
+    return dataclasses.replace(so, calls=calls), target_ms, unshared
+
+
+def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None, same=False) -> dict:
     """--train: every configuration's training step (``steps[(model, batch, dtype)][system id]``, a
     :class:`benanza.analysis.training.TrainingStep`; ``mls`` its processed model) predicted from each
     pair's origin to its target (:func:`benanza.analysis.predict_training.predict_training`) and
@@ -389,6 +443,7 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None)
     ``held`` (:func:`error_bar` of those errors)."""
     from benanza.analysis.predict_training import predict_training
 
+    same_impl = same
     rows, skipped = [], []
     phases = collections.defaultdict(lambda: {ph: [0.0, 0.0, 0.0, 0] for ph in PHASES})
     kinds = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0]))
@@ -423,12 +478,28 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None)
                 acc[1] += me
                 acc[2] += orig
                 acc[3] += n
-            held, held_error = {}, None
+            held, held_error, same_error, same_calls, same_unshared = {}, None, None, 0, 0
             if db is not None:
                 held = unavailable_on_target(db, o.id, t.id, so, stt)
                 tph = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory,
                                        known_ms=held, **kw) if held else tp
                 held_error = tph.critical_path_ms / stt.critical_path_ms - 1
+                same = same_implementation(db, o.id, t.id, so, stt, held) if held and same_impl else None
+                if same is not None:
+                    # the target's step with those calls at the shared implementation's time there: the
+                    # target "predicted" from itself (every factor 1) with those times given
+                    so2, tms, unshared = same
+                    ident = predict_training(mls[(model, batch, dtype)], stt, specs[t.id], specs[t.id], memory, **kw)
+                    if abs(ident.critical_path_ms / stt.critical_path_ms - 1) > 1e-9:
+                        raise SystemExit(f"benanza: {pair} {model}: the target's step from itself is not its own "
+                                         f"({ident.critical_path_ms} against {stt.critical_path_ms} ms)")
+                    meas2 = predict_training(mls[(model, batch, dtype)], stt, specs[t.id], specs[t.id], memory,
+                                             known_ms=tms, **kw).critical_path_ms
+                    pred2 = predict_training(mls[(model, batch, dtype)], so2, specs[o.id], specs[t.id], memory,
+                                             **kw).critical_path_ms
+                    same_error, same_calls, same_unshared = pred2 / meas2 - 1, len(tms), unshared
+                elif same_impl:  # nothing held apart, or no shared implementation: as held
+                    same_error, same_calls, same_unshared = held_error, 0, 0
             rows.append({"pair": pair, "origin": o.gpu_name, "target": t.gpu_name, "model": model, "batch": batch,
                          "dtype": dtype, "precision": so.precision_label,
                          "origin_ms": so.critical_path_ms, "measured_ms": stt.critical_path_ms,
@@ -439,7 +510,8 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None)
                          "phases": ph, "calls_unmatched": unmatched, "fits": tp.fits,
                          "by_kind": {f"{k} {p}": pr / me - 1 for (k, p, _d), (pr, me, _o, _n) in own.items() if me > 0},
                          "held_calls": len(held), "held_error": held_error,
-                         "held_kinds": sorted({so.calls[i].kind for i in held})})
+                         "held_kinds": sorted({so.calls[i].kind for i in held}),
+                         "same_error": same_error, "same_calls": same_calls, "same_unshared": same_unshared})
     print(f"\n=== training step, memory model {memory}, fixed part "
           f"{'default' if fixed_us is None else f'{fixed_us:g} us'}, {'span (busy SMs)' if span else 'Habitat SM ratio'}"
           " (step LBL: critical path, ms) ===")
@@ -493,6 +565,17 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None)
         print(f"held apart, {pair or 'all pairs'}: {n} calls whose fastest implementation on one system cannot run "
               f"on the other taken at their time on the target ({', '.join(kinds_) or 'none'}): mean |step error| "
               f"{e['mean_abs_error']:.2%} (median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}.."
+              f"{e['max_error']:+.1%}); goal {e['goal']}")
+    for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
+        sel = [dict(r, error=r["same_error"]) for r in rows if (pair is None or r["pair"] == pair)
+               and r.get("same_error") is not None]
+        if not sel:
+            continue
+        e = summary.setdefault(pair or "all", {})["same"] = error_bar(sel)
+        n, u = sum(r["same_calls"] for r in sel), sum(r["same_unshared"] for r in sel)
+        print(f"same implementation, {pair or 'all pairs'}: those calls timed on both systems with the origin's fastest "
+              f"implementation of those that run on both ({n} calls; {u} without one, left as measured): mean |step "
+              f"error| {e['mean_abs_error']:.2%} (median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}.."
               f"{e['max_error']:+.1%}); goal {e['goal']}")
     for s_ in skipped:
         print(f"left out: {s_}")

@@ -311,3 +311,59 @@ def test_a_missing_model_file_is_one_line(tmp_path, measured):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().startswith("benanza: ") and r.stderr.strip().count("\n") == 0
     assert "no such file" in r.stderr and "clf" in r.stderr
+
+
+def test_same_implementation_times_a_held_call_like_for_like(tmp_path):
+    """--same-implementation: the held-apart call is predicted from the origin's time of an
+    implementation both systems ran ("slow", 4 x on the whole GPU / 1.5 on the partition) and judged
+    against the target's time of that same implementation, not given. Without a shared implementation
+    (the first database: "lib" ran on the whole GPU only) the row keeps the held error."""
+    from benanza.database.records import MeasurementLine
+    from benanza.generation.generator import job_id
+
+    path = _classifier(tmp_path / "clf_train.onnx")
+    db = open_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    sids = {name: db.upsert_system({"gpu_name": name, "compute_capability": "9.0", "sm_count": sms,
+                                    "memory_bytes": 80 << 30, "max_sm_clock_mhz": 1980, "l2_cache_bytes": 50 << 20,
+                                    "cudnn_version": 91900, "cublas_version": 130100})
+            for name, sms in ((WHOLE, 132), (PART, 64))}
+    ml = process(path, 64)
+    _record(db, sids[WHOLE], ml, 1.0, skip={("conv", "backward_weight")})
+    _record(db, sids[PART], ml, SLOWER, skip={("conv", "backward_weight")})
+    cw = next(c.config for c in training_plan(ml).calls if (ml.layers[c.layer].name, c.phase) == ("conv", "backward_weight"))
+    base = BWD[("conv", "backward_weight")]
+    slow = 4 * base
+    line = lambda call, status, ms: MeasurementLine.from_json({  # noqa: E731
+        "type": "measurement", "call": call, "algorithm": "a", "math": "fma", "dtype": "float32", "cache": "warm",
+        "layout": "NCHW", "status": status, "message": "err 720" if status == "failed" else "",
+        "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10 if ms else 0, "converged": bool(ms)})
+    db.upsert_configs([cw])
+    db.write_job(sids[WHOLE], None, job_id(cw, "fp32", "NCHW"), cw.key, "fp32", "ok", "",
+                 [line("lib", "ok", base), line("slow", "ok", slow / SLOWER)], layout="NCHW")
+    db.write_job(sids[PART], None, job_id(cw, "fp32", "NCHW"), cw.key, "fp32", "ok", "",
+                 [line("lib", "failed", None), line("slow", "ok", slow)], layout="NCHW")
+    args = ["--db", str(tmp_path / "perf.db"), "--models", str(tmp_path), "--model", "clf", "--batch", "64",
+            "--dtype", "fp32", "--train"]
+    out = tmp_path / "check.json"
+    assert _check().main(args + ["--json", str(out)]) == 0
+    assert all("same_error" not in r or r["same_error"] is None for r in json.loads(out.read_text())["l2"]["rows"])
+    assert _check().main(args + ["--same-implementation", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())["l2"]
+    for r in res["rows"]:
+        assert r["held_calls"] == 1 and r["same_calls"] == 1 and r["same_unshared"] == 0
+        origin = next(s for s in db.systems() if s.gpu_name == r["origin"])
+        target = next(s for s in db.systems() if s.gpu_name == r["target"])
+        so = training_step(ml, analyze(ml, db, origin, "fp32"), db, origin)
+        st = training_step(ml, analyze(ml, db, target, "fp32"), db, target)
+        i = next(k for k, c in enumerate(so.calls) if c.kind == "ConvBwdFilter")
+        j = next(k for k, c in enumerate(st.calls) if c.kind == "ConvBwdFilter")
+        # by hand: both steps with the call as "slow"
+        import dataclasses
+
+        o_ms, t_ms = (slow / SLOWER, slow) if origin.gpu_name == WHOLE else (slow, slow / SLOWER)
+        so2 = dataclasses.replace(so, calls=[dataclasses.replace(c, time_ms=o_ms, call="slow") if k == i else c
+                                             for k, c in enumerate(so.calls)])
+        pred = predict_training(ml, so2, find_gpu(r["origin"]), find_gpu(r["target"])).critical_path_ms
+        meas = predict_training(ml, st, find_gpu(r["target"]), find_gpu(r["target"]), known_ms={j: t_ms}).critical_path_ms
+        assert r["same_error"] == pytest.approx(pred / meas - 1)
+    assert res["summary"]["all"]["same"]["configurations"] == 2
