@@ -11,8 +11,9 @@ Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
 * LBL_sequential = sum of the layer times;
 * LBL_parallel = the critical path of the layer DAG weighted by the layer times (equal to the
   sequential LBL for a chain);
-* the fused LBL replaces each fusion candidate by the faster of its layers' sum and the best
-  measurement of the fused call: Conv + bias -> Relu (cudnnConvolutionBiasActivationForward),
+* the fused LBL replaces each fusion candidate by the faster of its layers and the best
+  measurement of the fused call (along the critical path, the layers' own critical path: their sum
+  for a chain, their longest branch for parallel ones; in the sequential sum, their sum): Conv + bias -> Relu (cudnnConvolutionBiasActivationForward),
   attention MatMul -> scale -> mask -> Softmax -> MatMul (cuDNN fused SDPA), a decomposed LayerNorm
   (cuDNN layernorm), an erf-GELU chain (one GELU); see ``model.Fusion``.
 """
@@ -175,8 +176,8 @@ class Analysis:
     @property
     def lbl_ms(self) -> float:
         """The headline lower-bound latency (ms): fused (each fusion group at the faster of its
-        fused measurement and its layers' sum) along the critical path of the layer DAG. A partial
-        sum when the analysis is incomplete (:attr:`complete`)."""
+        fused measurement and its layers' own critical path, :func:`group_span`) along the critical
+        path of the layer DAG. A partial sum when the analysis is incomplete (:attr:`complete`)."""
         return self.lbl_fused_parallel_ms
 
     @property
