@@ -14,6 +14,11 @@ analysis), the headline ``lbl_ms``.
 
   python3 benchmarks/llm_reanalyze.py benchmarks/results/2026-11-28d/call1/g0 [more folders]
 
+``--records FILE`` also writes the folders' ``llm_run`` records again with each document's ``lbl_ms`` (and
+``complete``) this code's, the run's kept as ``run_lbl_ms``, for `truth.py --llm --merge` (listed right after the
+folders it stands for, before any later run of the same cells: of several records the merge takes the last).
+A STALE row keeps the run's figure.
+
 Prints one line per row (config, phase, length, batch, dtype, eager / compile / bound ms, LBL then and
 now) and a summary; exit status 1 when a row now fails (incomplete, above eager or compile, below the
 bound) or cannot be judged: STALE, a fusion group this code forms has no measurement in the run's
@@ -80,8 +85,9 @@ def _export(key: str, folder: Path, tmp: Path) -> Path:
     raise SystemExit(f"benanza: export {key} is in neither {folder}/exports.tgz nor {SEEDS}")
 
 
-def rows(folder: Path, tmp: Path) -> list[dict]:
-    """Every (run, batch) of ``folder`` with the run's and this code's LBL."""
+def rows(folder: Path, tmp: Path, records: list | None = None) -> list[dict]:
+    """Every (run, batch) of ``folder`` with the run's and this code's LBL; ``records``: append each run's
+    record with this code's LBL in its documents (``--records``)."""
     from benanza.analysis.analyzer import analyze
     from benanza.database.store import open_db
     from benanza.processing.model import process
@@ -114,12 +120,19 @@ def rows(folder: Path, tmp: Path) -> list[dict]:
             unmeasured = sum(1 for f in a.fusions if f.fused_ms is None)
             row.update(now_ms=a.lbl_ms, complete=a.complete, folder=str(folder), unmeasured_groups=unmeasured)
             out.append(row)
+            if records is not None and not unmeasured:
+                for d in r["docs"]:
+                    if d["batch"] == b:
+                        d.update(run_lbl_ms=d["lbl_ms"], lbl_ms=a.lbl_ms, complete=a.complete)
+        if records is not None:
+            records.append(dict(r, reanalyzed=True))
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--records", type=Path, help="also write the records with this code's LBL here (JSON lines)")
     ap.add_argument("--write-exports", action="store_true",
                     help="only write each folder's run-exports.json from its llm-runs.tar.gz")
     a = ap.parse_args(argv)
@@ -130,9 +143,10 @@ def main(argv=None) -> int:
     bad = stale = 0
     print(f"{'config':<12}{'phase':<9}{'len':>5}{'b':>4} {'dtype':<6}{'eager ms':>10}{'compile ms':>11}{'bound ms':>10}"
           f"{'LBL then':>10}{'LBL now':>10}{'change':>8}{'now/compile':>12}  flag")
+    records: list | None = [] if a.records else None
     with tempfile.TemporaryDirectory() as tmp:
         for folder in a.folders:
-            for r in rows(folder, Path(tmp)):
+            for r in rows(folder, Path(tmp), records):
                 frame = [x for x in (r.get("eager_ms"), r.get("compile_ms")) if x is not None]
                 if r["unmeasured_groups"]:
                     stale += 1
@@ -151,6 +165,8 @@ def main(argv=None) -> int:
                       f"{r['bound_ms'] or float('nan'):>10.3f}{r['then_ms']:>10.3f}{r['now_ms']:>10.3f}"
                       f"{r['now_ms'] / r['then_ms'] - 1:>+8.1%}{(r['now_ms'] / comp) if comp else float('nan'):>12.3f}"
                       f"  {' '.join(flags) or 'ok'}")
+    if a.records:
+        a.records.write_text("".join(json.dumps(r) + "\n" for r in records))
     print((f"{bad} rows fail" if bad else "every row judged holds")
           + (f"; {stale} rows stale (the run's database lacks groups this code forms), not judged" if stale else ""))
     return 1 if bad or stale else 0

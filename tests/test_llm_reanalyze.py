@@ -73,6 +73,13 @@ def test_a_row_is_analysed_again_from_its_runs_database_and_export(tmp_path, cap
     assert cols[:5] == ["tiny", "decode", "16", "2", "fp16"]
     assert float(cols[8]) == pytest.approx(lbl * 1.1, abs=1e-3) and float(cols[9]) == pytest.approx(lbl, abs=1e-3)
     assert cols[-1] == flag and float(cols[10].rstrip("%")) == pytest.approx(-100 / 11, abs=0.1)
+    # --records: the run's record with this code's LBL, the run's kept, for truth.py --llm --merge
+    records = tmp_path / "re.jsonl"
+    _script().main([str(folder), "--records", str(records)])
+    (rec,) = [json.loads(ln) for ln in records.read_text().splitlines()]
+    assert rec["reanalyzed"] and rec["config"] == "tiny" and len(rec["docs"]) == 2
+    for d in rec["docs"]:
+        assert d["lbl_ms"] == pytest.approx(lbl) and d["run_lbl_ms"] == pytest.approx(lbl * 1.1)
 
 
 def test_write_exports_reads_the_runs_archive(tmp_path):
