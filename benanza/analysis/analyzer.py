@@ -13,9 +13,10 @@ Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
   sequential LBL for a chain);
 * the fused LBL replaces each fusion candidate by the faster of its layers and the best
   measurement of the fused call (along the critical path, the layers' own critical path: their sum
-  for a chain, their longest branch for parallel ones; in the sequential sum, their sum): Conv + bias -> Relu (cudnnConvolutionBiasActivationForward),
-  attention MatMul -> scale -> mask -> Softmax -> MatMul (cuDNN fused SDPA), a decomposed LayerNorm
-  (cuDNN layernorm), an erf-GELU chain (one GELU); see ``model.Fusion``.
+  for a chain, their longest branch for parallel ones; in the sequential sum, their sum):
+  Conv + bias -> Relu (cudnnConvolutionBiasActivationForward), attention MatMul -> scale -> mask ->
+  Softmax -> MatMul (cuDNN fused SDPA), a decomposed LayerNorm (cuDNN layernorm), an erf-GELU chain
+  (one GELU); see ``model.Fusion``.
 """
 from __future__ import annotations
 
