@@ -554,29 +554,26 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None,
               f"range {e['min_error']:+.1%}..{e['max_error']:+.1%}; naive {e['naive_mean_abs_error']:.2%}); goal "
               f"(mean |step error| < {GOAL_ERROR:.0%} where |naive error| > {GOAL_NAIVE:.0%}) {goal} "
               f"with a naive error > {GOAL_NAIVE:.0%}")
-    for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
-        sel = [dict(r, error=r["held_error"]) for r in rows if (pair is None or r["pair"] == pair)
-               and r.get("held_error") is not None]
-        if not sel:
-            continue
-        e = summary.setdefault(pair or "all", {})["held"] = error_bar(sel)
-        n = sum(r["held_calls"] for r in sel)
+    def what_held(sel, label):
         kinds_ = sorted({k for r in sel for k in r["held_kinds"]})
-        print(f"held apart, {pair or 'all pairs'}: {n} calls whose fastest implementation on one system cannot run "
-              f"on the other taken at their time on the target ({', '.join(kinds_) or 'none'}): mean |step error| "
-              f"{e['mean_abs_error']:.2%} (median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}.."
-              f"{e['max_error']:+.1%}); goal {e['goal']}")
-    for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
-        sel = [dict(r, error=r["same_error"]) for r in rows if (pair is None or r["pair"] == pair)
-               and r.get("same_error") is not None]
-        if not sel:
-            continue
-        e = summary.setdefault(pair or "all", {})["same"] = error_bar(sel)
-        n, u = sum(r["same_calls"] for r in sel), sum(r["same_unshared"] for r in sel)
-        print(f"same implementation, {pair or 'all pairs'}: those calls timed on both systems with the origin's fastest "
-              f"implementation of those that run on both ({n} calls; {u} without one, left as measured): mean |step "
-              f"error| {e['mean_abs_error']:.2%} (median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}.."
-              f"{e['max_error']:+.1%}); goal {e['goal']}")
+        return (f"held apart, {label}: {sum(r['held_calls'] for r in sel)} calls whose fastest implementation on one "
+                f"system cannot run on the other taken at their time on the target ({', '.join(kinds_) or 'none'})")
+
+    def what_same(sel, label):
+        return (f"same implementation, {label}: those calls timed on both systems with the origin's fastest "
+                f"implementation of those that run on both ({sum(r['same_calls'] for r in sel)} calls; "
+                f"{sum(r['same_unshared'] for r in sel)} without one, left as measured)")
+
+    for field, name, what in (("held_error", "held", what_held), ("same_error", "same", what_same)):
+        for pair in list(dict.fromkeys(f"{o.gpu_name} -> {t.gpu_name}" for o, t in pairs)) + [None]:
+            sel = [dict(r, error=r[field]) for r in rows if (pair is None or r["pair"] == pair)
+                   and r.get(field) is not None]
+            if not sel:
+                continue
+            e = summary.setdefault(pair or "all", {})[name] = error_bar(sel)
+            print(what(sel, pair or "all pairs") + f": mean |step error| {e['mean_abs_error']:.2%} "
+                  f"(median {e['median_abs_error']:.2%}, range {e['min_error']:+.1%}..{e['max_error']:+.1%}); "
+                  f"goal {e['goal']}")
     for s_ in skipped:
         print(f"left out: {s_}")
     return {"rows": rows, "summary": summary, "skipped": skipped,

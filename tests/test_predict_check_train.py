@@ -18,6 +18,7 @@ from benanza.analysis.gpus import find_gpu
 from benanza.analysis.predict_training import predict_training
 from benanza.analysis.training import training_step
 from benanza.database.store import open_db
+from benanza.generation.generator import job_id
 from benanza.processing.model import process
 from benanza.processing.training import loss_config, optimizer_config, training_plan
 from test_lbl_truth import _measure
@@ -197,15 +198,11 @@ def test_gpu_predict_script_train_commands(tmp_path):
     assert f"{REPO}/db/reference/truth/resnet18.onnx --batch 32 --dtype fp16,fp32" in line and "--train" not in line
 
 
-def test_a_call_whose_implementation_cannot_run_on_the_other_system_is_held_apart(tmp_path):
-    """The conv's weight gradient runs as "lib" on the whole GPU; on the partition that call fails
-    (as cuDNN's persistent batch norm fails in a green context, err 720) and a slower "slow" call
-    is the best. The plain error judges the scaling of "lib" against "slow"; the held-apart error
-    takes that call at the partition's measured time in both directions (the whole GPU's fastest
-    cannot run on the partition), so what remains is the scaling of the other calls: here exact,
-    every other call taking 1.5x on the partition and the prediction's formula fixed."""
+def _whole_and_partition(tmp_path, whole_wgrad=True):
+    """The classifier's step measured on a whole GPU (132 SMs, every call 1 x) and a partition (64 SMs,
+    1.5 x), the conv's weight gradient left out on the partition (and on the whole GPU unless
+    ``whole_wgrad``): (database, system ids, model, that call's config, a measurement-line maker)."""
     from benanza.database.records import MeasurementLine
-    from benanza.generation.generator import job_id
 
     path = _classifier(tmp_path / "clf_train.onnx")
     db = open_db(f"sqlite:///{tmp_path / 'perf.db'}")
@@ -214,14 +211,28 @@ def test_a_call_whose_implementation_cannot_run_on_the_other_system_is_held_apar
                                     "cudnn_version": 91900, "cublas_version": 130100})
             for name, sms in ((WHOLE, 132), (PART, 64))}
     ml = process(path, 64)
-    _record(db, sids[WHOLE], ml, 1.0)
-    _record(db, sids[PART], ml, SLOWER, skip={("conv", "backward_weight")})
+    wgrad = {("conv", "backward_weight")}
+    _record(db, sids[WHOLE], ml, 1.0, skip=() if whole_wgrad else wgrad)
+    _record(db, sids[PART], ml, SLOWER, skip=wgrad)
     cw = next(c.config for c in training_plan(ml).calls if (ml.layers[c.layer].name, c.phase) == ("conv", "backward_weight"))
+
+    def line(call, status, ms):
+        return MeasurementLine.from_json({
+            "type": "measurement", "call": call, "algorithm": "a", "math": "fma", "dtype": "float32", "cache": "warm",
+            "layout": "NCHW", "status": status, "message": "err 720" if status == "failed" else "",
+            "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10 if ms else 0, "converged": bool(ms)})
+    return db, sids, ml, cw, line
+
+
+def test_a_call_whose_implementation_cannot_run_on_the_other_system_is_held_apart(tmp_path):
+    """The conv's weight gradient runs as "lib" on the whole GPU; on the partition that call fails
+    (as cuDNN's persistent batch norm fails in a green context, err 720) and a slower "slow" call
+    is the best. The plain error judges the scaling of "lib" against "slow"; the held-apart error
+    takes that call at the partition's measured time in both directions (the whole GPU's fastest
+    cannot run on the partition), so what remains is the scaling of the other calls: here exact,
+    every other call taking 1.5x on the partition and the prediction's formula fixed."""
+    db, sids, ml, cw, line = _whole_and_partition(tmp_path)
     slow = 4 * BWD[("conv", "backward_weight")]
-    line = lambda call, status, ms: MeasurementLine.from_json({  # noqa: E731
-        "type": "measurement", "call": call, "algorithm": "a", "math": "fma", "dtype": "float32", "cache": "warm",
-        "layout": "NCHW", "status": status, "message": "err 720" if status == "failed" else "",
-        "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10 if ms else 0, "converged": bool(ms)})
     db.write_job(sids[PART], None, job_id(cw, "fp32", "NCHW"), cw.key, "fp32", "ok", "",
                  [line("lib", "failed", None), line("slow", "ok", slow)], layout="NCHW")
     out = tmp_path / "check.json"
@@ -316,27 +327,11 @@ def test_a_missing_model_file_is_one_line(tmp_path, measured):
 def test_same_implementation_times_a_held_call_like_for_like(tmp_path):
     """--same-implementation: the held-apart call is predicted from the origin's time of an
     implementation both systems ran ("slow", 4 x on the whole GPU / 1.5 on the partition) and judged
-    against the target's time of that same implementation, not given. Without a shared implementation
-    (the first database: "lib" ran on the whole GPU only) the row keeps the held error."""
-    from benanza.database.records import MeasurementLine
-    from benanza.generation.generator import job_id
-
-    path = _classifier(tmp_path / "clf_train.onnx")
-    db = open_db(f"sqlite:///{tmp_path / 'perf.db'}")
-    sids = {name: db.upsert_system({"gpu_name": name, "compute_capability": "9.0", "sm_count": sms,
-                                    "memory_bytes": 80 << 30, "max_sm_clock_mhz": 1980, "l2_cache_bytes": 50 << 20,
-                                    "cudnn_version": 91900, "cublas_version": 130100})
-            for name, sms in ((WHOLE, 132), (PART, 64))}
-    ml = process(path, 64)
-    _record(db, sids[WHOLE], ml, 1.0, skip={("conv", "backward_weight")})
-    _record(db, sids[PART], ml, SLOWER, skip={("conv", "backward_weight")})
-    cw = next(c.config for c in training_plan(ml).calls if (ml.layers[c.layer].name, c.phase) == ("conv", "backward_weight"))
+    against the target's time of that same implementation, not given. Without the option the rows have
+    no such error."""
+    db, sids, ml, cw, line = _whole_and_partition(tmp_path, whole_wgrad=False)
     base = BWD[("conv", "backward_weight")]
     slow = 4 * base
-    line = lambda call, status, ms: MeasurementLine.from_json({  # noqa: E731
-        "type": "measurement", "call": call, "algorithm": "a", "math": "fma", "dtype": "float32", "cache": "warm",
-        "layout": "NCHW", "status": status, "message": "err 720" if status == "failed" else "",
-        "median_ms": ms, "q1_ms": ms, "q3_ms": ms, "samples": 10 if ms else 0, "converged": bool(ms)})
     db.upsert_configs([cw])
     db.write_job(sids[WHOLE], None, job_id(cw, "fp32", "NCHW"), cw.key, "fp32", "ok", "",
                  [line("lib", "ok", base), line("slow", "ok", slow / SLOWER)], layout="NCHW")
