@@ -1136,7 +1136,8 @@ def bench(model: Optional[list[Path]] = typer.Argument(None, help="ONNX model fi
           batch_dim: Optional[int] = typer.Option(None, "--batch-dim", help=BATCH_DIM_HELP),
           counters: bool = typer.Option(False, "--counters", help="then profile each layer's best implementation "
                                         "once with Nsight Compute (ncu on PATH) and store its DRAM and SM "
-                                        "throughput, achieved occupancy and kernel names"),
+                                        "throughput, achieved occupancy, launch shape and kernel names (with "
+                                        "--train, each measured call of the step too)"),
           train: bool = typer.Option(False, "--train", help=TRAIN_HELP),
           optimizer: str = typer.Option("sgd", "--optimizer", help=OPTIMIZER_HELP),
           cluster: Optional[str] = typer.Option(None, "--cluster", help=CLUSTER_HELP),
@@ -1163,8 +1164,8 @@ def bench(model: Optional[list[Path]] = typer.Argument(None, help="ONNX model fi
                   cluster=cluster, gpu_kinds=gkinds)
     stages, results, system, database = r.stages, r.analyses, r.system, r.database
     steps = r.training
-    counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages) \
-        if counters else None
+    counters_doc = _bench_counters(ncu, results, r.suite, database, system, timing.run_options(), force, say, stages,
+                                   steps) if counters else None
     if json_out:
         return _print_bench_json(r, counters_doc, bool(cluster))
     if layers_table:
@@ -1196,15 +1197,17 @@ def _require_ncu() -> str:
     return find_ncu()
 
 
-def _bench_counters(ncu, results, suite, database, system, opts, force: bool, say, stages: dict) -> dict:
-    """``bench --counters``: the best implementation of every measured layer profiled once with
-    Nsight Compute and stored (:func:`benanza.runner.counters.profile_best`); what was done, as JSON."""
+def _bench_counters(ncu, results, suite, database, system, opts, force: bool, say, stages: dict,
+                    steps=()) -> dict:
+    """``bench --counters``: the best implementation of every measured layer (with ``--train``, of
+    every measured call of the training ``steps`` too) profiled once with Nsight Compute and stored
+    (:func:`benanza.runner.counters.profile_best`); what was done, as JSON."""
     from benanza.build.builder import suite_executable
     from benanza.runner.counters import profile_best
 
     t = time.perf_counter()
     run = profile_best(results, suite.jobs, suite_executable(suite.root), database, system.id,
-                       opts.suite_args(opts.gpus()[0]), ncu, force, say)
+                       opts.suite_args(opts.gpus()[0]), ncu, force, say, steps)
     stages["counters_s"] = time.perf_counter() - t
     say(run.line())
     return {"profiled": run.profiled, "stored": run.stored, "framework_kernels": run.framework,

@@ -245,3 +245,31 @@ def test_counters_without_ncu_is_one_line_before_any_work(tmp_path):
             C.find_ncu()
         finally:
             os.environ["PATH"] = old
+
+
+def test_bench_train_counters_profile_the_steps_calls_too(tmp_path):
+    """--counters with --train: each measured backward call, the loss and the optimizer step of the
+    training step are profiled too (their launch shapes are what a prediction of the step on another
+    GPU needs), once each, named LAYER (PHASE); the forward layers stay first, as before."""
+    from test_predict_train import _measured, _step
+
+    _, ml, db, _ = _measured(tmp_path / "m")
+    step = _step(ml, db)
+    a = step.forward
+    jobs = plan_jobs([ml], ["fp32"], train=True)
+    fwd_only = C.best_implementations([a], jobs)
+    todo = C.best_implementations([a], jobs, [step])
+    assert todo[:len(fwd_only)] == fwd_only
+    extra = todo[len(fwd_only):]
+    timed = [c for c in step.calls if c.time_ms is not None] + [step.loss_call, step.optimizer_call]
+    assert len(extra) == len({(c.key, c.call, c.algorithm, c.layout) for c in timed}) == 6
+    names = {n for _, _, n in extra}
+    assert {"conv (backward_weight)", "fc (backward_data)", "fc (backward_weight)", "relu (backward_data)"} <= names
+    by = {(j.config.key, j.precision, j.layout): j.id for j in jobs}
+    for key, impl, _ in extra:
+        assert impl.job == by[(key[0], key[1], impl.layout)] and impl.call == key[2] == "lib"
+    ncu = _fake_ncu(tmp_path)
+    system = db.systems()[0]
+    run = C.profile_best([a], jobs, "/s/suite", db, system.id, [], ncu, steps=[step])
+    assert run.profiled == len(todo) and not run.failures
+    assert C.profile_best([a], jobs, "/s/suite", db, system.id, [], ncu).stored == len(fwd_only)

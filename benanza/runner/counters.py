@@ -240,40 +240,56 @@ class CountersRun:
                 + (f" (first: {fail[0][0]}: {fail[0][1]})" if fail else ""))
 
 
-def best_implementations(analyses, jobs) -> list[tuple[tuple, Implementation, str]]:
+def best_implementations(analyses, jobs, steps=()) -> list[tuple[tuple, Implementation, str]]:
     """The best implementation of every measured layer config of ``analyses`` (one each, in model
     order) with the suite job that times it: (implementation key (layer key, precision, call,
     algorithm, math, layout), :class:`Implementation`, layer name). Framework calls (``torch:``)
-    get job "" (no suite job runs them). ``jobs``: the suite's :class:`benanza.kinds.Job` list."""
+    get job "" (no suite job runs them). ``jobs``: the suite's :class:`benanza.kinds.Job` list.
+    ``steps``: training steps (:class:`benanza.analysis.training.TrainingStep`, ``bench --train``),
+    whose measured backward calls, loss and optimizer step follow, named ``LAYER (PHASE)``: their
+    kernels' launch shapes are what a prediction of the step on another GPU scales (Habitat's wave
+    scaling takes each kernel's grid and occupancy from its profile)."""
     from benanza import kinds as L
     from benanza.database.store import is_framework_call
 
     by = {(j.config.key, j.precision, j.layout): j.id for j in jobs}
     out, seen = [], set()
+
+    def add(key: tuple, call: str, algorithm: str, math: str, layout: str, name: str) -> None:
+        if key in seen:
+            return
+        seen.add(key)
+        job = "" if is_framework_call(call) else by.get((key[0], key[1], layout), "")
+        out.append((key, Implementation(job, call, algorithm, math, layout), name))
+
     for a in analyses:
         conv_p = a.conv_precision or a.precision
         for lt in a.layers:
             if lt.status != "measured" or lt.conversion:
                 continue
             p = conv_p if lt.layer.config.kind in L.CUDNN_TF32_KINDS else a.precision
-            key = (lt.layer.key, p, lt.call, lt.algorithm, lt.math, lt.layout)
-            if key in seen:
+            add((lt.layer.key, p, lt.call, lt.algorithm, lt.math, lt.layout), lt.call, lt.algorithm, lt.math,
+                lt.layout, lt.layer.name)
+    for st in steps:
+        for c in list(st.calls) + [x for x in (st.loss_call, st.optimizer_call) if x is not None]:
+            if c.time_ms is None or not c.call:
                 continue
-            seen.add(key)
-            job = "" if is_framework_call(lt.call) else by.get((lt.layer.key, p, lt.layout), "")
-            out.append((key, Implementation(job, lt.call, lt.algorithm, lt.math, lt.layout), lt.layer.name))
+            p = st.forward.kind_precision(c.kind)
+            add((c.key, p, c.call, c.algorithm, c.math, c.layout), c.call, c.algorithm, c.math, c.layout,
+                f"{c.layer_name or c.kind} ({c.phase})")
     return out
 
 
 def profile_best(analyses, jobs, exe, db, system_id: int, suite_args: list[str], ncu: str, force: bool = False,
-                 say=lambda m: None) -> CountersRun:
-    """Profile the best implementation of every measured layer config of ``analyses`` once with
-    ncu (:func:`profile`) and store its kernels (:func:`benanza.database.counters.write_counters`);
+                 say=lambda m: None, steps=()) -> CountersRun:
+    """Profile the best implementation of every measured layer config of ``analyses`` (and of every
+    measured call of the training ``steps``: :func:`best_implementations`) once with ncu
+    (:func:`profile`) and store its kernels (:func:`benanza.database.counters.write_counters`);
     what is already stored is kept unless ``force``. ``say`` gets one progress line per layer.
     Never raises for one layer's failure: it is counted with its reason."""
     from benanza.database.counters import read_counters, write_counters
 
-    todo = best_implementations(analyses, jobs)
+    todo = best_implementations(analyses, jobs, steps)
     have = read_counters(db, system_id, sorted({k[0] for k, _, _ in todo}))
     run, tool = CountersRun(), ncu_version(ncu)
     for n, (key, impl, name) in enumerate(todo, 1):
