@@ -92,6 +92,8 @@ def rows(folder: Path, tmp: Path, records: list | None = None) -> list[dict]:
     from benanza.database.store import open_db
     from benanza.processing.model import process
 
+    if not (folder / "llm-results.jsonl").is_file():
+        raise SystemExit(f"benanza: {folder}: no llm-results.jsonl (a benchmarks/gpu_decoders.sh run folder)")
     exports_path = folder / "run-exports.json"
     exports = json.loads(exports_path.read_text()) if exports_path.is_file() else write_exports(folder)
     db = open_db(str(_database(folder, tmp)), create=False)
@@ -115,9 +117,12 @@ def rows(folder: Path, tmp: Path, records: list | None = None) -> list[dict]:
         for b, row in sorted(by_batch.items()):
             ml = process(_export(key, folder, tmp), b)
             a = analyze(ml, db, system, precision, layouts=("NCHW", "NHWC"))
-            # fusion groups this code forms that the run did not measure: its processing has changed
-            # since the run (a new group or config key), and the row can no longer be judged from it
-            unmeasured = sum(1 for f in a.fusions if f.fused_ms is None)
+            # fusion groups this code forms that the run never planned (no row of any status): its
+            # processing has changed since the run (a new group or config key), and the row can no
+            # longer be judged from it; a group the run tried and failed is the run's own result
+            missing = {f.key for f in a.fusions if f.fused_ms is None}
+            tried = {m.layer_key for m in db.measurements(system.id, sorted(missing))} if missing else set()
+            unmeasured = sum(1 for f in a.fusions if f.fused_ms is None and f.key not in tried)
             row.update(now_ms=a.lbl_ms, complete=a.complete, folder=str(folder), unmeasured_groups=unmeasured)
             out.append(row)
             if records is not None and not unmeasured:
@@ -162,8 +167,8 @@ def main(argv=None) -> int:
                 comp = r.get("compile_ms")
                 print(f"{r['config']:<12}{r['phase']:<9}{r['len']:>5}{r['batch']:>4} {r['dtype']:<6}"
                       f"{r.get('eager_ms') or float('nan'):>10.3f}{comp or float('nan'):>11.3f}"
-                      f"{r['bound_ms'] or float('nan'):>10.3f}{r['then_ms']:>10.3f}{r['now_ms']:>10.3f}"
-                      f"{r['now_ms'] / r['then_ms'] - 1:>+8.1%}{(r['now_ms'] / comp) if comp else float('nan'):>12.3f}"
+                      f"{r['bound_ms'] or float('nan'):>10.3f}{r['then_ms'] or float('nan'):>10.3f}"
+                      f"{r['now_ms']:>10.3f}{(r['now_ms'] / r['then_ms'] - 1) if r['then_ms'] else float('nan'):>+8.1%}{(r['now_ms'] / comp) if comp else float('nan'):>12.3f}"
                       f"  {' '.join(flags) or 'ok'}")
     if a.records:
         a.records.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -25,7 +25,7 @@ def _script():
     return mod
 
 
-def _run_folder(tmp_path, compile_ms):
+def _run_folder(tmp_path, compile_ms, group=None):
     """A gpu_decoders.sh folder: the tiny Llama decode export with its cache bound to 16 tokens (as
     `benanza torch --kv-len` exports it), a database measuring every config at 10 us, one run of batch 2."""
     m = onnx.load(REPO / "tests" / "data" / "decoders" / "llama_decode_dynamo20.onnx", load_external_data=False)
@@ -41,8 +41,18 @@ def _run_folder(tmp_path, compile_ms):
         t.add(src, arcname=f"{KEY}.onnx")
     ml = process(src, 2)
     db, sid = _system_db(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    first = ml.fusions[0].config.key
     for cfg in list(ml.unique_configs().values()) + [f.config for f in ml.fusions]:
-        _measure(db, sid, cfg, "fp16", [("lib", 0.010)])
+        if cfg.key == first and group == "failed":  # the run tried the group, and it failed
+            from benanza.database.records import MeasurementLine
+            from benanza.generation.generator import job_id
+
+            db.upsert_configs([cfg])
+            db.write_job(sid, None, job_id(cfg, "fp16", "NCHW"), cfg.key, "fp16", "failed", "refused", [MeasurementLine.from_json(
+                {"type": "measurement", "call": "lib", "algorithm": "a", "math": "tensor_op", "dtype": "float16",
+                 "cache": "warm", "layout": "NCHW", "status": "failed", "message": "refused"})], layout="NCHW")
+        elif cfg.key != first or group is None:  # "absent": a group the run's code did not form
+            _measure(db, sid, cfg, "fp16", [("lib", 0.010)])
     lbl = analyze(ml, db, db.systems()[0], "fp16", layouts=("NCHW", "NHWC")).lbl_ms
     import sqlite3
 
@@ -90,3 +100,14 @@ def test_write_exports_reads_the_runs_archive(tmp_path):
         t.add(tmp_path / "llm", arcname="llm")
     assert _script().write_exports(tmp_path) == {"gpt2-decode128-fp16": KEY}
     assert json.loads((tmp_path / "run-exports.json").read_text()) == {"gpt2-decode128-fp16": KEY}
+
+
+@pytest.mark.parametrize("group,rc,stale", [("absent", 1, True), ("failed", 0, False)])
+def test_a_row_whose_database_never_planned_a_group_is_stale(tmp_path, capsys, group, rc, stale):
+    """A fusion group the run's database has no row of (its code did not form it) makes the row STALE,
+    not judged; a group the run tried and failed is the run's own result, judged as it is."""
+    folder, _ = _run_folder(tmp_path, lambda lbl: 100 * lbl, group)
+    assert _script().main([str(folder)]) == rc
+    out = capsys.readouterr().out
+    assert ("STALE: " in out and "fusion groups of this code are not in the run" in out) is stale
+    assert ("rows stale" in out) is stale and "every row judged holds" in out
