@@ -32,7 +32,9 @@ With ``--errors-out FILE`` it writes `benanza predict --train`'s error table
 existing one, so that one table holds several validations (SM partitions, H100 <-> H200).
 ``--same-implementation`` also validates the held-apart calls (:func:`unavailable_on_target`) like for
 like (:func:`same_implementation`): each predicted from the origin's time of an implementation that runs
-on both systems and judged against the target's time of that implementation.
+on both systems and judged against the target's time of that implementation. ``--launch-shapes``
+scales each call whose best implementation on the origin has stored counters (``bench --train
+--counters``) by its kernels' waves (:func:`benanza.analysis.predict.launch_units`).
 
   python3 benchmarks/predict_check.py --db predict.db --partitions --train --models out/onnx \\
       --model resnet18,resnet50,mobilenet_v2,vit_b_16,squeezenet1_1,alexnet --batch 32 --dtype fp16,fp32
@@ -90,6 +92,9 @@ def _args(argv):
     ap.add_argument("--same-implementation", action="store_true",
                     help="with --train: also validate the held-apart calls like for like, each timed on both systems "
                          "with the origin's fastest implementation of those that run on both")
+    ap.add_argument("--launch-shapes", action="store_true",
+                    help="with --train: scale each call whose best implementation has stored counters (bench --train "
+                         "--counters) by its kernels' waves on the origin (benanza.analysis.predict.launch_units)")
     ap.add_argument("--optimizer", default="sgd",
                     help="with --train: the optimizer of the step (as bench --train --optimizer: sgd, adam, adamw)")
     a = ap.parse_args(argv)
@@ -178,6 +183,8 @@ def main(argv=None) -> int:
     a = _args(argv)
     from benanza.database.store import open_db
 
+    if a.launch_shapes and not a.train:
+        raise SystemExit("benanza: --launch-shapes goes with --train (the training step's calls)")
     if a.errors_append and not (a.train and a.errors_out):
         raise SystemExit("benanza: --errors-append goes with --train --errors-out (it adds to a training error table)")
     db = open_db(a.db, create=False)
@@ -185,12 +192,13 @@ def main(argv=None) -> int:
     systems = list({s.id: s for p in pairs for s in p}.values())
     specs = _specs(db, systems, a.ceilings)
     analyses, mls = load(a, db, systems)
+    launch = _launch_shapes(db, systems, analyses) if a.launch_shapes else None
     out = {"command": " ".join(sys.argv), "ceilings": a.ceilings, "fixed_us": a.fixed_us, "span": not a.no_span}
     if a.train:
         out["optimizer"] = a.optimizer
     for memory in [m.strip() for m in a.memory.split(",") if m.strip()]:
         out[memory] = (report_train(analyses, mls, pairs, specs, memory, a.fixed_us, not a.no_span, db,
-                                    a.same_implementation) if a.train
+                                    a.same_implementation, launch) if a.train
                        else report(analyses, pairs, specs, memory, a.fixed_us, not a.no_span))
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
@@ -378,6 +386,23 @@ def unavailable_on_target(db, origin_id: int, target_id: int, so, st) -> dict[in
     return out
 
 
+def _launch_shapes(db, systems, steps) -> dict:
+    """--launch-shapes: each system's stored kernels (:func:`benanza.database.counters.read_counters`) of
+    every layer and call of the training ``steps`` ({(model, batch, dtype): {system id: step}}), by
+    system id; prints how many implementations have them."""
+    from benanza.database.counters import read_counters
+
+    keys: dict[int, set] = {s.id: set() for s in systems}
+    for by_system in steps.values():
+        for sid, st in by_system.items():
+            keys[sid] |= {lt.layer.key for lt in st.forward.layers if lt.status == "measured"}
+            keys[sid] |= {c.key for c in list(st.calls) + [st.loss_call, st.optimizer_call] if c is not None}
+    out = {sid: read_counters(db, sid, sorted(k)) for sid, k in keys.items()}
+    for s in systems:
+        print(f"launch shapes, {s.gpu_name}: {len(out[s.id])} implementations with stored counters")
+    return out
+
+
 def _serving(db, system_id: int, key: str, rule) -> dict[tuple[str, str, str], tuple[float, str]]:
     """Each implementation (call, algorithm, layout) of config ``key`` that serves on ``system_id`` by
     ``rule`` (:class:`benanza.database.query.Serves`, the LBL's own rule): its fastest median (ms)
@@ -425,7 +450,7 @@ def same_implementation(db, origin_id: int, target_id: int, so, st, held: dict[i
     return dataclasses.replace(so, calls=calls), target_ms, unshared
 
 
-def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None, same=False) -> dict:
+def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None, same=False, launch=None) -> dict:
     """--train: every configuration's training step (``steps[(model, batch, dtype)][system id]``, a
     :class:`benanza.analysis.training.TrainingStep`; ``mls`` its processed model) predicted from each
     pair's origin to its target (:func:`benanza.analysis.predict_training.predict_training`) and
@@ -453,7 +478,8 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None,
         pair = f"{o.gpu_name} -> {t.gpu_name}"
         for (model, batch, dtype), st in steps.items():
             so, stt = st[o.id], st[t.id]
-            tp = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory, **kw)
+            kwo = dict(kw, launch=launch.get(o.id)) if launch else kw  # the origin's launch shapes
+            tp = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory, **kwo)
             # every call measured on both systems, complete steps or not (a step missing calls gives
             # no step error, but its measured calls are predicted like any other)
             _pool_train_kinds(tp, so, stt, dtype, calls_all[pair])
@@ -482,7 +508,7 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None,
             if db is not None:
                 held = unavailable_on_target(db, o.id, t.id, so, stt)
                 tph = predict_training(mls[(model, batch, dtype)], so, specs[o.id], specs[t.id], memory,
-                                       known_ms=held, **kw) if held else tp
+                                       known_ms=held, **kwo) if held else tp
                 held_error = tph.critical_path_ms / stt.critical_path_ms - 1
                 same = same_implementation(db, o.id, t.id, so, stt, held) if held and same_impl else None
                 if same is not None:
@@ -496,7 +522,7 @@ def report_train(steps, mls, pairs, specs, memory, fixed_us, span=True, db=None,
                     meas2 = predict_training(mls[(model, batch, dtype)], stt, specs[t.id], specs[t.id], memory,
                                              known_ms=tms, **kw).critical_path_ms
                     pred2 = predict_training(mls[(model, batch, dtype)], so2, specs[o.id], specs[t.id], memory,
-                                             **kw).critical_path_ms
+                                             **kwo).critical_path_ms
                     same_error, same_calls, same_unshared = pred2 / meas2 - 1, len(tms), unshared
                 elif same_impl:  # nothing held apart, or no shared implementation: as held
                     same_error, same_calls, same_unshared = held_error, 0, 0

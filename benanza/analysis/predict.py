@@ -71,6 +71,13 @@ What benanza changes, and why:
   +19.0 % off, 32 -> 132 SMs). With the condition the mean |step error| over the partition
   validations went 6.18 % -> 4.57 % (H200 bf16), 4.66 % -> 4.48 % (H100 fp16), and stayed 3.91 %
   (H200 fp16) and 2.33 % (H200 fp32), spec ceilings.
+* **Launch shapes** (``launch``; ``benchmarks/predict_check.py --train --launch-shapes``). Where
+  ``bench --counters`` stored the origin's kernels of a layer's or call's best implementation (their
+  grids, blocks and achieved occupancy), P is counted from them (:func:`launch_units`: each kernel's
+  blocks over the blocks an SM held at once, duration-weighted) and the SMs kept busy from whole waves
+  (:func:`wave_sms`), as Habitat counts a kernel's waves from its profile. Not yet validated: the
+  training steps' counters are the next measurement (benchmarks/results/2026-11-28d/
+  plan-next-issue26.txt); ``benanza predict`` does not take them.
 * **Measured gamma.** Habitat's gamma comes from the kernel's *profiled* DRAM traffic and FLOP
   efficiency; benanza's intensity counts FLOPs, not instructions, so a CUDA-core layer of few FLOPs
   a byte that is in fact SM-bound (GELU's backward: about 80 lane operations an element against the
@@ -352,6 +359,47 @@ def busy_sms(sm_count: int, units: float) -> float:
     return 1.0 / (1.0 / sm_count + 1.0 / units)
 
 
+#: warps one SM holds at once on the GPUs benanza validates (Hopper, compute capability 9.0: 64; CUDA C++
+#: Programming Guide, "Compute Capabilities", "Maximum number of resident warps per SM")
+MAX_WARPS_PER_SM = 64
+
+
+def _dims(text) -> int | None:
+    """The product of a launch dimension as ncu prints it, ``(x, y, z)``; None when unreadable."""
+    try:
+        n = 1
+        for x in str(text).strip("() ").split(","):
+            n *= int(x)
+        return n if n > 0 else None
+    except ValueError:
+        return None
+
+
+def launch_units(kernels) -> float | None:
+    """P of a call from its kernels' measured launch shapes (``bench --counters``, rows of
+    :func:`benanza.database.counters.read_counters`): each kernel's thread blocks over the blocks one
+    SM held at once -- its achieved occupancy (% of :data:`MAX_WARPS_PER_SM`) over its warps per block,
+    at least one -- weighted by the kernel's duration: the SM-fulls of work Habitat's wave scaling
+    counts (Yu et al., ATC'21, §4.1: a kernel's waves from its grid and its blocks per SM). None when
+    no kernel has a grid, a block, an occupancy and a duration."""
+    num = den = 0.0
+    for k in kernels or ():
+        blocks, threads = _dims(getattr(k, "grid_size", None)), _dims(getattr(k, "block_size", None))
+        occ, dur = getattr(k, "occupancy_pct", None), getattr(k, "duration_ns", None)
+        if not (blocks and threads and occ and dur and dur > 0):
+            continue
+        per_sm = max(1.0, occ / 100.0 * MAX_WARPS_PER_SM / -(-threads // 32))
+        num += dur * blocks / per_sm
+        den += dur
+    return num / den if den > 0 else None
+
+
+def wave_sms(sm_count: int, units: float) -> float:
+    """The SMs a call of ``units`` SM-fulls of work (:func:`launch_units`) keeps busy on ``sm_count``
+    SMs, its waves whole: ``P / ceil(P / k)`` (one wave of P under k SMs: P; Habitat's wave quantisation)."""
+    return units / max(1.0, -(-units // sm_count))
+
+
 def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "warm") -> float:
     """The share of a layer's ``nbytes`` (its fewest bytes) that must come from DRAM on both GPUs:
     ``max(0, 1 - L2 / nbytes)`` with L2 the smaller of the two L2 capacities for warm-cache
@@ -363,13 +411,23 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
     return max(0.0, 1.0 - min(origin.l2_bytes, target.l2_bytes) / nbytes)
 
 
+def implementation_key(precision: str, t) -> tuple:
+    """The stored counters' key of a measured layer or call ``t`` (a LayerTime or a training step's
+    BackwardTime) in ``precision``: (layer key, precision, call, algorithm, math, layout)."""
+    key = t.key if isinstance(getattr(t, "key", None), str) else t.layer.key
+    return (key, precision, t.call, t.algorithm, t.math, t.layout)
+
+
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
-            memory: str = "l2", fixed_us: float = FIXED_US, span: bool = True) -> Prediction:
+            memory: str = "l2", fixed_us: float = FIXED_US, span: bool = True, launch: dict | None = None
+            ) -> Prediction:
     """Predict ``analysis`` (measured on ``origin``) on ``target`` by wave scaling (module
     docstring); ``memory``: ``l2`` (L2-aware memory term, default) or ``dram`` (Habitat's);
     ``fixed_us``: the part of each layer's time (µs) kept as measured (0: pure wave scaling);
     ``span``: each layer keeps only the SMs its parallel work fills busy (False: Habitat's ratio).
-    ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
+    ``launch``: the origin's measured kernels by implementation (:func:`benanza.database.counters.read_counters`,
+    ``bench --counters``): a layer whose best implementation has them scales by its waves
+    (:func:`launch_units`). ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
     analysis's, either GPU lacks Tensor Cores for it, ``memory`` is unknown or ``fixed_us`` < 0."""
     if memory not in MEMORY_MODELS:
         raise UsageError(f"memory model must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
@@ -388,7 +446,9 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span, fixed_us=fixed_us)
+            units = launch_units((launch or {}).get(implementation_key(analysis.kind_precision(kind), lt)))
+            scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span, fixed_us=fixed_us,
+                        launch=units)
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
@@ -422,19 +482,25 @@ def fused_weights(analysis: Analysis, layers: list[LayerPrediction]) -> list[flo
 
 
 def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
-                cache: str, span: bool = True, origin_ms: float | None = None, fixed_us: float = FIXED_US) -> None:
+                cache: str, span: bool = True, origin_ms: float | None = None, fixed_us: float = FIXED_US,
+                launch: float | None = None) -> None:
     """Fill ``lp``'s compute peak, gamma, intensity, DRAM share, work units and wave-scaling factor
     (module docstring) for the measured layer ``lt`` (anything with ``lt.layer.config``, the
     config, and ``lt.math``, its best measurement's math mode) in ``precision``, measured with
     ``cache`` (warm / cold) in ``origin_ms`` (ms; a weight gradient's span depends on it:
     :func:`wgrad_unsplit`; default ``lt.time_ms``), ``fixed_us`` (µs) the part of it the factor does not
-    scale (the measured gamma's and the DRAM floor's, as the caller's prediction keeps it). Raises
+    scale (the measured gamma's and the DRAM floor's, as the caller's prediction keeps it).
+    ``launch``: the call's SM-fulls of work from its measured launch shapes (:func:`launch_units`):
+    with ``span``, its waves (:func:`wave_sms`) in place of the estimated work units. Raises
     UsageError when a GPU lacks the Tensor Core peak it needs."""
     ly = lt.layer
     key = math_peak_key(lt.math, precision)
     x = roofline.intensity(ly.config, precision)
     ko, kd = origin.sm_count, target.sm_count
-    if span:
+    if span and launch:  # the call's own launch shapes on the origin (launch_units): its waves
+        lp.work_units = launch
+        ko, kd = wave_sms(ko, launch), wave_sms(kd, launch)
+    elif span:
         unsplit = wgrad_unsplit(ly.config, precision, key, origin_ms, origin, getattr(lt, "call", None))
         lp.work_units = work_units(ly.config, precision, unsplit)
         ko, kd = busy_sms(ko, lp.work_units), busy_sms(kd, lp.work_units)

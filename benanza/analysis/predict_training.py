@@ -41,8 +41,8 @@ from types import SimpleNamespace
 
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import (FIXED_US, ErrorBar, LayerPrediction, Prediction, check_precision, error_table_path,
-                                      fused_weights, load_error_table, predict, scale_layer,
-                                      weighted_error_bar)
+                                      fused_weights, implementation_key, launch_units, load_error_table, predict,
+                                      scale_layer, weighted_error_bar)
 from benanza.errors import UsageError
 from benanza.analysis.training import BackwardTime, TrainingStep, apply_forward_groups, forward_weights, schedule
 from benanza.processing.model import ModelLayers
@@ -120,7 +120,7 @@ def _call_precision(cfg, step: TrainingStep) -> str:
 
 
 def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: GpuSpec, memory: str = "l2",
-                 fixed_us: float = FIXED_US, span: bool = True) -> CallPrediction:
+                 fixed_us: float = FIXED_US, span: bool = True, launch: dict | None = None) -> CallPrediction:
     """One call of the step predicted on ``target`` (module docstring): ``fixed + (origin - fixed) x
     factor`` with the wave-scaling factor of its config, precision and math; no prediction (None)
     when it has no origin time. Raises UsageError when a GPU lacks the call's Tensor Cores."""
@@ -132,7 +132,8 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
     check_precision(origin, precision)
     check_precision(target, precision)
     lt = SimpleNamespace(layer=SimpleNamespace(config=c.config), math=c.math, call=c.call)
-    scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span, c.time_ms, fixed_us)
+    units = launch_units((launch or {}).get(implementation_key(precision, c)))
+    scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span, c.time_ms, fixed_us, units)
     cp.fixed_ms = min(c.time_ms, fixed_us * 1e-3)
     cp.predicted_ms = cp.fixed_ms + (c.time_ms - cp.fixed_ms) * cp.factor
     return cp
@@ -140,15 +141,17 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
 
 def predict_training(ml: ModelLayers, step: TrainingStep, origin: GpuSpec, target: GpuSpec, memory: str = "l2",
                      fixed_us: float = FIXED_US, span: bool = True,
-                     known_ms: dict[int, float] | None = None) -> TrainingPrediction:
+                     known_ms: dict[int, float] | None = None, launch: dict | None = None) -> TrainingPrediction:
     """``step`` (of ``ml``, measured on ``origin``) predicted on ``target`` (module docstring);
     ``memory``, ``fixed_us``, ``span`` as :func:`benanza.analysis.predict.predict`. ``known_ms``:
     call index in ``step.calls`` -> its time on the target (ms), used as it is instead of a
     prediction (a validation that holds apart the calls whose origin implementation cannot run on
-    the target: benchmarks/predict_check.py); those calls' status is ``given``. Raises UsageError as
+    the target: benchmarks/predict_check.py); those calls' status is ``given``. ``launch``: the
+    origin's measured kernels by implementation (``bench --train --counters``), as
+    :func:`benanza.analysis.predict.predict` takes them. Raises UsageError as
     :func:`benanza.analysis.predict.predict` does."""
     a = step.forward
-    fwd = predict(a, origin, target, a.precision, memory, fixed_us, span)
+    fwd = predict(a, origin, target, a.precision, memory, fixed_us, span, launch)
     # the forward pass's weights on the target, as the measured step weighs them: layout
     # conversions left out, inference-only fusions undone layer by layer
     layer_ms = [0.0 if lt.conversion else lp.predicted_ms for lt, lp in zip(a.layers, fwd.layers)]
@@ -158,13 +161,13 @@ def predict_training(ml: ModelLayers, step: TrainingStep, origin: GpuSpec, targe
             fused[i] = 0.0
     weights = forward_weights(ml, a, fused, layer_ms)
     apply_forward_groups(weights, step.forward_groups, layer_ms)  # as the measured step counts them
-    calls = [predict_call(c, step, origin, target, memory, fixed_us, span) for c in step.calls]
+    calls = [predict_call(c, step, origin, target, memory, fixed_us, span, launch) for c in step.calls]
     for i, ms in (known_ms or {}).items():
         calls[i].predicted_ms, calls[i].status = ms, "given"
     extra = {}
     for name, c in (("loss", step.loss_call), ("optimizer", step.optimizer_call)):
         if c is not None:
-            extra[name] = predict_call(c, step, origin, target, memory, fixed_us, span)
+            extra[name] = predict_call(c, step, origin, target, memory, fixed_us, span, launch)
             calls.append(extra[name])
     loss_ms = extra["loss"].predicted_ms if "loss" in extra else None
     opt_ms = extra["optimizer"].predicted_ms if "optimizer" in extra else step.phase_ms.get("optimizer")
