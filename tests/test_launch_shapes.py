@@ -10,10 +10,9 @@ from types import SimpleNamespace as K
 import pytest
 
 from benanza.analysis.gpus import find_gpu, partition_spec
-from benanza.analysis.predict import (MAX_WARPS_PER_SM, busy_sms, implementation_key, launch_units, predict,
-                                      wave_sms)
+from benanza.analysis.predict import MAX_WARPS_PER_SM, busy_sms, launch_units, predict, wave_sms
 from benanza.analysis.predict_training import predict_training
-from benanza.database.counters import read_counters, write_counters
+from benanza.database.counters import implementation_key, read_counters, write_counters
 from conftest import REPO
 from test_predict_train import _measured, _step
 
@@ -55,7 +54,7 @@ def test_a_layer_with_launch_shapes_scales_by_its_waves(tmp_path):
     target = partition_spec(H200, 64)
     plain = predict_training(ml, step, H200, target)
     i, c = next((i, c) for i, c in enumerate(step.calls) if c.kind == "ConvBwdFilter")
-    key = implementation_key(step.forward.kind_precision(c.kind), c)
+    key = implementation_key(c, step.forward.kind_precision(c.kind))
     launch = {key: [_kernel("(40, 1, 1)", "(256, 1, 1)", 12.5, 1000)]}  # 1 block an SM: P = 40
     shaped = predict_training(ml, step, H200, target, launch=launch)
     assert shaped.calls[i].work_units == 40 and plain.calls[i].work_units != 40
@@ -65,7 +64,7 @@ def test_a_layer_with_launch_shapes_scales_by_its_waves(tmp_path):
     assert all(a == pytest.approx(b) for a, b in others)
     # the forward pass takes them too, by its layers' implementations
     lt = next(t for t in step.forward.layers if t.status == "measured")
-    fkey = implementation_key(step.forward.kind_precision(lt.layer.config.kind), lt)
+    fkey = implementation_key(lt, step.forward.kind_precision(lt.layer.config.kind))
     fwd = predict(step.forward, H200, target, launch={fkey: [_kernel("(40, 1, 1)", "(256, 1, 1)", 12.5, 1000)]})
     assert next(p for p in fwd.layers if p.index == lt.layer.index).work_units == 40
 
@@ -92,7 +91,7 @@ def test_predict_check_reads_the_origins_launch_shapes(tmp_path):
     system = next(s for s in db.systems() if s.id == sids[WHOLE])
     step = _step_on(ml, db, system)
     c = next(c for c in step.calls if c.kind == "ConvBwdFilter")
-    key = implementation_key(step.forward.kind_precision(c.kind), c)
+    key = implementation_key(c, step.forward.kind_precision(c.kind))
     write_counters(db, system.id, key, [{"kernel_index": 0, "kernel_name": "wgrad", "block_size": "(256, 1, 1)",
                                          "grid_size": "(40, 1, 1)", "dram_pct": None, "dram_bytes": None,
                                          "sm_pct": None, "occupancy_pct": 12.5, "duration_ns": 1000.0}])

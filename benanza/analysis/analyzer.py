@@ -100,10 +100,14 @@ class FusionTime:
     library_ms: float | None = None
     #: the headline (fused) LBL takes this group as one fused call
     applied: bool = False
-    #: the fused call is faster than its layers' sum (the fused sequential LBL takes it fused)
-    faster_than_sum: bool = False
     #: a training step counts this group layer by layer (:func:`benanza.kinds.training_counts_layers`)
     training_layers: bool = False
+
+    @property
+    def faster_than_sum(self) -> bool:
+        """The fused call is faster than its layers' sum, or the only time for a member (the fused
+        sequential LBL takes it fused)."""
+        return self.fused_ms is not None and (self.unfused_ms is None or self.fused_ms < self.unfused_ms)
 
     @property
     def profit_ms(self) -> float:
@@ -555,13 +559,12 @@ def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
         if ft.fused_ms is None:
             continue
         span = None if unfused is None else group_span(ml.edges, f.layers, weight)
-        for w, limit in ((seq_weight, unfused), (fused_weight, span)):
-            if limit is None or ft.fused_ms < limit:
+        for w, take in ((seq_weight, ft.faster_than_sum), (fused_weight, span is None or ft.fused_ms < span)):
+            if take:
                 for i in f.layers[:-1]:
                     w[i] = 0.0
                 w[f.layers[-1]] = ft.fused_ms
         ft.applied = span is None or ft.fused_ms < span
-        ft.faster_than_sum = unfused is None or ft.fused_ms < unfused
         if ft.faster_than_sum:
             for p in parts:
                 if p.status == "missing":

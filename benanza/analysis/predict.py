@@ -132,6 +132,7 @@ from typing import Iterable
 
 from benanza.analysis import roofline
 from benanza.analysis.analyzer import Analysis, critical_path
+from benanza.database.counters import implementation_key
 from benanza.errors import UsageError
 from benanza.analysis.gpus import GpuSpec
 
@@ -411,13 +412,6 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
     return max(0.0, 1.0 - min(origin.l2_bytes, target.l2_bytes) / nbytes)
 
 
-def implementation_key(precision: str, t) -> tuple:
-    """The stored counters' key of a measured layer or call ``t`` (a LayerTime or a training step's
-    BackwardTime) in ``precision``: (layer key, precision, call, algorithm, math, layout)."""
-    key = t.key if isinstance(getattr(t, "key", None), str) else t.layer.key
-    return (key, precision, t.call, t.algorithm, t.math, t.layout)
-
-
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
             memory: str = "l2", fixed_us: float = FIXED_US, span: bool = True, launch: dict | None = None
             ) -> Prediction:
@@ -446,7 +440,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            units = launch_units((launch or {}).get(implementation_key(analysis.kind_precision(kind), lt)))
+            units = launch_units((launch or {}).get(implementation_key(lt, analysis.kind_precision(kind))))
             scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span, fixed_us=fixed_us,
                         launch=units)
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)

@@ -41,10 +41,11 @@ from types import SimpleNamespace
 
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import (FIXED_US, ErrorBar, LayerPrediction, Prediction, check_precision, error_table_path,
-                                      fused_weights, implementation_key, launch_units, load_error_table, predict,
+                                      fused_weights, launch_units, load_error_table, predict,
                                       scale_layer, weighted_error_bar)
 from benanza.errors import UsageError
 from benanza.analysis.training import BackwardTime, TrainingStep, apply_forward_groups, forward_weights, schedule
+from benanza.database.counters import implementation_key
 from benanza.processing.model import ModelLayers
 
 
@@ -132,7 +133,7 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
     check_precision(origin, precision)
     check_precision(target, precision)
     lt = SimpleNamespace(layer=SimpleNamespace(config=c.config), math=c.math, call=c.call)
-    units = launch_units((launch or {}).get(implementation_key(precision, c)))
+    units = launch_units((launch or {}).get(implementation_key(c, precision)))
     scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span, c.time_ms, fixed_us, units)
     cp.fixed_ms = min(c.time_ms, fixed_us * 1e-3)
     cp.predicted_ms = cp.fixed_ms + (c.time_ms - cp.fixed_ms) * cp.factor

@@ -18,6 +18,14 @@ from benanza.database.store import Database, KernelCounter, retrying  # noqa: F4
 ImplKey = tuple[str, str, str, str, str, str]
 
 
+def implementation_key(t, precision: str) -> ImplKey:
+    """The :data:`ImplKey` of a measured layer or call ``t`` in ``precision``: an analysis's LayerTime
+    (its layer's config key) or a training step's BackwardTime (its ``key``), with the call, algorithm,
+    math and layout of the measurement it took."""
+    key = t.key if isinstance(getattr(t, "key", None), str) else t.layer.key
+    return (key, precision, t.call, t.algorithm, t.math, t.layout)
+
+
 @retrying
 def write_counters(db: Database, system_id: int, impl: ImplKey, kernels: list[dict], tool: str = "") -> None:
     """Store the kernels of one implementation (dicts of :class:`KernelCounter`'s per-kernel fields:

@@ -4,8 +4,7 @@ roof and why (memory-, compute- or latency-bound, after Nsight Compute's SOLBott
 :func:`benanza.database.counters.summarize`)."""
 from __future__ import annotations
 
-from benanza import kinds as L
-from benanza.database.counters import read_counters, summarize
+from benanza.database.counters import implementation_key, read_counters, summarize
 
 
 def counter_rows(analysis, database, system) -> list[dict]:
@@ -27,11 +26,9 @@ def counter_rows(analysis, database, system) -> list[dict]:
         att = {x.index: x.attainable_ms for x in model_roofline(analysis, find_gpu(system.gpu_name)).layers}
     except UsageError:
         att = {}
-    conv_p = analysis.conv_precision or analysis.precision
     out, seen = [], set()
     for lt in layers:
-        p = conv_p if lt.layer.config.kind in L.CUDNN_TF32_KINDS else analysis.precision
-        key = (lt.layer.key, p, lt.call, lt.algorithm, lt.math, lt.layout)
+        key = implementation_key(lt, analysis.kind_precision(lt.layer.config.kind))
         if key in seen or key not in stored:
             continue
         seen.add(key)
@@ -39,7 +36,7 @@ def counter_rows(analysis, database, system) -> list[dict]:
         bound = att.get(lt.layer.index)
         out.append({"index": lt.layer.index, "name": lt.layer.name, "kind": lt.layer.config.kind, "call": lt.call,
                     "algorithm": lt.algorithm, "time_ms": lt.time_ms, "bound_ms": bound,
-                    "x_bound": lt.time_ms / bound if bound else None, "min_bytes": min_bytes(lt.layer.config, p),
+                    "x_bound": lt.time_ms / bound if bound else None, "min_bytes": min_bytes(lt.layer.config, key[1]),
                     **s.to_dict()})
     return out
 

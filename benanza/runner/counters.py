@@ -249,34 +249,28 @@ def best_implementations(analyses, jobs, steps=()) -> list[tuple[tuple, Implemen
     whose measured backward calls, loss and optimizer step follow, named ``LAYER (PHASE)``: their
     kernels' launch shapes are what a prediction of the step on another GPU scales (Habitat's wave
     scaling takes each kernel's grid and occupancy from its profile)."""
-    from benanza import kinds as L
+    from benanza.database.counters import implementation_key
     from benanza.database.store import is_framework_call
 
     by = {(j.config.key, j.precision, j.layout): j.id for j in jobs}
     out, seen = [], set()
 
-    def add(key: tuple, call: str, algorithm: str, math: str, layout: str, name: str) -> None:
+    def add(t, precision: str, name: str) -> None:
+        key = implementation_key(t, precision)
         if key in seen:
             return
         seen.add(key)
-        job = "" if is_framework_call(call) else by.get((key[0], key[1], layout), "")
-        out.append((key, Implementation(job, call, algorithm, math, layout), name))
+        job = "" if is_framework_call(t.call) else by.get((key[0], precision, t.layout), "")
+        out.append((key, Implementation(job, t.call, t.algorithm, t.math, t.layout), name))
 
     for a in analyses:
-        conv_p = a.conv_precision or a.precision
         for lt in a.layers:
-            if lt.status != "measured" or lt.conversion:
-                continue
-            p = conv_p if lt.layer.config.kind in L.CUDNN_TF32_KINDS else a.precision
-            add((lt.layer.key, p, lt.call, lt.algorithm, lt.math, lt.layout), lt.call, lt.algorithm, lt.math,
-                lt.layout, lt.layer.name)
+            if lt.status == "measured" and not lt.conversion:
+                add(lt, a.kind_precision(lt.layer.config.kind), lt.layer.name)
     for st in steps:
         for c in list(st.calls) + [x for x in (st.loss_call, st.optimizer_call) if x is not None]:
-            if c.time_ms is None or not c.call:
-                continue
-            p = st.forward.kind_precision(c.kind)
-            add((c.key, p, c.call, c.algorithm, c.math, c.layout), c.call, c.algorithm, c.math, c.layout,
-                f"{c.layer_name or c.kind} ({c.phase})")
+            if c.time_ms is not None and c.call:
+                add(c, st.forward.kind_precision(c.kind), f"{c.layer_name or c.kind} ({c.phase})")
     return out
 
 
