@@ -9,7 +9,9 @@
 #     MODELS: comma-separated names of db/reference/truth/*.onnx (dynamic-batch exports)
 #     SMS: comma-separated SM counts, 0 = the whole GPU (default 0,64,32: Hopper partitions
 #          in multiples of 8 SMs, so 66 and 33 are not possible there)
-#   env: DEADLINE (s, default 520: no bench starts later), BATCH (default 32), DTYPES (fp16,fp32),
+#   env: PARTITION (green_context, default, or mps: benchmarks/mps.sh, each partition an MPS client
+#        whose device reports its SM count to the libraries; the whole GPU outside MPS),
+#        DEADLINE (s, default 520: no bench starts later), BATCH (default 32), DTYPES (fp16,fp32),
 #        BENCH_ARGS (extra bench flags), DB_IN (a gzipped database to continue), WORK (the machine's
 #        work folder, /tmp/gpu_predict), DRY_RUN=1 (print the commands, install and run nothing)
 # Then, here: python3 benchmarks/predict_check.py --db predict.db --partitions ...
@@ -89,10 +91,27 @@ pack() {
     && gzip -c "$WORK/slim.db" > "$OUT/predict.db.gz.tmp" && mv "$OUT/predict.db.gz.tmp" "$OUT/predict.db.gz"
 }
 left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
+# confine SM: the environment of a partition of SM SMs (0: the whole GPU): a green context
+# (BENANZA_SM_COUNT), or under PARTITION=mps an MPS client of a daemon of this script's own
+# (benchmarks/mps.sh: the device reports the limit to cuDNN and cuBLAS as a smaller GPU would)
+confine() {
+  if [ "${PARTITION:-green_context}" = mps ]; then
+    if [ "$1" = 0 ]; then mps_release; else mps_confine "$1"; fi
+  elif [ "$1" = 0 ]; then unset BENANZA_SM_COUNT
+  else export BENANZA_SM_COUNT=$1
+  fi
+}
+if [ "${PARTITION:-green_context}" = mps ] && [ "$DRY_RUN" = 1 ]; then
+  mps_confine() { echo "+ mps_confine $1"; }
+  mps_release() { echo "+ mps_release"; }
+elif [ "${PARTITION:-green_context}" = mps ]; then
+  . "$ROOT/benchmarks/mps.sh"
+  mps_start "$WORK/mps" || { echo "gpu_predict: PARTITION=mps: no MPS here"; exit 1; }
+fi
 cd "$WORK" || exit 1  # run the installed package, not the tree
 for sm in ${SMS//,/ }; do
   [ "$(left)" -gt 30 ] || break
-  if [ "$sm" = 0 ]; then unset BENANZA_SM_COUNT; else export BENANZA_SM_COUNT=$sm; fi
+  confine "$sm" || { echo "gpu_predict: no partition of $sm SMs, its ceilings not measured"; continue; }
   echo "=== ceilings, BENANZA_SM_COUNT=${BENANZA_SM_COUNT:-whole GPU} ($(( $(date +%s) - t0 )) s)"
   run benanza ceilings --db "$DB" -o "$WORK/ceilings" || echo "gpu_predict: ceilings failed at $sm SMs"
 done
@@ -100,21 +119,26 @@ pack
 for m in ${MODELS//,/ }; do
   for sm in ${SMS//,/ }; do
     if [ "$(left)" -le 0 ]; then echo "gpu_predict: deadline, not started: $m at $sm SMs"; continue; fi
-    if [ "$sm" = 0 ]; then unset BENANZA_SM_COUNT; else export BENANZA_SM_COUNT=$sm; fi
+    confine "$sm" || { echo "gpu_predict: no partition of $sm SMs, $m not measured there"; continue; }
     echo "=== $m, BENANZA_SM_COUNT=${BENANZA_SM_COUNT:-whole GPU} ($(( $(date +%s) - t0 )) s)"
     s0=$(date +%s)
     # --no-torch: PyTorch's kernels would run outside the partition; --layout nchw: one layout is
     # enough to test the prediction and halves the convolution jobs
     train=()
     [ "$TRAIN" = 1 ] && train=(--train --optimizer "${OPTIMIZER:-sgd}")
+    # the database packed every 60 s while the bench runs, so a call cut in a long bench (bench
+    # --counters: one ncu run per implementation) still returns what it stored
+    packer=""
+    if [ "$DRY_RUN" != 1 ]; then ( while sleep 60; do pack; done ) & packer=$!; fi
     run benanza bench "$(model_file "$m")" ${train[@]+"${train[@]}"} --batch "${BATCH:-32}" --dtype "${DTYPES:-fp16,fp32}" \
         --db "$DB" -o "$WORK/suites/$m" --no-torch --no-cold --layout nchw --max-engines 3 --max-time-ms 40 \
         --min-samples 5 --no-layers ${BENCH_ARGS:-} | tail -8
+    [ -n "$packer" ] && { kill "$packer" 2>/dev/null; wait "$packer" 2>/dev/null; }
     echo "gpu_predict: $m at ${sm} SMs: $(( $(date +%s) - s0 )) s"
     pack
   done
 done
-unset BENANZA_SM_COUNT
+confine 0
 [ "$DRY_RUN" = 1 ] && exit 0
 python3 - "$DB" <<'EOF'
 import json, sys

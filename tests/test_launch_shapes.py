@@ -10,7 +10,7 @@ from types import SimpleNamespace as K
 import pytest
 
 from benanza.analysis.gpus import find_gpu, partition_spec
-from benanza.analysis.predict import MAX_WARPS_PER_SM, busy_sms, launch_units, predict, wave_sms
+from benanza.analysis.predict import MAX_WARPS_PER_SM, busy_sms, launch_sms, launch_units, predict, wave_sms
 from benanza.analysis.predict_training import predict_training
 from benanza.database.counters import implementation_key, read_counters, write_counters
 from conftest import REPO
@@ -43,6 +43,25 @@ def test_waves_are_whole():
     assert [wave_sms(k, 66) for k in (132, 64, 32)] == [66, 33, 22]
     # many waves: close to every SM; Brent's estimate without whole waves is below it
     assert wave_sms(132, 10 * 132) == 132 and busy_sms(132, 10 * 132) < 132
+
+
+def test_a_persistent_grid_keeps_every_sm_busy_on_both_gpus():
+    """A grid of m x the origin's SMs (m <= 4) is a persistent kernel sized to the GPU -- cuBLAS's nvjet
+    kernels run 2 x 66 blocks on the H200 -- and the library sizes it to the target again: it keeps
+    every SM busy on both (132 -> 64 SMs: 2.06 x slower), where whole waves of its 132 blocks would say
+    three waves on 64 SMs (3 x slower)."""
+    nvjet = _kernel("(2, 66, 1)", "(384, 1, 1)", 14.5, 1000)  # under one block an SM: P = 132
+    ko, kd, p = launch_sms([nvjet], 132, 64)
+    assert (ko, kd, p) == (132, 64, 132)
+    assert wave_sms(132, 132) / wave_sms(64, 132) == pytest.approx(3)  # what whole waves alone would say
+    # 130 blocks are no grid sized to 132 SMs: whole waves, one on 132 SMs, three on 64
+    ko, kd, _ = launch_sms([_kernel("(130, 1, 1)", "(384, 1, 1)", 14.5, 1000)], 132, 64)
+    assert ko / kd == pytest.approx(3)
+    # two kernels: the target's time over the origin's is their duration-weighted mean ratio
+    small = _kernel("(40, 1, 1)", "(256, 1, 1)", 12.5, 3000)  # one wave of 40 on both: ratio 1
+    ko, kd, _ = launch_sms([nvjet, small], 132, 64)
+    assert ko / kd == pytest.approx(0.25 * 132 / 64 + 0.75 * 1)
+    assert launch_sms([_kernel("n/a", "(1, 1, 1)", 1.0, 1)], 132, 64) is None
 
 
 def test_a_layer_with_launch_shapes_scales_by_its_waves(tmp_path):

@@ -486,6 +486,29 @@ def test_sm_partition_names_the_system_as_the_suite_does(monkeypatch):
             sysq.apply_partition(dev)
 
 
+def test_an_mps_client_is_named_a_partition_of_the_count_its_device_reports(monkeypatch):
+    """BENANZA_PARTITION=mps (issue 26): an MPS client limited to N SMs reports N itself; benanza names
+    it the partition the suite's record names (cpp/src/partition.cpp), requires the report to be the
+    requested count, and lets PyTorch's kernels in (they run in the same client's limit)."""
+    from benanza.runner import system as sysq
+
+    mps = {"gpu_name": "NVIDIA H200", "sm_count": 64, "compute_capability": "9.0"}
+    monkeypatch.setenv("BENANZA_PARTITION", "mps")
+    monkeypatch.setenv("BENANZA_SM_COUNT", "64")
+    part = sysq.apply_partition(mps)
+    assert part == {**mps, "gpu_name": "NVIDIA H200 [64 SMs, MPS]"}  # not the green context's "[64 SMs]"
+    assert find_gpu(part["gpu_name"]).sm_count == 64 and sysq.partition_excludes_framework() is None
+    # the MPS daemon not running, or another limit: the device reports what it has, and benanza says so
+    with pytest.raises(UsageError, match=r"BENANZA_SM_COUNT=64 with BENANZA_PARTITION=mps: the device reports 132 SMs"):
+        sysq.apply_partition({**mps, "sm_count": 132})
+    monkeypatch.delenv("BENANZA_SM_COUNT")
+    with pytest.raises(UsageError, match="BENANZA_PARTITION=mps needs BENANZA_SM_COUNT"):
+        sysq.apply_partition(mps)
+    monkeypatch.setenv("BENANZA_PARTITION", "mig")
+    with pytest.raises(UsageError, match="BENANZA_PARTITION=mig: not a partition method"):
+        sysq.apply_partition(mps)
+
+
 def test_span_keeps_small_layers_off_the_sm_ratio(r50, models):
     """Brent's theorem: a layer of P units of parallel work keeps 1 / (1/k + 1/P) of k SMs busy.
     Large layers scale nearly by the SM ratio (Habitat's), a batch-1 layer of a few tiles hardly."""

@@ -223,8 +223,9 @@ GPUS: tuple[GpuSpec, ...] = (
 )
 
 
-#: a partitioned system's GPU name (BENANZA_SM_COUNT, cpp/include/benanza/partition.hpp): "<name> [<N> SMs]"
-PARTITION_NAME = re.compile(r"^(?P<base>.*\S)\s*\[(?P<sms>\d+) SMs\]$")
+#: a partitioned system's GPU name (BENANZA_SM_COUNT, cpp/include/benanza/partition.hpp): "<name> [<N> SMs]",
+#: "<name> [<N> SMs, MPS]" for an MPS client's (BENANZA_PARTITION=mps)
+PARTITION_NAME = re.compile(r"^(?P<base>.*\S)\s*\[(?P<sms>\d+) SMs(?:, MPS)?\]$")
 
 
 def partition_spec(spec: GpuSpec, sm_count: int) -> GpuSpec:

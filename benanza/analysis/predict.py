@@ -73,11 +73,14 @@ What benanza changes, and why:
   (H200 fp16) and 2.33 % (H200 fp32), spec ceilings.
 * **Launch shapes** (``launch``; ``benchmarks/predict_check.py --train --launch-shapes``). Where
   ``bench --counters`` stored the origin's kernels of a layer's or call's best implementation (their
-  grids, blocks and achieved occupancy), P is counted from them (:func:`launch_units`: each kernel's
-  blocks over the blocks an SM held at once, duration-weighted) and the SMs kept busy from whole waves
-  (:func:`wave_sms`), as Habitat counts a kernel's waves from its profile. Not yet validated: the
-  training steps' counters are the next measurement (benchmarks/results/2026-11-28d/
-  plan-next-issue26.txt); ``benanza predict`` does not take them.
+  grids, blocks and achieved occupancy), each kernel's SMs kept busy come from them
+  (:func:`launch_sms`): a kernel of P SM-fulls of blocks (:func:`launch_units`) keeps busy the SMs of
+  its whole waves (:func:`wave_sms`), as Habitat counts a kernel's waves from its profile; a kernel
+  whose grid is a whole multiple (at most :data:`PERSISTENT_MAX_PER_SM`) of the origin's SM count is
+  a persistent one sized to the GPU (cuBLAS's nvjet kernels of 2 x 66 blocks, cuDNN's SDPA backward
+  and Hopper implicit GEMMs of 132 on the H200), which the library sizes to the target's SMs again, so
+  it keeps every SM busy on both. The kernels weigh by their durations. Validation:
+  benchmarks/results/2026-11-28e; ``benanza predict`` does not take them.
 * **Measured gamma.** Habitat's gamma comes from the kernel's *profiled* DRAM traffic and FLOP
   efficiency; benanza's intensity counts FLOPs, not instructions, so a CUDA-core layer of few FLOPs
   a byte that is in fact SM-bound (GELU's backward: about 80 lane operations an element against the
@@ -401,6 +404,39 @@ def wave_sms(sm_count: int, units: float) -> float:
     return units / max(1.0, -(-units // sm_count))
 
 
+#: the most blocks an SM a persistent kernel's grid is taken to hold: a grid of m x the origin's SMs,
+#: 1 <= m <= 4, is one sized to the GPU (:func:`launch_sms`); chosen on the H200's counters of
+#: 2026-11-28e, where such grids are 132 (nvjet 2 x 66 clusters, cuDNN's SDPA backward, sm90 implicit
+#: GEMMs) and 264 (cuDNN's batch norm ``*_singleread_spec``)
+PERSISTENT_MAX_PER_SM = 4
+
+
+def launch_sms(kernels, origin_sms: int, target_sms: int) -> tuple[float, float, float] | None:
+    """``(k_o, k_d, P)``: the SMs a call keeps busy on the origin (``origin_sms`` SMs) and on the target
+    (``target_sms``) from its kernels' launch shapes on the origin (rows of
+    :func:`benanza.database.counters.read_counters`), and its SM-fulls of work (:func:`launch_units`).
+    Each kernel keeps busy the SMs of its whole waves (:func:`wave_sms`) on each GPU, or every SM of
+    both when its grid is a persistent one sized to the origin (a multiple m <= :data:`PERSISTENT_MAX_PER_SM`
+    of ``origin_sms`` blocks); the target's time over the origin's is the duration-weighted mean of
+    the kernels' ratios, and ``k_d = k_o / that``. None when no kernel has a readable shape."""
+    num_o = ratio = den = 0.0
+    for k in kernels or ():
+        p = launch_units([k])
+        if p is None:
+            continue
+        blocks = _dims(k.grid_size)
+        if blocks % origin_sms == 0 and blocks // origin_sms <= PERSISTENT_MAX_PER_SM:
+            bo, bd = float(origin_sms), float(target_sms)
+        else:
+            bo, bd = wave_sms(origin_sms, p), wave_sms(target_sms, p)
+        num_o += k.duration_ns * bo
+        ratio += k.duration_ns * bo / bd
+        den += k.duration_ns
+    if den <= 0:
+        return None
+    return num_o / den, num_o / ratio, launch_units(kernels)
+
+
 def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "warm") -> float:
     """The share of a layer's ``nbytes`` (its fewest bytes) that must come from DRAM on both GPUs:
     ``max(0, 1 - L2 / nbytes)`` with L2 the smaller of the two L2 capacities for warm-cache
@@ -440,9 +476,8 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
         if lt.status == "zero_cost":
             lp.predicted_ms = 0.0
         elif lt.status == "measured":
-            units = launch_units((launch or {}).get(implementation_key(lt, analysis.kind_precision(kind))))
             scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span, fixed_us=fixed_us,
-                        launch=units)
+                        launch=(launch or {}).get(implementation_key(lt, analysis.kind_precision(kind))))
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
@@ -477,23 +512,23 @@ def fused_weights(analysis: Analysis, layers: list[LayerPrediction]) -> list[flo
 
 def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, precision: str, memory: str,
                 cache: str, span: bool = True, origin_ms: float | None = None, fixed_us: float = FIXED_US,
-                launch: float | None = None) -> None:
+                launch: list | None = None) -> None:
     """Fill ``lp``'s compute peak, gamma, intensity, DRAM share, work units and wave-scaling factor
     (module docstring) for the measured layer ``lt`` (anything with ``lt.layer.config``, the
     config, and ``lt.math``, its best measurement's math mode) in ``precision``, measured with
     ``cache`` (warm / cold) in ``origin_ms`` (ms; a weight gradient's span depends on it:
     :func:`wgrad_unsplit`; default ``lt.time_ms``), ``fixed_us`` (µs) the part of it the factor does not
     scale (the measured gamma's and the DRAM floor's, as the caller's prediction keeps it).
-    ``launch``: the call's SM-fulls of work from its measured launch shapes (:func:`launch_units`):
-    with ``span``, its waves (:func:`wave_sms`) in place of the estimated work units. Raises
+    ``launch``: the call's kernels measured on the origin (``bench --counters``): with ``span``, the
+    SMs they keep busy (:func:`launch_sms`) in place of the estimated work units. Raises
     UsageError when a GPU lacks the Tensor Core peak it needs."""
     ly = lt.layer
     key = math_peak_key(lt.math, precision)
     x = roofline.intensity(ly.config, precision)
     ko, kd = origin.sm_count, target.sm_count
-    if span and launch:  # the call's own launch shapes on the origin (launch_units): its waves
-        lp.work_units = launch
-        ko, kd = wave_sms(ko, launch), wave_sms(kd, launch)
+    shaped = launch_sms(launch, ko, kd) if span and launch else None
+    if shaped:  # the call's own launch shapes on the origin: its waves, or a persistent grid's SMs
+        ko, kd, lp.work_units = shaped
     elif span:
         unsplit = wgrad_unsplit(ly.config, precision, key, origin_ms, origin, getattr(lt, "call", None))
         lp.work_units = work_units(ly.config, precision, unsplit)

@@ -41,7 +41,7 @@ from types import SimpleNamespace
 
 from benanza.analysis.gpus import GpuSpec
 from benanza.analysis.predict import (FIXED_US, ErrorBar, LayerPrediction, Prediction, check_precision, error_table_path,
-                                      fused_weights, launch_units, load_error_table, predict,
+                                      fused_weights, load_error_table, predict,
                                       scale_layer, weighted_error_bar)
 from benanza.errors import UsageError
 from benanza.analysis.training import BackwardTime, TrainingStep, apply_forward_groups, forward_weights, schedule
@@ -133,8 +133,8 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
     check_precision(origin, precision)
     check_precision(target, precision)
     lt = SimpleNamespace(layer=SimpleNamespace(config=c.config), math=c.math, call=c.call)
-    units = launch_units((launch or {}).get(implementation_key(c, precision)))
-    scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span, c.time_ms, fixed_us, units)
+    scale_layer(cp, lt, origin, target, precision, memory, step.forward.cache, span, c.time_ms, fixed_us,
+                (launch or {}).get(implementation_key(c, precision)))
     cp.fixed_ms = min(c.time_ms, fixed_us * 1e-3)
     cp.predicted_ms = cp.fixed_ms + (c.time_ms - cp.fixed_ms) * cp.factor
     return cp

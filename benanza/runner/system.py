@@ -10,23 +10,47 @@ from benanza.errors import BenanzaError, UsageError
 
 #: confines the suites to an SM partition of the GPU (a CUDA green context; cpp/include/benanza/partition.hpp)
 SM_COUNT_ENV = "BENANZA_SM_COUNT"
+#: how the partition is made: ``green_context`` (default) or ``mps`` (the process is a CUDA MPS client
+#: limited to BENANZA_SM_COUNT SMs, benchmarks/gpu_mps.sh; the device reports that count itself)
+PARTITION_ENV = "BENANZA_PARTITION"
+PARTITION_METHODS = ("green_context", "mps")
 
 
-def partition_name(gpu_name: str, sm_count: int) -> str:
-    """A partitioned system's GPU name, as the suite writes it: ``"<name> [<N> SMs]"``."""
-    return f"{gpu_name} [{sm_count} SMs]"
+def partition_method() -> str:
+    """``BENANZA_PARTITION`` (default ``green_context``). Raises UsageError naming the variable for a
+    method the suite does not know."""
+    m = os.environ.get(PARTITION_ENV, "").strip() or "green_context"
+    if m not in PARTITION_METHODS:
+        raise UsageError(f"{PARTITION_ENV}={m}: not a partition method ({', '.join(PARTITION_METHODS)})")
+    return m
+
+
+def partition_name(gpu_name: str, sm_count: int, method: str = "green_context") -> str:
+    """A partitioned system's GPU name, as the suite writes it: ``"<name> [<N> SMs]"``, or
+    ``"<name> [<N> SMs, MPS]"`` for an MPS client's (two kinds of partition, two systems)."""
+    return f"{gpu_name} [{sm_count} SMs{', MPS' if method == 'mps' else ''}]"
 
 
 def requested_sm_count(total: int) -> int | None:
     """``BENANZA_SM_COUNT`` as the suite reads it for a GPU of ``total`` SMs: None when unset, empty
     or ``total`` (the whole GPU). Raises UsageError naming the variable when it is not a positive
     integer or exceeds ``total`` (the suite refuses the same values, and those the driver cannot
-    partition: multiples of 8 SMs from 8 on Hopper)."""
+    partition: multiples of 8 SMs from 8 on Hopper). Under ``BENANZA_PARTITION=mps`` ``total`` is the
+    count the MPS client's device reports, which must be the requested one (UsageError otherwise),
+    and the count is returned: the suite names the system a partition."""
     v = os.environ.get(SM_COUNT_ENV, "").strip()
+    method = partition_method()
     if not v:
+        if method == "mps":
+            raise UsageError(f"{PARTITION_ENV}=mps needs {SM_COUNT_ENV}, the SM count the MPS client is limited to")
         return None
     if not v.isdigit() or int(v) <= 0:
         raise UsageError(f"{SM_COUNT_ENV}={v}: not a positive SM count")
+    if method == "mps":
+        if int(v) != total:
+            raise UsageError(f"{SM_COUNT_ENV}={v} with {PARTITION_ENV}=mps: the device reports {total} SMs "
+                             "(is this process an MPS client with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE set?)")
+        return int(v)
     if int(v) > total:
         raise UsageError(f"{SM_COUNT_ENV}={v}: the GPU has {total} SMs")
     return None if int(v) == total else int(v)
@@ -38,7 +62,7 @@ def apply_partition(device: dict) -> dict:
     n = requested_sm_count(int(device.get("sm_count") or 0))
     if n is None:
         return device
-    return {**device, "sm_count": n, "gpu_name": partition_name(device.get("gpu_name", ""), n)}
+    return {**device, "sm_count": n, "gpu_name": partition_name(device.get("gpu_name", ""), n, partition_method())}
 
 
 def partition_excludes_framework() -> str | None:
@@ -46,6 +70,8 @@ def partition_excludes_framework() -> str | None:
     under ``BENANZA_SM_COUNT`` PyTorch would run on the whole GPU, outside the partition the
     measurements are stored for."""
     v = os.environ.get(SM_COUNT_ENV, "").strip()
+    if v and partition_method() == "mps":
+        return None  # an MPS client's children are clients of the same limit: PyTorch runs confined too
     return f"{SM_COUNT_ENV}={v} confines benanza's suites, not PyTorch" if v else None
 
 

@@ -219,7 +219,7 @@ Context::Context(const Options& opt) : opt_(opt) {
   partition_ = partition_from_env(opt.device, dev_.sm_count);
   if (partition_.sm_count) {
     dev_.sm_count = partition_.sm_count;
-    dev_.name = partition_name(dev_.name, partition_.sm_count);
+    dev_.name = partition_name(dev_.name, partition_.sm_count, partition_.method);
   }
   e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
   if (e != cudaSuccess) throw FatalError(std::string("cannot create a stream: ") + cudaGetErrorString(e));
@@ -282,6 +282,7 @@ std::string Context::system_json() const {
     extra << ",\"sm_partition\":{\"sm_count\":" << partition_.sm_count << ",\"sm_total\":" << partition_.sm_total
           << ",\"method\":\"" << partition_.method << "\",\"alignment\":" << partition_.alignment
           << ",\"sms_seen\":" << partition_.sms_seen
+          << (partition_.method == "mps" ? ",\"mps_active_thread_percentage\":\"" + json_escape(partition_.mps_percentage) + "\"" : std::string())
           // the libraries told the partition's SM count (cuDNN's heuristics, cuBLAS, cuBLASLt): since
           // 2026-11-27; databases before it timed configs sized for the whole GPU inside the partition
           << ",\"library_sm_target\":true}";

@@ -75,13 +75,35 @@ int requested_sms(int sm_total) {
 
 }  // namespace
 
-std::string partition_name(const std::string& name, int sm_count) {
-  return name + " [" + std::to_string(sm_count) + " SMs]";
+std::string partition_name(const std::string& name, int sm_count, const std::string& method) {
+  return name + " [" + std::to_string(sm_count) + " SMs" + (method == "mps" ? ", MPS" : "") + "]";
 }
 
 Partition partition_from_env(int device, int sm_total) {
   Partition p;
   p.sm_total = sm_total;
+  const char* how = std::getenv(kPartitionEnv);
+  const std::string method = how && *how ? how : "green_context";
+  if (method == "mps") {
+    const char* v = std::getenv(kSmCountEnv);
+    if (!v || !*v)
+      throw FatalError(std::string(kPartitionEnv) + "=mps needs " + kSmCountEnv + ", the SM count the MPS client is limited to");
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (errno || !end || *end || n <= 0)
+      throw FatalError(std::string(kSmCountEnv) + "=" + v + ": not a positive SM count");
+    if (n != sm_total)
+      throw FatalError(std::string(kSmCountEnv) + "=" + v + " with " + kPartitionEnv + "=mps: the device reports " +
+                       std::to_string(sm_total) + " SMs (is this process an MPS client with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE set?)");
+    const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    p.sm_count = static_cast<int>(n);
+    p.method = "mps";
+    p.mps_percentage = pct ? pct : "";
+    return p;
+  }
+  if (method != "green_context")
+    throw FatalError(std::string(kPartitionEnv) + "=" + method + ": not a partition method (green_context, mps)");
   const int want = requested_sms(sm_total);
   if (want == 0 || want == sm_total) return p;
   const Driver d = load_driver();
