@@ -11,13 +11,14 @@
 #                    from N / SMs, whose client reports N SMs); returns 1 when none does
 #   mps_release      unset the client environment (the whole GPU, outside MPS: no pipe folder set)
 #   mps_stop         quit the daemon (also at the shell's exit)
-# SMs a client reports: benanza's native module (cudaGetDeviceProperties), no PyTorch start-up.
+# SMs a client reports: benanza's native module (cudaGetDeviceProperties), no PyTorch start-up; python3 -P:
+# the installed package, not the tree of the current folder
 MPS_SMS_PY='from benanza import _native; print(_native.query_devices()[0]["sm_count"])'
 mps_start() {
   local dir=${1:?mps_start DIR} gpu=${CUDA_VISIBLE_DEVICES:-0}
   command -v nvidia-cuda-mps-control >/dev/null || { echo "mps: no nvidia-cuda-mps-control here"; return 1; }
   case "$gpu" in GPU-*|MIG-*) MPS_GPU=$gpu ;; *) MPS_GPU=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i "$gpu") ;; esac
-  MPS_TOTAL=$(CUDA_VISIBLE_DEVICES=$MPS_GPU python3 -c "$MPS_SMS_PY") || { echo "mps: cannot query the GPU"; return 1; }
+  MPS_TOTAL=$(CUDA_VISIBLE_DEVICES=$MPS_GPU python3 -P -c "$MPS_SMS_PY") || { echo "mps: cannot query the GPU"; return 1; }
   mkdir -p "$dir/pipe" "$dir/log"
   export CUDA_VISIBLE_DEVICES=$MPS_GPU
   MPS_DIR=$dir
@@ -28,7 +29,7 @@ mps_start() {
   # the devices a client names are the server's: try the UUID, then the server's first device
   local got
   for MPS_CLIENT_GPU in "$MPS_GPU" 0; do
-    got=$(CUDA_VISIBLE_DEVICES=$MPS_CLIENT_GPU CUDA_MPS_PIPE_DIRECTORY=$dir/pipe python3 -c "$MPS_SMS_PY" 2>&1 | tail -1)
+    got=$(CUDA_VISIBLE_DEVICES=$MPS_CLIENT_GPU CUDA_MPS_PIPE_DIRECTORY=$dir/pipe python3 -P -c "$MPS_SMS_PY" 2>&1 | tail -1)
     echo "mps: a client with CUDA_VISIBLE_DEVICES=$MPS_CLIENT_GPU sees $got SMs"
     case "$got" in ''|*[!0-9]*) ;; *) return 0 ;; esac
   done
@@ -39,7 +40,7 @@ mps_confine() {
   p=$(python3 -c "print(round($n * 100 / $MPS_TOTAL * 4) / 4)")
   for tries in 1 2 3 4 5 6 7 8 9 10 11 12; do
     got=$(CUDA_VISIBLE_DEVICES=$MPS_CLIENT_GPU CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$p \
-          python3 -c "$MPS_SMS_PY" 2>&1 | tail -1)
+          python3 -P -c "$MPS_SMS_PY" 2>&1 | tail -1)
     echo "mps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$p -> $got SMs"
     case "$got" in ''|*[!0-9]*) echo "mps: the client failed: $got"; tail -5 "$MPS_DIR"/log/*.log 2>/dev/null; return 1 ;; esac
     if [ "$got" = "$n" ]; then
