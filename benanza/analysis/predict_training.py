@@ -27,8 +27,11 @@ Limits: those of :mod:`benanza.analysis.predict` (no change of algorithm between
 on Hopper only (benchmarks/predict_check.py --train): one H100 at 132, 64 and 32 SMs (fp16,
 benchmarks/results/2026-11-27c: mean |step error| 9.51 %, 5.52 % with the calls whose implementation
 cannot run in the partition held apart; with the measured gamma of :mod:`benanza.analysis.predict`,
-benchmarks/results/2026-11-27i: 6.84 % and 5.64 %, measured ceilings) and H100 <-> H200 (fp16, bf16,
-fp32: 1.97 %, then 2.00 %). Those errors,
+benchmarks/results/2026-11-27i: 6.84 % and 5.64 %, measured ceilings), one H200 at 132, 64 and 32 SMs
+(green contexts, benchmarks/results/2026-11-28c/d: fp32 2.56 %, fp16 3.91 %, bf16 5.26 %, datasheet
+ceilings; as CUDA MPS clients, whose libraries see the partition's SM count as on a smaller GPU,
+benchmarks/results/2026-11-28e: bf16 2.65 %, fp16 4.72 %) and H100 <-> H200 (fp16, bf16, fp32: 1.97 %,
+then 1.95 %). Those errors (measured ceilings; the H200's bf16 and fp16 partitions from MPS),
 per call kind and phase, are the error bar :func:`training_error_bar` attaches to a prediction
 (db/reference/predict_train_errors.json); other architectures are extrapolations, and it says so.
 """
