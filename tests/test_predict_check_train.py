@@ -196,6 +196,16 @@ def test_gpu_predict_script_train_commands(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("+ benanza bench")]
     assert f"{REPO}/db/reference/truth/resnet18.onnx --batch 32 --dtype fp16,fp32" in line and "--train" not in line
+    # PARTITION=mps: each partition an MPS client of N SMs (benchmarks/mps.sh), the whole GPU outside it
+    p = subprocess.run(["bash", str(script), str(tmp_path / "out3"), "resnet18", "0,64,32"], cwd=REPO,
+                       env={**env, "PARTITION": "mps"}, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = [ln for ln in p.stdout.splitlines() if ln.startswith(("+ mps_", "+ benanza bench"))]
+    # the ceilings of each partition, then the bench of each, then the whole GPU again at the end
+    assert [s.split()[1] for s in steps] == ["mps_release", "mps_confine", "mps_confine", "mps_release", "benanza",
+                                            "mps_confine", "benanza", "mps_confine", "benanza", "mps_release"]
+    assert [s.split()[2] for s in steps if s.startswith("+ mps_confine")] == ["64", "32"] * 2
+    assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "mps.sh")]).returncode == 0
 
 
 def _whole_and_partition(tmp_path, whole_wgrad=True):
