@@ -83,8 +83,8 @@ What benanza changes, and why:
   H200's counters of all six partition models in bf16 (benchmarks/results/2026-11-28e): on MPS
   partitions the mean |step error| went 2.65 % -> 2.78 % (spec ceilings), on green contexts (three
   models) 4.69 % -> 4.62 %; there, 132 -> 64 SMs, whole waves alone predicted the forward pass
-  14.0 % too slow, with the persistent rule 0.9 %. No better than the span model's estimate, so it stays an option of
-  ``predict_check.py``; ``benanza predict`` does not take them.
+  14.0 % too slow, with the persistent rule 0.9 %. No better than the span model's estimate, so it
+  stays an option of ``predict_check.py``; ``benanza predict`` does not take them.
 * **Measured gamma.** Habitat's gamma comes from the kernel's *profiled* DRAM traffic and FLOP
   efficiency; benanza's intensity counts FLOPs, not instructions, so a CUDA-core layer of few FLOPs
   a byte that is in fact SM-bound (GELU's backward: about 80 lane operations an element against the

@@ -17,7 +17,7 @@
 // "library_sm_target": true.
 //
 // BENANZA_PARTITION=mps (issue 26): the process is a CUDA MPS client whose control daemon or
-// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE limits it to BENANZA_SM_COUNT SMs (benchmarks/gpu_mps.sh). No green
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE limits it to BENANZA_SM_COUNT SMs (benchmarks/mps.sh). No green
 // context is made: under MPS the device itself reports the limited SM count to the runtime and so to
 // cuDNN and cuBLAS, which size their persistent kernels for it as on a smaller GPU (under a green
 // context they size them for the whole GPU, and cuDNN's persistent batch norms fail their cooperative
@@ -53,7 +53,7 @@ struct Partition {
 // Reads BENANZA_SM_COUNT (and BENANZA_PARTITION). Under BENANZA_PARTITION=mps: returns a Partition of
 // method "mps" when the device reports exactly that many SMs (`sm_total` is then the count it reports),
 // else throws FatalError naming what the device reports; no green context is made.
-// Otherwise: Unset, empty or equal to `sm_total`: returns a Partition with sm_count 0
+// Otherwise: unset, empty or equal to `sm_total`: returns a Partition with sm_count 0
 // and changes nothing. Otherwise creates a green context of exactly that many SMs on `device` and
 // makes it current on the calling thread (call before any stream, allocation or library handle).
 // Throws FatalError (harness.hpp) when the value is not a positive integer, exceeds `sm_total`, is
