@@ -423,7 +423,7 @@ def launch_sms(kernels, origin_sms: int, target_sms: int) -> tuple[float, float,
     both when its grid is a persistent one sized to the origin (a multiple m <= :data:`PERSISTENT_MAX_PER_SM`
     of ``origin_sms`` blocks); the target's time over the origin's is the duration-weighted mean of
     the kernels' ratios, and ``k_d = k_o / that``. None when no kernel has a readable shape."""
-    num_o = ratio = den = 0.0
+    num_o = ratio = units = den = 0.0
     for k in kernels or ():
         p = launch_units([k])
         if p is None:
@@ -435,10 +435,11 @@ def launch_sms(kernels, origin_sms: int, target_sms: int) -> tuple[float, float,
             bo, bd = wave_sms(origin_sms, p), wave_sms(target_sms, p)
         num_o += k.duration_ns * bo
         ratio += k.duration_ns * bo / bd
+        units += k.duration_ns * p
         den += k.duration_ns
     if den <= 0:
         return None
-    return num_o / den, num_o / ratio, launch_units(kernels)
+    return num_o / den, num_o / ratio, units / den
 
 
 def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "warm") -> float:

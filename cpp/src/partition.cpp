@@ -88,16 +88,12 @@ Partition partition_from_env(int device, int sm_total) {
     const char* v = std::getenv(kSmCountEnv);
     if (!v || !*v)
       throw FatalError(std::string(kPartitionEnv) + "=mps needs " + kSmCountEnv + ", the SM count the MPS client is limited to");
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(v, &end, 10);
-    if (errno || !end || *end || n <= 0)
-      throw FatalError(std::string(kSmCountEnv) + "=" + v + ": not a positive SM count");
+    const int n = requested_sms(sm_total);
     if (n != sm_total)
       throw FatalError(std::string(kSmCountEnv) + "=" + v + " with " + kPartitionEnv + "=mps: the device reports " +
                        std::to_string(sm_total) + " SMs (is this process an MPS client with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE set?)");
     const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-    p.sm_count = static_cast<int>(n);
+    p.sm_count = n;
     p.method = "mps";
     p.mps_percentage = pct ? pct : "";
     return p;
