@@ -354,7 +354,7 @@ def swiglu_parts(pat: Graph, mul: Node):
 def find_swiglu(pat: Graph, mul: Node):
     """Sigmoid(g) -> Mul(g, sigmoid) -> Mul(silu, u): SwiGLU's gating ``silu(g) * u`` (Llama's MLP,
     ``act_fn(gate_proj(x)) * up_proj(x)``) as one elementwise pass (ElementwiseConfig swiglu: g and u
-    read, one output written) where the chain takes three. Runs before :func:`find_silu`, which
+    read, one output written) where the chain takes three. Runs before :func:`benanza.kinds.activation.find_silu`, which
     would take the Sigmoid -> Mul alone."""
     parts = swiglu_parts(pat, mul)
     if parts is None:

@@ -242,8 +242,8 @@ def _min_bytes(cfg: GemmConfig, ib: int, ob: int) -> int:
 # ------------------------------------------------------------------------ fusion patterns
 
 class _Gating:
-    """``pat`` for :func:`swiglu_parts` with the gating's own layers (in the fusion candidate
-    :func:`find_swiglu` made of them) counted as free."""
+    """``pat`` for :func:`benanza.kinds.elementwise.swiglu_parts` with the gating's own layers (in the fusion candidate
+    :func:`benanza.kinds.elementwise.find_swiglu` made of them) counted as free."""
 
     def __init__(self, pat: Graph, mul: Node):
         self.pat, self.group = pat, mul.fusion
@@ -257,7 +257,7 @@ class _Gating:
 
 def find_gate_up_gemm(pat: Graph, mul: Node):
     """SwiGLU's gate and up projections (two MatMul / Gemm layers of one config reading the same
-    input, each with its own weight, found through the gating :func:`find_swiglu` took) as one GEMM
+    input, each with its own weight, found through the gating :func:`benanza.kinds.elementwise.find_swiglu` took) as one GEMM
     of the concatenated weights: the same m and k, n = 2 * intermediate (the "gate_up_proj" of
     vLLM's MergedColumnParallelLinear and of transformers' Phi-3; the gating then reads the two
     halves of its output). Both products' outputs must be read by the gating only."""

@@ -4,7 +4,8 @@ Steps (one function each): :func:`load_graph` reads the graph without weights;
 :func:`bind_batch` fixes the batch dimension; :func:`infer_and_fold` runs ONNX shape inference and
 folds the shape-computing subgraphs (Shape/Gather/Concat/... on constants) until every compute layer
 has concrete shapes; :func:`process` maps the remaining nodes to :class:`Layer` objects with typed
-configs (:mod:`benanza.kinds`) and returns a :class:`ModelLayers`.
+configs (:mod:`benanza.kinds`), finds the fusion candidates by running the kinds' own patterns
+(:func:`fusion_candidates`, :mod:`benanza.kinds.patterns`) and returns a :class:`ModelLayers`.
 
 A model file is untrusted input: node and tensor names are kept as data and never interpreted.
 """
