@@ -79,17 +79,19 @@ def _modules() -> list:
     return [importlib.import_module(f"{__name__}.{name}") for name in names]
 
 
+_ALL = _modules()
+
 #: the modules of every layer kind (``benanza/kinds/<name>.py`` with its ``KIND``), by module name
-_MODULES = tuple(m for m in _modules() if isinstance(getattr(m, "KIND", None), Kind))
+_MODULES = tuple(m for m in _ALL if isinstance(getattr(m, "KIND", None), Kind))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->
 #: function), for a backward made of other kinds' configs whose modules import the forward kind's
 #: (``elementwise_backward``)
-_BACKWARD_MODULES = tuple(m for m in _modules() if m not in _MODULES and isinstance(getattr(m, "BACKWARD", None), dict))
+_BACKWARD_MODULES = tuple(m for m in _ALL if m not in _MODULES and isinstance(getattr(m, "BACKWARD", None), dict))
 
 #: modules that are no kind's home but add ONNX mappers to a kind (``ONNX``: kind -> {op type: mapper}),
 #: for an op made of other kinds' configs whose modules import the kind's module (``einsum``)
-_MAPPER_MODULES = tuple(m for m in _modules() if m not in _MODULES and isinstance(getattr(m, "ONNX", None), dict))
+_MAPPER_MODULES = tuple(m for m in _ALL if m not in _MODULES and isinstance(getattr(m, "ONNX", None), dict))
 
 
 def _registry() -> dict[str, Kind]:
