@@ -13,7 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from benanza import kinds as L
-from benanza.processing.model import GELU_TANH_C, GELU_TANH_K, process
+from benanza.kinds.unary import GELU_TANH_C, GELU_TANH_K
+from benanza.processing.model import process
 from conftest import REPO
 
 DEC = REPO / "tests" / "data" / "decoders"

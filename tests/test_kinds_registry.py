@@ -1,7 +1,8 @@
 """The layer kinds' registry (benanza.kinds.REGISTRY) is whole: every kind has every piece the stages
 read (config, example, template, case, FLOPs, minimum bytes, PyTorch candidate, ONNX mappers, ATen ops,
-NHWC support, stable keys), and the checker below reports each piece a kind lacks (issue 16: adding a
-kind is one module, one template and one registry line, and this test says when a piece is missing).
+NHWC support, stable keys, fusion patterns), and the checker below reports each piece a kind lacks
+(issue 16; issue 52: adding a kind is its module, its template, its test and its example's key here, and
+this test says when a piece is missing; a kind registers itself by its module's KIND).
 The C++ precision enum is rendered from benanza.kinds.precision.TABLE."""
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from benanza.kinds.base import Job, Kind, LayerConfig, numel
 from benanza.kinds.cpp import Case, cpp_string
 from benanza.kinds.framework import Ctx
 from benanza.kinds.onnx_map import ContribOp
+from benanza.kinds.patterns import Pattern
 from conftest import REPO
 
 #: the key of each kind's example config, as databases store it: a change here orphans every stored
@@ -315,12 +317,24 @@ def _check_contrib(kind: Kind) -> list[str]:
     return out
 
 
+def _check_patterns(kind: Kind) -> list[str]:
+    """Each fusion pattern (``Kind.patterns``): a benanza.kinds.patterns.Pattern with a callable ``find``,
+    an ``extend`` callable or None, and an (int, int) order."""
+    out = []
+    for p in kind.patterns:
+        if not isinstance(p, Pattern) or not callable(p.find) or not (p.extend is None or callable(p.extend)) \
+                or not (isinstance(p.order, tuple) and len(p.order) == 2 and all(type(i) is int for i in p.order)):
+            out.append(f"patterns: {p!r} is no Pattern with a callable find and an (int, int) order")
+    return out
+
+
 def problems(kind: Kind) -> list[str]:
     """Every piece ``kind`` lacks, one line each (``piece: why``); empty when it is whole."""
     out = _check_config(kind)
     if out:
         return out
-    return out + _check_example(kind) + _check_template(kind) + _check_onnx(kind) + _check_backward(kind)
+    return out + _check_example(kind) + _check_template(kind) + _check_onnx(kind) + _check_backward(kind) \
+        + _check_patterns(kind)
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -386,6 +400,8 @@ REMOVALS = {
     "nhwc": (lambda k: dataclasses.replace(k, nhwc=not k.nhwc), "nhwc:"),
     "key": (_field_added, "key:"),
     "backward": (lambda k: dataclasses.replace(k, backward=lambda cfg: (("backward_data", cfg.key),)), "backward:"),
+    "pattern": (lambda k: dataclasses.replace(k, patterns=tuple(dataclasses.replace(p, find=None) for p in k.patterns)),
+                "patterns:"),
 }
 
 
@@ -408,7 +424,7 @@ PAIRS = [(name, piece) for name, kind in L.REGISTRY.items() for piece in REMOVAL
          if (kind.onnx or piece not in ("onnx mapper", "aten") if kind.phase == "forward"
              else piece not in ("onnx", "onnx mapper"))
          and (kind.onnx or kind.fused_from or piece != "onnx") and (kind.backward or piece != "backward")
-         and (kind.contrib or not piece.startswith("contrib"))
+         and (kind.contrib or not piece.startswith("contrib")) and (kind.patterns or piece != "pattern")
          and not (piece == "onnx" and any(type(cfg) is kind.config for k in L.REGISTRY.values() if k.backward
                                           for _, cfg in k.backward(k.example)))]
 
@@ -454,3 +470,228 @@ def test_the_precision_header_is_rendered_from_the_table():
     for p in precision.TABLE.values():
         assert f"case Precision::{p.cpp}: return \"{p.name}\";" in header
         assert precision.PRECISION_ENUM[p.name] == f"Precision::{p.cpp}"
+
+
+# ----------------------------------------------------------------------------- adding a kind, and its patterns
+
+#: the fusion patterns in the order processing runs them (benanza.kinds.patterns documents it): (order, the
+#: module of the kind that declares it). The order is part of every model's fusion candidates: a change
+#: here is a change of results, and a new fused kind adds its line
+PATTERN_ORDER = [
+    ((10, 0), "conv_bn_act"), ((10, 1), "conv_bias_act"), ((20, 0), "sdpa"), ((30, 0), "sdpa"),
+    ((40, 0), "layernorm"), ((50, 0), "rmsnorm"), ((60, 0), "rotary"), ((70, 0), "gemm_act"), ((80, 0), "unary"),
+    ((90, 0), "unary"), ((100, 0), "elementwise"), ((110, 0), "gemm"), ((120, 0), "activation"),
+    ((130, 0), "layernorm"), ((130, 1), "rmsnorm"),
+]
+
+
+def test_the_patterns_run_in_their_documented_order():
+    """Each pattern is declared by the kind whose config it makes, in the order pinned above; two
+    patterns never share a place (benanza.kinds.patterns.passes refuses them)."""
+    got = [(p.order, p.find.__module__.rsplit(".", 1)[-1]) for p in L.PATTERNS]
+    assert got == PATTERN_ORDER
+    owners = {p.order: name for name, k in L.REGISTRY.items() for p in k.patterns}
+    assert owners[(20, 0)] == "SDPA" and owners[(100, 0)] == "Elementwise" and owners[(130, 1)] == "RMSNorm"
+    from benanza.kinds.patterns import passes
+    assert [tuple(p.order for p in ps) for ps in passes(L.PATTERNS)][:2] == [((10, 0), (10, 1)), ((20, 0),)]
+    with pytest.raises(ValueError, match="share the order"):
+        passes(L.PATTERNS + (dataclasses.replace(L.PATTERNS[3], name="again"),))
+
+
+def _model_names(path) -> set[str]:
+    """The names that ``path`` (a Python file) reads: Name ids and Attribute names, at any depth."""
+    import ast
+    tree = ast.parse(path.read_text())
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+
+
+def test_processing_names_no_fused_kind():
+    """processing/model.py runs the kinds' patterns (benanza.kinds.PATTERNS) and holds none: no function
+    that finds a pattern, no name of a config class any pattern makes or any fused kind measures (the
+    matchers live with their kinds)."""
+    import ast
+    path = REPO / "benanza" / "processing" / "model.py"
+    tree = ast.parse(path.read_text())
+    functions = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert not [f for f in functions if f.lstrip("_").startswith("find") or f == "_Pattern"], functions
+    fused = {k.config.__name__ for k in L.REGISTRY.values() if k.patterns or k.fused_from}
+    assert len(fused) >= 10  # ConvBiasActConfig ... RMSNormConfig: the check has something to find
+    assert not fused & _model_names(path)
+    assert len(path.read_text().splitlines()) < 800
+
+
+#: a kind as a contributor writes it, one module: ONNX LpNormalization (p = 2: y = x / ||x||_2 along an
+#: axis), and the Relu before it fused into the same pass (a pattern of its own)
+NEW_KIND = '''"""LpNorm layers: ONNX LpNormalization, y = x / ||x||_p along ``axis``; a Relu before it fused in."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
+from benanza.kinds.cpp import Case, CppValue, cpp_num, job_init
+from benanza.kinds.framework import Candidate, Ctx, functional
+from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
+
+
+@dataclass(frozen=True)
+class LpNormConfig(LayerConfig):
+    kind: ClassVar[str] = "LpNorm"
+    x: Shape
+    axis: int
+    p: int = 2
+    relu: bool = False
+
+    def input_shapes(self):
+        return [self.x]
+
+    def output_shape(self):
+        return self.x
+
+
+def _map(node, ctx, attrs):
+    x = tuple(need(ctx.shape(node.input[0]), "input"))
+    axis = int(attrs.get("axis", -1)) % len(x)
+    if int(attrs.get("p", 2)) != 2:
+        raise Unsupported("p other than 2")
+    return LpNormConfig(x=x, axis=axis)
+
+
+@dataclass(frozen=True)
+class LpNormCase(Case):
+    n: CppValue
+    axis: CppValue
+    relu: CppValue
+
+
+def _case(cfg, job: Job) -> LpNormCase:
+    return LpNormCase(job=job_init(job), n=numel(cfg.x), axis=cfg.axis, relu=cpp_num(cfg.relu))
+
+
+def _torch(c: Ctx) -> Candidate:
+    x, F = c.randn(c.cfg.x), functional(c)
+    return Candidate("torch:aten::linalg_vector_norm+div", "default", lambda: F.normalize(x, 2.0, c.cfg.axis),
+                     numel(c.cfg.x))
+
+
+def find_relu_lpnorm(g: Graph, ly: Node):
+    """A Relu read only by an LpNorm layer: one pass."""
+    if not is_kind(ly, "LpNorm") or ly.config.relu or not g.free(ly):
+        return None
+    relu = g.made_by(ly.inputs[0])
+    if not g.free(relu) or not is_kind(relu, "Activation") or relu.config.mode != "relu" or g.sole_user(relu) is not ly:
+        return None
+    return [relu.index, ly.index], dataclasses.replace(ly.config, relu=True)
+
+
+KIND = Kind(
+    example=LpNormConfig(x=(2, 16), axis=1), name="LpNorm", config=LpNormConfig, template="lpnorm.cpp.j2",
+    case=_case, min_bytes=io_bytes, torch=_torch, onnx={"LpNormalization": _map},
+    aten={"LpNormalization": ("aten::linalg_vector_norm", "aten::div")},
+    patterns=(Pattern("Relu -> LpNormalization", (140, 0), find_relu_lpnorm),))
+'''
+
+NEW_TEMPLATE = '''// Generated by benanza {{ version }}: LpNorm (a kind added by tests/test_kinds_registry.py).
+{% import "macros.cpp.j2" as m %}
+#include "benanza/harness.hpp"
+
+namespace {
+using namespace benanza;
+
+struct LpNormCase {
+  JobInfo job;
+  long long n;
+  int axis;
+  bool relu;
+};
+
+{{ m.case_table("LpNormCase", cases) }}
+
+void run(Bench& b, const LpNormCase& c) { (void)b; (void)c; }
+
+{{ m.register_cases("LpNormCase") }}
+
+}  // namespace
+'''
+
+#: run in a copy of the package with the new kind's two files: the registry, the checker, a model, a suite
+NEW_KIND_RUN = '''
+import json, sys
+from pathlib import Path
+import onnx
+from onnx import TensorProto, helper
+import benanza
+from benanza import kinds as L
+from benanza.generation.generator import generate
+from benanza.processing.model import process
+sys.path.insert(0, sys.argv[2])
+from test_kinds_registry import problems
+
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64])
+z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 64])
+nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("LpNormalization", ["r"], ["y"], name="norm", axis=1, p=2),
+         helper.make_node("LpNormalization", ["x"], ["z"], name="alone", axis=1, p=2)]
+path = Path(sys.argv[1]) / "lp.onnx"
+onnx.save(helper.make_model(helper.make_graph(nodes, "lp", [x], [y, z]), opset_imports=[helper.make_opsetid("", 17)]), path)
+ml = process(path, 4)
+suite = generate([ml], ["fp32"], Path(sys.argv[1]) / "suite")
+print(json.dumps({
+    "package": benanza.__file__, "problems": problems(L.REGISTRY["LpNorm"]),
+    "layers": [[ly.name, ly.status, ly.config.kind if ly.config else None, ly.fusion] for ly in ml.layers],
+    "fusions": [[list(f.layers), f.config.kind, f.config.relu] for f in ml.fusions],
+    "patterns": [p.name for p in L.PATTERNS][-1],
+    "sources": sorted(p.name for p in (suite.root / "src").glob("*.cpp")),
+    "cases": [line.strip().rsplit(", ", 1)[-1] for line in (suite.root / "src" / "lpnorm.cpp").read_text().splitlines()
+              if '"LpNorm"' in line],
+}))
+'''
+
+
+def test_a_new_kind_is_its_module_and_its_template(tmp_path):
+    """A new kind, plain and fused, as a contributor adds it: ``benanza/kinds/lpnorm.py`` and
+    ``templates/lpnorm.cpp.j2`` in a copy of the package and nothing else edited. The kind is registered
+    (its module's KIND, found by the package), its ONNX op maps, its pattern runs after the others, a suite
+    renders its cases, and the registry's checker finds one piece missing: its example's stored key here
+    (EXAMPLE_KEYS). So a kind touches its module, its template, its test and this file (4 files; the
+    pattern order above is the same file) and a kernel in cpp/src only where the libraries lack the op."""
+    import filecmp
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    root = tmp_path / "tree"
+    shutil.copytree(REPO / "benanza", root / "benanza", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "templates", root / "templates")
+    (root / "cpp").symlink_to(REPO / "cpp")
+    (root / "benanza" / "kinds" / "lpnorm.py").write_text(NEW_KIND)
+    (root / "templates" / "lpnorm.cpp.j2").write_text(NEW_TEMPLATE)
+    for ours, theirs in ((root / "benanza", REPO / "benanza"), (root / "templates", REPO / "templates")):
+        cmp = filecmp.dircmp(ours, theirs, ignore=["__pycache__"])
+        added = [f for d in [cmp] + list(_subdirs(cmp)) for f in d.left_only]
+        changed = [f for d in [cmp] + list(_subdirs(cmp)) for f in d.diff_files]
+        assert changed == [] and added == (["lpnorm.py"] if ours.name == "benanza" else ["lpnorm.cpp.j2"])
+    run = tmp_path / "run.py"
+    run.write_text(NEW_KIND_RUN)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, str(run), str(tmp_path), str(REPO / "tests")], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["package"].startswith(str(root))
+    assert len(got["problems"]) == 1 and got["problems"][0].startswith("key:"), got["problems"]
+    assert got["layers"] == [["relu", "benchmark", "Activation", 0], ["norm", "benchmark", "LpNorm", 0],
+                             ["alone", "benchmark", "LpNorm", None]]
+    assert got["fusions"] == [[[0, 1], "LpNorm", True]] and got["patterns"] == "Relu -> LpNormalization"
+    assert "lpnorm.cpp" in got["sources"] and sorted(got["cases"]) == ["false},", "true},"]  # plain, fused
+
+
+def _subdirs(cmp):
+    for sub in cmp.subdirs.values():
+        yield sub
+        yield from _subdirs(sub)

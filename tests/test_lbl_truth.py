@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from benanza import kinds as L
-from benanza.processing import views as V
+from benanza.kinds import views as V
 from benanza.analysis.analyzer import analyze, layout_conversions
 from benanza.database.store import open_db
 from benanza.generation.generator import generate, plan_jobs

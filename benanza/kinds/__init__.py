@@ -10,15 +10,18 @@ once per precision (:data:`PRECISIONS`).
 Shapes are tuples of ints in ONNX order (NCHW for images). Sizes are elements unless a name says
 bytes. FLOPs count a multiply-add as two floating-point operations.
 
-The package holds one module per layer kind, each with its whole slice (config, ONNX mapping, case,
-minimum bytes, PyTorch candidate, ATen ops), and :data:`REGISTRY`, the one list of kinds every stage
-reads. Adding a kind: one module here, one template under ``templates/``, one line in
-:data:`_MODULES` (``tests/test_kinds_registry.py`` checks that each entry is whole).
+The package holds one module per layer kind, each with its whole slice (config, ONNX mapping, fusion
+patterns, case, minimum bytes, PyTorch candidate, ATen ops), and :data:`REGISTRY`, the one list of kinds
+every stage reads, made of every module here that has a ``KIND``. Adding a kind: its module here, its
+template under ``templates/``, its test, and its example's key in ``tests/test_kinds_registry.py``
+(which checks that each entry is whole); a fused kind's pattern is a :class:`benanza.kinds.patterns.Pattern`
+in its ``KIND`` (:data:`PATTERNS`).
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import pkgutil
 
 from benanza.kinds.base import (TRAINING_PHASES, STEP_PHASES, INFERENCE_ONLY_FUSIONS, training_counts_layers, Shape, OPTIONAL, numel, LayerConfig, STORED_TYPES, Job, Kind, channels_last, io_bytes, param_name)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.precision import (PRECISIONS, PRECISION_DTYPE, FP8_KINDS, FP8_OUTPUT_BYTES, FP8_FALLBACK, ACCEPTED_MATH, ACCEPTED_DTYPES, CONV_KINDS, CUDNN_TF32_KINDS, DTYPE_BYTES)  # noqa: F401 (the kinds' namespace)
@@ -67,70 +70,28 @@ from benanza.kinds.resize import (ResizeConfig)  # noqa: F401 (the kinds' namesp
 from benanza.kinds.lrn_backward import (LRNBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize_backward import (ResizeBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.swiglu_backward import (SwiGLUBwdConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.patterns import Pattern
 
-#: the modules of every layer kind (``benanza/kinds/<name>.py``, each with its ``KIND``), one line each;
-#: the registry's order is the suites' order
-_MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
-    "conv",
-    "conv_bias_act",
-    "conv_bn_act",
-    "activation",
-    "batchnorm",
-    "pooling",
-    "softmax",
-    "elementwise",
-    "gemm",
-    "lrn",
-    "dropout",
-    "reduce",
-    "copy",
-    "rnn",
-    "layernorm",
-    "unary",
-    "gather",
-    "where",
-    "sdpa",
-    "gemm_act",
-    "instancenorm",
-    "conv_bwd_data",
-    "conv_bwd_filter",
-    "optimizer",
-    "gemm_act_backward",
-    "activation_backward",
-    "pooling_backward",
-    "softmax_backward",
-    "batchnorm_train",
-    "batchnorm_backward",
-    "dropout_backward",
-    "gather_backward",
-    "cross_entropy_loss",
-    "layernorm_backward",
-    "unary_backward",
-    "rnn_train",
-    "sdpa_backward",
-    "rmsnorm",
-    "rmsnorm_backward",
-    "trilu",
-    "cumsum",
-    "resize",
-    "rotary",
-    "lrn_backward",
-    "resize_backward",
-    "swiglu_backward",
-))
+def _modules() -> list:
+    """Every module of this package (``benanza/kinds/<name>.py``, none whose name starts with ``_``),
+    imported, by name: a kind registers itself by its module's ``KIND``, no list names it."""
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg and not m.name.startswith("_"))
+    return [importlib.import_module(f"{__name__}.{name}") for name in names]
+
+
+_ALL = _modules()
+
+#: the modules of every layer kind (``benanza/kinds/<name>.py`` with its ``KIND``), by module name
+_MODULES = tuple(m for m in _ALL if isinstance(getattr(m, "KIND", None), Kind))
 
 #: modules that are no kind's home but hold a kind's backward function (``BACKWARD``: forward kind ->
 #: function), for a backward made of other kinds' configs whose modules import the forward kind's
-_BACKWARD_MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
-    "elementwise_backward",
-))
-
+#: (``elementwise_backward``)
+_BACKWARD_MODULES = tuple(m for m in _ALL if m not in _MODULES and isinstance(getattr(m, "BACKWARD", None), dict))
 
 #: modules that are no kind's home but add ONNX mappers to a kind (``ONNX``: kind -> {op type: mapper}),
-#: for an op made of other kinds' configs whose modules import the kind's module
-_MAPPER_MODULES = tuple(importlib.import_module(f"benanza.kinds.{name}") for name in (
-    "einsum",
-))
+#: for an op made of other kinds' configs whose modules import the kind's module (``einsum``)
+_MAPPER_MODULES = tuple(m for m in _ALL if m not in _MODULES and isinstance(getattr(m, "ONNX", None), dict))
 
 
 def _registry() -> dict[str, Kind]:
@@ -160,6 +121,10 @@ REGISTRY: dict[str, Kind] = _registry()
 
 #: every concrete config class by kind
 CONFIG_KINDS: dict[str, type[LayerConfig]] = {k.name: k.config for k in REGISTRY.values()}
+
+#: every kind's fusion patterns (``Kind.patterns``), in the order processing runs them
+#: (:attr:`benanza.kinds.patterns.Pattern.order`; :func:`benanza.kinds.patterns.passes` groups them)
+PATTERNS: tuple[Pattern, ...] = tuple(sorted((p for k in REGISTRY.values() for p in k.patterns), key=lambda p: p.order))
 
 def config_from_params(kind: str, params: dict) -> LayerConfig:
     """Rebuild a config from :meth:`LayerConfig.params` output (as stored in the database).

@@ -13,6 +13,7 @@ from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
 from benanza.kinds.cpp import Case, CppValue, as4, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need, scalar_input
+from benanza.kinds.patterns import Graph, Node, Pattern
 from benanza.kinds.unary import FLT_MAX, UnaryConfig
 
 
@@ -36,6 +37,10 @@ class ActivationConfig(LayerConfig):
     mode: str
     alpha: float = 0.0  # clip max / leaky slope / hard-sigmoid alpha / elu alpha
     beta: float = 0.0  # hard-sigmoid beta
+
+    def fusion_label(self) -> str:
+        """A Sigmoid -> Mul fusion candidate (mode swish) counts as ``SiLU``."""
+        return "SiLU" if self.mode == "swish" else self.kind
 
     def input_shapes(self):
         return [self.shape]
@@ -134,6 +139,24 @@ def _activation(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{name}", algo_label(c), fn, numel(cfg.shape), note)
 
 
+# ------------------------------------------------------------------------ fusion patterns
+
+def find_silu(pat: Graph, sig: Node):
+    """Sigmoid -> Mul(x, sigmoid(x)): SiLU (swish) as exporters write torch's ``silu`` (EfficientNet,
+    and the SE blocks' activations), one elementwise pass where the pair takes two."""
+    if not pat.free(sig) or sig.status != "benchmark" or not isinstance(sig.config, ActivationConfig) \
+            or sig.config.mode != "sigmoid" or len(sig.inputs) != 1:
+        return None
+    mul = pat.sole_user(sig)
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") \
+            or sorted(mul.inputs) != sorted((sig.inputs[0], sig.outputs[0])):
+        return None
+    cfg = mul.config
+    if cfg.a != cfg.b or tuple(cfg.a) != tuple(sig.config.shape):
+        return None
+    return [sig.index, mul.index], ActivationConfig(shape=tuple(sig.config.shape), mode="swish")
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=ActivationConfig(shape=(1, 4, 1, 1), mode='swish', alpha=0.0, beta=0.0),
@@ -141,4 +164,5 @@ KIND = Kind(
     torch=_activation, onnx={"Clip": _map_activation, "Elu": _map_activation, "HardSigmoid": _map_activation, "LeakyRelu": _map_activation, "Relu": _map_activation, "Sigmoid": _map_activation, "Tanh": _map_activation},
     typed_ops=(), fused_from=(),
     aten={"Clip": ('aten::clamp', 'aten::clamp_', 'aten::clamp_min', 'aten::clamp_min_', 'aten::clip', 'aten::hardtanh', 'aten::hardtanh_', 'aten::relu6'), "Elu": ('aten::elu', 'aten::elu_'), "HardSigmoid": ('aten::hardsigmoid', 'aten::hardsigmoid_'), "LeakyRelu": ('aten::leaky_relu', 'aten::leaky_relu_'), "Relu": ('aten::clamp_min', 'aten::clamp_min_', 'aten::relu', 'aten::relu_', 'aten::threshold', 'aten::threshold_'), "Sigmoid": ('aten::sigmoid', 'aten::sigmoid_'), "Tanh": ('aten::tanh', 'aten::tanh_')},
+    patterns=(Pattern("SiLU: Sigmoid -> Mul", (120, 0), find_silu),),
     nhwc=False, image=True)

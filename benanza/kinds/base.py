@@ -156,6 +156,12 @@ class LayerConfig:
         """Floating-point operations of one forward call (multiply-add = 2)."""
         return numel(self.output_shape())
 
+    def fusion_label(self) -> str:
+        """How ``benanza layers`` counts a fusion candidate of this config (``fusions_by_kind``): its
+        kind; a kind whose fusion candidates name a pattern rather than a library call says so (Gelu,
+        SiLU, SwiGLU, Add+LayerNorm)."""
+        return self.kind
+
     def describe(self) -> str:
         """Short human-readable description: kind and shapes."""
         ins = ",".join("x".join(map(str, s)) for s in self.input_shapes())
@@ -331,6 +337,9 @@ class Kind:
     - ``contrib``: (domain, op type) -> :class:`benanza.kinds.onnx_map.ContribOp`, the operators onnx does
       not define that the kind maps (ONNX Runtime's ``com.microsoft`` contrib ops and its default-domain
       ``SimplifiedLayerNormalization``), each with its mapper, its output-shape rule and its spec.
+    - ``patterns``: the :class:`benanza.kinds.patterns.Pattern` s that find the kind's fusion candidates
+      in a layer graph (a decomposed LayerNorm, Conv -> Relu, ...), each with its place in the order
+      processing runs them in.
     """
 
     example: LayerConfig
@@ -351,6 +360,7 @@ class Kind:
     phase: str = "forward"
     backward_of: Mapping[str, Callable[[Any], tuple]] = dataclasses.field(default_factory=dict)
     contrib: Mapping[tuple[str, str], Any] = dataclasses.field(default_factory=dict)
+    patterns: tuple[Any, ...] = ()
 
     def __post_init__(self):
         if self.phase not in STEP_PHASES:

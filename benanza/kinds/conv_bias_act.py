@@ -8,10 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import math
+
+from benanza.kinds.activation import ActivationConfig
 from benanza.kinds.cpp import CppValue
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
 from benanza.kinds.conv import ConvCase, ConvConfig, conv_backward, conv_case, conv_fn
+from benanza.kinds.elementwise import ElementwiseConfig
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
+from benanza.kinds.patterns import Graph, Node, Pattern
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,39 @@ def _min_bytes(cfg: ConvBiasActConfig, ib: int, ob: int) -> int:
     return ib * (numel(conv.x) + numel(conv.w) + params) + ob * numel(cfg.output_shape())
 
 
+def _per_channel_bias(g: Graph, conv: Node, add: Node) -> bool:
+    """``add`` adds one constant of the conv's output channels (broadcast over N and space) to its
+    output and reads no other data: the bias a bias-less Conv's exporter wrote as an Add."""
+    cfg = conv.config
+    other = [i for i in add.inputs if i != conv.outputs[0]]
+    consts = list(add.static_inputs)
+    y = cfg.output_shape()
+    bshape = g.ctx.shape(consts[0]) if len(consts) == 1 and not other else None
+    if bshape is None or consts[0] not in g.ctx.static or len(bshape) > len(y):
+        return False
+    padded = (1,) * (len(y) - len(bshape)) + tuple(bshape)
+    return padded[1] == cfg.w[0] and math.prod(padded) == cfg.w[0]
+
+
+def find_conv_bias_act(g: Graph, ly: Node):
+    """Conv(+bias) -> Relu, and a bias-less Conv -> Add(per-channel constant) -> Relu, each the only
+    reader of the one before: what cudnnConvolutionBiasActivationForward computes in one call."""
+    cfg = ly.config
+    if ly.status != "benchmark" or not isinstance(cfg, ConvConfig) or ly.fusion is not None:
+        return None
+    nxt = g.sole_user(ly)
+    chain, conv = [ly.index], cfg
+    if nxt is not None and not cfg.bias and isinstance(nxt.config, ElementwiseConfig) and nxt.config.op == "add":
+        if not _per_channel_bias(g, ly, nxt):
+            return None
+        conv = ConvConfig(cfg.x, cfg.w, cfg.pads, cfg.strides, cfg.dilations, cfg.group, True)
+        chain.append(nxt.index)
+        nxt = g.sole_user(nxt)
+    if not conv.bias or nxt is None or not isinstance(nxt.config, ActivationConfig) or nxt.config.mode != "relu":
+        return None
+    return chain + [nxt.index], ConvBiasActConfig(conv=conv, activation="relu")
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=ConvBiasActConfig(conv=ConvConfig(x=(1, 48, 1, 1), w=(8, 48, 1, 1), pads=(0, 0, 0, 0), strides=(1, 1),
@@ -82,4 +120,5 @@ KIND = Kind(
     torch=_conv_bias_act, onnx={},
     typed_ops=(), fused_from=('Conv', 'Relu'),
     aten={},
+    patterns=(Pattern("Conv [-> Add bias] -> Relu", (10, 1), find_conv_bias_act),),
     nhwc=True, image=False, backward=_backward)

@@ -8,10 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from benanza.kinds.activation import ActivationConfig
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
+from benanza.kinds.batchnorm import BatchNormConfig
 from benanza.kinds.conv import ConvCase, ConvConfig, conv_case, conv_fn
 from benanza.kinds.cpp import CppValue, cpp_num
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
+from benanza.kinds.patterns import Graph, Node, Pattern
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,24 @@ def _min_bytes(cfg: ConvBnActConfig, ib: int, ob: int) -> int:
     return ib * (numel(conv.x) + numel(conv.w) + params) + ob * numel(cfg.output_shape())
 
 
+def find_conv_bn_act(g: Graph, ly: Node):
+    """Conv -> BatchNormalization [-> Relu], each the only reader of the one before: conv + per-channel
+    scale + shift [+ relu] as one cuDNN graph (the BatchNormalization's inference statistics folded)."""
+    cfg = ly.config
+    if ly.status != "benchmark" or not isinstance(cfg, ConvConfig) or ly.fusion is not None:
+        return None
+    bn = g.sole_user(ly)
+    if bn is None or not isinstance(bn.config, BatchNormConfig) or bn.fusion is not None:
+        return None
+    chain = [ly.index, bn.index]
+    act = g.sole_user(bn)
+    relu = act is not None and isinstance(act.config, ActivationConfig) and act.config.mode == "relu" \
+        and act.fusion is None
+    if relu:
+        chain.append(act.index)
+    return chain, ConvBnActConfig(conv=cfg, activation="relu" if relu else "none")
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=ConvBnActConfig(conv=ConvConfig(x=(1, 32, 1, 1), w=(8, 32, 1, 1), pads=(0, 0, 0, 0), strides=(1, 1),
@@ -88,4 +109,5 @@ KIND = Kind(
     torch=_conv_bn_act, onnx={},
     typed_ops=(), fused_from=('Conv', 'BatchNormalization', 'Relu'),
     aten={},
+    patterns=(Pattern("Conv -> BatchNormalization [-> Relu]", (10, 0), find_conv_bn_act),),
     nhwc=True, image=False)

@@ -14,6 +14,7 @@ from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, STORED_TYPES, S
 from benanza.kinds.cpp import Case, CppValue, ELEM_ENUM, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import FLOAT_TYPES, MapContext, STORED_NAMES, Unsupported, broadcast_shapes, need
+from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
 
 
 #: binary elementwise ops: their ONNX operators (ONNX operator spec), FLOPs per output element on
@@ -72,6 +73,10 @@ class ElementwiseConfig(LayerConfig):
     a: Shape
     b: Shape
     dtype: str = dataclasses.field(default="", metadata=OPTIONAL)
+
+    def fusion_label(self) -> str:
+        """SwiGLU's gating (op swiglu) counts as ``SwiGLU``."""
+        return "SwiGLU" if self.op == "swiglu" else self.kind
 
     def input_shapes(self):
         return [self.a, self.b]
@@ -323,6 +328,68 @@ def _min_bytes(cfg: ElementwiseConfig, ib: int, ob: int) -> int:
     return eb * (numel(cfg.a) + numel(cfg.b)) + out * numel(cfg.output_shape())
 
 
+# ------------------------------------------------------------------------ fusion patterns
+
+def swiglu_parts(pat: Graph, mul: Node):
+    """``(sigmoid, silu mul, gate tensor, up tensor)`` of SwiGLU's gating written as Sigmoid(g) ->
+    Mul(g, sigmoid) -> Mul(silu, u) ending at ``mul`` (float data, g and u of one shape), or None."""
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") or mul.config.dtype or len(mul.inputs) != 2 \
+            or mul.static_inputs or tuple(mul.config.a) != tuple(mul.config.b):
+        return None
+    for silu_t, up_t in (mul.inputs, mul.inputs[::-1]):
+        silu = pat.made_by(silu_t)
+        if not pat.free(silu) or not pat.elementwise(silu, "mul") or pat.sole_user(silu) is not mul \
+                or len(silu.inputs) != 2 or up_t == silu_t:
+            continue
+        for gate_t, sig_t in (silu.inputs, silu.inputs[::-1]):
+            sig = pat.made_by(sig_t)
+            if pat.free(sig) and sig.status == "benchmark" and is_kind(sig, "Activation") \
+                    and sig.config.mode == "sigmoid" and list(sig.inputs) == [gate_t] \
+                    and pat.sole_user(sig) is silu and tuple(silu.config.a) == tuple(silu.config.b) \
+                    and tuple(sig.config.shape) == tuple(mul.config.a) and gate_t != up_t:
+                return sig, silu, gate_t, up_t
+    return None
+
+
+def find_swiglu(pat: Graph, mul: Node):
+    """Sigmoid(g) -> Mul(g, sigmoid) -> Mul(silu, u): SwiGLU's gating ``silu(g) * u`` (Llama's MLP,
+    ``act_fn(gate_proj(x)) * up_proj(x)``) as one elementwise pass (ElementwiseConfig swiglu: g and u
+    read, one output written) where the chain takes three. Runs before :func:`benanza.kinds.activation.find_silu`, which
+    would take the Sigmoid -> Mul alone."""
+    parts = swiglu_parts(pat, mul)
+    if parts is None:
+        return None
+    sig, silu, gate_t, up_t = parts
+    shape = tuple(mul.config.a)
+    split = _gate_up_split(pat, gate_t, up_t, {sig.index, silu.index}, {mul.index})
+    return [sig.index, silu.index, mul.index] + ([split.index] if split is not None else []), \
+        ElementwiseConfig(op="swiglu", a=shape, b=shape)
+
+
+def _gate_up_split(pat: Graph, gate_t: str, up_t: str, gate_readers: set[int], up_readers: set[int]) -> Node | None:
+    """The Split that cuts one fused gate-and-up product (transformers' Phi-3 ``gate_up_proj``, then
+    ``chunk(2, dim=-1)``) into the gating's two operands: two equal halves of the last axis, each read by
+    the gating only. PyTorch's ``chunk`` is a view: eager's silu and mul and torch.compile's one fused kernel
+    (``triton_poi_fused_mul_silu_split``, phi3 prefill on an H200, 2026-11-28c) read the halves in place,
+    so the Split joins the gating's group and costs nothing of its own (the group reads a and b, the two
+    halves, as the separate tensors it times: the same bytes, rows of ``intermediate`` contiguous
+    elements). None when the operands come from anything else."""
+    split = pat.made_by(gate_t)
+    if split is None or split is not pat.made_by(up_t) or split.op_type != "Split" or not pat.free(split) \
+            or split.status not in ("benchmark", "zero_cost") or len(split.inputs) != 1 \
+            or sorted(split.outputs) != sorted((gate_t, up_t)) or len(split.input_shapes) < 1:
+        return None
+    x, outs = split.input_shapes[0], split.output_shapes
+    if x is None or len(outs) != 2 or any(o is None for o in outs) or not x or x[-1] % 2:
+        return None
+    half = tuple(x[:-1]) + (x[-1] // 2,)
+    if any(tuple(o) != half for o in outs) or any(t in pat.graph_outputs for t in (gate_t, up_t)):
+        return None
+    if {ly.index for ly in pat.users(gate_t)} != gate_readers or {ly.index for ly in pat.users(up_t)} != up_readers:
+        return None
+    return split
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 def _nhwc_job(cfg: ElementwiseConfig, neighbour: bool) -> bool:
     """A neighbour of a convolution whose broadcast reads memory differently channels-last."""
@@ -338,4 +405,5 @@ KIND = Kind(
     torch=_elementwise, onnx={"Add": map_elementwise, "And": map_elementwise, "BitShift": map_elementwise, "BitwiseAnd": map_elementwise, "BitwiseOr": map_elementwise, "BitwiseXor": map_elementwise, "Div": map_elementwise, "Equal": map_elementwise, "Greater": map_elementwise, "GreaterOrEqual": map_elementwise, "Less": map_elementwise, "LessOrEqual": map_elementwise, "Max": map_elementwise, "Mean": map_elementwise, "Min": map_elementwise, "Mod": map_elementwise, "Mul": map_elementwise, "Or": map_elementwise, "PRelu": map_elementwise, "Sub": map_elementwise, "Sum": map_elementwise, "Xor": map_elementwise},
     typed_ops=('Add', 'And', 'BitShift', 'BitwiseAnd', 'BitwiseOr', 'BitwiseXor', 'Div', 'Equal', 'Greater', 'GreaterOrEqual', 'Less', 'LessOrEqual', 'Max', 'Min', 'Mod', 'Mul', 'Or', 'Sub', 'Sum', 'Xor'), fused_from=(),
     aten={"Add": ('aten::add', 'aten::add_'), "Div": ('aten::div', 'aten::div_'), "Max": ('aten::max', 'aten::maximum'), "Min": ('aten::min', 'aten::minimum'), "Mul": ('aten::mul', 'aten::mul_'), "Sub": ('aten::rsub', 'aten::sub', 'aten::sub_'), "And": ('aten::__and__', 'aten::logical_and'), "BitShift": ('aten::__lshift__', 'aten::__rshift__', 'aten::bitwise_left_shift', 'aten::bitwise_right_shift'), "BitwiseAnd": ('aten::bitwise_and',), "BitwiseOr": ('aten::bitwise_or',), "BitwiseXor": ('aten::bitwise_xor',), "Equal": ('aten::eq',), "Greater": ('aten::gt',), "GreaterOrEqual": ('aten::ge',), "Less": ('aten::lt',), "LessOrEqual": ('aten::le',), "Mean": ('aten::add', 'aten::div_'), "Mod": ('aten::fmod', 'aten::remainder'), "Or": ('aten::__or__', 'aten::logical_or'), "PRelu": ('aten::_prelu_kernel', 'aten::prelu'), "Sum": ('aten::add', 'aten::add_'), "Xor": ('aten::__xor__', 'aten::logical_xor')},
+    patterns=(Pattern("SwiGLU: Sigmoid/Mul/Mul [after a Split]", (100, 0), find_swiglu),),
     nhwc=True, image=True, nhwc_job=_nhwc_job)

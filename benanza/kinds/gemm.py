@@ -6,13 +6,16 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, numel, stored_as
 from benanza.kinds.cpp import Case, CppValue, cpp_num, job_init
 from benanza.kinds.framework import Candidate, Ctx, functional
+from benanza.kinds.elementwise import swiglu_parts
 from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.patterns import Graph, Node, Pattern
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,44 @@ def _min_bytes(cfg: GemmConfig, ib: int, ob: int) -> int:
     return ib * (numel(a) + numel(b)) + ob * (numel(cfg.output_shape()) + c)
 
 
+# ------------------------------------------------------------------------ fusion patterns
+
+class _Gating:
+    """``pat`` for :func:`benanza.kinds.elementwise.swiglu_parts` with the gating's own layers (in the fusion candidate
+    :func:`benanza.kinds.elementwise.find_swiglu` made of them) counted as free."""
+
+    def __init__(self, pat: Graph, mul: Node):
+        self.pat, self.group = pat, mul.fusion
+
+    def free(self, ly):
+        return ly is not None and self.group is not None and ly.fusion == self.group
+
+    def __getattr__(self, name):
+        return getattr(self.pat, name)
+
+
+def find_gate_up_gemm(pat: Graph, mul: Node):
+    """SwiGLU's gate and up projections (two MatMul / Gemm layers of one config reading the same
+    input, each with its own weight, found through the gating :func:`benanza.kinds.elementwise.find_swiglu` took) as one GEMM
+    of the concatenated weights: the same m and k, n = 2 * intermediate (the "gate_up_proj" of
+    vLLM's MergedColumnParallelLinear and of transformers' Phi-3; the gating then reads the two
+    halves of its output). Both products' outputs must be read by the gating only."""
+    parts = swiglu_parts(_Gating(pat, mul), mul)
+    if parts is None:
+        return None
+    sig, silu, gate_t, up_t = parts
+    gate, up = pat.made_by(gate_t), pat.made_by(up_t)
+    for mm, readers in ((gate, {sig.index, silu.index}), (up, {mul.index})):
+        if not pat.free(mm) or mm.op_type not in ("MatMul", "Gemm") or mm.status != "benchmark" \
+                or not isinstance(mm.config, GemmConfig) or len(mm.inputs) != 1 or len(mm.static_inputs) < 1 \
+                or {ly.index for ly in pat.users(mm.outputs[0])} != readers or mm.outputs[0] in pat.graph_outputs:
+            return None
+    if gate.inputs != up.inputs or gate.config != up.config or gate.static_inputs == up.static_inputs:
+        return None
+    g = gate.config
+    return [gate.index, up.index], dataclasses.replace(g, n=2 * g.n)
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=GemmConfig(m=1, n=1000, k=440, batch_count=1, trans_a=False, trans_b=True, bias='c'),
@@ -243,4 +284,5 @@ KIND = Kind(
     torch=_gemm, onnx={"Gemm": _map_gemm, "MatMul": _map_matmul},  # "Einsum": benanza.kinds.einsum.ONNX
     typed_ops=(), fused_from=(),
     aten={"Gemm": ('aten::addmm', 'aten::linear', 'aten::matmul', 'aten::mm'), "MatMul": ('aten::addmm', 'aten::baddbmm', 'aten::bmm', 'aten::einsum', 'aten::linear', 'aten::matmul', 'aten::mm'), "Einsum": ('aten::einsum', 'aten::outer')},
+    patterns=(Pattern("SwiGLU's gate and up MatMuls of one input", (110, 0), find_gate_up_gemm),),
     nhwc=False, image=False, backward=gemm_backward)

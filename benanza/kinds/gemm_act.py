@@ -5,6 +5,8 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -13,7 +15,9 @@ from benanza.kinds.base import Job, Kind, LayerConfig, io_bytes, numel
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
 from benanza.kinds.gemm import GemmCase, GemmConfig, gemm_case, gemm_fn
 from benanza.kinds.gemm_act_backward import gemm_act_backward
-from benanza.kinds.unary import UNARY_OPS
+from benanza.kinds.activation import ActivationConfig
+from benanza.kinds.patterns import Graph, Node, Pattern
+from benanza.kinds.unary import UNARY_OPS, UnaryConfig, find_gelu
 
 
 #: activations a GemmAct fusion candidate applies after the matmul (+ bias)
@@ -86,6 +90,66 @@ def _gemm_act(c: Ctx) -> Candidate:
     return Candidate(f"{call}+{name}", "default", lambda: f(fn()), numel(c.cfg.output_shape()))
 
 
+# ------------------------------------------------------------------------ fusion patterns
+
+def _bias_vector_add(pat: Graph, ly: Node | None, tensor: str, n: int) -> bool:
+    """``ly`` adds a constant per-output-feature vector (n values, broadcast along every dim but
+    the last) to ``tensor``: the bias of a Linear layer that an exporter wrote as MatMul -> Add."""
+    if not pat.free(ly) or not pat.elementwise(ly, "add") or list(ly.inputs) != [tensor] \
+            or len(ly.static_inputs) != 1:
+        return False
+    shape = pat.ctx.shape(ly.static_inputs[0])
+    if shape is None or not shape or shape[-1] != n or math.prod(shape) != n:
+        return False
+    data = pat.ctx.shape(tensor)
+    # the Add must not broadcast the product itself (its output is the product's size)
+    return data is not None and math.prod(ly.config.output_shape()) == math.prod(data)
+
+
+def find_gemm_act(pat: Graph, mm: Node):
+    """Gemm/MatMul [-> Add(bias vector)] -> Relu | Gelu | decomposed erf-GELU: the product, its bias
+    and the activation as one call (cuDNN graph matmul -> add -> act; cuBLASLt bias+act epilogue);
+    and MatMul -> Add(bias vector) without an activation as one GEMM with a bias (GemmConfig with
+    bias "c": cublasGemmEx onto C, cuBLASLt's BIAS epilogue)."""
+    if mm.op_type not in ("Gemm", "MatMul") or mm.status != "benchmark" or not pat.free(mm) \
+            or not isinstance(mm.config, GemmConfig) or mm.config.batch_count != 1:
+        return None
+    gemm = mm.config
+    chain = [mm.index]
+    out = mm.outputs[0]
+    nxt = pat.sole_user(mm)
+    if gemm.bias == "none" and _bias_vector_add(pat, nxt, out, gemm.n):
+        gemm = dataclasses.replace(gemm, bias="c")
+        chain.append(nxt.index)
+        out = nxt.outputs[0]
+        nxt = pat.sole_user(nxt)
+    numel = math.prod(gemm.output_shape())
+    if pat.free(nxt) and nxt.status == "benchmark":
+        cfg = nxt.config
+        if isinstance(cfg, ActivationConfig) and cfg.mode == "relu" and math.prod(cfg.shape) == numel:
+            return chain + [nxt.index], GemmActConfig(gemm=gemm, activation="relu")
+        if isinstance(cfg, UnaryConfig) and cfg.op in ("gelu", "gelu_tanh") and math.prod(cfg.shape) == numel:
+            return chain + [nxt.index], GemmActConfig(gemm=gemm, activation=cfg.op)
+    # a decomposed erf-GELU reads the output twice (x / sqrt 2 and x * 0.5 or x * (1 + erf)); a graph
+    # output has no GELU after it, but a bias Add that writes it is still one GEMM with a bias (a language
+    # model's output Linear, exported as MatMul -> Add on 3-D inputs: torch's addmm with a bias epilogue)
+    if out in pat.graph_outputs:
+        return (chain, gemm) if len(chain) > 1 else None
+    for u in pat.users(out):
+        erf = pat.sole_user(u) if pat.free(u) else None
+        hit = find_gelu(pat, erf) if erf is not None else None
+        if hit is None:
+            continue
+        gchain, _ = hit
+        head = pat.layers[gchain[0]]
+        readers = {ly.index for ly in pat.users(out)}
+        if head.inputs[0] != out or not readers <= set(gchain) or math.prod(pat.layers[gchain[0]].output_shapes[0]) != numel:
+            continue
+        return chain + list(gchain), GemmActConfig(gemm=gemm, activation="gelu")
+    # a MatMul and the Add of its bias vector: one GEMM with a bias epilogue (torch's Linear)
+    return (chain, gemm) if len(chain) > 1 else None
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=GemmActConfig(gemm=GemmConfig(m=1, n=4096, k=4096, batch_count=1, trans_a=False, trans_b=True, bias='c'),
@@ -94,4 +158,5 @@ KIND = Kind(
     torch=_gemm_act, onnx={},
     typed_ops=(), fused_from=('MatMul', 'Add', 'Gelu'),
     aten={},
+    patterns=(Pattern("Gemm/MatMul [-> bias Add] -> Relu/GELU, or -> bias Add", (70, 0), find_gemm_act),),
     nhwc=False, image=False, backward=gemm_act_backward)

@@ -98,6 +98,17 @@ def _reduce(c: Ctx) -> Candidate:
     return Candidate(f"torch:aten::{name}", algo_label(c), lambda: op(x, dims, keepdim=True), numel(cfg.y))
 
 
+def trailing_axis(cfg: ReduceConfig) -> int | None:
+    """The LayerNorm axis of a reduction over trailing dims (y = x[:k] + (1,)*...), else None."""
+    x, y = cfg.x, cfg.y
+    k = len(y)
+    while k > 0 and y[k - 1] == 1:
+        k -= 1
+    if k == len(y) or tuple(y[:k]) != tuple(x[:k]):
+        return None
+    return k
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=ReduceConfig(op='mean', x=(1, 1024, 7, 7), y=(1, 1024, 1, 1)),

@@ -1,6 +1,6 @@
 """RMSNorm layers. ONNX RMSNormalization (opset 23; ONNX operator spec), inference, and the decomposed
 Pow/ReduceMean/Add/Sqrt/Reciprocal (or Div)/Mul/Mul chain torch.export and TorchScript write for
-transformers' ``LlamaRMSNorm`` (a fusion candidate, ``model._find_rmsnorms``); ONNX Runtime's
+transformers' ``LlamaRMSNorm`` (a fusion candidate, :func:`find_rmsnorm`); ONNX Runtime's
 ``SimplifiedLayerNormalization`` (which it registers in the default domain only; docs/ContribOperators.md has
 no ``com.microsoft`` one) and ``com.microsoft``
 ``SkipSimplifiedLayerNormalization`` (the residual Add an Elementwise layer before the RMSNorm).
@@ -10,16 +10,22 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
 import onnx
 
 from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, RowNorm, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.elementwise import ElementwiseConfig
+from benanza.kinds.layernorm import find_residual_norm, residual_of_group
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Part, Unsupported, contrib_doc, need
+from benanza.kinds.patterns import Graph, Node, Pattern, is_cast
+from benanza.kinds.reduce import ReduceConfig, trailing_axis
+from benanza.kinds.unary import UnaryConfig
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class RMSNormConfig(RowNorm, LayerConfig):
     it as ``rstd``): :func:`benanza.kinds.rmsnorm_backward.rmsnorm_backward` makes it; never set by a
     model's op (a field added after configs were first stored: keys without it are unchanged).
     residual: the fusion candidate of a residual ``Add(a, b)`` of two tensors of x's shape feeding the
-    norm (``model._find_residual_norms``): the norm of ``a + b`` (rounded to the storage type, as the Add
+    norm (:func:`benanza.kinds.layernorm.find_residual_norm`): the norm of ``a + b`` (rounded to the storage type, as the Add
     stores it) in one kernel, as TorchInductor and ONNX Runtime's ``SkipSimplifiedLayerNormalization``
     compute it; keep_sum: the sum is read by other layers too, so the call also writes it. Both are left
     out of the key while False; the cuDNN graph (no add before the norm) is not timed for them.
@@ -64,6 +70,10 @@ class RMSNormConfig(RowNorm, LayerConfig):
     def __post_init__(self):
         if not self.x or not 0 <= self.axis < len(self.x):
             raise ValueError(f"RMSNorm axis {self.axis} out of range for x {list(self.x)}")
+
+    def fusion_label(self) -> str:
+        """A residual Add fused into the norm counts as ``Add+RMSNorm``."""
+        return f"Add+{self.kind}" if self.residual else self.kind
 
     def input_shapes(self):
         return [self.x, self.x[self.axis:]] + ([self.x] if self.residual else [])
@@ -230,6 +240,85 @@ def _min_bytes(cfg: RMSNormConfig, ib: int, ob: int) -> int:
             + (4 * cfg.rows if cfg.stats else 0))
 
 
+# ------------------------------------------------------------------------ fusion patterns
+
+def find_rmsnorm(pat: Graph, sq: Node):
+    """[Cast ->] Pow 2 (or Mul x*x) -> ReduceMean over trailing dims -> Add eps -> Sqrt -> Reciprocal
+    (or Div 1/s) -> Mul x [-> Cast] [-> Mul weight], or Sqrt -> Div x/s: RMSNorm as torch.export
+    (Reciprocal) and TorchScript (Div) write transformers' ``LlamaRMSNorm``
+    (``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``, float32 casts around it)."""
+    if not pat.free(sq) or sq.status != "benchmark" or len(sq.inputs) < 1:
+        return None
+    x = sq.inputs[0]
+    if not ((isinstance(sq.config, UnaryConfig) and sq.config.op == "pow" and sq.config.exponent == 2.0)
+            or (pat.elementwise(sq, "mul") and sq.inputs == (x, x))):
+        return None
+    r = pat.sole_user(sq)
+    if not pat.free(r) or r.status != "benchmark" or not isinstance(r.config, ReduceConfig) \
+            or r.config.op != "mean" or tuple(r.config.x) != tuple(pat.ctx.shape(x) or ()):
+        return None
+    axis = trailing_axis(r.config)
+    if axis is None:
+        return None
+    add = pat.sole_user(r)
+    eps = pat.scalar(add) if pat.free(add) and pat.elementwise(add, "add") else None
+    if eps is None or eps < 0:
+        return None
+    root = pat.sole_user(add)
+    if not pat.free(root) or root.status != "benchmark" or not isinstance(root.config, UnaryConfig) \
+            or root.config.op != "sqrt":
+        return None
+    chain = [sq.index, r.index, add.index, root.index]
+    nxt = pat.sole_user(root)
+    if not pat.free(nxt):
+        return None
+    inv = None
+    if nxt.status == "benchmark" and isinstance(nxt.config, UnaryConfig) and nxt.config.op == "reciprocal":
+        inv = nxt
+    elif pat.elementwise(nxt, "div") and pat.scalar(nxt) == 1.0 and math.prod(nxt.config.a) == 1:
+        inv = nxt  # 1 / sqrt(...)
+    if inv is not None:
+        chain.append(inv.index)
+        mul = pat.sole_user(inv)
+        if not pat.free(mul) or not pat.elementwise(mul, "mul") or sorted(mul.inputs) != sorted((x, inv.outputs[0])):
+            return None
+    else:
+        mul = nxt  # x / sqrt(...)
+        if not pat.elementwise(mul, "div") or mul.inputs != (x, root.outputs[0]):
+            return None
+    xshape = tuple(r.config.x)
+    if tuple(mul.config.output_shape()) != xshape:
+        return None
+    chain.append(mul.index)
+    head = pat.made_by(x)
+    if is_cast(head) and pat.free(head) and x not in pat.graph_outputs \
+            and {u.index for u in pat.users(x)} == {sq.index, mul.index}:
+        chain.append(head.index)  # the cast to float32 before the statistics
+    last, cols = mul, math.prod(xshape[axis:])
+    nxt = pat.sole_user(mul)
+    if is_cast(nxt) and pat.free(nxt):
+        chain.append(nxt.index)  # the cast back to the model's type
+        last, nxt = nxt, pat.sole_user(nxt)
+    scale = False
+    if pat.free(nxt) and pat.elementwise(nxt, "mul") and len(nxt.static_inputs) == 1 \
+            and nxt.inputs == (last.outputs[0],):
+        w = pat.ctx.shape(nxt.static_inputs[0])
+        if w is not None and math.prod(w) == cols and tuple(nxt.config.output_shape()) == xshape:
+            chain.append(nxt.index)
+            scale = True
+    return chain, RMSNormConfig(x=xshape, axis=axis, epsilon=float(np.float32(eps)), scale=scale)
+
+
+def _find_residual_rmsnorm(pat: Graph, norm: Node):
+    """Add -> RMSNorm (:func:`benanza.kinds.layernorm.find_residual_norm`)."""
+    return find_residual_norm(pat, norm, RMSNormConfig)
+
+
+def _residual_rmsnorm_group(pat: Graph, layers: tuple[int, ...], cfg):
+    """A decomposed RMSNorm's group and the residual Add before it (:func:`benanza.kinds.layernorm.residual_of_group`)."""
+    return residual_of_group(pat, layers, cfg, RMSNormConfig)
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=RMSNormConfig(x=(1, 128, 256), axis=2, epsilon=9.999999974752427e-07),
@@ -237,6 +326,8 @@ KIND = Kind(
     torch=_rmsnorm, onnx={"RMSNormalization": _map_rmsnorm},
     typed_ops=(), fused_from=('Pow', 'ReduceMean', 'Add', 'Sqrt', 'Reciprocal', 'Div', 'Mul', 'Cast'),
     aten={"RMSNormalization": ('aten::rms_norm', 'aten::_fused_rms_norm')},
+    patterns=(Pattern("decomposed RMSNorm", (50, 0), find_rmsnorm),
+              Pattern("Add -> RMSNorm", (130, 1), _find_residual_rmsnorm, extend=_residual_rmsnorm_group)),
     nhwc=False, image=False,
     contrib={("", "SimplifiedLayerNormalization"): ContribOp(_map_simplified, _simplified_shapes, SLN_SPEC,
                                                               ('aten::rms_norm', 'aten::_fused_rms_norm')),

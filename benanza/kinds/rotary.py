@@ -2,7 +2,7 @@
 Embedding", 2021). ONNX RotaryEmbedding (opset 23; ONNX operator spec and its reference implementation
 ``onnx/reference/ops/op_rotary_embedding.py``), and the decomposed Mul/Slice/Neg/Concat/Mul/Add chain
 torch.export and TorchScript write for transformers' ``apply_rotary_pos_emb`` (a fusion candidate,
-``model._find_rotaries``).
+:func:`find_rotary`).
 
 The whole slice of the kind: its config, the ONNX op it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
@@ -17,7 +17,10 @@ import numpy as np
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label
+from benanza.kinds.copy import CopyConfig
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Unsupported, contrib_doc, need
+from benanza.kinds.patterns import Graph, Node, Pattern
+from benanza.kinds.unary import UnaryConfig
 
 #: the layouts of x: (batch, heads, seq, head_dim), or (batch, seq, heads, head_dim) (a 3-D
 #: (batch, seq, heads * head_dim) input is this layout too)
@@ -289,6 +292,87 @@ def rotary_backward(cfg: RotaryConfig) -> tuple:
     return (("backward_data", cfg),)
 
 
+# ------------------------------------------------------------------------ fusion patterns
+
+def _half_slice(pat: Graph, ly: Node | None, x: str, start: int, half: int) -> bool:
+    """``ly`` is a free Slice of ``x`` to elements [start, start + half) of its last dim, all of the others."""
+    if not pat.free(ly) or ly.status != "benchmark" or not isinstance(ly.config, CopyConfig) \
+            or ly.config.op != "Slice" or ly.inputs != (x,):
+        return False
+    attrs, xs = dict(ly.config.attrs), tuple(ly.config.inputs[0])
+    starts, steps = tuple(attrs.get("starts", ())), tuple(attrs.get("steps", ()))
+    return (tuple(ly.config.y) == xs[:-1] + (half,) and len(starts) == len(xs)
+            and starts == (0,) * (len(xs) - 1) + (start,) and set(steps) <= {1})
+
+
+def _rotary_cache(pat: Graph, mul: Node | None, x: str, xshape: tuple[int, ...]):
+    """(the cos or sin operand's name, its shape left-padded to x's rank) of a free Mul of ``x`` by it."""
+    if not pat.free(mul) or not pat.elementwise(mul, "mul"):
+        return None
+    others = [n for n in mul.inputs + mul.static_inputs if n != x]
+    if len(others) != 1 or x not in mul.inputs or tuple(mul.config.output_shape()) != xshape:
+        return None
+    c = pat.ctx.shape(others[0])
+    if c is None or len(c) > len(xshape):
+        return None
+    return others[0], (1,) * (len(xshape) - len(c)) + tuple(c)
+
+
+def find_rotary(pat: Graph, neg: Node):
+    """x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin: the Mul, Slice, Slice, Neg, Concat, Mul, Add that
+    torch.export and TorchScript write for transformers' ``apply_rotary_pos_emb`` (``rotate_half``), x
+    (b, h, s, d) with cos/sin (1 | b, 1, s, d), or x (b, s, h, d) with cos/sin (1 | b, s, 1, d). The fused
+    rotation reads (d / 2) cos/sin values per position: transformers builds cos = cat(freqs, freqs); where
+    the cache is a folded constant its two halves are checked equal (else no candidate). A partial
+    rotation (x[..., :r] sliced off first) is not found here."""
+    if not pat.free(neg) or neg.status != "benchmark" or not isinstance(neg.config, UnaryConfig) \
+            or neg.config.op != "neg" or len(neg.inputs) != 1:
+        return None
+    s2 = pat.made_by(neg.inputs[0])
+    if s2 is None or pat.sole_user(s2) is not neg or len(s2.inputs) != 1:
+        return None
+    x = s2.inputs[0]
+    xshape = tuple(pat.ctx.shape(x) or ())
+    if len(xshape) != 4 or xshape[-1] % 2:
+        return None
+    d = xshape[-1]
+    half = d // 2
+    cat = pat.sole_user(neg)
+    if not pat.free(cat) or not isinstance(cat.config, CopyConfig) or cat.config.op != "Concat" \
+            or len(cat.inputs) != 2 or cat.inputs[0] != neg.outputs[0] \
+            or dict(cat.config.attrs).get("axis") not in ((3,), (-1,)) or tuple(cat.config.y) != xshape:
+        return None
+    s1 = pat.made_by(cat.inputs[1])
+    if not (_half_slice(pat, s1, x, 0, half) and _half_slice(pat, s2, x, half, half)) or pat.sole_user(s1) is not cat:
+        return None
+    msin = pat.sole_user(cat)
+    add = pat.sole_user(msin) if msin is not None else None
+    if not pat.free(add) or not pat.elementwise(add, "add") or len(add.inputs) != 2 or msin.outputs[0] not in add.inputs:
+        return None
+    mcos = pat.made_by(add.inputs[0] if add.inputs[1] == msin.outputs[0] else add.inputs[1])
+    if mcos is None or pat.sole_user(mcos) is not add:
+        return None
+    sin, cos = _rotary_cache(pat, msin, cat.outputs[0], xshape), _rotary_cache(pat, mcos, x, xshape)
+    if sin is None or cos is None or sin[1] != cos[1] or tuple(add.config.output_shape()) != xshape:
+        return None
+    c = cos[1]
+    if c[0] not in (1, xshape[0]) or c[3] != d:
+        return None
+    if c[1] == 1 and c[2] == xshape[2]:
+        layout = "bhsd"
+    elif c[2] == 1 and c[1] == xshape[1]:
+        layout = "bshd"
+    else:
+        return None
+    for name, _ in (cos, sin):
+        v = pat.ctx.value(name)
+        if v is not None and not np.array_equal(np.asarray(v)[..., :half], np.asarray(v)[..., half:]):
+            return None  # not cat(freqs, freqs): no rotation of pairs
+    heads = xshape[1] if layout == "bhsd" else xshape[2]
+    chain = [s1.index, s2.index, neg.index, cat.index, msin.index, mcos.index, add.index]
+    return chain, RotaryConfig(x=xshape, num_heads=heads, rotary_dim=d, layout=layout, cache_batch=c[0])
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=RotaryConfig(x=(1, 4, 128, 32), num_heads=4, rotary_dim=32),
@@ -296,6 +380,7 @@ KIND = Kind(
     torch=_rotary, onnx={"RotaryEmbedding": _map_rotary},
     typed_ops=(), fused_from=('Mul', 'Slice', 'Neg', 'Concat', 'Add'),
     aten={"RotaryEmbedding": ('aten::neg', 'aten::cat', 'aten::mul', 'aten::add')},
+    patterns=(Pattern("rotate_half's Mul/Slice/Neg/Concat/Mul/Add", (60, 0), find_rotary),),
     nhwc=False, image=False, backward=rotary_backward,
     contrib={(MS_DOMAIN, "RotaryEmbedding"): ContribOp(_map_ms_rotary, _ms_rotary_shapes, contrib_doc("RotaryEmbedding"),
                                                        ('aten::neg', 'aten::cat', 'aten::mul', 'aten::add'))})

@@ -15,11 +15,15 @@ import warnings
 
 import numpy as np
 
+from benanza.kinds import views as V
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, Shape, io_bytes, numel
-from benanza.kinds.copy import packed_strides
+from benanza.kinds.copy import CopyConfig, packed_strides
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
+from benanza.kinds.gather import GatherConfig
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, MapContext, Unsupported, contrib_doc, need
+from benanza.kinds.patterns import Graph, Node, Pattern
+from benanza.kinds.softmax import SoftmaxConfig
 
 
 #: "causal_bottom_right" last: the keys of configs with the first three are unchanged
@@ -54,7 +58,7 @@ class SdpaConfig(LayerConfig):
     [Add mask] -> Softmax(last axis) -> MatMul(., V) of an exported attention (and the Transpose
     that makes K^T from K, and the constant scale of Q and K^T that torch's SDPA decomposition
     emits, when those feed only the pattern), so its measurements are compared with the sum of
-    those layers, never with one of them (``model._find_attention``).
+    those layers, never with one of them (:func:`find_attention`).
 
     Q: (b, h, s_q, d); K: (b, h, s_kv, d); V: (b, h, s_kv, d_v); O: (b, h, s_q, d_v), all packed,
     d innermost (the layout cuDNN reads; K^T of the graph is K with d innermost). Leading dims of
@@ -105,7 +109,7 @@ class SdpaConfig(LayerConfig):
     bias: Shape = ()
     #: element strides of Q, K, V and O over (b, h, s, d) when the pattern reads its operands as
     #: views of other tensors and writes its output into one (head-split and head-merge
-    #: Transposes and Reshapes absorbed, see ``model._find_attention``); () = packed. d's stride
+    #: Transposes and Reshapes absorbed, see :func:`find_attention`); () = packed. d's stride
     #: is 1 in every view the pattern finder accepts.
     q_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
     k_strides: Shape = dataclasses.field(default=(), metadata=OPTIONAL)
@@ -970,6 +974,404 @@ def _sdpa(c: Ctx) -> Candidate:
     return cand
 
 
+# ------------------------------------------------------------------- fusion patterns (decomposed attention)
+
+def _gemm_operands(ly: Node) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(A, B) shapes of a MatMul layer whose two operands are both data (not weights)."""
+    if ly.op_type != "MatMul" or ly.status != "benchmark" or ly.static_inputs or len(ly.inputs) != 2:
+        return None
+    a, b = ly.input_shapes
+    if a is None or b is None or len(a) < 2 or len(a) != len(b):
+        return None
+    return tuple(a), tuple(b)
+
+
+def _attention_bias(mask: tuple[int, ...], scores: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The additive mask's shape in cuDNN's (b, h, s_q, s_kv) form (with the leading dims of the
+    scores mapped as in :class:`benanza.kinds.SdpaConfig`), or None when it cannot be one."""
+    r = len(scores)
+    if len(mask) > r:
+        return None
+    m = (1,) * (r - len(mask)) + tuple(mask)
+    if any(d not in (1, full) for d, full in zip(m, scores)):
+        return None
+    lead_m, lead_s = m[:-2], scores[:-2]
+    if len(lead_s) == 0:
+        return (1, 1) + m[-2:]
+    if len(lead_s) == 1:
+        return (lead_m[0], 1) + m[-2:]
+    outer_m, outer_s = lead_m[:-1], lead_s[:-1]
+    if any(d != 1 for d in outer_m) and outer_m != outer_s:
+        return None  # partly broadcast outer dims do not fold into one b
+    return (math.prod(outer_m), lead_m[-1]) + m[-2:]
+
+
+def _causal(values: np.ndarray) -> bool:
+    """A constant additive mask that is 0 on and below the diagonal and very negative above it."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim < 2 or v.shape[-1] != v.shape[-2] or v.shape[-1] < 2:
+        return False
+    v = v.reshape(-1, v.shape[-2], v.shape[-1])
+    upper = np.triu(np.ones(v.shape[-2:], dtype=bool), 1)
+    return bool(np.all(v[:, ~upper] == 0) and np.all(v[:, upper] <= -1e4))
+
+
+#: zero-cost ops that only relabel a packed tensor's shape (a reshape of the same memory)
+_RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
+
+def _view_step(ly: Node, v: V.View) -> V.View | None:
+    """The view ``ly``'s output is of the memory ``v`` views, when ``ly`` moves data in a way a
+    strided reader absorbs (Transpose, the zero-cost reshapes, Dropout in inference, constant
+    scalar Gather, constant Slice), else None."""
+    out = ly.output_shapes[0] if ly.output_shapes else None
+    if out is None:
+        return None
+    if ly.status == "zero_cost" and ly.op_type in _RESHAPES + ("Dropout",):
+        return V.reshape(v, tuple(out))
+    if ly.status == "zero_cost" and ly.op_type in ("Slice", "Pad", "Transpose", "Concat", "Cast"):
+        return v if v.shape == tuple(out) else None  # an identity (CopyConfig.is_identity)
+    cfg = ly.config
+    if ly.status != "benchmark":
+        return None
+    if isinstance(cfg, CopyConfig) and cfg.op == "Transpose":
+        return V.permute(v, tuple(cfg.attr("perm")))
+    if isinstance(cfg, CopyConfig) and cfg.op == "Slice":
+        return V.slice_view(v, tuple(cfg.attr("starts")), tuple(cfg.attr("steps")), tuple(out))
+    if isinstance(cfg, GatherConfig) and len(cfg.values) == 1 and len(cfg.indices) <= 1:
+        w = V.select(v, cfg.axis, cfg.values[0])
+        return V.unsqueeze(w, (cfg.axis,)) if w is not None and len(cfg.indices) == 1 else w
+    return None
+
+
+def _inverse_view_step(ly: Node, v: V.View) -> V.View | None:
+    """The view of ``ly``'s input over the memory of its output ``v`` (Transpose, reshapes)."""
+    src = ly.input_shapes[0] if ly.input_shapes else None
+    if src is None:
+        return None
+    if ly.status == "zero_cost" and ly.op_type in _RESHAPES + ("Dropout",):
+        return V.reshape(v, tuple(src))
+    if ly.status == "benchmark" and isinstance(ly.config, CopyConfig) and ly.config.op == "Transpose":
+        return V.permute(v, V.inverse_permutation(tuple(ly.config.attr("perm"))))
+    return None
+
+
+def _bhsd(v: V.View) -> tuple[int, int, int, int] | None:
+    """The strides over (b, h, s, d) of an attention operand view of shape (lead..., s, d), with
+    the lead dims mapped as :class:`benanza.kinds.SdpaConfig` maps them (one lead dim: b; more:
+    b = all but the last, h = the last); a dim of size 1 takes its packed stride. None when b, h
+    or s has no single stride or d is not contiguous (stride 1), which fused attention needs."""
+    if len(v.dims) < 2:
+        return None
+    lead = list(v.dims[:-2])
+    h = lead.pop() if len(lead) >= 2 else ()
+    groups = (tuple(m for dim in lead for m in dim), h, v.dims[-2], v.dims[-1])
+    sizes = [math.prod(sz for sz, _ in g) for g in groups]
+    packed = V.packed_strides(tuple(sizes))
+    out = []
+    for modes, size, pk in zip(groups, sizes, packed):
+        c = V.coalesce(modes)
+        if len(c) > 1:
+            return None
+        out.append(c[0][1] if c and size > 1 else pk)
+    if out[3] != 1:
+        return None
+    return tuple(out)
+
+
+def _operand_chain(pat: Graph, tensor: str, group: set[int]) -> tuple[list[Node], str]:
+    """Walking back from an attention operand: the movement and constant-scale layers that only
+    feed it (nearest first) and the tensor they start from."""
+    chain: list[Node] = []
+    t = pat.made_by(tensor)
+    while t is not None and pat.free(t) and t.index not in group and t.inputs and pat.sole_user(t) is not None:
+        movement = _view_step(t, V.View.packed(tuple(t.input_shapes[0]))) is not None \
+            if t.input_shapes and t.input_shapes[0] is not None else False
+        if not movement and pat.scale_of(t) is None:
+            break
+        chain.append(t)
+        tensor = t.inputs[0]
+        t = pat.made_by(tensor)
+    return chain, tensor
+
+
+def _absorb_operand(pat: Graph, chain: list[Node], want_t: bool) -> tuple[list[Node], float, tuple | None]:
+    """The longest part of ``chain`` (nearest the attention first) that a strided read absorbs:
+    (absorbed layers, their constant scale, (b, h, s, d) strides or None when packed).
+    ``want_t``: the operand is K^T, whose last two dims the strides swap back to K's."""
+    fwd = list(reversed(chain))  # from the source towards the attention
+    for i in range(len(fwd) + 1):
+        part = fwd[i:]
+        src = part[0].input_shapes[0] if part else None
+        if part and src is None:
+            continue
+        v = V.View.packed(tuple(src)) if part else None
+        for ly in part:
+            v = v if pat.scale_of(ly) is not None else _view_step(ly, v)
+            if v is None:
+                break
+        if part and v is None:
+            continue
+        scale = math.prod(pat.scale_of(ly) or 1.0 for ly in part)
+        if not part:
+            return [], 1.0, None
+        if want_t:
+            r = len(v.shape)
+            v = V.permute(v, tuple(range(r - 2)) + (r - 1, r - 2))
+        st = _bhsd(v)
+        if st is None:
+            continue
+        return part, scale, st
+    return [], 1.0, None
+
+
+def _absorb_output(pat: Graph, mm2: Node) -> tuple[list[Node], tuple | None]:
+    """The Transposes and reshapes after the attention output that only move it, as far as the
+    output can be written straight into their final tensor: (layers, O strides or None)."""
+    fwd: list[Node] = []
+    t = mm2
+    while True:
+        u = pat.sole_user(t)
+        if u is None or not pat.free(u) or _inverse_view_step(u, V.View.packed(tuple(u.output_shapes[0] or ()))) is None:
+            break
+        fwd.append(u)
+        t = u
+    for k in range(len(fwd), 0, -1):
+        v = V.View.packed(tuple(fwd[k - 1].output_shapes[0]))
+        for ly in reversed(fwd[:k]):
+            v = _inverse_view_step(ly, v)
+            if v is None:
+                break
+        st = _bhsd(v) if v is not None else None
+        if st is not None:
+            return fwd[:k], st
+    return [], None
+
+
+def find_attention(pat: Graph, mm1: Node):
+    """MatMul(Q, K^T) -> [Mul/Div by constants] -> [Add mask] -> Softmax(last) -> MatMul(., V), with
+    the data movement around it that a strided fused kernel reads through: the head-split Reshapes,
+    Transposes, Squeezes and constant-index Gathers that make Q, K^T and V out of a projection's
+    output (shared by Q, K and V when only they read it), the constant scaling of Q and K^T (torch's
+    SDPA export scales both by sqrt(scale)), and the Transposes and Reshapes that merge the heads of
+    the output. The absorbed movement becomes the strides of :class:`benanza.kinds.SdpaConfig`."""
+    ops = _gemm_operands(mm1)
+    if ops is None or not pat.free(mm1):
+        return None
+    q_shape, kt_shape = ops
+    chain = [mm1.index]
+    scale = 1.0
+    nxt = pat.sole_user(mm1)
+    f = pat.scale_of(nxt) if pat.free(nxt) else None
+    if f is not None:
+        scale *= f
+        chain.append(nxt.index)
+        nxt = pat.sole_user(nxt)
+    scores = tuple(mm1.output_shapes[0] or ())
+    got = _attention_mask(pat, nxt, chain, scores)
+    if got is None:
+        return None
+    mask, bias, nxt = got
+    if not pat.free(nxt) or nxt.status != "benchmark" or not isinstance(nxt.config, SoftmaxConfig) \
+            or nxt.config.log or nxt.config.shape[2] != 1:
+        return None
+    chain.append(nxt.index)
+    mm2 = pat.sole_user(nxt) or _nan_guard(pat, nxt, chain)
+    while mm2 is not None and mm2.status == "zero_cost" and mm2.op_type in ("Dropout", "Identity") and pat.free(mm2):
+        chain.append(mm2.index)
+        mm2 = pat.sole_user(mm2)
+    ops2 = _gemm_operands(mm2) if mm2 is not None else None
+    if ops2 is None or not pat.free(mm2) or mm2.inputs[0] != pat.layers[chain[-1]].outputs[0]:
+        return None
+    p_shape, v_shape = ops2
+    lead = q_shape[:-2]
+    if kt_shape[:-2] != lead or v_shape[:-2] != lead or kt_shape[-2] != q_shape[-1] or v_shape[-2] != kt_shape[-1]:
+        return None
+    chain.append(mm2.index)
+    strides, absorbed = _absorb_operands(pat, (mm1.inputs[0], mm1.inputs[1], mm2.inputs[1]), set(chain))
+    for part, f, _ in absorbed:
+        scale *= f
+        chain += [ly.index for ly in part]
+    strides, h_kv = _gqa_operands(pat, absorbed, strides, chain, lead, kt_shape[-1])
+    out_part, o_st = _absorb_output(pat, mm2)
+    chain += [ly.index for ly in out_part]
+    if len(lead) == 0:
+        b, h = 1, 1
+    elif len(lead) == 1:
+        b, h = lead[0], 1
+    else:
+        b, h = math.prod(lead[:-1]), lead[-1]
+    cfg = SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
+                       scale=_canonical_scale(scale), mask=mask, bias=bias, h_kv=h_kv)
+    given = list(strides) + [o_st]
+    packed = cfg.strides()
+    fields = ("q_strides", "k_strides", "v_strides", "o_strides")
+    cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
+                                      if st is not None and tuple(st) != tuple(pk)})
+    return chain, cfg
+
+
+def _repeat_kv(pat: Graph, tensor: str) -> tuple[list[Node], int] | None:
+    """GQA's repeat of K or V heads (transformers' ``repeat_kv``): ``tensor`` (b, h, s, d) made by a
+    Reshape of Expand((b, h_kv, 1, s, d) -> (b, h_kv, h / h_kv, s, d)), the Expand's input an Unsqueeze
+    of (b, h_kv, s, d) or not, each read only by the next. Returns ([Reshape, Expand, (Unsqueeze)],
+    h_kv), or None: a fused attention reads the h_kv heads itself (cuDNN's h_k < h_q)."""
+    r = pat.made_by(tensor)
+    if r is None or not pat.free(r) or r.op_type != "Reshape" or r.status != "zero_cost" or not r.inputs:
+        return None
+    e = pat.made_by(r.inputs[0])
+    if e is None or not pat.free(e) or e.op_type != "Expand" or pat.sole_user(e) is not r or not e.inputs:
+        return None
+    src, big, out = e.input_shapes[0], e.output_shapes[0], r.output_shapes[0]
+    if src is None or big is None or out is None or len(big) != 5 or len(src) != 5 or len(out) != 4:
+        return None
+    b, h_kv, n, s, d = big
+    if tuple(src) != (b, h_kv, 1, s, d) or tuple(out) != (b, h_kv * n, s, d):
+        return None
+    layers = [r, e]
+    u = pat.made_by(e.inputs[0])
+    if u is not None and pat.free(u) and u.op_type == "Unsqueeze" and pat.sole_user(u) is e:
+        layers.append(u)
+    return layers, h_kv
+
+
+def _gqa_operands(pat: Graph, absorbed: list, strides: tuple, chain: list[int], lead: tuple, s_kv: int):
+    """GQA in a decomposed attention: when K's and V's absorbed movement starts at the Reshape of a
+    repeat of fewer heads (:func:`_repeat_kv`, the same h_kv for both) and reads the repeat packed,
+    the Expands and Unsqueezes join ``chain`` and K and V are read packed with h_kv heads. Returns
+    ((q, k, v) strides, h_kv; 0 without GQA)."""
+    if len(lead) < 2:
+        return strides, 0
+    h = lead[-1]
+    reps = []
+    for i in (1, 2):
+        part = absorbed[i][0]
+        rep = _repeat_kv(pat, part[0].outputs[0]) if part else None
+        if rep is None:
+            return strides, 0
+        d = part[0].output_shapes[0][-1]
+        packed = V.packed_strides((math.prod(lead[:-1]), h, s_kv, d))
+        if strides[i] is not None and tuple(strides[i]) != tuple(packed):
+            return strides, 0
+        reps.append(rep)
+    h_kv = reps[0][1]
+    if reps[1][1] != h_kv or h % h_kv or h_kv == h:
+        return strides, 0
+    chain += [ly.index for layers, _ in reps for ly in layers[1:]]
+    return (strides[0], None, None), h_kv
+
+
+def find_gqa_attention(pat: Graph, att: Node):
+    """ONNX ``Attention`` (an SDPA layer of its own) whose K and V are the repeat of fewer heads
+    (:func:`_repeat_kv`): the group of the repeats and the attention as one SDPA call with h_kv K/V
+    heads (packed, as the repeats' inputs are)."""
+    cfg = att.config
+    if att.op_type != "Attention" or att.status != "benchmark" or not isinstance(cfg, SdpaConfig) \
+            or cfg.kv_heads != cfg.h or cfg.k_strides or cfg.v_strides or len(att.inputs) < 3:
+        return None
+    reps = [_repeat_kv(pat, t) for t in att.inputs[1:3]]
+    if any(r is None for r in reps) or reps[0][1] != reps[1][1] or att.inputs[1] == att.inputs[2]:
+        return None
+    chain = [ly.index for layers, _ in reps for ly in layers] + [att.index]
+    return chain, dataclasses.replace(cfg, h_kv=reps[0][1])
+
+
+def _nan_guard(pat: Graph, softmax: Node, chain: list[int]) -> Node | None:
+    """torch.export's SDPA decomposition zeroes the rows a mask left empty: Softmax -> IsNaN ->
+    Where(isnan, 0, softmax). When that guard is all that reads the Softmax, append its two layers
+    to ``chain`` and return the layer after it (a fused attention returns those rows as zeros too)."""
+    users = pat.users(softmax.outputs[0])
+    if len(users) != 2 or softmax.outputs[0] in pat.graph_outputs:
+        return None
+    isnan = next((u for u in users if u.op_type == "IsNaN"), None)
+    where = next((u for u in users if u.op_type == "Where"), None)
+    if isnan is None or where is None or not pat.free(isnan) or not pat.free(where) \
+            or pat.sole_user(isnan) is not where or list(where.inputs) != [isnan.outputs[0], softmax.outputs[0]]:
+        return None
+    chain += [isnan.index, where.index]
+    return pat.sole_user(where)
+
+
+def _attention_mask(pat: Graph, nxt: Node | None, chain: list[int], scores: tuple[int, ...]):
+    """The additive masks between the scores and the Softmax: (mask kind, bias shape, the layer
+    after them), appending their layers to ``chain``; None when an Add there cannot be a mask.
+    One Add of a constant triangular mask is cuDNN's causal mask; one Add of a broadcastable
+    tensor a bias of its shape; several Adds, or Reshapes between them (Swin's relative position
+    bias, then its shifted-window mask added per window), one bias of the scores' full shape (the
+    constants summed and broadcast once: data-independent, as a compiler would precompute them)."""
+    adds, reshapes = [], []
+    while pat.free(nxt) and nxt.status in ("benchmark", "zero_cost"):
+        if pat.elementwise(nxt, "add") and math.prod(nxt.config.output_shape()) == math.prod(scores):
+            adds.append(nxt)
+        elif nxt.status == "zero_cost" and nxt.op_type in ("Reshape", "Identity") and nxt.output_shapes \
+                and nxt.output_shapes[0] is not None and math.prod(nxt.output_shapes[0]) == math.prod(scores):
+            reshapes.append(nxt)
+        else:
+            break
+        chain.append(nxt.index)
+        nxt = pat.sole_user(nxt)
+    final = pat.layers[chain[-1]].output_shapes[0] if chain else None
+    if final is None or tuple(final[-2:]) != tuple(scores[-2:]):
+        return None
+    if not adds:
+        return "none", (), nxt
+    others = []
+    for a in adds:
+        prev = pat.layers[chain[chain.index(a.index) - 1]].outputs[0]
+        other = [i for i in a.inputs if i != prev] + list(a.static_inputs)
+        if len(other) != 1 or pat.ctx.shape(other[0]) is None:
+            return None
+        others.append(other[0])
+    if len(adds) == 1 and not reshapes:
+        value = pat.ctx.static_value(others[0]) if others[0] in pat.ctx.static else None
+        if value is not None and _causal(value):
+            return "causal", (), nxt
+        mshape = pat.ctx.shape(others[0])
+        if value is None and tuple(mshape[-2:]) == tuple(scores[-2:]) and scores[-2] > 1 \
+                and causal_mask_tensor(pat.ctx, others[0], scores[-2], scores[-1] - scores[-2]):
+            # a causal mask built from the positions (Where/And of a folded triangle): cuDNN's causal
+            # masking, aligned bottom-right where the keys outnumber the queries (a KV cache)
+            return ("causal" if scores[-1] == scores[-2] else "causal_bottom_right"), (), nxt
+        b4 = _attention_bias(tuple(pat.ctx.shape(others[0])), scores)
+        return (None if b4 is None else ("bias", b4, nxt))
+    full = _attention_bias(scores, scores)
+    return (None if full is None else ("bias", full, nxt))
+
+
+def _absorb_operands(pat: Graph, operands: tuple[str, str, str], group: set[int]):
+    """Q, K^T and V's movement chains (:func:`_operand_chain`), extended back through the movement
+    layers they share when only they read them (a packed QKV projection split into three), and
+    what each absorbs (:func:`_absorb_operand`). Returns ((q, k, v) strides, absorbed parts)."""
+    chains, sources = [], []
+    for t in operands:
+        c, src = _operand_chain(pat, t, group)
+        chains.append(c)
+        sources.append(src)
+    shared: list[Node] = []
+    members = group | {ly.index for c in chains for ly in c}
+    src = sources[0] if len(set(sources)) == 1 else None
+    while src is not None:
+        t = pat.made_by(src)
+        users = pat.users(src)
+        if t is None or not pat.free(t) or not t.inputs or src in pat.graph_outputs or not users \
+                or any(u.index not in members for u in users) or t.input_shapes[0] is None \
+                or _view_step(t, V.View.packed(tuple(t.input_shapes[0]))) is None:
+            break
+        shared.append(t)
+        members.add(t.index)
+        src = t.inputs[0]
+    absorbed = [_absorb_operand(pat, c + shared, want_t=(i == 1)) for i, c in enumerate(chains)]
+    if shared and any(not set(s.index for s in shared) <= {ly.index for ly in part} for part, _, _ in absorbed):
+        absorbed = [_absorb_operand(pat, c, want_t=(i == 1)) for i, c in enumerate(chains)]
+    return tuple(a[2] for a in absorbed), absorbed
+
+
+def _canonical_scale(scale: float) -> float:
+    """The attention scale to 6 significant digits: sqrt(s) * sqrt(s) in float32 (torch's SDPA export)
+    and 1 / sqrt(d) give the same config key."""
+    return float(f"{float(np.float32(scale)):.6g}")
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=SdpaConfig(b=1, h=24, s_q=49, s_kv=49, d=32, d_v=32, scale=0.176777, mask='bias', bias=(1, 24, 49, 49),
@@ -980,6 +1382,8 @@ KIND = Kind(
     typed_ops=(), fused_from=('MatMul', 'Softmax', 'MatMul'),
     aten={"Attention": ("aten::scaled_dot_product_attention",)},
     nhwc=False, image=False,
+    patterns=(Pattern("MatMul -> [scale] -> [mask] -> Softmax -> MatMul, with its data movement", (20, 0), find_attention),
+              Pattern("repeated K/V heads -> Attention (GQA)", (30, 0), find_gqa_attention)),
     contrib={(MS_DOMAIN, "GroupQueryAttention"): ContribOp(_map_gqa, _gqa_shapes, contrib_doc("GroupQueryAttention"),
                                                            ("aten::scaled_dot_product_attention",)),
              (MS_DOMAIN, "Attention"): ContribOp(_map_ms_attention, _ms_attention_shapes, contrib_doc("Attention"),

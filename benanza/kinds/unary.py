@@ -17,6 +17,7 @@ from benanza.kinds.cpp import Case, CppValue, ELEM_ENUM, cpp_num, cpp_string, jo
 from benanza.kinds.elementwise import elem_name, map_elementwise
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
 from benanza.kinds.onnx_map import STORED_NAMES, Unsupported, need
+from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
 
 
 #: unary elementwise ops, their ONNX operators (ONNX operator spec) and FLOPs per element
@@ -100,6 +101,10 @@ class UnaryConfig(LayerConfig):
     alpha: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
     beta: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
     dst: str = dataclasses.field(default="", metadata=OPTIONAL)
+
+    def fusion_label(self) -> str:
+        """A GELU chain's fusion candidate counts as ``Gelu`` (the erf and tanh forms alike)."""
+        return "Gelu" if self.op in ("gelu", "gelu_tanh") else self.kind
 
     def input_shapes(self):
         return [self.shape]
@@ -344,6 +349,95 @@ def _min_bytes(cfg: UnaryConfig, ib: int, ob: int) -> int:
     return src * numel(cfg.shape) + dst * numel(cfg.output_shape())
 
 
+# ------------------------------------------------------------------------ fusion patterns
+
+def _gelu_half(pat: Graph, x: str, add: Node, mul: Node) -> Node | None:
+    """The Mul by 0.5 of a GELU whose ``mul`` multiplies ``add`` (1 + erf or 1 + tanh) by x * 0.5, or
+    by x and then by 0.5; None when there is none."""
+    other = next(i for i in mul.inputs if i != add.outputs[0]) if mul.inputs.count(add.outputs[0]) == 1 else None
+    if other == x:  # (x * (1 + f)) * 0.5
+        half = pat.sole_user(mul)
+        return half if pat.free(half) and pat.scale_of(half) == 0.5 else None
+    half = pat.made_by(other) if other else None  # (x * 0.5) * (1 + f)
+    if not pat.free(half) or pat.scale_of(half) != 0.5 or half.inputs[0] != x or pat.sole_user(half) is not mul:
+        return None
+    return half
+
+
+#: GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks and Gimpel,
+#: "Gaussian Error Linear Units", 2016, eq. 2; torch.nn.functional.gelu(approximate="tanh"))
+GELU_TANH_K, GELU_TANH_C = math.sqrt(2 / math.pi), 0.044715
+
+
+def find_gelu(pat: Graph, erf: Node):
+    """x / sqrt(2) (or x * 1/sqrt(2)) -> Erf -> Add 1 -> Mul x -> Mul 0.5 (or x * 0.5 first): the
+    erf-GELU exporters before opset 20 write."""
+    if not pat.free(erf) or erf.status != "benchmark" or not isinstance(erf.config, UnaryConfig) \
+            or erf.config.op != "erf":
+        return None
+    pre = pat.made_by(erf.inputs[0]) if erf.inputs else None
+    f = pat.scale_of(pre) if pat.free(pre) and pat.sole_user(pre) is erf else None
+    if f is None or abs(f - 1 / math.sqrt(2)) > 1e-3:
+        return None
+    x = pre.inputs[0]
+    add = pat.sole_user(erf)
+    if not pat.free(add) or not pat.elementwise(add, "add") or pat.scalar(add) != 1.0:
+        return None
+    mul = pat.sole_user(add)
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2 or add.outputs[0] not in mul.inputs:
+        return None
+    chain = [pre.index, erf.index, add.index, mul.index]
+    half = _gelu_half(pat, x, add, mul)
+    if half is None:
+        return None
+    chain.append(half.index)
+    shape = tuple(pre.output_shapes[0] or ())
+    if not shape or erf.config.shape != shape:
+        return None
+    return chain, UnaryConfig(shape=shape, op="gelu")
+
+
+def find_gelu_tanh(pat: Graph, tanh: Node):
+    """Pow x 3 -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul (x * 0.5) (or Mul x
+    -> Mul 0.5): GELU's tanh approximation as GPT-2's ``NewGELUActivation`` is exported (torch.export
+    and TorchScript), one GELU (UnaryConfig gelu_tanh) where the chain is eight elementwise passes."""
+    if not pat.free(tanh) or tanh.status != "benchmark" or not is_kind(tanh, "Activation") \
+            or tanh.config.mode != "tanh" or len(tanh.inputs) != 1:
+        return None
+    pre = pat.made_by(tanh.inputs[0])
+    k = pat.scale_of(pre) if pat.free(pre) and pat.sole_user(pre) is tanh else None
+    if k is None or abs(k - GELU_TANH_K) > 1e-4 * GELU_TANH_K:
+        return None
+    inner = pat.made_by(pre.inputs[0])
+    if not pat.free(inner) or not pat.elementwise(inner, "add") or len(inner.inputs) != 2 \
+            or pat.sole_user(inner) is not pre:
+        return None
+    for x, c_out in (inner.inputs, inner.inputs[::-1]):
+        c = pat.made_by(c_out)
+        f = pat.scale_of(c) if pat.free(c) and pat.sole_user(c) is inner else None
+        if f is None or abs(f - GELU_TANH_C) > 1e-4 * GELU_TANH_C:
+            continue
+        cube = pat.made_by(c.inputs[0])
+        if pat.free(cube) and cube.status == "benchmark" and isinstance(cube.config, UnaryConfig) \
+                and cube.config.op == "pow" and cube.config.exponent == 3.0 and cube.inputs[0] == x \
+                and pat.sole_user(cube) is c:
+            break
+    else:
+        return None
+    add = pat.sole_user(tanh)
+    if not pat.free(add) or not pat.elementwise(add, "add") or pat.scalar(add) != 1.0:
+        return None
+    mul = pat.sole_user(add)
+    if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2:
+        return None
+    half = _gelu_half(pat, x, add, mul)
+    shape = tuple(tanh.config.shape)
+    if half is None or tuple(mul.config.output_shape()) != shape or tuple(cube.config.shape) != shape:
+        return None
+    chain = [cube.index, c.index, inner.index, pre.index, tanh.index, add.index, mul.index, half.index]
+    return chain, UnaryConfig(shape=shape, op="gelu_tanh")
+
+
 #: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
 KIND = Kind(
     example=UnaryConfig(shape=(1, 197, 3072), op='gelu'),  # ViT-B/16's MLP activation (its backward: UnaryBwd)
@@ -351,4 +445,6 @@ KIND = Kind(
     torch=_unary, onnx={"Abs": _map_unary, "Acos": _map_unary, "Acosh": _map_unary, "Asin": _map_unary, "Asinh": _map_unary, "Atan": _map_unary, "Atanh": _map_unary, "BitwiseNot": _map_unary, "Cast": _map_cast, "CastLike": _map_cast, "Ceil": _map_unary, "Celu": _map_unary, "Cos": _map_unary, "Cosh": _map_unary, "Erf": _map_unary, "Exp": _map_unary, "Floor": _map_unary, "Gelu": _map_unary, "HardSwish": _map_unary, "IsInf": _map_unary, "IsNaN": _map_unary, "Log": _map_unary, "Mish": _map_unary, "Neg": _map_unary, "Not": _map_unary, "Pow": _map_unary, "Reciprocal": _map_unary, "Round": _map_unary, "Selu": _map_unary, "Shrink": _map_unary, "Sign": _map_unary, "Sin": _map_unary, "Sinh": _map_unary, "Softplus": _map_unary, "Softsign": _map_unary, "Sqrt": _map_unary, "Swish": _map_unary, "Tan": _map_unary, "ThresholdedRelu": _map_unary},
     typed_ops=('Abs', 'BitwiseNot', 'Cast', 'CastLike', 'Neg', 'Not', 'Pow', 'Sign'), fused_from=('Erf', 'Mul', 'Add'),
     aten={"Cast": ('aten::_to_copy', 'aten::to'), "Erf": ('aten::erf',), "Gelu": ('aten::gelu', 'aten::gelu_'), "HardSwish": ('aten::hardswish', 'aten::hardswish_'), "Pow": ('aten::pow', 'aten::pow_'), "Sqrt": ('aten::sqrt', 'aten::sqrt_'), "Abs": ('aten::abs',), "Acos": ('aten::acos',), "Acosh": ('aten::acosh',), "Asin": ('aten::asin',), "Asinh": ('aten::asinh',), "Atan": ('aten::atan',), "Atanh": ('aten::atanh',), "BitwiseNot": ('aten::bitwise_not',), "CastLike": ('aten::_to_copy', 'aten::to', 'aten::type_as'), "Ceil": ('aten::ceil',), "Celu": ('aten::celu',), "Cos": ('aten::cos',), "Cosh": ('aten::cosh',), "Exp": ('aten::exp',), "Floor": ('aten::floor',), "IsInf": ('aten::isinf',), "IsNaN": ('aten::isnan',), "Log": ('aten::log',), "Mish": ('aten::mish',), "Neg": ('aten::neg',), "Not": ('aten::logical_not',), "Reciprocal": ('aten::reciprocal',), "Round": ('aten::round',), "Selu": ('aten::selu',), "Shrink": ('aten::hardshrink', 'aten::softshrink'), "Sign": ('aten::sign',), "Sin": ('aten::sin',), "Sinh": ('aten::sinh',), "Softplus": ('aten::softplus',), "Softsign": ('aten::abs', 'aten::add', 'aten::div'), "Swish": ('aten::mul', 'aten::sigmoid', 'aten::silu'), "Tan": ('aten::tan',), "ThresholdedRelu": ('aten::threshold',)},
+    patterns=(Pattern("erf-GELU: Div/Erf/Add/Mul/Mul", (80, 0), find_gelu),
+              Pattern("tanh-GELU: Pow/Mul/Add/Mul/Tanh/Add/Mul/Mul", (90, 0), find_gelu_tanh)),
     nhwc=False, image=True)

@@ -4,14 +4,14 @@ Steps (one function each): :func:`load_graph` reads the graph without weights;
 :func:`bind_batch` fixes the batch dimension; :func:`infer_and_fold` runs ONNX shape inference and
 folds the shape-computing subgraphs (Shape/Gather/Concat/... on constants) until every compute layer
 has concrete shapes; :func:`process` maps the remaining nodes to :class:`Layer` objects with typed
-configs (:mod:`benanza.kinds`) and returns a :class:`ModelLayers`.
+configs (:mod:`benanza.kinds`), finds the fusion candidates by running the kinds' own patterns
+(:func:`fusion_candidates`, :mod:`benanza.kinds.patterns`) and returns a :class:`ModelLayers`.
 
 A model file is untrusted input: node and tensor names are kept as data and never interpreted.
 """
 from __future__ import annotations
 
 import collections
-import dataclasses
 import errno
 import functools
 import gc
@@ -30,8 +30,7 @@ from onnx import numpy_helper
 from benanza import kinds as L
 from benanza.kinds.dropout import dropout_training, train_config as dropout_train_config
 from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
-from benanza.kinds.sdpa import causal_mask_tensor
-from benanza.processing import views as V
+from benanza.kinds.patterns import Graph, passes
 from benanza.errors import ModelError, UsageError
 from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_types, eval_node, first_line,  # noqa: F401
                                       folded_values, has_data,
@@ -91,16 +90,10 @@ class Layer:
 
 @dataclass
 class Fusion:
-    """A fusion candidate: layers one library call can run together. Conv (+ bias) -> Relu
-    (cudnnConvolutionBiasActivationForward, ConvBiasActConfig); attention MatMul -> [scale] ->
-    [mask] -> Softmax -> MatMul (cuDNN SDPA, SdpaConfig); a decomposed LayerNorm (LayerNormConfig);
-    a decomposed RMSNorm (RMSNormConfig); a decomposed rotary embedding (RotaryConfig);
-    an erf-GELU of Div/Erf/Add/Mul/Mul (UnaryConfig gelu); Gemm/MatMul (+ bias Add) -> Relu / Gelu /
-    erf-GELU (GemmActConfig: cuDNN graph matmul -> add -> act, cuBLASLt bias + activation
-    epilogues); SwiGLU's gating Sigmoid/Mul/Mul (ElementwiseConfig swiglu) and its gate and up
-    MatMuls of one input (one GemmConfig of n = 2 * intermediate). ``layers`` are layer indices in graph
-    order, the last one the pattern's output (for the gate and up pair: the up projection); ``config``
-    the fused config."""
+    """A fusion candidate: layers one library call can run together, found by a kind's pattern
+    (:mod:`benanza.kinds.patterns`; the patterns and their order: :data:`benanza.kinds.PATTERNS`).
+    ``layers`` are layer indices in graph order, the last one the pattern's output (for SwiGLU's gate
+    and up pair: the up projection); ``config`` the fused call's config."""
 
     layers: tuple[int, ...]
     config: L.LayerConfig
@@ -162,7 +155,8 @@ class ModelLayers:
                 "percent": round(100.0 * bench / total, 1) if total else 100.0}
 
     def summary(self) -> dict:
-        """JSON-ready summary: counts by type, unsupported ops, coverage, fusion candidates, notices."""
+        """JSON-ready summary: counts by type, unsupported ops, coverage, fusion candidates (by
+        :meth:`benanza.kinds.base.LayerConfig.fusion_label`), notices."""
         sigs = {ly.signature for ly in self.layers}
         return {
             "model": self.model, "sha256": self.sha256, "batch": self.batch, "dtype": self.dtype,
@@ -175,25 +169,11 @@ class ModelLayers:
             "folded": dict(sorted(self.folded.items())),
             "fusion_candidates": len(self.fusions),
             "fusions_by_kind": dict(sorted(collections.Counter(
-                _fusion_label(f.config) for f in self.fusions).items())),
+                f.config.fusion_label() for f in self.fusions).items())),
             "coverage": self.coverage(),
             "complete": not self.unsupported(),
             "notices": list(self.notices),
         }
-
-
-def _fusion_label(cfg: L.LayerConfig) -> str:
-    """How ``layers`` counts a fusion candidate: its config kind, Gelu for an erf-GELU chain, SiLU
-    for a Sigmoid -> Mul, Add+LayerNorm / Add+RMSNorm for a residual Add and the norm after it."""
-    if getattr(cfg, "residual", False):
-        return f"Add+{cfg.kind}"
-    if isinstance(cfg, L.UnaryConfig):
-        return "Gelu"
-    if isinstance(cfg, L.ActivationConfig) and cfg.mode == "swish":
-        return "SiLU"
-    if isinstance(cfg, L.ElementwiseConfig) and cfg.op == "swiglu":
-        return "SwiGLU"
-    return cfg.kind
 
 
 # --------------------------------------------------------------------------------------- loading
@@ -515,1074 +495,61 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tup
         return "unsupported", None, f"malformed {op} node: {type(e).__name__}: {first_line(e)}"
 
 
-def _find_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
-                  ctx: _Ctx) -> list[Fusion]:
-    """Conv(+bias) -> Relu, and Conv -> Add(per-channel constant) -> Relu: the patterns that
-    cudnnConvolutionBiasActivationForward computes in one call; Conv -> BatchNormalization [->
-    Relu]: conv + scale + shift [+ relu] as one cuDNN graph (ConvBnActConfig)."""
-    fusions: list[Fusion] = []
+# ------------------------------------------------------------------------------ fusion candidates
 
-    def only_consumer(ly: Layer) -> Layer | None:
-        out = ly.outputs[0]
-        users = consumers.get(out, [])
-        if len(users) != 1 or out in graph_outputs:
-            return None
-        return layers[users[0]]
+#: every kind's fusion patterns (:data:`benanza.kinds.PATTERNS`) grouped into passes, in their order
+#: (:mod:`benanza.kinds.patterns` documents it); raises at import when two share an order
+PATTERN_PASSES = passes(L.PATTERNS)
 
-    for ly in layers:
-        cfg = ly.config
-        if ly.status != "benchmark" or not isinstance(cfg, L.ConvConfig) or ly.fusion is not None:
-            continue
-        nxt = only_consumer(ly)
-        chain = [ly.index]
-        conv = cfg
-        if nxt is not None and isinstance(nxt.config, L.BatchNormConfig) and nxt.fusion is None:
-            # Conv -> BatchNormalization [-> Relu]: conv + per-channel scale + shift [+ relu]
-            chain.append(nxt.index)
-            act = only_consumer(nxt)
-            relu = act is not None and isinstance(act.config, L.ActivationConfig) and act.config.mode == "relu" \
-                and act.fusion is None
-            if relu:
-                chain.append(act.index)
-            f = Fusion(layers=tuple(chain), config=L.ConvBnActConfig(conv=cfg, activation="relu" if relu else "none"))
-            for i in chain:
-                layers[i].fusion = len(fusions)
-            fusions.append(f)
-            continue
-        if nxt is not None and not cfg.bias and isinstance(nxt.config, L.ElementwiseConfig) \
-                and nxt.config.op == "add":
-            other = [i for i in nxt.inputs if i != ly.outputs[0]]
-            consts = list(nxt.static_inputs)
-            y = cfg.output_shape()
-            bshape = ctx.shape(consts[0]) if len(consts) == 1 and not other else None
-            if bshape is not None and consts[0] in ctx.static and len(bshape) <= len(y):
-                padded = (1,) * (len(y) - len(bshape)) + tuple(bshape)
-                per_channel = padded[1] == cfg.w[0] and math.prod(padded) == cfg.w[0]
-            else:
-                per_channel = False
-            if not per_channel:
-                continue
-            conv = L.ConvConfig(cfg.x, cfg.w, cfg.pads, cfg.strides, cfg.dilations, cfg.group, True)
-            chain.append(nxt.index)
-            nxt = only_consumer(nxt)
-        if not conv.bias or nxt is None or not isinstance(nxt.config, L.ActivationConfig) \
-                or nxt.config.mode != "relu":
-            continue
-        chain.append(nxt.index)
-        f = Fusion(layers=tuple(chain), config=L.ConvBiasActConfig(conv=conv, activation="relu"))
-        for i in chain:
-            layers[i].fusion = len(fusions)
-        fusions.append(f)
-    return fusions
+#: what a pattern's function may raise on an odd graph: no candidate (an untrusted model never fails here)
+_ODD_GRAPH = (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError)
 
 
-# ------------------------------------------------------------ transformer fusion candidates (issue 4)
-
-class _Pattern:
-    """Read-only views of the layer graph for the pattern finders: producers, consumers, constants."""
-
-    def __init__(self, layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str], ctx: _Ctx):
-        self.layers, self.consumers, self.graph_outputs, self.ctx = layers, consumers, graph_outputs, ctx
-        self.producer = {o: ly.index for ly in layers for o in ly.outputs}
-
-    def free(self, ly: Layer | None) -> bool:
-        return ly is not None and ly.fusion is None
-
-    def users(self, tensor: str) -> list[Layer]:
-        return [self.layers[i] for i in self.consumers.get(tensor, [])]
-
-    def sole_user(self, ly: Layer) -> Layer | None:
-        """The one layer reading ``ly``'s output, when no other layer (and no graph output) reads it."""
-        out = ly.outputs[0] if ly.outputs else None
-        users = self.users(out) if out else []
-        if len(users) != 1 or out in self.graph_outputs:
-            return None
-        return users[0]
-
-    def made_by(self, tensor: str) -> Layer | None:
-        i = self.producer.get(tensor)
-        return self.layers[i] if i is not None else None
-
-    def scalar(self, ly: Layer) -> float | None:
-        """The value of ``ly``'s one constant scalar operand, if it has exactly one."""
-        if len(ly.static_inputs) != 1 or len(ly.inputs) != 1:
-            return None
-        v = self.ctx.value(ly.static_inputs[0])
-        if v is None or np.asarray(v).size != 1:
-            return None
-        return float(np.asarray(v).reshape(-1)[0])
-
-    def elementwise(self, ly: Layer | None, op: str) -> bool:
-        return ly is not None and ly.status == "benchmark" and isinstance(ly.config, L.ElementwiseConfig) \
-            and ly.config.op == op
-
-    def scale_of(self, ly: Layer | None) -> float | None:
-        """The factor of a Mul by a constant scalar or a Div by one (x / c), else None."""
-        if not (self.elementwise(ly, "mul") or self.elementwise(ly, "div")):
-            return None
-        c = self.scalar(ly)
-        if c is None or c == 0.0 or not math.isfinite(c):
-            return None
-        if ly.config.op == "div":
-            # x / c only: the constant is the divisor (B), the data the dividend (A)
-            cfg = ly.config
-            if math.prod(cfg.b) != 1 or cfg.a != cfg.output_shape():
-                return None
-            return 1.0 / c
-        return c
+def _claim(layers: list[Layer], found: list[Fusion], hit) -> bool:
+    """Record ``hit`` (layer indices, config) as the next candidate when all its layers are free."""
+    chain, cfg = hit
+    chain = tuple(sorted(set(chain)))
+    if any(layers[i].fusion is not None for i in chain):
+        return False
+    for i in chain:
+        layers[i].fusion = len(found)
+    found.append(Fusion(layers=chain, config=cfg))
+    return True
 
 
-def _find_transformer_fusions(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
-                              ctx: _Ctx, start: int) -> list[Fusion]:
-    """Attention (SDPA), decomposed LayerNorm, GEMM (+ bias) -> Relu/GELU and erf-GELU fusion
-    candidates, numbered from ``start`` (after the Conv ones). A layer is in at most one candidate:
-    a decomposed erf-GELU after a GEMM joins the GemmAct candidate rather than being a GELU one."""
-    pat = _Pattern(layers, consumers, graph_outputs, ctx)
+def _try(fn, *args):
+    try:
+        return fn(*args)
+    except _ODD_GRAPH:
+        return None
+
+
+def fusion_candidates(layers: list[Layer], consumers: dict[str, list[int]], graph_outputs: set[str],
+                      ctx: _Ctx) -> list[Fusion]:
+    """The fusion candidates of the layer graph: every kind's pattern (:data:`PATTERN_PASSES`) run in
+    its order, each pass walking the layers in graph order and offering each layer to its patterns by
+    place until one claims it; a layer is in at most one candidate, numbered in the order found (the
+    ``fusion`` of each of its layers). Then each candidate is offered to the patterns' ``extend`` (a
+    decomposed norm takes in the residual Add before it). Names no fused kind: the patterns live with
+    their kinds (:mod:`benanza.kinds.patterns`)."""
+    graph = Graph(layers, consumers, graph_outputs, ctx)
     found: list[Fusion] = []
-    for finder in (_find_attention, _find_gqa_attention, _find_layernorms, _find_rmsnorms, _find_rotaries,
-                   _find_gemm_acts, _find_gelus, _find_gelu_tanhs, _find_swiglus, _find_gate_up_gemms,
-                   _find_silus, _find_residual_norms):
+    for patterns in PATTERN_PASSES:
         for ly in layers:
-            try:
-                hit = finder(pat, ly)
-            except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError):
-                hit = None  # an odd graph is no candidate; processing an untrusted model never fails here
-            if hit is None:
-                continue
-            chain, cfg = hit
-            chain = tuple(sorted(set(chain)))
-            if any(layers[i].fusion is not None for i in chain):
-                continue
-            for i in chain:
-                layers[i].fusion = start + len(found)
-            found.append(Fusion(layers=chain, config=cfg))
-    for j, f in enumerate(found):  # a decomposed norm's group takes in the residual Add before it
-        try:
-            hit = _residual_of_group(pat, f)
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            hit = None
-        if hit is not None:
-            add, cfg = hit
-            add.fusion = start + j
-            found[j] = Fusion(layers=tuple(sorted((add.index,) + tuple(f.layers))), config=cfg)
+            for pattern in patterns:
+                hit = _try(pattern.find, graph, ly)
+                if hit is not None and _claim(layers, found, hit):
+                    break
+    extends = [p.extend for p in L.PATTERNS if p.extend is not None]
+    for j, f in enumerate(found):
+        for extend in extends:
+            hit = _try(extend, graph, f.layers, f.config)
+            if hit is not None:
+                add, cfg = hit
+                add.fusion = j
+                found[j] = Fusion(layers=tuple(sorted((add.index,) + tuple(f.layers))), config=cfg)
+                break
     return found
-
-
-def _gemm_operands(ly: Layer) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """(A, B) shapes of a MatMul layer whose two operands are both data (not weights)."""
-    if ly.op_type != "MatMul" or ly.status != "benchmark" or ly.static_inputs or len(ly.inputs) != 2:
-        return None
-    a, b = ly.input_shapes
-    if a is None or b is None or len(a) < 2 or len(a) != len(b):
-        return None
-    return tuple(a), tuple(b)
-
-
-def _attention_bias(mask: tuple[int, ...], scores: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The additive mask's shape in cuDNN's (b, h, s_q, s_kv) form (with the leading dims of the
-    scores mapped as in :class:`benanza.kinds.SdpaConfig`), or None when it cannot be one."""
-    r = len(scores)
-    if len(mask) > r:
-        return None
-    m = (1,) * (r - len(mask)) + tuple(mask)
-    if any(d not in (1, full) for d, full in zip(m, scores)):
-        return None
-    lead_m, lead_s = m[:-2], scores[:-2]
-    if len(lead_s) == 0:
-        return (1, 1) + m[-2:]
-    if len(lead_s) == 1:
-        return (lead_m[0], 1) + m[-2:]
-    outer_m, outer_s = lead_m[:-1], lead_s[:-1]
-    if any(d != 1 for d in outer_m) and outer_m != outer_s:
-        return None  # partly broadcast outer dims do not fold into one b
-    return (math.prod(outer_m), lead_m[-1]) + m[-2:]
-
-
-def _causal(values: np.ndarray) -> bool:
-    """A constant additive mask that is 0 on and below the diagonal and very negative above it."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim < 2 or v.shape[-1] != v.shape[-2] or v.shape[-1] < 2:
-        return False
-    v = v.reshape(-1, v.shape[-2], v.shape[-1])
-    upper = np.triu(np.ones(v.shape[-2:], dtype=bool), 1)
-    return bool(np.all(v[:, ~upper] == 0) and np.all(v[:, upper] <= -1e4))
-
-
-#: zero-cost ops that only relabel a packed tensor's shape (a reshape of the same memory)
-_RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
-
-
-def _view_step(ly: Layer, v: V.View) -> V.View | None:
-    """The view ``ly``'s output is of the memory ``v`` views, when ``ly`` moves data in a way a
-    strided reader absorbs (Transpose, the zero-cost reshapes, Dropout in inference, constant
-    scalar Gather, constant Slice), else None."""
-    out = ly.output_shapes[0] if ly.output_shapes else None
-    if out is None:
-        return None
-    if ly.status == "zero_cost" and ly.op_type in _RESHAPES + ("Dropout",):
-        return V.reshape(v, tuple(out))
-    if ly.status == "zero_cost" and ly.op_type in ("Slice", "Pad", "Transpose", "Concat", "Cast"):
-        return v if v.shape == tuple(out) else None  # an identity (CopyConfig.is_identity)
-    cfg = ly.config
-    if ly.status != "benchmark":
-        return None
-    if isinstance(cfg, L.CopyConfig) and cfg.op == "Transpose":
-        return V.permute(v, tuple(cfg.attr("perm")))
-    if isinstance(cfg, L.CopyConfig) and cfg.op == "Slice":
-        return V.slice_view(v, tuple(cfg.attr("starts")), tuple(cfg.attr("steps")), tuple(out))
-    if isinstance(cfg, L.GatherConfig) and len(cfg.values) == 1 and len(cfg.indices) <= 1:
-        w = V.select(v, cfg.axis, cfg.values[0])
-        return V.unsqueeze(w, (cfg.axis,)) if w is not None and len(cfg.indices) == 1 else w
-    return None
-
-
-def _inverse_view_step(ly: Layer, v: V.View) -> V.View | None:
-    """The view of ``ly``'s input over the memory of its output ``v`` (Transpose, reshapes)."""
-    src = ly.input_shapes[0] if ly.input_shapes else None
-    if src is None:
-        return None
-    if ly.status == "zero_cost" and ly.op_type in _RESHAPES + ("Dropout",):
-        return V.reshape(v, tuple(src))
-    if ly.status == "benchmark" and isinstance(ly.config, L.CopyConfig) and ly.config.op == "Transpose":
-        return V.permute(v, V.inverse_permutation(tuple(ly.config.attr("perm"))))
-    return None
-
-
-def _bhsd(v: V.View) -> tuple[int, int, int, int] | None:
-    """The strides over (b, h, s, d) of an attention operand view of shape (lead..., s, d), with
-    the lead dims mapped as :class:`benanza.kinds.SdpaConfig` maps them (one lead dim: b; more:
-    b = all but the last, h = the last); a dim of size 1 takes its packed stride. None when b, h
-    or s has no single stride or d is not contiguous (stride 1), which fused attention needs."""
-    if len(v.dims) < 2:
-        return None
-    lead = list(v.dims[:-2])
-    h = lead.pop() if len(lead) >= 2 else ()
-    groups = (tuple(m for dim in lead for m in dim), h, v.dims[-2], v.dims[-1])
-    sizes = [math.prod(sz for sz, _ in g) for g in groups]
-    packed = V.packed_strides(tuple(sizes))
-    out = []
-    for modes, size, pk in zip(groups, sizes, packed):
-        c = V.coalesce(modes)
-        if len(c) > 1:
-            return None
-        out.append(c[0][1] if c and size > 1 else pk)
-    if out[3] != 1:
-        return None
-    return tuple(out)
-
-
-def _operand_chain(pat: _Pattern, tensor: str, group: set[int]) -> tuple[list[Layer], str]:
-    """Walking back from an attention operand: the movement and constant-scale layers that only
-    feed it (nearest first) and the tensor they start from."""
-    chain: list[Layer] = []
-    t = pat.made_by(tensor)
-    while t is not None and pat.free(t) and t.index not in group and t.inputs and pat.sole_user(t) is not None:
-        movement = _view_step(t, V.View.packed(tuple(t.input_shapes[0]))) is not None \
-            if t.input_shapes and t.input_shapes[0] is not None else False
-        if not movement and pat.scale_of(t) is None:
-            break
-        chain.append(t)
-        tensor = t.inputs[0]
-        t = pat.made_by(tensor)
-    return chain, tensor
-
-
-def _absorb_operand(pat: _Pattern, chain: list[Layer], want_t: bool) -> tuple[list[Layer], float, tuple | None]:
-    """The longest part of ``chain`` (nearest the attention first) that a strided read absorbs:
-    (absorbed layers, their constant scale, (b, h, s, d) strides or None when packed).
-    ``want_t``: the operand is K^T, whose last two dims the strides swap back to K's."""
-    fwd = list(reversed(chain))  # from the source towards the attention
-    for i in range(len(fwd) + 1):
-        part = fwd[i:]
-        src = part[0].input_shapes[0] if part else None
-        if part and src is None:
-            continue
-        v = V.View.packed(tuple(src)) if part else None
-        for ly in part:
-            v = v if pat.scale_of(ly) is not None else _view_step(ly, v)
-            if v is None:
-                break
-        if part and v is None:
-            continue
-        scale = math.prod(pat.scale_of(ly) or 1.0 for ly in part)
-        if not part:
-            return [], 1.0, None
-        if want_t:
-            r = len(v.shape)
-            v = V.permute(v, tuple(range(r - 2)) + (r - 1, r - 2))
-        st = _bhsd(v)
-        if st is None:
-            continue
-        return part, scale, st
-    return [], 1.0, None
-
-
-def _absorb_output(pat: _Pattern, mm2: Layer) -> tuple[list[Layer], tuple | None]:
-    """The Transposes and reshapes after the attention output that only move it, as far as the
-    output can be written straight into their final tensor: (layers, O strides or None)."""
-    fwd: list[Layer] = []
-    t = mm2
-    while True:
-        u = pat.sole_user(t)
-        if u is None or not pat.free(u) or _inverse_view_step(u, V.View.packed(tuple(u.output_shapes[0] or ()))) is None:
-            break
-        fwd.append(u)
-        t = u
-    for k in range(len(fwd), 0, -1):
-        v = V.View.packed(tuple(fwd[k - 1].output_shapes[0]))
-        for ly in reversed(fwd[:k]):
-            v = _inverse_view_step(ly, v)
-            if v is None:
-                break
-        st = _bhsd(v) if v is not None else None
-        if st is not None:
-            return fwd[:k], st
-    return [], None
-
-
-def _find_attention(pat: _Pattern, mm1: Layer):
-    """MatMul(Q, K^T) -> [Mul/Div by constants] -> [Add mask] -> Softmax(last) -> MatMul(., V), with
-    the data movement around it that a strided fused kernel reads through: the head-split Reshapes,
-    Transposes, Squeezes and constant-index Gathers that make Q, K^T and V out of a projection's
-    output (shared by Q, K and V when only they read it), the constant scaling of Q and K^T (torch's
-    SDPA export scales both by sqrt(scale)), and the Transposes and Reshapes that merge the heads of
-    the output. The absorbed movement becomes the strides of :class:`benanza.kinds.SdpaConfig`."""
-    ops = _gemm_operands(mm1)
-    if ops is None or not pat.free(mm1):
-        return None
-    q_shape, kt_shape = ops
-    chain = [mm1.index]
-    scale = 1.0
-    nxt = pat.sole_user(mm1)
-    f = pat.scale_of(nxt) if pat.free(nxt) else None
-    if f is not None:
-        scale *= f
-        chain.append(nxt.index)
-        nxt = pat.sole_user(nxt)
-    scores = tuple(mm1.output_shapes[0] or ())
-    got = _attention_mask(pat, nxt, chain, scores)
-    if got is None:
-        return None
-    mask, bias, nxt = got
-    if not pat.free(nxt) or nxt.status != "benchmark" or not isinstance(nxt.config, L.SoftmaxConfig) \
-            or nxt.config.log or nxt.config.shape[2] != 1:
-        return None
-    chain.append(nxt.index)
-    mm2 = pat.sole_user(nxt) or _nan_guard(pat, nxt, chain)
-    while mm2 is not None and mm2.status == "zero_cost" and mm2.op_type in ("Dropout", "Identity") and pat.free(mm2):
-        chain.append(mm2.index)
-        mm2 = pat.sole_user(mm2)
-    ops2 = _gemm_operands(mm2) if mm2 is not None else None
-    if ops2 is None or not pat.free(mm2) or mm2.inputs[0] != pat.layers[chain[-1]].outputs[0]:
-        return None
-    p_shape, v_shape = ops2
-    lead = q_shape[:-2]
-    if kt_shape[:-2] != lead or v_shape[:-2] != lead or kt_shape[-2] != q_shape[-1] or v_shape[-2] != kt_shape[-1]:
-        return None
-    chain.append(mm2.index)
-    strides, absorbed = _absorb_operands(pat, (mm1.inputs[0], mm1.inputs[1], mm2.inputs[1]), set(chain))
-    for part, f, _ in absorbed:
-        scale *= f
-        chain += [ly.index for ly in part]
-    strides, h_kv = _gqa_operands(pat, absorbed, strides, chain, lead, kt_shape[-1])
-    out_part, o_st = _absorb_output(pat, mm2)
-    chain += [ly.index for ly in out_part]
-    if len(lead) == 0:
-        b, h = 1, 1
-    elif len(lead) == 1:
-        b, h = lead[0], 1
-    else:
-        b, h = math.prod(lead[:-1]), lead[-1]
-    cfg = L.SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
-                       scale=_canonical_scale(scale), mask=mask, bias=bias, h_kv=h_kv)
-    given = list(strides) + [o_st]
-    packed = cfg.strides()
-    fields = ("q_strides", "k_strides", "v_strides", "o_strides")
-    cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
-                                      if st is not None and tuple(st) != tuple(pk)})
-    return chain, cfg
-
-
-def _repeat_kv(pat: _Pattern, tensor: str) -> tuple[list[Layer], int] | None:
-    """GQA's repeat of K or V heads (transformers' ``repeat_kv``): ``tensor`` (b, h, s, d) made by a
-    Reshape of Expand((b, h_kv, 1, s, d) -> (b, h_kv, h / h_kv, s, d)), the Expand's input an Unsqueeze
-    of (b, h_kv, s, d) or not, each read only by the next. Returns ([Reshape, Expand, (Unsqueeze)],
-    h_kv), or None: a fused attention reads the h_kv heads itself (cuDNN's h_k < h_q)."""
-    r = pat.made_by(tensor)
-    if r is None or not pat.free(r) or r.op_type != "Reshape" or r.status != "zero_cost" or not r.inputs:
-        return None
-    e = pat.made_by(r.inputs[0])
-    if e is None or not pat.free(e) or e.op_type != "Expand" or pat.sole_user(e) is not r or not e.inputs:
-        return None
-    src, big, out = e.input_shapes[0], e.output_shapes[0], r.output_shapes[0]
-    if src is None or big is None or out is None or len(big) != 5 or len(src) != 5 or len(out) != 4:
-        return None
-    b, h_kv, n, s, d = big
-    if tuple(src) != (b, h_kv, 1, s, d) or tuple(out) != (b, h_kv * n, s, d):
-        return None
-    layers = [r, e]
-    u = pat.made_by(e.inputs[0])
-    if u is not None and pat.free(u) and u.op_type == "Unsqueeze" and pat.sole_user(u) is e:
-        layers.append(u)
-    return layers, h_kv
-
-
-def _gqa_operands(pat: _Pattern, absorbed: list, strides: tuple, chain: list[int], lead: tuple, s_kv: int):
-    """GQA in a decomposed attention: when K's and V's absorbed movement starts at the Reshape of a
-    repeat of fewer heads (:func:`_repeat_kv`, the same h_kv for both) and reads the repeat packed,
-    the Expands and Unsqueezes join ``chain`` and K and V are read packed with h_kv heads. Returns
-    ((q, k, v) strides, h_kv; 0 without GQA)."""
-    if len(lead) < 2:
-        return strides, 0
-    h = lead[-1]
-    reps = []
-    for i in (1, 2):
-        part = absorbed[i][0]
-        rep = _repeat_kv(pat, part[0].outputs[0]) if part else None
-        if rep is None:
-            return strides, 0
-        d = part[0].output_shapes[0][-1]
-        packed = V.packed_strides((math.prod(lead[:-1]), h, s_kv, d))
-        if strides[i] is not None and tuple(strides[i]) != tuple(packed):
-            return strides, 0
-        reps.append(rep)
-    h_kv = reps[0][1]
-    if reps[1][1] != h_kv or h % h_kv or h_kv == h:
-        return strides, 0
-    chain += [ly.index for layers, _ in reps for ly in layers[1:]]
-    return (strides[0], None, None), h_kv
-
-
-def _find_gqa_attention(pat: _Pattern, att: Layer):
-    """ONNX ``Attention`` (an SDPA layer of its own) whose K and V are the repeat of fewer heads
-    (:func:`_repeat_kv`): the group of the repeats and the attention as one SDPA call with h_kv K/V
-    heads (packed, as the repeats' inputs are)."""
-    cfg = att.config
-    if att.op_type != "Attention" or att.status != "benchmark" or not isinstance(cfg, L.SdpaConfig) \
-            or cfg.kv_heads != cfg.h or cfg.k_strides or cfg.v_strides or len(att.inputs) < 3:
-        return None
-    reps = [_repeat_kv(pat, t) for t in att.inputs[1:3]]
-    if any(r is None for r in reps) or reps[0][1] != reps[1][1] or att.inputs[1] == att.inputs[2]:
-        return None
-    chain = [ly.index for layers, _ in reps for ly in layers] + [att.index]
-    return chain, dataclasses.replace(cfg, h_kv=reps[0][1])
-
-
-def _nan_guard(pat: _Pattern, softmax: Layer, chain: list[int]) -> Layer | None:
-    """torch.export's SDPA decomposition zeroes the rows a mask left empty: Softmax -> IsNaN ->
-    Where(isnan, 0, softmax). When that guard is all that reads the Softmax, append its two layers
-    to ``chain`` and return the layer after it (a fused attention returns those rows as zeros too)."""
-    users = pat.users(softmax.outputs[0])
-    if len(users) != 2 or softmax.outputs[0] in pat.graph_outputs:
-        return None
-    isnan = next((u for u in users if u.op_type == "IsNaN"), None)
-    where = next((u for u in users if u.op_type == "Where"), None)
-    if isnan is None or where is None or not pat.free(isnan) or not pat.free(where) \
-            or pat.sole_user(isnan) is not where or list(where.inputs) != [isnan.outputs[0], softmax.outputs[0]]:
-        return None
-    chain += [isnan.index, where.index]
-    return pat.sole_user(where)
-
-
-def _attention_mask(pat: _Pattern, nxt: Layer | None, chain: list[int], scores: tuple[int, ...]):
-    """The additive masks between the scores and the Softmax: (mask kind, bias shape, the layer
-    after them), appending their layers to ``chain``; None when an Add there cannot be a mask.
-    One Add of a constant triangular mask is cuDNN's causal mask; one Add of a broadcastable
-    tensor a bias of its shape; several Adds, or Reshapes between them (Swin's relative position
-    bias, then its shifted-window mask added per window), one bias of the scores' full shape (the
-    constants summed and broadcast once: data-independent, as a compiler would precompute them)."""
-    adds, reshapes = [], []
-    while pat.free(nxt) and nxt.status in ("benchmark", "zero_cost"):
-        if pat.elementwise(nxt, "add") and math.prod(nxt.config.output_shape()) == math.prod(scores):
-            adds.append(nxt)
-        elif nxt.status == "zero_cost" and nxt.op_type in ("Reshape", "Identity") and nxt.output_shapes \
-                and nxt.output_shapes[0] is not None and math.prod(nxt.output_shapes[0]) == math.prod(scores):
-            reshapes.append(nxt)
-        else:
-            break
-        chain.append(nxt.index)
-        nxt = pat.sole_user(nxt)
-    final = pat.layers[chain[-1]].output_shapes[0] if chain else None
-    if final is None or tuple(final[-2:]) != tuple(scores[-2:]):
-        return None
-    if not adds:
-        return "none", (), nxt
-    others = []
-    for a in adds:
-        prev = pat.layers[chain[chain.index(a.index) - 1]].outputs[0]
-        other = [i for i in a.inputs if i != prev] + list(a.static_inputs)
-        if len(other) != 1 or pat.ctx.shape(other[0]) is None:
-            return None
-        others.append(other[0])
-    if len(adds) == 1 and not reshapes:
-        value = pat.ctx.static_value(others[0]) if others[0] in pat.ctx.static else None
-        if value is not None and _causal(value):
-            return "causal", (), nxt
-        mshape = pat.ctx.shape(others[0])
-        if value is None and tuple(mshape[-2:]) == tuple(scores[-2:]) and scores[-2] > 1 \
-                and causal_mask_tensor(pat.ctx, others[0], scores[-2], scores[-1] - scores[-2]):
-            # a causal mask built from the positions (Where/And of a folded triangle): cuDNN's causal
-            # masking, aligned bottom-right where the keys outnumber the queries (a KV cache)
-            return ("causal" if scores[-1] == scores[-2] else "causal_bottom_right"), (), nxt
-        b4 = _attention_bias(tuple(pat.ctx.shape(others[0])), scores)
-        return (None if b4 is None else ("bias", b4, nxt))
-    full = _attention_bias(scores, scores)
-    return (None if full is None else ("bias", full, nxt))
-
-
-def _absorb_operands(pat: _Pattern, operands: tuple[str, str, str], group: set[int]):
-    """Q, K^T and V's movement chains (:func:`_operand_chain`), extended back through the movement
-    layers they share when only they read them (a packed QKV projection split into three), and
-    what each absorbs (:func:`_absorb_operand`). Returns ((q, k, v) strides, absorbed parts)."""
-    chains, sources = [], []
-    for t in operands:
-        c, src = _operand_chain(pat, t, group)
-        chains.append(c)
-        sources.append(src)
-    shared: list[Layer] = []
-    members = group | {ly.index for c in chains for ly in c}
-    src = sources[0] if len(set(sources)) == 1 else None
-    while src is not None:
-        t = pat.made_by(src)
-        users = pat.users(src)
-        if t is None or not pat.free(t) or not t.inputs or src in pat.graph_outputs or not users \
-                or any(u.index not in members for u in users) or t.input_shapes[0] is None \
-                or _view_step(t, V.View.packed(tuple(t.input_shapes[0]))) is None:
-            break
-        shared.append(t)
-        members.add(t.index)
-        src = t.inputs[0]
-    absorbed = [_absorb_operand(pat, c + shared, want_t=(i == 1)) for i, c in enumerate(chains)]
-    if shared and any(not set(s.index for s in shared) <= {ly.index for ly in part} for part, _, _ in absorbed):
-        absorbed = [_absorb_operand(pat, c, want_t=(i == 1)) for i, c in enumerate(chains)]
-    return tuple(a[2] for a in absorbed), absorbed
-
-
-def _canonical_scale(scale: float) -> float:
-    """The attention scale to 6 significant digits: sqrt(s) * sqrt(s) in float32 (torch's SDPA export)
-    and 1 / sqrt(d) give the same config key."""
-    return float(f"{float(np.float32(scale)):.6g}")
-
-
-def _trailing_axis(cfg: L.ReduceConfig) -> int | None:
-    """The LayerNorm axis of a reduction over trailing dims (y = x[:k] + (1,)*...), else None."""
-    x, y = cfg.x, cfg.y
-    k = len(y)
-    while k > 0 and y[k - 1] == 1:
-        k -= 1
-    if k == len(y) or tuple(y[:k]) != tuple(x[:k]):
-        return None
-    return k
-
-
-def _find_layernorms(pat: _Pattern, r1: Layer):
-    """ReduceMean -> Sub -> Pow 2 (or Mul d*d) -> ReduceMean -> Add eps -> Sqrt -> Div [-> Mul scale]
-    [-> Add bias]: LayerNormalization as exporters before opset 17 write it."""
-    if not pat.free(r1) or r1.status != "benchmark" or not isinstance(r1.config, L.ReduceConfig) \
-            or r1.config.op != "mean" or len(r1.inputs) != 1:
-        return None
-    axis = _trailing_axis(r1.config)
-    if axis is None:
-        return None
-    x = r1.inputs[0]
-    sub = pat.sole_user(r1)
-    if not pat.free(sub) or not pat.elementwise(sub, "sub") or sub.inputs != (x, r1.outputs[0]):
-        return None
-    d = sub.outputs[0]
-    users = pat.users(d)
-    if len(users) != 2 or d in pat.graph_outputs:
-        return None
-    sq = next((u for u in users if (u.status == "benchmark" and isinstance(u.config, L.UnaryConfig)
-                                    and u.config.op == "pow" and u.config.exponent == 2.0)
-               or (pat.elementwise(u, "mul") and u.inputs == (d, d))), None)
-    div = next((u for u in users if u is not sq), None)
-    if sq is None or not pat.free(sq) or not pat.free(div) or not pat.elementwise(div, "div"):
-        return None
-    r2 = pat.sole_user(sq)
-    if not pat.free(r2) or r2.status != "benchmark" or not isinstance(r2.config, L.ReduceConfig) \
-            or r2.config.op != "mean" or r2.config.x != r1.config.x or r2.config.y != r1.config.y:
-        return None
-    add = pat.sole_user(r2)
-    eps = pat.scalar(add) if pat.free(add) and pat.elementwise(add, "add") else None
-    if eps is None or eps < 0:
-        return None
-    root = pat.sole_user(add)
-    if not pat.free(root) or root.status != "benchmark" or not isinstance(root.config, L.UnaryConfig) \
-            or root.config.op != "sqrt" or pat.sole_user(root) is not div or div.inputs != (d, root.outputs[0]):
-        return None
-    chain = [r1.index, sub.index, sq.index, r2.index, add.index, root.index, div.index]
-    norm = tuple(r1.config.x[axis:])
-    last = div
-    nxt = pat.sole_user(div)
-    for op in ("mul", "add"):  # the optional scale, then the optional bias (constants of the normalised shape)
-        if pat.free(nxt) and pat.elementwise(nxt, op) and len(nxt.static_inputs) == 1 and len(nxt.inputs) == 1:
-            w = pat.ctx.shape(nxt.static_inputs[0])
-            if w is not None and math.prod(w) == math.prod(norm) and nxt.config.output_shape() == tuple(r1.config.x):
-                chain.append(nxt.index)
-                last = nxt
-                nxt = pat.sole_user(nxt)
-    has_bias = pat.elementwise(last, "add") and last is not div
-    cfg = L.LayerNormConfig(x=tuple(r1.config.x), axis=axis, epsilon=float(np.float32(eps)), bias=has_bias)
-    return chain, cfg
-
-
-def _find_residual_norms(pat: _Pattern, norm: Layer):
-    """Add(a, b) -> LayerNormalization / RMSNormalization (a layer of the ONNX op, or of ONNX Runtime's
-    SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization), a and b activations of the
-    norm's input shape: a transformer block's residual add and the norm after it, which fusing
-    compilers run as one kernel (TorchInductor's ``fused_add_native_layer_norm``, ONNX Runtime's
-    SkipLayerNormalization); the config is the norm's with ``residual`` (and ``keep_sum`` where other
-    layers, or the graph's outputs, read the sum: the next residual add). The decomposed norms' groups
-    take their residual Add in after every finder ran (:func:`_residual_of_group`)."""
-    cfg = norm.config
-    if not pat.free(norm) or norm.status != "benchmark" or not isinstance(cfg, (L.LayerNormConfig, L.RMSNormConfig)) \
-            or cfg.residual or not norm.inputs:
-        return None
-    hit = _residual_add(pat, norm.inputs[0], tuple(cfg.x), {norm.index})
-    if hit is None:
-        return None
-    add, keep = hit
-    return [add.index, norm.index], dataclasses.replace(cfg, residual=True, keep_sum=keep)
-
-
-def _residual_add(pat: _Pattern, x: str, shape: tuple, readers: set[int]):
-    """The free Add(a, b) of two activations of ``shape`` that writes ``x``, and whether layers other
-    than ``readers`` (or the graph's outputs) read its sum; None when ``x`` comes from no such Add."""
-    add = pat.made_by(x)
-    if not pat.free(add) or not pat.elementwise(add, "add") or len(add.inputs) != 2 or add.static_inputs \
-            or len(add.outputs) != 1:
-        return None
-    if tuple(add.config.a) != shape or tuple(add.config.b) != shape or tuple(add.config.output_shape()) != shape:
-        return None
-    out = add.outputs[0]
-    return add, out in pat.graph_outputs or any(u.index not in readers for u in pat.users(out))
-
-
-def _residual_of_group(pat: _Pattern, f: Fusion):
-    """A decomposed LayerNorm or RMSNorm group (``_find_layernorms``, ``_find_rmsnorms``) whose one
-    data input is written by a residual Add (:func:`_residual_add`): (that Add, the group's config with
-    ``residual`` and ``keep_sum``), else None."""
-    cfg = f.config
-    if not isinstance(cfg, (L.LayerNormConfig, L.RMSNormConfig)) or cfg.residual:
-        return None
-    inside = set(f.layers)
-    made = {o for i in inside for o in pat.layers[i].outputs}
-    xs = {t for i in inside for t in pat.layers[i].inputs if t not in made}
-    if len(xs) != 1:
-        return None
-    hit = _residual_add(pat, xs.pop(), tuple(cfg.x), inside)
-    if hit is None:
-        return None
-    add, keep = hit
-    return add, dataclasses.replace(cfg, residual=True, keep_sum=keep)
-
-
-def _is_cast(ly: Layer | None) -> bool:
-    """A Cast layer: a real one (a Unary cast) or an identity (zero-cost, to the same type)."""
-    return ly is not None and ly.op_type == "Cast" and ly.status in ("benchmark", "zero_cost")
-
-
-def _find_rmsnorms(pat: _Pattern, sq: Layer):
-    """[Cast ->] Pow 2 (or Mul x*x) -> ReduceMean over trailing dims -> Add eps -> Sqrt -> Reciprocal
-    (or Div 1/s) -> Mul x [-> Cast] [-> Mul weight], or Sqrt -> Div x/s: RMSNorm as torch.export
-    (Reciprocal) and TorchScript (Div) write transformers' ``LlamaRMSNorm``
-    (``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``, float32 casts around it)."""
-    if not pat.free(sq) or sq.status != "benchmark" or len(sq.inputs) < 1:
-        return None
-    x = sq.inputs[0]
-    if not ((isinstance(sq.config, L.UnaryConfig) and sq.config.op == "pow" and sq.config.exponent == 2.0)
-            or (pat.elementwise(sq, "mul") and sq.inputs == (x, x))):
-        return None
-    r = pat.sole_user(sq)
-    if not pat.free(r) or r.status != "benchmark" or not isinstance(r.config, L.ReduceConfig) \
-            or r.config.op != "mean" or tuple(r.config.x) != tuple(pat.ctx.shape(x) or ()):
-        return None
-    axis = _trailing_axis(r.config)
-    if axis is None:
-        return None
-    add = pat.sole_user(r)
-    eps = pat.scalar(add) if pat.free(add) and pat.elementwise(add, "add") else None
-    if eps is None or eps < 0:
-        return None
-    root = pat.sole_user(add)
-    if not pat.free(root) or root.status != "benchmark" or not isinstance(root.config, L.UnaryConfig) \
-            or root.config.op != "sqrt":
-        return None
-    chain = [sq.index, r.index, add.index, root.index]
-    nxt = pat.sole_user(root)
-    if not pat.free(nxt):
-        return None
-    inv = None
-    if nxt.status == "benchmark" and isinstance(nxt.config, L.UnaryConfig) and nxt.config.op == "reciprocal":
-        inv = nxt
-    elif pat.elementwise(nxt, "div") and pat.scalar(nxt) == 1.0 and math.prod(nxt.config.a) == 1:
-        inv = nxt  # 1 / sqrt(...)
-    if inv is not None:
-        chain.append(inv.index)
-        mul = pat.sole_user(inv)
-        if not pat.free(mul) or not pat.elementwise(mul, "mul") or sorted(mul.inputs) != sorted((x, inv.outputs[0])):
-            return None
-    else:
-        mul = nxt  # x / sqrt(...)
-        if not pat.elementwise(mul, "div") or mul.inputs != (x, root.outputs[0]):
-            return None
-    xshape = tuple(r.config.x)
-    if tuple(mul.config.output_shape()) != xshape:
-        return None
-    chain.append(mul.index)
-    head = pat.made_by(x)
-    if _is_cast(head) and pat.free(head) and x not in pat.graph_outputs \
-            and {u.index for u in pat.users(x)} == {sq.index, mul.index}:
-        chain.append(head.index)  # the cast to float32 before the statistics
-    last, cols = mul, math.prod(xshape[axis:])
-    nxt = pat.sole_user(mul)
-    if _is_cast(nxt) and pat.free(nxt):
-        chain.append(nxt.index)  # the cast back to the model's type
-        last, nxt = nxt, pat.sole_user(nxt)
-    scale = False
-    if pat.free(nxt) and pat.elementwise(nxt, "mul") and len(nxt.static_inputs) == 1 \
-            and nxt.inputs == (last.outputs[0],):
-        w = pat.ctx.shape(nxt.static_inputs[0])
-        if w is not None and math.prod(w) == cols and tuple(nxt.config.output_shape()) == xshape:
-            chain.append(nxt.index)
-            scale = True
-    return chain, L.RMSNormConfig(x=xshape, axis=axis, epsilon=float(np.float32(eps)), scale=scale)
-
-
-def _half_slice(pat: _Pattern, ly: Layer | None, x: str, start: int, half: int) -> bool:
-    """``ly`` is a free Slice of ``x`` to elements [start, start + half) of its last dim, all of the others."""
-    if not pat.free(ly) or ly.status != "benchmark" or not isinstance(ly.config, L.CopyConfig) \
-            or ly.config.op != "Slice" or ly.inputs != (x,):
-        return False
-    attrs, xs = dict(ly.config.attrs), tuple(ly.config.inputs[0])
-    starts, steps = tuple(attrs.get("starts", ())), tuple(attrs.get("steps", ()))
-    return (tuple(ly.config.y) == xs[:-1] + (half,) and len(starts) == len(xs)
-            and starts == (0,) * (len(xs) - 1) + (start,) and set(steps) <= {1})
-
-
-def _rotary_cache(pat: _Pattern, mul: Layer | None, x: str, xshape: tuple[int, ...]):
-    """(the cos or sin operand's name, its shape left-padded to x's rank) of a free Mul of ``x`` by it."""
-    if not pat.free(mul) or not pat.elementwise(mul, "mul"):
-        return None
-    others = [n for n in mul.inputs + mul.static_inputs if n != x]
-    if len(others) != 1 or x not in mul.inputs or tuple(mul.config.output_shape()) != xshape:
-        return None
-    c = pat.ctx.shape(others[0])
-    if c is None or len(c) > len(xshape):
-        return None
-    return others[0], (1,) * (len(xshape) - len(c)) + tuple(c)
-
-
-def _find_rotaries(pat: _Pattern, neg: Layer):
-    """x * cos + cat(-x[..., d/2:], x[..., :d/2]) * sin: the Mul, Slice, Slice, Neg, Concat, Mul, Add that
-    torch.export and TorchScript write for transformers' ``apply_rotary_pos_emb`` (``rotate_half``), x
-    (b, h, s, d) with cos/sin (1 | b, 1, s, d), or x (b, s, h, d) with cos/sin (1 | b, s, 1, d). The fused
-    rotation reads (d / 2) cos/sin values per position: transformers builds cos = cat(freqs, freqs); where
-    the cache is a folded constant its two halves are checked equal (else no candidate). A partial
-    rotation (x[..., :r] sliced off first) is not found here."""
-    if not pat.free(neg) or neg.status != "benchmark" or not isinstance(neg.config, L.UnaryConfig) \
-            or neg.config.op != "neg" or len(neg.inputs) != 1:
-        return None
-    s2 = pat.made_by(neg.inputs[0])
-    if s2 is None or pat.sole_user(s2) is not neg or len(s2.inputs) != 1:
-        return None
-    x = s2.inputs[0]
-    xshape = tuple(pat.ctx.shape(x) or ())
-    if len(xshape) != 4 or xshape[-1] % 2:
-        return None
-    d = xshape[-1]
-    half = d // 2
-    cat = pat.sole_user(neg)
-    if not pat.free(cat) or not isinstance(cat.config, L.CopyConfig) or cat.config.op != "Concat" \
-            or len(cat.inputs) != 2 or cat.inputs[0] != neg.outputs[0] \
-            or dict(cat.config.attrs).get("axis") not in ((3,), (-1,)) or tuple(cat.config.y) != xshape:
-        return None
-    s1 = pat.made_by(cat.inputs[1])
-    if not (_half_slice(pat, s1, x, 0, half) and _half_slice(pat, s2, x, half, half)) or pat.sole_user(s1) is not cat:
-        return None
-    msin = pat.sole_user(cat)
-    add = pat.sole_user(msin) if msin is not None else None
-    if not pat.free(add) or not pat.elementwise(add, "add") or len(add.inputs) != 2 or msin.outputs[0] not in add.inputs:
-        return None
-    mcos = pat.made_by(add.inputs[0] if add.inputs[1] == msin.outputs[0] else add.inputs[1])
-    if mcos is None or pat.sole_user(mcos) is not add:
-        return None
-    sin, cos = _rotary_cache(pat, msin, cat.outputs[0], xshape), _rotary_cache(pat, mcos, x, xshape)
-    if sin is None or cos is None or sin[1] != cos[1] or tuple(add.config.output_shape()) != xshape:
-        return None
-    c = cos[1]
-    if c[0] not in (1, xshape[0]) or c[3] != d:
-        return None
-    if c[1] == 1 and c[2] == xshape[2]:
-        layout = "bhsd"
-    elif c[2] == 1 and c[1] == xshape[1]:
-        layout = "bshd"
-    else:
-        return None
-    for name, _ in (cos, sin):
-        v = pat.ctx.value(name)
-        if v is not None and not np.array_equal(np.asarray(v)[..., :half], np.asarray(v)[..., half:]):
-            return None  # not cat(freqs, freqs): no rotation of pairs
-    heads = xshape[1] if layout == "bhsd" else xshape[2]
-    chain = [s1.index, s2.index, neg.index, cat.index, msin.index, mcos.index, add.index]
-    return chain, L.RotaryConfig(x=xshape, num_heads=heads, rotary_dim=d, layout=layout, cache_batch=c[0])
-
-
-def _find_gelus(pat: _Pattern, erf: Layer):
-    """x / sqrt(2) (or x * 1/sqrt(2)) -> Erf -> Add 1 -> Mul x -> Mul 0.5 (or x * 0.5 first): the
-    erf-GELU exporters before opset 20 write."""
-    if not pat.free(erf) or erf.status != "benchmark" or not isinstance(erf.config, L.UnaryConfig) \
-            or erf.config.op != "erf":
-        return None
-    pre = pat.made_by(erf.inputs[0]) if erf.inputs else None
-    f = pat.scale_of(pre) if pat.free(pre) and pat.sole_user(pre) is erf else None
-    if f is None or abs(f - 1 / math.sqrt(2)) > 1e-3:
-        return None
-    x = pre.inputs[0]
-    add = pat.sole_user(erf)
-    if not pat.free(add) or not pat.elementwise(add, "add") or pat.scalar(add) != 1.0:
-        return None
-    mul = pat.sole_user(add)
-    if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2 or add.outputs[0] not in mul.inputs:
-        return None
-    chain = [pre.index, erf.index, add.index, mul.index]
-    half = _gelu_half(pat, x, add, mul)
-    if half is None:
-        return None
-    chain.append(half.index)
-    shape = tuple(pre.output_shapes[0] or ())
-    if not shape or erf.config.shape != shape:
-        return None
-    return chain, L.UnaryConfig(shape=shape, op="gelu")
-
-
-def _gelu_half(pat: _Pattern, x: str, add: Layer, mul: Layer) -> Layer | None:
-    """The Mul by 0.5 of a GELU whose ``mul`` multiplies ``add`` (1 + erf or 1 + tanh) by x * 0.5, or
-    by x and then by 0.5; None when there is none."""
-    other = next(i for i in mul.inputs if i != add.outputs[0]) if mul.inputs.count(add.outputs[0]) == 1 else None
-    if other == x:  # (x * (1 + f)) * 0.5
-        half = pat.sole_user(mul)
-        return half if pat.free(half) and pat.scale_of(half) == 0.5 else None
-    half = pat.made_by(other) if other else None  # (x * 0.5) * (1 + f)
-    if not pat.free(half) or pat.scale_of(half) != 0.5 or half.inputs[0] != x or pat.sole_user(half) is not mul:
-        return None
-    return half
-
-
-#: GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks and Gimpel,
-#: "Gaussian Error Linear Units", 2016, eq. 2; torch.nn.functional.gelu(approximate="tanh"))
-GELU_TANH_K, GELU_TANH_C = math.sqrt(2 / math.pi), 0.044715
-
-
-def _find_gelu_tanhs(pat: _Pattern, tanh: Layer):
-    """Pow x 3 -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul (x * 0.5) (or Mul x
-    -> Mul 0.5): GELU's tanh approximation as GPT-2's ``NewGELUActivation`` is exported (torch.export
-    and TorchScript), one GELU (UnaryConfig gelu_tanh) where the chain is eight elementwise passes."""
-    if not pat.free(tanh) or tanh.status != "benchmark" or not isinstance(tanh.config, L.ActivationConfig) \
-            or tanh.config.mode != "tanh" or len(tanh.inputs) != 1:
-        return None
-    pre = pat.made_by(tanh.inputs[0])
-    k = pat.scale_of(pre) if pat.free(pre) and pat.sole_user(pre) is tanh else None
-    if k is None or abs(k - GELU_TANH_K) > 1e-4 * GELU_TANH_K:
-        return None
-    inner = pat.made_by(pre.inputs[0])
-    if not pat.free(inner) or not pat.elementwise(inner, "add") or len(inner.inputs) != 2 \
-            or pat.sole_user(inner) is not pre:
-        return None
-    for x, c_out in (inner.inputs, inner.inputs[::-1]):
-        c = pat.made_by(c_out)
-        f = pat.scale_of(c) if pat.free(c) and pat.sole_user(c) is inner else None
-        if f is None or abs(f - GELU_TANH_C) > 1e-4 * GELU_TANH_C:
-            continue
-        cube = pat.made_by(c.inputs[0])
-        if pat.free(cube) and cube.status == "benchmark" and isinstance(cube.config, L.UnaryConfig) \
-                and cube.config.op == "pow" and cube.config.exponent == 3.0 and cube.inputs[0] == x \
-                and pat.sole_user(cube) is c:
-            break
-    else:
-        return None
-    add = pat.sole_user(tanh)
-    if not pat.free(add) or not pat.elementwise(add, "add") or pat.scalar(add) != 1.0:
-        return None
-    mul = pat.sole_user(add)
-    if not pat.free(mul) or not pat.elementwise(mul, "mul") or len(mul.inputs) != 2:
-        return None
-    half = _gelu_half(pat, x, add, mul)
-    shape = tuple(tanh.config.shape)
-    if half is None or tuple(mul.config.output_shape()) != shape or tuple(cube.config.shape) != shape:
-        return None
-    chain = [cube.index, c.index, inner.index, pre.index, tanh.index, add.index, mul.index, half.index]
-    return chain, L.UnaryConfig(shape=shape, op="gelu_tanh")
-
-
-def _find_silus(pat: _Pattern, sig: Layer):
-    """Sigmoid -> Mul(x, sigmoid(x)): SiLU (swish) as exporters write torch's ``silu`` (EfficientNet,
-    and the SE blocks' activations), one elementwise pass where the pair takes two."""
-    if not pat.free(sig) or sig.status != "benchmark" or not isinstance(sig.config, L.ActivationConfig) \
-            or sig.config.mode != "sigmoid" or len(sig.inputs) != 1:
-        return None
-    mul = pat.sole_user(sig)
-    if not pat.free(mul) or not pat.elementwise(mul, "mul") \
-            or sorted(mul.inputs) != sorted((sig.inputs[0], sig.outputs[0])):
-        return None
-    cfg = mul.config
-    if cfg.a != cfg.b or tuple(cfg.a) != tuple(sig.config.shape):
-        return None
-    return [sig.index, mul.index], L.ActivationConfig(shape=tuple(sig.config.shape), mode="swish")
-
-
-def _swiglu_parts(pat: _Pattern, mul: Layer):
-    """``(sigmoid, silu mul, gate tensor, up tensor)`` of SwiGLU's gating written as Sigmoid(g) ->
-    Mul(g, sigmoid) -> Mul(silu, u) ending at ``mul`` (float data, g and u of one shape), or None."""
-    if not pat.free(mul) or not pat.elementwise(mul, "mul") or mul.config.dtype or len(mul.inputs) != 2 \
-            or mul.static_inputs or tuple(mul.config.a) != tuple(mul.config.b):
-        return None
-    for silu_t, up_t in (mul.inputs, mul.inputs[::-1]):
-        silu = pat.made_by(silu_t)
-        if not pat.free(silu) or not pat.elementwise(silu, "mul") or pat.sole_user(silu) is not mul \
-                or len(silu.inputs) != 2 or up_t == silu_t:
-            continue
-        for gate_t, sig_t in (silu.inputs, silu.inputs[::-1]):
-            sig = pat.made_by(sig_t)
-            if pat.free(sig) and sig.status == "benchmark" and isinstance(sig.config, L.ActivationConfig) \
-                    and sig.config.mode == "sigmoid" and list(sig.inputs) == [gate_t] \
-                    and pat.sole_user(sig) is silu and tuple(silu.config.a) == tuple(silu.config.b) \
-                    and tuple(sig.config.shape) == tuple(mul.config.a) and gate_t != up_t:
-                return sig, silu, gate_t, up_t
-    return None
-
-
-def _find_swiglus(pat: _Pattern, mul: Layer):
-    """Sigmoid(g) -> Mul(g, sigmoid) -> Mul(silu, u): SwiGLU's gating ``silu(g) * u`` (Llama's MLP,
-    ``act_fn(gate_proj(x)) * up_proj(x)``) as one elementwise pass (ElementwiseConfig swiglu: g and u
-    read, one output written) where the chain takes three. Runs before :func:`_find_silus`, which
-    would take the Sigmoid -> Mul alone."""
-    parts = _swiglu_parts(pat, mul)
-    if parts is None:
-        return None
-    sig, silu, gate_t, up_t = parts
-    shape = tuple(mul.config.a)
-    split = _gate_up_split(pat, gate_t, up_t, {sig.index, silu.index}, {mul.index})
-    return [sig.index, silu.index, mul.index] + ([split.index] if split is not None else []), \
-        L.ElementwiseConfig(op="swiglu", a=shape, b=shape)
-
-
-def _gate_up_split(pat: _Pattern, gate_t: str, up_t: str, gate_readers: set[int], up_readers: set[int]) -> Layer | None:
-    """The Split that cuts one fused gate-and-up product (transformers' Phi-3 ``gate_up_proj``, then
-    ``chunk(2, dim=-1)``) into the gating's two operands: two equal halves of the last axis, each read by
-    the gating only. PyTorch's ``chunk`` is a view: eager's silu and mul and torch.compile's one fused kernel
-    (``triton_poi_fused_mul_silu_split``, phi3 prefill on an H200, 2026-11-28c) read the halves in place,
-    so the Split joins the gating's group and costs nothing of its own (the group reads a and b, the two
-    halves, as the separate tensors it times: the same bytes, rows of ``intermediate`` contiguous
-    elements). None when the operands come from anything else."""
-    split = pat.made_by(gate_t)
-    if split is None or split is not pat.made_by(up_t) or split.op_type != "Split" or not pat.free(split) \
-            or split.status not in ("benchmark", "zero_cost") or len(split.inputs) != 1 \
-            or sorted(split.outputs) != sorted((gate_t, up_t)) or len(split.input_shapes) < 1:
-        return None
-    x, outs = split.input_shapes[0], split.output_shapes
-    if x is None or len(outs) != 2 or any(o is None for o in outs) or not x or x[-1] % 2:
-        return None
-    half = tuple(x[:-1]) + (x[-1] // 2,)
-    if any(tuple(o) != half for o in outs) or any(t in pat.graph_outputs for t in (gate_t, up_t)):
-        return None
-    if {ly.index for ly in pat.users(gate_t)} != gate_readers or {ly.index for ly in pat.users(up_t)} != up_readers:
-        return None
-    return split
-
-
-class _Gating:
-    """``pat`` for :func:`_swiglu_parts` with the gating's own layers (in the fusion candidate
-    :func:`_find_swiglus` made of them) counted as free."""
-
-    def __init__(self, pat: _Pattern, mul: Layer):
-        self.pat, self.group = pat, mul.fusion
-
-    def free(self, ly):
-        return ly is not None and self.group is not None and ly.fusion == self.group
-
-    def __getattr__(self, name):
-        return getattr(self.pat, name)
-
-
-def _find_gate_up_gemms(pat: _Pattern, mul: Layer):
-    """SwiGLU's gate and up projections (two MatMul / Gemm layers of one config reading the same
-    input, each with its own weight, found through the gating :func:`_find_swiglus` took) as one GEMM
-    of the concatenated weights: the same m and k, n = 2 * intermediate (the "gate_up_proj" of
-    vLLM's MergedColumnParallelLinear and of transformers' Phi-3; the gating then reads the two
-    halves of its output). Both products' outputs must be read by the gating only."""
-    parts = _swiglu_parts(_Gating(pat, mul), mul)
-    if parts is None:
-        return None
-    sig, silu, gate_t, up_t = parts
-    gate, up = pat.made_by(gate_t), pat.made_by(up_t)
-    for mm, readers in ((gate, {sig.index, silu.index}), (up, {mul.index})):
-        if not pat.free(mm) or mm.op_type not in ("MatMul", "Gemm") or mm.status != "benchmark" \
-                or not isinstance(mm.config, L.GemmConfig) or len(mm.inputs) != 1 or len(mm.static_inputs) < 1 \
-                or {ly.index for ly in pat.users(mm.outputs[0])} != readers or mm.outputs[0] in pat.graph_outputs:
-            return None
-    if gate.inputs != up.inputs or gate.config != up.config or gate.static_inputs == up.static_inputs:
-        return None
-    g = gate.config
-    return [gate.index, up.index], dataclasses.replace(g, n=2 * g.n)
-
-
-def _bias_vector_add(pat: _Pattern, ly: Layer | None, tensor: str, n: int) -> bool:
-    """``ly`` adds a constant per-output-feature vector (n values, broadcast along every dim but
-    the last) to ``tensor``: the bias of a Linear layer that an exporter wrote as MatMul -> Add."""
-    if not pat.free(ly) or not pat.elementwise(ly, "add") or list(ly.inputs) != [tensor] \
-            or len(ly.static_inputs) != 1:
-        return False
-    shape = pat.ctx.shape(ly.static_inputs[0])
-    if shape is None or not shape or shape[-1] != n or math.prod(shape) != n:
-        return False
-    data = pat.ctx.shape(tensor)
-    # the Add must not broadcast the product itself (its output is the product's size)
-    return data is not None and math.prod(ly.config.output_shape()) == math.prod(data)
-
-
-def _find_gemm_acts(pat: _Pattern, mm: Layer):
-    """Gemm/MatMul [-> Add(bias vector)] -> Relu | Gelu | decomposed erf-GELU: the product, its bias
-    and the activation as one call (cuDNN graph matmul -> add -> act; cuBLASLt bias+act epilogue);
-    and MatMul -> Add(bias vector) without an activation as one GEMM with a bias (GemmConfig with
-    bias "c": cublasGemmEx onto C, cuBLASLt's BIAS epilogue)."""
-    if mm.op_type not in ("Gemm", "MatMul") or mm.status != "benchmark" or not pat.free(mm) \
-            or not isinstance(mm.config, L.GemmConfig) or mm.config.batch_count != 1:
-        return None
-    gemm = mm.config
-    chain = [mm.index]
-    out = mm.outputs[0]
-    nxt = pat.sole_user(mm)
-    if gemm.bias == "none" and _bias_vector_add(pat, nxt, out, gemm.n):
-        gemm = dataclasses.replace(gemm, bias="c")
-        chain.append(nxt.index)
-        out = nxt.outputs[0]
-        nxt = pat.sole_user(nxt)
-    numel = math.prod(gemm.output_shape())
-    if pat.free(nxt) and nxt.status == "benchmark":
-        cfg = nxt.config
-        if isinstance(cfg, L.ActivationConfig) and cfg.mode == "relu" and math.prod(cfg.shape) == numel:
-            return chain + [nxt.index], L.GemmActConfig(gemm=gemm, activation="relu")
-        if isinstance(cfg, L.UnaryConfig) and cfg.op in ("gelu", "gelu_tanh") and math.prod(cfg.shape) == numel:
-            return chain + [nxt.index], L.GemmActConfig(gemm=gemm, activation=cfg.op)
-    # a decomposed erf-GELU reads the output twice (x / sqrt 2 and x * 0.5 or x * (1 + erf)); a graph
-    # output has no GELU after it, but a bias Add that writes it is still one GEMM with a bias (a language
-    # model's output Linear, exported as MatMul -> Add on 3-D inputs: torch's addmm with a bias epilogue)
-    if out in pat.graph_outputs:
-        return (chain, gemm) if len(chain) > 1 else None
-    for u in pat.users(out):
-        erf = pat.sole_user(u) if pat.free(u) else None
-        hit = _find_gelus(pat, erf) if erf is not None else None
-        if hit is None:
-            continue
-        gchain, _ = hit
-        head = pat.layers[gchain[0]]
-        readers = {ly.index for ly in pat.users(out)}
-        if head.inputs[0] != out or not readers <= set(gchain) or math.prod(pat.layers[gchain[0]].output_shapes[0]) != numel:
-            continue
-        return chain + list(gchain), L.GemmActConfig(gemm=gemm, activation="gelu")
-    # a MatMul and the Add of its bias vector: one GEMM with a bias epilogue (torch's Linear)
-    return (chain, gemm) if len(chain) > 1 else None
 
 
 #: the largest tensor dimension the libraries take: cuDNN's tensor descriptors and cuBLAS's m, n, k
@@ -1758,8 +725,7 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
     if not layers:
         raise ModelError(f"{path}: the graph has no layers after constant folding")
     edges = {ly.index: sorted({producers[i] for i in ly.inputs if i in producers}) for ly in layers}
-    fusions = _find_fusions(layers, consumers, {o.name for o in g.output}, ctx)
-    fusions += _find_transformer_fusions(layers, consumers, {o.name for o in g.output}, ctx, len(fusions))
+    fusions = fusion_candidates(layers, consumers, {o.name for o in g.output}, ctx)
     return ModelLayers(model=Path(path).stem, path=str(path), sha256=digest, batch=batch,
                        dtype=dtype or "float32", opset=ctx.opset, layers=layers, edges=edges,
                        folded=dict(folded), fusions=fusions, notices=notices)

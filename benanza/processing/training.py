@@ -166,7 +166,7 @@ def _is_swiglu(cfg) -> bool:
 
 def _gelu_of_gemm_act(ml: ModelLayers, f) -> tuple[tuple[int, ...], L.LayerConfig | None]:
     """The erf-GELU decomposition inside a GemmAct candidate (GEMM, its bias Add, then Div, Erf, Add,
-    Mul, Mul: :func:`benanza.processing.model._find_gemm_acts`) as its own group with the GELU's
+    Mul, Mul: :func:`benanza.kinds.gemm_act.find_gemm_act`) as its own group with the GELU's
     UnaryConfig, whose backward is one gelu_backward call (PyTorch's nn.GELU); ((), None) for any
     other fusion. Its forward stays the GemmAct's (cuBLASLt's GELU_AUX epilogue keeps the GELU's input
     for a backward)."""

@@ -6,7 +6,7 @@ runs none of those copies: PyTorch's ``permute``, ``view``, ``select`` and slici
 (a shape, element strides and an offset over the same memory), and a kernel that takes strides
 (cuBLAS batch strides, cuDNN's fused attention, PyTorch's SDPA) reads the operand where it lies.
 This module computes those views so a fusion finder can hand strides to the fused call instead of
-counting the copies (``model._find_attention``).
+counting the copies (:func:`benanza.kinds.sdpa.find_attention`).
 
 A :class:`View` is ``(shape, strides, offset)`` in elements over a packed base tensor. Every
 function returns the new view, or ``None`` when the op cannot be a view of that memory (a Reshape
