@@ -62,16 +62,24 @@ def test_the_readme_command_table_names_every_command():
     assert not missing, f"README.md's command table lacks {missing}"
 
 
+def _anchors(page) -> set[str]:
+    """GitHub's anchors of a Markdown page's headings: lower case, punctuation but - and _ dropped,
+    spaces made -."""
+    heads = re.findall(r"^#{1,6}\s+(.+?)\s*$", page.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_relative_link_resolves(page):
     broken = []
     for target in LINK.findall(page.read_text()):
-        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-            continue  # a URL or an anchor of the same page
-        path = target.split("#", 1)[0]
-        if not (page.parent / path).exists():
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # a URL
+        path, _, anchor = target.partition("#")
+        dest = page.parent / path if path else page
+        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in _anchors(dest)):
             broken.append(target)
-    assert not broken, f"{page.relative_to(REPO)} links to missing files: {broken}"
+    assert not broken, f"{page.relative_to(REPO)} links to missing files or headings: {broken}"
 
 
 def test_the_docs_cite_their_evidence_by_file():
