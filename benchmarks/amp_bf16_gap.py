@@ -8,7 +8,11 @@ norm only for fp16 and fp32 input (``_select_batch_norm_backend``,
 ``aten/src/ATen/native/Normalization.cpp``). The batch-norm sums cover the heaviest kernels only:
 lower bounds of the batch norms' whole time. No GPU.
 
-    python3 benchmarks/amp_bf16_gap.py benchmarks/results/2026-11-2*/**/truth-results.tgz [--batch 32]
+    python3 benchmarks/amp_bf16_gap.py RUN/truth-results.tgz ... [--batch 32]
+
+(the training truth runs of benchmarks/results/2026-11-27h/README.md are in the git history:
+``git show 8281073:benchmarks/results/2026-11-27h/train/call1-g0/truth-results.tgz``; their table is
+benchmarks/results/2026-11-27h/amp-bf16-gap.txt)
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every Python example in the README runs as written (from the repository root, on the shipped
-reference databases): a user who pastes one gets what the README says, not a TypeError."""
+"""Every Python example in the README and the docs/ pages runs as written (from the repository root,
+on the shipped reference databases): a user who pastes one gets what the page says, not a TypeError."""
 import re
 import runpy
 import textwrap
@@ -8,11 +8,13 @@ import pytest
 
 from conftest import REPO
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+BLOCKS = [b for page in PAGES for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
 
 
 def test_the_readme_has_python_examples():
-    assert len(BLOCKS) >= 2
+    readme = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    assert readme and len(BLOCKS) >= 2
 
 
 @pytest.mark.parametrize("i", range(len(BLOCKS)))
@@ -22,7 +24,7 @@ def test_a_readme_python_example_runs(i, tmp_path, monkeypatch, capsys):
     script.write_text(textwrap.dedent(BLOCKS[i]))
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
-    # a printed figure's comment in the README is what it prints
+    # a printed figure's comment on the page is what it prints
     for line in BLOCKS[i].splitlines():
         m = re.match(r"print\(.*\)\s+#\s*(.+)$", line.strip())
         if m:

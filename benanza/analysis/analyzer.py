@@ -1,6 +1,6 @@
 """Analyzer: lower-bound latency (LBL) of a model from the performance database.
 
-Definitions (Benanza, IPDPS 2020; ../shared/DESIGN.md):
+Definitions (Benanza, IPDPS 2020; docs/design.md, "Definitions"):
 
 * a layer's time is its fastest *valid* measurement (status ok, finite median) in the requested
   precision (storage data types :data:`benanza.kinds.ACCEPTED_DTYPES` and the math modes

@@ -2,7 +2,7 @@
 
 Joins an :class:`benanza.analysis.analyzer.Analysis` (the model's lower-bound latency, LBL, from the
 performance database) with a :class:`benanza.profiles.Profile` (what the framework ran) and
-names what stands between them. Definitions from ../shared/DESIGN.md and Benanza (Li, Dakkak,
+names what stands between them. Definitions from docs/design.md ("Definitions") and Benanza (Li, Dakkak,
 Xiong, Hwu, IPDPS 2020); every time is in **milliseconds per inference**:
 
 * Benanza ratio = LBL / measured latency (< 1: the gap is the opportunity);
@@ -180,7 +180,7 @@ class Insights:
 
     @property
     def benanza_ratio(self) -> float | None:
-        """LBL / measured latency (DESIGN.md), the LBL being the headline one (fused, critical path:
+        """LBL / measured latency (docs/design.md), the LBL being the headline one (fused, critical path:
         :attr:`benanza.analysis.analyzer.Analysis.lbl_ms`); None without a latency. Above 1 means the
         framework ran faster than the "bound": a defect of benanza, flagged by ``report``."""
         if not self.latency_ms:

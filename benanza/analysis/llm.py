@@ -1,6 +1,6 @@
 """The physical bound of a decoder LLM's phase, beside its lower-bound latency (LBL).
 
-A decoder runs in two phases (DESIGN.md, "Decoder LLMs"): **prefill** (S prompt tokens per sequence,
+A decoder runs in two phases (docs/llm.md): **prefill** (S prompt tokens per sequence,
 no cache: the time to first token, TTFT) and **decode** (one new token per sequence against a KV cache
 of L tokens: the time per output token, TPOT). Whatever the kernels, a step cannot take less than the
 roofline of the whole step (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009):

@@ -59,18 +59,18 @@ What benanza changes, and why:
   bandwidth)`` over its measured time) and whose measured call ends with cuDNN's legacy bias gradient
   (:data:`WGRAD_UNSCALED_BIAS`, ``cudnnConvolutionBackwardBias``) is taken to be one whose time does
   not follow the SMs, its P its output tiles alone (:func:`work_units`, ``unsplit``): measured on one
-  H200 at 132, 64 and 32 SMs (`benchmarks/results/2026-11-27b/`, fp16), such calls (squeezenet1_1's
+  H200 at 132, 64 and 32 SMs (fp16; docs/prediction.md, "Validation"), such calls (squeezenet1_1's
   16-channel layers, alexnet's first layer, each with cuDNN's bias gradient) ran 1.1-1.8x slower on a
   quarter of the SMs where those above 10 % ran 2-3x slower; with the split-K count the pooled weight
   gradients were predicted +72 % off (132 -> 32 SMs), with the rule +9 %. The 5 % was chosen on those
-  measurements (10 % gave -3 % and +22 % in the two directions). The bias-gradient condition came with
-  the bf16 and fp32 partitions (`benchmarks/results/2026-11-28b/`): there a first layer of 3 channels
+  measurements (10 % gave -3 % and +22 % in the two directions). The bias-gradient condition comes from
+  the bf16 and fp32 partitions (docs/prediction.md): there a first layer of 3 channels
   without a bias (resnet18's 7x7, 3.6 % of its roofline on 32 SMs) ran 3.4x faster on 132 SMs, and
   so did alexnet's 11x11, whose bias gradient is benanza's reduction in bf16 (cuDNN's has no bf16):
-  under 5 % alone, the rule predicted them 3.3x and 3.0x too slow (the bf16 step +19.9 % and
+  under 5 % alone, the rule would predict them 3.3x and 3.0x too slow (the bf16 step +19.9 % and
   +19.0 % off, 32 -> 132 SMs). With the condition the mean |step error| over the partition
-  validations went 6.18 % -> 4.57 % (H200 bf16), 4.66 % -> 4.48 % (H100 fp16), and stayed 3.91 %
-  (H200 fp16) and 2.33 % (H200 fp32), spec ceilings.
+  validations is 4.57 % (H200 bf16; 6.18 % without), 4.48 % (H100 fp16; 4.66 %), 3.91 % (H200 fp16)
+  and 2.33 % (H200 fp32), spec ceilings.
 * **Launch shapes** (``launch``; ``benchmarks/predict_check.py --train --launch-shapes``). Where
   ``bench --counters`` stored the origin's kernels of a layer's or call's best implementation (their
   grids, blocks and achieved occupancy), each kernel's SMs kept busy come from them
@@ -80,32 +80,32 @@ What benanza changes, and why:
   a persistent one sized to the GPU (cuBLAS's nvjet kernels of 2 x 66 blocks, cuDNN's SDPA backward
   and Hopper implicit GEMMs of 132 on the H200), which the library sizes to the target's SMs again, so
   it keeps every SM busy on both. The kernels weigh by their durations. Checked with the whole
-  H200's counters of all six partition models in bf16 (benchmarks/results/2026-11-28e): on MPS
-  partitions the mean |step error| went 2.65 % -> 2.78 % (spec ceilings), on green contexts (three
-  models) 4.69 % -> 4.62 %; there, 132 -> 64 SMs, whole waves alone predicted the forward pass
+  H200's counters of all six partition models in bf16 (docs/prediction.md): on MPS partitions the
+  mean |step error| is 2.78 % with it and 2.65 % without (spec ceilings), on green contexts (three
+  models) 4.62 % and 4.69 %; there, 132 -> 64 SMs, whole waves alone predict the forward pass
   14.0 % too slow, with the persistent rule 0.9 %. No better than the span model's estimate, so it
   stays an option of ``predict_check.py``; ``benanza predict`` does not take them.
 * **Measured gamma.** Habitat's gamma comes from the kernel's *profiled* DRAM traffic and FLOP
   efficiency; benanza's intensity counts FLOPs, not instructions, so a CUDA-core layer of few FLOPs
   a byte that is in fact SM-bound (GELU's backward: about 80 lane operations an element against the
-  11 FLOPs counted, benchmarks/results/2026-11-27h) got gamma near 1 and scaled with the DRAM
-  bandwidth alone. Its measured time says otherwise: a CUDA-core layer's gamma is at most the share
+  11 FLOPs counted) would get gamma near 1 and scale with the DRAM bandwidth alone. Its measured time says otherwise: a CUDA-core layer's gamma is at most the share
   of its origin time (less the fixed part) that its fewest bytes at the origin's DRAM bandwidth take,
   :func:`memory_share`; the rest of its time scales with busy SMs x clock. Its prediction is never
   below the target's DRAM floor (the share of its fewest bytes that must come from DRAM over the
   target's bandwidth), which the product of the two ratios could otherwise pass when the origin is a
-  small GPU. Tensor Core layers keep Habitat's gamma. Checked with `benchmarks/predict_check.py` (benchmarks/results/2026-11-27i): the
-  training step on SM partitions, spec ceilings, 7.90 % -> 3.31 % (H200, 3 models) and 6.86 % ->
-  4.66 % (H100, 6 models), GELU's backward 132 -> 64 SMs -26.6 % -> -15.7 %; H100 <-> H200 1.84 ->
-  1.95 %; the inference partitions 4.99 -> 4.95 % (measured ceilings 4.23 -> 4.20 %, but the pair
-  32 -> 132 SMs at batch 32 4.52 -> 5.31 %: its fp32 elementwise kinds are now predicted too fast).
+  small GPU. Tensor Core layers keep Habitat's gamma. Checked with `benchmarks/predict_check.py`
+  (docs/prediction.md; before -> with it): the training step on SM partitions, spec ceilings,
+  7.90 % -> 3.31 % (H200, 3 models) and 6.86 % -> 4.66 % (H100, 6 models), GELU's backward
+  132 -> 64 SMs -26.6 % -> -15.7 %; H100 <-> H200 1.84 -> 1.95 %; the inference partitions 4.99 ->
+  4.95 % (measured ceilings 4.23 -> 4.20 %, but the pair 32 -> 132 SMs at batch 32 4.52 -> 5.31 %:
+  its fp32 elementwise kinds are predicted too fast).
 * **Fixed part** (``fixed_us``, default :data:`FIXED_US` = 2 µs). Part of every kernel's time
   does not scale with SMs, clock or bandwidth: the launch and the ramp up and down of its grid
   (benanza's launch floor, :data:`benanza.reports.chart.LAUNCH_FLOOR_US`, is the same 2 µs). A
   layer measured at T_o is predicted as ``F + (T_o - F) * factor`` with F = min(T_o, fixed_us);
   ``fixed_us=0`` is the pure wave scaling above. Found and checked by running one H100 confined to
   132, 64 and 32 SMs (CUDA green contexts, ``BENANZA_SM_COUNT``; `benchmarks/predict_check.py
-  --partitions`, benchmarks/results/2026-11-25): layers of a few µs barely change with the SM count
+  --partitions`, docs/prediction.md): layers of a few µs barely change with the SM count
   (a 1.5 µs GELU takes 1.5 µs on 32 SMs), which pure scaling predicts 4x slower.
 * **Measured ceilings.** ``predict`` takes whatever :class:`GpuSpec` it is given; the validation
   on partitions passes the ceilings `benanza ceilings` measured on each system
@@ -114,7 +114,7 @@ What benanza changes, and why:
   datasheet figure says. A partition's spec (:func:`benanza.analysis.gpus.partition_spec`) scales
   the math peaks by its share of the SMs.
 
-Validated (benchmarks/results/2026-11-25, 8 models at batch 32 and 5 at batch 1, fp16 and fp32, one
+Validated (docs/prediction.md, "Validation"; 8 models at batch 32 and 5 at batch 1, fp16 and fp32, one
 H100 at 132, 64 and 32 SMs, every ordered pair): mean model error 3.5 % at batch 32 (every pair under
 5 %, the naive "same time" 86 %) and 5.5 % at batch 1 (naive 22 %); pure Habitat scaling with
 datasheets gave 12.8 % and 80.4 %. H100 <-> H200: 1.5 %.
@@ -409,8 +409,8 @@ def wave_sms(sm_count: int, units: float) -> float:
 
 
 #: the most blocks an SM a persistent kernel's grid is taken to hold: a grid of m x the origin's SMs,
-#: 1 <= m <= 4, is one sized to the GPU (:func:`launch_sms`); chosen on the H200's counters of
-#: 2026-11-28e, where such grids are 132 (nvjet 2 x 66 clusters, cuDNN's SDPA backward, sm90 implicit
+#: 1 <= m <= 4, is one sized to the GPU (:func:`launch_sms`); chosen on an H200's counters
+#: (docs/prediction.md), where such grids are 132 (nvjet 2 x 66 clusters, cuDNN's SDPA backward, sm90 implicit
 #: GEMMs) and 264 (cuDNN's batch norm ``*_singleread_spec``)
 PERSISTENT_MAX_PER_SM = 4
 
@@ -611,8 +611,8 @@ def validate(prediction: Prediction, measured: Analysis) -> Validation:
 
 
 def mean_model_error(validations: Iterable[Validation]) -> float:
-    """Mean absolute model-level (sequential LBL) error over several validations (issue 6's target:
-    under 8 % between H100 and H200)."""
+    """Mean absolute model-level (sequential LBL) error over several validations (the target: under
+    8 % between H100 and H200; docs/prediction.md)."""
     v = [abs(x.lbl_sequential_error) for x in validations]
     if not v:
         raise UsageError("no validations to average")

@@ -1,4 +1,4 @@
-"""Predict a model's training step (issue 26) on a GPU benanza has not measured: `benanza predict
+"""Predict a model's training step (docs/prediction.md) on a GPU benanza has not measured: `benanza predict
 MODEL --train --to GPU`.
 
 Each measured call of the step (:func:`benanza.analysis.training.training_step`) is scaled from the
@@ -24,14 +24,12 @@ it, the step cannot run as it is on the target; below it, it may (the bound leav
 frameworks add).
 
 Limits: those of :mod:`benanza.analysis.predict` (no change of algorithm between GPUs). Validated
-on Hopper only (benchmarks/predict_check.py --train): one H100 at 132, 64 and 32 SMs (fp16,
-benchmarks/results/2026-11-27c: mean |step error| 9.51 %, 5.52 % with the calls whose implementation
-cannot run in the partition held apart; with the measured gamma of :mod:`benanza.analysis.predict`,
-benchmarks/results/2026-11-27i: 6.84 % and 5.64 %, measured ceilings), one H200 at 132, 64 and 32 SMs
-(green contexts, benchmarks/results/2026-11-28c/d: fp32 2.56 %, fp16 3.91 %, bf16 5.26 %, datasheet
-ceilings; as CUDA MPS clients, whose libraries see the partition's SM count as on a smaller GPU,
-benchmarks/results/2026-11-28e: bf16 2.65 %, fp16 4.72 %) and H100 <-> H200 (fp16, bf16, fp32: 1.97 %,
-then 1.95 %). Those errors (measured ceilings; the H200's bf16 and fp16 partitions from MPS),
+on Hopper only (benchmarks/predict_check.py --train; docs/prediction.md, "Validation"): one H100 at
+132, 64 and 32 SMs (fp16, with the measured gamma of :mod:`benanza.analysis.predict`: mean |step
+error| 6.84 %, 5.64 % with the calls whose implementation cannot run in the partition held apart,
+measured ceilings), one H200 at 132, 64 and 32 SMs (green contexts: fp32 2.56 %, fp16 3.91 %, bf16
+5.26 %, datasheet ceilings; as CUDA MPS clients, whose libraries see the partition's SM count as on a
+smaller GPU: bf16 2.65 %, fp16 4.72 %) and H100 <-> H200 (fp16, bf16, fp32: 1.95 %). Those errors (measured ceilings; the H200's bf16 and fp16 partitions from MPS),
 per call kind and phase, are the error bar :func:`training_error_bar` attaches to a prediction
 (db/reference/predict_train_errors.json); other architectures are extrapolations, and it says so.
 """

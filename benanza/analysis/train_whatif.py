@@ -1,4 +1,4 @@
-"""The training step's what-if composition (issue 26, item 3): PyTorch's measured training step,
+"""The training step's what-if composition (docs/training.md): PyTorch's measured training step,
 changed by one optimization after the other in a fixed order, with the step's time after each.
 
 The inference composition's principles (:mod:`benanza.analysis.whatif`), on a profiled training
@@ -427,7 +427,7 @@ def step_alternatives(step, db, system_id: int, fp16_step=None, layouts=("NCHW",
     # call in its place: BatchNormalization with the batch's statistics) and its backward calls,
     # each in the precision PyTorch runs it (an fp32 step's cuDNN convolutions in TF32,
     # torch.backends.cudnn.allow_tf32; the FMA rows would say NHWC is slower where PyTorch's TF32
-    # convolutions gain: resnet18, benchmarks/results/2026-11-27c/)
+    # convolutions gain, as resnet18's do)
     replaced = {c.layer for c in step.calls if c.phase == "forward"}
     kind_of: dict[str, str] = {}
     keys_of: dict[int, set] = {}

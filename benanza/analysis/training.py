@@ -1,4 +1,4 @@
-"""The training step's lower-bound latency (issue 26): the forward pass, the backward pass and the
+"""The training step's lower-bound latency (docs/training.md): the forward pass, the backward pass and the
 optimizer's update, from the measured best of each call.
 
 The forward pass is the inference analysis (:func:`benanza.analysis.analyzer.analyze`) with the

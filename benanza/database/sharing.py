@@ -209,9 +209,9 @@ def _verdict(j: dict, old, measured: bool = True) -> str:
     it has a valid time), or :data:`_NONE` when there is none; ``measured``: the source job has one): added,
     replaced (the source finished later) or kept. A job without a valid time never replaces one that has
     one: on one system (one fingerprint: GPU, SM partition, driver, cuDNN, cuBLAS) the call ran once, and a
-    later failure is no evidence that it cannot (2026-11-28c: cuDNN's max pooling refused its cooperative
-    launch under a 32-SM green context, "too many blocks", where the same job had measured the day before;
-    the import had dropped resnet18's training step from the partition validation as incomplete)."""
+    later failure is no evidence that it cannot (cuDNN's max pooling can refuse its cooperative launch
+    under a 32-SM green context, "too many blocks", where the same job measured before: replacing the
+    measurement would make a measured training step incomplete; docs/prediction.md, "SM partitions")."""
     if old is _NONE:
         return "added"
     finished, had = old

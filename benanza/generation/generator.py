@@ -175,8 +175,8 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
     (:func:`benanza.processing.training.loss_config`), and the ``optimizer``'s step over
     the model's parameters (:func:`benanza.processing.training.optimizer_config`); no job for the
     fusion candidates a training step counts layer by layer (:func:`benanza.kinds.training_counts_layers`:
-    residual Add -> norm groups, and Conv -> BatchNormalization folds, whose jobs took 25-64 % of a CNN's ``bench --train`` job
-    seconds on an H200, benchmarks/results/2026-11-27e), so ``bench --train``'s forward-pass
+    residual Add -> norm groups, and Conv -> BatchNormalization folds, whose jobs take 25-64 % of a CNN's ``bench --train`` job
+    seconds on an H200: docs/training.md), so ``bench --train``'s forward-pass
     figures leave those folds out as any unmeasured candidate (``bench`` without ``--train``
     times them)."""
     layouts = layouts or ["NCHW"]

@@ -1,5 +1,5 @@
 """Activation backward layers: the data gradient of an :class:`~benanza.kinds.activation.ActivationConfig`
-in a training step (issue 26), dx = f'(.) * dy: cudnnActivationBackward and benanza's own pointwise
+in a training step (docs/training.md), dx = f'(.) * dy: cudnnActivationBackward and benanza's own pointwise
 kernel (``benanza::activation_backward_pointwise``), as the forward kind times cudnnActivationForward and
 ``benanza::activation_pointwise``.
 

@@ -66,7 +66,7 @@ def _config_key(config: "LayerConfig") -> str:
     return _compute_key(config)
 
 
-#: the parts of a training step (issue 26), in the step's order: a layer's forward call, the
+#: the parts of a training step (docs/training.md), in the step's order: a layer's forward call, the
 #: gradient of its input (data gradient), of its weights and bias (weight gradient), and the
 #: optimizer's update of every parameter
 TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")

@@ -1,4 +1,4 @@
-"""BatchNormBwd layers: BatchNormalization's backward in a training step (issue 26), one call that
+"""BatchNormBwd layers: BatchNormalization's backward in a training step (docs/training.md), one call that
 computes the gradient of the input, of the scale and of the bias together, from dy, x, the scale
 and the mean and inverse standard deviation the training forward saved
 (:mod:`benanza.kinds.batchnorm_train`). With xhat = (x - mean) * invstd and M = N * spatial:

@@ -1,4 +1,4 @@
-"""BatchNormTrain layers: BatchNormalization's forward in a training step (issue 26), normalising with
+"""BatchNormTrain layers: BatchNormalization's forward in a training step (docs/training.md), normalising with
 the batch's statistics: per channel c, mean and biased variance over N and the spatial dims, y =
 (x - mean) / sqrt(var + epsilon) * scale + bias, the running mean and variance updated with the
 exponential average factor, and the mean and inverse standard deviation saved for the backward.

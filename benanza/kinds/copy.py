@@ -1,5 +1,5 @@
 """Copy layers. Layers that only move data: Concat, Transpose, Slice, Pad (constant), Expand, Split,
-Tile, costed as the memory traffic they are; and their gradients in a training step (issue 26), which only move data too: a
+Tile, costed as the memory traffic they are; and their gradients in a training step (docs/training.md), copies: a
 Split (Concat's), the inverse Transpose, a SliceBackward (Slice's) and a Slice (Pad's), configs of
 this kind (:func:`copy_backward`), a Concat (Split's), and a ReduceSum (Expand's and Tile's, a config of
 the Reduce kind).

@@ -1,4 +1,4 @@
-"""The loss of a training step (issue 26): cross-entropy with class indices over the model's logits,
+"""The loss of a training step (docs/training.md): cross-entropy with class indices over the model's logits,
 its forward and its backward, as ``torch.nn.functional.cross_entropy(logits, target)`` (reduction
 mean) computes them; the loss is outside the ONNX model, so its config comes from the model's output
 (:func:`benanza.processing.training.loss_config`), and its calls form the ``loss`` phase of the step

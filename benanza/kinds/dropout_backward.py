@@ -1,4 +1,4 @@
-"""DropoutBwd layers: the data gradient of a training-mode Dropout (issue 26), dx = dy * mask / (1 -
+"""DropoutBwd layers: the data gradient of a training-mode Dropout (docs/training.md), dx = dy * mask / (1 -
 ratio): cudnnDropoutBackward (reading the reserve space its cudnnDropoutForward wrote) and PyTorch's
 ``native_dropout_backward`` (aten/src/ATen/native/cuda/Dropout.cu, ``masked_scale``: grad * mask *
 scale on a bool mask).

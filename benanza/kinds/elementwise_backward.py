@@ -1,4 +1,4 @@
-"""The backward calls of an Elementwise layer in a training step (issue 26): its gradients are configs of
+"""The backward calls of an Elementwise layer in a training step (docs/training.md): its gradients are configs of
 other kinds (Reduce for a broadcast operand, Unary neg for a Sub's second operand, Elementwise mul for
 a Mul's, Where for a Max's or Min's), and the Reduce and Unary modules import the Elementwise module,
 so the function lives here and the registry (:mod:`benanza.kinds`) installs it as the Elementwise kind's ``Kind.backward``

@@ -1,5 +1,5 @@
 """Gather backward layers: the gradient of a :class:`~benanza.kinds.gather.GatherConfig`'s data in a
-training step (issue 26). An embedding lookup's gradient is the table's dense gradient
+training step (docs/training.md). An embedding lookup's gradient is the table's dense gradient
 (``aten::embedding_dense_backward``), a select's or an index_select's the input's
 (``aten::select_backward``, ``index_select_backward``): the same computation, zeros of the data's
 shape and the output gradient's rows added at the indices (PyTorch's tools/autograd/derivatives.yaml:

@@ -1,5 +1,5 @@
 """LayerNorm backward layers: the gradients of a :class:`~benanza.kinds.layernorm.LayerNormConfig` in a
-training step (issue 26). The LayerNorm kind's backward is two calls:
+training step (docs/training.md). The LayerNorm kind's backward is two calls:
 
 - phase ``forward``: the layer's training-mode forward, the same LayerNorm config with ``stats``
   (cuDNN's layernorm TRAINING phase, benanza's kernel writing mean and rstd, PyTorch's

@@ -1,5 +1,5 @@
 """LRN backward layers: the data gradient of an :class:`~benanza.kinds.lrn.LRNConfig` in a training step
-(issue 26), cudnnLRNCrossChannelBackward with the forward's descriptor (size, alpha, beta, bias) in
+(docs/training.md), cudnnLRNCrossChannelBackward with the forward's descriptor (size, alpha, beta, bias) in
 CUDNN_LRN_CROSS_CHANNEL_DIM1, as the forward kind times cudnnLRNCrossChannelForward.
 
 The whole slice of the kind: its config, the case its template renders, its minimum bytes, its PyTorch

@@ -1,4 +1,4 @@
-"""The optimizer step of a training step (issue 26): SGD (with momentum), Adam and AdamW over every
+"""The optimizer step of a training step (docs/training.md): SGD (with momentum), Adam and AdamW over every
 parameter of a model, as PyTorch runs them.
 
 The whole slice of the kind: its config, the case its template renders, its minimum bytes, its

@@ -1,5 +1,5 @@
 """Pooling backward layers: the data gradient of a :class:`~benanza.kinds.pooling.PoolingConfig` in a
-training step (issue 26), cudnnPoolingBackward (max, average with or without the padding counted,
+training step (docs/training.md), cudnnPoolingBackward (max, average with or without the padding counted,
 global average), on NCHW and channels-last tensors as the forward kind.
 
 The whole slice of the kind: its config, the case its template renders, its minimum bytes, its PyTorch

@@ -1,5 +1,5 @@
 """Resize backward layers: the data gradient of a :class:`~benanza.kinds.resize.ResizeConfig` in a training
-step (issue 26). Resize is linear in x, y = R x with R the taps of :func:`~benanza.kinds.resize.resize_taps`,
+step (docs/training.md). Resize is linear in x, y = R x with R the taps of :func:`~benanza.kinds.resize.resize_taps`,
 so dx = R^T dy: every element of dy adds its tap weight times itself into each of its taps of dx
 (PyTorch's ``upsample_nearest{1,2,3}d_backward``, ``_upsample_nearest_exact*d_backward``,
 ``upsample_linear1d_backward``, ``upsample_bilinear2d_backward``, ``upsample_trilinear3d_backward``,

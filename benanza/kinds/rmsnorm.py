@@ -42,7 +42,7 @@ class RMSNormConfig(RowNorm, LayerConfig):
     Timed: the cuDNN graph API's rmsnorm (cudnn-frontend ``Graph::rmsnorm``, forward phase INFERENCE;
     cuDNN developer guide, "RMSNorm"), every engine config of heuristics modes A, B and the fallback
     list; and a benanza CUDA kernel (one block per row, float32 statistics) so a layer always has a
-    valid measurement. stats: the training-mode forward of a training step (issue 26), which also
+    valid measurement. stats: the training-mode forward of a training step (docs/training.md), which also
     writes the inverse root mean square of every row, ``inv_variance`` (rows,) float32, that the
     backward reads (cuDNN's forward phase TRAINING; PyTorch's ``aten::_fused_rms_norm``, which returns
     it as ``rstd``): :func:`benanza.kinds.rmsnorm_backward.rmsnorm_backward` makes it; never set by a

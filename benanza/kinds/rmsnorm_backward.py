@@ -1,5 +1,5 @@
 """RMSNorm backward layers: the gradients of a :class:`~benanza.kinds.rmsnorm.RMSNormConfig` in a
-training step (issue 26). The RMSNorm kind's backward is three calls:
+training step (docs/training.md). The RMSNorm kind's backward is three calls:
 
 - phase ``forward``: the layer's training-mode forward, the same RMSNorm config with ``stats``
   (cuDNN's rmsnorm TRAINING phase, benanza's kernel writing r, PyTorch's ``aten::_fused_rms_norm``,

@@ -1,4 +1,4 @@
-"""RNNTrain layers: an ONNX LSTM / GRU's calls in a training step (issue 26), through cuDNN 9's RNN API
+"""RNNTrain layers: an ONNX LSTM / GRU's calls in a training step (docs/training.md), through cuDNN 9's RNN API
 (the v8 functions): the training-mode forward (``cudnnRNNForward`` with CUDNN_FWD_MODE_TRAINING,
 which writes the reserve space the backward reads), the data gradient (``cudnnRNNBackwardData_v8``:
 dX, dHx and, for an LSTM, dCx) and the weight gradient (``cudnnRNNBackwardWeights_v8`` with

@@ -30,7 +30,7 @@ from benanza.kinds.softmax import SoftmaxConfig
 SDPA_MASKS = ("none", "causal", "bias", "causal_bottom_right")
 
 #: tokens per page of the paged KV cache a decode attention is also timed over (:attr:`SdpaConfig.kv_page`'s
-#: default; issue 27's choice: TensorRT-LLM's ``tokens_per_block`` default, vLLM's block sizes go up to it)
+#: default: TensorRT-LLM's ``tokens_per_block`` default; vLLM's block sizes go up to it; docs/llm.md)
 PAGED_KV_PAGE = 64
 
 #: the layout of the paged family's records (:data:`benanza.kinds.base.WHATIF_LAYOUTS`: a what-if, never
@@ -79,19 +79,19 @@ class SdpaConfig(LayerConfig):
     h / h_kv query heads, cuDNN's h_q % h_k == 0; PyTorch's ``enable_gqa``); 0 = h. Set from ONNX
     ``Attention``'s ``kv_num_heads`` or K's heads, and where the finders absorb the repeat of K and V
     (Unsqueeze -> Expand -> Reshape, transformers' ``repeat_kv``) into the group.
-    stats: the training-mode forward (issue 26): it also writes the softmax statistics, float32
+    stats: the training-mode forward (docs/training.md): it also writes the softmax statistics, float32
     (b, h, s_q, 1), the logsumexp of every row that the backward reads (cudnn-frontend
     ``SDPA_attributes::set_generate_stats(true)``; PyTorch's SDPA on inputs that require grad,
     whose fused kernels return the logsumexp for autograd).
     FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax).
-    Paged KV cache (issue 27): a decode config (:func:`is_decode`, s_kv > s_q) is also timed over a
+    Paged KV cache (docs/llm.md): a decode config (:func:`is_decode`, s_kv > s_q) is also timed over a
     paged cache of ``kv_page`` tokens a page (default :data:`PAGED_KV_PAGE`; containers [b *
     ceil(s_kv / page), h_kv, page, d], :func:`page_table`, bytes :func:`paged_kv_bytes`), cudnn-frontend
     ``set_paged_attention_k_table``/``_v_table``, algorithms ``paged_kv<page>:<engine config>``,
     note "cuDNN SDPA, paged KV cache (page 64)". Its rows carry layout ``PAGED_KV``
     (:data:`benanza.kinds.base.WHATIF_LAYOUTS`): a memory layout of the cache that no exported model
-    feeds (ONNX ``Attention`` and the contrib ops read a contiguous cache), so, as DESIGN.md's
-    analyses take a layer's measurements only in the layouts asked for (NCHW, NHWC), they never
+    feeds (ONNX ``Attention`` and the contrib ops read a contiguous cache), so, as the
+    analyses take a layer's measurements only in the layouts asked for (NCHW, NHWC; docs/layers.md), they never
     enter the LBL: reported as a what-if. A config the family does not fit records one skipped
     row with the reason (:func:`paged_kv_skip`), never a time.
     """

@@ -1,5 +1,5 @@
 """SDPA backward layers: the gradients of a fused scaled-dot-product attention
-(:class:`~benanza.kinds.sdpa.SdpaConfig`) in a training step (issue 26). The SDPA kind's backward is
+(:class:`~benanza.kinds.sdpa.SdpaConfig`) in a training step (docs/training.md). The SDPA kind's backward is
 two calls:
 
 - phase ``forward``: the layer's training-mode forward, the same SDPA config with ``stats`` (cuDNN's

@@ -1,5 +1,5 @@
 """Softmax backward layers: the data gradient of a :class:`~benanza.kinds.softmax.SoftmaxConfig` in a
-training step (issue 26), cudnnSoftmaxBackward (ACCURATE or LOG, CHANNEL mode) on the tensor viewed as
+training step (docs/training.md), cudnnSoftmaxBackward (ACCURATE or LOG, CHANNEL mode) on the tensor viewed as
 (outer, axis, inner) as the forward kind.
 
 The whole slice of the kind: its config, the case its template renders, its minimum bytes, its PyTorch

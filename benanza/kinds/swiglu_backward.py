@@ -1,6 +1,6 @@
 """SwiGLU gate backward layers: both gradients of SwiGLU's gating ``y = silu(a) * b`` (the Elementwise kind's
 ``swiglu`` op, a fusion candidate of an exported Sigmoid -> Mul -> Mul; Llama's MLP
-``act_fn(gate_proj(x)) * up_proj(x)``) in a training step (issue 26), as one call that reads a, b and dy
+``act_fn(gate_proj(x)) * up_proj(x)``) in a training step (docs/training.md), as one call that reads a, b and dy
 and writes da and db.
 
 With s = sigmoid(a), silu(a) = a * s and silu'(a) = s * (1 + a * (1 - s)) (PyTorch's ``silu_backward``,

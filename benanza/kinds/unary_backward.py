@@ -1,5 +1,5 @@
 """Unary backward layers: the data gradient of a :class:`~benanza.kinds.unary.UnaryConfig` in a training
-step (issue 26), dx = dy * f'(.), as one pointwise pass of benanza's kernel
+step (docs/training.md), dx = dy * f'(.), as one pointwise pass of benanza's kernel
 (``benanza::unary_backward_kernel``, cpp/src/unary_backward_kernels.cu) beside the ATen backward op
 autograd runs where PyTorch has one.
 

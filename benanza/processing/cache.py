@@ -16,8 +16,8 @@ a cache folder that cannot be written costs nothing but the saving.
 
 **Exports** of module specs (:func:`cached_export`, :func:`store_export`): ``benanza torch`` exports
 a torchvision or transformers model to ONNX before it benches it, 15 s for GPT-2 and 86 s for a
-1.1 B-parameter Llama-style decoder on an H200 machine (``run.command_seconds``,
-benchmarks/results/2026-11-27f/), and the same model at another data type or batch list has the same
+1.1 B-parameter Llama-style decoder on an H200 machine (``run.command_seconds``; docs/torch.md),
+and the same model at another data type or batch list has the same
 export. Entries are ``KEY.onnx`` (weights stripped) and ``KEY.json`` (exporter, opset, the export's
 seconds, notes) in ``$BENANZA_EXPORT_CACHE`` (else ``$XDG_CACHE_HOME/benanza/exports``, else
 ``~/.cache/benanza/exports``; ``off`` turns it off), under

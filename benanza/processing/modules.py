@@ -13,7 +13,7 @@ A **module spec** (``benanza torch SPEC``) is one of
   built with random weights by ``AutoModel.from_config``; configuration overrides after a ``?``:
   ``transformers:llama?num_hidden_layers=8&hidden_size=1024&num_key_value_heads=2`` (values read
   as Python literals, else strings; a name the configuration lacks is refused). Two phases
-  (issue 27): ``prefill`` (default): inputs ``input_ids`` and ``attention_mask`` ``[B, seq]``
+  (docs/llm.md): ``prefill`` (default): inputs ``input_ids`` and ``attention_mask`` ``[B, seq]``
   int64 (``seq`` 128 by default, no padding); ``decode``: one new token per sequence against a
   KV cache of ``kv_len`` tokens, inputs ``input_ids`` ``[B, 1]``, ``attention_mask``
   ``[B, kv_len + 1]`` and per layer ``past_key_i``/``past_value_i``
@@ -108,7 +108,7 @@ def _torchvision(name: str, input_shape: tuple[int, ...] | None) -> ModuleSource
                         identity={"torchvision": name, "input_shape": list(shape)}, cacheable=True)
 
 
-#: the phases of a transformers model benanza profiles (issue 27): the prompt's forward pass, and
+#: the phases of a transformers model benanza profiles (docs/llm.md): the prompt's forward pass, and
 #: one generated token against a KV cache
 PHASES = ("prefill", "decode")
 
@@ -261,7 +261,7 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int) -> ModuleSource:
 
         # drawn where they are used (device=: the profiling child's GPU): a 4096-token cache at batch
         # 32 is 2.4 G normal numbers, 13 of the 21 s GPT-2's profiling child spent building its module
-        # and inputs when the CPU drew them (H200, 2026-11-27e)
+        # and inputs when the CPU drew them (an H200)
         g = torch.Generator(device=device or "cpu").manual_seed(0)
         past = [torch.randn(batch, kv_heads, kv_len, head_dim, generator=g, device=device) for _ in range(2 * layers)]
         return (torch.randint(0, vocab, (batch, 1), generator=g, device=device),
@@ -490,8 +490,8 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
     exporters = ("dynamo", "torchscript") if _has_onnxscript() else ("torchscript",)
     if keep_batch_norms and "torchscript" in exporters:
         # torch.export's un-optimized graph decomposes what its optimizer would fuse (batch norms
-        # into _native_batch_norm_legit, reductions with Expands: resnet18 on an H100, 2026-11-26,
-        # 20 layers benanza does not time); the TorchScript exporter without constant folding
+        # into _native_batch_norm_legit, reductions with Expands: resnet18's export has 20 layers
+        # benanza does not time; docs/training.md, "Batch norms"); the TorchScript exporter without constant folding
         # keeps each batch norm as one BatchNormalization node
         exporters = ("torchscript",) + tuple(e for e in exporters if e != "torchscript")
     if not _has_onnxscript():

@@ -1,4 +1,4 @@
-"""Rebinding a fixed-batch export to another batch size (issue 14, item 4).
+"""Rebinding a fixed-batch export to another batch size (docs/commands.md, "Models").
 
 Exporters that trace a model at one batch ``B0`` (torch.onnx's TorchScript exporter with fixed
 shapes, torch.export-based ``dynamo=True`` without dynamic shapes) write that batch into constants:

@@ -1,4 +1,4 @@
-"""The backward calls of a training step (issue 26): which gradient each forward layer needs, from
+"""The backward calls of a training step (docs/training.md): which gradient each forward layer needs, from
 its kind's :attr:`benanza.kinds.base.Kind.backward`. One plan serves the generator (the backward
 jobs of ``benanza bench --train``) and the analysis (the training-step LBL), so both count the same
 calls.
@@ -341,8 +341,8 @@ def _scalar_constants_only(ly, cfg) -> bool:
     is a scalar: as :data:`PARAMETER_INPUTS` says, a scalar is a constant of the model's code (GELU's 0.5,
     an attention's scale), not a parameter, and autograd computes no gradient for it; its
     ``backward_weight`` calls (the broadcast operand's gradient) are left out. On an H100, 24 such
-    calls (ReduceSum to 1x1x1 and the products before them) stood in vit_b_16's b32 fp16 step
-    (benchmarks/results/2026-11-26g)."""
+    calls (ReduceSum to 1x1x1 and the products before them) would stand in vit_b_16's b32 fp16
+    step (docs/training.md)."""
     import math
 
     if cfg is None or cfg.kind != "Elementwise" or len(ly.static_inputs) != 1:

@@ -104,7 +104,7 @@ class CaptureSpec:
 #: Time limits of a child's warm-up and timed calls (s), each reached only after the fewest calls
 #: below: a long step stops there, a short one still makes every call asked for (``--warmup``,
 #: ``--runs``). A 2 B-parameter decoder's 2048-token prefill at batch 32 takes 0.71 s a call on an
-#: H200 (issue 27's LLM truth, benchmarks/results/2026-11-27i), so 20 warm-up and 100 timed calls are
+#: H200 (the LLM truth table, docs/llm.md), so 20 warm-up and 100 timed calls would be
 #: 89 s of its profiling child. The kernel times come from the profiled iterations (``iterations``),
 #: never limited.
 WARMUP_BUDGET_S = 3.0

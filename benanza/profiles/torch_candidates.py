@@ -1,9 +1,9 @@
 """The framework's own kernels as lower-bound candidates: each layer config and fusion candidate
 timed as PyTorch runs it (the ATen call for its shapes, data type and memory format).
 
-In 2026 frameworks run many kernels of their own (flash attention, LayerNorm, reductions, depthwise
+Frameworks run many kernels of their own (flash attention, LayerNorm, reductions, depthwise
 convolutions, GEMMs with bias epilogues), and a bound that ignores them can be above what the
-framework runs (DESIGN.md, "Analyzer"). Every config kind of :data:`benanza.kinds.CONFIG_KINDS`
+framework runs (docs/design.md, "Definitions": layer time). Every config kind of :data:`benanza.kinds.CONFIG_KINDS`
 has a builder here (:data:`BUILDERS`) that allocates random inputs on the GPU and returns the
 callable PyTorch eager would run: ``F.conv2d`` in either memory format, ``F.linear`` with its bias,
 ``F.layer_norm``, ``F.scaled_dot_product_attention`` on strided views, reductions, elementwise ops,
@@ -234,8 +234,8 @@ def _reset_generator() -> None:
     """After a failed capture: the default CUDA generator as if no capture had begun. A capture that
     fails leaves it marked as capturing (CUDAGraph::capture_end throws before its epilogue), and every
     later random op of the process then fails with "Offset increment outside graph capture
-    encountered unexpectedly" (on an H100, 2026-11-26g: the framework candidates of every
-    training kind after one such failure). A clone of its state (same seed and offset) is not
+    encountered unexpectedly" (on an H100: the framework candidates of every training kind after
+    one such failure). A clone of its state (same seed and offset) is not
     capturing; ``graphsafe_set_state`` installs it (torch.Generator, PyTorch >= 2.4). Not yet run on a
     GPU (tests/test_torch_candidates.py checks the calls on a stand-in of torch)."""
     import torch

@@ -1,5 +1,5 @@
 """The training step's Benanza ratio: benanza's training-step LBL against the GPU kernel time of
-the training step PyTorch ran (``benanza torch SPEC --train``, issue 26).
+the training step PyTorch ran (``benanza torch SPEC --train``, docs/training.md).
 
 PyTorch's side (:class:`benanza.profiles.train_join.TrainJoin`): the step's kernel time, the sum of
 the kernels (``kind == "kernel"``; memcpys and memsets reported apart) of one profiled iteration,
@@ -71,8 +71,8 @@ class TrainComparison:
 
     def framework_choices(self) -> list[dict]:
         """Where the step ran a slower implementation that PyTorch's own selection rule chose, for a
-        reason the rule states (ms per step). Today one rule, measured in 2026-11-27h's training
-        truth (an H200, PyTorch 2.11, cuDNN 9.19):
+        reason the rule states (ms per step). One rule, measured in the training truth table (an
+        H200, PyTorch 2.11, cuDNN 9.19; docs/training.md):
 
         * ``native_batch_norm_bf16``: batch norms on bf16 input run ATen's own kernels
           (``at::native::batch_norm_collect_statistics_kernel``, ``batch_norm_transform_input_kernel``,

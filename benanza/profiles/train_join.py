@@ -1,5 +1,5 @@
 """The training join: each GPU kernel of a profiled training step to its phase, and a backward
-kernel to the forward layer whose gradient it computes (issue 26).
+kernel to the forward layer whose gradient it computes (docs/training.md).
 
 Input: a :class:`~benanza.profiles.trace.Trace` of training iterations as
 :func:`benanza.profiles.capture.capture_profile` records them with ``train=True`` (and as

@@ -133,7 +133,7 @@ def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec",
 
 
 #: a layer whose best time exceeds this many times its attainable roofline time is listed by
-#: ``analyze`` (issue 14: "far from the roofline")
+#: ``analyze`` ("far from the roofline", docs/timing.md)
 FAR_FACTOR = 4.0
 
 

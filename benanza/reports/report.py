@@ -8,7 +8,7 @@ self-contained HTML (inline CSS, JS and SVG; no network, no server) rendered wit
 * :func:`render_comparison` — several ``benanza analyze --profile --json`` outputs side by side
   (models, batch sizes, data types or GPUs): ``benanza report A.json B.json --html out.html``.
 
-Times are ms per inference; definitions in :mod:`benanza.analysis.insights` (DESIGN.md, Benanza IPDPS 2020).
+Times are ms per inference; definitions in :mod:`benanza.analysis.insights` (docs/design.md; Benanza IPDPS 2020).
 """
 from __future__ import annotations
 

@@ -360,7 +360,7 @@ class ClusterConnection:
     """A connection to the cluster at ``address`` (``tcp://HOST:PORT`` or ``local``: a cluster over
     this host's GPUs ``devices``, ``slots`` suite processes each) opened in a background thread, so
     that ``bench --cluster`` starts it before it processes, generates and compiles the suite (a local
-    cluster's start took 1.4-2.0 s on a host with two H100s: benchmarks/results/2026-11-27).
+    cluster's start takes about 2 s on a host with two H100s: docs/fleet.md).
     :meth:`client` waits for it and raises what opening it raised; :meth:`close` closes what was
     opened (also when it is still opening)."""
 

@@ -69,7 +69,7 @@ class RunOptions:
     # suite processes per GPU, sharing it through a lock (harness.hpp, Context::gpu_acquire): one
     # builds engine plans and queries heuristics (CPU work) while another times calls on the GPU
     # (three: the run stage of resnet50's quick start on an H100, 47.5 s with two, 42.7 s with three,
-    # 43.6 s with four; benchmarks/results/2026-11-26f)
+    # 43.6 s with four; docs/timing.md, "Scheduling")
     workers_per_gpu: int = 3
     # A GPU lock shared with another run on the same GPUs (``bench``: the framework's kernels, timed
     # beside the compile, go on beside the suite's run): every worker of this run, one per GPU too,
@@ -472,8 +472,8 @@ _CANDIDATES = {"Conv": 60, "ConvBiasAct": 40, "ConvBnAct": 40, "Gemm": 30, "Gemm
 
 def job_cost(job) -> float:
     """A job's expected run time (s, for ordering only): its kind's candidate count times a fixed
-    cost per candidate (first call, warm-up, capture, screen: ~3 ms measured on an H200,
-    benchmarks/results/2026-11-26) plus the GPU time of the screen, 6 replays of the config's
+    cost per candidate (first call, warm-up, capture, screen: ~3 ms measured on an H200;
+    docs/timing.md, "Scheduling") plus the GPU time of the screen, 6 replays of the config's
     FLOPs at 100 TFLOP/s or its minimum bytes at 3 TB/s; a framework job is one candidate."""
     n = 1 if JobId.parse(job.id).framework else _CANDIDATES.get(job.kind, 3)
     cfg = job.config

@@ -9,13 +9,13 @@
 // (channels-last) and data types: a graph it has no engine config for is one not_supported record
 // with cuDNN's reason. Scale, bias and statistics are float32 (1, C, 1, 1), packed (C contiguous).
 //
-// BENANZA_KERNEL_CACHE=1 (opt-in, off by default until measured on a GPU): the graphs are built as
+// BENANZA_KERNEL_CACHE=1 (opt-in, off by default: docs/timing.md): the graphs are built as
 // dynamic-shape graphs sharing one kernel cache per node, data type and layout in this process
 // (cudnn-frontend's "Dynamic Shapes and Kernel Cache", Graph::set_dynamic_shape_enabled and
 // Graph::set_kernel_cache, cuDNN 9.4+), so a runtime-compiled engine compiled for one batch-norm shape
 // is bound again for the next shape instead of compiled anew. Those compiles were 406 s of
-// mobilenet_v3_large's 1,657 s of training bench jobs on an H200 (0.6-1.1 s per engine config,
-// benchmarks/results/2026-11-27f/). The records of such plans carry the algorithm prefix "dyn:" and a
+// mobilenet_v3_large's 1,657 s of training bench jobs on an H200 (0.6-1.1 s per engine config;
+// docs/timing.md). The records of such plans carry the algorithm prefix "dyn:" and a
 // note; a graph that gets no engine config as a dynamic-shape graph is timed as a static one.
 // With the option on, the heuristics' picks recorded as choices are the dynamic-shape graph's.
 #include <cstdlib>
@@ -85,9 +85,8 @@ std::shared_ptr<fe::KernelCache> kernel_cache_for(const std::string& key) {
 // Times the graph `make()` builds: with BENANZA_KERNEL_CACHE as a dynamic-shape graph on the kernel
 // cache of `key` (records prefixed "dyn:"), and as the static graph (a fresh one) when that gets no
 // engine config or the option is off.
-// The static graph's records then say why the dynamic-shape one was not timed (2026-11-27h, an H200
-// with cuDNN 9.19: no batch-norm graph of mobilenet_v2's training step got a dynamic-shape plan, and
-// the records did not say why).
+// The static graph's records then say why the dynamic-shape one was not timed (on an H200 with
+// cuDNN 9.19 no batch-norm graph of mobilenet_v2's training step gets a dynamic-shape plan).
 void time_maybe_cached(Bench& b, const std::string& key, const std::function<GraphTiming()>& make) {
   std::string refused;
   if (kernel_cache_enabled()) {

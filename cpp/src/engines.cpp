@@ -242,11 +242,11 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
   // (cuDNN's SM carveout, CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, cuDNN 8.9.5+ on Hopper; cudnn-frontend
   // Graph::set_sm_count), as a GPU of that many SMs would get them. Without it the configs are sized
   // for the whole GPU, and cooperative launches (cuDNN's batch-norm engines) fail inside the green
-  // context with err 720 (an H200 at 64 and 32 SMs, benchmarks/results/2026-11-27b/)
+  // context with err 720 (an H200 at 64 and 32 SMs; docs/prediction.md, "SM partitions")
   //
   // Some engines refuse any target but the device's SM count ("target_sm_count !=
   // deviceProp.multiProcessorCount": cuDNN 9.19's SDPA, some matmul and convolution engines on an
-  // H100 at 64 and 32 SMs, benchmarks/results/2026-11-27c/); a green context still reports the whole
+  // H100 at 64 and 32 SMs); a green context still reports the whole
   // GPU's SMs, so a graph left without an engine config is asked again without the target: its
   // configs sized for the whole GPU run in the partition in more waves, as they did before the
   // target was set, rather than the layer going unmeasured in the partition only (what a GPU of
@@ -255,8 +255,8 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
   // A graph that did get configs under the target is asked again without it, and the configs only
   // that second list has are timed beside the first (each list capped by --max-engines on its own):
   // under the target some engines come back without their tuned knobs (cuDNN 9.19's LayerNorm
-  // backward engine 5: 0.069 ms at 64 SMs where its tuned config took 0.0104 ms on 132, an H100,
-  // benchmarks/results/2026-11-27c/), and a real GPU of that many SMs would get configs tuned for
+  // backward engine 5: 0.069 ms at 64 SMs where its tuned config took 0.0104 ms on 132, an H100),
+  // and a real GPU of that many SMs would get configs tuned for
   // it; the fastest of both lists stands in for them. Only in a partition (BENANZA_SM_COUNT).
   const int sms = b.ctx().partition().sm_count;
   if (sms) g->set_sm_count(sms);

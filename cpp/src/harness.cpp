@@ -283,8 +283,8 @@ std::string Context::system_json() const {
           << ",\"method\":\"" << partition_.method << "\",\"alignment\":" << partition_.alignment
           << ",\"sms_seen\":" << partition_.sms_seen
           << (partition_.method == "mps" ? ",\"mps_active_thread_percentage\":\"" + json_escape(partition_.mps_percentage) + "\"" : std::string())
-          // the libraries told the partition's SM count (cuDNN's heuristics, cuBLAS, cuBLASLt): since
-          // 2026-11-27; databases before it timed configs sized for the whole GPU inside the partition
+          // the libraries told the partition's SM count (cuDNN's heuristics, cuBLAS, cuBLASLt); records
+          // without this key timed configs sized for the whole GPU inside the partition
           << ",\"library_sm_target\":true}";
   return device_json(dev_, extra.str());
 }

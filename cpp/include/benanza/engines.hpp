@@ -61,8 +61,8 @@ void run_conv_grad_engines(Bench& b, const ConvSpec& spec, ConvGrad grad, void* 
 
 // The bias gradient beside a convolution's weight gradient, db[k] = the sum of dy[:, k, ...] (a
 // framework computes both in one backward call): cudnnConvolutionBackwardBias, except in bf16,
-// which it does not support (CUDNN_STATUS_NOT_SUPPORTED on cuDNN 9.19: on 2026-11-27 no bf16
-// convolution with a bias had a weight-gradient candidate, benchmarks/results/2026-11-27b/); there
+// which it does not support (CUDNN_STATUS_NOT_SUPPORTED on cuDNN 9.19: without it no bf16
+// convolution with a bias would have a weight-gradient candidate); there
 // benanza's own reduction (reduce(): fp32 accumulation, the reduce kernels' plan) sums dy over its
 // batch and spatial dims, in memory order (NCHW: N x K x spatial -> 1 x K x 1; NHWC: N x spatial x
 // K -> 1 x 1 x K). `call` is the suffix of the timed call's name. Its buffers live with the Bench.

@@ -2,7 +2,7 @@
 //
 // A generated suite is a set of *jobs* (one layer config in one precision); each job times one or
 // more library calls (an algorithm, an engine...) and emits one JSON line per measurement on stdout.
-// The method (../shared/DESIGN.md, "How to time GPU work"; nvbench's cold/batch measurements):
+// The method (docs/design.md, "How GPU work is timed"; docs/timing.md; nvbench's cold/batch measurements):
 //   * inputs filled with uniform random values, outputs checked once for NaN/Inf;
 //   * warm-up until `warmup_ms` and `min_warmup_calls` are reached (absorbs handle creation, lazy
 //     module loading, runtime compilation) and estimates the per-call time;
@@ -120,7 +120,7 @@ struct Options {
   double contenders_within = 0.05;
   // The time cap (ms) of one cold measurement; <= 0: the stopping rule's own (rule.max_time_ms).
   // Cold samples (a 2x-L2 write before each call) seldom reach the rse target: of googlenet's 1,044
-  // jobs (H100, default policy, benchmarks/results/2026-11-26f) 30 cold measurements ran to the
+  // jobs (H100, default policy; docs/timing.md) 30 cold measurements ran to the
   // 1 s cap, 40.5 s of the run stage. 200 ms still keeps hundreds of samples of a 0.1 ms call.
   double cold_max_time_ms = 0;
   bool graphs = true;             // capture warm samples in CUDA graphs

@@ -1,4 +1,4 @@
-// The optimizer step of a training step (issue 26; benanza/kinds/optimizer.py): SGD (momentum,
+// The optimizer step of a training step (docs/training.md; benanza/kinds/optimizer.py): SGD (momentum,
 // Nesterov, weight decay), Adam and AdamW (weight decay, AMSGrad) over every parameter of a model in
 // ONE launch, PyTorch's multi_tensor_apply approach (aten/src/ATen/native/cuda/MultiTensorApply.cuh):
 // the parameters are cut into chunks of at most kOptimizerChunk elements, one CUDA block per chunk,

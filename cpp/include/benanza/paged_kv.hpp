@@ -1,4 +1,4 @@
-// A paged KV cache's page table (issue 27), host code only (no CUDA, no cuDNN): what a serving
+// A paged KV cache's page table (docs/llm.md), host code only (no CUDA, no cuDNN): what a serving
 // engine (vLLM, TensorRT-LLM, FlashInfer) keeps for each sequence, the container pages that hold its
 // keys and values, in the layout cuDNN's SDPA reads (cudnn-frontend SDPA_attributes::
 // set_paged_attention_k_table / _v_table: int32 [b, 1, pages_per_seq, 1]; containers

@@ -16,7 +16,7 @@
 // they pick and size kernels as on a GPU of that many SMs; the system's info says
 // "library_sm_target": true.
 //
-// BENANZA_PARTITION=mps (issue 26): the process is a CUDA MPS client whose control daemon or
+// BENANZA_PARTITION=mps (docs/prediction.md): the process is a CUDA MPS client whose control daemon or
 // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE limits it to BENANZA_SM_COUNT SMs (benchmarks/mps.sh). No green
 // context is made: under MPS the device itself reports the limited SM count to the runtime and so to
 // cuDNN and cuBLAS, which size their persistent kernels for it as on a smaller GPU (under a green

@@ -30,7 +30,7 @@ cudaError_t rmsnorm_kernel(const void* x, const float* scale, void* y, long long
 // not_supported with cuDNN's reason, never raised.
 void run_rmsnorm_engines(Bench& b, const NormSpec& spec, void* x, void* scale, void* y, void* inv_variance = nullptr);
 
-// ------------------------------------------------------------------ backward (a training step, issue 26)
+// ------------------------------------------------------------------ backward (a training step, docs/training.md)
 // From the forward's saved r = inv_variance (rows,) float32, with g = scale * dy and xhat = x * r:
 //   dx = r * (g - xhat * mean_cols(g * xhat))          (rmsnorm_backward_dx_kernel: one block per row)
 //   dscale = sum_rows(dy * xhat)   (cols,) float32     (rmsnorm_backward_dscale_kernel: a column reduction)

@@ -170,7 +170,7 @@ struct RaceRule {
   // high by at most its host API time (one launch: microseconds; a per-group loop of hundreds of
   // launches: about a millisecond), so a candidate that could be the best would need a host time above
   // both (gross_ratio - 1) x the best's upper bound and gross_margin_ms. Measured on an H100 (mobilenet_v2's
-  // grouped convolutions, 2026-11-26, benchmarks/gpu_capture.sh): the candidates it removes (per-group
+  // grouped convolutions, benchmarks/gpu_capture.sh; docs/timing.md): the candidates it removes (per-group
   // loops of 2,305-3,841 graph nodes, 3.5-17 ms per call against a best of 0.01-0.05 ms) cost 1.4-13 s
   // each to capture and instantiate.
   double gross_ratio = 4.0;

@@ -1,4 +1,4 @@
-// The transformer layers of benanza (issue 4): LayerNorm, unary elementwise ops (Gelu, Erf, Pow,
+// The transformer layers of benanza (docs/layers.md): LayerNorm, unary elementwise ops (Gelu, Erf, Pow,
 // Sqrt, Cast...), Gather, Where and fused scaled-dot-product attention.
 //
 // Two kinds of implementations, each timed by the generated benchmarks:

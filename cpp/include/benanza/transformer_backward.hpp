@@ -1,4 +1,4 @@
-// The backward calls of the transformer layers in a training step (issue 26): LayerNorm's data,
+// The backward calls of the transformer layers in a training step (docs/training.md): LayerNorm's data,
 // scale and bias gradients, and the data gradient of the unary elementwise ops (transformer.hpp's
 // UnaryOp). Like transformer.hpp, no cudnn-frontend types: generated sources include it without
 // the frontend.
