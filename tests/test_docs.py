@@ -29,7 +29,6 @@ STILL_TO_REWRITE = {
     ("benanza/api.py", "results"): 1,
     ("benanza/api.py", "date"): 1,
     ("benanza/cli.py", "date"): 1,
-    ("benanza/processing/model.py", "date"): 1,
 }
 
 

@@ -1,4 +1,4 @@
-"""InstanceNorm, the layer kind added as issue 16 promises (one module, one template, one registry line):
+"""InstanceNorm, the layer kind added as issue 16 promises (its module and its template; the registry finds the module):
 ONNX InstanceNormalization in a real network's graph (the fast-neural-style transformer of Johnson et al.
 2016, as pytorch/examples and the ONNX model zoo's style-transfer models have it), weight-stripped and
 built here with onnx.helper; its jobs, case table, roofline bytes and a suite that compiles."""

@@ -370,7 +370,7 @@ def _gate_up_split(pat: Graph, gate_t: str, up_t: str, gate_readers: set[int], u
     """The Split that cuts one fused gate-and-up product (transformers' Phi-3 ``gate_up_proj``, then
     ``chunk(2, dim=-1)``) into the gating's two operands: two equal halves of the last axis, each read by
     the gating only. PyTorch's ``chunk`` is a view: eager's silu and mul and torch.compile's one fused kernel
-    (``triton_poi_fused_mul_silu_split``, phi3 prefill on an H200, 2026-11-28c) read the halves in place,
+    (``triton_poi_fused_mul_silu_split``, phi3 prefill on an H200) read the halves in place,
     so the Split joins the gating's group and costs nothing of its own (the group reads a and b, the two
     halves, as the separate tensors it times: the same bytes, rows of ``intermediate`` contiguous
     elements). None when the operands come from anything else."""

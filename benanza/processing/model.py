@@ -348,7 +348,7 @@ def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
     return notices
 
 
-# ------------------------------------------------- fixed-batch exports at another batch (issue 14)
+# ------------------------------------------------- fixed-batch exports at another batch
 
 def rebind_fixed_batch(model: onnx.ModelProto, batch: int, weights: set[str],
                        batch_dim: int | None = None) -> tuple["Rebinding | None", list[str]]:
