@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import benanza
 from benanza import kinds as L
 from benanza.database import query
-from benanza.database.records import MeasurementLine, RecordError
+from benanza.database.records import ChoiceLine, MeasurementLine, RecordError
 from benanza.database.store import SCHEMA_VERSION, Measurement, migrations_dir, open_db
 from benanza.generation.generator import job_backend, job_id
 from benanza.kinds.backend import Backend
@@ -75,9 +75,13 @@ def test_a_record_of_each_backend_round_trips_through_the_database_and_an_export
     sid = db.upsert_system({"gpu_name": "G", "compute_capability": "9.0", "sm_count": 1})
     db.upsert_configs([CFG])
     calls = {b: b.call_name("cudnnActivationForward" if b is Backend.SUITE else "aten::relu") for b in Backend}
+    choice = ChoiceLine.from_json({"type": "choice", "source": "h", "rank": 0, "algorithm": "x", "math": "none",
+                                   "status": "ok"})
     for i, b in enumerate(Backend):
         jid = str(JobId(CFG.key, "fp16", backend=b))
-        db.write_job(sid, None, jid, CFG.key, "fp16", "ok", "", [_line(calls[b], 0.01 * (i + 1), backend=b.value)])
+        db.write_job(sid, None, jid, CFG.key, "fp16", "ok", "", [_line(calls[b], 0.01 * (i + 1), backend=b.value),
+                                                                 choice])
+    assert len(db.choices(sid, [CFG.key])) == 1  # the suite's job's: a framework job stores none
     rows = db.measurements(sid, [CFG.key])
     assert {(m.call, m.backend) for m in rows} == {(c, b) for b, c in calls.items()}
     assert all(type(m.backend) is Backend for m in rows)
@@ -85,7 +89,7 @@ def test_a_record_of_each_backend_round_trips_through_the_database_and_an_export
         assert dict(con.execute("select call, backend from measurements")) == {c: b.value for b, c in calls.items()}
     # each job owns its backend's rows: measuring one again replaces its row only
     db.write_job(sid, None, str(JobId(CFG.key, "fp16")), CFG.key, "fp16", "ok", "",
-                 [_line(calls[Backend.SUITE], 0.5)])
+                 [_line(calls[Backend.SUITE], 0.5), choice])
     got = {m.backend: m.median_ms for m in db.measurements(sid, [CFG.key])}
     assert got == {Backend.SUITE: 0.5, Backend.TORCH_EAGER: 0.02, Backend.TORCH_COMPILE: 0.03}
     # the sources of the one serving rule read the column
@@ -93,12 +97,14 @@ def test_a_record_of_each_backend_round_trips_through_the_database_and_an_export
         best = query.best_per_config(db, sid, "fp16", keys=[CFG.key], source=source)[CFG.key]
         assert best.backend in want and best.median_ms == min(v for k, v in got.items() if k in want)
         assert query.Serves("fp16", source=source)(best) and "backend" not in best.to_dict()
-    # an export carries the column
+    # an export carries the column, and the suite job's choices with it
     from benanza.database.sharing import export
 
     export(db, tmp_path / "x.db")
-    rows = open_db(str(tmp_path / "x.db"), create=False).measurements(sid, [CFG.key])
-    assert {(m.call, m.backend, m.median_ms) for m in rows} == {(c, b, got[b]) for b, c in calls.items()}
+    x = open_db(str(tmp_path / "x.db"), create=False)
+    assert {(m.call, m.backend, m.median_ms) for m in x.measurements(sid, [CFG.key])} == \
+        {(c, b, got[b]) for b, c in calls.items()}
+    assert [(c.source, c.algorithm) for c in x.choices(sid, [CFG.key])] == [("h", "x")]
 
 
 # ------------------------------------------------------------------------ (a) an old database

@@ -301,7 +301,7 @@ def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: d
         groups = _job_groups(fresh)
         ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]),
                                 r["backend"]) in groups]
-        cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
+        cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", Backend.SUITE) in groups]
         _replace_job_rows(dc, fresh, groups, ms, cs, sys_map, runs)
     st.measurements_written += len(ms)
 
