@@ -246,3 +246,16 @@ def test_only_the_backend_module_tells_backends_apart_by_name():
 def test_the_column_is_the_models_and_the_migrations():
     col = Measurement.__table__.c.backend
     assert not col.nullable and col.type.length == 16 and col.type.enum_class is Backend
+
+
+def test_a_row_written_without_a_backend_takes_its_calls(tmp_path):
+    """Hand-made rows (the ORM, no backend given) follow the rule old databases were upgraded by."""
+    db = open_db(f"sqlite:///{tmp_path / 'p.db'}")
+    sid = db.upsert_system({"gpu_name": "G", "compute_capability": "9.0", "sm_count": 1})
+    db.upsert_configs([CFG])
+    with db.session() as s:
+        for call in ("torch:aten::relu", "cudnnActivationForward"):
+            s.add(Measurement(system_id=sid, layer_key=CFG.key, precision="fp16", call=call, algorithm="a",
+                              math="none", dtype="float16", cache="warm", batch=2, status="ok", median_ms=0.1))
+    got = {m.call: m.backend for m in db.measurements(sid, [CFG.key])}
+    assert got == {"torch:aten::relu": Backend.TORCH_EAGER, "cudnnActivationForward": Backend.SUITE}

@@ -163,7 +163,8 @@ class Measurement(Base):
     layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"))
     precision: Mapped[str] = mapped_column(sa.String(8))
     call: Mapped[str] = mapped_column(sa.String(96))
-    backend: Mapped[Backend] = mapped_column(BACKEND_TYPE, default=Backend.SUITE, server_default=Backend.SUITE.value)
+    backend: Mapped[Backend] = mapped_column(BACKEND_TYPE, default=lambda ctx: Backend.of_call(
+        ctx.get_current_parameters().get("call")), server_default=Backend.SUITE.value)  # unsaid: its call's
     algorithm: Mapped[str] = mapped_column(sa.String(96))
     math: Mapped[str] = mapped_column(sa.String(32))
     dtype: Mapped[str] = mapped_column(sa.String(16))
