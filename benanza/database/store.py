@@ -57,8 +57,10 @@ class Base(DeclarativeBase):
     pass
 
 
-#: the column type of a backend: its value as text (VARCHAR(16), no database enum type, so that a
-#: new backend needs no migration), read back as a :class:`benanza.kinds.backend.Backend`
+#: the column type of a backend: its value as text (VARCHAR(16), no database enum type or CHECK), read
+#: back as a :class:`benanza.kinds.backend.Backend`. A new backend comes with a schema version (a
+#: migration that changes no table), so that an older benanza refuses a database holding its rows
+#: in one line (:func:`_prepare_schema`) instead of failing on a value it does not know.
 BACKEND_TYPE = sa.Enum(Backend, native_enum=False, create_constraint=False, length=16,
                        values_callable=lambda e: [b.value for b in e], validate_strings=True)
 

@@ -15,6 +15,11 @@ knows those spellings (:attr:`Backend.call_prefix`, :attr:`Backend.job_suffix`):
 (:meth:`Backend.call_name`) and maps what was written before the backend had a column of its own
 (:meth:`Backend.of_call`: a record without a ``backend`` key, a row of a schema-6 database; the
 migration db/migrations/versions/0007_backend.py backfills the column with the same rule).
+
+Adding a backend (a torch.compile worker, another runtime): a member here with its name prefix and job
+suffix, a worker whose records say it (``"backend": VALUE``), and a schema version
+(``benanza.database.store.SCHEMA_VERSION``, a migration that changes no table) so that an older
+benanza refuses a database that holds its rows.
 """
 from __future__ import annotations
 
