@@ -346,8 +346,11 @@ class _Rows:
 
 
 def _row(key, call, algo, ms, precision="tf32", layout="NCHW", status="ok"):
+    from benanza.kinds.backend import Backend
+
     return types.SimpleNamespace(layer_key=key, call=call, algorithm=algo, median_ms=ms, layout=layout,
-                                 precision=precision, dtype="float32", status=status, cache="warm", message="")
+                                 precision=precision, dtype="float32", status=status, cache="warm", message="",
+                                 backend=Backend.of_call(call))
 
 
 def _engine(cfg, api="graph", tf32=True, layout="NCHW"):

@@ -160,8 +160,10 @@ class _Rows:
 
 
 def _row(key, call, ms, layout="NCHW", precision="fp32", dtype="float32", status="ok"):
+    from benanza.kinds.backend import Backend
+
     return types.SimpleNamespace(layer_key=key, call=call, median_ms=ms, layout=layout, precision=precision,
-                                 dtype=dtype, status=status, cache="warm")
+                                 dtype=dtype, status=status, cache="warm", backend=Backend.of_call(call))
 
 
 def test_alternatives_from_database_rows():

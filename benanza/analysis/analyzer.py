@@ -27,7 +27,8 @@ from benanza import kinds as L
 from benanza.database import query
 from benanza.analysis import roofline
 from benanza.kinds.precision import BYTES_PER_ELEMENT, Precision
-from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, Measurement, System
+from benanza.database.store import Database, Measurement, System
+from benanza.kinds.backend import Backend
 from benanza.errors import UsageError
 from benanza.generation.generator import nhwc_job
 from benanza.processing.model import Layer, ModelLayers
@@ -60,6 +61,8 @@ class LayerTime:
     #: cuBLAS, benanza's kernels) and its time, for the "framework beats the libraries" list
     library_call: str = ""
     library_ms: float | None = None
+    #: the runtime of the measurement (:class:`benanza.kinds.backend.Backend`); its call's name shows it
+    backend: Backend = Backend.SUITE
 
     @property
     def bound_ms(self) -> float | None:
@@ -102,6 +105,8 @@ class FusionTime:
     applied: bool = False
     #: a training step counts this group layer by layer (:func:`benanza.kinds.training_counts_layers`)
     training_layers: bool = False
+    #: the runtime of the fused measurement (:class:`benanza.kinds.backend.Backend`)
+    backend: Backend = Backend.SUITE
 
     @property
     def faster_than_sum(self) -> bool:
@@ -242,12 +247,12 @@ class Analysis:
         the fastest library call's time: a finding for the library developers."""
         out = []
         for t in self.layers:
-            if t.status == "measured" and t.call.startswith(FRAMEWORK_CALL_PREFIX):
+            if t.status == "measured" and t.backend.framework:
                 out.append({"layers": [t.layer.index], "name": t.layer.name, "what": t.layer.config.describe(),
                             "framework_call": t.call, "framework_ms": t.time_ms,
                             "library_call": t.library_call or None, "library_ms": t.library_ms})
         for f in self.fusions:
-            if f.fused_ms is not None and f.call.startswith(FRAMEWORK_CALL_PREFIX):
+            if f.fused_ms is not None and f.backend.framework:
                 out.append({"layers": list(f.layers), "name": self.layers[f.layers[-1]].layer.name,
                             "what": f.description or f.key, "framework_call": f.call, "framework_ms": f.fused_ms,
                             "library_call": f.library_call or None, "library_ms": f.library_ms})
@@ -501,7 +506,7 @@ def _lookups(ml: ModelLayers, db: Database, system: System, precision: str, conv
                                                                 cache), keys)
     picks.update(_per_precision(prec, lambda p, ks: _heuristic_picks(db, system.id, ks, p, cache, LT_HEURISTIC_SOURCE,
                                                                      "cublasLtMatmul%"), keys))
-    framework_best = [k for k, b in best.items() if b.call.startswith(FRAMEWORK_CALL_PREFIX)]
+    framework_best = [k for k, b in best.items() if b.backend.framework]
     library = _per_precision(prec, lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, layouts,
                                                                        source="library"), framework_best)
     return _Lookups(prec, best, rejected, by_key, jobs, picks, library)
@@ -520,7 +525,7 @@ def _layer_time(ly: Layer, found: _Lookups, conversion: bool) -> LayerTime:
             ly.config, found.by_key.get(ly.key, []), found.jobs.get(ly.key, []), found.prec[ly.key]))
     lt = LayerTime(ly, "measured", b.median_ms, call=b.call, algorithm=b.algorithm, math=b.math,
                    iqr_ms=b.iqr_ms, converged=b.converged, note=b.note or "", layout=b.layout,
-                   conversion=conversion)
+                   conversion=conversion, backend=b.backend)
     if ly.key in found.library:
         lt.library_call, lt.library_ms = found.library[ly.key].call, found.library[ly.key].median_ms
     if ly.key in found.picks:
@@ -552,7 +557,8 @@ def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
         unfused = None if any(p.bound_ms is None for p in parts) else sum(p.bound_ms for p in parts)
         b = found.best.get(f.config.key)
         ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "",
-                        b.call if b else "", f.config.describe(), training_layers=L.training_counts_layers(f.config))
+                        b.call if b else "", f.config.describe(), training_layers=L.training_counts_layers(f.config),
+                        backend=b.backend if b else Backend.SUITE)
         if f.config.key in found.library:
             ft.library_call, ft.library_ms = found.library[f.config.key].call, found.library[f.config.key].median_ms
         fusions.append(ft)

@@ -34,7 +34,8 @@ import numpy as np
 
 from benanza.analysis.analyzer import Analysis
 from benanza import kinds as L
-from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database
+from benanza.database.store import Database
+from benanza.kinds.backend import Backend
 from benanza.database.records import estimated_ms
 from benanza.analysis.whatif import Alternatives, WhatIf, compose, headline
 
@@ -397,11 +398,11 @@ def _framework_precision(analysis_precision: str, tf32: bool | None) -> list[str
 
 
 def framework_rows(db: Database, system_id: int, keys: list[str], cache: str) -> dict:
-    """Per (layer key, precision, layout): the fastest valid ``torch:`` measurement (ms): the
-    framework's own call as PyTorch eager runs it (:mod:`benanza.profiles.torch_candidates`)."""
+    """Per (layer key, precision, layout): the fastest valid measurement of the framework's own call
+    as PyTorch eager runs it (its ``backend``, :mod:`benanza.profiles.torch_candidates`; ms)."""
     out: dict[tuple[str, str, str], float] = {}
     for m in db.measurements(system_id, keys, cache=cache) if keys else ():
-        if m.call.startswith(FRAMEWORK_CALL_PREFIX) and m.status == "ok" and m.median_ms is not None and \
+        if m.backend is Backend.TORCH_EAGER and m.status == "ok" and m.median_ms is not None and \
                 np.isfinite(m.median_ms) and m.cache == cache:
             k = (m.layer_key, m.precision, m.layout)
             out[k] = min(out.get(k, np.inf), m.median_ms)

@@ -37,6 +37,7 @@ from benanza import kinds as L
 from benanza.analysis.analyzer import Analysis, critical_path
 from benanza.database import query
 from benanza.database.store import Database, System
+from benanza.kinds.backend import Backend
 from benanza.processing.model import ModelLayers
 from benanza.processing.training import loss_config, optimizer_config, training_plan
 
@@ -60,6 +61,8 @@ class BackwardTime:
     workspace_bytes: int = 0
     #: the call's config (:class:`benanza.kinds.base.LayerConfig`), for its FLOPs and bytes
     config: object = field(default=None, repr=False, compare=False)
+    #: the runtime of the measurement (:class:`benanza.kinds.backend.Backend`); its call's name shows it
+    backend: Backend = Backend.SUITE
 
     def to_dict(self) -> dict:
         return {"layer": self.layer, "layer_name": self.layer_name, "phase": self.phase, "kind": self.kind,
@@ -412,7 +415,7 @@ def _call_time(layer: int, layer_name: str, phase: str, cfg, b, accumulation: bo
     return BackwardTime(layer, layer_name, phase, cfg.kind, desc, cfg.key,
                         b.median_ms if b is not None else None,
                         *((b.call, b.algorithm, b.math, b.layout, b.workspace_bytes or 0) if b is not None else ()),
-                        config=cfg)
+                        config=cfg, backend=b.backend if b is not None else Backend.SUITE)
 
 
 def _optimizer_time(cfg, a: Analysis, db: Database, system: System, optimizer: str

@@ -20,8 +20,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from benanza import kinds as L
-from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System
+from benanza.database.store import Database, LayerConfigRow, Measurement, ModelConfig, ModelRow, System, source_filter
 from benanza.errors import UsageError
+from benanza.kinds.backend import Backend
 from benanza.kinds.precision import Precision
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class Serves:
     ``layouts``, in a storage data type and a math mode the precision accepts
     (:data:`benanza.kinds.ACCEPTED_DTYPES`, :data:`benanza.kinds.ACCEPTED_MATH`: fp8 takes FP8 GEMMs
     and fp16 for the rest; an fp32 row relabelled tf32 serves tf32, not fp32), and from ``source``
-    (``all``, ``library``: not the framework's own kernels, or ``framework``). :meth:`clauses` is the
+    (``all``, ``library``: not the framework's own kernels, or ``framework``: the row's ``backend``,
+    :meth:`benanza.kinds.backend.Backend.of_source`). :meth:`clauses` is the
     rule as SQL (bound parameters), calling the value tests one row in memory. Raises UsageError for
     an unknown precision, cache, layout or source."""
 
@@ -59,10 +61,8 @@ class Serves:
                Measurement.math.in_(list(L.ACCEPTED_MATH[self.precision])), Measurement.layout.in_(list(self.layouts))]
         if self.statuses == ("ok",):
             out.append(Measurement.median_ms.is_not(None))
-        if self.source == "library":
-            out.append(Measurement.call.not_like(FRAMEWORK_CALL_PREFIX + "%"))
-        elif self.source == "framework":
-            out.append(Measurement.call.like(FRAMEWORK_CALL_PREFIX + "%"))
+        if self.source != "all":
+            out.append(source_filter(self.source))
         return out
 
     def __call__(self, m) -> bool:
@@ -73,8 +73,7 @@ class Serves:
             return False
         if m.dtype not in L.ACCEPTED_DTYPES[self.precision] or m.math not in L.ACCEPTED_MATH[self.precision]:
             return False
-        framework = m.call.startswith(FRAMEWORK_CALL_PREFIX)
-        return self.source == "all" or (self.source == "framework") == framework
+        return self.source == "all" or m.backend.source == self.source
 
 
 #: columns `--sort` accepts
@@ -117,9 +116,14 @@ class MeasurementRecord:
     created_at: str
     #: host time per call of the timed API (µs; the harness's warm-up estimate), None for older rows
     host_us: float | None = None
+    #: the runtime the call ran in (the row's ``backend``); the call's name shows it, so documents
+    #: (:meth:`to_dict`) leave it out
+    backend: Backend = Backend.SUITE
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        del d["backend"]
+        return d
 
 
 @dataclass
@@ -268,7 +272,7 @@ def _record(m: Measurement, kind: str, desc: str, gpu: str) -> MeasurementRecord
         iqr_ms=m.iqr_ms, mean_ms=m.mean_ms, min_ms=m.min_ms, samples=m.samples, converged=m.converged, rse=m.rse,
         workspace_bytes=m.workspace_bytes, build_ms=m.build_ms,
         details=json.loads(m.details) if m.details else {},
-        created_at=m.created_at.isoformat() if m.created_at else "", host_us=m.host_us)
+        created_at=m.created_at.isoformat() if m.created_at else "", host_us=m.host_us, backend=m.backend)
 
 
 def record_by_id(db: Database, measurement_id: int) -> MeasurementRecord:

@@ -19,6 +19,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from benanza.kinds.backend import Backend
+
 
 class RecordError(ValueError):
     """A worker's line that is not a well-formed record: the message names the field and what it held."""
@@ -44,6 +46,9 @@ class MeasurementLine:
     ``best_ms``/``best_ucb_ms`` the job's best so far and its upper bound (stats.hpp, RaceRule);
     ``warmup_ms`` / ``warmup_calls``: the warm-up; ``build_ms``: an engine plan's build time (not
     timed); ``details``: the implementation beyond its name (engine knobs, cuBLASLt tile...);
+    ``backend``: the runtime the call ran in (:class:`benanza.kinds.backend.Backend`; the framework's
+    worker says ``torch_eager``; a line without one, as the suite prints, takes
+    :meth:`Backend.of_call <benanza.kinds.backend.Backend.of_call>` of its call);
     ``cost_ms``: the harness's own time per phase (``--profile``); ``samples_ms``: every sample
     (``--dump-samples``).
     """
@@ -92,6 +97,13 @@ class MeasurementLine:
     sm_clock_max_mhz: int | None = None
     cost_ms: dict | None = None
     samples_ms: tuple[float, ...] | None = None
+    backend: Backend | None = None
+
+    def __post_init__(self):
+        if self.backend is None:  # never None once built
+            object.__setattr__(self, "backend", Backend.of_call(self.call))
+        elif not isinstance(self.backend, Backend):
+            object.__setattr__(self, "backend", Backend.parse(self.backend))
 
     @classmethod
     def from_json(cls, d: dict) -> "MeasurementLine":
@@ -185,6 +197,8 @@ def _check(what: str, name: str, value, annotation):
                           f"({type(value).__name__}), expected {_TYPE_NAMES[want]}")
     if want is float:
         return float(value)
+    if want is Backend:
+        return Backend(value)
     return tuple(float(x) for x in value) if want is tuple else value
 
 
@@ -195,9 +209,10 @@ def _number(v) -> bool:
 #: the JSON values each field type takes (a bool is not a number; a list of numbers is a tuple field)
 _ACCEPTS = {str: lambda v: isinstance(v, str), int: lambda v: isinstance(v, int) and not isinstance(v, bool),
             float: _number, bool: lambda v: isinstance(v, bool), dict: lambda v: isinstance(v, dict),
-            tuple: lambda v: isinstance(v, list) and all(_number(x) for x in v)}
+            tuple: lambda v: isinstance(v, list) and all(_number(x) for x in v),
+            Backend: lambda v: isinstance(v, str) and v in {b.value for b in Backend}}
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "an object",
-               tuple: "a list of numbers"}
+               tuple: "a list of numbers", Backend: f"one of {', '.join(b.value for b in Backend)}"}
 
 
 @functools.lru_cache(maxsize=None)

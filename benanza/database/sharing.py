@@ -22,10 +22,11 @@ import sqlalchemy as sa
 from sqlalchemy import select
 
 from benanza.database.store import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
-                       insert_new, is_framework_call, open_db, source_filter, upsert_row)
+                       insert_new, open_db, upsert_row)
 from benanza.errors import DatabaseError, UsageError
+from benanza.kinds.backend import Backend
 from benanza.kinds.base import owning_layout, row_layouts
-from benanza.generation.generator import job_layout, job_source
+from benanza.generation.generator import job_backend, job_layout
 from benanza.database.query import model_keys, resolve_systems
 
 _CHUNK = 400
@@ -221,18 +222,18 @@ def _verdict(j: dict, old, measured: bool = True) -> str:
 
 
 def _job_group(j: dict, system_id: int) -> tuple:
-    return (system_id, j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
+    return (system_id, j["layer_key"], j["precision"], job_layout(j["job"]), job_backend(j["job"]))
 
 
 def _measured_groups(conn, keys: list[str]) -> set[tuple]:
-    """(system, config, precision, layout, source) of the jobs of ``keys`` with at least one valid time."""
+    """(system, config, precision, layout, backend) of the jobs of ``keys`` with at least one valid time."""
     out: set[tuple] = set()
     for i in range(0, len(keys), _CHUNK):
         for r in conn.execute(select(Measurement.system_id, Measurement.layer_key, Measurement.precision,
-                                     Measurement.layout, Measurement.call).where(
+                                     Measurement.layout, Measurement.backend).where(
                 Measurement.layer_key.in_(keys[i:i + _CHUNK]), Measurement.status == "ok",
                 Measurement.median_ms.is_not(None)).distinct()):
-            out.add((r.system_id, r.layer_key, r.precision, owning_layout(r.layout), _row_source(r.call)))
+            out.add((r.system_id, r.layer_key, r.precision, owning_layout(r.layout), r.backend))
     return out
 
 
@@ -262,15 +263,11 @@ def _candidate_jobs(dst: Database, src: Database, jobs: list[dict], sys_map: dic
     return take
 
 
-def _row_source(call: str) -> str:
-    return "framework" if is_framework_call(call) else "library"
-
-
 def _job_groups(jobs: list[dict]) -> set[tuple]:
-    """(system, config, precision, layout, source) of each job: a job is one layout (an NHWC job's rows
+    """(system, config, precision, layout, backend) of each job: a job is one layout (an NHWC job's rows
     replace only NHWC rows; heuristic choices, which have no layout, belong to the NCHW job, as in
-    Database.write_job) and one source (a framework job owns the torch: calls, a suite job the others)."""
-    return {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"]), job_source(j["job"]))
+    Database.write_job) and one backend (a framework job owns the framework's rows, a suite job the others)."""
+    return {(j["system_id"], j["layer_key"], j["precision"], job_layout(j["job"]), job_backend(j["job"]))
             for j in jobs}
 
 
@@ -283,9 +280,9 @@ def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: d
     ks = sorted({g[1] for g in groups})
     with src.engine.connect() as sc:
         ms = [r for r in _rows(sc, select(Measurement.__table__).where(Measurement.layer_key.in_(ks)))
-              if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), _row_source(r["call"])) in groups]
+              if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), r["backend"]) in groups]
         cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
-              if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
+              if (r["system_id"], r["layer_key"], r["precision"], "NCHW", Backend.SUITE) in groups]
     with dst.engine.begin() as dc:
         _write_lock(dc)
         now = {(r.system_id, r.job): r.finished_at for r in dc.execute(
@@ -303,8 +300,8 @@ def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: d
             return
         groups = _job_groups(fresh)
         ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]),
-                                _row_source(r["call"])) in groups]
-        cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", "library") in groups]
+                                r["backend"]) in groups]
+        cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", Backend.SUITE) in groups]
         _replace_job_rows(dc, fresh, groups, ms, cs, sys_map, runs)
     st.measurements_written += len(ms)
 
@@ -315,12 +312,12 @@ def _replace_job_rows(dc, jobs: list[dict], groups: set[tuple], ms: list[dict], 
     NCHW library job's choices) and ``jobs``, then insert the source's ``ms``, ``cs`` and ``jobs``."""
     mcols = [c for c in _cols(Measurement) if c != "id"]
     ccols = [c for c in _cols(Choice) if c != "id"]
-    for (ssid, key, prec, lay, src_kind) in groups:
+    for (ssid, key, prec, lay, backend) in groups:
         dsid = sys_map[ssid]
         dc.execute(sa.delete(Measurement.__table__).where(
             Measurement.system_id == dsid, Measurement.layer_key == key, Measurement.precision == prec,
-            Measurement.layout.in_(row_layouts(lay)), source_filter(src_kind == "framework")))
-        if lay == "NCHW" and src_kind == "library":
+            Measurement.layout.in_(row_layouts(lay)), Measurement.backend == backend))
+        if lay == "NCHW" and backend is Backend.SUITE:
             dc.execute(sa.delete(Choice.__table__).where(Choice.system_id == dsid, Choice.layer_key == key,
                                                          Choice.precision == prec))
     for j in jobs:
@@ -343,11 +340,11 @@ def _merge_orphans(dst: Database, src: Database, source: _Source, sys_map: dict[
                    st: MergeStats) -> None:
     """Measurements that belong to no job (hand-made data): row by row, the newer ``created_at`` wins."""
     with src.engine.connect() as sc:
-        all_jobs = {(r.system_id, r.layer_key, r.precision, job_layout(r.job), job_source(r.job)) for r in sc.execute(
+        all_jobs = {(r.system_id, r.layer_key, r.precision, job_layout(r.job), job_backend(r.job)) for r in sc.execute(
             select(JobRow.system_id, JobRow.layer_key, JobRow.precision, JobRow.job))}
         orphans = [r for r in _rows(sc, select(Measurement.__table__).where(
                        Measurement.system_id.in_(list(source.system_ids))))
-                   if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), _row_source(r["call"]))
+                   if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), r["backend"])
                    not in all_jobs and (source.keyset is None or r["layer_key"] in source.keyset)]
     mcols = [c for c in _cols(Measurement) if c != "id"]
     ucols = ("system_id", "layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")

@@ -28,12 +28,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from benanza import kinds as L
 from benanza.errors import DatabaseError
-from benanza.kinds.base import FRAMEWORK_CALL_PREFIX, FRAMEWORK_JOB_SUFFIX, JobId, row_layouts  # noqa: F401 (re-exported)
+from benanza.kinds.backend import Backend
+from benanza.kinds.base import row_layouts
 from benanza.database.records import ChoiceLine, MeasurementLine, Record
 from benanza.versions import version_text
 
 #: the schema this version writes: the number of the newest migration in db/migrations/versions
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: system fields that identify a system (two machines with equal values share measurements)
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
@@ -54,6 +55,14 @@ def utc_now() -> _dt.datetime:
 
 class Base(DeclarativeBase):
     pass
+
+
+#: the column type of a backend: its value as text (VARCHAR(16), no database enum type or CHECK), read
+#: back as a :class:`benanza.kinds.backend.Backend`. A new backend comes with a schema version (a
+#: migration that changes no table), so that an older benanza refuses a database holding its rows
+#: in one line (:func:`_prepare_schema`) instead of failing on a value it does not know.
+BACKEND_TYPE = sa.Enum(Backend, native_enum=False, create_constraint=False, length=16,
+                       values_callable=lambda e: [b.value for b in e], validate_strings=True)
 
 
 class SchemaInfo(Base):
@@ -140,7 +149,9 @@ class JobRow(Base):
 class Measurement(Base):
     """One library call timed (or not) for one layer config. Times in ms; status ``ok`` only when
     the call ran and its output was finite; otherwise ``not_supported``, ``skipped`` or ``failed``
-    with the message, and no time."""
+    with the message, and no time. ``backend``: the runtime the call ran in
+    (:class:`benanza.kinds.backend.Backend`: the generated suite or the framework's own kernels;
+    schema 7, backfilled from the call's name in older databases)."""
 
     __tablename__ = "measurements"
     __table_args__ = (
@@ -154,6 +165,8 @@ class Measurement(Base):
     layer_key: Mapped[str] = mapped_column(sa.ForeignKey("layer_configs.key"))
     precision: Mapped[str] = mapped_column(sa.String(8))
     call: Mapped[str] = mapped_column(sa.String(96))
+    backend: Mapped[Backend] = mapped_column(BACKEND_TYPE, default=lambda ctx: Backend.of_call(
+        ctx.get_current_parameters().get("call")), server_default=Backend.SUITE.value)  # unsaid: its call's
     algorithm: Mapped[str] = mapped_column(sa.String(96))
     math: Mapped[str] = mapped_column(sa.String(32))
     dtype: Mapped[str] = mapped_column(sa.String(16))
@@ -560,26 +573,27 @@ class Database:
                   status: str, message: str, records: Sequence[Record], wall_s: float | None = None,
                   layout: str = "NCHW") -> None:
         """Write one finished job atomically: its measurement records replace earlier ones of the
-        same source for the same (system, config, precision, layout; an NCHW job also owns its
+        same backend for the same (system, config, precision, layout; an NCHW job also owns its
         :data:`benanza.kinds.base.WHATIF_LAYOUTS` rows), and the job is marked done.
         ``records``: the worker's lines of the job, typed (:class:`benanza.database.records.MeasurementLine`,
         :class:`benanza.database.records.ChoiceLine`); the first of equal identity is kept. Raises
         TypeError for anything else.
-        A job of the framework's own kernels (id ending in ``.torch``) owns the ``torch:`` calls, a
-        suite job every other call: neither deletes the other's measurements. The heuristic choices
+        A job owns the measurements of its backend (:attr:`benanza.kinds.base.JobId.backend`: a
+        framework job the framework's calls, a suite job the suite's): neither deletes the other's
+        (each record is stored with its own backend). The heuristic choices
         of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
         the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
-        framework = JobId.names_framework(job)
+        backend = Backend.of_job(job)
         bad = next((r for r in records if not isinstance(r, (MeasurementLine, ChoiceLine))), None)
         if bad is not None:
             raise TypeError(f"write_job takes MeasurementLine and ChoiceLine records, not {type(bad).__name__}")
-        keep_choices = layout == "NCHW" and not framework
+        keep_choices = layout == "NCHW" and not backend.framework
         with self.session() as s:
             s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
                                                    Measurement.layer_key == layer_key,
                                                    Measurement.precision == precision,
                                                    Measurement.layout.in_(row_layouts(layout)),
-                                                   source_filter(framework)))
+                                                   Measurement.backend == backend))
             if keep_choices:
                 s.execute(sa.delete(Choice).where(Choice.system_id == system_id, Choice.layer_key == layer_key,
                                                   Choice.precision == precision))
@@ -660,14 +674,10 @@ class Database:
 
 
 
-def source_filter(framework: bool):
-    """The SQL condition on Measurement.call for one source's rows (framework or library)."""
-    like = Measurement.call.like(FRAMEWORK_CALL_PREFIX + "%")
-    return like if framework else sa.not_(like)
-
-
-def is_framework_call(call: str | None) -> bool:
-    return bool(call) and call.startswith(FRAMEWORK_CALL_PREFIX)
+def source_filter(source: str):
+    """The SQL condition on :attr:`Measurement.backend` for one source's rows (``library``,
+    ``framework`` or ``all``: :meth:`benanza.kinds.backend.Backend.of_source`)."""
+    return Measurement.backend.in_(Backend.of_source(source))
 
 
 def _first_line(e: BaseException) -> str:
@@ -710,7 +720,8 @@ def _measurement_row(r: MeasurementLine, system_id: int, layer_key: str, precisi
     stats = {k: _f(getattr(r, k)) if ok else None
              for k in ("median_ms", "q1_ms", "q3_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms", "rse")}
     return Measurement(
-        system_id=system_id, layer_key=layer_key, precision=precision, call=r.call, algorithm=r.algorithm,
+        system_id=system_id, layer_key=layer_key, precision=precision, call=r.call, backend=r.backend,
+        algorithm=r.algorithm,
         math=r.math, dtype=r.dtype, cache=r.cache, layout=r.layout, batch=batch, status=status, message=message,
         note=r.note, **stats, samples=r.samples, converged=r.converged, method=r.method, reps=r.reps,
         host_us=_f(r.host_us), workspace_bytes=r.workspace_bytes, sm_clock_min_mhz=r.sm_clock_min_mhz,

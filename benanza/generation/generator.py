@@ -20,6 +20,7 @@ import jinja2
 
 from benanza import __version__
 from benanza import kinds as L
+from benanza.kinds.backend import Backend
 from benanza.kinds.base import Job, JobId
 from benanza.kinds.precision import Precision
 from benanza.kinds.cpp import cpp_string
@@ -64,10 +65,15 @@ def job_layout(jid: str) -> str:
 
 
 def job_source(jid: str) -> str:
-    """``framework`` for a job of the framework's own kernels (its id ends in ``.torch``: its
-    measurements are the ``torch:`` calls), else ``library`` (the generated suite's job: cuDNN,
-    cuBLAS and benanza's kernels)."""
+    """``framework`` for a job of the framework's own kernels, else ``library`` (the generated
+    suite's job: cuDNN, cuBLAS and benanza's kernels): the source of its :func:`job_backend`."""
     return JobId.parse(jid).source
+
+
+def job_backend(jid: str) -> Backend:
+    """The backend whose measurements the job ``jid`` owns (:attr:`benanza.kinds.base.JobId.backend`:
+    the suite, or the framework's own kernels for an id ending in ``.torch``)."""
+    return JobId.parse(jid).backend
 
 
 def framework_job_id(jid: str) -> str:

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
+from benanza.kinds.backend import Backend
+
 
 Shape = tuple[int, ...]
 
@@ -180,10 +182,6 @@ def channels_last(shape) -> list[int]:
     return s if len(s) < 3 else [s[0]] + s[2:] + [s[1]]
 
 
-#: the ``call`` prefix of the framework's own kernels (benanza.profiles.torch_candidates) and the
-#: job id suffix of their jobs (:class:`JobId`)
-FRAMEWORK_CALL_PREFIX = "torch:"
-FRAMEWORK_JOB_SUFFIX = ".torch"
 #: the layouts a job can time (NCHW: the model's; NHWC: channels-last)
 JOB_LAYOUTS = ("NCHW", "NHWC")
 #: what-if layouts: measurements a job records beside its own layout, of a memory layout the model does
@@ -208,52 +206,59 @@ class JobId:
     """A job's id as a value: ``KEY.PRECISION[.nhwc][.torch]`` (``str(JobId)``), built by the
     generator and read by the runner and the database through :meth:`parse`, never by string
     surgery. ``key``: the layer config's key; ``precision``: a precision name; ``layout``: NCHW or
-    NHWC; ``framework``: the framework's own kernels for the same config (``.torch``), else the
-    generated suite's (cuDNN, cuBLAS, benanza's kernels). Raises ValueError for a malformed id."""
+    NHWC; ``backend``: who times the config (:class:`benanza.kinds.backend.Backend`: the generated
+    suite's cuDNN, cuBLAS and benanza's kernels, or the framework's own kernels, whose id ends in the
+    backend's :attr:`~benanza.kinds.backend.Backend.job_suffix`, ``.torch``). Raises ValueError for a
+    malformed id."""
 
     key: str
     precision: str
     layout: str = "NCHW"
-    framework: bool = False
+    backend: Backend = Backend.SUITE
 
     def __post_init__(self):
         if self.layout not in JOB_LAYOUTS:
             raise ValueError(f"job layout must be one of {', '.join(JOB_LAYOUTS)}, not {self.layout!r}")
         if not self.key or not self.precision or "." in self.precision:
             raise ValueError(f"malformed job id parts: key {self.key!r}, precision {self.precision!r}")
+        if not isinstance(self.backend, Backend):
+            raise ValueError(f"job backend must be a Backend, not {self.backend!r}")
 
     def __str__(self) -> str:
         return (f"{self.key}.{self.precision}" + ("" if self.layout == "NCHW" else f".{self.layout.lower()}")
-                + (FRAMEWORK_JOB_SUFFIX if self.framework else ""))
+                + self.backend.job_suffix)
 
     @classmethod
     def parse(cls, text: str) -> "JobId":
         """The id ``text`` (``KEY.PRECISION[.nhwc][.torch]``) as a value; ValueError when it has no
         precision part."""
-        rest, framework = text, text.endswith(FRAMEWORK_JOB_SUFFIX)
-        if framework:
-            rest = rest[:-len(FRAMEWORK_JOB_SUFFIX)]
+        backend = Backend.of_job(text)
+        rest = text[:len(text) - len(backend.job_suffix)]
         layout = "NHWC" if rest.endswith(".nhwc") else "NCHW"
         if layout == "NHWC":
             rest = rest[:-len(".nhwc")]
         key, dot, precision = rest.rpartition(".")
         if not dot:
             raise ValueError(f"not a job id: {text!r} (expected KEY.PRECISION[.nhwc][.torch])")
-        return cls(key, precision, layout, framework)
+        return cls(key, precision, layout, backend)
 
-    @staticmethod
-    def names_framework(text: str) -> bool:
-        """Whether the id ``text`` is a framework job's (its ``.torch`` suffix), for any text."""
-        return text.endswith(FRAMEWORK_JOB_SUFFIX)
+    @property
+    def framework(self) -> bool:
+        """The framework's own kernels (:attr:`benanza.kinds.backend.Backend.framework`)."""
+        return self.backend.framework
 
     @property
     def source(self) -> str:
         """``framework`` (the framework's own kernels) or ``library`` (the generated suite's job)."""
-        return "framework" if self.framework else "library"
+        return self.backend.source
+
+    def with_backend(self, backend: Backend) -> "JobId":
+        """The job of the same config, precision and layout timed by ``backend``."""
+        return dataclasses.replace(self, backend=backend)
 
     def as_framework(self) -> "JobId":
-        """The framework job of the same config, precision and layout."""
-        return dataclasses.replace(self, framework=True)
+        """The framework job (PyTorch eager) of the same config, precision and layout."""
+        return self.with_backend(Backend.TORCH_EAGER)
 
 
 @dataclass(frozen=True)

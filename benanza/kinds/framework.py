@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from dataclasses import field
 from typing import Callable
 
+from benanza.kinds.backend import Backend
 from benanza.kinds.base import LayerConfig
 
 
-#: the ``call`` prefix of these measurements (benanza.database.store.FRAMEWORK_CALL_PREFIX)
-CALL_PREFIX = "torch:"
+#: the ``call`` prefix of these measurements (their backend's, :attr:`benanza.kinds.backend.Backend.call_prefix`)
+CALL_PREFIX = Backend.TORCH_EAGER.call_prefix
 
 
 class NotSupported(Exception):
@@ -22,7 +23,9 @@ class Candidate:
     """One framework call for a config: ``fn()`` runs it on preallocated inputs and returns its
     output; ``out_numel`` the element count it must produce (the config's output). ``variants``:
     other ways the framework runs the same config (the optimizer's for-each step beside its fused
-    one), each timed as its own measurement of the job (``call`` and ``algorithm`` tell them apart)."""
+    one), each timed as its own measurement of the job (``call`` and ``algorithm`` tell them apart).
+    ``backend``: the runtime that runs ``fn`` (PyTorch eager for the kinds' builders), stored with
+    each of its measurements."""
 
     call: str
     algorithm: str
@@ -31,6 +34,7 @@ class Candidate:
     note: str = ""
     details: dict = field(default_factory=dict)
     variants: list["Candidate"] = field(default_factory=list)
+    backend: Backend = Backend.TORCH_EAGER
 
 
 @dataclass

@@ -12,8 +12,9 @@ call whose output is checked (finite values, the config's element count), warm-u
 back-to-back calls captured in a CUDA graph and replayed between CUDA events, sampling until the
 relative standard error of the median is under ``--rse`` (with at least ``--min-samples`` and a time
 cap), ``torch.backends.cudnn.benchmark = True``; cold samples flush the L2 first. Measurements are
-ordinary database rows whose ``call`` starts with ``torch:`` (e.g. ``torch:aten::layer_norm``), so
-the analyzer's per-config minimum takes them; ``analyze`` lists where they beat every library call.
+ordinary database rows of backend ``torch_eager`` (:class:`benanza.kinds.backend.Backend`, each
+record's ``backend``), named ``torch:<ATen op>`` (e.g. ``torch:aten::layer_norm``), so the analyzer's
+per-config minimum takes them; ``analyze`` lists where they beat every library call.
 
 Run as a worker (``python -m benanza.profiles.torch_candidates --jobs FILE [timing flags of the suite]``) it
 speaks the generated suite's protocol (JSON lines ``job_start``, ``measurement``, ``job_end``,
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from benanza import kinds as L
+from benanza.kinds.backend import Backend
 from benanza.kinds.framework import CALL_PREFIX, Candidate, Ctx, NotSupported  # noqa: F401 (CALL_PREFIX: this module's API)
 from benanza.kinds.precision import TABLE
 
@@ -343,11 +345,11 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True, laps
     precision, layout = job["precision"], job.get("layout", "NCHW")
     base = {"type": "measurement", "job": job["job"], "layer_key": cfg.key, "kind": cfg.kind, "precision": precision,
             "math": math_mode(cfg, precision), "dtype": L.PRECISION_DTYPE.get(precision, ""), "layout": layout,
-            "workspace_bytes": 0}
+            "workspace_bytes": 0, "backend": Backend.TORCH_EAGER.value}
     try:
         with torch.inference_mode():
             cand = build(cfg, precision, layout, "cuda")
-            base.update(call=cand.call, algorithm=cand.algorithm, note=cand.note)
+            base.update(call=cand.call, algorithm=cand.algorithm, note=cand.note, backend=cand.backend.value)
             details = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), **cand.details}
             laps = laps or _Laps()
             recs = measure(cand, policy, l2_bytes, job.get("best_ms"), laps)
@@ -357,7 +359,8 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True, laps
             # the other ways PyTorch runs the config (Candidate.variants), each its own records
             extra = []
             for var in cand.variants:
-                vbase = {**base, "call": var.call, "algorithm": var.algorithm, "note": var.note}
+                vbase = {**base, "call": var.call, "algorithm": var.algorithm, "note": var.note,
+                         "backend": var.backend.value}
                 vdetails = {"torch": details["torch"], "cudnn": details["cudnn"], **var.details}
                 try:
                     vrecs = measure(var, policy, l2_bytes, job.get("best_ms"), laps)
@@ -371,14 +374,14 @@ def run_job(job: dict, policy: Policy, l2_bytes: int, kernels: bool = True, laps
                     vdetails["kernels"] = _kernel_names(var)
                 extra += [{**vbase, "details": vdetails, **r} for r in vrecs]
     except NotSupported as e:
-        return [{**base, "call": base.get("call") or f"torch:{cfg.kind}", "algorithm": base.get("algorithm", "*"),
-                 "cache": "warm", "status": "not_supported", "message": str(e)}]
+        return [{**base, "call": base.get("call") or Backend.TORCH_EAGER.call_name(cfg.kind),
+                 "algorithm": base.get("algorithm", "*"), "cache": "warm", "status": "not_supported", "message": str(e)}]
     except (RuntimeError, ValueError, TypeError, IndexError) as e:
         if "CUDA error" in str(e) or "illegal memory" in str(e):
             raise
         msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        return [{**base, "call": base.get("call") or f"torch:{cfg.kind}", "algorithm": base.get("algorithm", "*"),
-                 "cache": "warm", "status": "failed", "message": msg}]
+        return [{**base, "call": base.get("call") or Backend.TORCH_EAGER.call_name(cfg.kind),
+                 "algorithm": base.get("algorithm", "*"), "cache": "warm", "status": "failed", "message": msg}]
     return [{**base, "details": details, **r} for r in recs] + extra
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benanza.errors import DeviceError, UsageError
+from benanza.kinds.backend import Backend
 
 #: the metrics read per kernel, and what each is
 METRICS = {
@@ -137,13 +138,16 @@ def ncu_version(ncu: str) -> str:
 
 @dataclass(frozen=True)
 class Implementation:
-    """What to profile: the job (suite job id) and the implementation's call, algorithm, math and layout."""
+    """What to profile: the job (suite job id) and the implementation's call, algorithm, math and
+    layout, and the runtime it runs in (:class:`benanza.kinds.backend.Backend`; only the suite's
+    implementations have a job to profile)."""
 
     job: str
     call: str
     algorithm: str
     math: str
     layout: str
+    backend: Backend = Backend.SUITE
 
 
 def ncu_argv(ncu: str, exe: str | Path, impl: Implementation, suite_args: list[str], log: Path,
@@ -243,14 +247,13 @@ class CountersRun:
 def best_implementations(analyses, jobs, steps=()) -> list[tuple[tuple, Implementation, str]]:
     """The best implementation of every measured layer config of ``analyses`` (one each, in model
     order) with the suite job that times it: (implementation key (layer key, precision, call,
-    algorithm, math, layout), :class:`Implementation`, layer name). Framework calls (``torch:``)
-    get job "" (no suite job runs them). ``jobs``: the suite's :class:`benanza.kinds.Job` list.
+    algorithm, math, layout), :class:`Implementation`, layer name). The framework's calls (their
+    ``backend``) get job "" (no suite job runs them). ``jobs``: the suite's :class:`benanza.kinds.Job` list.
     ``steps``: training steps (:class:`benanza.analysis.training.TrainingStep`, ``bench --train``),
     whose measured backward calls, loss and optimizer step follow, named ``LAYER (PHASE)``: their
     kernels' launch shapes are what a prediction of the step on another GPU scales (Habitat's wave
     scaling takes each kernel's grid and occupancy from its profile)."""
     from benanza.database.counters import implementation_key
-    from benanza.database.store import is_framework_call
 
     by = {(j.config.key, j.precision, j.layout): j.id for j in jobs}
     out, seen = [], set()
@@ -260,8 +263,8 @@ def best_implementations(analyses, jobs, steps=()) -> list[tuple[tuple, Implemen
         if key in seen:
             return
         seen.add(key)
-        job = "" if is_framework_call(t.call) else by.get((key[0], precision, t.layout), "")
-        out.append((key, Implementation(job, t.call, t.algorithm, t.math, t.layout), name))
+        job = "" if t.backend.framework else by.get((key[0], precision, t.layout), "")
+        out.append((key, Implementation(job, t.call, t.algorithm, t.math, t.layout, t.backend), name))
 
     for a in analyses:
         for lt in a.layers:
@@ -288,7 +291,7 @@ def profile_best(analyses, jobs, exe, db, system_id: int, suite_args: list[str],
     run, tool = CountersRun(), ncu_version(ncu)
     for n, (key, impl, name) in enumerate(todo, 1):
         if not impl.job:
-            if impl.call.startswith("torch:"):
+            if impl.backend.framework:
                 run.framework += 1
             else:
                 run.failures.append((name, "no suite job times it (generated for another layout or precision)"))

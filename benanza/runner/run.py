@@ -25,7 +25,8 @@ from typing import Callable
 
 from benanza import kinds as L
 from benanza.build.builder import suite_executable
-from benanza.kinds.base import FRAMEWORK_JOB_SUFFIX, JobId
+from benanza.kinds.backend import Backend
+from benanza.kinds.base import JobId
 from benanza.kinds.bounds import implausible_fma, min_bytes
 from benanza.database.query import Serves
 from benanza.database.store import Database, system_fingerprint
@@ -283,7 +284,7 @@ def framework_pending(suite: Suite, db: Database, system_id: int, options: RunOp
 
 
 def library_best(db: Database, system_id: int, keys: list[str]) -> dict[tuple[str, str], float]:
-    """The fastest valid warm median (ms) of the library calls (not ``torch:``) per (layer key,
+    """The fastest valid warm median (ms) of the library calls (the suite's backend) per (layer key,
     precision) on a system, in either layout: the reference of the framework jobs' cold policy."""
     best: dict[tuple[str, str], float] = {}
     rules = {p: Serves(p, "warm", source="library") for p in L.PRECISIONS}
@@ -672,7 +673,7 @@ def _take_line(ctx: SharedRun, p: _Progress, line: str) -> None:
         p.started_at = time.perf_counter()
         if not p.started_any and ctx.opt.phases_log is not None:
             _log_phases(ctx, {"event": "worker_start", "start_s": p.started_at - p.spawned_at,
-                              "side": "framework" if str(rec.get("job")).endswith(FRAMEWORK_JOB_SUFFIX) else "suite"})
+                              "side": "framework" if Backend.of_job(str(rec.get("job"))).framework else "suite"})
         p.started_any = True
     elif typ in RECORD_TYPES and p.current is not None:
         try:

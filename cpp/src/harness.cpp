@@ -128,6 +128,7 @@ JsonLine base_record(const char* type, const JobInfo& job, const Call& c) {
       .kv("kind", job.kind)
       .kv("precision", precision_name(job.precision))
       .kv("call", c.call)
+      .kv("backend", "suite")  // benanza.kinds.backend.Backend.SUITE: the generated suite's calls
       .kv("algorithm", c.algorithm)
       .kv("math", c.math)
       .kv("dtype", dtype_name(c.dtype))
