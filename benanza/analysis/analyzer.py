@@ -296,28 +296,32 @@ def system_dict(s: System) -> dict:
 
 
 def resolve_system(db: Database, spec: str | None, current_fingerprint: str | None = None) -> tuple[System, str]:
-    """Pick the system to analyze: ``spec`` (id, fingerprint prefix or GPU-name substring), else the
-    current GPU if the database has it, else the one measured most recently. Returns (system,
-    notice). Raises :class:`UsageError` when nothing matches or the database has no system."""
+    """Pick the system to analyze: ``spec`` by :func:`benanza.database.query.match_systems`' rule (an
+    id, a GPU name, a fingerprint prefix; a GPU name selects the whole GPU, a partition only by its
+    ``[N SMs]`` name), else the current GPU if the database has it, else the whole GPU measured most
+    recently (a partition only in a database without a whole GPU). Returns (system, notice). Raises
+    :class:`UsageError` when nothing matches, when ``spec`` matches several systems (naming them), or
+    when the database has no system."""
     systems = db.systems()
     if not systems:
         raise UsageError(f"database {db.safe_url} has no measurements; run `benanza bench` or `benanza run` first")
     if spec:
-        # the one resolver of a --system (database.query.resolve_systems): an id is exact, so "1"
-        # is system 1, not also every GPU whose name holds a 1 (H100)
         ids = set(query.resolve_systems(db, spec))
-        hits = [s for s in systems if s.id in ids]
+        hits = sorted((s for s in systems if s.id in ids), key=lambda s: s.id)
         if len(hits) > 1:
-            hits.sort(key=lambda s: s.id)
-            return hits[-1], f"{len(hits)} systems match {spec!r}; using the newest, id {hits[-1].id}"
+            names = "; ".join(f"id {s.id}: {s.gpu_name} ({s.fingerprint[:12]})" for s in hits)
+            raise UsageError(f"{len(hits)} systems match {spec!r} ({names}); choose one with --system "
+                             "(an id, a fingerprint or the full GPU name)")
         return hits[0], ""
     if current_fingerprint:
         for s in systems:
             if s.fingerprint == current_fingerprint:
                 return s, ""
-    latest = db.latest_system() or systems[-1]
+    whole = [s for s in systems if not query.is_partition(s.gpu_name)] or systems
+    latest = db.latest_system([s.id for s in whole]) or whole[-1]
     note = "" if len(systems) == 1 else (f"{len(systems)} systems in the database; using the most recently "
-                                         f"measured, id {latest.id} ({latest.gpu_name}); choose with --system")
+                                         f"measured{' whole GPU' if len(whole) < len(systems) else ''}, id "
+                                         f"{latest.id} ({latest.gpu_name}); choose with --system")
     return latest, note
 
 
