@@ -29,7 +29,7 @@ from benanza.analysis import roofline
 from benanza.kinds.precision import BYTES_PER_ELEMENT, Precision
 from benanza.database.store import FRAMEWORK_CALL_PREFIX, Database, Measurement, System
 from benanza.errors import UsageError
-from benanza.generation.generator import nhwc_job
+from benanza.generation.generator import layout_keys, nhwc_job
 from benanza.processing.model import Layer, ModelLayers
 
 
@@ -143,6 +143,11 @@ class Analysis:
     #: last layer, 0 on the others; 0 for a layer without a measurement) and its critical path
     fused_weight: list[float] = field(default_factory=list)
     fused_critical_path: list[int] = field(default_factory=list)
+    #: with several ``layouts``: each layout's layout-sensitive kinds the model has configs of that get a
+    #: job in it ({layout: [kinds]}), and those of them without a single valid measurement in that layout on
+    #: this system ({layout: [kinds]}): a layout asked for and not measured, said in :attr:`layouts_label`
+    layout_kinds: dict = field(default_factory=dict)
+    unmeasured_layouts: dict = field(default_factory=dict)
 
     #: what the headline figure is, in every command that prints it
     LBL_KIND = "fused, critical path"
@@ -186,10 +191,28 @@ class Analysis:
         return self.lbl_fused_parallel_ms
 
     @property
+    def layouts_label(self) -> str:
+        """The layouts the figures draw on: ``nchw+nhwc``; a layout asked for whose layer kinds have no
+        measurement in it on this system is said, ``nchw (nhwc not measured)``, or ``nchw+nhwc (nhwc not
+        measured for Pooling)`` when only some kinds lack it (:attr:`unmeasured_layouts`)."""
+        measured, notes = [], []
+        for lay in self.layouts:
+            gone = self.unmeasured_layouts.get(lay, [])
+            if not gone:
+                measured.append(lay.lower())
+            elif set(gone) >= set(self.layout_kinds.get(lay, gone)):
+                notes.append(f"{lay.lower()} not measured")
+            else:
+                measured.append(lay.lower())
+                notes.append(f"{lay.lower()} not measured for {', '.join(gone)}")
+        return ("+".join(measured) or "no layout measured") + (f" ({'; '.join(notes)})" if notes else "")
+
+    @property
     def lbl_name(self) -> str:
-        """What :attr:`lbl_ms` is, e.g. ``fused, critical path, nchw+nhwc``: the one LBL every
-        command prints for this scenario (analyze, roofline, predict, the trace, insights)."""
-        return f"{self.LBL_KIND}, " + "+".join(x.lower() for x in self.layouts)
+        """What :attr:`lbl_ms` is, e.g. ``fused, critical path, nchw+nhwc`` (:attr:`layouts_label`):
+        the one LBL every command prints for this scenario (analyze, roofline, predict, the trace,
+        insights)."""
+        return f"{self.LBL_KIND}, {self.layouts_label}"
 
     @property
     def incomplete_note(self) -> str:
@@ -258,7 +281,8 @@ class Analysis:
         return {
             "model": self.model, "batch": self.batch, "precision": self.precision,
             "conv_precision": self.conv_precision or self.precision, "cache": self.cache,
-            "layouts": list(self.layouts), "system": self.system,
+            "layouts": list(self.layouts), "layouts_label": self.layouts_label,
+            "unmeasured_layouts": {k: list(v) for k, v in self.unmeasured_layouts.items()}, "system": self.system,
             "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
             "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
             "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
@@ -439,7 +463,28 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
                     layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
                     lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
                     layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision),
-                    fused_weight=fused_weight, fused_critical_path=fpath)
+                    fused_weight=fused_weight, fused_critical_path=fpath,
+                    **_layout_coverage(ml, db, system, found.prec, cache, tuple(layouts)))
+
+
+def _layout_coverage(ml: ModelLayers, db: Database, system: System, prec: dict[str, str], cache: str,
+                     layouts: tuple[str, ...]) -> dict:
+    """With several layouts: for each, the layout-sensitive kinds of ``ml`` that get a job in it
+    (:func:`benanza.generation.generator.layout_keys`) and those without one valid measurement in it
+    on ``system`` (``prec``: key -> the precision it is analyzed in). Empty dicts for one layout: its
+    layers' own measurements say what is missing."""
+    if len(layouts) < 2:
+        return {"layout_kinds": {}, "unmeasured_layouts": {}}
+    kinds, gone = {}, {}
+    for lay in layouts:
+        by_kind = layout_keys(ml, lay)
+        keys = sorted({k for ks in by_kind.values() for k in ks})
+        have = _per_precision(prec, lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, (lay,)), keys)
+        kinds[lay] = list(by_kind)
+        lacking = [kind for kind, ks in by_kind.items() if not any(k in have for k in ks)]
+        if lacking:
+            gone[lay] = lacking
+    return {"layout_kinds": kinds, "unmeasured_layouts": gone}
 
 
 def _check_analysis_arguments(precision: str, cache: str, layouts: tuple[str, ...],
