@@ -409,12 +409,37 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
     return out
 
 
+def partial_records(db: Database, model: str, batch: int | None = None) -> list[str]:
+    """For each record of ``model`` (a name; an .onnx file has none to check) that holds fewer layer
+    configs than its own summary's unique benchmarked layers (an export restricted to another model
+    once copied records truncated), a line saying so; empty when every record is whole."""
+    p = Path(model)
+    if p.suffix == ".onnx" or p.is_file():
+        return []
+    out = []
+    with db.session() as s:
+        q = select(ModelRow.id, ModelRow.batch, ModelRow.summary).where(ModelRow.name == model)
+        if batch is not None:
+            q = q.where(ModelRow.batch == batch)
+        for mid, b, summary in s.execute(q).all():
+            n = s.scalar(select(func.count()).select_from(ModelConfig).where(ModelConfig.model_id == mid))
+            want = json.loads(summary or "{}").get("unique_benchmarked") or 0
+            if n < want:
+                out.append(f"the record of model {model} batch {b} in {db.safe_url} is partial: {n} of its "
+                           f"{want} or more layer configs")
+    return out
+
+
 def shared_configs(db: Database, model: str, batch: int | None = None, system: str | None = None,
                    precision: str = "fp32") -> dict:
     """How many of a model's unique layer configs the database already has a valid measurement of
     (on ``system`` when given, else on any system) in ``precision``: what a new run still has to
     measure (Benanza: a new model only needs its new layers measured)."""
     keys = model_keys(db, model, batch)
+    partial = partial_records(db, model, batch)
+    if partial:
+        raise UsageError(f"{'; '.join(partial)}: its configs cannot be counted from it (give the model's .onnx "
+                         "file instead of its name)")
     sys_ids = resolve_systems(db, system)
     measured: set[str] = set()
     for sid in sys_ids:
