@@ -209,10 +209,10 @@ class Analysis:
 
     @property
     def lbl_name(self) -> str:
-        """What :attr:`lbl_ms` is, e.g. ``fused, critical path, nchw+nhwc`` (:attr:`layouts_label`):
-        the one LBL every command prints for this scenario (analyze, roofline, predict, the trace,
-        insights)."""
-        return f"{self.LBL_KIND}, {self.layouts_label}"
+        """What :attr:`lbl_ms` is, e.g. ``fused, critical path, nchw+nhwc`` (:attr:`layouts_label`;
+        ``, cold cache`` added for cold measurements, L2 flushed before each call): the one LBL every
+        command prints for this scenario (analyze, roofline, predict, the trace, insights)."""
+        return f"{self.LBL_KIND}, {self.layouts_label}" + (", cold cache" if self.cache == "cold" else "")
 
     @property
     def incomplete_note(self) -> str:

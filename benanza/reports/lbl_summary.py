@@ -18,10 +18,12 @@ def lbl_summary_table(results) -> FitTable:
     critical path, ms) first, then the fused sequential and the unfused figures; an incomplete
     analysis shows partial sums, marked; the layouts as :attr:`Analysis.layouts_label` (a layout
     asked for and not measured is said). The heading names the system when every row shares it,
-    else a ``system`` column does."""
+    else a ``system`` column does, and says cold cache when the figures are cold measurements."""
     systems = {system_name(r.system) for r in results}
     one = len(systems) == 1
     on = f" on {next(iter(systems))}" if one else ""
+    caches = sorted({r.cache for r in results})
+    on += ", cold cache" if caches == ["cold"] else ", warm and cold cache" if len(caches) > 1 else ""
     cols = [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"), Col("layouts", "name", drop=4),
             Col("LBL ms", "num"), Col("fused seq ms", "num", drop=3), Col("unfused par ms", "num", drop=2),
             Col("unfused seq ms", "num", drop=1), Col("layers measured", drop=5), Col("complete")]
