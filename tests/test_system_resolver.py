@@ -27,9 +27,9 @@ def test_an_id_is_exact_for_every_command(two_gpus):
     assert query.resolve_systems(db, "H100") == [h100] and resolve_system(db, "H100")[0].id == h100
 
 
-def test_a_name_several_systems_share_picks_the_newest_and_says_so(two_gpus):
+def test_a_name_several_systems_share_is_an_error_naming_them(two_gpus):
     db, h200, h100 = two_gpus
-    system, note = resolve_system(db, "NVIDIA")
-    assert system.id == h100 and "2 systems match 'NVIDIA'" in note
+    with pytest.raises(UsageError, match=r"2 systems match 'NVIDIA' \(id 1: NVIDIA H200 .*id 2: NVIDIA H100"):
+        resolve_system(db, "NVIDIA")
     with pytest.raises(UsageError, match="no system matches 'A100'"):
         resolve_system(db, "A100")

@@ -30,7 +30,7 @@ from benanza.kinds.precision import BYTES_PER_ELEMENT, Precision
 from benanza.database.store import Database, Measurement, System
 from benanza.kinds.backend import Backend
 from benanza.errors import UsageError
-from benanza.generation.generator import nhwc_job
+from benanza.generation.generator import layout_keys, nhwc_job
 from benanza.processing.model import Layer, ModelLayers
 
 
@@ -148,6 +148,11 @@ class Analysis:
     #: last layer, 0 on the others; 0 for a layer without a measurement) and its critical path
     fused_weight: list[float] = field(default_factory=list)
     fused_critical_path: list[int] = field(default_factory=list)
+    #: with several ``layouts``: each layout's layout-sensitive kinds the model has configs of that get a
+    #: job in it ({layout: [kinds]}), and those of them without a single valid measurement in that layout on
+    #: this system ({layout: [kinds]}): a layout asked for and not measured, said in :attr:`layouts_label`
+    layout_kinds: dict = field(default_factory=dict)
+    unmeasured_layouts: dict = field(default_factory=dict)
 
     #: what the headline figure is, in every command that prints it
     LBL_KIND = "fused, critical path"
@@ -191,10 +196,28 @@ class Analysis:
         return self.lbl_fused_parallel_ms
 
     @property
+    def layouts_label(self) -> str:
+        """The layouts the figures draw on: ``nchw+nhwc``; a layout asked for whose layer kinds have no
+        measurement in it on this system is said, ``nchw (nhwc not measured)``, or ``nchw+nhwc (nhwc not
+        measured for Pooling)`` when only some kinds lack it (:attr:`unmeasured_layouts`)."""
+        measured, notes = [], []
+        for lay in self.layouts:
+            gone = self.unmeasured_layouts.get(lay, [])
+            if not gone:
+                measured.append(lay.lower())
+            elif set(gone) >= set(self.layout_kinds.get(lay, gone)):
+                notes.append(f"{lay.lower()} not measured")
+            else:
+                measured.append(lay.lower())
+                notes.append(f"{lay.lower()} not measured for {', '.join(gone)}")
+        return ("+".join(measured) or "no layout measured") + (f" ({'; '.join(notes)})" if notes else "")
+
+    @property
     def lbl_name(self) -> str:
-        """What :attr:`lbl_ms` is, e.g. ``fused, critical path, nchw+nhwc``: the one LBL every
+        """What :attr:`lbl_ms` is, e.g. ``fused, critical path, nchw+nhwc`` (:attr:`layouts_label`;
+        ``, cold cache`` added for cold measurements, L2 flushed before each call): the one LBL every
         command prints for this scenario (analyze, roofline, predict, the trace, insights)."""
-        return f"{self.LBL_KIND}, " + "+".join(x.lower() for x in self.layouts)
+        return f"{self.LBL_KIND}, {self.layouts_label}" + (", cold cache" if self.cache == "cold" else "")
 
     @property
     def incomplete_note(self) -> str:
@@ -263,7 +286,8 @@ class Analysis:
         return {
             "model": self.model, "batch": self.batch, "precision": self.precision,
             "conv_precision": self.conv_precision or self.precision, "cache": self.cache,
-            "layouts": list(self.layouts), "system": self.system,
+            "layouts": list(self.layouts), "layouts_label": self.layouts_label,
+            "unmeasured_layouts": {k: list(v) for k, v in self.unmeasured_layouts.items()}, "system": self.system,
             "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
             "lbl_fused_sequential_ms": self.lbl_fused_sequential_ms,
             "lbl_fused_parallel_ms": self.lbl_fused_parallel_ms,
@@ -301,28 +325,32 @@ def system_dict(s: System) -> dict:
 
 
 def resolve_system(db: Database, spec: str | None, current_fingerprint: str | None = None) -> tuple[System, str]:
-    """Pick the system to analyze: ``spec`` (id, fingerprint prefix or GPU-name substring), else the
-    current GPU if the database has it, else the one measured most recently. Returns (system,
-    notice). Raises :class:`UsageError` when nothing matches or the database has no system."""
+    """Pick the system to analyze: ``spec`` by :func:`benanza.database.query.match_systems`' rule (an
+    id, a GPU name, a fingerprint prefix; a GPU name selects the whole GPU, a partition only by its
+    ``[N SMs]`` name), else the current GPU if the database has it, else the whole GPU measured most
+    recently (a partition only in a database without a whole GPU). Returns (system, notice). Raises
+    :class:`UsageError` when nothing matches, when ``spec`` matches several systems (naming them), or
+    when the database has no system."""
     systems = db.systems()
     if not systems:
         raise UsageError(f"database {db.safe_url} has no measurements; run `benanza bench` or `benanza run` first")
     if spec:
-        # the one resolver of a --system (database.query.resolve_systems): an id is exact, so "1"
-        # is system 1, not also every GPU whose name holds a 1 (H100)
         ids = set(query.resolve_systems(db, spec))
-        hits = [s for s in systems if s.id in ids]
+        hits = sorted((s for s in systems if s.id in ids), key=lambda s: s.id)
         if len(hits) > 1:
-            hits.sort(key=lambda s: s.id)
-            return hits[-1], f"{len(hits)} systems match {spec!r}; using the newest, id {hits[-1].id}"
+            names = "; ".join(f"id {s.id}: {s.gpu_name} ({s.fingerprint[:12]})" for s in hits)
+            raise UsageError(f"{len(hits)} systems match {spec!r} ({names}); choose one with --system "
+                             "(an id, a fingerprint or the full GPU name)")
         return hits[0], ""
     if current_fingerprint:
         for s in systems:
             if s.fingerprint == current_fingerprint:
                 return s, ""
-    latest = db.latest_system() or systems[-1]
+    whole = [s for s in systems if not query.is_partition(s.gpu_name)] or systems
+    latest = db.latest_system([s.id for s in whole]) or whole[-1]
     note = "" if len(systems) == 1 else (f"{len(systems)} systems in the database; using the most recently "
-                                         f"measured, id {latest.id} ({latest.gpu_name}); choose with --system")
+                                         f"measured{' whole GPU' if len(whole) < len(systems) else ''}, id "
+                                         f"{latest.id} ({latest.gpu_name}); choose with --system")
     return latest, note
 
 
@@ -440,7 +468,28 @@ def analyze(ml: ModelLayers, db: Database, system: System, precision: str, cache
                     layers=times, lbl_sequential_ms=seq, lbl_parallel_ms=par, critical_path=path,
                     lbl_fused_sequential_ms=fseq, lbl_fused_parallel_ms=fpar, fusions=fusions,
                     layouts=tuple(layouts), layout_switches=_layout_switches(ml, times, precision),
-                    fused_weight=fused_weight, fused_critical_path=fpath)
+                    fused_weight=fused_weight, fused_critical_path=fpath,
+                    **_layout_coverage(ml, db, system, found.prec, cache, tuple(layouts)))
+
+
+def _layout_coverage(ml: ModelLayers, db: Database, system: System, prec: dict[str, str], cache: str,
+                     layouts: tuple[str, ...]) -> dict:
+    """With several layouts: for each, the layout-sensitive kinds of ``ml`` that get a job in it
+    (:func:`benanza.generation.generator.layout_keys`) and those without one valid measurement in it
+    on ``system`` (``prec``: key -> the precision it is analyzed in). Empty dicts for one layout: its
+    layers' own measurements say what is missing."""
+    if len(layouts) < 2:
+        return {"layout_kinds": {}, "unmeasured_layouts": {}}
+    kinds, gone = {}, {}
+    for lay in layouts:
+        by_kind = layout_keys(ml, lay)
+        keys = sorted({k for ks in by_kind.values() for k in ks})
+        have = _per_precision(prec, lambda p, ks: query.best_per_config(db, system.id, p, cache, ks, (lay,)), keys)
+        kinds[lay] = list(by_kind)
+        lacking = [kind for kind, ks in by_kind.items() if not any(k in have for k in ks)]
+        if lacking:
+            gone[lay] = lacking
+    return {"layout_kinds": kinds, "unmeasured_layouts": gone}
 
 
 def _check_analysis_arguments(precision: str, cache: str, layouts: tuple[str, ...],

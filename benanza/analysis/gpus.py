@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from benanza.errors import UsageError
+from benanza.database import query
 
 T = 1e12
 GB = 1e9  # bandwidth: decimal GB/s as the datasheets use
@@ -223,9 +224,8 @@ GPUS: tuple[GpuSpec, ...] = (
 )
 
 
-#: a partitioned system's GPU name (BENANZA_SM_COUNT, cpp/include/benanza/partition.hpp): "<name> [<N> SMs]",
-#: "<name> [<N> SMs, MPS]" for an MPS client's (BENANZA_PARTITION=mps)
-PARTITION_NAME = re.compile(r"^(?P<base>.*\S)\s*\[(?P<sms>\d+) SMs(?:, MPS)?\]$")
+#: a partitioned system's GPU name: the database's one pattern (:data:`benanza.database.query.PARTITION_NAME`)
+PARTITION_NAME = query.PARTITION_NAME
 
 
 def partition_spec(spec: GpuSpec, sm_count: int) -> GpuSpec:

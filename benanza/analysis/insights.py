@@ -270,10 +270,11 @@ def _with_marginals(findings: list, w: WhatIf) -> list:
     return out
 
 
-def _counted(names) -> str:
-    """``a x3, b x1`` of kernel names (most frequent first)."""
+def _counted(names, per: int = 1) -> str:
+    """``a x3, b x1`` of kernel names (most frequent first); ``per``: the profiled iterations the
+    names were gathered over, the counts then per iteration (rounded)."""
     c = collections.Counter(names)
-    return ", ".join(f"{n} x{k}" for n, k in c.most_common())
+    return ", ".join(f"{n} x{k / per:.3g}" if k % per else f"{n} x{k // per}" for n, k in c.most_common())
 
 
 def _short(name: str, n: int = 70) -> str:
@@ -420,8 +421,7 @@ def _alternatives(a: Analysis, p, db: Database, system_id: int, algos: list, dbt
     by_index = {t.layer.index: t.layer for t in a.layers}
     n_it = max(p.iterations, 1)
     convs = [ly for ly in by_index.values() if ly.config is not None and ly.config.kind == "Conv"]
-    n_bn = round(sum(1 for k in p.kernels if k.iteration is not None and k.category == "unfused_batch_norm") / n_it)
-    bn_after_conv = bool(convs) and n_bn == len(convs)
+    bn_after_conv = bool(convs) and p.framework_batch_norms() == len(convs)
 
     def prec(kind: str) -> str:
         if a.precision in ("fp32", "tf32") and kind in L.CUDNN_TF32_KINDS:
@@ -669,11 +669,12 @@ def _unneeded_kernel_findings(p, n_it: int, names: dict[int, str]) -> tuple[dict
         if not ks:
             continue
         lays = tuple(sorted({k.layer for k in ks if k.layer is not None}))
-        n = round(len(ks) / n_it)
+        n = round(len(ks) / n_it)  # kernels per iteration; the folded batch norms count as ops (layers)
+        what = p.framework_batch_norms() if cat == "unfused_batch_norm" else n
         findings.append(Finding(
-            kind, "Q4", f"{n} {title}", cat_ms[cat], lays,
-            (f"{n} kernels per inference, {cat_ms[cat]:.4f} ms: " + _counted(_short(k.name) for k in ks),
-             *((f"roles: {_counted(k.role for k in ks if k.role)}",) if any(k.role for k in ks) else ()),
+            kind, "Q4", f"{what} {title}", cat_ms[cat], lays,
+            (f"{n} kernels per iteration, {cat_ms[cat]:.4f} ms: " + _counted((_short(k.name) for k in ks), n_it),
+             *((f"roles: {_counted((k.role for k in ks if k.role), n_it)}",) if any(k.role for k in ks) else ()),
              *((f"layers: {_layer_list(lays, names)}",) if lays else ())),
             "kernel time the model does not need (Benanza, IPDPS 2020: framework inefficiencies)"))
     return cat_ms, findings

@@ -88,3 +88,18 @@ def l2_roof(sm_count: int, boost_clock_mhz: float, measured: dict | None = None)
     if sm_count <= 0 or boost_clock_mhz <= 0:
         raise UsageError("the L2 roof needs the GPU's SM count and clock")
     return L2Roof(L2_BYTES_PER_CLOCK_PER_SM * sm_count * boost_clock_mhz * 1e6, "estimate")
+
+
+def l2_resident(config_bytes: int, l2_bytes: int | None, cache: str) -> bool:
+    """Whether a layer's working set (``config_bytes``, its minimum bytes, :func:`min_bytes`) stays in
+    the L2 cache of ``l2_bytes`` between the timed calls: warm measurements (back-to-back calls) of a
+    working set that fits. Its DRAM roof is then no bound (the data comes from L2: an efficiency above
+    100 % against it); cold measurements flush L2 before each call, so their DRAM roof holds."""
+    return cache == "warm" and bool(l2_bytes) and 0 < config_bytes <= l2_bytes
+
+
+def roof_label(limit: str, resident: bool) -> str:
+    """The roof a layer's bound comes from, as tables show it: ``compute``, ``memory`` (DRAM), or
+    ``memory, L2-resident`` for a memory-bound layer whose working set fits L2 (:func:`l2_resident`:
+    its DRAM bound is not a bound)."""
+    return "memory, L2-resident" if limit == "memory" and resident else limit

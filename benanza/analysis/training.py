@@ -128,8 +128,9 @@ class TrainingStep:
     ``phase_ms``: the sum of each phase of :data:`benanza.kinds.STEP_PHASES` (``forward``: the
     forward pass's fused sequential sum with inference-only fusions undone; ``loss``: the loss's
     forward and backward, None when the model has no output to take as logits (not counted,
-    ``loss_note`` says why) or while it is unmeasured; ``optimizer``: None until the optimizer's
-    update is measured); ``sequential_ms``: every call one after another;
+    ``loss_note`` says why) or while it is unmeasured; ``backward_data``/``backward_weight``: None
+    while none of the phase's calls is measured (a partial sum while some are); ``optimizer``: None
+    until the optimizer's update is measured); ``sequential_ms``: every call one after another;
     ``critical_path_ms``: the longest chain of dependent calls (module docstring), the headline.
     ``calls``: each backward call's time; ``no_backward``: (layer index, name, kind) of the layers
     whose gradient benanza cannot bound yet. Incomplete (:attr:`complete` False) while any backward
@@ -372,9 +373,10 @@ def schedule(ml: ModelLayers, forward: list[float], calls: list[tuple[int, str, 
              loss_ms: float | None, optimizer_ms: float | None) -> tuple[dict[str, float | None], float, float]:
     """The step's phases, sequential sum and critical path (ms) (module docstring) from each forward
     layer's weight ``forward`` (:func:`forward_weights`; a layer with a training-mode ``forward`` call
-    counts that call instead), the ``calls`` (layer index, phase, ms; None counts 0: the caller marks
-    the step incomplete), the loss's and the optimizer's time (None: not counted). Returns
-    (``phase_ms`` as :attr:`TrainingStep.phase_ms`, sequential, critical path)."""
+    counts that call instead), the ``calls`` (layer index, phase, ms; None counts 0 in the sums: the
+    caller marks the step incomplete), the loss's and the optimizer's time (None: not counted). Returns
+    (``phase_ms`` as :attr:`TrainingStep.phase_ms`: a backward phase whose calls have not one
+    measurement is None, not 0; sequential, critical path)."""
     fwd = list(forward)
     for i in {layer for layer, phase, _ in calls if phase == "forward"}:
         fwd[i] = 0.0  # training-mode forwards replace the inference calls
@@ -403,6 +405,10 @@ def schedule(ml: ModelLayers, forward: list[float], calls: list[tuple[int, str, 
                 "backward_weight": sum(w_ms.values()), "optimizer": optimizer_ms}
     sequential = fwd_seq + (loss_ms or 0.0) + phase_ms["backward_data"] + phase_ms["backward_weight"] \
         + (optimizer_ms or 0.0)
+    for ph in ("backward_data", "backward_weight"):  # calls and not one measured: no figure, never 0 ms
+        times = [ms for _, p, ms in calls if p == ph]
+        if times and all(ms is None for ms in times):
+            phase_ms[ph] = None
     return phase_ms, sequential, last + (optimizer_ms or 0.0)
 
 

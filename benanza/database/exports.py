@@ -90,10 +90,14 @@ def write_json(doc: dict, path: str | os.PathLike) -> Path:
 def write_atomic(data: bytes, path: str | os.PathLike) -> Path:
     """``data`` at ``path`` whole or not at all: written to a temporary file beside it, renamed over
     it; on any failure (a full disk, an interrupt) the temporary file is removed and the error
-    raised (an OSError says why: ENOSPC, EACCES...). Returns the path."""
+    raised (an OSError says why: ENOSPC, EACCES...). The file's mode is what ``open`` would give it
+    under the process's umask (0644 under the usual 022), not the temporary file's 0600. Returns the path."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, p)
@@ -118,7 +122,27 @@ NVBENCH_MIN_NOISE_SAMPLES = 5
 NVBENCH_AXES = ("precision", "layout", "math", "dtype")
 
 
-def nvbench_doc(db, system: str | None, keys: list[str] | None = None, argv: list[str] | None = None) -> dict:
+def cold_warnings(benchmarks: list[dict], where: str) -> list[str]:
+    """What NVBench's ``nvbench_compare.py`` will not compare in ``benchmarks`` (an NVBench document's):
+    it pairs states by their cold GPU time (``nv/cold/time/gpu/mean``), so states without a cold
+    measurement (a database benched with ``--no-cold``, as the shipped reference databases are)
+    match nothing. A line for no cold measurement at all, or for the states without one; empty when
+    every state has one. ``where``: the system and database, for the message."""
+    states = [st for b in benchmarks for st in b["states"] if not st.get("is_skipped")]
+    cold = sum(1 for st in states if any(s["tag"].startswith("nv/cold/") for s in st.get("summaries", [])))
+    fix = ("measure cold times (`benanza bench` without --no-cold), or compare the warm medians with "
+           "`--format gbench` and Google Benchmark's compare.py")
+    if states and cold == 0:
+        return [f"no cold measurement of {where}: nvbench_compare.py compares cold GPU times "
+                f"(nv/cold/time/gpu/mean), so it will match none of these {len(states)} states; {fix}"]
+    if cold < len(states):
+        return [f"{len(states) - cold} of {len(states)} states of {where} have no cold measurement: "
+                f"nvbench_compare.py compares cold GPU times and skips them; {fix}"]
+    return []
+
+
+def nvbench_doc(db, system: str | None, keys: list[str] | None = None, argv: list[str] | None = None,
+                warn=None) -> dict:
     """The NVBench JSON document of ``system``'s measurements (``keys``: only these layer configs;
     ``argv``: the command line for ``meta.argv``). Times in seconds, as NVBench writes them.
 
@@ -130,7 +154,9 @@ def nvbench_doc(db, system: str | None, keys: list[str] | None = None, argv: lis
     nvbench_compare.py pairs two GPUs' files; pass it ``--ignore-devices``). A state per precision,
     layout, math and data type measured; a state whose warm measurement is not ``ok`` is skipped with
     its status and message as the reason. The run policy NVBench writes per benchmark (min_samples,
-    timeout...) is left out: the database does not keep it.
+    timeout...) is left out: the database does not keep it. ``meta.benanza.warnings``: what
+    nvbench_compare.py will not compare (:func:`cold_warnings`), each also given to ``warn`` (None: a
+    ``benanza: warning: ...`` line on stderr).
     Raises :class:`UsageError` when several systems match (or none), or nothing was measured."""
     sid = one_system(db, system, "an nvbench file")
     rows = _measurement_rows(db, sid, keys)
@@ -150,6 +176,9 @@ def nvbench_doc(db, system: str | None, keys: list[str] | None = None, argv: lis
                         "driver": sysrow.driver_version, "cuda_runtime": version_text("cuda", sysrow.runtime_version),
                         "cudnn": version_text("cudnn", sysrow.cudnn_version),
                         "cublas": version_text("cublas", sysrow.cublas_version)}}
+    meta["benanza"]["warnings"] = cold_warnings(benches, f"system {sid} ({sysrow.gpu_name}) in {db.safe_url}")
+    for w in meta["benanza"]["warnings"]:
+        (warn or (lambda m: print(f"benanza: warning: {m}", file=sys.stderr)))(w)
     return {"meta": meta, "devices": [_nvbench_device(sysrow, info)], "benchmarks": benches}
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,20 +171,65 @@ def systems(db: Database) -> list[dict]:
         return out
 
 
-def resolve_systems(db: Database, spec: str | None) -> list[int]:
-    """System ids matching ``spec`` (id, fingerprint prefix or GPU-name substring); all if None.
-    Raises :class:`UsageError` when nothing matches."""
-    with db.session() as s:
-        rows = list(s.execute(select(System.id, System.fingerprint, System.gpu_name)))
-    if spec is None:
-        return [r.id for r in rows]
-    exact = [r.id for r in rows if str(r.id) == spec]
-    if exact:  # an id is exact; "2" must not also match the 2 of "H200"
+#: a partitioned system's GPU name as the suite records it (``BENANZA_SM_COUNT``, cpp/include/benanza/partition.hpp):
+#: ``"<name> [<N> SMs]"``, ``"<name> [<N> SMs, MPS]"`` for an MPS client's; also how a ``--system`` names one
+PARTITION_NAME = re.compile(r"^(?P<base>.*?)\s*\[\s*(?P<sms>\d+)\s*SMs?(?P<mps>\s*,\s*MPS)?\s*\]$", re.IGNORECASE)
+
+
+def is_partition(gpu_name: str) -> bool:
+    """Whether ``gpu_name`` is a partition's (a GPU confined to some of its SMs), not a whole GPU's."""
+    return PARTITION_NAME.match(gpu_name.strip()) is not None
+
+
+def _name_key(name: str) -> str:
+    return " ".join(name.lower().split())
+
+
+def match_systems(rows, spec: str) -> list[int]:
+    """The one rule of what a ``--system`` selects, for every command that reads a database. ``rows``:
+    (id, fingerprint, gpu_name) of each system. In order: an id (exact: "1" is system 1, not every GPU
+    whose name holds a 1); a GPU name exactly (case and spacing aside; a partition's full name, ``"NVIDIA
+    H100 80GB HBM3 [32 SMs]"``, is exact too); a fingerprint prefix; else a GPU-name substring, which
+    selects whole GPUs only (``"H100"`` is the H100, never its ``[32 SMs]`` partition) unless the spec
+    ends in ``[N SMs]`` (``"H100 [32 SMs]"``, ``"[32 SMs]"``): then only partitions of N SMs. Returns the
+    matching ids (several when a name is shared; empty when none)."""
+    rows = list(rows)
+    exact = [r[0] for r in rows if str(r[0]) == spec.strip()]
+    if exact:
         return exact
-    hits = [r.id for r in rows if str(r.id) == spec or r.fingerprint.startswith(spec.lower())
-            or spec.lower() in r.gpu_name.lower()]
+    named = [r[0] for r in rows if _name_key(r[2]) == _name_key(spec)]
+    if named:
+        return named
+    low = spec.strip().lower()
+    by_print = [r[0] for r in rows if low and r[1].startswith(low)]
+    part = PARTITION_NAME.match(spec.strip())
+    base = _name_key(part["base"] if part else spec)
+    hits = []
+    for sid, _fp, name in rows:
+        p = PARTITION_NAME.match(name.strip())
+        if part:
+            ok = p is not None and int(p["sms"]) == int(part["sms"]) and bool(p["mps"]) == bool(part["mps"]) \
+                and base in _name_key(p["base"])
+        else:
+            ok = p is None and base in _name_key(name)
+        if ok and sid not in by_print:
+            hits.append(sid)
+    return by_print + hits
+
+
+def resolve_systems(db: Database, spec: str | None) -> list[int]:
+    """System ids matching ``spec`` by :func:`match_systems`' rule; all if None. Raises
+    :class:`UsageError` when nothing matches (naming the partitions a bare GPU name left out)."""
+    with db.session() as s:
+        rows = [(r.id, r.fingerprint, r.gpu_name) for r in s.execute(select(System.id, System.fingerprint, System.gpu_name))]
+    if spec is None:
+        return [r[0] for r in rows]
+    hits = match_systems(rows, spec)
     if not hits:
-        raise UsageError(f"no system matches {spec!r} in {db.safe_url} (see `benanza db systems`)")
+        parts = [name for _, _, name in rows if is_partition(name) and _name_key(spec) in _name_key(name)]
+        why = (f"; {spec!r} selects whole GPUs only: name a partition by its [N SMs] name ("
+               + ", ".join(repr(n) for n in parts) + ") or its id") if parts else ""
+        raise UsageError(f"no system matches {spec!r} in {db.safe_url}{why} (see `benanza db systems`)")
     return hits
 
 
@@ -367,12 +413,37 @@ def best_per_config(db: Database, system: str | int | None = None, precision: st
     return out
 
 
+def partial_records(db: Database, model: str, batch: int | None = None) -> list[str]:
+    """For each record of ``model`` (a name; an .onnx file has none to check) that holds fewer layer
+    configs than its own summary's unique benchmarked layers (an export restricted to another model
+    once copied records truncated), a line saying so; empty when every record is whole."""
+    p = Path(model)
+    if p.suffix == ".onnx" or p.is_file():
+        return []
+    out = []
+    with db.session() as s:
+        q = select(ModelRow.id, ModelRow.batch, ModelRow.summary).where(ModelRow.name == model)
+        if batch is not None:
+            q = q.where(ModelRow.batch == batch)
+        for mid, b, summary in s.execute(q).all():
+            n = s.scalar(select(func.count()).select_from(ModelConfig).where(ModelConfig.model_id == mid))
+            want = json.loads(summary or "{}").get("unique_benchmarked") or 0
+            if n < want:
+                out.append(f"the record of model {model} batch {b} in {db.safe_url} is partial: {n} of its "
+                           f"{want} or more layer configs")
+    return out
+
+
 def shared_configs(db: Database, model: str, batch: int | None = None, system: str | None = None,
                    precision: str = "fp32") -> dict:
     """How many of a model's unique layer configs the database already has a valid measurement of
     (on ``system`` when given, else on any system) in ``precision``: what a new run still has to
     measure (Benanza: a new model only needs its new layers measured)."""
     keys = model_keys(db, model, batch)
+    partial = partial_records(db, model, batch)
+    if partial:
+        raise UsageError(f"{'; '.join(partial)}: its configs cannot be counted from it (give the model's .onnx "
+                         "file instead of its name)")
     sys_ids = resolve_systems(db, system)
     measured: set[str] = set()
     for sid in sys_ids:

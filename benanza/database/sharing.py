@@ -76,12 +76,14 @@ class MergeStats:
 
 
 def merge(dst: Database, src: Database, system_ids: list[int] | None = None, keys: list[str] | None = None,
-          label: str = "") -> MergeStats:
+          label: str = "", models: set[tuple[str, int | None]] | None = None) -> MergeStats:
     """Merge ``src`` into ``dst`` (see the module docstring for the rule). ``system_ids`` and
-    ``keys`` restrict what is taken from ``src``."""
+    ``keys`` restrict what is taken from ``src``; ``models``: (name, batch or None for any) of the
+    only model records taken (None: every record whose configs all come along), each whole: all its
+    layer configs are copied, measured or not."""
     st = MergeStats()
     t0 = time.perf_counter()
-    source = _read_source(src, system_ids, set(keys) if keys is not None else None)
+    source = _read_source(src, system_ids, set(keys) if keys is not None else None, models)
     sys_map = _merge_systems(dst, source, st)
     _merge_configs_and_models(dst, src, source, st)
     runs = _RunMap(source.runs, sys_map, label)
@@ -106,13 +108,21 @@ class _Source:
     models: list[dict]
     model_cfgs: list[dict]
     keyset: set[str] | None
+    #: (name, batch or None) of the model records to take; None: every one whose configs come along
+    model_names: set[tuple[str, int | None]] | None = None
+
+    def takes_model(self, m: dict) -> bool:
+        """Whether model record ``m`` (a source ``models`` row) is one the merge may take."""
+        return self.model_names is None or (m["name"], m["batch"]) in self.model_names \
+            or (m["name"], None) in self.model_names
 
     @property
     def system_ids(self) -> set[int]:
         return {s["id"] for s in self.systems}
 
 
-def _read_source(src: Database, system_ids: list[int] | None, keyset: set[str] | None) -> _Source:
+def _read_source(src: Database, system_ids: list[int] | None, keyset: set[str] | None,
+                 model_names: set[tuple[str, int | None]] | None = None) -> _Source:
     with src.engine.connect() as sc:
         systems = _rows(sc, select(System.__table__))
         if system_ids is not None:
@@ -123,7 +133,7 @@ def _read_source(src: Database, system_ids: list[int] | None, keyset: set[str] |
         model_cfgs = _rows(sc, select(ModelConfig.__table__))
     sid_ok = {s["id"] for s in systems}
     jobs = [j for j in jobs if j["system_id"] in sid_ok and (keyset is None or j["layer_key"] in keyset)]
-    return _Source(systems, jobs, runs, models, model_cfgs, keyset)
+    return _Source(systems, jobs, runs, models, model_cfgs, keyset, model_names)
 
 
 def _merge_systems(dst: Database, source: _Source, st: MergeStats) -> dict[int, int]:
@@ -152,6 +162,9 @@ def _merge_configs_and_models(dst: Database, src: Database, source: _Source, st:
         wanted = {j["layer_key"] for j in source.jobs}
         measured = set(sc.scalars(select(Measurement.layer_key).distinct().where(Measurement.system_id.in_(sid_ok))))
         wanted |= measured if source.keyset is None else measured & source.keyset
+        if source.model_names is not None:  # the chosen models' records go whole: every config, measured or not
+            ids = {m["id"] for m in source.models if source.takes_model(m)}
+            wanted |= {mc["layer_key"] for mc in source.model_cfgs if mc["model_id"] in ids}
         wl = sorted(wanted)
         cfgs = []
         for i in range(0, len(wl), _CHUNK):
@@ -174,11 +187,12 @@ def _merge_models(dc, source: _Source, wanted: set[str], present: set[str], st: 
     for mc in source.model_cfgs:
         by_model.setdefault(mc["model_id"], []).append(mc)
     for m in source.models:
-        mk = [mc for mc in by_model.get(m["id"], []) if mc["layer_key"] in wanted or source.keyset is None]
-        if (m["sha256"], m["batch"]) in existing or not mk:
+        mk = by_model.get(m["id"], [])
+        if (m["sha256"], m["batch"]) in existing or not mk or not source.takes_model(m):
             continue
-        if any(mc["layer_key"] not in present for mc in mk):
-            continue  # the model's configs did not come along (filtered out)
+        if any(mc["layer_key"] not in present or (source.keyset is not None and mc["layer_key"] not in wanted)
+               for mc in mk):
+            continue  # not all the model's configs came along: a record is copied whole or not at all
         if not insert_new(dc, ModelRow, [{k: v for k, v in m.items() if k != "id"}], ["sha256", "batch"]):
             continue  # a concurrent `run` recorded it meanwhile, with its configs
         new_id = dc.scalar(select(ModelRow.id).where(ModelRow.sha256 == m["sha256"], ModelRow.batch == m["batch"]))
@@ -392,18 +406,21 @@ def export(db: Database, path: str | Path, system: str | None = None, models: li
     sids = resolve_systems(db, system)
     keys = None
     notes = []
+    names = None
     if models:
         keys = sorted({k for m in models for k in model_keys(db, m, batch)})
         notes = [n for m in models for n in _records_without_fusions(db, m, batch)]
+        names = {(_record_name(m), batch) for m in models}
     out = open_db(str(p), create=True)
     try:
-        st = merge(out, db, sids, keys, label=db.safe_url)
+        st = merge(out, db, sids, keys, label=db.safe_url, models=names)
         st.notes.extend(notes)
-        return st
     except BaseException:
         out.engine.dispose()
         p.unlink(missing_ok=True)
         raise
+    out.engine.dispose()  # the file whole on its own: the WAL checkpointed into it
+    return st
 
 
 _NONE = object()
@@ -417,6 +434,13 @@ def _write_lock(dc) -> None:
         dc.exec_driver_sql("LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE")
     else:
         dc.exec_driver_sql("UPDATE jobs SET job = job WHERE 0")
+
+
+def _record_name(model: str) -> str:
+    """The name ``model`` is recorded under: itself, or an ONNX file's recorded name (its stem,
+    :func:`benanza.processing.model.process`'s model name)."""
+    p = Path(model)
+    return p.stem if p.suffix == ".onnx" or p.is_file() else model
 
 
 def _records_without_fusions(db: Database, model: str, batch: int | None) -> list[str]:

@@ -625,11 +625,13 @@ class Database:
         with self.session() as s:
             return list(s.scalars(select(System).order_by(System.id)))
 
-    def latest_system(self) -> System | None:
-        """The system of the most recent run that measured something."""
+    def latest_system(self, among: list[int] | None = None) -> System | None:
+        """The system of the most recent run that measured something (of the systems ``among``, when given)."""
         with self.session() as s:
-            sid = s.scalar(select(Measurement.system_id).order_by(Measurement.created_at.desc(),
-                                                                  Measurement.id.desc()).limit(1))
+            q = select(Measurement.system_id)
+            if among is not None:
+                q = q.where(Measurement.system_id.in_(among))
+            sid = s.scalar(q.order_by(Measurement.created_at.desc(), Measurement.id.desc()).limit(1))
             return s.get(System, sid) if sid is not None else None
 
     def measurements(self, system_id: int, keys: list[str], cache: str = "warm") -> list[Measurement]:

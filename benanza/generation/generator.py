@@ -163,6 +163,24 @@ def nhwc_job(cfg: L.LayerConfig, neighbour: bool) -> bool:
     return kind.nhwc_job(cfg, neighbour) if kind.nhwc_job else True
 
 
+def gets_layout_job(cfg: L.LayerConfig, layout: str, neighbour: bool) -> bool:
+    """Whether ``cfg`` gets a job in ``layout``: every config in NCHW; in NHWC, a config of a kind
+    measured channels-last that :func:`nhwc_job` takes (``neighbour``: it reads a convolution's image)."""
+    return layout == "NCHW" or (cfg.kind in NHWC_KINDS and nhwc_job(cfg, neighbour))
+
+
+def layout_keys(ml: ModelLayers, layout: str) -> dict[str, list[str]]:
+    """The layout-sensitive layer configs of ``ml`` (kinds measured channels-last too,
+    :data:`NHWC_KINDS`) that :func:`plan_jobs` gives a ``layout`` job, by kind: {kind: [config keys]}."""
+    neighbours = {ml.layers[i].key for i in image_layers(ml)} if layout == "NHWC" else set()
+    out: dict[str, set[str]] = {}
+    for ly in ml.benchmarked():
+        cfg = ly.config
+        if cfg.kind in NHWC_KINDS and gets_layout_job(cfg, layout, ly.key in neighbours):
+            out.setdefault(cfg.kind, set()).add(ly.key)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
 def parse_layouts(text: str) -> list[str]:
     """Parse ``"nchw,nhwc"``. Raises :class:`UsageError` for an unknown layout."""
     return _parse_choices(text, LAYOUTS, str.upper, "layout", "nchw, nhwc")
@@ -192,7 +210,7 @@ def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[st
         wanted = [conv_precision] if conv_precision and cfg.kind in L.CUDNN_TF32_KINDS else precisions
         for p in L.precisions_for(cfg, wanted):
             for lay in layouts:
-                if lay != "NCHW" and (cfg.kind not in NHWC_KINDS or not nhwc_job(cfg, key_neighbour)):
+                if not gets_layout_job(cfg, lay, key_neighbour):
                     continue
                 jid = job_id(cfg, p, lay)
                 if jid not in jobs:

@@ -317,6 +317,28 @@ def _source_digest(mod) -> str | None:
         return None
 
 
+#: the extra that installs what `benanza torch` runs (pyproject.toml)
+TORCH_EXTRA = 'pip install "benanza[torch]"'
+
+
+def require(*packages: str, what: str) -> None:
+    """Raise :class:`UsageError` naming the first of ``packages`` (import names: ``torch``,
+    ``torchvision``, ``transformers``) that is not installed, and the extra that installs them
+    (:data:`TORCH_EXTRA`); ``what`` names what needs them. Looks the packages up without importing them."""
+    import importlib.util
+
+    for name in packages:
+        if importlib.util.find_spec(name) is None:
+            raise UsageError(f"{what} needs {name}, which is not installed: {TORCH_EXTRA} "
+                             f"(torch, torchvision, transformers), or pip install {name}")
+
+
+def _is_torchvision_model(name: str) -> bool:
+    import torchvision
+
+    return name in torchvision.models.list_models(module=torchvision.models)
+
+
 def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = None, phase: str = "prefill",
             kv_len: int | None = None) -> ModuleSource:
     """The :class:`ModuleSource` of a module spec (module doc); ``phase`` and ``kv_len`` (tokens in
@@ -330,16 +352,20 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
         raise UsageError(f"--phase {phase!r}: choose {' or '.join(PHASES)}")
     if phase != "prefill" and not s.startswith("transformers:"):
         raise UsageError(f"--phase {phase}: only a transformers decoder has one (transformers:TYPE), not {spec!r}")
+    what = f"module spec {spec!r}"
     if s.startswith("torchvision:"):
+        require("torch", "torchvision", what=what)
         src = _torchvision(s.split(":", 1)[1], input_shape)
     elif s.startswith("transformers:"):
+        require("torch", "transformers", what=what)
         src = _transformers(s.split(":", 1)[1], seq, phase, kv_len)
     elif ":" in s:
+        require("torch", what=what)
         src = _factory(s, input_shape)
     else:
-        import torchvision
-
-        if s in torchvision.models.list_models(module=torchvision.models):
+        # a bare name: a transformers alias, else a torchvision model's, else a transformers hub name
+        require("torch", "transformers" if s in TRANSFORMERS_ALIASES else "torchvision", what=what)
+        if s not in TRANSFORMERS_ALIASES and _is_torchvision_model(s):
             src = _torchvision(s, input_shape)
         elif s in TRANSFORMERS_ALIASES or re.fullmatch(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_.-]+)?", s):
             try:

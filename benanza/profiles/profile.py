@@ -318,6 +318,14 @@ class Profile:
         n = max(self.iterations, 1)
         return {cat: round(c.get(cat, 0) / n) for cat in CATEGORIES}
 
+    def framework_batch_norms(self) -> int:
+        """Batch norms the framework ran that no model layer is (BN folded in the export), per
+        iteration: a count of ops (``aten::batch_norm``...), not of their kernels (PyTorch's native
+        batch norm is 3 kernels)."""
+        from benanza.profiles.join import BATCH_NORM_OPS
+
+        return round(sum(n for name, n in self.unmatched_ops.items() if name in BATCH_NORM_OPS))
+
     def unfused(self) -> list[Unfused]:
         """Layers run unfused (see :class:`Unfused`), with the kernel time fusing would remove."""
         out: list[Unfused] = []

@@ -54,9 +54,17 @@ class LayerRoofline:
     measured_ms: float
     efficiency: float
     lbl_share: float
+    #: a memory-bound layer whose working set stays in L2 between warm calls: its DRAM bound is no bound
+    #: (:func:`benanza.analysis.roofline.l2_resident`; ``limit`` says ``memory, L2-resident``)
+    l2_resident: bool = False
+
+    @property
+    def above_roof(self) -> bool:
+        """Faster than its roofline bound (efficiency above 100 %): a bound that does not hold."""
+        return self.efficiency > 1.0
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "above_roof": self.above_roof}
 
 
 @dataclass
@@ -80,6 +88,8 @@ class ModelRoofline:
     lbl_ms: float = 0.0
     lbl_text: str = ""
     complete: bool = True
+    #: the measurements' cache state (warm: back-to-back calls; cold: L2 flushed before each call)
+    cache: str = "warm"
 
     @property
     def efficiency(self) -> float:
@@ -99,7 +109,10 @@ class ModelRoofline:
                 "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
                 "l2_bytes_per_s": self.l2.bytes_per_s if self.l2 else None,
                 "l2_source": self.l2.source if self.l2 else None,
-                "library_efficiency": self.efficiency, "layers": [x.to_dict() for x in self.layers]}
+                "library_efficiency": self.efficiency, "cache": self.cache,
+                "l2_resident_layers": sum(1 for x in self.layers if x.l2_resident),
+                "above_roof_layers": sum(1 for x in self.layers if x.above_roof),
+                "layers": [x.to_dict() for x in self.layers]}
 
 
 def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec",
@@ -120,16 +133,18 @@ def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec",
         rp = roofline.bound(ly.config, p, roofline.Ceilings(gpu.peak_flops(key), gpu.bandwidth))
         att = max(rp.bound_ms, LAUNCH_FLOOR_US * 1e-3)
         weights[ly.index] = rp.bound_ms
+        resident = rp.limit == "memory" and roofline.l2_resident(rp.bytes, gpu.l2_bytes, analysis.cache)
         out.append(LayerRoofline(ly.index, ly.name, ly.config.kind, rp.flops, rp.bytes, rp.intensity,
-                                 rp.flops / (lt.time_ms * 1e-3), key, rp.limit, rp.bound_ms, att, lt.time_ms,
-                                 rp.bound_ms / lt.time_ms, lt.time_ms / total))
+                                 rp.flops / (lt.time_ms * 1e-3), key, roofline.roof_label(rp.limit, resident),
+                                 rp.bound_ms, att, lt.time_ms, rp.bound_ms / lt.time_ms, lt.time_ms / total,
+                                 resident))
     par, _ = critical_path(edges_of(analysis), weights)
     calls = {lt.layer.index: (lt.call, lt.algorithm, lt.math, lt.layout) for lt in analysis.layers
              if lt.status == "measured"}
     return ModelRoofline(analysis.model, analysis.batch, p, gpu, ceilings, out, sum(weights), par,
                          sum(x.attainable_ms for x in out), analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
                          l2 or roofline.l2_roof(gpu.sm_count, gpu.boost_clock_mhz), calls,
-                         analysis.lbl_ms, analysis.lbl_text(3), analysis.complete)
+                         analysis.lbl_ms, analysis.lbl_text(3), analysis.complete, analysis.cache)
 
 
 #: a layer whose best time exceeds this many times its attainable roofline time is listed by

@@ -113,6 +113,61 @@ def describe() -> dict:
 
 
 
+def libcuda_problem(index: int = 0) -> str | None:
+    """Why the NVIDIA driver (``libcuda.so.1``, through ctypes: no native module or toolkit needed)
+    cannot run a suite on device ``index``: no driver, ``cuInit`` failing, a driver older than the
+    CUDA runtime the suites are built with (:data:`benanza.build.cudalibs.CUDA_MAJOR`; the driver API's
+    version, 1000 x major + 10 x minor), or no such device. None when it can."""
+    import ctypes
+
+    from benanza.build.cudalibs import CUDA_MAJOR
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver here (libcuda.so.1 cannot be loaded)"
+    rc = cuda.cuInit(0)
+    if rc != 0:
+        return f"the NVIDIA driver cannot start (cuInit error {rc}; 100: no CUDA device)"
+    ver = ctypes.c_int(0)
+    if cuda.cuDriverGetVersion(ctypes.byref(ver)) == 0 and ver.value < CUDA_MAJOR * 1000:
+        return (f"the NVIDIA driver supports CUDA {ver.value // 1000}.{ver.value % 1000 // 10}; the suites need "
+                f"CUDA {CUDA_MAJOR} (a driver of CUDA {CUDA_MAJOR} or newer)")
+    n = ctypes.c_int(0)
+    if cuda.cuDeviceGetCount(ctypes.byref(n)) != 0 or n.value == 0:
+        return "no CUDA device"
+    return None if index < n.value else f"no CUDA device {index} (this machine has {n.value})"
+
+
+def gpu_problem(index: int = 0) -> str | None:
+    """Why no suite can run on CUDA device ``index`` here, in one line, or None when one can: the
+    native module's device query (the CUDA runtime the suites use), else the driver's
+    (:func:`libcuda_problem`) when the native module is not built. Takes well under a second."""
+    try:
+        nat = _native()
+    except BenanzaError:
+        return libcuda_problem(index)
+    try:
+        n = int(nat.device_count())
+    except RuntimeError as e:
+        return str(e).splitlines()[0] if str(e) else "no CUDA device"
+    return None if index < n else f"no CUDA device {index} (this machine has {n})"
+
+
+def require_gpu(devices: int | list[int] = 0, what: str = "this command") -> None:
+    """Raise :class:`DeviceError` (one line, exit code 6) when a suite cannot run on ``devices`` (an
+    index or several) here, before anything is generated or compiled: `bench`, `run` and `ceilings`
+    measure on a GPU, and compiling their suite first took minutes to learn it. ``what`` names the
+    command in the message."""
+    from benanza.errors import DeviceError
+
+    for d in [devices] if isinstance(devices, int) else list(devices):
+        why = gpu_problem(d)
+        if why:
+            raise DeviceError(f"{what} measures on a GPU, and none can run here: {why} (analyze, roofline and "
+                              "predict work without one, on a database)")
+
+
 def local_system(index: int = 0) -> dict | None:
     """A system record of GPU ``index`` with the cuDNN and cuBLAS found here, as a suite reports it
     (:func:`describe`; the identity fields of :data:`benanza.database.store.SYSTEM_IDENTITY`, so its
