@@ -11,7 +11,10 @@ import benanza
 PKG = Path(benanza.__file__).parent
 #: the stages, in the README's order: each imports only the stages before it (the database holds the
 #: records the runner writes into it; the analyses read the database)
-STAGES = ("kinds", "processing", "generation", "build", "database", "runner", "analysis", "profiles", "reports")
+STAGES = ("kinds", "processing", "generation", "build", "database", "runner", "analysis", "profiles", "usecases",
+          "reports")
+#: the command line: a package above every stage
+FRONT = ("cli",)
 ALLOWED_PRIVATE = {"__version__", "_native"}
 
 
@@ -26,9 +29,9 @@ def _modules():
 
 def test_the_folders_are_the_stages():
     dirs = sorted(p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
-    assert dirs == sorted(STAGES)
+    assert dirs == sorted(STAGES + FRONT)
     flat = sorted(p.stem for p in PKG.glob("*.py"))
-    assert flat == ["__init__", "__main__", "api", "cli", "errors", "versions"], flat
+    assert flat == ["__init__", "__main__", "api", "errors", "spec", "versions"], flat
 
 
 def _violations(name: str, path: Path) -> list[str]:

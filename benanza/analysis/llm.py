@@ -44,9 +44,10 @@ from benanza import kinds as L
 from benanza.analysis.roofline import Ceilings
 from benanza.errors import UsageError
 from benanza.kinds.precision import DTYPE_BYTES, Precision
+from benanza.spec import DECODER_PHASES
 
 #: the phases of a decoder, and what their step's time is to a user
-PHASES = {"prefill": "time to first token (TTFT)", "decode": "time per output token (TPOT)"}
+PHASES = DECODER_PHASES
 
 #: ONNX floating-point tensor types: the initializers that are weights (int64 shape constants and
 #: boolean masks are not)

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
+from benanza.spec import STEP_PHASES, TRAINING_PHASES  # noqa: F401 (a training step's phases: benanza.spec)
+
 
 Shape = tuple[int, ...]
 
@@ -66,14 +68,6 @@ def _config_key(config: "LayerConfig") -> str:
     return _compute_key(config)
 
 
-#: the parts of a training step (issue 26), in the step's order: a layer's forward call, the
-#: gradient of its input (data gradient), of its weights and bias (weight gradient), and the
-#: optimizer's update of every parameter
-TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")
-#: every phase of a training step's sums (``TrainingStep.phase_ms``), in the step's order: the
-#: training phases and the ``loss`` (its forward and backward on the model's output, after the
-#: forward pass and before the backward pass; :mod:`benanza.kinds.cross_entropy_loss`)
-STEP_PHASES = ("forward", "loss", "backward_data", "backward_weight", "optimizer")
 #: fusion kinds a training step cannot use: inference-only folding (a Conv -> BatchNormalization [->
 #: activation] group folds the running statistics, which training replaces by the batch's). The step
 #: counts their layers one by one (:func:`benanza.analysis.training.forward_weights`), and ``bench

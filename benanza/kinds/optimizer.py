@@ -30,9 +30,10 @@ from typing import ClassVar, Iterable
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported
+from benanza.spec import OPTIMIZERS
 
-#: the algorithms (``torch.optim.SGD``, ``torch.optim.Adam``, ``torch.optim.AdamW``)
-OPTIMIZER_ALGORITHMS = ("sgd", "adam", "adamw")
+#: the algorithms (``torch.optim.SGD``, ``torch.optim.Adam``, ``torch.optim.AdamW``: :data:`benanza.spec.OPTIMIZERS`)
+OPTIMIZER_ALGORITHMS = tuple(OPTIMIZERS)
 #: the C++ ``OptimizerAlgo`` enumerator of each (cpp/include/benanza/optimizer.hpp)
 _ALGO_ENUM = {"sgd": "OptimizerAlgo::SGD", "adam": "OptimizerAlgo::ADAM", "adamw": "OptimizerAlgo::ADAMW"}
 

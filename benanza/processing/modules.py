@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Callable
 
 from benanza.errors import ModelError, UsageError
+from benanza.spec import DECODER_PHASES
 
 #: the record_function name prefix of a module scope in a native profile's trace (one colon: the
 #: join treats ``ns::name`` events as framework ops)
@@ -108,9 +109,9 @@ def _torchvision(name: str, input_shape: tuple[int, ...] | None) -> ModuleSource
                         identity={"torchvision": name, "input_shape": list(shape)}, cacheable=True)
 
 
-#: the phases of a transformers model benanza profiles (issue 27): the prompt's forward pass, and
-#: one generated token against a KV cache
-PHASES = ("prefill", "decode")
+#: the phases of a transformers model benanza profiles: the prompt's forward pass, and one generated
+#: token against a KV cache (:data:`benanza.spec.DECODER_PHASES`)
+PHASES = tuple(DECODER_PHASES)
 
 
 def split_overrides(text: str) -> tuple[str, dict]:

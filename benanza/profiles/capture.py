@@ -48,8 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benanza.errors import BenanzaError, DeviceError, ModelError, ProfileError, UsageError
+from benanza.spec import FRAMEWORK_DTYPES, OPTIMIZERS as SPEC_OPTIMIZERS, PROFILED_STEP_PHASES
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16")
+#: the data types of a PyTorch run (:data:`benanza.spec.FRAMEWORK_DTYPES`)
+DTYPES = tuple(FRAMEWORK_DTYPES)
 
 #: ONNX ops whose listed versions changed only the element types they accept (ONNX changelog):
 #: onnx2torch's converter of the preceding version serves them unchanged
@@ -119,9 +121,9 @@ MIN_RUNS = 10
 
 #: the optimizers of a profiled training step (torch.optim, ``foreach`` left at its default: the
 #: multi-tensor implementation on CUDA); SGD with momentum 0.9
-OPTIMIZERS = ("sgd", "adam", "adamw")
+OPTIMIZERS = tuple(SPEC_OPTIMIZERS)
 #: the phases of a profiled training iteration, in order, each in ``record_function("benanza.phase:NAME")``
-TRAIN_PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer")
+TRAIN_PHASES = PROFILED_STEP_PHASES
 
 
 # -------------------------------------------------------------------------------- the model

@@ -52,9 +52,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from benanza.profiles.trace import CpuOp, Iteration, Kernel, Trace
+from benanza.spec import PROFILED_STEP_PHASES
 
 #: the phase ranges a training iteration records, in order
-PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer")
+PHASES = PROFILED_STEP_PHASES
 PHASE_PREFIX = "benanza.phase:"
 #: what a kernel of a training step does (module doc, step 4)
 ROLES = ("forward", "loss", "backward", "loss_backward", "accumulate_grad", "optimizer", "zero_grad",
