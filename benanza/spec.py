@@ -237,22 +237,30 @@ class Phase:
 
 @dataclass(frozen=True)
 class Optimizer:
-    """A training step's optimizer: ``name``, the torch.optim class it is (``torch_class``, with
-    ``lr`` and ``momentum``; ``foreach`` at its default) and ``state`` (optimizer-state tensors per
-    parameter tensor, that the memory bound holds: SGD's momentum 1, Adam's two moments 2)."""
+    """A training step's optimizer: ``name``, the torch.optim class it is (``torch_class``), its C++
+    ``OptimizerAlgo`` enumerator (``cpp``, cpp/include/benanza/optimizer.hpp), ``state``
+    (optimizer-state tensors per parameter tensor, that the memory bound holds: SGD's momentum 1,
+    Adam's two moments 2), ``profiled`` (the torch.optim arguments of a profiled PyTorch training step,
+    ``foreach`` at its default) and ``timed`` (the hyper-parameters of benanza's timed step: they change
+    no work, only which terms exist does; PyTorch's defaults, SGD at lr 0.01 with momentum 0.9, weight
+    decay 1e-2 wherever its flag is set)."""
 
     name: str
     torch_class: str
-    lr: float
-    momentum: float | None
+    cpp: str
     state: int
+    profiled: tuple[tuple[str, float], ...]
+    timed: tuple[tuple[str, float], ...]
 
 
-#: the optimizers benanza times and profiles (torch.optim's defaults; SGD with momentum 0.9)
+#: the optimizers benanza times and profiles
 OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
-    Optimizer("sgd", "SGD", 1e-3, 0.9, 1),
-    Optimizer("adam", "Adam", 1e-4, None, 2),
-    Optimizer("adamw", "AdamW", 1e-4, None, 2),
+    Optimizer("sgd", "SGD", "OptimizerAlgo::SGD", 1, (("lr", 1e-3), ("momentum", 0.9)),
+              (("lr", 0.01), ("momentum", 0.9), ("dampening", 0.0), ("weight_decay", 1e-2))),
+    Optimizer("adam", "Adam", "OptimizerAlgo::ADAM", 2, (("lr", 1e-4),),
+              (("lr", 1e-3), ("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8), ("weight_decay", 1e-2))),
+    Optimizer("adamw", "AdamW", "OptimizerAlgo::ADAMW", 2, (("lr", 1e-4),),
+              (("lr", 1e-3), ("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8), ("weight_decay", 1e-2))),
 )}
 #: the optimizer when ``--train`` names none
 DEFAULT_OPTIMIZER = "sgd"
@@ -396,12 +404,13 @@ def parse_input_shape(text: str | None) -> tuple[int, ...] | None:
 
 
 def model_path(value) -> Path:
-    """An existing ONNX file. Raises UsageError naming the path when it is missing or a folder."""
+    """An existing file (the ONNX model). Raises UsageError naming the path when it is missing or not
+    a file, in the words of :func:`benanza.processing.model.load_graph` (which reads it)."""
     p = Path(value)
     if not p.exists():
-        raise UsageError(f"{p}: no such model file")
-    if p.is_dir():
-        raise UsageError(f"{p}: is a folder, not an ONNX model file")
+        raise UsageError(f"{p}: no such file")
+    if not p.is_file():
+        raise UsageError(f"{p}: not a file")
     return p
 
 # ---------------------------------------------------------------------------------------- requests

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from benanza.profiles.trace import read_trace
-from benanza.profiles.train_join import PHASES, ROLES, train_join
+from benanza.profiles.train_join import ROLES, train_join
+from benanza.spec import PROFILED_STEP_PHASES as PHASES
 
 DATA = Path(__file__).parent / "data" / "traces"
 REAL_TRACE = DATA / "resnet18_train_b2_fp32.json.gz"

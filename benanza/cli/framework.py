@@ -22,26 +22,28 @@ def _opt(t, *names: str, help: str):
     return Annotated[t, typer.Option(*names, help=help)]
 
 
+ProfBatch = _opt(Optional[int], "--batch", "-b", help="batch size (default 1; with --from: the profile's)")
+ProfDtype = _opt(str, "--dtype", "-t", help=DTYPE_HELP["profile"])
+ProfOut = _opt(Optional[Path], "-o", "--output", help="profile folder to write (default ./profile-MODEL-bN-DTYPE)")
+ProfFrom = _opt(Optional[Path], "--from", help="read this profile folder instead of running the model (e.g. from your "
+                "own PyTorch program)")
+ProfDevice = _opt(str, "--device", help="cuda, cuda:N or cpu")
+CudnnBenchmark = _opt(bool, "--cudnn-benchmark/--no-cudnn-benchmark", help="torch.backends.cudnn.benchmark (engine "
+                      "autotuning)")
+ChannelsLast = _opt(bool, "--channels-last", help="run the model and its 4-D inputs in torch.channels_last (NHWC) "
+                    "memory format")
+ProfLogs = _opt(bool, "--logs/--no-logs", help="also run with cuDNN and cuBLASLt logging (engines, algorithms)")
+ProfForce = _opt(bool, "--force", help="replace a profile already in the output folder")
+Timeout = _opt(float, "--timeout", help="seconds per PyTorch run")
+ProfJson = _opt(bool, "--json", help="JSON on stdout (the joined profile)")
+
+
 @guarded
-def profile(model: Model, batch: _opt(Optional[int], "--batch", "-b", help="batch size (default 1; with --from: the "
-                                      "profile's)") = None,
-            dtype: _opt(str, "--dtype", "-t", help=DTYPE_HELP["profile"]) = "fp32",
-            output: _opt(Optional[Path], "-o", "--output", help="profile folder to write (default "
-                         "./profile-MODEL-bN-DTYPE)") = None,
-            load: _opt(Optional[Path], "--from", help="read this profile folder instead of running the model (e.g. "
-                       "from your own PyTorch program)") = None,
-            device: _opt(str, "--device", help="cuda, cuda:N or cpu") = "cuda", warmup: Warmup = 20, runs: Runs = 100,
-            iterations: Iterations = 5,
-            cudnn_benchmark: _opt(bool, "--cudnn-benchmark/--no-cudnn-benchmark", help="torch.backends.cudnn."
-                                  "benchmark (engine autotuning)") = True,
-            channels_last: _opt(bool, "--channels-last", help="run the model and its 4-D inputs in "
-                                "torch.channels_last (NHWC) memory format") = False,
-            logs: _opt(bool, "--logs/--no-logs", help="also run with cuDNN and cuBLASLt logging (engines, "
-                       "algorithms)") = True,
-            force: _opt(bool, "--force", help="replace a profile already in the output folder") = False,
-            timeout: _opt(float, "--timeout", help="seconds per PyTorch run") = 1800.0,
-            json_out: _opt(bool, "--json", help="JSON on stdout (the joined profile)") = False, dim: Dim = None,
-            batch_dim: BatchDim = None):
+def profile(model: Model, batch: ProfBatch = None, dtype: ProfDtype = "fp32", output: ProfOut = None,
+            load: ProfFrom = None, device: ProfDevice = "cuda", warmup: Warmup = 20, runs: Runs = 100,
+            iterations: Iterations = 5, cudnn_benchmark: CudnnBenchmark = True, channels_last: ChannelsLast = False,
+            logs: ProfLogs = True, force: ProfForce = False, timeout: Timeout = 1800.0, json_out: ProfJson = False,
+            dim: Dim = None, batch_dim: BatchDim = None):
     """Run MODEL in PyTorch under torch.profiler (and cuDNN/cuBLASLt logging) into a profile folder,
     join its kernels with the model's layers and print what the framework did.
 
@@ -91,27 +93,29 @@ Logs = _opt(bool, "--logs/--no-logs", help="also profile each eager run with cuD
             "without them)")
 
 
+TorchDevice = _opt(str, "--device", help="cuda or cuda:N")
+TorchChannelsLast = _opt(bool, "--channels-last", help="also profile the module in torch.channels_last memory format")
+Compile = _opt(Optional[str], "--compile", help="also profile torch.compile(module, mode=MODE): default, "
+               "reduce-overhead or max-autotune")
+Bench = _opt(bool, "--bench/--no-bench", help="bench the layers first (--no-bench: the database has them)")
+BenchArgs = _opt(str, "--bench-args", help="more `benanza bench` timing options, one string, e.g. '--max-engines 4 "
+                 "--no-cold'")
+Seq = _opt(int, "--seq", help="sequence length of transformers inputs (prefill)")
+KvLen = _opt(Optional[int], "--kv-len", help="with --phase decode: tokens in the KV cache (default --seq)")
+InputShape = _opt(Optional[str], "--input-shape", help="per-sample input shape of an image model, e.g. 3x299x299")
+TorchForce = _opt(bool, "--force", help="export again over an existing export")
+TorchJson = _opt(bool, "--json", help="the insights documents as a JSON list on stdout")
+TorchTrain = _opt(bool, "--train", help=TORCH_TRAIN_HELP)
+Spec = Annotated[str, typer.Argument(help=TORCH_SPEC_HELP)]
+
+
 @guarded
-def torch_cmd(spec: Annotated[str, typer.Argument(help=TORCH_SPEC_HELP)], batch: Batches = "1", dtype: Dtype = "fp32",
-              db: Db = None, output: Output = None, device: _opt(str, "--device", help="cuda or cuda:N") = "cuda",
-              channels_last: _opt(bool, "--channels-last", help="also profile the module in torch.channels_last "
-                                  "memory format") = False,
-              compile_mode: _opt(Optional[str], "--compile", help="also profile torch.compile(module, mode=MODE): "
-                                 "default, reduce-overhead or max-autotune") = None,
-              bench: _opt(bool, "--bench/--no-bench", help="bench the layers first (--no-bench: the database has "
-                          "them)") = True,
-              bench_args: _opt(str, "--bench-args", help="more `benanza bench` timing options, one string, e.g. "
-                               "'--max-engines 4 --no-cold'") = "",
-              seq: _opt(int, "--seq", help="sequence length of transformers inputs (prefill)") = 128,
-              phase: PhaseOpt = "prefill",
-              kv_len: _opt(Optional[int], "--kv-len", help="with --phase decode: tokens in the KV cache (default "
-                           "--seq)") = None,
-              input_shape: _opt(Optional[str], "--input-shape", help="per-sample input shape of an image model, e.g. "
-                                "3x299x299") = None,
-              warmup: Warmup = 20, runs: Runs = 100, iterations: Iterations = 5, logs: Logs = True,
-              force: _opt(bool, "--force", help="export again over an existing export") = False,
-              json_out: _opt(bool, "--json", help="the insights documents as a JSON list on stdout") = False,
-              train: _opt(bool, "--train", help=TORCH_TRAIN_HELP) = False, optimizer: Optimizer = None):
+def torch_cmd(spec: Spec, batch: Batches = "1", dtype: Dtype = "fp32", db: Db = None, output: Output = None,
+              device: TorchDevice = "cuda", channels_last: TorchChannelsLast = False, compile_mode: Compile = None,
+              bench: Bench = True, bench_args: BenchArgs = "", seq: Seq = 128, phase: PhaseOpt = "prefill",
+              kv_len: KvLen = None, input_shape: InputShape = None, warmup: Warmup = 20, runs: Runs = 100,
+              iterations: Iterations = 5, logs: Logs = True, force: TorchForce = False, json_out: TorchJson = False,
+              train: TorchTrain = False, optimizer: Optimizer = None):
     """Analyze a PyTorch module as users run it: export it to ONNX, bench its layers, profile the
     module itself (eager; channels_last and torch.compile when asked), join its kernels to the
     layers and report how fast it could run and what stands in the way (--train: of a training step).

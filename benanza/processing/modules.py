@@ -109,9 +109,6 @@ def _torchvision(name: str, input_shape: tuple[int, ...] | None) -> ModuleSource
                         identity={"torchvision": name, "input_shape": list(shape)}, cacheable=True)
 
 
-#: the phases of a transformers model benanza profiles: the prompt's forward pass, and one generated
-#: token against a KV cache (:data:`benanza.spec.DECODER_PHASES`)
-PHASES = tuple(DECODER_PHASES)
 
 
 def split_overrides(text: str) -> tuple[str, dict]:
@@ -184,7 +181,7 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     if phase == "decode":
         return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq)
     if phase != "prefill":
-        raise UsageError(f"--phase {phase!r}: choose {' or '.join(PHASES)}")
+        raise UsageError(f"--phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
 
     def build():
         import torch
@@ -327,8 +324,8 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
     s = spec.strip()
     if not s:
         raise UsageError("empty module spec")
-    if phase not in PHASES:
-        raise UsageError(f"--phase {phase!r}: choose {' or '.join(PHASES)}")
+    if phase not in DECODER_PHASES:
+        raise UsageError(f"--phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
     if phase != "prefill" and not s.startswith("transformers:"):
         raise UsageError(f"--phase {phase}: only a transformers decoder has one (transformers:TYPE), not {spec!r}")
     if s.startswith("torchvision:"):

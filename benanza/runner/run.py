@@ -630,17 +630,15 @@ def _store_job(ctx: SharedRun, p: _Progress, end: dict) -> None:
         p.feed()
 
 
-#: the harness's phases of one measurement (``cost_ms`` with ``--profile``; harness.cpp's ``measure``)
-PHASES = HARNESS_PHASES
 
 
 def job_phases(records: list[Record], end: dict) -> dict:
     """Where one job's time went, from its records (``--profile``): the harness's wall ms per phase
-    summed over its measurements (``cost_ms``; :data:`PHASES`), plan builds (``build_ms``), the GPU
+    summed over its measurements (``cost_ms``; :data:`benanza.spec.HARNESS_PHASES`), plan builds (``build_ms``), the GPU
     time of the samples themselves (warm: mean ms per call x reps x samples; cold: mean x samples;
     a raced-out or screened call: its screen samples), the measurements by status, and what the
     worker's ``job_end`` line adds (``cost_ms``: the job's own wall time and set-up, ms)."""
-    cost = dict.fromkeys(PHASES, 0.0)
+    cost = dict.fromkeys(HARNESS_PHASES, 0.0)
     build = gpu = 0.0
     status: dict[str, int] = {}
     for r in records:
