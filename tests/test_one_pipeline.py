@@ -93,3 +93,36 @@ def test_torch_gives_one_document_to_the_cli_and_the_api(recorded_torch):
     (ins,) = api.analyze(req).documents()
     assert doc["lbl_ms"] == ins["lbl_ms"] and doc["benanza_ratio"] == ins["benanza_ratio"]
     assert (recorded_torch / "cli" / "report-b32-fp16.html").exists()  # the CLI's HTML report beside it
+
+
+@pytest.mark.parametrize("cmd", [["analyze", RESNET50, "--db", DB], ["predict", RESNET50, "--db", DB, "--to", "H100-SXM"],
+                                 ["bench", RESNET50, "--db", "x.db"], ["generate", RESNET50, "-o", "suite"],
+                                 ["torch", "resnet50", "--no-bench"]])
+def test_optimizer_without_train_is_an_error_in_every_command(cmd, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, [*map(str, cmd), "--optimizer", "adam"])
+    assert r.exit_code == 2 and "--optimizer goes with --train" in r.output
+    assert not (tmp_path / "x.db").exists() and not (tmp_path / "suite").exists()
+
+
+def test_roofline_and_predict_take_analyzes_scenario_options():
+    """--cache, --conv-tf32, --dim and --batch-dim on roofline and predict as on analyze: the same
+    scenario, the same LBL (cold measurements: the shipped database has none for resnet50 fp32 here, so
+    each says so the same way)."""
+    common = ["--batch", "32", "--dtype", "fp32", "--conv-tf32", "--db", DB]
+    a = cli_json("analyze", RESNET50, *common)
+    r = cli_json("roofline", RESNET50, *common)
+    p = cli_json("predict", RESNET50, *common, "--to", "H100-SXM")
+    assert a["lbl_ms"] == r["lbl_ms"] == p["origin_lbl_ms"] and a["conv_precision"] == "tf32"
+    errs = [CliRunner().invoke(app, [c, str(RESNET50), "--db", str(DB), "--cache", "hot", *x])
+            for c, x in (("analyze", []), ("roofline", []), ("predict", ["--to", "H100-SXM"]))]
+    assert all(e.exit_code == 2 and "--cache must be warm or cold" in e.output for e in errs)
+
+
+def test_a_bare_benanza_prints_its_help():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "benanza"], capture_output=True, text=True)
+    assert r.returncode == 2 and not r.stderr.startswith("benanza: ")
+    assert "Usage: benanza [OPTIONS] COMMAND" in r.stderr and "\n  analyze " in r.stderr

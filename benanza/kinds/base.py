@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from benanza.spec import STEP_PHASES, TRAINING_PHASES  # noqa: F401 (a training step's phases: benanza.spec)
+from benanza.spec import LAYOUTS, STEP_PHASES, TRAINING_PHASES  # noqa: F401 (the vocabulary: benanza.spec)
 
 
 Shape = tuple[int, ...]
@@ -172,8 +172,8 @@ def channels_last(shape) -> list[int]:
 #: job id suffix of their jobs (:class:`JobId`)
 FRAMEWORK_CALL_PREFIX = "torch:"
 FRAMEWORK_JOB_SUFFIX = ".torch"
-#: the layouts a job can time (NCHW: the model's; NHWC: channels-last)
-JOB_LAYOUTS = ("NCHW", "NHWC")
+#: the layouts a job can time (NCHW: the model's; NHWC: channels-last; :data:`benanza.spec.LAYOUTS`)
+JOB_LAYOUTS = LAYOUTS
 #: what-if layouts: measurements a job records beside its own layout, of a memory layout the model does
 #: not feed (``PAGED_KV``: SDPA over a paged KV cache, :mod:`benanza.kinds.sdpa`), each owned by the job
 #: layout that records it (its rows are replaced with that job's). No analysis serves them

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from benanza.reports.tables import Col, FitTable, fmt_ms
 from benanza.reports.terminal import err, out, print_json
+from benanza.versions import version_text
 
 def profile_tables(p) -> list:
     """The summary of a :class:`benanza.profiles.Profile` as rich renderables."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.text import Text
 
 from benanza.errors import UsageError
-from benanza.reports.tables import Col, FitTable, fmt_ms  # noqa: F401
+from benanza.reports.tables import Col, FitTable
 from benanza.reports.terminal import err, out, print_json
 
 #: the per-layer table's columns; in a narrow terminal an all-empty column goes first (the v7 pick
