@@ -30,6 +30,10 @@ class PredictResult:
     prediction: Prediction | TrainingPrediction
     error_bar: ErrorBar | None
 
+    def __iter__(self):
+        """``lb, prediction = api.predict(...)``, as scripts unpacked it."""
+        return iter((self.lower_bound, self.prediction))
+
     def document(self) -> dict:
         """The JSON document (``predict --json``): the prediction and its ``error_bar``."""
         return {**self.prediction.to_dict(), "error_bar": self.error_bar.to_dict() if self.error_bar else None}
@@ -79,6 +83,10 @@ class RooflineResult:
     roofline: ModelRoofline
     time: TimeRoofline | None
     counters: list[dict]
+
+    def __iter__(self):
+        """``lb, roofline, spec = api.roofline(...)``, as scripts unpacked it."""
+        return iter((self.lower_bound, self.roofline, self.spec))
 
     def document(self, charts=()) -> dict:
         """The classic roofline's JSON document (``roofline --json``) with the ``charts`` written and
