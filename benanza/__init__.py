@@ -2,6 +2,9 @@
 
 PyTorch modules: ``benanza torch SPEC`` and :func:`analyze_module` (:mod:`benanza.api`, in this process).
 
+Vocabulary: :mod:`benanza.spec` (each concept defined and validated once); use cases: :mod:`benanza.usecases`
+(one per command, called by the CLI, :mod:`benanza.cli`, and the API, :mod:`benanza.api`, alike).
+
 Pipeline (one module each): :mod:`benanza.processing.model` (model processor), :mod:`benanza.generation.generator`
 (benchmark generator), :mod:`benanza.build.builder` (CMake build), :mod:`benanza.runner.run` (GPU runs),
 :mod:`benanza.database.store` (performance database), :mod:`benanza.analysis.analyzer` (LBL and advice).
@@ -14,8 +17,8 @@ __version__ = "0.1.0"
 
 def analyze_module(module, example_inputs, **kw):
     """benanza for a PyTorch module object: export, bench, profile the module itself and analyze.
-    See :func:`benanza.api.analyze_module` (arguments, errors); returns one
-    :class:`benanza.analysis.insights.Insights` per profiled run."""
+    See :func:`benanza.api.analyze_module` (arguments, errors); returns one insights document (a
+    dict, as ``benanza torch --json`` gives it) per profiled run."""
     from benanza.api import analyze_module as _analyze_module
 
     return _analyze_module(module, example_inputs, **kw)

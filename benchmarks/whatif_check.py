@@ -40,7 +40,7 @@ Writes ``DIR/whatif-check.txt`` and ``.json`` after every model (a cut run keeps
 
 **``--train``** (issue 26, item 3): the same check over the training step (forward, cross-entropy
 loss, ``backward()``, ``optimizer.step()``, ``zero_grad(set_to_none=True)``) and its what-if
-(:mod:`benanza.analysis.train_whatif`, :func:`benanza.api.train_comparison`). The starting run:
+(:mod:`benanza.analysis.train_whatif`, :func:`benanza.usecases.torch.train_comparison`). The starting run:
 eager, fp32 (PyTorch's defaults), ``cudnn.benchmark`` off, the for-each optimizer (``foreach=True``).
 The changes, in the composition's order, each on top of the ones before
 (:data:`TRAIN_CHANGES`): a CUDA graph of the whole step with static inputs and targets (PyTorch's
@@ -250,7 +250,8 @@ def measure_train(spec: str, batch: int, on: set[str], runs: int, optimizer: str
 def estimates_train(spec: str, batch: int, db: str, folder: Path, runs: int, optimizer: str) -> dict:
     """Profile the starting training run with benanza (``cudnn.benchmark`` off) against the
     database ``db`` (no bench here) and return its ``torch --train`` report document (what-if)."""
-    from benanza.api import train_comparison
+    from benanza.spec import TorchRequest
+    from benanza.usecases.torch import train_comparison
     from benanza.processing.modules import export_onnx, resolve
     from benanza.profiles import capture_profile
     from benanza.profiles.pytorch import ProfileRun
@@ -261,7 +262,8 @@ def estimates_train(spec: str, batch: int, db: str, folder: Path, runs: int, opt
     export_onnx(src, export, keep_batch_norms=True)
     capture_profile(export, batch, "fp32", folder / "profile", warmup=20, runs=runs, iterations=3,
                     cudnn_benchmark=False, force=True, module={"spec": spec}, train=True, optimizer=optimizer)
-    c = train_comparison(export, ProfileRun(batch, False, None, folder / "profile", optimizer), "fp32", db)
+    c = train_comparison(TorchRequest(spec, (batch,), "fp32", db), export,
+                         ProfileRun(batch, False, None, folder / "profile", optimizer))
     return c.to_dict()
 
 

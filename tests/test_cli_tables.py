@@ -227,7 +227,7 @@ def _analysis(model, batch=32, dtype="fp16"):
 def test_the_fast_rows_are_richs_rows(models, width):
     """FitTable draws one-line rows itself (0.6 ms a row in rich): the same characters and colours as
     rich's Table, on a terminal and piped, with missing (red) rows and wrapped engine configs."""
-    from benanza.cli import _analysis_table, _summary_table
+    from benanza.reports.lbl import analysis_table as _analysis_table, summary_table as _summary_table
 
     for a in (_analysis(REPO / "examples" / "resnet50.onnx"), _analysis(models / "resnet50_bnkept.onnx")):
         for color in (False, True):
@@ -246,7 +246,7 @@ def test_the_fast_rows_are_richs_rows(models, width):
 def test_an_empty_column_goes_first_and_engine_configs_wrap_between_knobs():
     """At 120 columns the all-empty v7 column (no heuristic records in this database) is not shown,
     math is; an engine config breaks after a knob's ``_``, never inside ``k28=1``."""
-    from benanza.cli import _analysis_table
+    from benanza.reports.lbl import analysis_table as _analysis_table
 
     a = _analysis(REPO / "examples" / "resnet50.onnx")
     c = Console(file=io.StringIO(), width=120)

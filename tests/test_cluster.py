@@ -150,6 +150,7 @@ def test_a_zoo_is_one_suite_its_shared_jobs_measured_once_then_each_models_lbl(t
     """bench of several models (tests/fake_suite.py as the built suite): one suite of their unique
     jobs, one run of each (the longest first), an analysis per model; a models file names them."""
     from benanza import api
+    from benanza.usecases import bench as bench_case
     from benanza.generation.generator import plan_jobs
     from benanza.processing.model import process
 
@@ -160,14 +161,14 @@ def test_a_zoo_is_one_suite_its_shared_jobs_measured_once_then_each_models_lbl(t
     with pytest.raises(UsageError, match="--models-file .*: no such file"):
         api.model_list([], tmp_path / "missing.txt")
 
-    def build(folder, jobs, quiet):  # the fake suite where the compile puts the binary
+    def build(folder, jobs, quiet, progress=None):  # the fake suite where the compile puts the binary
         exe = Path(folder) / "build" / "benanza-suite"
         exe.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(HERE / "fake_suite.py", exe)
         exe.chmod(0o755)
         return type("B", (), {"executable": exe})()
 
-    monkeypatch.setattr(api, "build_with_progress", build)
+    monkeypatch.setattr(bench_case, "build_with_progress", build)
     log = tmp_path / "started.log"
     monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
     r = api.bench(api.model_list([a, b]), output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'z.db'}", torch=False,
@@ -188,12 +189,13 @@ def test_a_zoo_through_a_cluster_opened_while_the_suite_compiles(tmp_path, model
     waits until it is open, so the run stage waits for none of it), each unique job runs once on the
     worker, the same jobs and statuses as a local bench, each model analyzed on the kind's system."""
     from benanza import api
+    from benanza.usecases import bench as bench_case
 
     distributed = pytest.importorskip("distributed")
     a, b = models / "vgg16.onnx", models / "vgg16_bn.onnx"
     opened = threading.Event()
 
-    def build(folder, jobs, quiet):  # the fake suite where the compile puts the binary
+    def build(folder, jobs, quiet, progress=None):  # the fake suite where the compile puts the binary
         opened.wait(60)
         exe = Path(folder) / "build" / "benanza-suite"
         exe.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +211,7 @@ def test_a_zoo_through_a_cluster_opened_while_the_suite_compiles(tmp_path, model
         finally:
             opened.set()
 
-    monkeypatch.setattr(api, "build_with_progress", build)
+    monkeypatch.setattr(bench_case, "build_with_progress", build)
     monkeypatch.setattr(C.ClusterConnection, "_open", connect)
     monkeypatch.setenv("FAKE_SUITE_GPU", "GPU Z")
     with C.local_cluster([C.WorkerSpec("z1", "GPU_Z", {}, slots=2)]) as cluster, \

@@ -245,23 +245,28 @@ runner = CliRunner()
 
 
 def test_benanza_torch_writes_a_runs_report_from_its_profile(prof_dir, models, tmp_path, capsys):
-    """``benanza torch``'s per-run report (``cli._torch_report``, called as soon as a run's profile is
+    """``benanza torch``'s per-run report (``usecases.torch.run_report``, called as soon as a run's profile is
     taken): the analysis of the export against the profile, ``report-*.json`` and ``.html`` beside the
     profile folder, the run's label and the command's seconds; then the tables (or the JSON list)."""
-    import benanza.cli as cli
+    import benanza.reports.framework as cli
     from benanza.profiles.pytorch import ProfileRun
+    from benanza.spec import TorchRequest
+    from benanza.usecases.common import open_database
+    from benanza.usecases.torch import run_report
 
     folder = tmp_path / "w"
     shutil.copytree(prof_dir, folder / "profile-b1-fp32")
     run = ProfileRun(1, False, None, folder / "profile-b1-fp32")
-    doc = cli._torch_report("resnet50", "fp32", str(REF_DB), folder, models / "resnet50_bnkept.onnx", run, "prefill",
-                            None, {"export": 1.5, "bench": 2.0})
+    rep = run_report(TorchRequest("resnet50", dtype="fp32", db=str(REF_DB)), open_database(str(REF_DB)), folder,
+                     models / "resnet50_bnkept.onnx", run, None, {"export": 1.5, "bench": 2.0})
+    cli.write_html(rep)
+    doc = rep.document
     written = json.loads((folder / "report-b1-fp32.json").read_text())
     assert written == json.loads(json.dumps(doc, default=str))
     assert doc["format"] == "benanza-insights" and doc["batch"] == 1 and doc["complete"]
     assert doc["run"]["label"] == "eager" and doc["run"]["command_seconds"] == {"export": 1.5, "bench": 2.0}
     assert "<svg" in (folder / "report-b1-fp32.html").read_text()
-    cli._print_torch_reports("resnet50", "fp32", folder, [doc], json_out=True)
+    cli.print_torch_reports("resnet50", "fp32", folder, [doc], json_out=True)
     assert json.loads(capsys.readouterr().out)[0]["lbl_ms"] == pytest.approx(doc["lbl_ms"])
     import io
 
@@ -271,7 +276,7 @@ def test_benanza_torch_writes_a_runs_report_from_its_profile(prof_dir, models, t
     old = cli.out
     cli.out = Console(file=buf, width=120)
     try:
-        cli._print_torch_reports("resnet50", "fp32", folder, [doc], json_out=False)
+        cli.print_torch_reports("resnet50", "fp32", folder, [doc], json_out=False)
     finally:
         cli.out = old
     text = buf.getvalue()

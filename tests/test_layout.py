@@ -1,6 +1,7 @@
 """The package's shape (issue 16): the folders show the data flow, and no module reaches into another
 module's private names (a leading underscore), by import or by attribute."""
 import ast
+import inspect
 import importlib
 import importlib.util
 import pkgutil
@@ -11,7 +12,10 @@ import benanza
 PKG = Path(benanza.__file__).parent
 #: the stages, in the README's order: each imports only the stages before it (the database holds the
 #: records the runner writes into it; the analyses read the database)
-STAGES = ("kinds", "processing", "generation", "build", "database", "runner", "analysis", "profiles", "reports")
+STAGES = ("kinds", "processing", "generation", "build", "database", "runner", "analysis", "profiles", "usecases",
+          "reports")
+#: the command line: a package above every stage
+FRONT = ("cli",)
 ALLOWED_PRIVATE = {"__version__", "_native"}
 
 
@@ -26,9 +30,9 @@ def _modules():
 
 def test_the_folders_are_the_stages():
     dirs = sorted(p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
-    assert dirs == sorted(STAGES)
+    assert dirs == sorted(STAGES + FRONT)
     flat = sorted(p.stem for p in PKG.glob("*.py"))
-    assert flat == ["__init__", "__main__", "api", "cli", "errors", "versions"], flat
+    assert flat == ["__init__", "__main__", "api", "errors", "spec", "versions"], flat
 
 
 def _violations(name: str, path: Path) -> list[str]:
@@ -171,3 +175,103 @@ def test_no_import_circles():
         if v not in index:
             visit(v)
     assert not circles, circles
+
+
+#: the libraries that draw for a terminal or a chart, and the only folders that may import them (issue 52:
+#: every table, chart and JSON document is made in reports/ from a use case's typed result)
+RENDERING = ("rich", "typer", "matplotlib", "click")
+RENDERERS = ("cli", "reports")
+
+
+def test_only_the_cli_and_the_reports_import_rendering_libraries():
+    bad = []
+    for p in sorted(PKG.rglob("*.py")):
+        rel = p.relative_to(PKG)
+        if "_data" in rel.parts or rel.parts[0] in RENDERERS:
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            bad += [f"{rel}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in RENDERING]
+    assert not bad, "\n".join(bad)
+
+
+#: each vocabulary of benanza.spec, as the literal a second definition would write
+VOCABULARIES = {
+    "the optimizers": {"sgd", "adam", "adamw"},
+    "the framework's data types": {"fp32", "tf32", "fp16", "bf16"},
+    "the decoder phases": {"prefill", "decode"},
+    "a profiled training step's phases": {"zero_grad", "forward", "loss", "backward", "optimizer"},
+    "the training step's phases": {"forward", "backward_data", "backward_weight", "optimizer"},
+    "the step's phase sums": {"forward", "loss", "backward_data", "backward_weight", "optimizer"},
+    "inference or training": {"inference", "train"},
+    "the harness's phases": {"first", "warmup", "capture", "screen", "warm", "cold"},
+    "the cold policies": {"contenders", "all", "none"},
+    "the caches": {"warm", "cold"},
+    "the layouts": {"NCHW", "NHWC"},
+}
+#: names a module-level vocabulary takes; defined in benanza/spec.py only
+VOCABULARY_NAMES = {"PHASES", "DTYPES", "_DTYPES", "OPTIMIZERS", "TABLE", "CACHES", "LAYOUTS", "COLD_POLICIES",
+                    "TIMING"}
+
+
+def _literal_strings(node) -> set:
+    if isinstance(node, ast.Dict):
+        return {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def test_each_vocabulary_is_defined_once_in_spec():
+    """No module but benanza/spec.py assigns a vocabulary's name (``PHASES``, ``DTYPES``,
+    ``OPTIMIZERS``, ...) or writes a vocabulary's literal (a tuple, list, set or dict keyed by exactly
+    its words) at module level: every other module imports it from :mod:`benanza.spec`."""
+    bad = []
+    for p in sorted(PKG.rglob("*.py")):
+        rel = p.relative_to(PKG)
+        if "_data" in rel.parts or rel.as_posix() == "spec.py":
+            continue
+        for node in ast.parse(p.read_text()).body:
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                continue
+            names = [t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                     if isinstance(t, ast.Name)]
+            bad += [f"{rel}:{node.lineno} assigns {n}" for n in names if n in VOCABULARY_NAMES]
+            words = _literal_strings(node.value)
+            bad += [f"{rel}:{node.lineno} {names} writes {what}" for what, v in VOCABULARIES.items() if words == v]
+    assert not bad, "define these in benanza/spec.py and import them:\n" + "\n".join(bad)
+
+
+def test_the_vocabulary_check_finds_a_second_definition(tmp_path):
+    tree = ast.parse('PHASES = ("prefill", "decode")\nX = {"sgd": 1, "adam": 2, "adamw": 2}\n')
+    found = [(n.targets[0].id, _literal_strings(n.value)) for n in tree.body]
+    assert found[0][0] in VOCABULARY_NAMES and found[1][1] == VOCABULARIES["the optimizers"]
+
+
+#: the longest a command function may be (issue 52): it parses its options into a request, calls the
+#: use case and hands the result to reports/
+MAX_COMMAND_LINES = 30
+
+
+def test_the_cli_is_a_package_of_short_commands():
+    from benanza.cli import COMMANDS, db_app
+
+    from benanza.cli.framework import torch_cmd
+
+    fns = list(COMMANDS) + [torch_cmd] + [c.callback for c in db_app.registered_commands]
+    long_ = []
+    for fn in fns:
+        src = inspect.unwrap(fn)
+        lines, _ = inspect.getsourcelines(src)
+        body = [ln for ln in lines if not ln.lstrip().startswith("@")]
+        if len(body) > MAX_COMMAND_LINES:
+            long_.append(f"{src.__module__}.{src.__name__}: {len(body)} lines")
+    assert len(fns) == 21 and not long_, "\n".join(long_)
+
+
+def test_the_api_is_a_thin_facade():
+    from benanza import api
+
+    assert len((PKG / "api.py").read_text().splitlines()) <= 200
+    assert all(hasattr(api, n) for n in api.__all__) and "analyze_module" in api.__all__

@@ -144,9 +144,9 @@ def test_the_loss_in_the_step(tmp_path, monkeypatch, capsys):
     assert t.critical_path_ms == pytest.approx(13.95)
     assert any("taken as logits" in n for n in t.notes)
     assert t.to_dict()["phase_ms"]["loss"] == pytest.approx(0.25)
-    from benanza.cli import _print_training
+    from benanza.reports.lbl import print_training
 
-    _print_training([t], True)  # the table shows the loss column
+    print_training([t], True)  # the table shows the loss column
     assert "0.2500" in capsys.readouterr().out
 
 

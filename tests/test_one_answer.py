@@ -125,7 +125,7 @@ def test_a_scenario_is_frozen_and_names_a_missing_model(tmp_path):
     s = api.Scenario.of(RESNET50)
     with pytest.raises(Exception):
         s.batch = 2
-    with pytest.raises(UsageError, match="no such model file"):
+    with pytest.raises(UsageError, match="no such file"):
         api.Scenario.of(tmp_path / "nope.onnx")
 
 

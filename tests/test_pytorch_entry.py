@@ -120,8 +120,8 @@ def test_analyze_module_profiles_the_object_itself(fixture_path, tmp_path, monke
     res = benanza.analyze_module(m, example_inputs(4), batch=2, dtype="fp32", device="cpu", bench=False,
                                  db=str(REPO / "db" / "reference" / "h200_truth.sqlite.gz"), out=tmp_path / "w")
     assert len(res) == 1
-    ins = res[0]
-    assert ins.batch == 2 and ins.framework.get("framework") == "pytorch"
+    ins = res[0]  # the insights document, as `benanza torch` writes it
+    assert ins["batch"] == 2 and ins["framework"].get("framework") == "pytorch"
     assert json.loads((tmp_path / "w" / "profile-b2-fp32" / "profile.json").read_text())["settings"]["run"] == "native"
     assert (tmp_path / "w" / "module.pt").exists() and (tmp_path / "w" / "net.onnx").exists()
     # the user's module is left as it was (the export works on a copy)

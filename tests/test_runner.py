@@ -12,6 +12,9 @@ from benanza.database.store import JobRow, Measurement, open_db
 from benanza.errors import DeviceError
 from benanza.generation.generator import load_suite
 from benanza.runner.run import RunOptions, run_suite
+from benanza.spec import Timing
+from benanza.usecases import bench as bench_case
+from benanza.usecases.progress import SILENT
 
 
 def _run(folder, db_url, **kw):
@@ -234,7 +237,7 @@ def test_the_lock_several_commands_share_comes_first_and_stays(fake_suite, db_ur
         assert s.ok == len(load_suite(fake_suite).jobs)
         assert set(log.read_text().split()) == {shared} and os.path.exists(shared)
         log.unlink()
-    api._unlink_locks(prefix, RunOptions())
+    bench_case._unlink_locks(prefix, RunOptions())
     assert os.path.exists(shared)
 
 
@@ -318,10 +321,10 @@ def test_the_python_gpu_lock_waits_for_the_holder_and_synchronises(tmp_path):
 
 
 def _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached=False):
-    """bench's stages 3-4 (api._bench_measure) on the fake suite with a stand-in for the framework's
+    """bench's stages 3-4 (usecases.bench.bench_measure) on the fake suite with a stand-in for the framework's
     run (``framework(opts, stop)``) timed beside a compile that is not cached."""
-    from benanza import api
     from benanza.build import builder
+    from benanza.usecases import bench as api
     from benanza.runner import system as rsys
     from benanza.runner.run import query_system
     from benanza.build.builder import suite_executable
@@ -332,7 +335,7 @@ def _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached=False):
     monkeypatch.setattr(rsys, "local_system", lambda device=0: sysrec)
     monkeypatch.setattr(rsys, "partition_excludes_framework", lambda: "")
     monkeypatch.setattr(api, "build_with_progress", lambda *a, **k: type("B", (), {"executable": "suite"})())
-    monkeypatch.setattr(api, "run_framework", lambda suite, db, sid, opts, quiet, torch, stop=None:
+    monkeypatch.setattr(api, "run_framework", lambda suite, db, sid, opts, quiet, torch, stop=None, **k:
                         framework(opts, stop, sid, sysrec))
     monkeypatch.setenv("FAKE_SUITE_LOCK_LOG", str(tmp_path / "locks.log"))
     return api, suite
@@ -368,8 +371,7 @@ def test_the_framework_goes_on_beside_the_suites_run_on_one_gpu_lock(fake_suite,
     monkeypatch.setenv("BENANZA_FRAMEWORK_BESIDE_RUN", "1")
     stages = {}
     db = open_db(db_url)
-    rs, ts = api._bench_measure(suite, db, api.Timing(workers_per_gpu=1).run_options(), True, None,
-                                lambda m: None, stages)
+    rs, ts = api.bench_measure(suite, db, api.run_options(Timing(workers_per_gpu=1)), True, None, SILENT, stages)
     assert rs.ok == len(suite.jobs) and ts is not None and seen["overlapped"] and seen["cold"] == "contenders"
     shared = gpu_lock_files(seen["lock"], (0,))[0]
     assert set(log.read_text().split()) == {shared}  # every suite worker took the framework's lock
@@ -391,8 +393,7 @@ def test_a_failed_suite_run_stops_the_framework_beside_it(fake_suite, db_url, tm
     monkeypatch.setenv("BENANZA_FRAMEWORK_BESIDE_RUN", "1")
     monkeypatch.setenv("FAKE_SUITE_NODEVICE", "1")
     with pytest.raises(DeviceError):
-        api._bench_measure(suite, open_db(db_url), api.Timing().run_options(), True, None,
-                           lambda m: None, {})
+        api.bench_measure(suite, open_db(db_url), api.run_options(Timing()), True, None, SILENT, {})
     assert stopped["set"]
 
 
@@ -418,8 +419,8 @@ def test_where_the_framework_goes_by_default(fake_suite, db_url, tmp_path, monke
     api, suite = _beside_env(monkeypatch, fake_suite, tmp_path, framework, cached)
     monkeypatch.setenv("BENANZA_FRAMEWORK_BESIDE_RUN", mode)
     stages = {}
-    rs, ts = api._bench_measure(suite, open_db(db_url), api.Timing(workers_per_gpu=1).run_options(), True, None,
-                                lambda m: None, stages)
+    rs, ts = api.bench_measure(suite, open_db(db_url), api.run_options(Timing(workers_per_gpu=1)), True, None, SILENT,
+                               stages)
     assert rs.ok == len(suite.jobs) and ts is not None and stages["torch_s"] >= 0.3
     if not cached:  # beside the compile, before any suite job; the run takes no lock
         assert [s[0] for s in seen] == [False] and stages["compile_s"] >= 0.3

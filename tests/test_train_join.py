@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from benanza.profiles.trace import read_trace
-from benanza.profiles.train_join import PHASES, ROLES, train_join
+from benanza.profiles.train_join import ROLES, train_join
+from benanza.spec import PROFILED_STEP_PHASES as PHASES
 
 DATA = Path(__file__).parent / "data" / "traces"
 REAL_TRACE = DATA / "resnet18_train_b2_fp32.json.gz"
@@ -425,7 +426,7 @@ def test_batch_norms_pytorch_ran_natively_in_bf16_are_named_and_costed(tmp_path,
     """AMP-bf16: ATen's _select_batch_norm_backend refuses cuDNN for bf16 input, so the step runs
     ATen's batch-norm kernels; the report says so with their time, benanza's bound of the same
     calls and the difference. fp16 (cuDNN's kernels) gives no such finding."""
-    from benanza import cli
+    from benanza.reports import framework as cli
     from benanza.profiles.train_compare import TrainComparison
 
     c = TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, 0.06)))
@@ -444,7 +445,7 @@ def test_batch_norms_pytorch_ran_natively_in_bf16_are_named_and_costed(tmp_path,
     assert fc["layers"] == 0 and fc["lbl_ms"] is None and "no layer of the export" in fc["text"]
     run = {"label": "eager, training step (sgd)", "folder": str(tmp_path / "profile-b32-ampbf16-train-sgd"),
            "batch": 32, "dtype": "ampbf16", "optimizer": "sgd", "notices": []}
-    cli._print_train_comparisons([TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, 0.06)), run)], "m", False)
+    cli.print_train_comparisons([TrainComparison(_bn_join(BF16_BN, 0.1), _bn_step((0.04, 0.06)), run)], "m", False)
     assert "framework: PyTorch ran its own batch-norm kernels on bf16 input" in capsys.readouterr().out
 
 
@@ -488,17 +489,24 @@ def test_the_recorded_resnet18_training_trace():
 
 # ------------------------------------------------------------------------------------ plumbing
 
-def test_training_runs_and_the_bench_child(tmp_path):
-    from benanza.profiles.pytorch import bench_command, profile_runs
+def test_training_runs_and_the_bench_in_this_process(tmp_path, monkeypatch):
+    from benanza.profiles.pytorch import profile_runs
+    from benanza.spec import TorchRequest
+    from benanza.usecases import torch as T
 
     runs = profile_runs(tmp_path, [2, 32], "fp16", True, None, train="adamw")
     assert [r.folder.name for r in runs] == ["profile-b2-fp16-train-adamw", "profile-b2-fp16-cl-train-adamw",
                                              "profile-b32-fp16-train-adamw", "profile-b32-fp16-cl-train-adamw"]
     assert all(r.train == "adamw" for r in runs) and "training step (adamw)" in runs[0].label
     assert [r.folder.name for r in profile_runs(tmp_path, [2], "fp32", False, None)] == ["profile-b2-fp32"]
-    cmd = bench_command(tmp_path / "m.onnx", [2], "fp32", None, train="adam")
-    assert cmd[cmd.index("--train") + 1:cmd.index("--train") + 3] == ["--optimizer", "adam"]
-    assert "--conv-tf32" in cmd and "--train" not in bench_command(tmp_path / "m.onnx", [2], "fp32", None)
+    # the bench runs in this process (no child command line): PyTorch's fp32 as fp32 with TF32 convolutions
+    benched = []
+    monkeypatch.setattr(T, "bench", lambda req, progress: benched.append(req))
+    T.bench_runner(TorchRequest("m", dtype="fp32"), None, train="adam")(tmp_path / "m.onnx", [2])
+    T.bench_runner(TorchRequest("m", dtype="fp16"), None)(tmp_path / "m.onnx", [2])
+    assert benched[0].train and benched[0].optimizer == "adam" and benched[0].conv_tf32
+    assert benched[0].precisions == ("fp32",) and benched[0].batches == (2,) and benched[0].quiet
+    assert not benched[1].train and not benched[1].conv_tf32 and benched[1].precisions == ("fp16",)
 
 
 def test_prepare_says_where_the_command_time_goes(tmp_path, monkeypatch):
@@ -579,13 +587,15 @@ def test_each_run_is_reported_before_the_next_is_profiled(tmp_path, monkeypatch)
         on_run(folder / "m.onnx", runs[0])
         raise pt.BenanzaError("the profiling child timed out")
 
-    import benanza.api as api
+    import benanza.reports.framework as report
+    import benanza.usecases.torch as T
 
     monkeypatch.setattr(modules, "resolve", lambda *a: types.SimpleNamespace(name="m"))
     monkeypatch.setattr(pt, "prepare", fake_prepare)
-    monkeypatch.setattr(api, "open_database", lambda db: "the database")
-    monkeypatch.setattr(api, "current_fingerprint", lambda: "fp")
-    monkeypatch.setattr(cli, "_torch_report", lambda spec, dtype, db, folder, onnx, r, *a: written.append(r.batch))
+    monkeypatch.setattr(T, "open_database", lambda db: "the database")
+    monkeypatch.setattr(T, "current_fingerprint", lambda: "fp")
+    monkeypatch.setattr(T, "run_report", lambda req, db, folder, onnx, r, *a: written.append(r.batch) or r)
+    monkeypatch.setattr(report, "write_html", lambda rep: None)
     res = CliRunner().invoke(cli.app, ["torch", "pkg:m", "--batch", "1,8", "--dtype", "fp16", "--no-bench",
                                        "-o", str(tmp_path / "w")])
     assert res.exit_code != 0 and "timed out" in res.output
@@ -597,9 +607,10 @@ def test_torch_train_says_where_the_command_time_goes(tmp_path, monkeypatch):
     (``run.command_seconds``, in each report's JSON), as the inference reports do."""
     import types
 
-    import benanza.api as api
     import benanza.processing.modules as modules
     import benanza.profiles.pytorch as pt
+    import benanza.usecases.torch as T
+    from benanza.spec import TorchRequest
 
     monkeypatch.setattr(modules, "resolve", lambda spec, seq, shape: types.SimpleNamespace(name="m"))
 
@@ -608,10 +619,10 @@ def test_torch_train_says_where_the_command_time_goes(tmp_path, monkeypatch):
         return folder / "m_train.onnx", [types.SimpleNamespace(batch=b) for b in batches]
 
     monkeypatch.setattr(pt, "prepare", fake_prepare)
-    monkeypatch.setattr(api, "current_fingerprint", lambda: "fp")
-    monkeypatch.setattr(api, "train_comparison", lambda p, r, d, db, fingerprint=None: types.SimpleNamespace(
+    monkeypatch.setattr(T, "current_fingerprint", lambda: "fp")
+    monkeypatch.setattr(T, "train_comparison", lambda req, p, r, fingerprint=None: types.SimpleNamespace(
         run={"batch": r.batch}))
-    comps = api.torch_train("resnet18", [2, 8], "fp16", out=tmp_path, bench=False)
+    comps = T.torch_train(TorchRequest("resnet18", (2, 8), "fp16", output=tmp_path, bench=False)).comparisons
     assert [c.run for c in comps] == [{"batch": b, "command_seconds": {"export": 12.5, "bench": 30.25}} for b in (2, 8)]
 
 
@@ -654,20 +665,20 @@ def test_a_training_profile_folder_is_loaded_and_checked(tmp_path, small_model, 
 
 
 def test_the_report_is_printed_and_written(tmp_path, small_join, capsys):
-    from benanza import cli
     from benanza.profiles.train_compare import TrainComparison
+    from benanza.reports import framework as cli
 
     folder = tmp_path / "profile-b2-fp32-train-sgd"
     run = {"label": "eager, training step (sgd)", "folder": str(folder), "batch": 2, "dtype": "fp32",
            "optimizer": "sgd", "notices": [], "step_wall_ms": {"median_ms": 0.5, "iqr_ms": 0.01}}
     for complete in (True, False):
         c = TrainComparison(small_join, _step(complete, 0.008 if complete else None), dict(run))
-        cli._print_train_comparisons([c], "small", json_out=False)
+        cli.print_train_comparisons([c], "small", json_out=False)
         text = capsys.readouterr().out
         assert "step Benanza ratio" in text and ("INCOMPLETE" in text) is not complete
         d = json.loads((tmp_path / "report-b2-fp32-train-sgd.json").read_text())
         assert d["complete"] is complete and d["run"]["spec"] == "small"
-    cli._print_train_comparisons([c], "small", json_out=True)
+    cli.print_train_comparisons([c], "small", json_out=True)
     docs = json.loads(capsys.readouterr().out)
     assert docs[0]["ratios"]["optimizer"]["ratio"] is None and docs[0]["pytorch"]["iterations"] == 2
 

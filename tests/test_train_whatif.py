@@ -218,14 +218,14 @@ def test_alternatives_from_database_rows():
 
 
 def test_the_train_report_has_the_whatif(joined, tmp_path, capsys):
-    from benanza import cli
+    from benanza.reports import framework as cli
 
     ml, tj = joined
     c = _cmp(joined, _step(ml))
     c.run.update({"label": "eager, training step (sgd)", "folder": str(tmp_path / "profile-b2-fp32-train-sgd"),
                   "batch": 2, "dtype": "fp32", "optimizer": "sgd", "notices": []})
     c.whatif = compose_step(c, ml, StepAlternatives(fused_optimizer_ms=0.01))
-    cli._print_train_comparisons([c], "resnet18", json_out=False)
+    cli.print_train_comparisons([c], "resnet18", json_out=False)
     text = capsys.readouterr().out
     first = text.strip().splitlines()[0]
     assert first.startswith("resnet18 batch 2 fp32: PyTorch's training step takes") and "could take" in first

@@ -44,9 +44,8 @@ from benanza import kinds as L
 from benanza.analysis.roofline import Ceilings
 from benanza.errors import UsageError
 from benanza.kinds.precision import DTYPE_BYTES, Precision
+from benanza.spec import DECODER_PHASES
 
-#: the phases of a decoder, and what their step's time is to a user
-PHASES = {"prefill": "time to first token (TTFT)", "decode": "time per output token (TPOT)"}
 
 #: ONNX floating-point tensor types: the initializers that are weights (int64 shape constants and
 #: boolean masks are not)
@@ -238,8 +237,8 @@ def physical_bound(model: onnx.ModelProto, ml, precision: str, ceilings: Ceiling
     ``ceilings`` (``source``: "measured" or "datasheet"; ``gpu``: its name), for ``phase`` (None:
     :func:`decoder_phase`); None when ``ml`` is no decoder. Raises UsageError for an unknown phase or
     non-positive ceilings."""
-    if phase is not None and phase not in PHASES:
-        raise UsageError(f"phase {phase!r}: choose {' or '.join(PHASES)}")
+    if phase is not None and phase not in DECODER_PHASES:
+        raise UsageError(f"phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
     if ceilings.flops_per_s <= 0 or ceilings.bytes_per_s <= 0:
         raise UsageError("the physical bound needs positive ceilings")
     phase = phase or decoder_phase(ml)
@@ -274,7 +273,7 @@ def llm_terms(bound: PhysicalBound, lbl_ms: float, complete: bool, measured_ms: 
     a partial sum, not a bound), the physical bound (:meth:`PhysicalBound.to_dict`) and the
     fractions of it the LBL, the framework's latency and its kernel time reach (bound / time); for
     decode, tokens per second at each (batch / time)."""
-    d = {"phase": bound.phase, "metric": PHASES[bound.phase], "batch": bound.batch,
+    d = {"phase": bound.phase, "metric": DECODER_PHASES[bound.phase], "batch": bound.batch,
          "measured_ms": measured_ms, "kernel_ms": kernel_ms, "lbl_ms": lbl_ms, "lbl_complete": complete,
          "bound": bound.to_dict(), "bound_ms": bound.bound_ms,
          "lbl_fraction": bound.fraction(lbl_ms), "measured_fraction": bound.fraction(measured_ms),
@@ -299,7 +298,7 @@ def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, ke
     try:
         ceil, source, gpu = system_ceilings(database, system, analysis.precision)
     except UsageError as e:
-        return {"phase": phase, "metric": PHASES.get(phase, phase), "error": str(e)}
+        return {"phase": phase, "metric": DECODER_PHASES.get(phase, phase), "error": str(e)}
     model, _ = load_graph(ml.path)
     b = physical_bound(model, ml, analysis.precision, ceil, source, gpu, phase)
     return llm_terms(b, analysis.lbl_ms, analysis.complete, measured_ms, kernel_ms)

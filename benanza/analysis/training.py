@@ -40,6 +40,7 @@ from benanza.database.store import Database, System
 from benanza.kinds.backend import Backend
 from benanza.processing.model import ModelLayers
 from benanza.processing.training import loss_config, optimizer_config, training_plan
+from benanza.spec import OPTIMIZERS
 
 
 @dataclass
@@ -73,7 +74,7 @@ class BackwardTime:
 
 #: optimizer -> its state per parameter element, in parameter-sized tensors (torch/optim/sgd.py:
 #: one momentum buffer; adam.py and adamw.py: exp_avg and exp_avg_sq)
-OPTIMIZER_STATE = {"sgd": 1, "adam": 2, "adamw": 2}
+OPTIMIZER_STATE = {o.name: o.state for o in OPTIMIZERS.values()}
 
 
 @dataclass

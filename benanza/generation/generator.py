@@ -22,7 +22,7 @@ from benanza import __version__
 from benanza import kinds as L
 from benanza.kinds.backend import Backend
 from benanza.kinds.base import Job, JobId
-from benanza.kinds.precision import Precision
+from benanza.spec import LAYOUTS, parse_layouts, parse_precisions  # noqa: F401 (the vocabulary: benanza.spec)
 from benanza.kinds.cpp import cpp_string
 from benanza.errors import UsageError
 from benanza.processing.model import ModelLayers
@@ -98,25 +98,6 @@ def _parse_choices(text: str, allowed, normalise, what: str, choices: str) -> li
     return out
 
 
-def parse_precisions(text: str) -> list[str]:
-    """Parse ``"fp32,fp16"`` into precision names, each through the one validator
-    (:meth:`benanza.kinds.precision.Precision.of`). Raises :class:`UsageError` for an unknown data
-    type or none given."""
-    out: list[str] = []
-    for part in str(text).split(","):
-        if part.strip():
-            name = Precision.of(part.strip().lower()).name
-            out += [] if name in out else [name]
-    if not out:
-        raise UsageError("no data type given")
-    return out
-
-
-#: tensor layouts a suite can time; NHWC applies to convolutions (their graph-API engine configs)
-#: and their neighbours (BatchNorm, Pooling, broadcasting Elementwise: the same legacy calls on
-#: channels-last tensors)
-LAYOUTS = ("NCHW", "NHWC")
-
 #: layer kinds that get an NHWC job when NHWC is asked for (see :func:`nhwc_job`). Activation,
 #: Dropout and Unary layers do not: they read and write every element once in memory order, so a
 #: channels-last tensor is the same call on the same bytes and their NCHW measurement serves an
@@ -179,11 +160,6 @@ def layout_keys(ml: ModelLayers, layout: str) -> dict[str, list[str]]:
         if cfg.kind in NHWC_KINDS and gets_layout_job(cfg, layout, ly.key in neighbours):
             out.setdefault(cfg.kind, set()).add(ly.key)
     return {k: sorted(v) for k, v in sorted(out.items())}
-
-
-def parse_layouts(text: str) -> list[str]:
-    """Parse ``"nchw,nhwc"``. Raises :class:`UsageError` for an unknown layout."""
-    return _parse_choices(text, LAYOUTS, str.upper, "layout", "nchw, nhwc")
 
 
 def plan_jobs(models: list[ModelLayers], precisions: list[str], layouts: list[str] | None = None,

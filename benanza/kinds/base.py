@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
 from benanza.kinds.backend import Backend
+from benanza.spec import LAYOUTS, STEP_PHASES, TRAINING_PHASES  # noqa: F401 (the vocabulary: benanza.spec)
 
 
 Shape = tuple[int, ...]
@@ -68,14 +69,6 @@ def _config_key(config: "LayerConfig") -> str:
     return _compute_key(config)
 
 
-#: the parts of a training step (docs/training.md), in the step's order: a layer's forward call, the
-#: gradient of its input (data gradient), of its weights and bias (weight gradient), and the
-#: optimizer's update of every parameter
-TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")
-#: every phase of a training step's sums (``TrainingStep.phase_ms``), in the step's order: the
-#: training phases and the ``loss`` (its forward and backward on the model's output, after the
-#: forward pass and before the backward pass; :mod:`benanza.kinds.cross_entropy_loss`)
-STEP_PHASES = ("forward", "loss", "backward_data", "backward_weight", "optimizer")
 #: fusion kinds a training step cannot use: inference-only folding (a Conv -> BatchNormalization [->
 #: activation] group folds the running statistics, which training replaces by the batch's). The step
 #: counts their layers one by one (:func:`benanza.analysis.training.forward_weights`), and ``bench
@@ -182,8 +175,8 @@ def channels_last(shape) -> list[int]:
     return s if len(s) < 3 else [s[0]] + s[2:] + [s[1]]
 
 
-#: the layouts a job can time (NCHW: the model's; NHWC: channels-last)
-JOB_LAYOUTS = ("NCHW", "NHWC")
+#: the layouts a job can time (NCHW: the model's; NHWC: channels-last; :data:`benanza.spec.LAYOUTS`)
+JOB_LAYOUTS = LAYOUTS
 #: what-if layouts: measurements a job records beside its own layout, of a memory layout the model does
 #: not feed (``PAGED_KV``: SDPA over a paged KV cache, :mod:`benanza.kinds.sdpa`), each owned by the job
 #: layout that records it (its rows are replaced with that job's). No analysis serves them

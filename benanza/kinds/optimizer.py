@@ -30,11 +30,10 @@ from typing import ClassVar, Iterable
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported
+from benanza.spec import OPTIMIZERS
 
-#: the algorithms (``torch.optim.SGD``, ``torch.optim.Adam``, ``torch.optim.AdamW``)
-OPTIMIZER_ALGORITHMS = ("sgd", "adam", "adamw")
-#: the C++ ``OptimizerAlgo`` enumerator of each (cpp/include/benanza/optimizer.hpp)
-_ALGO_ENUM = {"sgd": "OptimizerAlgo::SGD", "adam": "OptimizerAlgo::ADAM", "adamw": "OptimizerAlgo::ADAMW"}
+#: the algorithms (``torch.optim.SGD``, ``torch.optim.Adam``, ``torch.optim.AdamW``: :data:`benanza.spec.OPTIMIZERS`)
+OPTIMIZER_ALGORITHMS = tuple(OPTIMIZERS)
 
 #: every parameter tensor starts at a multiple of this many elements in the arena the suite and the
 #: PyTorch candidate allocate (16 bytes at 2 bytes per element, 32 at 4): aligned for 16-byte vector
@@ -50,9 +49,8 @@ CHUNK_ELEMENTS = 65536
 #: as well), weight decay 1e-2 wherever its flag is set, dampening 0; ``step``: the step whose bias
 #: corrections Adam applies (a step of steady training: the state exists, unlike PyTorch's first
 #: step, where SGD copies the gradient into its momentum buffer)
-HYPER = {"sgd": {"lr": 0.01, "momentum": 0.9, "dampening": 0.0, "weight_decay": 1e-2},
-         "adam": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 1e-2},
-         "adamw": {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 1e-2}}
+#: (:attr:`benanza.spec.Optimizer.timed`)
+HYPER = {o.name: dict(o.timed) for o in OPTIMIZERS.values()}
 STEP = 10
 
 
@@ -255,7 +253,7 @@ class OptimizerCase(Case):
 def _optimizer_case(cfg: OptimizerConfig, job: Job) -> OptimizerCase:
     h = HYPER[cfg.algorithm]
     return OptimizerCase(
-        job=job_init(job), algorithm=_ALGO_ENUM[cfg.algorithm],
+        job=job_init(job), algorithm=OPTIMIZERS[cfg.algorithm].cpp,
         momentum=cpp_num(h["momentum"] if cfg.momentum else 0.0), dampening=cpp_num(h.get("dampening", 0.0)),
         weight_decay=cpp_num(h["weight_decay"] if cfg.weight_decay else 0.0), nesterov=cpp_num(cfg.nesterov),
         amsgrad=cpp_num(cfg.amsgrad), lr=cpp_num(h["lr"]), beta1=cpp_num(h.get("beta1", 0.0)),
@@ -266,8 +264,8 @@ def _optimizer_case(cfg: OptimizerConfig, job: Job) -> OptimizerCase:
 
 # ----------------------------------------------------------------------------- PyTorch
 
-#: torch.optim's class of each algorithm
-_TORCH_CLASS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+#: torch.optim's class of each algorithm (:attr:`benanza.spec.Optimizer.torch_class`)
+_TORCH_CLASS = {o.name: o.torch_class for o in OPTIMIZERS.values()}
 
 
 def _torch_optimizer(c: Ctx, impl: str):

@@ -1,7 +1,7 @@
 """Precisions: the one table of what a measurement's data type and math mode are.
 
 A *precision* names the storage data type of a layer's tensors and the math the library may use.
-Every stage reads this table (:data:`TABLE`): the generator's C++ enum (``cpp/include/benanza/
+Every stage reads this table (:data:`TABLE`, defined once in :data:`benanza.spec.PRECISION_TABLE`): the generator's C++ enum (``cpp/include/benanza/
 precision.hpp`` is rendered from it, and a test checks the checked-in header matches), the analyzer's
 accepted math modes, the roofline's bytes per element, the PyTorch candidates' dtypes.
 
@@ -18,43 +18,7 @@ TransformerEngine's forward pass uses it); ``none``: the call has no math mode (
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from benanza.errors import UsageError
-
-
-@dataclass(frozen=True)
-class Precision:
-    """One precision: ``name`` (fp32, tf32, ...), ``dtype`` (the storage data type), ``bytes`` (per
-    element of that data type), ``cpp`` (its ``benanza::Precision`` enumerator), ``accepted_math``
-    (the math modes whose measurements serve an analysis in it), ``torch_dtype`` (the torch dtype of
-    its PyTorch candidates; "" when PyTorch has no eager path) and ``tensor_cores`` (Tensor Core math)."""
-
-    name: str
-    dtype: str
-    bytes: int
-    cpp: str
-    accepted_math: tuple[str, ...]
-    torch_dtype: str
-    tensor_cores: bool
-
-    @staticmethod
-    def of(name: str) -> "Precision":
-        """The precision called ``name``. Raises UsageError naming the valid ones."""
-        try:
-            return TABLE[name]
-        except KeyError:
-            raise UsageError(f"unknown data type {name!r} (choose from {', '.join(TABLE)})") from None
-
-
-#: every precision, in the order of the C++ enum (``benanza::Precision``)
-TABLE: dict[str, Precision] = {p.name: p for p in (
-    Precision("fp32", "float32", 4, "FP32", ("fma", "none"), "float32", False),
-    Precision("tf32", "float32", 4, "TF32", ("fma", "tf32", "none"), "float32", True),
-    Precision("fp16", "float16", 2, "FP16", ("tensor_op", "fma", "none"), "float16", True),
-    Precision("bf16", "bfloat16", 2, "BF16", ("tensor_op", "fma", "none"), "bfloat16", True),
-    Precision("fp8", "float8_e4m3", 1, "FP8", ("fp8", "fp8_fast_accum", "tensor_op", "fma", "none"), "", True),
-)}
+from benanza.spec import PRECISION_TABLE as TABLE, Precision  # noqa: F401 (the one table: benanza.spec)
 
 #: precision names, in table order
 PRECISIONS = tuple(TABLE)

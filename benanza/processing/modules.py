@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Callable
 
 from benanza.errors import ModelError, UsageError
+from benanza.spec import DECODER_PHASES
 
 #: the record_function name prefix of a module scope in a native profile's trace (one colon: the
 #: join treats ``ns::name`` events as framework ops)
@@ -108,9 +109,6 @@ def _torchvision(name: str, input_shape: tuple[int, ...] | None) -> ModuleSource
                         identity={"torchvision": name, "input_shape": list(shape)}, cacheable=True)
 
 
-#: the phases of a transformers model benanza profiles (docs/llm.md): the prompt's forward pass, and
-#: one generated token against a KV cache
-PHASES = ("prefill", "decode")
 
 
 def split_overrides(text: str) -> tuple[str, dict]:
@@ -183,7 +181,7 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     if phase == "decode":
         return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq)
     if phase != "prefill":
-        raise UsageError(f"--phase {phase!r}: choose {' or '.join(PHASES)}")
+        raise UsageError(f"--phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
 
     def build():
         import torch
@@ -348,8 +346,8 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
     s = spec.strip()
     if not s:
         raise UsageError("empty module spec")
-    if phase not in PHASES:
-        raise UsageError(f"--phase {phase!r}: choose {' or '.join(PHASES)}")
+    if phase not in DECODER_PHASES:
+        raise UsageError(f"--phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
     if phase != "prefill" and not s.startswith("transformers:"):
         raise UsageError(f"--phase {phase}: only a transformers decoder has one (transformers:TYPE), not {spec!r}")
     what = f"module spec {spec!r}"

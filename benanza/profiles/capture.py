@@ -19,7 +19,7 @@ variables before they load, and so that logging never slows down what is timed:
 With ``train`` (``benanza torch SPEC --train``), both runs run training iterations instead
 (:func:`_train_child`): ``optimizer.zero_grad(set_to_none=True)``, forward, loss,
 ``loss.backward()``, ``optimizer.step()``, each phase in ``record_function("benanza.phase:NAME")``
-(:data:`TRAIN_PHASES`) inside the iteration's ``benanza.iteration``; the timed run's latency is
+(:data:`benanza.spec.PROFILED_STEP_PHASES`) inside the iteration's ``benanza.iteration``; the timed run's latency is
 then the step's (CUDA events around one whole step).
 
 The model: the graph is read without external data (``onnx.load(..., load_external_data=False)``);
@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benanza.errors import BenanzaError, DeviceError, ModelError, ProfileError, UsageError
+from benanza.spec import FRAMEWORK_DTYPES, OPTIMIZERS as SPEC_OPTIMIZERS, PROFILED_STEP_PHASES
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16")
 
 #: ONNX ops whose listed versions changed only the element types they accept (ONNX changelog):
 #: onnx2torch's converter of the preceding version serves them unchanged
@@ -65,7 +65,7 @@ TYPE_ONLY_VERSIONS = {
 @dataclass(frozen=True)
 class CaptureSpec:
     """What one child run does. ``role``: ``logs`` or ``timed``; ``model``: ONNX path; ``batch``;
-    ``dtype`` (:data:`DTYPES`); ``device`` (``cuda``, ``cuda:1``, ``cpu``); ``warmup``, ``runs``,
+    ``dtype`` (:data:`benanza.spec.FRAMEWORK_DTYPES`); ``device`` (``cuda``, ``cuda:1``, ``cpu``); ``warmup``, ``runs``,
     ``iterations``: counts; ``cudnn_benchmark``; ``dims``/``batch_dim``: as for
     :func:`benanza.processing.model.bind_batch`; ``out``: the folder; ``seed``: for weights and inputs;
     ``channels_last``: run the module and its 4-D inputs in ``torch.channels_last`` memory format
@@ -78,7 +78,7 @@ class CaptureSpec:
     ``scopes``: open a ``record_function("benanza.module:NAME")`` around every submodule's forward
     during the profiled iterations (the join's module scopes); ``train``: run training iterations
     instead of inferences (:func:`_train_child`: the module in ``train()`` mode, forward, loss,
-    ``backward()`` and ``optimizer.step()`` of ``optimizer``, :data:`OPTIMIZERS`)."""
+    ``backward()`` and ``optimizer.step()`` of ``optimizer``, :data:`benanza.spec.OPTIMIZERS`)."""
 
     role: str
     model: str
@@ -116,12 +116,6 @@ MIN_WARMUP = 5
 TIMED_BUDGET_S = 5.0
 #: timed calls made whatever they take: the median and quartiles of the latency need them
 MIN_RUNS = 10
-
-#: the optimizers of a profiled training step (torch.optim, ``foreach`` left at its default: the
-#: multi-tensor implementation on CUDA); SGD with momentum 0.9
-OPTIMIZERS = ("sgd", "adam", "adamw")
-#: the phases of a profiled training iteration, in order, each in ``record_function("benanza.phase:NAME")``
-TRAIN_PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer")
 
 
 # -------------------------------------------------------------------------------- the model
@@ -782,21 +776,18 @@ def train_loss(torch, out, targets: dict, seed: int = 0):
 
 
 def make_optimizer(torch, name: str, params: list):
-    """torch.optim's ``name`` (:data:`OPTIMIZERS`) over ``params``: SGD(lr=1e-3, momentum=0.9),
+    """torch.optim's ``name`` (:data:`benanza.spec.OPTIMIZERS`) over ``params``: SGD(lr=1e-3, momentum=0.9),
     Adam(lr=1e-4), AdamW(lr=1e-4), ``foreach`` at its default (the multi-tensor kernels on CUDA).
     Raises UsageError for another name."""
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=1e-4)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4)
-    raise UsageError(f"unknown optimizer {name!r} (choose from {', '.join(OPTIMIZERS)})")
+    if name in SPEC_OPTIMIZERS:
+        o = SPEC_OPTIMIZERS[name]
+        return getattr(torch.optim, o.torch_class)(params, **dict(o.profiled))
+    raise UsageError(f"unknown optimizer {name!r} (choose from {', '.join(SPEC_OPTIMIZERS)})")
 
 
 def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: float | None = None):
     """Warm up, time (the timed run) and profile training iterations of ``module`` on inputs
-    ``xs`` (module doc, :data:`TRAIN_PHASES`); return the result document and the profiler."""
+    ``xs`` (module doc, :data:`benanza.spec.PROFILED_STEP_PHASES`); return the result document and the profiler."""
     import contextlib
 
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -842,7 +833,7 @@ def _train_child(torch, spec: CaptureSpec, device, module, xs, shapes, build_s: 
             sync()
     sync()
     result["train"] = {"optimizer": spec.optimizer, "foreach": "default", "loss": about.get("loss"),
-                       "phases": list(TRAIN_PHASES), "parameters": sum(p.numel() for p in params),
+                       "phases": list(PROFILED_STEP_PHASES), "parameters": sum(p.numel() for p in params),
                        "zero_grad": "set_to_none"}
     if device.type == "cuda":
         result["train"]["max_memory_allocated"] = int(torch.cuda.max_memory_allocated(device))
@@ -942,7 +933,7 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     With ``module`` (:class:`CaptureSpec`), the native PyTorch module runs instead of the ONNX
     graph (``model`` is then its export, whose hash the profile records), with module scopes in
     the trace; ``compile``: a ``torch.compile`` mode for the native module. With ``train``, both
-    runs run training iterations with ``optimizer`` (:data:`OPTIMIZERS`; module doc) and
+    runs run training iterations with ``optimizer`` (:data:`benanza.spec.OPTIMIZERS`; module doc) and
     profile.json's ``train`` says how (optimizer, loss, phases, parameter count, peak memory);
     ``latency`` is then the training step's.
 
@@ -953,8 +944,8 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     from benanza.processing.model import load_graph
 
     dev = _check_capture_arguments(batch, dtype, device, warmup, runs, iterations)
-    if train and optimizer not in OPTIMIZERS:
-        raise UsageError(f"unknown optimizer {optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
+    if train and optimizer not in SPEC_OPTIMIZERS:
+        raise UsageError(f"unknown optimizer {optimizer!r} (choose from {', '.join(SPEC_OPTIMIZERS)})")
     mpath = Path(model).resolve()
     _, digest = load_graph(mpath)  # a bad model fails here, before any child starts
     o = Path(out)
@@ -1026,8 +1017,8 @@ def _profile_doc(mpath: Path, digest: str, batch: int, dtype: str, files: dict, 
 def _check_capture_arguments(batch: int, dtype: str, device: str, warmup: int, runs: int, iterations: int) -> str:
     """The device, lower-cased (``cuda``, ``cuda:N`` or ``cpu``). Raises :class:`UsageError` for an
     unknown data type, a batch or count below 1, another device, or tf32 on the CPU."""
-    if dtype not in DTYPES:
-        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(DTYPES)})")
+    if dtype not in FRAMEWORK_DTYPES:
+        raise UsageError(f"unknown data type {dtype!r} (choose from {', '.join(FRAMEWORK_DTYPES)})")
     if not isinstance(batch, int) or batch <= 0:
         raise UsageError(f"batch size must be positive, got {batch}")
     for name, v, lo in (("--warmup", warmup, 1), ("--runs", runs, 1), ("--iterations", iterations, 1)):

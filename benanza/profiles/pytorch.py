@@ -8,43 +8,38 @@ Steps, for a module spec (:mod:`benanza.processing.modules`) or a module object:
    :func:`benanza.processing.modules.export_key`). An export already in ``OUT`` is kept when its key
    is the model's, and a torchvision or transformers model's export is taken from the export cache
    (:mod:`benanza.processing.cache`) when another folder made it before;
-2. **bench** its layers: ``benanza bench OUT/MODEL.onnx --batch B --dtype D`` in a child process
-   (every cuDNN/cuBLAS implementation and the framework's own kernels, into the performance
-   database); PyTorch's fp32 is benched as ``--dtype fp32 --conv-tf32`` (TF32 convolutions, FP32
-   matmuls: PyTorch's defaults, ``torch.backends.cudnn.allow_tf32 = True``,
-   ``torch.backends.cuda.matmul.allow_tf32 = False``);
+2. **bench** its layers in this process (the bench use case, :func:`benanza.usecases.torch.bench_runner`:
+   every cuDNN/cuBLAS implementation and the framework's own kernels, into the performance
+   database); PyTorch's fp32 is benched as benanza's fp32 with TF32 convolutions (FP32 matmuls:
+   PyTorch's defaults, ``torch.backends.cudnn.allow_tf32 = True``,
+   ``torch.backends.cuda.matmul.allow_tf32 = False``; :data:`benanza.spec.FRAMEWORK_DTYPES`);
 3. **profile the module itself** per batch (:func:`benanza.profiles.capture_profile` with the
    native module: eager, ``cudnn.benchmark`` on, a log run with cuDNN/cuBLASLt logging and a timed
    run under torch.profiler with a ``record_function`` scope around every submodule), into
    ``OUT/profile-bB-D[-cl][-compile-MODE]``; also in ``channels_last`` and under ``torch.compile``
    when asked;
-4. the CLI then joins kernels to layers (through the scopes and the export's module names),
-   analyzes and reports (:func:`benanza.cli.torch_cmd`); :func:`benanza.api.analyze_module` does all of
-   it for a module object, in this process.
+4. the use case then joins kernels to layers (through the scopes and the export's module names),
+   analyzes and reports (:func:`benanza.usecases.torch.torch`); :func:`benanza.api.analyze_module` does
+   the same for a module object.
 
-With ``train`` (``benanza torch SPEC --train``): the bench adds ``--train --optimizer OPT`` (the
+With ``train`` (``benanza torch SPEC --train``): the bench times the training step too (the
 backward calls, the loss and the optimizer's step), the profiled runs are training iterations
 (:func:`benanza.profiles.capture._train_child`) into ``OUT/profile-bB-D-train-OPT``, and
-:func:`benanza.api.torch_train` joins and reports the step (:mod:`benanza.profiles.train_join`).
+:func:`benanza.usecases.torch.torch_train` joins and reports the step (:mod:`benanza.profiles.train_join`).
 """
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benanza.errors import BenanzaError, UsageError
+from benanza.errors import BenanzaError  # noqa: F401 (what the steps raise)
 from benanza.processing.cache import cached_export, export_cache_dir, store_export
 from benanza.processing.modules import ModuleSource, export_key, export_onnx
+from benanza.spec import framework_dtype
 
-#: benanza torch's data types -> (bench --dtype, extra bench flags, analysis precision, conv precision)
-DTYPES = {"fp16": ("fp16", (), "fp16", None), "bf16": ("bf16", (), "bf16", None),
-          "fp32": ("fp32", ("--conv-tf32",), "fp32", "tf32"), "tf32": ("tf32", (), "tf32", None)}
 
 
 @dataclass(frozen=True)
@@ -81,31 +76,6 @@ def profile_runs(out: Path, batches: list[int], dtype: str, channels_last: bool,
     return runs
 
 
-def bench_command(onnx_path: Path, batches: list[int], dtype: str, db: str | None, extra: str = "",
-                  train: str | None = None) -> list[str]:
-    """The ``benanza bench`` child command of step 2 (module doc); ``train``: the optimizer of a
-    training step (``--train --optimizer OPT``)."""
-    bd, flags, _, _ = DTYPES[dtype]
-    cmd = [sys.executable, "-m", "benanza", "bench", str(onnx_path), "--batch", ",".join(map(str, batches)),
-           "--dtype", bd, *flags, "--no-layers"]
-    if train:
-        cmd += ["--train", "--optimizer", train]
-    if db:
-        cmd += ["--db", db]
-    return cmd + shlex.split(extra)
-
-
-def run_bench(cmd: list[str], say=lambda m: None) -> None:
-    """Run the bench child with its progress on the terminal; raise :class:`BenanzaError` (its exit
-    code) naming the command when it fails."""
-    say("bench: " + " ".join(shlex.quote(c) for c in cmd[2:]))
-    r = subprocess.run(cmd, stdout=sys.stderr)
-    if r.returncode != 0:
-        e = BenanzaError(f"`{' '.join(cmd[3:5])} ...` failed (exit {r.returncode}): see its message above")
-        e.exit_code = r.returncode
-        raise e
-
-
 def export_stamp(onnx_path: Path) -> str | None:
     """The export key (:func:`benanza.processing.modules.export_key`) recorded beside an export in a
     working folder (``NAME.export.json``), or None when there is none."""
@@ -127,20 +97,19 @@ def write_export_stamp(onnx_path: Path, key: str | None) -> None:
 
 
 def check_dtype(dtype: str) -> None:
-    if dtype not in DTYPES:
-        raise UsageError(f"unknown data type {dtype!r} for benanza torch (choose from {', '.join(DTYPES)})")
+    """Raises UsageError unless ``dtype`` is a framework data type (:data:`benanza.spec.FRAMEWORK_DTYPES`)."""
+    framework_dtype(dtype, "torch")
 
 
 def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: str | None, device: str = "cuda",
-            channels_last: bool = False, compile: str | None = None, bench: bool = True, bench_args: str = "",
+            channels_last: bool = False, compile: str | None = None, bench: Callable | bool = False,
             warmup: int = 20, runs: int = 100, iterations: int = 5, module_ref: dict | None = None,
             force: bool = False, say=lambda m: None, train: str | None = None,
             seconds: dict | None = None, logs: bool = True,
             on_run: Callable[[Path, ProfileRun], None] | None = None) -> tuple[Path, list[ProfileRun]]:
     """Steps 1-3 of the module doc for ``src``: returns the ONNX export and the profiled runs.
-    ``bench``: True (a ``benanza bench`` child with ``bench_args``), False (none), or a callable
-    ``bench(onnx_path, batches)`` that benches in this process (:func:`benanza.api.bench`: what
-    ``benanza torch`` and :func:`benanza.api.analyze_module` pass without extra bench flags).
+    ``bench``: False (none), or a callable ``bench(onnx_path, batches)`` that benches in this process
+    (:func:`benanza.usecases.torch.bench_runner`: the bench use case, no child command).
     ``module_ref``: how the profiling child rebuilds the module (default ``{"spec": src.spec}``);
     ``train``: an optimizer's name: profile training steps (module doc; a callable ``bench`` must
     bench the training step itself); ``seconds``: a dict that receives the export's and the bench's
@@ -149,8 +118,8 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
     torch.compile run never does); ``on_run(onnx_path, run)``: called after each run's profile, before
     the next run starts (``benanza torch`` writes that run's report there, so that a command cut by a
     timeout keeps the reports of the runs it finished).
-    Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench child's
-    error, :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
+    Raises :class:`UsageError`, :class:`~benanza.errors.ModelError` (export), the bench's errors,
+    :class:`~benanza.errors.ProfileError`/:class:`~benanza.errors.DeviceError` (profiling)."""
     from benanza.profiles import capture_profile
 
     check_dtype(dtype)
@@ -181,10 +150,8 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
                 store_export(key, ex)
         write_export_stamp(onnx_path, key)
     t0 = time.perf_counter()
-    if callable(bench):  # in this process (benanza.api.bench), through the caller
+    if bench:  # in this process (benanza.usecases.bench), through the caller
         bench(onnx_path, batches)
-    elif bench:
-        run_bench(bench_command(onnx_path, batches, dtype, db, bench_args, train), say)
     if bench and seconds is not None:
         seconds["bench"] = round(time.perf_counter() - t0, 3)
     ref = module_ref or {"spec": src.spec}

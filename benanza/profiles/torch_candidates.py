@@ -39,7 +39,7 @@ from typing import Callable
 from benanza import kinds as L
 from benanza.kinds.backend import Backend
 from benanza.kinds.framework import CALL_PREFIX, Candidate, Ctx, NotSupported  # noqa: F401 (CALL_PREFIX: this module's API)
-from benanza.kinds.precision import TABLE
+from benanza.spec import PRECISION_TABLE as TABLE, TIMING
 
 
 # ------------------------------------------------------------------------------- the builders
@@ -47,9 +47,6 @@ from benanza.kinds.precision import TABLE
 
 #: every config kind's builder, from the kinds' registry (:attr:`benanza.kinds.base.Kind.torch`)
 BUILDERS: dict[str, Callable[[Ctx], Candidate]] = {name: kind.torch for name, kind in L.REGISTRY.items()}
-
-#: torch dtype of each precision with an eager PyTorch path (:data:`benanza.kinds.precision.TABLE`)
-_DTYPES = {p.name: p.torch_dtype for p in TABLE.values() if p.torch_dtype}
 
 
 def math_mode(cfg: L.LayerConfig, precision: str) -> str:
@@ -66,12 +63,12 @@ def build(cfg: L.LayerConfig, precision: str, layout: str = "NCHW", device: str 
     KeyError for a kind without a builder."""
     import torch
 
-    if precision not in _DTYPES:
+    if not (precision in TABLE and TABLE[precision].torch_dtype):
         raise NotSupported(f"{precision}: no PyTorch eager path")
     if precision in ("fp32", "tf32"):
         torch.backends.cudnn.allow_tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    ctx = Ctx(cfg, torch, torch.device(device), getattr(torch, _DTYPES[precision]), layout == "NHWC")
+    ctx = Ctx(cfg, torch, torch.device(device), getattr(torch, TABLE[precision].torch_dtype), layout == "NHWC")
     with torch.inference_mode():
         return BUILDERS[cfg.kind](ctx)
 
@@ -80,15 +77,16 @@ def build(cfg: L.LayerConfig, precision: str, layout: str = "NCHW", device: str 
 
 @dataclass
 class Policy:
-    """The harness's timing policy (RunOptions / the suite's flags), in ms and counts."""
+    """The harness's timing policy (RunOptions / the suite's flags), in ms and counts; the defaults
+    are :data:`benanza.spec.TIMING`'s."""
 
-    warmup_ms: float = 0.25
-    sample_ms: float = 0.25
-    rse: float = 0.01
-    min_samples: int = 10
-    max_samples: int = 2000
-    max_time_ms: float = 1000.0
-    cold: str = "contenders"  # contenders | all | none (benanza.runner.run.COLD_POLICIES)
+    warmup_ms: float = TIMING.warmup_ms
+    sample_ms: float = TIMING.sample_ms
+    rse: float = TIMING.rse
+    min_samples: int = TIMING.min_samples
+    max_samples: int = TIMING.max_samples
+    max_time_ms: float = TIMING.max_time_ms
+    cold: str = TIMING.cold  # contenders | all | none (benanza.spec.COLD_POLICIES)
     graphs: bool = True
     max_reps: int = 1000
     contenders_within: float = 0.05

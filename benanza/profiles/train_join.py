@@ -4,7 +4,7 @@ kernel to the forward layer whose gradient it computes (docs/training.md).
 Input: a :class:`~benanza.profiles.trace.Trace` of training iterations as
 :func:`benanza.profiles.capture.capture_profile` records them with ``train=True`` (and as
 ``benchmarks/train_step.py`` does): each iteration inside ``record_function("benanza.iteration")``,
-its phases inside ``record_function("benanza.phase:NAME")`` (:data:`PHASES`), on the main thread.
+its phases inside ``record_function("benanza.phase:NAME")`` (:data:`benanza.spec.PROFILED_STEP_PHASES`), on the main thread.
 
 1. **Phases.** A kernel belongs to the phase whose host range holds the start of the runtime call
    that launched it (the kernel's start when it has none). Autograd runs the backward on its own
@@ -52,9 +52,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from benanza.profiles.trace import CpuOp, Iteration, Kernel, Trace
+from benanza.spec import PROFILED_STEP_PHASES
 
-#: the phase ranges a training iteration records, in order
-PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer")
 PHASE_PREFIX = "benanza.phase:"
 #: what a kernel of a training step does (module doc, step 4)
 ROLES = ("forward", "loss", "backward", "loss_backward", "accumulate_grad", "optimizer", "zero_grad",
@@ -67,7 +66,7 @@ EVALUATE_PREFIX = "autograd::engine::evaluate_function: "
 class TrainKernel:
     """One GPU activity of a training trace. ``kernel``: index into :attr:`Trace.kernels`;
     ``kind``: ``kernel``, ``memset`` or ``memcpy``; ``iteration`` (None: outside every iteration);
-    ``phase``: one of :data:`PHASES` or None (launched outside every phase); ``role``: one of
+    ``phase``: one of :data:`benanza.spec.PROFILED_STEP_PHASES` or None (launched outside every phase); ``role``: one of
     :data:`ROLES`; ``layer``: the ONNX layer index it computes (forward) or whose gradient it
     computes (backward), else None; ``node``: the autograd node that launched it
     (``ConvolutionBackward0``) or None; ``sequence``: that node's sequence number; ``forward_op``:
@@ -131,9 +130,9 @@ class TrainJoin:
         return _stats(self._per_iteration(lambda k: "x" if select(k) else None).get("x", [0.0] * len(self.iterations)))
 
     def phase_ms(self) -> dict:
-        """Each phase of :data:`PHASES` (and ``outside``): kernel time per iteration, median/IQR."""
+        """Each phase of :data:`benanza.spec.PROFILED_STEP_PHASES` (and ``outside``): kernel time per iteration, median/IQR."""
         per = self._per_iteration(lambda k: k.phase or "outside")
-        return {p: _stats(per.get(p, [0.0] * len(self.iterations))) for p in (*PHASES, "outside")}
+        return {p: _stats(per.get(p, [0.0] * len(self.iterations))) for p in (*PROFILED_STEP_PHASES, "outside")}
 
     def role_ms(self) -> dict:
         """Each role of :data:`ROLES`: kernel time per iteration, median/IQR."""

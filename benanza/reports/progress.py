@@ -110,3 +110,63 @@ def spinner(console: Console, what: str, enabled: bool = True):
     if not enabled or not console.is_terminal:
         return contextlib.nullcontext()
     return console.status(what)
+
+
+class JobBar:
+    """A rich progress bar over jobs: counts, ETA, failures so far; on a terminal only (a pipe or a
+    log gets the run's summary line). The ``progress`` of :func:`benanza.runner.run.run_suite`."""
+
+    def __init__(self, console: Console, quiet: bool, label: str = "measuring"):
+        self.console = console
+        self.quiet = quiet or not console.is_terminal
+        self.label = label
+        self.bar = None  # a rich Progress while jobs run
+        self.task = None
+
+    def __call__(self, event: str, info: dict) -> None:
+        if self.quiet:
+            return
+        if event == "start":
+            from rich.progress import TimeRemainingColumn
+
+            self.bar = Progress(TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("jobs  failed {task.fields[failed]}"), TimeElapsedColumn(),
+                                TextColumn("eta"), TimeRemainingColumn(), console=self.console, transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task("jobs", total=info["total"], failed=0)
+        elif event == "job" and self.bar is not None:
+            self.bar.update(self.task, completed=info["done"], failed=info["failed"])
+        elif event == "end":
+            self.close()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+class TerminalProgress:
+    """The CLI's :class:`benanza.usecases.progress.Progress`: stage lines through ``say`` (a
+    callable, e.g. :class:`Steps`; None: plain lines on ``console`` unless ``quiet``), ``notice:``
+    lines and bars on ``console`` (stderr) unless ``quiet``."""
+
+    def __init__(self, console: Console, quiet: bool = False, say=None):
+        self.console = console
+        self.quiet = quiet
+        self._say = say
+
+    def say(self, line: str) -> None:
+        if self._say is not None:
+            self._say(line)
+        elif not self.quiet:
+            self.console.print(line, markup=False, highlight=False)
+
+    def notice(self, line: str) -> None:
+        if not self.quiet:
+            self.console.print(f"notice: {line}", markup=False, soft_wrap=True)
+
+    def jobs(self, label: str, quiet: bool) -> JobBar:
+        return JobBar(self.console, quiet or self.quiet, label)
+
+    def build(self, quiet: bool) -> BuildProgress:
+        return BuildProgress(self.console, enabled=not (quiet or self.quiet))

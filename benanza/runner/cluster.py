@@ -37,6 +37,7 @@ from typing import Callable
 from benanza.build.builder import suite_executable
 from benanza.database.records import MeasurementLine, Record
 from benanza.database.store import Database, system_fingerprint
+from benanza.spec import TIMING
 from benanza.errors import BenanzaError, DeviceError, UsageError
 from benanza.generation.generator import Suite
 from benanza.runner.run import (JobQueue, RunOptions, RunSummary, Worker, drive_jobs, SharedRun, job_cost, query_system,
@@ -82,7 +83,7 @@ class WorkerSpec:
         return {"gpu": 1, self.kind: self.slots}
 
 
-def local_specs(devices: tuple[int, ...] = (), slots: int = 3) -> list[WorkerSpec]:
+def local_specs(devices: tuple[int, ...] = (), slots: int = TIMING.workers_per_gpu) -> list[WorkerSpec]:
     """One :class:`WorkerSpec` per GPU here (``devices``: these indices; empty: all), from the
     native device query (:func:`benanza.runner.system.describe`): kind from the GPU's name, pinned
     by its uuid, ``slots`` suite processes sharing it (``--workers-per-gpu``). Raises :class:`DeviceError` without a CUDA device, :class:`UsageError` for an
@@ -332,7 +333,7 @@ def _kinds_and_slots(client) -> tuple[dict[str, list[str]], dict[str, int]]:
     return kinds, slots
 
 
-def _connect(address: str, devices: tuple[int, ...], slots: int = 3):
+def _connect(address: str, devices: tuple[int, ...], slots: int = TIMING.workers_per_gpu):
     """(client, cluster or None): ``local`` starts :func:`local_cluster` over this host's GPUs
     (``devices``: these; empty: all), ``slots`` suite processes per GPU."""
     distributed = require_distributed()
@@ -364,7 +365,7 @@ class ClusterConnection:
     :meth:`client` waits for it and raises what opening it raised; :meth:`close` closes what was
     opened (also when it is still opening)."""
 
-    def __init__(self, address: str, devices: tuple[int, ...] = (), slots: int = 3):
+    def __init__(self, address: str, devices: tuple[int, ...] = (), slots: int = TIMING.workers_per_gpu):
         from concurrent.futures import ThreadPoolExecutor
 
         require_distributed()

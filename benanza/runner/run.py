@@ -33,37 +33,35 @@ from benanza.database.store import Database, system_fingerprint
 from benanza.errors import DeviceError, UsageError
 from benanza.database.records import RECORD_TYPES, MeasurementLine, Record, RecordError, parse_record
 from benanza.generation.generator import Suite
+from benanza.spec import COLD_POLICIES, HARNESS_PHASES, TIMING  # noqa: F401 (the vocabulary: benanza.spec)
 
-
-#: cold-cache figures for: each job's chosen implementation and the calls within 5 % of it, every
-#: valid call, or none (harness.hpp, Options::Cold)
-COLD_POLICIES = ("contenders", "all", "none")
 
 
 @dataclass
 class RunOptions:
-    """Timing policy passed to the suite (see cpp/include/benanza/harness.hpp) and runner limits."""
+    """Timing policy passed to the suite (see cpp/include/benanza/harness.hpp) and runner limits;
+    the defaults are :data:`benanza.spec.TIMING`'s (:meth:`of` makes one from a :class:`benanza.spec.Timing`)."""
 
-    device: int = 0
-    warmup_ms: float = 0.25
-    sample_ms: float = 0.25
-    rse: float = 0.01
-    min_samples: int = 10
-    max_samples: int = 2000
-    max_time_ms: float = 1000.0
-    workspace_limit_mb: float = 4096.0
-    cold: str = "contenders"  # COLD_POLICIES: cold figures for each job's contenders, all calls or none
+    device: int = TIMING.device
+    warmup_ms: float = TIMING.warmup_ms
+    sample_ms: float = TIMING.sample_ms
+    rse: float = TIMING.rse
+    min_samples: int = TIMING.min_samples
+    max_samples: int = TIMING.max_samples
+    max_time_ms: float = TIMING.max_time_ms
+    workspace_limit_mb: float = TIMING.workspace_mb
+    cold: str = TIMING.cold  # COLD_POLICIES: cold figures for each job's contenders, all calls or none
     # the time cap of one cold measurement with racing on (harness.hpp, Options::cold_max_time_ms:
     # cold samples seldom reach the rse target and ran to the 1 s cap); racing off keeps max_time_ms
-    cold_max_time_ms: float = 200.0
+    cold_max_time_ms: float = TIMING.cold_max_time_ms
     graphs: bool = True
     race: bool = True  # racing (cpp/include/benanza/stats.hpp, RaceRule); False: every call to the stopping rule
-    job_timeout_s: float = 300.0
+    job_timeout_s: float = TIMING.job_timeout
     force: bool = False
     retry_failed: bool = False
     devices: tuple[int, ...] = ()  # several identical GPUs: one worker each; empty: (device,)
-    screen: float = 0.0  # racing off only: calls slower than this x the job's best at their first replay are not sampled further
-    max_engines: int = 0  # engine / cuBLASLt configs timed per call and job, heuristics order; 0 = all
+    screen: float = TIMING.screen  # racing off only: calls slower than this x the job's best at their first replay are not sampled further
+    max_engines: int = TIMING.max_engines  # engine / cuBLASLt configs timed per call and job, heuristics order; 0 = all
     # where the time goes (benchmarks/speed.py): a JSON-lines file that gets one line per job (its
     # wall time, database write, the harness's cost per phase from ``--profile``) and per worker start
     phases_log: Path | None = None
@@ -71,11 +69,22 @@ class RunOptions:
     # builds engine plans and queries heuristics (CPU work) while another times calls on the GPU
     # (three: the run stage of resnet50's quick start on an H100, 47.5 s with two, 42.7 s with three,
     # 43.6 s with four; docs/timing.md, "Scheduling")
-    workers_per_gpu: int = 3
+    workers_per_gpu: int = TIMING.workers_per_gpu
     # A GPU lock shared with another run on the same GPUs (``bench``: the framework's kernels, timed
     # beside the compile, go on beside the suite's run): every worker of this run, one per GPU too,
     # takes ``{gpu_lock}-gpu{N}.lock``; "" = a lock of this run's own when it has several workers per GPU
     gpu_lock: str = ""
+
+    @classmethod
+    def of(cls, timing, devices: tuple[int, ...], phases_log: Path | None = None) -> "RunOptions":
+        """The options of a checked :class:`benanza.spec.Timing` (:meth:`benanza.spec.Timing.check`),
+        on ``devices`` (:func:`benanza.spec.parse_devices`); ``phases_log``: where the time goes."""
+        t = timing.check()
+        return cls(device=t.device, warmup_ms=t.warmup_ms, rse=t.rse, min_samples=t.min_samples,
+                   max_samples=t.max_samples, max_time_ms=t.max_time_ms, workspace_limit_mb=t.workspace_mb,
+                   cold=t.cold_policy, job_timeout_s=t.job_timeout, force=t.force, retry_failed=t.retry_failed,
+                   devices=devices, screen=t.screen, max_engines=t.max_engines, race=not t.exhaustive,
+                   workers_per_gpu=t.workers_per_gpu, phases_log=phases_log)
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -622,17 +631,15 @@ def _store_job(ctx: SharedRun, p: _Progress, end: dict) -> None:
         p.feed()
 
 
-#: the harness's phases of one measurement (``cost_ms`` with ``--profile``; harness.cpp's ``measure``)
-PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 
 
 def job_phases(records: list[Record], end: dict) -> dict:
     """Where one job's time went, from its records (``--profile``): the harness's wall ms per phase
-    summed over its measurements (``cost_ms``; :data:`PHASES`), plan builds (``build_ms``), the GPU
+    summed over its measurements (``cost_ms``; :data:`benanza.spec.HARNESS_PHASES`), plan builds (``build_ms``), the GPU
     time of the samples themselves (warm: mean ms per call x reps x samples; cold: mean x samples;
     a raced-out or screened call: its screen samples), the measurements by status, and what the
     worker's ``job_end`` line adds (``cost_ms``: the job's own wall time and set-up, ms)."""
-    cost = dict.fromkeys(PHASES, 0.0)
+    cost = dict.fromkeys(HARNESS_PHASES, 0.0)
     build = gpu = 0.0
     status: dict[str, int] = {}
     for r in records:

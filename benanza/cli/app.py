@@ -1,0 +1,149 @@
+"""The ``benanza`` command line's frame (typer): the apps, the one-line failures, the entry point.
+
+Every failure the user can cause prints one line ``benanza: <what and where>`` on stderr and exits
+non-zero (codes in :mod:`benanza.errors`); no traceback unless ``BENANZA_DEBUG=1``.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from benanza import __version__
+from benanza.errors import BenanzaError, UsageError
+from benanza.reports.progress import Steps, TerminalProgress
+from benanza.reports.terminal import err, out
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="benanza: how fast could this ONNX model run on this GPU, and what stands in the way.")
+
+
+db_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
+                     help="Query the performance database.")
+app.add_typer(db_app, name="db")
+
+
+def _fail(msg: str, code: int) -> None:
+    err.print(f"benanza: {msg}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def guarded(fn):
+    """Turn BenanzaError, Ctrl-C and unexpected errors into one line and an exit code; a SQLite file
+    the failed command created and left empty is removed (:func:`benanza.database.store.discard_fresh`)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from benanza.database.store import fresh_mark
+
+        mark = fresh_mark()
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit as e:
+            if e.exit_code:
+                _discard_fresh(mark)
+            raise
+        except BaseException:
+            _discard_fresh(mark)
+            return _guarded_failure()
+
+    return wrapper
+
+
+def _discard_fresh(mark: int) -> None:
+    try:
+        from benanza.database.store import discard_fresh
+
+        discard_fresh(mark)
+    except Exception:  # noqa: BLE001 - cleaning up must not hide the failure
+        pass
+
+
+def _guarded_failure():
+    """The one line and exit code of the exception being handled."""
+    try:
+        raise
+    except typer.Exit:
+        raise
+    except BenanzaError as e:
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted; every finished job is in the database, run again to resume", 130)
+    except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as e:
+        # a path the user gave that cannot be written or read as asked: a usage error
+        _fail(f"{e.filename}: {e.strerror.lower() if e.strerror else type(e).__name__}", 2)
+    except OSError as e:  # a full disk, a read-only file system, an I/O error: the system's words
+        if e.errno is None or os.environ.get("BENANZA_DEBUG"):
+            _internal_error(e)
+        where = f"{e.filename}: " if e.filename else ""
+        _fail(f"{where}{(e.strerror or os.strerror(e.errno)).lower()}", 1)
+    except Exception as e:  # never a traceback for the user
+        _internal_error(e)
+
+
+def _internal_error(e: BaseException):
+    """Exit 70 with one line for an exception benanza did not expect (the traceback with
+    BENANZA_DEBUG=1)."""
+    if os.environ.get("BENANZA_DEBUG"):
+        raise e
+    _fail(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+          f"(set BENANZA_DEBUG=1 for the traceback)", 70)
+
+
+def check_output_file(flag: str, path: Optional[Path]) -> None:
+    """A file the command will write: refused before any work when it is a folder or its folder is
+    missing (a chart written last must not cost the table)."""
+    if path is None:
+        return
+    if path.is_dir():
+        name = {"--png": "roofline.png", "--svg": "roofline.svg", "--trace": "lbl.json"}.get(flag, "export.json")
+        raise UsageError(f"{flag} {path}: is a folder; give a file name, e.g. {path / name}")
+    if not path.parent.is_dir():
+        raise UsageError(f"{flag} {path}: folder {path.parent} does not exist")
+
+
+@app.callback(invoke_without_command=True)
+def _root(version: bool = typer.Option(False, "--version", help="print the version")):
+    if version:
+        out.print(f"benanza {__version__}")
+        raise typer.Exit(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console entry point. Usage errors (a missing argument, an unknown option, a bad value)
+    are one line ``benanza: ...`` and exit 2, not the boxed message of typer's click."""
+    try:
+        rc = app(args=argv, prog_name="benanza", standalone_mode=False)
+    except Exception as e:  # noqa: BLE001 - click's exceptions (typer vendors its own click)
+        kinds = {c.__name__ for c in type(e).__mro__}
+        if "NoArgsIsHelpError" in kinds:  # a bare `benanza` (or `benanza db`): its help, as click prints it
+            e.show()
+            sys.exit(e.exit_code)
+        if "UsageError" in kinds and hasattr(e, "format_message"):
+            ctx = getattr(e, "ctx", None)
+            path = ctx.command_path if ctx is not None else "benanza"
+            err.print(f"benanza: {path}: {' '.join(e.format_message().split())} (see `{path} --help`)",
+                      markup=False, highlight=False, soft_wrap=True)
+            sys.exit(2)
+        if "Abort" in kinds:
+            err.print("benanza: interrupted", markup=False, highlight=False)
+            sys.exit(130)
+        if "ClickException" in kinds and hasattr(e, "format_message"):
+            err.print(f"benanza: {' '.join(e.format_message().split())}", markup=False, highlight=False)
+            sys.exit(getattr(e, "exit_code", 1))
+        raise
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def progress(quiet: bool = False, say=None) -> TerminalProgress:
+    """The use cases' progress on stderr (:class:`benanza.reports.progress.TerminalProgress`)."""
+    return TerminalProgress(err, quiet, say)
+
+
+def steps(quiet: bool = False) -> Steps:
+    """Each step's line on stderr, and a spinner on a terminal (``profile``, ``torch``)."""
+    return Steps(err, quiet=quiet)

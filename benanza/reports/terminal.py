@@ -1,0 +1,42 @@
+"""The terminal and the JSON documents: the one place commands print.
+
+``out`` (stdout) and ``err`` (stderr) are rich consoles at the terminal's width; pipes and files get
+every table whole, without colour (:func:`benanza.reports.tables.console`). JSON documents go to
+stdout through :func:`print_json` (plain ``json.dumps``, indent 2).
+
+JSON shape convention: each command's ``--json`` document keeps the keys it has always had, so
+scripts keep working: ``analyze`` an analysis object (a list for several scenarios), ``roofline``
+and ``predict`` one object with ``lbl_ms``/``complete``, ``bench`` an object with ``analyses``,
+``torch`` a list of insights documents (each with ``run``), ``db`` commands a list of records (or
+one counts object). Every document that carries an LBL carries ``lbl_ms``, ``complete`` and
+``missing_layers`` (or ``lbl_complete``) beside it.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from benanza.reports.tables import console
+
+# the terminal's width on a terminal; pipes and files get every table whole, without colour
+out = console()
+err = console(stderr=True)
+
+
+def print_json(doc, default=None) -> None:
+    """``--json`` output: the document as indented JSON on stdout. Plain ``json.dumps``, not
+    rich's ``print_json``: rich highlights every token, 2.2 s for one resnet50 bench document on an
+    H200 host, more than the rest of a repeat."""
+    sys.stdout.write(json.dumps(doc, indent=2, default=default) + "\n")
+    sys.stdout.flush()
+
+
+def notices(lines, soft_wrap: bool = False) -> None:
+    """Each line as ``notice: LINE`` on stderr."""
+    for n in lines:
+        err.print(f"notice: {n}", markup=False, soft_wrap=soft_wrap)
+
+
+def line(text: str, stderr: bool = False) -> None:
+    """One plain line (no markup, no highlighting) on stdout or stderr."""
+    (err if stderr else out).print(text, markup=False, highlight=False)

@@ -1,0 +1,101 @@
+"""The ``db`` commands: the performance database's systems, measurements, sharing (what a model still
+has to measure), two systems compared, export, import and schema upgrade."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from benanza import kinds as L
+from benanza.database import query, sharing
+from benanza.database.store import Database, open_db
+from benanza.errors import UsageError
+from benanza.spec import Precision
+from benanza.usecases.progress import SILENT, Progress
+
+
+def open_read(db: str | None, progress: Progress = SILENT) -> Database:
+    """An existing database (never created), its notices to ``progress``."""
+    database = open_db(db, create=False)
+    for n in database.notices:
+        progress.notice(n)
+    return database
+
+
+def systems(db: str | None, progress: Progress = SILENT) -> tuple[Database, list[dict]]:
+    """The systems measured (:func:`benanza.database.query.systems`), fingerprints shortened to 12."""
+    database = open_read(db, progress)
+    rows = query.systems(database)
+    for r in rows:
+        r["fingerprint"] = r["fingerprint"][:12]
+    return database, rows
+
+
+def measurements(db: str | None, f: query.Filters, best: bool, dtype: str | None,
+                 progress: Progress = SILENT) -> tuple[str, list]:
+    """Measurement records by ``f`` (``best``: only the fastest valid per layer config, in ``dtype``
+    or in each data type); returns the table's title and the records."""
+    if dtype:
+        Precision.of(dtype)
+    database = open_read(db, progress)
+    if not best:
+        recs = query.measurements(database, f)
+        return f"{len(recs)} measurements", recs
+    keys = query.config_keys(database, f)
+    if f.sort not in query.SORTABLE:
+        raise UsageError(f"cannot sort by {f.sort!r} (choose from {', '.join(query.SORTABLE)})")
+    # no --dtype: every data type, the best per config in each
+    found = [r for p in ([dtype] if dtype else L.PRECISIONS)
+             for r in query.best_per_config(database, f.system, p, f.cache or "warm", keys).values()
+             if dtype or r.precision == p]  # a precision's fallback rows (fp8 -> fp16) once
+    recs = query.sort_records(found, f.sort, f.descending, f.limit)
+    return f"{len(recs)} best measurements per config in {dtype or 'each data type'}", recs
+
+
+def shared(db: str | None, model: str, batch: int | None, system: str | None, dtype: str,
+           progress: Progress = SILENT) -> dict:
+    """How many of ``model``'s unique layer configs are already measured
+    (:func:`benanza.database.query.shared_configs`)."""
+    return query.shared_configs(open_read(db, progress), model, batch, system, dtype)
+
+
+def compare(db: str | None, system_a: str, system_b: str, dtype: str, cache: str,
+            progress: Progress = SILENT) -> list[dict]:
+    """Per layer config measured on both systems, the best times and their ratio (B / A). Raises
+    UsageError when the two have nothing in common in ``dtype``."""
+    database = open_read(db, progress)
+    Precision.of(dtype)
+    rows = query.compare_systems(database, system_a, system_b, dtype, cache)
+    if not rows:
+        raise UsageError(f"systems {system_a} and {system_b} have no layer config measured in {dtype} ({cache}) "
+                         f"on both: nothing to compare (try another --dtype)")
+    return rows
+
+
+def export(db: str | None, output: Path, system: str | None, model: list[str] | None, batch: int | None, fmt: str,
+           progress: Progress = SILENT):
+    """Chosen systems and models to a portable SQLite file (a :class:`benanza.database.sharing`
+    export's counts), or one system's measurements as Google Benchmark or NVBench JSON (the document)."""
+    if fmt not in ("sqlite", "gbench", "nvbench"):
+        raise UsageError(f"--format must be sqlite, gbench or nvbench, not {fmt!r}")
+    if output.exists():
+        raise UsageError(f"-o {output}: exists; export writes a new file")
+    database = open_read(db, progress)
+    if fmt == "sqlite":
+        return sharing.export(database, output, system, model, batch)
+    from benanza.database.exports import gbench_doc, nvbench_doc, write_json
+
+    keys = sorted({k for m in model for k in query.model_keys(database, m, batch)}) if model else None
+    doc = (gbench_doc if fmt == "gbench" else nvbench_doc)(database, system, keys)
+    write_json(doc, output)
+    return doc
+
+
+def import_(db: str | None, source: str, progress: Progress = SILENT, spinner=None):
+    """Merge ``source`` into the database (:func:`benanza.database.sharing.import_db`); ``spinner``:
+    a context manager factory ``spinner(what)`` around the import."""
+    import contextlib
+
+    database = open_db(db)
+    for n in database.notices:
+        progress.notice(n)
+    with (spinner or (lambda what: contextlib.nullcontext()))(f"importing {source} into {database.safe_url}"):
+        return sharing.import_db(database, source)
