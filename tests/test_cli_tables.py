@@ -227,7 +227,8 @@ def _analysis(model, batch=32, dtype="fp16"):
 def test_the_fast_rows_are_richs_rows(models, width):
     """FitTable draws one-line rows itself (0.6 ms a row in rich): the same characters and colours as
     rich's Table, on a terminal and piped, with missing (red) rows and wrapped engine configs."""
-    from benanza.reports.lbl import analysis_table as _analysis_table, summary_table as _summary_table
+    from benanza.reports.lbl import analysis_table as _analysis_table
+    from benanza.reports.lbl_summary import lbl_summary_table as _summary_table
 
     for a in (_analysis(REPO / "examples" / "resnet50.onnx"), _analysis(models / "resnet50_bnkept.onnx")):
         for color in (False, True):

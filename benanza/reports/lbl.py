@@ -8,8 +8,10 @@ from pathlib import Path
 from rich.text import Text
 
 from benanza.errors import UsageError
+from benanza.reports.lbl_summary import lbl_summary_table
 from benanza.reports.tables import Col, FitTable
 from benanza.reports.terminal import err, out, print_json
+from benanza.reports.training import phase_cell, training_step_table
 
 #: the per-layer table's columns; in a narrow terminal an all-empty column goes first (the v7 pick
 #: without heuristic records), then the v7 pick, IQR, the critical-path mark, config, math and call
@@ -67,7 +69,7 @@ def print_analyses(results, steps, database, system, json_out: bool, layers_tabl
         for r in results:
             out.print(analysis_table(r))
     print_findings(results, database, system)
-    out.print(summary_table(results))
+    out.print(lbl_summary_table(results))
     for lt in llms:
         t = llm_table(lt)
         if t is not None:
@@ -164,21 +166,7 @@ def print_training(steps, calls_table: bool) -> None:
                            f"{c.time_ms:.4f}" if c.time_ms is not None else Text("missing", style="red"),
                            c.call, c.algorithm)
             out.print(ct)
-    st = FitTable("training step LBL, ms: forward + backward, critical path; partial sums marked incomplete",
-                  [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"), Col("LBL ms", "num"),
-                   Col("sequential ms", "num", drop=2), Col("forward ms", "num", drop=1),
-                   Col("loss ms", "num", drop=3), Col("bwd data ms", "num", drop=1), Col("bwd weight ms", "num", drop=1),
-                   Col("optimizer ms", "num", drop=3), Col("complete")])
-    for t in steps:
-        mark = "" if t.complete else " incomplete"
-        ph = t.phase_ms
-        st.add_row(t.model, str(t.batch), t.precision_label, f"{t.critical_path_ms:.4f}{mark}",
-                   f"{t.sequential_ms:.4f}{mark}", f"{ph['forward']:.4f}",
-                   f"{ph['loss']:.4f}" if ph.get("loss") is not None else
-                   ("not measured" if not t.loss_measured else "not counted"), f"{ph['backward_data']:.4f}",
-                   f"{ph['backward_weight']:.4f}",
-                   f"{ph['optimizer']:.4f}" if ph["optimizer"] is not None else "not measured",
-                   "yes" if t.complete else Text(f"no: {t.missing_count} missing", style="red"))
+    st = training_step_table(steps)
     out.print(st)
     for t in steps:
         out.print(f"training step {t.model} batch {t.batch} {t.precision_label}: {t.lbl_text()}", markup=False)
@@ -194,26 +182,6 @@ def print_training(steps, calls_table: bool) -> None:
                       markup=False)
         for n in t.notes:
             out.print(f"  note: {n}", markup=False)
-
-
-def summary_table(results) -> FitTable:
-    """One row per analysis: the headline LBL (fused, critical path) first, then the fused
-    sequential and the unfused figures; an incomplete analysis shows partial sums, marked."""
-    t = FitTable("lower-bound latency (LBL), ms: fused, critical path; partial sums marked incomplete",
-                 [Col("model", "name"), Col("batch", "num"), Col("dtype", "name"), Col("layouts", "name", drop=4),
-                  Col("LBL ms", "num"), Col("fused seq ms", "num", drop=3), Col("unfused par ms", "num", drop=2),
-                  Col("unfused seq ms", "num", drop=1), Col("layers measured", drop=5), Col("complete")])
-    for r in results:
-        d = r.to_dict()
-        miss = ", ".join(f"{op} x{n}" for op, n in d["missing_by_op"].items())
-        mark = "" if r.complete else " incomplete"
-        umark = "" if r.complete_unfused else " incomplete"
-        t.add_row(r.model, str(r.batch), r.precision_label, "+".join(x.lower() for x in r.layouts),
-                  f"{r.lbl_ms:.4f}{mark}", f"{r.lbl_fused_sequential_ms:.4f}{mark}",
-                  f"{r.lbl_parallel_ms:.4f}{umark}", f"{r.lbl_sequential_ms:.4f}{umark}",
-                  f"{d['measured_layers']} (+{d['zero_cost_layers']} zero-cost)",
-                  "yes" if r.complete else Text(f"no: {miss}", style="red"))
-    return t
 
 
 def print_notices(lb, json_out: bool) -> None:
@@ -237,12 +205,12 @@ def print_training_prediction(tp, eb, memory: str, json_out: bool) -> None:
                                       Col("ratio", "num")])
 
     def cell(v, why):
-        return f"{v:.4f}" if v is not None else why
+        return phase_cell(v, why)
 
     partial = {c.phase for c in tp.calls if c.predicted_ms is None} | ({"forward"} if s.forward_missing else set())
     for ph in ("forward", "loss", "backward_data", "backward_weight", "optimizer"):
         mo, md = s.phase_ms.get(ph), tp.phase_ms.get(ph)
-        why = "not measured" if ph == "optimizer" or (ph == "loss" and not s.loss_measured) else "not counted"
+        why = "not counted" if ph == "loss" and s.loss_measured else "not measured"
         pm = " incomplete" if ph in partial and mo is not None else ""
         t.add_row(ph, cell(mo, why) + pm, cell(md, why) + pm, f"{md / mo:.3f}" if mo and md is not None else "-")
     for name, mo, md in (("sequential", s.sequential_ms, tp.sequential_ms),
@@ -404,8 +372,15 @@ def print_roofline(r, json_out: bool) -> None:
                  f"({req.ceilings} ceilings: {what})", ROOFLINE_COLUMNS)
     for x in mr.layers:
         t.add_row(str(x.index), x.name, x.kind, f"{x.flops / 1e9:.3f}", f"{x.bytes / 1e6:.2f}", f"{x.intensity:.1f}",
-                  x.limit, x.peak, f"{x.bound_ms * 1e3:.1f}", f"{x.measured_ms * 1e3:.1f}", f"{x.efficiency:.0%}")
+                  x.limit, x.peak, f"{x.bound_ms * 1e3:.1f}", f"{x.measured_ms * 1e3:.1f}",
+                  f"{x.efficiency:.0%}" + ("*" if x.above_roof else ""))
     out.print(t)
+    above = [x for x in mr.layers if x.above_roof]
+    if above:
+        resident = sum(1 for x in above if x.l2_resident)
+        out.print(f"* {len(above)} layers measured faster than their roofline bound (efficiency above 100 %): "
+                  f"{resident} of them memory-bound with a working set that stays in L2 between warm calls "
+                  "(limit 'memory, L2-resident'), for which the DRAM roof is no bound", markup=False)
     out.print(f"LBL {a.lbl_text()}", markup=False)
     out.print(f"roofline bound of the layers: {mr.bound_sequential_ms:.4f} ms sequential, {mr.bound_parallel_ms:.4f} ms "
               f"parallel; with the {LAUNCH_FLOOR_US:g} µs launch floor {mr.attainable_sequential_ms:.4f} ms; library "

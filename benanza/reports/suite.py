@@ -107,7 +107,8 @@ def print_run(r, json_out: bool) -> None:
 def print_bench(r, json_out: bool, layers_table: bool, cluster: bool) -> None:
     """``bench``: a :class:`benanza.usecases.bench.BenchResult` as JSON (:func:`print_bench_json`), or
     the per-layer tables and findings, the summary, the training steps and the stages' times."""
-    from benanza.reports.lbl import analysis_table, print_findings, print_training, summary_table
+    from benanza.reports.lbl import analysis_table, print_findings, print_training
+    from benanza.reports.lbl_summary import lbl_summary_table
 
     if json_out:
         return print_bench_json(r, r.counters, cluster)
@@ -115,7 +116,7 @@ def print_bench(r, json_out: bool, layers_table: bool, cluster: bool) -> None:
         for a in r.analyses:
             out.print(analysis_table(a))
         print_findings(r.analyses, r.database, r.system)
-    out.print(summary_table(r.analyses))
+    out.print(lbl_summary_table(r.analyses))
     if r.training:
         print_training(r.training, layers_table)
     out.print("stages: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in r.stages.items()), markup=False)

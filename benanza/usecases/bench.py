@@ -92,7 +92,8 @@ def bench(req: BenchRequest, progress: Progress = SILENT) -> BenchResult:
     conn = open_cluster(cluster, timing.devices, opts.workers_per_gpu) if cluster else None
     try:
         database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, req.db, req.output, quiet, progress,
-                                       stages, compile_now=bool(cluster), train=train, optimizer=optimizer)
+                                       stages, compile_now=bool(cluster), train=train, optimizer=optimizer,
+                                       gpus=None if cluster else opts.gpus())
     except BaseException:
         if conn is not None:
             conn.close()
@@ -419,17 +420,25 @@ def _compile_beside_framework(suite, database, opts, quiet: bool, torch: bool | 
 
 
 def _bench_suite(mls, precisions, layouts, kind_list, conv_p, db, output, quiet: bool, progress: Progress, stages: dict,
-                 compile_now: bool = True, train: bool = False, optimizer: str = "sgd"):
+                 compile_now: bool = True, train: bool = False, optimizer: str = "sgd", gpus=None):
     """``bench``'s stages 1-3: open the database (a bad URL fails before the long stages; nothing is
     created when no layer can be benchmarked), generate the suite into ``output`` (default: a
     cache folder per model) and compile it (unless ``compile_now`` is false), with a progress bar on
-    a terminal unless ``quiet``. Returns (database, suite); the stages' wall times (s) go into ``stages``."""
+    a terminal unless ``quiet``. ``gpus``: the devices the suite will run on here (None: elsewhere, a
+    cluster), checked after the database opens and before anything is generated
+    (:func:`benanza.runner.system.require_gpu`: DeviceError, exit 6, in well under a second, where
+    compiling first took minutes to learn it). Returns (database, suite); the stages' wall times (s)
+    go into ``stages``."""
     from benanza.database.store import open_db
     from benanza.generation.generator import generate as gen, plan_jobs, training_folds_note
 
     if not plan_jobs(mls, precisions):  # fail before creating anything
         raise UsageError(f"{mls[0].model}: no benchmarkable layer (every layer is zero-cost or unsupported)")
     database = open_db(db)  # before the long stages: a bad URL fails now
+    if gpus is not None:
+        from benanza.runner.system import require_gpu
+
+        require_gpu(list(gpus), "benanza bench")
     if not quiet:
         for n in database.notices:
             progress.notice(n)
@@ -552,7 +561,10 @@ def ceilings(db: str | None, device: int, output: Path | None, quiet: bool,
     from benanza.database.store import open_db
     from benanza.runner import ceilings as C
 
+    from benanza.runner.system import require_gpu
+
     database = open_db(db)
+    require_gpu(device, "benanza ceilings")  # before the compile: minutes to learn there is no GPU
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / "ceilings"
     br = build_with_progress(C.generate_suite(folder), None, quiet, progress)
     system, rows, failed = C.measure(br.executable, device)
