@@ -22,14 +22,8 @@ OUTSIDE_DESIGN = re.compile(r"DESIGN\.md")
 DATE = re.compile(r"\b20\d{2}-\d{2}-\d{2}")
 #: files whose dates are not experiment logs: the log formats their parsers read, quoted as examples
 LOG_FORMAT_EXAMPLES = {"benanza/profiles/cublaslt_log.py", "benanza/profiles/cudnn_log.py"}
-#: citations left in the modules other work was rewriting when docs/ was written (the CLI, the API
-#: facade, the model processor): the most each of those files may keep; empty it once they are gone
-STILL_TO_REWRITE = {
-    ("benanza/api.py", "design"): 1,
-    ("benanza/api.py", "results"): 1,
-    ("benanza/api.py", "date"): 1,
-    ("benanza/cli.py", "date"): 1,
-}
+#: citations some files may still keep (file, what) -> count: none, every module states facts and points to docs/
+STILL_TO_REWRITE: dict[tuple[str, str], int] = {}
 
 
 def _package_files():

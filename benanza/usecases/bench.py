@@ -251,7 +251,7 @@ def run_line(s) -> str:
 
 def bench_measure(suite, database, opts, quiet: bool, torch: bool | None, progress: Progress, stages: dict):
     """``bench``'s stages 3-4: compile, run the suite, time the framework's kernels, on one GPU.
-    Where the framework's kernels go (``benchmarks/results/2026-11-26g``, one H100, resnet50 and resnet18):
+    Where the framework's kernels go (docs/timing.md, "Scheduling": one H100, resnet50 and resnet18):
 
     * harness to compile: beside the compile (:func:`_compile_beside_framework`), and the run waits
       for them. Fresh quick start 75.3-91.0 s (four benches); letting them go on beside the run
