@@ -733,27 +733,117 @@ def _read_only_url(path: Path) -> str:
     return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&immutable=1&uri=true"
 
 
+#: the smallest cap on a reference database's unpacked size (bytes), and the cap's ratio to its
+#: compressed size: the shipped databases unpack to 3.4 to 8.4 times their size (db/reference)
+UNPACK_FLOOR = 64 << 20
+UNPACK_RATIO = 64
+
+
+def unpack_limit(compressed: int) -> int:
+    """The most bytes a compressed reference database of ``compressed`` bytes may unpack to:
+    ``$BENANZA_MAX_UNPACKED_MB`` MiB when set, else the larger of :data:`UNPACK_FLOOR` and
+    :data:`UNPACK_RATIO` times ``compressed`` (a gzip bomb: a 194 KB file of 200 MB is refused).
+    Raises :class:`DatabaseError` for a setting that is not a positive number."""
+    text = os.environ.get("BENANZA_MAX_UNPACKED_MB", "").strip()
+    if not text:
+        return max(UNPACK_FLOOR, UNPACK_RATIO * compressed)
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = 0.0
+    if not (mb > 0 and mb != float("inf")):
+        raise DatabaseError(f"BENANZA_MAX_UNPACKED_MB={text!r}: give the most MiB a compressed database may "
+                            f"unpack to, a positive number")
+    return int(mb * (1 << 20))
+
+
+def reference_digest(path: Path) -> str:
+    """The 16 hex digits of the sha256 of a compressed database's bytes that name its unpacked copy."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def unpack_temp(cache: Path, name: str) -> tuple[int, str]:
+    """A new temporary file of this process in ``cache`` for the unpacked copy ``name``: (fd, path)."""
+    import tempfile
+
+    return tempfile.mkstemp(dir=cache, prefix=f".{name}.", suffix=".part")
+
+
 def _unpack_reference(path: Path) -> Path:
     """A gzip-compressed SQLite database (how reference databases ship) unpacked once into the
-    cache (``$XDG_CACHE_HOME/benanza/db/<sha256 prefix>.sqlite``)."""
-    import gzip
-    import shutil
-
-    data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()[:16]
+    cache (``$XDG_CACHE_HOME/benanza/db/<name>-<sha256 prefix>.sqlite``). Processes at their first
+    use at once: one unpacks (the cache folder's lock) into a temporary file of its own, checked
+    (gzip's CRC and length, SQLite's header, at most :func:`unpack_limit` bytes) and synced, then
+    moved into place atomically; the others wait and open it, never a partial file. Raises
+    :class:`DatabaseError` (nothing left in the cache) for a damaged or oversized file, a full disk
+    (``no space left on``) or a cache that cannot be written."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "db"
-    target = cache / f"{path.name[:-3]}-{digest}.sqlite"
-    if not target.exists():
+    target = cache / f"{path.name[:-3]}-{reference_digest(path)}.sqlite"
+    if target.exists():
+        return target
+    try:
         cache.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
+    except OSError as e:
+        raise _cache_error(path, cache, e) from None
+    with _folder_lock(target):
+        if target.exists():  # another process unpacked it while this one waited
+            return target
         try:
-            with gzip.open(path) as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        except (OSError, EOFError) as e:
-            tmp.unlink(missing_ok=True)
-            raise DatabaseError(f"database {path}: not a gzip-compressed database ({e})") from None
-        tmp.replace(target)
+            fd, tmp = unpack_temp(cache, target.name)
+        except OSError as e:
+            raise _cache_error(path, cache, e) from None
+        try:
+            _gunzip_into(path, fd, unpack_limit(path.stat().st_size), cache)
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
     return target
+
+
+def _gunzip_into(path: Path, fd: int, limit: int, cache: Path) -> None:
+    """Unpack ``path`` into ``fd`` (closed here, synced), at most ``limit`` bytes, starting with
+    SQLite's header; :class:`DatabaseError` otherwise."""
+    import gzip
+    import zlib
+
+    size = 0
+    with os.fdopen(fd, "wb") as dst:
+        try:
+            with gzip.open(path) as src:
+                while True:
+                    try:
+                        block = src.read(1 << 20)
+                    except (OSError, EOFError, zlib.error) as e:
+                        raise DatabaseError(f"database {path}: not a gzip-compressed database ({e})") from None
+                    if not block:
+                        break
+                    if size == 0 and not block.startswith(b"SQLite format 3\x00"):
+                        raise DatabaseError(f"database {path}: not a gzip-compressed SQLite database")
+                    size += len(block)
+                    if size > limit:
+                        raise DatabaseError(f"database {path}: unpacks to more than {limit / (1 << 20):g} MiB, "
+                                            f"refused (a gzip bomb?); the limit is BENANZA_MAX_UNPACKED_MB, by default "
+                                            f"{UNPACK_RATIO} times the compressed size and at least "
+                                            f"{UNPACK_FLOOR >> 20} MiB")
+                    dst.write(block)
+            dst.flush()
+            os.fsync(dst.fileno())
+        except OSError as e:  # writing the copy (reading errors are caught above)
+            raise _cache_error(path, cache, e) from None
+    if size == 0:
+        raise DatabaseError(f"database {path}: empty, not a gzip-compressed SQLite database")
+
+
+def _cache_error(path: Path, cache: Path, e: OSError) -> DatabaseError:
+    import errno
+
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DatabaseError(f"database {path}: no space left on {cache} to unpack it")
+    return DatabaseError(f"database {path}: cannot unpack it into {cache} ({e.strerror or e})")
 
 
 def migrations_dir() -> Path:
