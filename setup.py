@@ -30,22 +30,28 @@ class CMakeBuild(build_ext):
         import pybind11
 
         out = Path(self.get_ext_fullpath(ext.name)).resolve().parent
-        # a fresh CMake build folder each time: a cache from an earlier (isolated) build environment
-        # would point at tools that no longer exist
-        tmp = Path(tempfile.mkdtemp(prefix="benanza-cmake-"))
-        cmake = shutil.which("cmake") or "cmake"
-        args = [cmake, "-S", str(ROOT), "-B", str(tmp), "-DCMAKE_BUILD_TYPE=Release",
-                f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={out}", f"-DPython_EXECUTABLE={sys.executable}",
-                f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"]
+        args = [f"-DPython_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"]
         args += cuda_cmake_args()
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
-        try:
-            subprocess.run(args, check=True)
-            subprocess.run([cmake, "--build", str(tmp), "--parallel", str(os.cpu_count() or 2)], check=True)
-        except subprocess.CalledProcessError:
-            sys.exit("benanza: building the native module failed; it needs the CUDA runtime (a CUDA "
-                     "toolkit, CUDA_HOME, or the nvidia-cuda-runtime wheel), a C++17 compiler and CMake >= 3.24")
+        cmake_build(shutil.which("cmake") or "cmake", args, out)
+
+
+def cmake_build(cmake: str, args: list[str], out: Path, run=subprocess.run) -> None:
+    """Configure and build CMakeLists.txt with ``args`` in a fresh temporary build folder (a cache
+    from an earlier, isolated build environment would point at tools that no longer exist), the
+    module written to ``out``; the folder is removed when the build ends, built or failed. Exits
+    with one line when CMake fails."""
+    tmp = Path(tempfile.mkdtemp(prefix="benanza-cmake-"))
+    try:
+        run([cmake, "-S", str(ROOT), "-B", str(tmp), "-DCMAKE_BUILD_TYPE=Release",
+             f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={out}"] + args, check=True)
+        run([cmake, "--build", str(tmp), "--parallel", str(os.cpu_count() or 2)], check=True)
+    except subprocess.CalledProcessError:
+        sys.exit("benanza: building the native module failed; it needs the CUDA runtime (a CUDA "
+                 "toolkit, CUDA_HOME, or the nvidia-cuda-runtime wheel), a C++17 compiler and CMake >= 3.24")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def cuda_cmake_args() -> list[str]:
@@ -93,5 +99,6 @@ class BuildPyWithData(build_py):
             shutil.copy2(ROOT / "db" / "reference" / table, Path(self.build_lib) / "benanza" / "_data" / table)
 
 
-setup(ext_modules=[CMakeExtension("benanza._native")],
-      cmdclass={"build_ext": CMakeBuild, "build_py": BuildPyWithData})
+if __name__ == "__main__":  # as pip, setuptools' build backend and `python setup.py` run it
+    setup(ext_modules=[CMakeExtension("benanza._native")],
+          cmdclass={"build_ext": CMakeBuild, "build_py": BuildPyWithData})

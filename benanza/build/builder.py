@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benanza.build.cudalibs import CudaLibs, locate
 from benanza.errors import BuildError
-from benanza.generation.generator import load_suite
+from benanza.generation.generator import check_cmake_path, load_suite
 
 
 @dataclass
@@ -87,7 +87,8 @@ def build_harness(libs: CudaLibs, jobs: int | None = None, cuda_architectures: s
     :class:`BuildError` when it does not compile. ``progress``: as in :func:`build`."""
     from benanza.generation.generator import render_harness_project
 
-    root = _harness_root(libs, cuda_architectures)
+    root = check_cmake_path(_harness_root(libs, cuda_architectures), "harness cache folder",
+                            "set XDG_CACHE_HOME to another folder")
     lib = harness_library_path(libs, cuda_architectures)
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
@@ -195,6 +196,7 @@ def build(folder: str | Path, libs: CudaLibs | None = None, jobs: int | None = N
     log path, :class:`LibraryError` when cuDNN/cuBLAS/CUDA are missing.
     """
     suite = load_suite(folder)
+    check_cmake_path(suite.root, "suite folder", "move the suite to another folder")
     libs = libs or locate()
     t0 = time.perf_counter()
     if cuda_architectures is None:

@@ -135,6 +135,4 @@ def db_upgrade(db: Db = None):
     """Bring a database written by an older benanza to the current schema (migrations).
 
     Example: benanza db upgrade --db perf.db"""
-    from benanza.database.store import SCHEMA_VERSION, open_db
-
-    report.print_upgrade(open_db(db, create=False), SCHEMA_VERSION)
+    report.print_upgrade(*uc.upgrade(db))

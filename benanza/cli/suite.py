@@ -100,7 +100,7 @@ def bench_request(model, models_file, batch, dtype, db, output, layout, kinds, t
 
     paths = uc.model_list(model, models_file)
     gkinds = uc.cluster_kinds(cluster.cluster, cluster.gpu_kinds)
-    if counters and cluster.cluster:
+    if counters and cluster.cluster is not None:
         from benanza.errors import UsageError
 
         raise UsageError("--counters with --cluster: Nsight Compute profiles on this machine's GPU")

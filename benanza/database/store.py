@@ -298,8 +298,10 @@ def _sqlite_pragmas(dbapi_conn, _record):
 
 
 def _sqlite_read_only_pragmas(dbapi_conn, _record):
-    """A file opened read-only (:func:`_read_only_url`): its journal mode stays as it is."""
+    """A file opened read-only (:func:`_read_only_url`, or a WAL source: :func:`_source_url`): its
+    journal mode stays as it is, and SQLite refuses every write (``query_only``)."""
     cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA query_only=1")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
@@ -737,36 +739,210 @@ def system_fingerprint(record: dict) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
-def _read_only_url(path: Path) -> str:
-    """The SQLAlchemy URL that opens the SQLite file ``path`` read-only and immutable (SQLite's URI
-    parameters ``mode=ro&immutable=1``: no lock, journal or shared-memory file is written beside it,
-    as on a read-only mount)."""
+def _read_only_url(path: Path, immutable: bool = True) -> str:
+    """The SQLAlchemy URL that opens the SQLite file ``path`` read-only (SQLite's URI parameter
+    ``mode=ro``: the file's bytes are never written) and, when ``immutable``, immutable
+    (``immutable=1``: no lock, journal or shared-memory file is written beside it, as on a read-only
+    mount; for a file this process may not write, whose writer cannot be running here)."""
     from urllib.parse import quote
 
-    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&immutable=1&uri=true"
+    return f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro{'&immutable=1' if immutable else ''}&uri=true"
+
+
+class _OlderSchema(DatabaseError):
+    """A database opened read-only whose schema is older than this benanza's (:func:`open_db` reads
+    it through an upgraded copy)."""
+
+
+def _source_url(u, safe: str, create: bool, read_only: bool):
+    """(URL, read-only?) for an existing SQLite file: read-only when asked or when this process may
+    not write it (a read-only file system, no permission; :class:`DatabaseError` when ``create``);
+    other URLs as they are."""
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:") or not Path(u.database).is_file():
+        return u, False
+    path = Path(u.database)
+    writable = _writable(path)
+    if not writable and create:
+        raise DatabaseError(f"database {safe}: read-only (no write permission or a read-only file system); "
+                            f"measurements cannot be written into it")
+    if read_only and writable and _wal_mode(path):
+        # a WAL database where its writers may be running: opened as they open it, so that SQLite's
+        # -wal and -shm files come and go as for them (mode=ro would leave them behind); SQLite
+        # refuses every write (query_only) and the schema is not migrated (read-only)
+        return u, True
+    if read_only or not writable:
+        return sa.engine.make_url(_read_only_url(path, immutable=not writable)), True
+    return u, False
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _wal_mode(path: Path) -> bool:
+    """Whether the SQLite file's header says WAL mode (bytes 18 and 19 are 2)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head[:16] == b"SQLite format 3\x00" and head[18] == 2 and head[19] == 2
+
+
+def _source_connection(path: Path):
+    """A sqlite3 connection that reads ``path`` as :func:`_source_url` opens it: never writing it."""
+    import sqlite3
+
+    if _writable(path) and _wal_mode(path):
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA query_only=1")
+        return con
+    return sqlite3.connect(_read_only_url(path, immutable=not _writable(path))[len("sqlite:///"):], uri=True)
+
+
+def _upgraded_copy(path: Path, safe: str, why: str) -> Database:
+    """The SQLite file ``path`` (an older schema, opened read-only) read through a copy in a temporary
+    folder (removed when this process ends) upgraded to the current schema: ``path`` is unchanged.
+    Raises :class:`DatabaseError` when the copy cannot be made (a full disk...)."""
+    import atexit
+    import shutil
+    import sqlite3
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="benanza-source-"))
+    atexit.register(shutil.rmtree, folder, True)
+    copy = folder / (path.stem + ".sqlite")
+    try:
+        src = _source_connection(path)
+        try:
+            dst = sqlite3.connect(copy)
+            try:
+                src.backup(dst)  # a consistent snapshot, its WAL's committed pages included
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except (sqlite3.Error, OSError) as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise DatabaseError(f"{why}; cannot read it through an upgraded copy in {folder.parent} ({e})") from None
+    db = open_db(str(copy), create=False, read_only=False)
+    db.label = safe
+    db.notices = [f"{why}; read through an upgraded temporary copy, the file unchanged "
+                  f"(`benanza db upgrade --db {safe}` upgrades it)"]
+    return db
+
+
+#: the smallest cap on a reference database's unpacked size (bytes), and the cap's ratio to its
+#: compressed size: the shipped databases unpack to 3.4 to 8.4 times their size (db/reference)
+UNPACK_FLOOR = 64 << 20
+UNPACK_RATIO = 64
+
+
+def unpack_limit(compressed: int) -> int:
+    """The most bytes a compressed reference database of ``compressed`` bytes may unpack to:
+    ``$BENANZA_MAX_UNPACKED_MB`` MiB when set, else the larger of :data:`UNPACK_FLOOR` and
+    :data:`UNPACK_RATIO` times ``compressed`` (a gzip bomb: a 194 KB file of 200 MB is refused).
+    Raises :class:`DatabaseError` for a setting that is not a positive number."""
+    text = os.environ.get("BENANZA_MAX_UNPACKED_MB", "").strip()
+    if not text:
+        return max(UNPACK_FLOOR, UNPACK_RATIO * compressed)
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = 0.0
+    if not (mb > 0 and mb != float("inf")):
+        raise DatabaseError(f"BENANZA_MAX_UNPACKED_MB={text!r}: give the most MiB a compressed database may "
+                            f"unpack to, a positive number")
+    return int(mb * (1 << 20))
+
+
+def reference_digest(path: Path) -> str:
+    """The 16 hex digits of the sha256 of a compressed database's bytes that name its unpacked copy."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def unpack_temp(cache: Path, name: str) -> tuple[int, str]:
+    """A new temporary file of this process in ``cache`` for the unpacked copy ``name``: (fd, path)."""
+    import tempfile
+
+    return tempfile.mkstemp(dir=cache, prefix=f".{name}.", suffix=".part")
 
 
 def _unpack_reference(path: Path) -> Path:
     """A gzip-compressed SQLite database (how reference databases ship) unpacked once into the
-    cache (``$XDG_CACHE_HOME/benanza/db/<sha256 prefix>.sqlite``)."""
-    import gzip
-    import shutil
-
-    data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()[:16]
+    cache (``$XDG_CACHE_HOME/benanza/db/<name>-<sha256 prefix>.sqlite``). Processes at their first
+    use at once: one unpacks (the cache folder's lock) into a temporary file of its own, checked
+    (gzip's CRC and length, SQLite's header, at most :func:`unpack_limit` bytes) and synced, then
+    moved into place atomically; the others wait and open it, never a partial file. Raises
+    :class:`DatabaseError` (nothing left in the cache) for a damaged or oversized file, a full disk
+    (``no space left on``) or a cache that cannot be written."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "db"
-    target = cache / f"{path.name[:-3]}-{digest}.sqlite"
-    if not target.exists():
+    target = cache / f"{path.name[:-3]}-{reference_digest(path)}.sqlite"
+    if target.exists():
+        return target
+    try:
         cache.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
+    except OSError as e:
+        raise _cache_error(path, cache, e) from None
+    with _folder_lock(target):
+        if target.exists():  # another process unpacked it while this one waited
+            return target
         try:
-            with gzip.open(path) as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        except (OSError, EOFError) as e:
-            tmp.unlink(missing_ok=True)
-            raise DatabaseError(f"database {path}: not a gzip-compressed database ({e})") from None
-        tmp.replace(target)
+            fd, tmp = unpack_temp(cache, target.name)
+        except OSError as e:
+            raise _cache_error(path, cache, e) from None
+        try:
+            _gunzip_into(path, fd, unpack_limit(path.stat().st_size), cache)
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
     return target
+
+
+def _gunzip_into(path: Path, fd: int, limit: int, cache: Path) -> None:
+    """Unpack ``path`` into ``fd`` (closed here, synced), at most ``limit`` bytes, starting with
+    SQLite's header; :class:`DatabaseError` otherwise."""
+    import gzip
+    import zlib
+
+    size = 0
+    with os.fdopen(fd, "wb") as dst:
+        try:
+            with gzip.open(path) as src:
+                while True:
+                    try:
+                        block = src.read(1 << 20)
+                    except (OSError, EOFError, zlib.error) as e:
+                        raise DatabaseError(f"database {path}: not a gzip-compressed database ({e})") from None
+                    if not block:
+                        break
+                    if size == 0 and not block.startswith(b"SQLite format 3\x00"):
+                        raise DatabaseError(f"database {path}: not a gzip-compressed SQLite database")
+                    size += len(block)
+                    if size > limit:
+                        raise DatabaseError(f"database {path}: unpacks to more than {limit / (1 << 20):g} MiB, "
+                                            f"refused (a gzip bomb?); the limit is BENANZA_MAX_UNPACKED_MB, by default "
+                                            f"{UNPACK_RATIO} times the compressed size and at least "
+                                            f"{UNPACK_FLOOR >> 20} MiB")
+                    dst.write(block)
+            dst.flush()
+            os.fsync(dst.fileno())
+        except OSError as e:  # writing the copy (reading errors are caught above)
+            raise _cache_error(path, cache, e) from None
+    if size == 0:
+        raise DatabaseError(f"database {path}: empty, not a gzip-compressed SQLite database")
+
+
+def _cache_error(path: Path, cache: Path, e: OSError) -> DatabaseError:
+    import errno
+
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DatabaseError(f"database {path}: no space left on {cache} to unpack it")
+    return DatabaseError(f"database {path}: cannot unpack it into {cache} ({e.strerror or e})")
 
 
 def migrations_dir() -> Path:
@@ -832,20 +1008,25 @@ def _prepare_schema(conn, safe: str, create: bool, read_only: bool = False) -> l
         raise DatabaseError(f"database {safe}: schema revision {current} is unknown to this benanza "
                             f"(written by a newer version?)")
     if current != script.get_current_head():
-        if read_only:
-            raise DatabaseError(f"database {safe}: read-only and at schema revision {current}, older than this "
-                                f"benanza's {script.get_current_head()}; upgrade a writable copy "
-                                f"(benanza db upgrade --db COPY)")
+        if read_only:  # open_db reads it through an upgraded temporary copy
+            raise _OlderSchema(f"database {safe}: schema revision {current} is older than this benanza's "
+                               f"{script.get_current_head()}")
         command.upgrade(cfg, "head")
         return [f"database {safe}: upgraded the schema from revision {current} to {script.get_current_head()}"]
     return []
 
 
-def open_db(url: str | None = None, create: bool = True) -> Database:
+def open_db(url: str | None = None, create: bool = True, read_only: bool | None = None) -> Database:
     """Open (and, when ``create``, create) the database at ``url`` (URL or path; default
     :func:`default_url`). A path ending in ``.gz`` is a compressed reference database, opened
-    read-only (``create=False``) from an unpacked copy. Raises :class:`DatabaseError` with one line
-    when it cannot be opened or was written by a newer schema."""
+    read-only (``create=False``) from an unpacked copy. ``read_only`` (None: ``not create``): a SQLite
+    file is a source whose bytes never change: opened with SQLite's ``mode=ro`` (its journal mode
+    kept, no schema written), and one of an older schema read through an upgraded temporary copy (a
+    notice says so); ``read_only=False`` with ``create=False`` upgrades it in place (``db upgrade``).
+    Raises :class:`DatabaseError` with one line when it cannot be opened or was written by a newer
+    schema."""
+    if read_only is None:
+        read_only = not create
     if url and "://" not in url and url.endswith(".gz"):
         path = Path(url).expanduser()
         if create:
@@ -855,6 +1036,7 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
             raise DatabaseError(f"database {url}: no such file")
         label = str(url)
         url = str(_unpack_reference(path))
+        read_only = False  # the cache's own copy, upgraded in place when its schema is older
     else:
         label = None
     url = normalize_url(url)
@@ -874,14 +1056,8 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise DatabaseError(f"database {safe}: cannot create {path.parent}: {e.strerror}") from None
-    read_only = False
-    if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") and Path(u.database).is_file() \
-            and not (os.access(u.database, os.W_OK) and os.access(Path(u.database).parent, os.W_OK)):
-        # a read-only file system or no write permission: read it as it is, or say why not
-        if create:
-            raise DatabaseError(f"database {safe}: read-only (no write permission or a read-only file system); "
-                                f"measurements cannot be written into it")
-        u, read_only = sa.engine.make_url(_read_only_url(Path(u.database))), True
+    given = u.database  # the SQLite file's path, before a read-only URL names it
+    u, read_only = _source_url(u, safe, create, read_only)
     try:
         engine = sa.create_engine(u, future=True)
     except (NoSuchModuleError, ImportError) as e:
@@ -897,7 +1073,7 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
     try:
         with _folder_lock(sqlite_file):
             try:
-                if sqlite_file is not None and not fresh:
+                if (sqlite_file is not None and not fresh) or read_only:
                     _quick_check(engine, safe)
                 with engine.begin() as conn:
                     _schema_lock(conn)  # then _prepare_schema looks at the tables (another may have made them)
@@ -908,6 +1084,8 @@ def open_db(url: str | None = None, create: bool = True) -> Database:
                     for suffix in ("", "-wal", "-shm", "-journal"):
                         Path(str(sqlite_file) + suffix).unlink(missing_ok=True)
                 raise
+    except _OlderSchema as e:
+        return _upgraded_copy(Path(given), safe, str(e))
     except DatabaseError:
         raise
     except (OperationalError, SQLAlchemyError, OSError) as e:

@@ -264,6 +264,25 @@ def parse_kinds(text: str | None) -> list[str] | None:
                           ", ".join(sorted(KIND_TEMPLATES)))
 
 
+#: characters CMake cannot take in a source or build folder's path: ``;`` splits a list, ``$``
+#: expands a variable, ``"`` ends a quoted argument, ``\\`` escapes; control characters end lines
+_CMAKE_SPECIAL = re.compile(r'[;$"\\\x00-\x1f\x7f]')
+
+
+def check_cmake_path(path: Path, what: str, hint: str = "") -> Path:
+    """``path`` when CMake can configure and build there (resolved, it holds none of ``;``, ``$``,
+    ``"``, ``\\`` or a control character: CMake's own compiler check fails there and writes a stray
+    folder beside it); else :class:`UsageError` with one line naming ``what`` and the path
+    (``hint``: what to change)."""
+    full = str(Path(path).expanduser().absolute())
+    bad = sorted(set(_CMAKE_SPECIAL.findall(full)))
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise UsageError(f"{what} {full!r}: CMake cannot build in a folder whose path holds {shown}; "
+                         f"{hint or 'choose another folder'}")
+    return Path(path)
+
+
 def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Path,
              layouts: list[str] | None = None, kinds: list[str] | None = None,
              conv_precision: str | None = None, train: bool = False, optimizer: str = "sgd") -> Suite:
@@ -284,7 +303,7 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         jobs = [j for j in jobs if j.kind in kinds]
         if not jobs:
             raise UsageError(f"{names}: no layer of kind {', '.join(kinds)} to benchmark")
-    root = Path(out_dir)
+    root = check_cmake_path(Path(out_dir), "suite folder")
     src = root / "src"
     src.mkdir(parents=True, exist_ok=True)
     env = jinja_env()

@@ -590,12 +590,29 @@ def read_profile_json(folder: str | os.PathLike) -> dict:
     if not isinstance(b, int) or isinstance(b, bool) or b <= 0:
         raise ProfileError(f"{f}: \"batch\" must be a positive integer, got {b!r}")
     files = d.get("files") or {}
-    if not isinstance(files, dict) or not isinstance(files.get("trace", ""), str):
+    if not isinstance(files, dict) or not all(v is None or isinstance(v, str) for v in files.values()):
         raise ProfileError(f"{f}: \"files\" must map trace/cudnn_log/cublaslt_log to file names")
+    for key, name in files.items():
+        if name:
+            profile_file(p, name, f"{f}: \"files\" \"{key}\"")
     lat = d.get("latency")
     if lat is not None and not isinstance(lat, dict):
         raise ProfileError(f"{f}: \"latency\" must be an object with samples_ms or median_ms")
     return d
+
+
+def profile_file(folder: Path, name: str, where: str) -> Path:
+    """The file ``name`` of the profile folder ``folder`` (a name from profile.json, ``where``):
+    resolved (``..`` and symbolic links followed), it must lie inside the folder. Raises
+    :class:`ProfileError` (one line naming ``where``) otherwise: a manifest never makes benanza read
+    a file elsewhere."""
+    if "\x00" in name:
+        raise ProfileError(f"{where}: {name!r} is not a file name")
+    root = folder.resolve()
+    path = (folder / name).resolve()
+    if path == root or not path.is_relative_to(root):
+        raise ProfileError(f"{where}: {name!r} is outside the profile folder {folder}; name a file in it")
+    return path
 
 
 def _latency(d: dict, f: Path) -> Latency | None:

@@ -105,16 +105,24 @@ def local_specs(devices: tuple[int, ...] = (), slots: int = TIMING.workers_per_g
 
 def serve_workers(scheduler: str, specs: list[WorkerSpec]) -> None:
     """``benanza worker``: run a Nanny per spec, connected to ``scheduler`` (``tcp://HOST:PORT``),
-    until they end or Ctrl-C. Raises :class:`UsageError` when the scheduler cannot be reached."""
+    until they end or Ctrl-C. The address is checked (:func:`check_address`) and the scheduler asked
+    who it is (:func:`probe_scheduler`, within :func:`connect_timeout`) before any Nanny starts; the
+    Nannies' scratch space is a temporary folder removed when they end. Raises :class:`UsageError`
+    when the address is malformed or no Dask scheduler answers there."""
     import asyncio
+    import shutil
 
+    check_address(scheduler, "--scheduler", local=False)
+    timeout = connect_timeout()
     distributed = require_distributed()
+    probe_scheduler(scheduler, timeout, "--scheduler")
+    scratch = tempfile.mkdtemp(prefix="benanza-worker-")
 
     async def main():
-        nannies = [distributed.Nanny(scheduler, nthreads=s.slots, name=s.name, resources=s.resources(), env=dict(s.env))
-                   for s in specs]
+        nannies = [distributed.Nanny(scheduler, nthreads=s.slots, name=s.name, resources=s.resources(), env=dict(s.env),
+                                     local_directory=scratch) for s in specs]
         try:
-            await asyncio.wait_for(asyncio.gather(*nannies), WORKER_WAIT_S)
+            await asyncio.wait_for(asyncio.gather(*nannies), max(timeout, WORKER_WAIT_S))
         except (OSError, asyncio.TimeoutError) as e:
             raise UsageError(f"--scheduler {scheduler}: cannot reach the scheduler ({_first_line(e)})") from None
         try:
@@ -122,7 +130,10 @@ def serve_workers(scheduler: str, specs: list[WorkerSpec]) -> None:
         finally:
             await asyncio.gather(*(n.close() for n in nannies), return_exceptions=True)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def local_cluster(specs: list[WorkerSpec]):
@@ -333,9 +344,90 @@ def _kinds_and_slots(client) -> tuple[dict[str, list[str]], dict[str, int]]:
     return kinds, slots
 
 
-def _connect(address: str, devices: tuple[int, ...], slots: int = TIMING.workers_per_gpu):
+#: the default bound on reaching a scheduler (s); ``$BENANZA_CONNECT_TIMEOUT`` sets another
+CONNECT_TIMEOUT_S = 30.0
+#: how often a wait for the connection looks at its deadline and lets Ctrl-C through (s)
+POLL_S = 0.2
+
+_ADDRESS = re.compile(r"(?:tcp://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
+
+
+def connect_timeout() -> float:
+    """Seconds allowed to reach a scheduler and hear it answer: ``$BENANZA_CONNECT_TIMEOUT`` (a
+    positive number), else :data:`CONNECT_TIMEOUT_S`. Raises :class:`UsageError` for another value."""
+    text = os.environ.get("BENANZA_CONNECT_TIMEOUT", "").strip()
+    if not text:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"BENANZA_CONNECT_TIMEOUT={text!r}: give the seconds to wait for a scheduler, a positive number")
+    return value
+
+
+def check_address(address: str, flag: str = "--cluster", local: bool = True) -> str:
+    """``address`` when it is a scheduler's address ``tcp://HOST:PORT`` (or ``HOST:PORT``; HOST a
+    name, an IPv4 or a bracketed IPv6 address; PORT 1 to 65535), or ``local`` where ``local`` is
+    allowed; else :class:`UsageError` naming ``flag`` (an empty ``--cluster ''`` too: never a silent
+    local run)."""
+    if local and address == "local":
+        return address
+    m = _ADDRESS.fullmatch(address or "")
+    if m is None or not 1 <= int(m.group(2)) <= 65535:
+        shown = address if address and address.strip() == address and address.isprintable() else repr(address)
+        raise UsageError(f"{flag} {shown}: give the scheduler's address as tcp://HOST:PORT (PORT 1 to 65535)"
+                         + (" or local" if local else ""))
+    return address
+
+
+def probe_scheduler(address: str, timeout: float, flag: str = "--cluster") -> None:
+    """Ask the process at ``address`` (checked by :func:`check_address`) who it is, within
+    ``timeout`` s in all: a TCP connection, then Dask's ``identity`` message, whose answer must come
+    from a Dask scheduler. Raises :class:`UsageError` (one line naming ``flag`` and the address) when
+    nothing listens, nothing answers in time (a silent port) or something else answers (an HTTP
+    server: its bytes read as a Dask frame header once asked for exabytes)."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    deadline = time.monotonic() + timeout
+    host, port = _ADDRESS.fullmatch(address).groups()
+    where = f"{flag} {address}"
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise UsageError(f"{where}: cannot reach the scheduler ({e.strerror or _first_line(e)})") from None
+
+    async def ask():
+        comm = await connect(address if "://" in address else f"tcp://{address}",
+                             timeout=max(0.1, deadline - time.monotonic()))
+        try:
+            await comm.write({"op": "identity"})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(ask(), max(0.1, deadline - time.monotonic())))
+    except (asyncio.TimeoutError, TimeoutError):
+        raise UsageError(f"{where}: no Dask scheduler answered within {timeout:g} s "
+                         "(BENANZA_CONNECT_TIMEOUT sets the wait)") from None
+    except Exception as e:  # noqa: BLE001 - whatever a stranger's bytes make Dask's reader raise
+        why = "its answer is not Dask's protocol" if isinstance(e, MemoryError) else \
+            f"{type(e).__name__}: {_first_line(e)}"
+        raise UsageError(f"{where}: not a Dask scheduler ({why})") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        kind = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
+        raise UsageError(f"{where}: not a Dask scheduler (it answered as {str(kind)[:60]!r})")
+
+
+def _connect(address: str, devices: tuple[int, ...], slots: int = TIMING.workers_per_gpu,
+             timeout: float = CONNECT_TIMEOUT_S):
     """(client, cluster or None): ``local`` starts :func:`local_cluster` over this host's GPUs
-    (``devices``: these; empty: all), ``slots`` suite processes per GPU."""
+    (``devices``: these; empty: all), ``slots`` suite processes per GPU; another address is probed
+    (:func:`probe_scheduler`, ``timeout`` s) before a client connects."""
     distributed = require_distributed()
     cluster = None
     if address == "local":
@@ -344,8 +436,9 @@ def _connect(address: str, devices: tuple[int, ...], slots: int = TIMING.workers
         client = distributed.Client(cluster)
         client.wait_for_workers(len(specs), timeout=WORKER_WAIT_S * 4)
         return client, cluster
+    probe_scheduler(address, timeout)
     try:
-        client = distributed.Client(address, timeout=WORKER_WAIT_S)
+        client = distributed.Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as e:
         raise UsageError(f"--cluster {address}: cannot reach the scheduler ({_first_line(e)})") from None
     try:
@@ -359,40 +452,74 @@ def _connect(address: str, devices: tuple[int, ...], slots: int = TIMING.workers
 
 class ClusterConnection:
     """A connection to the cluster at ``address`` (``tcp://HOST:PORT`` or ``local``: a cluster over
-    this host's GPUs ``devices``, ``slots`` suite processes each) opened in a background thread, so
-    that ``bench --cluster`` starts it before it processes, generates and compiles the suite (a local
-    cluster's start takes about 2 s on a host with two H100s: docs/fleet.md).
-    :meth:`client` waits for it and raises what opening it raised; :meth:`close` closes what was
-    opened (also when it is still opening)."""
+    this host's GPUs ``devices``, ``slots`` suite processes each) opened in a background (daemon)
+    thread, so that ``bench --cluster`` starts it before it processes, generates and compiles the
+    suite (a local cluster's start takes about 2 s on a host with two H100s: docs/fleet.md).
+    The address and ``$BENANZA_CONNECT_TIMEOUT`` are checked here, in the caller's thread
+    (:class:`UsageError`). :meth:`client` waits for it, at most the connect timeout plus the workers'
+    wait, in short steps that let Ctrl-C through, and raises what opening it raised; :meth:`close`
+    closes what was opened, without waiting for an open still under way (that one closes itself)."""
 
     def __init__(self, address: str, devices: tuple[int, ...] = (), slots: int = TIMING.workers_per_gpu):
-        from concurrent.futures import ThreadPoolExecutor
-
+        check_address(address)
+        self.timeout = connect_timeout()
         require_distributed()
         self.address = address
         self.open_s: float | None = None  # how long opening took
         self._t0 = time.perf_counter()
-        pool = ThreadPoolExecutor(1, thread_name_prefix="benanza-cluster-connect")
-        self._future = pool.submit(self._open, devices, slots)
-        pool.shutdown(wait=False)
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._result: tuple | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        threading.Thread(target=self._run, args=(devices, slots), name="benanza-cluster-connect", daemon=True).start()
+
+    def _run(self, devices, slots):
+        try:
+            result = self._open(devices, slots)
+        except BaseException as e:  # noqa: BLE001 - handed to client()
+            self._error = e
+        else:
+            with self._lock:
+                self._result = result
+                late = self._closed
+            if late:  # closed while opening: nobody will use it
+                _close_opened(result)
+        finally:
+            self._done.set()
 
     def _open(self, devices, slots):
         try:
-            return _connect(self.address, devices, slots)
+            return _connect(self.address, devices, slots, self.timeout)
         finally:
             self.open_s = time.perf_counter() - self._t0
 
+    def _wait_s(self) -> float:
+        return self.timeout + (WORKER_WAIT_S * 4 if self.address == "local" else WORKER_WAIT_S) + 5.0
+
     def client(self):
-        return self._future.result()[0]
+        deadline = self._t0 + self._wait_s()
+        while not self._done.wait(POLL_S):
+            if time.perf_counter() > deadline:
+                raise UsageError(f"--cluster {self.address}: the cluster did not answer within {self._wait_s():.0f} s "
+                                 "(BENANZA_CONNECT_TIMEOUT sets the wait)")
+        if self._error is not None:
+            raise self._error
+        return self._result[0]
 
     def close(self) -> None:
-        try:
-            client, cluster = self._future.result()
-        except BaseException:  # it failed to open: nothing to close
-            return
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        with self._lock:
+            self._closed = True
+            result, self._result = self._result, None
+        if result is not None:
+            _close_opened(result)
+
+
+def _close_opened(result: tuple) -> None:
+    client, cluster = result
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None = None,
@@ -409,6 +536,8 @@ def run_cluster(suite: Suite, db: Database, address, options: RunOptions | None 
     workers. Returns one :class:`RunSummary` per kind. Raises :class:`UsageError` when Dask is
     missing (:data:`MISSING`), the scheduler cannot be reached, a wanted kind has no worker or the
     suite is not built; what a task raised (a worker without the suite, no device) fails the run."""
+    if isinstance(address, str):
+        check_address(address)
     require_distributed()
     opt = options or RunOptions()
     exe = suite_executable(suite.root)

@@ -75,7 +75,7 @@ def bench(req: BenchRequest, progress: Progress = SILENT) -> BenchResult:
     lays = list(layouts(req.layouts))
     kind_list = list(req.kinds) if req.kinds is not None else None
     opts = run_options(timing)
-    if cluster and req.torch:
+    if cluster is not None and req.torch:
         raise UsageError("--torch with --cluster: the framework's kernels are timed on this machine's GPU "
                          "(run without --cluster)")
     conv_p = conv_precision(req.conv_tf32, precisions)
@@ -89,16 +89,16 @@ def bench(req: BenchRequest, progress: Progress = SILENT) -> BenchResult:
         for n in dict.fromkeys(n for ml in mls for n in ml.notices):
             progress.notice(n)
     # the cluster opens while the suite is generated and compiled (run_cluster closes it)
-    conn = open_cluster(cluster, timing.devices, opts.workers_per_gpu) if cluster else None
+    conn = open_cluster(cluster, timing.devices, opts.workers_per_gpu) if cluster is not None else None
     try:
         database, suite = _bench_suite(mls, precisions, lays, kind_list, conv_p, req.db, req.output, quiet, progress,
-                                       stages, compile_now=bool(cluster), train=train, optimizer=optimizer,
-                                       gpus=None if cluster else opts.gpus())
+                                       stages, compile_now=cluster is not None, train=train, optimizer=optimizer,
+                                       gpus=None if cluster is not None else opts.gpus())
     except BaseException:
         if conn is not None:
             conn.close()
         raise
-    if cluster:
+    if cluster is not None:
         t = time.perf_counter()
         runs, ts = run_cluster(suite, database, opts, conn, req.gpu_kinds, quiet, progress=progress), None
         stages["run_s"] = time.perf_counter() - t
@@ -163,9 +163,10 @@ def cluster_kinds(address: str | None, text: str | None) -> list[str] | None:
     Checked before any work: with ``--cluster`` (``address``) Dask must be installed
     (:class:`UsageError` with :data:`benanza.runner.cluster.MISSING`); without, no kinds may be named."""
     kinds = [k.strip() for k in (text or "").split(",") if k.strip()]
-    if address:
-        from benanza.runner.cluster import require_distributed
+    if address is not None:  # --cluster '' is an error, never a silent local run
+        from benanza.runner.cluster import check_address, require_distributed
 
+        check_address(address)
         require_distributed()
     elif kinds:
         raise UsageError("--gpu-kinds goes with --cluster")
@@ -208,6 +209,7 @@ def serve_workers(scheduler: str, devices: str | None, slots: int = TIMING.worke
     from benanza.runner import cluster as C
 
     C.require_distributed()
+    C.check_address(scheduler, "--scheduler", local=False)  # before the GPUs are queried
     if slots < 1:
         raise UsageError(f"--workers-per-gpu {slots}: give at least 1")
     chosen = () if not devices or devices.strip().lower() == "all" else parse_devices(devices, 0)
@@ -536,7 +538,7 @@ def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
     database = open_db(req.db)
     for n in database.notices:
         progress.notice(n)
-    if req.cluster:
+    if req.cluster is not None:
         runs = run_cluster(suite, database, opts, req.cluster, kinds, req.quiet, req.timing.devices, progress)
         return RunResult(runs, None, req.cluster)
     s = run_suite(suite, database, opts, req.quiet, progress=progress)

@@ -99,3 +99,12 @@ def import_(db: str | None, source: str, progress: Progress = SILENT, spinner=No
         progress.notice(n)
     with (spinner or (lambda what: contextlib.nullcontext()))(f"importing {source} into {database.safe_url}"):
         return sharing.import_db(database, source)
+
+
+def upgrade(db: str | None) -> tuple[Database, int]:
+    """``db upgrade``: the database at ``db`` migrated in place to the current schema (the one command
+    that writes into a file it did not create; every other command reads a source read-only), and the
+    schema version it now has. Raises DatabaseError as :func:`benanza.database.store.open_db` does."""
+    from benanza.database.store import SCHEMA_VERSION
+
+    return open_db(db, create=False, read_only=False), SCHEMA_VERSION
