@@ -169,6 +169,7 @@ def test_a_zoo_is_one_suite_its_shared_jobs_measured_once_then_each_models_lbl(t
         return type("B", (), {"executable": exe})()
 
     monkeypatch.setattr(bench_case, "build_with_progress", build)
+    monkeypatch.setattr("benanza.runner.system.require_gpu", lambda *a, **k: None)  # the fake suite's "GPU"
     log = tmp_path / "started.log"
     monkeypatch.setenv("FAKE_SUITE_LOG", str(log))
     r = api.bench(api.model_list([a, b]), output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'z.db'}", torch=False,
@@ -219,6 +220,7 @@ def test_a_zoo_through_a_cluster_opened_while_the_suite_compiles(tmp_path, model
         client.wait_for_workers(1, timeout=60)
         r = api.bench([a, b], output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'c.db'}", torch=False,
                       quiet=True, cluster=cluster.scheduler_address)
+    monkeypatch.setattr("benanza.runner.system.require_gpu", lambda *a, **k: None)  # the fake suite's "GPU"
     local = api.bench([a, b], output=tmp_path / "zoo", db=f"sqlite:///{tmp_path / 'l.db'}", torch=False,
                       quiet=True, timing=api.Timing(workers_per_gpu=1))
     (run,) = r.runs
