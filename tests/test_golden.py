@@ -24,7 +24,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 sys.path.insert(0, str(GOLDEN))
 
 from cases import BY_NAME, CASES  # noqa: E402
-from harness import out_path, run_named, warm_cache  # noqa: E402
+from harness import out_path, read_record, run_named, warm_cache  # noqa: E402
 
 #: 2 workers: the CI machine's cores
 WORKERS = 2
@@ -53,7 +53,7 @@ def test_golden(name, pending):
         pytest.skip(why)
     path = out_path(name)
     assert path.exists(), f"no recording for {name}: run `python tests/golden/record.py --only {name}`"
-    want = path.read_text(encoding="utf-8")
+    want = read_record(name)
     got = pending[name].get(timeout=900)
     if got != want:
         diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True),

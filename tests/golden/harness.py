@@ -132,7 +132,8 @@ def run_inprocess(step: Step, tmp: Path, env: dict) -> Result:
     """``benanza.cli.main(argv)`` here, its stdout and stderr captured as bytes."""
     argv = _argv(step, tmp)
     out, err = _bytes_stream(), _bytes_stream()
-    old_out, old_err, old_cwd = sys.stdout, sys.stderr, os.getcwd()
+    old_out, old_err, old_cwd, old_argv = sys.stdout, sys.stderr, os.getcwd(), sys.argv
+    sys.argv = ["benanza", *argv]  # what the console script sees (an NVBench export records sys.argv[1:])
     old_mask = os.umask(0o022)
     rc = 0
     with _environment(env):
@@ -157,7 +158,7 @@ def run_inprocess(step: Step, tmp: Path, env: dict) -> Result:
         finally:
             out.flush()
             err.flush()
-            sys.stdout, sys.stderr = old_out, old_err
+            sys.stdout, sys.stderr, sys.argv = old_out, old_err, old_argv
             os.chdir(old_cwd)
             os.umask(old_mask)
     return Result(rc, out.buffer.getvalue(), err.buffer.getvalue())
@@ -329,6 +330,16 @@ def _numbered():
 
 def out_path(name: str) -> Path:
     return OUT / f"{name}.txt"
+
+
+def read_record(name: str) -> str | None:
+    """The recording of ``name`` as written (a CSV's CR LF kept: no newline translation), or None."""
+    p = out_path(name)
+    return p.read_bytes().decode("utf-8") if p.exists() else None
+
+
+def write_record(name: str, text: str) -> None:
+    out_path(name).write_bytes(text.encode("utf-8"))
 
 
 # ------------------------------------------------------------------------------------- whole cases

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import OUT, out_path, run_named, warm_cache  # noqa: E402
+from harness import OUT, out_path, read_record, run_named, warm_cache, write_record  # noqa: E402
 from cases import BY_NAME, CASES  # noqa: E402
 
 
@@ -71,17 +71,17 @@ def main() -> int:
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(a.jobs) as pool:
         if a.verify:
-            records = {n: out_path(n).read_text(encoding="utf-8") for n in names if out_path(n).exists()}
+            records = {n: read_record(n) for n in names if read_record(n) is not None}
             bad = set(names) - set(records)
         for name, first, second, secs in pool.imap_unordered(_twice, [] if a.verify else [(n, cache) for n in names]):
-            path = out_path(name)
             problems = []
             if second != first:
                 problems.append("its two runs differ")
-            if a.check and (not path.exists() or path.read_text(encoding="utf-8") != first):
+            old = read_record(name)
+            if a.check and old != first:
                 problems.append("differs from the recording")
-                if path.exists():
-                    _diff(path.read_text(encoding="utf-8"), first, "recorded", "now")
+                if old is not None:
+                    _diff(old, first, "recorded", "now")
             if problems:
                 bad.add(name)
                 print(f"FAIL {name} ({secs:.1f} s): {'; '.join(problems)}", flush=True)
@@ -90,7 +90,7 @@ def main() -> int:
                 continue
             records[name] = first
             if not a.check:
-                path.write_text(first, encoding="utf-8")
+                write_record(name, first)
             print(f"ok   {name} ({secs:.1f} s, {len(first.encode())} bytes)", flush=True)
         if not a.verify:
             print(f"phase 1: {len(names) - len(bad)} of {len(names)} cases {'match' if a.check else 'recorded'} "
