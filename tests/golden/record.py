@@ -58,7 +58,7 @@ def main() -> int:
         unknown = sorted(set(a.only) - set(names))
         if unknown:
             ap.error(f"unknown case(s): {', '.join(unknown)}")
-        names = [n for n in names if n in a.only]
+        names = list(dict.fromkeys(a.only))  # in the order given
     for n in list(names):
         why = BY_NAME[n].skip_reason()
         if why:
