@@ -138,12 +138,20 @@ def test_a_schema_6_database_reads_with_each_rows_backend_after_the_upgrade(tmp_
     _schema6_database(old)
     with sqlite3.connect(old) as con:
         assert "backend" not in [r[1] for r in con.execute("pragma table_info(measurements)")]
-    db = open_db(str(old), create=False)  # the automatic path: every command's open
-    assert db.notices and "from revision 0006 to 0007" in db.notices[0]
+    want = {"cudnnActivationForward": Backend.SUITE, "torch:aten::relu": Backend.TORCH_EAGER,
+            "Torch:not_a_framework_call": Backend.SUITE, "cublasLtMatmul(torch:x)": Backend.SUITE}
+    before = old.read_bytes()
+    db = open_db(str(old), create=False)  # every reading command's open: a source, read through an upgraded copy
+    assert db.notices and "0006" in db.notices[0]
     got = {m.call: m.backend for m in db.measurements(1, [CFG.key])}
-    assert got == {"cudnnActivationForward": Backend.SUITE, "torch:aten::relu": Backend.TORCH_EAGER,
-                   "Torch:not_a_framework_call": Backend.SUITE, "cublasLtMatmul(torch:x)": Backend.SUITE}
+    assert got == want
     assert got == {c: Backend.of_call(c) for c in got}  # the migration's rule is Backend.of_call's
+    db.engine.dispose()
+    assert old.read_bytes() == before  # the source itself is unchanged
+    db = open_db(str(old), create=False, read_only=False)  # `benanza db upgrade`: in place
+    assert db.notices and "from revision 0006 to 0007" in db.notices[0]
+    assert {m.call: m.backend for m in db.measurements(1, [CFG.key])} == want
+    db.engine.dispose()
     with sqlite3.connect(old) as con:
         assert con.execute("select value from schema_info").fetchone()[0] == str(SCHEMA_VERSION) == "7"
     assert open_db(str(old)).notices == []  # once
