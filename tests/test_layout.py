@@ -275,3 +275,16 @@ def test_the_api_is_a_thin_facade():
 
     assert len((PKG / "api.py").read_text().splitlines()) <= 200
     assert all(hasattr(api, n) for n in api.__all__) and "analyze_module" in api.__all__
+
+
+def test_every_package_folder_is_installed():
+    """``pip install .`` installs the packages pyproject.toml lists, and only those: a new folder of
+    ``benanza/`` (a stage, the ``cli`` package) missing from the list would be absent from an install
+    (CI installs the package, not the source tree)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    here = {"benanza"} | {"benanza." + p.parent.relative_to(PKG).as_posix().replace("/", ".")
+                          for p in PKG.rglob("__init__.py") if p.parent != PKG and "_data" not in p.parts}
+    assert here == listed, f"pyproject.toml [tool.setuptools] packages: missing {sorted(here - listed)}, " \
+                           f"extra {sorted(listed - here)}"
