@@ -48,3 +48,29 @@ class ProfileError(BenanzaError):
     truncated, malformed or from an unknown format; the message names the file and line."""
 
     exit_code = 2
+
+
+def missing_file_reason(path) -> str | None:
+    """Why ``path`` cannot be read as a file, in the words every command uses (``no such file``, ``a
+    symbolic link loop, not a file``, ``a symbolic link to X, which does not exist``, ``not a file``);
+    None when it is a readable path to a file. Raises nothing."""
+    import errno
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.exists():
+        if p.is_symlink():
+            try:
+                p.resolve(strict=True)
+            except (RuntimeError, OSError) as e:  # ELOOP (RuntimeError before Python 3.13)
+                if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP:
+                    return "a symbolic link loop, not a file"
+            try:
+                return f"a symbolic link to {os.readlink(p)}, which does not exist"
+            except OSError:
+                return "a symbolic link that cannot be read"
+        return "no such file"
+    if not p.is_file():
+        return "not a file"
+    return None

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benanza.errors import UsageError
+from benanza.errors import UsageError, missing_file_reason
 
 # -------------------------------------------------------------------------------------- precision
 
@@ -407,10 +407,9 @@ def model_path(value) -> Path:
     """An existing file (the ONNX model). Raises UsageError naming the path when it is missing or not
     a file, in the words of :func:`benanza.processing.model.load_graph` (which reads it)."""
     p = Path(value)
-    if not p.exists():
-        raise UsageError(f"{p}: no such file")
-    if not p.is_file():
-        raise UsageError(f"{p}: not a file")
+    reason = missing_file_reason(p)
+    if reason:
+        raise UsageError(f"{p}: {reason}")
     return p
 
 # ---------------------------------------------------------------------------------------- requests

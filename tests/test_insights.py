@@ -127,7 +127,7 @@ def test_framework_engine_cost_from_database(ins, prof_dir, models, tmp_path):
     import gzip
 
     (tmp_path / "copy.db").write_bytes(gzip.decompress(REF_DB.read_bytes()))
-    db = open_db(url, create=False)
+    db = open_db(url, create=False, read_only=False)
     system, _ = resolve_system(db, None)
     key = a.layers[0].layer.key
     eng = i.algorithms[0].framework_engine

@@ -283,8 +283,10 @@ def test_every_package_folder_is_installed():
     (CI installs the package, not the source tree)."""
     import tomllib
 
-    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    here = {"benanza"} | {"benanza." + p.parent.relative_to(PKG).as_posix().replace("/", ".")
-                          for p in PKG.rglob("__init__.py") if p.parent != PKG and "_data" not in p.parts}
+    repo = Path(__file__).resolve().parents[1]  # the source tree (PKG may be the installed copy)
+    src = repo / "benanza"
+    listed = set(tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    here = {"benanza"} | {"benanza." + p.parent.relative_to(src).as_posix().replace("/", ".")
+                          for p in src.rglob("__init__.py") if p.parent != src and "_data" not in p.parts}
     assert here == listed, f"pyproject.toml [tool.setuptools] packages: missing {sorted(here - listed)}, " \
                            f"extra {sorted(listed - here)}"

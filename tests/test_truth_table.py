@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import onnx
 import pytest
 
 from benchmark_modules import load
@@ -280,8 +281,8 @@ def test_bench_train_json_carries_each_step_in_its_analysis_as_analyze_does(trut
     list and both training rows came out NO-LBL."""
     from typer.testing import CliRunner
 
-    from benanza import api
     from benanza.cli import app
+    from benanza.usecases import bench as uc
 
     class Doc(SimpleNamespace):
         def to_dict(self):
@@ -291,11 +292,11 @@ def test_bench_train_json_carries_each_step_in_its_analysis_as_analyze_does(trut
                           measurements=3, restarts=0, wall_s=1.0, failures=[])
     analyses = [Doc(**_analysis(0.6, batch=b), system={"gpu_name": "H100"}) for b in (1, 32)]
     steps = [Doc(lbl_ms=1.5 * b, sequential_ms=2.0 * b, complete=True, phase_ms={"forward": 0.5}) for b in (1, 32)]
-    monkeypatch.setattr(api, "bench", lambda *a, **k: SimpleNamespace(
+    monkeypatch.setattr(uc, "bench", lambda *a, **k: SimpleNamespace(
         stages={"run_s": 1.0}, analyses=analyses, system=None, database=None, run=run, framework_run=None,
-        training=steps, suite=None, model="m"))
+        training=steps, suite=None, model="m", runs=[run], notices=[], counters=None))
     model = tmp_path / "m.onnx"
-    model.write_bytes(b"")
+    model.write_bytes(onnx.helper.make_model(onnx.helper.make_graph([], "m", [], [])).SerializeToString())
     r = CliRunner().invoke(app, ["bench", str(model), "--batch", "1,32", "--train", "--json", "--db",
                                  str(tmp_path / "p.db")])
     assert r.exit_code == 0, r.output

@@ -435,6 +435,7 @@ def _alternatives(a: Analysis, p, db: Database, system_id: int, algos: list, dbt
     cl: dict[int, float] = {}
     lay: dict[int, float] = {}
     missing = 0
+    bn_ms = 0.0
     if layout_now == "NCHW":
         for lp in p.layers:
             if lp.covered_by is not None:
@@ -454,7 +455,7 @@ def _alternatives(a: Analysis, p, db: Database, system_id: int, algos: list, dbt
                 if i in bn_key:
                     b0, b1 = (rows.get((bn_key[i], prec("BatchNorm"), x)) for x in ("NCHW", "NHWC"))
                     if b0 is not None and b1 is not None:
-                        d += b0 - b1
+                        bn_ms += b0 - b1
             if any_pair:
                 cl[lp.layer] = d
                 lay[lp.layer] = lp.layout_ms
@@ -479,7 +480,7 @@ def _alternatives(a: Analysis, p, db: Database, system_id: int, algos: list, dbt
         best = min(r[0] for r in by_key[key] if r[1] == call and r[2] == pr and r[3] == ce.layout)
         if fw_ms > best:
             eng[anchor[c.layer]] = eng.get(anchor[c.layer], 0.0) + fw_ms - best
-    return Alternatives(cl, lay, eng, notes)
+    return Alternatives(cl, lay, eng, notes, batch_norm_ms=bn_ms)
 
 
 # ------------------------------------------------------------------------------------- building

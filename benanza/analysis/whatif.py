@@ -125,12 +125,17 @@ class Alternatives:
     (positive: channels_last is faster); ``layout_ms``: the layout-conversion kernels the profile
     attributes to those layers (the NCHW call's time includes them; they go with the step);
     ``engine``: the engine config the framework ran (cuDNN log) minus the fastest engine config
-    of the same call, layout and precision (>= 0); ``notes``: what was missing."""
+    of the same call, layout and precision (>= 0); ``notes``: what was missing;
+    ``batch_norm_ms``: the batch norms the framework runs apart from the convolutions (the export
+    folded them; the profile's ``unfused_batch_norm`` kernels), their ``torch:`` rows NCHW minus
+    NHWC summed (ms per inference): channels_last changes those kernels, not the layers' own, so
+    the step takes it from that category, and step 3 removes what is left of it."""
 
     channels_last: dict[int, float] = field(default_factory=dict)
     layout_ms: dict[int, float] = field(default_factory=dict)
     engine: dict[int, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    batch_norm_ms: float = 0.0
 
 
 def _longest_path(times: dict[int, float], producers: dict[int, tuple[int, ...]]) -> float:
@@ -258,14 +263,18 @@ def _channels_last(cur: dict, nonlayer: dict, alt: Alternatives, step, total) ->
             new[i] = max(0.0, new[i] + tr - d)
             layout_gone += tr
     before = total()
-    after = before - sum(cur.values()) + sum(new.values()) - min(layout_gone, nonlayer["layout"])
+    bn = min(alt.batch_norm_ms, nonlayer["unfused_batch_norm"])
+    after = before - sum(cur.values()) + sum(new.values()) - min(layout_gone, nonlayer["layout"]) - bn
     effect = before - after
     ev = [f"{len(alt.channels_last)} layers timed as the framework runs them in both memory formats: "
           f"{sum(alt.channels_last.values()):+.4f} ms (NCHW - NHWC), their layout conversions {layout_gone:.4f} ms",
+          *((f"the batch norms the framework runs apart: {alt.batch_norm_ms:+.4f} ms (NCHW - NHWC)",)
+            if alt.batch_norm_ms else ()),
           *alt.notes]
     if effect > 0:
         cur.update(new)
         nonlayer["layout"] = max(0.0, nonlayer["layout"] - layout_gone)
+        nonlayer["unfused_batch_norm"] -= bn
         step("layout_conversion", total(), sorted(alt.channels_last), ev, effect)
     else:
         step("layout_conversion", before, (), [f"not taken: channels_last would be {-effect:.4f} ms slower", *ev],

@@ -12,7 +12,6 @@ A model file is untrusted input: node and tensor names are kept as data and neve
 from __future__ import annotations
 
 import collections
-import errno
 import functools
 import gc
 import hashlib
@@ -31,7 +30,7 @@ from benanza import kinds as L
 from benanza.kinds.dropout import dropout_training, train_config as dropout_train_config
 from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
 from benanza.kinds.patterns import Graph, passes
-from benanza.errors import ModelError, UsageError
+from benanza.errors import ModelError, UsageError, missing_file_reason
 from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_types, eval_node, first_line,  # noqa: F401
                                       folded_values, has_data,
                                       infer_and_fold, infer_and_fold_shapes, infer_shapes, inferred_shapes, opset_of)
@@ -185,17 +184,9 @@ def load_graph(path: str | os.PathLike) -> tuple[onnx.ModelProto, str]:
     non-ONNX or truncated file, or a model without a graph.
     """
     p = Path(path)
-    if not p.exists():
-        if p.is_symlink():
-            try:
-                p.resolve(strict=True)
-            except (RuntimeError, OSError) as e:  # ELOOP (RuntimeError before Python 3.13)
-                if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP:
-                    raise ModelError(f"{path}: a symbolic link loop, not a file") from None
-            raise ModelError(f"{path}: a symbolic link to {os.readlink(p)}, which does not exist") from None
-        raise ModelError(f"{path}: no such file")
-    if not p.is_file():
-        raise ModelError(f"{path}: not a file")
+    reason = missing_file_reason(p)
+    if reason:
+        raise ModelError(f"{path}: {reason}")
     try:
         data = p.read_bytes()
     except OSError as e:

@@ -304,6 +304,13 @@ def normalize(text: str, case: Case, tmp: Path, cache: Path) -> str:
     """The machine's paths replaced by placeholders, then the case's own substitutions."""
     subs = [(str(tmp), "<TMP>"), (str(tmp.resolve()), "<TMP>"), (str(cache), "<CACHE>"),
             (str(cache.resolve()), "<CACHE>"), (str(REPO), "<REPO>"), (str(Path.home()), "<HOME>")]
+    # an installed package (CI's `pip install .`) reads db/reference's tables from its own copy
+    # (setup.py's benanza/_data): the same file, named as the source tree names it
+    import benanza
+
+    data = Path(benanza.__file__).resolve().parent / "_data"
+    if data.is_dir():
+        subs.append((str(data), str(REPO / "db" / "reference")))
     for old, new in sorted(set(subs), key=lambda s: -len(s[0])):
         if old and old != "/":
             text = text.replace(old, new)
