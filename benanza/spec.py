@@ -346,6 +346,9 @@ TIMING = Timing()
 
 #: the largest dimension cuDNN and cuBLAS take (2^31 - 1)
 MAX_DIM = 2**31 - 1
+#: the most tokens ``benanza torch --seq``/``--kv-len`` take (2^20): beyond any model's context here;
+#: a decode step's KV cache of that many tokens is already gigabytes per layer and sequence
+MAX_TOKENS = 2**20
 
 
 def parse_devices(text: str | None, device: int, count=None) -> tuple[int, ...]:
@@ -368,16 +371,25 @@ def parse_devices(text: str | None, device: int, count=None) -> tuple[int, ...]:
 
 
 def parse_dims(dims) -> dict[str, int]:
-    """``["seq=128", ...]`` (``--dim NAME=VALUE``, repeatable) -> ``{"seq": 128}``. Raises UsageError."""
-    out = {}
+    """``["seq=128", ...]`` (``--dim NAME=VALUE``, repeatable) -> ``{"seq": 128}``. Raises UsageError
+    for a value that is not a positive integer or is above :data:`MAX_DIM`, an empty name, or a name
+    given twice with two values. Whether the names are the model's symbolic dimensions, and the batch
+    dimension's agreement with ``--batch``, is checked where the model is bound
+    (:func:`benanza.processing.model.check_dims`)."""
+    out: dict[str, int] = {}
     for d in dims or []:
         name, _, val = d.partition("=")
+        name = name.strip()
         try:
             v = int(val)
         except ValueError:
             raise UsageError(f"--dim {d!r}: expected NAME=INTEGER") from None
         if not name or v <= 0:
             raise UsageError(f"--dim {d!r}: expected NAME=POSITIVE_INTEGER")
+        if v > MAX_DIM:
+            raise UsageError(f"--dim {name}={v}: above 2^31 - 1, the largest dimension cuDNN and cuBLAS take")
+        if out.get(name, v) != v:
+            raise UsageError(f"--dim {name} given twice ({out[name]} and {v})")
         out[name] = v
     return out
 
@@ -565,7 +577,10 @@ class TorchRequest:
     (None: ``./benanza-torch-NAME``); ``bench``: bench the layers first (in this process, with
     ``timing``); the profiles' ``device``, ``channels_last``, ``compile`` mode, ``warmup``, ``runs``,
     ``iterations`` and ``logs``; ``seq``, ``input_shape``, ``phase`` (:class:`Phase`) and ``kv_len``
-    of the module's inputs; ``force``: export again; ``optimizer`` of a training phase."""
+    of the module's inputs (``seq`` and ``kv_len``: 1 to :data:`MAX_TOKENS`; a model's own
+    ``max_position_embeddings`` is checked where its configuration is read,
+    :func:`benanza.processing.modules.resolve`); ``force``: export again; ``optimizer`` of a training
+    phase. Raises UsageError for a bad field."""
 
     spec: str
     batches: tuple[int, ...] = (1,)
@@ -590,6 +605,9 @@ class TorchRequest:
 
     def __post_init__(self):
         framework_dtype(self.dtype, "torch")
+        for flag, n in (("--seq", self.seq), ("--kv-len", self.kv_len)):
+            if n is not None and not 1 <= n <= MAX_TOKENS:
+                raise UsageError(f"{flag} {n}: give a length of 1 to {MAX_TOKENS} tokens")
         if self.compile is not None and self.compile not in ("default", "reduce-overhead", "max-autotune"):
             raise UsageError(f"--compile {self.compile!r}: choose default, reduce-overhead or max-autotune")
         if self.kv_len is not None and self.phase.decoder != "decode":

@@ -14,7 +14,7 @@ from benanza.cli.options import (TIMING_OPTIONS, BatchDim, Batches, Db, Dim, Ite
                                  Warmup)
 from benanza.errors import UsageError
 from benanza.reports import framework as report
-from benanza.spec import (DTYPE_HELP, Phase, Timing, TorchRequest, optimizer as spec_optimizer, parse_dims,
+from benanza.spec import (DTYPE_HELP, MAX_TOKENS, Phase, Timing, TorchRequest, optimizer as spec_optimizer, parse_dims,
                           parse_input_shape)
 
 
@@ -100,8 +100,10 @@ Compile = _opt(Optional[str], "--compile", help="also profile torch.compile(modu
 Bench = _opt(bool, "--bench/--no-bench", help="bench the layers first (--no-bench: the database has them)")
 BenchArgs = _opt(str, "--bench-args", help="more `benanza bench` timing options, one string, e.g. '--max-engines 4 "
                  "--no-cold'")
-Seq = _opt(int, "--seq", help="sequence length of transformers inputs (prefill)")
-KvLen = _opt(Optional[int], "--kv-len", help="with --phase decode: tokens in the KV cache (default --seq)")
+Seq = _opt(int, "--seq", help=f"sequence length of transformers inputs (prefill; 1 to {MAX_TOKENS}, and at "
+           "most the model's max_position_embeddings)")
+KvLen = _opt(Optional[int], "--kv-len", help="with --phase decode: tokens in the KV cache (default --seq; "
+               f"1 to {MAX_TOKENS})")
 InputShape = _opt(Optional[str], "--input-shape", help="per-sample input shape of an image model, e.g. 3x299x299")
 TorchForce = _opt(bool, "--force", help="export again over an existing export")
 TorchJson = _opt(bool, "--json", help="the insights documents as a JSON list on stdout")

@@ -262,20 +262,58 @@ def dim_expression(text: str, known: dict[str, int]) -> int | None:
     return v if v >= 1 else None
 
 
+def symbolic_dims(model: onnx.ModelProto, weights: set[str]) -> list[str]:
+    """The symbolic dimensions of the model's data inputs (graph inputs not in ``weights``), each
+    once, in the order the inputs and their axes list them (``?`` for a dynamic axis without a name):
+    the first is the batch dimension, the one ``--batch`` binds (:func:`bind_batch`)."""
+    out: list[str] = []
+    for vi in model.graph.input:
+        if vi.name in weights:
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value") and (d.dim_param or "?") not in out:
+                out.append(d.dim_param or "?")
+    return out
+
+
+def check_dims(model: onnx.ModelProto, weights: set[str], dims: dict[str, int] | None, batch: int,
+               source: str = "the model") -> None:
+    """``--dim NAME=VALUE`` against the model (``source``: its file name, for the message): every
+    ``NAME`` must be a symbolic dimension of its data inputs (:func:`symbolic_dims`), and the batch
+    dimension, which ``--batch`` binds, may be named only with ``batch`` as its value. The values
+    themselves are checked by :func:`benanza.spec.parse_dims`. Raises :class:`UsageError` naming the
+    model's symbolic dimensions, or the batch dimension and ``--batch``."""
+    names = symbolic_dims(model, weights)
+    named = [n for n in names if n != "?"]
+    for name, value in (dims or {}).items():
+        if name not in named:
+            have = (f"its symbolic dimensions: {', '.join(named)}" if named
+                    else "its inputs have no symbolic dimension; --batch sets the batch")
+            raise UsageError(f"--dim {name}={value}: {source} has no dimension {name!r} ({have})")
+    bp = names[0] if names else None
+    if bp is not None and bp in (dims or {}) and dims[bp] != batch:
+        raise UsageError(f"--dim {bp}={dims[bp]}: {bp} is the batch dimension, which --batch sets ({batch}); "
+                         f"give --batch {dims[bp]} (or leave --dim {bp} out)")
+
+
 def bind_batch(model: onnx.ModelProto, batch: int, weights: set[str],
-               dims: dict[str, int] | None = None, batch_dim: int | None = None) -> list[str]:
+               dims: dict[str, int] | None = None, batch_dim: int | None = None,
+               source: str = "the model") -> list[str]:
     """Set the batch dimension of every graph input (in place); return notices for the user.
 
     The batch is the first symbolic dimension (``N``, ``batch_size``...). Where an input has no
     symbolic dimension, its batch dimension is ``batch_dim`` if given, else the first dimension of
     size 1 (dim 0 if none), and a fixed size other than ``batch`` is overridden with a notice.
     ``dims`` binds other symbolic dimensions by name; a dimension named by arithmetic of bound ones
-    (``past + 1``) gets its value (:func:`dim_expression`). Raises :class:`UsageError` for batch <= 0 and
+    (``past + 1``) gets its value (:func:`dim_expression`). Raises :class:`UsageError` for batch <= 0,
+    for a name in ``dims`` that is no symbolic dimension of the inputs or the batch dimension at
+    another value than ``batch`` (:func:`check_dims`; ``source`` names the model there), and
     :class:`ModelError` for a symbolic dimension left unbound.
     """
     if batch <= 0:
         raise UsageError(f"batch size must be positive, got {batch}")
     dims = dict(dims or {})
+    check_dims(model, weights, dims, batch, source)
     notices: list[str] = []
     g = model.graph
     data_inputs = [i for i in g.input if i.name not in weights]
@@ -665,8 +703,9 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
         _check_model(model)
     except Exception as e:
         raise ModelError(f"{path}: invalid ONNX model: {first_line(e)}") from None
+    check_dims(model, weights, dims, batch, Path(path).name)  # before any work on the graph
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
-    notices = bind_batch(model, batch, weights, dims, batch_dim) + rebound
+    notices = bind_batch(model, batch, weights, dims, batch_dim, Path(path).name) + rebound
     try:
         model, folded, static, shapes = _infer_and_fold_rebound(model, weights, rebinding)
     except ModelError as e:  # inference and folding name the node, not the file: say where

@@ -173,7 +173,9 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     for key, value in overrides.items():
         if not hasattr(cfg, key):
             raise UsageError(f"transformers spec {name!r}: the {type(cfg).__name__} has no {key!r}")
+        _check_override(name, cfg, key, value)
         setattr(cfg, key, value)
+    _check_positions(name, cfg, seq, phase, kv_len)
     vocab = int(getattr(cfg, "vocab_size", 30522))
     label = _safe(Path(base).parent.name if base.endswith(".json") else Path(base).name if os.path.isdir(base) else base)
     if overrides:
@@ -209,6 +211,46 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     return ModuleSource(label, "transformers", build, inputs, ("input_ids", "attention_mask"), (0, 0),
                         output_names=("last_hidden_state",), cacheable=True,
                         identity={"transformers": _config_identity(cfg), "phase": "prefill", "seq": seq})
+
+
+def _check_override(name: str, cfg, key: str, value) -> None:
+    """A configuration override ``key=value`` of the type of the configuration's own value (an int
+    for an int, a number for a float, a bool for a bool, a string for a string, a list for a list;
+    anything where it is None), not negative where that is not; raises :class:`UsageError` otherwise."""
+    cur = getattr(cfg, key)
+    kinds = ((bool, "a bool", (bool,)), (int, "an int", (int,)), (float, "a float", (int, float)),
+             (str, "a str", (str,)), ((list, tuple), "a list", (list, tuple)))
+    for have, words, ok in kinds:
+        if isinstance(cur, have):
+            good = isinstance(value, ok) and (have is bool or not isinstance(value, bool))
+            if not good:
+                raise UsageError(f"transformers spec {name!r}: {key}={value}: {type(cfg).__name__}'s {key} is "
+                                 f"{words} ({cur!r}), not {value!r}")
+            if have in (int, float) and cur >= 0 and value < 0:
+                raise UsageError(f"transformers spec {name!r}: {key}={value}: {type(cfg).__name__}'s {key} is "
+                                 f"a non-negative {words.split()[-1]} ({cur!r}), not {value!r}")
+            return
+
+
+def _check_positions(name: str, cfg, seq: int, phase: str, kv_len: int | None) -> None:
+    """The tokens a step reads (prefill: ``seq``; decode: the cache of ``kv_len`` and the new token)
+    within the configuration's ``max_position_embeddings`` where it has one; raises
+    :class:`UsageError` naming the flag and the override that raises the limit."""
+    limit = getattr(cfg, "max_position_embeddings", None)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        return
+    join = "&" if "?" in name else "?"
+    cls = type(cfg).__name__
+    if phase == "decode":
+        kv = kv_len if kv_len is not None else seq
+        if kv + 1 > limit:
+            flag = "--kv-len" if kv_len is not None else "--seq"
+            raise UsageError(f"{flag} {kv}: {cls} holds {limit} positions (max_position_embeddings); a decode step "
+                             f"reads the cache and 1 new token: give at most {limit - 1} or raise it: "
+                             f"transformers:{name}{join}max_position_embeddings={kv + 1}")
+    elif seq > limit:
+        raise UsageError(f"--seq {seq}: {cls} holds {limit} positions (max_position_embeddings); give at most "
+                         f"{limit} or raise it: transformers:{name}{join}max_position_embeddings={seq}")
 
 
 def _config_identity(cfg) -> str:
@@ -283,9 +325,10 @@ def _factory(spec: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
     factory = getattr(mod, fn, None)
     if not callable(factory):
         raise UsageError(f"module spec {spec!r}: {mod_name!r} has no callable {fn!r}")
+    _check_no_arguments(spec, f"{mod_name}.{fn}", factory)
 
     def build():
-        m = factory()
+        m = user_call(spec, f"{fn}()", factory)
         import torch
 
         if not isinstance(m, torch.nn.Module):
@@ -294,13 +337,48 @@ def _factory(spec: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
 
     ex = getattr(mod, "example_inputs", None)
     if callable(ex):
-        inputs = lambda batch: tuple(ex(batch))  # noqa: E731
+        inputs = lambda batch: tuple(user_call(spec, "example_inputs(batch)", ex, batch))  # noqa: E731
     else:
         inputs = _image_inputs(input_shape or (3, 224, 224))
     return ModuleSource(_safe(fn if fn not in ("model", "build", "create") else mod_name.rsplit(".", 1)[-1]),
                         "factory", build, inputs, ("input",) if not callable(ex) else (), (0,) if not callable(ex) else (),
                         spec=spec, identity={"factory": spec, "input_shape": list(input_shape or ()),
                                              "source": _source_digest(mod)})
+
+
+def _check_no_arguments(spec: str, name: str, factory) -> None:
+    """A model factory is called without arguments: refuse one whose signature requires some
+    (``os:system``). Callables without a readable signature pass (their call says)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind()
+    except TypeError:
+        need = [p.name for p in sig.parameters.values() if p.default is p.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        raise UsageError(f"module spec {spec!r}: {name} is not a torch.nn.Module factory (it takes arguments: "
+                         f"{', '.join(need)}; a factory takes none)") from None
+
+
+def user_call(spec: str, what: str, fn: Callable, *args):
+    """``fn(*args)``: code the module spec names (a user's factory, a library's model built from the
+    user's configuration). Raises :class:`UsageError` naming ``spec``, ``what`` was called and the
+    exception it raised (its first line), or the exit status where it called ``sys.exit``: anything
+    but Ctrl-C (``KeyboardInterrupt`` passes) and benanza's own errors."""
+    from benanza.errors import BenanzaError
+
+    try:
+        return fn(*args)
+    except (KeyboardInterrupt, BenanzaError):
+        raise
+    except SystemExit as e:
+        raise UsageError(f"module spec {spec!r}: the factory exited (SystemExit {e.code})") from None
+    except BaseException as e:  # noqa: BLE001 - the user's code: any exception is their input's error
+        raise UsageError(f"module spec {spec!r}: {what} raised {type(e).__name__}: {_first(e)}") from None
 
 
 def _source_digest(mod) -> str | None:
@@ -342,7 +420,11 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
     """The :class:`ModuleSource` of a module spec (module doc); ``phase`` and ``kv_len`` (tokens in
     the KV cache, default ``seq``) choose a transformers decoder's prefill or decode step. Raises
     :class:`UsageError` for a spec that names nothing benanza can build (the message lists the
-    forms), or ``--phase decode`` of a module that is no transformers model."""
+    forms), a torchvision name it has no model of, a factory that takes arguments, a transformers
+    override of the wrong type or a ``seq``/``kv_len`` beyond the configuration's
+    ``max_position_embeddings``, or ``--phase decode`` of a module that is no transformers model. The
+    source's ``build()`` raises :class:`UsageError` for whatever the factory or the library raises or
+    a factory's result that is not an ``nn.Module`` (:func:`user_call`)."""
     s = spec.strip()
     if not s:
         raise UsageError("empty module spec")
@@ -353,7 +435,7 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
     what = f"module spec {spec!r}"
     if s.startswith("torchvision:"):
         require("torch", "torchvision", what=what)
-        src = _torchvision(s.split(":", 1)[1], input_shape)
+        src = _torchvision(_torchvision_name(spec, s.split(":", 1)[1]), input_shape)
     elif s.startswith("transformers:"):
         require("torch", "transformers", what=what)
         src = _transformers(s.split(":", 1)[1], seq, phase, kv_len)
@@ -375,7 +457,25 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
             raise UsageError(f"unknown module spec {spec!r}: give a torchvision model name (resnet50), "
                              f"transformers:TYPE (transformers:bert) or package.module:factory")
     src.spec = spec
+    if src.kind != "factory":  # a library's model from the user's name and configuration
+        build = src.build
+        src.build = lambda: user_call(spec, "building it", build)
     return src
+
+
+def _torchvision_name(spec: str, name: str) -> str:
+    """``name`` if torchvision has a classification model of that name; raises :class:`UsageError`
+    naming the closest ones otherwise."""
+    import difflib
+
+    if _is_torchvision_model(name):
+        return name
+    import torchvision
+
+    known = list(torchvision.models.list_models(module=torchvision.models))
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else f"torchvision.models.list_models() names its {len(known)} models"
+    raise UsageError(f"module spec {spec!r}: torchvision has no model {name!r} ({hint})")
 
 
 def from_module(module, example_inputs: tuple, batch_dims: tuple[int, ...] | None = None,

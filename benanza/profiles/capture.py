@@ -394,7 +394,7 @@ def load_torch_model(path: str, batch: int, dims: dict | None = None, batch_dim:
     inline_identity_weights(model)
     random_weights(model, seed)
     weights = {t.name for t in model.graph.initializer}
-    bind_batch(model, batch, weights, dims, batch_dim)
+    bind_batch(model, batch, weights, dims, batch_dim, Path(path).name)
     # shape computations (Shape/Gather/Concat... of constants) folded at this batch: Reshape,
     # Squeeze and Unsqueeze then get constant shapes and axes, as in the framework's own model
     model, _, _ = infer_and_fold(model, weights)
@@ -937,17 +937,19 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     profile.json's ``train`` says how (optimizer, loss, phases, parameter count, peak memory);
     ``latency`` is then the training step's.
 
-    Raises :class:`UsageError` for bad arguments or a folder that already holds a profile (unless
-    ``force``), :class:`ModelError` when the model cannot be read, converted or run,
+    Raises :class:`UsageError` for bad arguments (``dims``: :func:`benanza.processing.model.check_dims`)
+    or a folder that already holds a profile (unless ``force``), :class:`ModelError` when the model cannot be read, converted or run,
     :class:`DeviceError` without the requested device, :class:`ProfileError` when a run fails.
     """
-    from benanza.processing.model import load_graph
+    from benanza.processing.model import check_dims, load_graph
 
     dev = _check_capture_arguments(batch, dtype, device, warmup, runs, iterations)
     if train and optimizer not in SPEC_OPTIMIZERS:
         raise UsageError(f"unknown optimizer {optimizer!r} (choose from {', '.join(SPEC_OPTIMIZERS)})")
     mpath = Path(model).resolve()
-    _, digest = load_graph(mpath)  # a bad model fails here, before any child starts
+    graph, digest = load_graph(mpath)  # a bad model fails here, before any child starts
+    check_dims(graph, {t.name for t in graph.graph.initializer}, dims, batch, mpath.name)  # and a bad --dim
+    del graph
     o = Path(out)
     _prepare_folder(o, force)
     import importlib.util

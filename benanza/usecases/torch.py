@@ -8,7 +8,9 @@ is PyTorch's default, TF32 convolutions and FP32 matmuls), profile the module it
 phase hold each profiled training step against benanza's (:func:`train_comparison`)."""
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -109,7 +111,9 @@ def torch(req: TorchRequest, progress: Progress = SILENT,
     """``benanza torch``: the module of ``req.spec`` (:func:`benanza.processing.modules.resolve`)
     exported, benched, profiled and analyzed; with a training phase, :func:`torch_train`. Each run's
     report is written (and given to ``on_report``) as soon as its profile is taken, so a command cut
-    short keeps the reports of the runs it finished. Raises UsageError and the stages' errors."""
+    short keeps the reports of the runs it finished; a working folder the command made is removed when
+    it fails before the first profile (:func:`_removed_on_failure`). Raises UsageError and the stages'
+    errors."""
     if req.phase.training:
         return torch_train(req, progress)
     src = modules.resolve(req.spec, req.seq, req.input_shape, req.phase.decoder, req.kv_len)
@@ -118,11 +122,31 @@ def torch(req: TorchRequest, progress: Progress = SILENT,
     return torch_source(req, src, ref, progress, on_report)
 
 
+def working_folder(req: TorchRequest, src) -> Path:
+    """The command's working folder: ``-o``, else ``./benanza-torch-NAME``."""
+    return Path(req.output) if req.output is not None else Path(f"benanza-torch-{src.name}")
+
+
+@contextlib.contextmanager
+def _removed_on_failure(folder: Path):
+    """Around the steps that make ``folder`` (the export, bench, profiles): when they fail and the
+    folder was not there before and holds no profile yet, it is removed (a refused factory or a
+    failed export leaves no empty or half-made folder; a profile taken stays, and the reports of
+    finished runs)."""
+    existed = folder.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed and folder.is_dir() and not any(folder.rglob("profile.json")):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 def torch_source(req: TorchRequest, src, ref: dict, progress: Progress = SILENT,
                  on_report: Callable[[TorchReport], None] | None = None) -> TorchResult:
     """The inference runs of ``src`` (a :class:`benanza.processing.modules.ModuleSource`; ``ref``: how
     the profiling process rebuilds the module): what :func:`torch` and :func:`analyze_module` share."""
-    folder = Path(req.output) if req.output is not None else Path(f"benanza-torch-{src.name}")
+    folder = working_folder(req, src)
     result = TorchResult(req, folder)
     steps: dict = {}
     opened: dict = {}  # the database and this GPU's fingerprint, at the first report
@@ -136,9 +160,10 @@ def torch_source(req: TorchRequest, src, ref: dict, progress: Progress = SILENT,
             on_report(rep)
 
     how = bench_runner(req, progress) if req.bench else False
-    result.onnx, _ = pt.prepare(src, folder, list(req.batches), req.dtype, req.db, req.device, req.channels_last,
-                                req.compile, how, req.warmup, req.runs, req.iterations, ref, req.force, progress.say,
-                                seconds=steps, logs=req.logs, on_run=report)
+    with _removed_on_failure(folder):
+        result.onnx, _ = pt.prepare(src, folder, list(req.batches), req.dtype, req.db, req.device, req.channels_last,
+                                    req.compile, how, req.warmup, req.runs, req.iterations, ref, req.force,
+                                    progress.say, seconds=steps, logs=req.logs, on_run=report)
     return result
 
 
@@ -181,13 +206,15 @@ def torch_train(req: TorchRequest, progress: Progress = SILENT) -> TorchResult:
     benanza's step (:func:`train_comparison`). Each comparison's ``run`` holds the profile's
     ``seconds`` and the command's export and bench ``command_seconds``."""
     src = modules.resolve(req.spec, req.seq, req.input_shape)
-    folder = Path(req.output) if req.output is not None else Path(f"benanza-torch-{src.name}")
+    folder = working_folder(req, src)
     ref = {"spec": req.spec, "seq": req.seq, "input_shape": list(req.input_shape) if req.input_shape else None}
     how = bench_runner(req, progress, train=req.optimizer) if req.bench else False
     steps: dict = {}
-    onnx_path, runs_done = pt.prepare(src, folder, list(req.batches), req.dtype, req.db, req.device,
-                                      req.channels_last, req.compile, how, req.warmup, req.runs, req.iterations,
-                                      ref, req.force, progress.say, train=req.optimizer, seconds=steps, logs=req.logs)
+    with _removed_on_failure(folder):
+        onnx_path, runs_done = pt.prepare(src, folder, list(req.batches), req.dtype, req.db, req.device,
+                                          req.channels_last, req.compile, how, req.warmup, req.runs, req.iterations,
+                                          ref, req.force, progress.say, train=req.optimizer, seconds=steps,
+                                          logs=req.logs)
     fp = current_fingerprint()
     comps = [train_comparison(req, onnx_path, r, fingerprint=fp) for r in runs_done]
     for c in comps:  # where the command's time went, as `benanza torch`'s reports say it
