@@ -31,6 +31,7 @@ REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
     ["analyze", "--batch", "32", "--db", str(REF_DB)],
     ["roofline", "--batch", "32", "--db", str(REF_DB)],
     ["predict", "--batch", "32", "--db", str(REF_DB), "--to", "h100-sxm"],
+    ["profile", "--batch", "32", "-o", "{tmp}/profile"],  # checked before torch is looked for
 ])
 def test_dim_cannot_rebind_the_batch_dimension_in_any_command(cmd, tmp_path):
     """`--dim batch=5 --batch 32` bound the batch to 5 while the results said batch 32."""
