@@ -198,6 +198,9 @@ def fake_transformers(fake_torch, monkeypatch):
     tf.AutoConfig = types.SimpleNamespace(for_model=lambda mt: GPT2Config() if mt == "gpt2" else (_ for _ in ()).throw(
         ValueError(mt)))
     monkeypatch.setitem(sys.modules, "transformers", tf)
+    tv = types.ModuleType("torchvision")
+    tv.models = types.SimpleNamespace(list_models=lambda module=None: ["resnet50"])
+    monkeypatch.setitem(sys.modules, "torchvision", tv)
     return fake_torch
 
 
@@ -231,6 +234,10 @@ def test_a_sequence_beyond_the_models_positions_is_refused(fake_transformers):
     with pytest.raises(UsageError, match=r"--kv-len 1024: GPT2Config holds 1024 positions \(max_position_embeddings\)"
                                          r"; a decode step reads the cache and 1 new token"):
         fake_transformers.resolve("transformers:gpt2", phase="decode", kv_len=1024)
+    with pytest.raises(UsageError, match=r"^--seq 2048: GPT2Config holds 1024 positions"):
+        fake_transformers.resolve("gpt2", seq=2048)  # a bare alias: the same words, not "unknown module spec"
+    with pytest.raises(UsageError, match=r"^unknown module spec 'nosuchmodel'"):
+        fake_transformers.resolve("nosuchmodel")
     assert fake_transformers.resolve("transformers:gpt2", seq=1024).name == "gpt2"
     assert fake_transformers.resolve("transformers:gpt2?max_position_embeddings=4096", seq=2048)
 

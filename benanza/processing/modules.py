@@ -145,6 +145,10 @@ def _decoder_cache_shape(cfg) -> tuple[int, int, int]:
     return layers, kv, int(hd)
 
 
+class UnknownTransformersModel(UsageError):
+    """A transformers name that is neither a model type nor in the local Hugging Face cache."""
+
+
 def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | None = None) -> ModuleSource:
     base, overrides = split_overrides(name)
 
@@ -166,8 +170,9 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
         try:
             return AutoConfig.from_pretrained(base, local_files_only=True)
         except Exception:
-            raise UsageError(f"transformers model {base!r}: not a model type and not in the local Hugging Face "
-                             f"cache (benanza never downloads; try transformers:bert)") from None
+            raise UnknownTransformersModel(f"transformers model {base!r}: not a model type and not in the local "
+                                           f"Hugging Face cache (benanza never downloads; try transformers:bert)"
+                                           ) from None
 
     cfg = config()
     for key, value in overrides.items():
@@ -450,7 +455,7 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
         elif s in TRANSFORMERS_ALIASES or re.fullmatch(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_.-]+)?", s):
             try:
                 src = _transformers(s, seq)
-            except (UsageError, ImportError):
+            except (UnknownTransformersModel, ImportError):
                 raise UsageError(f"unknown module spec {spec!r}: give a torchvision model name (resnet50), "
                                  f"transformers:TYPE (transformers:bert) or package.module:factory") from None
         else:
@@ -474,7 +479,8 @@ def _torchvision_name(spec: str, name: str) -> str:
 
     known = list(torchvision.models.list_models(module=torchvision.models))
     close = difflib.get_close_matches(name, known, n=3)
-    hint = f"did you mean {', '.join(close)}?" if close else f"torchvision.models.list_models() names its {len(known)} models"
+    hint = (f"did you mean {', '.join(close)}?" if close
+            else f"torchvision.models.list_models() names its {len(known)} models")
     raise UsageError(f"module spec {spec!r}: torchvision has no model {name!r} ({hint})")
 
 

@@ -938,7 +938,8 @@ def capture_profile(model: str | os.PathLike, batch: int, dtype: str, out: str |
     ``latency`` is then the training step's.
 
     Raises :class:`UsageError` for bad arguments (``dims``: :func:`benanza.processing.model.check_dims`)
-    or a folder that already holds a profile (unless ``force``), :class:`ModelError` when the model cannot be read, converted or run,
+    or a folder that already holds a profile (unless ``force``), :class:`ModelError` when the model
+    cannot be read, converted or run,
     :class:`DeviceError` without the requested device, :class:`ProfileError` when a run fails.
     """
     from benanza.processing.model import check_dims, load_graph
