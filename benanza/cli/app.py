@@ -16,7 +16,7 @@ import typer
 from benanza import __version__
 from benanza.errors import BenanzaError, UsageError
 from benanza.reports.progress import Steps, TerminalProgress
-from benanza.reports.terminal import err, out
+from benanza.reports.terminal import err, error_line, out
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, rich_markup_mode=None,
                   help="benanza: how fast could this ONNX model run on this GPU, and what stands in the way.")
@@ -28,7 +28,7 @@ app.add_typer(db_app, name="db")
 
 
 def _fail(msg: str, code: int) -> None:
-    err.print(f"benanza: {msg}", markup=False, highlight=False, soft_wrap=True)
+    error_line(msg)
     raise typer.Exit(code)
 
 
@@ -126,14 +126,13 @@ def main(argv: list[str] | None = None) -> None:
         if "UsageError" in kinds and hasattr(e, "format_message"):
             ctx = getattr(e, "ctx", None)
             path = ctx.command_path if ctx is not None else "benanza"
-            err.print(f"benanza: {path}: {' '.join(e.format_message().split())} (see `{path} --help`)",
-                      markup=False, highlight=False, soft_wrap=True)
+            error_line(f"{path}: {' '.join(e.format_message().split())} (see `{path} --help`)")
             sys.exit(2)
         if "Abort" in kinds:
-            err.print("benanza: interrupted", markup=False, highlight=False)
+            error_line("interrupted")
             sys.exit(130)
         if "ClickException" in kinds and hasattr(e, "format_message"):
-            err.print(f"benanza: {' '.join(e.format_message().split())}", markup=False, highlight=False)
+            error_line(' '.join(e.format_message().split()))
             sys.exit(getattr(e, "exit_code", 1))
         raise
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -15,10 +15,16 @@ def cpp_string(text: str) -> str:
 
     Printable ASCII passes except ``\\``, ``"`` and ``?`` (no trigraphs); everything else,
     including newlines and every byte of non-ASCII UTF-8, becomes a 3-digit octal escape, so no
-    input can end the literal, start a comment or splice a line.
+    input can end the literal, start a comment or splice a line. A file name's undecodable bytes
+    (lone surrogates U+DC80..U+DCFF, Python's ``surrogateescape``) are written as those bytes; other
+    lone surrogates as their UTF-8-style three bytes (``surrogatepass``). Raises nothing.
     """
     out = ['"']
-    for byte in str(text).encode("utf-8"):
+    try:
+        data = str(text).encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = str(text).encode("utf-8", "surrogatepass")
+    for byte in data:
         ch = chr(byte)
         if ch in '\\"?':
             out.append("\\" + ch)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benanza.analysis import roofline
+from benanza.reports.safe_text import mpl_text, xml_text
 from benanza.analysis.layer_roofline import (FAR_FACTOR, LAUNCH_FLOOR_US, LayerRoofline,  # noqa: F401
                                              ModelRoofline, model_roofline, roofline_outliers)
 
@@ -73,7 +74,7 @@ def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) 
         sc = ax.scatter([x.intensity for x in sel], [x.achieved_flops_per_s for x in sel],
                         s=[20 + 2000 * x.lbl_share for x in sel], color=cmap(i % 8), alpha=0.6,
                         edgecolors=["0.45" if x.measured_ms < 2 * floor_ms else "k" for x in sel],
-                        linewidths=[1.6 if x.measured_ms < 2 * floor_ms else 0.3 for x in sel], label=kind)
+                        linewidths=[1.6 if x.measured_ms < 2 * floor_ms else 0.3 for x in sel], label=mpl_text(kind))
         gid = f"bz-classic-{i}"
         sc.set_gid(gid)
         titles[gid] = [_layer_title(mr, x) for x in sel]
@@ -83,9 +84,9 @@ def render(mr: ModelRoofline, png: Path | None = None, svg: Path | None = None) 
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte, minimum bytes)")
     ax.set_ylabel("achieved FLOP/s (FLOPs / best measured time)")
-    ax.set_title(f"{mr.model} batch {mr.batch} {mr.precision} on {mr.gpu.name} ({mr.ceilings} ceilings): "
+    ax.set_title(mpl_text(f"{mr.model} batch {mr.batch} {mr.precision} on {mr.gpu.name} ({mr.ceilings} ceilings): "
                  f"LBL {mr.lbl_text or f'{mr.lbl_ms:.3f} ms'}; roofline {mr.bound_sequential_ms:.3f} ms against "
-                 f"the layers' {mr.lbl_sequential_ms:.3f} ms, efficiency {mr.efficiency:.0%}" + (f"; {skipped} layers without FLOPs not drawn" if skipped else ""),
+                 f"the layers' {mr.lbl_sequential_ms:.3f} ms, efficiency {mr.efficiency:.0%}" + (f"; {skipped} layers without FLOPs not drawn" if skipped else "")),
                  fontsize=9)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, loc="upper left")
@@ -106,7 +107,8 @@ def add_svg_titles(svg: str, titles: dict[str, list[str]]) -> str:
     """``svg`` (as matplotlib writes it, less its RDF ``<metadata>``) with a ``<title>`` child in each marker of every group whose
     id is a key of ``titles``, the i-th marker (``<use>`` or ``<path>`` outside ``<defs>``, in
     drawing order) getting the i-th text. The texts are escaped by the XML writer (model strings
-    are untrusted). Raises ValueError when a group is missing or its marker count differs."""
+    are untrusted) after :func:`~benanza.reports.safe_text.xml_text` (a control character, which
+    XML 1.0 forbids even escaped, becomes U+FFFD). Raises ValueError when a group is missing or its marker count differs."""
     import xml.etree.ElementTree as ET
 
     ET.register_namespace("", SVG_NS)
@@ -125,7 +127,7 @@ def add_svg_titles(svg: str, titles: dict[str, list[str]]) -> str:
             raise ValueError(f"SVG group {gid}: {len(marks)} markers for {len(texts)} titles")
         for e, text in zip(marks, texts):
             t = ET.Element(f"{{{SVG_NS}}}title")
-            t.text = text
+            t.text = xml_text(text)
             e.insert(0, t)
     return '<?xml version="1.0" encoding="utf-8" standalone="no"?>\n' + ET.tostring(root, encoding="unicode")
 

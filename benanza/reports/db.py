@@ -5,6 +5,7 @@ import json
 import sys
 
 from benanza.errors import UsageError
+from benanza.reports.safe_text import csv_cell, terminal_text
 from benanza.reports.tables import Col, FitTable, fmt_ms
 from benanza.reports.terminal import err, out, print_json
 
@@ -12,7 +13,8 @@ def emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | None
     """Rows as a table, CSV or JSON (a list of records) on stdout. ``columns``: the table's, by row
     key (a :class:`Col` whose header is the key, or the key); a ``*_ms`` column shows times with
     their unit (ms or µs) under the key without ``_ms``. CSV and JSON keep every key and raw value
-    (in CSV, a list or dict value is its JSON text)."""
+    (in CSV, a list or dict value is its JSON text; a text that a spreadsheet would run as a formula
+    gets a leading ``'``, :func:`benanza.reports.safe_text.csv_cell`)."""
     fmt = fmt.lower()
     if fmt == "json":
         print_json(rows, default=str)
@@ -22,10 +24,13 @@ def emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | None
     if fmt == "csv":
         import csv
 
+        # each text cell formula-safe (csv_cell); on a terminal (not a file or a pipe) its control
+        # characters made visible as well (terminal_text)
+        safe = (lambda v: terminal_text(csv_cell(v)) if isinstance(v, str) else v) if sys.stdout.isatty() else csv_cell
         w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0].keys()) if rows else cols, extrasaction="ignore")
-        w.writeheader()
+        w.writer.writerow([safe(k) for k in w.fieldnames])  # the header, formula-safe too
         for r in rows:  # a list or dict column (details, params) as JSON, never a Python repr
-            w.writerow({k: json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v
+            w.writerow({k: safe(json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v)
                         for k, v in r.items()})
         return
     if fmt != "table":
@@ -121,6 +126,8 @@ def print_export(r, fmt: str, output) -> None:
         what = (f"{len(r['benchmarks'])} measurements of {r['context']['host_name']} as Google Benchmark JSON"
                 if fmt == "gbench" else f"{len(r['benchmarks'])} benchmarks of {r['devices'][0]['name']} as "
                 f"NVBench JSON")
+        for w in (r.get("meta", {}).get("benanza", {}).get("warnings") or []) if fmt == "nvbench" else []:
+            err.print(f"benanza: warning: {terminal_text(w)}", markup=False, highlight=False)
         out.print(f"exported {what} to {output}", markup=False)
         return
     out.print(f"exported {r.jobs_added} jobs, {r.measurements_written + r.orphans_written} measurements, "

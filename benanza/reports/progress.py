@@ -38,7 +38,7 @@ class BuildProgress:
 
     def __init__(self, console: Console, enabled: bool = True):
         self.enabled = enabled and console.is_terminal
-        self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=console, transient=True) if self.enabled else None
         self.tasks: dict[str, TaskID] = {}
         self.lock = threading.Lock()
@@ -78,7 +78,7 @@ class Steps:
         self.console = console
         self.quiet = quiet
         self.bar = None if quiet or not console.is_terminal else Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True)
+            SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=console, transient=True)
         self.task: TaskID | None = None
 
     def __call__(self, msg: str) -> None:
@@ -109,7 +109,9 @@ def spinner(console: Console, what: str, enabled: bool = True):
     ``enabled``; else nothing."""
     if not enabled or not console.is_terminal:
         return contextlib.nullcontext()
-    return console.status(what)
+    from rich.text import Text
+
+    return console.status(Text(what))  # a Text: a name in ``what`` is never read as markup
 
 
 class JobBar:

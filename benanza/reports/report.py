@@ -391,10 +391,26 @@ _COMPARE = _MACROS + r"""<!DOCTYPE html>
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=False)
+    # autoescape: every value is HTML-escaped; finalize: and holds no character HTML and XML (the
+    # inline SVG) forbid (a control character in a layer name; benanza.reports.safe_text.xml_text)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=False,
+                             finalize=html_value)
     env.globals.update(fmt=lambda v, digits=4: _f(v, digits), pct=_pct, parts=PARTS, css=_CSS, js=_JS)
     env.filters["wbr"] = wbr
     return env
+
+
+def html_value(value):
+    """A value the HTML templates print: a string (plain or ``Markup``, kept so) with the
+    characters XML 1.0 and HTML forbid replaced by U+FFFD
+    (:func:`benanza.reports.safe_text.xml_text`); any other value as it is."""
+    import markupsafe
+
+    from benanza.reports.safe_text import xml_text
+
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(xml_text(value))
+    return xml_text(value) if isinstance(value, str) else value
 
 
 def wbr(text):

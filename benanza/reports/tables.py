@@ -12,6 +12,11 @@ rows do not fit,
 
 Piped output (stdout not a terminal) gets a console of :data:`PIPE_WIDTH` columns: every table at
 its natural width, nothing dropped or cut, no colour (:func:`console`).
+
+Every console of :func:`console` is a :class:`SafeConsole`: no text it writes can drive the terminal
+(model and database strings are untrusted; :func:`benanza.reports.safe_text.terminal_text`), rich
+markup and emoji codes are off unless a call asks for them, and table cells, titles and captions are
+neutralised before they are measured, so a hostile name keeps its column.
 """
 from __future__ import annotations
 
@@ -21,9 +26,12 @@ from dataclasses import dataclass
 from typing import Iterable, Union
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
+
+from benanza.reports.safe_text import TERMINAL_UNSAFE, terminal_text
 
 #: the width of a console that writes to a pipe or a file: wide enough that no table is narrowed
 PIPE_WIDTH = 100_000
@@ -42,13 +50,41 @@ _PER_COLUMN = 3
 Cell = Union[str, Text, None]
 
 
+class SafeConsole(Console):
+    """A rich console whose written text never carries a control character of its input: each
+    segment it renders passes :func:`~benanza.reports.safe_text.terminal_text` (the escapes rich
+    writes itself, colours and cursor moves, are styles and control segments, not text, and stay)."""
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None):
+        """Rich's :meth:`rich.console.Console.render`, each text segment neutralised."""
+        for seg in super().render(renderable, options):
+            if seg.control or not TERMINAL_UNSAFE.search(seg.text):
+                yield seg
+            else:
+                yield Segment(terminal_text(seg.text), seg.style)
+
+
 def console(stderr: bool = False, **kw) -> Console:
     """A rich console for stdout (or stderr): the terminal's width when it is a terminal (rich reads
-    ``COLUMNS`` too), else :data:`PIPE_WIDTH` columns and no colour (plain and complete)."""
-    c = Console(stderr=stderr, **kw)
+    ``COLUMNS`` too), else :data:`PIPE_WIDTH` columns and no colour (plain and complete). A
+    :class:`SafeConsole` with markup and emoji codes off by default (a ``[link=...]`` or ``:fire:``
+    in a file or layer name is printed as written)."""
+    kw = {"markup": False, "emoji": False, **kw}
+    c = SafeConsole(stderr=stderr, **kw)
     if not c.is_terminal:
-        c = Console(stderr=stderr, width=PIPE_WIDTH, no_color=True, **kw)
+        c = SafeConsole(stderr=stderr, width=PIPE_WIDTH, no_color=True, **kw)
     return c
+
+
+def safe_cell(cell: Cell) -> Text:
+    """A table cell as :class:`rich.text.Text` with the control characters of its text made visible
+    (:func:`~benanza.reports.safe_text.terminal_text`), measured as printed; a styled ``Text`` keeps
+    its style (and its spans when its text is clean)."""
+    if isinstance(cell, Text):
+        if not TERMINAL_UNSAFE.search(cell.plain):
+            return cell
+        return Text(terminal_text(cell.plain), style=cell.style)
+    return Text("" if cell is None else terminal_text(cell))
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -145,7 +181,7 @@ class FitTable:
     def add_row(self, *cells: Cell) -> None:
         if len(cells) != len(self.cols):
             raise ValueError(f"{len(cells)} cells for {len(self.cols)} columns")
-        self.rows.append([c if isinstance(c, Text) else Text("" if c is None else str(c)) for c in cells])
+        self.rows.append([safe_cell(c) for c in cells])
 
     # ------------------------------------------------------------------------------------ layout
 
@@ -203,8 +239,8 @@ class FitTable:
     def table(self, width: int, rows: bool = True, caption: bool = True) -> Table:
         """The rich table of this table's rows (none with ``rows=False``) at console ``width``."""
         shown = self.layout(width)
-        t = Table(title=Text(self.title) if isinstance(self.title, str) else self.title,
-                  caption=Text(self.caption) if self.caption and caption else None)
+        t = Table(title=safe_cell(self.title) if self.title is not None else None,
+                  caption=safe_cell(self.caption) if self.caption and caption else None)
         self._columns(t, shown)
         for r in self.rows if rows else ():
             t.add_row(*self._cells(r, shown))
@@ -228,7 +264,7 @@ class FitTable:
             natural = self._natural(i)
             justify = c.justify or ("right" if c.kind == "num" else "left")
             # a column whose every cell fits needs no wrapping (and rich then skips its line breaking)
-            t.add_column(Text(c.header), justify=justify, width=w,
+            t.add_column(safe_cell(c.header), justify=justify, width=w,
                          no_wrap=c.kind == "name" or (natural <= w and cell_len(c.header) <= w),
                          overflow="ellipsis" if c.kind == "name" else "fold")
 
@@ -287,7 +323,7 @@ class FitTable:
         yield from head[-1]  # the bottom edge
         yield Segment.line()
         if self.caption:
-            yield from console.render(Text(self.caption), options.update(width=self.width(options.max_width),
+            yield from console.render(safe_cell(self.caption), options.update(width=self.width(options.max_width),
                                                                          justify="center", highlight=False))
 
     def width(self, width: int) -> int:

@@ -29,6 +29,7 @@ from pathlib import Path
 from benanza.analysis.time_roofline import (DRAWN_STATUSES, ImplPoint, LayerPoints, TimeRoof,  # noqa: F401
                                             TimeRoofline, roof_times, row_time, time_roofline)
 from benanza.reports.chart import LAUNCH_FLOOR_US, save_figure  # noqa: F401
+from benanza.reports.safe_text import mpl_text
 
 def point_title(x: LayerPoints, p: ImplPoint) -> str:
     """The tooltip of one point: layers, call, algorithm, time, FLOPs, bytes, and for the chosen
@@ -108,9 +109,10 @@ def render_time(tr: TimeRoofline, png: Path | None = None, svg: Path | None = No
     _draw_panel(axes[1], tr, "bytes", titles, colours)
     n = sum(len(x.points) for x in tr.layers)
     skipped = sum(1 for x in tr.layers if x.flops <= 0)
-    fig.suptitle(f"time-based roofline (Wang et al. 2020): {tr.model} batch {tr.batch} {tr.precision} on {tr.gpu.name} "
-                 f"({tr.ceilings} ceilings); {len(tr.layers)} layer configs, {n} implementations; star: chosen"
-                 + (f"; {skipped} configs without FLOPs only on the right" if skipped else ""), fontsize=9)
+    fig.suptitle(mpl_text(f"time-based roofline (Wang et al. 2020): {tr.model} batch {tr.batch} {tr.precision} on "
+                          f"{tr.gpu.name} ({tr.ceilings} ceilings); {len(tr.layers)} layer configs, {n} "
+                          f"implementations; star: chosen"
+                          + (f"; {skipped} configs without FLOPs only on the right" if skipped else "")), fontsize=9)
     handles: dict = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):

@@ -73,7 +73,8 @@ def compare(db: str | None, system_a: str, system_b: str, dtype: str, cache: str
 def export(db: str | None, output: Path, system: str | None, model: list[str] | None, batch: int | None, fmt: str,
            progress: Progress = SILENT):
     """Chosen systems and models to a portable SQLite file (a :class:`benanza.database.sharing`
-    export's counts), or one system's measurements as Google Benchmark or NVBench JSON (the document)."""
+    export's counts), or one system's measurements as Google Benchmark or NVBench JSON (the document;
+    an NVBench document's warnings are in its ``meta.benanza.warnings``, for the printer)."""
     if fmt not in ("sqlite", "gbench", "nvbench"):
         raise UsageError(f"--format must be sqlite, gbench or nvbench, not {fmt!r}")
     if output.exists():
@@ -84,7 +85,9 @@ def export(db: str | None, output: Path, system: str | None, model: list[str] | 
     from benanza.database.exports import gbench_doc, nvbench_doc, write_json
 
     keys = sorted({k for m in model for k in query.model_keys(database, m, batch)}) if model else None
-    doc = (gbench_doc if fmt == "gbench" else nvbench_doc)(database, system, keys)
+    # an NVBench document's warnings are in its meta.benanza.warnings; the printer shows them
+    doc = gbench_doc(database, system, keys) if fmt == "gbench" else nvbench_doc(database, system, keys,
+                                                                                 warn=lambda m: None)
     write_json(doc, output)
     return doc
 
