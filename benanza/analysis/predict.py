@@ -635,8 +635,8 @@ def error_table_path(name: str = "predict_errors.json") -> Path | None:
 def load_error_table(path: str | Path | None = None) -> dict | None:
     """The error table (``benchmarks/predict_check.py --errors-out``): ``kinds`` -> kind -> precision
     -> ``mean_abs_error`` / ``p90_abs_error`` (fractions), ``configurations``, ``layers``;
-    ``architectures`` validated. None when there is none; raises UsageError naming the file when
-    it is not such a table."""
+    ``architectures`` validated; ``path``: the file (the shipped one as ``db/reference/NAME``). None
+    when there is none; raises UsageError naming the file when it is not such a table."""
     path = Path(path) if path else error_table_path()
     if path is None:
         return None
@@ -646,7 +646,11 @@ def load_error_table(path: str | Path | None = None) -> dict | None:
             raise ValueError("no 'kinds' object")
     except (OSError, ValueError, AttributeError) as e:
         raise UsageError(f"prediction error table {path}: {e}") from None
-    table.setdefault("path", str(path))
+    # the shipped table (a source checkout's or the installed package's copy of it) is named as the
+    # project names it, so that the line is the same on every machine; a table given by path keeps it
+    shipped = error_table_path(path.name)
+    table.setdefault("path", f"db/reference/{path.name}" if shipped is not None and
+                     shipped.resolve() == path.resolve() else str(path))
     return table
 
 
