@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from benanza import __version__
-from benanza.errors import BenanzaError, UsageError
+from benanza.errors import BenanzaError, UsageError, no_space
 from benanza.reports.progress import Steps, TerminalProgress
 from benanza.reports.terminal import err, out
 
@@ -79,6 +79,8 @@ def _guarded_failure():
     except OSError as e:  # a full disk, a read-only file system, an I/O error: the system's words
         if e.errno is None or os.environ.get("BENANZA_DEBUG"):
             _internal_error(e)
+        if no_space(e):
+            _fail(no_space(e), 1)
         where = f"{e.filename}: " if e.filename else ""
         _fail(f"{where}{(e.strerror or os.strerror(e.errno)).lower()}", 1)
     except Exception as e:  # never a traceback for the user
