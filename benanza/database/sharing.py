@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,8 +94,7 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
     st = MergeStats()
     t0 = time.perf_counter()
     source = _read_source(src, system_ids, set(keys) if keys is not None else None, models)
-    with dst.engine.begin() as dc:
-        _write_lock(dc)
+    with dst.engine.connect() as dc, _locked_transaction(dc, dst.safe_url):
         sys_map = _merge_systems(dc, source, st)
         _merge_configs_and_models(dc, src, source, st)
         runs = _RunMap(source.runs, sys_map, label)
@@ -106,6 +106,46 @@ def merge(dst: Database, src: Database, system_ids: list[int] | None = None, key
         _merge_counters(dc, src, source, sys_map, st)
     st.seconds = time.perf_counter() - t0
     return st
+
+
+#: how long an import waits for the destination's write lock that another writer (an import) holds
+LOCK_WAIT_S = 900.0
+
+
+@contextmanager
+def _locked_transaction(dc, label: str, wait_s: float = LOCK_WAIT_S):
+    """A transaction of ``dc`` that holds the destination's write lock (:func:`_write_lock`),
+    committed at the end, rolled back on any exception (Ctrl-C included). Another import holds the
+    lock for its whole transaction: on SQLite the lock is tried again every moment from Python (a
+    busy wait inside SQLite would not let Ctrl-C in) for at most ``wait_s`` seconds; PostgreSQL
+    queues the lock itself. Raises :class:`DatabaseError` when the lock did not come in time."""
+    from sqlalchemy.exc import OperationalError
+
+    deadline = time.monotonic() + wait_s
+    sqlite = dc.dialect.name == "sqlite"
+    if sqlite:
+        dc.exec_driver_sql("PRAGMA busy_timeout=200")
+        dc.commit()  # (the statement began a transaction of its own)
+    while True:
+        dc.begin()
+        try:
+            _write_lock(dc)
+            break
+        except OperationalError as e:
+            dc.rollback()
+            if not sqlite or "locked" not in str(e):
+                raise
+            if time.monotonic() > deadline:
+                raise DatabaseError(f"database {label}: its write lock did not come in {wait_s:g} s "
+                                    f"(another import?): {str(e.orig).splitlines()[0][:200]}") from None
+    try:
+        if sqlite:
+            dc.exec_driver_sql("PRAGMA busy_timeout=30000")
+        yield dc
+        dc.commit()
+    except BaseException:
+        dc.rollback()
+        raise
 
 
 @dataclass

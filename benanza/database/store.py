@@ -969,7 +969,8 @@ def _unpack_reference(path: Path) -> Path:
     cache (``$XDG_CACHE_HOME/benanza/db/<name>-<sha256 prefix>.sqlite``). Processes at their first
     use at once: one unpacks (the cache folder's lock) into a temporary file of its own, checked
     (gzip's CRC and length, SQLite's header, at most :func:`unpack_limit` bytes) and synced, then
-    moved into place atomically; the others wait and open it, never a partial file. Raises
+    moved into place atomically; the others wait and open it, never a partial file. A temporary
+    file that a killed process left (SIGKILL) is removed by the next one to unpack. Raises
     :class:`DatabaseError` (nothing left in the cache) for a damaged or oversized file, a full disk
     (``no space left on``) or a cache that cannot be written."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "db"
@@ -983,6 +984,8 @@ def _unpack_reference(path: Path) -> Path:
     with _folder_lock(target):
         if target.exists():  # another process unpacked it while this one waited
             return target
+        for stale in cache.glob(f".{target.name}.*.part"):  # a killed unpacker's (the lock's holder writes alone)
+            stale.unlink(missing_ok=True)
         try:
             fd, tmp = unpack_temp(cache, target.name)
         except OSError as e:
