@@ -74,3 +74,16 @@ def missing_file_reason(path) -> str | None:
     if not p.is_file():
         return "not a file"
     return None
+
+
+def no_space(e: BaseException, where=None) -> str | None:
+    """The one line (without ``benanza: ``) of a full disk or quota: ``<path>: no space left on device
+    (<errno name>; nothing was written)`` for an OSError of errno ENOSPC or EDQUOT (``where``: the
+    path to name, else the error's file name); None for any other error. Raises nothing."""
+    import errno
+
+    if not isinstance(e, OSError) or e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    path = where or e.filename
+    why = "ENOSPC" if e.errno == errno.ENOSPC else "EDQUOT, disk quota exceeded"
+    return f"{path + ': ' if path else ''}no space left on device ({why}; nothing was written)"

@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from benanza import __version__
-from benanza.errors import BenanzaError, UsageError
+from benanza.errors import BenanzaError, UsageError, no_space
 from benanza.reports.progress import Steps, TerminalProgress
 from benanza.reports.terminal import err, error_line, out
 
@@ -79,6 +79,8 @@ def _guarded_failure():
     except OSError as e:  # a full disk, a read-only file system, an I/O error: the system's words
         if e.errno is None or os.environ.get("BENANZA_DEBUG"):
             _internal_error(e)
+        if no_space(e):
+            _fail(no_space(e), 1)
         where = f"{e.filename}: " if e.filename else ""
         _fail(f"{where}{(e.strerror or os.strerror(e.errno)).lower()}", 1)
     except Exception as e:  # never a traceback for the user
@@ -113,9 +115,54 @@ def _root(version: bool = typer.Option(False, "--version", help="print the versi
         raise typer.Exit(0)
 
 
+#: seconds a Ctrl-C leaves the command to end on its own (rolling back, removing what it made)
+INTERRUPT_GRACE_S = 3.0
+
+
+def _stop_on_ctrl_c() -> None:
+    """Ctrl-C (SIGINT) always stops the process within :data:`INTERRUPT_GRACE_S` seconds: it raises
+    KeyboardInterrupt as Python does (the command rolls back and says ``interrupted``), and should
+    that not end it (Python drops a KeyboardInterrupt raised inside a finalizer or a weakref callback,
+    "Exception ignored in"), the process exits 130 with that line once the time is up; a database
+    transaction left open is rolled back by the database (SQLite at the next open). The dropped
+    interrupt's traceback is not printed."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def exit_now():
+        try:
+            err.print("benanza: interrupted", markup=False, highlight=False)
+        finally:
+            os._exit(130)
+
+    def on_sigint(signum, frame):
+        timer = threading.Timer(INTERRUPT_GRACE_S, exit_now)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    hook = sys.unraisablehook
+
+    def unraisable(u):
+        if not isinstance(u.exc_value, KeyboardInterrupt):  # (the timer ends the process)
+            hook(u)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = unraisable
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console entry point. Usage errors (a missing argument, an unknown option, a bad value)
-    are one line ``benanza: ...`` and exit 2, not the boxed message of typer's click."""
+    are one line ``benanza: ...`` and exit 2, not the boxed message of typer's click. SQLAlchemy's
+    log (a connection whose closing a Ctrl-C interrupted, logged with its traceback) is not printed:
+    the failure is the one line."""
+    import logging
+
+    logging.getLogger("sqlalchemy").addHandler(logging.NullHandler())
+    _stop_on_ctrl_c()
     try:
         rc = app(args=argv, prog_name="benanza", standalone_mode=False)
     except Exception as e:  # noqa: BLE001 - click's exceptions (typer vendors its own click)

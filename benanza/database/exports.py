@@ -97,9 +97,13 @@ def write_atomic(data: bytes, path: str | os.PathLike) -> Path:
     try:
         mask = os.umask(0)
         os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            os.fchmod(fd, 0o666 & ~mask)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.replace(tmp, p)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)

@@ -9,12 +9,19 @@ all its measurements and heuristic choices, replacing the other side's; on equal
 existing data is kept, and so is a job that measured against a later one that failed.
 Measurement rows that belong to no job (hand-made data) merge row by row, the newer ``created_at``
 winning; so do hardware counters (`bench --counters`), per implementation and kernel. Systems are matched by fingerprint, layer configs by key, models by (sha256, batch).
-Nothing is ever duplicated: the database's unique keys hold after any sequence of imports.
+A model's record merges as a union: its configs keyed by (model, layer config), the larger count of
+one config winning, and of two ``models`` rows of one key the greater (layers, unique layers, summary,
+name); so the result does not depend on the order of imports nor on concurrent ones.
+Nothing is ever duplicated: the database's unique keys hold after any sequence of imports. An import
+is one transaction of the destination: stopped or failed at any point (Ctrl-C, a kill, a full disk, a
+string longer than its column: :func:`benanza.database.store.check_lengths`), it leaves the
+destination as it was.
 """
 from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy import select
 
 from benanza.database.store import (Ceiling, Choice, Database, JobRow, LayerConfigRow, Measurement, ModelConfig, ModelRow, Run, System,
-                       insert_new, open_db, upsert_row)
+                       check_lengths, db_write_error, insert_new, open_db, upsert_greater, upsert_row)
 from benanza.errors import DatabaseError, UsageError
 from benanza.kinds.backend import Backend
 from benanza.kinds.base import owning_layout, row_layouts
@@ -77,24 +84,68 @@ class MergeStats:
 
 def merge(dst: Database, src: Database, system_ids: list[int] | None = None, keys: list[str] | None = None,
           label: str = "", models: set[tuple[str, int | None]] | None = None) -> MergeStats:
-    """Merge ``src`` into ``dst`` (see the module docstring for the rule). ``system_ids`` and
-    ``keys`` restrict what is taken from ``src``; ``models``: (name, batch or None for any) of the
-    only model records taken (None: every record whose configs all come along), each whole: all its
-    layer configs are copied, measured or not."""
+    """Merge ``src`` into ``dst`` (see the module docstring for the rule) in one transaction of
+    ``dst`` under its write lock: committed whole or, on any error or interrupt, rolled back.
+    ``system_ids`` and ``keys`` restrict what is taken from ``src``; ``models``: (name, batch or None
+    for any) of the only model records taken (None: every record whose configs all come along), each
+    whole: all its layer configs are copied, measured or not. Raises :class:`DatabaseError` for a
+    source string longer than its column (:func:`benanza.database.store.check_lengths`, nothing
+    written) and SQLAlchemy's errors as they come (the transaction rolled back)."""
     st = MergeStats()
     t0 = time.perf_counter()
     source = _read_source(src, system_ids, set(keys) if keys is not None else None, models)
-    sys_map = _merge_systems(dst, source, st)
-    _merge_configs_and_models(dst, src, source, st)
-    runs = _RunMap(source.runs, sys_map, label)
-    take = _candidate_jobs(dst, src, source.jobs, sys_map, st)
-    for i in range(0, len(take), _CHUNK):
-        _merge_job_chunk(dst, src, take[i:i + _CHUNK], sys_map, runs, st)
-    _merge_orphans(dst, src, source, sys_map, runs, st)
-    _merge_ceilings(dst, src, source, sys_map, st)
-    _merge_counters(dst, src, source, sys_map, st)
+    with dst.engine.connect() as dc, _locked_transaction(dc, dst.safe_url):
+        sys_map = _merge_systems(dc, source, st)
+        _merge_configs_and_models(dc, src, source, st)
+        runs = _RunMap(source.runs, sys_map, label)
+        take = _candidate_jobs(dc, src, source.jobs, sys_map, st)
+        for i in range(0, len(take), _CHUNK):
+            _merge_job_chunk(dc, src, take[i:i + _CHUNK], sys_map, runs, st)
+        _merge_orphans(dc, src, source, sys_map, runs, st)
+        _merge_ceilings(dc, src, source, sys_map, st)
+        _merge_counters(dc, src, source, sys_map, st)
     st.seconds = time.perf_counter() - t0
     return st
+
+
+#: how long an import waits for the destination's write lock that another writer (an import) holds
+LOCK_WAIT_S = 900.0
+
+
+@contextmanager
+def _locked_transaction(dc, label: str, wait_s: float = LOCK_WAIT_S):
+    """A transaction of ``dc`` that holds the destination's write lock (:func:`_write_lock`),
+    committed at the end, rolled back on any exception (Ctrl-C included). Another import holds the
+    lock for its whole transaction: on SQLite the lock is tried again every moment from Python (a
+    busy wait inside SQLite would not let Ctrl-C in) for at most ``wait_s`` seconds; PostgreSQL
+    queues the lock itself. Raises :class:`DatabaseError` when the lock did not come in time."""
+    from sqlalchemy.exc import OperationalError
+
+    deadline = time.monotonic() + wait_s
+    sqlite = dc.dialect.name == "sqlite"
+    if sqlite:
+        dc.exec_driver_sql("PRAGMA busy_timeout=200")
+        dc.commit()  # (the statement began a transaction of its own)
+    while True:
+        dc.begin()
+        try:
+            _write_lock(dc)
+            break
+        except OperationalError as e:
+            dc.rollback()
+            if not sqlite or "locked" not in str(e):
+                raise
+            if time.monotonic() > deadline:
+                raise DatabaseError(f"database {label}: its write lock did not come in {wait_s:g} s "
+                                    f"(another import?): {str(e.orig).splitlines()[0][:200]}") from None
+    try:
+        if sqlite:
+            dc.exec_driver_sql("PRAGMA busy_timeout=30000")
+        yield dc
+        dc.commit()
+    except BaseException:
+        dc.rollback()
+        raise
 
 
 @dataclass
@@ -136,27 +187,25 @@ def _read_source(src: Database, system_ids: list[int] | None, keyset: set[str] |
     return _Source(systems, jobs, runs, models, model_cfgs, keyset, model_names)
 
 
-def _merge_systems(dst: Database, source: _Source, st: MergeStats) -> dict[int, int]:
-    """Insert the source's systems the destination lacks (matched by fingerprint, under its write
-    lock: concurrent imports insert one; :func:`benanza.database.store.insert_new`: nor does a
+def _merge_systems(dc, source: _Source, st: MergeStats) -> dict[int, int]:
+    """Insert the source's systems the destination (``dc``, under its write lock) lacks, matched by
+    fingerprint (concurrent imports insert one; :func:`benanza.database.store.insert_new`: nor does a
     concurrent `bench` or `run` writing the same system fail); returns source system id ->
     destination system id."""
-    with dst.engine.begin() as dc:
-        _write_lock(dc)
-        dst_fp = {r.fingerprint: r.id for r in dc.execute(select(System.id, System.fingerprint))}
-        sys_map = {}
-        for s in source.systems:
-            if s["fingerprint"] not in dst_fp:
-                st.systems_added += insert_new(dc, System, [{k: v for k, v in s.items() if k != "id"}],
-                                               ["fingerprint"])
-                dst_fp[s["fingerprint"]] = dc.scalar(select(System.id).where(System.fingerprint == s["fingerprint"]))
-            sys_map[s["id"]] = dst_fp[s["fingerprint"]]
+    dst_fp = {r.fingerprint: r.id for r in dc.execute(select(System.id, System.fingerprint))}
+    sys_map = {}
+    for s in source.systems:
+        if s["fingerprint"] not in dst_fp:
+            st.systems_added += insert_new(dc, System, [{k: v for k, v in s.items() if k != "id"}],
+                                           ["fingerprint"])
+            dst_fp[s["fingerprint"]] = dc.scalar(select(System.id).where(System.fingerprint == s["fingerprint"]))
+        sys_map[s["id"]] = dst_fp[s["fingerprint"]]
     return sys_map
 
 
-def _merge_configs_and_models(dst: Database, src: Database, source: _Source, st: MergeStats) -> None:
+def _merge_configs_and_models(dc, src: Database, source: _Source, st: MergeStats) -> None:
     """Copy the layer configs the imported jobs and measurements use (by key), then the model records
-    whose configs all came along (by sha256 and batch), under the destination's write lock."""
+    whose configs all came along (by sha256 and batch), into the destination ``dc``."""
     sid_ok = list(source.system_ids)
     with src.engine.connect() as sc:
         wanted = {j["layer_key"] for j in source.jobs}
@@ -169,35 +218,40 @@ def _merge_configs_and_models(dst: Database, src: Database, source: _Source, st:
         cfgs = []
         for i in range(0, len(wl), _CHUNK):
             cfgs += _rows(sc, select(LayerConfigRow.__table__).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK])))
-    with dst.engine.begin() as dc:
-        _write_lock(dc)
-        have = set()
-        for i in range(0, len(wl), _CHUNK):
-            have |= set(dc.scalars(select(LayerConfigRow.key).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK]))))
-        new_cfgs = [c for c in cfgs if c["key"] not in have]
-        st.configs_added = insert_new(dc, LayerConfigRow, new_cfgs, ["key"])
-        _merge_models(dc, source, wanted, have | {c["key"] for c in new_cfgs}, st)
+    have = set()
+    for i in range(0, len(wl), _CHUNK):
+        have |= set(dc.scalars(select(LayerConfigRow.key).where(LayerConfigRow.key.in_(wl[i:i + _CHUNK]))))
+    new_cfgs = [c for c in cfgs if c["key"] not in have]
+    st.configs_added = insert_new(dc, LayerConfigRow, new_cfgs, ["key"])
+    _merge_models(dc, source, wanted, have | {c["key"] for c in new_cfgs}, st)
+
+
+#: the columns that decide which of two ``models`` rows of one (sha256, batch) stays: the greater
+MODEL_ORDER = ("layers", "unique_layers", "summary", "name")
 
 
 def _merge_models(dc, source: _Source, wanted: set[str], present: set[str], st: MergeStats) -> None:
-    """Insert each source model record the destination lacks whose configs are all ``present`` there
-    (``wanted``: the configs imported, when the import is restricted to some)."""
+    """Merge each source model record whose configs are all ``present`` in the destination (``wanted``:
+    the configs imported, when the import is restricted to some) as a union keyed by natural keys:
+    the ``models`` row by (sha256, batch), of two the greater :data:`MODEL_ORDER` staying; its configs
+    by (model, layer config), of two counts the larger (:func:`benanza.database.store.upsert_greater`).
+    So neither the order of imports nor concurrent ones change the result."""
     existing = {(r.sha256, r.batch) for r in dc.execute(select(ModelRow.sha256, ModelRow.batch))}
     by_model: dict[int, list[dict]] = {}
     for mc in source.model_cfgs:
         by_model.setdefault(mc["model_id"], []).append(mc)
     for m in source.models:
         mk = by_model.get(m["id"], [])
-        if (m["sha256"], m["batch"]) in existing or not mk or not source.takes_model(m):
+        if not mk or not source.takes_model(m):
             continue
         if any(mc["layer_key"] not in present or (source.keyset is not None and mc["layer_key"] not in wanted)
                for mc in mk):
             continue  # not all the model's configs came along: a record is copied whole or not at all
-        if not insert_new(dc, ModelRow, [{k: v for k, v in m.items() if k != "id"}], ["sha256", "batch"]):
-            continue  # a concurrent `run` recorded it meanwhile, with its configs
+        upsert_greater(dc, ModelRow, {k: v for k, v in m.items() if k != "id"}, ("sha256", "batch"), MODEL_ORDER)
         new_id = dc.scalar(select(ModelRow.id).where(ModelRow.sha256 == m["sha256"], ModelRow.batch == m["batch"]))
-        dc.execute(sa.insert(ModelConfig.__table__), [dict(mc, model_id=new_id) for mc in mk])
-        st.models_added += 1
+        for mc in mk:
+            upsert_greater(dc, ModelConfig, dict(mc, model_id=new_id), ("model_id", "layer_key"), ("count",))
+        st.models_added += (m["sha256"], m["batch"]) not in existing
 
 
 class _RunMap:
@@ -215,6 +269,7 @@ class _RunMap:
             r = {k: v for k, v in self.runs[rid].items() if k != "id"}
             r["system_id"] = self.sys_map.get(r["system_id"])
             r["message"] = (f"imported from {self.label}: " if self.label else "imported: ") + (r.get("message") or "")
+            check_lengths(Run, [r])
             self.done[rid] = dc.execute(sa.insert(Run.__table__).values(**r)).inserted_primary_key[0]
         return self.done[rid]
 
@@ -232,7 +287,9 @@ def _verdict(j: dict, old, measured: bool = True) -> str:
     finished, had = old
     if had and not measured:
         return "kept"
-    return "replaced" if j["finished_at"] and finished and j["finished_at"] > finished else "kept"
+    later = j["finished_at"] and finished and (j["finished_at"] > finished or (
+        j["finished_at"] == finished and measured and not had))  # a tie: the measured one, in either order
+    return "replaced" if later else "kept"
 
 
 def _job_group(j: dict, system_id: int) -> tuple:
@@ -251,19 +308,17 @@ def _measured_groups(conn, keys: list[str]) -> set[tuple]:
     return out
 
 
-def _candidate_jobs(dst: Database, src: Database, jobs: list[dict], sys_map: dict[int, int],
+def _candidate_jobs(dc, src: Database, jobs: list[dict], sys_map: dict[int, int],
                     st: MergeStats) -> list[dict]:
-    """A first pass on a snapshot of the destination: the jobs that may be added or replaced (the
-    others are counted kept). Only candidates move on; their counts are decided again under the
-    write lock (:func:`_merge_job_chunk`), so that concurrent imports each count what they added. Each
+    """A first pass on the destination ``dc``: the jobs that may be added or replaced (the others are
+    counted kept). Only candidates move on (:func:`_merge_job_chunk` decides each again). Each
     candidate carries ``_measured``: it has a valid time in the source."""
     keys = sorted({j["layer_key"] for j in jobs})
     with src.engine.connect() as sc:
         src_ok = _measured_groups(sc, keys)
-    with dst.engine.connect() as dc:
-        d_jobs = {(r.system_id, r.job): r.finished_at for r in dc.execute(
-            select(JobRow.system_id, JobRow.job, JobRow.finished_at))}
-        dst_ok = _measured_groups(dc, keys)
+    d_jobs = {(r.system_id, r.job): r.finished_at for r in dc.execute(
+        select(JobRow.system_id, JobRow.job, JobRow.finished_at))}
+    dst_ok = _measured_groups(dc, keys)
     take = []
     for j in jobs:
         sid = sys_map[j["system_id"]]
@@ -285,11 +340,11 @@ def _job_groups(jobs: list[dict]) -> set[tuple]:
             for j in jobs}
 
 
-def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: dict[int, int], runs: _RunMap,
+def _merge_job_chunk(dc, src: Database, chunk: list[dict], sys_map: dict[int, int], runs: _RunMap,
                      st: MergeStats) -> None:
     """Merge one chunk of candidate jobs: read their measurements and choices from the source, then in
-    one destination transaction under its write lock decide each job's verdict again and replace the
-    rows of the jobs that are added or replaced."""
+    the destination ``dc`` decide each job's verdict and replace the rows of the jobs that are added
+    or replaced."""
     groups = _job_groups(chunk)
     ks = sorted({g[1] for g in groups})
     with src.engine.connect() as sc:
@@ -297,26 +352,24 @@ def _merge_job_chunk(dst: Database, src: Database, chunk: list[dict], sys_map: d
               if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]), r["backend"]) in groups]
         cs = [r for r in _rows(sc, select(Choice.__table__).where(Choice.layer_key.in_(ks)))
               if (r["system_id"], r["layer_key"], r["precision"], "NCHW", Backend.SUITE) in groups]
-    with dst.engine.begin() as dc:
-        _write_lock(dc)
-        now = {(r.system_id, r.job): r.finished_at for r in dc.execute(
-            select(JobRow.system_id, JobRow.job, JobRow.finished_at).where(JobRow.job.in_([j["job"] for j in chunk])))}
-        dst_ok = _measured_groups(dc, ks)
-        fresh = []
-        for j in chunk:
-            sid = sys_map[j["system_id"]]
-            finished = now.get((sid, j["job"]), _NONE)
-            v = _verdict(j, _NONE if finished is _NONE else (finished, _job_group(j, sid) in dst_ok), j["_measured"])
-            setattr(st, f"jobs_{v}", getattr(st, f"jobs_{v}") + 1)
-            if v != "kept":
-                fresh.append(j)
-        if not fresh:
-            return
-        groups = _job_groups(fresh)
-        ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]),
-                                r["backend"]) in groups]
-        cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", Backend.SUITE) in groups]
-        _replace_job_rows(dc, fresh, groups, ms, cs, sys_map, runs)
+    now = {(r.system_id, r.job): r.finished_at for r in dc.execute(
+        select(JobRow.system_id, JobRow.job, JobRow.finished_at).where(JobRow.job.in_([j["job"] for j in chunk])))}
+    dst_ok = _measured_groups(dc, ks)
+    fresh = []
+    for j in chunk:
+        sid = sys_map[j["system_id"]]
+        finished = now.get((sid, j["job"]), _NONE)
+        v = _verdict(j, _NONE if finished is _NONE else (finished, _job_group(j, sid) in dst_ok), j["_measured"])
+        setattr(st, f"jobs_{v}", getattr(st, f"jobs_{v}") + 1)
+        if v != "kept":
+            fresh.append(j)
+    if not fresh:
+        return
+    groups = _job_groups(fresh)
+    ms = [r for r in ms if (r["system_id"], r["layer_key"], r["precision"], owning_layout(r["layout"]),
+                            r["backend"]) in groups]
+    cs = [r for r in cs if (r["system_id"], r["layer_key"], r["precision"], "NCHW", Backend.SUITE) in groups]
+    _replace_job_rows(dc, fresh, groups, ms, cs, sys_map, runs)
     st.measurements_written += len(ms)
 
 
@@ -338,19 +391,19 @@ def _replace_job_rows(dc, jobs: list[dict], groups: set[tuple], ms: list[dict], 
         dc.execute(sa.delete(JobRow.__table__).where(JobRow.system_id == sys_map[j["system_id"]],
                                                      JobRow.job == j["job"]))
     if ms:
-        dc.execute(sa.insert(Measurement.__table__), [
+        dc.execute(sa.insert(Measurement.__table__), check_lengths(Measurement, [
             {**{c: r[c] for c in mcols}, "system_id": sys_map[r["system_id"]], "run_id": runs(dc, r["run_id"])}
-            for r in ms])
+            for r in ms]))
     if cs:
-        dc.execute(sa.insert(Choice.__table__), [
+        dc.execute(sa.insert(Choice.__table__), check_lengths(Choice, [
             {**{c: r[c] for c in ccols}, "system_id": sys_map[r["system_id"]], "run_id": runs(dc, r["run_id"])}
-            for r in cs])
-    dc.execute(sa.insert(JobRow.__table__), [
+            for r in cs]))
+    dc.execute(sa.insert(JobRow.__table__), check_lengths(JobRow, [
         {**{k: v for k, v in j.items() if k != "id" and not k.startswith("_")}, "system_id": sys_map[j["system_id"]],
-         "run_id": runs(dc, j["run_id"])} for j in jobs])
+         "run_id": runs(dc, j["run_id"])} for j in jobs]))
 
 
-def _merge_orphans(dst: Database, src: Database, source: _Source, sys_map: dict[int, int], runs: _RunMap,
+def _merge_orphans(dc, src: Database, source: _Source, sys_map: dict[int, int], runs: _RunMap,
                    st: MergeStats) -> None:
     """Measurements that belong to no job (hand-made data): row by row, the newer ``created_at`` wins."""
     with src.engine.connect() as sc:
@@ -362,25 +415,23 @@ def _merge_orphans(dst: Database, src: Database, source: _Source, sys_map: dict[
                    not in all_jobs and (source.keyset is None or r["layer_key"] in source.keyset)]
     mcols = [c for c in _cols(Measurement) if c != "id"]
     ucols = ("system_id", "layer_key", "precision", "call", "algorithm", "math", "dtype", "cache", "layout")
-    with dst.engine.begin() as dc:
-        for r in orphans:
-            if _newer_wins(dc, Measurement, ucols, {**{c: r[c] for c in mcols}, "system_id": sys_map[r["system_id"]],
-                                                    "run_id": runs(dc, r["run_id"])}):
-                st.orphans_written += 1
+    for r in orphans:
+        if _newer_wins(dc, Measurement, ucols, {**{c: r[c] for c in mcols}, "system_id": sys_map[r["system_id"]],
+                                                "run_id": runs(dc, r["run_id"])}):
+            st.orphans_written += 1
 
 
-def _merge_ceilings(dst: Database, src: Database, source: _Source, sys_map: dict[int, int], st: MergeStats) -> None:
+def _merge_ceilings(dc, src: Database, source: _Source, sys_map: dict[int, int], st: MergeStats) -> None:
     """Machine ceilings (`benanza ceilings`): per system and name, the newer measurement wins."""
     with src.engine.connect() as sc:
         ceils = [r for r in _rows(sc, select(Ceiling.__table__)) if r["system_id"] in source.system_ids]
-    with dst.engine.begin() as dc:
-        for r in ceils:
-            if _newer_wins(dc, Ceiling, ("system_id", "name"),
-                           {**{k: v for k, v in r.items() if k != "id"}, "system_id": sys_map[r["system_id"]]}):
-                st.ceilings_written += 1
+    for r in ceils:
+        if _newer_wins(dc, Ceiling, ("system_id", "name"),
+                       {**{k: v for k, v in r.items() if k != "id"}, "system_id": sys_map[r["system_id"]]}):
+            st.ceilings_written += 1
 
 
-def _merge_counters(dst: Database, src: Database, source: _Source, sys_map: dict[int, int], st: MergeStats) -> None:
+def _merge_counters(dc, src: Database, source: _Source, sys_map: dict[int, int], st: MergeStats) -> None:
     """Hardware counters (`bench --counters`) of the chosen systems and configs: per implementation
     and kernel index, the newer profile wins."""
     from benanza.database.counters import KernelCounter
@@ -389,11 +440,10 @@ def _merge_counters(dst: Database, src: Database, source: _Source, sys_map: dict
     with src.engine.connect() as sc:
         rows = [r for r in _rows(sc, select(KernelCounter.__table__)) if r["system_id"] in source.system_ids
                 and (source.keyset is None or r["layer_key"] in source.keyset)]
-    with dst.engine.begin() as dc:
-        for r in rows:
-            if _newer_wins(dc, KernelCounter, unique,
-                           {**{k: v for k, v in r.items() if k != "id"}, "system_id": sys_map[r["system_id"]]}):
-                st.counters_written += 1
+    for r in rows:
+        if _newer_wins(dc, KernelCounter, unique,
+                       {**{k: v for k, v in r.items() if k != "id"}, "system_id": sys_map[r["system_id"]]}):
+            st.counters_written += 1
 
 
 def export(db: Database, path: str | Path, system: str | None = None, models: list[str] | None = None,
@@ -470,11 +520,17 @@ def _records_without_fusions(db: Database, model: str, batch: int | None) -> lis
 
 def import_db(db: Database, source: str) -> MergeStats:
     """Merge the database at ``source`` (path or URL; benanza schema, any version this one can read)
-    into ``db``. Raises :class:`DatabaseError` when ``source`` cannot be read."""
+    into ``db``, in one transaction (:func:`merge`). Raises :class:`DatabaseError` when ``source``
+    cannot be read, a source string is longer than its column, or the write fails (a full disk:
+    ``no space left on device``); nothing of the import is written then."""
     src = open_db(source, create=False)
     if src.url == db.url:
         raise UsageError("cannot import a database into itself")
     try:
         return merge(db, src, label=src.safe_url)
+    except DatabaseError as e:
+        raise DatabaseError(f"import from {src.safe_url}: {e}; nothing imported") from None
     except sa.exc.SQLAlchemyError as e:
-        raise DatabaseError(f"import from {src.safe_url} failed: {str(e).splitlines()[0][:300]}") from None
+        raise db_write_error(db, e, f"import from {src.safe_url} failed") from None
+    finally:
+        src.engine.dispose()

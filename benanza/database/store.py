@@ -371,12 +371,13 @@ def insert_new(conn, model, rows: list[dict], keys: Sequence[str]) -> int:
     there, in the transaction of ``conn`` (a Connection or Session), never failing on a row a
     concurrent writer inserted first: ``INSERT ... ON CONFLICT (keys) DO NOTHING`` on PostgreSQL and
     SQLite (PostgreSQL waits for that writer's transaction), one SAVEPOINT per row elsewhere. Returns
-    how many rows this call inserted."""
+    how many rows this call inserted. Raises :class:`ValueTooLong` (:func:`check_lengths`)."""
     from sqlalchemy.exc import IntegrityError
 
     if not rows:
         return 0
     table = model.__table__
+    check_lengths(table, rows)
     ins = _dialect_insert(_dialect_name(conn), table)
     if ins is not None:
         stmt = ins.on_conflict_do_nothing(index_elements=list(keys)).returning(*(table.c[k] for k in keys))
@@ -392,13 +393,103 @@ def insert_new(conn, model, rows: list[dict], keys: Sequence[str]) -> int:
     return n
 
 
+def string_limits(model) -> dict[str, int]:
+    """The declared length of each ``String(N)`` column of ``model``'s table (``Enum`` columns
+    included): column name -> N characters."""
+    table = model.__table__ if hasattr(model, "__table__") else model
+    return {c.name: c.type.length for c in table.columns
+            if isinstance(c.type, sa.String) and getattr(c.type, "length", None)}
+
+
+class ValueTooLong(DatabaseError):
+    """A string longer than its column's declared length (:func:`check_lengths`)."""
+
+
+def check_lengths(model, rows: list[dict]) -> list[dict]:
+    """``rows`` (dicts of columns of ``model``'s table), checked before they are written: each string
+    at most its column's declared length (:func:`string_limits`), on every dialect (SQLite stores
+    any length, PostgreSQL refuses it in a message that names no column). Raises
+    :class:`ValueTooLong` with one line naming the table, the column and the value's length."""
+    table = model.__table__ if hasattr(model, "__table__") else model
+    limits = string_limits(table)
+    for r in rows:
+        for c, n in limits.items():
+            v = r.get(c)
+            if isinstance(v, str) and len(v) > n:
+                raise ValueTooLong(f"{table.name}.{c} holds a value of {len(v)} characters, longer than "
+                                   f"the column's {n}")
+    return rows
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` (an OSError, or a database error wrapped by SQLAlchemy) says the disk or quota is
+    full: ENOSPC, EDQUOT, SQLite's SQLITE_FULL ("database or disk is full"), PostgreSQL's
+    ``disk_full`` (SQLSTATE 53100) or its "No space left on device"."""
+    import errno
+
+    orig = getattr(e, "orig", None) or e
+    if isinstance(orig, OSError) and orig.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if getattr(orig, "sqlite_errorname", None) == "SQLITE_FULL" or getattr(orig, "sqlstate", None) == "53100":
+        return True
+    text = str(orig).lower()
+    return "database or disk is full" in text or "no space left on device" in text
+
+
+def db_write_error(db: Database, e: BaseException, what: str) -> DatabaseError:
+    """The one line of a failed write ``what`` into ``db``: for a full disk (:func:`disk_full`)
+    ``<file>: no space left on device (<what>: <the error>; nothing was written)`` (the SQLite file,
+    else the URL without its password), else ``<what>: <the error's first line>``."""
+    if disk_full(e):
+        return DatabaseError(f"{_file_of(db.label, db.url)}: no space left on device ({what}: {_first_line(e)}; "
+                             f"nothing was written)")
+    return DatabaseError(f"{what}: {_first_line(e)}")
+
+
+def _file_of(label: str | None, url: str) -> str:
+    """What a message calls a database: its label, its SQLite file, or its URL without the password."""
+    u = sa.engine.make_url(url)
+    if label:
+        return label
+    return u.database if u.get_backend_name() == "sqlite" and u.database else u.render_as_string(hide_password=True)
+
+
+def upsert_greater(conn, model, values: dict, keys: Sequence[str], by: Sequence[str]) -> bool:
+    """Insert ``values`` into ``model``'s table, or replace the row of the same unique key ``keys``
+    when ``values``' columns ``by`` are greater (compared as a tuple, in SQL), so that the row kept
+    of several writers, in any order or at once, is the same: the greatest. One ``INSERT ... ON
+    CONFLICT (keys) DO UPDATE ... WHERE`` on PostgreSQL and SQLite, a read and a write elsewhere.
+    True when it wrote the row. Raises :class:`ValueTooLong` (:func:`check_lengths`)."""
+    table = model.__table__
+    check_lengths(table, [values])
+    ins = _dialect_insert(_dialect_name(conn), table)
+    if ins is not None:
+        ins = ins.values(**values)
+        new = sa.tuple_(*(ins.excluded[c] for c in by))
+        stmt = ins.on_conflict_do_update(index_elements=list(keys),
+                                         set_={c: ins.excluded[c] for c in values if c not in keys},
+                                         where=new > sa.tuple_(*(table.c[c] for c in by)))
+        return conn.execute(stmt.returning(*(table.c[k] for k in keys))).first() is not None
+    cur = conn.execute(select(*(table.c[c] for c in by)).where(*(table.c[k] == values[k] for k in keys))).first()
+    if cur is None:
+        conn.execute(sa.insert(table).values(**values))
+        return True
+    if tuple(values[c] for c in by) <= tuple(cur):
+        return False
+    conn.execute(sa.update(table).where(*(table.c[k] == values[k] for k in keys)).values(
+        **{c: v for c, v in values.items() if c not in keys}))
+    return True
+
+
 def upsert_row(conn, model, values: dict, keys: Sequence[str], newer_only: bool = True) -> bool:
     """Insert ``values`` (every column but ``id``) into ``model``'s table, or replace the row of the
     same unique key ``keys``: always, or with ``newer_only`` only if it is older (``created_at``; a row
     without one is older than any row with one). One ``INSERT ... ON CONFLICT (keys) DO UPDATE [WHERE]``
     statement on PostgreSQL and SQLite, so concurrent writers of one key never fail on each other;
-    elsewhere a read, a delete and an insert. True when it wrote the row."""
+    elsewhere a read, a delete and an insert. True when it wrote the row. Raises
+    :class:`ValueTooLong` (:func:`check_lengths`)."""
     table = model.__table__
+    check_lengths(table, [values])
     ins = _dialect_insert(_dialect_name(conn), table)
     if ins is not None:
         ins = ins.values(**values)
@@ -469,7 +560,8 @@ class Database:
             s.commit()
         except SQLAlchemyError as e:
             s.rollback()
-            err = DatabaseError(f"database {self.safe_url}: {_first_line(e)}")
+            err = db_write_error(self, e, "writing") if disk_full(e) else \
+                DatabaseError(f"database {self.safe_url}: {_first_line(e)}")
             err.__context__ = e
             raise err from None
         except BaseException:
@@ -877,7 +969,8 @@ def _unpack_reference(path: Path) -> Path:
     cache (``$XDG_CACHE_HOME/benanza/db/<name>-<sha256 prefix>.sqlite``). Processes at their first
     use at once: one unpacks (the cache folder's lock) into a temporary file of its own, checked
     (gzip's CRC and length, SQLite's header, at most :func:`unpack_limit` bytes) and synced, then
-    moved into place atomically; the others wait and open it, never a partial file. Raises
+    moved into place atomically; the others wait and open it, never a partial file. A temporary
+    file that a killed process left (SIGKILL) is removed by the next one to unpack. Raises
     :class:`DatabaseError` (nothing left in the cache) for a damaged or oversized file, a full disk
     (``no space left on``) or a cache that cannot be written."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "db"
@@ -891,6 +984,8 @@ def _unpack_reference(path: Path) -> Path:
     with _folder_lock(target):
         if target.exists():  # another process unpacked it while this one waited
             return target
+        for stale in cache.glob(f".{target.name}.*.part"):  # a killed unpacker's (the lock's holder writes alone)
+            stale.unlink(missing_ok=True)
         try:
             fd, tmp = unpack_temp(cache, target.name)
         except OSError as e:
@@ -941,7 +1036,7 @@ def _cache_error(path: Path, cache: Path, e: OSError) -> DatabaseError:
     import errno
 
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DatabaseError(f"database {path}: no space left on {cache} to unpack it")
+        return DatabaseError(f"{cache}: no space left on device (unpacking {path}; nothing was left in the cache)")
     return DatabaseError(f"database {path}: cannot unpack it into {cache} ({e.strerror or e})")
 
 
@@ -1089,12 +1184,21 @@ def open_db(url: str | None = None, create: bool = True, read_only: bool | None 
     except DatabaseError:
         raise
     except (OperationalError, SQLAlchemyError, OSError) as e:
-        raise DatabaseError(f"cannot open database {safe}: {_first_line(e)}") from None
+        raise _open_error(given or safe, safe, e) from None
     db = Database(engine, url, label)
     db.notices = notices
     if fresh:
         _FRESH.append(sqlite_file)
     return db
+
+
+def _open_error(path: str, safe: str, e: BaseException) -> DatabaseError:
+    """The one line of a database that could not be opened or created: a full disk
+    (:func:`disk_full`) names the file ``path``."""
+    if disk_full(e):
+        return DatabaseError(f"{path}: no space left on device (opening the database: {_first_line(e)}; "
+                             f"nothing was written)")
+    return DatabaseError(f"cannot open database {safe}: {_first_line(e)}")
 
 
 #: SQLite files this process created (open_db); :func:`discard_fresh` removes the ones still empty

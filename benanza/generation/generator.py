@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -290,10 +292,12 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
 
     Writes ``CMakeLists.txt``, ``src/<kind>.cpp`` per layer kind present, ``src/suite_info.cpp``,
     the harness under ``harness/`` and ``suite.json`` (the manifest: jobs with their configs, the
-    models and their layer graphs' summaries). ``kinds``: only the jobs of these layer kinds (to
-    measure again what a harness change touched). Returns the :class:`Suite`. Raises
-    :class:`UsageError` when no layer of the models can be benchmarked (or none of ``kinds``).
-    ``conv_precision``, ``train``, ``optimizer``: see :func:`plan_jobs`.
+    models and their layer graphs' summaries), whole or not at all (:func:`write_tree`). ``kinds``:
+    only the jobs of these layer kinds (to measure again what a harness change touched). Returns the
+    :class:`Suite`. Raises :class:`UsageError` when no layer of the models can be benchmarked (or none
+    of ``kinds``), OSError naming the file that could not be written (a full disk: ENOSPC; nothing
+    of the suite left, or the suite as it was). ``conv_precision``, ``train``, ``optimizer``: see
+    :func:`plan_jobs`.
     """
     jobs = plan_jobs(models, precisions, layouts, conv_precision, train, optimizer)
     names = ", ".join(sorted({m.model for m in models}))
@@ -304,8 +308,7 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         if not jobs:
             raise UsageError(f"{names}: no layer of kind {', '.join(kinds)} to benchmark")
     root = check_cmake_path(Path(out_dir), "suite folder")
-    src = root / "src"
-    src.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
     env = jinja_env()
     by_kind: dict[str, list[Job]] = {}
     for j in jobs:
@@ -315,21 +318,14 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         tmpl, build = KIND_TEMPLATES[kind]
         cases = [build(j.config, j) for j in by_kind[kind]]
         text = env.get_template(tmpl).render(cases=cases, version=__version__)
-        name = f"{kind.lower()}.cpp"
-        write_if_changed(src / name, text)
-        sources.append(f"src/{name}")
+        files[f"src/{kind.lower()}.cpp"] = text
     model_label = ", ".join(sorted({m.model for m in models}))
-    info = env.get_template("suite_info.cpp.j2").render(
+    files["src/suite_info.cpp"] = env.get_template("suite_info.cpp.j2").render(
         model=cpp_string(model_label), generator=cpp_string(f"benanza {__version__}"))
-    write_if_changed(src / "suite_info.cpp", info)
-    sources.append("src/suite_info.cpp")
-    for stale in src.glob("*.cpp"):
-        if f"src/{stale.name}" not in sources:
-            stale.unlink()
-    copy_harness(root)  # the harness travels with the suite
-    cmake = env.get_template("CMakeLists.txt.j2").render(sources=sources, version=__version__, harness_only=False,
-                                                         **harness_sources())
-    write_if_changed(root / "CMakeLists.txt", cmake)
+    sources = list(files)
+    files.update({f"harness/{rel.as_posix()}": text for rel, text in harness_files()})  # it travels with the suite
+    files["CMakeLists.txt"] = env.get_template("CMakeLists.txt.j2").render(
+        sources=sources, version=__version__, harness_only=False, **harness_sources())
     manifest = {
         "benanza_version": __version__,
         "precisions": precisions,
@@ -345,8 +341,99 @@ def generate(models: list[ModelLayers], precisions: list[str], out_dir: str | Pa
         "sources": sources,
         "fingerprint": hashlib.sha256(json.dumps(sources + [j.id for j in jobs]).encode()).hexdigest()[:16],
     }
-    write_if_changed(root / "suite.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    files["suite.json"] = json.dumps(manifest, indent=1, sort_keys=True) + "\n"  # last: a suite once it is there
+    write_tree(root, files)
+    for stale in (root / "src").glob("*.cpp"):
+        if f"src/{stale.name}" not in sources:
+            stale.unlink()
     return Suite(root=root, jobs=jobs, manifest=manifest)
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Write ``files`` (path relative to ``root`` -> text) whole or not at all. A new ``root`` is
+    written into a temporary folder beside it, renamed to ``root`` at the end (removed on failure,
+    with the folders made above it); in an existing ``root`` each changed file is written to a
+    temporary file beside it, and only when all are written are they renamed over the old ones, in
+    order (unchanged files are not touched, so a rebuild recompiles only what changed). Raises
+    OSError (ENOSPC on a full disk...) naming the file of ``root`` that could not be written."""
+    import tempfile
+
+    if root.exists():
+        return _write_over(root, files)
+    made = [p for p in reversed(root.parents) if not p.exists()]
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    except OSError as e:
+        _remove_folders(made)
+        raise OSError(e.errno, e.strerror, str(root)) from None
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would stay the suite's
+        for rel, text in files.items():
+            _write_file(tmp / rel, text, root / rel)
+        os.rename(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_folders(made)
+        raise
+
+
+def _write_over(root: Path, files: dict[str, str]) -> None:
+    """:func:`write_tree` into the existing folder ``root``."""
+    import tempfile
+
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for rel, text in files.items():
+            path = root / rel
+            if path.is_file() and path.read_text() == text:
+                continue
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                os.close(fd)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, str(path)) from None
+            staged.append((Path(tmp), path))
+            _write_file(Path(tmp), text, path)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_file(path: Path, text: str, shown: Path) -> None:
+    """``text`` into the file ``path`` (its folder made), with the mode ``open`` gives under the
+    umask; an OSError names ``shown``, the file the user will look for."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            view = memoryview(text.encode())
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(shown)) from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    """Remove the (empty) folders a failed write made, the deepest first."""
+    for d in reversed(folders):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def harness_files() -> list[tuple[Path, str]]:

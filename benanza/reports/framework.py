@@ -62,8 +62,10 @@ def print_train_comparisons(comps, spec: str, json_out: bool) -> None:
         c.run["spec"] = spec  # (the headline names it)
         d = c.to_dict()
         folder = Path(c.run["folder"])
-        (folder.parent / (folder.name.replace("profile-", "report-") + ".json")).write_text(
-            json.dumps(d, indent=1, default=str))
+        from benanza.database.exports import write_atomic
+
+        write_atomic(json.dumps(d, indent=1, default=str).encode(),
+                     folder.parent / (folder.name.replace("profile-", "report-") + ".json"))
         docs.append(d)
     if json_out:
         print_json(docs, default=str)
@@ -170,7 +172,9 @@ def write_html(rep) -> None:
     from benanza.reports.report import render_html
 
     svg, source = roofline_svg(rep.analysis, rep.system, rep.database)
-    rep.path.with_suffix(".html").write_text(render_html(rep.document, svg, source), encoding="utf-8")
+    from benanza.database.exports import write_atomic
+
+    write_atomic(render_html(rep.document, svg, source).encode("utf-8"), rep.path.with_suffix(".html"))
 
 
 def print_torch(r, json_out: bool) -> None:

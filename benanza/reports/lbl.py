@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from benanza.errors import UsageError
+from benanza.errors import UsageError, no_space
 from benanza.reports.lbl_summary import lbl_summary_table
 from benanza.reports.tables import Col, FitTable
 from benanza.reports.terminal import err, out, print_json
@@ -284,6 +284,8 @@ def write_html(docs: list[dict], analysis, system, database, path: Path, json_ou
     try:
         write_atomic(text.encode("utf-8"), path)  # whole or not at all
     except OSError as e:
+        if no_space(e):
+            raise  # the one line of every full disk (benanza.cli.app)
         raise UsageError(f"{path}: cannot write the HTML report: {e.strerror or e}") from None
     if not json_out:
         err.print(f"HTML report written to {path}", markup=False)
@@ -399,9 +401,8 @@ def print_report(docs: list[dict], html_out: Path | None) -> None:
     from benanza.reports.report import comparison_table, render_comparison
 
     out.print(comparison_table(docs))
-    if html_out is not None:
-        try:
-            html_out.write_text(render_comparison(docs), encoding="utf-8")
-        except OSError as e:
-            raise UsageError(f"{html_out}: cannot write the HTML report: {e.strerror or e}") from None
+    if html_out is not None:  # whole or not at all: an OSError (a full disk...) names the file
+        from benanza.database.exports import write_atomic
+
+        write_atomic(render_comparison(docs).encode("utf-8"), html_out)
         err.print(f"HTML report written to {html_out}", markup=False)

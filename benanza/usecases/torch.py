@@ -102,7 +102,9 @@ def run_report(req: TorchRequest, database: Database, folder: Path, onnx_path: P
     d["run"] = {"spec": req.spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path),
                 "seconds": profile_seconds(r.folder), "command_seconds": dict(steps or {})}
     path = folder / (r.folder.name.replace("profile-", "report-") + ".json")
-    path.write_text(json.dumps(d, indent=1, default=str))
+    from benanza.database.exports import write_atomic
+
+    write_atomic(json.dumps(d, indent=1, default=str).encode(), path)  # whole or not at all
     return TorchReport(r, d, a, system, database, path)
 
 

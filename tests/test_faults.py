@@ -1,0 +1,344 @@
+"""Fault injection (issue 53): what the project keeps running so that nothing is lost, nothing rewritten.
+
+(a) ``db import`` killed at random points (SIGKILL and SIGINT, a fixed seed), into an existing
+    database from a plain source and from a compressed one with an empty cache, and ``db export``
+    interrupted: the database passes ``PRAGMA integrity_check`` and holds the old content or the whole
+    new one (row counts); no temporary file is left beside it or in the cache (a SIGKILLed unpack's is
+    removed by the next use); SIGINT ends the process within 5 s. Write faults (the disk full, as
+    SQLite says it) injected at random statements of an import roll it back whole.
+(b) Every command that reads a source database (analyze, roofline, predict, db systems, db export,
+    db import SRC, db compare) leaves its bytes as they were (sha256 before and after), and nothing
+    beside it.
+(c) 16 processes' concurrent first use of every shipped ``db/reference/*.sqlite.gz`` with an empty
+    cache (`benanza db systems`, forked from one server that imported benanza: seconds, not minutes,
+    on two cores) all exit 0 with the same output.
+
+The counts (kills, faults injected, inputs tried, lost, changed sources, hangs) are printed at the end
+of the module (and written to ``$BENANZA_FAULTS_JSON`` when set)."""
+import contextlib
+import gzip
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from benanza.database.store import reference_digest
+from conftest import REPO
+
+REF = REPO / "db" / "reference"
+SHIPPED = sorted(REF.glob("*.sqlite.gz"))
+MODEL = REPO / "examples" / "resnet50.onnx"
+SEED = 53
+COUNTS = {"kills": 0, "sigkill": 0, "sigint": 0, "faults": 0, "inputs": 0, "lost": 0, "changed_sources": 0,
+          "hangs": 0}
+TABLES = ("systems", "layer_configs", "jobs", "measurements", "choices", "models", "model_configs")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def summary(request):
+    yield
+    line = "benanza fault injection: " + ", ".join(f"{k} {v}" for k, v in COUNTS.items())
+    rep = request.config.pluginmanager.get_plugin("terminalreporter")
+    cap = request.config.pluginmanager.get_plugin("capturemanager")
+    if rep is not None:
+        with cap.global_and_fixture_disabled() if cap is not None else contextlib.nullcontext():
+            rep.write_line(line)  # shown with or without -s
+    if os.environ.get("BENANZA_FAULTS_JSON"):
+        Path(os.environ["BENANZA_FAULTS_JSON"]).write_text(json.dumps(COUNTS))
+
+
+def gunzipped(gz: Path, folder: Path) -> Path:
+    out = folder / gz.name[:-3]
+    with gzip.open(gz) as f, open(out, "wb") as o:
+        shutil.copyfileobj(f, o)
+    return out
+
+
+def rows(path: Path) -> tuple:
+    """(row counts of :data:`TABLES`, integrity_check) of a SQLite file, read and closed."""
+    c = sqlite3.connect(path)
+    try:
+        return tuple(c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES), \
+            c.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        c.close()
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+#: the processes the tests start and kill: `benanza` (its entry point, :func:`benanza.cli.main`) in
+#: processes forked from one server that imported benanza once (an interpreter's start and imports
+#: take seconds of CPU each on two cores; the command's own work is what the faults hit)
+CTX = mp.get_context("forkserver")
+CTX.set_forkserver_preload(["benanza.cli", "benanza.database.sharing", "benanza.database.store"])
+
+
+def _benanza(argv: list[str], cache: str, err: str) -> None:
+    """``benanza ARGV`` in this (forked) process: stdout to /dev/null, stderr to the file ``err``."""
+    os.environ["XDG_CACHE_HOME"] = cache
+    null, log = os.open(os.devnull, os.O_WRONLY), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(null, 1)
+    os.dup2(log, 2)
+    from benanza.cli import main
+
+    main(argv)
+
+
+def bz(args, cache: Path) -> tuple[int, str]:
+    """``benanza ARGS`` to its end, forked as the faulted ones are: (exit code, stderr)."""
+    err = cache.parent / f".err-{time.monotonic_ns()}"
+    p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(cache), str(err)))
+    p.start()
+    p.join(300)
+    text = err.read_text()
+    err.unlink()
+    return p.exitcode, text
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A gunzipped copy of the shipped h200 database, a smaller source (its googlenet records: the rows
+    of the other models' configs deleted), a target with old content (6 jobs of another system) and
+    the content a whole import gives."""
+    from test_db_union import _base
+
+    d = tmp_path_factory.mktemp("faults")
+    h200 = gunzipped(REF / "h200.sqlite.gz", d)
+    src = shutil.copy(h200, d / "googlenet.sqlite")
+    with sqlite3.connect(src) as c:
+        keep = "(SELECT layer_key FROM model_configs WHERE model_id IN (SELECT id FROM models WHERE name = 'googlenet'))"
+        for t in ("jobs", "measurements", "choices", "kernel_counters"):
+            c.execute(f"DELETE FROM {t} WHERE layer_key NOT IN {keep}")
+        c.execute("DELETE FROM model_configs WHERE model_id NOT IN (SELECT id FROM models WHERE name = 'googlenet')")
+        c.execute("DELETE FROM models WHERE name != 'googlenet'")
+    c.close()
+    _base(d / "old.db")
+    whole = d / "whole.db"
+    shutil.copy(d / "old.db", whole)
+    rc, err = bz(["db", "import", src, "--db", whole], d / "cache")
+    assert rc == 0, err
+    return {"dir": d, "h200": h200, "src": src, "old": rows(d / "old.db"), "new": rows(whole)}
+
+
+def _start_and_kill(args, ready, sig, delay: float, cache: Path):
+    """Start ``benanza ARGS``; once ``ready()`` (its work begun) wait ``delay`` s and send ``sig``
+    unless it ended; returns (exit code, stderr, whether it was signalled). A process still running
+    5 s after SIGINT is a hang (counted, then killed)."""
+    err = cache.parent / f".err-{time.monotonic_ns()}"
+    p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(cache), str(err)))
+    p.start()
+    t0 = time.monotonic()
+    while p.is_alive() and not ready() and time.monotonic() - t0 < 60:
+        time.sleep(0.005)
+    time.sleep(delay)
+    killed = p.is_alive()
+    if killed:
+        os.kill(p.pid, sig)
+        COUNTS["kills"] += 1
+        COUNTS["sigkill" if sig == signal.SIGKILL else "sigint"] += 1
+    p.join(5 if sig == signal.SIGINT else 60)
+    if p.is_alive():
+        COUNTS["hangs"] += 1
+        p.kill()
+        p.join()
+    assert COUNTS["hangs"] == 0, f"benanza {' '.join(map(str, args))} still ran 5 s after {sig.name}"
+    text = err.read_text() if err.exists() else ""
+    err.unlink(missing_ok=True)
+    return p.exitcode, text, killed
+
+
+def _check_target(target: Path, w: dict) -> None:
+    got = rows(target)  # SQLite recovers a killed writer's WAL here, and removes it on close
+    assert got[1] == "ok", got
+    if got not in (w["old"], w["new"]):
+        COUNTS["lost"] += 1
+    assert got in (w["old"], w["new"]), (got, w["old"], w["new"])
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # no -wal, -shm, journal, temp
+
+
+def test_db_import_killed_at_random_points_leaves_the_old_or_the_whole_new_content(work, tmp_path):
+    rng = random.Random(SEED)
+    for i in range(8):
+        sig = (signal.SIGKILL, signal.SIGINT)[i % 2]
+        target = tmp_path / f"run{i}" / "target.db"
+        target.parent.mkdir()
+        shutil.copy(work["dir"] / "old.db", target)
+        wal = Path(f"{target}-wal")
+        rc, err, killed = _start_and_kill(["db", "import", work["src"], "--db", target], wal.exists, sig,
+                                          rng.uniform(0, 1.5), tmp_path / "cache")
+        assert "Traceback" not in err, err
+        if killed and sig == signal.SIGINT:
+            assert rc in (0, 130), err  # 130: interrupted, 0: it had just finished
+        _check_target(target, work)
+
+
+def test_a_compressed_source_killed_while_unpacking_leaves_no_temporary_file(work, tmp_path, monkeypatch):
+    from benanza.database.store import open_db
+
+    rng = random.Random(SEED + 1)
+    gz = REF / "h200.sqlite.gz"
+    for i in range(2):
+        sig = (signal.SIGKILL, signal.SIGINT)[i % 2]
+        cache = tmp_path / f"cache{i}"
+        target = tmp_path / f"run{i}" / "target.db"
+        target.parent.mkdir()
+        shutil.copy(work["dir"] / "old.db", target)
+        folder = cache / "benanza" / "db"
+        rc, err, killed = _start_and_kill(["db", "import", gz, "--db", target], folder.exists, sig,
+                                          rng.uniform(0, 1.0), cache)
+        assert "Traceback" not in err, err
+        got = rows(target)
+        assert got[1] == "ok" and (got == work["old"] or (rc == 0 and not killed)), got
+        if sig == signal.SIGKILL:  # its temporary file, if any, goes at the next use
+            monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+            open_db(str(gz), create=False).engine.dispose()
+        left = [p.name for p in folder.iterdir()] if folder.exists() else []
+        assert not [n for n in left if n.endswith(".part") or n.startswith(".")], left
+
+
+def test_db_export_interrupted_leaves_no_file_or_the_whole_export(work, tmp_path):
+    rng = random.Random(SEED + 2)
+    want = rows(work["h200"])
+    for i in range(2):
+        out = tmp_path / f"run{i}" / "export.db"
+        out.parent.mkdir()
+        rc, err, killed = _start_and_kill(["db", "export", "--db", work["h200"], "-o", out],
+                                          lambda: out.exists(), signal.SIGINT, rng.uniform(0, 1.5), tmp_path / "c")
+        assert "Traceback" not in err, err
+        left = sorted(p.name for p in out.parent.iterdir())
+        if out.exists():
+            got = rows(out)
+            assert got[1] == "ok" and got[0][2:4] == want[0][2:4], got  # every job and measurement
+            left = sorted(p.name for p in out.parent.iterdir())
+            assert left == ["export.db"], left
+        else:
+            assert left == [], left
+
+
+def test_write_faults_at_random_statements_roll_the_import_back(work, tmp_path):
+    """The disk full (SQLite's SQLITE_FULL, raised at the Nth statement into the target) at 6 random
+    points of an import: one line naming the file, the target as it was."""
+    import sqlalchemy as sa
+
+    from benanza.database import sharing
+    from benanza.database.store import open_db
+    from benanza.errors import DatabaseError
+
+    rng = random.Random(SEED + 3)
+    for i in range(6):
+        target = tmp_path / f"t{i}.db"
+        shutil.copy(work["dir"] / "old.db", target)
+        n = {"left": rng.randint(5, 120)}
+
+        def full(conn, cursor, statement, params, context, executemany):
+            if conn.engine.url.database == str(target) and not statement.lstrip().upper().startswith(
+                    ("SELECT", "PRAGMA")):
+                n["left"] -= 1
+                if n["left"] == 0:
+                    raise sqlite3.OperationalError("database or disk is full")
+
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute", full)
+        try:
+            db = open_db(str(target))
+            try:
+                sharing.import_db(db, str(work["src"]))
+                finished = True
+            except DatabaseError as e:
+                finished = False
+                assert str(e).startswith(f"{target}: no space left on device (") and "\n" not in str(e), str(e)
+                COUNTS["faults"] += 1
+            db.engine.dispose()
+        finally:
+            sa.event.remove(sa.engine.Engine, "before_cursor_execute", full)
+        got = rows(target)
+        ok = got == (work["new"] if finished else work["old"])
+        COUNTS["lost"] += not ok
+        assert ok, (i, got)
+    assert COUNTS["faults"] >= 3
+
+
+# ------------------------------------------------------------------ (b) a source is never written
+
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    from benanza.cli import app
+
+    r = CliRunner().invoke(app, [str(a) for a in args])
+    return r.exit_code, r.stdout + r.stderr
+
+
+def test_commands_that_read_a_source_never_change_its_bytes(work, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    h200 = shutil.copy(work["h200"], src / "h200.sqlite")
+    pair = gunzipped(REF / "h100_h200_fp16.sqlite.gz", src)
+    exp = tmp_path / "out" / "vgg16.db"
+    exp.parent.mkdir()
+    (tmp_path / "dst").mkdir()
+    commands = [
+        (h200, ["analyze", MODEL, "--batch", "1", "--dtype", "fp16", "--db", h200, "--json"]),
+        (h200, ["roofline", MODEL, "--batch", "1", "--dtype", "fp16", "--db", h200]),
+        (h200, ["predict", MODEL, "--batch", "1", "--dtype", "fp16", "--to", "A100", "--db", h200]),
+        (h200, ["db", "systems", "--db", h200]),
+        (h200, ["db", "export", "--db", h200, "--model", "vgg16", "-o", exp]),
+        (pair, ["db", "compare", "1", "2", "--db", pair, "--dtype", "fp16"]),
+        (exp, ["db", "import", exp, "--db", tmp_path / "dst" / "dst.db"]),
+    ]
+    for source, args in commands:
+        before, beside = sha(source), sorted(p.name for p in source.parent.iterdir())
+        rc, text = _cli(*args)
+        COUNTS["inputs"] += 1
+        assert rc == 0, (args, text)
+        changed = sha(source) != before
+        COUNTS["changed_sources"] += changed
+        assert not changed, args
+        assert sorted(p.name for p in source.parent.iterdir()) == beside, args  # no -wal, -shm left
+
+
+# ------------------------------------------------------------------ (c) 16 first uses at once
+
+def _first_use(gz: str, cache: str, barrier, q) -> None:
+    """`benanza db systems --db GZ` once ``barrier`` lets all go: (exit code, output) to ``q``."""
+    import contextlib
+    import io
+
+    os.environ["XDG_CACHE_HOME"] = cache
+    from benanza.cli import main
+
+    out = io.StringIO()
+    barrier.wait(60)
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            main(["db", "systems", "--db", gz])
+        except SystemExit as e:
+            code = e.code or 0
+    q.put((code, out.getvalue()))
+
+
+@pytest.mark.parametrize("gz", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_sixteen_first_uses_of_a_shipped_database_at_once(gz, tmp_path):
+    barrier, q = CTX.Barrier(16), CTX.Queue()
+    ps = [CTX.Process(target=_first_use, args=(str(gz), str(tmp_path / "cache"), barrier, q)) for _ in range(16)]
+    for p in ps:
+        p.start()
+    got = [q.get(timeout=120) for _ in ps]
+    for p in ps:
+        p.join(30)
+    COUNTS["inputs"] += len(got)
+    assert [c for c, _ in got] == [0] * 16, [t for c, t in got if c]
+    assert len({t for _, t in got}) == 1  # the same systems for each
+    unpacked = f"{gz.name[:-3]}-{reference_digest(gz)}.sqlite"
+    left = {p.name for p in (tmp_path / "cache" / "benanza" / "db").iterdir()}
+    assert left - {f"{unpacked}-wal", f"{unpacked}-shm"} == {unpacked}  # unpacked once, no temporary file
