@@ -305,3 +305,17 @@ def test_optimizer_without_train_is_refused_by_every_command(cmd, tmp_path):
     p = bz(*args, "--train", "--optimizer", "lamb")
     assert one_line_error(p, 2) == "benanza: --optimizer must be one of sgd, adam, adamw, got 'lamb'"
     assert sorted(x.name for x in tmp_path.iterdir()) == []
+
+
+def test_a_zoo_takes_each_dim_where_a_model_has_it():
+    """`bench` over several models: a --dim applies to the models that have that dimension (a
+    transformer's seq beside a CNN), and a name no model has is refused."""
+    from benanza.errors import UsageError
+    from benanza.usecases.bench import dims_per_model
+
+    cnn = REPO / "tests" / "data" / "zoo" / "models" / "resnet18.onnx"
+    per = dims_per_model([PREFILL, cnn], {"seq": 8})
+    assert per == {PREFILL: {"seq": 8}, cnn: {}}
+    with pytest.raises(UsageError, match="none of the 2 models has a dimension 'foo'"):
+        dims_per_model([PREFILL, cnn], {"seq": 8, "foo": 3})
+    assert dims_per_model([cnn], {"foo": 3}) == {cnn: {"foo": 3}}  # one model: its own check names its dims

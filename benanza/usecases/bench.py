@@ -17,6 +17,7 @@ from benanza.database.store import Database, System
 from benanza.errors import LibraryError, UsageError
 from benanza.generation.generator import Suite
 from benanza.processing.cache import process as process_model
+from benanza.processing.model import load_graph, symbolic_dims
 from benanza.runner.run import RunSummary, run_suite as do_run_suite
 from benanza.spec import (TIMING, BenchRequest, RunRequest, Scenario, Timing, batch_size, conv_precision, layouts,
                           parse_devices as spec_devices, parse_precisions)
@@ -56,6 +57,23 @@ class BenchResult:
     counters: dict | None = None
 
 
+def dims_per_model(paths: list, dims: dict[str, int]) -> dict:
+    """Each model's ``--dim`` values: one model takes them all (the model checks them:
+    :func:`benanza.processing.model.check_dims`); several (a zoo) each take those naming one of its
+    symbolic dimensions, and a name that no model has is refused. Raises UsageError, ModelError."""
+    if len(paths) < 2 or not dims:
+        return {p: dims for p in paths}
+    per = {}
+    for p in paths:
+        g, _ = load_graph(p)
+        have = set(symbolic_dims(g, {t.name for t in g.graph.initializer}))
+        per[p] = {k: v for k, v in dims.items() if k in have}
+    for k, v in dims.items():
+        if not any(k in d for d in per.values()):
+            raise UsageError(f"--dim {k}={v}: none of the {len(paths)} models has a dimension {k!r}")
+    return per
+
+
 def bench(req: BenchRequest, progress: Progress = SILENT) -> BenchResult:
     """The main job, in this process: process ``req.models`` (several: a zoo) at ``req.batches``,
     generate and compile one suite of their unique jobs (a job several models share is measured once),
@@ -83,7 +101,8 @@ def bench(req: BenchRequest, progress: Progress = SILENT) -> BenchResult:
     paths = list(dict.fromkeys(req.models))
     if not paths:
         raise UsageError("bench: no model given")
-    mls = [process_model(m, batch_size(b), dict(req.dims), req.batch_dim) for m in paths for b in req.batches]
+    dims = dims_per_model(paths, dict(req.dims))
+    mls = [process_model(m, batch_size(b), dims[m], req.batch_dim) for m in paths for b in req.batches]
     stages["process_s"] = time.perf_counter() - t
     if not quiet:
         for n in dict.fromkeys(n for ml in mls for n in ml.notices):
