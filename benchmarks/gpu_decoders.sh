@@ -7,7 +7,7 @@
 # Environment: SEQ (512), KV (512), BATCH (1,8), DTYPE (fp16: the FILES benches' --dtype; fp8 times each
 # attention in FP8 too, cudnn-frontend's sdpa_fp8), SPEC (a transformers spec with overrides),
 # BENCH_ARGS ("--no-cold --max-engines 4"), LLM_ARGS (truth.py --llm's options: run it last), FILES (the exports under tests/data/decoders to bench; a
-# *_decode_* file binds past=KV and total=KV+1), PHASES ("prefill decode"; empty: no `benanza torch`).
+# *_decode_* file binds past=KV, and a TorchScript one total=KV+1), PHASES ("prefill decode"; empty: no `benanza torch`).
 # WORK: the machine's work folder (default /tmp/dec; one per script when benchmarks/gpu_pair.sh runs two at once,
 # e.g. an LLM command per GPU, each of another configuration: two benches of one export would share its suite
 # folder under ~/.cache/benanza/suites). LLM_ARGS="... --streams 2" runs two LLM commands at once on this GPU, taking
@@ -50,8 +50,10 @@ done
 rm -f "$OUT/logs.tar"
 for f in ${FILES:-llama_prefill_dynamo23 llama_prefill_dynamo20 gpt2_prefill_dynamo20 llama_prefill_torchscript}; do
   t1=$(date +%s)
-  # a decode export's past key/values are [batch, heads, past, head_dim] and its mask [batch, total]
-  dims=(--dim seq="$SEQ"); case $f in *_decode_*) dims=(--dim past="$KV" --dim total=$((KV + 1)));; esac
+  # a decode export's past key/values are [batch, heads, past, head_dim] and its mask [batch, total]; the
+  # dynamo exports name the total length "past + 1" (bound with past; --dim names only a model's own dims)
+  dims=(--dim seq="$SEQ")
+  case $f in *_decode_torchscript) dims=(--dim past="$KV" --dim total=$((KV + 1)));; *_decode_*) dims=(--dim past="$KV");; esac
   # shellcheck disable=SC2086
   timeout 240 python3 -m benanza bench "tests/data/decoders/$f.onnx" --batch "$BATCH" "${dims[@]}" --dtype "${DTYPE:-fp16}" \
       --db "$DB" -o "$W/suite-$f" $BENCH_ARGS > "$W/bench-$f.txt" 2>&1
