@@ -290,3 +290,32 @@ def pytest_sessionfinish(session, exitstatus):
                 if skip_category(reason) == "other":
                     session.exitstatus = 1
                     return
+
+
+# ---------------------------------------------------------------------------- --json documents
+
+def envelope_of(text: str, document: str | None = None) -> dict:
+    """A command's ``--json`` output, checked to be one envelope of the current schema
+    (:mod:`benanza.reports.documents`), written by ``document`` when given."""
+    import json
+
+    from benanza.reports.documents import SCHEMA
+
+    d = json.loads(text)
+    assert isinstance(d, dict) and d.get("schema") == SCHEMA and "document" in d and "system" in d, \
+        f"not a benanza --json envelope: {str(d)[:200]}"
+    if document is not None:
+        assert d["document"] == document
+    return d
+
+
+def scenario_of(text: str, document: str | None = None) -> dict:
+    """The one scenario of a ``--json`` envelope (:func:`envelope_of`)."""
+    d = envelope_of(text, document)
+    assert len(d["scenarios"]) == 1, f"{len(d['scenarios'])} scenarios, not one"
+    return d["scenarios"][0]
+
+
+def records_of(text: str, document: str | None = None) -> list[dict]:
+    """The records of a ``--json`` envelope (:func:`envelope_of`): ``db systems``, ``db query``, ..."""
+    return envelope_of(text, document)["records"]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, envelope_of, scenario_of
 from onnx_builders import nothing_to_benchmark_model
 
 REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
@@ -34,18 +34,18 @@ def one_line_error(p, code=None):
 def test_layers_json(models):
     p = bz("layers", models / "resnet50.onnx", "--batch", "8", "--json")
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = scenario_of(p.stdout, "layers")
     assert d["layers"] == 122 and d["unique_layers"] == 43 and d["unsupported"] == {}
     assert d["by_type"]["Conv"] == {"count": 53, "unique": 23}
     assert len(d["layer_list"]) == 122 and d["batch"] == 8
-    two = json.loads(bz("layers", models / "lstm_lm.onnx", "--batch", "1,32", "--json").stdout)
+    two = envelope_of(bz("layers", models / "lstm_lm.onnx", "--batch", "1,32", "--json").stdout)["scenarios"]
     assert [x["batch"] for x in two] == [1, 32] and two[0]["unsupported"] == {}
 
 
 def test_analyze_json_from_the_reference_database(models):
     p = bz("analyze", models / "resnet50.onnx", "--batch", "32", "--dtype", "fp16", "--db", REF_DB, "--json")
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = scenario_of(p.stdout, "analyze")
     assert d["complete"] is True and d["lbl_parallel_ms"] <= d["lbl_sequential_ms"]
     convs = [l for l in d["layers"] if l["kind"] == "Conv"]
     assert len(convs) == 53 and all(l["algorithm"] and l["time_ms"] > 0 for l in convs)

@@ -2,7 +2,6 @@
 numbers are whole, layer names keep their distinguishing end (`/layer2/…/downsample.0/Conv`), every
 time has a unit; piped output is plain (no colour) and complete (no name cut)."""
 import io
-import json
 import os
 import re
 import subprocess
@@ -12,7 +11,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from conftest import REPO
+from conftest import REPO, scenario_of, records_of
 from benanza.reports.tables import Col, FitTable, fmt_ms, middle_ellipsis
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
@@ -70,7 +69,7 @@ def _same_name(cell: str, name: str) -> bool:
 def test_analyze_fits_the_terminal(models, width):
     model = models / "resnet18.onnx"
     lines = _fits(bz("analyze", model, "--batch", "1", "--db", REF, columns=width), width)
-    doc = json.loads(bz("analyze", model, "--batch", "1", "--db", REF, "--json"))
+    doc = scenario_of(bz("analyze", model, "--batch", "1", "--db", REF, "--json"))
     names = {str(ly["index"]): ly["name"] for ly in doc["layers"]}
     times = {str(ly["index"]): f"{ly['time_ms'] * 1e3:.1f}" for ly in doc["layers"] if ly.get("time_ms")}
     seen = cut = 0
@@ -116,14 +115,14 @@ def test_piped_output_is_plain_and_complete(models):
     model = models / "resnet18.onnx"
     text = bz("analyze", model, "--batch", "1", "--db", REF)
     assert "\x1b[" not in text and "…" not in text
-    doc = json.loads(bz("analyze", model, "--batch", "1", "--db", REF, "--json"))
+    doc = scenario_of(bz("analyze", model, "--batch", "1", "--db", REF, "--json"))
     for ly in doc["layers"]:
         if ly.get("time_ms"):
             assert ly["name"] in text and ly["call"] in text, ly["name"]
     args = ["db", "query", "--db", REF, "--model", model, "--batch", "1", "--dtype", "fp16", "--limit", "300"]
     db = bz(*args)
     assert "\x1b[" not in db and "…" not in db
-    recs = json.loads(bz(*args, "--format", "json"))
+    recs = records_of(bz(*args, "--format", "json"), "db query")
     assert len(recs) > 100
     for r in recs:
         assert r["description"] in db and r["algorithm"] in db

@@ -28,7 +28,7 @@ from benanza.errors import DeviceError, UsageError
 from benanza.generation.generator import plan_jobs
 from benanza.processing.model import process
 from benanza.runner import counters as C
-from conftest import REPO
+from conftest import REPO, scenario_of
 
 FIXTURE = REPO / "tests" / "data" / "ncu" / "resnet50_conv_nhwc_details.csv"
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
@@ -200,13 +200,13 @@ def test_profile_best_stores_and_analyze_and_roofline_show_it(tmp_path):
     r = subprocess.run([sys.executable, "-m", "benanza", "roofline", str(RESNET50), "-b", "32", "-t", "fp16",
                         "--db", str(path), "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)["counters"]
+    rows = scenario_of(r.stdout, "roofline")["counters"]
     assert len(rows) == 42 and all(x["bound"] == "memory" and x["dram_bytes"] == 21894528 + 51384320 for x in rows)
     assert all(x["x_bound"] == pytest.approx(x["time_ms"] / x["bound_ms"]) for x in rows)
     r = subprocess.run([sys.executable, "-m", "benanza", "roofline", str(RESNET50), "-b", "32", "-t", "fp16",
                         "--db", str(path), "--kind", "time", "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    layers = json.loads(r.stdout)["layers"]
+    layers = scenario_of(r.stdout, "roofline")["layers"]
     assert sum(x["counters"] is not None for x in layers) == 42
     assert all(x["counters"]["bound"] == "memory" and len(x["counters"]["kernels"]) == 2
                for x in layers if x["counters"])

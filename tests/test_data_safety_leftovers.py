@@ -6,7 +6,6 @@ The full disk is RLIMIT_FSIZE in the child process (a write beyond it fails with
 on a full disk fails with ENOSPC: the same OSError path); the read-only file system is the file
 and its folder made immutable (``chattr +i``, as root) or read-only (``chmod``, as another user),
 which the kernel refuses to write as it refuses a read-only mount."""
-import json
 import os
 import resource
 import shutil
@@ -16,7 +15,7 @@ import sys
 import pytest
 
 from benanza.database.store import open_db
-from conftest import REPO
+from conftest import REPO, scenario_of
 
 RESNET50 = REPO / "examples" / "resnet50.onnx"
 TRUTH = REPO / "db" / "reference" / "h200_truth.sqlite.gz"
@@ -52,7 +51,7 @@ def test_an_intact_database_on_a_read_only_file_system_is_read(tmp_path):
         assert not os.access(db, os.W_OK)
         r = bz("analyze", RESNET50, "--batch", "32", "--dtype", "fp16", "--db", db, "--json")
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["lbl_ms"] == pytest.approx(1.2304, abs=5e-5)
+        assert scenario_of(r.stdout, "analyze")["lbl_ms"] == pytest.approx(1.2304, abs=5e-5)
         w = bz("db", "import", REF, "--db", db)
         assert w.returncode == 3 and w.stderr.strip() == (  # a database error
             f"benanza: database sqlite:///{db}: read-only (no write permission or a read-only file system); "

@@ -1,13 +1,12 @@
 """`db query --model M --batch B` and `db export --model M` on the reference database (issue 16's
 two defects): one meaning of batch, and the fused measurements go with the model."""
-import json
 import sqlite3
 import subprocess
 import sys
 
 from benanza.generation.generator import _key_counts
 from benanza.processing.model import process
-from conftest import REPO
+from conftest import REPO, records_of
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
 RESNET50 = REPO / "tests" / "data" / "zoo" / "models" / "resnet50.onnx"
@@ -24,13 +23,13 @@ def test_query_with_model_batch_keeps_every_config_of_the_model():
     fresh = _key_counts(process(RESNET50, 32))
     r = bz("db", "query", "--db", str(REF), "--model", "resnet50", "--batch", "32", "--format", "json")
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
+    rows = records_of(r.stdout, "db query")
     kinds = {x["kind"] for x in rows}
     assert {x["layer_key"] for x in rows} == set(fresh) and len(fresh) == 58 and "Gemm" in kinds
     r = bz("db", "query", "--db", str(REF), "--model", "resnet50", "--batch", "32", "--best", "--dtype", "fp16",
            "--format", "json")
     assert r.returncode == 0, r.stderr
-    assert {x["layer_key"] for x in json.loads(r.stdout)} == set(fresh)
+    assert {x["layer_key"] for x in records_of(r.stdout, "db query")} == set(fresh)
 
 
 def test_a_model_record_names_its_fusion_candidates():
@@ -78,13 +77,13 @@ def test_best_without_a_data_type_covers_every_data_type_once():
     """`db query --best` without --dtype returned fp32 rows only, silently."""
     r = bz("db", "query", "--db", str(REF), "--best", "--format", "json")
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
+    rows = records_of(r.stdout, "db query")
     seen = {}
     for x in rows:
         assert (x["layer_key"], x["precision"]) not in seen
         seen[(x["layer_key"], x["precision"])] = 1
     assert {x["precision"] for x in rows} >= {"fp32", "tf32", "fp16"}
-    one = json.loads(bz("db", "query", "--db", str(REF), "--best", "--dtype", "fp16", "--format", "json").stdout)
+    one = records_of(bz("db", "query", "--db", str(REF), "--best", "--dtype", "fp16", "--format", "json").stdout)
     assert {x["precision"] for x in one} == {"fp16"}
     assert len(one) == sum(1 for x in rows if x["precision"] == "fp16")
 
@@ -98,4 +97,4 @@ def test_versions_print_as_people_write_them():
     r = bz("db", "systems", "--db", str(REF), "--format", "csv")
     assert r.returncode == 0 and "9.19.0" in r.stdout and "91900" not in r.stdout
     r = bz("db", "systems", "--db", str(REF), "--json")
-    assert json.loads(r.stdout)[0]["cudnn_version"] == 91900  # JSON keeps the library's integer
+    assert records_of(r.stdout, "db systems")[0]["cudnn_version"] == 91900  # JSON keeps the library's integer

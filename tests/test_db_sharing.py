@@ -17,7 +17,7 @@ from benanza.errors import DatabaseError, UsageError
 from benanza.generation.generator import load_suite
 from benanza.processing.model import process
 from benanza.runner.run import RunOptions, run_suite
-from conftest import REPO, make_fake_suite
+from conftest import REPO, make_fake_suite, records_of, envelope_of
 
 REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
 
@@ -274,9 +274,8 @@ def test_cli_db_commands(tmp_path, suites):
 
     import csv
     import io
-    import json
 
-    j = json.loads(bz("db", "query", "--db", url, "--kind", "Gemm", "--format", "json").stdout)
+    j = records_of(bz("db", "query", "--db", url, "--kind", "Gemm", "--format", "json").stdout, "db query")
     assert j and {r["kind"] for r in j} == {"Gemm"} and "median_ms" in j[0]
     c = list(csv.DictReader(io.StringIO(bz("db", "query", "--db", url, "--best", "--dtype", "fp16", "--format",
                                               "csv").stdout)))
@@ -286,7 +285,7 @@ def test_cli_db_commands(tmp_path, suites):
     exp = tmp_path / "e.sqlite"
     assert bz("db", "export", "-o", exp, "--db", url).returncode == 0
     r = bz("db", "import", exp, "--db", f"sqlite:///{tmp_path / 'q.db'}", "--json")
-    assert json.loads(r.stdout)["jobs_added"] == len(load_suite(suites["googlenet"]).jobs)
+    assert envelope_of(r.stdout, "db import")["jobs_added"] == len(load_suite(suites["googlenet"]).jobs)
     bad = bz("db", "query", "--db", url, "--sort", "nope")
     assert bad.returncode == 2 and bad.stderr.startswith("benanza: cannot sort by")
     assert bz("db", "export", "-o", exp, "--db", url).returncode == 2  # exists

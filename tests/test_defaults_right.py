@@ -13,6 +13,8 @@ from benanza.database import query
 from benanza.database.store import open_db
 from benanza.errors import UsageError
 
+from conftest import scenario_of
+
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "db" / "reference"
 PARTITIONS = REF / "h100_partitions.sqlite.gz"
@@ -68,8 +70,7 @@ def bz(*args, cwd=None):
 def test_analyze_on_the_partitions_database_gives_the_whole_gpus_lbl(system):
     rc, out, err = bz("analyze", RESNET50, "--batch", 32, "--dtype", "fp16", "--db", PARTITIONS, "--json", *system)
     assert rc == 0, err
-    doc = json.loads(out)
-    a = doc["analyses"][0] if "analyses" in doc else doc
+    a = scenario_of(out, "analyze")
     assert a["system"]["sm_count"] == 132
     assert round(a["lbl_ms"], 4) == 2.2353  # was 5.9129 ms, the [32 SMs] partition's
 
@@ -157,7 +158,7 @@ def test_the_legacy_summary_says_what_its_columns_are_and_gives_todays_lbl():
     row = next(ln.split() for ln in lines if ln.split()[:3] == ["resnet50", "32", "fp16"])
     rc, out, err = bz("analyze", RESNET50, "--batch", 32, "--dtype", "fp16", "--layout", "nchw",
                       "--db", REF / "h200.sqlite.gz", "--json")
-    d = json.loads(out)
+    d = scenario_of(out, "analyze")
     assert len(row) == len(cols) and float(row[-2]) == pytest.approx(d["lbl_ms"], abs=6e-5)  # 3.3004 ms
     assert float(row[cols.index("unfused-seq")]) == pytest.approx(d["lbl_sequential_ms"], abs=6e-5)  # 3.9652 ms
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, records_of
 
 PAIR = REPO / "db" / "reference" / "h100_h200_fp16.sqlite.gz"
 
@@ -199,7 +199,7 @@ def test_db_query_csv_writes_json_in_its_json_columns():
     j = bz(*args, "--format", "json")
     assert c.returncode == 0 and j.returncode == 0, c.stderr + j.stderr
     rows = list(csv.DictReader(io.StringIO(c.stdout)))
-    docs = json.loads(j.stdout)
+    docs = records_of(j.stdout, "db query")
     assert len(rows) == len(docs) == 200
     assert [json.loads(r["details"]) for r in rows] == [d["details"] for d in docs]
     assert any(d["details"] for d in docs)  # some rows carry details (engine knobs, cuBLASLt algos)

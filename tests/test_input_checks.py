@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, scenario_of
 from test_cli import bz, one_line_error
 
 DEC = REPO / "tests" / "data" / "decoders"
@@ -58,13 +58,12 @@ def test_dim_on_a_model_without_symbolic_dimensions_is_refused():
 
 
 def test_dim_equal_to_the_batch_and_the_other_dims_are_bound():
-    import json
 
     p = bz("layers", PREFILL, "--batch", "4", "--dim", "batch=4", "--dim", "seq=8", "--json")
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = scenario_of(p.stdout, "layers")
     assert d["batch"] == 4 and d["layer_list"][0]["input_shapes"][0] == [4, 8]  # [batch, seq]
-    assert d == json.loads(bz("layers", PREFILL, "--batch", "4", "--dim", "seq=8", "--json").stdout)
+    assert d == scenario_of(bz("layers", PREFILL, "--batch", "4", "--dim", "seq=8", "--json").stdout)
     # a decode step: every named dimension (the derived `total` too) may be bound
     p = bz("layers", DECODE, "--dim", "past=16", "--dim", "total=17", "--json")
     assert p.returncode == 0, p.stderr

@@ -20,7 +20,7 @@ from benanza.analysis.insights import build_insights
 from benanza.processing.model import process
 from benanza.profiles import load_profile
 from benanza.reports.report import load_documents, render_comparison, render_html
-from conftest import REPO
+from conftest import REPO, scenario_of
 
 REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
 LATENCY_MS = 3.1  # a test value: the samples have no latency measured outside the profiler
@@ -267,7 +267,7 @@ def test_benanza_torch_writes_a_runs_report_from_its_profile(prof_dir, models, t
     assert doc["run"]["label"] == "eager" and doc["run"]["command_seconds"] == {"export": 1.5, "bench": 2.0}
     assert "<svg" in (folder / "report-b1-fp32.html").read_text()
     cli.print_torch_reports("resnet50", "fp32", folder, [doc], json_out=True)
-    assert json.loads(capsys.readouterr().out)[0]["lbl_ms"] == pytest.approx(doc["lbl_ms"])
+    assert scenario_of(capsys.readouterr().out, "torch")["lbl_ms"] == pytest.approx(doc["lbl_ms"])
     import io
 
     from rich.console import Console
@@ -289,7 +289,7 @@ def test_cli_analyze_profile(prof_dir, models, tmp_path):
     r = runner.invoke(app, ["analyze", model, "--db", str(REF_DB), "--profile", str(prof_dir), "--json",
                             "--html", str(html)])
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
+    doc = scenario_of(r.stdout, "analyze")
     assert doc["format"] == "benanza-insights" and doc["batch"] == 1 and doc["precision"] == "fp32"
     assert doc["benanza_ratio"] < 1 and doc["tensor_cores"]["precision"] == "tf32"
     kinds = [f["kind"] for f in doc["findings"]]
@@ -305,7 +305,7 @@ def test_cli_analyze_profile(prof_dir, models, tmp_path):
     r = runner.invoke(app, ["analyze", model, "--db", str(REF_DB), "--profile", str(prof_dir), "-t", "tf32",
                             "--json"])
     assert r.exit_code == 0, r.output
-    b = json.loads(r.stdout)
+    b = scenario_of(r.stdout, "analyze")
     assert b["tensor_cores"]["fp32_lbl_ms"] > b["lbl_sequential_ms"]
     (tmp_path / "b.json").write_text(r.stdout)
     out = tmp_path / "cmp.html"
@@ -435,5 +435,5 @@ def test_the_lbl_runs_both_layouts_by_default_and_layout_narrows_it(models):
     assert both.exit_code == 0, both.output
     narrow = runner.invoke(app, args + ["--layout", "nchw"])
     assert narrow.exit_code == 0, narrow.output
-    b, n = json.loads(both.stdout), json.loads(narrow.stdout)
+    b, n = scenario_of(both.stdout), scenario_of(narrow.stdout)
     assert b["lbl_fused_parallel_ms"] < n["lbl_fused_parallel_ms"]

@@ -17,6 +17,8 @@ from benanza.generation.generator import generate, plan_jobs
 from benanza.processing.model import process
 from onnx_builders import HOSTILE
 
+from conftest import scenario_of
+
 
 def _stripped(name, shape):
     """A float32 initializer whose data lives in an external file that is not shipped (as the shared
@@ -165,5 +167,5 @@ def test_the_layers_command_names_the_kind(tmp_path):
     p = subprocess.run([sys.executable, "-c", "from benanza.cli import main; main()", "layers", str(model),
                         "--batch", "2", "--json"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = scenario_of(p.stdout, "layers")
     assert d["by_type"]["InstanceNormalization"] == {"count": 15, "unique": 3}

@@ -9,7 +9,7 @@ from benanza.analysis.analyzer import analyze, resolve_system
 from benanza.database.store import open_db
 from benanza.reports.lbl_trace import trace
 from benanza.processing.model import process
-from conftest import REPO
+from conftest import REPO, scenario_of
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
 MODEL = REPO / "tests" / "data" / "zoo" / "models" / "googlenet.onnx"
@@ -23,7 +23,7 @@ def test_cli_writes_a_trace_whose_schedule_is_the_lbl(tmp_path):
                         "--db", str(REF), "--trace", str(out), "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
-    a = json.loads(r.stdout)
+    a = scenario_of(r.stdout, "analyze")
     slices = [e for e in d["traceEvents"] if e["ph"] == "X"]
     groups = [f for f in a["fusions"] if f["applied"]]
     members = {i for f in groups for i in f["layers"][:-1]}

@@ -1,7 +1,6 @@
 """The physical bound of a decoder step (benanza.analysis.llm; issue 27, items 4 and 6): weight bytes from
 the initializers' shapes of the weight-stripped decoder exports, KV-cache bytes, the causal attention's
 FLOPs, the phase found, and the step in LLM terms in the terminal table, the JSON and the HTML."""
-import json
 import os
 import shutil
 import subprocess
@@ -9,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import HERE, REPO
+from conftest import HERE, REPO, scenario_of
 from benanza.analysis import llm
 from benanza.analysis.roofline import Ceilings
 from benanza.errors import UsageError
@@ -151,7 +150,7 @@ def test_analyze_reports_the_decode_step_in_llm_terms(tmp_path, db_url):
             "--dim", "total=65"]
     r = _cli(*args, "--json")
     assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
+    d = scenario_of(r.stdout, "analyze")
     lt = d["llm"]
     model, _ = load_graph(path)
     want = llm.physical_bound(model, ml, "fp16", Ceilings(989.4e12, 3350e9), "datasheet", "H100-SXM")

@@ -14,7 +14,7 @@ import pytest
 
 from benanza import api
 from benanza.errors import UsageError
-from conftest import REPO
+from conftest import REPO, scenario_of
 
 DB = REPO / "db" / "reference" / "h200_truth.sqlite.gz"
 RESNET50 = REPO / "examples" / "resnet50.onnx"
@@ -32,11 +32,11 @@ def every_figure(model, tmp_path) -> dict:
     """The LBL of resnet50-b32-fp16 as each command gives it, with its completeness."""
     common = ["--batch", "32", "--dtype", "fp16", "--db", DB]
     trace = tmp_path / "lbl.json"
-    a = json.loads(bz("analyze", model, *common, "--json", "--trace", trace).stdout)
+    a = scenario_of(bz("analyze", model, *common, "--json", "--trace", trace).stdout, "analyze")
     t = json.loads(trace.read_text())
     slices = [e for e in t["traceEvents"] if e["ph"] == "X"]
-    r = json.loads(bz("roofline", model, *common, "--json").stdout)
-    p = json.loads(bz("predict", model, *common, "--to", "H200", "--json").stdout)
+    r = scenario_of(bz("roofline", model, *common, "--json").stdout, "roofline")
+    p = scenario_of(bz("predict", model, *common, "--to", "H200", "--json").stdout, "predict")
     text = bz("roofline", model, *common).stdout
     ptext = bz("predict", model, *common, "--to", "H100-SXM").stdout
     return {"analyze": (a["lbl_ms"], a["complete"], a["missing_layers"]),
@@ -74,9 +74,8 @@ def test_a_partial_lbl_is_partial_in_every_output(tmp_path):
     note = "INCOMPLETE: 55 layers without a valid measurement (a partial sum, not a bound)"
     assert note in text and note in ptext
     # the insights: headline, JSON, the terminal's LBL rows and the ratio
-    d = json.loads(bz("analyze", BNKEPT, "--batch", "32", "--dtype", "fp16", "--db", DB, "--profile", PROFILE,
-                      "--json").stdout)
-    d = d[0] if isinstance(d, list) else d
+    d = scenario_of(bz("analyze", BNKEPT, "--batch", "32", "--dtype", "fp16", "--db", DB, "--profile", PROFILE,
+                       "--json").stdout, "analyze")
     assert d["lbl_ms"] == pytest.approx(lbl, rel=1e-9) and d["missing_layers"] == 55 and not d["complete"]
     assert d["benanza_ratio_complete"] is False and d["incomplete_note"] == note
     assert f"partial lower bound {lbl:.2f} ms, {note}" in d["headline"]
@@ -90,9 +89,8 @@ def test_a_partial_lbl_is_partial_in_every_output(tmp_path):
 def test_a_bound_above_the_frameworks_kernel_is_flagged():
     """Layers whose measured bound is slower than PyTorch's kernel for them are flagged per layer
     and named in a notice (the elementwise Adds of resnet50: benanza has no kernel as fast)."""
-    d = json.loads(bz("analyze", BNKEPT, "--batch", "32", "--dtype", "fp16", "--db", DB, "--profile", PROFILE,
-                      "--json").stdout)
-    d = d[0] if isinstance(d, list) else d
+    d = scenario_of(bz("analyze", BNKEPT, "--batch", "32", "--dtype", "fp16", "--db", DB, "--profile", PROFILE,
+                       "--json").stdout, "analyze")
     above = [r for r in d["layers"] if r["above_framework"]]
     assert above and d["layers_above_framework"] == len(above)
     assert all(r["lbl_ms"] > r["framework_kernel_ms"] for r in above)
@@ -135,11 +133,10 @@ def test_vit_counts_its_missing_layers_once_and_flags_its_unfused_sum():
     LBL counts: 'covered'), and its unfused LBL (3.93 ms) above the measured latency (3.41 ms) went
     unflagged."""
     native = REPO / "tests" / "data" / "h200_native" / "vit_b_16-b32-fp16"
-    a = json.loads(bz("analyze", native / "model.onnx", "--batch", "32", "--dtype", "fp16", "--db", DB,
-                      "--json").stdout)
-    d = json.loads(bz("analyze", native / "model.onnx", "--batch", "32", "--dtype", "fp16", "--db", DB,
-                      "--profile", native, "--json").stdout)
-    d = d[0] if isinstance(d, list) else d
+    a = scenario_of(bz("analyze", native / "model.onnx", "--batch", "32", "--dtype", "fp16", "--db", DB,
+                       "--json").stdout)
+    d = scenario_of(bz("analyze", native / "model.onnx", "--batch", "32", "--dtype", "fp16", "--db", DB,
+                       "--profile", native, "--json").stdout)
     status = [r["status"] for r in d["layers"]]
     assert d["missing_layers"] == a["missing_layers"] == status.count("missing") == len(a["missing"])
     assert status.count("covered") > 0 and d["lbl_ms"] == pytest.approx(a["lbl_ms"], rel=1e-12)

@@ -15,7 +15,7 @@ from benanza.analysis.gpus import GPUS, SPARSE_FACTOR, find_gpu
 from benanza.processing.model import process
 from benanza.analysis.predict import dram_share, habitat_gamma, mean_model_error, predict, validate
 from benanza.analysis import roofline
-from conftest import REPO
+from conftest import REPO, scenario_of
 from test_cli import bz, one_line_error
 
 REF_DB = REPO / "db" / "reference" / "h200.sqlite.gz"
@@ -218,7 +218,7 @@ def test_cli_predict_and_roofline(models, tmp_path):
     p = bz("predict", m, "--batch", "32", "--dtype", "fp16", "--db", REF_DB, "--from", "H200", "--to", "h100-sxm",
            "--json")
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = scenario_of(p.stdout, "predict")
     assert d["origin"] == "H200" and d["target"] == "H100-SXM" and d["complete"]
     assert d["lbl_sequential_ms"] > d["origin_lbl_sequential_ms"] > 0 and "Conv" in d["by_kind"]
     assert d["error_bar"]["relative"] > 0 and d["error_bar"]["unvalidated"] == [] and not d["error_bar"]["extrapolated"]
@@ -240,7 +240,7 @@ def test_cli_predict_and_roofline(models, tmp_path):
     ET.parse(svg)
     p = bz("roofline", m, "--batch", "1", "--dtype", "fp32", "--db", REF_DB, "--json")
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = scenario_of(p.stdout, "roofline")
     assert d["gpu"] == "H200" and d["ceilings"] == "spec" and 0 < d["library_efficiency"] < 1
 
 

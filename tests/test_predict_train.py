@@ -2,7 +2,6 @@
 each measured call scaled by Habitat wave scaling, the step's schedule on the target, an incomplete
 step kept incomplete, and whether the step's memory fits the target. Synthetic measurements of a
 small classifier on an H200 (tests/test_lbl_truth.py's system); no GPU needed."""
-import json
 
 import numpy as np
 import onnx
@@ -19,6 +18,8 @@ from benanza.processing.model import process
 from benanza.processing.training import loss_config, optimizer_config, training_plan
 from test_cli import bz, one_line_error
 from test_lbl_truth import _measure, _system_db
+
+from conftest import scenario_of
 
 H200, B200, T4 = find_gpu("H200"), find_gpu("B200"), find_gpu("T4")
 
@@ -188,7 +189,7 @@ def test_cli_predict_train(tmp_path):
     args = ("predict", path, "--batch", "64", "--db", db, "--layout", "nchw", "--to", "B200", "--train")
     p = bz(*args, "--json")
     assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = scenario_of(p.stdout, "predict")
     assert d["origin"] == "H200" and d["target"] == "B200" and d["complete"] and d["optimizer"] == "sgd"
     assert d["critical_path_ms"] < d["origin_critical_path_ms"]
     assert d["origin_phase_ms"]["backward_weight"] == pytest.approx(BWD[("fc", "backward_weight")]

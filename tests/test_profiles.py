@@ -14,7 +14,10 @@ from typer.testing import CliRunner
 from benanza.cli import app
 from benanza.errors import ProfileError
 from benanza.profiles import (CATEGORIES, Latency, build_profile, busy_ms, host_bound_stretches, join,
+
                               launch_gaps, load_profile, read_cublaslt_log, read_cudnn_log, read_trace)
+
+from conftest import envelope_of
 
 TRACE = "pytorch_resnet50_b1_fp32_trace.json.gz"
 CUDNN = "pytorch_resnet50_b1_fp32_cudnn_log_head.txt.gz"
@@ -470,7 +473,7 @@ def test_cli_profile_from_folder(samples, models, tmp_path):
     assert "batch_norm_after_conv x53" in r.output
     r = runner.invoke(app, ["profile", model, "--from", str(d), "--json"])
     assert r.exit_code == 0
-    doc = json.loads(r.stdout)
+    doc = envelope_of(r.stdout, "profile")
     assert doc["category_counts"]["fill"] == 7 and doc["host_overhead_ms"] == pytest.approx(4.0 - 0.810142)
 
 

@@ -3,14 +3,13 @@ BatchNorms kept, its recorded H200 profile (PyTorch 2.11, cudnn.benchmark; its c
 the test data) and the truth database: no empty section without a word, bars with a scale, engine
 configs that wrap, no two findings claiming the same time, the two savings of a finding told apart,
 and the critical path of the LBL the page names."""
-import json
 import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, scenario_of
 
 DB = REPO / "db" / "reference" / "h200_truth.sqlite.gz"
 PROFILE = REPO / "tests" / "data" / "h200_profiles" / "resnet50_bnkept-b32-fp16"
@@ -25,8 +24,7 @@ def report(models, tmp_path_factory):
     assert r.returncode == 0, r.stderr
     j = subprocess.run([*map(str, args), "--json"], capture_output=True, text=True)
     assert j.returncode == 0, j.stderr
-    d = json.loads(j.stdout)
-    return html.read_text(), (d[0] if isinstance(d, list) else d), r.stdout
+    return html.read_text(), scenario_of(j.stdout, "analyze"), r.stdout
 
 
 def test_an_empty_algorithm_section_says_why(report):

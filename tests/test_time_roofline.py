@@ -2,7 +2,6 @@
 implementation, the chosen point the fastest valid one (the LBL's pick), the ceilings as lines of
 time at the right values, and an escaped SVG <title> per point; the classic chart's L2 roof and
 tooltips."""
-import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -19,7 +18,7 @@ from benanza.database.store import open_db
 from benanza.processing.model import process
 from benanza.reports.chart import add_svg_titles, model_roofline, render
 from benanza.reports.time_chart import render_time, roof_times, time_roofline
-from conftest import REPO
+from conftest import REPO, scenario_of
 
 REF = REPO / "db" / "reference" / "h200.sqlite.gz"
 RESNET50 = REPO / "tests" / "data" / "zoo" / "models" / "resnet50.onnx"
@@ -144,7 +143,7 @@ def test_cli_kind_time_json_and_bad_kind(tmp_path):
     r = bz("roofline", str(RESNET50), "-b", "32", "-t", "fp16", "--db", str(REF), "--kind", "time", "--json",
            "--svg", str(svg))
     assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
+    d = scenario_of(r.stdout, "roofline")
     assert len(d["layers"]) == 42 and d["charts"] == [str(svg)] and svg.stat().st_size < 2_000_000
     assert {x["name"] for x in d["roofs"]} == {"compute_fp32", "compute_fp16", "dram", "l2"}
     assert all(sum(p["chosen"] for p in x["points"]) == 1 for x in d["layers"])
@@ -161,7 +160,7 @@ def test_cli_layout_nhwc_draws_the_channels_last_implementations_too():
         r = bz("roofline", str(model), "-b", "32", "-t", "fp16", "--db", str(truth), "--kind", "time", "--json",
                "--layout", layout)
         assert r.returncode == 0, r.stderr
-        docs[layout] = json.loads(r.stdout)["layers"]
+        docs[layout] = scenario_of(r.stdout, "roofline")["layers"]
     one, both = docs["nchw"], docs["nchw,nhwc"]
     assert {p["layout"] for x in one for p in x["points"]} == {"NCHW"}
     assert {p["layout"] for x in both for p in x["points"]} == {"NCHW", "NHWC"}

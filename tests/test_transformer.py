@@ -23,7 +23,7 @@ from benanza.kinds.unary import unary_input_range
 from benanza.kinds.where import collapse_where
 from benanza.processing.model import process
 from benanza.runner.run import RunOptions, run_suite
-from conftest import HERE
+from conftest import HERE, scenario_of
 from onnx_builders import HOSTILE, bert_encoder_model, transformer_ops_model
 
 # what torch.onnx.export (TorchScript, torch 2.13) wrote for the BERT-style encoder of
@@ -359,7 +359,7 @@ def test_layers_command_prints_the_coverage(models, tmp_path):
     assert "coverage: 100% of compute layers benchmarked (343 of 343, 0 unsupported; 133 zero-cost layers)" in p.stdout
     assert "fusion candidates: 72 (Add+LayerNorm 24, Gemm 24, GemmAct 12, SDPA 12)" in p.stdout and "unsupported:" not in p.stdout
     bert = bert_encoder_model(tmp_path / "bert.onnx", opset=14)
-    d = json.loads(bz("layers", bert, "--batch", "2", "--dim", "seq=16", "--json").stdout)
+    d = scenario_of(bz("layers", bert, "--batch", "2", "--dim", "seq=16", "--json").stdout, "layers")
     assert d["coverage"]["percent"] == 100.0 and d["fusions_by_kind"] == {"Add+LayerNorm": 4, "Gemm": 10, "GemmAct": 2, "LayerNorm": 1, "SDPA": 2}
     # the symbolic sequence length must be bound: one clear line
     one_line_error(bz("layers", bert, "--batch", "2"), 2)

@@ -106,7 +106,7 @@ KvLen = _opt(Optional[int], "--kv-len", help="with --phase decode: tokens in the
                f"1 to {MAX_TOKENS})")
 InputShape = _opt(Optional[str], "--input-shape", help="per-sample input shape of an image model, e.g. 3x299x299")
 TorchForce = _opt(bool, "--force", help="export again over an existing export")
-TorchJson = _opt(bool, "--json", help="the insights documents as a JSON list on stdout")
+TorchJson = _opt(bool, "--json", help="the insights documents as JSON on stdout")
 TorchTrain = _opt(bool, "--train", help=TORCH_TRAIN_HELP)
 Spec = Annotated[str, typer.Argument(help=TORCH_SPEC_HELP)]
 

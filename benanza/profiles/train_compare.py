@@ -37,12 +37,14 @@ class TrainComparison:
     :class:`~benanza.profiles.train_join.TrainJoin`; ``step``: the
     :class:`~benanza.analysis.training.TrainingStep`; ``run``: what was profiled (free-form);
     ``whatif``: the step's what-if composition
-    (:class:`benanza.analysis.train_whatif.StepWhatIf`), None when not composed."""
+    (:class:`benanza.analysis.train_whatif.StepWhatIf`), None when not composed; ``system``: the
+    :class:`benanza.database.store.System` benanza's step was measured on."""
 
     join: object
     step: object
     run: dict = field(default_factory=dict)
     whatif: object = None
+    system: object = None
 
     def uncovered_ops(self) -> dict[str, float]:
         """Framework ops of the forward whose forward or backward kernels reached no layer of the

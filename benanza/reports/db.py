@@ -7,17 +7,20 @@ import sys
 from benanza.errors import UsageError
 from benanza.reports.safe_text import csv_cell, terminal_text
 from benanza.reports.tables import Col, FitTable, fmt_ms
+from benanza.reports.documents import envelope
 from benanza.reports.terminal import err, out, print_json
 
-def emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | None = None) -> None:
-    """Rows as a table, CSV or JSON (a list of records) on stdout. ``columns``: the table's, by row
+def emit(rows: list[dict], fmt: str, title: str, columns: list[Col | str] | None = None,
+         document: str = "db", system=None) -> None:
+    """Rows as a table, CSV or JSON (command ``document``'s envelope with the rows as ``records``,
+    :mod:`benanza.reports.documents`) on stdout. ``columns``: the table's, by row
     key (a :class:`Col` whose header is the key, or the key); a ``*_ms`` column shows times with
     their unit (ms or µs) under the key without ``_ms``. CSV and JSON keep every key and raw value
     (in CSV, a list or dict value is its JSON text; a text that a spreadsheet would run as a formula
     gets a leading ``'``, :func:`benanza.reports.safe_text.csv_cell`)."""
     fmt = fmt.lower()
     if fmt == "json":
-        print_json(rows, default=str)
+        print_json(envelope(document, system=system, records=rows), default=str)
         return
     specs = [c if isinstance(c, Col) else Col(c) for c in (columns or (list(rows[0].keys()) if rows else []))]
     cols = [c.header for c in specs]
@@ -77,7 +80,7 @@ def print_systems(database, rows: list[dict], fmt: str) -> None:
          [Col("id", "num"), Col("fingerprint", "name", drop=5), Col("gpu_name", "name"),
           Col("compute_capability", "name", drop=2), Col("sm_count", "num", drop=1),
           Col("driver_version", "name", drop=4), Col("runtime_version", "name", drop=3), Col("cudnn_version", "name"),
-          Col("cublas_version", "name"), Col("measurements", "num"), Col("valid", "num", drop=6)])
+          Col("cublas_version", "name"), Col("measurements", "num"), Col("valid", "num", drop=6)], "db systems")
 
 
 def print_measurements(title: str, recs: list, fmt: str) -> None:
@@ -87,13 +90,13 @@ def print_measurements(title: str, recs: list, fmt: str) -> None:
           Col("precision", "name", drop=5), Col("call", "name", drop=4), Col("algorithm", "token"),
           Col("math", "name", drop=3), Col("cache", "name", drop=2), Col("status", "name", drop=8),
           Col("median_ms", "num"), Col("iqr_ms", "num", drop=9), Col("samples", "num", drop=10),
-          Col("converged", "name", drop=1)])
+          Col("converged", "name", drop=1)], "db query")
 
 
 def print_shared(model: str, batch, dtype: str, r: dict, json_out: bool) -> None:
     """``db shared``: the counts as JSON or one line."""
     if json_out:
-        print_json(r)
+        print_json(envelope("db shared", **r))
         return
     out.print(f"{model} (batch {batch or 'any'}, {dtype}): {r['measured']} of {r['unique_configs']} unique layer "
               f"configs already measured ({r['shared_fraction']:.0%}); {r['to_measure']} to measure", markup=False)
@@ -110,7 +113,7 @@ def print_compare(rows: list[dict], system_a: str, system_b: str, dtype: str, ca
     title = (f"{len(rows)} layer configs measured on both {a} and {b} in {dtype} ({cache}); median ratio "
              f"{b}/{a} {np.median([r['ratio'] for r in rows]):.3f}")
     if fmt.lower() != "table":
-        emit(rows, fmt, title)
+        emit(rows, fmt, title, document="db compare")
         return
     shown = [{"kind": r["kind"], "description": r["description"], f"{a}_ms": r["a_ms"], f"{b}_ms": r["b_ms"],
               f"{b}/{a}": f"{r['ratio']:.3f}", f"{a} algorithm": r["a_algorithm"], f"{b} algorithm": r["b_algorithm"]}
@@ -139,7 +142,7 @@ def print_export(r, fmt: str, output) -> None:
 def print_import(source: str, st, json_out: bool) -> None:
     """``db import``: the import's counts as JSON or one line."""
     if json_out:
-        print_json(st.to_dict())
+        print_json(envelope("db import", **st.to_dict()))
         return
     out.print(f"imported from {source}: {st.jobs_added} jobs added, {st.jobs_replaced} replaced by newer, "
               f"{st.jobs_kept} kept (not newer); {st.measurements_written + st.orphans_written} measurements, "

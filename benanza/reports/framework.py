@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.text import Text
 
 from benanza.reports.tables import Col, FitTable, fmt_ms
+from benanza.reports.documents import envelope
 from benanza.reports.terminal import err, out, print_json
 from benanza.versions import version_text
 
@@ -56,7 +57,7 @@ def profile_tables(p) -> list:
 def print_train_comparisons(comps, spec: str, json_out: bool) -> None:
     """``torch --train``: per profiled run, write ``report-...-train-OPT.json`` beside its profile
     folder and print the step's PyTorch kernel time per phase, benanza's training-step LBL and the
-    Benanza ratios (INCOMPLETE marked), or the documents as a JSON list."""
+    Benanza ratios (INCOMPLETE marked), or the ``torch`` envelope of the documents."""
     docs = []
     for c in comps:
         c.run["spec"] = spec  # (the headline names it)
@@ -68,7 +69,7 @@ def print_train_comparisons(comps, spec: str, json_out: bool) -> None:
                      folder.parent / (folder.name.replace("profile-", "report-") + ".json"))
         docs.append(d)
     if json_out:
-        print_json(docs, default=str)
+        print_json(envelope("torch", system=comps[0].system if comps else None, scenarios=docs), default=str)
         return
     for c, d in zip(comps, docs):
         pt, r = d["pytorch"], d["ratios"]
@@ -133,13 +134,13 @@ def print_train_comparisons(comps, spec: str, json_out: bool) -> None:
         out.print(f"report in {f.parent / (f.name.replace('profile-', 'report-') + '.json')}", markup=False)
 
 
-def print_torch_reports(spec: str, dtype: str, folder: Path, docs: list[dict], json_out: bool) -> None:
+def print_torch_reports(spec: str, dtype: str, folder: Path, docs: list[dict], json_out: bool, system=None) -> None:
     """``torch``: the reports' terminal tables, each run's after the path of its HTML report (or the
-    documents as a JSON list)."""
+    ``torch`` envelope of the documents, :mod:`benanza.reports.documents`)."""
     from benanza.reports.report import terminal_tables
 
     if json_out:
-        print_json(docs, default=str)
+        print_json(envelope("torch", system=system, scenarios=docs), default=str)
         return
     for d in docs:
         stem = Path(d["run"]["folder"]).name.replace("profile-", "report-")
@@ -157,7 +158,7 @@ def print_profile(r, json_out: bool) -> None:
         err.print(f"profile written to {r.folder}", markup=False, highlight=False)
     p = r.profile
     if json_out:
-        print_json(p.to_dict(), default=str)
+        print_json(envelope("profile", **p.to_dict()), default=str)
         return
     for n in p.notices:
         err.print(f"notice: {n}", markup=False, soft_wrap=True)
@@ -183,4 +184,4 @@ def print_torch(r, json_out: bool) -> None:
     q = r.request
     if q.phase.training:
         return print_train_comparisons(r.comparisons, q.spec, json_out)
-    print_torch_reports(q.spec, q.dtype, r.folder, r.documents, json_out)
+    print_torch_reports(q.spec, q.dtype, r.folder, r.documents, json_out, r.system)

@@ -10,6 +10,7 @@ from rich.text import Text
 from benanza.errors import UsageError, no_space
 from benanza.reports.lbl_summary import lbl_summary_table
 from benanza.reports.tables import Col, FitTable
+from benanza.reports.documents import envelope
 from benanza.reports.terminal import err, out, print_json
 from benanza.reports.training import phase_cell, training_step_table
 
@@ -60,7 +61,7 @@ def print_analyses(results, steps, database, system, json_out: bool, layers_tabl
         for d, lt in zip(docs, llms):
             if lt is not None:
                 d["llm"] = lt
-        print_json(docs[0] if len(docs) == 1 else docs)
+        print_json(envelope("analyze", system=system, scenarios=docs))
         return
     for note in dict.fromkeys(r.precision_note for r in results if r.precision_note):
         out.print(f"note: {note}", markup=False)  # first: the figures below are not fp8's
@@ -191,13 +192,10 @@ def print_notices(lb, json_out: bool) -> None:
             err.print(f"notice: {n}", markup=False)
 
 
-def print_training_prediction(tp, eb, memory: str, json_out: bool) -> None:
+def print_training_prediction(tp, eb, memory: str) -> None:
     """``predict --train``: per phase the origin's measured and the target's predicted time, the
     step's sequential and critical-path totals (INCOMPLETE marked), whether its memory fits, and the
     error bar its calls' kinds and phases were measured to (db/reference/predict_train_errors.json)."""
-    if json_out:
-        print_json({**tp.to_dict(), "error_bar": eb.to_dict() if eb else None})
-        return
     s, o, d = tp.step, tp.origin.name, tp.target.name
     mark = "" if tp.complete else " incomplete"
     t = FitTable(f"{s.model} batch {s.batch} {s.precision_label} training step ({tp.optimizer}): {o} (measured) -> "
@@ -296,7 +294,7 @@ def print_insights(docs: list[dict], system, json_out: bool) -> None:
     from benanza.reports.report import terminal_tables
 
     if json_out:
-        print_json(docs[0] if len(docs) == 1 else docs, default=str)
+        print_json(envelope("analyze", system=system, scenarios=docs), default=str)
         return
     out.print(f"system: {system.label()}", markup=False)
     for d in docs:
@@ -317,8 +315,7 @@ def print_analyze(r, json_out: bool, layers_table: bool) -> None:
             write_html(r.insights, r.analyses[0], r.system, r.database, req.html, json_out)
         return print_insights(r.insights, r.system, json_out)
     if json_out:
-        docs = r.documents()
-        return print_json(docs[0] if len(docs) == 1 else docs)
+        return print_json(envelope("analyze", system=r.system, scenarios=r.documents()))
     print_analyses(r.analyses, r.steps, r.database, r.system, json_out, layers_table, r.llms)
 
 
@@ -328,11 +325,11 @@ def print_predict(r, json_out: bool) -> None:
     the method."""
     print_notices(r.lower_bound, json_out)
     p, eb, memory = r.prediction, r.error_bar, r.request.memory
-    if r.request.train:
-        return print_training_prediction(p, eb, memory, json_out)
     if json_out:
-        print_json(r.document())
+        print_json(envelope("predict", system=r.lower_bound.system, scenarios=[r.document()]))
         return
+    if r.request.train:
+        return print_training_prediction(p, eb, memory)
     a, dtype = r.lower_bound.analysis, r.request.scenario.precision.name
     t = FitTable(f"{a.model} batch {a.batch} {dtype}: {p.origin.name} (measured) -> {p.target.name} (predicted)",
                  [Col("layer kind", "name"), Col("layers", "num"), Col(f"{p.origin.name} ms", "num"),
@@ -364,10 +361,11 @@ def print_roofline(r, json_out: bool) -> None:
         from benanza.reports.time_chart import print_time_roofline, render_time
 
         return print_time_roofline(r.time, render_time(r.time, req.png, req.svg) if (req.png or req.svg) else [],
-                                   out, json_out)
+                                   out, json_out, lambda d: print_json(envelope("roofline", system=r.lower_bound.system,
+                                                                                 scenarios=[d])))
     written = render(mr, req.png, req.svg) if (req.png or req.svg) else []
     if json_out:
-        print_json(r.document(written))
+        print_json(envelope("roofline", system=r.lower_bound.system, scenarios=[r.document(written)]))
         return
     what = "datasheet figures, not measured on this GPU" if req.ceilings == "spec" else "measured by `benanza ceilings`"
     t = FitTable(f"{a.model} batch {a.batch} {req.scenario.precision.name} on {mr.gpu.name}: roofline "

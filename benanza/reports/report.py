@@ -20,6 +20,7 @@ from rich.text import Text
 
 from benanza.errors import UsageError
 from benanza.analysis.insights import FORMAT, FORMAT_VERSION
+from benanza.reports.documents import scenarios
 from benanza.reports.tables import Col, FitTable
 
 #: breakdown parts in display order, with their colours
@@ -473,8 +474,10 @@ def _from_analysis(d: dict) -> dict:
 
 
 def load_documents(paths: list[Path]) -> list[dict]:
-    """Read ``benanza analyze --json`` outputs (with or without ``--profile``; one object or a
-    list each). Raises :class:`UsageError` naming the file for anything else."""
+    """Read ``benanza analyze --json`` or ``benanza torch --json`` outputs (with or without
+    ``--profile``), or the ``report-*.json`` files ``torch`` writes: each an envelope's scenarios
+    (:func:`benanza.reports.documents.scenarios`), or as an older benanza wrote them, one document
+    or a list. Raises :class:`UsageError` naming the file for anything else."""
     if not paths:
         raise UsageError("give at least one JSON file written by `benanza analyze --json`")
     docs: list[dict] = []
@@ -487,15 +490,15 @@ def load_documents(paths: list[Path]) -> list[dict]:
             raise UsageError(f"{p}: cannot read: {e}") from None
         except json.JSONDecodeError as e:
             raise UsageError(f"{p}: line {e.lineno} column {e.colno}: not valid JSON ({e.msg})") from None
-        for d in data if isinstance(data, list) else [data]:
-            if isinstance(d, dict) and d.get("format") == FORMAT:
+        for d in scenarios(data, str(p)):
+            if d.get("format") == FORMAT:
                 if not isinstance(d.get("version"), int) or d["version"] > FORMAT_VERSION:
                     raise UsageError(f"{p}: insights version {d.get('version')!r} is newer than this benanza reads")
                 missing = [k for k in ("model", "batch", "precision", "lbl_sequential_ms", "findings") if k not in d]
                 if missing:
                     raise UsageError(f"{p}: not a complete benanza insights document (no {', '.join(missing)})")
                 docs.append(d)
-            elif isinstance(d, dict) and all(k in d for k in ("model", "batch", "precision", "lbl_sequential_ms",
+            elif all(k in d for k in ("model", "batch", "precision", "lbl_sequential_ms",
                                                                 "lbl_parallel_ms", "lbl_fused_sequential_ms",
                                                                 "lbl_fused_parallel_ms")):
                 docs.append(_from_analysis(d))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benanza.reports.tables import Col, FitTable
+from benanza.reports.documents import envelope
 from benanza.reports.terminal import err, out, print_json
 from benanza.usecases.bench import run_line
 
@@ -14,15 +15,15 @@ def run_doc(s) -> dict:
 
 
 def print_bench_json(r, counters_doc: dict | None, cluster: bool) -> None:
-    """``bench --json``: the model, stages, counters, the runs (each cluster kind's too) and each analysis
-    with its training step, as ``analyze --json`` gives them."""
+    """``bench --json``: the model, stages, counters, the runs (each cluster kind's too) and, as
+    ``scenarios``, each analysis with its training step, as ``analyze --json`` gives them."""
     docs = [a.to_dict() for a in r.analyses]
     for d, t in zip(docs, r.training):
         d["training_step"] = t.to_dict()
-    print_json({"model": r.model, "stages": r.stages, "counters": counters_doc, "run": run_doc(r.run),
-                 "framework_run": run_doc(r.framework_run) if r.framework_run is not None else None,
-                 "cluster_runs": [run_doc(s) for s in r.runs] if cluster else None,
-                 "system": r.analyses[0].system if r.analyses else None, "analyses": docs})
+    print_json(envelope("bench", system=r.analyses[0].system if r.analyses else None, model=r.model,
+                        stages=r.stages, counters=counters_doc, run=run_doc(r.run),
+                        framework_run=run_doc(r.framework_run) if r.framework_run is not None else None,
+                        cluster_runs=[run_doc(s) for s in r.runs] if cluster else None, scenarios=docs))
 
 
 def print_layers(mls, json_out: bool, details: bool) -> None:
@@ -35,7 +36,7 @@ def print_layers(mls, json_out: bool, details: bool) -> None:
             d = ml.summary()
             d["layer_list"] = [ly.to_dict() for ly in ml.layers]
             docs.append(d)
-        print_json(docs[0] if len(docs) == 1 else docs)
+        print_json(envelope("layers", scenarios=docs))
         return
     for ml in mls:
         s = ml.summary()
@@ -87,7 +88,7 @@ def print_run(r, json_out: bool) -> None:
     """``run``: a :class:`benanza.usecases.bench.RunResult` as JSON or its summary lines."""
     if r.cluster:
         if json_out:
-            print_json({"cluster": r.cluster, "runs": [run_doc(s) for s in r.runs]})
+            print_json(envelope("run", cluster=r.cluster, records=[run_doc(s) for s in r.runs]))
         else:
             for s in r.runs:
                 out.print(run_line(s), markup=False)
@@ -97,7 +98,7 @@ def print_run(r, json_out: bool) -> None:
     if ts is not None:
         doc["framework"] = run_doc(ts)
     if json_out:
-        print_json(doc)
+        print_json(envelope("run", system=s.system or None, **doc))
         return
     out.print(run_line(s), markup=False)
     if ts is not None:
@@ -127,7 +128,7 @@ def print_ceilings(r, json_out: bool) -> None:
     from benanza.runner.ceilings import CEILINGS
 
     if json_out:
-        print_json({"system": r.system.get("gpu_name"), "ceilings": [x.to_row() for x in r.rows], "failed": r.failed})
+        print_json(envelope("ceilings", system=r.system, failed=r.failed, records=[x.to_row() for x in r.rows]))
         return
     t = FitTable(f"ceilings, {r.system.get('gpu_name')}", [Col("ceiling", "name"), Col("value", "num"),
                                                             Col("median ms", "num", drop=1), Col("rse", "num", drop=2),
@@ -146,7 +147,7 @@ def print_system(info: dict, json_out: bool) -> None:
     from benanza.versions import version_text
 
     if json_out:
-        print_json(info)
+        print_json(envelope("system", **info))
         return
     for d in info["devices"]:
         out.print(f"GPU {d['index']}: {d['gpu_name']}, sm_{d['compute_capability'].replace('.', '')}, "

@@ -8,12 +8,9 @@ Every string printed here passes :func:`benanza.reports.safe_text.terminal_text`
 are :class:`benanza.reports.tables.SafeConsole`): a model's or a database's text never drives the
 terminal. JSON needs nothing: ``json.dumps`` writes control characters as ``\\u`` escapes.
 
-JSON shape convention: each command's ``--json`` document keeps the keys it has always had, so
-scripts keep working: ``analyze`` an analysis object (a list for several scenarios), ``roofline``
-and ``predict`` one object with ``lbl_ms``/``complete``, ``bench`` an object with ``analyses``,
-``torch`` a list of insights documents (each with ``run``), ``db`` commands a list of records (or
-one counts object). Every document that carries an LBL carries ``lbl_ms``, ``complete`` and
-``missing_layers`` (or ``lbl_complete``) beside it.
+JSON shape convention: every command's ``--json`` output is one envelope,
+``{"document", "schema", "system", "scenarios" | "records" | the result's keys}``, made by
+:func:`benanza.reports.documents.envelope` (its module says which command has which).
 """
 from __future__ import annotations
 

@@ -124,19 +124,19 @@ def render_time(tr: TimeRoofline, png: Path | None = None, svg: Path | None = No
     return written
 
 
-def print_time_roofline(tr: TimeRoofline, written: list[Path], console, json_out: bool) -> None:
-    """Print ``tr`` on ``console``: its JSON (with the charts written) or one table row per layer
+def print_time_roofline(tr: TimeRoofline, written: list[Path], console, json_out: bool, emit) -> None:
+    """Print ``tr`` on ``console``: its JSON scenario (with the charts written; given to ``emit``,
+    which prints the command's envelope, :mod:`benanza.reports.documents`) or one table row per layer
     config: its layers, implementations, the chosen one, the ceilings' times and how far above
     the roof it is (x roof: chosen time / max(compute, DRAM))."""
     from benanza.reports.tables import Col, FitTable
-    from benanza.reports.terminal import print_json
 
     if json_out:
         d = tr.to_dict()
         for x, row in zip(tr.layers, d["layers"]):
             row["roof_ms"] = roof_times(tr, x)
         d["charts"] = [str(p) for p in written]
-        print_json(d)  # plain json.dumps, as every command's document (rich's highlighter: seconds)
+        emit(d)
         return
     # in a narrow terminal (benanza.reports.tables) impl., L2, GFLOP, MB, kind, compute and DRAM go, in that order
     t = FitTable(f"{tr.model} batch {tr.batch} {tr.precision} on {tr.gpu.name}: time-based roofline "

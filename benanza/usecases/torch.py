@@ -63,6 +63,12 @@ class TorchResult:
     def documents(self) -> list[dict]:
         return [r.document for r in self.reports]
 
+    @property
+    def system(self) -> System | None:
+        """The system benanza's figures were measured on (the first report's or comparison's)."""
+        return (self.reports[0].system if self.reports
+                else self.comparisons[0].system if self.comparisons else None)
+
 
 def bench_runner(req: TorchRequest, progress: Progress, train: str | None = None) -> Callable:
     """What :func:`benanza.profiles.pytorch.prepare` calls to bench the export: the bench use case
@@ -189,7 +195,7 @@ def train_comparison(req: TorchRequest, onnx_path: Path, run: ProfileRun,
         la = Latency.from_samples(lat["samples_ms"], str(lat.get("method", "")))
         info["step_wall_ms"] = {"median_ms": la.median_ms, "iqr_ms": la.iqr_ms, "samples": la.samples,
                                 "method": la.method}
-    c = TrainComparison(tj, step, info)
+    c = TrainComparison(tj, step, info, system=lb.system)
     fp16 = None  # for an fp32 run, the fp16 step of the same model for AMP (step 5 of the what-if)
     if req.dtype == "fp32":
         try:
