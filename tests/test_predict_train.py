@@ -154,7 +154,7 @@ def test_an_incomplete_step_stays_incomplete(tmp_path):
     miss = [c for c in tp.calls if c.predicted_ms is None]
     assert [(c.kind, c.status, c.origin_ms) for c in miss] == [("ConvBwdFilter", "missing", None)]
     d = tp.to_dict()
-    assert d["complete"] is False and d["missing"] == 1 and d["incomplete_note"].startswith("INCOMPLETE")
+    assert d["complete"] is False and d["missing_layers"] == 1 and d["incomplete_note"].startswith("INCOMPLETE")
     c = step.calls[0]
     assert predict_call(c, step, H200, B200).predicted_ms is not None
 

@@ -75,6 +75,8 @@ class ModelRoofline:
     complete: bool = True
     #: the measurements' cache state (warm: back-to-back calls; cold: L2 flushed before each call)
     cache: str = "warm"
+    #: layers without a valid measurement (Analysis.missing): the LBL is a partial sum when above 0
+    missing_layers: int = 0
 
     @property
     def efficiency(self) -> float:
@@ -91,7 +93,7 @@ class ModelRoofline:
                 "roofline_bound_parallel_ms": self.bound_parallel_ms,
                 "attainable_sequential_ms": self.attainable_sequential_ms,
                 "lbl_ms": self.lbl_ms, "lbl_text": self.lbl_text, "complete": self.complete,
-                "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
+                "missing_layers": self.missing_layers, "lbl_sequential_ms": self.lbl_sequential_ms, "lbl_parallel_ms": self.lbl_parallel_ms,
                 "l2_bytes_per_s": self.l2.bytes_per_s if self.l2 else None,
                 "l2_source": self.l2.source if self.l2 else None,
                 "library_efficiency": self.efficiency, "cache": self.cache,
@@ -129,7 +131,8 @@ def model_roofline(analysis: Analysis, gpu: GpuSpec, ceilings: str = "spec",
     return ModelRoofline(analysis.model, analysis.batch, p, gpu, ceilings, out, sum(weights), par,
                          sum(x.attainable_ms for x in out), analysis.lbl_sequential_ms, analysis.lbl_parallel_ms,
                          l2 or roofline.l2_roof(gpu.sm_count, gpu.boost_clock_mhz), calls,
-                         analysis.lbl_ms, analysis.lbl_text(3), analysis.complete, analysis.cache)
+                         analysis.lbl_ms, analysis.lbl_text(3), analysis.complete, analysis.cache,
+                         len(analysis.missing))
 
 
 #: a layer whose best time exceeds this many times its attainable roofline time is listed by

@@ -108,7 +108,7 @@ class TrainingPrediction:
                 "lbl_name": s.lbl_name, "origin_phase_ms": dict(s.phase_ms), "phase_ms": dict(self.phase_ms),
                 "origin_sequential_ms": s.sequential_ms, "sequential_ms": self.sequential_ms,
                 "origin_critical_path_ms": s.critical_path_ms, "critical_path_ms": self.critical_path_ms,
-                "complete": self.complete, "missing": s.missing_count,
+                "complete": self.complete, "missing_layers": s.missing_count,
                 "incomplete_note": self.incomplete_note or None,
                 "memory": {"lower_bound_bytes": self.memory_bytes, "target_memory_bytes": self.target.memory_bytes,
                            "fits": self.fits, "bound": s.memory.to_dict() if s.memory is not None else None},

@@ -223,7 +223,7 @@ class TrainingStep:
         return {"model": self.model, "batch": self.batch, "precision": self.precision_label,
                 "lbl_ms": self.critical_path_ms, "lbl_name": self.lbl_name,
                 "critical_path_ms": self.critical_path_ms, "sequential_ms": self.sequential_ms,
-                "phase_ms": dict(self.phase_ms), "complete": self.complete, "missing": self.missing_count,
+                "phase_ms": dict(self.phase_ms), "complete": self.complete, "missing_layers": self.missing_count,
                 "incomplete_note": self.incomplete_note or None,
                 "no_backward": [{"layer": i, "name": n, "kind": k} for i, n, k in self.no_backward],
                 "calls": [c.to_dict() for c in self.calls], "notes": list(self.notes),
