@@ -15,14 +15,18 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 def scenarios_of(doc, where: str = "benanza's --json output") -> list[dict]:
     """The scenario documents of ``analyze``, ``predict``, ``roofline``, ``layers``, ``torch`` or
     ``bench`` ``--json`` output, parsed (:func:`benanza.reports.documents.scenarios`; before schema 1
-    an object or a list of them, and ``bench``'s object with ``analyses``). Raises
-    :class:`benanza.errors.UsageError` naming ``where`` for a document of a newer schema, one without
-    scenarios, or a scenario that is not an object."""
+    an object or a list of them, and ``bench``'s object with ``analyses``). Raises ValueError (the
+    line of :class:`benanza.errors.UsageError`) naming ``where`` for a document of a newer schema, one
+    without scenarios, or a scenario that is not an object."""
+    from benanza.errors import UsageError
     from benanza.reports.documents import scenarios
 
     if isinstance(doc, dict) and "schema" not in doc and isinstance(doc.get("analyses"), list):
-        return scenarios(doc["analyses"], where)  # bench --json before schema 1
-    return scenarios(doc, where)
+        doc = doc["analyses"]  # bench --json before schema 1
+    try:
+        return scenarios(doc, where)
+    except UsageError as e:
+        raise ValueError(str(e)) from None
 
 
 def records_of(doc, where: str = "benanza's --json output") -> list[dict]:

@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from json_docs import scenarios_of  # noqa: E402  (bench --json: its scenarios, schema 1 or before)
 PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 
 
@@ -385,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(e, flush=True)
                 continue
             rec = {"model": model.stem, "policy": policy, "stages": doc["stages"], "wall_s": doc["wall_s"],
-                   "analyses": [analysis_row(a) for a in doc["analyses"]],
+                   "analyses": [analysis_row(a) for a in scenarios_of(doc)],
                    "phases": phase_table(log), "system": (doc.get("system") or {}).get("gpu_name"), "fresh": args.fresh}
             if args.repeat and policy in ("default", "beside"):
                 rec["repeat_s"] = bench(model, args, db, args.out / f"suite-{model.stem}", log.with_suffix(".repeat"),
