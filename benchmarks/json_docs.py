@@ -28,23 +28,3 @@ def scenarios_of(doc, where: str = "benanza's --json output") -> list[dict]:
     except UsageError as e:
         raise ValueError(str(e)) from None
 
-
-def records_of(doc, where: str = "benanza's --json output") -> list[dict]:
-    """The records of ``db systems``, ``db query``, ``db compare``, ``ceilings`` or a cluster ``run``
-    ``--json`` output, parsed: the envelope's ``records``; before schema 1 the bare list (db), or
-    ``ceilings``' object's ``ceilings`` and ``run``'s ``runs``. Raises ValueError naming ``where``
-    for anything else."""
-    if isinstance(doc, list):
-        return doc
-    if isinstance(doc, dict):
-        for key in ("records", "ceilings", "runs"):
-            if isinstance(doc.get(key), list):
-                return doc[key]
-    raise ValueError(f"{where} has no records (not a benanza --json list of rows)")
-
-
-def gpu_name(doc) -> str | None:
-    """The GPU a ``--json`` output's figures are of: the envelope's ``system.gpu_name``; before
-    schema 1 ``ceilings`` printed the name as ``system`` and other documents a system object."""
-    s = doc.get("system") if isinstance(doc, dict) else None
-    return s if isinstance(s, str) or s is None else s.get("gpu_name")
