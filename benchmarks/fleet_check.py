@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from json_docs import scenarios_of  # noqa: E402  (bench --json: its scenarios, schema 1 or before)
 
 
 def export_zoo(names: list[str], folder: Path, log) -> list[Path]:
@@ -87,7 +89,7 @@ def _lbls(run: dict) -> dict:
     """(model, batch, dtype) -> (LBL ms, complete) from a bench's JSON documents."""
     out = {}
     for d in run["docs"]:
-        for a in d.get("analyses") or []:
+        for a in scenarios_of(d, "bench --json"):  # its "scenarios" (a saved run's before schema 1: "analyses")
             if a.get("lbl_ms") is not None:
                 out[(Path(str(a.get("model"))).stem, a.get("batch"), a.get("precision"))] = \
                     (float(a["lbl_ms"]), bool(a.get("complete")))

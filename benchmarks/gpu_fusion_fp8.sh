@@ -14,9 +14,10 @@ echo "### benanza bench resnet50_bnkept --batch 32 --dtype fp16 --layout nchw,nh
    --layout nchw,nhwc --db "$DB" --no-layers -q --json > "$W/bnkept.json") 2>&1 | tail -5
 python3 - "$W/bnkept.json" <<'PY'
 import json, sys
+from benanza.reports.documents import scenarios  # the bench envelope's scenarios
 d = json.load(open(sys.argv[1]))
 print("stages", {k: round(v, 1) for k, v in d["stages"].items()})
-for a in d["analyses"]:
+for a in scenarios(d, sys.argv[1]):
     print(f"{a['model']} b{a['batch']} {a['precision']} layouts {a['layouts']}: LBL seq {a['lbl_sequential_ms']:.4f} ms, "
           f"par {a['lbl_parallel_ms']:.4f}, fused seq {a['lbl_fused_sequential_ms']:.4f}, complete {a['complete']}")
     fz = a["fusions"]

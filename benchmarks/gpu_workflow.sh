@@ -84,13 +84,15 @@ bench() {  # bench NAME|PATH TIMEOUT ARGS...
   [ $rc -ne 0 ] && tail -3 "$W/bench-$name.err"
   python3 - "$W/bench-$name.json" <<'PY'
 import json, sys
+from benanza.reports.documents import scenarios  # the bench envelope's scenarios
 try:
     d = json.load(open(sys.argv[1]))
+    docs = scenarios(d, sys.argv[1])
 except Exception:
     sys.exit(0)
 st = d.get("stages", {}); r = d.get("run", {})
 print("  stages " + ", ".join(f"{k[:-2]} {v:.1f}" for k, v in st.items()) + f"; run {json.dumps(r)[:200]}")
-for a in d.get("analyses", []):
+for a in docs:
     print(f"  {a['model']} b{a['batch']} {a['precision']} {'/'.join(a.get('layouts') or [])}: LBL seq {a['lbl_sequential_ms']:.4f} "
           f"par {a['lbl_parallel_ms']:.4f} fused {a['lbl_fused_sequential_ms']:.4f} ms, complete {a['complete']}")
 PY

@@ -46,6 +46,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from json_docs import scenarios_of  # noqa: E402  (benanza torch --json: schema 1 and before)
+
 DTYPES = ("fp16", "bf16")
 #: (phase, length): prefill of S tokens (--seq), decode against a KV cache of L tokens (--kv-len)
 CASES = (("prefill", 128), ("prefill", 2048), ("decode", 128), ("decode", 4096))
@@ -559,9 +562,11 @@ def _run_one(write, cfg, phase, length, dtype, batches, cmd, timeout: float | No
     log.mkdir(parents=True, exist_ok=True)
     (log / "stderr.txt").write_text(p.stderr, encoding="utf-8")
     try:
-        docs = [slim(d) for d in json.loads(p.stdout)]
-    except (json.JSONDecodeError, TypeError, AttributeError):
+        docs = [slim(d) for d in scenarios_of(json.loads(p.stdout), "benanza torch --json")]
+    except ValueError as e:  # no JSON (json.JSONDecodeError), or not a torch document (json_docs.scenarios_of)
         last = next((x for x in reversed(p.stderr.strip().splitlines()) if x.strip()), f"exit {p.returncode}")
+        if p.returncode == 0 and not isinstance(e, json.JSONDecodeError):
+            last = str(e)  # it ran, and printed a document this script cannot read
         write("error", config=cfg.name, phase=phase, len=length, dtype=dtype, message=last[:400])
         print(f"  error: {last[:300]}", flush=True)
         docs = docs_from_reports(log, dtype, started)

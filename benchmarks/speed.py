@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from json_docs import scenarios_of  # noqa: E402  (bench --json: its scenarios, schema 1 or before)
 PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 
 
@@ -260,6 +262,15 @@ def analysis_row(a: dict) -> dict:
     return row
 
 
+def run_record(model: str, policy: str, doc: dict, phases: dict, fresh: bool) -> dict:
+    """The ``runs.jsonl`` record of one bench: its ``bench --json`` document's stages, wall time, GPU
+    name and, under ``analyses`` (this file's key), :func:`analysis_row` of each scenario (the
+    envelope's ``scenarios``; a bench document before schema 1 had them as ``analyses``)."""
+    return {"model": model, "policy": policy, "stages": doc["stages"], "wall_s": doc["wall_s"],
+            "analyses": [analysis_row(a) for a in scenarios_of(doc, f"bench --json of {model}")],
+            "phases": phases, "system": (doc.get("system") or {}).get("gpu_name"), "fresh": fresh}
+
+
 def fmt_compare(runs: list[dict]) -> str:
     """Each policy's LBLs against --exhaustive's (or the policy before racing) of the same model, and
     the "beside" policy's against the default's (the same measurements scheduled differently: its
@@ -384,9 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             except RuntimeError as e:
                 print(e, flush=True)
                 continue
-            rec = {"model": model.stem, "policy": policy, "stages": doc["stages"], "wall_s": doc["wall_s"],
-                   "analyses": [analysis_row(a) for a in doc["analyses"]],
-                   "phases": phase_table(log), "system": (doc.get("system") or {}).get("gpu_name"), "fresh": args.fresh}
+            rec = run_record(model.stem, policy, doc, phase_table(log), args.fresh)
             if args.repeat and policy in ("default", "beside"):
                 rec["repeat_s"] = bench(model, args, db, args.out / f"suite-{model.stem}", log.with_suffix(".repeat"),
                                         policy)["wall_s"]

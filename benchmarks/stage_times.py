@@ -24,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from json_docs import scenarios_of  # noqa: E402  (bench --json: its scenarios, schema 1 or before)
+
 
 def bench(model, batch, dtype, db, suite, extra=()):
     cmd = [sys.executable, "-c", "from benanza.cli import main; main()", "bench", str(model), "--batch", batch,
@@ -129,7 +132,7 @@ def main():
               f"{st['analyze_s']:>8.2f}{d['wall_s']:>8.1f}{run['ok'] + run['failed']:>6}{run['failed']:>7}"
               f"{run['measurements']:>13}")
     print("\n## LBL of run 1 (ms): sequential / parallel / fused sequential, complete")
-    for a in docs[0][1]["analyses"]:
+    for a in scenarios_of(docs[0][1]):
         print(f"  b{a['batch']:<3} {a['precision']:<5} {a['lbl_sequential_ms']:.4f} / {a['lbl_parallel_ms']:.4f} / "
               f"{a['lbl_fused_sequential_ms']:.4f}  {'yes' if a['complete'] else 'no'}")
     print("\n## convergence (run 1)")
@@ -147,8 +150,8 @@ def main():
                 print(f"  {k:<15} n={a['n']:<6} median {a['median']:.2%}  p90 {a['p90']:.2%}  within 2 %: "
                       f"{a['within_2pct']:.1%}")
         print(f"  valid in one run only: {ag['only_in_one_run']}")
-        lbl = {(a["batch"], a["precision"]): a["lbl_sequential_ms"] for a in docs[0][1]["analyses"]}
-        lbl2 = {(a["batch"], a["precision"]): a["lbl_sequential_ms"] for a in docs[1][1]["analyses"]}
+        lbl = {(a["batch"], a["precision"]): a["lbl_sequential_ms"] for a in scenarios_of(docs[0][1])}
+        lbl2 = {(a["batch"], a["precision"]): a["lbl_sequential_ms"] for a in scenarios_of(docs[1][1])}
         print("  LBL sequential, run 1 vs run 2 (ms): " + "; ".join(
             f"b{b} {p} {lbl[(b, p)]:.4f} / {lbl2[(b, p)]:.4f}" for b, p in sorted(lbl)))
         (out / "agreement.json").write_text(json.dumps(ag, indent=1))

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from json_docs import scenarios_of  # noqa: E402  (bench --json: its scenarios, schema 1 or the recorded runs' before)
+
 
 def lbl_table(files):
     """[{model, batch, precision, lbl_sequential_ms, lbl_parallel_ms, lbl_fused_sequential_ms, complete}] of
@@ -22,7 +25,7 @@ def lbl_table(files):
             doc = json.loads(Path(f).read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        for a in doc["analyses"]:
+        for a in scenarios_of(doc, f):
             rows.append({k: a[k] for k in ("model", "batch", "precision", "lbl_sequential_ms", "lbl_parallel_ms",
                                            "lbl_fused_sequential_ms", "complete")})
     return sorted(rows, key=lambda r: (r["model"], r["batch"], r["precision"]))
@@ -42,7 +45,7 @@ def main(db_path, files):
         stages.append((Path(f).stem, doc["stages"], doc["run"]))
         if Path(f).stem.endswith("_again"):
             continue
-        for a in doc["analyses"]:
+        for a in scenarios_of(doc, f):
             n_layers = len(a["layers"])
             uniq = len({l["key"] or (l["op"], str(l["input_shapes"])) for l in a["layers"]})
             miss = ",".join(f"{k}x{v}" for k, v in a["missing_by_op"].items())

@@ -43,6 +43,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from json_docs import scenarios_of  # noqa: E402
 from truth import profile_pytorch, software_versions, stats  # noqa: E402
 
 GOAL = 0.03  # |report - plain| / plain
@@ -181,7 +182,7 @@ def main(argv=None) -> int:
                     print(f"{spec} b{b} {dt}: benanza torch failed (exit {p.returncode}): "
                           f"{p.stderr.strip().splitlines()[-1:] if p.stderr.strip() else ''}", flush=True)
                     continue
-                doc = json.loads(p.stdout)[0]
+                doc = scenarios_of(json.loads(p.stdout), f"benanza torch {spec} --json")[0]  # the first run's
                 if a.train:
                     plain = plain_train_profile(spec, b, dt, a.optimizer, 10, a.out / f"{name}-b{b}-{dt}-plain.json")
                     rows.append(train_row_of(spec, b, dt, doc, plain, secs))

@@ -66,6 +66,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent))  # the repo's benanza only where none is installed
 
+from json_docs import scenarios_of  # noqa: E402  (benanza --json, this schema and the ones before)
+
 DTYPES = ("fp16", "fp32")
 #: the data types of ``--train`` (benchmarks/train_step.py): DTYPES and the mixed-precision steps,
 #: fp32 parameters under torch.autocast in float16 (``amp16``) or bfloat16 (``ampbf16``)
@@ -602,7 +604,7 @@ def bench_stage(run: Run, entry, path: Path, pr: dict) -> None:
             continue
         t = time.perf_counter()
         doc = run_benanza(cmd, run.left() - 15, a.out / "logs" / f"{name}.{verb}{k or ''}")
-        analyses = doc["analyses"] if isinstance(doc, dict) and "analyses" in doc else (doc if isinstance(doc, list) else [doc])
+        analyses = scenarios_of(doc, f"benanza {verb} --json of {name}")  # bench's "scenarios" (before: "analyses")
         for an in analyses:
             run.analyses[(name, an["batch"], analysis_label(an))] = _slim(an)
         st = run.stages[name]

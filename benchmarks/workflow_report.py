@@ -3,7 +3,8 @@
 
 DIR holds, per model x batch x data type NAME (``MODEL-bN-DTYPE``, ``-cl`` for a channels-last
 run): ``NAME.json`` (`benanza analyze MODEL --profile ... --json`) and ``roof-NAME.json``
-(`benanza roofline ... --ceilings measured --json`). Prints:
+(`benanza roofline ... --ceilings measured --json`), each read as its one scenario (the envelope's,
+benanza/reports/documents.py; a bare document before schema 1). Prints:
 
 * per configuration: the framework's measured latency (median, IQR), GPU kernel time, host
   overhead, LBL sequential and parallel, the roofline bound (sequential, measured ceilings; and
@@ -23,6 +24,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from json_docs import scenarios_of  # noqa: E402  (--json envelopes, and the shapes before schema 1)
+
 NAME = re.compile(r"^(?P<model>.+)-b(?P<batch>\d+)-(?P<dtype>fp32|tf32|fp16|bf16)(?P<cl>-cl)?$")
 
 
@@ -38,15 +42,15 @@ def load(folder: Path) -> dict:
         m = NAME.match(p.stem)
         if not m:
             continue
-        try:
-            d = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as e:
+        try:  # one configuration per file: the envelope's one scenario
+            d = dict(scenarios_of(json.loads(p.read_text()), str(p))[0])
+        except (OSError, ValueError, IndexError) as e:
             print(f"{p}: unreadable ({e})")
             continue
         roof = folder / f"roof-{p.stem}.json"
         try:
-            d["_roof"] = json.loads(roof.read_text()) if roof.exists() else None
-        except json.JSONDecodeError:
+            d["_roof"] = scenarios_of(json.loads(roof.read_text()), str(roof))[0] if roof.exists() else None
+        except (ValueError, IndexError):
             d["_roof"] = None
         d["_key"] = (m["model"], int(m["batch"]), m["dtype"], bool(m["cl"]))
         docs[p.stem] = d

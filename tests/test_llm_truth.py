@@ -232,6 +232,30 @@ def test_each_row_names_its_gpu_and_a_merge_labels_runs_that_did_not_record_it(l
     assert r.returncode == 0 and json.loads((tmp_path / "m3" / "table.json").read_text())[0]["gpu"] is None
 
 
+@pytest.mark.parametrize("shape", ["envelope", "list before schema 1"])
+def test_a_command_s_torch_json_gives_its_documents(tmp_path, lt, shape):
+    """`benanza torch --json` prints its documents as the `torch` envelope's scenarios
+    (benanza/reports/documents.py; a bare list before schema 1): each becomes a slimmed document of the
+    record and a row; a document of another command is an error record, never a row."""
+    docs = [_doc(1, "eager", 1.0, 2.0, 0.5), _doc(1, "torch.compile(default)", 1.0, 1.5, 0.5)]
+    printed = ({"document": "torch", "schema": 1, "system": {"gpu_name": "NVIDIA H100 80GB HBM3"}, "scenarios": docs}
+               if shape == "envelope" else docs)
+    recs = []
+
+    def run_printing(doc):
+        return lt._run_one(lambda kind, **kw: recs.append({"type": kind, **kw}) or recs[-1], lt.CONFIGS[0], "decode",
+                           128, "fp16", [1], [sys.executable, "-c", f"print({json.dumps(json.dumps(doc))})", "-o",
+                                              str(tmp_path / "r")], timeout=60)
+    rec = run_printing(printed)
+    assert [r["type"] for r in recs] == ["llm_run"] and "partial" not in rec
+    assert [(d["batch"], d["label"], d["lbl_ms"]) for d in rec["docs"]] == [(1, "eager", 1.0),
+                                                                             (1, "torch.compile(default)", 1.0)]
+    assert lt.rows_from_records([rec])[0]["ratio_compile"] == pytest.approx(1 / 1.5)
+    recs.clear()
+    rec = run_printing({"document": "db shared", "schema": 1, "system": None, "measured": 2})
+    assert recs[0]["type"] == "error" and "no scenarios" in recs[0]["message"] and rec["docs"] == []
+
+
 def test_a_command_cut_while_it_writes_its_reports_keeps_those_written(tmp_path, lt):
     """2026-11-28: qwen2-0.5b prefill 2048 had written all six reports (three batches, eager and
     torch.compile) when its 500 s timeout cut it, and its rows were lost. Now the reports the command

@@ -41,6 +41,20 @@ def test_the_kernel_cache_policy_is_compared_on_the_step_against_exhaustive(spee
     assert row.split()[-3:] == ["+2.00", "True", "(exhaustive)"]
 
 
+@pytest.mark.parametrize("shape", ["envelope", "before schema 1"])
+def test_a_run_record_keeps_each_scenario_of_bench_json(speed, shape):
+    """`bench --json`'s scenarios (the envelope, benanza/reports/documents.py; `analyses` before schema
+    1) become the record's rows; its system's GPU name and stages are kept."""
+    scen = [_analysis(1, 0.4), _analysis(32, 1.5, step=4.0)]
+    system = {"id": 1, "gpu_name": "NVIDIA H100 80GB HBM3"}
+    doc = ({"document": "bench", "schema": 1, "system": system, "model": "m", "stages": {"run_s": 2.0},
+            "run": {}, "scenarios": scen} if shape == "envelope"
+           else {"model": "m", "stages": {"run_s": 2.0}, "system": system, "analyses": scen})
+    rec = speed.run_record("m", "default", {**doc, "wall_s": 9.0}, {}, False)
+    assert rec["analyses"] == [speed.analysis_row(a) for a in scen] and rec["analyses"][1]["step_ms"] == 4.0
+    assert rec["system"] == "NVIDIA H100 80GB HBM3" and rec["stages"] == {"run_s": 2.0} and rec["wall_s"] == 9.0
+
+
 def test_the_kernel_cache_policy_runs_bench_with_the_harness_option(speed):
     assert speed.POLICIES["kernel-cache"] == []
     assert speed.POLICY_ENV["kernel-cache"] == {"BENANZA_KERNEL_CACHE": "1"}

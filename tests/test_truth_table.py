@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 from benchmark_modules import load
+from conftest import envelope_of
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -300,11 +301,64 @@ def test_bench_train_json_carries_each_step_in_its_analysis_as_analyze_does(trut
     r = CliRunner().invoke(app, ["bench", str(model), "--batch", "1,32", "--train", "--json", "--db",
                                  str(tmp_path / "p.db")])
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.stdout)
-    assert [a["training_step"]["lbl_ms"] for a in doc["analyses"]] == [1.5, 48.0] and "training_steps" not in doc
-    row = truth.make_row("m", 32, "fp16", "fp16", _pytorch_step(60.0), truth._slim(doc["analyses"][1]), 0.99,
+    doc = envelope_of(r.stdout, "bench")
+    assert [a["training_step"]["lbl_ms"] for a in doc["scenarios"]] == [1.5, 48.0] and "training_steps" not in doc
+    assert truth.scenarios_of(doc) == doc["scenarios"]
+    row = truth.make_row("m", 32, "fp16", "fp16", _pytorch_step(60.0), truth._slim(doc["scenarios"][1]), 0.99,
                          train=True)
     assert row["flags"] == [] and row["ratio"] == pytest.approx(0.8)
+
+
+def _bench_run(truth, out: Path, skip_bench=False):
+    """A truth Run of model m at batches 1 and 32 in fp16 (no GPU: the benanza call is faked)."""
+    a = SimpleNamespace(out=out, batches=[1, 32], dtypes=["fp16"], db="t.db", train=False, optimizer="adam",
+                        skip_bench=skip_bench, dry_run=False, bench_args=[], analyze_args=[], deadline=None,
+                        merge=None, entries=[SimpleNamespace(name="m")])
+    out.mkdir(parents=True, exist_ok=True)
+    run = truth.Run(a, truth.Recorder(out), {}, "truth.py")
+    run.stages["m"] = {}  # as run_model starts it
+    return run
+
+
+@pytest.mark.parametrize("shape", ["envelope", "before schema 1"])
+def test_bench_stage_reads_the_scenarios_of_bench_json(truth, monkeypatch, tmp_path, shape):
+    """truth.py reads `bench --json`'s scenarios (the schema-1 envelope, benanza/reports/documents.py)
+    and, from a benanza before it, the bench object's `analyses`: the same LBLs, system and stages
+    either way, into the run and its results.jsonl record (whose format stays `analyses`)."""
+    system = {"id": 3, "fingerprint": "f", "gpu_name": "NVIDIA H100"}
+    scen = [{**_analysis(0.5 * b, batch=b), "system": system} for b in (1, 32)]
+    stages = {"compile_s": 4.0, "run_s": 6.0}
+    doc = ({"document": "bench", "schema": 1, "system": system, "model": "m", "stages": stages, "run": {},
+            "counters": None, "framework_run": None, "cluster_runs": None, "scenarios": scen}
+           if shape == "envelope" else {"model": "m", "stages": stages, "system": system, "analyses": scen})
+    monkeypatch.setattr(truth, "run_benanza", lambda cmd, timeout, log: json.loads(json.dumps(doc)))
+    run = _bench_run(truth, tmp_path / "out")
+    truth.bench_stage(run, SimpleNamespace(name="m"), tmp_path / "m.onnx", {"fp16": "fp16"})
+    assert {k: v["lbl_fused_parallel_ms"] for k, v in run.analyses.items()} == {("m", 1, "fp16"): 0.5,
+                                                                                ("m", 32, "fp16"): 16.0}
+    assert run.systems["m"]["id"] == 3 and run.stages["m"] == stages
+    rec = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()][-1]
+    assert rec["kind"] == "bench" and [x["batch"] for x in rec["analyses"]] == [1, 32]
+    again = _bench_run(truth, tmp_path / "again")  # an earlier run's record merges back
+    truth.load_records(again, tmp_path / "out" / "results.jsonl")
+    assert again.analyses == run.analyses
+
+
+def test_analyze_json_of_a_reread_is_read_through_its_envelope(truth, monkeypatch, tmp_path):
+    """--skip-bench runs `analyze --json`: one scenario is a list of one in the envelope (a bare object
+    before schema 1), and a document without scenarios is an error for the model, not a crash."""
+    one = {**_analysis(0.7, batch=32), "system": {"id": 1}}
+    env = {"document": "analyze", "schema": 1, "system": {"id": 1}, "scenarios": [one]}
+    for doc in (env, one):
+        monkeypatch.setattr(truth, "run_benanza", lambda cmd, timeout, log, d=doc: d)
+        run = _bench_run(truth, tmp_path / f"o{len(doc)}", skip_bench=True)
+        truth.bench_stage(run, SimpleNamespace(name="m"), tmp_path / "m.onnx", {"fp16": "fp16"})
+        assert run.analyses[("m", 32, "fp16")]["lbl_fused_parallel_ms"] == 0.7
+    monkeypatch.setattr(truth, "run_benanza", lambda cmd, timeout, log: {"document": "db shared", "schema": 1,
+                                                                         "system": None, "measured": 3})
+    with pytest.raises(Exception, match="no scenarios"):
+        truth.bench_stage(_bench_run(truth, tmp_path / "x", skip_bench=True), SimpleNamespace(name="m"),
+                          tmp_path / "m.onnx", {"fp16": "fp16"})
 
 
 def test_merge_refuses_a_training_run_read_as_inference(truth, tmp_path, capsys):
