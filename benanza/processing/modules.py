@@ -18,7 +18,13 @@ A **module spec** (``benanza torch SPEC``) is one of
   KV cache of ``kv_len`` tokens, inputs ``input_ids`` ``[B, 1]``, ``attention_mask``
   ``[B, kv_len + 1]`` and per layer ``past_key_i``/``past_value_i``
   ``[B, kv_heads, kv_len, head_dim]`` (the model's own ``DynamicCache`` is filled from them, so
-  the step appends the new keys and values to the cache as generation does);
+  the step appends the new keys and values to the cache as generation does; the cache is the
+  configuration's own, ``DynamicCache(config=...)``, so a sliding-window layer keeps its window).
+  A model type transformers has a causal-LM class for (``AutoModelForCausalLM``: llama, qwen3,
+  gpt2, mixtral, ...) is built with its LM head and returns ``logits``: the token as users time
+  it, the vocabulary projection of the last position in prefill and of the new token in decode
+  (``logits_to_keep=1``; every position's with ``train``); other types (bert) return
+  ``last_hidden_state``;
 * ``package.module:factory``: ``factory()`` returns the ``nn.Module``; the module
   ``package.module`` may define ``example_inputs(batch)`` returning a tuple of CPU tensors (else
   one ``[B, 3, 224, 224]`` float input is used, or ``input_shape`` when given).
@@ -149,7 +155,26 @@ class UnknownTransformersModel(UsageError):
     """A transformers name that is neither a model type nor in the local Hugging Face cache."""
 
 
-def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | None = None) -> ModuleSource:
+def causal_lm(cfg) -> bool:
+    """Whether transformers has a causal-LM class (``AutoModelForCausalLM``) for the configuration:
+    the model a user generates tokens with, LM head included."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return type(cfg) in AutoModelForCausalLM._model_mapping
+    except Exception:  # noqa: BLE001 - a mapping that cannot load a model type's module
+        return False
+
+
+def _lm_model(cfg, causal: bool):
+    """The transformers model of ``cfg`` with random weights: with its LM head when ``causal``."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    return (AutoModelForCausalLM if causal else AutoModel).from_config(cfg)
+
+
+def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | None = None,
+                  train: bool = False) -> ModuleSource:
     base, overrides = split_overrides(name)
 
     def config():
@@ -185,23 +210,27 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     label = _safe(Path(base).parent.name if base.endswith(".json") else Path(base).name if os.path.isdir(base) else base)
     if overrides:
         label += "_" + _safe("_".join(f"{k}{v}" for k, v in overrides.items()))
+    causal = causal_lm(cfg)
     if phase == "decode":
-        return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq)
+        return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq, causal)
     if phase != "prefill":
         raise UsageError(f"--phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
+    keep = 0 if train else 1  # logits_to_keep: 0 = every position (a training step's loss)
 
     def build():
         import torch
-        from transformers import AutoModel
 
         class Encoder(torch.nn.Module):
-            """The transformers model called with keyword inputs, returning its last hidden state."""
+            """The transformers model called with keyword inputs, returning its logits (a causal LM:
+            the last position's, or every position's in training) or its last hidden state."""
 
             def __init__(self):
                 super().__init__()
-                self.model = AutoModel.from_config(cfg)
+                self.model = _lm_model(cfg, causal)
 
             def forward(self, input_ids, attention_mask):
+                if causal:
+                    return self.model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
                 return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
         torch.manual_seed(0)
@@ -213,9 +242,15 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
         g = torch.Generator().manual_seed(0)
         return (torch.randint(0, vocab, (batch, seq), generator=g), torch.ones(batch, seq, dtype=torch.int64))
 
-    return ModuleSource(label, "transformers", build, inputs, ("input_ids", "attention_mask"), (0, 0),
-                        output_names=("last_hidden_state",), cacheable=True,
-                        identity={"transformers": _config_identity(cfg), "phase": "prefill", "seq": seq})
+    src = ModuleSource(label, "transformers", build, inputs, ("input_ids", "attention_mask"), (0, 0),
+                       output_names=("logits" if causal else "last_hidden_state",), cacheable=True,
+                       identity={"transformers": _config_identity(cfg), "phase": "prefill", "seq": seq,
+                                 "head": ("lm_all" if train else "lm_last") if causal else "none"})
+    if causal:
+        src.notes.append(f"the step ends with the LM head ({vocab:,} tokens): "
+                         + ("every position's logits (training)" if train else "the last position's logits, as "
+                            "generation computes them (time to first token)"))
+    return src
 
 
 def _check_override(name: str, cfg, key: str, value) -> None:
@@ -267,10 +302,11 @@ def _config_identity(cfg) -> str:
         return repr(sorted(cfg.to_dict().items(), key=lambda kv: kv[0]))
 
 
-def _decoder_decode(cfg, label: str, vocab: int, kv_len: int) -> ModuleSource:
+def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = True) -> ModuleSource:
     """The decode step of a transformers decoder (module doc): ``forward(input_ids, attention_mask,
     past_key_0, past_value_0, ...)`` fills a ``DynamicCache`` from the past tensors and runs the
-    model on the new token. Raises :class:`UsageError` for a configuration without decoder fields
+    model on the new token; ``causal``: with the LM head, returning the new token's logits (else
+    the last hidden state). Raises :class:`UsageError` for a configuration without decoder fields
     or a ``kv_len`` below 1."""
     if kv_len < 1:
         raise UsageError(f"--kv-len {kv_len}: the KV cache needs at least one token")
@@ -282,21 +318,22 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int) -> ModuleSource:
 
     def build():
         import torch
-        from transformers import AutoModel, DynamicCache
 
         class Decode(torch.nn.Module):
-            """One generated token against the KV cache given as inputs; returns the last hidden state."""
+            """One generated token against the KV cache given as inputs; returns its logits (a causal
+            LM) or the last hidden state."""
 
             def __init__(self):
                 super().__init__()
-                self.model = AutoModel.from_config(cfg)
+                self.model = _lm_model(cfg, causal)
 
             def forward(self, input_ids, attention_mask, *past):
-                cache = DynamicCache()
+                cache = _model_cache(cfg)
                 for i in range(layers):
                     cache.update(past[2 * i], past[2 * i + 1], i)
-                return self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
-                                  use_cache=True).last_hidden_state
+                out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
+                                 use_cache=True, **({"logits_to_keep": 1} if causal else {}))
+                return out.logits if causal else out.last_hidden_state
 
         torch.manual_seed(0)
         return Decode().eval()
@@ -314,11 +351,25 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int) -> ModuleSource:
 
     names = ("input_ids", "attention_mask") + tuple(f"past_{t}_{i}" for i in range(layers) for t in ("key", "value"))
     src = ModuleSource(f"{label}_decode_kv{kv_len}", "transformers", build, inputs, names, (0,) * len(names),
-                       output_names=("last_hidden_state",), device_inputs=True, cacheable=True,
-                       identity={"transformers": _config_identity(cfg), "phase": "decode", "kv_len": kv_len})
+                       output_names=("logits" if causal else "last_hidden_state",), device_inputs=True,
+                       cacheable=True, identity={"transformers": _config_identity(cfg), "phase": "decode",
+                                                 "kv_len": kv_len, "head": "lm_last" if causal else "none"})
     src.notes.append(f"decode: 1 new token per sequence against a KV cache of {kv_len} tokens ({layers} layers, "
-                     f"{kv_heads} KV heads of {head_dim})")
+                     f"{kv_heads} KV heads of {head_dim})"
+                     + (f", ending with the LM head's logits of the new token ({vocab:,} tokens)" if causal else ""))
     return src
+
+
+def _model_cache(cfg):
+    """The model's own KV cache for ``cfg``: ``DynamicCache(config=cfg)`` (transformers 4.56 and
+    later: a sliding-window layer keeps only its window, as generation does), else a plain
+    ``DynamicCache()``."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=cfg)
+    except TypeError:  # an older transformers: one kind of layer
+        return DynamicCache()
 
 
 def _factory(spec: str, input_shape: tuple[int, ...] | None) -> ModuleSource:
@@ -421,9 +472,10 @@ def _is_torchvision_model(name: str) -> bool:
 
 
 def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = None, phase: str = "prefill",
-            kv_len: int | None = None) -> ModuleSource:
+            kv_len: int | None = None, train: bool = False) -> ModuleSource:
     """The :class:`ModuleSource` of a module spec (module doc); ``phase`` and ``kv_len`` (tokens in
-    the KV cache, default ``seq``) choose a transformers decoder's prefill or decode step. Raises
+    the KV cache, default ``seq``) choose a transformers decoder's prefill or decode step;
+    ``train``: a training step (a causal LM's logits at every position, not the last). Raises
     :class:`UsageError` for a spec that names nothing benanza can build (the message lists the
     forms), a torchvision name it has no model of, a factory that takes arguments, a transformers
     override of the wrong type or a ``seq``/``kv_len`` beyond the configuration's
@@ -443,7 +495,7 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
         src = _torchvision(_torchvision_name(spec, s.split(":", 1)[1]), input_shape)
     elif s.startswith("transformers:"):
         require("torch", "transformers", what=what)
-        src = _transformers(s.split(":", 1)[1], seq, phase, kv_len)
+        src = _transformers(s.split(":", 1)[1], seq, phase, kv_len, train)
     elif ":" in s:
         require("torch", what=what)
         src = _factory(s, input_shape)
@@ -454,7 +506,7 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
             src = _torchvision(s, input_shape)
         elif s in TRANSFORMERS_ALIASES or re.fullmatch(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_.-]+)?", s):
             try:
-                src = _transformers(s, seq)
+                src = _transformers(s, seq, train=train)
             except (UnknownTransformersModel, ImportError):
                 raise UsageError(f"unknown module spec {spec!r}: give a torchvision model name (resnet50), "
                                  f"transformers:TYPE (transformers:bert) or package.module:factory") from None
@@ -579,8 +631,35 @@ def _has_onnxscript() -> bool:
 
 
 def _first(e: BaseException) -> str:
-    t = str(e).strip()
+    t = _ANSI.sub("", str(e)).strip()
     return t.splitlines()[0][:300] if t else type(e).__name__
+
+
+#: terminal colour and control sequences (CSI), which torch.onnx writes into its messages
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+#: ops the exporters cannot translate, with what they are in the model (the reason to name them)
+_KNOWN_UNEXPORTABLE = {
+    "transformers.grouped_mm_fallback": "the experts' grouped matmul, transformers' default form of a "
+                                        "mixture-of-experts layer",
+    "aten::histc": "the router's tokens-per-expert histogram of a mixture-of-experts model",
+}
+
+
+def export_failure(e: BaseException) -> str:
+    """Why an exporter failed, in one line: the innermost cause of ``e``'s chain (``__cause__`` /
+    ``__context__``; torch.onnx wraps the op it could not translate two levels down, under a
+    generic "Failed to convert" with next steps), without terminal colour codes, the op named
+    plainly and, for an op :data:`_KNOWN_UNEXPORTABLE` knows, what it is in the model."""
+    chain, x = [], e
+    while x is not None and len(chain) < 16:
+        chain.append(x)
+        x = x.__cause__ or x.__context__
+    text = _first(chain[-1])
+    m = re.search(r"No ONNX function found for <OpOverload\(op='([^']+)'", text)
+    if m:
+        text = f"no ONNX function for {m.group(1)}"
+    op = m.group(1) if m else next((k for k in _KNOWN_UNEXPORTABLE if k in text), None)
+    return text + (f" ({_KNOWN_UNEXPORTABLE[op]})" if op in _KNOWN_UNEXPORTABLE else "")
 
 
 def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep_batch_norms: bool = False) -> Export:
@@ -588,7 +667,7 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
     so that no exporter specializes the batch to 1). torch.export first (node metadata keeps the
     module scopes), the TorchScript exporter when it fails. Grad mode stays on during the export:
     under ``no_grad`` nn.MultiheadAttention takes its fused fast path, which no exporter knows.
-    Raises :class:`ModelError` with the exporter's first line when both fail.
+    Raises :class:`ModelError` with each exporter's reason (:func:`export_failure`) when both fail.
 
     ``keep_batch_norms`` (a training step, ``--train``): the export keeps each BatchNormalization
     as its own node, as training runs it (with the batch's statistics), instead of folding it into
@@ -650,7 +729,7 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
             return Export(path, exporter, 20 if exporter == "dynamo" else 17, time.perf_counter() - t0, size,
                           tuple(notes + [f"{e}" for e in errors]))
         except Exception as e:  # noqa: BLE001 - an exporter's failure is reported, the other tried
-            errors.append(f"{exporter} export failed: {_first(e)}")
+            errors.append(f"{exporter} export failed: {export_failure(e)}")
     raise ModelError(f"{src.spec or src.name}: cannot export to ONNX: " + "; ".join(errors))
 
 

@@ -561,7 +561,8 @@ def _module_source(spec: CaptureSpec):
         base = torch.load(m["inputs"], weights_only=False)
         return from_module(module, base, tuple(m.get("batch_dims") or ()) or None)
     shape = tuple(m["input_shape"]) if m.get("input_shape") else None
-    return resolve(m["spec"], int(m.get("seq") or 128), shape, m.get("phase") or "prefill", m.get("kv_len"))
+    return resolve(m["spec"], int(m.get("seq") or 128), shape, m.get("phase") or "prefill", m.get("kv_len"),
+                   bool(m.get("train")))
 
 
 def _native_module(torch, spec: CaptureSpec, device, cast, src):

@@ -213,9 +213,10 @@ def torch_train(req: TorchRequest, progress: Progress = SILENT) -> TorchResult:
     profile training steps of the native module with ``req.optimizer`` and hold each against
     benanza's step (:func:`train_comparison`). Each comparison's ``run`` holds the profile's
     ``seconds`` and the command's export and bench ``command_seconds``."""
-    src = modules.resolve(req.spec, req.seq, req.input_shape)
+    src = modules.resolve(req.spec, req.seq, req.input_shape, train=True)
     folder = working_folder(req, src)
-    ref = {"spec": req.spec, "seq": req.seq, "input_shape": list(req.input_shape) if req.input_shape else None}
+    ref = {"spec": req.spec, "seq": req.seq, "input_shape": list(req.input_shape) if req.input_shape else None,
+           "train": True}
     how = bench_runner(req, progress, train=req.optimizer) if req.bench else False
     steps: dict = {}
     with _removed_on_failure(folder):

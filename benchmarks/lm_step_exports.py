@@ -1,0 +1,61 @@
+"""Decoder steps as `benanza torch` exports them, for the tests: the LM head and the model's own cache.
+
+Each export goes through benanza's own path (``benanza.processing.modules.resolve`` and
+``export_onnx``: torch.export at opset 20, weights stripped), so the tests see what a user's
+``benanza torch transformers:...`` benches:
+
+* ``qwen3_lm_prefill``: a Qwen3 prefill ending with the LM head of the last position (``logits``
+  ``[batch, 1, vocab]``, ``logits_to_keep=1``);
+* ``qwen3_lm_decode``: its decode step against a cache of ``past`` tokens, ending with the new
+  token's logits;
+* ``mistral_window_decode``: a Mistral decode step with a sliding window of 8 tokens over a cache of
+  32: the configuration's own cache (``DynamicCache(config=...)``) keeps the window, so the
+  attention reads 8 keys, not 33.
+
+Runs where torch, transformers and onnxscript are (no GPU needed)::
+
+    python3 benchmarks/lm_step_exports.py --out tests/data/decoders
+
+Writes ``OUT/<name>.onnx`` and prints one line per export (seconds, bytes, the output's shape).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SMALL = "num_hidden_layers=2&hidden_size=128&intermediate_size=352&num_attention_heads=4&num_key_value_heads=2" \
+        "&vocab_size=1000&max_position_embeddings=512"
+#: name -> (spec, phase, seq or kv_len)
+EXPORTS = {
+    "qwen3_lm_prefill": (f"transformers:qwen3?{SMALL}&head_dim=32", "prefill", 16),
+    "qwen3_lm_decode": (f"transformers:qwen3?{SMALL}&head_dim=32", "decode", 64),
+    "mistral_window_decode": (f"transformers:mistral?{SMALL}&sliding_window=8", "decode", 32),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    import onnx
+
+    from benanza.processing.modules import export_onnx, resolve
+
+    for name, (spec, phase, n) in EXPORTS.items():
+        src = resolve(spec, seq=n, phase=phase, kv_len=n if phase == "decode" else None)
+        t = time.perf_counter()
+        e = export_onnx(src, a.out / f"{name}.onnx")
+        (a.out / f"{name}.onnx.data").unlink(missing_ok=True)
+        m = onnx.load(str(e.path), load_external_data=False)
+        shape = [d.dim_value or d.dim_param for d in m.graph.output[0].type.tensor_type.shape.dim]
+        print(f"{name}\t{e.exporter}\t{time.perf_counter() - t:.1f}s\t{e.path.stat().st_size}B\t"
+              f"{m.graph.output[0].name} {shape}\t{'; '.join(src.notes)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
