@@ -201,7 +201,7 @@ def test_gqa_decode_reads_the_present_cache_bottom_right(tmp_path, total, s_kv):
 
 
 @pytest.mark.parametrize("attrs,extra,why", [
-    ({"do_rotary": 1}, (), "do_rotary: the rotary embedding inside the call is not benchmarked"),
+    ({"do_rotary": 1}, (), "do_rotary without its cos_cache and sin_cache inputs"),
     ({"local_window_size": 128}, (), "sliding-window"),
     ({"softcap": 30.0}, (), "softcap"),
     ({"num_heads": 3}, (), "num_heads 3 not a positive multiple of kv_num_heads 2"),
@@ -215,6 +215,28 @@ def test_gqa_terms_the_sdpa_lacks_are_refused_with_a_reason(tmp_path, attrs, ext
         onnx.save(m, tmp_path / "m.onnx")
     att = _sdpa(process(tmp_path / "m.onnx", 1, {"seq": 8}))
     assert att.status == "unsupported" and why in att.reason and "\n" not in att.reason
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_gqa_with_the_rotary_inside_is_both_rotaries_then_the_sdpa(tmp_path, packed):
+    """ORT GenAI's ``GroupQueryAttention(do_rotary=1)`` (issue 54: it was refused): the queries' and the
+    new keys' rotary embeddings over the cos/sin caches (4096 positions, head size 64), then the attention,
+    as ONNX Runtime runs them; interleaved pairs where ``rotary_interleaved`` says so."""
+    cache = [onnx.numpy_helper.from_array(np.zeros((4096, 32), np.float16), n) for n in ("cos", "sin")]
+    m = _gqa_model(tmp_path / "m.onnx", 12 * 64 if packed else 512, None if packed else 128, past=True,
+                   attrs={"do_rotary": 1, "rotary_interleaved": int(packed)}, extra_inputs=["cos", "sin"])
+    m.graph.initializer.extend(cache)
+    onnx.save(m, tmp_path / "m.onnx")
+    ml = process(tmp_path / "m.onnx", 4, {"seq": 1, "past": 512})
+    calls = [ly for ly in ml.layers if ly.op_type == "GroupQueryAttention"]
+    assert [ly.config.kind for ly in calls] == ["RotaryEmbedding", "RotaryEmbedding", "SDPA"]
+    q, k, att = (ly.config for ly in calls)
+    assert q == L.RotaryConfig(x=(4, 1, 512), num_heads=8, rotary_dim=64, interleaved=packed, layout="bshd",
+                               positions=4096)
+    assert k == L.RotaryConfig(x=(4, 1, 128), num_heads=2, rotary_dim=64, interleaved=packed, layout="bshd",
+                               positions=4096)
+    assert (att.h, att.h_kv, att.s_q, att.s_kv, att.mask) == (8, 2, 1, 513, "causal_bottom_right")
+    assert calls[-1].outputs[:1] == ("attn",) and ml.unsupported() == {}
 
 
 def test_the_gqa_suite_compiles(tmp_path):

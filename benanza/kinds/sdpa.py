@@ -21,7 +21,7 @@ from benanza.kinds.copy import CopyConfig, packed_strides
 from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
 from benanza.kinds.gather import GatherConfig
-from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, MapContext, Unsupported, contrib_doc, need
+from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, MapContext, Part, Unsupported, contrib_doc, need
 from benanza.kinds.patterns import Graph, Node, Pattern
 from benanza.kinds.softmax import SoftmaxConfig
 
@@ -371,7 +371,33 @@ def _gqa_dims(node, ctx, attrs):
     return b, s_q, h, h_kv, d, s_new, packed, past, total
 
 
-def _map_gqa(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
+def _gqa_rotary(node, ctx: MapContext, attrs: dict, b: int, s_q: int, h: int, h_kv: int, d: int, s_new: int,
+                packed: bool) -> tuple[Part, Part]:
+    """The rotary embeddings a ``GroupQueryAttention`` with ``do_rotary=1`` applies before its
+    attention (ONNX Runtime's ``group_query_attention`` runs ``RunRotaryEmbedding`` on the new queries
+    and keys): two :class:`benanza.kinds.rotary.RotaryConfig` calls, the queries' (b, s_q, num_heads *
+    d) and the new keys' (b, s_new, kv_num_heads * d), over the first 2 x cos_cache's columns of each
+    head (``rotary_interleaved``: even/odd pairs), the cache's rows gathered by the position each
+    sequence's seqlens_k gives (``positions``: the cache's rows). Packed QKV's views are timed as
+    their own tensors, a contiguous read (at most as slow as the strided one the op makes). Raises
+    :class:`Unsupported` without both caches or for a cache that does not fit the head size."""
+    from benanza.kinds.rotary import RotaryConfig
+
+    ins = list(node.input) + [""] * (16 - len(node.input))
+    if not ins[_GQA_IN["cos_cache"]] or not ins[_GQA_IN["sin_cache"]]:
+        raise Unsupported("GroupQueryAttention do_rotary without its cos_cache and sin_cache inputs")
+    cos = tuple(need(ctx.shape(ins[_GQA_IN["cos_cache"]]), "cos_cache"))
+    sin = ctx.shape(ins[_GQA_IN["sin_cache"]])
+    if len(cos) != 2 or (sin is not None and tuple(sin) != cos) or 2 * cos[1] > d or cos[1] < 1:
+        raise Unsupported(f"GroupQueryAttention do_rotary: cos_cache {list(cos)} / sin_cache {list(sin or ())} are "
+                          f"not two equal (positions, rotary_dim / 2) caches with rotary_dim at most the head size {d}")
+    inter = bool(int(attrs.get("rotary_interleaved", 0)))
+    rot = [RotaryConfig(x=(b, n, heads * d), num_heads=heads, rotary_dim=2 * cos[1], interleaved=inter,
+                        layout="bshd", positions=cos[0]) for n, heads in ((s_q, h), (s_new, h_kv))]
+    return Part(rot[0]), Part(rot[1])
+
+
+def _map_gqa(node, ctx: MapContext, attrs: dict):
     """``com.microsoft`` ``GroupQueryAttention`` (ONNX Runtime GenAI's attention;
     :func:`benanza.kinds.onnx_map.contrib_doc`) as one SDPA call with h_kv = kv_num_heads.
 
@@ -384,13 +410,13 @@ def _map_gqa(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
     at the end of the keys, "causal" where s_q == total, else "causal_bottom_right" (decode; cuDNN's
     bottom-right diagonal), as ONNX ``Attention`` maps; attention_bias as the SDPA's bias (with causal,
     one bias over every query and key). scale: the node's, else 1/sqrt(d) (0 is the default too).
-    Raises :class:`Unsupported` for what the SDPA config has no term for: do_rotary (the rotary
-    embedding inside the call: not benchmarked here; a RotaryEmbedding node of the graph is its own
-    layer), local_window_size (sliding window), softcap, smooth_softmax / head_sink, qk_output, a
-    quantized KV cache (k_scale / v_scale, kv_cache_bit_width) and q_norm_weight / k_norm_weight."""
+    ``do_rotary=1``: the node's calls are the queries' and the new keys' rotary embeddings, then the
+    SDPA (:func:`_gqa_rotary`; three :class:`Part`). Raises :class:`Unsupported` for what the SDPA
+    config has no term for: local_window_size (sliding window), softcap, smooth_softmax / head_sink,
+    qk_output, a quantized KV cache (k_scale / v_scale, kv_cache_bit_width) and q_norm_weight /
+    k_norm_weight."""
     ins = list(node.input) + [""] * (16 - len(node.input))
-    refused = [("do_rotary", "the rotary embedding inside the call is not benchmarked (refused, not left out)"),
-               ("smooth_softmax", "a smooth softmax (no cuDNN SDPA term)"),
+    refused = [("smooth_softmax", "a smooth softmax (no cuDNN SDPA term)"),
                ("qk_output", "the scores as an output are not benchmarked"),
                ("sliding_window_cache", "a window-sized KV cache"),
                ("kv_cache_bit_width", "a quantized KV cache")]
@@ -422,7 +448,10 @@ def _map_gqa(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
         kw = width if packed else h_kv * d
         given |= {"k_strides": (s_new * kw, d, kw, 1), "v_strides": (s_new * kw, d, kw, 1)}
     packed_st = dict(zip(("q_strides", "k_strides", "v_strides", "o_strides"), cfg.strides()))
-    return dataclasses.replace(cfg, **{f: st for f, st in given.items() if st != packed_st[f]})
+    cfg = dataclasses.replace(cfg, **{f: st for f, st in given.items() if st != packed_st[f]})
+    if int(attrs.get("do_rotary", 0)):
+        return _gqa_rotary(node, ctx, attrs, b, s_q, h, h_kv, d, s_new, packed) + (Part(cfg, (0, 1, 2)),)
+    return cfg
 
 
 def _gqa_shapes(node, ctx, attrs):
@@ -553,7 +582,6 @@ def _map_mha(node, ctx: MapContext, attrs: dict):
     scale: the node's, else 1/sqrt(d). Raises :class:`Unsupported` for cache_indirection (beam
     search), the qk output and what ONNX Runtime refuses."""
     from benanza.kinds.elementwise import ElementwiseConfig
-    from benanza.kinds.onnx_map import Part
     ins = list(node.input) + [""] * (10 - len(node.input))
     if ins[9]:
         raise Unsupported("MultiHeadAttention cache_indirection (beam search's reordered cache) is not benchmarked")
@@ -662,7 +690,6 @@ def _map_ms_attention(node, ctx: MapContext, attrs: dict):
     embedding inside the call), the (b, 1, max, max) mask_index (Megatron's) and shapes that do
     not fit."""
     from benanza.kinds.gemm import GemmConfig
-    from benanza.kinds.onnx_map import Part
     ins = list(node.input) + [""] * (7 - len(node.input))
     if int(attrs.get("do_rotary", 0)):
         raise Unsupported("Attention do_rotary: the rotary embedding inside the call is not benchmarked")
