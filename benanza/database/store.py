@@ -676,12 +676,16 @@ class Database:
         framework job the framework's calls, a suite job the suite's): neither deletes the other's
         (each record is stored with its own backend). The heuristic choices
         of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
-        the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
+        the NCHW job's measurements and choices and stores no choices (choices have no layout).
+        Every string is checked against its column's declared length before anything is written
+        (:func:`check_lengths`): a longer one raises :class:`ValueTooLong` naming the job, the
+        ``table.column`` and the length, and nothing of the job is written."""
         backend = Backend.of_job(job)
         bad = next((r for r in records if not isinstance(r, (MeasurementLine, ChoiceLine))), None)
         if bad is not None:
             raise TypeError(f"write_job takes MeasurementLine and ChoiceLine records, not {type(bad).__name__}")
         keep_choices = layout == "NCHW" and not backend.framework
+        rows = _job_rows(system_id, run_id, job, layer_key, precision, status, message, records, wall_s, keep_choices)
         with self.session() as s:
             s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
                                                    Measurement.layer_key == layer_key,
@@ -693,20 +697,10 @@ class Database:
                                                   Choice.precision == precision))
             s.execute(sa.delete(JobRow).where(JobRow.system_id == system_id, JobRow.job == job))
             batch = s.scalar(select(LayerConfigRow.batch).where(LayerConfigRow.key == layer_key)) or 0
-            seen = set()
-            for r in records:
-                if isinstance(r, ChoiceLine):
-                    k = ("c", r.source, r.rank)
-                    if keep_choices and k not in seen:
-                        seen.add(k)
-                        s.add(_choice_row(r, system_id, layer_key, precision, run_id))
-                    continue
-                k = ("m", r.call, r.algorithm, r.math, r.dtype, r.cache, r.layout)
-                if k not in seen:
-                    seen.add(k)
-                    s.add(_measurement_row(r, system_id, layer_key, precision, batch, run_id))
-            s.add(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
-                         message=message[:2000], run_id=run_id, wall_s=wall_s))
+            for row in rows:
+                if isinstance(row, Measurement):
+                    row.batch = batch
+                s.add(row)
 
     # ----------------------------------------------------------------------------------- reads
 
@@ -795,6 +789,35 @@ def _finite(v) -> bool:
 
 def _f(v):
     return float(v) if _finite(v) else None
+
+
+def _job_rows(system_id: int, run_id: int | None, job: str, layer_key: str, precision: str, status: str,
+              message: str, records: Sequence[Record], wall_s: float | None, keep_choices: bool) -> list:
+    """The rows :meth:`Database.write_job` adds for one job (measurements without their ``batch``,
+    which the transaction reads; choices when ``keep_choices``; the ``jobs`` row last), the first
+    record of equal identity kept, each checked against its columns' lengths (:func:`check_lengths`).
+    Raises :class:`ValueTooLong` ("job JOB: table.column holds a value of N characters, ...")."""
+    out, seen = [], set()
+    for r in records:
+        if isinstance(r, ChoiceLine):
+            k = ("c", r.source, r.rank)
+            if keep_choices and k not in seen:
+                seen.add(k)
+                out.append(_choice_row(r, system_id, layer_key, precision, run_id))
+            continue
+        k = ("m", r.call, r.algorithm, r.math, r.dtype, r.cache, r.layout)
+        if k not in seen:
+            seen.add(k)
+            out.append(_measurement_row(r, system_id, layer_key, precision, 0, run_id))
+    out.append(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
+                      message=message[:2000], run_id=run_id, wall_s=wall_s))
+    try:
+        for row in out:
+            table = type(row).__table__
+            check_lengths(table, [{c.name: getattr(row, c.key, None) for c in table.columns}])
+    except ValueTooLong as e:
+        raise ValueTooLong(f"job {job}: {e}") from None
+    return out
 
 
 def _choice_row(r: ChoiceLine, system_id: int, layer_key: str, precision: str, run_id: int | None) -> Choice:
