@@ -242,6 +242,93 @@ def test_db_export_killed_at_random_points_leaves_no_file_or_the_whole_export(wo
     assert {p.name for p in folder.iterdir()} == whole
 
 
+# ------------------------------------------------------------------ run / bench: each job whole
+
+#: the fake suite's time per job (s): a run of alexnet's 48 jobs takes seconds, long enough to be killed in
+FAKE_SLOW_S = "0.3"
+JOB_COLS = "j.job, j.layer_key, j.precision, j.status, j.message"
+MEAS_COLS = "m.layer_key, m.precision, m.layout, m.call, m.algorithm, m.math, m.dtype, m.cache, m.status, m.median_ms"
+
+
+def stored(path: Path) -> dict:
+    """What a run stored, per system GPU name: its jobs and its measurements (without ids, run ids or
+    times), sorted; and the integrity check."""
+    c = sqlite3.connect(path)
+    try:
+        out = {"integrity": c.execute("PRAGMA integrity_check").fetchone()[0]}
+        for gpu, in c.execute("SELECT gpu_name FROM systems").fetchall():
+            out[gpu] = {
+                "jobs": sorted(c.execute(f"SELECT {JOB_COLS} FROM jobs j JOIN systems s ON s.id = j.system_id "
+                                         f"WHERE s.gpu_name = ?", (gpu,)).fetchall()),
+                "measurements": sorted(c.execute(f"SELECT {MEAS_COLS} FROM measurements m JOIN systems s ON "
+                                                 f"s.id = m.system_id WHERE s.gpu_name = ?", (gpu,)).fetchall())}
+        return out
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def runs(work, tmp_path_factory, models):
+    """The fake suite (tests/fake_suite.py: the suite's protocol without a GPU) of alexnet in fp32 and
+    fp16, and what a whole `benanza run` of it stores into a copy of the old target."""
+    from conftest import make_fake_suite
+
+    d = tmp_path_factory.mktemp("runs")
+    suite = make_fake_suite(d / "suite", models / "alexnet.onnx", (1,), ("fp32", "fp16"))
+    whole = d / "whole.db"
+    shutil.copy(work["dir"] / "old.db", whole)
+    rc, err = bz(["run", suite, "--db", whole], d / "cache", {"FAKE_SUITE_SLOW": "0"})
+    assert rc == 0, err
+    got = stored(whole)
+    assert len(got["Fake GPU"]["jobs"]) == 48, got.keys()
+    return {"suite": suite, "whole": got, "dir": d}
+
+
+def _each_job_whole(got: dict, whole: dict, before: set) -> None:
+    """A killed run's database: integrity ok, the old system's rows as they were, each of the run's
+    jobs stored with every measurement the whole run gives it or absent with none, and every job a
+    previous run stored still there."""
+    assert got["integrity"] == "ok", got["integrity"]
+    assert got["Union GPU"] == whole["Union GPU"]
+    run, want = got.get("Fake GPU", {"jobs": [], "measurements": []}), whole["Fake GPU"]
+    stored_keys = {(j[1], j[2]) for j in run["jobs"]}
+    assert set(run["jobs"]) <= set(want["jobs"])
+    ok = [m for m in want["measurements"] if (m[0], m[1]) in stored_keys] == run["measurements"] and \
+        before <= set(run["jobs"])
+    COUNTS["lost"] += not ok
+    assert ok, (len(run["jobs"]), len(run["measurements"]))
+
+
+def test_run_killed_at_random_points_stores_whole_jobs_and_loses_none(work, runs, tmp_path):
+    """`benanza run` (the runner storing each job the worker finishes, :meth:`Database.write_job`, as
+    `bench` does) killed at random points, SIGKILL and SIGINT, six times into one database with
+    content of another system: each job is stored whole or not at all, nothing stored before is
+    lost, SIGINT leaves no -wal or -shm beside the database, and the next run completes the rest."""
+    rng = random.Random(SEED + 5)
+    target = tmp_path / "db" / "target.db"
+    target.parent.mkdir()
+    shutil.copy(work["dir"] / "old.db", target)
+    wal = Path(f"{target}-wal")
+    before: set = set()
+    env = {"FAKE_SUITE_SLOW": FAKE_SLOW_S}
+    for i in range(6):
+        sig = (signal.SIGKILL, signal.SIGINT)[i % 2]
+        rc, err, killed = _start_and_kill(["run", runs["suite"], "--db", target], wal.exists, sig,
+                                          rng.uniform(0, 1.5), tmp_path / "cache", env)
+        assert "Traceback" not in err, err
+        if sig == signal.SIGINT:
+            assert rc in (0, 130), err
+            assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # its WAL closed
+        got = stored(target)  # (SQLite recovers a SIGKILLed writer's WAL here)
+        _each_job_whole(got, runs["whole"], before)
+        before = set(got.get("Fake GPU", {"jobs": []})["jobs"])
+        print(i, sig.name, killed, rc, len(before))
+    rc, err = bz(["run", runs["suite"], "--db", target], tmp_path / "cache", {"FAKE_SUITE_SLOW": "0"})
+    assert rc == 0, err
+    assert stored(target) == runs["whole"]  # the rest measured, nothing twice
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+
 def test_write_faults_at_random_statements_roll_the_import_back(work, tmp_path):
     """The disk full (SQLite's SQLITE_FULL, raised at the Nth statement into the target) at 6 random
     points of an import: one line naming the file, the target as it was."""

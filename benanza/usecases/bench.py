@@ -547,7 +547,8 @@ class RunResult:
 
 def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
     """``benanza run``: a built suite (``req.folder``) on this machine's GPUs, or on a Dask cluster,
-    into the database; the framework's kernels after the suite's on this machine."""
+    into the database; the framework's kernels after the suite's on this machine. The database is
+    closed when it ends, whole or stopped (Ctrl-C), so no -wal or -shm file stays beside it."""
     from benanza.database.store import open_db
     from benanza.generation.generator import load_suite
 
@@ -555,14 +556,17 @@ def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
     suite = load_suite(req.folder)
     opts = run_options(req.timing)
     database = open_db(req.db)
-    for n in database.notices:
-        progress.notice(n)
-    if req.cluster is not None:
-        runs = run_cluster(suite, database, opts, req.cluster, kinds, req.quiet, req.timing.devices, progress)
-        return RunResult(runs, None, req.cluster)
-    s = run_suite(suite, database, opts, req.quiet, progress=progress)
-    ts = run_framework(suite, database, s.system_id, opts, req.quiet, req.torch, progress=progress)
-    return RunResult([s], ts, None)
+    try:
+        for n in database.notices:
+            progress.notice(n)
+        if req.cluster is not None:
+            runs = run_cluster(suite, database, opts, req.cluster, kinds, req.quiet, req.timing.devices, progress)
+            return RunResult(runs, None, req.cluster)
+        s = run_suite(suite, database, opts, req.quiet, progress=progress)
+        ts = run_framework(suite, database, s.system_id, opts, req.quiet, req.torch, progress=progress)
+        return RunResult([s], ts, None)
+    finally:  # its connections closed, stopped or not: SQLite removes the -wal and -shm files
+        database.engine.dispose()
 
 
 @dataclass
