@@ -133,14 +133,14 @@ def work(tmp_path_factory):
 
 
 def _start_and_kill(args, ready, sig, delay: float, cache: Path, env: dict | None = None):
-    """Start ``benanza ARGS``; once ``ready()`` (its work begun) wait ``delay`` s and send ``sig``
-    unless it ended; returns (exit code, stderr, whether it was signalled). A process still running
+    """Start ``benanza ARGS``; once it runs (its stderr file made: the forked process has imported
+    this module) and ``ready()`` (its work begun) wait ``delay`` s and send ``sig`` unless it ended; returns (exit code, stderr, whether it was signalled). A process still running
     5 s after SIGINT is a hang (counted, then killed)."""
     err = cache.parent / f".err-{time.monotonic_ns()}"
     p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(cache), str(err), env))
     p.start()
     t0 = time.monotonic()
-    while p.is_alive() and not ready() and time.monotonic() - t0 < 60:
+    while p.is_alive() and not (err.exists() and ready()) and time.monotonic() - t0 < 60:  # in benanza
         time.sleep(0.005)
     time.sleep(delay)
     killed = p.is_alive()
@@ -446,3 +446,146 @@ def test_sixteen_first_uses_of_a_shipped_database_at_once(gz, tmp_path):
     unpacked = f"{gz.name[:-3]}-{reference_digest(gz)}.sqlite"
     left = {p.name for p in (tmp_path / "cache" / "benanza" / "db").iterdir()}
     assert left - {f"{unpacked}-wal", f"{unpacked}-shm"} == {unpacked}  # unpacked once, no temporary file
+
+
+# ------------------------------------------------------------------ (d) a silent PostgreSQL server
+
+def _silent_server() -> int:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers (for at most a
+    minute, in a thread of this process); returns its port."""
+    import socket
+    import threading
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(32)
+    s.settimeout(0.2)
+
+    def serve():
+        held, end = [], time.monotonic() + 60
+        while time.monotonic() < end:
+            with contextlib.suppress(OSError):
+                held.append(s.accept()[0])
+        for c in held:
+            c.close()
+        s.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def silent_pg():
+    pytest.importorskip("psycopg")  # the `postgresql` extra's driver (pyproject.toml)
+    return f"postgresql+psycopg://u:p@127.0.0.1:{_silent_server()}/x"
+
+
+#: the bound the tests give (BENANZA_CONNECT_TIMEOUT; psycopg waits at least 2 s)
+PG_BOUND_S = 2
+
+
+def test_a_silent_postgresql_server_is_one_line_within_the_bound(work, silent_pg, tmp_path):
+    """Every command that opens a database, given a PostgreSQL server that accepts and never
+    answers (as a destination and as a source): one line ``benanza: ...`` naming the database and
+    the wait, a non-zero exit, within BENANZA_CONNECT_TIMEOUT (2 s here) and the start; nothing left.
+    The five run at once (each forked from the one server)."""
+    (tmp_path / "out").mkdir()
+    commands = [["analyze", MODEL, "--batch", "1", "--db", silent_pg],
+                ["db", "systems", "--db", silent_pg],
+                ["db", "import", work["src"], "--db", silent_pg],
+                ["db", "import", silent_pg, "--db", tmp_path / "out" / "new.db"],
+                ["db", "export", "--db", silent_pg, "-o", tmp_path / "out" / "e.db"]]
+    env = {"BENANZA_CONNECT_TIMEOUT": str(PG_BOUND_S)}
+    ps = []
+    t0 = time.monotonic()
+    for i, args in enumerate(commands):
+        err = tmp_path / f".err{i}"
+        p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(tmp_path / "cache"), str(err), env))
+        p.start()
+        ps.append((args, p, err))
+    for args, p, err in ps:
+        p.join(PG_BOUND_S + 20)
+        took = time.monotonic() - t0
+        COUNTS["inputs"] += 1
+        if p.is_alive():
+            COUNTS["hangs"] += 1
+            p.kill()
+            p.join()
+        assert COUNTS["hangs"] == 0, f"benanza {args[:2]} still waits for a silent server after {took:.0f} s"
+        lines = err.read_text().strip().splitlines()
+        assert p.exitcode == 3 and len(lines) == 1, (args, p.exitcode, lines)
+        assert lines[0].startswith("benanza: cannot open database postgresql+psycopg://u:***@127.0.0.1:") and \
+            f"did not answer within {PG_BOUND_S} s (BENANZA_CONNECT_TIMEOUT" in lines[0], lines
+        assert took < PG_BOUND_S + 10, (args, took)  # (five at once on two cores, from the fork)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+# ------------------------------------------------------------------ (e) Ctrl-C stops every command
+
+ZOO = REPO / "tests" / "data" / "zoo" / "models"
+#: batch sizes that make the model commands work for seconds here
+BATCHES = "1,2,4,8,16,32,64,128"
+#: when the Ctrl-C comes, in seconds after the forked process started benanza (its modules loaded:
+#: it is working); the shortest command here works for more than a second on two loaded cores
+CTRL_C_AFTER_S = 0.25
+
+
+def _ctrl_c_commands(work, runs, silent_pg, d: Path) -> dict:
+    """Each long-ish command, working well past :data:`CTRL_C_AFTER_S` (its model processed in an empty
+    cache, its database read or written, its jobs run): name ->
+    (argv, extra environment). Without a GPU `bench` works until it looks for one (after processing its
+    models and opening the database) and `run` runs the fake suite."""
+    dn = ZOO / "densenet121.onnx"
+    return {
+        "analyze": (["analyze", dn, "-b", "1,32", "--dtype", "fp32,fp16", "--db", work["h200"]], {}),
+        "layers": (["layers", dn, "-b", BATCHES], {}),
+        "predict": (["predict", dn, "--to", "A100", "--db", work["h200"]], {}),
+        "roofline": (["roofline", dn, "--db", work["h200"], "--svg", d / "roofline.svg", "--png", d / "r.png"], {}),
+        "generate": (["generate", dn, "-b", BATCHES, "-o", d / "suite"], {}),
+        "bench": (["bench", dn, "-b", BATCHES, "--db", d / "bench.db"], {}),
+        "run": (["run", runs["suite"], "--db", d / "target.db"], {"FAKE_SUITE_SLOW": "0.3"}),
+        "db import": (["db", "import", work["src"], "--db", d / "target.db"], {}),
+        "db export": (["db", "export", "--db", work["src"], "-o", d / "export.db"], {}),
+        "db import (silent PostgreSQL)": (["db", "import", silent_pg, "--db", d / "target.db"],
+                                          {"BENANZA_CONNECT_TIMEOUT": "60"}),
+    }
+
+
+CTRL_C = ["analyze", "layers", "predict", "roofline", "generate", "bench", "run", "db import", "db export",
+          "db import (silent PostgreSQL)", "torch"]
+
+
+@pytest.mark.parametrize("name", CTRL_C)
+def test_ctrl_c_stops_every_command_within_5_s(name, work, runs, silent_pg, tmp_path):
+    """SIGINT a quarter second into each command (working: processing models, querying, writing,
+    running jobs, waiting for a server): it ends within 5 s with exit 130 and one line on stderr,
+    no traceback, and leaves nothing new but the database it was given (as it was, or with whole
+    jobs) and the cache's own files."""
+    if name == "torch":
+        pytest.importorskip("torch", reason="torch is not installed (the `profile` extra): "
+                                            "`benanza torch` cannot run here")
+        args, env = ["torch", "torchvision:resnet50", "-b", "8", "--db", work["h200"]], {}
+    else:
+        d = tmp_path / "work"
+        d.mkdir()
+        args, env = _ctrl_c_commands(work, runs, silent_pg, d)[name]
+    d = tmp_path / "work"
+    d.mkdir(exist_ok=True)
+    given = d / "target.db"
+    if "target.db" in map(str, map(lambda a: Path(str(a)).name, args)):
+        shutil.copy(work["dir"] / "old.db", given)
+    before = sha(given) if given.exists() else None
+    rc, err, killed = _start_and_kill(args, lambda: True, signal.SIGINT, CTRL_C_AFTER_S, tmp_path / "cache", env)
+    assert killed, f"{name} ended before the Ctrl-C: give it more work"
+    lines = err.strip().splitlines()
+    assert rc == 130 and "Traceback" not in err, (rc, err)
+    assert [ln for ln in lines if not ln.startswith("notice: ")] == [lines[-1]] and \
+        lines[-1].startswith("benanza: interrupted"), err
+    left = sorted(p.name for p in d.iterdir())
+    assert left in ([], ["target.db"]), left  # no partial suite, export, chart, -wal or temporary file
+    if given.exists() and name != "run":
+        assert sha(given) == before  # an import stopped: the database as it was
+    cache = tmp_path / "cache"
+    junk = [p for p in cache.rglob("*") if p.name.startswith(".") or p.suffix in (".part", ".tmp")] \
+        if cache.exists() else []
+    assert not junk, junk

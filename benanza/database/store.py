@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import time
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, S
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from benanza import kinds as L
-from benanza.errors import DatabaseError
+from benanza.errors import DatabaseError, UsageError
 from benanza.kinds.backend import Backend
 from benanza.kinds.base import row_layouts
 from benanza.database.records import ChoiceLine, MeasurementLine, Record
@@ -287,6 +288,38 @@ def normalize_url(url: str | None) -> str:
     if "://" in url:
         return url
     return "sqlite:///" + str(Path(url).expanduser().resolve())
+
+
+#: the default bound on reaching a network endpoint (s): a PostgreSQL server here, a Dask scheduler
+#: in :mod:`benanza.runner.cluster`; ``$BENANZA_CONNECT_TIMEOUT`` sets another
+CONNECT_TIMEOUT_S = 30.0
+
+
+def connect_timeout() -> float:
+    """Seconds allowed to reach a network endpoint and hear it answer (a PostgreSQL server, a Dask
+    scheduler): ``$BENANZA_CONNECT_TIMEOUT`` (a positive number), else :data:`CONNECT_TIMEOUT_S`.
+    Raises :class:`UsageError` for another value."""
+    text = os.environ.get("BENANZA_CONNECT_TIMEOUT", "").strip()
+    if not text:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"BENANZA_CONNECT_TIMEOUT={text!r}: give the seconds to wait for a scheduler or a "
+                         f"database server, a positive number")
+    return value
+
+
+def _connect_args(u) -> dict:
+    """The DBAPI's connection arguments for URL ``u``: on PostgreSQL a bound on establishing the
+    connection, :func:`connect_timeout` rounded up to whole seconds (libpq's and psycopg's
+    ``connect_timeout``; they wait at least 2 s), unless the URL sets its own ``connect_timeout``:
+    a server that accepts and never answers is one line within the bound, not a hang."""
+    if u.get_backend_name() != "postgresql" or "connect_timeout" in u.query:
+        return {}
+    return {"connect_timeout": max(2, math.ceil(connect_timeout()))}
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
@@ -1177,7 +1210,7 @@ def open_db(url: str | None = None, create: bool = True, read_only: bool | None 
     given = u.database  # the SQLite file's path, before a read-only URL names it
     u, read_only = _source_url(u, safe, create, read_only)
     try:
-        engine = sa.create_engine(u, future=True)
+        engine = sa.create_engine(u, future=True, connect_args=_connect_args(u))
     except (NoSuchModuleError, ImportError) as e:
         raise DatabaseError(f"database {safe}: driver not available ({_first_line(e)})") from None
     except (ArgumentError, TypeError, ValueError) as e:
@@ -1221,6 +1254,9 @@ def _open_error(path: str, safe: str, e: BaseException) -> DatabaseError:
     if disk_full(e):
         return DatabaseError(f"{path}: no space left on device (opening the database: {_first_line(e)}; "
                              f"nothing was written)")
+    if type(getattr(e, "orig", None)).__name__ == "ConnectionTimeout":  # psycopg's, past _connect_args' bound
+        return DatabaseError(f"cannot open database {safe}: the server did not answer within "
+                             f"{max(2, math.ceil(connect_timeout())):g} s (BENANZA_CONNECT_TIMEOUT sets the wait)")
     return DatabaseError(f"cannot open database {safe}: {_first_line(e)}")
 
 
