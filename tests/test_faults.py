@@ -1,17 +1,28 @@
 """Fault injection (issue 53): what the project keeps running so that nothing is lost, nothing rewritten.
 
 (a) ``db import`` killed at random points (SIGKILL and SIGINT, a fixed seed), into an existing
-    database from a plain source and from a compressed one with an empty cache, and ``db export``
-    interrupted: the database passes ``PRAGMA integrity_check`` and holds the old content or the whole
-    new one (row counts); no temporary file is left beside it or in the cache (a SIGKILLed unpack's is
-    removed by the next use); SIGINT ends the process within 5 s. Write faults (the disk full, as
-    SQLite says it) injected at random statements of an import roll it back whole.
+    database from a plain source and from a compressed one with an empty cache: the database passes
+    ``PRAGMA integrity_check`` and holds the old content or the whole new one (row counts); no
+    temporary file is left beside it or in the cache (a SIGKILLed unpack's is removed by the next
+    use); SIGINT ends the process within 5 s. ``db export`` killed likewise: its output is absent or
+    the whole export, a SIGKILLed export's hidden temporary file is removed by the next export into
+    the folder. ``run`` (the runner's writes, as ``bench`` makes them) killed likewise: each job is
+    stored whole or not at all, nothing stored before is lost, the next run completes the rest.
+    Write faults (the disk full, as SQLite says it) injected at random statements of an import roll
+    it back whole.
 (b) Every command that reads a source database (analyze, roofline, predict, db systems, db export,
     db import SRC, db compare) leaves its bytes as they were (sha256 before and after), and nothing
     beside it.
 (c) 16 processes' concurrent first use of every shipped ``db/reference/*.sqlite.gz`` with an empty
     cache (`benanza db systems`, forked from one server that imported benanza: seconds, not minutes,
     on two cores) all exit 0 with the same output.
+
+(d) A PostgreSQL server that accepts and never answers: every command that opens a database (analyze,
+    db systems, db import into it and from it, db export) prints one line within
+    ``BENANZA_CONNECT_TIMEOUT`` (2 s here) and exits 3.
+(e) Ctrl-C (SIGINT) a quarter second into each long-ish command (analyze, layers, predict, roofline,
+    generate, bench, run, db import, db export, a db import waiting for a silent server; torch when
+    installed): exit 130 within 5 s, one line, no traceback, nothing left.
 
 The counts (kills, faults injected, inputs tried, lost, changed sources, hangs) are printed at the end
 of the module (and written to ``$BENANZA_FAULTS_JSON`` when set)."""
