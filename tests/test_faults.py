@@ -600,3 +600,26 @@ def test_ctrl_c_stops_every_command_within_5_s(name, work, runs, silent_pg, tmp_
     junk = [p for p in cache.rglob("*") if p.name.startswith(".") or p.suffix in (".part", ".tmp")] \
         if cache.exists() else []
     assert not junk, junk
+
+
+def test_ctrl_c_while_python_m_benanza_loads_is_one_line():
+    """`python -m benanza` interrupted while it imports its modules (a real process, not forked from
+    the preloaded server): exit 130, ``benanza: interrupted``, no traceback (it was Python's)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-m", "benanza", "layers", str(MODEL)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(0.15)  # Python has started (tens of ms); benanza's imports take a second or more
+    p.send_signal(signal.SIGINT)
+    COUNTS["kills"] += 1
+    COUNTS["sigint"] += 1
+    try:
+        out, err = p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        COUNTS["hangs"] += 1
+        p.kill()
+        p.communicate()
+        raise
+    assert p.returncode == 130 and err.strip().splitlines() == ["benanza: interrupted"], (p.returncode, err)
