@@ -493,14 +493,18 @@ def export_temp(path: Path) -> tuple[Path, int]:
     ``.<name>.<random>.benanza-export``), and an open descriptor holding an exclusive ``flock`` on it
     for as long as this process writes it (:func:`remove_stale_exports` takes the files whose
     writer is gone). Raises :class:`DatabaseError` when the folder cannot be written."""
-    import fcntl
     import tempfile
 
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=EXPORT_TEMP_SUFFIX, dir=path.parent)
     except OSError as e:
         raise DatabaseError(f"-o {path}: cannot write in {path.parent} ({e.strerror or e})") from None
-    fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
+    except (ImportError, OSError):  # no flock (another OS, some network file systems): never taken as stale
+        pass
     mask = os.umask(0)
     os.umask(mask)
     os.fchmod(fd, 0o666 & ~mask)  # the export's mode as `open` gives it, not mkstemp's 0600
@@ -510,9 +514,12 @@ def export_temp(path: Path) -> tuple[Path, int]:
 def remove_stale_exports(folder: Path) -> list[Path]:
     """Remove the temporary files of exports into ``folder`` whose process is gone (killed with
     SIGKILL, the machine stopped: their ``flock`` released), with their ``-wal``, ``-shm`` and
-    ``-journal`` files; an export still running keeps its own. Returns what it removed."""
-    import fcntl
-
+    ``-journal`` files; an export still running keeps its own (and every one where ``flock`` is
+    missing). Returns what it removed."""
+    try:
+        import fcntl
+    except ImportError:
+        return []
     gone = []
     for tmp in sorted(folder.glob(f".*{EXPORT_TEMP_SUFFIX}")):
         try:
