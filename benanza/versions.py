@@ -20,3 +20,32 @@ def version_text(library: str, v) -> str:
     if library == "cuda":
         return f"{v // 1000}.{v // 10 % 100}"
     return str(v)
+
+
+#: the cuDNN and cuBLAS benanza is built and tested with (``version_text``'s integers): the newest
+#: wheels pip installs for pyproject.toml's ranges (``nvidia-cudnn-cu13>=9,<10``, ``nvidia-cublas>=13,<14``)
+#: when this version was made. The ranges are lower bounds only, so this is the reference a loaded
+#: library is compared with (:func:`older_libraries`): torch 2.11 pins cuDNN 9.19.0.56 and cuBLAS
+#: 13.1.0.3 and pip replaces newer wheels with them (docs/install.md)
+BUILT_WITH = {"cudnn": 92801, "cublas": 131000}
+LIBRARY_NAMES = {"cudnn": "cuDNN", "cublas": "cuBLAS"}
+
+
+def older_libraries(loaded: dict, built: dict | None = None) -> str | None:
+    """The notice for libraries older than benanza's own: ``loaded`` the versions a measurement loads
+    (``{"cudnn_version": 91900, "cublas_version": 130100}``, as
+    :func:`benanza.runner.system.library_versions` reads them), ``built`` by library (default
+    :data:`BUILT_WITH`). One line naming each older library's version and benanza's, what replaces
+    them (torch's pins) and what follows (the timings are of the older libraries, a system of their
+    own in the database); None when none is older or a version is unknown (0, None)."""
+    built = BUILT_WITH if built is None else built
+    old = [lib for lib in ("cudnn", "cublas")
+           if isinstance(loaded.get(f"{lib}_version"), int) and 0 < loaded[f"{lib}_version"] < built.get(lib, 0)]
+    if not old:
+        return None
+    here = " and ".join(f"{LIBRARY_NAMES[lib]} {version_text(lib, loaded[f'{lib}_version'])}" for lib in old)
+    ours = " and ".join(version_text(lib, built[lib]) for lib in old)
+    verb = "is" if len(old) == 1 else "are"
+    return (f"{here} here {verb} older than the {ours} benanza is built with (installing torch replaces benanza's "
+            f"wheels with its pinned ones, docs/install.md); these timings are of {here}, stored as a system "
+            f"of {'its' if len(old) == 1 else 'their'} own")

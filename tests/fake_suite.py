@@ -11,6 +11,8 @@ plausible measurements (deterministic per job id). Behaviour switches (environme
   FAKE_SUITE_GPU=<name>        GPU name of the system record
   FAKE_SUITE_LOG=<path>        append '<job id> <device>' for every job started to this file
   FAKE_SUITE_MALFORMED=<job id> print one measurement of that job with a string where a time belongs
+  FAKE_SUITE_LONG_NAME=<job id> give that job's first algorithm a cuDNN-like engine config name of
+                               200 characters (longer than its column)
 """
 import hashlib
 import json
@@ -87,6 +89,8 @@ def main(argv):
         math = {"fp32": "fma", "tf32": "tf32", "fp16": "tensor_op", "bf16": "tensor_op",
                 "fp8": "fp8"}[j["precision"]] if tc else "none"
         for i, a in enumerate(algos):
+            if jid == os.environ.get("FAKE_SUITE_LONG_NAME") and i == 0:
+                a = ("eng29" + "".join(f"_k{k}={k % 7}" for k in range(2, 60)))[:200]
             base = {"type": "measurement", "job": jid, "layer_key": j["layer_key"], "kind": j["kind"],
                     "precision": j["precision"], "call": "fake" + j["kind"], "algorithm": a, "math": math,
                     "dtype": dtype, "workspace_bytes": 0}

@@ -1,17 +1,28 @@
 """Fault injection (issue 53): what the project keeps running so that nothing is lost, nothing rewritten.
 
 (a) ``db import`` killed at random points (SIGKILL and SIGINT, a fixed seed), into an existing
-    database from a plain source and from a compressed one with an empty cache, and ``db export``
-    interrupted: the database passes ``PRAGMA integrity_check`` and holds the old content or the whole
-    new one (row counts); no temporary file is left beside it or in the cache (a SIGKILLed unpack's is
-    removed by the next use); SIGINT ends the process within 5 s. Write faults (the disk full, as
-    SQLite says it) injected at random statements of an import roll it back whole.
+    database from a plain source and from a compressed one with an empty cache: the database passes
+    ``PRAGMA integrity_check`` and holds the old content or the whole new one (row counts); no
+    temporary file is left beside it or in the cache (a SIGKILLed unpack's is removed by the next
+    use); SIGINT ends the process within 5 s. ``db export`` killed likewise: its output is absent or
+    the whole export, a SIGKILLed export's hidden temporary file is removed by the next export into
+    the folder. ``run`` (the runner's writes, as ``bench`` makes them) killed likewise: each job is
+    stored whole or not at all, nothing stored before is lost, the next run completes the rest.
+    Write faults (the disk full, as SQLite says it) injected at random statements of an import roll
+    it back whole.
 (b) Every command that reads a source database (analyze, roofline, predict, db systems, db export,
     db import SRC, db compare) leaves its bytes as they were (sha256 before and after), and nothing
     beside it.
 (c) 16 processes' concurrent first use of every shipped ``db/reference/*.sqlite.gz`` with an empty
     cache (`benanza db systems`, forked from one server that imported benanza: seconds, not minutes,
     on two cores) all exit 0 with the same output.
+
+(d) A PostgreSQL server that accepts and never answers: every command that opens a database (analyze,
+    db systems, db import into it and from it, db export) prints one line within
+    ``BENANZA_CONNECT_TIMEOUT`` (2 s here) and exits 3.
+(e) Ctrl-C (SIGINT) a quarter second into each long-ish command (analyze, layers, predict, roofline,
+    generate, bench, run, db import, db export, a db import waiting for a silent server; torch when
+    installed): exit 130 within 5 s, one line, no traceback, nothing left.
 
 The counts (kills, faults injected, inputs tried, lost, changed sources, hangs) are printed at the end
 of the module (and written to ``$BENANZA_FAULTS_JSON`` when set)."""
@@ -83,8 +94,10 @@ CTX = mp.get_context("forkserver")
 CTX.set_forkserver_preload(["benanza.cli", "benanza.database.sharing", "benanza.database.store"])
 
 
-def _benanza(argv: list[str], cache: str, err: str) -> None:
-    """``benanza ARGV`` in this (forked) process: stdout to /dev/null, stderr to the file ``err``."""
+def _benanza(argv: list[str], cache: str, err: str, env: dict | None = None) -> None:
+    """``benanza ARGV`` in this (forked) process: stdout to /dev/null, stderr to the file ``err``;
+    ``env``: variables set first (the fork server's environment is the one it started with)."""
+    os.environ.update(env or {})
     os.environ["XDG_CACHE_HOME"] = cache
     null, log = os.open(os.devnull, os.O_WRONLY), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(null, 1)
@@ -94,10 +107,10 @@ def _benanza(argv: list[str], cache: str, err: str) -> None:
     main(argv)
 
 
-def bz(args, cache: Path) -> tuple[int, str]:
+def bz(args, cache: Path, env: dict | None = None) -> tuple[int, str]:
     """``benanza ARGS`` to its end, forked as the faulted ones are: (exit code, stderr)."""
     err = cache.parent / f".err-{time.monotonic_ns()}"
-    p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(cache), str(err)))
+    p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(cache), str(err), env))
     p.start()
     p.join(300)
     text = err.read_text()
@@ -130,15 +143,15 @@ def work(tmp_path_factory):
     return {"dir": d, "h200": h200, "src": src, "old": rows(d / "old.db"), "new": rows(whole)}
 
 
-def _start_and_kill(args, ready, sig, delay: float, cache: Path):
-    """Start ``benanza ARGS``; once ``ready()`` (its work begun) wait ``delay`` s and send ``sig``
-    unless it ended; returns (exit code, stderr, whether it was signalled). A process still running
+def _start_and_kill(args, ready, sig, delay: float, cache: Path, env: dict | None = None):
+    """Start ``benanza ARGS``; once it runs (its stderr file made: the forked process has imported
+    this module) and ``ready()`` (its work begun) wait ``delay`` s and send ``sig`` unless it ended; returns (exit code, stderr, whether it was signalled). A process still running
     5 s after SIGINT is a hang (counted, then killed)."""
     err = cache.parent / f".err-{time.monotonic_ns()}"
-    p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(cache), str(err)))
+    p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(cache), str(err), env))
     p.start()
     t0 = time.monotonic()
-    while p.is_alive() and not ready() and time.monotonic() - t0 < 60:
+    while p.is_alive() and not (err.exists() and ready()) and time.monotonic() - t0 < 60:  # in benanza
         time.sleep(0.005)
     time.sleep(delay)
     killed = p.is_alive()
@@ -206,23 +219,125 @@ def test_a_compressed_source_killed_while_unpacking_leaves_no_temporary_file(wor
         assert not [n for n in left if n.endswith(".part") or n.startswith(".")], left
 
 
-def test_db_export_interrupted_leaves_no_file_or_the_whole_export(work, tmp_path):
+def test_db_export_killed_at_random_points_leaves_no_file_or_the_whole_export(work, tmp_path):
+    """``db export`` (googlenet's records, about 5 s) killed at random points (SIGKILL, SIGINT),
+    six exports into one folder: each output is absent or the whole export; SIGINT leaves nothing
+    else; a SIGKILLed export's temporary file (hidden, ``.<name>.<random>.benanza-export``) is
+    removed by the next export into the folder, never the file of one still running."""
+    from benanza.database.sharing import EXPORT_TEMP_SUFFIX, remove_stale_exports
+
     rng = random.Random(SEED + 2)
-    want = rows(work["h200"])
-    for i in range(2):
-        out = tmp_path / f"run{i}" / "export.db"
-        out.parent.mkdir()
-        rc, err, killed = _start_and_kill(["db", "export", "--db", work["h200"], "-o", out],
-                                          lambda: out.exists(), signal.SIGINT, rng.uniform(0, 1.5), tmp_path / "c")
+    want = rows(work["src"])
+    folder = tmp_path / "out"
+    folder.mkdir()
+    whole = set()
+    for i, sig in enumerate((signal.SIGKILL, signal.SIGINT) * 3):
+        out = folder / f"export{i}.db"
+        started = lambda: any(folder.glob(f".{out.name}.*{EXPORT_TEMP_SUFFIX}"))  # noqa: E731
+        rc, err, killed = _start_and_kill(["db", "export", "--db", work["src"], "-o", out], started, sig,
+                                          rng.uniform(0, 3.0), tmp_path / "c")
+        print(i, sig.name, killed, rc, out.exists())
         assert "Traceback" not in err, err
-        left = sorted(p.name for p in out.parent.iterdir())
+        if killed and sig == signal.SIGINT:
+            assert rc in (0, 130), err
         if out.exists():
             got = rows(out)
-            assert got[1] == "ok" and got[0][2:4] == want[0][2:4], got  # every job and measurement
-            left = sorted(p.name for p in out.parent.iterdir())
-            assert left == ["export.db"], left
-        else:
-            assert left == [], left
+            ok = got[1] == "ok" and got[0][2:4] == want[0][2:4]  # every job and measurement
+            COUNTS["lost"] += not ok
+            assert ok, got
+            whole.add(out.name)
+        left = {p.name for p in folder.iterdir()} - whole
+        # the earlier kills' temporary files went when this export started; its own stays after SIGKILL
+        assert all(n.startswith(f".{out.name}.") and sig == signal.SIGKILL for n in left), left
+    remove_stale_exports(folder)  # what the next export into the folder does first
+    assert {p.name for p in folder.iterdir()} == whole
+
+
+# ------------------------------------------------------------------ run / bench: each job whole
+
+#: the fake suite's time per job (s): a run of alexnet's 48 jobs takes seconds, long enough to be killed in
+FAKE_SLOW_S = "0.3"
+JOB_COLS = "j.job, j.layer_key, j.precision, j.status, j.message"
+MEAS_COLS = "m.layer_key, m.precision, m.layout, m.call, m.algorithm, m.math, m.dtype, m.cache, m.status, m.median_ms"
+
+
+def stored(path: Path) -> dict:
+    """What a run stored, per system GPU name: its jobs and its measurements (without ids, run ids or
+    times), sorted; and the integrity check."""
+    c = sqlite3.connect(path)
+    try:
+        out = {"integrity": c.execute("PRAGMA integrity_check").fetchone()[0]}
+        for gpu, in c.execute("SELECT gpu_name FROM systems").fetchall():
+            out[gpu] = {
+                "jobs": sorted(c.execute(f"SELECT {JOB_COLS} FROM jobs j JOIN systems s ON s.id = j.system_id "
+                                         f"WHERE s.gpu_name = ?", (gpu,)).fetchall()),
+                "measurements": sorted(c.execute(f"SELECT {MEAS_COLS} FROM measurements m JOIN systems s ON "
+                                                 f"s.id = m.system_id WHERE s.gpu_name = ?", (gpu,)).fetchall())}
+        return out
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def runs(work, tmp_path_factory, models):
+    """The fake suite (tests/fake_suite.py: the suite's protocol without a GPU) of alexnet in fp32 and
+    fp16, and what a whole `benanza run` of it stores into a copy of the old target."""
+    from conftest import make_fake_suite
+
+    d = tmp_path_factory.mktemp("runs")
+    suite = make_fake_suite(d / "suite", models / "alexnet.onnx", (1,), ("fp32", "fp16"))
+    whole = d / "whole.db"
+    shutil.copy(work["dir"] / "old.db", whole)
+    rc, err = bz(["run", suite, "--db", whole], d / "cache", {"FAKE_SUITE_SLOW": "0"})
+    assert rc == 0, err
+    got = stored(whole)
+    assert len(got["Fake GPU"]["jobs"]) == 48, got.keys()
+    return {"suite": suite, "whole": got, "dir": d}
+
+
+def _each_job_whole(got: dict, whole: dict, before: set) -> None:
+    """A killed run's database: integrity ok, the old system's rows as they were, each of the run's
+    jobs stored with every measurement the whole run gives it or absent with none, and every job a
+    previous run stored still there."""
+    assert got["integrity"] == "ok", got["integrity"]
+    assert got["Union GPU"] == whole["Union GPU"]
+    run, want = got.get("Fake GPU", {"jobs": [], "measurements": []}), whole["Fake GPU"]
+    stored_keys = {(j[1], j[2]) for j in run["jobs"]}
+    assert set(run["jobs"]) <= set(want["jobs"])
+    ok = [m for m in want["measurements"] if (m[0], m[1]) in stored_keys] == run["measurements"] and \
+        before <= set(run["jobs"])
+    COUNTS["lost"] += not ok
+    assert ok, (len(run["jobs"]), len(run["measurements"]))
+
+
+def test_run_killed_at_random_points_stores_whole_jobs_and_loses_none(work, runs, tmp_path):
+    """`benanza run` (the runner storing each job the worker finishes, :meth:`Database.write_job`, as
+    `bench` does) killed at random points, SIGKILL and SIGINT, six times into one database with
+    content of another system: each job is stored whole or not at all, nothing stored before is
+    lost, SIGINT leaves no -wal or -shm beside the database, and the next run completes the rest."""
+    rng = random.Random(SEED + 5)
+    target = tmp_path / "db" / "target.db"
+    target.parent.mkdir()
+    shutil.copy(work["dir"] / "old.db", target)
+    wal = Path(f"{target}-wal")
+    before: set = set()
+    env = {"FAKE_SUITE_SLOW": FAKE_SLOW_S}
+    for i in range(6):
+        sig = (signal.SIGKILL, signal.SIGINT)[i % 2]
+        rc, err, killed = _start_and_kill(["run", runs["suite"], "--db", target], wal.exists, sig,
+                                          rng.uniform(0, 1.5), tmp_path / "cache", env)
+        assert "Traceback" not in err, err
+        if sig == signal.SIGINT:
+            assert rc in (0, 130), err
+            assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # its WAL closed
+        got = stored(target)  # (SQLite recovers a SIGKILLed writer's WAL here)
+        _each_job_whole(got, runs["whole"], before)
+        before = set(got.get("Fake GPU", {"jobs": []})["jobs"])
+        print(i, sig.name, killed, rc, len(before))
+    rc, err = bz(["run", runs["suite"], "--db", target], tmp_path / "cache", {"FAKE_SUITE_SLOW": "0"})
+    assert rc == 0, err
+    assert stored(target) == runs["whole"]  # the rest measured, nothing twice
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
 
 
 def test_write_faults_at_random_statements_roll_the_import_back(work, tmp_path):
@@ -342,3 +457,169 @@ def test_sixteen_first_uses_of_a_shipped_database_at_once(gz, tmp_path):
     unpacked = f"{gz.name[:-3]}-{reference_digest(gz)}.sqlite"
     left = {p.name for p in (tmp_path / "cache" / "benanza" / "db").iterdir()}
     assert left - {f"{unpacked}-wal", f"{unpacked}-shm"} == {unpacked}  # unpacked once, no temporary file
+
+
+# ------------------------------------------------------------------ (d) a silent PostgreSQL server
+
+def _silent_server() -> int:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers (for at most a
+    minute, in a thread of this process); returns its port."""
+    import socket
+    import threading
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(32)
+    s.settimeout(0.2)
+
+    def serve():
+        held, end = [], time.monotonic() + 60
+        while time.monotonic() < end:
+            with contextlib.suppress(OSError):
+                held.append(s.accept()[0])
+        for c in held:
+            c.close()
+        s.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def silent_pg():
+    pytest.importorskip("psycopg")  # the `postgresql` extra's driver (pyproject.toml)
+    return f"postgresql+psycopg://u:p@127.0.0.1:{_silent_server()}/x"
+
+
+#: the bound the tests give (BENANZA_CONNECT_TIMEOUT; psycopg waits at least 2 s)
+PG_BOUND_S = 2
+
+
+def test_a_silent_postgresql_server_is_one_line_within_the_bound(work, silent_pg, tmp_path):
+    """Every command that opens a database, given a PostgreSQL server that accepts and never
+    answers (as a destination and as a source): one line ``benanza: ...`` naming the database and
+    the wait, a non-zero exit, within BENANZA_CONNECT_TIMEOUT (2 s here) and the start; nothing left.
+    The five run at once (each forked from the one server)."""
+    (tmp_path / "out").mkdir()
+    commands = [["analyze", MODEL, "--batch", "1", "--db", silent_pg],
+                ["db", "systems", "--db", silent_pg],
+                ["db", "import", work["src"], "--db", silent_pg],
+                ["db", "import", silent_pg, "--db", tmp_path / "out" / "new.db"],
+                ["db", "export", "--db", silent_pg, "-o", tmp_path / "out" / "e.db"]]
+    env = {"BENANZA_CONNECT_TIMEOUT": str(PG_BOUND_S)}
+    ps = []
+    t0 = time.monotonic()
+    for i, args in enumerate(commands):
+        err = tmp_path / f".err{i}"
+        p = CTX.Process(target=_benanza, args=([str(a) for a in args], str(tmp_path / "cache"), str(err), env))
+        p.start()
+        ps.append((args, p, err))
+    for args, p, err in ps:
+        p.join(PG_BOUND_S + 20)
+        took = time.monotonic() - t0
+        COUNTS["inputs"] += 1
+        if p.is_alive():
+            COUNTS["hangs"] += 1
+            p.kill()
+            p.join()
+        assert COUNTS["hangs"] == 0, f"benanza {args[:2]} still waits for a silent server after {took:.0f} s"
+        lines = err.read_text().strip().splitlines()
+        assert p.exitcode == 3 and len(lines) == 1, (args, p.exitcode, lines)
+        assert lines[0].startswith("benanza: cannot open database postgresql+psycopg://u:***@127.0.0.1:") and \
+            f"did not answer within {PG_BOUND_S} s (BENANZA_CONNECT_TIMEOUT" in lines[0], lines
+        assert took < PG_BOUND_S + 10, (args, took)  # (five at once on two cores, from the fork)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+# ------------------------------------------------------------------ (e) Ctrl-C stops every command
+
+ZOO = REPO / "tests" / "data" / "zoo" / "models"
+#: batch sizes that make the model commands work for seconds here
+BATCHES = "1,2,4,8,16,32,64,128"
+#: when the Ctrl-C comes, in seconds after the forked process started benanza (its modules loaded:
+#: it is working); the shortest command here works for more than a second on two loaded cores
+CTRL_C_AFTER_S = 0.25
+
+
+def _ctrl_c_commands(work, runs, silent_pg, d: Path) -> dict:
+    """Each long-ish command, working well past :data:`CTRL_C_AFTER_S` (its model processed in an empty
+    cache, its database read or written, its jobs run): name ->
+    (argv, extra environment). Without a GPU `bench` works until it looks for one (after processing its
+    models and opening the database) and `run` runs the fake suite."""
+    dn = ZOO / "densenet121.onnx"
+    return {
+        "analyze": (["analyze", dn, "-b", "1,32", "--dtype", "fp32,fp16", "--db", work["h200"]], {}),
+        "layers": (["layers", dn, "-b", BATCHES], {}),
+        "predict": (["predict", dn, "--to", "A100", "--db", work["h200"]], {}),
+        "roofline": (["roofline", dn, "--db", work["h200"], "--svg", d / "roofline.svg", "--png", d / "r.png"], {}),
+        "generate": (["generate", dn, "-b", BATCHES, "-o", d / "suite"], {}),
+        "bench": (["bench", dn, "-b", BATCHES, "--db", d / "bench.db"], {}),
+        "run": (["run", runs["suite"], "--db", d / "target.db"], {"FAKE_SUITE_SLOW": "0.3"}),
+        "db import": (["db", "import", work["src"], "--db", d / "target.db"], {}),
+        "db export": (["db", "export", "--db", work["src"], "-o", d / "export.db"], {}),
+        "db import (silent PostgreSQL)": (["db", "import", silent_pg, "--db", d / "target.db"],
+                                          {"BENANZA_CONNECT_TIMEOUT": "60"}),
+    }
+
+
+CTRL_C = ["analyze", "layers", "predict", "roofline", "generate", "bench", "run", "db import", "db export",
+          "db import (silent PostgreSQL)", "torch"]
+
+
+@pytest.mark.parametrize("name", CTRL_C)
+def test_ctrl_c_stops_every_command_within_5_s(name, work, runs, silent_pg, tmp_path):
+    """SIGINT a quarter second into each command (working: processing models, querying, writing,
+    running jobs, waiting for a server): it ends within 5 s with exit 130 and one line on stderr,
+    no traceback, and leaves nothing new but the database it was given (as it was, or with whole
+    jobs) and the cache's own files."""
+    if name == "torch":
+        pytest.importorskip("torch", reason="torch is not installed (the `profile` extra): "
+                                            "`benanza torch` cannot run here")
+        args, env = ["torch", "torchvision:resnet50", "-b", "8", "--db", work["h200"]], {}
+    else:
+        d = tmp_path / "work"
+        d.mkdir()
+        args, env = _ctrl_c_commands(work, runs, silent_pg, d)[name]
+    d = tmp_path / "work"
+    d.mkdir(exist_ok=True)
+    given = d / "target.db"
+    if "target.db" in map(str, map(lambda a: Path(str(a)).name, args)):
+        shutil.copy(work["dir"] / "old.db", given)
+    before = sha(given) if given.exists() else None
+    rc, err, killed = _start_and_kill(args, lambda: True, signal.SIGINT, CTRL_C_AFTER_S, tmp_path / "cache", env)
+    assert killed, f"{name} ended before the Ctrl-C: give it more work"
+    lines = err.strip().splitlines()
+    assert rc == 130 and "Traceback" not in err, (rc, err)
+    assert [ln for ln in lines if not ln.startswith("notice: ")] == [lines[-1]] and \
+        lines[-1].startswith("benanza: interrupted"), err
+    left = sorted(p.name for p in d.iterdir())
+    assert left in ([], ["target.db"]), left  # no partial suite, export, chart, -wal or temporary file
+    if given.exists() and name != "run":
+        assert sha(given) == before  # an import stopped: the database as it was
+    cache = tmp_path / "cache"
+    junk = [p for p in cache.rglob("*") if p.name.startswith(".") or p.suffix in (".part", ".tmp")] \
+        if cache.exists() else []
+    assert not junk, junk
+
+
+def test_ctrl_c_while_python_m_benanza_loads_is_one_line():
+    """`python -m benanza` interrupted while it imports its modules (a real process, not forked from
+    the preloaded server): exit 130, ``benanza: interrupted``, no traceback (it was Python's)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-m", "benanza", "layers", str(MODEL)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(0.15)  # Python has started (tens of ms); benanza's imports take a second or more
+    p.send_signal(signal.SIGINT)
+    COUNTS["kills"] += 1
+    COUNTS["sigint"] += 1
+    try:
+        out, err = p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        COUNTS["hangs"] += 1
+        p.kill()
+        p.communicate()
+        raise
+    assert p.returncode == 130 and err.strip().splitlines() == ["benanza: interrupted"], (p.returncode, err)

@@ -27,8 +27,16 @@ db_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_ar
 app.add_typer(db_app, name="db")
 
 
+#: the exit codes of the failures whose line was printed (:func:`_fail`), for :func:`main`
+_PRINTED: list[int] = []
+
+#: the commands whose finished jobs stay in the database when Ctrl-C stops them
+RESUMABLE = ("run", "bench")
+
+
 def _fail(msg: str, code: int) -> None:
     error_line(msg)
+    _PRINTED.append(code)
     raise typer.Exit(code)
 
 
@@ -49,7 +57,7 @@ def guarded(fn):
             raise
         except BaseException:
             _discard_fresh(mark)
-            return _guarded_failure()
+            return _guarded_failure(fn.__name__ in RESUMABLE)
 
     return wrapper
 
@@ -63,8 +71,9 @@ def _discard_fresh(mark: int) -> None:
         pass
 
 
-def _guarded_failure():
-    """The one line and exit code of the exception being handled."""
+def _guarded_failure(resumable: bool = False):
+    """The one line and exit code of the exception being handled; ``resumable``: a command whose
+    finished jobs a Ctrl-C keeps (:data:`RESUMABLE`), which its line says."""
     try:
         raise
     except typer.Exit:
@@ -72,7 +81,8 @@ def _guarded_failure():
     except BenanzaError as e:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt:
-        _fail("interrupted; every finished job is in the database, run again to resume", 130)
+        _fail("interrupted; every finished job is in the database, run again to resume" if resumable
+              else "interrupted", 130)
     except (IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError) as e:
         # a path the user gave that cannot be written or read as asked: a usage error
         _fail(f"{e.filename}: {e.strerror.lower() if e.strerror else type(e).__name__}", 2)
@@ -158,13 +168,17 @@ def main(argv: list[str] | None = None) -> None:
     """The console entry point. Usage errors (a missing argument, an unknown option, a bad value)
     are one line ``benanza: ...`` and exit 2, not the boxed message of typer's click. SQLAlchemy's
     log (a connection whose closing a Ctrl-C interrupted, logged with its traceback) is not printed:
-    the failure is the one line."""
+    the failure is the one line. A Ctrl-C at any point, while typer builds the command or click
+    parses its options too, is the one line ``benanza: interrupted`` and exit 130."""
     import logging
 
     logging.getLogger("sqlalchemy").addHandler(logging.NullHandler())
     _stop_on_ctrl_c()
     try:
         rc = app(args=argv, prog_name="benanza", standalone_mode=False)
+    except KeyboardInterrupt:  # a Ctrl-C while typer builds the command, before click's own handling
+        error_line("interrupted")
+        sys.exit(130)
     except Exception as e:  # noqa: BLE001 - click's exceptions (typer vendors its own click)
         kinds = {c.__name__ for c in type(e).__mro__}
         if "NoArgsIsHelpError" in kinds:  # a bare `benanza` (or `benanza db`): its help, as click prints it
@@ -182,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
             error_line(' '.join(e.format_message().split()))
             sys.exit(getattr(e, "exit_code", 1))
         raise
+    if rc == 130 and 130 not in _PRINTED:  # typer's Exit(130) for a Ctrl-C while click parses the options
+        error_line("interrupted")
     sys.exit(rc if isinstance(rc, int) else 0)
 
 

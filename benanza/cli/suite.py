@@ -164,9 +164,15 @@ def ceilings(db: Db = None, device: Device = 0, output: SuiteFolder = None,
 
 @guarded
 def system(json_out: Annotated[bool, typer.Option("--json", help="devices and libraries as JSON on stdout")] = False):
-    """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use.
+    """Describe the CUDA devices here and the cuDNN/cuBLAS benanza would use (a notice on stderr
+    when they are older than the ones benanza is built with).
 
     Example: benanza system --json"""
     from benanza.runner import system as sysq
+    from benanza.versions import older_libraries
 
-    report.print_system(sysq.describe(), json_out)
+    info = sysq.describe()
+    report.print_system(info, json_out)
+    notice = older_libraries(info)
+    if notice:
+        progress().notice(notice)

@@ -20,6 +20,7 @@ destination as it was.
 from __future__ import annotations
 
 import json
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -449,7 +450,11 @@ def _merge_counters(dc, src: Database, source: _Source, sys_map: dict[int, int],
 def export(db: Database, path: str | Path, system: str | None = None, models: list[str] | None = None,
            batch: int | None = None) -> MergeStats:
     """Write the chosen systems (all by default) and models' configs (all by default) into a new
-    SQLite file at ``path``. Raises :class:`UsageError` if ``path`` exists."""
+    SQLite file at ``path``, whole or not at all: written into a temporary file beside it
+    (:func:`export_temp`) and given its name when complete (:func:`_publish`); stopped at any point
+    (Ctrl-C, a failure) the temporary file is removed, killed (SIGKILL) it stays until the next
+    export into the folder removes it (:func:`remove_stale_exports`). Raises :class:`UsageError`
+    if ``path`` exists."""
     p = Path(path)
     if p.exists():
         raise UsageError(f"{path}: exists; export writes a new file")
@@ -461,16 +466,113 @@ def export(db: Database, path: str | Path, system: str | None = None, models: li
         keys = sorted({k for m in models for k in model_keys(db, m, batch)})
         notes = [n for m in models for n in _records_without_fusions(db, m, batch)]
         names = {(_record_name(m), batch) for m in models}
-    out = open_db(str(p), create=True)
+    remove_stale_exports(p.parent)
+    tmp, hold = export_temp(p)
     try:
-        st = merge(out, db, sids, keys, label=db.safe_url, models=names)
+        out = open_db(str(tmp), create=True)
+        try:
+            st = merge(out, db, sids, keys, label=db.safe_url, models=names)
+        finally:
+            out.engine.dispose()  # the file whole on its own: the WAL checkpointed into it, -wal and -shm gone
         st.notes.extend(notes)
+        _publish(tmp, p)
     except BaseException:
-        out.engine.dispose()
-        p.unlink(missing_ok=True)
+        _remove_export_temp(tmp)
         raise
-    out.engine.dispose()  # the file whole on its own: the WAL checkpointed into it
+    finally:
+        os.close(hold)
     return st
+
+
+#: what an export's temporary file is called beside its output: ``.<output name>.<random>`` + this
+EXPORT_TEMP_SUFFIX = ".benanza-export"
+
+
+def export_temp(path: Path) -> tuple[Path, int]:
+    """A new, empty temporary file for the export to ``path``, beside it (hidden:
+    ``.<name>.<random>.benanza-export``), and an open descriptor holding an exclusive ``flock`` on it
+    for as long as this process writes it (:func:`remove_stale_exports` takes the files whose
+    writer is gone). Raises :class:`DatabaseError` when the folder cannot be written."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=EXPORT_TEMP_SUFFIX, dir=path.parent)
+    except OSError as e:
+        raise DatabaseError(f"-o {path}: cannot write in {path.parent} ({e.strerror or e})") from None
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
+    except (ImportError, OSError):  # no flock (another OS, some network file systems): never taken as stale
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)  # the export's mode as `open` gives it, not mkstemp's 0600
+    return Path(name), fd
+
+
+def remove_stale_exports(folder: Path) -> list[Path]:
+    """Remove the temporary files of exports into ``folder`` whose process is gone (killed with
+    SIGKILL, the machine stopped: their ``flock`` released), with their ``-wal``, ``-shm`` and
+    ``-journal`` files; an export still running keeps its own (and every one where ``flock`` is
+    missing). Returns what it removed."""
+    try:
+        import fcntl
+    except ImportError:
+        return []
+    gone = []
+    for tmp in sorted(folder.glob(f".*{EXPORT_TEMP_SUFFIX}")):
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its export is running
+            continue
+        finally:
+            os.close(fd)  # (a lock taken is released here; the file is removed next)
+        _remove_export_temp(tmp)
+        gone.append(tmp)
+    for side in folder.glob(f".*{EXPORT_TEMP_SUFFIX}-*"):  # a -wal or -shm whose file went first
+        base = Path(str(side).rsplit(EXPORT_TEMP_SUFFIX, 1)[0] + EXPORT_TEMP_SUFFIX)
+        if not base.exists():
+            side.unlink(missing_ok=True)
+    return gone
+
+
+def _remove_export_temp(tmp: Path) -> None:
+    for suffix in ("-wal", "-shm", "-journal", ""):
+        Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Give the finished export ``tmp`` its name ``path`` in one step, synced: a hard link (which
+    fails, leaving ``path`` as it is, when another file took the name meanwhile), then the temporary
+    name removed; a rename where the file system has no hard links."""
+    import errno
+
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise UsageError(f"-o {path}: exists; export writes a new file") from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise DatabaseError(f"-o {path}: cannot write it ({e.strerror or e})") from None
+        if path.exists():
+            raise UsageError(f"-o {path}: exists; export writes a new file") from None
+        os.replace(tmp, path)
+    tmp.unlink(missing_ok=True)
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
 
 
 _NONE = object()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import time
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, S
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from benanza import kinds as L
-from benanza.errors import DatabaseError
+from benanza.errors import DatabaseError, UsageError
 from benanza.kinds.backend import Backend
 from benanza.kinds.base import row_layouts
 from benanza.database.records import ChoiceLine, MeasurementLine, Record
@@ -287,6 +288,38 @@ def normalize_url(url: str | None) -> str:
     if "://" in url:
         return url
     return "sqlite:///" + str(Path(url).expanduser().resolve())
+
+
+#: the default bound on reaching a network endpoint (s): a PostgreSQL server here, a Dask scheduler
+#: in :mod:`benanza.runner.cluster`; ``$BENANZA_CONNECT_TIMEOUT`` sets another
+CONNECT_TIMEOUT_S = 30.0
+
+
+def connect_timeout() -> float:
+    """Seconds allowed to reach a network endpoint and hear it answer (a PostgreSQL server, a Dask
+    scheduler): ``$BENANZA_CONNECT_TIMEOUT`` (a positive number), else :data:`CONNECT_TIMEOUT_S`.
+    Raises :class:`UsageError` for another value."""
+    text = os.environ.get("BENANZA_CONNECT_TIMEOUT", "").strip()
+    if not text:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"BENANZA_CONNECT_TIMEOUT={text!r}: give the seconds to wait for a scheduler or a "
+                         f"database server, a positive number")
+    return value
+
+
+def _connect_args(u) -> dict:
+    """The DBAPI's connection arguments for URL ``u``: on PostgreSQL a bound on establishing the
+    connection, :func:`connect_timeout` rounded up to whole seconds (libpq's and psycopg's
+    ``connect_timeout``; they wait at least 2 s), unless the URL sets its own ``connect_timeout``:
+    a server that accepts and never answers is one line within the bound, not a hang."""
+    if u.get_backend_name() != "postgresql" or "connect_timeout" in u.query:
+        return {}
+    return {"connect_timeout": max(2, math.ceil(connect_timeout()))}
 
 
 def _sqlite_pragmas(dbapi_conn, _record):
@@ -676,12 +709,16 @@ class Database:
         framework job the framework's calls, a suite job the suite's): neither deletes the other's
         (each record is stored with its own backend). The heuristic choices
         of an NCHW suite job replace earlier ones; an NHWC job (the same config channels-last) keeps
-        the NCHW job's measurements and choices and stores no choices (choices have no layout)."""
+        the NCHW job's measurements and choices and stores no choices (choices have no layout).
+        Every string is checked against its column's declared length before anything is written
+        (:func:`check_lengths`): a longer one raises :class:`ValueTooLong` naming the job, the
+        ``table.column`` and the length, and nothing of the job is written."""
         backend = Backend.of_job(job)
         bad = next((r for r in records if not isinstance(r, (MeasurementLine, ChoiceLine))), None)
         if bad is not None:
             raise TypeError(f"write_job takes MeasurementLine and ChoiceLine records, not {type(bad).__name__}")
         keep_choices = layout == "NCHW" and not backend.framework
+        rows = _job_rows(system_id, run_id, job, layer_key, precision, status, message, records, wall_s, keep_choices)
         with self.session() as s:
             s.execute(sa.delete(Measurement).where(Measurement.system_id == system_id,
                                                    Measurement.layer_key == layer_key,
@@ -693,20 +730,10 @@ class Database:
                                                   Choice.precision == precision))
             s.execute(sa.delete(JobRow).where(JobRow.system_id == system_id, JobRow.job == job))
             batch = s.scalar(select(LayerConfigRow.batch).where(LayerConfigRow.key == layer_key)) or 0
-            seen = set()
-            for r in records:
-                if isinstance(r, ChoiceLine):
-                    k = ("c", r.source, r.rank)
-                    if keep_choices and k not in seen:
-                        seen.add(k)
-                        s.add(_choice_row(r, system_id, layer_key, precision, run_id))
-                    continue
-                k = ("m", r.call, r.algorithm, r.math, r.dtype, r.cache, r.layout)
-                if k not in seen:
-                    seen.add(k)
-                    s.add(_measurement_row(r, system_id, layer_key, precision, batch, run_id))
-            s.add(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
-                         message=message[:2000], run_id=run_id, wall_s=wall_s))
+            for row in rows:
+                if isinstance(row, Measurement):
+                    row.batch = batch
+                s.add(row)
 
     # ----------------------------------------------------------------------------------- reads
 
@@ -795,6 +822,35 @@ def _finite(v) -> bool:
 
 def _f(v):
     return float(v) if _finite(v) else None
+
+
+def _job_rows(system_id: int, run_id: int | None, job: str, layer_key: str, precision: str, status: str,
+              message: str, records: Sequence[Record], wall_s: float | None, keep_choices: bool) -> list:
+    """The rows :meth:`Database.write_job` adds for one job (measurements without their ``batch``,
+    which the transaction reads; choices when ``keep_choices``; the ``jobs`` row last), the first
+    record of equal identity kept, each checked against its columns' lengths (:func:`check_lengths`).
+    Raises :class:`ValueTooLong` ("job JOB: table.column holds a value of N characters, ...")."""
+    out, seen = [], set()
+    for r in records:
+        if isinstance(r, ChoiceLine):
+            k = ("c", r.source, r.rank)
+            if keep_choices and k not in seen:
+                seen.add(k)
+                out.append(_choice_row(r, system_id, layer_key, precision, run_id))
+            continue
+        k = ("m", r.call, r.algorithm, r.math, r.dtype, r.cache, r.layout)
+        if k not in seen:
+            seen.add(k)
+            out.append(_measurement_row(r, system_id, layer_key, precision, 0, run_id))
+    out.append(JobRow(system_id=system_id, job=job, layer_key=layer_key, precision=precision, status=status,
+                      message=message[:2000], run_id=run_id, wall_s=wall_s))
+    try:
+        for row in out:
+            table = type(row).__table__
+            check_lengths(table, [{c.name: getattr(row, c.key, None) for c in table.columns}])
+    except ValueTooLong as e:
+        raise ValueTooLong(f"job {job}: {e}") from None
+    return out
 
 
 def _choice_row(r: ChoiceLine, system_id: int, layer_key: str, precision: str, run_id: int | None) -> Choice:
@@ -1154,7 +1210,7 @@ def open_db(url: str | None = None, create: bool = True, read_only: bool | None 
     given = u.database  # the SQLite file's path, before a read-only URL names it
     u, read_only = _source_url(u, safe, create, read_only)
     try:
-        engine = sa.create_engine(u, future=True)
+        engine = sa.create_engine(u, future=True, connect_args=_connect_args(u))
     except (NoSuchModuleError, ImportError) as e:
         raise DatabaseError(f"database {safe}: driver not available ({_first_line(e)})") from None
     except (ArgumentError, TypeError, ValueError) as e:
@@ -1198,6 +1254,9 @@ def _open_error(path: str, safe: str, e: BaseException) -> DatabaseError:
     if disk_full(e):
         return DatabaseError(f"{path}: no space left on device (opening the database: {_first_line(e)}; "
                              f"nothing was written)")
+    if type(getattr(e, "orig", None)).__name__ == "ConnectionTimeout":  # psycopg's, past _connect_args' bound
+        return DatabaseError(f"cannot open database {safe}: the server did not answer within "
+                             f"{max(2, math.ceil(connect_timeout())):g} s (BENANZA_CONNECT_TIMEOUT sets the wait)")
     return DatabaseError(f"cannot open database {safe}: {_first_line(e)}")
 
 

@@ -36,7 +36,7 @@ from typing import Callable
 
 from benanza.build.builder import suite_executable
 from benanza.database.records import MeasurementLine, Record
-from benanza.database.store import Database, system_fingerprint
+from benanza.database.store import CONNECT_TIMEOUT_S, Database, connect_timeout, system_fingerprint  # noqa: F401 (the bound's one reader)
 from benanza.spec import TIMING
 from benanza.errors import BenanzaError, DeviceError, UsageError
 from benanza.generation.generator import Suite
@@ -344,27 +344,10 @@ def _kinds_and_slots(client) -> tuple[dict[str, list[str]], dict[str, int]]:
     return kinds, slots
 
 
-#: the default bound on reaching a scheduler (s); ``$BENANZA_CONNECT_TIMEOUT`` sets another
-CONNECT_TIMEOUT_S = 30.0
 #: how often a wait for the connection looks at its deadline and lets Ctrl-C through (s)
 POLL_S = 0.2
 
 _ADDRESS = re.compile(r"(?:tcp://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
-
-
-def connect_timeout() -> float:
-    """Seconds allowed to reach a scheduler and hear it answer: ``$BENANZA_CONNECT_TIMEOUT`` (a
-    positive number), else :data:`CONNECT_TIMEOUT_S`. Raises :class:`UsageError` for another value."""
-    text = os.environ.get("BENANZA_CONNECT_TIMEOUT", "").strip()
-    if not text:
-        return CONNECT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"BENANZA_CONNECT_TIMEOUT={text!r}: give the seconds to wait for a scheduler, a positive number")
-    return value
 
 
 def check_address(address: str, flag: str = "--cluster", local: bool = True) -> str:

@@ -100,17 +100,26 @@ def describe() -> dict:
         info["devices"] = [apply_partition(d) for d in nat.query_devices()]
     except RuntimeError as e:
         info["device_error"] = str(e)
-    cudnn, cublas = find_cudnn(), find_cublas()
-    info["cudnn_library"] = str(cudnn[1]) if cudnn else None
-    info["cublas_library"] = str(cublas[1]) if cublas else None
-    if cudnn and cublas:
-        info.update(nat.library_versions(str(cudnn[1]), str(cublas[1])))
+    info.update(library_versions(nat))
     home = find_toolkit()  # the system's, else the toolkit wheels'
     info["nvcc"] = str(home / "bin" / "nvcc") if home else None
     return info
 
 
 
+
+
+def library_versions(nat=None) -> dict:
+    """The cuDNN and cuBLAS a suite here loads: ``cudnn_library`` and ``cublas_library`` (their paths,
+    :func:`benanza.build.cudalibs.find_cudnn`, ``find_cublas``; None when missing) and, when both are
+    found, ``cudnn_version`` and ``cublas_version`` (the integers the loaded libraries report:
+    cudnnGetVersion, cublasGetProperty; :func:`benanza.versions.version_text` writes them)."""
+    nat = nat or _native()
+    cudnn, cublas = find_cudnn(), find_cublas()
+    info = {"cudnn_library": str(cudnn[1]) if cudnn else None, "cublas_library": str(cublas[1]) if cublas else None}
+    if cudnn and cublas:
+        info.update(nat.library_versions(str(cudnn[1]), str(cublas[1])))
+    return info
 
 
 def libcuda_problem(index: int = 0) -> str | None:

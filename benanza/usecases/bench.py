@@ -14,7 +14,7 @@ from benanza.analysis.analyzer import Analysis
 from benanza.analysis.training import TrainingStep, training_step
 from benanza.build.builder import BuildResult, build as do_build
 from benanza.database.store import Database, System
-from benanza.errors import LibraryError, UsageError
+from benanza.errors import BenanzaError, LibraryError, UsageError
 from benanza.generation.generator import Suite
 from benanza.processing.cache import process as process_model
 from benanza.processing.model import load_graph, symbolic_dims
@@ -124,6 +124,7 @@ def bench(req: BenchRequest, progress: Progress = SILENT) -> BenchResult:
         for s in runs:
             say(f"[4/5] {run_line(s)}")
     else:
+        library_notice(progress)
         runs = [None]
         runs[0], ts = bench_measure(suite, database, opts, quiet, req.torch, progress, stages)
     system, results, steps = None, [], []
@@ -545,9 +546,25 @@ class RunResult:
     cluster: str | None
 
 
+def library_notice(progress: Progress) -> None:
+    """Before a measurement on this machine: a notice when its cuDNN or cuBLAS is older than the
+    ones benanza is built with (:func:`benanza.versions.older_libraries`; torch's pinned wheels
+    replace benanza's); nothing when they cannot be read (the measurement then says why)."""
+    from benanza.runner.system import library_versions
+    from benanza.versions import older_libraries
+
+    try:
+        line = older_libraries(library_versions())
+    except (BenanzaError, RuntimeError, OSError):
+        return
+    if line:
+        progress.notice(line)
+
+
 def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
     """``benanza run``: a built suite (``req.folder``) on this machine's GPUs, or on a Dask cluster,
-    into the database; the framework's kernels after the suite's on this machine."""
+    into the database; the framework's kernels after the suite's on this machine. The database is
+    closed when it ends, whole or stopped (Ctrl-C), so no -wal or -shm file stays beside it."""
     from benanza.database.store import open_db
     from benanza.generation.generator import load_suite
 
@@ -555,14 +572,18 @@ def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
     suite = load_suite(req.folder)
     opts = run_options(req.timing)
     database = open_db(req.db)
-    for n in database.notices:
-        progress.notice(n)
-    if req.cluster is not None:
-        runs = run_cluster(suite, database, opts, req.cluster, kinds, req.quiet, req.timing.devices, progress)
-        return RunResult(runs, None, req.cluster)
-    s = run_suite(suite, database, opts, req.quiet, progress=progress)
-    ts = run_framework(suite, database, s.system_id, opts, req.quiet, req.torch, progress=progress)
-    return RunResult([s], ts, None)
+    try:
+        for n in database.notices:
+            progress.notice(n)
+        if req.cluster is not None:
+            runs = run_cluster(suite, database, opts, req.cluster, kinds, req.quiet, req.timing.devices, progress)
+            return RunResult(runs, None, req.cluster)
+        library_notice(progress)
+        s = run_suite(suite, database, opts, req.quiet, progress=progress)
+        ts = run_framework(suite, database, s.system_id, opts, req.quiet, req.torch, progress=progress)
+        return RunResult([s], ts, None)
+    finally:  # its connections closed, stopped or not: SQLite removes the -wal and -shm files
+        database.engine.dispose()
 
 
 @dataclass
@@ -586,6 +607,7 @@ def ceilings(db: str | None, device: int, output: Path | None, quiet: bool,
 
     database = open_db(db)
     require_gpu(device, "benanza ceilings")  # before the compile: minutes to learn there is no GPU
+    library_notice(progress)
     folder = output or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "suites" / "ceilings"
     br = build_with_progress(C.generate_suite(folder), None, quiet, progress)
     system, rows, failed = C.measure(br.executable, device)
