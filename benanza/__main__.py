@@ -1,6 +1,7 @@
-"""``python -m benanza`` runs the command line. A Ctrl-C while its modules load (a second or more:
-typer, rich, SQLAlchemy, numpy) is the one line ``benanza: interrupted`` and exit 130, as later
-(:func:`benanza.cli.app.main` installs its own handler), not Python's traceback."""
+"""``python -m benanza`` and the installed ``benanza`` script (``[project.scripts]``) run the command
+line through :func:`run`. A Ctrl-C while its modules load (a second or more: typer, rich, SQLAlchemy,
+numpy) is the one line ``benanza: interrupted`` and exit 130, as later (:func:`benanza.cli.app.main`
+installs its own handler), not Python's traceback. Importing this module installs nothing."""
 import os
 import signal
 
@@ -10,8 +11,13 @@ def _interrupted_while_loading(signum, frame):
     os._exit(130)
 
 
-signal.signal(signal.SIGINT, _interrupted_while_loading)
+def run() -> None:
+    """The command line, with the Ctrl-C handler installed before the command modules load."""
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
+    from benanza.cli import main  # after the handler: the imports are what it covers
 
-from benanza.cli import main  # noqa: E402 (after the handler: the imports are what it covers)
+    main()
 
-main()
+
+if __name__ == "__main__":
+    run()

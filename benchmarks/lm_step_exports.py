@@ -10,7 +10,9 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
   token's logits;
 * ``mistral_window_decode``: a Mistral decode step with a sliding window of 8 tokens over a cache of
   32: the configuration's own cache (``DynamicCache(config=...)``) keeps the window, so the
-  attention reads 8 keys, not 33.
+  attention reads 8 keys, not 33;
+* ``deepseek_mla_decode``: a DeepSeek-V3-shaped decode step (MLA, dense MLPs) against the cache
+  transformers keeps for it: the compressed latent (1 x 32) and the rotary key (1 x 16) per token.
 
 Runs where torch, transformers and onnxscript are (no GPU needed)::
 
@@ -29,11 +31,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SMALL = "num_hidden_layers=2&hidden_size=128&intermediate_size=352&num_attention_heads=4&num_key_value_heads=2" \
         "&vocab_size=1000&max_position_embeddings=512"
+#: DeepSeek-V3's attention (MLA: a compressed KV latent of 32 and a rotary key of 16 per token) with dense
+#: MLPs in both layers (first_k_dense_replace), narrow
+MLA = "num_hidden_layers=2&hidden_size=256&intermediate_size=512&moe_intermediate_size=64&num_attention_heads=4" \
+      "&num_key_value_heads=4&q_lora_rank=64&kv_lora_rank=32&qk_nope_head_dim=32&qk_rope_head_dim=16&v_head_dim=32" \
+      "&first_k_dense_replace=2&vocab_size=1000&n_routed_experts=8&num_experts_per_tok=2"
 #: name -> (spec, phase, seq or kv_len)
 EXPORTS = {
     "qwen3_lm_prefill": (f"transformers:qwen3?{SMALL}&head_dim=32", "prefill", 16),
     "qwen3_lm_decode": (f"transformers:qwen3?{SMALL}&head_dim=32", "decode", 64),
     "mistral_window_decode": (f"transformers:mistral?{SMALL}&sliding_window=8", "decode", 32),
+    "deepseek_mla_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64),
 }
 
 

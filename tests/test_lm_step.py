@@ -1,6 +1,6 @@
 """The token as users time it (issue 54, item 4) and the exporter's reason (issue 54, "What was found").
 
-The exports of tests/data/decoders/{qwen3_lm_prefill,qwen3_lm_decode,mistral_window_decode}.onnx were
+The exports of tests/data/decoders/{qwen3_lm_prefill,qwen3_lm_decode,mistral_window_decode,deepseek_mla_decode}.onnx were
 written by benanza's own export path (benchmarks/lm_step_exports.py: PyTorch 2.13 CPU, transformers 5.25,
 torch.export at opset 20, weights stripped). Before, `benanza torch transformers:...` exported the base
 model (``AutoModel``, ``last_hidden_state``): a decode step without the LM head, whose vocabulary
@@ -38,7 +38,22 @@ def test_a_sliding_window_layer_attends_over_its_window_in_decode():
     """Mistral with sliding_window=8 over a 32-token cache: the model's own cache keeps the window."""
     ml = process(DEC / "mistral_window_decode.onnx", 8)
     assert ml.unsupported() == {}
-    assert _sdpa(ml) == [(8, 4, 2, 1, 8, 128)] * 2  # was 33 keys: the whole cache and the new token
+    assert _sdpa(ml) == [(8, 4, 2, 1, 8, 32)] * 2  # was 33 keys: the whole cache and the new token
+
+
+def test_an_mla_decode_step_reads_the_latent_cache_the_model_keeps():
+    """DeepSeek-V3's attention caches its compressed latent (kv_lora_rank 32) and rotary key (16) per token,
+    not per-head keys and values: `--phase decode` failed to export (it fed per-head K/V). Each layer's
+    past is what the model's cache holds, and the step re-expands it, as transformers runs it."""
+    import onnx
+
+    m = onnx.load(DEC / "deepseek_mla_decode.onnx", load_external_data=False)
+    dims = {i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim] for i in m.graph.input}
+    assert dims["past_key_0"] == ["batch", 1, 64, 32] and dims["past_value_0"] == ["batch", 1, 64, 16]
+    ml = process(DEC / "deepseek_mla_decode.onnx", 8)
+    assert _sdpa(ml) == [(8, 4, 0, 1, 65, 48)] * 2  # d_qk = 32 + 16 (nope + rope); d_v 32
+    # the one op without a benchmark yet: the ScatterND of the expanded keys (listed, never 0 ms)
+    assert ml.unsupported() == {"ScatterND": 4}
 
 
 class _DispatchError(Exception):

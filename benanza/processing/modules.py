@@ -17,7 +17,8 @@ A **module spec** (``benanza torch SPEC``) is one of
   int64 (``seq`` 128 by default, no padding); ``decode``: one new token per sequence against a
   KV cache of ``kv_len`` tokens, inputs ``input_ids`` ``[B, 1]``, ``attention_mask``
   ``[B, kv_len + 1]`` and per layer ``past_key_i``/``past_value_i``
-  ``[B, kv_heads, kv_len, head_dim]`` (the model's own ``DynamicCache`` is filled from them, so
+  ``[B, kv_heads, kv_len, head_dim]``, or what the model's cache holds per token where that differs
+  (MLA's compressed latent and rotary key; :func:`_cache_dims`) (the model's own cache is filled from them, so
   the step appends the new keys and values to the cache as generation does; the cache is the
   configuration's own, ``DynamicCache(config=...)``, so a sliding-window layer keeps its window).
   A model type transformers has a causal-LM class for (``AutoModelForCausalLM``: llama, qwen3,
@@ -151,6 +152,47 @@ def _decoder_cache_shape(cfg) -> tuple[int, int, int]:
     return layers, kv, int(hd)
 
 
+#: configuration fields a cache probe shrinks (they do not change what a layer's cache holds): the
+#: vocabulary, the MLPs' widths and the experts
+_PROBE_SMALL = {"vocab_size": 16, "intermediate_size": 16, "moe_intermediate_size": 16,
+                "shared_expert_intermediate_size": 16, "num_experts": 2, "n_routed_experts": 2,
+                "num_local_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1, "n_group": 1,
+                "topk_group": 1}
+
+
+def _cache_dims(cfg) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """What one layer of the model's own cache holds per token: ((heads, dim) of its keys, (heads,
+    dim) of its values), read off the cache a one-layer copy of the model (a tiny vocabulary, MLPs
+    and experts; :data:`_PROBE_SMALL`) fills on one token. Per-head keys and values for most
+    decoders; MLA (DeepSeek-V2/V3 in transformers 5) caches its compressed latent, (1,
+    kv_lora_rank), and the rotary key, (1, qk_rope_head_dim). None where the probe fails (the
+    configuration's arithmetic, :func:`_decoder_cache_shape`, is used)."""
+    import copy
+
+    import torch
+
+    probe = copy.deepcopy(cfg)
+    probe.num_hidden_layers = 1
+    for k, v in _PROBE_SMALL.items():
+        if isinstance(getattr(probe, k, None), int):
+            setattr(probe, k, v)
+    if isinstance(getattr(probe, "layer_types", None), list):
+        probe.layer_types = probe.layer_types[:1]
+    try:
+        model = _lm_model(probe, causal_lm(probe)).eval()
+        cache = _model_cache(probe)
+        with torch.no_grad():
+            model(input_ids=torch.zeros(1, 1, dtype=torch.int64), attention_mask=torch.ones(1, 1, dtype=torch.int64),
+                  past_key_values=cache, use_cache=True)
+        layer = cache.layers[0]
+        k, v = tuple(layer.keys.shape), tuple(layer.values.shape)
+    except Exception:  # noqa: BLE001 - a model the probe cannot run: the configuration's arithmetic
+        return None
+    if len(k) != 4 or len(v) != 4:
+        return None
+    return (int(k[1]), int(k[3])), (int(v[1]), int(v[3]))
+
+
 class UnknownTransformersModel(UsageError):
     """A transformers name that is neither a model type nor in the local Hugging Face cache."""
 
@@ -173,38 +215,59 @@ def _lm_model(cfg, causal: bool):
     return (AutoModelForCausalLM if causal else AutoModel).from_config(cfg)
 
 
-def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | None = None,
-                  train: bool = False) -> ModuleSource:
-    base, overrides = split_overrides(name)
+def _transformers_config(base: str):
+    """The configuration a transformers spec names (module doc): a config.json file or folder, a
+    model type's default, or a name in the local Hugging Face cache. Raises UsageError."""
+    from transformers import AutoConfig
 
-    def config():
-        from transformers import AutoConfig
-
-        if base.endswith(".json") or os.path.isdir(base):
-            if not os.path.exists(base):
-                raise UsageError(f"transformers config {base!r}: no such file")
-            try:
-                return AutoConfig.from_pretrained(base, local_files_only=True)
-            except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a bad file
-                raise UsageError(f"transformers config {base!r}: cannot read it ({_first(e)})") from None
-        mt = TRANSFORMERS_ALIASES.get(base, base)
-        try:
-            return AutoConfig.for_model(mt)
-        except (ValueError, KeyError):
-            pass
+    if base.endswith(".json") or os.path.isdir(base):
+        if not os.path.exists(base):
+            raise UsageError(f"transformers config {base!r}: no such file")
         try:
             return AutoConfig.from_pretrained(base, local_files_only=True)
-        except Exception:
-            raise UnknownTransformersModel(f"transformers model {base!r}: not a model type and not in the local "
-                                           f"Hugging Face cache (benanza never downloads; try transformers:bert)"
-                                           ) from None
+        except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a bad file
+            raise UsageError(f"transformers config {base!r}: cannot read it ({_first(e)})") from None
+    mt = TRANSFORMERS_ALIASES.get(base, base)
+    try:
+        return AutoConfig.for_model(mt)
+    except (ValueError, KeyError):
+        pass
+    try:
+        return AutoConfig.from_pretrained(base, local_files_only=True)
+    except Exception:
+        raise UnknownTransformersModel(f"transformers model {base!r}: not a model type and not in the local "
+                                       f"Hugging Face cache (benanza never downloads; try transformers:bert)"
+                                       ) from None
 
-    cfg = config()
+
+def _with_overrides(name: str, base: str, cfg, overrides: dict):
+    """``cfg`` with a spec's ``?key=value`` overrides, each checked against the configuration's own
+    field (:func:`_check_override`); a model type's configuration is made again with them as its
+    arguments. Raises UsageError."""
     for key, value in overrides.items():
         if not hasattr(cfg, key):
             raise UsageError(f"transformers spec {name!r}: the {type(cfg).__name__} has no {key!r}")
         _check_override(name, cfg, key, value)
         setattr(cfg, key, value)
+    if overrides and getattr(cfg, "model_type", None) == TRANSFORMERS_ALIASES.get(base, base):
+        # a model type's configuration made again with the overrides as its arguments: the fields its
+        # constructor derives from them follow (DeepSeek's head_dim from qk_rope_head_dim, a layer
+        # pattern from num_hidden_layers), as in a config.json written for those values
+        from transformers import AutoConfig
+
+        try:
+            cfg = AutoConfig.for_model(cfg.model_type, **overrides)
+        except Exception as e:  # noqa: BLE001 - the configuration's own checks of the values
+            raise UsageError(f"transformers spec {name!r}: {type(cfg).__name__} refuses the values: {_first(e)}"
+                             ) from None
+    return cfg
+
+
+def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | None = None,
+                  train: bool = False) -> ModuleSource:
+    base, overrides = split_overrides(name)
+
+    cfg = _with_overrides(name, base, _transformers_config(base), overrides)
     _check_positions(name, cfg, seq, phase, kv_len)
     vocab = int(getattr(cfg, "vocab_size", 30522))
     label = _safe(Path(base).parent.name if base.endswith(".json") else Path(base).name if os.path.isdir(base) else base)
@@ -315,6 +378,8 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = Tru
     except (AttributeError, TypeError, ValueError, ZeroDivisionError):
         raise UsageError(f"--phase decode: {type(cfg).__name__} is no decoder configuration (no layers, heads "
                          f"and hidden size)") from None
+    probed = _cache_dims(cfg)
+    (k_heads, k_dim), (v_heads, v_dim) = probed or ((kv_heads, head_dim), (kv_heads, head_dim))
 
     def build():
         import torch
@@ -345,7 +410,8 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = Tru
         # 32 is 2.4 G normal numbers, 13 of the 21 s GPT-2's profiling child spent building its module
         # and inputs when the CPU drew them (an H200)
         g = torch.Generator(device=device or "cpu").manual_seed(0)
-        past = [torch.randn(batch, kv_heads, kv_len, head_dim, generator=g, device=device) for _ in range(2 * layers)]
+        past = [torch.randn(batch, *((k_heads, kv_len, k_dim) if i % 2 == 0 else (v_heads, kv_len, v_dim)),
+                            generator=g, device=device) for i in range(2 * layers)]
         return (torch.randint(0, vocab, (batch, 1), generator=g, device=device),
                 torch.ones(batch, kv_len + 1, dtype=torch.int64, device=device), *past)
 
@@ -354,8 +420,10 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = Tru
                        output_names=("logits" if causal else "last_hidden_state",), device_inputs=True,
                        cacheable=True, identity={"transformers": _config_identity(cfg), "phase": "decode",
                                                  "kv_len": kv_len, "head": "lm_last" if causal else "none"})
+    what = (f"{k_heads} KV heads of {k_dim}" if (k_heads, k_dim) == (v_heads, v_dim)
+            else f"keys {k_heads} x {k_dim} and values {v_heads} x {v_dim} per token, as the model caches them")
     src.notes.append(f"decode: 1 new token per sequence against a KV cache of {kv_len} tokens ({layers} layers, "
-                     f"{kv_heads} KV heads of {head_dim})"
+                     f"{what})"
                      + (f", ending with the LM head's logits of the new token ({vocab:,} tokens)" if causal else ""))
     return src
 
