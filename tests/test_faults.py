@@ -623,3 +623,37 @@ def test_ctrl_c_while_python_m_benanza_loads_is_one_line():
         p.communicate()
         raise
     assert p.returncode == 130 and err.strip().splitlines() == ["benanza: interrupted"], (p.returncode, err)
+
+
+def test_a_report_write_killed_leaves_a_temporary_file_the_next_write_removes(tmp_path):
+    """``write_atomic`` (report --html, the torch reports, db export --format gbench/nvbench): a writer
+    killed with SIGKILL between its temporary file and the rename leaves ``.NAME.RANDOM.tmp``; the next
+    write of NAME removes it (its lock is gone), and keeps a temporary file whose writer still runs."""
+    import subprocess
+    import sys
+
+    from benanza.database.exports import write_atomic
+
+    out = tmp_path / "r.html"
+    killed = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, tempfile, time; from benanza.database import exports as E\n"
+        "real = os.replace\n"
+        "os.replace = lambda a, b: (print(a, flush=True), time.sleep(60))\n"
+        f"E.write_atomic(b'x' * 1000, {str(out)!r})")], stdout=subprocess.PIPE, text=True)
+    left = Path(killed.stdout.readline().strip())
+    killed.kill()
+    killed.wait()
+    assert left.exists() and left.name.startswith(".r.html.") and not out.exists()
+    live = tmp_path / ".r.html.live.tmp"
+    live.write_text("")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        f"import fcntl, os, time; fd = os.open({str(live)!r}, os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); "
+        "print(1, flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    try:
+        holder.stdout.readline()
+        write_atomic(b"whole", out)
+        assert out.read_bytes() == b"whole" and not left.exists() and live.exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".r.html.live.tmp", "r.html"]
+    finally:
+        holder.kill()
+        holder.wait()

@@ -91,10 +91,13 @@ def write_atomic(data: bytes, path: str | os.PathLike) -> Path:
     """``data`` at ``path`` whole or not at all: written to a temporary file beside it, renamed over
     it; on any failure (a full disk, an interrupt) the temporary file is removed and the error
     raised (an OSError says why: ENOSPC, EACCES...). The file's mode is what ``open`` would give it
-    under the process's umask (0644 under the usual 022), not the temporary file's 0600. Returns the path."""
+    under the process's umask (0644 under the usual 022), not the temporary file's 0600. The
+    temporary file (``.NAME.RANDOM.tmp``) is ``flock``-ed while it is written, so a write killed
+    with SIGKILL leaves one the next write of ``path`` removes (:func:`_lock_and_sweep`). Returns the path."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        _lock_and_sweep(fd, p)
         mask = os.umask(0)
         os.umask(mask)
         try:
@@ -112,6 +115,38 @@ def write_atomic(data: bytes, path: str | os.PathLike) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return p
+
+
+def _lock_and_sweep(fd: int, p: Path) -> None:
+    """Take an exclusive ``flock`` on the temporary file ``fd`` for this write, then remove the
+    temporary files of earlier writes of ``p`` whose writer is gone (killed with SIGKILL: their lock
+    released); a write still running keeps its own. Without ``flock`` (another OS, some network file
+    systems) nothing is taken as stale."""
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except (ImportError, OSError):
+        return
+    for old in p.parent.glob(f".{glob_escape(p.name)}.*.tmp"):
+        try:
+            ofd = os.open(old, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(ofd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its writer is running (or this write's own file)
+            continue
+        finally:
+            os.close(ofd)
+        old.unlink(missing_ok=True)
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters taken literally (:func:`glob.escape`)."""
+    import glob
+
+    return glob.escape(name)
 
 
 # ---------------------------------------------------------------------------------------- NVBench
