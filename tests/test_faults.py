@@ -643,6 +643,8 @@ def test_a_report_write_killed_leaves_a_temporary_file_the_next_write_removes(tm
     left = Path(killed.stdout.readline().strip())
     killed.kill()
     killed.wait()
+    COUNTS["kills"] += 1
+    COUNTS["sigkill"] += 1
     assert left.exists() and left.name.startswith(".r.html.") and not out.exists()
     live = tmp_path / ".r.html.live.tmp"
     live.write_text("")
@@ -653,6 +655,7 @@ def test_a_report_write_killed_leaves_a_temporary_file_the_next_write_removes(tm
         holder.stdout.readline()
         write_atomic(b"whole", out)
         assert out.read_bytes() == b"whole" and not left.exists() and live.exists()
+        COUNTS["lost"] += out.read_bytes() != b"whole"
         assert sorted(p.name for p in tmp_path.iterdir()) == [".r.html.live.tmp", "r.html"]
     finally:
         holder.kill()
