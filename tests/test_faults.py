@@ -99,11 +99,14 @@ def _benanza(argv: list[str], cache: str, err: str, env: dict | None = None) -> 
     ``env``: variables set first (the fork server's environment is the one it started with)."""
     os.environ.update(env or {})
     os.environ["XDG_CACHE_HOME"] = cache
+    # imported before ``err`` exists, which tells the caller the command runs: a fork server another test
+    # module of the session started has not imported benanza (its preload is this module's), and a
+    # Ctrl-C while the modules load is the entry point's case (test_ctrl_c_while_python_m_benanza_loads...)
+    from benanza.cli import main
+
     null, log = os.open(os.devnull, os.O_WRONLY), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(null, 1)
     os.dup2(log, 2)
-    from benanza.cli import main
-
     main(argv)
 
 

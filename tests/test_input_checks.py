@@ -196,6 +196,7 @@ def fake_transformers(fake_torch, monkeypatch):
     tf = types.ModuleType("transformers")
     tf.AutoConfig = types.SimpleNamespace(for_model=lambda mt: GPT2Config() if mt == "gpt2" else (_ for _ in ()).throw(
         ValueError(mt)))
+    tf.AutoModelForCausalLM = types.SimpleNamespace(_model_mapping={GPT2Config: None})  # GPT-2 has an LM head
     monkeypatch.setitem(sys.modules, "transformers", tf)
     tv = types.ModuleType("torchvision")
     tv.models = types.SimpleNamespace(list_models=lambda module=None: ["resnet50"])

@@ -111,9 +111,9 @@ def test_roofline_and_predict_take_analyzes_scenario_options():
     scenario, the same LBL (cold measurements: the shipped database has none for resnet50 fp32 here, so
     each says so the same way)."""
     common = ["--batch", "32", "--dtype", "fp32", "--conv-tf32", "--db", DB]
-    a = cli_json("analyze", RESNET50, *common)
-    r = cli_json("roofline", RESNET50, *common)
-    p = cli_json("predict", RESNET50, *common, "--to", "H100-SXM")
+    (a,) = cli_json("analyze", RESNET50, *common)
+    (r,) = cli_json("roofline", RESNET50, *common)
+    (p,) = cli_json("predict", RESNET50, *common, "--to", "H100-SXM")
     assert a["lbl_ms"] == r["lbl_ms"] == p["origin_lbl_ms"] and a["conv_precision"] == "tf32"
     errs = [CliRunner().invoke(app, [c, str(RESNET50), "--db", str(DB), "--cache", "hot", *x])
             for c, x in (("analyze", []), ("roofline", []), ("predict", ["--to", "H100-SXM"]))]

@@ -17,6 +17,7 @@ import pytest
 from benanza.profiles.trace import read_trace
 from benanza.profiles.train_join import ROLES, train_join
 from benanza.spec import PROFILED_STEP_PHASES as PHASES
+from conftest import envelope_of
 
 DATA = Path(__file__).parent / "data" / "traces"
 REAL_TRACE = DATA / "resnet18_train_b2_fp32.json.gz"
@@ -612,7 +613,7 @@ def test_torch_train_says_where_the_command_time_goes(tmp_path, monkeypatch):
     import benanza.usecases.torch as T
     from benanza.spec import TorchRequest
 
-    monkeypatch.setattr(modules, "resolve", lambda spec, seq, shape: types.SimpleNamespace(name="m"))
+    monkeypatch.setattr(modules, "resolve", lambda spec, seq, shape, train=False: types.SimpleNamespace(name="m"))
 
     def fake_prepare(src, folder, batches, *a, seconds=None, **k):
         seconds.update(export=12.5, bench=30.25)
@@ -679,7 +680,7 @@ def test_the_report_is_printed_and_written(tmp_path, small_join, capsys):
         d = json.loads((tmp_path / "report-b2-fp32-train-sgd.json").read_text())
         assert d["complete"] is complete and d["run"]["spec"] == "small"
     cli.print_train_comparisons([c], "small", json_out=True)
-    docs = json.loads(capsys.readouterr().out)
+    docs = envelope_of(capsys.readouterr().out, "torch")["scenarios"]
     assert docs[0]["ratios"]["optimizer"]["ratio"] is None and docs[0]["pytorch"]["iterations"] == 2
 
 
