@@ -119,27 +119,41 @@ def write_atomic(data: bytes, path: str | os.PathLike) -> Path:
 
 def _lock_and_sweep(fd: int, p: Path) -> None:
     """Take an exclusive ``flock`` on the temporary file ``fd`` for this write, then remove the
-    temporary files of earlier writes of ``p`` whose writer is gone (killed with SIGKILL: their lock
-    released); a write still running keeps its own. Without ``flock`` (another OS, some network file
-    systems) nothing is taken as stale."""
+    temporary files of earlier writes of ``p`` whose writer is gone (:func:`abandoned`); a write
+    still running keeps its own. Without ``flock`` (another OS, some network file systems) nothing is
+    taken as stale."""
     try:
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_EX)
     except (ImportError, OSError):
         return
-    for old in p.parent.glob(f".{glob_escape(p.name)}.*.tmp"):
+    for old in abandoned(p.parent.glob(f".{glob_escape(p.name)}.*.tmp")):
+        old.unlink(missing_ok=True)
+
+
+def abandoned(paths) -> list[Path]:
+    """Of ``paths`` (temporary files a writer holds an exclusive ``flock`` on while it writes), those
+    whose writer is gone (killed with SIGKILL, the machine stopped: the lock released); a writer
+    still running keeps its own. Without ``flock``: none."""
+    try:
+        import fcntl
+    except ImportError:
+        return []
+    gone = []
+    for path in sorted(paths):
         try:
-            ofd = os.open(old, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY)
         except OSError:
             continue
         try:
-            fcntl.flock(ofd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # its writer is running (or this write's own file)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its writer is running (or this process's own file)
             continue
         finally:
-            os.close(ofd)
-        old.unlink(missing_ok=True)
+            os.close(fd)  # (a lock taken is released here)
+        gone.append(Path(path))
+    return gone
 
 
 def glob_escape(name: str) -> str:

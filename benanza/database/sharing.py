@@ -516,24 +516,11 @@ def remove_stale_exports(folder: Path) -> list[Path]:
     SIGKILL, the machine stopped: their ``flock`` released), with their ``-wal``, ``-shm`` and
     ``-journal`` files; an export still running keeps its own (and every one where ``flock`` is
     missing). Returns what it removed."""
-    try:
-        import fcntl
-    except ImportError:
-        return []
-    gone = []
-    for tmp in sorted(folder.glob(f".*{EXPORT_TEMP_SUFFIX}")):
-        try:
-            fd = os.open(tmp, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # its export is running
-            continue
-        finally:
-            os.close(fd)  # (a lock taken is released here; the file is removed next)
+    from benanza.database.exports import abandoned
+
+    gone = abandoned(folder.glob(f".*{EXPORT_TEMP_SUFFIX}"))
+    for tmp in gone:
         _remove_export_temp(tmp)
-        gone.append(tmp)
     for side in folder.glob(f".*{EXPORT_TEMP_SUFFIX}-*"):  # a -wal or -shm whose file went first
         base = Path(str(side).rsplit(EXPORT_TEMP_SUFFIX, 1)[0] + EXPORT_TEMP_SUFFIX)
         if not base.exists():
