@@ -66,6 +66,7 @@ from benanza.kinds.rnn_train import (RNN_TRAIN_CALLS, RNNTrainConfig)  # noqa: F
 from benanza.kinds.sdpa_backward import (SdpaBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.trilu import (TriluConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.cumsum import (CumSumConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.grouped_gemm import (GroupedGemmConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize import (ResizeConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.lrn_backward import (LRNBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize_backward import (ResizeBwdConfig)  # noqa: F401 (the kinds' namespace)

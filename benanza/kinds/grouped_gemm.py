@@ -1,0 +1,198 @@
+"""GroupedGemm layers: the experts' matrix products of a mixture-of-experts layer, one GEMM per expert
+over the tokens routed to it, ``Y[rows_e] = X[rows_e] @ W[e]`` with the rows sorted by expert.
+
+transformers 5 runs a mixture of experts this way by default (``grouped_mm_experts_forward``,
+``transformers/integrations/moe.py``: sort the (token, expert) pairs by expert, count them per expert,
+``torch.nn.functional.grouped_mm`` or its per-expert ``torch.mm`` loop
+``transformers::grouped_mm_fallback``). ONNX has no such operator: benanza's export writes it as one
+``GroupedMatMul`` node of the ``benanza`` domain (:data:`GROUPED_MATMUL_SPEC`,
+``benanza.processing.modules``), inputs ``x [S, K]`` (rows sorted by expert), ``w [E, K, N]`` and
+``offs [E]`` (the cumulative row counts, int32), output ``y [S, N]``.
+
+The rows per expert are the router's choice at run time, not the graph's: a config states the routing
+it is timed under (:attr:`GroupedGemmConfig.routing`; ``balanced``: ``S`` rows spread as evenly as they
+go over ``min(E, S)`` experts, what a load-balanced router gives and what a decode token's ``top_k``
+distinct experts are).
+
+Timed: cuBLAS's ``cublasGemmGroupedBatchedEx`` (one group per row count), the per-expert
+``cublasGemmEx`` loop (transformers' fallback, a framework without a grouped kernel), and where every
+active expert has the same rows ``cublasGemmStridedBatchedEx`` and cuBLASLt's strided-batched
+matmul (its heuristic's configs, FP8 included). The framework side: PyTorch's
+``torch.nn.functional.grouped_mm`` (bf16, the call transformers makes on a GPU) and its ``torch.mm`` loop.
+
+The whole slice of the kind: its config, the ONNX op it maps, the case its template renders, its
+minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from benanza.kinds.base import Job, Kind, LayerConfig, numel
+from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
+from benanza.kinds.framework import Candidate, Ctx, NotSupported
+from benanza.kinds.onnx_map import ContribOp, Unsupported, need
+
+#: the domain of the operators benanza's export writes where ONNX has none
+BENANZA_DOMAIN = "benanza"
+#: where the operator's semantics come from: PyTorch's grouped matmul, as transformers calls it
+GROUPED_MATMUL_SPEC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.grouped_mm.html"
+#: the routings a config can be timed under (:meth:`GroupedGemmConfig.counts`)
+ROUTINGS = ("balanced",)
+
+
+@dataclass(frozen=True)
+class GroupedGemmConfig(LayerConfig):
+    """A grouped GEMM over the experts of a mixture-of-experts layer: for each expert ``e``,
+    ``Y[r_e] = X[r_e] @ W[e]`` (``W[e]^T`` when ``trans_b``), rows ``r_e`` contiguous and in expert
+    order.
+
+    rows: S, the (token, expert) pairs (tokens x top-k); k: the input features (K); n: the output
+    features (N); experts: E, the weight's leading dim; trans_b: W stored ``[E, N, K]`` (an
+    ``nn.Linear``-style expert) rather than ``[E, K, N]``; routing: how the rows fall on the experts
+    (:meth:`counts`). FLOPs: ``2 * rows * n * k`` (every row is multiplied once, whatever the routing).
+    """
+
+    kind: ClassVar[str] = "GroupedGemm"
+    tensor_cores: ClassVar[bool] = True
+    rows: int
+    n: int
+    k: int
+    experts: int
+    trans_b: bool = False
+    routing: str = "balanced"
+
+    def __post_init__(self):
+        if min(self.rows, self.n, self.k, self.experts) < 1:
+            raise ValueError(f"GroupedGemmConfig: sizes must be positive ({self.rows}, {self.n}, {self.k}, "
+                             f"{self.experts})")
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"GroupedGemmConfig: routing {self.routing!r} is not one of {', '.join(ROUTINGS)}")
+
+    def counts(self) -> tuple[int, ...]:
+        """Rows per expert, ``experts`` entries in expert order. ``balanced``: ``active = min(E, S)``
+        experts get ``S // active`` rows and the first ``S % active`` of them one more; the others none
+        (the C++ case computes the same rule, ``templates/grouped_gemm.cpp.j2``)."""
+        active = min(self.experts, self.rows)
+        base, rem = divmod(self.rows, active)
+        return tuple(base + (1 if e < rem else 0) for e in range(active)) + (0,) * (self.experts - active)
+
+    @property
+    def active(self) -> int:
+        """Experts with at least one row under the routing."""
+        return sum(1 for c in self.counts() if c)
+
+    def input_shapes(self):
+        w = (self.experts, self.n, self.k) if self.trans_b else (self.experts, self.k, self.n)
+        return [(self.rows, self.k), w]
+
+    def output_shape(self):
+        return (self.rows, self.n)
+
+    def flops(self):
+        return 2 * self.rows * self.n * self.k
+
+    def describe(self):
+        t = "T" if self.trans_b else "N"
+        return (f"GroupedGemm({self.experts} experts, {self.active} active, rows {self.rows} n{self.n} k{self.k} "
+                f"N{t}, {self.routing})")
+
+
+def _map_grouped_matmul(node, ctx, attrs):
+    """``benanza.GroupedMatMul(x [S, K], w [E, K, N], offs [E]) -> y [S, N]`` (benanza's export of
+    ``torch.nn.functional.grouped_mm`` / ``transformers::grouped_mm_fallback``); attribute
+    ``trans_b`` (default 0): w is ``[E, N, K]``. Unsupported for other ranks or mismatched K."""
+    if len(node.input) < 3:
+        raise Unsupported("GroupedMatMul needs x, w and offs")
+    x = tuple(need(ctx.shape(node.input[0]), "input x"))
+    w = tuple(need(ctx.shape(node.input[1]), "input w"))
+    if len(x) != 2 or len(w) != 3:
+        raise Unsupported(f"GroupedMatMul of x {list(x)} and w {list(w)} (x [S, K], w [E, K, N])")
+    tb = bool(int(attrs.get("trans_b", 0)))
+    e, k, n = (w[0], w[2], w[1]) if tb else w
+    if x[1] != k:
+        raise Unsupported(f"GroupedMatMul inner dimensions differ ({x[1]} vs {k})")
+    if x[0] < 1:
+        raise Unsupported("GroupedMatMul of no rows")
+    return GroupedGemmConfig(rows=x[0], n=n, k=k, experts=e, trans_b=tb)
+
+
+def _grouped_matmul_shapes(node, ctx, attrs):
+    """y [S, N] of x [S, K] and w [E, K, N] (``[E, N, K]`` with trans_b), x's element type."""
+    x, w = ctx.shape(node.input[0]), ctx.shape(node.input[1])
+    tb = bool(int(attrs.get("trans_b", 0)))
+    shape = None
+    if x is not None and w is not None and len(x) == 2 and len(w) == 3:
+        shape = (x[0], w[1] if tb else w[2])
+    return [(shape, ctx.types.get(node.input[0]))]
+
+
+@dataclass(frozen=True)
+class GroupedGemmCase(Case):
+    """One row of ``templates/grouped_gemm.cpp.j2``'s case table: the fields of its C++
+    ``GroupedGemmCase`` in order, as C++ literals (``tests/test_kinds_registry.py`` checks the order)."""
+
+    rows: int
+    n: int
+    k: int
+    experts: int
+    trans_b: CppValue
+    label: CppValue
+
+
+def _grouped_case(cfg: GroupedGemmConfig, job: Job) -> GroupedGemmCase:
+    return GroupedGemmCase(job=job_init(job), rows=cfg.rows, n=cfg.n, k=cfg.k, experts=cfg.experts,
+                           trans_b=cpp_num(cfg.trans_b), label=cpp_string(cfg.routing))
+
+
+def _grouped(c: Ctx) -> Candidate:
+    """``torch.nn.functional.grouped_mm(x, w, offs=offs)`` (``torch._grouped_mm`` on an older PyTorch),
+    what transformers calls on a GPU, with ``offs`` the cumulative counts of :meth:`GroupedGemmConfig.counts`;
+    where PyTorch has no grouped kernel for the dtype (it takes bf16), the per-expert ``torch.mm`` loop
+    of transformers' fallback alone. The loop is always timed too (a variant)."""
+    cfg, torch = c.cfg, c.torch
+    x = c.randn((cfg.rows, cfg.k))
+    w = c.randn((cfg.experts, cfg.n, cfg.k)).transpose(-2, -1) if cfg.trans_b else c.randn((cfg.experts, cfg.k, cfg.n))
+    counts = cfg.counts()
+    ends, acc = [], 0
+    for cnt in counts:
+        acc += cnt
+        ends.append(acc)
+    offs = torch.tensor(ends, device=c.device, dtype=torch.int32)
+    out = torch.empty((cfg.rows, cfg.n), device=c.device, dtype=x.dtype)
+
+    def loop():
+        start = 0
+        for e, end in enumerate(ends):
+            if end > start:
+                torch.mm(x[start:end], w[e], out=out[start:end])
+            start = end
+        return out
+
+    looped = Candidate("torch:aten::mm", "per-expert loop", loop, cfg.rows * cfg.n,
+                       note=f"{cfg.active} torch.mm calls (transformers::grouped_mm_fallback)")
+    fn = getattr(torch.nn.functional, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+    if fn is None or x.dtype != torch.bfloat16:
+        if fn is None and cfg.active > 64:
+            raise NotSupported("no grouped matmul in this PyTorch")
+        return looped
+    return Candidate("torch:aten::_grouped_mm", "grouped_mm", lambda: fn(x, w, offs=offs), cfg.rows * cfg.n,
+                     variants=[looped])
+
+
+def _min_bytes(cfg: GroupedGemmConfig, ib: int, ob: int) -> int:
+    """X read once, the active experts' weights read once, Y written once (bytes): the compulsory
+    traffic (Williams et al., "Roofline", CACM 2009); an inactive expert's weights are not read."""
+    return ib * (cfg.rows * cfg.k + cfg.active * cfg.k * cfg.n) + ob * cfg.rows * cfg.n
+
+
+#: this kind's registry entry (:data:`benanza.kinds.REGISTRY`)
+KIND = Kind(
+    example=GroupedGemmConfig(rows=32, n=1536, k=2048, experts=128),  # Qwen3-30B-A3B, decode b4 top-8
+    name="GroupedGemm", config=GroupedGemmConfig, template="grouped_gemm.cpp.j2", case=_grouped_case,
+    min_bytes=_min_bytes, torch=_grouped, onnx={}, typed_ops=(), fused_from=(),
+    aten={"GroupedMatMul": ("aten::_grouped_mm", "aten::grouped_mm", "aten::mm", "transformers::grouped_mm_fallback")},
+    nhwc=False, image=False,
+    contrib={(BENANZA_DOMAIN, "GroupedMatMul"): ContribOp(
+        _map_grouped_matmul, _grouped_matmul_shapes, GROUPED_MATMUL_SPEC,
+        ("aten::_grouped_mm", "aten::grouped_mm", "aten::mm", "transformers::grouped_mm_fallback"))})
