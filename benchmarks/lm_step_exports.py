@@ -12,7 +12,11 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
   32: the configuration's own cache (``DynamicCache(config=...)``) keeps the window, so the
   attention reads 8 keys, not 33;
 * ``deepseek_mla_decode``: a DeepSeek-V3-shaped decode step (MLA, dense MLPs) against the cache
-  transformers keeps for it: the compressed latent (1 x 32) and the rotary key (1 x 16) per token.
+  transformers keeps for it: the compressed latent (1 x 32) and the rotary key (1 x 16) per token;
+* ``<moe>_prefill`` / ``<moe>_decode`` for each of :data:`MOE_SPECS` (Qwen3-MoE, Qwen1.5-MoE, Mixtral,
+  DeepSeek-V3 with MLA, GPT-OSS): transformers' default experts (``grouped_mm``), exported through
+  benanza's translations (``benanza.processing.translations``: ``benanza.GroupedMatMul``, histc as
+  ScatterElements), prefill of 16 tokens and decode against a cache of 32.
 
 Runs where torch, transformers and onnxscript are (no GPU needed)::
 
@@ -36,24 +40,52 @@ SMALL = "num_hidden_layers=2&hidden_size=128&intermediate_size=352&num_attention
 MLA = "num_hidden_layers=2&hidden_size=256&intermediate_size=512&moe_intermediate_size=64&num_attention_heads=4" \
       "&num_key_value_heads=4&q_lora_rank=64&kv_lora_rank=32&qk_nope_head_dim=32&qk_rope_head_dim=16&v_head_dim=32" \
       "&first_k_dense_replace=2&vocab_size=1000&n_routed_experts=8&num_experts_per_tok=2"
+#: mixture-of-experts decoders, narrow, with transformers' default experts (grouped_mm): 8 experts, top-2
+MOE = "num_hidden_layers=2&hidden_size=64&num_attention_heads=4&num_key_value_heads=2&vocab_size=256" \
+      "&max_position_embeddings=128"
+MOE_SPECS = {
+    # Qwen3-MoE (30B-A3B's form: no shared expert, softmax router, top-k renormalised)
+    "qwen3_moe": f"transformers:qwen3_moe?{MOE}&intermediate_size=128&moe_intermediate_size=32"
+                 "&num_experts=8&num_experts_per_tok=2",
+    # Qwen1.5-MoE: a shared expert with its sigmoid gate beside the routed ones
+    "qwen2_moe": f"transformers:qwen2_moe?{MOE}&intermediate_size=128&moe_intermediate_size=32"
+                 "&shared_expert_intermediate_size=64&num_experts=8&num_experts_per_tok=2",
+    # Mixtral-8x7B's form: 8 experts, top-2
+    "mixtral": f"transformers:mixtral?{MOE}&intermediate_size=64&num_local_experts=8&num_experts_per_tok=2",
+    # DeepSeek-V3: MLA, a dense first layer, sigmoid router with group-limited top-k, a shared expert
+    "deepseek_v3_moe": "transformers:deepseek_v3?num_hidden_layers=2&hidden_size=64&intermediate_size=128"
+                       "&moe_intermediate_size=32&num_attention_heads=4&num_key_value_heads=4&q_lora_rank=32"
+                       "&kv_lora_rank=16&qk_nope_head_dim=16&qk_rope_head_dim=8&v_head_dim=16&first_k_dense_replace=1"
+                       "&vocab_size=256&max_position_embeddings=128&n_routed_experts=8&num_experts_per_tok=2"
+                       "&n_group=2&topk_group=1&n_shared_experts=1",
+    # GPT-OSS: biased experts with a clamped SwiGLU, attention sinks, sliding-window layers
+    "gpt_oss": f"transformers:gpt_oss?{MOE}&intermediate_size=32&num_local_experts=8&num_experts_per_tok=2"
+               "&head_dim=16&sliding_window=8",
+}
 #: name -> (spec, phase, seq or kv_len)
 EXPORTS = {
     "qwen3_lm_prefill": (f"transformers:qwen3?{SMALL}&head_dim=32", "prefill", 16),
     "qwen3_lm_decode": (f"transformers:qwen3?{SMALL}&head_dim=32", "decode", 64),
     "mistral_window_decode": (f"transformers:mistral?{SMALL}&sliding_window=8", "decode", 32),
     "deepseek_mla_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64),
+    **{f"{m}_{phase}": (spec, phase, 16 if phase == "prefill" else 32)
+       for m, spec in MOE_SPECS.items() for phase in ("prefill", "decode")},
 }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--only", help="comma-separated export names (default: all)")
     a = ap.parse_args(argv)
     import onnx
 
     from benanza.processing.modules import export_onnx, resolve
 
+    only = set(a.only.split(",")) if a.only else set(EXPORTS)
     for name, (spec, phase, n) in EXPORTS.items():
+        if name not in only:
+            continue
         src = resolve(spec, seq=n, phase=phase, kv_len=n if phase == "decode" else None)
         t = time.perf_counter()
         e = export_onnx(src, a.out / f"{name}.onnx")

@@ -77,17 +77,26 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     fp16/bf16 2, fp8 1), from its ``dims`` (present in weight-stripped files); an initializer every
     consumer of which is a Gather's data input counts the elements its Gather layers output (the rows
     read), at most its own size, and nothing where the Gather was folded (its indices are constants
-    once the dims are bound, e.g. a decode step's position: the layer graph reads none of the table). Raises UsageError for an unknown precision."""
+    once the dims are bound, e.g. a decode step's position: the layer graph reads none of the table).
+    The experts' weights of a mixture of experts (an initializer only ``GroupedMatMul`` nodes read)
+    count the experts the layer's routing gives rows to (:attr:`benanza.kinds.GroupedGemmConfig.active`:
+    a decode token reads its top-k experts, not all of them), so the bound and the LBL assume the same
+    routing. Raises UsageError for an unknown precision."""
     per = Precision.of(precision).bytes
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for n in model.graph.node:
         for i, x in enumerate(n.input):
             consumers.setdefault(x, []).append((n, i))
     gathered_out: dict[str, int] = {}
+    expert_out: dict[str, int] = {}
     for ly in ml.layers:
         if ly.op_type == "Gather" and ly.output_shapes and ly.output_shapes[0] is not None:
             for name in (*ly.static_inputs, *ly.inputs[:1]):  # the table: a weight, so a static input
                 gathered_out[name] = gathered_out.get(name, 0) + _numel(ly.output_shapes[0])
+        if isinstance(ly.config, L.GroupedGemmConfig):
+            cfg = ly.config  # the experts the routing gives rows to: an idle expert's weights are not read
+            for name in ly.static_inputs or ly.inputs[1:2]:  # the weights: an initializer, so a static input
+                expert_out[name] = max(expert_out.get(name, 0), cfg.active * cfg.n * cfg.k)
     params = total = count = gathered = 0
     seen: set[str] = set()
     for t in model.graph.initializer:
@@ -98,6 +107,8 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
         params += n
         count += 1
         uses = consumers.get(t.name, [])
+        if uses and t.name in expert_out and all(node.op_type == "GroupedMatMul" and i == 1 for node, i in uses):
+            n = min(n, expert_out[t.name])  # the experts' weights: only the active experts' (GroupedGemm.active)
         if uses and all(node.op_type == "Gather" and i == 0 for node, i in uses):
             n = min(n, gathered_out.get(t.name, 0))  # no Gather layer: folded, a constant of the bound graph
             gathered += 1
@@ -301,4 +312,26 @@ def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, ke
         return {"phase": phase, "metric": DECODER_PHASES.get(phase, phase), "error": str(e)}
     model, _ = load_graph(ml.path)
     b = physical_bound(model, ml, analysis.precision, ceil, source, gpu, phase)
-    return llm_terms(b, analysis.lbl_ms, analysis.complete, measured_ms, kernel_ms)
+    d = llm_terms(b, analysis.lbl_ms, analysis.complete, measured_ms, kernel_ms)
+    experts = experts_share(analysis)
+    if experts:
+        d["experts"] = experts
+    return d
+
+
+def experts_share(analysis) -> dict | None:
+    """The experts' part of a mixture-of-experts step: its ``GroupedGemm`` layers (the experts' GEMMs,
+    :mod:`benanza.kinds.grouped_gemm`) in ``analysis``: ``layers`` (how many), ``lbl_ms`` (the sum of
+    their lower-bound times, ms; None when one has no valid measurement: never a partial sum),
+    ``share`` (of the step's sequential lower bound, the sum over every layer, ``lbl_fused_sequential_ms``;
+    None with ``lbl_ms``), ``routing`` (the routings the configs are timed under) and ``active`` /
+    ``experts`` (experts given rows, of all, summed over the layers). None for a model without experts."""
+    rows = [t for t in analysis.layers if isinstance(t.layer.config, L.GroupedGemmConfig)]
+    if not rows:
+        return None
+    missing = any(t.time_ms is None for t in rows)
+    ms = None if missing else sum(t.time_ms for t in rows)
+    seq = analysis.lbl_fused_sequential_ms
+    return {"layers": len(rows), "lbl_ms": ms, "share": ms / seq if ms is not None and seq else None,
+            "routing": ", ".join(sorted({t.layer.config.routing for t in rows})),
+            "active": sum(t.layer.config.active for t in rows), "experts": sum(t.layer.config.experts for t in rows)}

@@ -54,6 +54,7 @@ from typing import Callable
 
 from benanza.errors import ModelError, UsageError
 from benanza.spec import DECODER_PHASES
+from benanza.processing import translations
 
 #: the record_function name prefix of a module scope in a native profile's trace (one colon: the
 #: join treats ``ns::name`` events as framework ops)
@@ -783,6 +784,7 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
                     torch.onnx.export(model, inputs, str(path), dynamo=True, external_data=True, opset_version=20,
                                       dynamic_shapes=dynamic_shapes(model, [{d: b} for d in dims]), input_names=names,
                                       output_names=list(src.output_names) or None,
+                                      custom_translation_table=translations.table(),
                                       **({"optimize": False} if keep_batch_norms else {}))
                 else:
                     outs = list(src.output_names) or ["output"]

@@ -111,6 +111,11 @@ def llm_table(llm: dict | None) -> FitTable | None:
     if llm.get("kernel_ms") is not None:
         t.add_row("measured GPU kernel time", _f(llm["kernel_ms"]), _pct(llm.get("kernel_fraction")), "")
     t.add_row("lower bound (LBL)", _f(llm["lbl_ms"]), _pct(llm.get("lbl_fraction")), "best measured kernels" + part)
+    ex = llm.get("experts")
+    if ex:
+        share = "not measured" if ex["lbl_ms"] is None else f"{100 * ex['share']:.1f} % of the layers' sum"
+        t.add_row(f"  the experts ({ex['layers']} grouped GEMMs)", _f(ex["lbl_ms"]), "-",
+                  f"{share}; {ex['routing']} routing, {ex['active']} of {ex['experts']} experts given rows")
     why = (f"{b['bytes'] / 1e6:.3f} MB (weights {b['weight_bytes'] / 1e6:.3f} + KV cache {b['kv_cache_bytes'] / 1e6:.3f})"
            f" / DRAM" if b["limit"] == "memory" else f"{b['flops'] / 1e9:.3f} GFLOP / {b['precision']} peak")
     t.add_row(f"physical limit ({b['limit']})", _f(b["bound_ms"]), "100.0 %", why)
@@ -134,8 +139,13 @@ def llm_answer(d: dict) -> str | None:
     b = llm["bound"]
     lim = "DRAM bandwidth" if b["limit"] == "memory" else f"{b['precision']} peak"
     src = "measured" if b["ceilings"] == "measured" else "datasheet"
+    ex = llm.get("experts")
+    experts = ""
+    if ex and ex["lbl_ms"] is not None:
+        experts = (f" The experts' grouped GEMMs take {ex['lbl_ms']:.4f} ms of it ({100 * ex['share']:.1f} % of the "
+                   f"layers' sum, {ex['routing']} routing).")
     return (f"{d.get('model', '')} {llm['phase']} batch {llm.get('batch')} {b['precision']} on {d.get('gpu') or b['gpu']}: "
-            f"{name} {meas}lower bound {lbl}, physical limit {b['bound_ms']:.4f} ms ({lim}, {src}).")
+            f"{name} {meas}lower bound {lbl}, physical limit {b['bound_ms']:.4f} ms ({lim}, {src})." + experts)
 
 
 def breakdown_table(d: dict) -> FitTable:
