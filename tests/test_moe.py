@@ -94,3 +94,58 @@ def test_a_decode_token_reads_its_top_k_experts_weights_only(model):
     assert one.parameters == many.parameters
     # the 6 experts idle at batch 1, in bf16, and the 31 more embedding rows gathered at batch 32
     assert many.bytes - one.bytes == 2 * experts * 6 // 8 + 2 * 31 * hidden
+
+
+def _timed(model, batch, ms_of):
+    """An analysis-shaped record of ``model``'s decode step: each layer with ``ms_of(layer)`` (None: no valid
+    measurement), the sequential sum as the layers' sum."""
+    from types import SimpleNamespace
+
+    ml = process(DEC / f"{model}_decode.onnx", batch)
+    rows = [SimpleNamespace(layer=ly, time_ms=ms_of(ly)) for ly in ml.layers if ly.config is not None]
+    seq = sum(r.time_ms or 0.0 for r in rows)
+    return SimpleNamespace(layers=rows, lbl_fused_sequential_ms=seq)
+
+
+def test_the_experts_share_of_a_step_is_named_with_its_routing():
+    from benanza.analysis.llm import experts_share
+    from benanza.reports.report import llm_answer, llm_table
+
+    a = _timed("mixtral", 1, lambda ly: 0.05 if isinstance(ly.config, L.GroupedGemmConfig) else 0.01)
+    ex = experts_share(a)
+    assert ex["layers"] == 4 and ex["lbl_ms"] == pytest.approx(0.2)
+    assert ex["share"] == pytest.approx(0.2 / a.lbl_fused_sequential_ms)
+    assert (ex["routing"], ex["active"], ex["experts"]) == ("balanced", 8, 32)  # 2 of 8 in each of 4 products
+    bound = {"limit": "memory", "bytes": 1e6, "weight_bytes": 1e6, "kv_cache_bytes": 0, "bound_ms": 0.1,
+             "precision": "bf16", "ceilings": "datasheet", "gpu": "H100", "ceilings_text": "DRAM 3.35 TB/s"}
+    llm = {"phase": "decode", "metric": "TPOT", "batch": 1, "lbl_ms": 1.0, "bound": bound, "experts": ex}
+    text = llm_answer({"model": "mixtral", "llm": llm})
+    assert f"The experts' grouped GEMMs take 0.2000 ms of it ({100 * ex['share']:.1f} % of the layers' sum, " \
+           "balanced routing)." in text
+    t = llm_table(llm)
+    assert any("the experts (4 grouped GEMMs)" in c.plain for row in t.rows for c in row)
+
+
+def test_an_unmeasured_expert_gemm_leaves_the_share_unknown_never_zero():
+    from benanza.analysis.llm import experts_share
+
+    seen = []
+
+    def ms(ly):
+        if isinstance(ly.config, L.GroupedGemmConfig):
+            seen.append(ly)
+            return None if len(seen) == 1 else 0.05
+        return 0.01
+
+    ex = experts_share(_timed("qwen3_moe", 8, ms))
+    assert ex["lbl_ms"] is None and ex["share"] is None and ex["layers"] == 4
+
+
+def test_a_dense_decoder_has_no_experts_part():
+    from types import SimpleNamespace
+
+    from benanza.analysis.llm import experts_share
+
+    ml = process(DEC / "qwen3_lm_decode.onnx", 1)
+    rows = [SimpleNamespace(layer=ly, time_ms=0.01) for ly in ml.layers if ly.config is not None]
+    assert experts_share(SimpleNamespace(layers=rows, lbl_fused_sequential_ms=1.0)) is None
