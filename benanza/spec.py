@@ -69,7 +69,8 @@ PRECISION_TABLE: dict[str, Precision] = {p.name: p for p in (
     Precision("tf32", "float32", 4, "TF32", ("fma", "tf32", "none"), "float32", True),
     Precision("fp16", "float16", 2, "FP16", ("tensor_op", "fma", "none"), "float16", True),
     Precision("bf16", "bfloat16", 2, "BF16", ("tensor_op", "fma", "none"), "bfloat16", True),
-    Precision("fp8", "float8_e4m3", 1, "FP8", ("fp8", "fp8_fast_accum", "tensor_op", "fma", "none"), "", True),
+    Precision("fp8", "float8_e4m3", 1, "FP8", ("fp8", "fp8_fast_accum", "fp8_block128", "tensor_op", "fma", "none"), "",
+              True),
 )}
 
 

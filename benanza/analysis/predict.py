@@ -161,7 +161,7 @@ WGRAD_UNSPLIT_EFFICIENCY = 0.05
 WGRAD_UNSCALED_BIAS = "cudnnConvolutionBackwardBias"
 
 #: math modes (benanza.kinds.ACCEPTED_MATH) that run on Tensor Cores, and the peak they use
-TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8"}
+TENSOR_MATH = {"tensor_op": None, "tf32": "tf32", "fp8": "fp8", "fp8_fast_accum": "fp8", "fp8_block128": "fp8"}
 
 
 def math_peak_key(math: str, precision: str) -> str | None:

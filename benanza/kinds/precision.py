@@ -14,7 +14,9 @@ accepted math modes, the roofline's bytes per element, the PyTorch candidates' d
 Math modes (cuDNN's ``cudnnMathType_t`` and cuBLAS's compute types, NVIDIA cuDNN API reference):
 ``fma``: CUDA-core FMA only; ``tf32``: TF32 Tensor Cores permitted; ``tensor_op``: FP16/BF16 Tensor
 Cores; ``fp8`` / ``fp8_fast_accum``: FP8 Tensor Cores (cuBLASLt's fast accumulation, as
-TransformerEngine's forward pass uses it); ``none``: the call has no math mode (pooling, copies...).
+TransformerEngine's forward pass uses it); ``fp8_block128``: block-scaled FP8 (cuBLASLt's
+``CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F`` / ``BLK128x128_32F`` FP32 scales per 1 x 128 or 128 x 128 block,
+as DeepSeek-V3 and Qwen3-FP8 ship their weights); ``none``: the call has no math mode (pooling, copies...).
 """
 from __future__ import annotations
 

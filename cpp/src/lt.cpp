@@ -354,8 +354,17 @@ bool reads_aux(uint32_t epilogue) {
 // partition, BENANZA_SM_COUNT): CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, so that the heuristics rank
 // the algorithms for that many SMs, as on a GPU of that size (a green context does not change the
 // SM count the library reads from the device).
+// FP8 block scaling (cuBLAS 12.9+, cublasLtMatmulMatrixScale_t): the scale mode of cuBLASLt's A (ONNX's B,
+// the weights) and B (ONNX's A, the activations), -1 for the per-tensor scalar, and their FP32 scale arrays.
+struct BlockScale {
+  int a_mode = -1, b_mode = -1;
+  const void* a_scale = nullptr;
+  const void* b_scale = nullptr;
+};
+
 std::string build(Problem& pr, const LtSpec& s, DType out_t, uint32_t epilogue, bool fast_accum, const void* bias,
-                  const void* scale, int sm_target, const EpilogueAux& ea = EpilogueAux{}) {
+                  const void* scale, int sm_target, const EpilogueAux& ea = EpilogueAux{},
+                  const BlockScale& blk = BlockScale{}) {
   const bool fp8 = s.precision == Precision::FP8;
   const DType in_t = storage_of(s.precision);
   pr.compute = s.precision == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -387,9 +396,19 @@ std::string build(Problem& pr, const LtSpec& s, DType out_t, uint32_t epilogue, 
                                               sizeof ea.aux_stride));
     }
   }
-  if (fp8) {
+  if (fp8 && blk.a_mode >= 0) {
+    const int32_t am = blk.a_mode, bm = blk.b_mode;
+    LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, sizeof am));
+    LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, sizeof bm));
+    LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &blk.a_scale,
+                                          sizeof blk.a_scale));
+    LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &blk.b_scale,
+                                          sizeof blk.b_scale));
+  } else if (fp8) {
     LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof scale));
     LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale, sizeof scale));
+  }
+  if (fp8) {
     const int8_t fast = fast_accum ? 1 : 0;
     LT_TRY(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
   }
@@ -716,6 +735,52 @@ void time_config(Bench& b, cublasLtHandle_t lt, const Problem& pr, const Operand
             o.d_count, o.out_t);
 }
 
+// Block-scaled FP8 (step 4 of run_lt_matmul): for each pairing of scale modes, the heuristic's first
+// kLtFastAccumTimed configs, timed; a pairing the library does not run (before cuBLAS 12.9, or off Hopper
+// and Blackwell) is recorded as not_supported with the heuristic's reason. The scale arrays hold 1.0: the
+// values do not change the work, their count is the modes' (cuBLASLt docs, "Block scaling"; rows rounded
+// up to 4, ceil(k / 128) blocks along k).
+void run_lt_block_scaled(Bench& b, cublasLtHandle_t lt, const LtSpec& s, const Operands& o, DType out_t,
+                         std::size_t limit, const std::string& note) {
+  static const struct {
+    int a_mode, b_mode;
+    const char* name;
+  } kModes[] = {{CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                 "weights 128x128, activations 1x128"},
+                {CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                 "weights 1x128, activations 1x128"}};
+  const std::size_t kb = static_cast<std::size_t>((s.k + 127) / 128), batch = static_cast<std::size_t>(s.batch);
+  const std::size_t rows_a = static_cast<std::size_t>((s.n + 3) / 4 * 4), rows_b = static_cast<std::size_t>((s.m + 3) / 4 * 4);
+  void* scale_a = b.random(rows_a * kb * batch, DType::F32, 1.0f, 1.0f);
+  void* scale_b = b.random(rows_b * kb * batch, DType::F32, 1.0f, 1.0f);
+  for (const auto& mode : kModes) {
+    const std::string source = std::string("cublasLtMatmulAlgoGetHeuristic(") + mode.name + ")";
+    const std::string mnote = std::string("block-scaled FP8, ") + mode.name + (note.empty() ? "" : "; " + note);
+    Problem pr;
+    std::string why = build(pr, s, out_t, CUBLASLT_EPILOGUE_DEFAULT, false, nullptr, nullptr,
+                            b.ctx().partition().sm_count, EpilogueAux{},
+                            BlockScale{mode.a_mode, mode.b_mode, scale_a, scale_b});
+    auto list = why.empty() ? heuristic(lt, pr, limit, kLtFastAccumTimed, &why) : std::vector<cublasLtMatmulHeuristicResult_t>{};
+    if (list.empty()) {
+      b.choice(source.c_str(), 0, "", "fp8_block128", why.substr(0, 60), 0);
+      b.record(Call{"cublasLtMatmul", std::string("*, ") + mode.name, "fp8_block128", storage_of(s.precision), mnote, 0},
+               "not_supported", "block-scaled FP8 (" + std::string(mode.name) + "): " + why);
+      continue;
+    }
+    std::set<Config> timed;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Config c = read_config(list[i].algo);
+      const std::string name = algo_name(c, false) + ", " + mode.name;
+      b.choice(source.c_str(), static_cast<int>(i), name, "fp8_block128", "ok", list[i].workspaceSize);
+      if (!timed.insert(c).second) continue;
+      Call cl{"cublasLtMatmul", name, "fp8_block128", storage_of(s.precision), mnote, list[i].workspaceSize};
+      cl.details = details_json(c, Origin{"heuristic", static_cast<int>(i), -1}, list[i].workspaceSize,
+                                list[i].wavesCount, "DEFAULT", false, out_t, s.trans_a || !s.trans_b);
+      time_config(b, lt, pr, o, list[i].algo, cl);
+    }
+  }
+}
+
 }  // namespace
 
 void run_lt_matmul(Bench& b, const LtSpec& s) {
@@ -898,6 +963,10 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
       time_config(b, lt, fast, o, flist[i].algo, cl);
     }
   }
+
+  // 4. fp8: block-scaled FP8 as DeepSeek-V3 and Qwen3-FP8 ship it (FP32 scales: the activations' per 1 x 128
+  //    block along k, the weights' per 128 x 128 block, or 1 x 128 for both), math "fp8_block128"
+  if (fp8 && epilogue == CUBLASLT_EPILOGUE_DEFAULT && s.bias == 0) run_lt_block_scaled(b, lt, s, o, out_t, limit, note);
 }
 
 }  // namespace benanza
