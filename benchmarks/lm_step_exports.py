@@ -16,7 +16,9 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
 * ``<moe>_prefill`` / ``<moe>_decode`` for each of :data:`MOE_SPECS` (Qwen3-MoE, Qwen1.5-MoE, Mixtral,
   DeepSeek-V3 with MLA, GPT-OSS): transformers' default experts (``grouped_mm``), exported through
   benanza's translations (``benanza.processing.translations``: ``benanza.GroupedMatMul``, histc as
-  ScatterElements), prefill of 16 tokens and decode against a cache of 32.
+  ScatterElements), prefill of 16 tokens and decode against a cache of 32;
+* ``qwen3_moe_batched_mm_prefill`` / ``_decode``: the same Qwen3-MoE with transformers' ``batched_mm``
+  experts (``?_experts_implementation=batched_mm``), standard ONNX ops only.
 
 Runs where torch, transformers and onnxscript are (no GPU needed)::
 
@@ -70,6 +72,9 @@ EXPORTS = {
     "deepseek_mla_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64),
     **{f"{m}_{phase}": (spec, phase, 16 if phase == "prefill" else 32)
        for m, spec in MOE_SPECS.items() for phase in ("prefill", "decode")},
+    # transformers' batched_mm experts: each (token, expert) pair's weights gathered for a batched GEMV
+    **{f"qwen3_moe_batched_mm_{phase}": (MOE_SPECS["qwen3_moe"] + "&_experts_implementation=batched_mm", phase,
+                                         16 if phase == "prefill" else 32) for phase in ("prefill", "decode")},
 }
 
 

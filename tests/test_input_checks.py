@@ -319,3 +319,26 @@ def test_a_zoo_takes_each_dim_where_a_model_has_it():
     with pytest.raises(UsageError, match="none of the 2 models has a dimension 'foo'"):
         dims_per_model([PREFILL, cnn], {"seq": 8, "foo": 3})
     assert dims_per_model([cnn], {"foo": 3}) == {cnn: {"foo": 3}}  # one model: its own check names its dims
+
+
+def test_a_private_override_survives_the_configuration_made_again(monkeypatch):
+    """``?_experts_implementation=batched_mm`` was accepted, named in the label, and then dropped when the
+    model type's configuration was made again from the overrides (its constructor takes no private
+    field): the model ran transformers' default experts, silently."""
+    from benanza.processing import modules
+
+    class MoeConfig:
+        model_type = "qwen3_moe"
+
+        def __init__(self, **kw):
+            self.num_experts, self._experts_implementation = 8, None
+            for k, v in kw.items():
+                if not k.startswith("_"):  # as transformers' constructors: private fields are not arguments
+                    setattr(self, k, v)
+
+    tf = types.ModuleType("transformers")
+    tf.AutoConfig = types.SimpleNamespace(for_model=lambda mt, **kw: MoeConfig(**kw))
+    monkeypatch.setitem(sys.modules, "transformers", tf)
+    cfg = modules._with_overrides("qwen3_moe?...", "qwen3_moe", MoeConfig(),
+                                  {"num_experts": 4, "_experts_implementation": "batched_mm"})
+    assert (cfg.num_experts, cfg._experts_implementation) == (4, "batched_mm")

@@ -92,8 +92,10 @@ def test_a_decode_token_reads_its_top_k_experts_weights_only(model):
     layers, hidden, inter, _ = MOE[model]
     experts = layers * 8 * (hidden * 2 * inter + inter * hidden)  # elements of every expert's weights
     assert one.parameters == many.parameters
-    # the 6 experts idle at batch 1, in bf16, and the 31 more embedding rows gathered at batch 32
-    assert many.bytes - one.bytes == 2 * experts * 6 // 8 + 2 * 31 * hidden
+    # the 6 experts idle at batch 1, in bf16, and the 31 more embedding rows gathered at batch 32; GPT-OSS's
+    # experts' biases are gathered per (token, expert) pair (GatherND): 256 more elements read at batch 32
+    bias = 2 * 256 if model == "gpt_oss" else 0
+    assert many.bytes - one.bytes == 2 * experts * 6 // 8 + 2 * 31 * hidden + bias
 
 
 def _timed(model, batch, ms_of):
@@ -149,3 +151,24 @@ def test_a_dense_decoder_has_no_experts_part():
     ml = process(DEC / "qwen3_lm_decode.onnx", 1)
     rows = [SimpleNamespace(layer=ly, time_ms=0.01) for ly in ml.layers if ly.config is not None]
     assert experts_share(SimpleNamespace(layers=rows, lbl_fused_sequential_ms=1.0)) is None
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_batched_mm_experts_are_the_gathers_and_batched_gemvs_the_export_computes(phase):
+    """transformers' ``batched_mm`` experts (``?_experts_implementation=batched_mm``; before, the override
+    was dropped and the default experts exported): every (token, expert) pair's weights gathered (GatherND)
+    and one batched GEMV per projection; the bound reads the gathered weights, not every expert's."""
+    import onnx
+
+    path = DEC / f"qwen3_moe_batched_mm_{phase}.onnx"
+    tokens = 16 if phase == "prefill" else 1
+    ml = process(path, 1)
+    assert not _grouped(ml)
+    bmm = sorted(ly.config.describe() for ly in ml.layers if ly.op_type == "MatMul" and ly.config is not None
+                 and ly.config.batch_count == 2 * tokens and ly.config.n == 1)
+    assert bmm == sorted([f"Gemm({2 * tokens}xm64 n1 k64 NN)", f"Gemm({2 * tokens}xm64 n1 k32 NN)"] * 2)
+    if phase == "decode":
+        m = onnx.load(path, load_external_data=False)
+        wb = weight_bytes(m, ml, "bf16")
+        every_expert = 2 * 2 * 8 * (64 * 64 + 64 * 32)  # bf16, 2 layers, 8 experts (gate/up 64x64, down 64x32)
+        assert wb.bytes <= 2 * wb.parameters - every_expert * 6 // 8  # 2 of 8 experts read at batch 1

@@ -76,7 +76,8 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     once, at the precision's bytes per element (:data:`benanza.kinds.precision.TABLE`: fp32/tf32 4,
     fp16/bf16 2, fp8 1), from its ``dims`` (present in weight-stripped files); an initializer every
     consumer of which is a Gather's data input counts the elements its Gather layers output (the rows
-    read), at most its own size, and nothing where the Gather was folded (its indices are constants
+    read; also GatherND's, as transformers' ``batched_mm`` experts gather each (token, expert) pair's weights),
+    at most its own size, and nothing where the Gather was folded (its indices are constants
     once the dims are bound, e.g. a decode step's position: the layer graph reads none of the table).
     The experts' weights of a mixture of experts (an initializer only ``GroupedMatMul`` nodes read)
     count the experts the layer's routing gives rows to (:attr:`benanza.kinds.GroupedGemmConfig.active`:
@@ -90,7 +91,7 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     gathered_out: dict[str, int] = {}
     expert_out: dict[str, int] = {}
     for ly in ml.layers:
-        if ly.op_type == "Gather" and ly.output_shapes and ly.output_shapes[0] is not None:
+        if ly.op_type in ("Gather", "GatherND") and ly.output_shapes and ly.output_shapes[0] is not None:
             for name in (*ly.static_inputs, *ly.inputs[:1]):  # the table: a weight, so a static input
                 gathered_out[name] = gathered_out.get(name, 0) + _numel(ly.output_shapes[0])
         if isinstance(ly.config, L.GroupedGemmConfig):
@@ -109,7 +110,7 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
         uses = consumers.get(t.name, [])
         if uses and t.name in expert_out and all(node.op_type == "GroupedMatMul" and i == 1 for node, i in uses):
             n = min(n, expert_out[t.name])  # the experts' weights: only the active experts' (GroupedGemm.active)
-        if uses and all(node.op_type == "Gather" and i == 0 for node, i in uses):
+        if uses and all(node.op_type in ("Gather", "GatherND") and i == 0 for node, i in uses):
             n = min(n, gathered_out.get(t.name, 0))  # no Gather layer: folded, a constant of the bound graph
             gathered += 1
         total += n * per

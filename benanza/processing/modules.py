@@ -261,6 +261,11 @@ def _with_overrides(name: str, base: str, cfg, overrides: dict):
         except Exception as e:  # noqa: BLE001 - the configuration's own checks of the values
             raise UsageError(f"transformers spec {name!r}: {type(cfg).__name__} refuses the values: {_first(e)}"
                              ) from None
+        for key, value in overrides.items():
+            # a field the constructor does not take as an argument (a private one such as
+            # _experts_implementation) is dropped by it: set again, never silently lost
+            if getattr(cfg, key, None) != value:
+                setattr(cfg, key, value)
     return cfg
 
 
