@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The experts' grouped GEMMs and block-scaled FP8 GEMMs at deployment widths (benchmarks/moe_gemms.py) on a
+# lent GPU machine, one call: install benanza from the working tree (benchmarks/gpu_install.sh), then bench
+# and pack the table into OUT as each model finishes.
+#   bash benchmarks/gpu_moe.sh OUT [moe_gemms.py arguments, e.g. --tokens 1,8 --dtype bf16]
+set -u
+OUT=${1:?usage: gpu_moe.sh OUT [moe_gemms.py arguments]}; shift
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/gpu_moe.log") 2>&1
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+. benchmarks/gpu_install.sh || { echo "gpu_moe: install failed"; exit 1; }
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__, 'cuDNN', torch.backends.cudnn.version(), 'CUDA', torch.version.cuda)"
+echo "gpu_moe: install $(( $(date +%s) - t0 )) s"
+python3 benchmarks/moe_gemms.py --out "$OUT" "$@"
+rc=$?
+gzip -c "$OUT/moe.db" > "$OUT/moe.db.gz" 2>/dev/null && rm -f "$OUT/moe.db"
+echo "gpu_moe: exit $rc after $(( $(date +%s) - t0 )) s"
+exit $rc
