@@ -32,7 +32,7 @@ MOE = {"mixtral-8x7b": (4096, 14336, 8, 2), "qwen3-30b-a3b": (2048, 768, 128, 8)
 DENSE = {"llama-3.1-8b": ((4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096))}  # qkv, o, gate+up, down
 
 
-def _stripped(name: str, dims) -> "onnx.TensorProto":
+def _stripped(name: str, dims):
     """A float initializer with its shape and no data (weight-stripped, as benanza's exports are)."""
     from onnx import TensorProto
 
