@@ -67,6 +67,7 @@ from benanza.kinds.sdpa_backward import (SdpaBwdConfig)  # noqa: F401 (the kinds
 from benanza.kinds.trilu import (TriluConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.cumsum import (CumSumConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.grouped_gemm import (GroupedGemmConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.topk import (TOPK_INTS, TopKConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize import (ResizeConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.lrn_backward import (LRNBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize_backward import (ResizeBwdConfig)  # noqa: F401 (the kinds' namespace)

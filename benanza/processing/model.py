@@ -473,6 +473,16 @@ _MAPPERS = {op: mapper for kind in L.REGISTRY.values() for op, mapper in kind.on
 _TYPED_OPS = {op for kind in L.REGISTRY.values() for op in kind.typed_ops}
 
 
+def _say_why_refused(mapper, node: onnx.NodeProto, ctx: _Ctx, attrs: dict) -> None:
+    """Raise the Unsupported ``mapper`` gives a node whose output shape inference left unknown, whose
+    reason says why (TopK's K known only at run time: the output's extent along its axis is K); return
+    where the mapper takes the node or fails on it otherwise (the caller says the shape is unknown)."""
+    try:
+        mapper(node, ctx, attrs)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError):
+        return
+
+
 def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tuple | None, str]:
     """(status, config, reason) of one node; the config is a tuple of
     :class:`benanza.kinds.onnx_map.Part` for a contrib op that makes several library calls."""
@@ -504,6 +514,7 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tup
         if any(s is None for s in out_shapes):
             if contrib is not None:  # a contrib op's shape rule gives none to a node its mapper refuses: say why
                 mapper(node, ctx, attrs)
+            _say_why_refused(mapper, node, ctx, attrs)
             raise Unsupported("output shape unknown after shape inference")
         if float_in and float_in[0] not in FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
