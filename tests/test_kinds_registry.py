@@ -54,6 +54,7 @@ EXAMPLE_KEYS = {
     "Trilu": "trilu-67678524e83fd102",
     "CumSum": "cumsum-e908677e32e7cd17",
     "TopK": "topk-21c7c27461194f58",
+    "Scatter": "scatter-58d22b157ad1911f", "GatherElements": "gatherelements-63f0d0b10ec53a2d",
     "Resize": "resize-5908b28b25905218",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
     "LRNBwd": "lrnbwd-e6afa6980affddb3",

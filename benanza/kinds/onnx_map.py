@@ -27,6 +27,11 @@ class MapContext(Protocol):
     def value(self, name: str) -> np.ndarray | None:
         """The value of constant ``name`` (None when it is not a constant with data)."""
 
+    def dims(self, name: str) -> tuple[int | None, ...] | None:
+        """The inferred dims of tensor ``name`` as far as inference knows them: an int per known
+        dim, None for a symbolic or unknown one (``?`` in an export); None when even the rank is
+        unknown. :meth:`shape` is None for such a tensor; a mapper may complete it from a rule."""
+
     def static_value(self, name: str) -> np.ndarray | None:
         """The value of static tensor ``name`` (computed from constants only), evaluated on demand
         where folding kept none because it is large (an attention mask of 2,048 x 2,048

@@ -431,9 +431,23 @@ class _Ctx:
         self.producer = {o: n for n in model.graph.node for o in n.output if o}
         #: static tensors evaluated on demand (:meth:`static_value`)
         self._evaluated: dict[str, np.ndarray | None] = {}
+        self._graph = model.graph
+        self._dims: dict[str, tuple[int | None, ...] | None] | None = None
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         return self.shapes.get(name)
+
+    def dims(self, name: str) -> tuple[int | None, ...] | None:
+        known = self.shapes.get(name)
+        if known is not None:
+            return known
+        if self._dims is None:  # read once, on the first tensor a mapper asks about
+            g = self._graph
+            self._dims = {vi.name: (tuple(int(d.dim_value) if d.HasField("dim_value") else None
+                                          for d in vi.type.tensor_type.shape.dim)
+                                    if vi.type.tensor_type.HasField("shape") else None)
+                          for vi in list(g.input) + list(g.value_info) + list(g.output)}
+        return self._dims.get(name)
 
     def value(self, name: str) -> np.ndarray | None:
         t = self.const.get(name)
