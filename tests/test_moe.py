@@ -72,6 +72,9 @@ def test_a_mixture_of_experts_exports_and_its_experts_are_grouped_gemms(model, p
     """Every model's experts are the GroupedGemm kind: per MoE layer the gate/up product (n = 2 x the
     expert's intermediate) and the down product, over tokens x top-2 rows and the 8 experts."""
     ml = process(DEC / f"{model}_{phase}.onnx", batch)
+    # every layer measured: the router's TopK, the sort (an int64 TopK), the histogram and the inverse
+    # permutation (Scatter), the gathers and the experts' grouped GEMMs
+    assert ml.unsupported() == {} and ml.coverage()["percent"] == 100.0
     layers, hidden, inter, _ = MOE[model]
     tokens = batch * (16 if phase == "prefill" else 1)
     got = sorted((c.rows, c.n, c.k, c.experts) for c in _grouped(ml))
@@ -163,7 +166,7 @@ def test_batched_mm_experts_are_the_gathers_and_batched_gemvs_the_export_compute
     path = DEC / f"qwen3_moe_batched_mm_{phase}.onnx"
     tokens = 16 if phase == "prefill" else 1
     ml = process(path, 1)
-    assert not _grouped(ml)
+    assert not _grouped(ml) and ml.unsupported() == {}
     bmm = sorted(ly.config.describe() for ly in ml.layers if ly.op_type == "MatMul" and ly.config is not None
                  and ly.config.batch_count == 2 * tokens and ly.config.n == 1)
     assert bmm == sorted([f"Gemm({2 * tokens}xm64 n1 k64 NN)", f"Gemm({2 * tokens}xm64 n1 k32 NN)"] * 2)
@@ -172,3 +175,58 @@ def test_batched_mm_experts_are_the_gathers_and_batched_gemvs_the_export_compute
         wb = weight_bytes(m, ml, "bf16")
         every_expert = 2 * 2 * 8 * (64 * 64 + 64 * 32)  # bf16, 2 layers, 8 experts (gate/up 64x64, down 64x32)
         assert wb.bytes <= 2 * wb.parameters - every_expert * 6 // 8  # 2 of 8 experts read at batch 1
+
+
+def _ort_moe_model(path, rows=8, hidden=64, inter=32, experts=8, k=2, act="swiglu", new_layout=True, fc3=False):
+    """A graph of one ONNX Runtime ``com.microsoft`` ``MoE`` node (weights stripped: shapes only), as
+    ONNX Runtime GenAI's builder writes a mixture of experts."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def w(name, out, inp):
+        t = onnx.TensorProto(name=name, data_type=TensorProto.FLOAT,
+                             dims=[experts, out, inp] if new_layout else [experts, inp, out])
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "w.bin"), ("length", "0")):
+            e = t.external_data.add()
+            e.key, e.value = key, value
+        return t
+
+    fused = act == "swiglu" and not fc3
+    init = [w("fc1", 2 * inter if fused else inter, hidden), w("fc2", hidden, inter)]
+    ins = ["x", "probs", "fc1", "", "fc2", ""]
+    if fc3:
+        init.append(w("fc3", inter, hidden))
+        ins += ["fc3"]
+    node = helper.make_node("MoE", ins, ["y"], domain="com.microsoft", k=k, activation_type=act,
+                            **({"swiglu_fusion": 1} if fused else {}))
+    g = helper.make_graph([node], "ort_moe",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", hidden]),
+                           helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["rows", experts])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", hidden])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                  helper.make_opsetid("com.microsoft", 1)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("act,new_layout,fc3", [("swiglu", True, False), ("relu", False, False),
+                                                ("silu", True, True), ("gelu", False, False)])
+@pytest.mark.parametrize("rows", [1, 32])
+def test_onnx_runtimes_moe_op_is_its_kernels_calls(tmp_path, act, new_layout, fc3, rows):
+    """ONNX Runtime's MoE contrib op: router softmax and top-k, the permutation, fc1 (and fc3) as grouped
+    GEMMs, the activation, fc2, the weighted un-permutation; both weight layouts ONNX Runtime has used."""
+    ml = process(_ort_moe_model(tmp_path / "m.onnx", act=act, new_layout=new_layout, fc3=fc3), rows)
+    assert ml.unsupported() == {}
+    kinds = [type(p).__name__ for p in (ly.config for ly in ml.layers) if p is not None]
+    g = [c for c in (ly.config for ly in ml.layers) if isinstance(c, L.GroupedGemmConfig)]
+    s = 2 * rows
+    want = [(s, 64 if act == "swiglu" and not fc3 else 32, 64), *([(s, 32, 64)] if fc3 else []), (s, 64, 32)]
+    assert [(c.rows, c.n, c.k) for c in g] == want
+    assert {c.trans_b for c in g} == {new_layout} and {c.experts for c in g} == {8}
+    assert kinds[:3] == ["SoftmaxConfig", "TopKConfig", "GatherConfig"] and kinds[-1] == "ReduceConfig"
+
+
+def test_an_onnx_runtime_moe_with_an_unknown_activation_is_refused_with_its_reason(tmp_path):
+    ml = process(_ort_moe_model(tmp_path / "m.onnx", act="softplus"), 4)
+    assert list(ml.unsupported()) == ["MoE"]
+    assert "activation_type 'softplus'" in next(ly.reason for ly in ml.layers if ly.op_type == "MoE")

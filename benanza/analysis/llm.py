@@ -79,8 +79,8 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     read; also GatherND's, as transformers' ``batched_mm`` experts gather each (token, expert) pair's weights),
     at most its own size, and nothing where the Gather was folded (its indices are constants
     once the dims are bound, e.g. a decode step's position: the layer graph reads none of the table).
-    The experts' weights of a mixture of experts (an initializer only ``GroupedMatMul`` nodes read)
-    count the experts the layer's routing gives rows to (:attr:`benanza.kinds.GroupedGemmConfig.active`:
+    The experts' weights of a mixture of experts (an initializer only ``GroupedMatMul`` nodes read, or ONNX
+    Runtime's ``MoE`` as its experts' weights and biases) count the experts the layer's routing gives rows to (:attr:`benanza.kinds.GroupedGemmConfig.active`:
     a decode token reads its top-k experts, not all of them), so the bound and the LBL assume the same
     routing. Raises UsageError for an unknown precision."""
     per = Precision.of(precision).bytes
@@ -89,7 +89,7 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
         for i, x in enumerate(n.input):
             consumers.setdefault(x, []).append((n, i))
     gathered_out: dict[str, int] = {}
-    expert_out: dict[str, int] = {}
+    expert_out: dict[str, float] = {}
     for ly in ml.layers:
         if ly.op_type in ("Gather", "GatherND") and ly.output_shapes and ly.output_shapes[0] is not None:
             for name in (*ly.static_inputs, *ly.inputs[:1]):  # the table: a weight, so a static input
@@ -97,7 +97,7 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
         if isinstance(ly.config, L.GroupedGemmConfig):
             cfg = ly.config  # the experts the routing gives rows to: an idle expert's weights are not read
             for name in ly.static_inputs or ly.inputs[1:2]:  # the weights: an initializer, so a static input
-                expert_out[name] = max(expert_out.get(name, 0), cfg.active * cfg.n * cfg.k)
+                expert_out[name] = max(expert_out.get(name, 0.0), cfg.active / cfg.experts)
     params = total = count = gathered = 0
     seen: set[str] = set()
     for t in model.graph.initializer:
@@ -108,8 +108,10 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
         params += n
         count += 1
         uses = consumers.get(t.name, [])
-        if uses and t.name in expert_out and all(node.op_type == "GroupedMatMul" and i == 1 for node, i in uses):
-            n = min(n, expert_out[t.name])  # the experts' weights: only the active experts' (GroupedGemm.active)
+        if uses and t.name in expert_out and all(
+                (node.op_type == "GroupedMatMul" and i == 1) or (node.op_type == "MoE" and i >= 2) for node, i in uses):
+            # the experts' weights (and ONNX Runtime MoE's biases): the active experts' share (GroupedGemm.active)
+            n = math.ceil(n * expert_out[t.name])
         if uses and all(node.op_type in ("Gather", "GatherND") and i == 0 for node, i in uses):
             n = min(n, gathered_out.get(t.name, 0))  # no Gather layer: folded, a constant of the bound graph
             gathered += 1

@@ -31,7 +31,7 @@ from typing import ClassVar
 from benanza.kinds.base import Job, Kind, LayerConfig, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported
-from benanza.kinds.onnx_map import ContribOp, Unsupported, need
+from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Unsupported, contrib_doc, need
 
 #: the domain of the operators benanza's export writes where ONNX has none
 BENANZA_DOMAIN = "benanza"
@@ -127,6 +127,87 @@ def _grouped_matmul_shapes(node, ctx, attrs):
     return [(shape, ctx.types.get(node.input[0]))]
 
 
+#: ONNX Runtime's MoE activation_type -> the config of the activation between fc1 and fc2 (shape, ...)
+_ORT_ACTIVATIONS = ("relu", "gelu", "silu", "identity", "swiglu")
+
+
+def _map_ort_moe(node, ctx, attrs):
+    """ONNX Runtime's ``com.microsoft`` ``MoE`` (:func:`benanza.kinds.onnx_map.contrib_doc`): input
+    ``[rows, hidden]`` (or ``[b, s, hidden]``), router_probs ``[rows, E]``, fc1/fc2/fc3 experts' weights
+    ``[E, out, in]`` (ONNX Runtime 1.22+) or ``[E, in, out]`` (earlier; told apart by which dim is the
+    input's width), attributes ``k``, ``activation_type`` and ``swiglu_fusion`` (fc1 computes gate and up
+    together: its output is 2 x the intermediate). As the calls its CUDA kernel makes, in order (each a
+    :class:`~benanza.kinds.onnx_map.Part`): the router's softmax and top-k over router_probs, the
+    permutation of the S = rows x k (token, expert) rows (a Gather), fc1 as a grouped GEMM, the activation
+    (SwiGLU as ``silu(gate) * up``; with fc3, fc3's grouped GEMM and the product), fc2 as a grouped GEMM,
+    and the un-permutation with the top-k weighted sum (a ReduceSum over the k rows of each token).
+    Unsupported: no static fc1/fc2 weights, another activation, mismatched widths."""
+    from benanza.kinds.activation import ActivationConfig
+    from benanza.kinds.elementwise import ElementwiseConfig
+    from benanza.kinds.gather import GatherConfig
+    from benanza.kinds.onnx_map import Part
+    from benanza.kinds.reduce import ReduceConfig
+    from benanza.kinds.softmax import SoftmaxConfig
+    from benanza.kinds.topk import TopKConfig
+    from benanza.kinds.unary import UnaryConfig
+
+    ins = list(node.input) + [""] * (8 - len(node.input))
+    x = tuple(need(ctx.shape(ins[0]), "input"))
+    probs = tuple(need(ctx.shape(ins[1]), "router_probs"))
+    if len(x) not in (2, 3) or len(probs) != 2:
+        raise Unsupported(f"MoE input {list(x)} / router_probs {list(probs)} (input [rows, hidden] or [b, s, "
+                          f"hidden], router_probs [rows, E])")
+    hidden, rows = x[-1], probs[0]
+    experts, k = probs[1], int(attrs.get("k", 1))
+    act = str(attrs.get("activation_type", "relu"))
+    if isinstance(act, bytes):
+        act = act.decode()
+    if act not in _ORT_ACTIVATIONS:
+        raise Unsupported(f"MoE activation_type {act!r} (benchmarked: {', '.join(_ORT_ACTIVATIONS)})")
+    if not 1 <= k <= experts:
+        raise Unsupported(f"MoE k={k} of {experts} experts")
+
+    def fc(name: str, width: int, what: str) -> tuple[int, bool]:
+        w = need(ctx.shape(name), what) if name else None
+        if w is None or len(w) != 3 or w[0] != experts:
+            raise Unsupported(f"MoE {what} of shape {w} (the experts' weights [E, out, in] or [E, in, out])")
+        if w[2] == width:
+            return w[1], True  # [E, out, in]: the nn.Linear layout
+        if w[1] == width:
+            return w[2], False
+        raise Unsupported(f"MoE {what} {list(w)} does not take the width {width}")
+
+    s = rows * k
+    fc1_out, t1 = fc(ins[2], hidden, "fc1_experts_weights")
+    swiglu = act == "swiglu" and not ins[6]
+    inter = fc1_out // 2 if swiglu else fc1_out
+    parts = [Part(SoftmaxConfig(shape=(rows, experts, 1))),
+             Part(TopKConfig(x=(rows, experts), axis=1, k=k, largest=True, sorted=True)),
+             Part(GatherConfig(data=(rows, hidden), indices=(s,), axis=0)),
+             Part(GroupedGemmConfig(rows=s, n=fc1_out, k=hidden, experts=experts, trans_b=t1))]
+    if swiglu:
+        parts.append(Part(ElementwiseConfig(op="swiglu", a=(s, inter), b=(s, inter))))
+    elif ins[6]:  # fc3: the gate's own grouped GEMM, then silu(gate) * up
+        fc3_out, t3 = fc(ins[6], hidden, "fc3_experts_weights")
+        parts += [Part(GroupedGemmConfig(rows=s, n=fc3_out, k=hidden, experts=experts, trans_b=t3)),
+                  Part(ElementwiseConfig(op="swiglu", a=(s, inter), b=(s, inter)))]
+    elif act == "relu":
+        parts.append(Part(ActivationConfig(shape=(s, inter), mode="relu")))
+    elif act in ("gelu", "silu"):
+        parts.append(Part(UnaryConfig(shape=(s, inter), op="gelu" if act == "gelu" else "swish")))
+    n2, t2 = fc(ins[4], inter, "fc2_experts_weights")
+    if n2 != hidden:
+        raise Unsupported(f"MoE fc2 writes {n2} features, the input has {hidden}")
+    parts += [Part(GroupedGemmConfig(rows=s, n=hidden, k=inter, experts=experts, trans_b=t2)),
+              Part(ReduceConfig(op="sum", x=(rows, k, hidden), y=(rows, 1, hidden)), outputs=(0,))]
+    return tuple(parts)
+
+
+def _ort_moe_shapes(node, ctx, attrs):
+    """The output is the input's shape and type."""
+    return [(ctx.shape(node.input[0]), ctx.types.get(node.input[0]))]
+
+
 @dataclass(frozen=True)
 class GroupedGemmCase(Case):
     """One row of ``templates/grouped_gemm.cpp.j2``'s case table: the fields of its C++
@@ -195,4 +276,6 @@ KIND = Kind(
     nhwc=False, image=False,
     contrib={(BENANZA_DOMAIN, "GroupedMatMul"): ContribOp(
         _map_grouped_matmul, _grouped_matmul_shapes, GROUPED_MATMUL_SPEC,
-        ("aten::_grouped_mm", "aten::grouped_mm", "aten::mm", "transformers::grouped_mm_fallback"))})
+        ("aten::_grouped_mm", "aten::grouped_mm", "aten::mm", "transformers::grouped_mm_fallback")),
+             (MS_DOMAIN, "MoE"): ContribOp(_map_ort_moe, _ort_moe_shapes, contrib_doc("MoE"),
+                                           ("aten::_grouped_mm", "aten::topk", "aten::softmax", "aten::mm"))})

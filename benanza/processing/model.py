@@ -12,6 +12,7 @@ A model file is untrusted input: node and tensor names are kept as data and neve
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import gc
 import hashlib
@@ -431,22 +432,18 @@ class _Ctx:
         self.producer = {o: n for n in model.graph.node for o in n.output if o}
         #: static tensors evaluated on demand (:meth:`static_value`)
         self._evaluated: dict[str, np.ndarray | None] = {}
-        self._graph = model.graph
-        self._dims: dict[str, tuple[int | None, ...] | None] | None = None
+        self._graph, self._dims = model.graph, None  # the graph's own dims, read on demand (:meth:`dims`)
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         return self.shapes.get(name)
 
     def dims(self, name: str) -> tuple[int | None, ...] | None:
-        known = self.shapes.get(name)
-        if known is not None:
-            return known
+        if self.shapes.get(name) is not None:
+            return self.shapes[name]
         if self._dims is None:  # read once, on the first tensor a mapper asks about
-            g = self._graph
-            self._dims = {vi.name: (tuple(int(d.dim_value) if d.HasField("dim_value") else None
-                                          for d in vi.type.tensor_type.shape.dim)
-                                    if vi.type.tensor_type.HasField("shape") else None)
-                          for vi in list(g.input) + list(g.value_info) + list(g.output)}
+            g, t = self._graph, lambda vi: vi.type.tensor_type
+            self._dims = {vi.name: tuple(d.dim_value if d.HasField("dim_value") else None for d in t(vi).shape.dim)
+                          if t(vi).HasField("shape") else None for vi in [*g.input, *g.value_info, *g.output]}
         return self._dims.get(name)
 
     def value(self, name: str) -> np.ndarray | None:
@@ -488,13 +485,9 @@ _TYPED_OPS = {op for kind in L.REGISTRY.values() for op in kind.typed_ops}
 
 
 def _say_why_refused(mapper, node: onnx.NodeProto, ctx: _Ctx, attrs: dict) -> None:
-    """Raise the Unsupported ``mapper`` gives a node whose output shape inference left unknown, whose
-    reason says why (TopK's K known only at run time: the output's extent along its axis is K); return
-    where the mapper takes the node or fails on it otherwise (the caller says the shape is unknown)."""
-    try:
+    """Raise the Unsupported ``mapper`` gives a node of unknown output shape (TopK's run-time K), if any."""
+    with contextlib.suppress(KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError):
         mapper(node, ctx, attrs)
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError):
-        return
 
 
 def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tuple | None, str]:
@@ -526,9 +519,7 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tup
         if mapper is None:
             raise Unsupported(f"no benchmark for {op}")
         if any(s is None for s in out_shapes):
-            if contrib is not None:  # a contrib op's shape rule gives none to a node its mapper refuses: say why
-                mapper(node, ctx, attrs)
-            _say_why_refused(mapper, node, ctx, attrs)
+            _say_why_refused(mapper, node, ctx, attrs)  # a node its mapper refuses (a contrib op's rule gives none)
             raise Unsupported("output shape unknown after shape inference")
         if float_in and float_in[0] not in FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
