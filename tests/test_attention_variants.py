@@ -235,3 +235,27 @@ def test_the_harness_sets_the_sink_and_the_left_bound(frontend):
                         *[f"-I{p}" for p in inc], str(REPO / "cpp" / "src" / "transformer_engines.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _onnx_attention_model(path, mask_values, is_causal=0):
+    """One opset-23 Attention over Q, K, V (2, 4, 16, 32) with a constant boolean attn_mask."""
+    f16 = TensorProto.FLOAT16
+    inputs = [helper.make_tensor_value_info(n, f16, (2, 4, 16, 32)) for n in ("Q", "K", "V")]
+    node = helper.make_node("Attention", ["Q", "K", "V", "mask"], ["Y"], is_causal=is_causal)
+    g = helper.make_graph([node], "att", inputs, [helper.make_tensor_value_info("Y", f16, (2, 4, 16, 32))],
+                          [numpy_helper.from_array(mask_values, "mask")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]), path)
+    return path
+
+
+@pytest.mark.parametrize("w, causal", [(8, 0), (8, 1), (4, 0), (16, 0)])
+def test_an_onnx_attention_with_a_band_mask_is_causal_with_its_window(tmp_path, w, causal):
+    ml = process(_onnx_attention_model(tmp_path / "a.onnx", _band(16, 16, 0, w)[None, None], causal), 2, batch_dim=0)
+    (ly,) = [ly for ly in ml.layers if ly.op_type == "Attention"]
+    # a window of every key (16) is the plain causal mask
+    assert (ly.config.mask, ly.config.bias, ly.config.window) == ("causal", (), w if w < 16 else 0)
+    holed = _band(16, 16, 0, w)
+    holed[10, 10] = False  # no band: a bias, as before
+    ml = process(_onnx_attention_model(tmp_path / "b.onnx", holed[None, None]), 2, batch_dim=0)
+    (ly,) = [ly for ly in ml.layers if ly.op_type == "Attention"]
+    assert (ly.config.mask, ly.config.bias, ly.config.window) == ("bias", (1, 1, 16, 16), 0)

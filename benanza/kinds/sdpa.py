@@ -83,7 +83,13 @@ class SdpaConfig(LayerConfig):
     (b, h, s_q, 1), the logsumexp of every row that the backward reads (cudnn-frontend
     ``SDPA_attributes::set_generate_stats(true)``; PyTorch's SDPA on inputs that require grad,
     whose fused kernels return the logsumexp for autograd).
-    FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax).
+    FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax); with a ``window`` over
+    the pairs it keeps, with a ``sink`` 4*b*h*s_q more (:meth:`flops`).
+    window / sink: a sliding window (the causal mask keeping each query's last ``window`` keys) and
+    an attention sink (a learned logit per head in the softmax's normaliser), found in decomposed
+    attention (:func:`find_attention`: a band mask, a Concat of the sink column, the Slice dropping it)
+    and in ONNX ``Attention``'s mask; cuDNN's left bound and sink token. PyTorch's SDPA has no sink
+    (its candidate records not_supported) and takes the window as a boolean band.
     Paged KV cache (docs/llm.md): a decode config (:func:`is_decode`, s_kv > s_q) is also timed over a
     paged cache of ``kv_page`` tokens a page (default :data:`PAGED_KV_PAGE`; containers [b *
     ceil(s_kv / page), h_kv, page, d], :func:`page_table`, bytes :func:`paged_kv_bytes`), cudnn-frontend
@@ -312,6 +318,18 @@ def causal_mask_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> b
     return causal_window_tensor(ctx, name, s_q, past) == 0
 
 
+def sliding_window_of(ctx: MapContext, mask: str, full: Shape, past: int = 0) -> int:
+    """The sliding window of an attention's mask tensor ``mask`` over scores of shape ``full`` (b, h,
+    s_q, s_kv) whose queries follow ``past`` keys: w > 0 where it is a causal band that drops keys
+    (:func:`causal_window_tensor`, :func:`effective_window`), else 0 (no window, or not a band)."""
+    shape = ctx.shape(mask)
+    b, h, s_q, s_kv = full
+    if shape is None or tuple(shape[-2:]) != (s_q, s_kv):
+        return 0
+    w = causal_window_tensor(ctx, mask, s_q, past)
+    return effective_window(w, s_q, s_kv, "causal" if past == 0 else "causal_bottom_right") if w else 0
+
+
 def mask_kind(ctx: MapContext, mask: str, full: Shape, past: int = 0) -> tuple[str, Shape]:
     """(mask, bias) of an attention's mask tensor ``mask`` over scores of shape ``full`` (b, h, s_q,
     s_kv) whose queries follow ``past`` keys: "causal" (top-left) or "causal_bottom_right" where its
@@ -341,7 +359,8 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
     present_value) is not timed. ``scale`` (default 1/sqrt(d), the spec's); ``is_causal``: the spec's
     bottom-right alignment (query i sees keys j <= i + past), "causal" when past is 0 and
     "causal_bottom_right" with a past; with an attn_mask besides, the causal frontier folds into a
-    bias of the mask's shape with full s_q and s_kv. Raises :class:`Unsupported` for ``softcap``
+    bias of the mask's shape with full s_q and s_kv. An attn_mask that is a causal band (a sliding
+    window built from the positions, :func:`sliding_window_of`) is the causal mask with its ``window``. Raises :class:`Unsupported` for ``softcap``
     (no softcap in cuDNN's SDPA), the ``qk_matmul_output`` output, a causal mask with a past and
     s_kv != s_q (no alignment cuDNN has) and shapes that do not fit the spec."""
     if float(attrs.get("softcap", 0.0)) != 0.0:
@@ -376,18 +395,22 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
         if past and s_new != s_q:
             raise Unsupported("causal Attention with a past and s_kv != s_q: no cuDNN diagonal alignment")
         mask = "causal" if past == 0 else "causal_bottom_right"
+    window = 0
     if ins[3]:
         got, shape = mask_kind(ctx, ins[3], full, past)
+        window = sliding_window_of(ctx, ins[3], full, past) if got == "bias" else 0
+        if window:  # a causal band: the causal mask with a window (cuDNN's left bound), no bias read
+            got, shape = ("causal" if past == 0 else "causal_bottom_right"), ()
         if mask == "none" or got == mask:
             mask, bias = got, shape
         else:  # the causal frontier and a mask: one bias over every query and key
-            mask, bias = "bias", tuple(shape[:2]) + (s_q, s_kv)
+            mask, bias, window = "bias", tuple(shape[:2]) + (s_q, s_kv), 0
     if mask == "causal_bottom_right" and s_q == s_kv:
         mask = "causal"
     d_scale = attrs.get("scale")
     scale = float(d_scale) if d_scale is not None else 1.0 / math.sqrt(d)
     cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d_v, scale=float(f"{float(np.float32(scale)):.6g}"),
-                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0)
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window)
     if len(q) == 3:  # (b, s, heads * d) read as (b, heads, s, d): strides (s * heads * d, d, heads * d, 1)
         def bshd(s, heads, dd):
             return (s * heads * dd, dd, heads * dd, 1)
