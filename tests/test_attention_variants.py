@@ -259,3 +259,24 @@ def test_an_onnx_attention_with_a_band_mask_is_causal_with_its_window(tmp_path, 
     ml = process(_onnx_attention_model(tmp_path / "b.onnx", holed[None, None]), 2, batch_dim=0)
     (ly,) = [ly for ly in ml.layers if ly.op_type == "Attention"]
     assert (ly.config.mask, ly.config.bias, ly.config.window) == ("bias", (1, 1, 16, 16), 0)
+
+
+@pytest.mark.parametrize("attrs, sink_input, window, sink", [
+    ({"local_window_size": 7}, False, 8, False),      # ONNX Runtime keeps the last local_window_size + 1 keys
+    ({"local_window_size": 63}, False, 0, False),     # a window of all 64 keys drops none
+    ({"smooth_softmax": 1}, False, 0, True),          # a sink logit of 0 per head
+    ({"local_window_size": 3}, True, 4, True),        # head_sink: a logit per head
+])
+def test_onnx_runtime_group_query_attention_windows_and_sinks(tmp_path, attrs, sink_input, window, sink):
+    from test_contrib_ops import _gqa_model, _vi
+
+    m = _gqa_model(tmp_path / "m.onnx", 512, 128, attrs=attrs,
+                   extra_inputs=("", "", "", "", "head_sink") if sink_input else None)
+    if sink_input:
+        m.graph.input.append(_vi("head_sink", [8]))
+        onnx.save(m, tmp_path / "m.onnx")
+    ml = process(tmp_path / "m.onnx", 2, {"seq": 64})
+    (att,) = [ly for ly in ml.layers if ly.op_type == "GroupQueryAttention"]
+    assert att.status == "benchmark", att.reason
+    assert (att.config.h, att.config.kv_heads, att.config.s_q, att.config.s_kv, att.config.mask) == (8, 2, 64, 64, "causal")
+    assert (att.config.window, att.config.sink) == (window, sink)

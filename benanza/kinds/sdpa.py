@@ -494,6 +494,23 @@ def _gqa_rotary(node, ctx: MapContext, attrs: dict, b: int, s_q: int, h: int, h_
     return Part(rot[0]), Part(rot[1])
 
 
+def _gqa_window_sink(ins: list, attrs: dict, mask: str, s_q: int, s_kv: int) -> tuple[int, bool]:
+    """(window, sink) of a GroupQueryAttention: ``local_window_size`` L > 0 keeps each query's last L + 1
+    keys (ONNX Runtime's ``GQAAttentionBase``: the scores before ``seq_causal_length - L - 1`` are zeroed),
+    the SDPA's ``window`` of L + 1 where it drops keys (:func:`effective_window`); ``smooth_softmax``
+    (a sink logit of 0 per head: 1 added to the softmax's normaliser) or the ``head_sink`` input (a
+    logit per head) an attention sink. Raises :class:`Unsupported` for a window without the causal
+    mask (with an attention_bias the mask is a bias, and cuDNN's left bound needs the causal one)."""
+    sink = bool(int(attrs.get("smooth_softmax", 0))) or bool(ins[_GQA_IN["head_sink"]])
+    lws = int(attrs.get("local_window_size", -1))
+    if lws in (-1, 0):
+        return 0, sink
+    if lws < -1 or mask not in ("causal", "causal_bottom_right"):
+        raise Unsupported(f"GroupQueryAttention local_window_size {lws} without the causal mask alone "
+                          f"(mask {mask}): no cuDNN sliding window for it")
+    return effective_window(lws + 1, s_q, s_kv, mask), sink
+
+
 def _map_gqa(node, ctx: MapContext, attrs: dict):
     """``com.microsoft`` ``GroupQueryAttention`` (ONNX Runtime GenAI's attention;
     :func:`benanza.kinds.onnx_map.contrib_doc`) as one SDPA call with h_kv = kv_num_heads.
@@ -508,23 +525,21 @@ def _map_gqa(node, ctx: MapContext, attrs: dict):
     bottom-right diagonal), as ONNX ``Attention`` maps; attention_bias as the SDPA's bias (with causal,
     one bias over every query and key). scale: the node's, else 1/sqrt(d) (0 is the default too).
     ``do_rotary=1``: the node's calls are the queries' and the new keys' rotary embeddings, then the
-    SDPA (:func:`_gqa_rotary`; three :class:`Part`). Raises :class:`Unsupported` for what the SDPA
-    config has no term for: local_window_size (sliding window), softcap, smooth_softmax / head_sink,
-    qk_output, a quantized KV cache (k_scale / v_scale, kv_cache_bit_width) and q_norm_weight /
-    k_norm_weight."""
+    SDPA (:func:`_gqa_rotary`; three :class:`Part`). local_window_size, smooth_softmax and head_sink:
+    the SDPA's sliding window and attention sink (:func:`_gqa_window_sink`). Raises
+    :class:`Unsupported` for what the SDPA config has no term for: softcap, qk_output, a window-sized
+    or quantized KV cache (sliding_window_cache; k_scale / v_scale, kv_cache_bit_width) and
+    q_norm_weight / k_norm_weight."""
     ins = list(node.input) + [""] * (16 - len(node.input))
-    refused = [("smooth_softmax", "a smooth softmax (no cuDNN SDPA term)"),
-               ("qk_output", "the scores as an output are not benchmarked"),
+    refused = [("qk_output", "the scores as an output are not benchmarked"),
                ("sliding_window_cache", "a window-sized KV cache"),
                ("kv_cache_bit_width", "a quantized KV cache")]
     for name, why in refused:
         if int(attrs.get(name, 0)):
             raise Unsupported(f"GroupQueryAttention {name}: {why}")
-    if int(attrs.get("local_window_size", -1)) not in (-1, 0):
-        raise Unsupported("GroupQueryAttention local_window_size: sliding-window attention is not benchmarked")
     if float(attrs.get("softcap", 0.0)) != 0.0:
         raise Unsupported("GroupQueryAttention softcap: cuDNN's SDPA has no soft capping")
-    for name in ("head_sink", "k_scale", "v_scale", "q_norm_weight", "k_norm_weight"):
+    for name in ("k_scale", "v_scale", "q_norm_weight", "k_norm_weight"):
         if ins[_GQA_IN[name]]:
             raise Unsupported(f"GroupQueryAttention input {name} is not benchmarked")
     if len(node.output) > 3 and node.output[3]:
@@ -536,9 +551,10 @@ def _map_gqa(node, ctx: MapContext, attrs: dict):
     if ins[10]:
         got, shape = mask_kind(ctx, ins[10], (b, h, s_q, s_kv), s_kv - s_q)
         mask, bias = (got, shape) if mask == "none" or got == mask else ("bias", tuple(shape[:2]) + (s_q, s_kv))
+    window, sink = _gqa_window_sink(ins, attrs, mask, s_q, s_kv)
     scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(d)
     cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d, scale=float(f"{float(np.float32(scale)):.6g}"),
-                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0)
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window, sink=sink)
     width = (h + 2 * h_kv) * d if packed else h * d
     given = {"q_strides": (s_q * width, d, width, 1), "o_strides": (s_q * h * d, d, h * d, 1)}
     if not past:  # without a past, K and V are read where the node's inputs hold them
