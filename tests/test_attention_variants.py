@@ -280,3 +280,39 @@ def test_onnx_runtime_group_query_attention_windows_and_sinks(tmp_path, attrs, s
     assert att.status == "benchmark", att.reason
     assert (att.config.h, att.config.kv_heads, att.config.s_q, att.config.s_kv, att.config.mask) == (8, 2, 64, 64, "causal")
     assert (att.config.window, att.config.sink) == (window, sink)
+
+
+def test_a_group_cudnn_refuses_is_the_sum_of_its_layers(tmp_path):
+    """GPT-OSS's decode: the frontend refuses a sink for one query (s_q == 1), so the groups get only
+    not_supported records; the LBL then counts their layers one by one (their sum, never 0 ms). A
+    measured fused call faster than the sum replaces it."""
+    from benanza.analysis.analyzer import analyze
+    from benanza.database.records import MeasurementLine
+    from benanza.generation.generator import job_id
+    from test_lbl_truth import _measure, _system_db
+
+    ml = process(DEC / "gpt_oss_decode.onnx", 2)
+    groups = _groups(ml)
+    fused = {f.config.key for f in groups}
+    db, sid = _system_db(f"sqlite:///{tmp_path / 'perf.db'}")
+    for key, cfg in ml.unique_configs().items():
+        if key not in fused:
+            _measure(db, sid, cfg, "fp16", [("lib", 0.010)])
+    refused = MeasurementLine.from_json({
+        "type": "measurement", "call": "cudnnBackendExecute", "algorithm": "*", "math": "tensor_op", "dtype": "float16",
+        "cache": "warm", "layout": "NCHW", "status": "not_supported",
+        "message": "decode only mode, i.e. s_q == 1, not supported with sink_token"})
+    for f in groups:
+        db.upsert_configs([f.config])
+        db.write_job(sid, None, job_id(f.config, "fp16", "NCHW"), f.config.key, "fp16", "ok", "", [refused])
+    a = analyze(ml, db, db.systems()[0], "fp16")
+    times = [t for t in a.fusions if t.key in fused]
+    assert len(times) == 2
+    for t in times:
+        timed = [i for i in t.layers if ml.layers[i].status == "benchmark"]
+        assert t.fused_ms is None and not t.applied
+        assert t.unfused_ms == pytest.approx(0.010 * len(timed)) and t.unfused_ms > 0
+    _measure(db, sid, groups[0].config, "fp16", [("cudnnBackendExecute", 0.004)])
+    b = analyze(ml, db, db.systems()[0], "fp16")
+    assert [t.applied for t in b.fusions if t.key in fused] == [True, False]
+    assert b.lbl_ms < a.lbl_ms
