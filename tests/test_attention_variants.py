@@ -115,9 +115,9 @@ def test_the_window_is_read_from_the_mask_values():
     assert effective_window(8, 16, 16, "causal") == 8 and effective_window(16, 16, 16, "causal") == 0
 
 
-@pytest.mark.parametrize("s_q, s_kv, mask, w", [(16, 16, "causal", 8), (32, 32, "causal", 8), (4, 12, "causal_bottom_right", 3),
-                                               (16, 16, "causal", 0), (1, 33, "causal_bottom_right", 0),
-                                               (7, 20, "causal_bottom_right", 9)])
+@pytest.mark.parametrize("s_q, s_kv, mask, w", [
+    (16, 16, "causal", 8), (32, 32, "causal", 8), (4, 12, "causal_bottom_right", 3), (16, 16, "causal", 0),
+    (1, 33, "causal_bottom_right", 0), (7, 20, "causal_bottom_right", 9)])
 def test_the_flops_count_only_the_pairs_the_window_keeps(s_q, s_kv, mask, w):
     cfg = L.SdpaConfig(b=2, h=4, h_kv=2, s_q=s_q, s_kv=s_kv, d=32, d_v=16, scale=0.125, mask=mask, window=w)
     past = s_kv - s_q if mask == "causal_bottom_right" else 0
@@ -180,9 +180,12 @@ def _sink_model(path, sink_const=True, sink_last=True):
     else:
         inputs.append(helper.make_tensor_value_info("sinks", f16, (b, h, s, 1)))
     cat_in = ["scaled", "sinks"] if sink_last else ["sinks", "scaled"]
-    nodes = [helper.make_node("MatMul", ["Q", "KT"], ["scores"]), helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
-             helper.make_node("Concat", cat_in, ["cat"], axis=-1), helper.make_node("Softmax", ["cat"], ["p"], axis=-1),
-             helper.make_node("Slice", ["p", "starts", "ends"], ["p_kv"]), helper.make_node("MatMul", ["p_kv", "V"], ["O"])]
+    nodes = [helper.make_node("MatMul", ["Q", "KT"], ["scores"]),
+             helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
+             helper.make_node("Concat", cat_in, ["cat"], axis=-1),
+             helper.make_node("Softmax", ["cat"], ["p"], axis=-1),
+             helper.make_node("Slice", ["p", "starts", "ends"], ["p_kv"]),
+             helper.make_node("MatMul", ["p_kv", "V"], ["O"])]
     g = helper.make_graph(nodes, "sink", inputs, [helper.make_tensor_value_info("O", f16, (b, h, s, d))], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
@@ -278,7 +281,8 @@ def test_onnx_runtime_group_query_attention_windows_and_sinks(tmp_path, attrs, s
     ml = process(tmp_path / "m.onnx", 2, {"seq": 64})
     (att,) = [ly for ly in ml.layers if ly.op_type == "GroupQueryAttention"]
     assert att.status == "benchmark", att.reason
-    assert (att.config.h, att.config.kv_heads, att.config.s_q, att.config.s_kv, att.config.mask) == (8, 2, 64, 64, "causal")
+    c = att.config
+    assert (c.h, c.kv_heads, c.s_q, c.s_kv, c.mask) == (8, 2, 64, 64, "causal")
     assert (att.config.window, att.config.sink) == (window, sink)
 
 

@@ -360,9 +360,10 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
     bottom-right alignment (query i sees keys j <= i + past), "causal" when past is 0 and
     "causal_bottom_right" with a past; with an attn_mask besides, the causal frontier folds into a
     bias of the mask's shape with full s_q and s_kv. An attn_mask that is a causal band (a sliding
-    window built from the positions, :func:`sliding_window_of`) is the causal mask with its ``window``. Raises :class:`Unsupported` for ``softcap``
-    (no softcap in cuDNN's SDPA), the ``qk_matmul_output`` output, a causal mask with a past and
-    s_kv != s_q (no alignment cuDNN has) and shapes that do not fit the spec."""
+    window built from the positions, :func:`sliding_window_of`) is the causal mask with its
+    ``window``. Raises :class:`Unsupported` for ``softcap`` (no softcap in cuDNN's SDPA), the
+    ``qk_matmul_output`` output, a causal mask with a past and s_kv != s_q (no alignment cuDNN has)
+    and shapes that do not fit the spec."""
     if float(attrs.get("softcap", 0.0)) != 0.0:
         raise Unsupported("Attention softcap: cuDNN's SDPA has no soft capping")
     if len(node.output) > 3 and node.output[3]:
