@@ -11,6 +11,9 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
 * ``mistral_window_decode``: a Mistral decode step with a sliding window of 8 tokens over a cache of
   32: the configuration's own cache (``DynamicCache(config=...)``) keeps the window, so the
   attention reads 8 keys, not 33;
+* ``mistral_window_prefill``: the same Mistral's prefill of 32 tokens: its mask keeps each query's last
+  8 keys (the sliding window, built from comparisons of positions and folded to a band), which
+  benanza finds as a causal SDPA with ``window=8``;
 * ``deepseek_mla_decode``: a DeepSeek-V3-shaped decode step (MLA, dense MLPs) against the cache
   transformers keeps for it: the compressed latent (1 x 32) and the rotary key (1 x 16) per token;
 * ``<moe>_prefill`` / ``<moe>_decode`` for each of :data:`MOE_SPECS` (Qwen3-MoE, Qwen1.5-MoE, Mixtral,
@@ -69,6 +72,7 @@ EXPORTS = {
     "qwen3_lm_prefill": (f"transformers:qwen3?{SMALL}&head_dim=32", "prefill", 16),
     "qwen3_lm_decode": (f"transformers:qwen3?{SMALL}&head_dim=32", "decode", 64),
     "mistral_window_decode": (f"transformers:mistral?{SMALL}&sliding_window=8", "decode", 32),
+    "mistral_window_prefill": (f"transformers:mistral?{SMALL}&sliding_window=8", "prefill", 32),
     "deepseek_mla_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64),
     **{f"{m}_{phase}": (spec, phase, 16 if phase == "prefill" else 32)
        for m, spec in MOE_SPECS.items() for phase in ("prefill", "decode")},

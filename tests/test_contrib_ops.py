@@ -202,16 +202,16 @@ def test_gqa_decode_reads_the_present_cache_bottom_right(tmp_path, total, s_kv):
 
 @pytest.mark.parametrize("attrs,extra,why", [
     ({"do_rotary": 1}, (), "do_rotary without its cos_cache and sin_cache inputs"),
-    ({"local_window_size": 128}, (), "sliding-window"),
+    ({"local_window_size": 128, "causal": 0}, (), "local_window_size 128 without the causal mask"),
     ({"softcap": 30.0}, (), "softcap"),
     ({"num_heads": 3}, (), "num_heads 3 not a positive multiple of kv_num_heads 2"),
     ({"num_heads": 6}, (), "do not fit 6 and 2 heads"),
-    ({}, ("", "", "", "", "head_sink"), "input head_sink"),
+    ({}, ("", "", "", "", "", "k_scale"), "input k_scale"),
 ])
 def test_gqa_terms_the_sdpa_lacks_are_refused_with_a_reason(tmp_path, attrs, extra, why):
     m = _gqa_model(tmp_path / "m.onnx", 512, 128, attrs=attrs, extra_inputs=extra)
     if extra:
-        m.graph.input.append(_vi("head_sink", [8]))
+        m.graph.input.append(_vi("k_scale", [1]))
         onnx.save(m, tmp_path / "m.onnx")
     att = _sdpa(process(tmp_path / "m.onnx", 1, {"seq": 8}))
     assert att.status == "unsupported" and why in att.reason and "\n" not in att.reason

@@ -44,6 +44,7 @@ from benanza import kinds as L
 from benanza.analysis.roofline import Ceilings
 from benanza.errors import UsageError
 from benanza.kinds.precision import DTYPE_BYTES, Precision
+from benanza.kinds.sdpa import kept_pairs
 from benanza.spec import DECODER_PHASES
 
 
@@ -138,22 +139,16 @@ def kv_cache_bytes(ml, precision: str) -> int:
 
 
 def attention_flops(cfg) -> int:
-    """FLOPs of one SDPA config counting only the (query, key) pairs its mask keeps: all s_q x s_kv
-    for "none" and "bias"; for "causal" (top-left: query i sees keys j <= i) sum over i of
-    min(i + 1, s_kv); for "causal_bottom_right" (query i sees keys j <= i + s_kv - s_q) sum over i of
-    min(i + 1 + s_kv - s_q, s_kv) (cudnn-frontend's ``set_causal_mask`` /
-    ``set_causal_mask_bottom_right``). Per kept pair: 2 (d + d_v) for Q K^T and P V, plus the 7 of
-    :meth:`benanza.kinds.sdpa.SdpaConfig.flops` for scale, mask and softmax; x b x h."""
-    sq, skv = cfg.s_q, cfg.s_kv
-    if cfg.mask == "causal":
-        m = min(sq, skv)
-        pairs = m * (m + 1) // 2 + max(sq - skv, 0) * skv
-    elif cfg.mask == "causal_bottom_right":
-        off = skv - sq
-        pairs = sum(min(i + 1 + off, skv) for i in range(sq) if i + 1 + off > 0)
-    else:
-        pairs = sq * skv
-    return cfg.b * cfg.h * pairs * (2 * (cfg.d + cfg.d_v) + 7)
+    """FLOPs of one SDPA config counting only the (query, key) pairs its mask keeps
+    (:func:`benanza.kinds.sdpa.kept_pairs`): all s_q x s_kv for "none" and "bias"; for "causal"
+    (top-left: query i sees keys j <= i) and "causal_bottom_right" (j <= i + s_kv - s_q) the keys up
+    to the diagonal, and with a sliding ``window`` only the last ``window`` of them (cudnn-frontend's
+    ``set_causal_mask`` / ``set_causal_mask_bottom_right`` / ``set_diagonal_band_left_bound``). Per
+    kept pair: 2 (d + d_v) for Q K^T and P V, plus the 7 of :meth:`benanza.kinds.sdpa.SdpaConfig.flops`
+    for scale, mask and softmax; x b x h; an attention sink adds 4 per row (its max, subtract, exp and
+    add in the softmax)."""
+    sink = 4 * cfg.s_q if getattr(cfg, "sink", False) else 0
+    return cfg.b * cfg.h * (kept_pairs(cfg) * (2 * (cfg.d + cfg.d_v) + 7) + sink)
 
 
 def step_flops(ml) -> int:

@@ -83,7 +83,13 @@ class SdpaConfig(LayerConfig):
     (b, h, s_q, 1), the logsumexp of every row that the backward reads (cudnn-frontend
     ``SDPA_attributes::set_generate_stats(true)``; PyTorch's SDPA on inputs that require grad,
     whose fused kernels return the logsumexp for autograd).
-    FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax).
+    FLOPs: 2*b*h*s_q*s_kv*(d + d_v) + 7*b*h*s_q*s_kv (scale, mask, softmax); with a ``window`` over
+    the pairs it keeps, with a ``sink`` 4*b*h*s_q more (:meth:`flops`).
+    window / sink: a sliding window (the causal mask keeping each query's last ``window`` keys) and
+    an attention sink (a learned logit per head in the softmax's normaliser), found in decomposed
+    attention (:func:`find_attention`: a band mask, a Concat of the sink column, the Slice dropping it)
+    and in ONNX ``Attention``'s mask; cuDNN's left bound and sink token. PyTorch's SDPA has no sink
+    (its candidate records not_supported) and takes the window as a boolean band.
     Paged KV cache (docs/llm.md): a decode config (:func:`is_decode`, s_kv > s_q) is also timed over a
     paged cache of ``kv_page`` tokens a page (default :data:`PAGED_KV_PAGE`; containers [b *
     ceil(s_kv / page), h_kv, page, d], :func:`page_table`, bytes :func:`paged_kv_bytes`), cudnn-frontend
@@ -120,10 +126,24 @@ class SdpaConfig(LayerConfig):
     #: a benchmark knob, not the layer's: tokens per page of the paged KV cache a decode config
     #: (:func:`is_decode`) is also timed over (:func:`paged_kv_skip`), default :data:`PAGED_KV_PAGE`
     kv_page: int = dataclasses.field(default=PAGED_KV_PAGE, metadata=OPTIONAL)
+    #: sliding-window attention (Mistral's and GPT-OSS's sliding layers): with a causal mask, query i
+    #: sees only the last ``window`` keys its mask keeps, its own diagonal included (key j kept when
+    #: i + off - window < j <= i + off, off = 0 top-left, s_kv - s_q bottom-right; transformers'
+    #: ``sliding_window``, cudnn-frontend ``set_diagonal_band_left_bound``); 0 = none. Set only where
+    #: the window drops keys (:func:`effective_window`), so equal attentions share one key
+    window: int = dataclasses.field(default=0, metadata=OPTIONAL)
+    #: an attention sink (GPT-OSS): one learned logit per head joins each row of the softmax as an
+    #: extra column and is dropped after it, so the row's probabilities sum to less than 1
+    #: (transformers' ``models/gpt_oss`` ``eager_attention_forward``; cudnn-frontend ``set_sink_token``,
+    #: float32 (1, h, 1, 1), cuDNN 9.13+)
+    sink: bool = dataclasses.field(default=False, metadata=OPTIONAL)
 
     def __post_init__(self):
         if self.mask not in SDPA_MASKS:
             raise ValueError(f"SDPA: mask {self.mask!r} is not one of {', '.join(SDPA_MASKS)}")
+        if self.window < 0 or (self.window and self.mask not in ("causal", "causal_bottom_right")):
+            raise ValueError(f"SDPA: window {self.window} is not 0 or a positive number of keys with a causal mask "
+                             f"(mask {self.mask!r})")
         if self.kv_page <= 0:
             raise ValueError(f"SDPA: kv_page {self.kv_page} is not a positive number of tokens")
         if self.h_kv and (self.h_kv < 0 or self.h % self.h_kv):
@@ -146,11 +166,44 @@ class SdpaConfig(LayerConfig):
         return (self.b, self.h, self.s_q, self.d_v)
 
     def flops(self):
-        s = self.b * self.h * self.s_q * self.s_kv
-        return 2 * s * (self.d + self.d_v) + 7 * s
+        """2*b*h*P*(d + d_v) + 7*b*h*P, P the (query, key) pairs computed: every s_q x s_kv pair (a causal
+        half counted in full), but with a ``window`` only the pairs inside it (:func:`kept_pairs`: a
+        windowed kernel skips the tiles outside the band, the point of the window); with a ``sink``,
+        4*b*h*s_q more (the sink's max, subtract, exp and add in each row's softmax)."""
+        s = self.b * self.h * (kept_pairs(self) if self.window else self.s_q * self.s_kv)
+        return 2 * s * (self.d + self.d_v) + 7 * s + (4 * self.b * self.h * self.s_q if self.sink else 0)
 
     def describe(self):
-        return describe_attention("SDPA", self, " +stats" if self.stats else "")
+        extra = (f" window {self.window}" if self.window else "") + (" sink" if self.sink else "")
+        return describe_attention("SDPA", self, extra + (" +stats" if self.stats else ""))
+
+
+def kept_pairs(cfg) -> int:
+    """The (query, key) pairs an attention config's mask keeps, per (batch, head): all s_q x s_kv for
+    "none" and "bias"; for "causal" (top-left: query i sees keys j <= i) and "causal_bottom_right"
+    (j <= i + s_kv - s_q) the keys up to the diagonal, and with a ``window`` w only the last w of them
+    (j > i + off - w; cudnn-frontend's ``set_causal_mask`` / ``set_causal_mask_bottom_right`` /
+    ``set_diagonal_band_left_bound``)."""
+    sq, skv = cfg.s_q, cfg.s_kv
+    if cfg.mask not in ("causal", "causal_bottom_right"):
+        return sq * skv
+    off = 0 if cfg.mask == "causal" else skv - sq
+    w = getattr(cfg, "window", 0)
+    total = 0
+    for i in range(sq):
+        hi = min(i + off, skv - 1)
+        lo = max(0, i + off - w + 1) if w else 0
+        total += max(hi - lo + 1, 0)
+    return total
+
+
+def effective_window(window: int, s_q: int, s_kv: int, mask: str) -> int:
+    """``window`` where it drops keys under the causal ``mask`` of ``s_q`` queries and ``s_kv`` keys, else
+    0 (query i keeps keys i + off - window < j <= i + off, off = s_kv - s_q bottom-right, 0 top-left:
+    the window drops a key iff i + off - window >= 0 for some i, i.e. window <= s_q - 1 + off; a decode
+    step over transformers' sliding cache reads exactly ``window`` keys, none dropped)."""
+    off = s_kv - s_q if mask == "causal_bottom_right" else 0
+    return window if 0 < window <= s_q - 1 + off else 0
 
 
 def view_strides(cfg, shapes) -> tuple[Shape, Shape, Shape, Shape]:
@@ -170,20 +223,38 @@ def describe_attention(name: str, cfg, extra: str = "") -> str:
             f"{'' if cfg.d_v == cfg.d else f' dv{cfg.d_v}'} scale {cfg.scale:.4g}{m}{extra})")
 
 
-def causal_mask_of(values, past: int = 0) -> bool:
+def causal_mask_of(values, past: int = 0, window: int = 0) -> bool:
     """Whether a constant mask (its trailing two dims (s_q, s_kv), any leading ones) is the causal mask
-    of query i seeing keys j <= i + ``past``: a boolean mask True exactly there (ONNX ``Attention``'s
-    and torch's convention, True = attend), or an additive one 0 there and <= -1e4 elsewhere (the
-    finite "minus infinity" exporters write, e.g. float16's lowest)."""
+    of query i seeing keys j <= i + ``past`` (with a ``window`` > 0, only keys j > i + past - window: a
+    sliding window): a boolean mask True exactly there (ONNX ``Attention``'s and torch's convention,
+    True = attend), or an additive one 0 there and <= -1e4 elsewhere (the finite "minus infinity"
+    exporters write, e.g. float16's lowest)."""
     v = np.asarray(values)
     if v.ndim < 2 or v.shape[-1] < 2 or v.shape[-2] < 1:
         return False
     v = v.reshape(-1, v.shape[-2], v.shape[-1])
     seen = np.tril(np.ones(v.shape[-2:], dtype=bool), past)
+    if window > 0:
+        seen &= np.triu(np.ones(v.shape[-2:], dtype=bool), past - window + 1)
     if v.dtype == np.bool_:
         return bool(np.all(v == seen))
     v = v.astype(np.float64)
     return bool(np.all(v[:, seen] == 0) and np.all(v[:, ~seen] <= -1e4))
+
+
+def causal_window_of(values, past: int = 0) -> int | None:
+    """The sliding window of a constant causal mask (:func:`causal_mask_of`) of queries after ``past``
+    keys: 0 for the plain causal mask, w > 0 for the causal mask that keeps only each query's last w
+    keys and drops some (transformers' sliding-window mask, ``kv_idx > q_idx - sliding_window``),
+    None for any other mask. w is read as the most keys a query keeps, then the whole mask checked."""
+    if causal_mask_of(values, past):
+        return 0
+    v = np.asarray(values)
+    if v.ndim < 2 or v.shape[-1] < 2:
+        return None
+    kept = v if v.dtype == np.bool_ else np.asarray(v, dtype=np.float64) == 0
+    w = int(np.max(np.sum(kept.reshape(-1, v.shape[-1]), axis=-1), initial=0))
+    return w if w > 0 and causal_mask_of(values, past, w) else None
 
 
 def _static(ctx: MapContext, name: str):
@@ -197,45 +268,66 @@ def _static(ctx: MapContext, name: str):
     return read(name) if read is not None else None
 
 
-def _key_padding_and_causal(ctx: MapContext, mask: str, s_q: int, past: int) -> bool:
-    """``mask`` is made by And(constant causal mask, key padding mask) (torch.export's SDPA masks,
-    transformers' causal mask and the model's ``attention_mask`` input): the padding term has
-    extent 1 over the queries (``(b, 1, 1, s_kv)``), cuDNN's padding mask (``set_padding_mask`` with
-    per-sequence key lengths); the benchmark times full lengths, i.e. the causal mask alone."""
+def _key_padding_and_causal(ctx: MapContext, mask: str, s_q: int, past: int) -> int | None:
+    """The window (:func:`causal_window_of`) of ``mask`` made by And(constant causal mask, key padding
+    mask) (torch.export's SDPA masks, transformers' causal or sliding-window mask and the model's
+    ``attention_mask`` input): the padding term has extent 1 over the queries (``(b, 1, 1, s_kv)``),
+    cuDNN's padding mask (``set_padding_mask`` with per-sequence key lengths); the benchmark times
+    full lengths, i.e. the causal mask alone. None when ``mask`` is not such an And."""
     node = getattr(ctx, "producer", {}).get(mask)
     if node is None or node.op_type != "And" or len(node.input) != 2:
-        return False
+        return None
     consts = [_static(ctx, i) for i in node.input]
     if sum(c is not None for c in consts) != 1:
-        return False
+        return None
     i = 0 if consts[0] is not None else 1
     c, other = consts[i], ctx.shape(node.input[1 - i])
-    return causal_mask_of(c, past) and c.shape[-2] == s_q and other is not None \
-        and (len(other) < 2 or other[-2] == 1)
+    if c.ndim < 2 or c.shape[-2] != s_q or other is None or (len(other) >= 2 and other[-2] != 1):
+        return None
+    return causal_window_of(c, past)
 
 
-def causal_mask_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> bool:
-    """Whether tensor ``name`` is the causal mask of ``s_q`` queries after ``past`` keys: its constant
-    values (:func:`causal_mask_of`), Where(cond, 0, <= -1e4) of such a boolean ``cond`` (the additive
-    mask torch.export and TorchScript build), an Expand of one over its leading dims (TorchScript's),
-    or :func:`_key_padding_and_causal`'s And."""
+def causal_window_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> int | None:
+    """The window of tensor ``name`` as a causal mask of ``s_q`` queries after ``past`` keys (0: plain
+    causal; w > 0: a sliding window of w keys, :func:`causal_window_of`; None: not a causal mask): its
+    constant values, Where(cond, 0, <= -1e4) of such a boolean ``cond`` (the additive mask
+    torch.export and TorchScript build), an Expand of one over its leading dims (TorchScript's), or
+    :func:`_key_padding_and_causal`'s And."""
     v = _static(ctx, name)
     if v is not None:
-        return v.ndim >= 2 and v.shape[-2] == s_q and causal_mask_of(v, past)
+        return causal_window_of(v, past) if v.ndim >= 2 and v.shape[-2] == s_q else None
     node = getattr(ctx, "producer", {}).get(name)
     if node is not None and node.op_type == "Where" and len(node.input) == 3:
         x, y = _static(ctx, node.input[1]), _static(ctx, node.input[2])
         if x is not None and y is not None and x.size == 1 and y.size == 1 and float(x.reshape(-1)[0]) == 0.0 \
                 and float(y.reshape(-1)[0]) <= -1e4:
-            return causal_mask_tensor(ctx, node.input[0], s_q, past)
-        return False
+            return causal_window_tensor(ctx, node.input[0], s_q, past)
+        return None
     if node is not None and node.op_type == "Expand" and node.input:
         # Expand repeats a mask over broadcast dims (TorchScript's causal mask: Expand(And(causal
         # triangle, key padding), (b, 1, s_q, s_kv))): the same values where it is read
         src = ctx.shape(node.input[0])
-        return src is not None and len(src) >= 2 and src[-2] == s_q \
-            and causal_mask_tensor(ctx, node.input[0], s_q, past)
+        ok = src is not None and len(src) >= 2 and src[-2] == s_q
+        return causal_window_tensor(ctx, node.input[0], s_q, past) if ok else None
     return _key_padding_and_causal(ctx, name, s_q, past)
+
+
+def causal_mask_tensor(ctx: MapContext, name: str, s_q: int, past: int = 0) -> bool:
+    """Whether tensor ``name`` is the (plain) causal mask of ``s_q`` queries after ``past`` keys
+    (:func:`causal_window_tensor` without a window)."""
+    return causal_window_tensor(ctx, name, s_q, past) == 0
+
+
+def sliding_window_of(ctx: MapContext, mask: str, full: Shape, past: int = 0) -> int:
+    """The sliding window of an attention's mask tensor ``mask`` over scores of shape ``full`` (b, h,
+    s_q, s_kv) whose queries follow ``past`` keys: w > 0 where it is a causal band that drops keys
+    (:func:`causal_window_tensor`, :func:`effective_window`), else 0 (no window, or not a band)."""
+    shape = ctx.shape(mask)
+    b, h, s_q, s_kv = full
+    if shape is None or tuple(shape[-2:]) != (s_q, s_kv):
+        return 0
+    w = causal_window_tensor(ctx, mask, s_q, past)
+    return effective_window(w, s_q, s_kv, "causal" if past == 0 else "causal_bottom_right") if w else 0
 
 
 def mask_kind(ctx: MapContext, mask: str, full: Shape, past: int = 0) -> tuple[str, Shape]:
@@ -267,9 +359,11 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
     present_value) is not timed. ``scale`` (default 1/sqrt(d), the spec's); ``is_causal``: the spec's
     bottom-right alignment (query i sees keys j <= i + past), "causal" when past is 0 and
     "causal_bottom_right" with a past; with an attn_mask besides, the causal frontier folds into a
-    bias of the mask's shape with full s_q and s_kv. Raises :class:`Unsupported` for ``softcap``
-    (no softcap in cuDNN's SDPA), the ``qk_matmul_output`` output, a causal mask with a past and
-    s_kv != s_q (no alignment cuDNN has) and shapes that do not fit the spec."""
+    bias of the mask's shape with full s_q and s_kv. An attn_mask that is a causal band (a sliding
+    window built from the positions, :func:`sliding_window_of`) is the causal mask with its
+    ``window``. Raises :class:`Unsupported` for ``softcap`` (no softcap in cuDNN's SDPA), the
+    ``qk_matmul_output`` output, a causal mask with a past and s_kv != s_q (no alignment cuDNN has)
+    and shapes that do not fit the spec."""
     if float(attrs.get("softcap", 0.0)) != 0.0:
         raise Unsupported("Attention softcap: cuDNN's SDPA has no soft capping")
     if len(node.output) > 3 and node.output[3]:
@@ -302,18 +396,22 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
         if past and s_new != s_q:
             raise Unsupported("causal Attention with a past and s_kv != s_q: no cuDNN diagonal alignment")
         mask = "causal" if past == 0 else "causal_bottom_right"
+    window = 0
     if ins[3]:
         got, shape = mask_kind(ctx, ins[3], full, past)
+        window = sliding_window_of(ctx, ins[3], full, past) if got == "bias" else 0
+        if window:  # a causal band: the causal mask with a window (cuDNN's left bound), no bias read
+            got, shape = ("causal" if past == 0 else "causal_bottom_right"), ()
         if mask == "none" or got == mask:
             mask, bias = got, shape
         else:  # the causal frontier and a mask: one bias over every query and key
-            mask, bias = "bias", tuple(shape[:2]) + (s_q, s_kv)
+            mask, bias, window = "bias", tuple(shape[:2]) + (s_q, s_kv), 0
     if mask == "causal_bottom_right" and s_q == s_kv:
         mask = "causal"
     d_scale = attrs.get("scale")
     scale = float(d_scale) if d_scale is not None else 1.0 / math.sqrt(d)
     cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d_v, scale=float(f"{float(np.float32(scale)):.6g}"),
-                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0)
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window)
     if len(q) == 3:  # (b, s, heads * d) read as (b, heads, s, d): strides (s * heads * d, d, heads * d, 1)
         def bshd(s, heads, dd):
             return (s * heads * dd, dd, heads * dd, 1)
@@ -397,6 +495,23 @@ def _gqa_rotary(node, ctx: MapContext, attrs: dict, b: int, s_q: int, h: int, h_
     return Part(rot[0]), Part(rot[1])
 
 
+def _gqa_window_sink(ins: list, attrs: dict, mask: str, s_q: int, s_kv: int) -> tuple[int, bool]:
+    """(window, sink) of a GroupQueryAttention: ``local_window_size`` L > 0 keeps each query's last L + 1
+    keys (ONNX Runtime's ``GQAAttentionBase``: the scores before ``seq_causal_length - L - 1`` are zeroed),
+    the SDPA's ``window`` of L + 1 where it drops keys (:func:`effective_window`); ``smooth_softmax``
+    (a sink logit of 0 per head: 1 added to the softmax's normaliser) or the ``head_sink`` input (a
+    logit per head) an attention sink. Raises :class:`Unsupported` for a window without the causal
+    mask (with an attention_bias the mask is a bias, and cuDNN's left bound needs the causal one)."""
+    sink = bool(int(attrs.get("smooth_softmax", 0))) or bool(ins[_GQA_IN["head_sink"]])
+    lws = int(attrs.get("local_window_size", -1))
+    if lws in (-1, 0):
+        return 0, sink
+    if lws < -1 or mask not in ("causal", "causal_bottom_right"):
+        raise Unsupported(f"GroupQueryAttention local_window_size {lws} without the causal mask alone "
+                          f"(mask {mask}): no cuDNN sliding window for it")
+    return effective_window(lws + 1, s_q, s_kv, mask), sink
+
+
 def _map_gqa(node, ctx: MapContext, attrs: dict):
     """``com.microsoft`` ``GroupQueryAttention`` (ONNX Runtime GenAI's attention;
     :func:`benanza.kinds.onnx_map.contrib_doc`) as one SDPA call with h_kv = kv_num_heads.
@@ -411,23 +526,21 @@ def _map_gqa(node, ctx: MapContext, attrs: dict):
     bottom-right diagonal), as ONNX ``Attention`` maps; attention_bias as the SDPA's bias (with causal,
     one bias over every query and key). scale: the node's, else 1/sqrt(d) (0 is the default too).
     ``do_rotary=1``: the node's calls are the queries' and the new keys' rotary embeddings, then the
-    SDPA (:func:`_gqa_rotary`; three :class:`Part`). Raises :class:`Unsupported` for what the SDPA
-    config has no term for: local_window_size (sliding window), softcap, smooth_softmax / head_sink,
-    qk_output, a quantized KV cache (k_scale / v_scale, kv_cache_bit_width) and q_norm_weight /
-    k_norm_weight."""
+    SDPA (:func:`_gqa_rotary`; three :class:`Part`). local_window_size, smooth_softmax and head_sink:
+    the SDPA's sliding window and attention sink (:func:`_gqa_window_sink`). Raises
+    :class:`Unsupported` for what the SDPA config has no term for: softcap, qk_output, a window-sized
+    or quantized KV cache (sliding_window_cache; k_scale / v_scale, kv_cache_bit_width) and
+    q_norm_weight / k_norm_weight."""
     ins = list(node.input) + [""] * (16 - len(node.input))
-    refused = [("smooth_softmax", "a smooth softmax (no cuDNN SDPA term)"),
-               ("qk_output", "the scores as an output are not benchmarked"),
+    refused = [("qk_output", "the scores as an output are not benchmarked"),
                ("sliding_window_cache", "a window-sized KV cache"),
                ("kv_cache_bit_width", "a quantized KV cache")]
     for name, why in refused:
         if int(attrs.get(name, 0)):
             raise Unsupported(f"GroupQueryAttention {name}: {why}")
-    if int(attrs.get("local_window_size", -1)) not in (-1, 0):
-        raise Unsupported("GroupQueryAttention local_window_size: sliding-window attention is not benchmarked")
     if float(attrs.get("softcap", 0.0)) != 0.0:
         raise Unsupported("GroupQueryAttention softcap: cuDNN's SDPA has no soft capping")
-    for name in ("head_sink", "k_scale", "v_scale", "q_norm_weight", "k_norm_weight"):
+    for name in ("k_scale", "v_scale", "q_norm_weight", "k_norm_weight"):
         if ins[_GQA_IN[name]]:
             raise Unsupported(f"GroupQueryAttention input {name} is not benchmarked")
     if len(node.output) > 3 and node.output[3]:
@@ -439,9 +552,10 @@ def _map_gqa(node, ctx: MapContext, attrs: dict):
     if ins[10]:
         got, shape = mask_kind(ctx, ins[10], (b, h, s_q, s_kv), s_kv - s_q)
         mask, bias = (got, shape) if mask == "none" or got == mask else ("bias", tuple(shape[:2]) + (s_q, s_kv))
+    window, sink = _gqa_window_sink(ins, attrs, mask, s_q, s_kv)
     scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(d)
     cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d, scale=float(f"{float(np.float32(scale)):.6g}"),
-                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0)
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window, sink=sink)
     width = (h + 2 * h_kv) * d if packed else h * d
     given = {"q_strides": (s_q * width, d, width, 1), "o_strides": (s_q * h * d, d, h * d, 1)}
     if not past:  # without a past, K and V are read where the node's inputs hold them
@@ -751,6 +865,8 @@ class SdpaCase(Case):
     mask: CppValue
     bias: CppValue
     strides: CppValue
+    window: CppValue
+    sink: CppValue
     h_kv: CppValue
     stats: CppValue
     kv_page: CppValue
@@ -758,10 +874,11 @@ class SdpaCase(Case):
 
 
 def _min_bytes(cfg: SdpaConfig, ib: int, ob: int) -> int:
-    """Q, K and V read once at ``ib`` bytes per element, O written once at ``ob`` (:func:`io_bytes`), and
-    with ``stats`` the float32 (b, h, s_q, 1) statistics written once (bytes; the compulsory traffic,
-    Williams et al., "Roofline", CACM 2009)."""
-    return io_bytes(cfg, ib, ob) + (4 * cfg.b * cfg.h * cfg.s_q if cfg.stats else 0)
+    """Q, K and V read once at ``ib`` bytes per element, O written once at ``ob`` (:func:`io_bytes`), with
+    ``stats`` the float32 (b, h, s_q, 1) statistics written once and with ``sink`` the h float32 sink
+    logits read once (bytes; the compulsory traffic, Williams et al., "Roofline", CACM 2009). A window
+    does not lower it: every key is still some query's."""
+    return io_bytes(cfg, ib, ob) + (4 * cfg.b * cfg.h * cfg.s_q if cfg.stats else 0) + (4 * cfg.h if cfg.sink else 0)
 
 
 def is_decode(cfg) -> bool:
@@ -845,7 +962,7 @@ def _sdpa_case(cfg: SdpaConfig, job: Job) -> SdpaCase:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
     q, k, v, o = cfg.strides()
     skip = paged_kv_skip(cfg, job.precision)
-    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats),
+    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), window=cfg.window, sink=cpp_num(cfg.sink), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats),
                     kv_page=0 if skip is None else cfg.kv_page, paged_skip=cpp_string(skip or ""))
 
 
@@ -857,11 +974,23 @@ def with_autograd(torch, fn):
     return torch.enable_grad()(torch.inference_mode(False)(fn))
 
 
+def window_mask(c: Ctx, cfg):
+    """The boolean (s_q, s_kv) mask of a sliding-window config (True = attend): query i sees keys
+    i + off - window < j <= i + off (off = s_kv - s_q bottom-right, 0 top-left), as transformers'
+    sliding-window causal mask keeps them; PyTorch's SDPA has no window argument."""
+    torch = c.torch
+    off = cfg.s_kv - cfg.s_q if cfg.mask == "causal_bottom_right" else 0
+    ones = torch.ones((cfg.s_q, cfg.s_kv), dtype=torch.bool, device=c.device)
+    return ones.tril(off) & ones.triu(off - cfg.window + 1)
+
+
 def torch_mask(c: Ctx, cfg) -> tuple:
     """``(attn_mask, is_causal)`` of ``F.scaled_dot_product_attention`` for an attention config's mask:
     a random bias of shape ``bias``; ``is_causal`` (top-left); for "causal_bottom_right" PyTorch's
     ``torch.nn.attention.bias.causal_lower_right(s_q, s_kv)`` (its flash and memory-efficient
-    backends run it as a causal mask, no bias read)."""
+    backends run it as a causal mask, no bias read); with a ``window``, :func:`window_mask`."""
+    if getattr(cfg, "window", 0):
+        return window_mask(c, cfg), False
     if cfg.mask == "bias":
         return c.randn(cfg.bias), False
     if cfg.mask == "causal_bottom_right":
@@ -930,8 +1059,8 @@ def backend_mask(c: Ctx, cfg, mask, causal):
     and below diagonal s_kv - s_q; torch/nn/attention/bias.py): ``CausalBias`` picks its kernel itself
     (flash or memory-efficient where they take it, before any backend selection), so under
     ``sdpa_kernel`` it would not be the backend its label names. Flash attention refuses an explicit
-    mask: the default candidate times CausalBias's own path."""
-    if cfg.mask != "causal_bottom_right":
+    mask: the default candidate times CausalBias's own path. A window's mask is a tensor already."""
+    if cfg.mask != "causal_bottom_right" or getattr(cfg, "window", 0):
         return mask, causal
     torch = c.torch
     ones = torch.ones((cfg.s_q, cfg.s_kv), dtype=torch.bool, device=c.device)
@@ -961,8 +1090,13 @@ def _sdpa(c: Ctx) -> Candidate:
     h); with ``stats`` (the training forward) on inputs that require grad, under autograd. PyTorch's
     own choice of backend is the candidate (algorithm ``default``); each backend forced
     (:data:`SDPA_BACKENDS`: flash, memory-efficient, cuDNN, math) is a variant of it
-    (:attr:`Candidate.variants`), not_supported with PyTorch's reason where the backend refuses."""
+    (:attr:`Candidate.variants`), not_supported with PyTorch's reason where the backend refuses. A
+    sliding window is the boolean band of :func:`window_mask`. Raises :class:`NotSupported` for an
+    attention sink: ``F.scaled_dot_product_attention`` has no sink term."""
     cfg, F = c.cfg, functional(c)
+    if cfg.sink:
+        raise NotSupported("torch.nn.functional.scaled_dot_product_attention has no attention sink (GPT-OSS's "
+                           "per-head sink logit); the group's layers stand for PyTorch's eager form")
     qs, ks, vs, os_ = cfg.strides()
     shapes = cfg.input_shapes() + [cfg.output_shape()]
 
@@ -1198,12 +1332,16 @@ def find_attention(pat: Graph, mm1: Node):
     got = _attention_mask(pat, nxt, chain, scores)
     if got is None:
         return None
-    mask, bias, nxt = got
+    mask, bias, window, nxt = got
+    sink = _sink_columns(pat, nxt, chain, scores)
+    if sink is not None:
+        nxt = sink
     if not pat.free(nxt) or nxt.status != "benchmark" or not isinstance(nxt.config, SoftmaxConfig) \
             or nxt.config.log or nxt.config.shape[2] != 1:
         return None
     chain.append(nxt.index)
-    mm2 = pat.sole_user(nxt) or _nan_guard(pat, nxt, chain)
+    mm2 = _drop_sink(pat, nxt, chain, scores) if sink is not None else \
+        (pat.sole_user(nxt) or _nan_guard(pat, nxt, chain))
     while mm2 is not None and mm2.status == "zero_cost" and mm2.op_type in ("Dropout", "Identity") and pat.free(mm2):
         chain.append(mm2.index)
         mm2 = pat.sole_user(mm2)
@@ -1229,7 +1367,8 @@ def find_attention(pat: Graph, mm1: Node):
     else:
         b, h = math.prod(lead[:-1]), lead[-1]
     cfg = SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
-                       scale=_canonical_scale(scale), mask=mask, bias=bias, h_kv=h_kv)
+                       scale=_canonical_scale(scale), mask=mask, bias=bias, h_kv=h_kv, window=window,
+                       sink=sink is not None)
     given = list(strides) + [o_st]
     packed = cfg.strides()
     fields = ("q_strides", "k_strides", "v_strides", "o_strides")
@@ -1303,6 +1442,86 @@ def find_gqa_attention(pat: Graph, att: Node):
     return chain, dataclasses.replace(cfg, h_kv=reps[0][1])
 
 
+def _sink_logits(pat: Graph, concat: Node, scores: tuple[int, ...]) -> bool:
+    """Whether the second input of the Concat ``concat`` is a sink column: (.., s_q, 1) with the scores'
+    leading dims (or 1), a constant whose values differ only over the heads (the sinks reshaped to
+    (1, h, 1, 1) and expanded, folded), or an Expand of such a constant read only by ``concat``."""
+    tensors = list(concat.inputs) + list(concat.static_inputs)
+    if len(tensors) != 2:
+        return False
+    shape = pat.ctx.shape(tensors[1])
+    if shape is None or len(shape) != len(scores) or shape[-1] != 1 \
+            or any(d not in (1, f) for d, f in zip(shape[:-1], scores[:-1])):
+        return False
+    src, exp = tensors[1], pat.made_by(tensors[1])
+    if exp is not None:
+        if not pat.free(exp) or exp.op_type != "Expand" or pat.sole_user(exp) is not concat or not exp.inputs:
+            return False
+        src = exp.inputs[0]
+    if src not in pat.ctx.static and pat.ctx.value(src) is None:
+        return False
+    node = getattr(pat.ctx, "producer", {}).get(concat.outputs[0])
+    if node is not None and list(node.input)[1:] != [tensors[1]]:
+        return False  # the sink's column is the last one (the Slice after the Softmax keeps the first)
+    v = _static(pat.ctx, src)
+    if v is None:
+        return True  # a constant too large to fold: its shape is the sink's
+    v = np.asarray(v)
+    if v.ndim < 3:
+        return v.size == 1  # one sink for every head
+    per_head = np.moveaxis(v, -3, 0).reshape(v.shape[-3], -1)
+    return bool(np.all(per_head == per_head[:, :1]))
+
+
+def _sink_columns(pat: Graph, nxt: Node | None, chain: list[int], scores: tuple[int, ...]) -> Node | None:
+    """The attention sink of GPT-OSS (transformers' ``models/gpt_oss`` ``eager_attention_forward``):
+    the masked scores (b, h, s_q, s_kv) concatenated on the last axis with one column of per-head sink
+    logits (:func:`_sink_logits`), then, optionally, the row maximum subtracted (ReduceMax over the last
+    axis, Sub: the overflow guard transformers adds, which the softmax's own max makes redundant). When
+    ``nxt`` starts that, append its layers (and the sink's Expand) to ``chain`` and return the layer
+    after them (the Softmax), else None."""
+    if not pat.free(nxt) or nxt.status != "benchmark" or nxt.op_type != "Concat" or not chain:
+        return None
+    cfg = nxt.config
+    prev = pat.layers[chain[-1]].outputs[0]
+    if getattr(cfg, "op", None) != "Concat" or not nxt.inputs or nxt.inputs[0] != prev \
+            or cfg.attr("axis")[0] % len(scores) != len(scores) - 1 \
+            or tuple(cfg.y) != tuple(scores[:-1]) + (scores[-1] + 1,) or not _sink_logits(pat, nxt, scores):
+        return None
+    added = [nxt.index]
+    exp = pat.made_by(nxt.inputs[1]) if len(nxt.inputs) == 2 else None
+    if exp is not None:
+        added.append(exp.index)
+    after = pat.sole_user(nxt)
+    users = pat.users(nxt.outputs[0])
+    if after is None and len(users) == 2 and nxt.outputs[0] not in pat.graph_outputs:
+        red = next((u for u in users if u.op_type == "ReduceMax"), None)
+        sub = next((u for u in users if pat.elementwise(u, "sub")), None)
+        if red is None or sub is None or not pat.free(red) or not pat.free(sub) or red.status != "benchmark" \
+                or pat.sole_user(red) is not sub or list(sub.inputs) != [nxt.outputs[0], red.outputs[0]] \
+                or tuple(red.config.y) != tuple(cfg.y[:-1]) + (1,):
+            return None
+        added += [red.index, sub.index]
+        after = pat.sole_user(sub)
+    if after is None:
+        return None
+    chain += added
+    return after
+
+
+def _drop_sink(pat: Graph, softmax: Node, chain: list[int], scores: tuple[int, ...]) -> Node | None:
+    """After the Softmax of a sink: the Slice that drops the sink's column (the first s_kv columns of
+    the last axis, ``probs[..., :-1]``), appended to ``chain``; the layer after it (the P V MatMul,
+    past an inference Dropout or Identity), or None."""
+    sl = pat.sole_user(softmax)
+    cfg = sl.config if sl is not None else None
+    if not pat.free(sl) or sl.status != "benchmark" or getattr(cfg, "op", None) != "Slice" \
+            or tuple(cfg.y) != tuple(scores) or any(cfg.attr("starts")) or any(x != 1 for x in cfg.attr("steps")):
+        return None
+    chain.append(sl.index)
+    return pat.sole_user(sl)
+
+
 def _nan_guard(pat: Graph, softmax: Node, chain: list[int]) -> Node | None:
     """torch.export's SDPA decomposition zeroes the rows a mask left empty: Softmax -> IsNaN ->
     Where(isnan, 0, softmax). When that guard is all that reads the Softmax, append its two layers
@@ -1320,9 +1539,10 @@ def _nan_guard(pat: Graph, softmax: Node, chain: list[int]) -> Node | None:
 
 
 def _attention_mask(pat: Graph, nxt: Node | None, chain: list[int], scores: tuple[int, ...]):
-    """The additive masks between the scores and the Softmax: (mask kind, bias shape, the layer
-    after them), appending their layers to ``chain``; None when an Add there cannot be a mask.
-    One Add of a constant triangular mask is cuDNN's causal mask; one Add of a broadcastable
+    """The additive masks between the scores and the Softmax: (mask kind, bias shape, sliding window,
+    the layer after them), appending their layers to ``chain``; None when an Add there cannot be a
+    mask. One Add of a constant triangular mask (or of a band: a sliding window, :func:`causal_window_of`)
+    is cuDNN's causal mask; one Add of a broadcastable
     tensor a bias of its shape; several Adds, or Reshapes between them (Swin's relative position
     bias, then its shifted-window mask added per window), one bias of the scores' full shape (the
     constants summed and broadcast once: data-independent, as a compiler would precompute them)."""
@@ -1341,7 +1561,7 @@ def _attention_mask(pat: Graph, nxt: Node | None, chain: list[int], scores: tupl
     if final is None or tuple(final[-2:]) != tuple(scores[-2:]):
         return None
     if not adds:
-        return "none", (), nxt
+        return "none", (), 0, nxt
     others = []
     for a in adds:
         prev = pat.layers[chain[chain.index(a.index) - 1]].outputs[0]
@@ -1352,17 +1572,24 @@ def _attention_mask(pat: Graph, nxt: Node | None, chain: list[int], scores: tupl
     if len(adds) == 1 and not reshapes:
         value = pat.ctx.static_value(others[0]) if others[0] in pat.ctx.static else None
         if value is not None and _causal(value):
-            return "causal", (), nxt
+            return "causal", (), 0, nxt
         mshape = pat.ctx.shape(others[0])
-        if value is None and tuple(mshape[-2:]) == tuple(scores[-2:]) and scores[-2] > 1 \
-                and causal_mask_tensor(pat.ctx, others[0], scores[-2], scores[-1] - scores[-2]):
-            # a causal mask built from the positions (Where/And of a folded triangle): cuDNN's causal
-            # masking, aligned bottom-right where the keys outnumber the queries (a KV cache)
-            return ("causal" if scores[-1] == scores[-2] else "causal_bottom_right"), (), nxt
+        if value is not None and scores[-1] == scores[-2] and tuple(mshape[-2:]) == tuple(scores[-2:]):
+            w = causal_window_of(value, 0)  # a constant sliding-window mask (the plain causal one is above)
+            if w:
+                return "causal", (), w, nxt
+        w = causal_window_tensor(pat.ctx, others[0], scores[-2], scores[-1] - scores[-2]) \
+            if value is None and tuple(mshape[-2:]) == tuple(scores[-2:]) and scores[-2] > 1 else None
+        if w is not None:
+            # a causal mask built from the positions (Where/And of a folded triangle, or of a band: a
+            # sliding window): cuDNN's causal masking, aligned bottom-right where the keys outnumber the
+            # queries (a KV cache), with the window's left bound where it drops keys
+            m = "causal" if scores[-1] == scores[-2] else "causal_bottom_right"
+            return m, (), effective_window(w, scores[-2], scores[-1], m), nxt
         b4 = _attention_bias(tuple(pat.ctx.shape(others[0])), scores)
-        return (None if b4 is None else ("bias", b4, nxt))
+        return (None if b4 is None else ("bias", b4, 0, nxt))
     full = _attention_bias(scores, scores)
-    return (None if full is None else ("bias", full, nxt))
+    return (None if full is None else ("bias", full, 0, nxt))
 
 
 def _absorb_operands(pat: Graph, operands: tuple[str, str, str], group: set[int]):

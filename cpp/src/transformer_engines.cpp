@@ -54,6 +54,8 @@ constexpr int64_t kSeqQ = 17, kSeqKv = 18, kPageK = 19, kPageV = 20;
 // probabilities), the scales of S and O, and the amax outputs of S and O
 constexpr int64_t kDescaleQ = 21, kDescaleK = 22, kDescaleV = 23, kDescaleS = 24, kScaleS = 25, kScaleO = 26;
 constexpr int64_t kAmaxS = 27, kAmaxO = 28;
+// the attention sink's logits, float32 [1, h, 1, 1] (cudnn-frontend SDPA_attributes::set_sink_token)
+constexpr int64_t kSink = 29;
 
 bool pointwise_mode(UnaryOp op, fe::PointwiseMode_t& mode) {
   switch (op) {
@@ -238,6 +240,31 @@ void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void* a, v
 
 namespace {
 
+// The spec's mask on the sdpa node's options, as the layer's (the contiguous graph's and the paged
+// one's alike): the causal diagonal (top-left or bottom-right alignment, right bound 0); a sliding
+// window of c.window keys, the query's own included (left bound: key j kept when j + window > i
+// after the alignment's shift; cudnn-frontend set_diagonal_band_left_bound, alias
+// set_sliding_window_length); an attention sink (c.sink): one learned logit per head that joins
+// each row's softmax normaliser and is dropped after it (set_sink_token, float32 [1, h, 1, 1];
+// cuDNN 9.13+, refused by the frontend for s_q == 1 and recorded as cuDNN answers).
+void set_sdpa_mask(const SdpaSpec& c, fe::graph::Graph& g, fe::graph::SDPA_attributes& opts) {
+  if (c.mask == SdpaMask::CAUSAL)
+    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  if (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT)
+    opts.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
+  if (c.window > 0) opts.set_diagonal_band_left_bound(static_cast<int>(c.window));
+  if (c.sink)
+    opts.set_sink_token(g.tensor(fe::graph::Tensor_attributes().set_name("sink").set_uid(kSink)
+                                     .set_dim({1, c.h, 1, 1}).set_stride({c.h, 1, 1, 1})
+                                     .set_data_type(fe::DataType_t::FLOAT)));
+}
+
+// What the mask adds to a record's note: the sliding window and the sink.
+std::string sdpa_mask_note(const SdpaSpec& c) {
+  return (c.window > 0 ? ", sliding window of " + std::to_string(c.window) + " keys (left bound)" : std::string()) +
+         (c.sink ? ", attention sink (one logit per head, float32)" : "");
+}
+
 // The sdpa node's outputs, as the layer's (the contiguous graph's and the paged one's alike): O
 // [b, h, s_q, d_v] with the spec's output strides (its fourth stride set) in the precision's I/O type;
 // with c.stats, the softmax statistics [b, h, s_q, 1], packed, float32.
@@ -259,7 +286,7 @@ void set_sdpa_outputs(const SdpaSpec& c, const std::shared_ptr<fe::graph::Tensor
 // (time_graph), algorithm "paged_kv<page>:<engine config>", layout "PAGED_KV": a what-if beside the
 // layer's own contiguous cache, never its minimum (benanza.kinds.base.WHATIF_LAYOUTS); the
 // heuristics' picks stay the contiguous graph's. spec.paged_skip set: one skipped record with it.
-void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void* stats_out) {
+void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void* stats_out, void* sink) {
   const Precision p = c.precision;
   const long long hk = c.h_kv > 0 ? c.h_kv : c.h, page = c.kv_page;
   const long long pps = paged_kv_pages_per_seq(c.s_kv, page), pages = c.b * pps;
@@ -303,10 +330,7 @@ void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void*
     auto V = g->tensor(fe::graph::Tensor_attributes().set_name("container_V").set_uid(kV).set_dim(vd)
                            .set_stride(graph_packed_strides(vd)));
     auto opts = fe::graph::SDPA_attributes().set_name("sdpa_paged").set_generate_stats(c.stats).set_attn_scale(c.scale);
-    if (c.mask == SdpaMask::CAUSAL)
-      opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
-    if (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT)
-      opts.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
+    set_sdpa_mask(c, *g, opts);
     opts.set_padding_mask(true)
         .set_seq_len_q(i32("seq_len_q", kSeqQ, {c.b, 1, 1, 1}))
         .set_seq_len_kv(i32("seq_len_kv", kSeqKv, {c.b, 1, 1, 1}))
@@ -319,6 +343,7 @@ void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void*
   }();
   j.pack = {{kQ, q}, {kK, kc}, {kV, vc}, {kO, o}, {kSeqQ, sl}, {kSeqKv, sl + c.b}, {kPageK, pt}, {kPageV, pt}};
   if (c.stats) j.pack[kStats] = stats_out;
+  if (c.sink) j.pack[kSink] = sink;
   j.y = o;
   j.y_count = static_cast<std::size_t>(strided_extent({c.b, c.h, c.s_q, c.d_v}, c.strides + 12));
   j.math = math_label(p);
@@ -328,14 +353,15 @@ void run_sdpa_paged_engines(Bench& b, const SdpaSpec& c, void* q, void* o, void*
   j.note = label + ": " + std::to_string(pages) + " pages [num_pages, h_kv, page, d], page table [b, 1, " +
            std::to_string(pps) + ", 1] int32 (one shuffled assignment for K and V), padding mask with s_kv " +
            std::to_string(c.s_kv) + " per sequence" + (hk != c.h ? ", GQA" : "") +
-           (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : "") +
+           (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : "") + sdpa_mask_note(c) +
            "; a what-if layout of the cache, not the layer's";
   time_graph(b, j);
 }
 
 }  // namespace
 
-void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, void* o, void* bias, void* stats_out) {
+void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, void* o, void* bias, void* stats_out,
+                      void* sink) {
   const Precision p = c.precision;
   const long long hk = c.h_kv > 0 ? c.h_kv : c.h;
   const bool fp8 = p == Precision::FP8;
@@ -358,10 +384,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
       auto K = g->tensor(fe::graph::Tensor_attributes().set_name("K").set_uid(kK).set_dim(kd).set_stride(st(1)));
       auto V = g->tensor(fe::graph::Tensor_attributes().set_name("V").set_uid(kV).set_dim(vd).set_stride(st(2)));
       auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(c.stats).set_attn_scale(c.scale);
-      if (c.mask == SdpaMask::CAUSAL)
-        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
-      if (c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT)
-        opts.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
+      set_sdpa_mask(c, *g, opts);
       if (c.mask == SdpaMask::BIAS) {
         auto B = g->tensor(fe::graph::Tensor_attributes().set_name("bias").set_uid(kAttnBias).set_dim(bias_dims)
                                .set_stride(graph_packed_strides(bias_dims)).set_data_type(graph_io_type(c.precision)));
@@ -390,6 +413,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
     for (const auto& [uid, ptr] : scalars) j.pack[uid] = ptr;
     if (c.mask == SdpaMask::BIAS) j.pack[kAttnBias] = bias;
     if (c.stats) j.pack[kStats] = stats_out;
+    if (c.sink) j.pack[kSink] = sink;
     j.y = o;
     j.y_count = static_cast<std::size_t>(strided_extent({c.b, c.h, c.s_q, c.d_v}, c.strides + 12));
     j.math = math_label(p);
@@ -397,7 +421,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
                                  : "cuDNN graph: sdpa (fused attention, inference)") +
              (fp8 ? ", FP8 E4M3 Q/K/V/O (sdpa_fp8, per-tensor scales)" : "") +
              (hk != c.h ? ", GQA (K/V with fewer heads)" : "") +
-             (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : c.mask == SdpaMask::BIAS ? ", additive bias" : "") + extra;
+             (c.mask == SdpaMask::CAUSAL ? ", causal mask" : c.mask == SdpaMask::CAUSAL_BOTTOM_RIGHT ? ", causal mask (bottom-right)" : c.mask == SdpaMask::BIAS ? ", additive bias" : "") + sdpa_mask_note(c) + extra;
     return j;
   };
   const std::vector<int64_t> bias_dims(c.bias, c.bias + 4);
@@ -410,7 +434,7 @@ void run_sdpa_engines(Bench& b, const SdpaSpec& c, void* q, void* k, void* v, vo
     time_graph(b, make_job(full, "; bias broadcast over s_q refused by cuDNN (" + first_line(why, 120) +
                                      "): timed with the bias expanded to s_q rows"));
   }
-  if (c.kv_page > 0) run_sdpa_paged_engines(b, c, q, o, stats_out);
+  if (c.kv_page > 0) run_sdpa_paged_engines(b, c, q, o, stats_out, sink);
 }
 
 #else  // built without cudnn-frontend headers
@@ -448,7 +472,7 @@ void run_pointwise_engines(Bench& b, const PointwiseSpec& c, void*, void*) {
 void run_binary_pointwise_engines(Bench& b, const BinaryGraphSpec& c, void*, void*, void*) {
   if (has_binary_pointwise_mode(c.op)) skipped(b, c.precision, "none");
 }
-void run_sdpa_engines(Bench& b, const SdpaSpec& c, void*, void*, void*, void*, void*, void*) {
+void run_sdpa_engines(Bench& b, const SdpaSpec& c, void*, void*, void*, void*, void*, void*, void*) {
   skipped(b, c.precision, math_label(c.precision));
   if (c.kv_page <= 0) return;
   Call cl{"cudnnBackendExecute", "paged_kv" + std::to_string(c.kv_page) + ":*", math_label(c.precision),

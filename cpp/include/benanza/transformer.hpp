@@ -133,6 +133,12 @@ struct SdpaSpec {
   // paged_skip: why that family is not timed for this config ("" or null: it is), recorded as skipped
   long long kv_page = 0;
   const char* paged_skip = nullptr;
+  // a sliding window (CAUSAL or CAUSAL_BOTTOM_RIGHT only): each query sees its last `window` keys
+  // after the alignment, its own diagonal included (cuDNN's left bound); 0: none
+  long long window = 0;
+  // an attention sink: one logit per head (float32 [1, h, 1, 1]) joins each row's softmax
+  // normaliser and is dropped after it (GPT-OSS; cuDNN 9.13+)
+  bool sink = false;
 };
 // Elements a strided tensor of `dims` (4) spans: 1 + sum((dim - 1) * stride); 0 when empty.
 inline long long strided_extent(std::initializer_list<long long> dims, const long long* strides) {
@@ -147,7 +153,8 @@ inline long long strided_extent(std::initializer_list<long long> dims, const lon
 // `bias` must hold b*h*s_q*s_kv elements (a bias broadcast over s_q that cuDNN refuses is retried
 // expanded to s_q rows, with a note). With spec.stats, `stats` receives the softmax statistics
 // (cudnn-frontend set_generate_stats(true): the training forward whose stats the backward reads).
+// With spec.sink, `sink` holds the h float32 sink logits.
 void run_sdpa_engines(Bench& b, const SdpaSpec& spec, void* q, void* k, void* v, void* o, void* bias,
-                      void* stats = nullptr);
+                      void* stats = nullptr, void* sink = nullptr);
 
 }  // namespace benanza
