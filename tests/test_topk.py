@@ -3,7 +3,7 @@ scores [tokens, E], sorted or not; DeepSeek's group-limited pair [tokens, n_grou
 [tokens, n_group]), of torch.sort's export (an int64 TopK of k = len, largest=0, whose K comes from Shape
 nodes), TopK-1's attribute k, and what is Unsupported and why (a K computed at run time, an outer axis);
 the TopK nodes of two weight-stripped transformers 5 exports (Mixtral decode, Qwen3-MoE prefill;
-tests/data/moe); bytes, FLOPs and the gradient; the warp kernel's selection (topk_key, topk_consider,
+tests/data/decoders); bytes, FLOPs and the gradient; the warp kernel's selection (topk_key, topk_consider,
 topk_before of cpp/include/benanza/topk.hpp, compiled for the host, run lane by lane) against numpy's
 stable sort, NaN, infinities, signed zeros and ties included; the PyTorch candidate; one generated suite
 whose source passes the compiler's syntax check; the kernels compile with nvcc; and on a GPU both
@@ -27,7 +27,7 @@ from conftest import HERE, REPO, have_gpu
 from test_copy_backward import _candidate, _suite_model
 from test_unary_backward import syntax_check
 
-MOE = HERE / "data" / "moe"
+MOE = HERE / "data" / "decoders"  # benanza's own exports (benchmarks/lm_step_exports.py)
 
 
 def _save(path, nodes, inputs, outputs, inits=(), opset=18):
@@ -146,14 +146,14 @@ def test_what_does_not_fit_is_unsupported_with_a_reason(tmp_path):
 
 def test_the_exported_moe_graphs_topk_nodes_map():
     """Every TopK of the weight-stripped torch.onnx (dynamo) exports of transformers 5's Mixtral (decode)
-    and Qwen3-MoE (prefill, 16 tokens per sequence) maps: the routers' top-2 of 4 experts (the exports'
-    tiny configurations) and the int64 ascending sorts of tokens x top-2 expert ids."""
+    and Qwen3-MoE (prefill, 16 tokens per sequence) maps: the routers' top-2 of 8 experts (the exports'
+    tiny configurations: 8 experts) and the int64 ascending sorts of tokens x top-2 expert ids."""
     for name, tokens in (("mixtral_decode.onnx", 4), ("qwen3_moe_prefill.onnx", 64)):
         layers = _topk_layers(process(MOE / name, 4))
         assert len(layers) == 4 and all(ly.status == "benchmark" for ly in layers), [ly.reason for ly in layers]
         routers = [ly.config for ly in layers if not ly.config.dtype]
         sorts = [ly.config for ly in layers if ly.config.dtype]
-        assert routers == [L.TopKConfig(x=(tokens, 4), axis=1, k=2)] * 2, (name, routers)
+        assert routers == [L.TopKConfig(x=(tokens, 8), axis=1, k=2)] * 2, (name, routers)
         assert sorts == [L.TopKConfig(x=(2 * tokens,), axis=0, k=2 * tokens, largest=False, dtype="int64")] * 2
 
 
