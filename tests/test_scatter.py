@@ -6,7 +6,7 @@ with its reason; minimum bytes and FLOPs; the kernels' index map and index fill 
 scatter_indices of cpp/include/benanza/scatter.hpp, compiled for the host) applied sequentially and
 checked against the ONNX reference implementation (onnx.reference) and numpy; the PyTorch candidates'
 calls; one generated suite whose sources pass the compiler's syntax check; the kernels compile with
-nvcc (skipped where nvcc is missing)."""
+nvcc in the harness build (tests/test_harness_build.py)."""
 from __future__ import annotations
 
 import shutil
@@ -26,7 +26,7 @@ from conftest import REPO
 from test_copy_backward import _candidate, _suite_model
 from test_unary_backward import syntax_check
 
-MOE = Path("/work/scratch/moe")
+MOE = Path(__file__).resolve().parent / "data" / "decoders"  # benanza's own exports (benchmarks/lm_step_exports.py)
 DEC = REPO / "tests" / "data" / "decoders"
 F, I64, I32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
 
@@ -290,25 +290,13 @@ def test_the_suites_render_and_their_sources_compile(tmp_path):
     syntax_check(tmp_path / "s", "gatherelements.cpp")
 
 
-def test_the_harness_kernels_compile_with_nvcc(tmp_path):
-    """cpp/src/scatter_kernels.cu compiles for sm_75 (what a suite built without a GPU targets)."""
-    if not shutil.which("nvcc"):
-        pytest.skip("nvcc is missing")
-    r = subprocess.run(["nvcc", "-std=c++17", "-c", "-arch=sm_75", f"-I{REPO / 'cpp' / 'include'}",
-                        str(REPO / "cpp" / "src" / "scatter_kernels.cu"), "-o", str(tmp_path / "t.o")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-
-
-@pytest.mark.parametrize("name", ["deepseek_v3_decode", "mixtral_decode"])
+@pytest.mark.parametrize("name", ["deepseek_v3_moe_decode", "mixtral_decode"])
 def test_the_mixture_of_experts_exports_map(name):
-    """The weight-stripped exports another helper writes (skipped where absent): every ScatterND,
+    """benanza's weight-stripped exports of DeepSeek-V3 and Mixtral decode steps: every ScatterND,
     ScatterElements and GatherElements is a benchmark layer."""
     path = MOE / f"{name}.onnx"
-    if not path.exists():
-        pytest.skip(f"{path} is not here (written by the mixture-of-experts export helper, not in the repository)")
     ml = process(path, 2)
     ops = [ly for ly in ml.layers if ly.op_type in ("ScatterND", "ScatterElements", "GatherElements")]
     assert ops and all(ly.status == "benchmark" for ly in ops), [(ly.op_type, ly.reason) for ly in ops]
     hist = [ly.config for ly in ops if ly.op_type == "ScatterElements" and ly.config.reduction == "add"]
-    assert hist and all(c.data in ((4,), (8,)) for c in hist)
+    assert hist and all(c.data == (8,) for c in hist)  # tokens per expert: 8 experts
