@@ -8,8 +8,7 @@ the sort of the chosen expert ids before the grouped GEMM, ``torch.sort`` export
 
 cuDNN and cuBLAS have no selection. benanza times CUB's (the CUDA toolkit's) stable sort of each row's
 (value, index) pairs with the first k copied out (``cub::DeviceSegmentedSort::StableSortPairs`` /
-``StableSortPairsDescending``, one segment per row; ``cub::DeviceRadixSort::SortPairs`` /
-``SortPairsDescending`` for one row), and for rows of at most 1,024 elements and k at most 32 its own
+``StableSortPairsDescending``, one segment per row, one row included), and for rows of at most 1,024 elements and k at most 32 its own
 warp kernel (one warp per row, k rounds of a warp-wide arg-max), both behind ``benanza::topk_*_kernel``
 (``cpp/src/topk_kernels.cu``). The framework side is PyTorch's ``torch.topk`` (and ``torch.sort`` where
 k is the whole axis). Only the innermost axis (after dropping trailing dims of 1) is timed: exporters

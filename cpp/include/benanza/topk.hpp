@@ -1,7 +1,7 @@
 // ONNX TopK (opset 1/10/11; PyTorch's torch.topk, and torch.sort exported as a TopK of k = len): the k
 // largest (or smallest) elements of each row of x and their int64 indices. cuDNN and cuBLAS have no
 // selection; benanza times CUB's sort (cub::DeviceSegmentedSort::StableSortPairs[Descending], one segment
-// per row, or cub::DeviceRadixSort::SortPairs[Descending] for one row) with the first k of each row copied
+// per row, one row included) with the first k of each row copied
 // out, and for short rows its own warp kernel (k rounds of a warp-wide arg-max) (topk_kernels.cu).
 // x is viewed as (rows, len), packed, the selected axis innermost.
 #pragma once
@@ -78,8 +78,8 @@ cudaError_t topk_sort_temp_bytes(long long rows, long long len, long long k, boo
 
 // values (rows, k) and indices (rows, k) int64 of x (rows, len): the row indices 0..len-1 written
 // (iota), CUB's stable sort of each row's (key, index) pairs, descending where `largest`
-// (cub::DeviceSegmentedSort::StableSortPairs[Descending], rows > 1; cub::DeviceRadixSort::SortPairs
-// [Descending], rows == 1), then the first k of each row copied out; in `temp` (at least
+// (cub::DeviceSegmentedSort::StableSortPairs[Descending], one segment per row), then the first k of
+// each row copied out; in `temp` (at least
 // topk_sort_temp_bytes). cudaErrorInvalidValue for k outside [0, len] or a null temp.
 cudaError_t topk_sort_kernel(const void* x, void* values, long long* indices, long long rows, long long len, long long k,
                              bool largest, TopKType type, void* temp, std::size_t temp_bytes, cudaStream_t s);
