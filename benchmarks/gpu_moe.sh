@@ -12,6 +12,7 @@ t0=$(date +%s)
 . benchmarks/gpu_install.sh || { echo "gpu_moe: install failed"; exit 1; }
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuDNN', torch.backends.cudnn.version(), 'CUDA', torch.version.cuda)"
+python3 -c "import transformers, onnx; print('transformers', transformers.__version__, 'onnx', onnx.__version__)" || true
 echo "gpu_moe: install $(( $(date +%s) - t0 )) s"
 python3 benchmarks/moe_gemms.py --out "$OUT" "$@"
 rc=$?
