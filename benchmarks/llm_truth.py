@@ -91,6 +91,13 @@ MISTRAL = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_
                num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)
 PHI3 = dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
             num_attention_heads=32, num_key_value_heads=None, tie_word_embeddings=False)
+#: mixtures of experts at their released widths (Qwen3-30B-A3B's and Mixtral-8x7B-v0.1's config.json)
+QWEN3_MOE = dict(vocab_size=151936, hidden_size=2048, num_hidden_layers=48, num_attention_heads=32,
+                 num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
+                 moe_intermediate_size=768, tie_word_embeddings=False)
+MIXTRAL = dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+               num_attention_heads=32, num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
+               tie_word_embeddings=False)
 
 #: the configurations: GPT-2 small with positions for a 4096-token cache, TinyLlama-1.1B's shape,
 #: Qwen2-0.5B's, a 1.0 B Mistral (GQA 4, no sliding window; named "mistral-1.6b" until 2026-11-27, a
@@ -108,6 +115,16 @@ CONFIGS = (
 )
 
 
+#: mixture-of-experts configurations at their released widths, fewer layers (the weights of the whole model
+#: are not built on a CPU for an export): run only when named (``--configs qwen3-30b-a3b-4l``)
+MOE_CONFIGS = (
+    _cfg("qwen3-30b-a3b-4l", "qwen3_moe", QWEN3_MOE, **{**QWEN3_MOE, "num_hidden_layers": 4},
+         max_position_embeddings=40960),
+    _cfg("mixtral-8x7b-2l", "mixtral", MIXTRAL, **{**MIXTRAL, "num_hidden_layers": 2}, max_position_embeddings=40960,
+         sliding_window=None),
+)
+
+
 def param_count(arch: str, c: dict) -> int:
     """Parameters of a decoder from its configuration's numbers (the modules transformers builds):
 
@@ -116,9 +133,20 @@ def param_count(arch: str, c: dict) -> int:
     * llama, mistral, qwen2, phi3: embed V x h + per layer (q h x h, k and v h x (kv x hd), o h x h,
       gate/up h x I each, down I x h, two RMSNorms h each; qwen2 adds q/k/v biases h + 2 kv hd,
       llama with ``attention_bias`` q/k/v/o biases) + final norm h + lm_head V x h unless tied;
-      hd = h / heads, kv = num_key_value_heads or heads (phi3 fuses qkv and gate/up: the same counts).
+      hd = h / heads, kv = num_key_value_heads or heads (phi3 fuses qkv and gate/up: the same counts);
+    * qwen3_moe, mixtral: the same attention (qwen3_moe: heads x head_dim wide, with per-head q/k RMSNorms
+      of head_dim each) and per layer a router h x E and E experts of gate/up h x I and down I x h
+      (I = moe_intermediate_size or intermediate_size).
 
     Raises ValueError for another architecture."""
+    if arch in ("qwen3_moe", "mixtral"):
+        h, v, n, heads = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"], c["num_attention_heads"]
+        kv, hd = c.get("num_key_value_heads") or heads, c.get("head_dim") or h // heads
+        e = c["num_experts"] if arch == "qwen3_moe" else c["num_local_experts"]
+        i = c["moe_intermediate_size"] if arch == "qwen3_moe" else c["intermediate_size"]
+        layer = 2 * h * heads * hd + 2 * h * kv * hd + h * e + e * 3 * h * i + 2 * h
+        layer += 2 * hd if arch == "qwen3_moe" else 0
+        return v * h + n * layer + h + (0 if c.get("tie_word_embeddings") else v * h)
     if arch == "gpt2":
         h, v, p, n = c["n_embd"], c["vocab_size"], c["n_positions"], c["n_layer"]
         i = c.get("n_inner") or 4 * h
@@ -141,10 +169,10 @@ def select(names: str | None) -> list[LlmConfig]:
     """The configurations named (comma-separated; None: all). Raises ValueError naming the known ones."""
     if not names:
         return list(CONFIGS)
-    known = {c.name: c for c in CONFIGS}
+    known = {c.name: c for c in CONFIGS + MOE_CONFIGS}
     out = []
     for n in (x.strip() for x in names.split(",") if x.strip()):
-        hit = known.get(n) or next((c for c in CONFIGS if c.name.split("-")[0] == n), None)
+        hit = known.get(n) or next((c for c in CONFIGS + MOE_CONFIGS if c.name.split("-")[0] == n), None)
         if hit is None:
             raise ValueError(f"unknown LLM configuration {n!r} (known: {', '.join(known)})")
         out.append(hit)
@@ -286,7 +314,7 @@ def rows_from_records(records: list[dict], batches: list[int] | None = None) -> 
     is a row flagged NO-LBL (a cut run's missing batches stay in the table). A record whose
     ``spec`` is a configuration's of :data:`CONFIGS` takes that configuration's name (runs made before a
     rename: ``mistral-1.6b``, the same 1.0 B specification, is ``mistral-1b``)."""
-    names = {c.spec: c.name for c in CONFIGS}
+    names = {c.spec: c.name for c in CONFIGS + MOE_CONFIGS}
     runs: dict = {}  # key -> {batch: (record, its documents of that batch)}, or {} for runs without documents
     asked: dict = {}  # key -> every batch a run of it asked for
     for r in records:
@@ -299,7 +327,7 @@ def rows_from_records(records: list[dict], batches: list[int] | None = None) -> 
             by_batch[b] = (r, [d for d in r["docs"] if d.get("batch") == b])
         if not r.get("docs") and not by_batch:
             by_batch.setdefault(None, (r, []))  # a failed run, shown as such while nothing measured it
-    order = {c.name: i for i, c in enumerate(CONFIGS)}
+    order = {c.name: i for i, c in enumerate(CONFIGS + MOE_CONFIGS)}
     out = []
     for key, by_batch in sorted(runs.items(), key=lambda kv: (
             order.get(kv[0][0], len(order)), kv[0][0], kv[0][1] != "prefill", kv[0][2], kv[0][3])):

@@ -342,3 +342,29 @@ def test_a_private_override_survives_the_configuration_made_again(monkeypatch):
     cfg = modules._with_overrides("qwen3_moe?...", "qwen3_moe", MoeConfig(),
                                   {"num_experts": 4, "_experts_implementation": "batched_mm"})
     assert (cfg.num_experts, cfg._experts_implementation) == (4, "batched_mm")
+
+
+def test_head_dim_is_taken_where_a_model_reads_it_though_its_class_has_none(monkeypatch):
+    """Qwen3-MoE reads ``getattr(config, "head_dim", hidden // heads)``; its released config.json sets 128,
+    which its configuration class does not define: ``?head_dim=128`` was refused ("has no 'head_dim'"), so
+    Qwen3-30B-A3B's attention could not be built at its width. Other unknown keys are still refused."""
+    from benanza.errors import UsageError
+    from benanza.processing import modules
+
+    class MoeConfig:
+        model_type = "qwen3_moe"
+
+        def __init__(self, **kw):
+            self.hidden_size = 2048
+            for k, v in kw.items():
+                setattr(self, k, v)
+
+    tf = types.ModuleType("transformers")
+    tf.AutoConfig = types.SimpleNamespace(for_model=lambda mt, **kw: MoeConfig(**kw))
+    monkeypatch.setitem(sys.modules, "transformers", tf)
+    cfg = modules._with_overrides("q", "qwen3_moe", MoeConfig(), {"head_dim": 128})
+    assert cfg.head_dim == 128
+    with pytest.raises(UsageError, match="head_dim=-1"):
+        modules._with_overrides("q", "qwen3_moe", MoeConfig(), {"head_dim": -1})
+    with pytest.raises(UsageError, match="has no 'head_dims'"):
+        modules._with_overrides("q", "qwen3_moe", MoeConfig(), {"head_dims": 128})

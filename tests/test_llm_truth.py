@@ -318,3 +318,14 @@ def test_end_limits_every_command_to_the_time_left(tmp_path, lt, monkeypatch):
     assert [r["type"] for r in recs] == ["error", "llm_run", "skipped"]
     assert "timed out after" in recs[0]["message"] and "--end 31 s" in recs[2]["reason"]
     assert [r["flags"] for r in rows] == [["NO-LBL", "NO-PYTORCH"]]
+
+
+def test_the_mixture_of_experts_configurations_are_the_released_widths(lt):
+    """Qwen3-30B-A3B and Mixtral-8x7B at their config.json numbers (published totals: 30,532,122,624 and
+    46,702,792,704 parameters), run with fewer layers and only when named."""
+    assert lt.param_count("qwen3_moe", lt.QWEN3_MOE) == 30_532_122_624
+    assert lt.param_count("mixtral", lt.MIXTRAL) == 46_702_792_704
+    q, m = lt.select("qwen3-30b-a3b-4l,mixtral-8x7b-2l")
+    assert "num_experts=128" in q.spec and "head_dim=128" in q.spec and "num_hidden_layers=4" in q.spec
+    assert "num_local_experts=8" in m.spec and "num_hidden_layers=2" in m.spec
+    assert q not in lt.select(None) and m not in lt.select(None)  # the default run is the dense five

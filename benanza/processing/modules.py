@@ -241,12 +241,18 @@ def _transformers_config(base: str):
                                        ) from None
 
 
+#: fields a model reads where its configuration has them though the configuration class does not define
+#: them (``getattr(config, "head_dim", hidden_size // heads)``: Qwen3-MoE's config.json sets 128, its class
+#: has no such field) -> what a value must be
+READ_IF_SET = {"head_dim": int}
+
+
 def _with_overrides(name: str, base: str, cfg, overrides: dict):
     """``cfg`` with a spec's ``?key=value`` overrides, each checked against the configuration's own
     field (:func:`_check_override`); a model type's configuration is made again with them as its
     arguments. Raises UsageError."""
     for key, value in overrides.items():
-        if not hasattr(cfg, key):
+        if not hasattr(cfg, key) and key not in READ_IF_SET:
             raise UsageError(f"transformers spec {name!r}: the {type(cfg).__name__} has no {key!r}")
         _check_override(name, cfg, key, value)
         setattr(cfg, key, value)
@@ -326,7 +332,9 @@ def _check_override(name: str, cfg, key: str, value) -> None:
     """A configuration override ``key=value`` of the type of the configuration's own value (an int
     for an int, a number for a float, a bool for a bool, a string for a string, a list for a list;
     anything where it is None), not negative where that is not; raises :class:`UsageError` otherwise."""
-    cur = getattr(cfg, key)
+    cur = getattr(cfg, key, None)
+    if cur is None and key in READ_IF_SET:
+        cur = READ_IF_SET[key]()  # 0 of the type: a non-negative value of that type
     kinds = ((bool, "a bool", (bool,)), (int, "an int", (int,)), (float, "a float", (int, float)),
              (str, "a str", (str,)), ((list, tuple), "a list", (list, tuple)))
     for have, words, ok in kinds:
