@@ -20,6 +20,8 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
   DeepSeek-V3 with MLA, GPT-OSS): transformers' default experts (``grouped_mm``), exported through
   benanza's translations (``benanza.processing.translations``: ``benanza.GroupedMatMul``, histc as
   ScatterElements), prefill of 16 tokens and decode against a cache of 32;
+* ``gemma2_softcap_prefill``: Gemma-2's attention with its logits soft-capped (``attn_logit_softcapping``
+  50: tanh(s / 50) * 50 before the mask), as its eager attention computes them, and alternate sliding layers;
 * ``qwen3_moe_batched_mm_prefill`` / ``_decode``: the same Qwen3-MoE with transformers' ``batched_mm``
   experts (``?_experts_implementation=batched_mm``), standard ONNX ops only.
 
@@ -76,6 +78,10 @@ EXPORTS = {
     "deepseek_mla_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64),
     **{f"{m}_{phase}": (spec, phase, 16 if phase == "prefill" else 32)
        for m, spec in MOE_SPECS.items() for phase in ("prefill", "decode")},
+    # Gemma-2: the attention's logits soft-capped (tanh(s / 50) * 50) between the scaling and the mask
+    "gemma2_softcap_prefill": ("transformers:gemma2?num_hidden_layers=2&hidden_size=128&intermediate_size=256"
+                               "&num_attention_heads=4&num_key_value_heads=2&head_dim=32&vocab_size=1000"
+                               "&max_position_embeddings=512&sliding_window=8", "prefill", 16),
     # transformers' batched_mm experts: each (token, expert) pair's weights gathered for a batched GEMV
     **{f"qwen3_moe_batched_mm_{phase}": (MOE_SPECS["qwen3_moe"] + "&_experts_implementation=batched_mm", phase,
                                          16 if phase == "prefill" else 32) for phase in ("prefill", "decode")},

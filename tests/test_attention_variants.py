@@ -210,10 +210,10 @@ def test_the_suite_renders_the_window_and_the_sink_and_compiles(tmp_path):
     sdpa = [j for j in suite.jobs if j.kind == "SDPA"]
     assert len(sdpa) == 3  # GPT-OSS's sliding and full layers, Mistral's (both of its layers alike)
     src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
-    # ... strides}, window, sink, h_kv, stats, kv_page, paged_skip
-    assert "}, 8, true, 2, false, 0, \"\"}" in src  # GPT-OSS's sliding layer
-    assert "}, 0, true, 2, false, 0, \"\"}" in src  # its full layer
-    assert "}, 8, false, 2, false, 0, \"\"}" in src  # Mistral's
+    # ... strides}, window, sink, softcap, h_kv, stats, kv_page, paged_skip
+    assert "}, 8, true, 0.0, 2, false, 0, \"\"}" in src  # GPT-OSS's sliding layer
+    assert "}, 0, true, 0.0, 2, false, 0, \"\"}" in src  # its full layer
+    assert "}, 8, false, 0.0, 2, false, 0, \"\"}" in src  # Mistral's
     assert "spec.window = c.window;" in src and "spec.sink = c.sink;" in src
     syntax_check(tmp_path / "s", "sdpa.cpp")
 
@@ -227,7 +227,7 @@ def test_the_harness_sets_the_sink_and_the_left_bound(frontend):
     from pathlib import Path
 
     text = (REPO / "cpp" / "src" / "transformer_engines.cpp").read_text()
-    assert "set_sink_token(" in text and "set_diagonal_band_left_bound(" in text
+    assert "set_sink_token(" in text and "set_diagonal_band_left_bound(" in text and "Softcap>" in text
     assert text.count("set_sdpa_mask(c, *g, opts);") == 2  # the contiguous graph and the paged one
     sp = next((p for p in map(Path, site.getsitepackages()) if (p / "nvidia").is_dir()), None)
     if not shutil.which("g++") or sp is None or not (sp / "include" / "cudnn_frontend.h").exists():
@@ -320,3 +320,37 @@ def test_a_group_cudnn_refuses_is_the_sum_of_its_layers(tmp_path):
     b = analyze(ml, db, db.systems()[0], "fp16")
     assert [t.applied for t in b.fusions if t.key in fused] == [True, False]
     assert b.lbl_ms < a.lbl_ms
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_gemma2_soft_capped_attention_is_one_group_with_its_cap(batch):
+    """Gemma-2's attention (benanza's export, tests/data/decoders/gemma2_softcap_prefill.onnx: transformers
+    5.25's eager form, the only one Gemma-2 runs) soft-caps its scaled scores, tanh(s / 50) * 50, before the
+    mask: the Div, Tanh and Mul join the SDPA group as its ``softcap`` (cuDNN's Softcap score modifier);
+    before, no attention of the model was found. Alternate layers keep a sliding window of 8."""
+    ml = process(DEC / "gemma2_softcap_prefill.onnx", batch)
+    assert ml.unsupported() == {}
+    groups = [f.config for f in ml.fusions if f.config.kind == "SDPA"]
+    assert [(c.b, c.s_q, c.s_kv, c.softcap, c.window, c.mask) for c in groups] == \
+        [(batch, 16, 16, 50.0, 8, "causal"), (batch, 16, 16, 50.0, 0, "causal")]
+    g = groups[1]
+    assert g.flops() == dataclasses.replace(g, softcap=0.0).flops() + 3 * batch * 4 * 16 * 16
+    assert "softcap 50" in g.describe()
+    tanh = [ly for ly in ml.layers if ly.op_type == "Tanh"]
+    in_groups = {i for f in ml.fusions if f.config.kind == "SDPA" for i in f.layers}
+    assert len([ly for ly in tanh if ly.index in in_groups]) == 2  # the final logits' soft-cap stays its own layer
+
+
+def test_a_soft_capped_group_has_no_pytorch_sdpa_and_no_fused_backward():
+    from benanza.kinds.framework import Ctx, NotSupported
+    from benanza.kinds.sdpa_backward import sdpa_backward
+
+    cfg = L.SdpaConfig(b=1, h=4, s_q=16, s_kv=16, d=32, d_v=32, scale=0.0625, mask="causal", softcap=50.0)
+    with pytest.raises(NotSupported, match="soft-capping"):
+        L.REGISTRY["SDPA"].torch(Ctx(cfg, None, None, None, False))
+    with pytest.raises(NotImplementedError, match="soft-cap"):
+        sdpa_backward(cfg)
+    with pytest.raises(ValueError, match="softcap"):
+        L.SdpaConfig(b=1, h=4, s_q=16, s_kv=16, d=32, d_v=32, scale=0.0625, softcap=-1.0)
+    assert L.SdpaConfig(b=1, h=4, s_q=16, s_kv=16, d=32, d_v=32, scale=0.0625).key == \
+        dataclasses.replace(cfg, mask="none", softcap=0.0).key  # an absent cap keeps earlier keys

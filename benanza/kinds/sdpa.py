@@ -137,8 +137,14 @@ class SdpaConfig(LayerConfig):
     #: (transformers' ``models/gpt_oss`` ``eager_attention_forward``; cudnn-frontend ``set_sink_token``,
     #: float32 (1, h, 1, 1), cuDNN 9.13+)
     sink: bool = dataclasses.field(default=False, metadata=OPTIONAL)
+    #: logit soft-capping (Gemma-2's ``attn_logit_softcapping``): the scaled scores s become
+    #: ``cap * tanh(s / cap)`` before the mask (transformers' ``models/gemma2`` ``eager_attention_forward``;
+    #: cudnn-frontend's ``attn::score_modifiers::Softcap`` as the SDPA's score modifier); 0 = none
+    softcap: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
 
     def __post_init__(self):
+        if self.softcap < 0:
+            raise ValueError(f"SDPA: softcap {self.softcap} is not 0 or a positive cap")
         if self.mask not in SDPA_MASKS:
             raise ValueError(f"SDPA: mask {self.mask!r} is not one of {', '.join(SDPA_MASKS)}")
         if self.window < 0 or (self.window and self.mask not in ("causal", "causal_bottom_right")):
@@ -169,12 +175,15 @@ class SdpaConfig(LayerConfig):
         """2*b*h*P*(d + d_v) + 7*b*h*P, P the (query, key) pairs computed: every s_q x s_kv pair (a causal
         half counted in full), but with a ``window`` only the pairs inside it (:func:`kept_pairs`: a
         windowed kernel skips the tiles outside the band, the point of the window); with a ``sink``,
-        4*b*h*s_q more (the sink's max, subtract, exp and add in each row's softmax)."""
+        4*b*h*s_q more (the sink's max, subtract, exp and add in each row's softmax); with a ``softcap``,
+        3*b*h*P more (the divide, tanh and multiply of each score)."""
         s = self.b * self.h * (kept_pairs(self) if self.window else self.s_q * self.s_kv)
-        return 2 * s * (self.d + self.d_v) + 7 * s + (4 * self.b * self.h * self.s_q if self.sink else 0)
+        return 2 * s * (self.d + self.d_v) + 7 * s + (4 * self.b * self.h * self.s_q if self.sink else 0) + \
+            (3 * s if self.softcap else 0)
 
     def describe(self):
-        extra = (f" window {self.window}" if self.window else "") + (" sink" if self.sink else "")
+        extra = (f" window {self.window}" if self.window else "") + (" sink" if self.sink else "") + \
+            (f" softcap {self.softcap:g}" if self.softcap else "")
         return describe_attention("SDPA", self, extra + (" +stats" if self.stats else ""))
 
 
@@ -867,6 +876,7 @@ class SdpaCase(Case):
     strides: CppValue
     window: CppValue
     sink: CppValue
+    softcap: CppValue
     h_kv: CppValue
     stats: CppValue
     kv_page: CppValue
@@ -962,7 +972,7 @@ def _sdpa_case(cfg: SdpaConfig, job: Job) -> SdpaCase:
     bias = list(cfg.bias) if cfg.mask == "bias" else [1, 1, 1, 1]
     q, k, v, o = cfg.strides()
     skip = paged_kv_skip(cfg, job.precision)
-    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), window=cfg.window, sink=cpp_num(cfg.sink), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats),
+    return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), window=cfg.window, sink=cpp_num(cfg.sink), softcap=cpp_num(float(cfg.softcap)), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats),
                     kv_page=0 if skip is None else cfg.kv_page, paged_skip=cpp_string(skip or ""))
 
 
@@ -1092,11 +1102,13 @@ def _sdpa(c: Ctx) -> Candidate:
     (:data:`SDPA_BACKENDS`: flash, memory-efficient, cuDNN, math) is a variant of it
     (:attr:`Candidate.variants`), not_supported with PyTorch's reason where the backend refuses. A
     sliding window is the boolean band of :func:`window_mask`. Raises :class:`NotSupported` for an
-    attention sink: ``F.scaled_dot_product_attention`` has no sink term."""
-    cfg, F = c.cfg, functional(c)
-    if cfg.sink:
-        raise NotSupported("torch.nn.functional.scaled_dot_product_attention has no attention sink (GPT-OSS's "
-                           "per-head sink logit); the group's layers stand for PyTorch's eager form")
+    attention sink or a logit soft-cap: ``F.scaled_dot_product_attention`` has neither term."""
+    cfg = c.cfg
+    if cfg.sink or cfg.softcap:
+        what = "attention sink (GPT-OSS's per-head sink logit)" if cfg.sink else "logit soft-capping (Gemma-2's)"
+        raise NotSupported(f"torch.nn.functional.scaled_dot_product_attention has no {what}; the group's layers "
+                           "stand for PyTorch's eager form")
+    F = functional(c)
     qs, ks, vs, os_ = cfg.strides()
     shapes = cfg.input_shapes() + [cfg.output_shape()]
 
@@ -1328,6 +1340,7 @@ def find_attention(pat: Graph, mm1: Node):
         scale *= f
         chain.append(nxt.index)
         nxt = pat.sole_user(nxt)
+    softcap, nxt = _softcap(pat, nxt, chain)
     scores = tuple(mm1.output_shapes[0] or ())
     got = _attention_mask(pat, nxt, chain, scores)
     if got is None:
@@ -1368,13 +1381,32 @@ def find_attention(pat: Graph, mm1: Node):
         b, h = math.prod(lead[:-1]), lead[-1]
     cfg = SdpaConfig(b=b, h=h, s_q=q_shape[-2], s_kv=kt_shape[-1], d=q_shape[-1], d_v=v_shape[-1],
                        scale=_canonical_scale(scale), mask=mask, bias=bias, h_kv=h_kv, window=window,
-                       sink=sink is not None)
+                       sink=sink is not None, softcap=softcap)
     given = list(strides) + [o_st]
     packed = cfg.strides()
     fields = ("q_strides", "k_strides", "v_strides", "o_strides")
     cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
                                       if st is not None and tuple(st) != tuple(pk)})
     return chain, cfg
+
+
+def _softcap(pat: Graph, node: Node | None, chain: list[int]) -> tuple[float, Node | None]:
+    """Gemma-2's soft-capping of the scaled scores, ``cap * tanh(s / cap)``: ``node`` a constant scale by
+    1 / cap (Div by cap, or Mul by its inverse), read only by a Tanh, read only by a constant scale by
+    cap (within 1e-6). Returns (cap, the node after it) with the three joining ``chain``; (0.0, ``node``)
+    for any other form."""
+    if node is None or not pat.free(node):
+        return 0.0, node
+    inv = pat.scale_of(node)
+    tanh = pat.sole_user(node) if inv else None
+    if tanh is None or not pat.free(tanh) or tanh.op_type != "Tanh" or tanh.status != "benchmark":
+        return 0.0, node
+    mul = pat.sole_user(tanh)
+    cap = pat.scale_of(mul) if mul is not None and pat.free(mul) else None
+    if not cap or cap <= 0 or abs(cap * inv - 1.0) > 1e-6:
+        return 0.0, node
+    chain += [node.index, tanh.index, mul.index]
+    return float(cap), pat.sole_user(mul)
 
 
 def _repeat_kv(pat: Graph, tensor: str) -> tuple[list[Node], int] | None:

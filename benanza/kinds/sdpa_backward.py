@@ -122,10 +122,12 @@ class SdpaBwdConfig(LayerConfig):
 def sdpa_backward(cfg: SdpaConfig) -> tuple:
     """``Kind.backward`` of the SDPA kind: the training-mode forward (the config with ``stats``: it saves
     the softmax statistics) and one ``backward_data`` call for dQ, dK and dV. Raises
-    NotImplementedError for a sliding window or an attention sink (no backward config carries them
-    yet): the group's layers then take their own backward calls, never a backward without the term."""
-    if cfg.window or cfg.sink:
-        raise NotImplementedError("SDPA backward with a sliding window or an attention sink is not benchmarked")
+    NotImplementedError for a sliding window, an attention sink or a logit soft-cap (no backward config
+    carries them yet): the group's layers then take their own backward calls, never a backward without
+    the term."""
+    if cfg.window or cfg.sink or cfg.softcap:
+        raise NotImplementedError("SDPA backward with a sliding window, an attention sink or a logit soft-cap is "
+                                  "not benchmarked")
     return (("forward", dataclasses.replace(cfg, stats=True)), ("backward_data", SdpaBwdConfig.of(cfg)))
 
 

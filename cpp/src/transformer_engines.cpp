@@ -257,12 +257,22 @@ void set_sdpa_mask(const SdpaSpec& c, fe::graph::Graph& g, fe::graph::SDPA_attri
     opts.set_sink_token(g.tensor(fe::graph::Tensor_attributes().set_name("sink").set_uid(kSink)
                                      .set_dim({1, c.h, 1, 1}).set_stride({c.h, 1, 1, 1})
                                      .set_data_type(fe::DataType_t::FLOAT)));
+  if (c.softcap > 0.0f) {
+    // cap * tanh(s / cap) on the scores, a pass-by-value scalar (cudnn-frontend's Softcap modifier)
+    auto softcap = std::make_shared<fe::graph::attn::score_modifiers::Softcap>();
+    const float cap = c.softcap;
+    opts.set_score_mod([softcap, cap](std::shared_ptr<fe::graph::Graph> graph,
+                                      std::shared_ptr<fe::graph::Tensor_attributes> score) {
+      return softcap->forward(graph, score, graph->tensor(cap));
+    });
+  }
 }
 
 // What the mask adds to a record's note: the sliding window and the sink.
 std::string sdpa_mask_note(const SdpaSpec& c) {
   return (c.window > 0 ? ", sliding window of " + std::to_string(c.window) + " keys (left bound)" : std::string()) +
-         (c.sink ? ", attention sink (one logit per head, float32)" : "");
+         (c.sink ? ", attention sink (one logit per head, float32)" : "") +
+         (c.softcap > 0.0f ? ", logit soft-cap " + std::to_string(c.softcap) + " (Softcap score modifier)" : "");
 }
 
 // The sdpa node's outputs, as the layer's (the contiguous graph's and the paged one's alike): O

@@ -139,6 +139,9 @@ struct SdpaSpec {
   // an attention sink: one logit per head (float32 [1, h, 1, 1]) joins each row's softmax
   // normaliser and is dropped after it (GPT-OSS; cuDNN 9.13+)
   bool sink = false;
+  // logit soft-capping (Gemma-2): the scaled scores s become softcap * tanh(s / softcap) before the mask
+  // (cudnn-frontend attn::score_modifiers::Softcap as the score modifier); 0: none
+  float softcap = 0.0f;
 };
 // Elements a strided tensor of `dims` (4) spans: 1 + sum((dim - 1) * stride); 0 when empty.
 inline long long strided_extent(std::initializer_list<long long> dims, const long long* strides) {
