@@ -102,12 +102,21 @@ def test_attention_masks(tmp_path):
     assert cfg.mask == "bias" and cfg.bias == (2, 1, 8, 8)
 
 
-@pytest.mark.parametrize("shape, attrs, why", [((1, 4, 8, 16), {"softcap": 30.0}, "soft capping")])
+@pytest.mark.parametrize("shape, attrs, why", [((1, 4, 8, 16), {"softcap": -30.0}, "softcap -30.0")])
 def test_what_cudnn_lacks_is_unsupported_with_a_reason(tmp_path, shape, attrs, why):
     p = _attention_model(tmp_path / "u.onnx", shape, shape, shape, attrs)
     ly = _attention_layer(process(p, 1, batch_dim=0))
     assert ly.status == "unsupported" and why in ly.reason, ly.reason
     assert ly.config is None
+
+
+def test_a_soft_capped_attention_is_the_sdpas_soft_cap(tmp_path):
+    """ONNX Attention's ``softcap`` (refused before: "cuDNN's SDPA has no soft capping") is the SDPA's logit
+    soft-cap, timed with cudnn-frontend's Softcap score modifier."""
+    shape = (1, 4, 8, 16)
+    p = _attention_model(tmp_path / "s.onnx", shape, shape, shape, {"softcap": 30.0, "is_causal": 1})
+    ly = _attention_layer(process(p, 1, batch_dim=0))
+    assert ly.status == "benchmark" and (ly.config.softcap, ly.config.mask) == (30.0, "causal")
 
 
 def test_a_causal_decode_with_a_past_and_several_new_keys_is_refused(tmp_path):

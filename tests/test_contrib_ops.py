@@ -203,7 +203,7 @@ def test_gqa_decode_reads_the_present_cache_bottom_right(tmp_path, total, s_kv):
 @pytest.mark.parametrize("attrs,extra,why", [
     ({"do_rotary": 1}, (), "do_rotary without its cos_cache and sin_cache inputs"),
     ({"local_window_size": 128, "causal": 0}, (), "local_window_size 128 without the causal mask"),
-    ({"softcap": 30.0}, (), "softcap"),
+    ({"softcap": -1.0}, (), "softcap -1.0"),
     ({"num_heads": 3}, (), "num_heads 3 not a positive multiple of kv_num_heads 2"),
     ({"num_heads": 6}, (), "do not fit 6 and 2 heads"),
     ({}, ("", "", "", "", "", "k_scale"), "input k_scale"),
@@ -488,3 +488,11 @@ def test_the_ms_attention_suite_compiles(tmp_path):
     src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
     assert "2, 8, 1, 64, 64, 64, 0.125, SdpaMask::BIAS, {2, 1, 1, 64}" in src
     syntax_check(tmp_path / "s", "sdpa.cpp")
+
+
+def test_gqa_softcap_is_the_sdpas_soft_cap(tmp_path):
+    """GroupQueryAttention's ``softcap`` (refused before: "cuDNN's SDPA has no soft capping") is the SDPA's
+    logit soft-cap, cudnn-frontend's Softcap score modifier."""
+    _gqa_model(tmp_path / "m.onnx", 512, 128, attrs={"softcap": 30.0})
+    att = _sdpa(process(tmp_path / "m.onnx", 1, {"seq": 8}))
+    assert att.status == "benchmark" and att.config.softcap == 30.0

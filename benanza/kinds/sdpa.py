@@ -370,11 +370,13 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
     "causal_bottom_right" with a past; with an attn_mask besides, the causal frontier folds into a
     bias of the mask's shape with full s_q and s_kv. An attn_mask that is a causal band (a sliding
     window built from the positions, :func:`sliding_window_of`) is the causal mask with its
-    ``window``. Raises :class:`Unsupported` for ``softcap`` (no softcap in cuDNN's SDPA), the
+    ``window``. ``softcap`` is the config's (ONNX caps the scores after adding attn_mask, cuDNN's Softcap
+    score modifier before its mask: the same work). Raises :class:`Unsupported` for the
     ``qk_matmul_output`` output, a causal mask with a past and s_kv != s_q (no alignment cuDNN has)
     and shapes that do not fit the spec."""
-    if float(attrs.get("softcap", 0.0)) != 0.0:
-        raise Unsupported("Attention softcap: cuDNN's SDPA has no soft capping")
+    softcap = float(attrs.get("softcap", 0.0))
+    if softcap < 0:
+        raise Unsupported(f"Attention softcap {softcap} (a cap is positive; 0: none)")
     if len(node.output) > 3 and node.output[3]:
         raise Unsupported("Attention's qk_matmul_output (the scores as an output) is not benchmarked")
     ins = list(node.input) + [""] * (6 - len(node.input))
@@ -420,7 +422,7 @@ def _map_attention(node, ctx: MapContext, attrs: dict) -> SdpaConfig:
     d_scale = attrs.get("scale")
     scale = float(d_scale) if d_scale is not None else 1.0 / math.sqrt(d)
     cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d_v, scale=float(f"{float(np.float32(scale)):.6g}"),
-                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window)
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window, softcap=softcap)
     if len(q) == 3:  # (b, s, heads * d) read as (b, heads, s, d): strides (s * heads * d, d, heads * d, 1)
         def bshd(s, heads, dd):
             return (s * heads * dd, dd, heads * dd, 1)
@@ -537,7 +539,8 @@ def _map_gqa(node, ctx: MapContext, attrs: dict):
     ``do_rotary=1``: the node's calls are the queries' and the new keys' rotary embeddings, then the
     SDPA (:func:`_gqa_rotary`; three :class:`Part`). local_window_size, smooth_softmax and head_sink:
     the SDPA's sliding window and attention sink (:func:`_gqa_window_sink`). Raises
-    :class:`Unsupported` for what the SDPA config has no term for: softcap, qk_output, a window-sized
+    ``softcap``: the config's. Raises :class:`Unsupported` for what the SDPA config has no term for: qk_output,
+    a window-sized
     or quantized KV cache (sliding_window_cache; k_scale / v_scale, kv_cache_bit_width) and
     q_norm_weight / k_norm_weight."""
     ins = list(node.input) + [""] * (16 - len(node.input))
@@ -547,8 +550,9 @@ def _map_gqa(node, ctx: MapContext, attrs: dict):
     for name, why in refused:
         if int(attrs.get(name, 0)):
             raise Unsupported(f"GroupQueryAttention {name}: {why}")
-    if float(attrs.get("softcap", 0.0)) != 0.0:
-        raise Unsupported("GroupQueryAttention softcap: cuDNN's SDPA has no soft capping")
+    softcap = float(attrs.get("softcap", 0.0))
+    if softcap < 0:
+        raise Unsupported(f"GroupQueryAttention softcap {softcap} (a cap is positive; 0: none)")
     for name in ("k_scale", "v_scale", "q_norm_weight", "k_norm_weight"):
         if ins[_GQA_IN[name]]:
             raise Unsupported(f"GroupQueryAttention input {name} is not benchmarked")
@@ -564,7 +568,7 @@ def _map_gqa(node, ctx: MapContext, attrs: dict):
     window, sink = _gqa_window_sink(ins, attrs, mask, s_q, s_kv)
     scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(d)
     cfg = SdpaConfig(b=b, h=h, s_q=s_q, s_kv=s_kv, d=d, d_v=d, scale=float(f"{float(np.float32(scale)):.6g}"),
-                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window, sink=sink)
+                     mask=mask, bias=bias, h_kv=h_kv if h_kv != h else 0, window=window, sink=sink, softcap=softcap)
     width = (h + 2 * h_kv) * d if packed else h * d
     given = {"q_strides": (s_q * width, d, width, 1), "o_strides": (s_q * h * d, d, h * d, 1)}
     if not past:  # without a past, K and V are read where the node's inputs hold them
