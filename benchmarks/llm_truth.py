@@ -123,6 +123,8 @@ MOE_CONFIGS = (
     _cfg("mixtral-8x7b-2l", "mixtral", MIXTRAL, **{**MIXTRAL, "num_hidden_layers": 2}, max_position_embeddings=40960,
          sliding_window=None),
 )
+#: every configuration a run can name
+ALL_CONFIGS = CONFIGS + MOE_CONFIGS
 
 
 def param_count(arch: str, c: dict) -> int:
@@ -169,10 +171,10 @@ def select(names: str | None) -> list[LlmConfig]:
     """The configurations named (comma-separated; None: all). Raises ValueError naming the known ones."""
     if not names:
         return list(CONFIGS)
-    known = {c.name: c for c in CONFIGS + MOE_CONFIGS}
+    known = {c.name: c for c in ALL_CONFIGS}
     out = []
     for n in (x.strip() for x in names.split(",") if x.strip()):
-        hit = known.get(n) or next((c for c in CONFIGS + MOE_CONFIGS if c.name.split("-")[0] == n), None)
+        hit = known.get(n) or next((c for c in ALL_CONFIGS if c.name.split("-")[0] == n), None)
         if hit is None:
             raise ValueError(f"unknown LLM configuration {n!r} (known: {', '.join(known)})")
         out.append(hit)
@@ -314,7 +316,7 @@ def rows_from_records(records: list[dict], batches: list[int] | None = None) -> 
     is a row flagged NO-LBL (a cut run's missing batches stay in the table). A record whose
     ``spec`` is a configuration's of :data:`CONFIGS` takes that configuration's name (runs made before a
     rename: ``mistral-1.6b``, the same 1.0 B specification, is ``mistral-1b``)."""
-    names = {c.spec: c.name for c in CONFIGS + MOE_CONFIGS}
+    names = {c.spec: c.name for c in ALL_CONFIGS}
     runs: dict = {}  # key -> {batch: (record, its documents of that batch)}, or {} for runs without documents
     asked: dict = {}  # key -> every batch a run of it asked for
     for r in records:
@@ -327,7 +329,7 @@ def rows_from_records(records: list[dict], batches: list[int] | None = None) -> 
             by_batch[b] = (r, [d for d in r["docs"] if d.get("batch") == b])
         if not r.get("docs") and not by_batch:
             by_batch.setdefault(None, (r, []))  # a failed run, shown as such while nothing measured it
-    order = {c.name: i for i, c in enumerate(CONFIGS + MOE_CONFIGS)}
+    order = {c.name: i for i, c in enumerate(ALL_CONFIGS)}
     out = []
     for key, by_batch in sorted(runs.items(), key=lambda kv: (
             order.get(kv[0][0], len(order)), kv[0][0], kv[0][1] != "prefill", kv[0][2], kv[0][3])):

@@ -28,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from benanza.kinds.base import Job, Kind, LayerConfig, numel
+from benanza.kinds.base import Job, Kind, LayerConfig
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
-from benanza.kinds.framework import Candidate, Ctx, NotSupported
+from benanza.kinds.framework import Candidate, Ctx
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Unsupported, contrib_doc, need
 
 #: the domain of the operators benanza's export writes where ONNX has none
@@ -254,8 +254,6 @@ def _grouped(c: Ctx) -> Candidate:
                        note=f"{cfg.active} torch.mm calls (transformers::grouped_mm_fallback)")
     fn = getattr(torch.nn.functional, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
     if fn is None or x.dtype != torch.bfloat16:
-        if fn is None and cfg.active > 64:
-            raise NotSupported("no grouped matmul in this PyTorch")
         return looped
     return Candidate("torch:aten::_grouped_mm", "grouped_mm", lambda: fn(x, w, offs=offs), cfg.rows * cfg.n,
                      variants=[looped])
