@@ -95,9 +95,12 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", default="1,8,64,512", help="tokens per step (the models' batch)")
     ap.add_argument("--dtype", default="bf16,fp8")
     ap.add_argument("--models", default=",".join([*MOE, *DENSE]))
+    ap.add_argument("--timeout", type=float, default=240, help="seconds one bench may take (then an error row)")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds after which no bench starts")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     table, db = a.out / "moe-table.txt", a.out / "moe.db"
+    start = time.time()
     for name in a.models.split(","):
         path = a.out / "onnx" / f"{name}.onnx"
         if name in MOE:
@@ -110,10 +113,19 @@ def main(argv=None) -> int:
             batch = a.tokens
         for dtype in a.dtype.split(","):
             t0 = time.time()
+            if a.deadline is not None and t0 - start > a.deadline:
+                print(f"{name} {dtype}: not started, past --deadline {a.deadline:.0f} s", flush=True)
+                continue
             extra = ["--batch", batch]
             bench = [sys.executable, "-m", "benanza", "bench", str(path), "--dtype", dtype, "--db", str(db),
                      "--no-cold", *extra]
-            r = subprocess.run(bench, capture_output=True, text=True)
+            try:
+                r = subprocess.run(bench, capture_output=True, text=True, timeout=a.timeout)
+            except subprocess.TimeoutExpired as e:
+                r = subprocess.CompletedProcess(bench, 124, e.stdout or "", (e.stderr or "") +
+                                                f"\nmoe_gemms: bench stopped after --timeout {a.timeout:.0f} s\n")
+                r.stdout = r.stdout.decode() if isinstance(r.stdout, bytes) else r.stdout
+                r.stderr = r.stderr.decode() if isinstance(r.stderr, bytes) else r.stderr
             with table.open("a") as f:
                 f.write(f"\n## {name} {dtype} {' '.join(extra)} (bench exit {r.returncode}, "
                         f"{time.time() - t0:.0f} s)\n")
