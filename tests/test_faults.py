@@ -332,7 +332,7 @@ def test_run_killed_at_random_points_stores_whole_jobs_and_loses_none(work, runs
         assert "Traceback" not in err, err
         if sig == signal.SIGINT:
             assert rc in (0, 130), err
-            assert sorted(p.name for p in target.parent.iterdir()) == [target.name]  # its WAL closed
+            assert sorted(p.name for p in target.parent.iterdir()) == [target.name], (i, rc, err)  # its WAL closed
         got = stored(target)  # (SQLite recovers a SIGKILLed writer's WAL here)
         _each_job_whole(got, runs["whole"], before)
         before = set(got.get("Fake GPU", {"jobs": []})["jobs"])
@@ -626,6 +626,54 @@ def test_ctrl_c_while_python_m_benanza_loads_is_one_line():
         p.communicate()
         raise
     assert p.returncode == 130 and err.strip().splitlines() == ["benanza: interrupted"], (p.returncode, err)
+
+
+_DROPPED = """
+import sys, time, weakref
+from benanza.cli.app import _stop_on_ctrl_c
+_stop_on_ctrl_c()
+
+class Held:  # a pooled connection's stand-in: SQLAlchemy returns one to its pool in a weakref callback
+    pass
+
+def returned_to_pool():
+    print("finalizer", flush=True)
+    time.sleep(2)  # the Ctrl-C lands here: Python drops the KeyboardInterrupt raised in a finalizer
+
+h = Held()
+weakref.finalize(h, returned_to_pool)
+try:
+    del h  # the finalizer runs now, in the main thread
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 10:  # the command's work, which a dropped interrupt would not stop
+        time.sleep(0.01)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("unwound", flush=True)  # the command's own cleanup (its databases closed) ran
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_dropped_by_a_finalizer_still_unwinds_the_command():
+    """A Ctrl-C that lands in a finalizer or weakref callback (SQLAlchemy's pool returns connections in
+    one) is dropped by Python; benanza raises it again in the main thread, so the command unwinds (its
+    ``finally`` closes the database: no -wal or -shm stays) instead of running on until the grace
+    period's hard exit, which closes nothing."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-c", _DROPPED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    assert p.stdout.readline().strip() == "finalizer"
+    time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    out, err = p.communicate(timeout=8)
+    took = time.monotonic() - t0
+    assert p.returncode == 130 and out.strip() == "unwound", (p.returncode, out, err)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert took < 2.9, took  # the finalizer's sleep ended (2 s), not the grace period's exit (3 s)
 
 
 def test_a_report_write_killed_leaves_a_temporary_file_the_next_write_removes(tmp_path):

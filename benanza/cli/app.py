@@ -131,11 +131,14 @@ INTERRUPT_GRACE_S = 3.0
 
 def _stop_on_ctrl_c() -> None:
     """Ctrl-C (SIGINT) always stops the process within :data:`INTERRUPT_GRACE_S` seconds: it raises
-    KeyboardInterrupt as Python does (the command rolls back and says ``interrupted``), and should
-    that not end it (Python drops a KeyboardInterrupt raised inside a finalizer or a weakref callback,
-    "Exception ignored in"), the process exits 130 with that line once the time is up; a database
-    transaction left open is rolled back by the database (SQLite at the next open). The dropped
-    interrupt's traceback is not printed."""
+    KeyboardInterrupt as Python does (the command rolls back, closes its databases and says
+    ``interrupted``). Python drops a KeyboardInterrupt raised inside a finalizer or a weakref callback
+    ("Exception ignored in"; SQLAlchemy returns a connection to its pool in one): the interrupt is then
+    raised again in the main thread (``_thread.interrupt_main``) once the finalizer has returned, so that the command still unwinds and a SQLite database still closes its -wal and -shm
+    files. Should the command not end by the time the grace period, counted from the first Ctrl-C, is
+    up, the process exits 130 with that line; a database transaction left open is rolled back by the
+    database (SQLite at the next open). The dropped interrupt's traceback is not printed."""
+    import _thread
     import signal
     import threading
 
@@ -148,17 +151,27 @@ def _stop_on_ctrl_c() -> None:
         finally:
             os._exit(130)
 
+    timer: list[threading.Timer] = []
+
     def on_sigint(signum, frame):
-        timer = threading.Timer(INTERRUPT_GRACE_S, exit_now)
-        timer.daemon = True
-        timer.start()
+        if not timer:  # the grace period runs from the user's Ctrl-C, not from a re-raised one
+            timer.append(threading.Timer(INTERRUPT_GRACE_S, exit_now))
+            timer[0].daemon = True
+            timer[0].start()
         raise KeyboardInterrupt
 
     hook = sys.unraisablehook
 
     def unraisable(u):
-        if not isinstance(u.exc_value, KeyboardInterrupt):  # (the timer ends the process)
+        if not isinstance(u.exc_value, KeyboardInterrupt):
             hook(u)
+            return
+        # dropped by a finalizer: raised again once the finalizer has returned, from a timer thread (a
+        # signal handler run inside this hook would be dropped too; one that lands in a finalizer again
+        # comes back here)
+        again = threading.Timer(0.05, _thread.interrupt_main, args=(signal.SIGINT,))
+        again.daemon = True
+        again.start()
 
     signal.signal(signal.SIGINT, on_sigint)
     sys.unraisablehook = unraisable

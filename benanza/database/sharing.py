@@ -473,7 +473,7 @@ def export(db: Database, path: str | Path, system: str | None = None, models: li
         try:
             st = merge(out, db, sids, keys, label=db.safe_url, models=names)
         finally:
-            out.engine.dispose()  # the file whole on its own: the WAL checkpointed into it, -wal and -shm gone
+            out.close()  # the file whole on its own: the WAL checkpointed into it, -wal and -shm gone
         st.notes.extend(notes)
         _publish(tmp, p)
     except BaseException:
@@ -622,4 +622,4 @@ def import_db(db: Database, source: str) -> MergeStats:
     except sa.exc.SQLAlchemyError as e:
         raise db_write_error(db, e, f"import from {src.safe_url} failed") from None
     finally:
-        src.engine.dispose()
+        src.close()

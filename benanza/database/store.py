@@ -584,6 +584,16 @@ class Database:
         self.notices: list[str] = []
         self._session = sessionmaker(engine, expire_on_commit=False)
 
+    def close(self) -> None:
+        """Close every pooled connection (``Engine.dispose``): a SQLite file's last connection checkpoints
+        its WAL and removes the -wal and -shm files. A Ctrl-C that lands while it closes them does not
+        leave the rest open: they are closed, then the KeyboardInterrupt goes on."""
+        try:
+            self.engine.dispose()
+        except KeyboardInterrupt:
+            self.engine.dispose()
+            raise
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A transaction: committed on success, rolled back on any exception."""
@@ -1241,10 +1251,17 @@ def open_db(url: str | None = None, create: bool = True, read_only: bool | None 
         raise
     except (OperationalError, SQLAlchemyError, OSError) as e:
         raise _open_error(given or safe, safe, e) from None
-    db = Database(engine, url, label)
-    db.notices = notices
-    if fresh:
-        _FRESH.append(sqlite_file)
+    except BaseException:  # a Ctrl-C as the folder's lock is let go: the connection made is closed too
+        engine.dispose()
+        raise
+    try:
+        db = Database(engine, url, label)
+        db.notices = notices
+        if fresh:
+            _FRESH.append(sqlite_file)
+    except BaseException:
+        engine.dispose()
+        raise
     return db
 
 

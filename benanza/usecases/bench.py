@@ -571,8 +571,9 @@ def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
     kinds = cluster_kinds(req.cluster, ",".join(req.gpu_kinds) if req.gpu_kinds else None)  # before any work
     suite = load_suite(req.folder)
     opts = run_options(req.timing)
-    database = open_db(req.db)
+    database = None
     try:
+        database = open_db(req.db)
         for n in database.notices:
             progress.notice(n)
         if req.cluster is not None:
@@ -583,7 +584,8 @@ def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
         ts = run_framework(suite, database, s.system_id, opts, req.quiet, req.torch, progress=progress)
         return RunResult([s], ts, None)
     finally:  # its connections closed, stopped or not: SQLite removes the -wal and -shm files
-        database.engine.dispose()
+        if database is not None:
+            database.close()
 
 
 @dataclass

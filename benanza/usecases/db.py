@@ -98,13 +98,13 @@ def import_(db: str | None, source: str, progress: Progress = SILENT, spinner=No
     import contextlib
 
     database = open_db(db)
-    for n in database.notices:
-        progress.notice(n)
     try:
+        for n in database.notices:
+            progress.notice(n)
         with (spinner or (lambda what: contextlib.nullcontext()))(f"importing {source} into {database.safe_url}"):
             return sharing.import_db(database, source)
     finally:  # its connections closed: SQLite removes the -wal and -shm files (a failed import's too)
-        database.engine.dispose()
+        database.close()
 
 
 def upgrade(db: str | None) -> tuple[Database, int]:
