@@ -84,9 +84,10 @@ def cuda_cmake_args() -> list[str]:
 
 
 class BuildPyWithData(build_py):
-    """Ship templates/, cpp/, db/migrations and the prediction's error tables
+    """Ship templates/, cpp/, db/migrations, the prediction's error tables
     (db/reference/predict_errors.json and predict_train_errors.json: `benanza predict`'s and
-    `benanza predict --train`'s error bars) inside the package (benanza/_data/...)."""
+    `benanza predict --train`'s error bars) and the cross-architecture GEMM ratio grids with their
+    errors (db/reference/xgpu) inside the package (benanza/_data/...)."""
 
     def run(self):
         super().run()
@@ -97,6 +98,10 @@ class BuildPyWithData(build_py):
             shutil.copytree(ROOT / src, dst, ignore=shutil.ignore_patterns("__pycache__"))
         for table in ("predict_errors.json", "predict_train_errors.json"):
             shutil.copy2(ROOT / "db" / "reference" / table, Path(self.build_lib) / "benanza" / "_data" / table)
+        xgpu = Path(self.build_lib) / "benanza" / "_data" / "xgpu"  # the cross-architecture GEMM ratio grids
+        xgpu.mkdir(parents=True, exist_ok=True)
+        for name in ("ratio_grids.npz", "xgpu_errors.json", "README.md"):
+            shutil.copy2(ROOT / "db" / "reference" / "xgpu" / name, xgpu / name)
 
 
 if __name__ == "__main__":  # as pip, setuptools' build backend and `python setup.py` run it

@@ -362,6 +362,9 @@ def test_fixed_part_of_each_layer_is_kept(r50, models):
     for a, b in zip(pure.layers, p.layers):
         if b.status != "measured":
             continue
+        if b.method == "grid":  # a GEMM to another architecture: the public grid's ratio of whole times
+            assert b.fixed_ms == 0.0 and b.predicted_ms == pytest.approx(b.origin_ms * b.factor)
+            continue
         assert b.fixed_ms == pytest.approx(min(b.origin_ms, 2e-3))
         if b.compute != "cuda_cores":
             assert b.factor == a.factor
@@ -370,7 +373,8 @@ def test_fixed_part_of_each_layer_is_kept(r50, models):
         assert b.predicted_ms == pytest.approx(b.fixed_ms + (b.origin_ms - b.fixed_ms) * b.factor)
     db = open_db(str(REF_DB), create=False)
     b1 = analyze(process(models / "resnet50.onnx", 1), db, resolve_system(db, None)[0], "fp16")
-    tiny = [lp for lp in predict(b1, H200, A100).layers if lp.status == "measured" and lp.origin_ms <= 2e-3]
+    tiny = [lp for lp in predict(b1, H200, A100).layers if lp.status == "measured" and lp.origin_ms <= 2e-3
+            and lp.method == "wave"]
     assert tiny and all(lp.predicted_ms == lp.origin_ms for lp in tiny)
     assert r50.lbl_sequential_ms < p.lbl_sequential_ms < pure.lbl_sequential_ms  # A100 is slower: less scaled
     with pytest.raises(UsageError, match="fixed part must be 0"):

@@ -204,6 +204,8 @@ class LayerPrediction:
     dram_share: float | None = None
     fixed_ms: float = 0.0  # the part of origin_ms kept as is: predicted = fixed + (origin - fixed) x factor
     work_units: float | None = None  # P (span=True), None for Habitat's SM ratio
+    method: str = ""  # "grid": the public ratio grid's factor (benanza.analysis.xarch); "wave": wave scaling
+    grid: str = ""  # the grid's data type (bfloat16, fp8, fp8_block) when method is "grid"
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -453,16 +455,32 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
     return max(0.0, 1.0 - min(origin.l2_bytes, target.l2_bytes) / nbytes)
 
 
+def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec) -> float | None:
+    """T_target / T_origin of a single GEMM layer (``GemmConfig``, one product) from the public ratio grids
+    (:func:`benanza.analysis.xarch.gemm_factor`) when the two GPUs are of different architectures and both
+    whole GPUs of the grid of its precision and math; else None (wave scaling, validated between Hopper GPUs
+    and SM partitions, stays)."""
+    if getattr(config, "kind", None) != "Gemm" or getattr(config, "batch_count", 1) != 1:
+        return None
+    if origin.architecture == target.architecture or origin.partition_of or target.partition_of:
+        return None
+    from benanza.analysis import xarch
+
+    return xarch.gemm_factor(origin.name, target.name, precision, math_mode, config.m, config.n, config.k)
+
+
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
-            memory: str = "l2", fixed_us: float = FIXED_US, span: bool = True, launch: dict | None = None
-            ) -> Prediction:
+            memory: str = "l2", fixed_us: float = FIXED_US, span: bool = True, launch: dict | None = None,
+            cross_gpu: bool = True) -> Prediction:
     """Predict ``analysis`` (measured on ``origin``) on ``target`` by wave scaling (module
     docstring); ``memory``: ``l2`` (L2-aware memory term, default) or ``dram`` (Habitat's);
     ``fixed_us``: the part of each layer's time (µs) kept as measured (0: pure wave scaling);
     ``span``: each layer keeps only the SMs its parallel work fills busy (False: Habitat's ratio).
     ``launch``: the origin's measured kernels by implementation (:func:`benanza.database.counters.read_counters`,
     ``bench --counters``): a layer whose best implementation has them scales by its waves
-    (:func:`launch_units`). ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
+    (:func:`launch_units`). ``cross_gpu``: a GEMM predicted to a GPU of another architecture takes the public
+    ratio grid's factor where it covers both GPUs (:func:`gemm_grid_factor`; ``LayerPrediction.method`` says
+    which). ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
     analysis's, either GPU lacks Tensor Cores for it, ``memory`` is unknown or ``fixed_us`` < 0."""
     if memory not in MEMORY_MODELS:
         raise UsageError(f"memory model must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
@@ -484,6 +502,12 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
             scale_layer(lp, lt, origin, target, precision, memory, analysis.cache, span, fixed_us=fixed_us,
                         launch=(launch or {}).get(implementation_key(lt, analysis.kind_precision(kind))))
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
+            lp.method = "wave"
+            grid = gemm_grid_factor(ly.config, lt.math, precision, origin, target) if cross_gpu else None
+            if grid is not None:  # a GEMM both GPUs' public measurements cover: their ratio, the whole time
+                from benanza.analysis.xarch import grid_dtype
+
+                lp.factor, lp.fixed_ms, lp.method, lp.grid = grid, 0.0, "grid", grid_dtype(precision, lt.math) or ""
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
     weight = [lp.predicted_ms or 0.0 for lp in out]

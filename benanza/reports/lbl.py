@@ -345,8 +345,13 @@ def print_predict(r, json_out: bool) -> None:
               f"critical path {p.origin_lbl_parallel_ms:.4f} -> {p.lbl_parallel_ms:.4f} ms"
               + ("" if p.complete else " (partial sums: layers without a measurement)"), markup=False)
     out.print(error_bar_line(eb, dtype), markup=False, highlight=False)
-    out.print(f"method: Habitat wave scaling, {memory} memory term; figures from the spec table ({p.target.source})",
-              markup=False, highlight=False)
+    from benanza.analysis.xarch import cross_gpu_lines
+
+    for line in cross_gpu_lines(p):
+        out.print(line, markup=False, highlight=False)
+    grid = "; GEMMs to another architecture: the public ratio grid" if any(lp.method == "grid" for lp in p.layers) else ""
+    out.print(f"method: Habitat wave scaling, {memory} memory term{grid}; figures from the spec table "
+              f"({p.target.source})", markup=False, highlight=False)
 
 
 def print_roofline(r, json_out: bool) -> None:

@@ -35,8 +35,14 @@ class PredictResult:
         return iter((self.lower_bound, self.prediction))
 
     def document(self) -> dict:
-        """The JSON document (``predict --json``): the prediction and its ``error_bar``."""
-        return {**self.prediction.to_dict(), "error_bar": self.error_bar.to_dict() if self.error_bar else None}
+        """The JSON document (``predict --json``): the prediction, its ``error_bar`` and, to another
+        architecture, ``cross_gpu`` (:func:`benanza.analysis.xarch.cross_gpu_lines`: the GEMMs' public ratio
+        grid and the error measured for it, or "never validated")."""
+        from benanza.analysis.xarch import cross_gpu_lines
+
+        cross = [] if self.request.train else cross_gpu_lines(self.prediction)
+        return {**self.prediction.to_dict(), "error_bar": self.error_bar.to_dict() if self.error_bar else None,
+                "cross_gpu": cross}
 
 
 def _memory(memory: str) -> str:

@@ -1,0 +1,211 @@
+"""GEMM times across GPU architectures from public measurements: the ratio grids.
+
+Wave scaling (:mod:`benanza.analysis.predict`) was validated between Hopper GPUs only; across
+architectures a GEMM's time changes with the kernels the library picks, the Tensor Core generation,
+the L2 and the clock under the power limit, none of which a datasheet gives. Where a public table
+measured the same GEMM shapes on both GPUs, the measured ratio says it.
+
+**The ratio grid.** For one data type the public table ``aiconfigurator_gemm_sglang0.5.10``
+(``ai-dynamo/aiconfigurator``, Apache-2.0: ``F.linear(a[m, k], w[n, k])`` as SGLang 0.5.10 runs it,
+CUDA-graph replay, no launch gap; db/reference/xgpu/README.md) measured one grid of (m, n, k) on each
+GPU (74 m from 1 to 32,768; 22 n and k from 32 to 65,536). The grid stores, per GPU g, ``log(T_g /
+T_H100-SXM)`` at every grid point; a GEMM measured at T_o on the origin o is predicted on the
+destination d as::
+
+    T_d = T_o * exp(r_d(m, n, k) - r_o(m, n, k))
+
+with r interpolated multilinearly in (log m, log n, log k) between grid points and clamped at the
+grid's edges. benanza's own measurement T_o keeps what its minimum over algorithms and its method
+found on the origin; the ratio carries what the other GPU's kernels, L2 and clocks do to that shape.
+
+**Validation** (``benchmarks/xgpu_check.py``): the shapes of the shipped sample
+(db/reference/xgpu/aiconfigurator_gemm_sample.csv.gz) are left out of the grids when they are built
+(``benchmarks/xgpu_grid.py``: their points are interpolated from their neighbours), so the sample is
+a held-out test of the grid on shapes it never saw; the errors per GPU and data type are in
+``db/reference/xgpu/xgpu_errors.json``, which :func:`validated_error` reads and ``benanza predict``
+prints. A GPU outside the tables has no grid: its GEMMs are wave-scaled, whose error across
+architectures the same table measures (``habitat`` rows of the error file).
+
+Data types: ``bf16`` uses the table's bfloat16 grid, and so does ``fp16`` (the same Tensor Core rate
+on every GPU of the table: their datasheets); ``fp8`` with per-tensor scales the fp8 grid, with
+``fp8_block128`` math (1x128 / 128x128 block scales) the fp8_block grid. fp32 and tf32 have none
+(the fp32 table, NeuSight's, measures other shapes with the launch gap: not a grid).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+#: the GPU every grid's ratios are relative to
+BASE_GPU = "H100-SXM"
+#: the public table the grids come from (db/reference/xgpu/README.md)
+SOURCE = ("ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce, "
+          "systems/data/<system>/gemm/sglang/0.5.10/gemm_perf.parquet (Apache-2.0): F.linear as SGLang 0.5.10 "
+          "runs it, CUDA-graph replay")
+GRID_FILE = "ratio_grids.npz"
+ERRORS_FILE = "xgpu_errors.json"
+
+
+def reference_dir() -> Path | None:
+    """The folder of the grids and their errors: ``benanza/_data/xgpu`` inside the installed package
+    (setup.py copies it), else ``db/reference/xgpu`` of a source checkout; None when neither has them."""
+    pkg = Path(__file__).resolve().parents[1]
+    for d in (pkg / "_data" / "xgpu", pkg.parent / "db" / "reference" / "xgpu"):
+        if (d / GRID_FILE).is_file():
+            return d
+    return None
+
+
+def grid_dtype(precision: str, math_mode: str) -> str | None:
+    """The grid of a GEMM measured in ``precision`` with ``math_mode``: ``bfloat16`` (bf16, fp16 on
+    Tensor Cores), ``fp8``, ``fp8_block`` (math ``fp8_block128``) or None (fp32, tf32, CUDA-core math)."""
+    if math_mode == "fp8_block128":
+        return "fp8_block"
+    if precision == "fp8" and math_mode.startswith("fp8"):
+        return "fp8"
+    if precision in ("fp16", "bf16") and math_mode == "tensor_op":
+        return "bfloat16"
+    return None
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One data type's ratio grid: axes ``m``, ``n``, ``k`` (ascending sizes) and per GPU the array
+    ``log(T_gpu / T_BASE_GPU)`` of shape (len(m), len(n), len(k))."""
+
+    dtype: str
+    m: tuple
+    n: tuple
+    k: tuple
+    ratios: dict  # GPU spec name -> numpy array
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return (BASE_GPU,) + tuple(sorted(self.ratios))
+
+    def log_ratio(self, gpu: str, m: float, n: float, k: float) -> float | None:
+        """r_gpu(m, n, k) (module docstring), multilinear in (log m, log n, log k), clamped at the
+        grid's edges; 0 for :data:`BASE_GPU`; None for a GPU the table did not measure."""
+        if gpu == BASE_GPU:
+            return 0.0
+        a = self.ratios.get(gpu)
+        if a is None:
+            return None
+        idx = []
+        for axis, v in ((self.m, m), (self.n, n), (self.k, k)):
+            x = math.log(min(max(v, axis[0]), axis[-1]))
+            hi = next((i for i, s in enumerate(axis) if math.log(s) >= x), len(axis) - 1)
+            lo = max(hi - 1, 0)
+            w = 0.0 if hi == lo else (x - math.log(axis[lo])) / (math.log(axis[hi]) - math.log(axis[lo]))
+            idx.append(((lo, 1.0 - w), (hi, w)))
+        total = 0.0
+        for i, wi in idx[0]:
+            for j, wj in idx[1]:
+                for l, wl in idx[2]:
+                    if wi * wj * wl:
+                        total += wi * wj * wl * float(a[i, j, l])
+        return total
+
+
+@lru_cache(maxsize=4)
+def load_grids(path: str | None = None) -> dict[str, Grid]:
+    """The shipped ratio grids (``db/reference/xgpu/ratio_grids.npz``, written by
+    benchmarks/xgpu_grid.py) by data type; {} when none is installed."""
+    import numpy as np
+
+    if path is None:
+        d = reference_dir()
+        if d is None:
+            return {}
+        path = str(d / GRID_FILE)
+    z = np.load(path, allow_pickle=False)
+    out = {}
+    for dt in sorted({key.split("/")[0] for key in z.files}):
+        ratios = {key.split("/", 1)[1]: z[key].astype("float32") for key in z.files
+                  if key.startswith(dt + "/") and key.split("/", 1)[1] not in ("m", "n", "k")}
+        out[dt] = Grid(dt, tuple(int(v) for v in z[f"{dt}/m"]), tuple(int(v) for v in z[f"{dt}/n"]),
+                       tuple(int(v) for v in z[f"{dt}/k"]), ratios)
+    return out
+
+
+def gemm_factor(origin: str, target: str, precision: str, math_mode: str, m: int, n: int, k: int,
+                grids: dict | None = None) -> float | None:
+    """T_target / T_origin of one GEMM C[m, n] = A[m, k] B[k, n] (module docstring), or None when no
+    grid holds both GPUs (spec names, :mod:`benanza.analysis.gpus`) for this precision and math."""
+    dt = grid_dtype(precision, math_mode)
+    g = (load_grids() if grids is None else grids).get(dt) if dt else None
+    if g is None:
+        return None
+    ro, rd = g.log_ratio(origin, m, n, k), g.log_ratio(target, m, n, k)
+    if ro is None or rd is None:
+        return None
+    return math.exp(rd - ro)
+
+
+@lru_cache(maxsize=2)
+def load_errors(path: str | None = None) -> dict:
+    """The validation's errors (``db/reference/xgpu/xgpu_errors.json``, benchmarks/xgpu_check.py
+    --write): {"rows": [{"method", "dtype", "origin", "target", "architecture", "n", "mean", "median",
+    "p90"}], ...}; {} when not installed."""
+    if path is None:
+        d = reference_dir()
+        if d is None or not (d / ERRORS_FILE).is_file():
+            return {}
+        path = str(d / ERRORS_FILE)
+    return json.loads(Path(path).read_text())
+
+
+def validated_error(origin: str, target: str, dtype: str, method: str, table: dict | None = None) -> dict | None:
+    """The measured error row of ``method`` (``grid`` or ``habitat``) from ``origin`` to ``target`` in
+    the grid data type ``dtype``; for ``habitat`` and a target outside the tables, the row of the
+    table's GPU of the same architecture if any, else None ("never validated")."""
+    from benanza.analysis.gpus import find_gpu
+
+    rows = (load_errors() if table is None else table).get("rows", [])
+    same = [r for r in rows if r["method"] == method and r["dtype"] == dtype and r["origin"] == origin]
+    for r in same:
+        if r["target"] == target:
+            return r
+    if method != "habitat":
+        return None
+    try:
+        arch = find_gpu(target).architecture
+    except Exception:  # noqa: BLE001 - a target outside the spec table: never validated
+        return None
+    return next((r for r in same if r["architecture"] == arch), None)
+
+
+def cross_gpu_lines(prediction) -> list[str]:
+    """What ``benanza predict`` says of a prediction to another architecture (``prediction``: a
+    :class:`benanza.analysis.predict.Prediction`): the share of the predicted time its GEMMs took from the
+    public ratio grid with the error measured for that GPU and data type on held-out shapes, and the error
+    the same table measured for wave scaling to that GPU's architecture, or "never validated"."""
+    o, d = prediction.origin, prediction.target
+    if o.architecture == d.architecture:
+        return []
+    lps = [lp for lp in prediction.layers if lp.status == "measured" and lp.predicted_ms is not None]
+    total = sum(lp.predicted_ms for lp in lps) or 1.0
+    out = []
+    by_grid: dict[str, float] = {}
+    for lp in lps:
+        if lp.method == "grid":
+            by_grid[lp.grid] = by_grid.get(lp.grid, 0.0) + lp.predicted_ms
+    for dt, ms in sorted(by_grid.items()):
+        r = validated_error(o.name, d.name, dt, "grid")
+        err = (f"measured error on shapes the grid never saw: mean {r['mean']:.1%}, median {r['median']:.1%}, "
+               f"90th percentile {r['p90']:.1%} ({r['n']} shapes)") if r else "its error never validated"
+        out.append(f"GEMMs ({ms / total:.1%} of the predicted time): {o.name} -> {d.name} ratio of public "
+                   f"measurements ({dt} grid, {SOURCE.split(',')[0]}); {err}")
+    dt = {"fp16": "bfloat16", "bf16": "bfloat16", "fp8": "fp8"}.get(prediction.precision)
+    wave = sum(lp.predicted_ms for lp in lps if lp.method != "grid")
+    if wave:
+        r = validated_error(o.name, d.name, dt, "habitat") if dt else None
+        what = (f"measured across architectures on GEMMs only, to {r['target']} ({r['architecture']}) on the public "
+                f"table: mean {r['mean']:.1%}, 90th percentile {r['p90']:.1%}") if r else \
+            f"never validated from {o.architecture} to {d.architecture} in {prediction.precision}"
+        out.append(f"other layers ({wave / total:.1%} of the predicted time): wave scaling across architectures; "
+                   f"{what}")
+    return out

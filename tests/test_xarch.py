@@ -1,0 +1,117 @@
+"""Cross-architecture GEMM prediction from the public ratio grids (benanza/analysis/xarch.py, docs/prediction.md
+"Across architectures"), without a GPU: the shipped grids and sample (db/reference/xgpu), the validation table
+benchmarks/xgpu_check.py reproduces, and `benanza predict --to` on the shipped H100 database."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benanza.analysis import xarch
+from benanza.analysis.gpus import find_gpu
+
+REPO = Path(__file__).resolve().parents[1]
+XGPU = REPO / "db" / "reference" / "xgpu"
+DB = REPO / "db" / "reference" / "h100_h200_fp16.sqlite.gz"
+VIT = REPO / "tests" / "data" / "zoo" / "models" / "vit_b_16.onnx"
+
+
+def test_grids_hold_every_gpu_and_dtype_of_the_table():
+    g = xarch.load_grids()
+    assert set(g) == {"bfloat16", "fp8", "fp8_block"}
+    assert set(g["bfloat16"].gpus) == {"H100-SXM", "H200", "A100-SXM4-80GB", "L40S", "B200"}
+    assert set(g["fp8"].gpus) == {"H100-SXM", "H200", "L40S", "B200"}
+    assert set(g["fp8_block"].gpus) == {"H100-SXM", "H200", "B200"}
+    b = g["bfloat16"]
+    assert (b.m[0], b.m[-1], b.n[0], b.n[-1]) == (1, 32768, 32, 65536)
+    for dt in g.values():
+        for a in dt.ratios.values():
+            assert a.shape == (len(dt.m), len(dt.n), len(dt.k)) and np.isfinite(a).all()
+
+
+def test_factor_is_the_grid_ratio_at_a_grid_point_and_interpolates_between():
+    g = xarch.load_grids()["bfloat16"]
+    i, j, l = 40, 10, 12
+    m, n, k = g.m[i], g.n[j], g.k[l]
+    want = math.exp(float(g.ratios["B200"][i, j, l]) - float(g.ratios["A100-SXM4-80GB"][i, j, l]))
+    assert xarch.gemm_factor("A100-SXM4-80GB", "B200", "bf16", "tensor_op", m, n, k) == pytest.approx(want, rel=1e-6)
+    # between two m points: between their values (log-linear); beyond the edges: the edge
+    mid = int(round(math.sqrt(g.m[i] * g.m[i + 1])))
+    lo = xarch.gemm_factor("H100-SXM", "B200", "bf16", "tensor_op", g.m[i], n, k)
+    hi = xarch.gemm_factor("H100-SXM", "B200", "bf16", "tensor_op", g.m[i + 1], n, k)
+    assert min(lo, hi) - 1e-9 <= xarch.gemm_factor("H100-SXM", "B200", "bf16", "tensor_op", mid, n, k) <= max(lo, hi) + 1e-9
+    edge = xarch.gemm_factor("H100-SXM", "L40S", "bf16", "tensor_op", 1, 32, 32)
+    assert xarch.gemm_factor("H100-SXM", "L40S", "bf16", "tensor_op", 1, 8, 8) == pytest.approx(edge)
+    # the origin's own ratio divides out, and the same GPU is 1
+    assert xarch.gemm_factor("B200", "B200", "bf16", "tensor_op", 4096, 4096, 4096) == pytest.approx(1.0)
+
+
+def test_data_types_and_gpus_outside_the_grids_have_no_factor():
+    assert xarch.grid_dtype("fp16", "tensor_op") == "bfloat16"
+    assert xarch.grid_dtype("fp8", "fp8_block128") == "fp8_block"
+    assert xarch.grid_dtype("fp8", "fp8") == "fp8"
+    assert xarch.grid_dtype("fp32", "fma") is None and xarch.grid_dtype("fp32", "tf32") is None
+    assert xarch.gemm_factor("H100-SXM", "T4", "fp16", "tensor_op", 64, 1024, 1024) is None  # not in the table
+    assert xarch.gemm_factor("H100-SXM", "A100-SXM4-80GB", "fp8", "fp8", 64, 1024, 1024) is None  # A100: no fp8
+    assert xarch.gemm_factor("H100-SXM", "B200", "fp32", "fma", 64, 1024, 1024) is None
+
+
+def test_validation_table_is_reproduced_from_the_shipped_files_and_beats_the_baselines():
+    """benchmarks/xgpu_check.py recomputes the shipped error table (grid rows on held-out shapes); the grid is
+    better than the naive roofline ratio and than wave scaling for every pair of architectures."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import xgpu_check
+    finally:
+        sys.path.pop(0)
+    rows = xgpu_check.gemm_rows(XGPU / "aiconfigurator_gemm_sample.csv.gz")
+    shipped = {(r["method"], r["dtype"], r["origin"], r["target"]): r
+               for r in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"]}
+    for r in rows:
+        s = shipped[(r["method"], r["dtype"], r["origin"], r["target"])]
+        assert r["n"] == s["n"] == 2000 and r["mean"] == pytest.approx(s["mean"], rel=1e-6), r
+    by = {(r["method"], r["dtype"], r["origin"], r["target"]): r["mean"] for r in rows}
+    for (method, dt, o, d), mean in by.items():
+        if method != "grid":
+            continue
+        assert mean < 0.11, (dt, o, d, mean)
+        if find_gpu(o).architecture != find_gpu(d).architecture:
+            assert mean < by[("naive", dt, o, d)] and mean < by[("habitat", dt, o, d)], (dt, o, d)
+
+
+def _predict(target: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benanza", "predict", str(VIT), "--batch", "32", "--dtype", "fp16",
+                           "--db", str(DB), "--from", "2", "--to", target, *extra],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_predict_to_another_architecture_takes_the_gemms_from_the_grid_and_says_its_error():
+    r = _predict("B200", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["scenarios"][0]
+    grid = [lp for lp in s["layers"] if lp["method"] == "grid"]
+    assert grid and all(lp["kind"] == "Gemm" and lp["grid"] == "bfloat16" and lp["fixed_ms"] == 0.0 for lp in grid)
+    for lp in grid:
+        assert lp["predicted_ms"] == pytest.approx(lp["origin_ms"] * lp["factor"])
+    err = next(x for x in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"]
+               if (x["method"], x["dtype"], x["origin"], x["target"]) == ("grid", "bfloat16", "H100-SXM", "B200"))
+    assert any(f"mean {err['mean']:.1%}" in line and "H100-SXM -> B200" in line for line in s["cross_gpu"])
+    text = _predict("B200")
+    assert text.returncode == 0 and "ratio of public measurements (bfloat16 grid" in text.stdout
+    assert "GEMMs to another architecture: the public ratio grid" in text.stdout
+
+
+def test_predict_between_hopper_gpus_and_to_unmeasured_architectures_keeps_wave_scaling():
+    r = _predict("H200", "--json")
+    s = json.loads(r.stdout)["scenarios"][0]
+    assert {lp["method"] for lp in s["layers"] if lp["status"] == "measured"} == {"wave"} and s["cross_gpu"] == []
+    r = _predict("V100-SXM2")  # Volta: no GPU of the tables, no bf16 row of its architecture
+    assert r.returncode == 0, r.stderr
+    assert "never validated from Hopper to Volta in fp16" in r.stdout
+    r = _predict("L4")  # Ada: the table's L40S row of wave scaling stands for it, named
+    assert "to L40S (Ada Lovelace) on the public table" in r.stdout
