@@ -480,7 +480,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
     ``bench --counters``): a layer whose best implementation has them scales by its waves
     (:func:`launch_units`). ``cross_gpu``: a GEMM predicted to a GPU of another architecture takes the public
     ratio grid's factor where it covers both GPUs (:func:`gemm_grid_factor`; ``LayerPrediction.method`` says
-    which). ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
+    which), never below the target's compute roof (the layer's FLOPs at its datasheet peak). ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
     analysis's, either GPU lacks Tensor Cores for it, ``memory`` is unknown or ``fixed_us`` < 0."""
     if memory not in MEMORY_MODELS:
         raise UsageError(f"memory model must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
@@ -507,6 +507,10 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
             if grid is not None:  # a GEMM both GPUs' public measurements cover: their ratio, the whole time
                 from benanza.analysis.xarch import grid_dtype
 
+                # never faster than the target's compute roof (its datasheet peak for the layer's math)
+                key = math_peak_key(lt.math, precision)
+                roof = ly.config.flops() / target.peak_flops(key) * 1e3 if key else 0.0
+                grid = max(grid, roof / lt.time_ms) if lt.time_ms else grid
                 lp.factor, lp.fixed_ms, lp.method, lp.grid = grid, 0.0, "grid", grid_dtype(precision, lt.math) or ""
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
