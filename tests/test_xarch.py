@@ -115,3 +115,23 @@ def test_predict_between_hopper_gpus_and_to_unmeasured_architectures_keeps_wave_
     assert "never validated from Hopper to Volta in fp16" in r.stdout
     r = _predict("L4")  # Ada: the table's L40S row of wave scaling stands for it, named
     assert "to L40S (Ada Lovelace) on the public table" in r.stdout
+
+
+def test_predict_to_a_gpu_outside_the_table_goes_through_its_architectures_table_gpu():
+    """GB200 is not in the table: its GEMMs go H100 -> B200 by the grid, then B200 -> GB200 by wave scaling,
+    and the output says both steps and that the second was never validated on Blackwell."""
+    from benanza.analysis.xarch import proxy_gpu
+
+    assert proxy_gpu(find_gpu("GB200"), "fp16", "tensor_op") == "B200"
+    assert proxy_gpu(find_gpu("L4"), "bf16", "tensor_op") == "L40S"
+    assert proxy_gpu(find_gpu("A10"), "fp8", "fp8") is None  # the fp8 grid has no Ampere GPU
+    assert proxy_gpu(find_gpu("B200"), "bf16", "tensor_op") is None  # in the grid itself
+    r = _predict("GB200", "--json")
+    s = json.loads(r.stdout)["scenarios"][0]
+    chained = [lp for lp in s["layers"] if lp["method"] == "grid+wave"]
+    assert chained and all(lp["via"] == "B200" for lp in chained)
+    direct = json.loads(_predict("B200", "--json").stdout)["scenarios"][0]["layers"]
+    for lp in chained:  # the same GPU, its datasheet figures: GB200's higher peaks make it no slower than B200
+        assert lp["predicted_ms"] <= direct[lp["index"]]["predicted_ms"] * 1.0001
+    assert any("then B200 -> GB200 by wave scaling within Blackwell" in x and "never validated on Blackwell" in x
+               for x in s["cross_gpu"])

@@ -205,7 +205,8 @@ class LayerPrediction:
     fixed_ms: float = 0.0  # the part of origin_ms kept as is: predicted = fixed + (origin - fixed) x factor
     work_units: float | None = None  # P (span=True), None for Habitat's SM ratio
     method: str = ""  # "grid": the public ratio grid's factor (benanza.analysis.xarch); "wave": wave scaling
-    grid: str = ""  # the grid's data type (bfloat16, fp8, fp8_block) when method is "grid"
+    grid: str = ""  # the grid's data type (bfloat16, fp8, fp8_block) when method is "grid" or "grid+wave"
+    via: str = ""  # "grid+wave": the table's GPU of the target's architecture the grid reached
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -455,18 +456,30 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
     return max(0.0, 1.0 - min(origin.l2_bytes, target.l2_bytes) / nbytes)
 
 
-def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec) -> float | None:
-    """T_target / T_origin of a single GEMM layer (``GemmConfig``, one product) from the public ratio grids
-    (:func:`benanza.analysis.xarch.gemm_factor`) when the two GPUs are of different architectures and both
-    whole GPUs of the grid of its precision and math; else None (wave scaling, validated between Hopper GPUs
-    and SM partitions, stays)."""
+def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec
+                     ) -> tuple[float, GpuSpec | None] | None:
+    """The public ratio grids' part of a single GEMM layer's prediction (``GemmConfig``, one product;
+    :mod:`benanza.analysis.xarch`) when the two GPUs are whole GPUs of different architectures: (T_target /
+    T_origin, None) when the grid of its precision and math holds both; (T_proxy / T_origin, proxy) when it
+    holds the origin but not the target, and a GPU of the target's architecture (the proxy,
+    :func:`benanza.analysis.xarch.proxy_gpu`), from which the caller wave-scales to the target within
+    that architecture; else None (wave scaling from the origin, validated between Hopper GPUs and SM
+    partitions)."""
     if getattr(config, "kind", None) != "Gemm" or getattr(config, "batch_count", 1) != 1:
         return None
     if origin.architecture == target.architecture or origin.partition_of or target.partition_of:
         return None
     from benanza.analysis import xarch
+    from benanza.analysis.gpus import find_gpu
 
-    return xarch.gemm_factor(origin.name, target.name, precision, math_mode, config.m, config.n, config.k)
+    f = xarch.gemm_factor(origin.name, target.name, precision, math_mode, config.m, config.n, config.k)
+    if f is not None:
+        return f, None
+    proxy = xarch.proxy_gpu(target, precision, math_mode)
+    if proxy is None:
+        return None
+    f = xarch.gemm_factor(origin.name, proxy, precision, math_mode, config.m, config.n, config.k)
+    return (f, find_gpu(proxy)) if f is not None else None
 
 
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
@@ -479,8 +492,10 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
     ``launch``: the origin's measured kernels by implementation (:func:`benanza.database.counters.read_counters`,
     ``bench --counters``): a layer whose best implementation has them scales by its waves
     (:func:`launch_units`). ``cross_gpu``: a GEMM predicted to a GPU of another architecture takes the public
-    ratio grid's factor where it covers both GPUs (:func:`gemm_grid_factor`; ``LayerPrediction.method`` says
-    which), never below the target's compute roof (the layer's FLOPs at its datasheet peak). ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
+    ratio grid's factor where it covers both GPUs, or where it covers a GPU of the target's architecture that
+    factor then wave scaling from that GPU (:func:`gemm_grid_factor`; ``LayerPrediction.method`` says which:
+    ``grid``, ``grid+wave``, ``wave``), never below the target's compute roof (the layer's FLOPs at its
+    datasheet peak). ``precision`` defaults to the analysis's own. Raises UsageError when it differs from the
     analysis's, either GPU lacks Tensor Cores for it, ``memory`` is unknown or ``fixed_us`` < 0."""
     if memory not in MEMORY_MODELS:
         raise UsageError(f"memory model must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
@@ -504,14 +519,24 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.method = "wave"
             grid = gemm_grid_factor(ly.config, lt.math, precision, origin, target) if cross_gpu else None
-            if grid is not None:  # a GEMM both GPUs' public measurements cover: their ratio, the whole time
+            if grid is not None:  # a GEMM the public measurements cover: their ratio, the whole time
                 from benanza.analysis.xarch import grid_dtype
 
+                factor, proxy = grid
+                if proxy is not None:  # to the table's GPU of the target's architecture, then wave-scaled
+                    via = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, lt.time_ms * factor, None)
+                    t_p = lt.time_ms * factor
+                    scale_layer(via, lt, proxy, target, precision, memory, analysis.cache, span, origin_ms=t_p,
+                                fixed_us=fixed_us)
+                    fixed = min(t_p, fixed_us * 1e-3)
+                    factor = (fixed + (t_p - fixed) * via.factor) / lt.time_ms
+                    lp.via = proxy.name
                 # never faster than the target's compute roof (its datasheet peak for the layer's math)
                 key = math_peak_key(lt.math, precision)
                 roof = ly.config.flops() / target.peak_flops(key) * 1e3 if key else 0.0
-                grid = max(grid, roof / lt.time_ms) if lt.time_ms else grid
-                lp.factor, lp.fixed_ms, lp.method, lp.grid = grid, 0.0, "grid", grid_dtype(precision, lt.math) or ""
+                factor = max(factor, roof / lt.time_ms) if lt.time_ms else factor
+                lp.factor, lp.fixed_ms, lp.grid = factor, 0.0, grid_dtype(precision, lt.math) or ""
+                lp.method = "grid+wave" if proxy is not None else "grid"
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
     weight = [lp.predicted_ms or 0.0 for lp in out]

@@ -145,6 +145,24 @@ def gemm_factor(origin: str, target: str, precision: str, math_mode: str, m: int
     return math.exp(rd - ro)
 
 
+def proxy_gpu(target, precision: str, math_mode: str, grids: dict | None = None) -> str | None:
+    """For a GPU (a :class:`benanza.analysis.gpus.GpuSpec`) the grid of this precision and math does not
+    hold: the grid's GPU of the same architecture closest to it (in SM count, then DRAM bandwidth), from
+    which ``predict`` wave-scales to it (wave scaling within an architecture: docs/prediction.md); None
+    when the grid holds no GPU of its architecture."""
+    from benanza.analysis.gpus import find_gpu
+
+    dt = grid_dtype(precision, math_mode)
+    g = (load_grids() if grids is None else grids).get(dt) if dt else None
+    if g is None or target.name in g.gpus:
+        return None
+    same = [find_gpu(name) for name in g.gpus]
+    same = [s for s in same if s.architecture == target.architecture]
+    if not same:
+        return None
+    return min(same, key=lambda s: (abs(s.sm_count - target.sm_count), abs(s.bandwidth - target.bandwidth))).name
+
+
 @lru_cache(maxsize=2)
 def load_errors(path: str | None = None) -> dict:
     """The validation's errors (``db/reference/xgpu/xgpu_errors.json``, benchmarks/xgpu_check.py
@@ -189,18 +207,27 @@ def cross_gpu_lines(prediction) -> list[str]:
     lps = [lp for lp in prediction.layers if lp.status == "measured" and lp.predicted_ms is not None]
     total = sum(lp.predicted_ms for lp in lps) or 1.0
     out = []
-    by_grid: dict[str, float] = {}
+    by_grid: dict[tuple, float] = {}
     for lp in lps:
-        if lp.method == "grid":
-            by_grid[lp.grid] = by_grid.get(lp.grid, 0.0) + lp.predicted_ms
-    for dt, ms in sorted(by_grid.items()):
-        r = validated_error(o.name, d.name, dt, "grid")
+        if lp.method in ("grid", "grid+wave"):
+            key = (lp.grid, lp.via)
+            by_grid[key] = by_grid.get(key, 0.0) + lp.predicted_ms
+    for (dt, via), ms in sorted(by_grid.items()):
+        to = via or d.name
+        r = validated_error(o.name, to, dt, "grid")
         err = (f"measured error on shapes the grid never saw: mean {r['mean']:.1%}, median {r['median']:.1%}, "
                f"90th percentile {r['p90']:.1%} ({r['n']} shapes)") if r else "its error never validated"
-        out.append(f"GEMMs ({ms / total:.1%} of the predicted time): {o.name} -> {d.name} ratio of public "
-                   f"measurements ({dt} grid, {SOURCE.split(',')[0]}); {err}")
+        line = (f"GEMMs ({ms / total:.1%} of the predicted time): {o.name} -> {to} ratio of public "
+                f"measurements ({dt} grid, {SOURCE.split(',')[0]}); {err}")
+        if via:
+            w = next((x for x in load_errors().get("rows", []) if x["method"] == "habitat" and x["dtype"] == dt
+                      and {x["origin"], x["target"]} <= {"H100-SXM", "H200"}), None)
+            line += (f"; then {via} -> {d.name} by wave scaling within {d.architecture} (per GEMM between H100-SXM "
+                     f"and H200 on the public table: mean {w['mean']:.1%}; never validated on "
+                     f"{d.architecture})" if w else f"; then {via} -> {d.name} by wave scaling, never validated")
+        out.append(line)
     dt = {"fp16": "bfloat16", "bf16": "bfloat16", "fp8": "fp8"}.get(prediction.precision)
-    wave = sum(lp.predicted_ms for lp in lps if lp.method != "grid")
+    wave = sum(lp.predicted_ms for lp in lps if lp.method == "wave")
     if wave:
         r = validated_error(o.name, d.name, dt, "habitat") if dt else None
         what = (f"measured across architectures on GEMMs only, to {r['target']} ({r['architecture']}) on the public "

@@ -349,7 +349,8 @@ def print_predict(r, json_out: bool) -> None:
 
     for line in cross_gpu_lines(p):
         out.print(line, markup=False, highlight=False)
-    grid = "; GEMMs to another architecture: the public ratio grid" if any(lp.method == "grid" for lp in p.layers) else ""
+    grid = "; GEMMs to another architecture: the public ratio grid" if any(lp.method.startswith("grid")
+                                                                           for lp in p.layers) else ""
     out.print(f"method: Habitat wave scaling, {memory} memory term{grid}; figures from the spec table "
               f"({p.target.source})", markup=False, highlight=False)
 
