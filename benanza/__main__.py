@@ -1,6 +1,6 @@
 """``python -m benanza`` and the installed ``benanza`` script (``[project.scripts]``) run the command
-line through :func:`run`. A Ctrl-C while its modules load (a second or more: typer, rich, SQLAlchemy,
-numpy) is the one line ``benanza: interrupted`` and exit 130, as later (:func:`benanza.cli.app.main`
+line through :func:`run`. A Ctrl-C while its modules load (typer and rich at start; a command's own,
+SQLAlchemy, numpy, onnx, when it runs) is the one line ``benanza: interrupted`` and exit 130, as later (:func:`benanza.cli.app.main`
 installs its own handler), not Python's traceback. Importing this module installs nothing."""
 import os
 import signal

@@ -8,14 +8,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import check_output_file, guarded, progress
+from benanza.cli.app import LazyModule, check_output_file, guarded, progress
 from benanza.cli.options import (Batches, Db, Dtypes, Model, OneBatch, OneDtype, Optimizer, ScenarioOptions, System,
                                  scenario_options)
-from benanza.reports import lbl
 from benanza.spec import (AnalyzeRequest, PredictRequest, RooflineRequest, Scenario, cache, conv_precision,
                           layouts, optimizer as spec_optimizer, parse_dims, parse_precisions)
-from benanza.usecases.analyze import analyze as analyze_case, profile_batch
-from benanza.usecases.predict import predict as predict_case, roofline as roofline_case
+
+lbl = LazyModule("benanza.reports.lbl")
+analyze_uc = LazyModule("benanza.usecases.analyze")
+predict_uc = LazyModule("benanza.usecases.predict")
 
 ProfileDir = Annotated[Optional[Path], typer.Option("--profile", help="framework profile folder (`benanza profile`): "
                                                     "compare the framework with the LBL")]
@@ -52,7 +53,7 @@ def analyze_request(model, batch: str, dtype, db, system, sc, profile_dir, html,
     check_output_file("--trace", trace)
     batches = parse_batches(batch)
     if profile_dir is not None:
-        batches = [profile_batch(profile_dir, batches, batch != "1")]
+        batches = [analyze_uc.profile_batch(profile_dir, batches, batch != "1")]
     return AnalyzeRequest(scenarios(model, batches, dtype, system, sc), db, train, opt, profile_dir, allow_mismatch,
                           trace, html)
 
@@ -72,7 +73,7 @@ def analyze(model: Model, batch: Batches = "1", dtype: Dtypes = "fp32", db: Db =
     ui.perfetto.dev beside the torch.profiler trace)"""
     req = analyze_request(model, batch, dtype, db, system, scenario, profile_dir, html_out, allow_mismatch,
                           trace_out, train, optimizer)
-    lbl.print_analyze(analyze_case(req, progress(quiet=json_out)), json_out, layers_table)
+    lbl.print_analyze(analyze_uc.analyze(req, progress(quiet=json_out)), json_out, layers_table)
 
 
 Ceilings = Annotated[str, typer.Option("--ceilings", help="spec (datasheet figures) or measured")]
@@ -98,7 +99,7 @@ def roofline(model: Model, batch: OneBatch = 1, dtype: OneDtype = "fp32", db: Db
     req = RooflineRequest(scenarios(model, [batch], dtype, system, scenario)[0], db, ceilings, kind, png, svg)
     for flag, path in (("--png", png), ("--svg", svg)):
         check_output_file(flag, path)
-    lbl.print_roofline(roofline_case(req), json_out)
+    lbl.print_roofline(predict_uc.roofline(req), json_out)
 
 
 From = Annotated[Optional[str], typer.Option("--from", help="measured system: id, fingerprint prefix or GPU name "
@@ -124,7 +125,7 @@ def predict(model: Model, batch: OneBatch = 1, dtype: OneDtype = "fp32", origin:
     Example: benanza predict resnet50.onnx --batch 32 --dtype fp16 --from H200 --to A100-SXM4-80GB --db perf.db"""
     opt = spec_optimizer(optimizer, train)
     req = PredictRequest(scenarios(model, [batch], dtype, origin, scenario)[0], target, db, memory, train, opt)
-    lbl.print_predict(predict_case(req), json_out)
+    lbl.print_predict(predict_uc.predict(req), json_out)
 
 
 @guarded

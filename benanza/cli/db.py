@@ -7,11 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import check_output_file, guarded, progress
+from benanza.cli.app import LazyModule, check_output_file, guarded, progress
 from benanza.cli.options import Db, Fmt
 from benanza.errors import UsageError
-from benanza.reports import db as report
-from benanza.usecases import db as uc
+
+report = LazyModule("benanza.reports.db")
+uc = LazyModule("benanza.usecases.db")
 
 SystemSel = Annotated[Optional[str], typer.Option("--system", help="id, fingerprint prefix or GPU name")]
 Json = Annotated[bool, typer.Option("--json", help="JSON on stdout (same as --format json)")]

@@ -9,13 +9,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import guarded, progress, steps
+from benanza.cli.app import LazyModule, guarded, progress, steps
 from benanza.cli.options import (TIMING_OPTIONS, BatchDim, Batches, Db, Dim, Iterations, Model, Optimizer, Runs,
                                  Warmup)
 from benanza.errors import UsageError
-from benanza.reports import framework as report
 from benanza.spec import (DTYPE_HELP, MAX_TOKENS, Phase, Timing, TorchRequest, optimizer as spec_optimizer, parse_dims,
                           parse_input_shape)
+
+report = LazyModule("benanza.reports.framework")
 
 
 def _opt(t, *names: str, help: str):

@@ -7,15 +7,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import guarded, progress
+from benanza.cli.app import LazyModule, guarded, progress
 from benanza.cli.options import (TRAIN_HELP, Batches, ClusterOptions, ConvTf32, BatchDim, Db, Device, Dim, Layout,
                                  Model, Optimizer, Quiet, SuiteDtypes, Torch, cluster_options, timing_options)
-from benanza.reports import suite as report
 from benanza.reports.terminal import line
 from benanza.spec import (TIMING, BenchRequest, RunRequest, Timing, optimizer as spec_optimizer, parse_dims,
                           parse_layouts, parse_precisions)
-from benanza.usecases import bench as uc
-from benanza.usecases import model as models
+
+report = LazyModule("benanza.reports.suite")
+uc = LazyModule("benanza.usecases.bench")
+models = LazyModule("benanza.usecases.model")
 
 
 def _batches(text: str) -> list[int]:
