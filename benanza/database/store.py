@@ -50,6 +50,21 @@ def _details(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+#: characters of the ``algorithm`` columns (measurements, choices, kernel_counters)
+ALGORITHM_CHARS = 96
+
+
+def fit_algorithm(name: str, limit: int = ALGORITHM_CHARS) -> str:
+    """An implementation's name as its ``algorithm`` column stores it: unchanged when it fits, else its
+    first characters, ``~`` and 12 hex digits of the whole name's sha256, ``limit`` characters in all, so
+    that equal names stay equal (a heuristic's pick still matches its measurement) and different names
+    stay different. A measurement keeps the whole name in its ``details`` (``algorithm``); cuBLASLt's
+    FP8 configurations with their scale modes run past 96 characters."""
+    if not isinstance(name, str) or len(name) <= limit:
+        return name
+    return f"{name[:limit - 13]}~{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
 def utc_now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
 
@@ -864,9 +879,11 @@ def _job_rows(system_id: int, run_id: int | None, job: str, layer_key: str, prec
 
 
 def _choice_row(r: ChoiceLine, system_id: int, layer_key: str, precision: str, run_id: int | None) -> Choice:
-    """The ``choices`` row of a heuristic's pick (status cut to the column's 64 characters)."""
+    """The ``choices`` row of a heuristic's pick (status cut to the column's 64 characters; the
+    algorithm as :func:`fit_algorithm` stores it)."""
     return Choice(system_id=system_id, layer_key=layer_key, precision=precision, source=r.source, rank=r.rank,
-                  algorithm=r.algorithm, math=r.math, status=r.status[:64], workspace_bytes=r.workspace_bytes,
+                  algorithm=fit_algorithm(r.algorithm), math=r.math, status=r.status[:64],
+                  workspace_bytes=r.workspace_bytes,
                   run_id=run_id)
 
 
@@ -874,7 +891,8 @@ def _measurement_row(r: MeasurementLine, system_id: int, layer_key: str, precisi
                      run_id: int | None) -> Measurement:
     """The ``measurements`` row of a measurement line. A line that says ``ok`` without a finite,
     non-negative median is stored ``failed`` ("no valid time recorded"); only a valid line keeps its
-    statistics, never a time that was not measured. ``batch``: the config's ``layer_configs.batch``."""
+    statistics, never a time that was not measured. ``batch``: the config's ``layer_configs.batch``. An
+    algorithm name longer than its column is stored by :func:`fit_algorithm`, whole in ``details``."""
     ok = r.valid
     status, message = r.status, r.message
     if status == "ok" and not ok:
@@ -883,12 +901,14 @@ def _measurement_row(r: MeasurementLine, system_id: int, layer_key: str, precisi
              for k in ("median_ms", "q1_ms", "q3_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms", "rse")}
     return Measurement(
         system_id=system_id, layer_key=layer_key, precision=precision, call=r.call, backend=r.backend,
-        algorithm=r.algorithm,
+        algorithm=fit_algorithm(r.algorithm),
         math=r.math, dtype=r.dtype, cache=r.cache, layout=r.layout, batch=batch, status=status, message=message,
         note=r.note, **stats, samples=r.samples, converged=r.converged, method=r.method, reps=r.reps,
         host_us=_f(r.host_us), workspace_bytes=r.workspace_bytes, sm_clock_min_mhz=r.sm_clock_min_mhz,
         sm_clock_max_mhz=r.sm_clock_max_mhz, dropped=r.dropped, power_capped=r.power_capped,
-        clock_reasons=r.clock_reasons, build_ms=_f(r.build_ms), details=_details(r.details), run_id=run_id)
+        clock_reasons=r.clock_reasons, build_ms=_f(r.build_ms), run_id=run_id,
+        details=_details({**(r.details or {}), "algorithm": r.algorithm}
+                         if fit_algorithm(r.algorithm) != r.algorithm else r.details))
 
 
 def system_fingerprint(record: dict) -> str:
