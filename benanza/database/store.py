@@ -1274,15 +1274,21 @@ def open_db(url: str | None = None, create: bool = True, read_only: bool | None 
     except BaseException:  # a Ctrl-C as the folder's lock is let go: the connection made is closed too
         engine.dispose()
         raise
+    return _opened(engine, url, label, notices, sqlite_file if fresh else None)
+
+
+def _opened(engine, url: str, label: str | None, notices: list[str], fresh: Path | None) -> Database:
+    """:func:`open_db`'s :class:`Database` of ``engine``; ``fresh``: the SQLite file it created. A Ctrl-C
+    here closes the engine's connection."""
     try:
         db = Database(engine, url, label)
         db.notices = notices
-        if fresh:
-            _FRESH.append(sqlite_file)
+        if fresh is not None:
+            _FRESH.append(fresh)
+        return db
     except BaseException:
         engine.dispose()
         raise
-    return db
 
 
 def _open_error(path: str, safe: str, e: BaseException) -> DatabaseError:
