@@ -32,6 +32,7 @@ import io
 import json
 import math
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,7 +218,7 @@ def looks_like_table(path: str) -> bool:
     try:
         with _open_text(p) as f:
             head = f.readline(4096)
-    except (OSError, UnicodeDecodeError, EOFError, ValueError):
+    except (OSError, UnicodeDecodeError, EOFError, ValueError, zlib.error):
         return False
     line = head.strip()
     return not head.startswith("SQLite format 3") and "," in line and line.isprintable()
@@ -253,7 +254,7 @@ def read_table(path: str | Path) -> PublicTable:
                     continue
                 seen.add(row.identity)
                 rows.append(row)
-    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as e:
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error, zlib.error) as e:
         raise UsageError(f"{path}: cannot read it as a CSV table ({e})") from None
     if not rows:
         raise UsageError(f"{path}: a {fmt.name} table without rows; nothing to import")
