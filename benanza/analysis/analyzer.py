@@ -317,11 +317,16 @@ class Analysis:
 
 
 def system_dict(s: System) -> dict:
-    return {"id": s.id, "fingerprint": s.fingerprint, "gpu_name": s.gpu_name,
-            "compute_capability": s.compute_capability, "sm_count": s.sm_count, "memory_bytes": s.memory_bytes,
-            "max_sm_clock_mhz": s.max_sm_clock_mhz, "driver_version": s.driver_version,
-            "runtime_version": s.runtime_version, "cudnn_version": s.cudnn_version,
-            "cublas_version": s.cublas_version, "label": s.label()}
+    """The system of a document; a public table's system (not measured by benanza) with its
+    ``provenance`` (:attr:`benanza.database.store.System.provenance`)."""
+    d = {"id": s.id, "fingerprint": s.fingerprint, "gpu_name": s.gpu_name,
+         "compute_capability": s.compute_capability, "sm_count": s.sm_count, "memory_bytes": s.memory_bytes,
+         "max_sm_clock_mhz": s.max_sm_clock_mhz, "driver_version": s.driver_version,
+         "runtime_version": s.runtime_version, "cudnn_version": s.cudnn_version,
+         "cublas_version": s.cublas_version, "label": s.label()}
+    if s.provenance is not None:
+        d["provenance"] = s.provenance
+    return d
 
 
 def resolve_system(db: Database, spec: str | None, current_fingerprint: str | None = None) -> tuple[System, str]:

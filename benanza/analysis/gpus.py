@@ -144,10 +144,22 @@ GPUS: tuple[GpuSpec, ...] = (
             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
             fp32_lanes_per_sm=64,
             figure_sources=_fs(sm_count="turing-wp", boost_clock_mhz="turing-wp", l2_bytes="turing-wp")),
+    GpuSpec("V100-PCIe-32GB", ("Tesla V100-PCIE-32GB", "Tesla V100-PCIE-16GB", "V100 PCIe"), "Volta", "7.0",
+            80, 1380, 900 * GB, 32 * GiB, 6 * MiB, _p(14 * T, fp16=112 * T), 250,
+            "NVIDIA Tesla V100 GPU Accelerator datasheet (PCIe: 5,120 CUDA cores, FP32 14 TFLOPS, Tensor 112 "
+            "TFLOPS, 32/16 GB HBM2, 900 GB/s, 250 W), https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+            fp32_lanes_per_sm=64, note="Volta Tensor Cores are FP16 only; there is no sparsity",
+            figure_sources=_fs(sm_count="cores", boost_clock_mhz="third-party", l2_bytes="volta-wp")),
     GpuSpec("A100-SXM4-80GB", ("NVIDIA A100-SXM4-80GB", "A100", "A100 SXM"), "Ampere", "8.0",
             108, 1410, 2039 * GB, 80 * GiB, 40 * MiB, _p(19.5 * T, 156 * T, 312 * T, 312 * T), 400,
             "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: TF32 156/312* , FP16/BF16 312/624* TFLOPS, "
             "2,039 GB/s; * with sparsity), https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+            fp32_lanes_per_sm=64,
+            figure_sources=_fs(sm_count="ampere-wp", boost_clock_mhz="ampere-wp", l2_bytes="ampere-wp")),
+    GpuSpec("A100-PCIe-80GB", ("NVIDIA A100 80GB PCIe", "A100 PCIe", "A100 80GB PCIe"), "Ampere", "8.0",
+            108, 1410, 1935 * GB, 80 * GiB, 40 * MiB, _p(19.5 * T, 156 * T, 312 * T, 312 * T), 300,
+            "NVIDIA A100 Tensor Core GPU datasheet (80GB PCIe: TF32 156/312*, FP16/BF16 312/624* TFLOPS, "
+            "1,935 GB/s, 300 W; * with sparsity), https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
             fp32_lanes_per_sm=64,
             figure_sources=_fs(sm_count="ampere-wp", boost_clock_mhz="ampere-wp", l2_bytes="ampere-wp")),
     GpuSpec("A10", ("NVIDIA A10",), "Ampere", "8.6",

@@ -118,12 +118,17 @@ def db_export(output: Annotated[Path, typer.Option("-o", "--output", help="new S
 
 
 @guarded
-def db_import(source: Annotated[str, typer.Argument(help="a benanza database file or URL")], db: Db = None,
+def db_import(source: Annotated[str, typer.Argument(help="a benanza database file or URL, or a public GEMM "
+                                                    "table (.csv or .csv.gz)")], db: Db = None,
               json_out: _opt(bool, "--json", "the import counts as JSON on stdout") = False):
     """Merge SOURCE into the database: per job (config x precision x system) the newer one wins; a job
-    without a valid time never replaces one that has one.
+    without a valid time never replaces one that has one. A public GEMM table (db/reference/xgpu:
+    aiconfigurator's or NeuSight's columns) becomes one system per GPU, its provenance in the system
+    record, each row a measurement of the layer config benanza keys for that GEMM; importing it again
+    rewrites the same rows.
 
-    Example: benanza db import colleague.db --db perf.db"""
+    Example: benanza db import colleague.db --db perf.db; benanza db import
+    db/reference/xgpu/neusight_fp32_linear_bmm.csv.gz --db perf.db"""
     from benanza.reports.progress import spinner
     from benanza.reports.terminal import err
 

@@ -155,7 +155,10 @@ class Filters:
 
 
 def systems(db: Database) -> list[dict]:
-    """Every system with its versions and measurement counts (total and valid)."""
+    """Every system with its versions, measurement counts (total and valid) and where its numbers come
+    from: ``source`` (``benanza``, measured by benanza, or the public table's repository and commit)
+    and ``provenance`` (the public table's, :attr:`benanza.database.store.System.provenance`; None for
+    a measured system)."""
     with db.session() as s:
         total = dict(s.execute(select(Measurement.system_id, func.count()).group_by(Measurement.system_id)).all())
         ok = dict(s.execute(select(Measurement.system_id, func.count()).where(Measurement.status == "ok")
@@ -167,8 +170,17 @@ def systems(db: Database) -> list[dict]:
                         "memory_bytes": sy.memory_bytes, "max_sm_clock_mhz": sy.max_sm_clock_mhz,
                         "driver_version": sy.driver_version, "runtime_version": sy.runtime_version,
                         "cudnn_version": sy.cudnn_version, "cublas_version": sy.cublas_version,
-                        "measurements": total.get(sy.id, 0), "valid": ok.get(sy.id, 0)})
+                        "measurements": total.get(sy.id, 0), "valid": ok.get(sy.id, 0),
+                        "source": _source(sy.provenance), "provenance": sy.provenance})
         return out
+
+
+def _source(provenance: dict | None) -> str:
+    """Where a system's numbers come from, in a few words: ``benanza`` (measured by benanza), else
+    ``public: <repository>@<commit, 12 digits>``."""
+    if not provenance:
+        return "benanza"
+    return f"public: {provenance.get('repository', '?')}@{str(provenance.get('commit', ''))[:12]}"
 
 
 #: a partitioned system's GPU name as the suite records it (``BENANZA_SM_COUNT``, cpp/include/benanza/partition.hpp):

@@ -41,6 +41,13 @@ SCHEMA_VERSION = 7
 SYSTEM_IDENTITY = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "max_sm_clock_mhz",
                    "max_mem_clock_mhz", "driver_version", "driver_cuda_version", "runtime_version",
                    "cudnn_version", "cublas_version")
+#: the fields of a system record that ``systems`` keeps in columns of their own (the whole record is ``info``)
+SYSTEM_COLUMNS = ("gpu_name", "compute_capability", "sm_count", "memory_bytes", "l2_cache_bytes",
+                  "memory_bus_width_bits", "max_sm_clock_mhz", "max_mem_clock_mhz", "driver_version",
+                  "driver_cuda_version", "runtime_version", "cudnn_version", "cublas_version")
+#: the fields of a system record's ``provenance`` (a public table's system,
+#: :mod:`benanza.database.public_tables`) that identify it beside :data:`SYSTEM_IDENTITY`
+PROVENANCE_IDENTITY = ("repository", "commit")
 
 
 def _details(value) -> str:
@@ -109,7 +116,21 @@ class System(Base):
     info: Mapped[str] = mapped_column(sa.Text)  # the full system record (JSON)
     created_at: Mapped[_dt.datetime] = mapped_column(default=utc_now)
 
+    @property
+    def provenance(self) -> dict | None:
+        """Where the system's numbers come from when benanza did not measure them: the ``provenance``
+        object of its record (a public table imported by `benanza db import`,
+        :mod:`benanza.database.public_tables`: source repository, commit, licence, op, method), else None."""
+        try:
+            p = json.loads(self.info or "{}").get("provenance")
+        except (ValueError, AttributeError):
+            return None
+        return p if isinstance(p, dict) and p else None
+
     def label(self) -> str:
+        p = self.provenance
+        if p is not None:
+            return f"{self.gpu_name} ({p.get('summary') or 'a public table, not measured by benanza'})"
         return (f"{self.gpu_name} (sm_{self.compute_capability.replace('.', '')}, {self.sm_count} SMs, "
                 f"driver {self.driver_version or self.driver_cuda_version}, "
                 f"cuDNN {version_text('cudnn', self.cudnn_version)}, cuBLAS {version_text('cublas', self.cublas_version)})")
@@ -641,14 +662,10 @@ class Database:
         row of the same fingerprint is taken, never a second one); return its id. ``authoritative``: the
         record is the suite's own (every field a suite reports), so it replaces the stored record of
         the same system (written earlier from the native device query, which has fewer fields)."""
-        fp = system_fingerprint(record)
+        row = system_row(record)
+        fp = row["fingerprint"]
         with self.session() as s:
-            inserted = insert_new(s, System, [dict(
-                fingerprint=fp, info=json.dumps(record, sort_keys=True), created_at=utc_now(),
-                **{k: record.get(k, _default(k)) for k in (
-                    "gpu_name", "compute_capability", "sm_count", "memory_bytes", "l2_cache_bytes",
-                    "memory_bus_width_bits", "max_sm_clock_mhz", "max_mem_clock_mhz", "driver_version",
-                    "driver_cuda_version", "runtime_version", "cudnn_version", "cublas_version")})], ["fingerprint"])
+            inserted = insert_new(s, System, [row], ["fingerprint"])
             row = s.scalar(select(System).where(System.fingerprint == fp))
             if not inserted and authoritative:
                 row.info = json.dumps(record, sort_keys=True)
@@ -912,9 +929,23 @@ def _measurement_row(r: MeasurementLine, system_id: int, layer_key: str, precisi
 
 
 def system_fingerprint(record: dict) -> str:
-    """sha256 over the identity fields of a system record (:data:`SYSTEM_IDENTITY`)."""
+    """sha256 over the identity fields of a system record (:data:`SYSTEM_IDENTITY`). A record with a
+    ``provenance`` (a public table's system, never measured by benanza) adds its
+    :data:`PROVENANCE_IDENTITY` fields, so such a system never takes the fingerprint of a GPU benanza
+    measured, and two tables of one GPU from different sources stay two systems; a measured system's
+    record has none, and its fingerprint is what it always was."""
     ident = {k: record.get(k, _default(k)) for k in SYSTEM_IDENTITY}
+    prov = record.get("provenance")
+    if isinstance(prov, dict) and prov:
+        ident["provenance"] = {k: prov.get(k, "") for k in PROVENANCE_IDENTITY}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def system_row(record: dict) -> dict:
+    """The ``systems`` row of a system record: its fingerprint (:func:`system_fingerprint`), the
+    record as ``info`` (canonical JSON) and the :data:`SYSTEM_COLUMNS` (absent ones: "" or 0)."""
+    return dict(fingerprint=system_fingerprint(record), info=json.dumps(record, sort_keys=True),
+                created_at=utc_now(), **{k: record.get(k, _default(k)) for k in SYSTEM_COLUMNS})
 
 
 def _read_only_url(path: Path, immutable: bool = True) -> str:

@@ -76,8 +76,10 @@ def print_systems(database, rows: list[dict], fmt: str) -> None:
         for r in rows:
             for k, lib in (("cudnn_version", "cudnn"), ("cublas_version", "cublas"), ("runtime_version", "cuda")):
                 r[k] = version_text(lib, r.get(k))
+    # a public table's system (benanza.database.public_tables) says where its numbers come from
+    source = [Col("source", "name")] if any(r.get("provenance") for r in rows) else []
     emit(rows, fmt, f"systems in {database.safe_url}",
-         [Col("id", "num"), Col("fingerprint", "name", drop=5), Col("gpu_name", "name"),
+         [Col("id", "num"), Col("fingerprint", "name", drop=5), Col("gpu_name", "name"), *source,
           Col("compute_capability", "name", drop=2), Col("sm_count", "num", drop=1),
           Col("driver_version", "name", drop=4), Col("runtime_version", "name", drop=3), Col("cudnn_version", "name"),
           Col("cublas_version", "name"), Col("measurements", "num"), Col("valid", "num", drop=6)], "db systems")
@@ -140,15 +142,35 @@ def print_export(r, fmt: str, output) -> None:
 
 
 def print_import(source: str, st, json_out: bool) -> None:
-    """``db import``: the import's counts as JSON or one line."""
+    """``db import``: the import's counts as JSON or one line (a public table's: a line, then one
+    per GPU, :func:`print_table_import`)."""
     if json_out:
         print_json(envelope("db import", **st.to_dict()))
+        return
+    if hasattr(st, "systems") and hasattr(st, "provenance"):  # a public table (benanza.database.public_tables)
+        print_table_import(source, st)
         return
     out.print(f"imported from {source}: {st.jobs_added} jobs added, {st.jobs_replaced} replaced by newer, "
               f"{st.jobs_kept} kept (not newer); {st.measurements_written + st.orphans_written} measurements, "
               f"{st.systems_added} systems, {st.configs_added} layer configs, {st.models_added} models, "
               f"{st.ceilings_written} ceilings, {st.counters_written} kernel counters added; "
               f"{st.rows_per_s:.0f} rows/s", markup=False)
+
+
+def print_table_import(source: str, st) -> None:
+    """``db import`` of a public table: what was stored, where it comes from, and per GPU its system
+    and the rows it received per data type (and op)."""
+    p = st.provenance
+    dup = f", {st.duplicates} repeated rows left out" if st.duplicates else ""
+    out.print(f"imported public table {source} ({p.get('source')}: {p.get('repository')}@{str(p.get('commit'))[:12]}, "
+              f"{p.get('license')}; not measured by benanza): {st.rows} rows{dup}; {st.measurements_written} "
+              f"measurements written, {st.systems_added} systems, {st.configs_added} layer configs, "
+              f"{st.jobs_added} jobs added", markup=False, soft_wrap=True)
+    for s in st.systems:
+        rows = ", ".join(f"{what} {n}" for what, n in s["rows"].items())
+        spec = f"spec {s['spec']}" if s.get("spec") else "not in the spec table"
+        out.print(f"  system {s['id']} {s['gpu_name']} ({spec}, fingerprint {s['fingerprint']}"
+                  f"{', new' if s['new'] else ''}): {rows}", markup=False, soft_wrap=True)
 
 
 def print_upgrade(database, schema: int) -> None:

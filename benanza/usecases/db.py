@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benanza import kinds as L
-from benanza.database import query, sharing
+from benanza.database import public_tables, query, sharing
 from benanza.database.store import Database, open_db
 from benanza.errors import UsageError
 from benanza.spec import Precision
@@ -93,10 +93,14 @@ def export(db: str | None, output: Path, system: str | None, model: list[str] | 
 
 
 def import_(db: str | None, source: str, progress: Progress = SILENT, spinner=None):
-    """Merge ``source`` into the database (:func:`benanza.database.sharing.import_db`); ``spinner``:
-    a context manager factory ``spinner(what)`` around the import."""
+    """Merge ``source`` into the database (:func:`benanza.database.sharing.import_db`), or, when
+    ``source`` is a public GEMM table (a CSV, :func:`benanza.database.public_tables.looks_like_table`),
+    store its GPUs as systems (:func:`import_table`); ``spinner``: a context manager factory
+    ``spinner(what)`` around the import."""
     import contextlib
 
+    if public_tables.looks_like_table(source):
+        return import_table(db, source, progress, spinner)
     database = open_db(db)
     try:
         for n in database.notices:
@@ -104,6 +108,50 @@ def import_(db: str | None, source: str, progress: Progress = SILENT, spinner=No
         with (spinner or (lambda what: contextlib.nullcontext()))(f"importing {source} into {database.safe_url}"):
             return sharing.import_db(database, source)
     finally:  # its connections closed: SQLite removes the -wal and -shm files (a failed import's too)
+        database.close()
+
+
+def gpu_figures(device: str, gpu: str) -> dict | None:
+    """The figures of benanza's spec table (:mod:`benanza.analysis.gpus`) a public table's system
+    record takes for GPU ``device`` (the name it reports), matched by that name, else by the table's
+    own spec name ``gpu``: ``spec`` (the table's name of it), ``compute_capability``, ``sm_count``,
+    ``memory_bytes``, ``l2_cache_bytes`` (bytes) and ``max_sm_clock_mhz`` (the boost clock, MHz); None
+    for a GPU the spec table lacks."""
+    from benanza.analysis.gpus import find_gpu
+
+    for name in (device, gpu):
+        try:
+            g = find_gpu(name)
+        except UsageError:
+            continue
+        return {"spec": g.name, "compute_capability": g.compute_capability, "sm_count": g.sm_count,
+                "memory_bytes": g.memory_bytes, "l2_cache_bytes": g.l2_bytes, "max_sm_clock_mhz": g.boost_clock_mhz}
+    return None
+
+
+def import_table(db: str | None, source: str, progress: Progress = SILENT, spinner=None):
+    """``db import`` of a public GEMM table (:mod:`benanza.database.public_tables`): the table read and
+    checked first (a file of neither format: UsageError, the database not even opened), then one
+    system per GPU, its record with the spec table's figures (:func:`gpu_figures`) and the table's
+    provenance, written in one transaction. Returns the
+    :class:`benanza.database.public_tables.TableImport`; a notice names each GPU the spec table lacks."""
+    import contextlib
+
+    table = public_tables.read_table(source)
+    records = {}
+    for device, gpu in table.devices.items():
+        figures = gpu_figures(device, gpu)
+        if figures is None:
+            progress.notice(f"{source}: GPU {device!r} is not in benanza's spec table (benanza/analysis/gpus.py): "
+                            f"its system has no SM count, clock or memory, and `predict` cannot start from it")
+        records[device] = public_tables.system_record(table.format, device, figures)
+    database = open_db(db)
+    try:
+        for n in database.notices:
+            progress.notice(n)
+        with (spinner or (lambda what: contextlib.nullcontext()))(f"importing {source} into {database.safe_url}"):
+            return public_tables.import_table(database, table, records)
+    finally:
         database.close()
 
 
