@@ -41,6 +41,18 @@ GROUPED_MATMUL_SPEC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.f
 ROUTINGS = ("balanced",)
 
 
+def balanced_counts(rows: int, experts: int) -> tuple[int, ...]:
+    """Rows per expert of the ``balanced`` routing, ``experts`` entries in expert order: ``active =
+    min(E, S)`` experts get ``S // active`` rows and the first ``S % active`` of them one more; the
+    others none (the C++ case computes the same rule, ``templates/grouped_gemm.cpp.j2``; transformers'
+    eager experts loop takes it too, :mod:`benanza.processing.routing`)."""
+    active = min(experts, rows)
+    if active < 1:
+        return (0,) * experts
+    base, rem = divmod(rows, active)
+    return tuple(base + (1 if e < rem else 0) for e in range(active)) + (0,) * (experts - active)
+
+
 @dataclass(frozen=True)
 class GroupedGemmConfig(LayerConfig):
     """A grouped GEMM over the experts of a mixture-of-experts layer: for each expert ``e``,
@@ -70,12 +82,8 @@ class GroupedGemmConfig(LayerConfig):
             raise ValueError(f"GroupedGemmConfig: routing {self.routing!r} is not one of {', '.join(ROUTINGS)}")
 
     def counts(self) -> tuple[int, ...]:
-        """Rows per expert, ``experts`` entries in expert order. ``balanced``: ``active = min(E, S)``
-        experts get ``S // active`` rows and the first ``S % active`` of them one more; the others none
-        (the C++ case computes the same rule, ``templates/grouped_gemm.cpp.j2``)."""
-        active = min(self.experts, self.rows)
-        base, rem = divmod(self.rows, active)
-        return tuple(base + (1 if e < rem else 0) for e in range(active)) + (0,) * (self.experts - active)
+        """Rows per expert, ``experts`` entries in expert order (:func:`balanced_counts`)."""
+        return balanced_counts(self.rows, self.experts)
 
     @property
     def active(self) -> int:

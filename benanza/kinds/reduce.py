@@ -6,6 +6,7 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -13,7 +14,8 @@ from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
 from benanza.kinds.cpp import Case, CppValue, c_array, job_init
 from benanza.kinds.elementwise import collapse_broadcast
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label
-from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.int_reduce import int_reduce_config
+from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need
 
 
 REDUCE_OPS = ("mean", "sum", "max", "min")
@@ -39,6 +41,13 @@ class ReduceConfig(LayerConfig):
 
 
 def _map_reduce(node, ctx, attrs):
+    """ReduceMean/Sum/Max/Min (axes as an attribute or a constant input, keepdims): a ReduceConfig of float
+    data; int32/int64 data's sum, max or min is the IntReduce kind's
+    (:func:`benanza.kinds.int_reduce.int_reduce_config`); Unsupported for other element types."""
+    t = ctx.types.get(node.input[0])
+    if t not in FLOAT_TYPES and t not in (onnx.TensorProto.INT32, onnx.TensorProto.INT64):
+        name = onnx.TensorProto.DataType.Name(t) if t in onnx.TensorProto.DataType.values() else "unknown"
+        raise Unsupported(f"input element type {name} is not float")
     x = need(ctx.shape(node.input[0]), "input")
     r = len(x)
     axes = attrs.get("axes")
@@ -55,6 +64,9 @@ def _map_reduce(node, ctx, attrs):
     if r > 8:
         raise Unsupported(f"rank {r} > 8")
     y = tuple(1 if i in axes else d for i, d in enumerate(x))
+    if t not in FLOAT_TYPES:
+        return int_reduce_config(node.op_type[len("Reduce"):].lower(), tuple(x), y,
+                                 "int64" if t == onnx.TensorProto.INT64 else "int32")
     return ReduceConfig(op=node.op_type[len("Reduce"):].lower(), x=tuple(x), y=y)
 
 
@@ -114,6 +126,6 @@ KIND = Kind(
     example=ReduceConfig(op='mean', x=(1, 1024, 7, 7), y=(1, 1024, 1, 1)),
     name="Reduce", config=ReduceConfig, template="reduce.cpp.j2", case=_reduce_case, min_bytes=io_bytes,
     torch=_reduce, onnx={"ReduceMax": _map_reduce, "ReduceMean": _map_reduce, "ReduceMin": _map_reduce, "ReduceSum": _map_reduce},
-    typed_ops=(), fused_from=(),
+    typed_ops=("ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum"), fused_from=(),
     aten={"ReduceMax": ('aten::amax', 'aten::max'), "ReduceMean": ('aten::adaptive_avg_pool2d', 'aten::mean'), "ReduceMin": ('aten::amin', 'aten::min'), "ReduceSum": ('aten::sum',)},
     nhwc=False, image=False)

@@ -36,6 +36,7 @@ from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_typ
                                       folded_values, has_data,
                                       infer_and_fold, infer_and_fold_shapes, infer_shapes, inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
+from benanza.processing.routing import bind_eager_routing, eager_notice, state_routing
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
 ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
@@ -521,6 +522,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tup
         if any(s is None for s in out_shapes):
             _say_why_refused(mapper, node, ctx, attrs)  # a node its mapper refuses (a contrib op's rule gives none)
             raise Unsupported("output shape unknown after shape inference")
+        if all(math.prod(s) == 0 for s in out_shapes):  # a routing's expert without rows: the loop skips it
+            return "zero_cost", None, "empty output"
         if float_in and float_in[0] not in FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
         got = mapper(node, ctx, attrs)
@@ -726,6 +729,11 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
         model, folded, static, shapes = _infer_and_fold_rebound(model, weights, rebinding)
     except ModelError as e:  # inference and folding name the node, not the file: say where
         raise ModelError(str(e) if str(e).startswith(f"{path}:") else f"{path}: {e}") from None
+    loops = bind_eager_routing(model)
+    if loops:  # transformers' eager experts: each expert's rows bound to the routing, shapes inferred again
+        model, more, static, shapes = infer_and_fold_shapes(model, weights)
+        folded = dict(collections.Counter(folded) + collections.Counter(more))
+        notices.append(eager_notice(loops))
     ctx = _Ctx(model, static, shapes)
     g = model.graph
     producers: dict[str, int] = {}
@@ -770,6 +778,7 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
         layers.append(ly)
     if not layers:
         raise ModelError(f"{path}: the graph has no layers after constant folding")
+    state_routing(layers, loops)
     edges = {ly.index: sorted({producers[i] for i in ly.inputs if i in producers}) for ly in layers}
     fusions = fusion_candidates(layers, consumers, {o.name for o in g.output}, ctx)
     return ModelLayers(model=Path(path).stem, path=str(path), sha256=digest, batch=batch,
