@@ -92,7 +92,8 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     gathered_out: dict[str, int] = {}
     expert_out: dict[str, float] = {}
     for ly in ml.layers:
-        if ly.op_type in ("Gather", "GatherND") and ly.output_shapes and ly.output_shapes[0] is not None:
+        if ly.op_type in ("Gather", "GatherND") and ly.status != "zero_cost" and ly.output_shapes \
+                and ly.output_shapes[0] is not None:  # zero-cost: an expert's slice the eager loop skips
             for name in (*ly.static_inputs, *ly.inputs[:1]):  # the table: a weight, so a static input
                 gathered_out[name] = gathered_out.get(name, 0) + _numel(ly.output_shapes[0])
         if isinstance(ly.config, L.GroupedGemmConfig):

@@ -116,7 +116,7 @@ def spread_mask(torch, shape: Shape, count: int, dtype: str, device):
     n = numel(shape)
     x = torch.zeros(n, device=device, dtype=getattr(torch, dtype))
     if count:
-        x[(torch.arange(count, device=device) * n) // count] = 1
+        x.index_fill_(0, torch.tensor([i * n // count for i in range(count)], device=device, dtype=torch.int64), 1)
     return x.reshape(shape)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import onnx
 
 from benanza.kinds.grouped_gemm import balanced_counts
-from benanza.processing.graph import inferred_shapes
+from benanza.processing.graph import infer_and_fold_shapes, inferred_shapes
 
 #: ops the expert mask flows through to the NonZero nodes (their first input: the mask's data)
 _MASK_OPS = {"Transpose", "ReduceSum", "Greater", "Gather", "Cast", "Squeeze", "Unsqueeze", "Reshape", "Not",
@@ -137,17 +137,50 @@ def bind_eager_routing(model: onnx.ModelProto) -> list[EagerLoop]:
     return [loop for loop, _, _ in loops]
 
 
+def with_routing(inferred: tuple, weights: set[str], notices: list[str]) -> tuple:
+    """The model processor's step after inference and folding (``inferred``: the model, folded op counts,
+    static names, shapes): where the model has eager experts loops (:func:`bind_eager_routing`), their
+    rows bound, shapes inferred and folded again and the notice (:func:`eager_notice`) appended to
+    ``notices``. Returns (model, folded, static, shapes, the loops bound)."""
+    model, folded, static, shapes = inferred
+    loops = bind_eager_routing(model)
+    if not loops:
+        return model, folded, static, shapes, []
+    model, more, static, shapes = infer_and_fold_shapes(model, weights)
+    notices.append(eager_notice(loops))
+    return model, dict(collections.Counter(folded) + collections.Counter(more)), static, shapes, loops
+
+
 def state_routing(layers, loops: list[EagerLoop]) -> None:
-    """Say in the config of each NonZero layer whose length a loop's routing set which routing it is
-    (``NonZeroConfig.routing``), in place."""
+    """After mapping, in place: the config of each NonZero layer whose length a loop's routing set says
+    which routing it is (``NonZeroConfig.routing``), and the weight slice (a Gather of the experts' 3-D
+    weight by the expert's index, and its Transpose) of a body the routing gives no rows becomes
+    zero-cost with its MatMul: the loop skips an expert without rows, so neither runs nor reads weights."""
     import dataclasses
+    import math
 
     from benanza.kinds.nonzero import NonZeroConfig
 
+    if not loops:
+        return
     routed = {name: lp.routing for lp in loops for name in lp.nonzeros}
+    made = {o: ly for ly in layers for o in ly.outputs}
+    readers = collections.Counter(i for ly in layers for i in ly.inputs)
     for ly in layers:
         if isinstance(ly.config, NonZeroConfig) and ly.outputs and ly.outputs[0] in routed:
             ly.config = dataclasses.replace(ly.config, routing=routed[ly.outputs[0]])
+        empty = ly.op_type == "MatMul" and ly.status == "zero_cost" and ly.output_shapes[0] is not None \
+            and math.prod(ly.output_shapes[0]) == 0 and len(ly.inputs) == 2
+        b = made.get(ly.inputs[1]) if empty else None
+        chain = [b] if b is not None else []
+        if b is not None and b.op_type == "Transpose":
+            chain.append(made.get(b.inputs[0]) if b.inputs else None)
+        g = chain[-1] if chain else None
+        if g is None or g.op_type != "Gather" or len(g.static_inputs) != 1 or not g.input_shapes \
+                or len(g.input_shapes[0] or ()) != 3 or any(readers[x.outputs[0]] != 1 for x in chain):
+            continue
+        for x in chain:
+            x.status, x.config, x.reason = "zero_cost", None, "an expert the routing gives no rows: the loop skips it"
 
 
 def eager_notice(loops: list[EagerLoop]) -> str:
