@@ -358,3 +358,25 @@ def test_an_integer_reduction_over_leading_dims_is_refused_with_its_reason():
         ReduceConfig(op="sum", x=(8, 16), y=(1, 16), dtype="int64")
     with pytest.raises(ValueError, match="trailing dims"):
         ReduceConfig(op="mean", x=(8, 16), y=(8, 1), dtype="int64")
+
+
+def test_an_int64_clip_is_the_unary_kernels_integer_clamp(tmp_path):
+    """Clip of int64 data (an expert or position index clamped to its range): the unary kernel's integer
+    math, bounds kept; another activation of integer data stays refused with its reason."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def model(op, path):
+        consts = [helper.make_node("Constant", [], [n], value=helper.make_tensor(n, TensorProto.INT64, [], [v]))
+                  for n, v in (("lo", 0), ("hi", 7))]
+        ins = ["x", "lo", "hi"] if op == "Clip" else ["x"]
+        g = helper.make_graph(consts + [helper.make_node(op, ins, ["y"])], "c",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, ["n", 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, ["n", 2])])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return path
+
+    (ly,) = process(model("Clip", tmp_path / "c.onnx"), 16).layers
+    assert ly.config == L.UnaryConfig(shape=(16, 2), op="clip", alpha=0.0, beta=7.0, src="int64", dst="int64")
+    (ly,) = process(model("Relu", tmp_path / "r.onnx"), 16).layers
+    assert ly.status == "unsupported" and "INT64 is not float" in ly.reason
