@@ -109,7 +109,7 @@ def _timed(model, batch, ms_of):
     ml = process(DEC / f"{model}_decode.onnx", batch)
     rows = [SimpleNamespace(layer=ly, time_ms=ms_of(ly)) for ly in ml.layers if ly.config is not None]
     seq = sum(r.time_ms or 0.0 for r in rows)
-    return SimpleNamespace(layers=rows, lbl_fused_sequential_ms=seq)
+    return SimpleNamespace(layers=rows, fusions=[], lbl_fused_sequential_ms=seq)
 
 
 def test_the_experts_share_of_a_step_is_named_with_its_routing():
@@ -153,7 +153,7 @@ def test_a_dense_decoder_has_no_experts_part():
 
     ml = process(DEC / "qwen3_lm_decode.onnx", 1)
     rows = [SimpleNamespace(layer=ly, time_ms=0.01) for ly in ml.layers if ly.config is not None]
-    assert experts_share(SimpleNamespace(layers=rows, lbl_fused_sequential_ms=1.0)) is None
+    assert experts_share(SimpleNamespace(layers=rows, fusions=[], lbl_fused_sequential_ms=1.0)) is None
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
@@ -380,3 +380,22 @@ def test_an_int64_clip_is_the_unary_kernels_integer_clamp(tmp_path):
     assert ly.config == L.UnaryConfig(shape=(16, 2), op="clip", alpha=0.0, beta=7.0, src="int64", dst="int64")
     (ly,) = process(model("Relu", tmp_path / "r.onnx"), 16).layers
     assert ly.status == "unsupported" and "INT64 is not float" in ly.reason
+
+
+def test_the_eager_experts_share_is_their_groups_time():
+    """An eager loop's experts are fusion groups, not GroupedGemm layers: their share counts each group at
+    its time in the fused sequential LBL (the grouped GEMM where faster, else the loop's layers)."""
+    from types import SimpleNamespace
+
+    from benanza.analysis.llm import experts_share
+
+    ml = _eager("decode", 32)
+    groups = [f for f in ml.fusions if isinstance(f.config, L.GroupedGemmConfig)]
+    fts = [SimpleNamespace(config=f.config, fused_ms=0.01 * (i + 1), unfused_ms=0.02, faster_than_sum=i == 0)
+           for i, f in enumerate(groups)]
+    rows = [SimpleNamespace(layer=ly, time_ms=0.001) for ly in ml.layers if ly.config is not None]
+    ex = experts_share(SimpleNamespace(layers=rows, fusions=fts, lbl_fused_sequential_ms=1.0))
+    assert ex["layers"] == 4 and ex["lbl_ms"] == pytest.approx(0.01 + 3 * 0.02)
+    assert (ex["routing"], ex["active"], ex["experts"]) == ("balanced", 16, 16)
+    fts[1].unfused_ms = None
+    assert experts_share(SimpleNamespace(layers=rows, fusions=fts, lbl_fused_sequential_ms=1.0))["lbl_ms"] is None
