@@ -235,7 +235,8 @@ def test_an_onnx_runtime_moe_with_an_unknown_activation_is_refused_with_its_reas
 # ------------------------------------------------- transformers' eager experts (a loop over the experts hit)
 #
 # tests/data/decoders/qwen3_moe_eager_{prefill,decode}.onnx: the same Qwen3-MoE with
-# ?_experts_implementation=eager (benchmarks/lm_step_exports.py; torch.export refuses the data-dependent
+# ?_experts_implementation=eager (benchmarks/lm_step_exports.py, PyTorch 2.13 CPU, transformers 5.17.0, weights
+# stripped; torch.export refuses the data-dependent
 # loop, so the TorchScript exporter traced it at batch 2): the prefill trace hit 8 and 7 of the 8 experts
 # of its two MoE layers, the decode trace (2 tokens x top-2) 4 and 4. Each expert's rows are a NonZero's
 # length, bound to balanced routing (benanza.processing.routing).
@@ -268,6 +269,7 @@ def test_eager_experts_are_fully_measured_and_grouped(phase, batch):
         given = [c for c in every[:traced] if c]  # the traced experts the routing gives rows
         want += [(sum(given), 64, 64, len(given), "balanced", True), (sum(given), 64, 32, len(given), "balanced", True)]
     assert groups == sorted(want)
+    assert sum(1 for f in ml.fusions if isinstance(f.config, L.SdpaConfig)) == 2  # each layer's attention
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])

@@ -240,9 +240,10 @@ def find_eager_experts(pat: Graph, mm: Node):
     weight slice; :mod:`benanza.processing.routing` binds the rows) as the grouped GEMM serving engines run
     instead: every MatMul of the graph by a slice of one experts' weight (:func:`_expert_slice`), with the
     slices' Gathers and Transposes (a grouped GEMM reads the experts' weights in place), is one
-    :class:`GroupedGemmConfig` over the traced experts (``experts`` = the loop's bodies, ``rows`` = their rows;
-    under balanced routing the rows fall on the bodies as the bodies' own rows do). Anchored at the first
-    such MatMul; every layer free."""
+    :class:`GroupedGemmConfig` over the traced experts the routing gives rows (``experts`` = the loop's
+    bodies that run, ``rows`` = their rows; under balanced routing the rows fall on them as the bodies' own
+    rows do; a body without rows has a zero-cost weight slice and is left out). Anchored at the first such
+    MatMul; every layer free."""
     first = _expert_slice(pat, mm)
     if first is None or not pat.free(mm):
         return None
