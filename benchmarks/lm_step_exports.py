@@ -23,7 +23,10 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
 * ``gemma2_softcap_prefill``: Gemma-2's attention with its logits soft-capped (``attn_logit_softcapping``
   50: tanh(s / 50) * 50 before the mask), as its eager attention computes them, and alternate sliding layers;
 * ``qwen3_moe_batched_mm_prefill`` / ``_decode``: the same Qwen3-MoE with transformers' ``batched_mm``
-  experts (``?_experts_implementation=batched_mm``), standard ONNX ops only.
+  experts (``?_experts_implementation=batched_mm``), standard ONNX ops only;
+* ``qwen3_moe_eager_prefill`` / ``_decode``: the same Qwen3-MoE with transformers' ``eager`` experts
+  (``?_experts_implementation=eager``): the loop over the experts the trace's random routing hit, each
+  expert's tokens found by ``NonZero`` (the graph holds only the experts the trace hit).
 
 Runs where torch, transformers and onnxscript are (no GPU needed)::
 
@@ -85,6 +88,9 @@ EXPORTS = {
     # transformers' batched_mm experts: each (token, expert) pair's weights gathered for a batched GEMV
     **{f"qwen3_moe_batched_mm_{phase}": (MOE_SPECS["qwen3_moe"] + "&_experts_implementation=batched_mm", phase,
                                          16 if phase == "prefill" else 32) for phase in ("prefill", "decode")},
+    # transformers' eager experts: a loop over the experts the trace's routing hit (one_hot, NonZero, where)
+    **{f"qwen3_moe_eager_{phase}": (MOE_SPECS["qwen3_moe"] + "&_experts_implementation=eager", phase,
+                                    16 if phase == "prefill" else 32) for phase in ("prefill", "decode")},
 }
 
 

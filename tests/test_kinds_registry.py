@@ -53,7 +53,7 @@ EXAMPLE_KEYS = {
     "RMSNormBwd": "rmsnormbwd-0a4a9d679161d31f",
     "Trilu": "trilu-67678524e83fd102",
     "CumSum": "cumsum-e908677e32e7cd17",
-    "TopK": "topk-21c7c27461194f58",
+    "TopK": "topk-21c7c27461194f58", "NonZero": "nonzero-b6d3cf6362b12575",
     "Scatter": "scatter-58d22b157ad1911f", "GatherElements": "gatherelements-63f0d0b10ec53a2d",
     "Resize": "resize-5908b28b25905218",
     "RotaryEmbedding": "rotaryembedding-a7fc2031e618edc1",
@@ -488,7 +488,7 @@ def test_the_precision_header_is_rendered_from_the_table():
 #: here is a change of results, and a new fused kind adds its line
 PATTERN_ORDER = [
     ((10, 0), "conv_bn_act"), ((10, 1), "conv_bias_act"), ((20, 0), "sdpa"), ((30, 0), "sdpa"),
-    ((40, 0), "layernorm"), ((50, 0), "rmsnorm"), ((60, 0), "rotary"), ((70, 0), "gemm_act"), ((80, 0), "unary"),
+    ((40, 0), "layernorm"), ((50, 0), "rmsnorm"), ((60, 0), "rotary"), ((65, 0), "grouped_gemm"), ((70, 0), "gemm_act"), ((80, 0), "unary"),
     ((90, 0), "unary"), ((100, 0), "elementwise"), ((110, 0), "gemm"), ((120, 0), "activation"),
     ((130, 0), "layernorm"), ((130, 1), "rmsnorm"),
 ]

@@ -109,7 +109,7 @@ def _timed(model, batch, ms_of):
     ml = process(DEC / f"{model}_decode.onnx", batch)
     rows = [SimpleNamespace(layer=ly, time_ms=ms_of(ly)) for ly in ml.layers if ly.config is not None]
     seq = sum(r.time_ms or 0.0 for r in rows)
-    return SimpleNamespace(layers=rows, lbl_fused_sequential_ms=seq)
+    return SimpleNamespace(layers=rows, fusions=[], lbl_fused_sequential_ms=seq)
 
 
 def test_the_experts_share_of_a_step_is_named_with_its_routing():
@@ -153,7 +153,7 @@ def test_a_dense_decoder_has_no_experts_part():
 
     ml = process(DEC / "qwen3_lm_decode.onnx", 1)
     rows = [SimpleNamespace(layer=ly, time_ms=0.01) for ly in ml.layers if ly.config is not None]
-    assert experts_share(SimpleNamespace(layers=rows, lbl_fused_sequential_ms=1.0)) is None
+    assert experts_share(SimpleNamespace(layers=rows, fusions=[], lbl_fused_sequential_ms=1.0)) is None
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
@@ -230,3 +230,174 @@ def test_an_onnx_runtime_moe_with_an_unknown_activation_is_refused_with_its_reas
     ml = process(_ort_moe_model(tmp_path / "m.onnx", act="softplus"), 4)
     assert list(ml.unsupported()) == ["MoE"]
     assert "activation_type 'softplus'" in next(ly.reason for ly in ml.layers if ly.op_type == "MoE")
+
+
+# ------------------------------------------------- transformers' eager experts (a loop over the experts hit)
+#
+# tests/data/decoders/qwen3_moe_eager_{prefill,decode}.onnx: the same Qwen3-MoE with
+# ?_experts_implementation=eager (benchmarks/lm_step_exports.py, PyTorch 2.13 CPU, transformers 5.17.0, weights
+# stripped; torch.export refuses the data-dependent
+# loop, so the TorchScript exporter traced it at batch 2): the prefill trace hit 8 and 7 of the 8 experts
+# of its two MoE layers, the decode trace (2 tokens x top-2) 4 and 4. Each expert's rows are a NonZero's
+# length, bound to balanced routing (benanza.processing.routing).
+
+#: phase -> experts the trace hit per MoE layer
+EAGER_TRACED = {"prefill": (8, 7), "decode": (4, 4)}
+
+
+def _eager(phase, batch):
+    return process(DEC / f"qwen3_moe_eager_{phase}.onnx", batch)
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+@pytest.mark.parametrize("batch", [1, 32])
+def test_eager_experts_are_fully_measured_and_grouped(phase, batch):
+    """Every layer measured (before: 32-62 %, no expert GEMM), the router's TopK and the index ops
+    (OneHot, the int64 ReduceSum of the mask, NonZero) among them; per MoE layer and projection the
+    traced experts' MatMuls, with their weight slices, are one GroupedGemm candidate over the rows the
+    balanced routing gives the traced experts."""
+    ml = _eager(phase, batch)
+    assert ml.unsupported() == {} and ml.coverage()["percent"] == 100.0
+    ops = {ly.op_type for ly in ml.benchmarked()}
+    assert {"TopK", "OneHot", "ReduceSum", "NonZero", "ScatterElements", "MatMul"} <= ops
+    tokens = batch * (16 if phase == "prefill" else 1)
+    every = L.GroupedGemmConfig(rows=2 * tokens, n=1, k=1, experts=8).counts()
+    groups = sorted((f.config.rows, f.config.n, f.config.k, f.config.experts, f.config.routing, f.config.trans_b)
+                    for f in ml.fusions if isinstance(f.config, L.GroupedGemmConfig))
+    want = []
+    for traced in EAGER_TRACED[phase]:
+        given = [c for c in every[:traced] if c]  # the traced experts the routing gives rows
+        want += [(sum(given), 64, 64, len(given), "balanced", True), (sum(given), 64, 32, len(given), "balanced", True)]
+    assert groups == sorted(want)
+    assert sum(1 for f in ml.fusions if isinstance(f.config, L.SdpaConfig)) == 2  # each layer's attention
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_eager_routing_is_stated_in_the_configs_and_the_notice(phase):
+    """The NonZero layers say the routing that sets their length; the notice names the experts traced of
+    all and the rows the LBL counts: prefill at batch 1 has 16 x 2 rows per layer over 8 experts (4
+    each), its second layer traced 7 experts, so 4 rows are not in the graph."""
+    ml = _eager(phase, 1)
+    nz = [ly.config for ly in ml.benchmarked() if isinstance(ly.config, L.NonZeroConfig)]
+    assert nz and {c.routing for c in nz} == {"balanced"}
+    notice = next(n for n in ml.notices if n.startswith("eager export:"))
+    traced = EAGER_TRACED[phase]
+    assert notice.startswith(f"eager export: {sum(traced)} of 16 experts traced ("
+                             f"{traced[0]} of 8, {traced[1]} of 8 in 2 MoE layers")
+    assert "balanced routing" in notice
+    if phase == "prefill":
+        assert "the LBL counts the traced experts' 60 of 64 rows: the other 4 rows' experts are not in the graph" \
+            in notice
+    else:  # one token's top-2: 2 of the 4 traced experts get a row, the other 2 bodies are skipped
+        assert "4 traced experts get no rows" in notice and "the LBL counts all 4 rows" in notice
+        skipped = [ly for ly in ml.layers if ly.reason == "an expert the routing gives no rows: the loop skips it"]
+        assert {ly.op_type for ly in skipped} == {"Gather", "Transpose"} and len(skipped) == 2 * 2 * 2 * 2
+
+
+def test_eager_decode_reads_the_weights_of_the_experts_it_runs():
+    """The bound and the LBL see the same experts: at batch 1 the two experts given rows per layer (the
+    skipped bodies' weight slices are not read), as the default form's top-2; at batch 32 the 4 traced of
+    the 8 experts the routing gives rows (the other 4 are not in the graph, and the notice says so)."""
+    import onnx
+
+    path = DEC / "qwen3_moe_eager_decode.onnx"
+    m = onnx.load(path, load_external_data=False)
+    expert = 64 * 64 + 64 * 32  # one expert's gate/up and down weights (elements)
+    one, many = (weight_bytes(m, _eager("decode", b), "bf16") for b in (1, 32))
+    assert many.bytes - one.bytes == 2 * (2 * 2 * expert + 31 * 64)  # 2 more experts per layer, 31 embedding rows
+    grouped = weight_bytes(onnx.load(DEC / "qwen3_moe_decode.onnx", load_external_data=False),
+                           process(DEC / "qwen3_moe_decode.onnx", 1), "bf16")
+    assert abs(one.bytes - grouped.bytes) < 2 * expert // 16  # the same 2 experts per layer as the grouped form
+
+
+def test_the_routing_binds_only_an_eager_experts_loop():
+    """The other forms have no loop to bind: no notice, no NonZero."""
+    for name in ("qwen3_moe_prefill", "qwen3_moe_batched_mm_decode", "qwen3_lm_decode"):
+        ml = process(DEC / f"{name}.onnx", 4)
+        assert not any(n.startswith("eager export:") for n in ml.notices)
+        assert not any(isinstance(ly.config, L.NonZeroConfig) for ly in ml.layers)
+
+
+def test_the_index_ops_suites_render_and_compile(tmp_path):
+    """NonZero (CUB's select), the int64 ReduceSum (CUB's segmented reduction) and OneHot (a scatter)
+    of the eager prefill: their sources render with the routing named and compile."""
+    from benanza.kinds.nonzero import NonZeroConfig
+    from benanza.kinds.reduce import ReduceConfig
+
+    cfgs = [NonZeroConfig(x=(2, 16), count=4, routing="balanced"), NonZeroConfig(x=(8,), count=8),
+            ReduceConfig(op="sum", x=(8, 2, 16), y=(8, 1, 1), dtype="int64"),
+            ReduceConfig(op="mean", x=(4, 64), y=(4, 1))]
+    generate([_suite_model(cfgs)], ["bf16"], tmp_path / "s")
+    src = (tmp_path / "s" / "src" / "nonzero.cpp").read_text()
+    assert '2, {2, 16, 1, 1, 1, 1, 1, 1}, 32, 4, IndexType::B8, "NonZero bool balanced"}' in src
+    assert "nonzero(x, c.n" in src
+    red = (tmp_path / "s" / "src" / "reduce.cpp").read_text()
+    assert "CUDNN_REDUCE_TENSOR_ADD, true, true, 8, 32, ReduceOp::Sum}" in red and "reduce_int_rows(" in red
+    for f in ("nonzero.cpp", "reduce.cpp"):
+        syntax_check(tmp_path / "s", f)
+
+
+def test_one_hot_is_pytorchs_zeros_and_scatter(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Constant", [], ["depth"], value=helper.make_tensor("d", TensorProto.INT64, [], [8])),
+             helper.make_node("Constant", [], ["vals"], value=helper.make_tensor("v", TensorProto.INT64, [2], [0, 1])),
+             helper.make_node("OneHot", ["ids", "depth", "vals"], ["y"], axis=-1)]
+    g = helper.make_graph(nodes, "oh", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n", 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, ["n", 2, 8])])
+    path = tmp_path / "oh.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    (ly,) = process(path, 16).layers
+    assert ly.config == L.ScatterConfig(op="ScatterElements", data=(16, 2, 8), indices=(16, 2, 1),
+                                        updates=(16, 2, 1), axis=2, dtype="int64")
+
+
+def test_an_integer_reduction_over_leading_dims_is_refused_with_its_reason():
+    from benanza.kinds.reduce import ReduceConfig
+
+    with pytest.raises(ValueError, match="trailing dims"):
+        ReduceConfig(op="sum", x=(8, 16), y=(1, 16), dtype="int64")
+    with pytest.raises(ValueError, match="trailing dims"):
+        ReduceConfig(op="mean", x=(8, 16), y=(8, 1), dtype="int64")
+
+
+def test_an_int64_clip_is_the_unary_kernels_integer_clamp(tmp_path):
+    """Clip of int64 data (an expert or position index clamped to its range): the unary kernel's integer
+    math, bounds kept; another activation of integer data stays refused with its reason."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def model(op, path):
+        consts = [helper.make_node("Constant", [], [n], value=helper.make_tensor(n, TensorProto.INT64, [], [v]))
+                  for n, v in (("lo", 0), ("hi", 7))]
+        ins = ["x", "lo", "hi"] if op == "Clip" else ["x"]
+        g = helper.make_graph(consts + [helper.make_node(op, ins, ["y"])], "c",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, ["n", 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, ["n", 2])])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return path
+
+    (ly,) = process(model("Clip", tmp_path / "c.onnx"), 16).layers
+    assert ly.config == L.UnaryConfig(shape=(16, 2), op="clip", alpha=0.0, beta=7.0, src="int64", dst="int64")
+    (ly,) = process(model("Relu", tmp_path / "r.onnx"), 16).layers
+    assert ly.status == "unsupported" and "INT64 is not float" in ly.reason
+
+
+def test_the_eager_experts_share_is_their_groups_time():
+    """An eager loop's experts are fusion groups, not GroupedGemm layers: their share counts each group at
+    its time in the fused sequential LBL (the grouped GEMM where faster, else the loop's layers)."""
+    from types import SimpleNamespace
+
+    from benanza.analysis.llm import experts_share
+
+    ml = _eager("decode", 32)
+    groups = [f for f in ml.fusions if isinstance(f.config, L.GroupedGemmConfig)]
+    fts = [SimpleNamespace(config=f.config, fused_ms=0.01 * (i + 1), unfused_ms=0.02, faster_than_sum=i == 0)
+           for i, f in enumerate(groups)]
+    rows = [SimpleNamespace(layer=ly, time_ms=0.001) for ly in ml.layers if ly.config is not None]
+    ex = experts_share(SimpleNamespace(layers=rows, fusions=fts, lbl_fused_sequential_ms=1.0))
+    assert ex["layers"] == 4 and ex["lbl_ms"] == pytest.approx(0.01 + 3 * 0.02)
+    assert (ex["routing"], ex["active"], ex["experts"]) == ("balanced", 16, 16)
+    fts[1].unfused_ms = None
+    assert experts_share(SimpleNamespace(layers=rows, fusions=fts, lbl_fused_sequential_ms=1.0))["lbl_ms"] is None

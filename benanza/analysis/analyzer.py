@@ -107,6 +107,8 @@ class FusionTime:
     training_layers: bool = False
     #: the runtime of the fused measurement (:class:`benanza.kinds.backend.Backend`)
     backend: Backend = Backend.SUITE
+    #: the fused call's config (the experts' grouped GEMM of an eager experts loop: its routing and experts)
+    config: object = None
 
     @property
     def faster_than_sum(self) -> bool:
@@ -612,7 +614,7 @@ def _fusion_times(ml: ModelLayers, times: list[LayerTime], weight: list[float],
         b = found.best.get(f.config.key)
         ft = FusionTime(f.layers, f.config.key, unfused, b.median_ms if b else None, b.algorithm if b else "",
                         b.call if b else "", f.config.describe(), training_layers=L.training_counts_layers(f.config),
-                        backend=b.backend if b else Backend.SUITE)
+                        backend=b.backend if b else Backend.SUITE, config=f.config)
         if f.config.key in found.library:
             ft.library_call, ft.library_ms = found.library[f.config.key].call, found.library[f.config.key].median_ms
         fusions.append(ft)

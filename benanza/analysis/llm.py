@@ -92,7 +92,8 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     gathered_out: dict[str, int] = {}
     expert_out: dict[str, float] = {}
     for ly in ml.layers:
-        if ly.op_type in ("Gather", "GatherND") and ly.output_shapes and ly.output_shapes[0] is not None:
+        if ly.op_type in ("Gather", "GatherND") and ly.status != "zero_cost" and ly.output_shapes \
+                and ly.output_shapes[0] is not None:  # zero-cost: an expert's slice the eager loop skips
             for name in (*ly.static_inputs, *ly.inputs[:1]):  # the table: a weight, so a static input
                 gathered_out[name] = gathered_out.get(name, 0) + _numel(ly.output_shapes[0])
         if isinstance(ly.config, L.GroupedGemmConfig):
@@ -319,17 +320,21 @@ def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, ke
 
 def experts_share(analysis) -> dict | None:
     """The experts' part of a mixture-of-experts step: its ``GroupedGemm`` layers (the experts' GEMMs,
-    :mod:`benanza.kinds.grouped_gemm`) in ``analysis``: ``layers`` (how many), ``lbl_ms`` (the sum of
+    :mod:`benanza.kinds.grouped_gemm`) and ``GroupedGemm`` fusion groups (an eager experts loop's
+    per-expert GEMMs, each group at its time in the fused sequential LBL: the fused call where it is faster
+    than its layers' sum, else the sum) in ``analysis``: ``layers`` (how many), ``lbl_ms`` (the sum of
     their lower-bound times, ms; None when one has no valid measurement: never a partial sum),
     ``share`` (of the step's sequential lower bound, the sum over every layer, ``lbl_fused_sequential_ms``;
     None with ``lbl_ms``), ``routing`` (the routings the configs are timed under) and ``active`` /
     ``experts`` (experts given rows, of all, summed over the layers). None for a model without experts."""
-    rows = [t for t in analysis.layers if isinstance(t.layer.config, L.GroupedGemmConfig)]
-    if not rows:
+    parts = [(t.layer.config, t.time_ms) for t in analysis.layers if isinstance(t.layer.config, L.GroupedGemmConfig)]
+    parts += [(f.config, f.fused_ms if f.faster_than_sum else f.unfused_ms) for f in analysis.fusions
+              if isinstance(f.config, L.GroupedGemmConfig)]
+    if not parts:
         return None
-    missing = any(t.time_ms is None for t in rows)
-    ms = None if missing else sum(t.time_ms for t in rows)
+    missing = any(ms is None for _, ms in parts)
+    ms = None if missing else sum(ms for _, ms in parts)
     seq = analysis.lbl_fused_sequential_ms
-    return {"layers": len(rows), "lbl_ms": ms, "share": ms / seq if ms is not None and seq else None,
-            "routing": ", ".join(sorted({t.layer.config.routing for t in rows})),
-            "active": sum(t.layer.config.active for t in rows), "experts": sum(t.layer.config.experts for t in rows)}
+    return {"layers": len(parts), "lbl_ms": ms, "share": ms / seq if ms is not None and seq else None,
+            "routing": ", ".join(sorted({c.routing for c, _ in parts})),
+            "active": sum(c.active for c, _ in parts), "experts": sum(c.experts for c, _ in parts)}

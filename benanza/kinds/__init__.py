@@ -70,6 +70,7 @@ from benanza.kinds.grouped_gemm import (GroupedGemmConfig)  # noqa: F401 (the ki
 from benanza.kinds.topk import (TOPK_INTS, TopKConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.scatter import (SCATTER_REDUCTIONS, ScatterConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.gather_elements import (GatherElementsConfig)  # noqa: F401 (the kinds' namespace)
+from benanza.kinds.nonzero import (NonZeroConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize import (ResizeConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.lrn_backward import (LRNBwdConfig)  # noqa: F401 (the kinds' namespace)
 from benanza.kinds.resize_backward import (ResizeBwdConfig)  # noqa: F401 (the kinds' namespace)

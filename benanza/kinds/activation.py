@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, Shape, io_bytes, numel
 from benanza.kinds.cpp import Case, CppValue, as4, c_array, cpp_num, cpp_string, job_init
+from benanza.kinds.elementwise import elem_name
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
 from benanza.kinds.onnx_map import Unsupported, need, scalar_input
 from benanza.kinds.patterns import Graph, Node, Pattern
@@ -52,9 +53,18 @@ class ActivationConfig(LayerConfig):
         return f"Activation({self.mode} {'x'.join(map(str, self.shape))})"
 
 
+#: the bounds an integer Clip's absent min/max stand for (the unary kernel passes bounds as float32: 2^62)
+INT_CLIP_BOUND = float(2**62)
+
+
 def _map_activation(node, ctx, attrs):
+    """Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, Elu and Clip of float data; Clip also of int32/int64
+    data (the unary kernel's integer clamp)."""
     x = tuple(need(ctx.shape(node.input[0]), "input"))
     op = node.op_type
+    t = elem_name(ctx, node.input[0], op)
+    if t and op != "Clip":
+        raise Unsupported(f"input element type {t.upper()} is not float")
     if op == "Relu":
         return ActivationConfig(shape=x, mode="relu")
     if op == "Sigmoid":
@@ -76,6 +86,12 @@ def _map_activation(node, ctx, attrs):
             lo, hi = scalar_input(ctx, node, 1), scalar_input(ctx, node, 2)
         else:
             lo, hi = attrs.get("min"), attrs.get("max")
+        if t:  # integer data (an index clamped to its range): the unary kernel's integer math
+            if t not in ("int32", "int64"):
+                raise Unsupported(f"Clip of {t} data (benanza times float, int32 and int64 data)")
+            lo = -INT_CLIP_BOUND if lo is None else max(float(lo), -INT_CLIP_BOUND)
+            hi = INT_CLIP_BOUND if hi is None else min(float(hi), INT_CLIP_BOUND)
+            return UnaryConfig(shape=x, op="clip", alpha=lo, beta=hi, src=t, dst=t)
         if lo == 0.0 and hi is None:
             return ActivationConfig(shape=x, mode="relu")
         if lo == 0.0 and hi is not None and math.isfinite(hi) and hi > 0:
@@ -162,7 +178,7 @@ KIND = Kind(
     example=ActivationConfig(shape=(1, 4, 1, 1), mode='swish', alpha=0.0, beta=0.0),
     name="Activation", config=ActivationConfig, template="activation.cpp.j2", case=_activation_case, min_bytes=io_bytes,
     torch=_activation, onnx={"Clip": _map_activation, "Elu": _map_activation, "HardSigmoid": _map_activation, "LeakyRelu": _map_activation, "Relu": _map_activation, "Sigmoid": _map_activation, "Tanh": _map_activation},
-    typed_ops=(), fused_from=(),
+    typed_ops=("Clip",), fused_from=(),
     aten={"Clip": ('aten::clamp', 'aten::clamp_', 'aten::clamp_min', 'aten::clamp_min_', 'aten::clip', 'aten::hardtanh', 'aten::hardtanh_', 'aten::relu6'), "Elu": ('aten::elu', 'aten::elu_'), "HardSigmoid": ('aten::hardsigmoid', 'aten::hardsigmoid_'), "LeakyRelu": ('aten::leaky_relu', 'aten::leaky_relu_'), "Relu": ('aten::clamp_min', 'aten::clamp_min_', 'aten::relu', 'aten::relu_', 'aten::threshold', 'aten::threshold_'), "Sigmoid": ('aten::sigmoid', 'aten::sigmoid_'), "Tanh": ('aten::tanh', 'aten::tanh_')},
     patterns=(Pattern("SiLU: Sigmoid -> Mul", (120, 0), find_silu),),
     nhwc=False, image=True)

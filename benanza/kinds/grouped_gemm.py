@@ -32,6 +32,7 @@ from benanza.kinds.base import Job, Kind, LayerConfig
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Unsupported, contrib_doc, need
+from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
 
 #: the domain of the operators benanza's export writes where ONNX has none
 BENANZA_DOMAIN = "benanza"
@@ -39,6 +40,18 @@ BENANZA_DOMAIN = "benanza"
 GROUPED_MATMUL_SPEC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.grouped_mm.html"
 #: the routings a config can be timed under (:meth:`GroupedGemmConfig.counts`)
 ROUTINGS = ("balanced",)
+
+
+def balanced_counts(rows: int, experts: int) -> tuple[int, ...]:
+    """Rows per expert of the ``balanced`` routing, ``experts`` entries in expert order: ``active =
+    min(E, S)`` experts get ``S // active`` rows and the first ``S % active`` of them one more; the
+    others none (the C++ case computes the same rule, ``templates/grouped_gemm.cpp.j2``; transformers'
+    eager experts loop takes it too, :mod:`benanza.processing.routing`)."""
+    active = min(experts, rows)
+    if active < 1:
+        return (0,) * experts
+    base, rem = divmod(rows, active)
+    return tuple(base + (1 if e < rem else 0) for e in range(active)) + (0,) * (experts - active)
 
 
 @dataclass(frozen=True)
@@ -70,12 +83,8 @@ class GroupedGemmConfig(LayerConfig):
             raise ValueError(f"GroupedGemmConfig: routing {self.routing!r} is not one of {', '.join(ROUTINGS)}")
 
     def counts(self) -> tuple[int, ...]:
-        """Rows per expert, ``experts`` entries in expert order. ``balanced``: ``active = min(E, S)``
-        experts get ``S // active`` rows and the first ``S % active`` of them one more; the others none
-        (the C++ case computes the same rule, ``templates/grouped_gemm.cpp.j2``)."""
-        active = min(self.experts, self.rows)
-        base, rem = divmod(self.rows, active)
-        return tuple(base + (1 if e < rem else 0) for e in range(active)) + (0,) * (self.experts - active)
+        """Rows per expert, ``experts`` entries in expert order (:func:`balanced_counts`)."""
+        return balanced_counts(self.rows, self.experts)
 
     @property
     def active(self) -> int:
@@ -208,6 +217,53 @@ def _ort_moe_shapes(node, ctx, attrs):
     return [(ctx.shape(node.input[0]), ctx.types.get(node.input[0]))]
 
 
+def _expert_slice(pat: Graph, mm: Node) -> tuple[str, bool, list[Node]] | None:
+    """(the experts' weight, whether it is ``[E, N, K]``, the slice's layers) when ``mm`` is a MatMul of one
+    expert's rows by one expert's weight: ``B`` a Gather along axis 0 of a static 3-D weight by a scalar
+    index that is data (the expert the loop is at), or its Transpose; None otherwise. ``mm`` may have no
+    rows (an expert the routing gives none: a zero-cost layer)."""
+    if mm.op_type != "MatMul" or len(mm.inputs) != 2 or not (
+            is_kind(mm, "Gemm") and mm.config.batch_count == 1
+            or mm.status == "zero_cost" and mm.output_shapes[0] is not None and len(mm.output_shapes[0]) == 2):
+        return None
+    b = pat.made_by(mm.inputs[1])
+    t = b if b is not None and b.op_type == "Transpose" and is_kind(b, "Copy") else None
+    g = pat.made_by(t.inputs[0]) if t is not None else b
+    if g is None or g.op_type != "Gather" or not is_kind(g, "Gather") or g.config.axis != 0 \
+            or len(g.static_inputs) != 1 or len(g.inputs) != 1 or len(g.config.data) != 3 or g.config.indices != ():
+        return None
+    return g.static_inputs[0], t is not None, [ly for ly in (g, t, mm) if ly is not None]
+
+
+def find_eager_experts(pat: Graph, mm: Node):
+    """transformers' eager experts (a loop over the experts the routing hit, each expert's rows by its own
+    weight slice; :mod:`benanza.processing.routing` binds the rows) as the grouped GEMM serving engines run
+    instead: every MatMul of the graph by a slice of one experts' weight (:func:`_expert_slice`), with the
+    slices' Gathers and Transposes (a grouped GEMM reads the experts' weights in place), is one
+    :class:`GroupedGemmConfig` over the traced experts the routing gives rows (``experts`` = the loop's
+    bodies that run, ``rows`` = their rows; under balanced routing the rows fall on them as the bodies' own
+    rows do; a body without rows has a zero-cost weight slice and is left out). Anchored at the first such
+    MatMul; every layer free."""
+    first = _expert_slice(pat, mm)
+    if first is None or not pat.free(mm):
+        return None
+    group = [got for ly in pat.layers if ly.index >= mm.index and (got := _expert_slice(pat, ly)) is not None
+             and got[0] == first[0]]
+    if group[0][2][-1] is not mm or any(t != first[1] for _, t, _ in group):
+        return None
+    layers = [ly for _, _, part in group for ly in part]
+    if not all(pat.free(ly) for ly in layers):
+        return None
+    mms = [part[-1] for _, _, part in group]
+    rows = sum(ly.output_shapes[0][0] for ly in mms)
+    w = pat.ctx.shape(first[0])
+    n, k = (w[1], w[2]) if first[1] else (w[2], w[1])
+    if rows < 1 or any(ly.output_shapes[0][1] != n for ly in mms):
+        return None
+    chain = [ly.index for ly in layers if ly.status == "benchmark"]
+    return chain, GroupedGemmConfig(rows=rows, n=n, k=k, experts=len(mms), trans_b=first[1])
+
+
 @dataclass(frozen=True)
 class GroupedGemmCase(Case):
     """One row of ``templates/grouped_gemm.cpp.j2``'s case table: the fields of its C++
@@ -272,6 +328,8 @@ KIND = Kind(
     min_bytes=_min_bytes, torch=_grouped, onnx={}, typed_ops=(), fused_from=(),
     aten={"GroupedMatMul": ("aten::_grouped_mm", "aten::grouped_mm", "aten::mm", "transformers::grouped_mm_fallback")},
     nhwc=False, image=False,
+    patterns=(Pattern("transformers' eager experts: one expert's rows by its weight slice, every expert", (65, 0),
+                      find_eager_experts),),
     contrib={(BENANZA_DOMAIN, "GroupedMatMul"): ContribOp(
         _map_grouped_matmul, _grouped_matmul_shapes, GROUPED_MATMUL_SPEC,
         ("aten::_grouped_mm", "aten::grouped_mm", "aten::mm", "transformers::grouped_mm_fallback")),

@@ -24,6 +24,7 @@ layers taking it. Today's order:
 (40,0) LayerNorm: decomposed ReduceMean/Sub/Pow/.../Div (:mod:`benanza.kinds.layernorm`)
 (50,0) RMSNorm: decomposed Pow/ReduceMean/Add/Sqrt/... (:mod:`benanza.kinds.rmsnorm`)
 (60,0) RotaryEmbedding: rotate_half's Slice/Neg/Concat/Mul/Add (:mod:`benanza.kinds.rotary`)
+(65,0) GroupedGemm: transformers' eager experts, per-expert MatMuls by weight slices (:mod:`benanza.kinds.grouped_gemm`)
 (70,0) GemmAct: Gemm/MatMul [-> bias Add] -> Relu/GELU, or -> bias Add (:mod:`benanza.kinds.gemm_act`)
 (80,0) Unary gelu: the erf-GELU chain (:mod:`benanza.kinds.unary`)
 (90,0) Unary gelu_tanh: GELU's tanh approximation (:mod:`benanza.kinds.unary`)

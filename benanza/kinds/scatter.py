@@ -229,6 +229,29 @@ def _map_scatter_elements(node, ctx, attrs):
                          reduction=_reduction(node, attrs), dtype=data_dtype(ctx, node))
 
 
+def _map_one_hot(node, ctx, attrs):
+    """ONNX OneHot (opset 9/11: indices, a constant depth, values ``[off, on]``; ``axis``, default -1) as
+    the calls PyTorch's ``one_hot`` makes (``aten/src/ATen/native/Onehot.cpp``: ``zeros(...).scatter_(-1,
+    self.unsqueeze(-1), 1)``): a ScatterElements of the on value into data of the output's shape along
+    ``axis``, one index per input element (``indices`` with a dim of 1 inserted at ``axis``). The data's
+    element type is the values' (float, int32 or int64)."""
+    idx = tuple(need(ctx.shape(node.input[0]), "indices"))
+    out = tuple(need(ctx.shape(node.output[0]), "output"))
+    if len(out) != len(idx) + 1 or len(out) > SCATTER_MAX_RANK:
+        raise Unsupported(f"OneHot of indices {list(idx)} to {list(out)} (one more dim, rank at most {SCATTER_MAX_RANK})")
+    axis = int(attrs.get("axis", -1))
+    if not -len(out) <= axis < len(out):
+        raise Unsupported(f"OneHot axis {axis} of a rank-{len(out)} output")
+    axis %= len(out)
+    if out[:axis] + out[axis + 1:] != idx:
+        raise Unsupported(f"OneHot output {list(out)} does not hold indices {list(idx)} at axis {axis}")
+    dtype = elem_name(ctx, node.input[2], "OneHot") if len(node.input) > 2 else ""
+    if dtype and dtype not in SCATTER_INTS:
+        raise Unsupported(f"OneHot of {dtype} values (benanza times float, int32 and int64 data)")
+    one = idx[:axis] + (1,) + idx[axis:]
+    return ScatterConfig(op="ScatterElements", data=out, indices=one, updates=one, axis=axis, dtype=dtype)
+
+
 #: ScatterReduction of scatter.hpp per reduction
 REDUCTION_ENUM = {r: f"ScatterReduction::{r.capitalize()}" for r in SCATTER_REDUCTIONS}
 
@@ -353,11 +376,12 @@ KIND = Kind(
     example=ScatterConfig(op="ScatterND", data=(24, 4, 33, 1), indices=(16, 1), updates=(16, 4, 33, 1)),
     name="Scatter", config=ScatterConfig, template="scatter.cpp.j2", case=_scatter_case, min_bytes=_min_bytes,
     torch=_scatter, onnx={"ScatterND": _map_scatter_nd, "ScatterElements": _map_scatter_elements,
-                          "Scatter": _map_scatter_elements},
-    typed_ops=("ScatterND", "ScatterElements", "Scatter"), fused_from=(),
+                          "Scatter": _map_scatter_elements, "OneHot": _map_one_hot},
+    typed_ops=("ScatterND", "ScatterElements", "Scatter", "OneHot"), fused_from=(),
     aten={"ScatterND": ("aten::index_put_", "aten::index_put", "aten::_index_put_impl_", "aten::index_copy_",
                         "aten::index_copy", "aten::scatter_reduce_", "aten::scatter_reduce"),
           "ScatterElements": ("aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_add_",
                               "aten::scatter_reduce", "aten::scatter_reduce_"),
-          "Scatter": ("aten::scatter", "aten::scatter_")},
+          "Scatter": ("aten::scatter", "aten::scatter_"),
+          "OneHot": ("aten::one_hot", "aten::zeros", "aten::scatter_")},
     nhwc=False, image=False)

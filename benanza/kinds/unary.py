@@ -330,7 +330,8 @@ def _unary_ops(c: Ctx, cfg: UnaryConfig, x) -> dict:
            "mish": ("mish", lambda: F.mish(x)), "not": ("logical_not", lambda: torch.logical_not(x)),
            "softplus": ("softplus", lambda: F.softplus(x)), "softsign": ("softsign", lambda: F.softsign(x)),
            "thresholded_relu": ("threshold", lambda: F.threshold(x, a, 0.0)), "celu": ("celu", lambda: F.celu(x, a)),
-           "clip": ("clamp", lambda: torch.clamp(x, a, b)), "selu": ("selu", lambda: F.selu(x)),
+           "clip": ("clamp", (lambda: torch.clamp(x, int(a), int(b))) if cfg.src in STORED_TYPES
+                    else (lambda: torch.clamp(x, a, b))), "selu": ("selu", lambda: F.selu(x)),
            "swish": ("silu", lambda: F.silu(x)) if a in (0.0, 1.0) else ("mul+sigmoid+mul",
                                                                          lambda: x * torch.sigmoid(x * a)),
            "shrink": ("softshrink", lambda: F.softshrink(x, a)) if a == b else

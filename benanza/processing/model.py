@@ -33,9 +33,10 @@ from benanza.kinds.onnx_map import FLOAT_TYPES, Unsupported, need, node_attrs
 from benanza.kinds.patterns import Graph, passes
 from benanza.errors import ModelError, UsageError, missing_file_reason
 from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_types, eval_node, first_line,  # noqa: F401
-                                      folded_values, has_data,
-                                      infer_and_fold, infer_and_fold_shapes, infer_shapes, inferred_shapes, opset_of)
+                                      folded_values, has_data, infer_and_fold, infer_and_fold_shapes, infer_shapes,
+                                      inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
+from benanza.processing.routing import state_routing, with_routing
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
 ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
@@ -410,9 +411,7 @@ def _infer_and_fold_rebound(model: onnx.ModelProto, weights: set[str], rebinding
     return out
 
 
-# ------------------------------------------------------------------- shape inference and folding
-
-# ---------------------------------------------------------------------------------------- mapping
+# ------------------------------------------------------------------ shape inference and folding, mapping
 
 #: the largest static tensor :meth:`_Ctx.static_value` evaluates (elements): a boolean attention mask
 #: of 4,096 x 4,096 positions (16 MiB; its int64 position operands are vectors)
@@ -521,6 +520,8 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tup
         if any(s is None for s in out_shapes):
             _say_why_refused(mapper, node, ctx, attrs)  # a node its mapper refuses (a contrib op's rule gives none)
             raise Unsupported("output shape unknown after shape inference")
+        if all(math.prod(s) == 0 for s in out_shapes):  # e.g. an expert the routing gives no rows: skipped
+            return "zero_cost", None, "empty output"
         if float_in and float_in[0] not in FLOAT_TYPES and op not in _TYPED_OPS | {"Gather", "GatherND"}:
             raise Unsupported(f"input element type {onnx.TensorProto.DataType.Name(float_in[0])} is not float")
         got = mapper(node, ctx, attrs)
@@ -529,8 +530,6 @@ def _map_node(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, L.LayerConfig | tup
         if math.prod(cfg.output_shape()) != (sum(map(math.prod, out_shapes)) if op == "Split" else math.prod(out_shapes[0])):
             raise Unsupported(f"config output {list(cfg.output_shape())} does not match the inferred "
                               f"{list(out_shapes[0])}")
-        if 0 in cfg.output_shape():
-            return "zero_cost", None, "empty output"
         if isinstance(cfg, L.CopyConfig) and cfg.is_identity():
             return "zero_cost", None, f"{op} of the whole tensor is an identity"
         return "benchmark", got, ""
@@ -723,7 +722,7 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
     notices = bind_batch(model, batch, weights, dims, batch_dim, Path(path).name) + rebound
     try:
-        model, folded, static, shapes = _infer_and_fold_rebound(model, weights, rebinding)
+        model, folded, static, shapes, loops = with_routing(_infer_and_fold_rebound(model, weights, rebinding), weights, notices)
     except ModelError as e:  # inference and folding name the node, not the file: say where
         raise ModelError(str(e) if str(e).startswith(f"{path}:") else f"{path}: {e}") from None
     ctx = _Ctx(model, static, shapes)
@@ -770,6 +769,7 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
         layers.append(ly)
     if not layers:
         raise ModelError(f"{path}: the graph has no layers after constant folding")
+    state_routing(layers, loops)
     edges = {ly.index: sorted({producers[i] for i in ly.inputs if i in producers}) for ly in layers}
     fusions = fusion_candidates(layers, consumers, {o.name for o in g.output}, ctx)
     return ModelLayers(model=Path(path).stem, path=str(path), sha256=digest, batch=batch,

@@ -92,8 +92,13 @@ __device__ __forceinline__ float float_unary(UnaryOp op, float x, const UnaryPar
 
 // The integer ops (C: long long, or unsigned long long for unsigned storage)
 template <typename C>
-__device__ __forceinline__ C int_unary(UnaryOp op, C x) {
+__device__ __forceinline__ C int_unary(UnaryOp op, C x, const UnaryParams& p) {
   switch (op) {
+    case UnaryOp::CLIP: {  // bounds as float32 (alpha: min, beta: max), compared exactly in double
+      const double v = static_cast<double>(x);
+      return v < static_cast<double>(p.alpha) ? static_cast<C>(p.alpha)
+             : v > static_cast<double>(p.beta) ? static_cast<C>(p.beta) : x;
+    }
     case UnaryOp::ABS:
       if constexpr (std::is_signed<C>::value) return x < 0 ? -x : x;
       return x;
@@ -122,7 +127,7 @@ __device__ __forceinline__ Out one(UnaryOp op, In x, const UnaryParams& p) {
     return store<Out>(static_cast<float>(x));
   } else {
     using C = typename std::conditional<std::is_signed<In>::value, long long, unsigned long long>::type;
-    return static_cast<Out>(int_unary<C>(op, static_cast<C>(x)));
+    return static_cast<Out>(int_unary<C>(op, static_cast<C>(x), p));
   }
 }
 
