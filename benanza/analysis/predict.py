@@ -204,7 +204,10 @@ class LayerPrediction:
     dram_share: float | None = None
     fixed_ms: float = 0.0  # the part of origin_ms kept as is: predicted = fixed + (origin - fixed) x factor
     work_units: float | None = None  # P (span=True), None for Habitat's SM ratio
-    method: str = ""  # "grid": the public ratio grid's factor (benanza.analysis.xarch); "wave": wave scaling
+    #: how the prediction was made: "wave" (wave scaling), "grid" (the public ratio grid's factor,
+    #: benanza.analysis.xarch), "grid+wave" (the grid to the table's GPU of the target's architecture,
+    #: then wave scaling); "" for a layer without a prediction of its own (zero-cost, missing)
+    method: str = ""
     grid: str = ""  # the grid's data type (bfloat16, fp8, fp8_block) when method is "grid" or "grid+wave"
     via: str = ""  # "grid+wave": the table's GPU of the target's architecture the grid reached
 

@@ -138,6 +138,7 @@ def predict_call(c: BackwardTime, step: TrainingStep, origin: GpuSpec, target: G
                 (launch or {}).get(implementation_key(c, precision)))
     cp.fixed_ms = min(c.time_ms, fixed_us * 1e-3)
     cp.predicted_ms = cp.fixed_ms + (c.time_ms - cp.fixed_ms) * cp.factor
+    cp.method = "wave"  # the training step's calls are wave-scaled (the public grids hold forward GEMMs)
     return cp
 
 
