@@ -236,3 +236,20 @@ def cross_gpu_lines(prediction) -> list[str]:
         out.append(f"other layers ({wave / total:.1%} of the predicted time): wave scaling across architectures; "
                    f"{what}")
     return out
+
+
+def training_cross_gpu_lines(origin, target, precision: str) -> list[str]:
+    """What ``benanza predict --train`` says of a training step predicted to another architecture
+    (``origin``, ``target``: :class:`benanza.analysis.gpus.GpuSpec`): its forward pass is ``predict``'s (its
+    GEMMs from the public grid where it holds the GPUs), every other call is wave-scaled (the tables hold no
+    gradients), with the GEMM error the table measured for wave scaling to that architecture, or "never
+    validated"."""
+    if origin.architecture == target.architecture:
+        return []
+    dt = {"fp16": "bfloat16", "bf16": "bfloat16", "fp8": "fp8"}.get(precision)
+    r = validated_error(origin.name, target.name, dt, "habitat") if dt else None
+    what = (f"measured across architectures on forward GEMMs only, to {r['target']} ({r['architecture']}) on the "
+            f"public table: mean {r['mean']:.1%}, 90th percentile {r['p90']:.1%}") if r else \
+        f"never validated from {origin.architecture} to {target.architecture} in {precision}"
+    return [f"the step's calls after the forward pass (loss, gradients, optimizer): wave scaling across "
+            f"architectures; {what}"]

@@ -228,8 +228,14 @@ def print_training_prediction(tp, eb, memory: str) -> None:
         out.print(f"note: {n}", markup=False)
     out.print(error_bar_line(eb, tp.step.forward.precision, "its call kinds and phases", "predict_train_errors.json",
                               "step"), markup=False, highlight=False)
-    out.print(f"method: Habitat wave scaling of every call of the step, {memory} memory term; figures from the spec "
-              f"table ({tp.target.source})", markup=False, highlight=False)
+    from benanza.analysis.xarch import training_cross_gpu_lines
+
+    for line in training_cross_gpu_lines(tp.origin, tp.target, tp.step.forward.precision):
+        out.print(line, markup=False, highlight=False)
+    grid = "; forward GEMMs to another architecture: the public ratio grid" if any(
+        lp.method.startswith("grid") for lp in tp.forward.layers) else ""
+    out.print(f"method: Habitat wave scaling of every call of the step, {memory} memory term{grid}; figures from the "
+              f"spec table ({tp.target.source})", markup=False, highlight=False)
 
 
 def error_bar_line(eb, dtype: str, what: str = "its layer kinds", table: str = "predict_errors.json",

@@ -38,9 +38,11 @@ class PredictResult:
         """The JSON document (``predict --json``): the prediction, its ``error_bar`` and, to another
         architecture, ``cross_gpu`` (:func:`benanza.analysis.xarch.cross_gpu_lines`: the GEMMs' public ratio
         grid and the error measured for it, or "never validated")."""
-        from benanza.analysis.xarch import cross_gpu_lines
+        from benanza.analysis.xarch import cross_gpu_lines, training_cross_gpu_lines
 
-        cross = [] if self.request.train else cross_gpu_lines(self.prediction)
+        p = self.prediction
+        cross = training_cross_gpu_lines(p.origin, p.target, p.step.forward.precision) if self.request.train \
+            else cross_gpu_lines(p)
         return {**self.prediction.to_dict(), "error_bar": self.error_bar.to_dict() if self.error_bar else None,
                 "cross_gpu": cross}
 
