@@ -527,8 +527,8 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
 
                 factor, proxy = grid
                 if proxy is not None:  # to the table's GPU of the target's architecture, then wave-scaled
-                    via = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, lt.time_ms * factor, None)
                     t_p = lt.time_ms * factor
+                    via = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, t_p, None)
                     scale_layer(via, lt, proxy, target, precision, memory, analysis.cache, span, origin_ms=t_p,
                                 fixed_us=fixed_us)
                     fixed = min(t_p, fixed_us * 1e-3)

@@ -226,7 +226,7 @@ def cross_gpu_lines(prediction) -> list[str]:
                      f"and H200 on the public table: mean {w['mean']:.1%}; never validated on "
                      f"{d.architecture})" if w else f"; then {via} -> {d.name} by wave scaling, never validated")
         out.append(line)
-    dt = {"fp16": "bfloat16", "bf16": "bfloat16", "fp8": "fp8"}.get(prediction.precision)
+    dt = _headline_grid(prediction.precision)
     wave = sum(lp.predicted_ms for lp in lps if lp.method == "wave")
     if wave:
         r = validated_error(o.name, d.name, dt, "habitat") if dt else None
@@ -238,6 +238,12 @@ def cross_gpu_lines(prediction) -> list[str]:
     return out
 
 
+def _headline_grid(precision: str) -> str | None:
+    """The grid whose wave-scaling row stands for a prediction in ``precision``: its Tensor Core GEMMs'
+    (:func:`grid_dtype` of the precision's own math), None for fp32 and tf32."""
+    return grid_dtype(precision, "fp8" if precision == "fp8" else "tensor_op")
+
+
 def training_cross_gpu_lines(origin, target, precision: str) -> list[str]:
     """What ``benanza predict --train`` says of a training step predicted to another architecture
     (``origin``, ``target``: :class:`benanza.analysis.gpus.GpuSpec`): its forward pass is ``predict``'s (its
@@ -246,7 +252,7 @@ def training_cross_gpu_lines(origin, target, precision: str) -> list[str]:
     validated"."""
     if origin.architecture == target.architecture:
         return []
-    dt = {"fp16": "bfloat16", "bf16": "bfloat16", "fp8": "fp8"}.get(precision)
+    dt = _headline_grid(precision)
     r = validated_error(origin.name, target.name, dt, "habitat") if dt else None
     what = (f"measured across architectures on forward GEMMs only, to {r['target']} ({r['architecture']}) on the "
             f"public table: mean {r['mean']:.1%}, 90th percentile {r['p90']:.1%}") if r else \
