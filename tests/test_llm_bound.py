@@ -163,3 +163,14 @@ def test_analyze_reports_the_decode_step_in_llm_terms(tmp_path, db_url):
     assert r.returncode == 0, r.stderr
     assert "time per output token" in r.stdout and "physical limit (memory)" in r.stdout
     assert "datasheet" in r.stdout
+
+
+@pytest.mark.parametrize("name,batch", [("bert_base.onnx", 1), ("swin_t.onnx", 32)])
+def test_an_encoders_attention_bias_is_no_decoder(name, batch):
+    """BERT's padding mask expanded to [1, 1, 128, 128] and Swin's relative position bias (one 49 x 49
+    plane per head and window) mask their attention by a full (s_q, s_kv) bias: neither is a causal mask,
+    so neither model gets a prefill (TTFT) bound."""
+    ml = process(REPO / "db" / "reference" / "truth" / name, batch)
+    cfgs = llm.attention_configs(ml)
+    assert cfgs and all(c.mask == "bias" and c.bias[-2:] == (c.s_q, c.s_kv) for c in cfgs)
+    assert llm.decoder_phase(ml) is None

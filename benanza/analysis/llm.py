@@ -38,20 +38,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import onnx
-
 from benanza import kinds as L
 from benanza.analysis.roofline import Ceilings
 from benanza.errors import UsageError
+from benanza.kinds.onnx_map import TP
 from benanza.kinds.precision import DTYPE_BYTES, Precision
 from benanza.kinds.sdpa import kept_pairs
 from benanza.spec import DECODER_PHASES
+from benanza.lazy import LazyModule
+
+onnx = LazyModule("onnx")
 
 
 #: ONNX floating-point tensor types: the initializers that are weights (int64 shape constants and
 #: boolean masks are not)
-FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                         onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E5M2})
+FLOAT_TYPES = frozenset({TP.FLOAT, TP.FLOAT16, TP.BFLOAT16, TP.DOUBLE, TP.FLOAT8E4M3FN, TP.FLOAT8E5M2})
 
 
 @dataclass(frozen=True)
@@ -167,15 +168,15 @@ def step_flops(ml) -> int:
 
 def decoder_phase(ml) -> str | None:
     """The decoder phase ``ml`` is a step of: "decode" when an attention reads a KV cache (s_kv >
-    s_q), "prefill" when an attention is causal or masked by a bias over full (s_q, s_kv) (the causal
-    mask TorchScript exports leave as a bias), None when ``ml`` has neither (no decoder: an encoder's
-    attention has no such mask)."""
+    s_q), "prefill" when an attention is causal (``SdpaConfig.mask``: the pattern finds the causal mask of
+    every export form, TorchScript's bias included), None when ``ml`` has neither: an encoder. A mask
+    left as a bias does not make a decoder: BERT's padding mask expanded to [b, 1, s, s] and Swin's
+    relative position bias of [windows, heads, 49, 49] are such biases (``benanza torch --phase`` names
+    the phase of an export whose causal mask is not found)."""
     cfgs = attention_configs(ml)
     if any(c.s_kv > c.s_q for c in cfgs):
         return "decode"
-    if any(c.mask in ("causal", "causal_bottom_right")
-           or (c.mask == "bias" and len(c.bias) >= 2 and tuple(c.bias[-2:]) == (c.s_q, c.s_kv) and c.s_q > 1)
-           for c in cfgs):
+    if any(c.mask in ("causal", "causal_bottom_right") for c in cfgs):
         return "prefill"
     return None
 
