@@ -188,3 +188,25 @@ def test_fp8_analysis_takes_fp8_gemms_and_fp16_for_everything_else(db_url, tmp_p
     assert a.lbl_sequential_ms < b.lbl_sequential_ms
     best = query.best_per_config(db, sid, "fp8", "warm", gemms)
     assert best[gemms[0]].dtype == "float8_e4m3" and best[gemms[1]].dtype == "float16"
+
+
+def test_a_database_at_the_head_schema_opens_without_alembic(tmp_path):
+    """HEAD_REVISION is the migration scripts' head, and a database already at it is opened with two
+    queries (no Alembic import at each command's start); an older one is still upgraded (test_backend)."""
+    import subprocess
+    import sys
+
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from benanza.database.store import HEAD_REVISION, migrations_dir
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    open_db(url).close()  # created at the head
+    code = (f"import sys\nfrom benanza.database.store import open_db\nopen_db({url!r}).close()\n"
+            "print('alembic' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["False"], r.stderr[-1500:]

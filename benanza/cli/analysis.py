@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import LazyModule, check_output_file, guarded, progress
+from benanza.cli.app import check_output_file, guarded, progress
+from benanza.lazy import LazyModule
 from benanza.cli.options import (Batches, Db, Dtypes, Model, OneBatch, OneDtype, Optimizer, ScenarioOptions, System,
                                  scenario_options)
 from benanza.spec import (AnalyzeRequest, PredictRequest, RooflineRequest, Scenario, cache, conv_precision,

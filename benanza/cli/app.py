@@ -125,21 +125,6 @@ def _root(version: bool = typer.Option(False, "--version", help="print the versi
         raise typer.Exit(0)
 
 
-class LazyModule:
-    """A module imported at its first attribute access: the command modules name their use cases and
-    reports through these, so that ``benanza --help`` (and a usage error) imports typer and rich, not the
-    layer kinds, onnx, numpy and SQLAlchemy a command's work needs (issue 56: --help in well under a
-    second)."""
-
-    def __init__(self, name: str):
-        self._lazy_name = name
-
-    def __getattr__(self, attr: str):
-        import importlib
-
-        return getattr(importlib.import_module(self._lazy_name), attr)
-
-
 #: seconds a Ctrl-C leaves the command to end on its own (rolling back, removing what it made)
 INTERRUPT_GRACE_S = 3.0
 

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import LazyModule, check_output_file, guarded, progress
+from benanza.cli.app import check_output_file, guarded, progress
+from benanza.lazy import LazyModule
 from benanza.cli.options import Db, Fmt
 from benanza.errors import UsageError
 

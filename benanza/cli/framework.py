@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import LazyModule, guarded, progress, steps
+from benanza.cli.app import guarded, progress, steps
+from benanza.lazy import LazyModule
 from benanza.cli.options import (TIMING_OPTIONS, BatchDim, Batches, Db, Dim, Iterations, Model, Optimizer, Runs,
                                  Warmup)
 from benanza.errors import UsageError

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from benanza.cli.app import LazyModule, guarded, progress
+from benanza.cli.app import guarded, progress
+from benanza.lazy import LazyModule
 from benanza.cli.options import (TRAIN_HELP, Batches, ClusterOptions, ConvTf32, BatchDim, Db, Device, Dim, Layout,
                                  Model, Optimizer, Quiet, SuiteDtypes, Torch, cluster_options, timing_options)
 from benanza.reports.terminal import line

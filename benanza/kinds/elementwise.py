@@ -6,14 +6,14 @@ minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:clas
 from __future__ import annotations
 
 import dataclasses
-import onnx
 from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, STORED_TYPES, Shape, channels_last, numel
 from benanza.kinds.cpp import Case, CppValue, ELEM_ENUM, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, algo_label, functional
-from benanza.kinds.onnx_map import FLOAT_TYPES, MapContext, STORED_NAMES, Unsupported, broadcast_shapes, need
+from benanza.kinds.onnx_map import (FLOAT_TYPES, STORED_NAMES, MapContext, Unsupported, broadcast_shapes, need,
+                                    type_name)
 from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
 
 
@@ -124,7 +124,7 @@ def elem_name(ctx: MapContext, name: str, op: str) -> str:
         return ""
     if t in STORED_NAMES:
         return STORED_NAMES[t]
-    tname = onnx.TensorProto.DataType.Name(t) if t in onnx.TensorProto.DataType.values() else "an unknown type"
+    tname = type_name(t)
     raise Unsupported(f"{op} of {tname} data is not benchmarked")
 
 

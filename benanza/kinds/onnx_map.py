@@ -5,12 +5,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import onnx
+
+if TYPE_CHECKING:
+    import onnx
 
 
-FLOAT_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
-                onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
+class TP:
+    """ONNX's element types (``TensorProto.DataType``), as the numbers the format stores. Kept here so
+    that reading a model's processed layers needs no ``import onnx`` (half a second at start: it loads
+    ml_dtypes); ``tests/test_onnx_dtypes.py`` checks every value against ONNX's own enum.
+    Source: onnx/onnx.proto, ``message TensorProto { enum DataType }``."""
+
+    UNDEFINED, FLOAT, UINT8, INT8, UINT16, INT16, INT32, INT64, STRING, BOOL = range(10)
+    FLOAT16, DOUBLE, UINT32, UINT64, COMPLEX64, COMPLEX128, BFLOAT16 = range(10, 17)
+    FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, UINT4, INT4, FLOAT4E2M1 = range(17, 24)
+
+
+#: every element type of :class:`TP` by its number
+TYPE_NAMES = {v: k for k, v in vars(TP).items() if k.isupper()}
+
+
+def type_name(t) -> str:
+    """ONNX's name of element type ``t`` (``FLOAT16``); ``"an unknown type"`` for a number ONNX has not
+    defined (or None: an element type inference left unknown)."""
+    return TYPE_NAMES.get(t, "an unknown type")
+
+
+FLOAT_TYPES = {TP.FLOAT: "float32", TP.FLOAT16: "float16", TP.BFLOAT16: "bfloat16", TP.DOUBLE: "float64"}
 
 
 class MapContext(Protocol):
@@ -43,6 +67,10 @@ class Unsupported(Exception):
 
 
 def node_attrs(node: onnx.NodeProto) -> dict:
+    """The node's attributes by name, as ``onnx.helper.get_attribute_value`` reads them (strings decoded
+    as UTF-8)."""
+    import onnx.helper
+
     out = {}
     for a in node.attribute:
         v = onnx.helper.get_attribute_value(a)
@@ -106,9 +134,8 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple, tup
 
 
 #: ONNX's integer and bool element types by the names of :data:`benanza.kinds.STORED_TYPES`
-STORED_NAMES = {onnx.TensorProto.BOOL: "bool", onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8",
-                 onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.INT32: "int32",
-                 onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.UINT64: "uint64"}
+STORED_NAMES = {TP.BOOL: "bool", TP.INT8: "int8", TP.UINT8: "uint8", TP.INT16: "int16", TP.UINT16: "uint16",
+                TP.INT32: "int32", TP.UINT32: "uint32", TP.INT64: "int64", TP.UINT64: "uint64"}
 
 
 # ------------------------------------------------------------- operators outside ONNX's own set

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-import onnx
 
 from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig, RowNorm, Shape, numel
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx, algo_label, functional
 from benanza.kinds.elementwise import ElementwiseConfig
 from benanza.kinds.layernorm import find_residual_norm, residual_of_group
-from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Part, Unsupported, contrib_doc, need
+from benanza.kinds.onnx_map import MS_DOMAIN, TP, ContribOp, Part, Unsupported, contrib_doc, need
 from benanza.kinds.patterns import Graph, Node, Pattern, is_cast
 from benanza.kinds.reduce import ReduceConfig, trailing_axis
 from benanza.kinds.unary import UnaryConfig
@@ -141,7 +140,7 @@ def _simplified_shapes(node, ctx, attrs):
         return [(None, None)] * len(node.output)
     axis = int(attrs.get("axis", -1))
     axis = axis + len(x) if axis < 0 else axis
-    return [(x, None), (_stats_shape(x, axis), onnx.TensorProto.FLOAT)][:len(node.output)]
+    return [(x, None), (_stats_shape(x, axis), TP.FLOAT)][:len(node.output)]
 
 
 def _skip_add(x: tuple, other: tuple, what: str) -> ElementwiseConfig:
@@ -186,7 +185,7 @@ def _skip_simplified_shapes(node, ctx, attrs):
     x = ctx.shape(node.input[0])
     if x is None:
         return [(None, None)] * len(node.output)
-    st = (_stats_shape(x, len(x) - 1), onnx.TensorProto.FLOAT)
+    st = (_stats_shape(x, len(x) - 1), TP.FLOAT)
     return [(x, None), st, st, (x, None)][:len(node.output)]
 
 

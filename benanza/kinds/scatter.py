@@ -24,13 +24,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-import onnx
 
 from benanza.kinds.base import OPTIONAL, STORED_TYPES, Job, Kind, LayerConfig, Shape, numel
 from benanza.kinds.cpp import ELEM_ENUM, Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.elementwise import elem_name
 from benanza.kinds.framework import Candidate, Ctx
-from benanza.kinds.onnx_map import Unsupported, need
+from benanza.kinds.onnx_map import TP, Unsupported, need, type_name
 
 #: ONNX's ``reduction`` values (ScatterND / ScatterElements opset 16: none, add, mul; 18: max, min)
 SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -148,8 +147,8 @@ def int64_indices(ctx, node) -> None:
     """Unsupported unless the indices are int64 (the kernels read int64; ONNX allows int32 for the
     elements form, which exports do not emit)."""
     t = ctx.types.get(node.input[1])
-    if t is not None and t != onnx.TensorProto.INT64:
-        name = onnx.TensorProto.DataType.Name(t) if t in onnx.TensorProto.DataType.values() else "unknown"
+    if t is not None and t != TP.INT64:
+        name = type_name(t)
         raise Unsupported(f"{node.op_type} with {name} indices (benanza times int64 indices)")
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numpy as np
-import onnx
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -16,7 +15,7 @@ from benanza.kinds.base import Job, Kind, LayerConfig, OPTIONAL, STORED_TYPES, S
 from benanza.kinds.cpp import Case, CppValue, ELEM_ENUM, cpp_num, cpp_string, job_init
 from benanza.kinds.elementwise import elem_name, map_elementwise
 from benanza.kinds.framework import Candidate, Ctx, NotSupported, functional
-from benanza.kinds.onnx_map import STORED_NAMES, Unsupported, need
+from benanza.kinds.onnx_map import STORED_NAMES, TP, Unsupported, need, type_name
 from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
 
 
@@ -199,8 +198,8 @@ def _map_unary(node, ctx, attrs):
     return _unary_with_attrs(op, x, attrs)
 
 
-_CAST_NAMES = {**STORED_NAMES, onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.FLOAT: "float32",
-               onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
+_CAST_NAMES = {**STORED_NAMES, TP.DOUBLE: "float64", TP.FLOAT: "float32",
+               TP.FLOAT16: "float16", TP.BFLOAT16: "bfloat16"}
 
 
 def _map_cast(node, ctx, attrs):
@@ -211,11 +210,11 @@ def _map_cast(node, ctx, attrs):
     src = _CAST_NAMES.get(ctx.types.get(node.input[0]))
     if src is None:
         raise Unsupported("Cast from an element type that is not benchmarked")
-    if to in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
+    if to in (TP.FLOAT, TP.FLOAT16, TP.BFLOAT16):
         return UnaryConfig(shape=x, op="cast", src=src)
     if to in STORED_NAMES:  # (a Cast to its own type is a zero-cost layer, see _map_node)
         return UnaryConfig(shape=x, op="cast", src=src, dst=STORED_NAMES[to])
-    name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else str(to)
+    name = type_name(to)
     raise Unsupported(f"Cast to {name} (casts to float32/16, bfloat16, bool and integer types are benchmarked)")
 
 

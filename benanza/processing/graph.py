@@ -12,10 +12,12 @@ import functools
 import math
 
 import numpy as np
-import onnx
-from onnx import numpy_helper, shape_inference
-
 from benanza.errors import ModelError
+from benanza.lazy import LazyModule
+
+onnx = LazyModule("onnx")
+numpy_helper = LazyModule("onnx.numpy_helper")
+shape_inference = LazyModule("onnx.shape_inference")
 
 #: ops whose value depends only on constants and shapes are folded; these never are (random)
 NONDETERMINISTIC_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",

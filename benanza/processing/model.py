@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnx
 from google.protobuf.message import DecodeError
-from onnx import numpy_helper
 
 from benanza import kinds as L
 from benanza.kinds.dropout import dropout_training, train_config as dropout_train_config
@@ -37,6 +35,8 @@ from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_typ
                                       inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
 from benanza.processing.routing import state_routing, with_routing
+from benanza.lazy import LazyModule
+onnx = LazyModule("onnx")  # imported where a model is read, not where cached layers are
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
 ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
@@ -449,7 +449,7 @@ class _Ctx:
         t = self.const.get(name)
         if t is None or not has_data(t):
             return None
-        return numpy_helper.to_array(t)
+        return onnx.numpy_helper.to_array(t)
 
     def static_value(self, name: str, max_elements: int = STATIC_VALUE_MAX_ELEMENTS) -> np.ndarray | None:
         """The value of static tensor ``name``: its constant (:meth:`value`), else evaluated now from

@@ -45,11 +45,13 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
-
 from benanza.errors import ModelError
 from benanza.processing.graph import eval_node, has_data, infer_and_fold, infer_shapes, inferred_shapes, opset_of
+from benanza.lazy import LazyModule
+
+onnx = LazyModule("onnx")
+helper = LazyModule("onnx.helper")
+numpy_helper = LazyModule("onnx.numpy_helper")
 
 #: hint appended to every rebinding error
 HINT = "export the model with a dynamic batch axis (torch.onnx.export dynamic_axes= or dynamic_shapes=)"

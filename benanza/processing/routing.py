@@ -27,10 +27,11 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-import onnx
-
 from benanza.kinds.grouped_gemm import balanced_counts
 from benanza.processing.graph import infer_and_fold_shapes, inferred_shapes
+from benanza.lazy import LazyModule
+
+onnx = LazyModule("onnx")
 
 #: ops the expert mask flows through to the NonZero nodes (their first input: the mask's data)
 _MASK_OPS = {"Transpose", "ReduceSum", "Greater", "Gather", "Cast", "Squeeze", "Unsqueeze", "Reshape", "Not",

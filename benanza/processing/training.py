@@ -15,10 +15,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import onnx
-
 from benanza import kinds as L
 from benanza.processing.model import ModelLayers
+from benanza.kinds.onnx_map import TP
+from benanza.lazy import LazyModule
+
+onnx = LazyModule("onnx")
 
 
 @dataclass(frozen=True)
@@ -368,8 +370,7 @@ _ELEMENTWISE = ("Add", "Sub", "Mul")
 #: read through a chain of them, at a parameter input of :data:`PARAMETER_INPUTS` or by a Concat,
 #: is the parameter itself (its gradient is the view's gradient summed back to its shape)
 VIEW_OPS = ("Transpose", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Flatten")
-_FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                onnx.TensorProto.DOUBLE)
+_FLOAT_TYPES = (TP.FLOAT, TP.FLOAT16, TP.BFLOAT16, TP.DOUBLE)
 
 
 def trainable_parameters(model: str | Path) -> list[tuple[int, ...]]:
