@@ -183,12 +183,14 @@ def local_system(index: int = 0) -> dict | None:
     fingerprint is the suite's): what the framework's kernels are stored under when they are timed
     before the suite is built. None without a GPU or without the native module."""
     try:
-        info = describe()
-    except BenanzaError:  # benanza._native is not built: the suite will say which GPU it has
+        nat = _native()
+        devices = nat.query_devices()
+    except (BenanzaError, RuntimeError):  # no native module (the suite will say which GPU it has), or no GPU
         return None
-    if not info["devices"] or index >= len(info["devices"]):
+    if index >= len(devices):
         return None
-    rec = dict(info["devices"][index])
+    rec = dict(apply_partition(devices[index]))
+    info = library_versions(nat)  # loads cuDNN and cuBLAS (0.1 s): only where there is a GPU to name
     rec["cudnn_version"] = info.get("cudnn_version", 0)
     rec["cublas_version"] = info.get("cublas_version", 0)
     return rec
