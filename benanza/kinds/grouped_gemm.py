@@ -78,7 +78,8 @@ class GroupedGemmConfig(LayerConfig):
     ``_grouped_mm`` of a 2-D ``[k, rows]`` by a 2-D ``[rows, n]`` with ``offs`` splitting the rows):
     ``out[e] = A[r_e]^T @ B[r_e]`` with ``A [rows, k]``, ``B [rows, n]``, ``out [experts, k, n]``, the
     reduction over each expert's rows ``r_e`` under the routing. An expert without rows gets zeros
-    (PyTorch's ``_grouped_mm`` writes them: its ``dW`` is ``[E, K, N]`` whole). ``trans_b`` is False
+    (PyTorch's ``_grouped_mm`` writes them, its ``dW`` is ``[E, K, N]`` whole: seen on PyTorch 2.13 on a
+    CPU, and on Hopper GPUs per pytorch/pytorch#172439, which reports Blackwell's kernel leaving them wrong). ``trans_b`` is False
     (the caller orders A and B: :func:`grouped_gemm_backward`). FLOPs: ``2 * rows * n * k`` too.
     """
 
