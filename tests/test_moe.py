@@ -38,8 +38,8 @@ def test_the_suite_renders_and_its_source_compiles(tmp_path):
             L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4, trans_b=True)]
     generate([_suite_model(cfgs)], ["fp32", "bf16", "fp8"], tmp_path / "s")
     src = (tmp_path / "s" / "src" / "groupedgemm.cpp").read_text()
-    assert src.count('8, 768, 2048, 128, false, "balanced"}') == 3
-    assert src.count('10, 64, 32, 4, true, "balanced"}') == 3
+    assert src.count('8, 768, 2048, 128, false, false, "balanced"}') == 3
+    assert src.count('10, 64, 32, 4, true, false, "balanced"}') == 3
     assert "cublasGemmGroupedBatchedEx(" in src
     syntax_check(tmp_path / "s", "groupedgemm.cpp")
 

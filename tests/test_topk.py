@@ -67,7 +67,8 @@ def _topk_layers(ml):
 def test_the_router_top_k(tmp_path, sorted_):
     """[tokens, 128] scores, k = 8 from its int64 initializer, axis -1: rows of 128, largest and (by
     default, ONNX's) sorted; x read once and values plus int64 indices written; no FLOPs; a float TopK
-    has no gradient call yet (the training step says it misses it)."""
+    gradient is the values' gradient scattered into zeros of the scores' shape at the indices
+    (derivatives.yaml's topk: value_selecting_reduction_backward), a ScatterElements of the Scatter kind."""
     ml = process(_router(tmp_path / "r.onnx", sorted_=sorted_), 4)
     (ly,) = _topk_layers(ml)
     assert ly.status == "benchmark", ly.reason
@@ -75,8 +76,11 @@ def test_the_router_top_k(tmp_path, sorted_):
     assert ly.config == want and (want.rows, want.length, want.output_shape()) == (4, 128, (4, 8))
     assert want.flops() == 0
     assert L.REGISTRY["TopK"].min_bytes(want, 2, 2) == 2 * 4 * 128 + (2 + 8) * 4 * 8
-    assert L.REGISTRY["TopK"].backward(want) is None
-    assert ly.index in training_plan(ml).no_backward
+    grad = L.ScatterConfig(op="ScatterElements", data=(4, 128), indices=(4, 8), updates=(4, 8), axis=1)
+    assert L.REGISTRY["TopK"].backward(want) == (("backward_data", grad),)
+    plan = training_plan(ml)
+    assert ly.index not in plan.no_backward
+    assert [c.config for c in plan.calls if c.layer == ly.index] == [grad]
 
 
 def test_the_sort_of_expert_ids(tmp_path):

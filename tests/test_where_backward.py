@@ -24,15 +24,15 @@ def _backward(cfg):
 
 
 def test_bert_dynamic_has_every_backward():
-    """bert_dynamic at batch 32: the mask's Where(cond, 0, -inf) of two constants passes (no
-    gradient); each attention's Where(mask, -inf, scores) differentiates the scores only:
+    """bert_dynamic at batch 32: the mask's Where(cond, 0, -inf) of two constants takes no gradient (its
+    inputs are a bool and constants: ``TrainingPlan.no_gradient``); each attention's Where(mask, -inf, scores) differentiates the scores only:
     where(mask, 0, g), one Where call of the forward's shapes."""
     ml = process(BERT, 32)
     plan = training_plan(ml)
     assert plan.no_backward == []
     wheres = {ly.name: ly for ly in ml.layers if ly.op_type == "Where"}
     assert set(wheres) == {"node_Where_110", "node_Where_115", "node_Where_181"}
-    assert wheres["node_Where_110"].index in plan.pass_through
+    assert "constants only" in plan.no_gradient[wheres["node_Where_110"].index]
     for name in ("node_Where_115", "node_Where_181"):
         ly = wheres[name]
         assert ly.config == W(cond=(32, 4, 16, 16), a=(1, 1, 1, 1), b=(32, 4, 16, 16))

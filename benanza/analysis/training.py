@@ -282,6 +282,10 @@ def training_step(ml: ModelLayers, a: Analysis, db: Database, system: System, op
     no_bw = [(i, ml.layers[i].name, ml.layers[i].config.kind if ml.layers[i].config is not None
               else ml.layers[i].op_type) for i in sorted(plan.no_backward) if i not in fused_layers]
     notes = [loss_about] + ([fused_note] if fused_note else [])
+    if plan.no_gradient:
+        notes.append(f"{len(plan.no_gradient)} layers take no gradient (integer or boolean outputs, such as a "
+                     f"router's expert ids and counts, or computed from them and constants only): autograd runs "
+                     f"no backward for them")
     if any(f.config.kind in L.INFERENCE_ONLY_FUSIONS for f in ml.fusions):
         notes.append("Conv -> BatchNormalization groups counted layer by layer (training normalises with the "
                      "batch's statistics; the fused call folds running statistics)")

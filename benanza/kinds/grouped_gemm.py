@@ -20,15 +20,24 @@ active expert has the same rows ``cublasGemmStridedBatchedEx`` and cuBLASLt's st
 matmul (its heuristic's configs, FP8 included). The framework side: PyTorch's
 ``torch.nn.functional.grouped_mm`` (bf16, the call transformers makes on a GPU) and its ``torch.mm`` loop.
 
+In a training step (docs/training.md) its gradients are grouped GEMMs too, as autograd runs them
+(PyTorch's tools/autograd/derivatives.yaml, ``_grouped_mm``: ``self: _grouped_mm_mat1_backward(grad,
+mat2, ..., offs)``, ``mat2: _grouped_mm_mat2_backward(grad, self, ..., offs)``, which call ``_grouped_mm``
+again, torch/csrc/autograd/FunctionsManual.cpp): the data gradient ``dX[r_e] = dY[r_e] @ op(W[e])^T``
+(the same rows and routing, n and k swapped) and the weight gradient ``dW[e] = X[r_e]^T @ dY[r_e]``
+(:attr:`GroupedGemmConfig.weight_grad`: one product per expert whose reduction is the expert's rows),
+:func:`grouped_gemm_backward`.
+
 The whole slice of the kind: its config, the ONNX op it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from benanza.kinds.base import Job, Kind, LayerConfig
+from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig
 from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Unsupported, contrib_doc, need
@@ -64,6 +73,14 @@ class GroupedGemmConfig(LayerConfig):
     features (N); experts: E, the weight's leading dim; trans_b: W stored ``[E, N, K]`` (an
     ``nn.Linear``-style expert) rather than ``[E, K, N]``; routing: how the rows fall on the experts
     (:meth:`counts`). FLOPs: ``2 * rows * n * k`` (every row is multiplied once, whatever the routing).
+
+    weight_grad: the weight gradient of a grouped GEMM instead (a training step's, PyTorch's
+    ``_grouped_mm`` of a 2-D ``[k, rows]`` by a 2-D ``[rows, n]`` with ``offs`` splitting the rows):
+    ``out[e] = A[r_e]^T @ B[r_e]`` with ``A [rows, k]``, ``B [rows, n]``, ``out [experts, k, n]``, the
+    reduction over each expert's rows ``r_e`` under the routing. An expert without rows gets zeros
+    (PyTorch's ``_grouped_mm`` writes them, its ``dW`` is ``[E, K, N]`` whole: seen on PyTorch 2.13 on a
+    CPU, and on Hopper GPUs per pytorch/pytorch#172439, which reports Blackwell's kernel leaving them wrong). ``trans_b`` is False
+    (the caller orders A and B: :func:`grouped_gemm_backward`). FLOPs: ``2 * rows * n * k`` too.
     """
 
     kind: ClassVar[str] = "GroupedGemm"
@@ -74,6 +91,7 @@ class GroupedGemmConfig(LayerConfig):
     experts: int
     trans_b: bool = False
     routing: str = "balanced"
+    weight_grad: bool = dataclasses.field(default=False, metadata=OPTIONAL)
 
     def __post_init__(self):
         if min(self.rows, self.n, self.k, self.experts) < 1:
@@ -81,6 +99,8 @@ class GroupedGemmConfig(LayerConfig):
                              f"{self.experts})")
         if self.routing not in ROUTINGS:
             raise ValueError(f"GroupedGemmConfig: routing {self.routing!r} is not one of {', '.join(ROUTINGS)}")
+        if self.weight_grad and self.trans_b:
+            raise ValueError("GroupedGemmConfig: a weight gradient is out[e] = A[r_e]^T B[r_e], no trans_b")
 
     def counts(self) -> tuple[int, ...]:
         """Rows per expert, ``experts`` entries in expert order (:func:`balanced_counts`)."""
@@ -92,17 +112,22 @@ class GroupedGemmConfig(LayerConfig):
         return sum(1 for c in self.counts() if c)
 
     def input_shapes(self):
+        if self.weight_grad:
+            return [(self.rows, self.k), (self.rows, self.n)]
         w = (self.experts, self.n, self.k) if self.trans_b else (self.experts, self.k, self.n)
         return [(self.rows, self.k), w]
 
     def output_shape(self):
-        return (self.rows, self.n)
+        return (self.experts, self.k, self.n) if self.weight_grad else (self.rows, self.n)
 
     def flops(self):
         return 2 * self.rows * self.n * self.k
 
     def describe(self):
         t = "T" if self.trans_b else "N"
+        if self.weight_grad:
+            return (f"GroupedGemm(weight gradient, {self.experts} experts, {self.active} active, rows {self.rows} "
+                    f"k{self.k} n{self.n}, {self.routing})")
         return (f"GroupedGemm({self.experts} experts, {self.active} active, rows {self.rows} n{self.n} k{self.k} "
                 f"N{t}, {self.routing})")
 
@@ -264,6 +289,24 @@ def find_eager_experts(pat: Graph, mm: Node):
     return chain, GroupedGemmConfig(rows=rows, n=n, k=k, experts=len(mms), trans_b=first[1])
 
 
+def grouped_gemm_backward(cfg: GroupedGemmConfig) -> tuple | None:
+    """``Kind.backward`` of GroupedGemm: the data gradient, ``dX[r_e] = dY[r_e] @ op(W[e])^T`` (rows ``S``,
+    n = K, k = N, the weight read the other way: ``trans_b`` flipped), and the weight gradient of the
+    weights as stored, ``dW[e] = X[r_e]^T @ dY[r_e]`` (``[E, K, N]``) or, with ``trans_b``,
+    ``dW[e] = dY[r_e]^T @ X[r_e]`` (``[E, N, K]``), each under the forward's routing: the two
+    ``_grouped_mm`` calls of PyTorch's ``GroupedMmBackward0`` (derivatives.yaml's ``_grouped_mm`` entry;
+    seen under a TorchDispatchMode on PyTorch 2.13: ``_grouped_mm(dY, W^T, offs)`` and
+    ``_grouped_mm(X^T, dY, offs)`` giving ``[E, K, N]``, zeros for an expert without rows). None for a
+    weight-gradient config (no forward layer is one)."""
+    if cfg.weight_grad:
+        return None
+    data = GroupedGemmConfig(rows=cfg.rows, n=cfg.k, k=cfg.n, experts=cfg.experts, trans_b=not cfg.trans_b,
+                             routing=cfg.routing)
+    a, b = (cfg.n, cfg.k) if cfg.trans_b else (cfg.k, cfg.n)
+    weight = GroupedGemmConfig(rows=cfg.rows, n=b, k=a, experts=cfg.experts, routing=cfg.routing, weight_grad=True)
+    return (("backward_data", data), ("backward_weight", weight))
+
+
 @dataclass(frozen=True)
 class GroupedGemmCase(Case):
     """One row of ``templates/grouped_gemm.cpp.j2``'s case table: the fields of its C++
@@ -274,12 +317,14 @@ class GroupedGemmCase(Case):
     k: int
     experts: int
     trans_b: CppValue
+    weight_grad: CppValue
     label: CppValue
 
 
 def _grouped_case(cfg: GroupedGemmConfig, job: Job) -> GroupedGemmCase:
     return GroupedGemmCase(job=job_init(job), rows=cfg.rows, n=cfg.n, k=cfg.k, experts=cfg.experts,
-                           trans_b=cpp_num(cfg.trans_b), label=cpp_string(cfg.routing))
+                           trans_b=cpp_num(cfg.trans_b), weight_grad=cpp_num(cfg.weight_grad),
+                           label=cpp_string(cfg.routing + (", weight gradient" if cfg.weight_grad else "")))
 
 
 def _grouped(c: Ctx) -> Candidate:
@@ -288,14 +333,11 @@ def _grouped(c: Ctx) -> Candidate:
     where PyTorch has no grouped kernel for the dtype (it takes bf16), the per-expert ``torch.mm`` loop
     of transformers' fallback alone. The loop is always timed too (a variant)."""
     cfg, torch = c.cfg, c.torch
+    if cfg.weight_grad:
+        return _grouped_weight_grad(c)
     x = c.randn((cfg.rows, cfg.k))
     w = c.randn((cfg.experts, cfg.n, cfg.k)).transpose(-2, -1) if cfg.trans_b else c.randn((cfg.experts, cfg.k, cfg.n))
-    counts = cfg.counts()
-    ends, acc = [], 0
-    for cnt in counts:
-        acc += cnt
-        ends.append(acc)
-    offs = torch.tensor(ends, device=c.device, dtype=torch.int32)
+    ends, offs = _offsets(c)
     out = torch.empty((cfg.rows, cfg.n), device=c.device, dtype=x.dtype)
 
     def loop():
@@ -315,9 +357,51 @@ def _grouped(c: Ctx) -> Candidate:
                      variants=[looped])
 
 
+def _offsets(c: Ctx):
+    """The routing's cumulative row counts (``offs`` of ``grouped_mm``), int32 on the device."""
+    ends, acc = [], 0
+    for cnt in c.cfg.counts():
+        acc += cnt
+        ends.append(acc)
+    return ends, c.torch.tensor(ends, device=c.device, dtype=c.torch.int32)
+
+
+def _grouped_weight_grad(c: Ctx) -> Candidate:
+    """A weight gradient as autograd computes it: ``grouped_mm(A.t(), B, offs=offs)`` (PyTorch's
+    ``_grouped_mm`` of a 2-D by a 2-D with offs splitting the rows, bf16), else the per-expert loop of
+    ``torch.mm(A[r_e].t(), B[r_e])`` into a zeroed ``[E, k, n]`` (an expert without rows keeps zeros)."""
+    cfg, torch = c.cfg, c.torch
+    a, b = c.randn((cfg.rows, cfg.k)), c.randn((cfg.rows, cfg.n))
+    ends, offs = _offsets(c)
+    out = torch.empty((cfg.experts, cfg.k, cfg.n), device=c.device, dtype=a.dtype)
+
+    def loop():
+        out.zero_()
+        start = 0
+        for e, end in enumerate(ends):
+            if end > start:
+                torch.mm(a[start:end].t(), b[start:end], out=out[e])
+            start = end
+        return out
+
+    n = cfg.experts * cfg.k * cfg.n
+    looped = Candidate("torch:aten::mm", "per-expert loop", loop, n,
+                       note=f"zero fill and {cfg.active} torch.mm calls")
+    fn = getattr(torch.nn.functional, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+    if fn is None or a.dtype != torch.bfloat16:
+        return looped
+    at = a.t()
+    return Candidate("torch:aten::_grouped_mm", "grouped_mm weight gradient", lambda: fn(at, b, offs=offs), n,
+                     variants=[looped])
+
+
 def _min_bytes(cfg: GroupedGemmConfig, ib: int, ob: int) -> int:
     """X read once, the active experts' weights read once, Y written once (bytes): the compulsory
-    traffic (Williams et al., "Roofline", CACM 2009); an inactive expert's weights are not read."""
+    traffic (Williams et al., "Roofline", CACM 2009); an inactive expert's weights are not read. A
+    weight gradient: A and B read once and every expert's ``[k, n]`` written once, zeros for an expert
+    without rows included (the whole ``dW`` is the gradient autograd hands the optimizer)."""
+    if cfg.weight_grad:
+        return ib * cfg.rows * (cfg.k + cfg.n) + ob * cfg.experts * cfg.k * cfg.n
     return ib * (cfg.rows * cfg.k + cfg.active * cfg.k * cfg.n) + ob * cfg.rows * cfg.n
 
 
@@ -325,7 +409,7 @@ def _min_bytes(cfg: GroupedGemmConfig, ib: int, ob: int) -> int:
 KIND = Kind(
     example=GroupedGemmConfig(rows=32, n=1536, k=2048, experts=128),  # Qwen3-30B-A3B, decode b4 top-8
     name="GroupedGemm", config=GroupedGemmConfig, template="grouped_gemm.cpp.j2", case=_grouped_case,
-    min_bytes=_min_bytes, torch=_grouped, onnx={}, typed_ops=(), fused_from=(),
+    min_bytes=_min_bytes, torch=_grouped, onnx={}, typed_ops=(), fused_from=(), backward=grouped_gemm_backward,
     aten={"GroupedMatMul": ("aten::_grouped_mm", "aten::grouped_mm", "aten::mm", "transformers::grouped_mm_fallback")},
     nhwc=False, image=False,
     patterns=(Pattern("transformers' eager experts: one expert's rows by its weight slice, every expert", (65, 0),

@@ -14,6 +14,8 @@ warp kernel (one warp per row, k rounds of a warp-wide arg-max), both behind ``b
 k is the whole axis). Only the innermost axis (after dropping trailing dims of 1) is timed: exporters
 write ``axis=-1``; another axis is Unsupported, as it would need a transpose first.
 
+Its gradient in a training step: :func:`benanza.kinds.index_backward.topk_backward`.
+
 The whole slice of the kind: its config, the ONNX op it maps, the case its template renders, its
 minimum bytes, its PyTorch candidate and the ATen ops of the profile join (:class:`benanza.kinds.base.Kind`).
 """
@@ -151,14 +153,6 @@ def _map_topk(node, ctx, attrs):
                       sorted=bool(int(attrs.get("sorted", 1))), dtype=dtype)
 
 
-def topk_backward(cfg: TopKConfig):
-    """``Kind.backward`` of TopK: integer data (a sort of expert ids) carries no gradient, ``()``. Float
-    data's gradient is a scatter of the values' gradient into zeros at the indices (PyTorch's
-    ``topk: self: value_selecting_reduction_backward``, tools/autograd/derivatives.yaml), which no kind
-    times yet: None, so a training step of a model with a float TopK says it is incomplete."""
-    return () if cfg.dtype else None
-
-
 @dataclass(frozen=True)
 class TopKCase(Case):
     """One row of ``templates/topk.cpp.j2``'s case table: the fields of its C++ ``TopKCase`` in order,
@@ -213,6 +207,6 @@ KIND = Kind(
     # Qwen3-30B-A3B decoding 8 sequences: the sort of 8 tokens x top-8 expert ids (transformers' grouped_mm path)
     example=TopKConfig(x=(64,), axis=0, k=64, largest=False, dtype="int64"),
     name="TopK", config=TopKConfig, template="topk.cpp.j2", case=_topk_case, min_bytes=_min_bytes,
-    torch=_topk, backward=topk_backward, onnx={"TopK": _map_topk}, typed_ops=("TopK",), fused_from=(),
+    torch=_topk, onnx={"TopK": _map_topk}, typed_ops=("TopK",), fused_from=(),
     aten={"TopK": ("aten::topk", "aten::sort")},
     nhwc=False, image=False)

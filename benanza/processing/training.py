@@ -64,6 +64,11 @@ class TrainingPlan:
       are left out, but for a call whose config says ``computes_weight_gradients`` (one call for the
       input's and the weights' gradients: BatchNormBwd; or one the weight gradient needs: an RNN's
       cudnnRNNBackwardData_v8, RNNTrainConfig.computes_weight_gradients).
+    - ``no_gradient``: layer index -> why autograd computes no gradient for it (:func:`no_gradient`): its
+      outputs are integers or booleans (a router's expert ids, their sort, the tokens per expert), or it
+      is computed from such tensors and constants only, or no gradient reaches its outputs (a top-k
+      whose values no one reads). No call, and the step stays complete: unlike ``no_backward``, nothing
+      is missing;
     - ``fused``: the training calls of the fusion candidates of :data:`FUSED_BACKWARD_KINDS` (a fused
       attention: its training-mode forward, phase ``forward``, and its one backward call), each with
       ``layer`` the group's first layer and ``fusion`` its layers: the alternative to the group's layers'
@@ -75,6 +80,7 @@ class TrainingPlan:
     no_backward: list[int] = field(default_factory=list)
     pass_through: list[int] = field(default_factory=list)
     data_not_needed: list[int] = field(default_factory=list)
+    no_gradient: dict[int, str] = field(default_factory=dict)
     fused: list[BackwardCall] = field(default_factory=list)
     #: each fused group (its layers) -> what it is: the fusion's kind, or "erf-GELU" (the GELU of a
     #: GemmAct candidate, :func:`_gelu_of_gemm_act`)
@@ -130,7 +136,11 @@ def training_plan(ml: ModelLayers) -> TrainingPlan:
     tables_box: list = [None]  # the model's parameter names, read once when a table kind needs them
     grads: dict[int, bool] = {}  # layer index -> its input gradients are computed (or passed through)
     readers = _readers(ml)
+    plan.no_gradient = no_gradient(ml, readers)
     for ly in reversed(ml.layers):
+        if ly.index in plan.no_gradient:
+            grads[ly.index] = False
+            continue
         for name, cfg in _accumulations(ml, ly, readers, grads):
             plan.calls.append(BackwardCall(ly.index, "backward_data", cfg, accumulation=True, tensor=name))
         n_before = len(plan.calls)
@@ -248,6 +258,114 @@ def _readers(ml: ModelLayers) -> dict[str, list[tuple[int, int]]]:
 #: (kind, input position) that carry no gradient: a Gather's indices, a Where's condition
 NO_GRADIENT_INPUTS = {("Gather", 1), ("GatherBwd", 1), ("Where", 0)}
 
+#: why :func:`no_gradient` finds a layer without a gradient (``TrainingPlan.no_gradient``'s values)
+NO_GRADIENT_REASONS = {
+    "integer": "integer or boolean outputs (autograd differentiates floating-point tensors only)",
+    "constant": "computed from integer tensors and constants only (none of its inputs requires a gradient)",
+    "unread": "no gradient reaches its outputs (only its integer outputs are read, or only by layers "
+              "that take no gradient)",
+}
+#: unary ops whose output is a bool whatever the input (:data:`benanza.kinds.unary.UNARY_OPS`)
+_BOOL_UNARY = ("is_inf", "is_nan", "not")
+
+
+def no_gradient(ml: ModelLayers, readers: dict | None = None) -> dict[int, str]:
+    """Layer index -> why autograd computes no gradient for it (a value of :data:`NO_GRADIENT_REASONS`),
+    as PyTorch decides which tensors require a gradient (torch/csrc/autograd/function.h,
+    ``compute_requires_grad``: an op's output requires one when an input does; only floating-point
+    tensors can, and a parameter does): forward, a layer whose outputs are all integers or booleans
+    (a mixture of experts' expert ids, their sort, the tokens per expert: int TopK, int Scatter,
+    NonZero, OneHot, int Reduce/Clip, comparisons), and one whose inputs carry no gradient (computed
+    from such tensors and constants only: torch's ``histc`` of the expert ids, exported as Cast, Mul,
+    Floor, Min, Where and a ScatterElements add) unless it may read a parameter (an op of
+    :data:`PARAMETER_INPUTS` with a constant input that is not a scalar); backward, a layer whose
+    floating-point outputs no layer differentiates (a top-k of which only the indices are read:
+    DeepSeek's group-limited router). A model input counts as carrying a gradient unless the layer
+    reading it says it is an integer (a Cast from int64): the plan's ``data_not_needed`` leaves out
+    what a model input does not need. The model file is read (its outputs) only for a layer whose
+    read outputs take no gradient while another of its outputs is read by no layer; ModelError for
+    an unreadable file then."""
+    readers = _readers(ml) if readers is None else readers
+    floats: dict[str, bool] = {}
+    carries: dict[str, bool] = {}
+    out: dict[int, str] = {}
+    for ly in ml.layers:
+        kinds = _output_floats(ly, floats)
+        fed = _may_read_parameter(ly) or (_reads_floats(ly) and any(carries.get(t, True) for t in ly.inputs if t))
+        for t, f in zip(ly.outputs, kinds):
+            floats[t], carries[t] = f, f and fed
+        if not any(kinds):
+            out[ly.index] = NO_GRADIENT_REASONS["integer"]
+        elif not fed:
+            out[ly.index] = NO_GRADIENT_REASONS["constant"]
+    outputs_box: list = [None]
+    for ly in reversed(ml.layers):
+        live = [t for t in ly.outputs if t and carries.get(t)]
+        if ly.index in out or not live:
+            continue
+        read = [t for t in live if readers.get(t)]
+        if any(j not in out and (_kind_of(ml.layers[j]), k) not in NO_GRADIENT_INPUTS
+               for t in read for j, k in readers[t]):
+            continue
+        unread = [t for t in ly.outputs if t and not readers.get(t)]
+        if unread and (len(unread) == len([t for t in ly.outputs if t]) or _any_model_output(ml, unread, outputs_box)):
+            continue  # a model output: the loss, or an output of the model's that stays conservatively live
+        out[ly.index] = NO_GRADIENT_REASONS["unread"]
+    return out
+
+
+def _kind_of(ly) -> str:
+    return ly.config.kind if ly.config is not None else ly.op_type
+
+
+def _output_floats(ly, floats: dict[str, bool]) -> tuple[bool, ...]:
+    """Whether each of ``ly``'s outputs is a floating-point tensor, from its config (``floats``: the
+    tensors before it): TopK's values (float data) and its int64 indices; a Cast's or an integer unary
+    op's destination; a config of an integer element type (``dtype``); NonZero's coordinates; a view
+    (no config) its input's type; else :func:`_float_output`."""
+    cfg, n = ly.config, len(ly.outputs)
+    if cfg is None:
+        first = next((t for t in ly.inputs if t), None)
+        return (floats.get(first, True) if ly.status == "zero_cost" and first else True,) * n
+    if cfg.kind == "TopK":
+        return (not cfg.dtype,) + (False,) * (n - 1)
+    if cfg.kind == "Unary":
+        ints = cfg.dst in L.STORED_TYPES or (cfg.op != "cast" and cfg.src in L.STORED_TYPES)
+        return (not ints and cfg.op not in _BOOL_UNARY,) * n
+    if cfg.kind == "NonZero" or getattr(cfg, "dtype", "") in L.STORED_TYPES:
+        return (False,) * n
+    return (_float_output(ly),) * n
+
+
+def _reads_floats(ly) -> bool:
+    """False for a layer whose config says its input is an integer or bool (a Cast from int64, an
+    integer unary op): its inputs carry no gradient, a model input's included."""
+    cfg = ly.config
+    return not (cfg is not None and cfg.kind == "Unary" and cfg.src in L.STORED_TYPES)
+
+
+def _may_read_parameter(ly) -> bool:
+    """An op of :data:`PARAMETER_INPUTS` with a constant input, not a scalar one of an elementwise op
+    (:func:`_scalar_constants_only`): the constant may be a trainable parameter, whose gradient the
+    layer's output then carries."""
+    return bool(ly.static_inputs) and ly.op_type in PARAMETER_INPUTS and not _scalar_constants_only(ly, ly.config)
+
+
+def _any_model_output(ml: ModelLayers, names: list[str], box: list) -> bool:
+    """Is any of ``names`` an output of the model's graph (``box[0]``: the graph's output names once
+    read)? True when the file cannot say (no path): an unread output then counts as the model's."""
+    if box[0] is None:
+        if not ml.path:
+            return True
+        from benanza.errors import ModelError
+
+        try:
+            m = onnx.load(str(ml.path), load_external_data=False)
+        except Exception as e:  # onnx raises DecodeError, OSError, ...
+            raise ModelError(f"{ml.path}: cannot read the ONNX file ({type(e).__name__})") from None
+        box[0] = {o.name for o in m.graph.output}
+    return any(n in box[0] for n in names)
+
 
 def _float_output(ly) -> bool:
     """Can ``ly``'s output carry a gradient (a floating-point tensor)? Not a comparison's or a
@@ -364,6 +482,8 @@ PARAMETER_INPUTS = {
     "SkipSimplifiedLayerNormalization": (2,), "SkipLayerNormalization": (2, 3, 4),
     "LSTM": (1, 2, 3), "GRU": (1, 2, 3), "RNN": (1, 2, 3), "Gather": (0,), "PRelu": (1,),
     "Add": (0, 1), "Sub": (0, 1), "Mul": (0, 1),
+    "GroupedMatMul": (1,),  # benanza's export of grouped_mm: the experts' weights (benanza.kinds.grouped_gemm)
+    "GatherND": (0,),  # a table read by index tuples: transformers' batched_mm experts gather their weights
 }
 _ELEMENTWISE = ("Add", "Sub", "Mul")
 #: ops that view or broadcast a tensor without changing its values (ONNX operator spec): a parameter
