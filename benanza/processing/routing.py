@@ -202,3 +202,156 @@ def eager_notice(loops: list[EagerLoop]) -> str:
         return (text + f"; the LBL counts the traced experts' {counted} of {rows} rows: the other "
                 f"{rows - counted} rows' experts are not in the graph and not measured")
     return text + f"; the LBL counts all {rows} rows"
+
+
+# ------------------------------------------------------------------ the routing the run measured
+
+#: the model-level ``metadata_props`` key of the routing ``benanza torch`` recorded on the run's own
+#: inputs (:func:`routing_doc`; read by :func:`recorded_routing`)
+ROUTING_KEY = "benanza.routing"
+#: the format of that value
+ROUTING_FORMAT = 1
+
+
+def routing_doc(batches: dict[int, list[dict]], device: str, dtype: str, seed: int = 0) -> dict:
+    """The value :func:`write_routing` stores: per batch, the entries of
+    :func:`benanza.processing.modules.expert_counts` (one per experts module: its qualified name,
+    ``experts`` E, ``top_k``, ``tokens`` and ``counts``, E ints summing to tokens x top_k), and how
+    they were drawn (the forward's ``device``, ``dtype`` and ``seed``)."""
+    return {"format": ROUTING_FORMAT, "device": device, "dtype": dtype, "seed": seed,
+            "batches": {str(b): entries for b, entries in sorted(batches.items())}}
+
+
+def write_routing(path, doc: dict) -> None:
+    """Store ``doc`` (:func:`routing_doc`) as the JSON value of :data:`ROUTING_KEY` in the model-level
+    ``metadata_props`` of the ONNX file at ``path`` (weights stay where they are: read without external
+    data, saved with the same references), replacing an earlier one."""
+    import json
+
+    m = onnx.load(str(path), load_external_data=False)
+    keep = [(p.key, p.value) for p in m.metadata_props if p.key != ROUTING_KEY]
+    del m.metadata_props[:]
+    for k, v in keep + [(ROUTING_KEY, json.dumps(doc, sort_keys=True, separators=(",", ":")))]:
+        m.metadata_props.add(key=k, value=v)
+    onnx.save(m, str(path))
+
+
+def stored_routing(model: onnx.ModelProto) -> dict | None:
+    """The JSON document of :data:`ROUTING_KEY` in ``model`` (None without one; not validated)."""
+    import json
+
+    for p in model.metadata_props:
+        if p.key == ROUTING_KEY:
+            try:
+                return json.loads(p.value)
+            except ValueError as e:
+                return {"error": f"not JSON ({e})"}
+    return None
+
+
+@dataclass(frozen=True)
+class RecordedRouting:
+    """The routing recorded for one batch: ``by_module`` (experts module -> counts, E ints), ``batch``,
+    ``batches`` (the batches recorded), ``how`` (device and dtype of the recording forward)."""
+
+    by_module: dict
+    batch: int
+    batches: tuple[int, ...]
+    how: str
+
+
+def _entry_counts(entry, where: str) -> tuple[str, tuple[int, ...]]:
+    """(module, counts) of one recorded entry, validated: E non-negative ints summing to tokens x
+    top_k. Raises ModelError naming ``where`` and the module."""
+    from benanza.errors import ModelError
+
+    if not isinstance(entry, dict) or not isinstance(entry.get("module"), str):
+        raise ModelError(f"{where}: an entry is not {{module, experts, top_k, tokens, counts}}")
+    name = entry["module"]
+    fields = [entry.get(f) for f in ("experts", "top_k", "tokens")]
+    counts = entry.get("counts")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in fields) \
+            or not isinstance(counts, list) \
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise ModelError(f"{where}: {name}: experts, top_k and tokens must be positive integers and counts "
+                         f"non-negative integers")
+    experts, top_k, tokens = fields
+    if len(counts) != experts or sum(counts) != tokens * top_k:
+        raise ModelError(f"{where}: {name}: {len(counts)} counts summing to {sum(counts)}; its {experts} experts "
+                         f"and {tokens} tokens x top-{top_k} need {experts} summing to {tokens * top_k}")
+    return name, tuple(counts)
+
+
+def recorded_routing(model: onnx.ModelProto, batch: int, path) -> RecordedRouting | None:
+    """The routing ``benanza torch`` recorded in ``model`` (:data:`ROUTING_KEY`) for ``batch``: None
+    without one; ``by_module`` empty when the batch was not recorded. Raises ModelError (one line,
+    naming the file and the entry) for a value that is not the format :func:`routing_doc` writes."""
+    from benanza.errors import ModelError
+
+    doc = stored_routing(model)
+    if doc is None:
+        return None
+    where = f"{path}: metadata {ROUTING_KEY}"
+    if "error" in doc and len(doc) == 1:
+        raise ModelError(f"{where}: {doc['error']}")
+    if not isinstance(doc, dict) or doc.get("format") != ROUTING_FORMAT or not isinstance(doc.get("batches"), dict):
+        raise ModelError(f"{where}: not format {ROUTING_FORMAT} ({{format, device, dtype, seed, batches}})")
+    recorded = []
+    for b in doc["batches"]:
+        if not str(b).isdigit() or not isinstance(doc["batches"][b], list):
+            raise ModelError(f"{where}: batch {b!r} is not a batch size with a list of entries")
+        recorded.append(int(b))
+    by_module: dict[str, tuple[int, ...]] = {}
+    for entry in doc["batches"].get(str(batch), []):
+        name, counts = _entry_counts(entry, f"{where}, batch {batch}")
+        if name in by_module:
+            raise ModelError(f"{where}, batch {batch}: {name} is recorded twice (an experts module called twice "
+                             f"in one forward has no one routing)")
+        by_module[name] = counts
+    how = f"{doc.get('device', '?')} {doc.get('dtype', '?')}, seed {doc.get('seed', '?')}"
+    return RecordedRouting(by_module, batch, tuple(sorted(recorded)), how)
+
+
+def measured_routing(layers, rec: RecordedRouting | None, paths: dict[str, str], path, notices: list[str]) -> str:
+    """After mapping, in place: each ``GroupedMatMul`` layer whose node's module (``paths``: node name ->
+    module, :func:`benanza.processing.modules.module_paths`) has recorded counts (``rec``) gets its
+    config under ``measured`` routing with them. Returns the routing note the report prints: which
+    routing the experts' configs are timed under and why; appends a notice when counts were recorded.
+    Raises ModelError naming the layer when its counts do not fit its config (other experts or rows)."""
+    import dataclasses
+
+    from benanza.errors import ModelError
+    from benanza.kinds.grouped_gemm import GroupedGemmConfig
+
+    grouped = [ly for ly in layers if isinstance(ly.config, GroupedGemmConfig) and ly.op_type == "GroupedMatMul"]
+    if not grouped:
+        return ""
+    if rec is None:
+        return ("balanced: no routing recorded (an ONNX file not exported by `benanza torch`): S = tokens x top-k "
+                "rows spread evenly over min(E, S) experts")
+    if not rec.by_module:
+        note = (f"balanced: the routing was recorded at batch{'es' if len(rec.batches) > 1 else ''} "
+                f"{', '.join(map(str, rec.batches))}, not at batch {rec.batch}")
+        notices.append(f"routing: {note}")
+        return note
+    done, layers_hit = 0, []
+    for ly in grouped:
+        counts = rec.by_module.get(paths.get(ly.name, ""))
+        if counts is None:
+            continue
+        cfg = ly.config
+        if len(counts) != cfg.experts or sum(counts) != cfg.rows:
+            raise ModelError(f"{path}: layer {ly.name} ({paths[ly.name]}): the recorded routing gives "
+                             f"{sum(counts)} rows over {len(counts)} experts; the layer has {cfg.rows} rows over "
+                             f"{cfg.experts} experts")
+        ly.config = dataclasses.replace(cfg, routing="measured", rows_per_expert=counts)
+        done += 1
+        if paths[ly.name] not in layers_hit:
+            layers_hit.append(paths[ly.name])
+    active = ", ".join(f"{sum(1 for c in rec.by_module[m] if c)}/{len(rec.by_module[m])}" for m in layers_hit)
+    note = (f"measured: the router's per-expert counts on the run's own inputs (batch {rec.batch}, recorded by "
+            f"`benanza torch` in a forward on {rec.how}) for {done} of {len(grouped)} grouped GEMMs in "
+            f"{len(layers_hit)} MoE layers; experts given rows per layer {active or '-'}")
+    notices.append(f"routing: {note}" + ("" if done == len(grouped) else
+                                         f"; the other {len(grouped) - done} stay balanced (no counts for their module)"))
+    return note

@@ -496,7 +496,7 @@ def run_child(spec: CaptureSpec) -> dict:
         resolve_s = time.perf_counter() - t0
         with gpu:  # the build on the GPU and every iteration
             t1 = time.perf_counter()
-            module, xs, shapes = _native_module(torch, spec, device, cast, src)
+            module, xs, shapes = native_module(torch, spec, device, cast, src)
             result, prof = child(torch, spec, device, module, xs, shapes,
                                  build_s=resolve_s + time.perf_counter() - t1)
     else:
@@ -565,7 +565,7 @@ def _module_source(spec: CaptureSpec):
                    bool(m.get("train")))
 
 
-def _native_module(torch, spec: CaptureSpec, device, cast, src):
+def native_module(torch, spec: CaptureSpec, device, cast, src):
     """The native module of ``spec.module`` (``src``: its source, :func:`_module_source`) on
     ``device`` in the run's data type and memory format (compiled when asked), its inputs at
     ``spec.batch``, and their shapes."""
