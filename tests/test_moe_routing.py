@@ -22,7 +22,7 @@ from benanza import kinds as L
 from benanza.analysis.llm import weight_bytes, with_balanced_experts
 from benanza.errors import ModelError
 from benanza.processing.model import process
-from benanza.processing.routing import ROUTING_KEY, stored_routing, write_routing
+from benanza.processing.routing import ROUTING_KEY, balanced_twins, stored_routing, write_routing
 from conftest import HERE, REPO, scenario_of
 
 DEC = HERE / "data" / "decoders"
@@ -35,6 +35,11 @@ def _grouped(ml):
     return [ly for ly in ml.layers if isinstance(ly.config, L.GroupedGemmConfig)]
 
 
+def _note(ml):
+    (note,) = [n for n in ml.notices if n.startswith("routing:")]
+    return note
+
+
 def test_the_export_carries_the_routers_counts_and_the_configs_take_them():
     doc = stored_routing(onnx.load(str(ROUTED), load_external_data=False))
     assert doc["format"] == 1 and sorted(doc["batches"]) == ["1", "4"] and (doc["device"], doc["dtype"]) == ("cpu", "fp32")
@@ -43,11 +48,11 @@ def test_the_export_carries_the_routers_counts_and_the_configs_take_them():
     # gate/up and down of each layer share the layer's routing
     assert got == [("measured", BATCH1[0])] * 2 + [("measured", BATCH1[1])] * 2
     assert [ly.config.active for ly in _grouped(ml)] == [8, 8, 7, 7]
-    assert ml.routing.startswith("measured: the router's per-expert counts on the run's own inputs (batch 1")
-    assert "4 of 4 grouped GEMMs in 2 MoE layers; experts given rows per layer 8/8, 7/8" in ml.routing
-    assert any(n.startswith("routing: measured") for n in ml.notices)
+    note = _note(ml)
+    assert note.startswith("routing: measured: the router's per-expert counts on the run's own inputs (batch 1")
+    assert note.endswith("4 of 4 grouped GEMMs in 2 MoE layers; experts given rows per layer 8/8, 7/8")
     # the balanced twins are timed too (the what-if), beside the measured configs
-    twins = ml.whatif_configs()
+    twins = balanced_twins(ml.benchmarked())
     assert [c.routing for c in twins] == ["balanced"] * 4 and all(c.counts() == (4,) * 8 for c in twins)
     assert {c.key for c in twins} <= set(ml.unique_configs())
     big = process(ROUTED, 4)
@@ -57,11 +62,11 @@ def test_the_export_carries_the_routers_counts_and_the_configs_take_them():
 
 def test_without_recorded_counts_the_experts_stay_balanced_and_say_so():
     plain = process(DEC / "qwen3_moe_prefill.onnx", 1)
-    assert {ly.config.routing for ly in _grouped(plain)} == {"balanced"} and not plain.whatif_configs()
-    assert plain.routing.startswith("balanced: no routing recorded")
+    assert {ly.config.routing for ly in _grouped(plain)} == {"balanced"} and not balanced_twins(plain.layers)
+    assert _note(plain).startswith("routing: balanced: no routing recorded")
     other = process(ROUTED, 2)  # a batch the recording did not run
     assert {ly.config.routing for ly in _grouped(other)} == {"balanced"}
-    assert "routing: balanced: the routing was recorded at batches 1, 4, not at batch 2" in other.notices
+    assert _note(other) == "routing: balanced: the routing was recorded at batches 1, 4, not at batch 2"
 
 
 def test_the_bound_reads_the_weights_of_the_experts_given_rows():
@@ -96,7 +101,7 @@ def _doc(**change):
 @pytest.mark.parametrize("doc,message", [
     ("{not json", "metadata benanza.routing: not JSON"),
     ({"format": 9, "batches": {}}, "not format 1"),
-    (_doc(counts=[1, 12, 5, 0, 8, 1, 2, 4]), "model.model.layers.1.mlp.experts: 8 counts summing to 33; its 8 "
+    (_doc(counts=[1, 12, 5, 0, 8, 1, 2, 4]), "batch 1: model.model.layers.1.mlp.experts: 8 counts summing to 33; its 8 "
                                              "experts and 16 tokens x top-2 need 8 summing to 32"),
     (_doc(counts=[1, 12, 5, 0, 8, 1, -2, 7]), "model.model.layers.1.mlp.experts: experts, top_k and tokens must be"),
     (_doc(tokens=8, counts=[1, 2, 3, 0, 4, 1, 2, 3]),

@@ -82,8 +82,9 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     once the dims are bound, e.g. a decode step's position: the layer graph reads none of the table).
     The experts' weights of a mixture of experts (an initializer only ``GroupedMatMul`` nodes read, or ONNX
     Runtime's ``MoE`` as its experts' weights and biases) count the experts the layer's routing gives rows to (:attr:`benanza.kinds.GroupedGemmConfig.active`:
-    a decode token reads its top-k experts, not all of them), so the bound and the LBL assume the same
-    routing. Raises UsageError for an unknown precision."""
+    a decode token reads its top-k experts, not all of them; under a measured routing an expert the
+    router left idle is not read), so the bound and the LBL assume the same routing (for the balanced
+    what-if, pass :func:`with_balanced_experts` of ``ml``). Raises UsageError for an unknown precision."""
     per = Precision.of(precision).bytes
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for n in model.graph.node:
@@ -299,7 +300,11 @@ def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, ke
     """:func:`llm_terms` of an analysis of ``ml`` (its LBL, precision) on ``system``: None when ``ml``
     is no decoder (and ``phase`` is None); ``{"phase", "error"}`` when the bound cannot be drawn (a
     GPU outside the spec table without measured ceilings), never raising for it. The model file is
-    read again (without external weights) for its initializers' shapes."""
+    read again (without external weights) for its initializers' shapes. A mixture of experts adds
+    ``experts`` (:func:`experts_share`, with ``routing_note``: the routing the LBL assumes and why,
+    the processor's ``routing:`` notice, :func:`benanza.processing.routing.measured_routing`) and, where that routing is measured, its
+    ``whatif`` under balanced routing (:func:`balanced_whatif` with that routing's ``bound_ms`` and
+    ``weight_bytes``)."""
     from benanza.processing.model import load_graph
 
     phase = phase or decoder_phase(ml)
@@ -314,7 +319,8 @@ def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, ke
     d = llm_terms(b, analysis.lbl_ms, analysis.complete, measured_ms, kernel_ms)
     experts = experts_share(analysis)
     if experts:
-        experts["routing_note"] = getattr(ml, "routing", "") or experts["routing"]
+        experts["routing_note"] = next((n[len("routing: "):] for n in ml.notices if n.startswith("routing: ")),
+                                       experts["routing"])
         whatif = balanced_whatif(ml, analysis, database, system)
         if whatif is not None:
             wb = physical_bound(model, whatif.pop("layers"), analysis.precision, ceil, source, gpu, phase)
@@ -342,7 +348,7 @@ def balanced_whatif(ml, analysis, database, system) -> dict | None:
     """The LBL's balanced what-if of a step whose experts are timed under the routing the run measured:
     the same analysis (``analysis``'s precision, cache, layouts and convolution precision, on
     ``system`` from ``database``) of ``ml`` with every measured grouped GEMM balanced
-    (:func:`with_balanced_experts`; the suite times those twins, :meth:`benanza.processing.model.ModelLayers.whatif_configs`).
+    (:func:`with_balanced_experts`; the suite times those twins, :func:`benanza.processing.routing.balanced_twins`).
     Returns ``{"routing": "balanced", "lbl_ms", "lbl_complete", "experts_ms", "active", "experts",
     "layers"}`` (ms; ``experts_ms`` None when a twin has no valid measurement; ``layers``: the balanced
     ModelLayers, for its physical bound), None without a measured routing (the LBL is then balanced

@@ -36,8 +36,7 @@ from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_typ
                                       folded_values, has_data, infer_and_fold, infer_and_fold_shapes, infer_shapes,
                                       inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
-from benanza.processing.modules import module_paths
-from benanza.processing.routing import measured_routing, recorded_routing, state_routing, with_routing
+from benanza.processing.routing import balanced_twins, state_routing, with_routing
 
 #: ops that move no data in inference: they cost nothing and are reported as zero-cost layers
 ZERO_COST_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"}
@@ -120,32 +119,18 @@ class ModelLayers:
     folded: dict[str, int]
     fusions: list[Fusion] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
-    #: the routing the experts' grouped GEMMs are timed under and why (measured: the counts ``benanza
-    #: torch`` recorded on the run's inputs; balanced: none recorded, :func:`benanza.processing.routing.measured_routing`);
-    #: "" for a model without them
-    routing: str = ""
 
     def benchmarked(self) -> list[Layer]:
         return [ly for ly in self.layers if ly.status == "benchmark"]
 
     def unique_configs(self) -> dict[str, L.LayerConfig]:
-        """Unique layer configs (benchmarked layers and fusion candidates, then the what-ifs of
-        :meth:`whatif_configs`), by key, in graph order: every config the database is to know."""
+        """Unique layer configs (benchmarked layers, fusion candidates, :func:`balanced_twins`), by key, in graph order."""
         out: dict[str, L.LayerConfig] = {}
         for ly in self.benchmarked():
             out.setdefault(ly.config.key, ly.config)
-        for f in self.fusions:
-            out.setdefault(f.config.key, f.config)
-        for cfg in self.whatif_configs():
+        for cfg in [f.config for f in self.fusions] + balanced_twins(self.benchmarked()):
             out.setdefault(cfg.key, cfg)
         return out
-
-    def whatif_configs(self) -> list[L.LayerConfig]:
-        """Configs timed beside the model's own though no layer runs them: the balanced twin of each
-        grouped GEMM timed under its measured routing (:meth:`benanza.kinds.GroupedGemmConfig.balanced`,
-        the LBL's balanced what-if, :func:`benanza.analysis.llm.balanced_whatif`), in graph order."""
-        return [ly.config.balanced() for ly in self.benchmarked()
-                if isinstance(ly.config, L.GroupedGemmConfig) and ly.config.routing == "measured"]
 
     def by_type(self) -> dict[str, dict[str, int]]:
         """``{op: {"count": layers, "unique": unique layers}}`` over all layers (not folded nodes)."""
@@ -734,12 +719,10 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
     except Exception as e:
         raise ModelError(f"{path}: invalid ONNX model: {first_line(e)}") from None
     check_dims(model, weights, dims, batch, Path(path).name)  # before any work on the graph
-    recorded = recorded_routing(model, batch, path)  # the router's counts `benanza torch` recorded, if any
-    paths = module_paths(model) if recorded is not None and recorded.by_module else {}
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
     notices = bind_batch(model, batch, weights, dims, batch_dim, Path(path).name) + rebound
     try:
-        model, folded, static, shapes, loops = with_routing(_infer_and_fold_rebound(model, weights, rebinding), weights, notices)
+        model, folded, static, shapes, plan = with_routing(_infer_and_fold_rebound(model, weights, rebinding), weights, notices)
     except ModelError as e:  # inference and folding name the node, not the file: say where
         raise ModelError(str(e) if str(e).startswith(f"{path}:") else f"{path}: {e}") from None
     ctx = _Ctx(model, static, shapes)
@@ -786,13 +769,12 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
         layers.append(ly)
     if not layers:
         raise ModelError(f"{path}: the graph has no layers after constant folding")
-    state_routing(layers, loops)
-    routing = measured_routing(layers, recorded, paths, path, notices)
+    state_routing(layers, plan, batch, path, notices)
     edges = {ly.index: sorted({producers[i] for i in ly.inputs if i in producers}) for ly in layers}
     fusions = fusion_candidates(layers, consumers, {o.name for o in g.output}, ctx)
     return ModelLayers(model=Path(path).stem, path=str(path), sha256=digest, batch=batch,
                        dtype=dtype or "float32", opset=ctx.opset, layers=layers, edges=edges,
-                       folded=dict(folded), fusions=fusions, notices=notices, routing=routing)
+                       folded=dict(folded), fusions=fusions, notices=notices)
 
 
 def parse_batches(text: str) -> list[int]:

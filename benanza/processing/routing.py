@@ -25,6 +25,7 @@ not in the graph: the notice says so and the LBL counts the traced experts only.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from dataclasses import dataclass
 
 import onnx
@@ -137,26 +138,54 @@ def bind_eager_routing(model: onnx.ModelProto) -> list[EagerLoop]:
     return [loop for loop, _, _ in loops]
 
 
+@dataclass(frozen=True)
+class RoutingPlan:
+    """What the model processor knows of the routing before mapping: the eager ``loops`` bound, the
+    counts ``benanza torch`` recorded (``recorded``: batch -> experts module -> counts, None without a
+    record; :func:`read_routing`), how they were recorded (``how``) and each node's module (``paths``,
+    node name -> module path, :func:`benanza.processing.modules.module_paths`; empty without a record)."""
+
+    loops: tuple = ()
+    recorded: dict | None = None
+    how: str = ""
+    paths: dict = dataclasses.field(default_factory=dict)
+
+
 def with_routing(inferred: tuple, weights: set[str], notices: list[str]) -> tuple:
     """The model processor's step after inference and folding (``inferred``: the model, folded op counts,
     static names, shapes): where the model has eager experts loops (:func:`bind_eager_routing`), their
     rows bound, shapes inferred and folded again and the notice (:func:`eager_notice`) appended to
-    ``notices``. Returns (model, folded, static, shapes, the loops bound)."""
+    ``notices``; the routing counts the model records, read and validated (:func:`read_routing`, which
+    raises ModelError for a bad record). Returns (model, folded, static, shapes, :class:`RoutingPlan`)."""
+    from benanza.processing.modules import module_paths
+
     model, folded, static, shapes = inferred
+    recorded, how = read_routing(model)
+    paths = module_paths(model) if recorded else {}
     loops = bind_eager_routing(model)
     if not loops:
-        return model, folded, static, shapes, []
+        return model, folded, static, shapes, RoutingPlan((), recorded, how, paths)
     model, more, static, shapes = infer_and_fold_shapes(model, weights)
     notices.append(eager_notice(loops))
-    return model, dict(collections.Counter(folded) + collections.Counter(more)), static, shapes, loops
+    return (model, dict(collections.Counter(folded) + collections.Counter(more)), static, shapes,
+            RoutingPlan(tuple(loops), recorded, how, paths))
 
 
-def state_routing(layers, loops: list[EagerLoop]) -> None:
+def state_routing(layers, plan: RoutingPlan, batch: int, path, notices: list[str]) -> None:
+    """After mapping, in place: the eager loops' layers state their routing (:func:`state_eager_routing`)
+    and the grouped GEMMs take the counts recorded for ``batch`` (:func:`measured_routing`; its note
+    appended to ``notices``). Raises ModelError naming ``path`` and the layer for counts that do not fit it."""
+    state_eager_routing(layers, list(plan.loops))
+    note = measured_routing(layers, plan, batch, path)
+    if note:
+        notices.append(f"routing: {note}")
+
+
+def state_eager_routing(layers, loops: list[EagerLoop]) -> None:
     """After mapping, in place: the config of each NonZero layer whose length a loop's routing set says
     which routing it is (``NonZeroConfig.routing``), and the weight slice (a Gather of the experts' 3-D
     weight by the expert's index, and its Transpose) of a body the routing gives no rows becomes
     zero-cost with its MatMul: the loop skips an expert without rows, so neither runs nor reads weights."""
-    import dataclasses
     import math
 
     from benanza.kinds.nonzero import NonZeroConfig
@@ -249,17 +278,6 @@ def stored_routing(model: onnx.ModelProto) -> dict | None:
     return None
 
 
-@dataclass(frozen=True)
-class RecordedRouting:
-    """The routing recorded for one batch: ``by_module`` (experts module -> counts, E ints), ``batch``,
-    ``batches`` (the batches recorded), ``how`` (device and dtype of the recording forward)."""
-
-    by_module: dict
-    batch: int
-    batches: tuple[int, ...]
-    how: str
-
-
 def _entry_counts(entry, where: str) -> tuple[str, tuple[int, ...]]:
     """(module, counts) of one recorded entry, validated: E non-negative ints summing to tokens x
     top_k. Raises ModelError naming ``where`` and the module."""
@@ -282,76 +300,79 @@ def _entry_counts(entry, where: str) -> tuple[str, tuple[int, ...]]:
     return name, tuple(counts)
 
 
-def recorded_routing(model: onnx.ModelProto, batch: int, path) -> RecordedRouting | None:
-    """The routing ``benanza torch`` recorded in ``model`` (:data:`ROUTING_KEY`) for ``batch``: None
-    without one; ``by_module`` empty when the batch was not recorded. Raises ModelError (one line,
-    naming the file and the entry) for a value that is not the format :func:`routing_doc` writes."""
+def read_routing(model: onnx.ModelProto) -> tuple[dict | None, str]:
+    """The routing ``benanza torch`` recorded in ``model`` (:data:`ROUTING_KEY`), validated: (batch ->
+    experts module -> counts, how it was recorded: device, dtype and seed), or (None, "") without a
+    record. Raises ModelError (one line naming the entry; the model processor adds the file) for a value
+    that is not the format :func:`routing_doc` writes, or counts that are not E non-negative integers
+    summing to tokens x top_k."""
     from benanza.errors import ModelError
 
     doc = stored_routing(model)
     if doc is None:
-        return None
-    where = f"{path}: metadata {ROUTING_KEY}"
+        return None, ""
+    where = f"metadata {ROUTING_KEY}"
     if "error" in doc and len(doc) == 1:
         raise ModelError(f"{where}: {doc['error']}")
     if not isinstance(doc, dict) or doc.get("format") != ROUTING_FORMAT or not isinstance(doc.get("batches"), dict):
         raise ModelError(f"{where}: not format {ROUTING_FORMAT} ({{format, device, dtype, seed, batches}})")
-    recorded = []
-    for b in doc["batches"]:
-        if not str(b).isdigit() or not isinstance(doc["batches"][b], list):
+    out: dict[int, dict[str, tuple[int, ...]]] = {}
+    for b, entries in doc["batches"].items():
+        if not str(b).isdigit() or not isinstance(entries, list):
             raise ModelError(f"{where}: batch {b!r} is not a batch size with a list of entries")
-        recorded.append(int(b))
-    by_module: dict[str, tuple[int, ...]] = {}
-    for entry in doc["batches"].get(str(batch), []):
-        name, counts = _entry_counts(entry, f"{where}, batch {batch}")
-        if name in by_module:
-            raise ModelError(f"{where}, batch {batch}: {name} is recorded twice (an experts module called twice "
-                             f"in one forward has no one routing)")
-        by_module[name] = counts
-    how = f"{doc.get('device', '?')} {doc.get('dtype', '?')}, seed {doc.get('seed', '?')}"
-    return RecordedRouting(by_module, batch, tuple(sorted(recorded)), how)
+        out[int(b)] = {}
+        for entry in entries:
+            name, counts = _entry_counts(entry, f"{where}, batch {b}")
+            if name in out[int(b)]:
+                raise ModelError(f"{where}, batch {b}: {name} is recorded twice (an experts module called twice "
+                                 f"in one forward has no one routing)")
+            out[int(b)][name] = counts
+    return out, f"{doc.get('device', '?')} {doc.get('dtype', '?')}, seed {doc.get('seed', '?')}"
 
 
-def measured_routing(layers, rec: RecordedRouting | None, paths: dict[str, str], path, notices: list[str]) -> str:
-    """After mapping, in place: each ``GroupedMatMul`` layer whose node's module (``paths``: node name ->
-    module, :func:`benanza.processing.modules.module_paths`) has recorded counts (``rec``) gets its
-    config under ``measured`` routing with them. Returns the routing note the report prints: which
-    routing the experts' configs are timed under and why; appends a notice when counts were recorded.
-    Raises ModelError naming the layer when its counts do not fit its config (other experts or rows)."""
-    import dataclasses
-
+def measured_routing(layers, plan: RoutingPlan, batch: int, path) -> str:
+    """After mapping, in place: each ``GroupedMatMul`` layer whose node's module (``plan.paths``) has
+    counts recorded for ``batch`` (``plan.recorded``) gets its config under ``measured`` routing with them.
+    Returns the routing note (which routing the experts' configs are timed under and why; "" without
+    grouped GEMMs). Raises ModelError naming ``path`` and the layer when its counts do not fit its config
+    (other experts or rows)."""
     from benanza.errors import ModelError
     from benanza.kinds.grouped_gemm import GroupedGemmConfig
 
     grouped = [ly for ly in layers if isinstance(ly.config, GroupedGemmConfig) and ly.op_type == "GroupedMatMul"]
     if not grouped:
         return ""
-    if rec is None:
+    if plan.recorded is None:
         return ("balanced: no routing recorded (an ONNX file not exported by `benanza torch`): S = tokens x top-k "
                 "rows spread evenly over min(E, S) experts")
-    if not rec.by_module:
-        note = (f"balanced: the routing was recorded at batch{'es' if len(rec.batches) > 1 else ''} "
-                f"{', '.join(map(str, rec.batches))}, not at batch {rec.batch}")
-        notices.append(f"routing: {note}")
-        return note
-    done, layers_hit = 0, []
+    by_module = plan.recorded.get(batch, {})
+    if not by_module:
+        done = sorted(plan.recorded)
+        return (f"balanced: the routing was recorded at batch{'es' if len(done) > 1 else ''} "
+                f"{', '.join(map(str, done))}, not at batch {batch}")
+    n, hit = 0, []
     for ly in grouped:
-        counts = rec.by_module.get(paths.get(ly.name, ""))
+        module = plan.paths.get(ly.name, "")
+        counts, cfg = by_module.get(module), ly.config
         if counts is None:
             continue
-        cfg = ly.config
         if len(counts) != cfg.experts or sum(counts) != cfg.rows:
-            raise ModelError(f"{path}: layer {ly.name} ({paths[ly.name]}): the recorded routing gives "
-                             f"{sum(counts)} rows over {len(counts)} experts; the layer has {cfg.rows} rows over "
-                             f"{cfg.experts} experts")
+            raise ModelError(f"{path}: layer {ly.name} ({module}): the recorded routing gives {sum(counts)} rows over "
+                             f"{len(counts)} experts; the layer has {cfg.rows} rows over {cfg.experts} experts")
         ly.config = dataclasses.replace(cfg, routing="measured", rows_per_expert=counts)
-        done += 1
-        if paths[ly.name] not in layers_hit:
-            layers_hit.append(paths[ly.name])
-    active = ", ".join(f"{sum(1 for c in rec.by_module[m] if c)}/{len(rec.by_module[m])}" for m in layers_hit)
-    note = (f"measured: the router's per-expert counts on the run's own inputs (batch {rec.batch}, recorded by "
-            f"`benanza torch` in a forward on {rec.how}) for {done} of {len(grouped)} grouped GEMMs in "
-            f"{len(layers_hit)} MoE layers; experts given rows per layer {active or '-'}")
-    notices.append(f"routing: {note}" + ("" if done == len(grouped) else
-                                         f"; the other {len(grouped) - done} stay balanced (no counts for their module)"))
-    return note
+        n += 1
+        hit += [module] if module not in hit else []
+    active = ", ".join(f"{sum(1 for c in by_module[m] if c)}/{len(by_module[m])}" for m in hit)
+    return (f"measured: the router's per-expert counts on the run's own inputs (batch {batch}, recorded by "
+            f"`benanza torch` in a forward on {plan.how}) for {n} of {len(grouped)} grouped GEMMs in "
+            f"{len(hit)} MoE layers; experts given rows per layer {active or '-'}"
+            + ("" if n == len(grouped) else f"; the other {len(grouped) - n} stay balanced (no counts for their module)"))
+
+
+def balanced_twins(layers) -> list:
+    """The balanced twin (:meth:`benanza.kinds.GroupedGemmConfig.balanced`) of each layer's grouped GEMM
+    timed under a measured routing, in the layers' order: the configs of the balanced what-if."""
+    from benanza.kinds.grouped_gemm import GroupedGemmConfig
+
+    return [ly.config.balanced() for ly in layers
+            if isinstance(ly.config, GroupedGemmConfig) and ly.config.routing == "measured"]

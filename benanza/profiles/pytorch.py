@@ -206,7 +206,11 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
                 store_export(key, ex)
         write_export_stamp(onnx_path, key)
     if not train:  # the router's choice on the profiled run's inputs, before the bench reads the export
-        record_routing(src, onnx_path, batches, dtype, device, say)
+        try:
+            record_routing(src, onnx_path, batches, dtype, device, say)
+        except Exception as e:  # noqa: BLE001 - the module's own forward failed: its experts stay balanced
+            say(f"routing: not recorded ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}): "
+                f"the experts are timed under balanced routing")
     t0 = time.perf_counter()
     if bench:  # in this process (benanza.usecases.bench), through the caller
         bench(onnx_path, batches)
