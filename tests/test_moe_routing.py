@@ -165,3 +165,15 @@ def test_the_report_and_json_name_the_routing_and_the_balanced_what_if(tmp_path,
 
     assert f"Under balanced routing (what-if) the lower bound is {wi['lbl_ms']:.4f} ms, the experts " \
            f"{wi['experts_ms']:.4f} ms." in llm_answer(d)
+
+
+def test_benanza_torch_records_only_what_it_lacks():
+    """`benanza torch`'s recording step (benanza.profiles.pytorch.record_routing) runs no forward for a model
+    without grouped experts, nor for batches already recorded on the same device and dtype (no torch needed
+    for either): it returns None, or the record it found."""
+    from benanza.profiles.pytorch import record_routing
+
+    assert record_routing(None, DEC / "qwen3_lm_prefill.onnx", [1], "bf16", "cuda") is None
+    assert record_routing(None, DEC / "qwen3_moe_eager_prefill.onnx", [1], "bf16", "cuda") is None  # no GroupedMatMul
+    found = record_routing(None, ROUTED, [4, 1], "fp32", "cpu")
+    assert found == stored_routing(onnx.load(str(ROUTED), load_external_data=False))

@@ -236,7 +236,7 @@ def eager_notice(loops: list[EagerLoop]) -> str:
 # ------------------------------------------------------------------ the routing the run measured
 
 #: the model-level ``metadata_props`` key of the routing ``benanza torch`` recorded on the run's own
-#: inputs (:func:`routing_doc`; read by :func:`recorded_routing`)
+#: inputs (:func:`routing_doc`; read by :func:`read_routing`)
 ROUTING_KEY = "benanza.routing"
 #: the format of that value
 ROUTING_FORMAT = 1

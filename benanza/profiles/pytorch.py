@@ -105,17 +105,18 @@ def record_routing(src: ModuleSource, onnx_path: Path, batches: list[int], dtype
     on ``device``, seeded, in ``dtype``'s cast), one forward counts each experts module's (token, expert)
     pairs per expert (:func:`benanza.processing.modules.expert_counts`), and the counts are stored in
     the export's metadata (:func:`benanza.processing.routing.write_routing`), where every later step
-    reads them (:func:`benanza.processing.routing.recorded_routing`). The same weights and inputs give
+    reads them (:func:`benanza.processing.routing.read_routing`). The same weights and inputs give
     the profiled run the same top-k, except where two experts' router scores tie to the last bit (a
     top-k among equal scores is the kernel's choice). Returns the document stored (or found)."""
     import onnx
-    import torch
+    from google.protobuf.message import DecodeError
 
-    from benanza.processing.modules import expert_counts
     from benanza.processing.routing import routing_doc, stored_routing, write_routing
-    from benanza.profiles.capture import native_module
 
-    model = onnx.load(str(onnx_path), load_external_data=False)
+    try:
+        model = onnx.load(str(onnx_path), load_external_data=False)
+    except (OSError, DecodeError):  # no ONNX graph to read: the bench says why
+        return None
     if not any(n.op_type == "GroupedMatMul" for n in model.graph.node):
         return None
     old = stored_routing(model)
@@ -125,6 +126,11 @@ def record_routing(src: ModuleSource, onnx_path: Path, batches: list[int], dtype
     todo = [b for b in batches if b not in have]
     if not todo:
         return old
+    import torch
+
+    from benanza.processing.modules import expert_counts
+    from benanza.profiles.capture import native_module
+
     cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(dtype)
     dev = torch.device(device)
     for b in todo:
