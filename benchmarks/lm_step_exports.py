@@ -26,7 +26,10 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
   experts (``?_experts_implementation=batched_mm``), standard ONNX ops only;
 * ``qwen3_moe_eager_prefill`` / ``_decode``: the same Qwen3-MoE with transformers' ``eager`` experts
   (``?_experts_implementation=eager``): the loop over the experts the trace's random routing hit, each
-  expert's tokens found by ``NonZero`` (the graph holds only the experts the trace hit).
+  expert's tokens found by ``NonZero`` (the graph holds only the experts the trace hit);
+* ``qwen3_moe_routed_prefill``: the same Qwen3-MoE's prefill with the routing ``benanza torch`` records
+  (:data:`ROUTED`: ``benanza.profiles.pytorch.record_routing`` on the CPU in fp32 at batches 1 and 4,
+  the router's per-expert counts in the export's ``benanza.routing`` metadata).
 
 Runs where torch, transformers and onnxscript are (no GPU needed)::
 
@@ -91,7 +94,11 @@ EXPORTS = {
     # transformers' eager experts: a loop over the experts the trace's routing hit (one_hot, NonZero, where)
     **{f"qwen3_moe_eager_{phase}": (MOE_SPECS["qwen3_moe"] + "&_experts_implementation=eager", phase,
                                     16 if phase == "prefill" else 32) for phase in ("prefill", "decode")},
+    # the routing benanza torch records on the run's inputs (ROUTED)
+    "qwen3_moe_routed_prefill": (MOE_SPECS["qwen3_moe"], "prefill", 16),
 }
+#: exports whose routing is recorded as `benanza torch` records it (name -> batches; CPU, fp32)
+ROUTED = {"qwen3_moe_routed_prefill": [1, 4]}
 
 
 def main(argv=None) -> int:
@@ -111,6 +118,10 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         e = export_onnx(src, a.out / f"{name}.onnx")
         (a.out / f"{name}.onnx.data").unlink(missing_ok=True)
+        if name in ROUTED:
+            from benanza.profiles.pytorch import record_routing
+
+            record_routing(src, e.path, ROUTED[name], "fp32", "cpu")
         m = onnx.load(str(e.path), load_external_data=False)
         shape = [d.dim_value or d.dim_param for d in m.graph.output[0].type.tensor_type.shape.dim]
         print(f"{name}\t{e.exporter}\t{time.perf_counter() - t:.1f}s\t{e.path.stat().st_size}B\t"

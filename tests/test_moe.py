@@ -34,14 +34,37 @@ def test_a_config_refuses_a_routing_it_cannot_time():
 
 
 def test_the_suite_renders_and_its_source_compiles(tmp_path):
+    """Balanced cases carry no counts (the template computes them); a measured case carries its rows per
+    expert as data, a C++ initializer list of ints."""
     cfgs = [L.GroupedGemmConfig(rows=8, n=768, k=2048, experts=128),
-            L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4, trans_b=True)]
+            L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4, trans_b=True),
+            L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4, routing="measured", rows_per_expert=(7, 0, 1, 2))]
     generate([_suite_model(cfgs)], ["fp32", "bf16", "fp8"], tmp_path / "s")
     src = (tmp_path / "s" / "src" / "groupedgemm.cpp").read_text()
-    assert src.count('8, 768, 2048, 128, false, false, "balanced"}') == 3
-    assert src.count('10, 64, 32, 4, true, false, "balanced"}') == 3
+    assert src.count('8, 768, 2048, 128, false, false, "balanced", {}}') == 3
+    assert src.count('10, 64, 32, 4, true, false, "balanced", {}}') == 3
+    assert src.count('10, 64, 32, 4, false, false, "measured", {7, 0, 1, 2}}') == 3
     assert "cublasGemmGroupedBatchedEx(" in src
     syntax_check(tmp_path / "s", "groupedgemm.cpp")
+
+
+def test_a_measured_routing_is_explicit_counts_and_balanced_keeps_its_key():
+    """A measured config's counts are its own (an expert with no rows reads no weights); balanced configs
+    keep the keys they were stored under (the counts field is left out at its default); counts that do
+    not fit are refused."""
+    m = L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4, routing="measured", rows_per_expert=(7, 0, 1, 2))
+    assert m.counts() == (7, 0, 1, 2) and m.active == 3
+    assert L.REGISTRY["GroupedGemm"].min_bytes(m, 2, 2) == 2 * (10 * 32 + 3 * 32 * 64) + 2 * 10 * 64
+    b = m.balanced()
+    assert b == L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4) and b.counts() == (3, 3, 2, 2)
+    assert "rows_per_expert" not in b.params() and m.params()["rows_per_expert"] == [7, 0, 1, 2]
+    assert m.key != b.key and L.config_from_params("GroupedGemm", m.params()) == m
+    assert L.config_from_params("GroupedGemm", b.params()) == b
+    for bad in ((7, 0, 1), (7, 0, 1, 1), (11, -1, 0, 0)):
+        with pytest.raises(ValueError, match="measured routing needs 4 non-negative counts summing to 10"):
+            L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4, routing="measured", rows_per_expert=bad)
+    with pytest.raises(ValueError, match="balanced routing computes"):
+        L.GroupedGemmConfig(rows=10, n=64, k=32, experts=4, rows_per_expert=(7, 0, 1, 2))
 
 
 # ---------------------------------------------------------------- exports as `benanza torch` writes them

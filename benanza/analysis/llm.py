@@ -83,8 +83,9 @@ def weight_bytes(model: onnx.ModelProto, ml, precision: str) -> WeightBytes:
     once the dims are bound, e.g. a decode step's position: the layer graph reads none of the table).
     The experts' weights of a mixture of experts (an initializer only ``GroupedMatMul`` nodes read, or ONNX
     Runtime's ``MoE`` as its experts' weights and biases) count the experts the layer's routing gives rows to (:attr:`benanza.kinds.GroupedGemmConfig.active`:
-    a decode token reads its top-k experts, not all of them), so the bound and the LBL assume the same
-    routing. Raises UsageError for an unknown precision."""
+    a decode token reads its top-k experts, not all of them; under a measured routing an expert the
+    router left idle is not read), so the bound and the LBL assume the same routing (for the balanced
+    what-if, pass :func:`with_balanced_experts` of ``ml``). Raises UsageError for an unknown precision."""
     per = Precision.of(precision).bytes
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for n in model.graph.node:
@@ -300,7 +301,11 @@ def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, ke
     """:func:`llm_terms` of an analysis of ``ml`` (its LBL, precision) on ``system``: None when ``ml``
     is no decoder (and ``phase`` is None); ``{"phase", "error"}`` when the bound cannot be drawn (a
     GPU outside the spec table without measured ceilings), never raising for it. The model file is
-    read again (without external weights) for its initializers' shapes."""
+    read again (without external weights) for its initializers' shapes. A mixture of experts adds
+    ``experts`` (:func:`experts_share`, with ``routing_note``: the routing the LBL assumes and why,
+    the processor's ``routing:`` notice, :func:`benanza.processing.routing.measured_routing`) and, where that routing is measured, its
+    ``whatif`` under balanced routing (:func:`balanced_whatif` with that routing's ``bound_ms`` and
+    ``weight_bytes``)."""
     from benanza.processing.model import load_graph
 
     phase = phase or decoder_phase(ml)
@@ -315,8 +320,50 @@ def llm_doc(ml, analysis, database, system, measured_ms: float | None = None, ke
     d = llm_terms(b, analysis.lbl_ms, analysis.complete, measured_ms, kernel_ms)
     experts = experts_share(analysis)
     if experts:
+        experts["routing_note"] = next((n[len("routing: "):] for n in ml.notices if n.startswith("routing: ")),
+                                       experts["routing"])
+        whatif = balanced_whatif(ml, analysis, database, system)
+        if whatif is not None:
+            wb = physical_bound(model, whatif.pop("layers"), analysis.precision, ceil, source, gpu, phase)
+            whatif.update(bound_ms=wb.bound_ms, weight_bytes=wb.weights.bytes)
+            experts["whatif"] = whatif
         d["experts"] = experts
     return d
+
+
+def with_balanced_experts(ml):
+    """``ml`` (:class:`benanza.processing.model.ModelLayers`) with each grouped GEMM timed under a
+    measured routing replaced by its balanced twin (:meth:`benanza.kinds.GroupedGemmConfig.balanced`),
+    the other layers shared; None when no layer has a measured routing."""
+    import dataclasses
+
+    if not any(isinstance(ly.config, L.GroupedGemmConfig) and ly.config.routing == "measured" for ly in ml.layers):
+        return None
+    layers = [dataclasses.replace(ly, config=ly.config.balanced())
+              if isinstance(ly.config, L.GroupedGemmConfig) and ly.config.routing == "measured" else ly
+              for ly in ml.layers]
+    return dataclasses.replace(ml, layers=layers, notices=list(ml.notices))
+
+
+def balanced_whatif(ml, analysis, database, system) -> dict | None:
+    """The LBL's balanced what-if of a step whose experts are timed under the routing the run measured:
+    the same analysis (``analysis``'s precision, cache, layouts and convolution precision, on
+    ``system`` from ``database``) of ``ml`` with every measured grouped GEMM balanced
+    (:func:`with_balanced_experts`; the suite times those twins, :func:`benanza.processing.routing.balanced_twins`).
+    Returns ``{"routing": "balanced", "lbl_ms", "lbl_complete", "experts_ms", "active", "experts",
+    "layers"}`` (ms; ``experts_ms`` None when a twin has no valid measurement; ``layers``: the balanced
+    ModelLayers, for its physical bound), None without a measured routing (the LBL is then balanced
+    already)."""
+    from benanza.analysis.analyzer import analyze
+
+    twin = with_balanced_experts(ml)
+    if twin is None:
+        return None
+    a = analyze(twin, database, system, analysis.precision, analysis.cache, tuple(analysis.layouts),
+                analysis.conv_precision or None)
+    ex = experts_share(a) or {}
+    return {"routing": "balanced", "lbl_ms": a.lbl_ms, "lbl_complete": a.complete, "experts_ms": ex.get("lbl_ms"),
+            "active": ex.get("active"), "experts": ex.get("experts"), "layers": twin}
 
 
 def experts_share(analysis) -> dict | None:
@@ -326,16 +373,21 @@ def experts_share(analysis) -> dict | None:
     than its layers' sum, else the sum) in ``analysis``: ``layers`` (how many), ``lbl_ms`` (the sum of
     their lower-bound times, ms; None when one has no valid measurement: never a partial sum),
     ``share`` (of the step's sequential lower bound, the sum over every layer, ``lbl_fused_sequential_ms``;
-    None with ``lbl_ms``), ``routing`` (the routings the configs are timed under) and ``active`` /
-    ``experts`` (experts given rows, of all, summed over the layers). None for a model without experts."""
-    parts = [(t.layer.config, t.time_ms) for t in analysis.layers if isinstance(t.layer.config, L.GroupedGemmConfig)]
-    parts += [(f.config, f.fused_ms if f.faster_than_sum else f.unfused_ms) for f in analysis.fusions
+    None with ``lbl_ms``), ``routing`` (the routings the configs are timed under), ``active`` /
+    ``experts`` (experts given rows, of all, summed over the layers) and ``per_layer`` (each grouped
+    GEMM's ``layer`` name, ``routing``, ``rows``, ``active`` and ``experts``; an eager loop's group is
+    named ``group``). None for a model without experts."""
+    parts = [(t.layer.name, t.layer.config, t.time_ms) for t in analysis.layers
+             if isinstance(t.layer.config, L.GroupedGemmConfig)]
+    parts += [("group", f.config, f.fused_ms if f.faster_than_sum else f.unfused_ms) for f in analysis.fusions
               if isinstance(f.config, L.GroupedGemmConfig)]
     if not parts:
         return None
-    missing = any(ms is None for _, ms in parts)
-    ms = None if missing else sum(ms for _, ms in parts)
+    missing = any(ms is None for _, _, ms in parts)
+    ms = None if missing else sum(ms for _, _, ms in parts)
     seq = analysis.lbl_fused_sequential_ms
     return {"layers": len(parts), "lbl_ms": ms, "share": ms / seq if ms is not None and seq else None,
-            "routing": ", ".join(sorted({c.routing for c, _ in parts})),
-            "active": sum(c.active for c, _ in parts), "experts": sum(c.experts for c, _ in parts)}
+            "routing": ", ".join(sorted({c.routing for _, c, _ in parts})),
+            "active": sum(c.active for _, c, _ in parts), "experts": sum(c.experts for _, c, _ in parts),
+            "per_layer": [{"layer": name, "routing": c.routing, "rows": c.rows, "active": c.active,
+                           "experts": c.experts} for name, c, _ in parts]}

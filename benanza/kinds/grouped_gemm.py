@@ -12,7 +12,9 @@ transformers 5 runs a mixture of experts this way by default (``grouped_mm_exper
 The rows per expert are the router's choice at run time, not the graph's: a config states the routing
 it is timed under (:attr:`GroupedGemmConfig.routing`; ``balanced``: ``S`` rows spread as evenly as they
 go over ``min(E, S)`` experts, what a load-balanced router gives and what a decode token's ``top_k``
-distinct experts are).
+distinct experts are; ``measured``: the per-expert counts the router gave on the run's own inputs,
+recorded by ``benanza torch``'s export, :mod:`benanza.processing.routing`, carried as
+:attr:`GroupedGemmConfig.counts`).
 
 Timed: cuBLAS's ``cublasGemmGroupedBatchedEx`` (one group per row count), the per-expert
 ``cublasGemmEx`` loop (transformers' fallback, a framework without a grouped kernel), and where every
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from benanza.kinds.base import OPTIONAL, Job, Kind, LayerConfig
-from benanza.kinds.cpp import Case, CppValue, cpp_num, cpp_string, job_init
+from benanza.kinds.cpp import Case, CppValue, c_array, cpp_num, cpp_string, job_init
 from benanza.kinds.framework import Candidate, Ctx
 from benanza.kinds.onnx_map import MS_DOMAIN, ContribOp, Unsupported, contrib_doc, need
 from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
@@ -47,8 +49,9 @@ from benanza.kinds.patterns import Graph, Node, Pattern, is_kind
 BENANZA_DOMAIN = "benanza"
 #: where the operator's semantics come from: PyTorch's grouped matmul, as transformers calls it
 GROUPED_MATMUL_SPEC = "https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.grouped_mm.html"
-#: the routings a config can be timed under (:meth:`GroupedGemmConfig.counts`)
-ROUTINGS = ("balanced",)
+#: the routings a config can be timed under (:meth:`GroupedGemmConfig.counts`): ``balanced``
+#: (:func:`balanced_counts`) and ``measured`` (the counts the profiled run's router gave, explicit)
+ROUTINGS = ("balanced", "measured")
 
 
 def balanced_counts(rows: int, experts: int) -> tuple[int, ...]:
@@ -72,7 +75,12 @@ class GroupedGemmConfig(LayerConfig):
     rows: S, the (token, expert) pairs (tokens x top-k); k: the input features (K); n: the output
     features (N); experts: E, the weight's leading dim; trans_b: W stored ``[E, N, K]`` (an
     ``nn.Linear``-style expert) rather than ``[E, K, N]``; routing: how the rows fall on the experts
-    (:meth:`counts`). FLOPs: ``2 * rows * n * k`` (every row is multiplied once, whatever the routing).
+    (:meth:`counts`): ``balanced`` (computed) or ``measured`` with ``rows_per_expert`` the rows of each expert
+    (E entries in expert order, summing to ``rows``; empty for ``balanced``, and then left out of the
+    key, so balanced configs keep the keys they were stored under). FLOPs: ``2 * rows * n * k``
+    (every row is multiplied once, whatever the routing). Raises ValueError for non-positive sizes,
+    an unknown routing, or counts that do not fit (``measured`` without E non-negative counts summing
+    to ``rows``; counts with ``balanced``).
 
     weight_grad: the weight gradient of a grouped GEMM instead (a training step's, PyTorch's
     ``_grouped_mm`` of a 2-D ``[k, rows]`` by a 2-D ``[rows, n]`` with ``offs`` splitting the rows):
@@ -92,6 +100,7 @@ class GroupedGemmConfig(LayerConfig):
     trans_b: bool = False
     routing: str = "balanced"
     weight_grad: bool = dataclasses.field(default=False, metadata=OPTIONAL)
+    rows_per_expert: tuple[int, ...] = dataclasses.field(default=(), metadata=OPTIONAL)
 
     def __post_init__(self):
         if min(self.rows, self.n, self.k, self.experts) < 1:
@@ -101,10 +110,24 @@ class GroupedGemmConfig(LayerConfig):
             raise ValueError(f"GroupedGemmConfig: routing {self.routing!r} is not one of {', '.join(ROUTINGS)}")
         if self.weight_grad and self.trans_b:
             raise ValueError("GroupedGemmConfig: a weight gradient is out[e] = A[r_e]^T B[r_e], no trans_b")
+        object.__setattr__(self, "rows_per_expert", tuple(int(c) for c in self.rows_per_expert))
+        if self.routing == "balanced" and self.rows_per_expert:
+            raise ValueError("GroupedGemmConfig: balanced routing computes its counts; none may be given")
+        if self.routing == "measured":
+            c = self.rows_per_expert
+            if len(c) != self.experts or min(c, default=0) < 0 or sum(c) != self.rows:
+                raise ValueError(f"GroupedGemmConfig: measured routing needs {self.experts} non-negative counts "
+                                 f"summing to {self.rows} rows, got {len(c)} summing to {sum(c)}")
 
     def counts(self) -> tuple[int, ...]:
-        """Rows per expert, ``experts`` entries in expert order (:func:`balanced_counts`)."""
-        return balanced_counts(self.rows, self.experts)
+        """Rows per expert, ``experts`` entries in expert order: the measured ``rows_per_expert``, else
+        :func:`balanced_counts`."""
+        return self.rows_per_expert if self.routing == "measured" else balanced_counts(self.rows, self.experts)
+
+    def balanced(self) -> "GroupedGemmConfig":
+        """The same GEMMs under ``balanced`` routing: a measured config's what-if (itself when balanced)."""
+        return self if self.routing == "balanced" else dataclasses.replace(self, routing="balanced",
+                                                                           rows_per_expert=())
 
     @property
     def active(self) -> int:
@@ -300,10 +323,10 @@ def grouped_gemm_backward(cfg: GroupedGemmConfig) -> tuple | None:
     weight-gradient config (no forward layer is one)."""
     if cfg.weight_grad:
         return None
-    data = GroupedGemmConfig(rows=cfg.rows, n=cfg.k, k=cfg.n, experts=cfg.experts, trans_b=not cfg.trans_b,
-                             routing=cfg.routing)
+    route = {"routing": cfg.routing, "rows_per_expert": cfg.rows_per_expert}
+    data = GroupedGemmConfig(rows=cfg.rows, n=cfg.k, k=cfg.n, experts=cfg.experts, trans_b=not cfg.trans_b, **route)
     a, b = (cfg.n, cfg.k) if cfg.trans_b else (cfg.k, cfg.n)
-    weight = GroupedGemmConfig(rows=cfg.rows, n=b, k=a, experts=cfg.experts, routing=cfg.routing, weight_grad=True)
+    weight = GroupedGemmConfig(rows=cfg.rows, n=b, k=a, experts=cfg.experts, weight_grad=True, **route)
     return (("backward_data", data), ("backward_weight", weight))
 
 
@@ -319,12 +342,16 @@ class GroupedGemmCase(Case):
     trans_b: CppValue
     weight_grad: CppValue
     label: CppValue
+    counts: CppValue
 
 
 def _grouped_case(cfg: GroupedGemmConfig, job: Job) -> GroupedGemmCase:
+    """The case of ``cfg``: its rows per expert as data (``counts``, E ints: a measured routing's; empty
+    for ``balanced``, which the template computes by the same rule as :func:`balanced_counts`)."""
     return GroupedGemmCase(job=job_init(job), rows=cfg.rows, n=cfg.n, k=cfg.k, experts=cfg.experts,
                            trans_b=cpp_num(cfg.trans_b), weight_grad=cpp_num(cfg.weight_grad),
-                           label=cpp_string(cfg.routing + (", weight gradient" if cfg.weight_grad else "")))
+                           label=cpp_string(cfg.routing + (", weight gradient" if cfg.weight_grad else "")),
+                           counts=c_array(cfg.rows_per_expert))
 
 
 def _grouped(c: Ctx) -> Candidate:

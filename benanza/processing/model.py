@@ -34,7 +34,7 @@ from benanza.processing.graph import (NONDETERMINISTIC_OPS, contrib_of, elem_typ
                                       folded_values, has_data, infer_and_fold, infer_and_fold_shapes, infer_shapes,
                                       inferred_shapes, opset_of)
 from benanza.processing.rebind import input_batch_axis
-from benanza.processing.routing import state_routing, with_routing
+from benanza.processing.routing import balanced_twins, state_routing, with_routing
 from benanza.lazy import LazyModule
 onnx = LazyModule("onnx")  # imported where a model is read, not where cached layers are
 
@@ -124,12 +124,12 @@ class ModelLayers:
         return [ly for ly in self.layers if ly.status == "benchmark"]
 
     def unique_configs(self) -> dict[str, L.LayerConfig]:
-        """Unique layer configs (benchmarked layers and fusion candidates), by key, in graph order."""
+        """Unique layer configs (benchmarked layers, fusion candidates, :func:`balanced_twins`), by key, in graph order."""
         out: dict[str, L.LayerConfig] = {}
         for ly in self.benchmarked():
             out.setdefault(ly.config.key, ly.config)
-        for f in self.fusions:
-            out.setdefault(f.config.key, f.config)
+        for cfg in [f.config for f in self.fusions] + balanced_twins(self.benchmarked()):
+            out.setdefault(cfg.key, cfg)
         return out
 
     def by_type(self) -> dict[str, dict[str, int]]:
@@ -722,7 +722,7 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
     rebinding, rebound = rebind_fixed_batch(model, batch, weights, batch_dim)
     notices = bind_batch(model, batch, weights, dims, batch_dim, Path(path).name) + rebound
     try:
-        model, folded, static, shapes, loops = with_routing(_infer_and_fold_rebound(model, weights, rebinding), weights, notices)
+        model, folded, static, shapes, plan = with_routing(_infer_and_fold_rebound(model, weights, rebinding), weights, notices)
     except ModelError as e:  # inference and folding name the node, not the file: say where
         raise ModelError(str(e) if str(e).startswith(f"{path}:") else f"{path}: {e}") from None
     ctx = _Ctx(model, static, shapes)
@@ -769,7 +769,7 @@ def _process(path, batch: int, dims: dict[str, int] | None, batch_dim: int | Non
         layers.append(ly)
     if not layers:
         raise ModelError(f"{path}: the graph has no layers after constant folding")
-    state_routing(layers, loops)
+    state_routing(layers, plan, batch, path, notices)
     edges = {ly.index: sorted({producers[i] for i in ly.inputs if i in producers}) for ly in layers}
     fusions = fusion_candidates(layers, consumers, {o.name for o in g.output}, ctx)
     return ModelLayers(model=Path(path).stem, path=str(path), sha256=digest, batch=batch,

@@ -956,3 +956,53 @@ def module_paths(model) -> dict[str, str]:
         if p is not None:
             out[n.name] = p
     return out
+
+
+# ------------------------------------------------------------------------- the router's choice
+
+def is_experts_module(m) -> bool:
+    """Whether ``m`` is a transformers 5 experts module: the ``@use_experts_implementation`` classes of
+    ``transformers/models/*`` (``Qwen3MoeExperts``, ``Qwen2MoeExperts``, ``MixtralExperts``,
+    ``DeepseekV3Experts``, ``GptOssExperts``: a class named ``*Experts`` with ``num_experts``), which
+    their MoE block calls as ``experts(hidden_states [T, H], top_k_index [T, k], top_k_weights)``."""
+    return type(m).__name__.endswith("Experts") and isinstance(getattr(m, "num_experts", None), int)
+
+
+def expert_counts(module, inputs: tuple) -> list[dict]:
+    """The router's choice in one forward of ``module`` on ``inputs``: a forward pre-hook on each
+    experts module (:func:`is_experts_module`) reads its ``top_k_index`` (the second positional argument,
+    or the ``top_k_index`` / ``router_indices`` keyword) and counts the (token, expert) pairs per expert
+    (``torch.bincount``, ``minlength`` E). Returns, in call order, one ``{"module", "experts", "top_k",
+    "tokens", "counts"}`` per call (``module``: the qualified name in ``module.named_modules()``, the
+    ONNX export's scope of its ``GroupedMatMul`` nodes; ``counts``: E ints summing to tokens x top_k).
+    Runs under ``torch.no_grad``; the hooks are removed after. An index outside ``[0, E)`` (an expert
+    parallel sentinel) is not counted and the entry is dropped."""
+    import torch
+
+    found: list[dict] = []
+    handles = []
+
+    def hook(name, mod):
+        def pre(_m, args, kwargs):
+            idx = args[1] if len(args) > 1 else kwargs.get("top_k_index", kwargs.get("router_indices"))
+            if not isinstance(idx, torch.Tensor) or idx.dim() < 1:
+                return
+            e = int(mod.num_experts)
+            flat = idx.reshape(-1).long()
+            if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= e):
+                return
+            k = int(idx.shape[-1])
+            found.append({"module": name, "experts": e, "top_k": k, "tokens": int(flat.numel()) // max(k, 1),
+                          "counts": [int(c) for c in torch.bincount(flat, minlength=e).tolist()]})
+        return pre
+
+    for name, mod in module.named_modules():
+        if is_experts_module(mod):
+            handles.append(mod.register_forward_pre_hook(hook(name, mod), with_kwargs=True))
+    try:
+        with torch.no_grad():
+            module(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return found

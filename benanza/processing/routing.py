@@ -25,6 +25,7 @@ not in the graph: the notice says so and the LBL counts the traced experts only.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from dataclasses import dataclass
 
 from benanza.kinds.grouped_gemm import balanced_counts
@@ -138,26 +139,54 @@ def bind_eager_routing(model: onnx.ModelProto) -> list[EagerLoop]:
     return [loop for loop, _, _ in loops]
 
 
+@dataclass(frozen=True)
+class RoutingPlan:
+    """What the model processor knows of the routing before mapping: the eager ``loops`` bound, the
+    counts ``benanza torch`` recorded (``recorded``: batch -> experts module -> counts, None without a
+    record; :func:`read_routing`), how they were recorded (``how``) and each node's module (``paths``,
+    node name -> module path, :func:`benanza.processing.modules.module_paths`; empty without a record)."""
+
+    loops: tuple = ()
+    recorded: dict | None = None
+    how: str = ""
+    paths: dict = dataclasses.field(default_factory=dict)
+
+
 def with_routing(inferred: tuple, weights: set[str], notices: list[str]) -> tuple:
     """The model processor's step after inference and folding (``inferred``: the model, folded op counts,
     static names, shapes): where the model has eager experts loops (:func:`bind_eager_routing`), their
     rows bound, shapes inferred and folded again and the notice (:func:`eager_notice`) appended to
-    ``notices``. Returns (model, folded, static, shapes, the loops bound)."""
+    ``notices``; the routing counts the model records, read and validated (:func:`read_routing`, which
+    raises ModelError for a bad record). Returns (model, folded, static, shapes, :class:`RoutingPlan`)."""
+    from benanza.processing.modules import module_paths
+
     model, folded, static, shapes = inferred
+    recorded, how = read_routing(model)
+    paths = module_paths(model) if recorded else {}
     loops = bind_eager_routing(model)
     if not loops:
-        return model, folded, static, shapes, []
+        return model, folded, static, shapes, RoutingPlan((), recorded, how, paths)
     model, more, static, shapes = infer_and_fold_shapes(model, weights)
     notices.append(eager_notice(loops))
-    return model, dict(collections.Counter(folded) + collections.Counter(more)), static, shapes, loops
+    return (model, dict(collections.Counter(folded) + collections.Counter(more)), static, shapes,
+            RoutingPlan(tuple(loops), recorded, how, paths))
 
 
-def state_routing(layers, loops: list[EagerLoop]) -> None:
+def state_routing(layers, plan: RoutingPlan, batch: int, path, notices: list[str]) -> None:
+    """After mapping, in place: the eager loops' layers state their routing (:func:`state_eager_routing`)
+    and the grouped GEMMs take the counts recorded for ``batch`` (:func:`measured_routing`; its note
+    appended to ``notices``). Raises ModelError naming ``path`` and the layer for counts that do not fit it."""
+    state_eager_routing(layers, list(plan.loops))
+    note = measured_routing(layers, plan, batch, path)
+    if note:
+        notices.append(f"routing: {note}")
+
+
+def state_eager_routing(layers, loops: list[EagerLoop]) -> None:
     """After mapping, in place: the config of each NonZero layer whose length a loop's routing set says
     which routing it is (``NonZeroConfig.routing``), and the weight slice (a Gather of the experts' 3-D
     weight by the expert's index, and its Transpose) of a body the routing gives no rows becomes
     zero-cost with its MatMul: the loop skips an expert without rows, so neither runs nor reads weights."""
-    import dataclasses
     import math
 
     from benanza.kinds.nonzero import NonZeroConfig
@@ -203,3 +232,148 @@ def eager_notice(loops: list[EagerLoop]) -> str:
         return (text + f"; the LBL counts the traced experts' {counted} of {rows} rows: the other "
                 f"{rows - counted} rows' experts are not in the graph and not measured")
     return text + f"; the LBL counts all {rows} rows"
+
+
+# ------------------------------------------------------------------ the routing the run measured
+
+#: the model-level ``metadata_props`` key of the routing ``benanza torch`` recorded on the run's own
+#: inputs (:func:`routing_doc`; read by :func:`read_routing`)
+ROUTING_KEY = "benanza.routing"
+#: the format of that value
+ROUTING_FORMAT = 1
+
+
+def routing_doc(batches: dict[int, list[dict]], device: str, dtype: str, seed: int = 0) -> dict:
+    """The value :func:`write_routing` stores: per batch, the entries of
+    :func:`benanza.processing.modules.expert_counts` (one per experts module: its qualified name,
+    ``experts`` E, ``top_k``, ``tokens`` and ``counts``, E ints summing to tokens x top_k), and how
+    they were drawn (the forward's ``device``, ``dtype`` and ``seed``)."""
+    return {"format": ROUTING_FORMAT, "device": device, "dtype": dtype, "seed": seed,
+            "batches": {str(b): entries for b, entries in sorted(batches.items())}}
+
+
+def write_routing(path, doc: dict) -> None:
+    """Store ``doc`` (:func:`routing_doc`) as the JSON value of :data:`ROUTING_KEY` in the model-level
+    ``metadata_props`` of the ONNX file at ``path`` (weights stay where they are: read without external
+    data, saved with the same references), replacing an earlier one."""
+    import json
+
+    m = onnx.load(str(path), load_external_data=False)
+    keep = [(p.key, p.value) for p in m.metadata_props if p.key != ROUTING_KEY]
+    del m.metadata_props[:]
+    for k, v in keep + [(ROUTING_KEY, json.dumps(doc, sort_keys=True, separators=(",", ":")))]:
+        m.metadata_props.add(key=k, value=v)
+    onnx.save(m, str(path))
+
+
+def stored_routing(model: onnx.ModelProto) -> dict | None:
+    """The JSON document of :data:`ROUTING_KEY` in ``model`` (None without one; not validated)."""
+    import json
+
+    for p in model.metadata_props:
+        if p.key == ROUTING_KEY:
+            try:
+                return json.loads(p.value)
+            except ValueError as e:
+                return {"error": f"not JSON ({e})"}
+    return None
+
+
+def _entry_counts(entry, where: str) -> tuple[str, tuple[int, ...]]:
+    """(module, counts) of one recorded entry, validated: E non-negative ints summing to tokens x
+    top_k. Raises ModelError naming ``where`` and the module."""
+    from benanza.errors import ModelError
+
+    if not isinstance(entry, dict) or not isinstance(entry.get("module"), str):
+        raise ModelError(f"{where}: an entry is not {{module, experts, top_k, tokens, counts}}")
+    name = entry["module"]
+    fields = [entry.get(f) for f in ("experts", "top_k", "tokens")]
+    counts = entry.get("counts")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in fields) \
+            or not isinstance(counts, list) \
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise ModelError(f"{where}: {name}: experts, top_k and tokens must be positive integers and counts "
+                         f"non-negative integers")
+    experts, top_k, tokens = fields
+    if len(counts) != experts or sum(counts) != tokens * top_k:
+        raise ModelError(f"{where}: {name}: {len(counts)} counts summing to {sum(counts)}; its {experts} experts "
+                         f"and {tokens} tokens x top-{top_k} need {experts} summing to {tokens * top_k}")
+    return name, tuple(counts)
+
+
+def read_routing(model: onnx.ModelProto) -> tuple[dict | None, str]:
+    """The routing ``benanza torch`` recorded in ``model`` (:data:`ROUTING_KEY`), validated: (batch ->
+    experts module -> counts, how it was recorded: device, dtype and seed), or (None, "") without a
+    record. Raises ModelError (one line naming the entry; the model processor adds the file) for a value
+    that is not the format :func:`routing_doc` writes, or counts that are not E non-negative integers
+    summing to tokens x top_k."""
+    from benanza.errors import ModelError
+
+    doc = stored_routing(model)
+    if doc is None:
+        return None, ""
+    where = f"metadata {ROUTING_KEY}"
+    if "error" in doc and len(doc) == 1:
+        raise ModelError(f"{where}: {doc['error']}")
+    if not isinstance(doc, dict) or doc.get("format") != ROUTING_FORMAT or not isinstance(doc.get("batches"), dict):
+        raise ModelError(f"{where}: not format {ROUTING_FORMAT} ({{format, device, dtype, seed, batches}})")
+    out: dict[int, dict[str, tuple[int, ...]]] = {}
+    for b, entries in doc["batches"].items():
+        if not str(b).isdigit() or not isinstance(entries, list):
+            raise ModelError(f"{where}: batch {b!r} is not a batch size with a list of entries")
+        out[int(b)] = {}
+        for entry in entries:
+            name, counts = _entry_counts(entry, f"{where}, batch {b}")
+            if name in out[int(b)]:
+                raise ModelError(f"{where}, batch {b}: {name} is recorded twice (an experts module called twice "
+                                 f"in one forward has no one routing)")
+            out[int(b)][name] = counts
+    return out, f"{doc.get('device', '?')} {doc.get('dtype', '?')}, seed {doc.get('seed', '?')}"
+
+
+def measured_routing(layers, plan: RoutingPlan, batch: int, path) -> str:
+    """After mapping, in place: each ``GroupedMatMul`` layer whose node's module (``plan.paths``) has
+    counts recorded for ``batch`` (``plan.recorded``) gets its config under ``measured`` routing with them.
+    Returns the routing note (which routing the experts' configs are timed under and why; "" without
+    grouped GEMMs). Raises ModelError naming ``path`` and the layer when its counts do not fit its config
+    (other experts or rows)."""
+    from benanza.errors import ModelError
+    from benanza.kinds.grouped_gemm import GroupedGemmConfig
+
+    grouped = [ly for ly in layers if isinstance(ly.config, GroupedGemmConfig) and ly.op_type == "GroupedMatMul"]
+    if not grouped:
+        return ""
+    if plan.recorded is None:
+        return ("balanced: no routing recorded (an ONNX file not exported by `benanza torch`): S = tokens x top-k "
+                "rows spread evenly over min(E, S) experts")
+    by_module = plan.recorded.get(batch, {})
+    if not by_module:
+        done = sorted(plan.recorded)
+        return (f"balanced: the routing was recorded at batch{'es' if len(done) > 1 else ''} "
+                f"{', '.join(map(str, done))}, not at batch {batch}")
+    n, hit = 0, []
+    for ly in grouped:
+        module = plan.paths.get(ly.name, "")
+        counts, cfg = by_module.get(module), ly.config
+        if counts is None:
+            continue
+        if len(counts) != cfg.experts or sum(counts) != cfg.rows:
+            raise ModelError(f"{path}: layer {ly.name} ({module}): the recorded routing gives {sum(counts)} rows over "
+                             f"{len(counts)} experts; the layer has {cfg.rows} rows over {cfg.experts} experts")
+        ly.config = dataclasses.replace(cfg, routing="measured", rows_per_expert=counts)
+        n += 1
+        hit += [module] if module not in hit else []
+    active = ", ".join(f"{sum(1 for c in by_module[m] if c)}/{len(by_module[m])}" for m in hit)
+    return (f"measured: the router's per-expert counts on the run's own inputs (batch {batch}, recorded by "
+            f"`benanza torch` in a forward on {plan.how}) for {n} of {len(grouped)} grouped GEMMs in "
+            f"{len(hit)} MoE layers; experts given rows per layer {active or '-'}"
+            + ("" if n == len(grouped) else f"; the other {len(grouped) - n} stay balanced (no counts for their module)"))
+
+
+def balanced_twins(layers) -> list:
+    """The balanced twin (:meth:`benanza.kinds.GroupedGemmConfig.balanced`) of each layer's grouped GEMM
+    timed under a measured routing, in the layers' order: the configs of the balanced what-if."""
+    from benanza.kinds.grouped_gemm import GroupedGemmConfig
+
+    return [ly.config.balanced() for ly in layers
+            if isinstance(ly.config, GroupedGemmConfig) and ly.config.routing == "measured"]

@@ -496,7 +496,7 @@ def run_child(spec: CaptureSpec) -> dict:
         resolve_s = time.perf_counter() - t0
         with gpu:  # the build on the GPU and every iteration
             t1 = time.perf_counter()
-            module, xs, shapes = _native_module(torch, spec, device, cast, src)
+            module, xs, shapes = native_module(torch, spec, device, cast, src)
             result, prof = child(torch, spec, device, module, xs, shapes,
                                  build_s=resolve_s + time.perf_counter() - t1)
     else:
@@ -565,10 +565,12 @@ def _module_source(spec: CaptureSpec):
                    bool(m.get("train")))
 
 
-def _native_module(torch, spec: CaptureSpec, device, cast, src):
+def native_module(torch, spec: CaptureSpec, device, cast, src):
     """The native module of ``spec.module`` (``src``: its source, :func:`_module_source`) on
-    ``device`` in the run's data type and memory format (compiled when asked), its inputs at
-    ``spec.batch``, and their shapes."""
+    ``device`` in the run's data type (``cast``, a torch dtype or None) and memory format (compiled when
+    asked), its inputs at ``spec.batch``, and their shapes. ``spec`` needs ``batch``, ``channels_last``
+    and ``compile`` only: `benanza torch`'s routing record builds the same module and inputs
+    (:func:`benanza.profiles.pytorch.record_routing`)."""
     # built on the device: its parameters are allocated and initialized there (a 1 B-parameter
     # decoder's random initialization on the CPU takes seconds per profiling child), then moved
     # there in case the module created any on the CPU

@@ -96,6 +96,68 @@ def write_export_stamp(onnx_path: Path, key: str | None) -> None:
         stamp.write_text(json.dumps({"key": key}))
 
 
+def record_routing(src: ModuleSource, onnx_path: Path, batches: list[int], dtype: str, device: str = "cpu",
+                   say=lambda m: None) -> dict | None:
+    """The router's choice on the run's own inputs, recorded in the export (a mixture-of-experts model
+    in transformers' default ``grouped_mm`` form: an export with ``GroupedMatMul`` nodes; else nothing is
+    run and None returned). For each batch of ``batches`` not yet recorded, the module is built and its
+    inputs drawn as the profiled run builds and draws them (:func:`benanza.profiles.capture.native_module`:
+    on ``device``, seeded, in ``dtype``'s cast), one forward counts each experts module's (token, expert)
+    pairs per expert (:func:`benanza.processing.modules.expert_counts`), and the counts are stored in
+    the export's metadata (:func:`benanza.processing.routing.write_routing`), where every later step
+    reads them (:func:`benanza.processing.routing.read_routing`). The same weights and inputs give
+    the profiled run the same top-k, except where two experts' router scores tie to the last bit (a
+    top-k among equal scores is the kernel's choice). Returns the document stored (or found)."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    from benanza.processing.routing import routing_doc, stored_routing, write_routing
+
+    try:
+        model = onnx.load(str(onnx_path), load_external_data=False)
+    except (OSError, DecodeError):  # no ONNX graph to read: the bench says why
+        return None
+    if not any(n.op_type == "GroupedMatMul" for n in model.graph.node):
+        return None
+    old = stored_routing(model)
+    same = isinstance(old, dict) and old.get("device") == device and old.get("dtype") == dtype \
+        and isinstance(old.get("batches"), dict)
+    have = {int(b): e for b, e in old["batches"].items() if str(b).isdigit()} if same else {}
+    todo = [b for b in batches if b not in have]
+    if not todo:
+        return old
+    import torch
+
+    from benanza.processing.modules import expert_counts
+    from benanza.profiles.capture import native_module
+
+    cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(dtype)
+    dev = torch.device(device)
+    for b in todo:
+        spec = _RoutingRun(b)
+        torch.manual_seed(spec.seed)
+        module, xs, _ = native_module(torch, spec, dev, cast, src)
+        have[b] = expert_counts(module, tuple(xs))
+        del module, xs
+        say(f"routing: batch {b}: {len(have[b])} MoE layers' per-expert counts recorded on {device} {dtype}")
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    doc = routing_doc(have, device, dtype)
+    write_routing(onnx_path, doc)
+    return doc
+
+
+@dataclass(frozen=True)
+class _RoutingRun:
+    """What :func:`benanza.profiles.capture.native_module` reads of a run: an eager forward at ``batch``,
+    default memory format, the profiled runs' seed."""
+
+    batch: int
+    seed: int = 0
+    channels_last: bool = False
+    compile: str | None = None
+
+
 def check_dtype(dtype: str) -> None:
     """Raises UsageError unless ``dtype`` is a framework data type (:data:`benanza.spec.FRAMEWORK_DTYPES`)."""
     framework_dtype(dtype, "torch")
@@ -149,6 +211,12 @@ def prepare(src: ModuleSource, out: Path, batches: list[int], dtype: str, db: st
             if src.cacheable:
                 store_export(key, ex)
         write_export_stamp(onnx_path, key)
+    if not train:  # the router's choice on the profiled run's inputs, before the bench reads the export
+        try:
+            record_routing(src, onnx_path, batches, dtype, device, say)
+        except Exception as e:  # noqa: BLE001 - the module's own forward failed: its experts stay balanced
+            say(f"routing: not recorded ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}): "
+                f"the experts are timed under balanced routing")
     t0 = time.perf_counter()
     if bench:  # in this process (benanza.usecases.bench), through the caller
         bench(onnx_path, batches)

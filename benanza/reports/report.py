@@ -116,15 +116,27 @@ def llm_table(llm: dict | None) -> FitTable | None:
         share = "not measured" if ex["lbl_ms"] is None else f"{100 * ex['share']:.1f} % of the layers' sum"
         t.add_row(f"  the experts ({ex['layers']} grouped GEMMs)", _f(ex["lbl_ms"]), "-",
                   f"{share}; {ex['routing']} routing, {ex['active']} of {ex['experts']} experts given rows")
+        wi = ex.get("whatif")
+        if wi:
+            part = "" if wi.get("lbl_complete", True) else "; INCOMPLETE: a partial sum"
+            t.add_row("what-if: balanced routing (LBL)", _f(wi["lbl_ms"]), _pct(_share_of(wi.get("bound_ms"), wi["lbl_ms"])),
+                      f"the experts {_f(wi['experts_ms'])} ms, {wi['active']} of {wi['experts']} experts given "
+                      f"rows; physical limit {_f(wi['bound_ms'])} ms" + part)
     why = (f"{b['bytes'] / 1e6:.3f} MB (weights {b['weight_bytes'] / 1e6:.3f} + KV cache {b['kv_cache_bytes'] / 1e6:.3f})"
            f" / DRAM" if b["limit"] == "memory" else f"{b['flops'] / 1e9:.3f} GFLOP / {b['precision']} peak")
     t.add_row(f"physical limit ({b['limit']})", _f(b["bound_ms"]), "100.0 %", why)
-    t.caption = "roofs: " + b["ceilings_text"]
+    t.caption = "roofs: " + b["ceilings_text"] + (f"; experts' routing: {ex['routing_note']}"
+                                                   if ex and ex.get("routing_note") else "")
     return t
 
 
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def _share_of(bound, ms) -> float | None:
+    """bound / ms: the share of a physical limit a time reaches (None without either)."""
+    return bound / ms if bound is not None and ms else None
 
 
 def llm_answer(d: dict) -> str | None:
@@ -144,6 +156,10 @@ def llm_answer(d: dict) -> str | None:
     if ex and ex["lbl_ms"] is not None:
         experts = (f" The experts' grouped GEMMs take {ex['lbl_ms']:.4f} ms of it ({100 * ex['share']:.1f} % of the "
                    f"layers' sum, {ex['routing']} routing).")
+    wi = (ex or {}).get("whatif")
+    if wi and wi.get("lbl_ms") is not None:
+        experts += (f" Under balanced routing (what-if) the lower bound is {wi['lbl_ms']:.4f} ms"
+                    + (f", the experts {wi['experts_ms']:.4f} ms" if wi.get("experts_ms") is not None else "") + ".")
     return (f"{d.get('model', '')} {llm['phase']} batch {llm.get('batch')} {b['precision']} on {d.get('gpu') or b['gpu']}: "
             f"{name} {meas}lower bound {lbl}, physical limit {b['bound_ms']:.4f} ms ({lim}, {src})." + experts)
 
