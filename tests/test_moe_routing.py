@@ -177,3 +177,17 @@ def test_benanza_torch_records_only_what_it_lacks():
     assert record_routing(None, DEC / "qwen3_moe_eager_prefill.onnx", [1], "bf16", "cuda") is None  # no GroupedMatMul
     found = record_routing(None, ROUTED, [4, 1], "fp32", "cpu")
     assert found == stored_routing(onnx.load(str(ROUTED), load_external_data=False))
+
+
+def test_a_training_steps_expert_gradients_keep_the_measured_routing():
+    """The grouped GEMMs' data and weight gradients are timed under the forward's routing: the same counts,
+    the idle expert 3 of the second layer included (its dW is zeros, its weights are not read)."""
+    from benanza.processing.training import training_plan
+
+    ml = process(ROUTED, 1)
+    plan = training_plan(ml)
+    grads = [c.config for c in plan.calls if isinstance(c.config, L.GroupedGemmConfig)]
+    assert len(grads) == 8 and sum(c.weight_grad for c in grads) == 4
+    # autograd's order: the second layer's experts first
+    assert [(c.routing, c.counts()) for c in grads] == [("measured", BATCH1[1 - i // 4]) for i in range(8)]
+    assert [c.active for c in grads] == [7] * 4 + [8] * 4

@@ -193,8 +193,10 @@ def numel_out(cfg) -> int:
 def _backward_configs():
     f = GG(rows=10, n=64, k=32, experts=4)
     idle = GG(rows=6, n=64, k=32, experts=16, trans_b=True)
+    routed = GG(rows=10, n=64, k=32, experts=4, routing="measured", rows_per_expert=(7, 0, 1, 2))
     out = [f, *[c for _, c in L.REGISTRY["GroupedGemm"].backward(f)],
-           *[c for _, c in L.REGISTRY["GroupedGemm"].backward(idle)]]
+           *[c for _, c in L.REGISTRY["GroupedGemm"].backward(idle)],
+           *[c for _, c in L.REGISTRY["GroupedGemm"].backward(routed)]]
     out += [c for _, c in L.REGISTRY["TopK"].backward(L.TopKConfig(x=(16, 8), axis=1, k=2))]
     out += [c for _, c in L.REGISTRY["GatherElements"].backward(L.GatherElementsConfig(data=(16, 8), indices=(16, 2),
                                                                                        axis=1))]
@@ -212,10 +214,13 @@ def test_the_backward_suite_renders_and_its_sources_compile(tmp_path):
     generate([_suite_model(_backward_configs())], ["bf16", "fp32", "fp8"], tmp_path / "s")
     src = tmp_path / "s" / "src"
     gg = (src / "groupedgemm.cpp").read_text()
-    assert gg.count('10, 64, 32, 4, false, true, "balanced, weight gradient"}') == 3
-    assert gg.count('6, 32, 64, 16, false, true, "balanced, weight gradient"}') == 3
-    assert gg.count('10, 32, 64, 4, true, false, "balanced"}') == 3
-    assert "run_weight_grad(b, c);" in gg and "cudaMemsetAsync(idle, 0, idle_bytes, s)" in gg
+    assert gg.count('10, 64, 32, 4, false, true, "balanced, weight gradient", {}}') == 3
+    assert gg.count('6, 32, 64, 16, false, true, "balanced, weight gradient", {}}') == 3
+    assert gg.count('10, 32, 64, 4, true, false, "balanced", {}}') == 3
+    # a measured routing's gradients keep its counts: the idle expert 1 is zeroed between active ones
+    assert gg.count('10, 32, 64, 4, true, false, "measured", {7, 0, 1, 2}}') == 3
+    assert gg.count('10, 64, 32, 4, false, true, "measured, weight gradient", {7, 0, 1, 2}}') == 3
+    assert "run_weight_grad(b, c);" in gg and "cudaMemsetAsync(out + off, 0, bytes, s)" in gg
     for name in ("groupedgemm.cpp", "scatter.cpp", "gatherelements.cpp", "gather.cpp"):
         syntax_check(tmp_path / "s", name)
 
@@ -233,7 +238,7 @@ def test_generate_train_writes_the_moe_steps_jobs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "GroupedGemm 6" in out and "Scatter" in out and "Optimizer 1" in out
     gg = (tmp_path / "g" / "src" / "groupedgemm.cpp").read_text()
-    assert gg.count('true, "balanced, weight gradient"}') == 2  # the gate/up and the down products' dW
+    assert gg.count('true, "balanced, weight gradient", {}}') == 2  # the gate/up and the down products' dW
 
 
 @pytest.mark.slow
