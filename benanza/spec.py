@@ -191,6 +191,13 @@ def cache(value: str) -> str:
 MODES = ("inference", "training")
 #: the phases of a decoder, and what their step's time is to a user
 DECODER_PHASES = {"prefill": "time to first token (TTFT)", "decode": "time per output token (TPOT)"}
+#: the forms of a multi-head latent attention (MLA: DeepSeek-V2/V3) decode step ``--mla`` chooses, and what
+#: each is (:mod:`benanza.processing.mla`): the LBL of a decode step is the one of the form it exported
+MLA_FORMS = {"transformers": "transformers' form: the latent cache re-expanded into per-head keys and values "
+                             "(kv_b_proj over every cached token) each step",
+             "absorbed": "the weight-absorbed form serving engines run (vLLM, SGLang; FlashMLA): one attention "
+                         "of the heads over the latent cache (MQA, d_qk = kv_lora_rank + qk_rope_head_dim, "
+                         "d_v = kv_lora_rank), the cache read once"}
 #: the phases of benanza's training-step calls (each kind's training calls name theirs)
 TRAINING_PHASES = ("forward", "backward_data", "backward_weight", "optimizer")
 #: the phases of benanza's training step, in order (the loss between forward and backward)
@@ -581,7 +588,8 @@ class TorchRequest:
     of the module's inputs (``seq`` and ``kv_len``: 1 to :data:`MAX_TOKENS`; a model's own
     ``max_position_embeddings`` is checked where its configuration is read,
     :func:`benanza.processing.modules.resolve`); ``force``: export again; ``optimizer`` of a training
-    phase. Raises UsageError for a bad field."""
+    phase; ``mla``: the form of an MLA decoder's decode step (:data:`MLA_FORMS`; ``absorbed`` only with
+    ``--phase decode``). Raises UsageError for a bad field."""
 
     spec: str
     batches: tuple[int, ...] = (1,)
@@ -603,9 +611,15 @@ class TorchRequest:
     logs: bool = True
     force: bool = False
     optimizer: str = DEFAULT_OPTIMIZER
+    mla: str = "transformers"
 
     def __post_init__(self):
         framework_dtype(self.dtype, "torch")
+        if self.mla not in MLA_FORMS:
+            raise UsageError(f"--mla {self.mla!r}: choose {' or '.join(MLA_FORMS)}")
+        if self.mla != "transformers" and self.phase.decoder != "decode":
+            raise UsageError(f"--mla {self.mla}: only with --phase decode (serving engines absorb the weights in "
+                             f"decode; prefill expands the latent)")
         for flag, n in (("--seq", self.seq), ("--kv-len", self.kv_len)):
             if n is not None and not 1 <= n <= MAX_TOKENS:
                 raise UsageError(f"{flag} {n}: give a length of 1 to {MAX_TOKENS} tokens")

@@ -16,6 +16,9 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
   benanza finds as a causal SDPA with ``window=8``;
 * ``deepseek_mla_decode``: a DeepSeek-V3-shaped decode step (MLA, dense MLPs) against the cache
   transformers keeps for it: the compressed latent (1 x 32) and the rotary key (1 x 16) per token;
+* ``deepseek_mla_absorbed_decode``: the same step in the weight-absorbed form serving engines run
+  (``--mla absorbed``, :mod:`benanza.processing.mla`): one cache input per layer, the latent (1 x 48:
+  32 + 16) as vLLM and FlashMLA store it, one attention of the 4 heads over it (MQA, d_qk 48, d_v 32);
 * ``<moe>_prefill`` / ``<moe>_decode`` for each of :data:`MOE_SPECS` (Qwen3-MoE, Qwen1.5-MoE, Mixtral,
   DeepSeek-V3 with MLA, GPT-OSS): transformers' default experts (``grouped_mm``), exported through
   benanza's translations (``benanza.processing.translations``: ``benanza.GroupedMatMul``, histc as
@@ -75,13 +78,14 @@ MOE_SPECS = {
     "gpt_oss": f"transformers:gpt_oss?{MOE}&intermediate_size=32&num_local_experts=8&num_experts_per_tok=2"
                "&head_dim=16&sliding_window=8",
 }
-#: name -> (spec, phase, seq or kv_len)
+#: name -> (spec, phase, seq or kv_len[, MLA form: benanza.spec.MLA_FORMS])
 EXPORTS = {
     "qwen3_lm_prefill": (f"transformers:qwen3?{SMALL}&head_dim=32", "prefill", 16),
     "qwen3_lm_decode": (f"transformers:qwen3?{SMALL}&head_dim=32", "decode", 64),
     "mistral_window_decode": (f"transformers:mistral?{SMALL}&sliding_window=8", "decode", 32),
     "mistral_window_prefill": (f"transformers:mistral?{SMALL}&sliding_window=8", "prefill", 32),
     "deepseek_mla_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64),
+    "deepseek_mla_absorbed_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64, "absorbed"),
     **{f"{m}_{phase}": (spec, phase, 16 if phase == "prefill" else 32)
        for m, spec in MOE_SPECS.items() for phase in ("prefill", "decode")},
     # Gemma-2: the attention's logits soft-capped (tanh(s / 50) * 50) between the scaling and the mask
@@ -111,10 +115,11 @@ def main(argv=None) -> int:
     from benanza.processing.modules import export_onnx, resolve
 
     only = set(a.only.split(",")) if a.only else set(EXPORTS)
-    for name, (spec, phase, n) in EXPORTS.items():
+    for name, (spec, phase, n, *form) in EXPORTS.items():
         if name not in only:
             continue
-        src = resolve(spec, seq=n, phase=phase, kv_len=n if phase == "decode" else None)
+        src = resolve(spec, seq=n, phase=phase, kv_len=n if phase == "decode" else None,
+                      mla_form=form[0] if form else "transformers")
         t = time.perf_counter()
         e = export_onnx(src, a.out / f"{name}.onnx")
         (a.out / f"{name}.onnx.data").unlink(missing_ok=True)

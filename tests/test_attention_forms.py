@@ -187,7 +187,7 @@ def test_the_suite_with_gqa_and_decode_compiles(tmp_path):
     assert [j.kind for j in suite.jobs] == ["SDPA"]
     src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
     # b h s_q s_kv d d_v scale, the bottom-right causal mask, Q/O as (b, s, h*d) views, h_kv 2
-    assert "2, 8, 1, 256, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in src and ", 2, false, 64, \"\"}" in src
+    assert "2, 8, 1, 256, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in src and ", 2, false, 64, \"\", false}" in src
     from benanza.kinds.cpp import cpp_string
 
     assert cpp_string('att"\\n*/') in src

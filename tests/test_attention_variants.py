@@ -210,10 +210,10 @@ def test_the_suite_renders_the_window_and_the_sink_and_compiles(tmp_path):
     sdpa = [j for j in suite.jobs if j.kind == "SDPA"]
     assert len(sdpa) == 3  # GPT-OSS's sliding and full layers, Mistral's (both of its layers alike)
     src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
-    # ... strides}, window, sink, softcap, h_kv, stats, kv_page, paged_skip
-    assert "}, 8, true, 0.0, 2, false, 0, \"\"}" in src  # GPT-OSS's sliding layer
-    assert "}, 0, true, 0.0, 2, false, 0, \"\"}" in src  # its full layer
-    assert "}, 8, false, 0.0, 2, false, 0, \"\"}" in src  # Mistral's
+    # ... strides}, window, sink, softcap, h_kv, stats, kv_page, paged_skip, v_in_k
+    assert "}, 8, true, 0.0, 2, false, 0, \"\", false}" in src  # GPT-OSS's sliding layer
+    assert "}, 0, true, 0.0, 2, false, 0, \"\", false}" in src  # its full layer
+    assert "}, 8, false, 0.0, 2, false, 0, \"\", false}" in src  # Mistral's
     assert "spec.window = c.window;" in src and "spec.sink = c.sink;" in src
     syntax_check(tmp_path / "s", "sdpa.cpp")
 

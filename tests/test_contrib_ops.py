@@ -250,7 +250,7 @@ def test_the_gqa_suite_compiles(tmp_path):
     suite = generate([process(tmp_path / "m.onnx", 2, {"seq": 1, "past": 255})], ["fp16"], tmp_path / "s")
     assert [j.kind for j in suite.jobs if j.kind == "SDPA"] == ["SDPA"]
     src = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
-    assert "2, 8, 1, 256, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in src and ", 2, false, 64, \"\"}" in src
+    assert "2, 8, 1, 256, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in src and ", 2, false, 64, \"\", false}" in src
     assert cpp_string('att"\\n*/') in src
     syntax_check(tmp_path / "s", "sdpa.cpp")
 

@@ -61,7 +61,7 @@ def recorded_torch(monkeypatch, tmp_path):
     import benanza.processing.modules as modules
     import benanza.profiles.pytorch as pt
 
-    monkeypatch.setattr(modules, "resolve", lambda *a: types.SimpleNamespace(name="resnet50_bnkept"))
+    monkeypatch.setattr(modules, "resolve", lambda *a, **k: types.SimpleNamespace(name="resnet50_bnkept", attention=None))
 
     def recorded(src, folder, batches, dtype, *a, on_run=None, **k):
         folder.mkdir(parents=True, exist_ok=True)

@@ -193,7 +193,7 @@ def test_the_suite_renders_and_its_source_compiles(tmp_path):
 
     assert cpp_string(HOSTILE) in src
     fwd = (tmp_path / "s" / "src" / "sdpa.cpp").read_text()
-    assert "SdpaMask::CAUSAL" in fwd and ", 2, true, 0, \"\"}" in fwd  # h_kv 2, stats written
+    assert "SdpaMask::CAUSAL" in fwd and ", 2, true, 0, \"\", false}" in fwd  # h_kv 2, stats written
     syntax_check(tmp_path / "s", "sdpabwd.cpp")
     syntax_check(tmp_path / "s", "sdpa.cpp")
 

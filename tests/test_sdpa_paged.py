@@ -108,11 +108,11 @@ def test_the_case_table_carries_the_family_and_compiles(tmp_path):
     rows = [ln for ln in src.splitlines() if "SdpaMask::" in ln and ln.lstrip().startswith("{")]
     fp16 = [r for r in rows if "FP16" in r]
     fp32 = [r for r in rows if "FP32" in r]
-    # b h s_q s_kv d d_v ... h_kv, stats, kv_page, paged_skip
-    assert any("2, 8, 1, 100, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in r and r.endswith(', 2, false, 64, ""},')
+    # b h s_q s_kv d d_v ... h_kv, stats, kv_page, paged_skip, v_in_k
+    assert any("2, 8, 1, 100, 64, 64, 0.125, SdpaMask::CAUSAL_BOTTOM_RIGHT" in r and r.endswith(', 2, false, 64, "", false},')
                for r in fp16), fp16
     assert any("100, 20, 20," in r and ", 64, \"paged KV cache: head dims d 20" in r for r in fp16)
-    assert any("2, 8, 100, 100, 64" in r and r.endswith(', 0, ""},') for r in fp16)  # prefill: no family
+    assert any("2, 8, 100, 100, 64" in r and r.endswith(', 0, "", false},') for r in fp16)  # prefill: no family
     assert all("FP16/BF16 data, not fp32" in r for r in fp32 if ", 1, 100, " in r)
     assert "spec.kv_page = c.kv_page;" in src
     syntax_check(tmp_path / "s", "sdpa.cpp")

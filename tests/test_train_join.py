@@ -591,7 +591,7 @@ def test_each_run_is_reported_before_the_next_is_profiled(tmp_path, monkeypatch)
     import benanza.reports.framework as report
     import benanza.usecases.torch as T
 
-    monkeypatch.setattr(modules, "resolve", lambda *a: types.SimpleNamespace(name="m"))
+    monkeypatch.setattr(modules, "resolve", lambda *a, **k: types.SimpleNamespace(name="m", attention=None))
     monkeypatch.setattr(pt, "prepare", fake_prepare)
     monkeypatch.setattr(T, "open_database", lambda db: "the database")
     monkeypatch.setattr(T, "current_fingerprint", lambda: "fp")

@@ -12,8 +12,9 @@ with, per step,
 * ``bytes`` = the weights the step must read once (every floating-point ONNX initializer, in the
   run's precision: shapes come from the graph even when the weights are stripped; an initializer
   that only Gather nodes read, an untied embedding table, counts the rows gathered) + the KV cache
-  read (each attention's past keys and values: b x h_kv x (s_kv - s_q) x (d + d_v) elements, which
-  are in DRAM before the step starts). Decode is memory-bound: its floor is this byte count over
+  read (each attention's past keys and values: b x h_kv x (s_kv - s_q) x (d + d_v) elements, d alone
+  where the values lie in the keys' rows, MLA's latent cache in the absorbed decode; in DRAM before the
+  step starts). Decode is memory-bound: its floor is this byte count over
   the bandwidth (Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023, section 2:
   per-token latency >= (parameter bytes + KV-cache bytes) / memory bandwidth).
 * ``FLOPs`` = the layers' FLOPs (a multiply-add is 2 FLOPs; each layer config's
@@ -133,12 +134,14 @@ def attention_configs(ml) -> list:
 
 def kv_cache_bytes(ml, precision: str) -> int:
     """Bytes of KV cache one step reads: over each attention of ``ml``, b x h_kv x (s_kv - s_q) x
-    (d + d_v) elements (the keys and values before this step's queries: the past), at the bytes
+    (d + d_v) elements (the keys and values before this step's queries: the past; d only where V lies in
+    K's rows, ``v_in_k``: MLA's latent cache in the absorbed decode, read once), at the bytes
     per element of the attention's data type (fp8: 1, an E4M3 cache as cuDNN's FP8 attention reads it,
     :data:`benanza.kinds.FP8_KINDS`; the fewest bytes any counted implementation reads, so that the
     bound stays below an LBL that takes the FP8 attention). 0 without a cache."""
     per = DTYPE_BYTES.get(Precision.of(precision).dtype, 2)
-    return sum(c.b * c.kv_heads * max(c.s_kv - c.s_q, 0) * (c.d + c.d_v) * per for c in attention_configs(ml))
+    return sum(c.b * c.kv_heads * max(c.s_kv - c.s_q, 0) * (c.d + (0 if getattr(c, "v_in_k", False) else c.d_v)) * per
+               for c in attention_configs(ml))
 
 
 def attention_flops(cfg) -> int:

@@ -90,6 +90,9 @@ Output = _opt(Optional[Path], "-o", "--output", help="working folder: the export
 PhaseOpt = _opt(str, "--phase", help="a transformers decoder's phase: prefill (the prompt's forward pass, --seq tokens: "
                 "time to first token) or decode (one new token per sequence against a KV cache of --kv-len tokens: "
                 "time per output token)")
+Mla = _opt(str, "--mla", help="with --phase decode of an MLA decoder (DeepSeek-V2/V3): transformers (default: its own "
+           "step, the latent cache re-expanded into per-head keys and values each step) or absorbed (the weight-absorbed "
+           "step serving engines run: one attention of the heads over the latent cache); the LBL is of the form exported")
 Logs = _opt(bool, "--logs/--no-logs", help="also profile each eager run with cuDNN and cuBLASLt logging, a run of its "
             "own (the engines and algorithms the framework chose; --no-logs: a third less profiling, the reports "
             "without them)")
@@ -119,7 +122,7 @@ def torch_cmd(spec: Spec, batch: Batches = "1", dtype: Dtype = "fp32", db: Db = 
               bench: Bench = True, bench_args: BenchArgs = "", seq: Seq = 128, phase: PhaseOpt = "prefill",
               kv_len: KvLen = None, input_shape: InputShape = None, warmup: Warmup = 20, runs: Runs = 100,
               iterations: Iterations = 5, logs: Logs = True, force: TorchForce = False, json_out: TorchJson = False,
-              train: TorchTrain = False, optimizer: Optimizer = None):
+              train: TorchTrain = False, optimizer: Optimizer = None, mla: Mla = "transformers"):
     """Analyze a PyTorch module as users run it: export it to ONNX, bench its layers, profile the
     module itself (eager; channels_last and torch.compile when asked), join its kernels to the
     layers and report how fast it could run and what stands in the way (--train: of a training step).
@@ -131,7 +134,7 @@ def torch_cmd(spec: Spec, batch: Batches = "1", dtype: Dtype = "fp32", db: Db = 
     req = TorchRequest(spec, tuple(parse_batches(batch)), dtype, db, output, device, channels_last, compile_mode,
                        bench, bench_timing(bench_args), seq, Phase("training" if train else "inference", phase), kv_len,
                        parse_input_shape(input_shape), warmup, runs, iterations, logs, force,
-                       spec_optimizer(optimizer, train))
+                       spec_optimizer(optimizer, train), mla)
     with steps(quiet=json_out) as say:  # each step's line, and a spinner on a terminal
         r = torch_case(req, progress(json_out, say), report.write_html)
     report.print_torch(r, json_out)

@@ -141,8 +141,17 @@ class SdpaConfig(LayerConfig):
     #: ``cap * tanh(s / cap)`` before the mask (transformers' ``models/gemma2`` ``eager_attention_forward``;
     #: cudnn-frontend's ``attn::score_modifiers::Softcap`` as the SDPA's score modifier); 0 = none
     softcap: float = dataclasses.field(default=0.0, metadata=OPTIONAL)
+    #: V is the first d_v features of K's rows, one memory read once: MLA's latent cache in the weight-absorbed
+    #: decode (:mod:`benanza.processing.mla`; FlashMLA's ``kcache`` of head dim 576 whose first 512 features are
+    #: the values, vLLM's MLA backend), found where the group's V is a Slice of the tensor its K repeats
+    #: (:func:`_sliced_values`); its bytes are not counted again (:func:`_min_bytes`) and the suite and the
+    #: PyTorch candidate read V inside K's buffer. Needs d_v <= d and V's strides equal to K's
+    v_in_k: bool = dataclasses.field(default=False, metadata=OPTIONAL)
 
     def __post_init__(self):
+        if self.v_in_k and (self.d_v > self.d or self.v_strides != (self.k_strides or
+                                                                    view_strides(self, self.input_shapes())[1])):
+            raise ValueError(f"SDPA: v_in_k needs d_v {self.d_v} <= d {self.d} and V read with K's strides")
         if self.softcap < 0:
             raise ValueError(f"SDPA: softcap {self.softcap} is not 0 or a positive cap")
         if self.mask not in SDPA_MASKS:
@@ -183,7 +192,7 @@ class SdpaConfig(LayerConfig):
 
     def describe(self):
         extra = (f" window {self.window}" if self.window else "") + (" sink" if self.sink else "") + \
-            (f" softcap {self.softcap:g}" if self.softcap else "")
+            (f" softcap {self.softcap:g}" if self.softcap else "") + (" V in K" if self.v_in_k else "")
         return describe_attention("SDPA", self, extra + (" +stats" if self.stats else ""))
 
 
@@ -885,14 +894,17 @@ class SdpaCase(Case):
     stats: CppValue
     kv_page: CppValue
     paged_skip: CppValue
+    v_in_k: CppValue
 
 
 def _min_bytes(cfg: SdpaConfig, ib: int, ob: int) -> int:
-    """Q, K and V read once at ``ib`` bytes per element, O written once at ``ob`` (:func:`io_bytes`), with
+    """Q, K and V read once at ``ib`` bytes per element (V not again where it lies in K's rows, ``v_in_k``), O
+    written once at ``ob`` (:func:`io_bytes`), with
     ``stats`` the float32 (b, h, s_q, 1) statistics written once and with ``sink`` the h float32 sink
     logits read once (bytes; the compulsory traffic, Williams et al., "Roofline", CACM 2009). A window
     does not lower it: every key is still some query's."""
-    return io_bytes(cfg, ib, ob) + (4 * cfg.b * cfg.h * cfg.s_q if cfg.stats else 0) + (4 * cfg.h if cfg.sink else 0)
+    return io_bytes(cfg, ib, ob) + (4 * cfg.b * cfg.h * cfg.s_q if cfg.stats else 0) + (4 * cfg.h if cfg.sink else 0) \
+        - (ib * numel(cfg.input_shapes()[2]) if cfg.v_in_k else 0)
 
 
 def is_decode(cfg) -> bool:
@@ -977,7 +989,8 @@ def _sdpa_case(cfg: SdpaConfig, job: Job) -> SdpaCase:
     q, k, v, o = cfg.strides()
     skip = paged_kv_skip(cfg, job.precision)
     return SdpaCase(job=job_init(job), b=cfg.b, h=cfg.h, s_q=cfg.s_q, s_kv=cfg.s_kv, d=cfg.d, d_v=cfg.d_v, scale=cpp_num(float(cfg.scale)), mask=SDPA_MASK_CPP[cfg.mask], bias=c_array(bias, 4, 1), strides=c_array(list(q) + list(k) + list(v) + list(o), 16), window=cfg.window, sink=cpp_num(cfg.sink), softcap=cpp_num(float(cfg.softcap)), h_kv=cfg.kv_heads, stats=cpp_num(cfg.stats),
-                    kv_page=0 if skip is None else cfg.kv_page, paged_skip=cpp_string(skip or ""))
+                    kv_page=0 if skip is None else cfg.kv_page, paged_skip=cpp_string(skip or ""),
+                    v_in_k=cpp_num(cfg.v_in_k))
 
 
 def with_autograd(torch, fn):
@@ -1122,8 +1135,10 @@ def _sdpa(c: Ctx) -> Candidate:
         return (base.requires_grad_() if grad else base).as_strided(shape, strides)
 
     def setup():
-        return {"qkv": [view(s, st, cfg.stats) for s, st in zip(shapes[:3], (qs, ks, vs))],
-                "out": view(shapes[3], os_)}
+        qkv = [view(s, st, cfg.stats) for s, st in zip(shapes[:3], (qs, ks, vs))]
+        if cfg.v_in_k:  # V inside K's rows (MLA's latent cache): one buffer
+            qkv[2] = qkv[1][..., :cfg.d_v]
+        return {"qkv": qkv, "out": view(shapes[3], os_)}
     t = with_autograd(c.torch, setup)() if cfg.stats else setup()
     q, k, v = (t["qkv"][i] for i in range(3))
     out = t["out"]
@@ -1374,7 +1389,7 @@ def find_attention(pat: Graph, mm1: Node):
     for part, f, _ in absorbed:
         scale *= f
         chain += [ly.index for ly in part]
-    strides, h_kv = _gqa_operands(pat, absorbed, strides, chain, lead, kt_shape[-1])
+    strides, h_kv, v_in_k = _gqa_operands(pat, absorbed, strides, chain, lead, kt_shape[-1])
     out_part, o_st = _absorb_output(pat, mm2)
     chain += [ly.index for ly in out_part]
     if len(lead) == 0:
@@ -1390,7 +1405,7 @@ def find_attention(pat: Graph, mm1: Node):
     packed = cfg.strides()
     fields = ("q_strides", "k_strides", "v_strides", "o_strides")
     cfg = dataclasses.replace(cfg, **{name: tuple(st) for name, st, pk in zip(fields, given, packed)
-                                      if st is not None and tuple(st) != tuple(pk)})
+                                      if st is not None and tuple(st) != tuple(pk)}, v_in_k=v_in_k)
     return chain, cfg
 
 
@@ -1440,27 +1455,55 @@ def _repeat_kv(pat: Graph, tensor: str) -> tuple[list[Node], int] | None:
 def _gqa_operands(pat: Graph, absorbed: list, strides: tuple, chain: list[int], lead: tuple, s_kv: int):
     """GQA in a decomposed attention: when K's and V's absorbed movement starts at the Reshape of a
     repeat of fewer heads (:func:`_repeat_kv`, the same h_kv for both) and reads the repeat packed,
-    the Expands and Unsqueezes join ``chain`` and K and V are read packed with h_kv heads. Returns
-    ((q, k, v) strides, h_kv; 0 without GQA)."""
+    the Expands and Unsqueezes join ``chain`` and K and V are read packed with h_kv heads. A V that is a Slice of
+    the features of the latent K repeats (:func:`_sliced_values`, MLA's absorbed decode) joins too, read in
+    K's rows. Returns ((q, k, v) strides, h_kv (0 without GQA), whether V lies in K's rows)."""
     if len(lead) < 2:
-        return strides, 0
+        return strides, 0, False
     h = lead[-1]
     reps = []
     for i in (1, 2):
         part = absorbed[i][0]
         rep = _repeat_kv(pat, part[0].outputs[0]) if part else None
         if rep is None:
-            return strides, 0
+            return strides, 0, False
         d = part[0].output_shapes[0][-1]
         packed = V.packed_strides((math.prod(lead[:-1]), h, s_kv, d))
         if strides[i] is not None and tuple(strides[i]) != tuple(packed):
-            return strides, 0
+            return strides, 0, False
         reps.append(rep)
     h_kv = reps[0][1]
     if reps[1][1] != h_kv or h % h_kv or h_kv == h:
-        return strides, 0
+        return strides, 0, False
     chain += [ly.index for layers, _ in reps for ly in layers[1:]]
-    return (strides[0], None, None), h_kv
+    sliced = _sliced_values(pat, reps[1][0][-1])
+    if sliced is None:
+        return (strides[0], None, None), h_kv, False
+    chain.append(sliced[0].index)
+    k_src = reps[0][0][-1].inputs[0] if reps[0][0][-1].inputs else None
+    if k_src != sliced[0].inputs[0]:
+        return (strides[0], None, sliced[1]), h_kv, False
+    # V inside K's rows (MLA's latent): K's own packed strides, one buffer
+    k_packed = V.packed_strides((math.prod(lead[:-1]), h_kv, s_kv, sliced[0].input_shapes[0][-1]))
+    return (strides[0], None, tuple(k_packed)), h_kv, True
+
+
+def _sliced_values(pat: Graph, first: Node) -> tuple[Node, tuple] | None:
+    """MLA's values in the absorbed form (:mod:`benanza.processing.mla`; vLLM's MLA decode, FlashMLA): V is
+    the first d_v features of the latent cache entry K reads whole, a Slice of the last axis that only the
+    repeat's first layer ``first`` reads. Returns (the Slice, V's (b, h_kv, s, d_v) strides over the
+    latent's memory): a fused kernel reads V out of the cache in place, as FlashMLA does; None otherwise."""
+    sl = pat.made_by(first.inputs[0]) if first.inputs else None
+    if sl is None or not pat.free(sl) or sl.status != "benchmark" or pat.sole_user(sl) is not first \
+            or not isinstance(sl.config, CopyConfig) or sl.config.op != "Slice" or not sl.input_shapes \
+            or sl.input_shapes[0] is None or len(sl.input_shapes[0]) != 4:
+        return None
+    src, out = tuple(sl.input_shapes[0]), tuple(sl.output_shapes[0] or ())
+    if out[:-1] != src[:-1]:
+        return None  # only the feature axis is cut
+    v = _view_step(sl, V.View.packed(src))
+    st = _bhsd(v) if v is not None else None
+    return (sl, st) if st is not None else None
 
 
 def find_gqa_attention(pat: Graph, att: Node):

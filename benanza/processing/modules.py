@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Callable
 
 from benanza.errors import ModelError, UsageError
-from benanza.spec import DECODER_PHASES
-from benanza.processing import translations
+from benanza.spec import DECODER_PHASES, MLA_FORMS
+from benanza.processing import mla, translations
 
 #: the record_function name prefix of a module scope in a native profile's trace (one colon: the
 #: join treats ``ns::name`` events as framework ops)
@@ -77,7 +77,9 @@ class ModuleSource:
     KV cache: gigabytes the CPU would draw, then copy). ``identity``: what the export depends on
     besides the library versions and benanza's code (:func:`export_key`; None: unknown, the export is
     never reused); ``cacheable``: the identity names library code only (torchvision and transformers
-    models), so one user's exports may be shared between folders (:mod:`benanza.processing.cache`)."""
+    models), so one user's exports may be shared between folders (:mod:`benanza.processing.cache`).
+    ``attention``: an MLA decoder's decode step, the form its attention is exported in (a key of
+    :data:`benanza.spec.MLA_FORMS`); None for any other step."""
 
     name: str
     kind: str
@@ -91,6 +93,7 @@ class ModuleSource:
     device_inputs: bool = False
     identity: dict | None = None
     cacheable: bool = False
+    attention: str | None = None
 
 
 def _safe(name: str) -> str:
@@ -276,7 +279,7 @@ def _with_overrides(name: str, base: str, cfg, overrides: dict):
 
 
 def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | None = None,
-                  train: bool = False) -> ModuleSource:
+                  train: bool = False, mla_form: str = "transformers") -> ModuleSource:
     base, overrides = split_overrides(name)
 
     cfg = _with_overrides(name, base, _transformers_config(base), overrides)
@@ -287,7 +290,7 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
         label += "_" + _safe("_".join(f"{k}{v}" for k, v in overrides.items()))
     causal = causal_lm(cfg)
     if phase == "decode":
-        return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq, causal)
+        return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq, causal, mla_form)
     if phase != "prefill":
         raise UsageError(f"--phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
     keep = 0 if train else 1  # logits_to_keep: 0 = every position (a training step's loss)
@@ -379,12 +382,15 @@ def _config_identity(cfg) -> str:
         return repr(sorted(cfg.to_dict().items(), key=lambda kv: kv[0]))
 
 
-def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = True) -> ModuleSource:
+def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = True,
+                    mla_form: str = "transformers") -> ModuleSource:
     """The decode step of a transformers decoder (module doc): ``forward(input_ids, attention_mask,
     past_key_0, past_value_0, ...)`` fills a ``DynamicCache`` from the past tensors and runs the
     model on the new token; ``causal``: with the LM head, returning the new token's logits (else
-    the last hidden state). Raises :class:`UsageError` for a configuration without decoder fields
-    or a ``kv_len`` below 1."""
+    the last hidden state). ``mla_form`` ``absorbed`` (an MLA model only): the weight-absorbed
+    step (:mod:`benanza.processing.mla`), one input ``past_latent_i`` [B, 1, kv_len, kv_lora_rank +
+    qk_rope_head_dim] per layer. Raises :class:`UsageError` for a configuration without decoder
+    fields, a ``kv_len`` below 1 or ``absorbed`` for a model without MLA."""
     if kv_len < 1:
         raise UsageError(f"--kv-len {kv_len}: the KV cache needs at least one token")
     try:
@@ -392,7 +398,11 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = Tru
     except (AttributeError, TypeError, ValueError, ZeroDivisionError):
         raise UsageError(f"--phase decode: {type(cfg).__name__} is no decoder configuration (no layers, heads "
                          f"and hidden size)") from None
-    probed = _cache_dims(cfg)
+    absorbed = mla_form == "absorbed"
+    if absorbed and not mla.is_mla(cfg):
+        raise UsageError(f"--mla absorbed: {type(cfg).__name__} has no multi-head latent attention (no "
+                         f"kv_lora_rank; DeepSeek-V2/V3 have it)")
+    probed = ((1, mla.latent_dim(cfg)), (0, 0)) if absorbed else _cache_dims(cfg)
     (k_heads, k_dim), (v_heads, v_dim) = probed or ((kv_heads, head_dim), (kv_heads, head_dim))
 
     def build():
@@ -405,11 +415,15 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = Tru
             def __init__(self):
                 super().__init__()
                 self.model = _lm_model(cfg, causal)
+                if absorbed and not mla.absorb(self.model):
+                    raise UsageError(f"--mla absorbed: {type(self.model).__name__} has no attention of "
+                                     f"{' or '.join(mla.MLA_CLASSES)} to absorb")
 
             def forward(self, input_ids, attention_mask, *past):
                 cache = _model_cache(cfg)
                 for i in range(layers):
-                    cache.update(past[2 * i], past[2 * i + 1], i)
+                    # the absorbed form's one latent per layer is its keys (the values' copy is never read)
+                    cache.update(*((past[i], past[i]) if absorbed else (past[2 * i], past[2 * i + 1])), i)
                 out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
                                  use_cache=True, **({"logits_to_keep": 1} if causal else {}))
                 return out.logits if causal else out.last_hidden_state
@@ -424,17 +438,23 @@ def _decoder_decode(cfg, label: str, vocab: int, kv_len: int, causal: bool = Tru
         # 32 is 2.4 G normal numbers, 13 of the 21 s GPT-2's profiling child spent building its module
         # and inputs when the CPU drew them (an H200)
         g = torch.Generator(device=device or "cpu").manual_seed(0)
-        past = [torch.randn(batch, *((k_heads, kv_len, k_dim) if i % 2 == 0 else (v_heads, kv_len, v_dim)),
-                            generator=g, device=device) for i in range(2 * layers)]
+        past = [torch.randn(batch, *((k_heads, kv_len, k_dim) if i % 2 == 0 or absorbed else (v_heads, kv_len, v_dim)),
+                            generator=g, device=device) for i in range(layers if absorbed else 2 * layers)]
         return (torch.randint(0, vocab, (batch, 1), generator=g, device=device),
                 torch.ones(batch, kv_len + 1, dtype=torch.int64, device=device), *past)
 
-    names = ("input_ids", "attention_mask") + tuple(f"past_{t}_{i}" for i in range(layers) for t in ("key", "value"))
-    src = ModuleSource(f"{label}_decode_kv{kv_len}", "transformers", build, inputs, names, (0,) * len(names),
-                       output_names=("logits" if causal else "last_hidden_state",), device_inputs=True,
-                       cacheable=True, identity={"transformers": _config_identity(cfg), "phase": "decode",
-                                                 "kv_len": kv_len, "head": "lm_last" if causal else "none"})
-    what = (f"{k_heads} KV heads of {k_dim}" if (k_heads, k_dim) == (v_heads, v_dim)
+    names = ("input_ids", "attention_mask") + (tuple(f"past_latent_{i}" for i in range(layers)) if absorbed else
+                                               tuple(f"past_{t}_{i}" for i in range(layers) for t in ("key", "value")))
+    src = ModuleSource(f"{label}_decode_kv{kv_len}" + ("_mla_absorbed" if absorbed else ""), "transformers", build,
+                       inputs, names, (0,) * len(names), output_names=("logits" if causal else "last_hidden_state",),
+                       device_inputs=True, cacheable=True,
+                       identity={"transformers": _config_identity(cfg), "phase": "decode", "kv_len": kv_len,
+                                 "head": "lm_last" if causal else "none", **({"mla": mla_form} if absorbed else {})})
+    if mla.is_mla(cfg):
+        src.attention = mla_form
+        src.notes.append(f"MLA decode in {MLA_FORMS[mla_form]}")
+    what = (f"the MLA latent, 1 x {k_dim} (kv_lora_rank + qk_rope_head_dim), per token" if absorbed else
+            f"{k_heads} KV heads of {k_dim}" if (k_heads, k_dim) == (v_heads, v_dim)
             else f"keys {k_heads} x {k_dim} and values {v_heads} x {v_dim} per token, as the model caches them")
     src.notes.append(f"decode: 1 new token per sequence against a KV cache of {kv_len} tokens ({layers} layers, "
                      f"{what})"
@@ -554,10 +574,13 @@ def _is_torchvision_model(name: str) -> bool:
 
 
 def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = None, phase: str = "prefill",
-            kv_len: int | None = None, train: bool = False) -> ModuleSource:
+            kv_len: int | None = None, train: bool = False, mla_form: str = "transformers") -> ModuleSource:
     """The :class:`ModuleSource` of a module spec (module doc); ``phase`` and ``kv_len`` (tokens in
     the KV cache, default ``seq``) choose a transformers decoder's prefill or decode step;
-    ``train``: a training step (a causal LM's logits at every position, not the last). Raises
+    ``train``: a training step (a causal LM's logits at every position, not the last); ``mla_form``
+    (:data:`benanza.spec.MLA_FORMS`): an MLA decoder's decode step in transformers' form or the
+    weight-absorbed one (:mod:`benanza.processing.mla`; ``absorbed`` only with ``phase`` decode of a
+    transformers model with MLA). Raises
     :class:`UsageError` for a spec that names nothing benanza can build (the message lists the
     forms), a torchvision name it has no model of, a factory that takes arguments, a transformers
     override of the wrong type or a ``seq``/``kv_len`` beyond the configuration's
@@ -571,13 +594,16 @@ def resolve(spec: str, seq: int = 128, input_shape: tuple[int, ...] | None = Non
         raise UsageError(f"--phase {phase!r}: choose {' or '.join(DECODER_PHASES)}")
     if phase != "prefill" and not s.startswith("transformers:"):
         raise UsageError(f"--phase {phase}: only a transformers decoder has one (transformers:TYPE), not {spec!r}")
+    if mla_form != "transformers" and (phase != "decode" or not s.startswith("transformers:")):
+        raise UsageError(f"--mla {mla_form}: only with --phase decode of a transformers model with MLA "
+                         f"(transformers:deepseek_v3)")
     what = f"module spec {spec!r}"
     if s.startswith("torchvision:"):
         require("torch", "torchvision", what=what)
         src = _torchvision(_torchvision_name(spec, s.split(":", 1)[1]), input_shape)
     elif s.startswith("transformers:"):
         require("torch", "transformers", what=what)
-        src = _transformers(s.split(":", 1)[1], seq, phase, kv_len, train)
+        src = _transformers(s.split(":", 1)[1], seq, phase, kv_len, train, mla_form)
     elif ":" in s:
         require("torch", what=what)
         src = _factory(s, input_shape)

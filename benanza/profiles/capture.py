@@ -71,7 +71,7 @@ class CaptureSpec:
     ``channels_last``: run the module and its 4-D inputs in ``torch.channels_last`` memory format
     (NHWC), as a user applies benanza's layout-conversion finding; ``module``: run the native
     PyTorch module instead of the ONNX graph (``benanza torch``): ``{"spec": SPEC, "seq": N,
-    "input_shape": [..], "phase": "prefill"|"decode", "kv_len": L}`` (:func:`benanza.processing.modules.resolve`) or ``{"pickle": FILE}`` (a module saved
+    "input_shape": [..], "phase": "prefill"|"decode", "kv_len": L, "mla": FORM}`` (:func:`benanza.processing.modules.resolve`) or ``{"pickle": FILE}`` (a module saved
     with ``torch.save`` by :func:`benanza.analyze_module`, with ``inputs``: a saved tuple of example
     tensors and ``batch_dims``), ``model`` then being its ONNX export; ``compile``: a
     ``torch.compile`` mode (``default``, ``reduce-overhead``, ``max-autotune``) or None for eager;
@@ -562,7 +562,7 @@ def _module_source(spec: CaptureSpec):
         return from_module(module, base, tuple(m.get("batch_dims") or ()) or None)
     shape = tuple(m["input_shape"]) if m.get("input_shape") else None
     return resolve(m["spec"], int(m.get("seq") or 128), shape, m.get("phase") or "prefill", m.get("kv_len"),
-                   bool(m.get("train")))
+                   bool(m.get("train")), m.get("mla") or "transformers")
 
 
 def native_module(torch, spec: CaptureSpec, device, cast, src):

@@ -96,7 +96,8 @@ def terminal_tables(d: dict, top: int = 15) -> list:
 def llm_table(llm: dict | None) -> FitTable | None:
     """A decoder step in LLM terms (:func:`benanza.analysis.llm.llm_terms`): the time to first token
     (prefill) or per output token (decode) measured, at the lower bound and at the physical
-    (bandwidth or Tensor Core) limit, with the share of that limit each reaches; None for no decoder."""
+    (bandwidth or Tensor Core) limit, with the share of that limit each reaches, and for an MLA decoder's
+    decode step the form the LBL is of (``llm.mla``); None for no decoder."""
     if not llm:
         return None
     t = FitTable(f"{llm['phase']}: {llm['metric']}, ms per step of {llm.get('batch', '?')} sequence(s)",
@@ -111,6 +112,8 @@ def llm_table(llm: dict | None) -> FitTable | None:
     if llm.get("kernel_ms") is not None:
         t.add_row("measured GPU kernel time", _f(llm["kernel_ms"]), _pct(llm.get("kernel_fraction")), "")
     t.add_row("lower bound (LBL)", _f(llm["lbl_ms"]), _pct(llm.get("lbl_fraction")), "best measured kernels" + part)
+    if llm.get("mla"):
+        t.add_row(f"  of MLA's {llm['mla']['form']} form", "-", "-", llm["mla"]["what"])
     ex = llm.get("experts")
     if ex:
         share = "not measured" if ex["lbl_ms"] is None else f"{100 * ex['share']:.1f} % of the layers' sum"
@@ -160,8 +163,9 @@ def llm_answer(d: dict) -> str | None:
     if wi and wi.get("lbl_ms") is not None:
         experts += (f" Under balanced routing (what-if) the lower bound is {wi['lbl_ms']:.4f} ms"
                     + (f", the experts {wi['experts_ms']:.4f} ms" if wi.get("experts_ms") is not None else "") + ".")
+    form = f" The lower bound is of MLA's {llm['mla']['form']} form (--mla)." if llm.get("mla") else ""
     return (f"{d.get('model', '')} {llm['phase']} batch {llm.get('batch')} {b['precision']} on {d.get('gpu') or b['gpu']}: "
-            f"{name} {meas}lower bound {lbl}, physical limit {b['bound_ms']:.4f} ms ({lim}, {src})." + experts)
+            f"{name} {meas}lower bound {lbl}, physical limit {b['bound_ms']:.4f} ms ({lim}, {src})." + experts + form)
 
 
 def breakdown_table(d: dict) -> FitTable:

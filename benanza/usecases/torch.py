@@ -26,7 +26,7 @@ from benanza.profiles.profile import Latency
 from benanza.profiles.pytorch import ProfileRun
 from benanza.profiles.train_compare import TrainComparison
 from benanza.profiles.train_join import load_train_join
-from benanza.spec import DEFAULT_LAYOUTS, BenchRequest, Scenario, TorchRequest, framework_dtype
+from benanza.spec import DEFAULT_LAYOUTS, MLA_FORMS, BenchRequest, Scenario, TorchRequest, framework_dtype
 from benanza.usecases.analyze import insight_docs
 from benanza.usecases.bench import bench
 from benanza.usecases.common import current_fingerprint, lower_bound, open_database, training
@@ -92,12 +92,13 @@ def profile_seconds(folder: Path) -> dict:
 
 
 def run_report(req: TorchRequest, database: Database, folder: Path, onnx_path: Path, r: ProfileRun,
-               fingerprint: str | None, steps: dict | None = None) -> TorchReport:
+               fingerprint: str | None, steps: dict | None = None, attention: str | None = None) -> TorchReport:
     """One profiled run ``r``'s analysis and insights document (with the decoder's physical bound
     where the phase is decode, or the export is found causal), written as ``report-*.json`` in
     ``folder``; ``fingerprint``: this GPU's (the database's system the analysis reads). ``steps``:
     the command's export and bench seconds, in the document's ``run.command_seconds`` beside the run's
-    own ``run.seconds``."""
+    own ``run.seconds``. ``attention``: an MLA decoder's decode step, the form it was exported in
+    (:data:`benanza.spec.MLA_FORMS`), which the LLM terms name as the form the LBL is of (``llm.mla``)."""
     fd = framework_dtype(req.dtype, "torch")
     prof = load_profile(r.folder, onnx_path, r.batch)
     lb = lower_bound(Scenario(onnx_path, r.batch, fd.precision, DEFAULT_LAYOUTS, conv_precision=fd.conv_precision),
@@ -105,6 +106,8 @@ def run_report(req: TorchRequest, database: Database, folder: Path, onnx_path: P
     a, ml, system = lb.analysis, lb.layers, lb.system
     d = insight_docs(prof, [a], ml, database, system, "warm", DEFAULT_LAYOUTS,
                      phase="decode" if req.phase.decoder == "decode" else None)[0]  # prefill: if causal
+    if attention and d.get("llm"):
+        d["llm"]["mla"] = {"form": attention, "what": MLA_FORMS[attention]}
     d["run"] = {"spec": req.spec, "label": r.label, "folder": str(r.folder), "export": str(onnx_path),
                 "seconds": profile_seconds(r.folder), "command_seconds": dict(steps or {})}
     path = folder / (r.folder.name.replace("profile-", "report-") + ".json")
@@ -124,9 +127,9 @@ def torch(req: TorchRequest, progress: Progress = SILENT,
     errors."""
     if req.phase.training:
         return torch_train(req, progress)
-    src = modules.resolve(req.spec, req.seq, req.input_shape, req.phase.decoder, req.kv_len)
+    src = modules.resolve(req.spec, req.seq, req.input_shape, req.phase.decoder, req.kv_len, mla_form=req.mla)
     ref = {"spec": req.spec, "seq": req.seq, "input_shape": list(req.input_shape) if req.input_shape else None,
-           "phase": req.phase.decoder, "kv_len": req.kv_len}
+           "phase": req.phase.decoder, "kv_len": req.kv_len, "mla": req.mla}
     return torch_source(req, src, ref, progress, on_report)
 
 
@@ -162,7 +165,7 @@ def torch_source(req: TorchRequest, src, ref: dict, progress: Progress = SILENT,
     def report(onnx_path, r):
         if not opened:
             opened.update(db=open_database(req.db), fingerprint=current_fingerprint())
-        rep = run_report(req, opened["db"], folder, onnx_path, r, opened["fingerprint"], steps)
+        rep = run_report(req, opened["db"], folder, onnx_path, r, opened["fingerprint"], steps, src.attention)
         result.reports.append(rep)
         if on_report is not None:
             on_report(rep)
