@@ -16,8 +16,10 @@ and the mean, median and 90th percentile of |predicted / measured - 1|:
   left out (benchmarks/xgpu_grid.py), so these are shapes the grids never saw.
 
 fp32 (NeuSight's table, eager-timed: each time includes a launch gap of about 0.05 ms) is judged on the shapes
-whose time on both GPUs is at least 10 x that floor (0.5 ms), with ``naive`` and ``habitat`` (no grid: not a
-grid of shapes). ``--write`` stores the rows in db/reference/xgpu/xgpu_errors.json, which ``benanza predict``
+whose time on both GPUs is at least 10 x that floor (0.5 ms), with ``naive``, ``habitat`` and ``model``: the fp32
+model (benanza/analysis/xarch.py, fitted per op and target on the table) judged by 5-fold cross-validation over
+shapes (each shape predicted by the model fitted on the other four folds; folds from numpy ``default_rng(55)``);
+its rows ``fp32 linear all`` / ``fp32 bmm all`` judge it on every shape, the launch gap inside the ratio. ``--write`` stores the rows in db/reference/xgpu/xgpu_errors.json, which ``benanza predict``
 prints as the error of a prediction to that GPU.
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ ORIGINS = ("H100-SXM", "H200")
 #: table dtype -> (benanza precision, math of the measurement, operand bytes)
 DTYPES = {"bfloat16": ("bf16", "tensor_op", 2), "fp8": ("fp8", "fp8", 1), "fp8_block": ("fp8", "fp8_block128", 1)}
 EAGER_FLOOR_MS = 0.05
+FOLDS = 5
 
 
 class _Layer:
@@ -141,7 +144,28 @@ def fp32_rows(table: Path) -> list[dict]:
             hab = [habitat(so, sd, "fp32", "fma", a[0], a[1], a[2], float(x), "c" if op == "linear" else "none", a[3])
                    for a, x in zip(args, q[o])]
             rows.append({"method": "habitat", **base, **stats(hab, q[d])})
+            pred, meas, big = fp32_cross_validated(op, d)
+            rows.append({"method": "model", **base, **stats(pred[big], meas[big])})
+            rows.append({"method": "model", **base, "dtype": f"fp32 {op} all",
+                         "table": "NeuSight (eager, launch gap inside the ratio; all shapes)", **stats(pred, meas)})
     return rows
+
+
+def fp32_cross_validated(op: str, target: str, path: Path | None = None, folds: int = FOLDS):
+    """The fp32 model (benanza/analysis/xarch.py) judged by ``folds``-fold cross-validation over the shapes of
+    ``op`` measured on H100-SXM and ``target``: each shape predicted by the model fitted on the other folds.
+    Returns (predicted ms, measured ms, mask of the shapes of >= 10 x the launch floor on both GPUs)."""
+    from benanza.analysis import xarch
+
+    table = xarch.load_fp32_table(str(path or REF / xarch.FP32_FILE))
+    m, n, k, b, t_o, t_d = xarch.fp32_training_set(table, op, target)
+    fold = np.random.default_rng(55).permutation(len(m)) % folds
+    pred = np.zeros_like(t_d)
+    for f in range(folds):
+        tr, te = fold != f, fold == f
+        model = xarch.fit_fp32(op, target, m[tr], n[tr], k[tr], b[tr], t_o[tr], t_d[tr])
+        pred[te] = t_o[te] * np.exp(model.log_ratio(m[te], n[te], k[te], b[te], t_o[te]))
+    return pred, t_d, (t_o >= 10 * EAGER_FLOOR_MS) & (t_d >= 10 * EAGER_FLOOR_MS)
 
 
 def table(rows: list[dict]) -> str:
@@ -164,7 +188,7 @@ def main(argv=None) -> int:
     if a.write:
         doc = {"what": "per-GEMM |predicted / measured - 1| of benanza's cross-GPU prediction against public tables "
                        "(benchmarks/xgpu_check.py); grid rows: shapes left out of the grids",
-               "sources": "db/reference/xgpu/README.md", "rows": rows}
+               "sources": "db/reference/xgpu/README.md", "fp32_folds": FOLDS, "rows": rows}
         (REF / "xgpu_errors.json").write_text(json.dumps(doc, indent=1) + "\n")
         print(f"wrote {REF / 'xgpu_errors.json'}")
     return 0

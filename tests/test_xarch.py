@@ -135,3 +135,62 @@ def test_predict_to_a_gpu_outside_the_table_goes_through_its_architectures_table
         assert lp["predicted_ms"] <= direct[lp["index"]]["predicted_ms"] * 1.0001
     assert any("then B200 -> GB200 by wave scaling within Blackwell" in x and "never validated on Blackwell" in x
                for x in s["cross_gpu"])
+
+
+PART = REPO / "db" / "reference" / "h100_partitions.sqlite.gz"
+BERT = REPO / "db" / "reference" / "truth" / "bert_base.onnx"
+
+
+def test_fp32_model_reproduces_its_cross_validated_errors_and_beats_the_baselines():
+    """The fp32 model of NeuSight's table (xarch.fit_fp32), judged by 5-fold cross-validation over shapes,
+    gives the shipped ``model`` rows; it is better than the naive ratio and wave scaling on every target."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import xgpu_check
+    finally:
+        sys.path.pop(0)
+    shipped = {(r["method"], r["dtype"], r["target"]): r
+               for r in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"] if r["dtype"].startswith("fp32")}
+    for op, target in (("linear", "T4"), ("bmm", "V100-PCIe-32GB")):
+        pred, meas, big = xgpu_check.fp32_cross_validated(op, target)
+        e = np.abs(pred[big] / meas[big] - 1.0)
+        s = shipped[("model", f"fp32 {op}", target)]
+        assert e.size == s["n"] and e.mean() == pytest.approx(s["mean"], rel=1e-6)
+    for (method, dt, target), r in shipped.items():
+        if method == "model" and not dt.endswith("all"):
+            assert r["mean"] < shipped[("naive", dt, target)]["mean"] / 2, (dt, target)
+            assert r["mean"] < shipped[("habitat", dt, target)]["mean"] / 2, (dt, target)
+    assert shipped[("model", "fp32 linear", "T4")]["mean"] < 0.08
+
+
+def test_fp32_model_factor_is_bounded_and_only_for_cuda_core_fp32_from_h100():
+    from benanza.kinds.gemm import GemmConfig
+
+    cfg = GemmConfig(m=4096, n=3072, k=768)
+    f = xarch.fp32_factor("H100-SXM", "T4", "fp32", "fma", cfg, 1.0)
+    model = xarch.load_fp32_models()[("linear", "T4")]
+    assert math.exp(model.y_range[0]) <= f <= math.exp(model.y_range[1]) and f > 4  # T4: 8 of H100's 67 TFLOP/s
+    assert xarch.fp32_factor("H100-SXM", "T4", "fp32", "tf32", cfg, 1.0) is None  # Tensor Core math: not the table's
+    assert xarch.fp32_factor("H200", "T4", "fp32", "fma", cfg, 1.0) is None  # the model's origin is H100-SXM
+    assert xarch.fp32_factor("H100-SXM", "L4", "fp32", "fma", cfg, 1.0) is None
+    huge = xarch.fp32_factor("H100-SXM", "T4", "fp32", "fma", GemmConfig(m=1, n=8, k=8), 1e-4)
+    assert math.exp(model.y_range[0]) - 1e-9 <= huge <= math.exp(model.y_range[1]) + 1e-9  # no extrapolation
+    assert xarch.fp32_proxy(find_gpu("V100-SXM2")) == "V100-PCIe-32GB"
+    assert xarch.fp32_proxy(find_gpu("L4")) is None
+
+
+@pytest.mark.parametrize("target", ["T4", "V100-PCIe-32GB"])
+def test_predict_fp32_to_t4_and_v100_uses_the_fp32_model_and_prints_its_error(target):
+    r = subprocess.run([sys.executable, "-m", "benanza", "predict", str(BERT), "--batch", "32", "--dtype", "fp32",
+                        "--db", str(PART), "--from", "1", "--to", target, "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["scenarios"][0]
+    model = [lp for lp in s["layers"] if lp["method"] == "model"]
+    assert model and {lp["grid"] for lp in model} == {"fp32 linear", "fp32 bmm"}
+    for lp in model:
+        assert lp["predicted_ms"] == pytest.approx(lp["origin_ms"] * lp["factor"])
+    err = next(x for x in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"]
+               if (x["method"], x["dtype"], x["target"]) == ("model", "fp32 linear", target))
+    assert any(f"H100-SXM -> {target} by the fp32 model" in line and f"mean {err['mean']:.1%}" in line
+               for line in s["cross_gpu"])

@@ -206,10 +206,12 @@ class LayerPrediction:
     work_units: float | None = None  # P (span=True), None for Habitat's SM ratio
     #: how the prediction was made: "wave" (wave scaling), "grid" (the public ratio grid's factor,
     #: benanza.analysis.xarch), "grid+wave" (the grid to the table's GPU of the target's architecture,
-    #: then wave scaling); "" for a layer without a prediction of its own (zero-cost, missing)
+    #: then wave scaling), "model" / "model+wave" (the same with the fp32 model of NeuSight's table);
+    #: "" for a layer without a prediction of its own (zero-cost, missing)
     method: str = ""
-    grid: str = ""  # the grid's data type (bfloat16, fp8, fp8_block) when method is "grid" or "grid+wave"
-    via: str = ""  # "grid+wave": the table's GPU of the target's architecture the grid reached
+    #: the grid's data type (bfloat16, fp8, fp8_block) or the fp32 model's table (fp32 linear, fp32 bmm)
+    grid: str = ""
+    via: str = ""  # "grid+wave" / "model+wave": the table's GPU of the target's architecture reached
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -459,30 +461,44 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
     return max(0.0, 1.0 - min(origin.l2_bytes, target.l2_bytes) / nbytes)
 
 
-def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec
-                     ) -> tuple[float, GpuSpec | None] | None:
-    """The public ratio grids' part of a single GEMM layer's prediction (``GemmConfig``, one product;
-    :mod:`benanza.analysis.xarch`) when the two GPUs are whole GPUs of different architectures: (T_target /
-    T_origin, None) when the grid of its precision and math holds both; (T_proxy / T_origin, proxy) when it
-    holds the origin but not the target, and a GPU of the target's architecture (the proxy,
-    :func:`benanza.analysis.xarch.proxy_gpu`), from which the caller wave-scales to the target within
-    that architecture; else None (wave scaling from the origin, validated between Hopper GPUs and SM
-    partitions)."""
-    if getattr(config, "kind", None) != "Gemm" or getattr(config, "batch_count", 1) != 1:
+def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec,
+                     time_ms: float | None = None) -> tuple[float, GpuSpec | None, str] | None:
+    """The public measurements' part of a GEMM layer's prediction (``GemmConfig``;
+    :mod:`benanza.analysis.xarch`) when the two GPUs are whole GPUs of different architectures:
+    (T_target / T_origin, None, table) when the ratio grid of its precision and math (a single product in
+    bf16, fp16, fp8) or the fp32 model (CUDA-core fp32, one product or a batch, from H100-SXM; ``time_ms``
+    its origin time, ms) holds both; (T_proxy / T_origin, proxy, table) when it holds the origin but not
+    the target, and a GPU of the target's architecture (the proxy, :func:`benanza.analysis.xarch.proxy_gpu`,
+    :func:`~benanza.analysis.xarch.fp32_proxy`), from which the caller wave-scales to the target within that
+    architecture; else None (wave scaling from the origin, validated between Hopper GPUs and SM partitions).
+    ``table``: the grid's data type (``bfloat16``, ``fp8``, ``fp8_block``) or ``fp32 linear`` / ``fp32 bmm``
+    (the fp32 model's op)."""
+    if getattr(config, "kind", None) != "Gemm":
         return None
     if origin.architecture == target.architecture or origin.partition_of or target.partition_of:
         return None
     from benanza.analysis import xarch
     from benanza.analysis.gpus import find_gpu
 
+    if xarch.grid_dtype(precision, math_mode) is None:  # fp32 on CUDA cores: NeuSight's table, the model
+        op = xarch.fp32_op(config)
+        f = xarch.fp32_factor(origin.name, target.name, precision, math_mode, config, time_ms)
+        if f is not None:
+            return f, None, f"fp32 {op}"
+        proxy = xarch.fp32_proxy(target, op=op) if f is None and origin.name == xarch.FP32_ORIGIN else None
+        f = xarch.fp32_factor(origin.name, proxy, precision, math_mode, config, time_ms) if proxy else None
+        return (f, find_gpu(proxy), f"fp32 {op}") if f is not None else None
+    if getattr(config, "batch_count", 1) != 1:
+        return None
+    dt = xarch.grid_dtype(precision, math_mode)
     f = xarch.gemm_factor(origin.name, target.name, precision, math_mode, config.m, config.n, config.k)
     if f is not None:
-        return f, None
+        return f, None, dt
     proxy = xarch.proxy_gpu(target, precision, math_mode)
     if proxy is None:
         return None
     f = xarch.gemm_factor(origin.name, proxy, precision, math_mode, config.m, config.n, config.k)
-    return (f, find_gpu(proxy)) if f is not None else None
+    return (f, find_gpu(proxy), dt) if f is not None else None
 
 
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
@@ -521,11 +537,9 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
                         launch=(launch or {}).get(implementation_key(lt, analysis.kind_precision(kind))))
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.method = "wave"
-            grid = gemm_grid_factor(ly.config, lt.math, precision, origin, target) if cross_gpu else None
+            grid = gemm_grid_factor(ly.config, lt.math, precision, origin, target, lt.time_ms) if cross_gpu else None
             if grid is not None:  # a GEMM the public measurements cover: their ratio, the whole time
-                from benanza.analysis.xarch import grid_dtype
-
-                factor, proxy = grid
+                factor, proxy, table = grid
                 if proxy is not None:  # to the table's GPU of the target's architecture, then wave-scaled
                     t_p = lt.time_ms * factor
                     via = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, t_p, None)
@@ -538,8 +552,9 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
                 key = math_peak_key(lt.math, precision)
                 roof = ly.config.flops() / target.peak_flops(key) * 1e3 if key else 0.0
                 factor = max(factor, roof / lt.time_ms) if lt.time_ms else factor
-                lp.factor, lp.fixed_ms, lp.grid = factor, 0.0, grid_dtype(precision, lt.math) or ""
-                lp.method = "grid+wave" if proxy is not None else "grid"
+                lp.factor, lp.fixed_ms, lp.grid = factor, 0.0, table
+                base = "model" if table.startswith("fp32") else "grid"
+                lp.method = f"{base}+wave" if proxy is not None else base
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
     weight = [lp.predicted_ms or 0.0 for lp in out]
