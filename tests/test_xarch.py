@@ -194,3 +194,23 @@ def test_predict_fp32_to_t4_and_v100_uses_the_fp32_model_and_prints_its_error(ta
                if (x["method"], x["dtype"], x["target"]) == ("model", "fp32 linear", target))
     assert any(f"H100-SXM -> {target} by the fp32 model" in line and f"mean {err['mean']:.1%}" in line
                for line in s["cross_gpu"])
+
+
+def test_wave_scaling_of_an_fma_gemm_counts_the_fp32_units_per_sm():
+    """An fp32 GEMM on CUDA cores (math fma) scales its compute term by SMs x FP32 units per SM x clock (128 on
+    Hopper, 64 on GA100): twice the SM x clock ratio; a CUDA-core layer of other math by SMs x clock alone."""
+    from benanza.analysis.predict import LayerPrediction, scale_layer
+    from benanza.kinds.gemm import GemmConfig
+
+    h100, a100 = find_gpu("H100-SXM"), find_gpu("A100-PCIe-80GB")
+
+    class Timed:
+        def __init__(self, math_mode):
+            self.layer = type("L", (), {"config": GemmConfig(m=8192, n=8192, k=8192)})()
+            self.math, self.time_ms = math_mode, 30.0
+
+    fma, other = (LayerPrediction(0, "g", "Gemm", "Gemm", "measured", 30.0, None) for _ in range(2))
+    scale_layer(fma, Timed("fma"), h100, a100, "fp32", "l2", "warm", span=False)
+    scale_layer(other, Timed("none"), h100, a100, "fp32", "l2", "warm", span=False)
+    assert fma.gamma == pytest.approx(other.gamma) and fma.gamma < 0.1
+    assert fma.factor / other.factor == pytest.approx(2.0 ** (1.0 - fma.gamma))

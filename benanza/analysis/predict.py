@@ -21,7 +21,12 @@ What benanza changes, and why:
   are unknown. With the same occupancy on both GPUs W_o / W_d = SMs_o / SMs_d (Habitat's own
   "large kernel" case, many waves), each SM count replaced by the SMs the layer keeps busy ("Span"
   below, which stands for Habitat's special case of kernels under one wave). So for a CUDA-core
-  layer C x W is the busy-SM x boost-clock throughput.
+  layer C x W is the busy-SM x boost-clock throughput, and for an FMA layer (math ``fma``: fp32 GEMMs
+  and convolutions on CUDA cores) also x the FP32 FMA units per SM (64 on Volta, Turing and GA100, 128
+  on GA10x, Ada, Hopper, Blackwell; the architecture whitepapers, :mod:`benanza.analysis.gpus`): the
+  ratio of the fp32 peaks when every SM is busy. Without it an H100's fp32 GEMM predicted on an A100,
+  V100 or T4 came out about 0.6 x (0.33 x on the T4) of NeuSight's measured time
+  (benchmarks/xgpu_check.py, ``habitat`` rows).
 * **Tensor Cores.** A layer whose best measurement ran on Tensor Cores (math ``tensor_op``,
   ``tf32``, ``fp8``) scales its compute term by the ratio of the precision's dense Tensor Core
   peaks (:mod:`benanza.analysis.gpus`) instead: that peak is SMs x clock x per-SM Tensor Core rate, and the
@@ -614,7 +619,10 @@ def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, preci
     s_ratio = (ko * origin.boost_clock_mhz) / (kd * target.boost_clock_mhz)
     if key is None:
         ridge = target.ridge("fp32")
-        c_ratio = s_ratio
+        # an FMA layer's (math "fma": fp32 GEMM, convolution) CUDA-core FLOP rate: busy SMs x FP32 FMA units
+        # per SM x clock (GpuSpec.fp32_lanes_per_sm); other CUDA-core layers issue more than FMAs: SMs x clock
+        lanes = origin.fp32_lanes_per_sm / target.fp32_lanes_per_sm if getattr(lt, "math", "") == "fma" else 1.0
+        c_ratio = s_ratio * lanes
         lp.compute = "cuda_cores"
     else:
         ridge = target.ridge(key)

@@ -255,8 +255,11 @@ def _folds() -> int:
 
 
 def _headline_grid(precision: str) -> str | None:
-    """The grid whose wave-scaling row stands for a prediction in ``precision``: its Tensor Core GEMMs'
-    (:func:`grid_dtype` of the precision's own math), None for fp32 and tf32."""
+    """The table whose wave-scaling (``habitat``) row stands for a prediction in ``precision``: its Tensor
+    Core GEMMs' grid (:func:`grid_dtype` of the precision's own math), ``fp32 linear`` (NeuSight's table,
+    CUDA-core GEMMs) for fp32, None for tf32."""
+    if precision == "fp32":
+        return "fp32 linear"
     return grid_dtype(precision, "fp8" if precision == "fp8" else "tensor_op")
 
 
