@@ -176,19 +176,21 @@ def _blend_fit(pairs: list) -> np.ndarray:
     return np.linalg.lstsq(x, y, rcond=None)[0]
 
 
-def logo_rows(sample: Path, table32: Path) -> list[dict]:
+def logo_rows(sample: Path | None, table32: Path) -> list[dict]:
     """Leave-one-GPU-out: for each GPU of a table in turn, a model from the GPUs' datasheet figures (a blend
     a x log(wave factor) + b x log(naive factor), fitted on every ordered pair of the other GPUs) predicts it
     from H100-SXM (from H200 when H100-SXM is the one left out; fp32: from A100-PCIe-80GB), compared with wave
     scaling and the naive ratio. bf16/fp8 (the shipped sample): fitted on the odd-numbered shapes, judged on
-    the even ones; fp32 linear (NeuSight, shapes >= 0.5 ms on both GPUs)."""
+    the even ones; fp32 linear (NeuSight, shapes >= 0.5 ms on both GPUs). ``sample`` None: fp32 alone."""
     import pandas as pd
 
     from benanza.analysis.gpus import find_gpu
 
     rows = []
-    t = pd.read_csv(sample)
+    t = pd.read_csv(sample) if sample else pd.DataFrame({"dtype": []})
     for dt, (precision, math_mode, es) in DTYPES.items():
+        if not (t.dtype == dt).any():
+            continue
         p = t[t.dtype == dt].pivot_table(index=["m", "n", "k"], columns="gpu", values="ms").dropna().reset_index()
         gpus = [g for g in p.columns if g not in ("m", "n", "k")]
         key = "fp8" if precision == "fp8" else precision

@@ -490,7 +490,7 @@ def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, ta
         f = xarch.fp32_factor(origin.name, target.name, precision, math_mode, config, time_ms)
         if f is not None:
             return f, None, f"fp32 {op}"
-        proxy = xarch.fp32_proxy(target, op=op) if f is None and origin.name == xarch.FP32_ORIGIN else None
+        proxy = xarch.fp32_proxy(target, op=op) if origin.name == xarch.FP32_ORIGIN else None
         f = xarch.fp32_factor(origin.name, proxy, precision, math_mode, config, time_ms) if proxy else None
         return (f, find_gpu(proxy), f"fp32 {op}") if f is not None else None
     if getattr(config, "batch_count", 1) != 1:
