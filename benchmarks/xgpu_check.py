@@ -19,7 +19,8 @@ fp32 (NeuSight's table, eager-timed: each time includes a launch gap of about 0.
 whose time on both GPUs is at least 10 x that floor (0.5 ms), with ``naive``, ``habitat`` and ``model``: the fp32
 model (benanza/analysis/xarch.py, fitted per op and target on the table) judged by 5-fold cross-validation over
 shapes (each shape predicted by the model fitted on the other four folds; folds from numpy ``default_rng(55)``);
-its rows ``fp32 linear all`` / ``fp32 bmm all`` judge it on every shape, the launch gap inside the ratio. ``--write`` stores the rows in db/reference/xgpu/xgpu_errors.json, which ``benanza predict``
+its rows ``fp32 linear all`` / ``fp32 bmm all`` judge it on every shape (the model's ratio is of kernel times:
+the launch gap, the same on both GPUs, taken off before and added back after). ``--write`` stores the rows in db/reference/xgpu/xgpu_errors.json, which ``benanza predict``
 prints as the error of a prediction to that GPU.
 """
 from __future__ import annotations
@@ -147,24 +148,26 @@ def fp32_rows(table: Path) -> list[dict]:
             pred, meas, big = fp32_cross_validated(op, d)
             rows.append({"method": "model", **base, **stats(pred[big], meas[big])})
             rows.append({"method": "model", **base, "dtype": f"fp32 {op} all",
-                         "table": "NeuSight (eager, launch gap inside the ratio; all shapes)", **stats(pred, meas)})
+                         "table": "NeuSight (eager; launch gap modelled; all shapes)", **stats(pred, meas)})
     return rows
 
 
 def fp32_cross_validated(op: str, target: str, path: Path | None = None, folds: int = FOLDS):
     """The fp32 model (benanza/analysis/xarch.py) judged by ``folds``-fold cross-validation over the shapes of
-    ``op`` measured on H100-SXM and ``target``: each shape predicted by the model fitted on the other folds.
+    ``op`` measured on H100-SXM and ``target``: each shape's kernel time predicted by the model fitted on the
+    other folds' kernel times (each eager time less the launch gap, xarch.FP32_GAP_MS), the gap added back.
     Returns (predicted ms, measured ms, mask of the shapes of >= 10 x the launch floor on both GPUs)."""
     from benanza.analysis import xarch
 
     table = xarch.load_fp32_table(str(path or REF / xarch.FP32_FILE))
     m, n, k, b, t_o, t_d = xarch.fp32_training_set(table, op, target)
+    k_o, k_d = xarch.fp32_kernel_ms(op, t_o), xarch.fp32_kernel_ms(op, t_d)  # less the launch gap
     fold = np.random.default_rng(55).permutation(len(m)) % folds
     pred = np.zeros_like(t_d)
     for f in range(folds):
         tr, te = fold != f, fold == f
-        model = xarch.fit_fp32(op, target, m[tr], n[tr], k[tr], b[tr], t_o[tr], t_d[tr])
-        pred[te] = t_o[te] * np.exp(model.log_ratio(m[te], n[te], k[te], b[te], t_o[te]))
+        model = xarch.fit_fp32(op, target, m[tr], n[tr], k[tr], b[tr], k_o[tr], k_d[tr])
+        pred[te] = (t_o[te] - k_o[te]) + k_o[te] * np.exp(model.log_ratio(m[te], n[te], k[te], b[te], k_o[te]))
     return pred, t_d, (t_o >= 10 * EAGER_FLOOR_MS) & (t_d >= 10 * EAGER_FLOOR_MS)
 
 
