@@ -236,3 +236,22 @@ def test_leave_one_gpu_out_table_is_stored_and_its_fp32_part_reproduced():
         assert r["mean"] == pytest.approx(by[(r["method"], r["dtype"], r["target"])]["mean"], rel=1e-6)
         if r["method"] == "spec-blend":
             assert r["mean"] > by[("wave", r["dtype"], r["target"])]["mean"]
+
+
+def test_predict_fp32_from_h200_wave_scales_to_the_h100_then_takes_the_fp32_model():
+    """An fp32 GEMM measured on the H200 goes H200 -> H100-SXM by wave scaling (within Hopper), then by the fp32
+    model, whose H100-SXM -> T4 error the output names."""
+    r = subprocess.run([sys.executable, "-m", "benanza", "predict", str(REPO / "examples" / "resnet50.onnx"), "-b", "32",
+                        "--dtype", "fp32", "--db", str(REPO / "db" / "reference" / "h200.sqlite.gz"), "--to", "T4",
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["scenarios"][0]
+    fc = [lp for lp in s["layers"] if lp["method"] == "wave+model"]
+    assert len(fc) == 1 and fc[0]["kind"] == "Gemm" and fc[0]["grid"] == "fp32 linear"
+    assert {lp["method"] for lp in s["layers"] if lp["status"] == "measured"} == {"wave", "wave+model"}
+    err = next(x for x in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"]
+               if (x["method"], x["dtype"], x["origin"], x["target"]) == ("model", "fp32 linear", "H100-SXM", "T4"))
+    assert any("H200 -> H100-SXM by wave scaling within Hopper" in x and "then H100-SXM -> T4 by the fp32 model" in x
+               and f"mean {err['mean']:.1%}" in x for x in s["cross_gpu"])
+    # the fc layer (m 32, n 1000, k 2048) on a T4: slower by about the model's ratio, far from H200's time
+    assert 4.0 < fc[0]["factor"] < 20.0 and fc[0]["predicted_ms"] == pytest.approx(fc[0]["origin_ms"] * fc[0]["factor"])

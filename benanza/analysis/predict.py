@@ -211,7 +211,8 @@ class LayerPrediction:
     work_units: float | None = None  # P (span=True), None for Habitat's SM ratio
     #: how the prediction was made: "wave" (wave scaling), "grid" (the public ratio grid's factor,
     #: benanza.analysis.xarch), "grid+wave" (the grid to the table's GPU of the target's architecture,
-    #: then wave scaling), "model" / "model+wave" (the same with the fp32 model of NeuSight's table);
+    #: then wave scaling), "model" / "model+wave" (the same with the fp32 model of NeuSight's table;
+    #: "wave+model..." from a Hopper GPU other than H100-SXM, wave-scaled to it first);
     #: "" for a layer without a prediction of its own (zero-cost, missing)
     method: str = ""
     #: the grid's data type (bfloat16, fp8, fp8_block) or the fp32 model's table (fp32 linear, fp32 bmm)
@@ -506,6 +507,23 @@ def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, ta
     return (f, find_gpu(proxy), dt) if f is not None else None
 
 
+def fp32_origin_proxy(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec) -> GpuSpec | None:
+    """For an fp32 CUDA-core GEMM layer measured on a whole Hopper GPU other than the fp32 model's origin
+    (H100-SXM: :data:`benanza.analysis.xarch.FP32_ORIGIN`) and predicted to another architecture: H100-SXM,
+    to which the caller wave-scales first (within Hopper: docs/prediction.md) before the fp32 model; else
+    None."""
+    from benanza.analysis import xarch
+    from benanza.analysis.gpus import find_gpu
+
+    if getattr(config, "kind", None) != "Gemm" or precision != "fp32" or math_mode not in ("fma", "none"):
+        return None
+    h100 = find_gpu(xarch.FP32_ORIGIN)
+    if origin.name == h100.name or origin.partition_of or origin.architecture != h100.architecture \
+            or target.architecture == h100.architecture or target.partition_of:
+        return None
+    return h100
+
+
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
             memory: str = "l2", fixed_us: float = FIXED_US, span: bool = True, launch: dict | None = None,
             cross_gpu: bool = True) -> Prediction:
@@ -543,8 +561,18 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.method = "wave"
             grid = gemm_grid_factor(ly.config, lt.math, precision, origin, target, lt.time_ms) if cross_gpu else None
+            pre, first = 1.0, ""
+            if grid is None and cross_gpu:  # fp32 from another Hopper GPU: wave-scaled to the fp32 model's H100
+                hop = fp32_origin_proxy(ly.config, lt.math, precision, origin, target)
+                if hop is not None:
+                    step = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, lt.time_ms, None)
+                    scale_layer(step, lt, origin, hop, precision, memory, analysis.cache, span, fixed_us=fixed_us)
+                    t_h = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * step.factor
+                    grid = gemm_grid_factor(ly.config, lt.math, precision, hop, target, t_h)
+                    pre, first = (t_h / lt.time_ms, "wave+") if grid is not None and lt.time_ms else (1.0, "")
             if grid is not None:  # a GEMM the public measurements cover: their ratio, the whole time
                 factor, proxy, table = grid
+                factor *= pre
                 if proxy is not None:  # to the table's GPU of the target's architecture, then wave-scaled
                     t_p = lt.time_ms * factor
                     via = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, t_p, None)
@@ -558,7 +586,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
                 roof = ly.config.flops() / target.peak_flops(key) * 1e3 if key else 0.0
                 factor = max(factor, roof / lt.time_ms) if lt.time_ms else factor
                 lp.factor, lp.fixed_ms, lp.grid = factor, 0.0, table
-                base = "model" if table.startswith("fp32") else "grid"
+                base = first + ("model" if table.startswith("fp32") else "grid")
                 lp.method = f"{base}+wave" if proxy is not None else base
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)

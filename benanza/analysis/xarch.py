@@ -212,17 +212,20 @@ def cross_gpu_lines(prediction) -> list[str]:
     out = []
     by_grid: dict[tuple, float] = {}
     for lp in lps:
-        if lp.method in ("grid", "grid+wave", "model", "model+wave"):
-            key = (lp.grid, lp.via)
+        if lp.method.startswith(("grid", "model", "wave+")):
+            key = (lp.grid, lp.via, lp.method.startswith("wave+"))
             by_grid[key] = by_grid.get(key, 0.0) + lp.predicted_ms
-    for (dt, via), ms in sorted(by_grid.items()):
+    for (dt, via, first), ms in sorted(by_grid.items()):
         to = via or d.name
         if dt.startswith("fp32"):
-            r = validated_error(o.name, to, dt, "model")
+            frm = FP32_ORIGIN if first else o.name
+            r = validated_error(frm, to, dt, "model")
             err = (f"measured error by {_folds()}-fold cross-validation over the table's shapes of 0.5 ms and more: "
                    f"mean {r['mean']:.1%}, median {r['median']:.1%}, 90th percentile {r['p90']:.1%} ({r['n']} "
                    f"shapes)") if r else "its error never validated"
-            line = (f"GEMMs ({ms / total:.1%} of the predicted time): {o.name} -> {to} by the fp32 model of public "
+            hop = (f"{o.name} -> {FP32_ORIGIN} by wave scaling within {o.architecture} (validated between Hopper "
+                   f"GPUs: docs/prediction.md), then ") if first else ""
+            line = (f"GEMMs ({ms / total:.1%} of the predicted time): {hop}{frm} -> {to} by the fp32 model of public "
                     f"measurements ({dt}, {FP32_SOURCE.split(',')[0]}); {err}")
         else:
             r = validated_error(o.name, to, dt, "grid")
