@@ -582,7 +582,7 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
                     factor = (fixed + (t_p - fixed) * via.factor) / lt.time_ms
                     lp.via = proxy.name
                 # never faster than the target's compute roof (its datasheet peak for the layer's math)
-                key = math_peak_key(lt.math, precision)
+                key = math_peak_key(lt.math, precision) or ("fp32" if table.startswith("fp32") else None)
                 roof = ly.config.flops() / target.peak_flops(key) * 1e3 if key else 0.0
                 factor = max(factor, roof / lt.time_ms) if lt.time_ms else factor
                 lp.factor, lp.fixed_ms, lp.grid = factor, 0.0, table
