@@ -87,7 +87,8 @@ class BuildPyWithData(build_py):
     """Ship templates/, cpp/, db/migrations, the prediction's error tables
     (db/reference/predict_errors.json and predict_train_errors.json: `benanza predict`'s and
     `benanza predict --train`'s error bars) and the cross-architecture GEMM ratio grids with their
-    errors (db/reference/xgpu) inside the package (benanza/_data/...)."""
+    errors and NeuSight's fp32 table the fp32 model is fitted on (db/reference/xgpu) inside the package
+    (benanza/_data/...)."""
 
     def run(self):
         super().run()
@@ -98,9 +99,9 @@ class BuildPyWithData(build_py):
             shutil.copytree(ROOT / src, dst, ignore=shutil.ignore_patterns("__pycache__"))
         for table in ("predict_errors.json", "predict_train_errors.json"):
             shutil.copy2(ROOT / "db" / "reference" / table, Path(self.build_lib) / "benanza" / "_data" / table)
-        xgpu = Path(self.build_lib) / "benanza" / "_data" / "xgpu"  # the cross-architecture GEMM ratio grids
+        xgpu = Path(self.build_lib) / "benanza" / "_data" / "xgpu"  # ratio grids, errors, the fp32 model's table
         xgpu.mkdir(parents=True, exist_ok=True)
-        for name in ("ratio_grids.npz", "xgpu_errors.json", "README.md"):
+        for name in ("ratio_grids.npz", "xgpu_errors.json", "neusight_fp32_linear_bmm.csv.gz", "README.md"):
             shutil.copy2(ROOT / "db" / "reference" / "xgpu" / name, xgpu / name)
 
 

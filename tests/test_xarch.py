@@ -135,3 +135,123 @@ def test_predict_to_a_gpu_outside_the_table_goes_through_its_architectures_table
         assert lp["predicted_ms"] <= direct[lp["index"]]["predicted_ms"] * 1.0001
     assert any("then B200 -> GB200 by wave scaling within Blackwell" in x and "never validated on Blackwell" in x
                for x in s["cross_gpu"])
+
+
+PART = REPO / "db" / "reference" / "h100_partitions.sqlite.gz"
+BERT = REPO / "db" / "reference" / "truth" / "bert_base.onnx"
+
+
+def test_fp32_model_reproduces_its_cross_validated_errors_and_beats_the_baselines():
+    """The fp32 model of NeuSight's table (xarch.fit_fp32), judged by 5-fold cross-validation over shapes,
+    gives the shipped ``model`` rows; it is better than the naive ratio and wave scaling on every target."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import xgpu_check
+    finally:
+        sys.path.pop(0)
+    shipped = {(r["method"], r["dtype"], r["target"]): r
+               for r in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"] if r["dtype"].startswith("fp32")}
+    for op, target in (("linear", "T4"), ("bmm", "V100-PCIe-32GB")):
+        pred, meas, big = xgpu_check.fp32_cross_validated(op, target)
+        e = np.abs(pred[big] / meas[big] - 1.0)
+        s = shipped[("model", f"fp32 {op}", target)]
+        assert e.size == s["n"] and e.mean() == pytest.approx(s["mean"], rel=1e-6)
+    for (method, dt, target), r in shipped.items():
+        if method == "model" and not dt.endswith("all"):
+            assert r["mean"] < shipped[("naive", dt, target)]["mean"] / 2, (dt, target)
+            assert r["mean"] < shipped[("habitat", dt, target)]["mean"] / 2, (dt, target)
+    assert shipped[("model", "fp32 linear", "T4")]["mean"] < 0.08
+
+
+def test_fp32_model_factor_is_bounded_and_only_for_cuda_core_fp32_from_h100():
+    from benanza.kinds.gemm import GemmConfig
+
+    cfg = GemmConfig(m=4096, n=3072, k=768)
+    f = xarch.fp32_factor("H100-SXM", "T4", "fp32", "fma", cfg, 1.0)
+    model = xarch.load_fp32_models()[("linear", "T4")]
+    assert math.exp(model.y_range[0]) <= f <= math.exp(model.y_range[1]) and f > 4  # T4: 8 of H100's 67 TFLOP/s
+    assert xarch.fp32_factor("H100-SXM", "T4", "fp32", "tf32", cfg, 1.0) is None  # Tensor Core math: not the table's
+    assert xarch.fp32_factor("H200", "T4", "fp32", "fma", cfg, 1.0) is None  # the model's origin is H100-SXM
+    assert xarch.fp32_factor("H100-SXM", "L4", "fp32", "fma", cfg, 1.0) is None
+    huge = xarch.fp32_factor("H100-SXM", "T4", "fp32", "fma", GemmConfig(m=1, n=8, k=8), 1e-4)
+    assert math.exp(model.y_range[0]) - 1e-9 <= huge <= math.exp(model.y_range[1]) + 1e-9  # no extrapolation
+    assert xarch.fp32_proxy(find_gpu("V100-SXM2")) == "V100-PCIe-32GB"
+    assert xarch.fp32_proxy(find_gpu("L4")) is None
+
+
+@pytest.mark.parametrize("target", ["T4", "V100-PCIe-32GB"])
+def test_predict_fp32_to_t4_and_v100_uses_the_fp32_model_and_prints_its_error(target):
+    r = subprocess.run([sys.executable, "-m", "benanza", "predict", str(BERT), "--batch", "32", "--dtype", "fp32",
+                        "--db", str(PART), "--from", "1", "--to", target, "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["scenarios"][0]
+    model = [lp for lp in s["layers"] if lp["method"] == "model"]
+    assert model and {lp["grid"] for lp in model} == {"fp32 linear", "fp32 bmm"}
+    for lp in model:
+        assert lp["predicted_ms"] == pytest.approx(lp["origin_ms"] * lp["factor"])
+    err = next(x for x in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"]
+               if (x["method"], x["dtype"], x["target"]) == ("model", "fp32 linear", target))
+    assert any(f"H100-SXM -> {target} by the fp32 model" in line and f"mean {err['mean']:.1%}" in line
+               for line in s["cross_gpu"])
+
+
+def test_wave_scaling_of_an_fma_gemm_counts_the_fp32_units_per_sm():
+    """An fp32 GEMM on CUDA cores (math fma) scales its compute term by SMs x FP32 units per SM x clock (128 on
+    Hopper, 64 on GA100): twice the SM x clock ratio; a CUDA-core layer of other math by SMs x clock alone."""
+    from benanza.analysis.predict import LayerPrediction, scale_layer
+    from benanza.kinds.gemm import GemmConfig
+
+    h100, a100 = find_gpu("H100-SXM"), find_gpu("A100-PCIe-80GB")
+
+    class Timed:
+        def __init__(self, math_mode):
+            self.layer = type("L", (), {"config": GemmConfig(m=8192, n=8192, k=8192)})()
+            self.math, self.time_ms = math_mode, 30.0
+
+    fma, other = (LayerPrediction(0, "g", "Gemm", "Gemm", "measured", 30.0, None) for _ in range(2))
+    scale_layer(fma, Timed("fma"), h100, a100, "fp32", "l2", "warm", span=False)
+    scale_layer(other, Timed("none"), h100, a100, "fp32", "l2", "warm", span=False)
+    assert fma.gamma == pytest.approx(other.gamma) and fma.gamma < 0.1
+    assert fma.factor / other.factor == pytest.approx(2.0 ** (1.0 - fma.gamma))
+
+
+def test_leave_one_gpu_out_table_is_stored_and_its_fp32_part_reproduced():
+    """The shipped leave-one-GPU-out rows: for every GPU of each table naive, wave and the datasheet blend, fitted
+    on GPUs that exclude it; the fp32 part recomputes to the same numbers; the blend does not beat wave scaling on
+    fp32 (why predict keeps wave scaling for a GPU outside the tables)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import xgpu_check
+    finally:
+        sys.path.pop(0)
+    stored = json.loads((XGPU / "xgpu_errors.json").read_text())["leave_one_gpu_out"]
+    for r in stored:
+        assert r["target"] not in r["trained_on"] and r["origin"] in r["trained_on"]
+    by = {(r["method"], r["dtype"], r["target"]): r for r in stored}
+    assert {t for (_, dt, t) in by if dt == "bfloat16"} == {"H100-SXM", "H200", "A100-SXM4-80GB", "L40S", "B200"}
+    fresh = xgpu_check.logo_rows(None, XGPU / "neusight_fp32_linear_bmm.csv.gz")
+    assert {r["target"] for r in fresh} == {"H100-SXM", "A100-PCIe-80GB", "V100-PCIe-32GB", "T4"}
+    for r in fresh:
+        assert r["mean"] == pytest.approx(by[(r["method"], r["dtype"], r["target"])]["mean"], rel=1e-6)
+        if r["method"] == "spec-blend":
+            assert r["mean"] > by[("wave", r["dtype"], r["target"])]["mean"]
+
+
+def test_predict_fp32_from_h200_wave_scales_to_the_h100_then_takes_the_fp32_model():
+    """An fp32 GEMM measured on the H200 goes H200 -> H100-SXM by wave scaling (within Hopper), then by the fp32
+    model, whose H100-SXM -> T4 error the output names."""
+    r = subprocess.run([sys.executable, "-m", "benanza", "predict", str(REPO / "examples" / "resnet50.onnx"), "-b", "32",
+                        "--dtype", "fp32", "--db", str(REPO / "db" / "reference" / "h200.sqlite.gz"), "--to", "T4",
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["scenarios"][0]
+    fc = [lp for lp in s["layers"] if lp["method"] == "wave+model"]
+    assert len(fc) == 1 and fc[0]["kind"] == "Gemm" and fc[0]["grid"] == "fp32 linear"
+    assert {lp["method"] for lp in s["layers"] if lp["status"] == "measured"} == {"wave", "wave+model"}
+    err = next(x for x in json.loads((XGPU / "xgpu_errors.json").read_text())["rows"]
+               if (x["method"], x["dtype"], x["origin"], x["target"]) == ("model", "fp32 linear", "H100-SXM", "T4"))
+    assert any("H200 -> H100-SXM by wave scaling within Hopper" in x and "then H100-SXM -> T4 by the fp32 model" in x
+               and f"mean {err['mean']:.1%}" in x for x in s["cross_gpu"])
+    # the fc layer (m 32, n 1000, k 2048) on a T4: slower by about the model's ratio, far from H200's time
+    assert 4.0 < fc[0]["factor"] < 20.0 and fc[0]["predicted_ms"] == pytest.approx(fc[0]["origin_ms"] * fc[0]["factor"])

@@ -21,7 +21,12 @@ What benanza changes, and why:
   are unknown. With the same occupancy on both GPUs W_o / W_d = SMs_o / SMs_d (Habitat's own
   "large kernel" case, many waves), each SM count replaced by the SMs the layer keeps busy ("Span"
   below, which stands for Habitat's special case of kernels under one wave). So for a CUDA-core
-  layer C x W is the busy-SM x boost-clock throughput.
+  layer C x W is the busy-SM x boost-clock throughput, and for an FMA layer (math ``fma``: fp32 GEMMs
+  and convolutions on CUDA cores) also x the FP32 FMA units per SM (64 on Volta, Turing and GA100, 128
+  on GA10x, Ada, Hopper, Blackwell; the architecture whitepapers, :mod:`benanza.analysis.gpus`): the
+  ratio of the fp32 peaks when every SM is busy. Without it an H100's fp32 GEMM predicted on an A100,
+  V100 or T4 came out about 0.6 x (0.33 x on the T4) of NeuSight's measured time
+  (benchmarks/xgpu_check.py, ``habitat`` rows).
 * **Tensor Cores.** A layer whose best measurement ran on Tensor Cores (math ``tensor_op``,
   ``tf32``, ``fp8``) scales its compute term by the ratio of the precision's dense Tensor Core
   peaks (:mod:`benanza.analysis.gpus`) instead: that peak is SMs x clock x per-SM Tensor Core rate, and the
@@ -206,10 +211,13 @@ class LayerPrediction:
     work_units: float | None = None  # P (span=True), None for Habitat's SM ratio
     #: how the prediction was made: "wave" (wave scaling), "grid" (the public ratio grid's factor,
     #: benanza.analysis.xarch), "grid+wave" (the grid to the table's GPU of the target's architecture,
-    #: then wave scaling); "" for a layer without a prediction of its own (zero-cost, missing)
+    #: then wave scaling), "model" / "model+wave" (the same with the fp32 model of NeuSight's table;
+    #: "wave+model..." from a Hopper GPU other than H100-SXM, wave-scaled to it first);
+    #: "" for a layer without a prediction of its own (zero-cost, missing)
     method: str = ""
-    grid: str = ""  # the grid's data type (bfloat16, fp8, fp8_block) when method is "grid" or "grid+wave"
-    via: str = ""  # "grid+wave": the table's GPU of the target's architecture the grid reached
+    #: the grid's data type (bfloat16, fp8, fp8_block) or the fp32 model's table (fp32 linear, fp32 bmm)
+    grid: str = ""
+    via: str = ""  # "grid+wave" / "model+wave": the table's GPU of the target's architecture reached
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -459,30 +467,61 @@ def dram_share(nbytes: float, origin: GpuSpec, target: GpuSpec, cache: str = "wa
     return max(0.0, 1.0 - min(origin.l2_bytes, target.l2_bytes) / nbytes)
 
 
-def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec
-                     ) -> tuple[float, GpuSpec | None] | None:
-    """The public ratio grids' part of a single GEMM layer's prediction (``GemmConfig``, one product;
-    :mod:`benanza.analysis.xarch`) when the two GPUs are whole GPUs of different architectures: (T_target /
-    T_origin, None) when the grid of its precision and math holds both; (T_proxy / T_origin, proxy) when it
-    holds the origin but not the target, and a GPU of the target's architecture (the proxy,
-    :func:`benanza.analysis.xarch.proxy_gpu`), from which the caller wave-scales to the target within
-    that architecture; else None (wave scaling from the origin, validated between Hopper GPUs and SM
-    partitions)."""
-    if getattr(config, "kind", None) != "Gemm" or getattr(config, "batch_count", 1) != 1:
+def gemm_grid_factor(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec,
+                     time_ms: float | None = None) -> tuple[float, GpuSpec | None, str] | None:
+    """The public measurements' part of a GEMM layer's prediction (``GemmConfig``;
+    :mod:`benanza.analysis.xarch`) when the two GPUs are whole GPUs of different architectures:
+    (T_target / T_origin, None, table) when the ratio grid of its precision and math (a single product in
+    bf16, fp16, fp8) or the fp32 model (CUDA-core fp32, one product or a batch, from H100-SXM; ``time_ms``
+    its origin time, ms) holds both; (T_proxy / T_origin, proxy, table) when it holds the origin but not
+    the target, and a GPU of the target's architecture (the proxy, :func:`benanza.analysis.xarch.proxy_gpu`,
+    :func:`~benanza.analysis.xarch.fp32_proxy`), from which the caller wave-scales to the target within that
+    architecture; else None (wave scaling from the origin, validated between Hopper GPUs and SM partitions).
+    ``table``: the grid's data type (``bfloat16``, ``fp8``, ``fp8_block``) or ``fp32 linear`` / ``fp32 bmm``
+    (the fp32 model's op)."""
+    if getattr(config, "kind", None) != "Gemm":
         return None
     if origin.architecture == target.architecture or origin.partition_of or target.partition_of:
         return None
     from benanza.analysis import xarch
     from benanza.analysis.gpus import find_gpu
 
+    if xarch.grid_dtype(precision, math_mode) is None:  # fp32 on CUDA cores: NeuSight's table, the model
+        op = xarch.fp32_op(config)
+        f = xarch.fp32_factor(origin.name, target.name, precision, math_mode, config, time_ms)
+        if f is not None:
+            return f, None, f"fp32 {op}"
+        proxy = xarch.fp32_proxy(target, op=op) if origin.name == xarch.FP32_ORIGIN else None
+        f = xarch.fp32_factor(origin.name, proxy, precision, math_mode, config, time_ms) if proxy else None
+        return (f, find_gpu(proxy), f"fp32 {op}") if f is not None else None
+    if getattr(config, "batch_count", 1) != 1:
+        return None
+    dt = xarch.grid_dtype(precision, math_mode)
     f = xarch.gemm_factor(origin.name, target.name, precision, math_mode, config.m, config.n, config.k)
     if f is not None:
-        return f, None
+        return f, None, dt
     proxy = xarch.proxy_gpu(target, precision, math_mode)
     if proxy is None:
         return None
     f = xarch.gemm_factor(origin.name, proxy, precision, math_mode, config.m, config.n, config.k)
-    return (f, find_gpu(proxy)) if f is not None else None
+    return (f, find_gpu(proxy), dt) if f is not None else None
+
+
+def fp32_origin_proxy(config, math_mode: str, precision: str, origin: GpuSpec, target: GpuSpec) -> GpuSpec | None:
+    """For an fp32 CUDA-core GEMM layer measured on a whole Hopper GPU other than the fp32 model's origin
+    (H100-SXM: :data:`benanza.analysis.xarch.FP32_ORIGIN`) and predicted to another architecture: H100-SXM,
+    to which the caller wave-scales first (within Hopper: docs/prediction.md) before the fp32 model; else
+    None."""
+    from benanza.analysis import xarch
+    from benanza.analysis.gpus import find_gpu
+
+    if getattr(config, "kind", None) != "Gemm" or precision != "fp32" or math_mode not in ("fma", "none"):
+        return None
+    h100 = find_gpu(xarch.FP32_ORIGIN)
+    if origin.name == h100.name or origin.partition_of or origin.architecture != h100.architecture \
+            or target.architecture == h100.architecture or target.partition_of:
+        return None
+    return h100
 
 
 def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str | None = None,
@@ -521,11 +560,19 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
                         launch=(launch or {}).get(implementation_key(lt, analysis.kind_precision(kind))))
             lp.fixed_ms = min(lt.time_ms, fixed_us * 1e-3)
             lp.method = "wave"
-            grid = gemm_grid_factor(ly.config, lt.math, precision, origin, target) if cross_gpu else None
+            grid = gemm_grid_factor(ly.config, lt.math, precision, origin, target, lt.time_ms) if cross_gpu else None
+            pre, first = 1.0, ""
+            if grid is None and cross_gpu:  # fp32 from another Hopper GPU: wave-scaled to the fp32 model's H100
+                hop = fp32_origin_proxy(ly.config, lt.math, precision, origin, target)
+                if hop is not None:
+                    step = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, lt.time_ms, None)
+                    scale_layer(step, lt, origin, hop, precision, memory, analysis.cache, span, fixed_us=fixed_us)
+                    t_h = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * step.factor
+                    grid = gemm_grid_factor(ly.config, lt.math, precision, hop, target, t_h)
+                    pre, first = (t_h / lt.time_ms, "wave+") if grid is not None and lt.time_ms else (1.0, "")
             if grid is not None:  # a GEMM the public measurements cover: their ratio, the whole time
-                from benanza.analysis.xarch import grid_dtype
-
-                factor, proxy = grid
+                factor, proxy, table = grid
+                factor *= pre
                 if proxy is not None:  # to the table's GPU of the target's architecture, then wave-scaled
                     t_p = lt.time_ms * factor
                     via = LayerPrediction(ly.index, ly.name, ly.op_type, kind, lt.status, t_p, None)
@@ -535,11 +582,12 @@ def predict(analysis: Analysis, origin: GpuSpec, target: GpuSpec, precision: str
                     factor = (fixed + (t_p - fixed) * via.factor) / lt.time_ms
                     lp.via = proxy.name
                 # never faster than the target's compute roof (its datasheet peak for the layer's math)
-                key = math_peak_key(lt.math, precision)
+                key = math_peak_key(lt.math, precision) or ("fp32" if table.startswith("fp32") else None)
                 roof = ly.config.flops() / target.peak_flops(key) * 1e3 if key else 0.0
                 factor = max(factor, roof / lt.time_ms) if lt.time_ms else factor
-                lp.factor, lp.fixed_ms, lp.grid = factor, 0.0, grid_dtype(precision, lt.math) or ""
-                lp.method = "grid+wave" if proxy is not None else "grid"
+                lp.factor, lp.fixed_ms, lp.grid = factor, 0.0, table
+                base = first + ("model" if table.startswith("fp32") else "grid")
+                lp.method = f"{base}+wave" if proxy is not None else base
             lp.predicted_ms = lp.fixed_ms + (lt.time_ms - lp.fixed_ms) * lp.factor
         out.append(lp)
     weight = [lp.predicted_ms or 0.0 for lp in out]
@@ -599,7 +647,10 @@ def scale_layer(lp: LayerPrediction, lt, origin: GpuSpec, target: GpuSpec, preci
     s_ratio = (ko * origin.boost_clock_mhz) / (kd * target.boost_clock_mhz)
     if key is None:
         ridge = target.ridge("fp32")
-        c_ratio = s_ratio
+        # an FMA layer's (math "fma": fp32 GEMM, convolution) CUDA-core FLOP rate: busy SMs x FP32 FMA units
+        # per SM x clock (GpuSpec.fp32_lanes_per_sm); other CUDA-core layers issue more than FMAs: SMs x clock
+        lanes = origin.fp32_lanes_per_sm / target.fp32_lanes_per_sm if getattr(lt, "math", "") == "fma" else 1.0
+        c_ratio = s_ratio * lanes
         lp.compute = "cuda_cores"
     else:
         ridge = target.ridge(key)

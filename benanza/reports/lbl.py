@@ -233,7 +233,7 @@ def print_training_prediction(tp, eb, memory: str) -> None:
     for line in training_cross_gpu_lines(tp.origin, tp.target, tp.step.forward.precision):
         out.print(line, markup=False, highlight=False)
     grid = "; forward GEMMs to another architecture: the public ratio grid" if any(
-        lp.method.startswith("grid") for lp in tp.forward.layers) else ""
+        lp.method.startswith(("grid", "model", "wave+")) for lp in tp.forward.layers) else ""
     out.print(f"method: Habitat wave scaling of every call of the step, {memory} memory term{grid}; figures from the "
               f"spec table ({tp.target.source})", markup=False, highlight=False)
 
@@ -357,6 +357,8 @@ def print_predict(r, json_out: bool) -> None:
         out.print(line, markup=False, highlight=False)
     grid = "; GEMMs to another architecture: the public ratio grid" if any(lp.method.startswith("grid")
                                                                            for lp in p.layers) else ""
+    if any("model" in lp.method for lp in p.layers):
+        grid += "; fp32 GEMMs to another architecture: the fp32 model of public measurements"
     out.print(f"method: Habitat wave scaling, {memory} memory term{grid}; figures from the spec table "
               f"({p.target.source})", markup=False, highlight=False)
 
