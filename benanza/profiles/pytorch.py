@@ -133,12 +133,16 @@ def record_routing(src: ModuleSource, onnx_path: Path, batches: list[int], dtype
 
     cast = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(dtype)
     dev = torch.device(device)
+    from benanza.runner.run import shared_gpu_turn
+
     for b in todo:
         spec = _RoutingRun(b)
         torch.manual_seed(spec.seed)
-        module, xs, _ = native_module(torch, spec, dev, cast, src)
-        have[b] = expert_counts(module, tuple(xs))
-        del module, xs
+        # the GPU's turn (BENANZA_GPU_LOCK_SHARED) as the profiling children take it: nothing measures beside it
+        with shared_gpu_turn((dev.index or 0) if dev.type == "cuda" else None, torch.cuda.synchronize):
+            module, xs, _ = native_module(torch, spec, dev, cast, src)
+            have[b] = expert_counts(module, tuple(xs))
+            del module, xs
         say(f"routing: batch {b}: {len(have[b])} MoE layers' per-expert counts recorded on {device} {dtype}")
     if dev.type == "cuda":
         torch.cuda.empty_cache()
