@@ -4,6 +4,8 @@ import multiprocessing as mp
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 MODEL = REPO / "tests" / "data" / "zoo" / "models" / "resnet18.onnx"
@@ -96,3 +98,43 @@ def test_concurrent_imports_count_what_each_added(tmp_path):
     assert n_jobs > 0
     assert sum(s["jobs_added"] for s in stats) == n_jobs, stats
     assert all(s["jobs_added"] + s["jobs_replaced"] + s["jobs_kept"] == n_jobs for s in stats), stats
+
+
+def test_an_unchanged_database_is_checked_once(tmp_path, monkeypatch):
+    """PRAGMA quick_check (O(file size): 80 ms for 50 MB) runs at the first open of a file and again only
+    once the file (or its -wal) changed; a damage written after a clean check is still refused."""
+    from benanza.database import store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    runs = []
+    original_connect = store.sa.engine.Engine.connect
+
+    def counting_connect(self, *a, **kw):
+        conn = original_connect(self, *a, **kw)
+        real_exec = conn.exec_driver_sql
+
+        def exec_driver_sql(sql, *args, **kwargs):
+            if "quick_check" in sql:
+                runs.append(sql)
+            return real_exec(sql, *args, **kwargs)
+
+        conn.exec_driver_sql = exec_driver_sql
+        return conn
+
+    monkeypatch.setattr(store.sa.engine.Engine, "connect", counting_connect)
+    path = tmp_path / "p.db"
+    store.open_db(str(path), create=True).close()
+    assert runs == []  # created here: nothing to check
+    for _ in range(3):
+        store.open_db(str(path), create=False).close()
+    assert len(runs) == 1
+    db = store.open_db(str(path), create=True)
+    db.upsert_system({"gpu_name": "G", "compute_capability": "9.0", "sm_count": 1})
+    db.close()
+    store.open_db(str(path), create=False).close()
+    assert len(runs) == 2  # written since: checked again
+    data = bytearray(path.read_bytes())
+    data[2 * 4096 + 8: 3 * 4096] = b"\xff" * (4096 - 8)
+    path.write_bytes(bytes(data))
+    with pytest.raises(store.DatabaseError, match="damaged"):
+        store.open_db(str(path), create=False)

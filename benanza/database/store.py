@@ -1304,7 +1304,7 @@ def open_db(url: str | None = None, create: bool = True, read_only: bool | None 
         with _folder_lock(sqlite_file):
             try:
                 if (sqlite_file is not None and not fresh) or read_only:
-                    _quick_check(engine, safe)
+                    _quick_check(engine, safe, given if u.get_backend_name() == "sqlite" else None)
                 with engine.begin() as conn:
                     _schema_lock(conn)  # then _prepare_schema looks at the tables (another may have made them)
                     notices = _prepare_schema(conn, safe, create, read_only)
@@ -1418,8 +1418,15 @@ def _folder_lock(path: Path | None):
         os.close(fd)
 
 
-def _quick_check(engine, safe: str) -> None:
-    """Refuse a damaged SQLite file (``PRAGMA quick_check``, SQLite's O(N) structural check)."""
+def _quick_check(engine, safe: str, path: str | None = None) -> None:
+    """Refuse a damaged SQLite file (``PRAGMA quick_check``, SQLite's O(N) structural check: 80 ms for a
+    50 MB file, growing with it). A file ``path`` found intact is remembered by its state (device, inode,
+    size and modification time of it and its ``-wal``; :func:`_file_state`) in the user's cache, and
+    the check is not run again until that state changes: a command that reads an unchanged database pays
+    it once. SQLite still refuses a damaged page it reads ("database disk image is malformed")."""
+    state = _file_state(path)
+    if state is not None and _checked_states().get(state[0]) == state[1]:
+        return
     try:
         with engine.connect() as conn:
             rows = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
@@ -1428,5 +1435,60 @@ def _quick_check(engine, safe: str) -> None:
     if rows != ["ok"]:
         raise DatabaseError(f"database {safe}: damaged: PRAGMA quick_check says {rows[0][:120]!r}"
                             f"{f' and {len(rows) - 1} more problems' if len(rows) > 1 else ''}")
+    if state is not None:
+        _remember_checked(*state)
+
+
+def _checked_file() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benanza" / "checked-databases.json"
+
+
+def _file_state(path: str | None) -> tuple[str, list[int]] | None:
+    """(the file's absolute path, [dev, inode, size, mtime_ns, and the same of its -wal or zeros]); None
+    for no file."""
+    if not path:
+        return None
+    try:
+        p = Path(path).resolve()
+        st = p.stat()
+    except OSError:
+        return None
+    try:
+        w = Path(str(p) + "-wal").stat()
+        wal = [w.st_size, w.st_mtime_ns]
+    except OSError:
+        wal = [0, 0]
+    return str(p), [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, *wal]
+
+
+def _checked_states() -> dict:
+    try:
+        doc = json.loads(_checked_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _remember_checked(path: str, state: list[int]) -> None:
+    """Record ``path``'s intact ``state`` (at most 64 files, the newest kept), written atomically; a cache
+    that cannot be written is no error (the check simply runs again next time)."""
+    import tempfile
+
+    doc = {k: v for k, v in _checked_states().items() if k != path}
+    doc = dict(list(doc.items())[-63:]) | {path: state}
+    target = _checked_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".checked.", suffix=".part")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, target)
+    except OSError:
+        pass
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
