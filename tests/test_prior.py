@@ -41,9 +41,10 @@ def test_contenders_are_those_within_the_margin_of_the_best_and_a_hashed_sample_
             row("conv", "nosup", None, status="not_supported"),
             row("conv", "nhwc", 0.5, layout="NHWC"),  # another layout: another job
             row("torch:aten::conv2d", "eager", 0.4),  # the framework's kernel: its own job
-            row("conv", "tf32", 0.3, math="tf32")]  # not an fp32 time (the LBL's rule): no best, but known
+            row("conv", "tf32", 0.3, math="tf32"),  # not an fp32 time (the LBL's rule): no best, but known
+            row("conv", "capped", None, status="skipped")]  # never measured (--max-engines): unknown, so timed
     others = [c for c in sorted({(r.call, r.algorithm) for r in rows if r.layout == "NCHW"
-                                 and not r.call.startswith("torch:")})
+                                 and not r.call.startswith("torch:") and r.status != "skipped"})
               if c[1] not in ("best", "near", "edge")]
     for every in (1, 2, 8, 1000):
         pj = P.select("k.fp32", rows, "fp32", "NCHW", margin=0.10, sample_every=every)
@@ -51,6 +52,7 @@ def test_contenders_are_those_within_the_margin_of_the_best_and_a_hashed_sample_
         time = set(pj.time)
         assert {("conv", "best"), ("conv", "near"), ("conv", "edge")} <= time
         assert set(pj.known) == {("conv", "best"), ("conv", "near"), ("conv", "edge")} | set(others)
+        assert ("conv", "capped") not in pj.known
         sample = time - {("conv", "best"), ("conv", "near"), ("conv", "edge")}
         assert sample <= set(others) and pj.sampled == len(sample) >= 1
         if every == 1:
@@ -171,9 +173,12 @@ def test_a_run_with_a_prior_stores_the_skipped_candidates_and_keeps_the_lbl(fake
         b = analyze(ml, pdb, pdb.systems()[0], p)
         assert a.complete and b.complete and a.lbl_ms == pytest.approx(b.lbl_ms, rel=1e-12)
     pdb.close()
-    # ``self``: the target database's own earlier runs (again, --force)
+    # ``self``: the target database's own earlier runs (again, --force). The candidates the prior run
+    # skipped were never measured: no evidence, so this run times them; the next one skips them again
     again = run_suite(suite, target, RunOptions(prior=P.SELF, force=True))
-    assert again.prior["source"] == "self" and again.prior_skipped == s.prior_skipped
+    assert again.prior["source"] == "self" and again.prior_skipped == 0
+    third = run_suite(suite, target, RunOptions(prior=P.SELF, force=True))
+    assert third.prior_skipped == s.prior_skipped
     target.close()
 
 
@@ -266,3 +271,25 @@ def test_the_command_line_says_how_many_candidates_the_prior_skipped_and_refuses
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert p.returncode != 0 and len(lines) == 1 and lines[0].startswith("benanza: ") and words in lines[0], \
             p.stderr
+
+
+@pytest.mark.slow
+def test_a_built_suite_takes_the_prior_file(harness, tmp_path):
+    """The session's first suite (conftest.harness: the whole harness compiled with nvcc and the wheels)
+    reads --prior while it parses its arguments, before any GPU work (--list needs none): a prior file it
+    lists its jobs with, one that is not a prior a one-line usage error (exit 2)."""
+    exe = str(harness.first.executable)
+    jobs = [j for j in harness.suite.jobs]
+    plan = P.PriorPlan(source="db/reference/h200_truth.sqlite.gz", gpu_name=H200, systems=[], versions="",
+                       margin=0.1, sample_every=8,
+                       jobs={jobs[0].id: P.PriorJob(time=(("cublasLtMatmul", "a"),), known=(("cublasLtMatmul", "a"),
+                                                                                             ("cublasLtMatmul", "b")),
+                                                    contenders=1, sampled=0, best_ms=1.0)})
+    good = plan.write(tmp_path / "prior.json")
+    p = subprocess.run([exe, "--list", "--prior", str(good)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == len(jobs), p.stderr
+    (tmp_path / "bad.json").write_text('{"format": "benanza-prior", "version": 1, "jobs": []}')
+    p = subprocess.run([exe, "--list", "--prior", str(tmp_path / "bad.json")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and p.stderr.strip() == (f"benanza-suite: {tmp_path / 'bad.json'}: prior: no "
+                                                      "\"jobs\" object")

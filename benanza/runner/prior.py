@@ -13,7 +13,8 @@ versions where the prior has them, else every one of that GPU, and the plan says
   those whose sha256 of ``job|call|algorithm`` is 0 modulo ``sample_every`` (default :data:`SAMPLE_EVERY`,
   one in 8), and at least one per job with others, so that a prior that no longer holds (a driver, clock
   or library change) shows as a sampled candidate beating the contenders;
-* ``known``: every candidate the prior measured for the job. The harness (``suite --prior FILE``,
+* ``known``: every candidate the prior measured for the job (a candidate it recorded as skipped, beyond
+  ``--max-engines``, over the workspace limit or on an earlier prior's word, was not measured: unknown). The harness (``suite --prior FILE``,
   ``cpp/include/benanza/prior.hpp``) times a candidate that is a contender, sampled, or unknown to the
   prior (an engine config of a newer library), and records the rest as ``skipped`` with
   :meth:`PriorPlan.message` and no time. A job the prior has no valid measurement of is timed in full.
@@ -147,7 +148,8 @@ def _hash(job: str, c: tuple[str, str]) -> int:
 def select(job: str, rows: list, precision: str, layout: str, margin: float = PRIOR_MARGIN,
            sample_every: int = SAMPLE_EVERY) -> PriorJob | None:
     """One job's lists from the prior's warm rows of it (``rows``: Measurement rows or anything with
-    their fields, of one system; ``precision``, ``layout``: the job's), or None when none of them is a
+    their fields, of one system; ``precision``, ``layout``: the job's; a skipped row is no evidence and
+    leaves its candidate unknown), or None when none of them is a
     valid time of the suite's calls in that precision (the job is timed in full). Contenders: valid
     medians <= (1 + ``margin``) x the best; the sample: the others whose hash is 0 modulo
     ``sample_every``, or the one of least hash when none is."""
@@ -158,7 +160,7 @@ def select(job: str, rows: list, precision: str, layout: str, margin: float = PR
         return None
     best = min(m.median_ms for m in valid)
     contenders = {(m.call, _full_algorithm(m)) for m in valid if m.median_ms <= best * (1.0 + margin)}
-    known = {(m.call, _full_algorithm(m)) for m in mine}
+    known = {(m.call, _full_algorithm(m)) for m in mine if m.status != "skipped"}  # skipped: no evidence
     others = sorted(known - contenders, key=lambda c: (_hash(job, c), c))
     sample = {c for c in others if _hash(job, c) % sample_every == 0}
     if others and not sample:
