@@ -322,6 +322,11 @@ class Timing:
     #: the harness's sample length (ms) and a cold measurement's time cap with racing on (ms)
     sample_ms: float = 0.25
     cold_max_time_ms: float = 200.0
+    #: the prior (docs/timing.md, "Prior"): a database file, URL or ``self`` whose measurements of this
+    #: GPU name rank each job's candidates (None: every candidate timed), and its contenders' margin
+    #: (a fraction of the prior's best median: :data:`benanza.runner.prior.PRIOR_MARGIN`)
+    prior: str | None = None
+    prior_margin: float = 0.10
 
     def check(self) -> "Timing":
         """Itself, every field checked; raises UsageError naming the option of a bad one."""
@@ -339,6 +344,10 @@ class Timing:
             raise UsageError(f"--workers-per-gpu must be 1 to 8, got {self.workers_per_gpu}")
         if self.max_engines < 0:
             raise UsageError(f"--max-engines must be 0 (all) or positive, got {self.max_engines}")
+        if not 0 <= self.prior_margin < 10:
+            raise UsageError(f"--prior-margin must be in [0, 10), got {self.prior_margin}")
+        if self.prior is not None and self.exhaustive:
+            raise UsageError("--prior with --exhaustive: the exhaustive run times every candidate")
         return self
 
     @property

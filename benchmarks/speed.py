@@ -23,6 +23,8 @@ wall time, database write and the harness's own time per phase, from `--profile`
   python3 benchmarks/speed.py --out /tmp/speed --model examples/resnet50.onnx --batch 1,32 \\
       --dtype fp32,fp16 --repeat --policies default,before
   python3 benchmarks/speed.py --out /tmp/speed --zoo resnet50,mobilenet_v2 --policies default,exhaustive
+  python3 benchmarks/speed.py --out /tmp/speed --model examples/resnet50.onnx --batch 1,32 --dtype fp32,fp16 \
+      --policies default,prior,exhaustive   # the prior (docs/timing.md, "Prior") against both
 
 `--zoo` exports models of `benchmarks/zoo.py` (PyTorch, torchvision, transformers). Everything lands
 in `--out` as it comes (`runs.jsonl`, `table.txt`), so a run cut short keeps what finished.
@@ -57,8 +59,10 @@ PHASES = ("first", "warmup", "capture", "screen", "warm", "cold")
 #: several-GPU speed-up of the run stage, and the default with the framework's kernels beside the
 #: suite's run ("beside": BENANZA_FRAMEWORK_BESIDE_RUN=1, :data:`POLICY_ENV`), and the default with
 #: the batch-norm graphs built as dynamic-shape graphs on one kernel cache per process ("kernel-cache":
-#: BENANZA_KERNEL_CACHE=1, cpp/src/batchnorm_engines.cpp; for training benches, ``--extra=--train`` on a training export)
-POLICIES = {"default": [], "beside": [], "kernel-cache": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
+#: BENANZA_KERNEL_CACHE=1, cpp/src/batchnorm_engines.cpp; for training benches, ``--extra=--train`` on a training export),
+#: and the default with a prior ("prior": ``--prior`` of ``--prior-source``, default the shipped H200 truth
+#: database; docs/timing.md, "Prior": only each job's contenders and a sample of the others timed)
+POLICIES = {"prior": ["--prior", "{prior}"], "default": [], "beside": [], "kernel-cache": [], "default-1w": ["--workers-per-gpu", "1"], "default-3w": ["--workers-per-gpu", "3"],
             "default-4w": ["--workers-per-gpu", "4"], "exhaustive": ["--exhaustive"],
             "before": ["--exhaustive", "--screen", "1.5", "--warmup-ms", "2"],
             "gpu0": ["--devices", "0"], "all-gpus": ["--devices", "all"]}
@@ -76,7 +80,7 @@ def bench(model: Path, args, db: Path, suite: Path, log: Path, policy: str, prof
     prof = ["-m", "cProfile", "-o", str(profile.with_suffix(".pstats"))] if profile else []
     cmd = [sys.executable, *prof, "-m", "benanza", "bench", str(model), "--batch", args.batch, "--dtype", args.dtype,
            "--db", str(db), "-o", str(suite), "--json", *args.extra.split()]
-    cmd += POLICIES[policy]
+    cmd += [o.format(prior=args.prior_source) for o in POLICIES[policy]]
     env = dict(os.environ, BENANZA_PHASES_LOG=str(log), **POLICY_ENV.get(policy, {}))
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir(), env=env)
@@ -203,10 +207,10 @@ def _agreements(runs: list[dict], out: Path) -> None:
     """Each default run's chosen-implementation agreement with the exhaustive run of its model (or
     the run before racing) in the same folder."""
     for r in runs:
-        if r["policy"] != "default":
+        if r["policy"] not in ("default", "prior"):
             continue
         for ref in ("exhaustive", "before"):
-            a, b = out / f"{r['model']}-default.db", out / f"{r['model']}-{ref}.db"
+            a, b = out / f"{r['model']}-{r['policy']}.db", out / f"{r['model']}-{ref}.db"
             if a.exists() and b.exists():
                 r["chosen"] = chosen_agreement(a, b)
                 break
@@ -268,7 +272,8 @@ def run_record(model: str, policy: str, doc: dict, phases: dict, fresh: bool) ->
     envelope's ``scenarios``; a bench document before schema 1 had them as ``analyses``)."""
     return {"model": model, "policy": policy, "stages": doc["stages"], "wall_s": doc["wall_s"],
             "analyses": [analysis_row(a) for a in scenarios_of(doc, f"bench --json of {model}")],
-            "phases": phases, "system": (doc.get("system") or {}).get("gpu_name"), "fresh": fresh}
+            "phases": phases, "system": (doc.get("system") or {}).get("gpu_name"), "fresh": fresh,
+            **({"prior": doc["run"]["prior"]} if (doc.get("run") or {}).get("prior") else {})}
 
 
 def fmt_compare(runs: list[dict]) -> str:
@@ -304,7 +309,12 @@ def fmt_compare(runs: list[dict]) -> str:
                     lines.append(f"{model[:22]:22} {(policy + what)[:18]:18} {a['batch']:5d} {a['precision']:6} "
                                  f"{a[key]:9.4f} {b[key]:10.4f} {d:+7.2f} {str(bool(a[done] and b[done])):>8}  ({ref})")
         if r.get("chosen"):
-            agree.append((model, r["chosen"]))
+            agree.append((model if policy == "default" else f"{model} ({policy})", r["chosen"]))
+        if r.get("prior"):
+            p = r["prior"]
+            lines.append(f"{model} ({policy}): {p.get('label')}: {p.get('skipped', 0):,} of "
+                         f"{p.get('candidates', 0):,} candidates skipped" + (f"; {p['versions']}" if p.get("versions")
+                                                                             else ""))
     for what, ds in diffs.items():
         lines.append(f"{what}: |diff| median {statistics.median(ds):.2f} %, max {max(ds):.2f} % over {len(ds)} rows "
                      "(goals: <= 1 %, <= 3 %)")
@@ -354,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-repeat", action="store_true",
                     help="with --repeat: a third bench under cProfile, its costliest calls in repeat-MODEL.prof.txt")
     ap.add_argument("--policies", default="default", help="of " + ", ".join(POLICIES) + "; comma-separated")
+    ap.add_argument("--prior-source", default=str(HERE.parent / "db" / "reference" / "h200_truth.sqlite.gz"),
+                    help="the prior policy's --prior (a database file or URL, or self)")
     ap.add_argument("--fresh", action="store_true",
                     help="before each policy's bench remove benanza's and CUDA's caches and the suite (a fresh "
                          "machine each time; the repeat keeps them)")

@@ -13,6 +13,9 @@ plausible measurements (deterministic per job id). Behaviour switches (environme
   FAKE_SUITE_MALFORMED=<job id> print one measurement of that job with a string where a time belongs
   FAKE_SUITE_LONG_NAME=<job id> give that job's first algorithm a cuDNN-like engine config name of
                                200 characters (longer than its column)
+  --prior FILE                 as the harness (cpp/include/benanza/prior.hpp): a candidate of a job the
+                               prior lists that is neither in its "time" list nor unknown to it ("known")
+                               is recorded as skipped with the prior's message, and not timed
 """
 import hashlib
 import json
@@ -68,6 +71,8 @@ def main(argv):
         # "-": job ids on standard input, one line each as the runner hands them out (as the suite)
         wanted = ((ln.strip() for ln in iter(sys.stdin.readline, "") if ln.strip()) if src == "-" else
                   [ln for ln in Path(src).read_text().splitlines() if ln])
+    prior = json.loads(Path(argv[argv.index("--prior") + 1]).read_text())["jobs"] if "--prior" in argv else {}
+    prior_message = json.loads(Path(argv[argv.index("--prior") + 1]).read_text())["message"] if prior else ""
     by_id = {j["job"]: j for j in jobs}
     for jid in (wanted if wanted is not None else list(by_id)):
         j = by_id[jid]
@@ -103,6 +108,10 @@ def main(argv):
             if jid == os.environ.get("FAKE_SUITE_FATAL") and i == 1:
                 emit({"type": "fatal", "message": f"job {jid}: sticky CUDA error: cudaErrorIllegalAddress"})
                 return 4
+            pj = prior.get(jid)
+            if pj is not None and [base["call"], a] not in pj["time"] and [base["call"], a] in pj["known"]:
+                emit(dict(base, cache="warm", status="skipped", message=prior_message))
+                continue
             if a == "WINOGRAD":
                 emit(dict(base, cache="warm", status="not_supported", message="CUDNN_STATUS_NOT_SUPPORTED"))
                 continue

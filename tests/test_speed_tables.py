@@ -70,3 +70,18 @@ def test_reprinting_the_tables_of_a_folder_without_runs_is_a_clear_error(tmp_pat
     assert p.returncode == 2
     assert "--table-only: no earlier run in" in p.stderr and "Traceback" not in p.stderr
     assert not out.exists()  # nothing left behind
+
+
+def test_the_prior_policy_benches_with_the_prior_and_is_compared_against_exhaustive(speed):
+    """The `prior` policy (docs/timing.md, "Prior") passes --prior with --prior-source's database, and its
+    LBLs and skipped candidates are in the comparison table."""
+    assert speed.POLICIES["prior"] == ["--prior", "{prior}"]
+    doc = {"document": "bench", "schema": 1, "stages": {}, "wall_s": 1.0, "scenarios": [_analysis(1, 1.01)],
+           "run": {"prior": {"label": "prior (db/h200.sqlite.gz, NVIDIA H200)", "skipped": 9412, "candidates": 14589,
+                             "versions": ""}}}
+    rec = speed.run_record("resnet50", "prior", doc, {}, False)
+    assert rec["prior"]["skipped"] == 9412
+    runs = [rec, {"model": "resnet50", "policy": "exhaustive", "analyses": [speed.analysis_row(_analysis(1, 1.0))]}]
+    text = speed.fmt_compare(runs)
+    assert "prior against exhaustive: |diff| median 1.00 %" in text
+    assert "resnet50 (prior): prior (db/h200.sqlite.gz, NVIDIA H200): 9,412 of 14,589 candidates skipped" in text

@@ -99,6 +99,13 @@ TIMING_OPTIONS = {
                                    "convolution algorithms per call and job, in heuristics order (the rest recorded as "
                                    "skipped; fewer candidates can only raise the LBL); 0: all, and cuBLASLt's algo-id "
                                    "search")),
+    "prior": (Optional[str], _opt(None, "--prior",
+                                  help="opt-in: measurements already known for this GPU model (a database file or URL, "
+                                       "e.g. db/reference/h200_truth.sqlite.gz, or 'self': this database's earlier runs) "
+                                       "rank each job's candidates; only those within --prior-margin of its best, and a "
+                                       "sample of the others, are timed (the rest recorded as skipped)")),
+    "prior_margin": (float, _opt(TIMING.prior_margin, "--prior-margin",
+                                 help="with --prior: a contender's median is within this fraction of the prior's best")),
     "device": (int, _opt(TIMING.device, "--device", help=DEVICE_HELP)),
     "devices": (Optional[str], _opt(None, "--devices", help="several identical GPUs: 'all' or 0,1,...")),
     "job_timeout": (float, _opt(TIMING.job_timeout, "--job-timeout",

@@ -11,7 +11,9 @@ def run_doc(s) -> dict:
     return {"system_id": s.system_id, "gpu": s.system.get("gpu_name"), "run_id": s.run_id, "planned": s.planned,
             "skipped": s.skipped, "ok": s.ok, "failed": s.failed, "measurements": s.measurements,
             "restarts": s.restarts, "wall_s": s.wall_s, "failures": [{"job": j, "reason": r} for j, r in s.failures],
-            **({"timeline": s.timeline} if getattr(s, "timeline", None) else {})}
+            **({"timeline": s.timeline} if getattr(s, "timeline", None) else {}),
+            **({"prior": {**s.prior, "candidates": s.candidates, "skipped": s.prior_skipped}}
+               if getattr(s, "prior", None) else {})}
 
 
 def print_bench_json(r, counters_doc: dict | None, cluster: bool) -> None:

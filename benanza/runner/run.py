@@ -74,6 +74,11 @@ class RunOptions:
     # beside the compile, go on beside the suite's run): every worker of this run, one per GPU too,
     # takes ``{gpu_lock}-gpu{N}.lock``; "" = a lock of this run's own when it has several workers per GPU
     gpu_lock: str = ""
+    # the prior (docs/timing.md, "Prior"; :mod:`benanza.runner.prior`): a database (file, URL, or
+    # ``self``: the target database) whose measurements of this GPU name rank each job's candidates; only
+    # the contenders within ``prior_margin`` of its best, and a sample of the others, are timed. "": none
+    prior: str = ""
+    prior_margin: float = TIMING.prior_margin
 
     @classmethod
     def of(cls, timing, devices: tuple[int, ...], phases_log: Path | None = None) -> "RunOptions":
@@ -84,7 +89,8 @@ class RunOptions:
                    max_samples=t.max_samples, max_time_ms=t.max_time_ms, workspace_limit_mb=t.workspace_mb,
                    cold=t.cold_policy, job_timeout_s=t.job_timeout, force=t.force, retry_failed=t.retry_failed,
                    devices=devices, screen=t.screen, max_engines=t.max_engines, race=not t.exhaustive,
-                   workers_per_gpu=t.workers_per_gpu, phases_log=phases_log)
+                   workers_per_gpu=t.workers_per_gpu, phases_log=phases_log, prior=t.prior or "",
+                   prior_margin=t.prior_margin)
 
     def gpus(self) -> tuple[int, ...]:
         return tuple(self.devices) or (self.device,)
@@ -126,6 +132,11 @@ class RunSummary:
     interrupted: bool = False
     # where a cluster run's time went (s; :func:`benanza.runner.cluster.run_cluster`): empty otherwise
     timeline: dict = field(default_factory=dict)
+    # the candidates of the jobs run (one warm record each) and those the prior left out (skipped
+    # records whose message starts "prior:"); ``prior``: :meth:`benanza.runner.prior.PriorPlan.summary`
+    candidates: int = 0
+    prior_skipped: int = 0
+    prior: dict | None = None
 
 
 def query_system(exe: Path, device: int = 0, timeout_s: float = 120.0) -> dict:
@@ -184,7 +195,9 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     :class:`UsageError` when the suite is not built. Ctrl-C stops the worker, keeps the finished
     jobs, marks the run interrupted and re-raises KeyboardInterrupt. ``on_system(system_id)``:
     called once the GPU's system is in the database, before any job (bench starts the framework's
-    kernels beside the run from it).
+    kernels beside the run from it). With ``opt.prior``: the prior's lists written to the suite folder
+    (:func:`suite_prior`) and handed to the suite; UsageError when the prior has no measurements of this
+    GPU, DatabaseError when it does not open.
     """
     opt = options or RunOptions()
     exe = suite_executable(suite.root)
@@ -200,11 +213,36 @@ def run_suite(suite: Suite, db: Database, options: RunOptions | None = None,
     system = systems[0]
     system_id = db.upsert_system(system, authoritative=True)
     register_suite(suite, db)
+    plan = suite_prior(suite, db, system, opt) if opt.prior else None
     if on_system is not None:
         on_system(system_id)
-    return _run_jobs(suite.jobs, db, system, system_id, opt, _suite_worker(exe, opt), suite.root,
-                     ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress,
-                     per_gpu=max(1, opt.workers_per_gpu))
+    summary = _run_jobs(suite.jobs, db, system, system_id, opt,
+                        _suite_worker(exe, opt, suite.root / PRIOR_FILE if plan is not None else None), suite.root,
+                        ",".join(sorted({m["model"] for m in suite.manifest.get("models", [])})), progress,
+                        per_gpu=max(1, opt.workers_per_gpu))
+    if plan is not None:
+        summary.prior = plan.summary()
+    return summary
+
+
+#: the prior's file in the suite folder (``suite --prior FILE``)
+PRIOR_FILE = "prior.json"
+
+
+def suite_prior(suite: Suite, db: Database, system: dict, opt: RunOptions):
+    """The prior's plan for the suite's jobs on ``system`` (:func:`benanza.runner.prior.prior_plan`), from
+    ``opt.prior`` (``self``: ``db``), written to the suite folder's :data:`PRIOR_FILE`. Raises UsageError
+    (no measurements of this GPU) or DatabaseError (the prior does not open)."""
+    from benanza.runner import prior as P
+
+    pdb, close = P.open_prior(opt.prior, db)
+    try:
+        plan = P.prior_plan(pdb, opt.prior, system, suite.jobs, margin=opt.prior_margin)
+    finally:
+        if close:
+            pdb.close()
+    plan.write(suite.root / PRIOR_FILE)
+    return plan
 
 
 def register_suite(suite: Suite, db: Database) -> None:
@@ -578,9 +616,11 @@ class Worker:
     jobs_text: Callable[[list[str]], str]
 
 
-def _suite_worker(exe: Path, opt: RunOptions) -> Worker:
-    """The generated suite: its jobs file lists job ids (the suite has their cases compiled in)."""
-    return Worker(argv=lambda jobs_file, device: [str(exe), "--jobs", jobs_file] + opt.suite_args(device),
+def _suite_worker(exe: Path, opt: RunOptions, prior_file: Path | None = None) -> Worker:
+    """The generated suite: its jobs file lists job ids (the suite has their cases compiled in);
+    ``prior_file``: the prior's lists (``--prior``, :func:`suite_prior`)."""
+    extra = ["--prior", str(prior_file)] if prior_file is not None else []
+    return Worker(argv=lambda jobs_file, device: [str(exe), "--jobs", jobs_file] + opt.suite_args(device) + extra,
                   jobs_text=lambda ids: "\n".join(ids) + "\n")
 
 
@@ -626,6 +666,10 @@ def _store_job(ctx: SharedRun, p: _Progress, end: dict) -> None:
     if p.current in p.sent:
         p.sent.remove(p.current)
     ctx.finished(job, status, msg, sum(1 for r in records if isinstance(r, MeasurementLine)))
+    warm = [r for r in records if isinstance(r, MeasurementLine) and r.cache == "warm"]
+    with ctx.lock:
+        ctx.summary.candidates += len(warm)
+        ctx.summary.prior_skipped += sum(1 for r in warm if r.status == "skipped" and r.message.startswith("prior:"))
     p.current, p.records, p.malformed = None, [], ""
     if p.feed is not None:
         p.feed()

@@ -93,6 +93,9 @@ def bench(req: BenchRequest, progress: Progress = SILENT) -> BenchResult:
     lays = list(layouts(req.layouts))
     kind_list = list(req.kinds) if req.kinds is not None else None
     opts = run_options(timing)
+    if cluster is not None and timing.prior:
+        raise UsageError("--prior with --cluster: the prior is read on this machine's GPU runs only (run without "
+                         "--cluster)")
     if cluster is not None and req.torch:
         raise UsageError("--torch with --cluster: the framework's kernels are timed on this machine's GPU "
                          "(run without --cluster)")
@@ -266,6 +269,12 @@ def run_framework(suite, db, system_id, opts, quiet, torch: bool | None, stop=No
 def run_line(s) -> str:
     line = (f"{s.system.get('gpu_name')}: {s.ok + s.failed} jobs run ({s.failed} failed), {s.skipped} already in "
             f"the database, {s.measurements} measurement records, {s.wall_s:.1f} s")
+    prior = getattr(s, "prior", None)
+    if prior:
+        line += (f"\n  {prior['label']}: {s.prior_skipped:,} of {s.candidates:,} candidates skipped "
+                 f"({prior['jobs_seen']} jobs ranked, {prior['jobs_unseen']} not in the prior: timed in full)")
+        if prior.get("versions"):
+            line += f"; {prior['versions']}"
     for j, r in s.failures[:10]:
         line += f"\n  failed {j}: {r}"
     return line
@@ -569,6 +578,9 @@ def run(req: RunRequest, progress: Progress = SILENT) -> RunResult:
     from benanza.generation.generator import load_suite
 
     kinds = cluster_kinds(req.cluster, ",".join(req.gpu_kinds) if req.gpu_kinds else None)  # before any work
+    if req.cluster is not None and req.timing.prior:
+        raise UsageError("--prior with --cluster: the prior is read on this machine's GPU runs only (run without "
+                         "--cluster)")
     suite = load_suite(req.folder)
     opts = run_options(req.timing)
     database = None

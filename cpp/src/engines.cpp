@@ -405,6 +405,7 @@ bool time_graph(Bench& b, const GraphTiming& t, std::string* why_out, bool recor
       b.record(cl, "not_supported", "excluded by the math mode: " + excluded);
       continue;
     }
+    if (b.skip_unwanted(cl)) continue;  // the prior's word, before the plan build
     ++tried;
     const Built& bt = build(i);
     cl.build_ms = bt.ms;

@@ -292,7 +292,22 @@ std::string Context::system_json() const {
 
 // ------------------------------------------------------------------------------------------ Bench
 
-Bench::Bench(Context& ctx, const JobInfo& job) : ctx_(ctx), job_(job) {}
+Bench::Bench(Context& ctx, const JobInfo& job)
+    : ctx_(ctx), job_(job), prior_job_(ctx.options().prior ? ctx.options().prior->job(job.id) : nullptr) {}
+
+bool Bench::wanted(const std::string& call, const std::string& algorithm) const {
+  return Prior::wanted(prior_job_, call, algorithm);
+}
+
+bool Bench::skip_unwanted(const Call& c) {
+  if (wanted(c.call, c.algorithm)) return false;
+  record(c, "skipped", ctx_.options().prior->message());
+  return true;
+}
+
+bool Bench::prior_wants_other(const std::string& call, const std::set<std::string>& algorithms) const {
+  return Prior::wants_other(prior_job_, call, algorithms);
+}
 
 Bench::~Bench() { free_all(); }
 
@@ -454,6 +469,8 @@ bool Bench::profile_once(const Call& c, const Launch& launch) {
 
 bool Bench::measure(const Call& c, const Launch& launch, const void* out, std::size_t out_count, DType out_t) {
   const Options& o = ctx_.options();
+  // the prior's word (Options::prior), before the first call (record() counts its build time)
+  if (o.profile_call.empty() && skip_unwanted(c)) return false;
   if (c.build_ms > 0) build_total_ms_ += c.build_ms;
   if (!o.profile_call.empty()) return profile_once(c, launch);
   ++measured_;

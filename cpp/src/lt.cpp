@@ -718,6 +718,7 @@ std::vector<Candidate> search_algo_ids(Search& x, const std::set<Config>& heuris
 // Time one config with the harness's method.
 void time_config(Bench& b, cublasLtHandle_t lt, const Problem& pr, const Operands& o, const cublasLtMatmulAlgo_t& algo,
                  Call call) {
+  if (b.skip_unwanted(call)) return;  // the prior's word, before its workspace and first call
   if (call.workspace > b.ctx().options().workspace_limit) {
     b.record(call, "skipped", "workspace of " + std::to_string(call.workspace) + " bytes exceeds the limit of " +
                                   std::to_string(b.ctx().options().workspace_limit));
@@ -919,9 +920,14 @@ void run_lt_matmul(Bench& b, const LtSpec& s) {
   }
 
   // 2. cublasLtMatmulAlgoGetIds: checked, pre-screened, the fastest beyond the heuristic's timed
+  std::set<std::string> heuristic_names;
+  for (const auto& h : list) heuristic_names.insert(algo_name(read_config(h.algo), false));
   if (cap > 0) {
     b.record(Call{call_name, "lt:algo_ids", math, in_t, note, 0}, "skipped",
              "algo-id search off under --max-engines " + std::to_string(cap));
+  } else if (!b.prior_wants_other(call_name, heuristic_names)) {
+    // the prior ranks none of the search's finds as a contender (nor samples one): the search is skipped
+    b.record(Call{call_name, "lt:algo_ids", math, in_t, note, 0}, "skipped", b.ctx().options().prior->message());
   } else {
     Search x{b, lt, s, pr, o, limit};
     std::string ids_why;

@@ -12,6 +12,8 @@
 //            --no-race --race-screen N --race-alpha X (racing: stats.hpp, RaceRule)
 //            --profile-call C --profile-algorithm A --profile-layout L [--profile-math M]: launch only
 //            that implementation, once, inside cudaProfilerStart/Stop (Nsight Compute; harness.hpp)
+//            --prior FILE: time only the candidates the prior ranks as contenders (and its sample) in the jobs
+//            it has seen; the others are recorded as skipped with the prior's message (prior.hpp)
 //
 // Output: JSON lines on stdout (system, job_start, measurement, choice, job_end, fatal).
 // Exit codes: 0 done; 2 bad arguments; 3 no usable CUDA device; 4 sticky CUDA error (the runner
@@ -23,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -133,6 +136,14 @@ int suite_main(int argc, char** argv) {
     else if (a == "--profile-algorithm") opt.profile_algorithm = val();
     else if (a == "--profile-layout") opt.profile_layout = val();
     else if (a == "--profile-math") opt.profile_math = val();
+    else if (a == "--prior") {
+      const char* path = val();
+      try {
+        opt.prior = std::make_shared<const Prior>(Prior::load(path));
+      } catch (const std::exception& e) {
+        usage_error(e.what());
+      }
+    }
     else usage_error("unknown argument " + a);
   }
   if (!opt.profile_call.empty() && (opt.profile_algorithm.empty() || opt.profile_layout.empty()))

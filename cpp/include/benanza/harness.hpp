@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "benanza/device.hpp"
 #include "benanza/partition.hpp"
 #include "benanza/precision.hpp"
+#include "benanza/prior.hpp"
 #include "benanza/stats.hpp"
 
 namespace benanza {
@@ -149,6 +151,10 @@ struct Options {
   // (what Nsight Compute profiles with --profile-from-start off), and a "profiled" record; no
   // warm-up or samples. Other calls are not launched.
   std::string profile_call, profile_algorithm, profile_layout, profile_math;
+  // The prior (--prior FILE; prior.hpp, docs/timing.md "Prior"): a candidate of a job the prior has seen
+  // that it ranks as no contender is recorded as "skipped" with the prior's message and never built or
+  // launched (Bench::wanted, consulted before each candidate's costly work and in measure()). Null: none.
+  std::shared_ptr<const Prior> prior;
 };
 
 // Outcome of one launch: ok, or the library status and where it came from.
@@ -284,6 +290,15 @@ class Bench {
   // Time `launch`; emits the record(s) and returns true when the measurement is valid.
   // `out`/`out_count`/`out_t`: the output checked once for NaN/Inf after the first call.
   bool measure(const Call& call, const Launch& launch, const void* out, std::size_t out_count, DType out_t);
+  // The prior's word on candidate (call, algorithm) of this job (Options::prior): true when it is to be
+  // timed (no prior, a job the prior has not seen, a contender, the sample, or one the prior never saw).
+  bool wanted(const std::string& call, const std::string& algorithm) const;
+  // When the prior does not want `c`: records it as "skipped" with the prior's message (no time) and
+  // returns true; else false. Called before a candidate's costly work (plan build, workspace, first call).
+  bool skip_unwanted(const Call& c);
+  // Whether the prior wants a candidate of `call` beyond `algorithms` (cuBLASLt's algo-id search is worth
+  // its cost); true without a prior for this job.
+  bool prior_wants_other(const std::string& call, const std::set<std::string>& algorithms) const;
   // Record a call that was not timed: status is "not_supported", "skipped" or "failed".
   void record(const Call& call, const char* status, const std::string& message);
   // Record a library heuristic's choice (not a timing): source call, rank, algorithm.
@@ -319,6 +334,7 @@ class Bench {
 
   Context& ctx_;
   JobInfo job_;
+  const Prior::Job* prior_job_ = nullptr;  // the prior's lists for this job (null: every candidate timed)
   double best_warm_ms_ = INFINITY;  // fastest valid warm median of this job so far (screening, racing)
   double best_ucb_ms_ = INFINITY;   // the upper confidence bound of that median (racing)
   double best_screen_ucb_ms_ = INFINITY;  // the same from its screen samples (one replay each)
