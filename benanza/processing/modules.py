@@ -54,7 +54,7 @@ from typing import Callable
 
 from benanza.errors import ModelError, UsageError
 from benanza.spec import DECODER_PHASES, MLA_FORMS
-from benanza.processing import mla, translations
+from benanza.processing import mla, rope, translations
 
 #: the record_function name prefix of a module scope in a native profile's trace (one colon: the
 #: join treats ``ns::name`` events as framework ops)
@@ -817,7 +817,8 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
         try:
             quiet = io.StringIO()
             logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            # DeepSeek-V2's complex rotary embedding in real numbers (no exporter translates complex ops)
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), rope.real_rotary(model):
                 if exporter == "dynamo":
                     b = torch.export.Dim("batch")
                     torch.onnx.export(model, inputs, str(path), dynamo=True, external_data=True, opset_version=20,
