@@ -253,10 +253,16 @@ READ_IF_SET = {"head_dim": int}
 def _with_overrides(name: str, base: str, cfg, overrides: dict):
     """``cfg`` with a spec's ``?key=value`` overrides, each checked against the configuration's own
     field (:func:`_check_override`); a model type's configuration is made again with them as its
-    arguments. Raises UsageError."""
+    arguments. ``none`` or ``null`` (any case) for a field whose annotation admits None and whose
+    value is no string is None (DeepSeek-V2-Lite's ``q_lora_rank=none``: no query compression).
+    Raises UsageError."""
+    overrides = dict(overrides)
     for key, value in overrides.items():
         if not hasattr(cfg, key) and key not in READ_IF_SET:
             raise UsageError(f"transformers spec {name!r}: the {type(cfg).__name__} has no {key!r}")
+        if isinstance(value, str) and value.lower() in ("none", "null") and \
+                not isinstance(getattr(cfg, key, None), str) and _admits_none(cfg, key):
+            overrides[key] = value = None
         _check_override(name, cfg, key, value)
         setattr(cfg, key, value)
     if overrides and getattr(cfg, "model_type", None) == TRANSFORMERS_ALIASES.get(base, base):
@@ -331,11 +337,37 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     return src
 
 
+def _admits_none(cfg, key: str) -> bool:
+    """Whether the configuration class annotates ``key`` as optional (``q_lora_rank: int | None``,
+    transformers 5's dataclass configurations): the first class of its MRO that annotates it, read with
+    :func:`inspect.get_annotations`; a string annotation admits None when it names ``None`` or
+    ``Optional``. False for a field no class annotates."""
+    import inspect
+    import types
+    import typing
+
+    for c in type(cfg).__mro__:
+        try:
+            ann = inspect.get_annotations(c)
+        except Exception:  # noqa: BLE001 - a class whose annotations cannot be read
+            continue
+        if key in ann:
+            t = ann[key]
+            if isinstance(t, str):
+                return bool(re.search(r"\bNone\b|\bOptional\b", t))
+            return t is None or t is type(None) or (typing.get_origin(t) in (typing.Union, types.UnionType)
+                                                    and type(None) in typing.get_args(t))
+    return False
+
+
 def _check_override(name: str, cfg, key: str, value) -> None:
     """A configuration override ``key=value`` of the type of the configuration's own value (an int
     for an int, a number for a float, a bool for a bool, a string for a string, a list for a list;
-    anything where it is None), not negative where that is not; raises :class:`UsageError` otherwise."""
+    anything where it is None), not negative where that is not; None where the class annotates the
+    field as optional (:func:`_admits_none`); raises :class:`UsageError` otherwise."""
     cur = getattr(cfg, key, None)
+    if value is None and _admits_none(cfg, key):
+        return
     if cur is None and key in READ_IF_SET:
         cur = READ_IF_SET[key]()  # 0 of the type: a non-negative value of that type
     kinds = ((bool, "a bool", (bool,)), (int, "an int", (int,)), (float, "a float", (int, float)),
