@@ -754,12 +754,17 @@ def export_key(src: ModuleSource, keep_batch_norms: bool = False, batch: int = 2
 
 
 def _export_code() -> str:
-    """benanza's version and the SHA-256 of this file: the code that builds and exports a module."""
+    """benanza's version and the SHA-256 of the code that builds and exports a module: this file and the
+    modules it changes the model or the export with (:mod:`~benanza.processing.mla`,
+    :mod:`~benanza.processing.rope`, :mod:`~benanza.processing.translations`)."""
     import hashlib
 
     from benanza import __version__
 
-    return __version__ + ":" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for f in (__file__, mla.__file__, rope.__file__, translations.__file__):
+        h.update(Path(f).read_bytes())
+    return __version__ + ":" + h.hexdigest()[:16]
 
 
 def _has_onnxscript() -> bool:
