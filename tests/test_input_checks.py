@@ -242,6 +242,18 @@ def test_an_optional_field_takes_none(fake_transformers, value):
                            f"int (12), not {shown}"
 
 
+def test_a_spec_with_many_overrides_keeps_a_short_distinct_name(fake_transformers):
+    """A tiny DeepSeek-V2-Lite spec has 17 overrides: its name was 290 characters, and the export's file name too
+    long for the file system ("benanza: ...: file name too long"). Long names keep their first characters and a
+    digest of the whole."""
+    many = ("n_layer=2&n_head=12&n_embd=768&vocab_size=50257&max_position_embeddings=1024&layer_norm_epsilon=1e-05"
+            "&activation_function=gelu_new&num_hidden_layers=12&num_attention_heads=12&hidden_size=768")
+    a = fake_transformers.resolve(f"transformers:gpt2?{many}")
+    b = fake_transformers.resolve(f"transformers:gpt2?{many.replace('n_layer=2', 'n_layer=3')}")
+    assert len(a.name) == 120 and a.name.startswith("gpt2_n_layer2_n_head12_") and a.name != b.name
+    assert fake_transformers.resolve("transformers:gpt2?n_layer=2").name == "gpt2_n_layer2"
+
+
 def test_an_optional_annotation_is_read_from_the_class_or_its_text():
     from benanza.processing.modules import _admits_none
 

@@ -65,6 +65,9 @@ NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 TRANSFORMERS_ALIASES = {"bert_base": "bert", "bert-base-uncased": "bert", "bert-base-cased": "bert",
                         "gpt2": "gpt2", "roberta-base": "roberta", "distilbert-base-uncased": "distilbert"}
 FLOAT_TYPES = (1, 10, 11, 16)  # onnx FLOAT, FLOAT16, DOUBLE, BFLOAT16
+#: the longest transformers model label (a spec's type and overrides) in the export's file names: file systems
+#: take 255 bytes per name (ext4, XFS), and the phase, cache length and report suffixes follow the label
+MAX_LABEL = 120
 
 
 @dataclass
@@ -294,6 +297,10 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     label = _safe(Path(base).parent.name if base.endswith(".json") else Path(base).name if os.path.isdir(base) else base)
     if overrides:
         label += "_" + _safe("_".join(f"{k}{v}" for k, v in overrides.items()))
+    if len(label) > MAX_LABEL:  # many overrides: their first characters and a digest of them all
+        import hashlib
+
+        label = label[:MAX_LABEL - 13].rstrip("._") + "_" + hashlib.sha256(label.encode()).hexdigest()[:12]
     causal = causal_lm(cfg)
     if phase == "decode":
         return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq, causal, mla_form)
