@@ -20,9 +20,12 @@ Each export goes through benanza's own path (``benanza.processing.modules.resolv
   (``--mla absorbed``, :mod:`benanza.processing.mla`): one cache input per layer, the latent (1 x 48:
   32 + 16) as vLLM and FlashMLA store it, one attention of the 4 heads over it (MQA, d_qk 48, d_v 32);
 * ``<moe>_prefill`` / ``<moe>_decode`` for each of :data:`MOE_SPECS` (Qwen3-MoE, Qwen1.5-MoE, Mixtral,
-  DeepSeek-V3 with MLA, GPT-OSS): transformers' default experts (``grouped_mm``), exported through
-  benanza's translations (``benanza.processing.translations``: ``benanza.GroupedMatMul``, histc as
-  ScatterElements), prefill of 16 tokens and decode against a cache of 32;
+  DeepSeek-V3 with MLA, DeepSeek-V2-Lite-shaped with MLA, GPT-OSS): transformers' default experts
+  (``grouped_mm``), exported through benanza's translations (``benanza.processing.translations``:
+  ``benanza.GroupedMatMul``, histc as ScatterElements), prefill of 16 tokens and decode against a cache
+  of 32; DeepSeek-V2's complex rotary embedding exported in real numbers (``benanza.processing.rope``);
+* ``deepseek_v2_moe_absorbed_decode``: that DeepSeek-V2's decode in MLA's weight-absorbed form (``--mla
+  absorbed``): one latent input per layer (1 x 24: 16 + 8), one attention of the 4 heads over it;
 * ``gemma2_softcap_prefill``: Gemma-2's attention with its logits soft-capped (``attn_logit_softcapping``
   50: tanh(s / 50) * 50 before the mask), as its eager attention computes them, and alternate sliding layers;
 * ``qwen3_moe_batched_mm_prefill`` / ``_decode``: the same Qwen3-MoE with transformers' ``batched_mm``
@@ -74,6 +77,14 @@ MOE_SPECS = {
                        "&kv_lora_rank=16&qk_nope_head_dim=16&qk_rope_head_dim=8&v_head_dim=16&first_k_dense_replace=1"
                        "&vocab_size=256&max_position_embeddings=128&n_routed_experts=8&num_experts_per_tok=2"
                        "&n_group=2&topk_group=1&n_shared_experts=1",
+    # DeepSeek-V2-Lite's form: MLA without query compression (q_lora_rank none: q_proj directly), its rotary
+    # embedding in complex numbers (exported real-valued, benanza.processing.rope), a dense first layer,
+    # softmax router with greedy top-k, two shared experts
+    "deepseek_v2_moe": "transformers:deepseek_v2?num_hidden_layers=2&hidden_size=64&intermediate_size=128"
+                       "&moe_intermediate_size=32&num_attention_heads=4&num_key_value_heads=4&q_lora_rank=none"
+                       "&kv_lora_rank=16&qk_nope_head_dim=16&qk_rope_head_dim=8&v_head_dim=16&first_k_dense_replace=1"
+                       "&vocab_size=256&max_position_embeddings=128&n_routed_experts=8&num_experts_per_tok=2"
+                       "&n_shared_experts=2",
     # GPT-OSS: biased experts with a clamped SwiGLU, attention sinks, sliding-window layers
     "gpt_oss": f"transformers:gpt_oss?{MOE}&intermediate_size=32&num_local_experts=8&num_experts_per_tok=2"
                "&head_dim=16&sliding_window=8",
@@ -88,6 +99,8 @@ EXPORTS = {
     "deepseek_mla_absorbed_decode": (f"transformers:deepseek_v3?{MLA}", "decode", 64, "absorbed"),
     **{f"{m}_{phase}": (spec, phase, 16 if phase == "prefill" else 32)
        for m, spec in MOE_SPECS.items() for phase in ("prefill", "decode")},
+    # DeepSeek-V2-Lite's decode in MLA's weight-absorbed form (--mla absorbed)
+    "deepseek_v2_moe_absorbed_decode": (MOE_SPECS["deepseek_v2_moe"], "decode", 32, "absorbed"),
     # Gemma-2: the attention's logits soft-capped (tanh(s / 50) * 50) between the scaling and the mask
     "gemma2_softcap_prefill": ("transformers:gemma2?num_hidden_layers=2&hidden_size=128&intermediate_size=256"
                                "&num_attention_heads=4&num_key_value_heads=2&head_dim=32&vocab_size=1000"

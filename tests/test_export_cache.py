@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +103,18 @@ def test_the_export_key_follows_what_the_export_depends_on(monkeypatch):
     assert modules.export_key(ModuleSource("m", "object", None, None, (), ())) is None
     real = modules._dist_version
     monkeypatch.setattr(modules, "_dist_version", lambda d: "9.9" if d == "torch" else real(d))
+    assert modules.export_key(source()) != base
+
+
+def test_the_export_key_follows_the_code_that_changes_the_export(monkeypatch, tmp_path):
+    """The real-valued rotary (rope.py), the absorbed MLA (mla.py) and the translations change what an export
+    holds: an edit of any of them is another key."""
+    from benanza.processing import rope
+
+    base = modules.export_key(source())
+    edited = tmp_path / "rope.py"
+    edited.write_text(Path(rope.__file__).read_text() + "\n# edited\n")
+    monkeypatch.setattr(rope, "__file__", str(edited))
     assert modules.export_key(source()) != base
 
 

@@ -179,7 +179,10 @@ def test_a_torchvision_name_it_has_no_model_of_is_refused(fake_torch, monkeypatc
 
 
 class GPT2Config:
-    """The stand-in of a transformers configuration: GPT-2's defaults."""
+    """The stand-in of a transformers configuration: GPT-2's defaults (bos_token_id annotated as optional, as
+    transformers 5's dataclass configurations annotate theirs)."""
+
+    bos_token_id: int | None
 
     def __init__(self):
         self.n_layer, self.n_head, self.n_embd, self.vocab_size = 12, 12, 768, 50257
@@ -222,6 +225,41 @@ def test_transformers_overrides_of_the_wrong_type_are_refused(fake_transformers,
     assert str(e.value) == f"transformers spec 'gpt2?{query}': {msg}"
     ok = fake_transformers.resolve("transformers:gpt2?n_layer=2&layer_norm_epsilon=1&activation_function=relu")
     assert ok.name == "gpt2_n_layer2_layer_norm_epsilon1_activation_functionrelu"
+
+
+@pytest.mark.parametrize("value", ["None", "none", "null"])
+def test_an_optional_field_takes_none(fake_transformers, value):
+    """DeepSeek-V2-Lite's q_lora_rank=none (``q_lora_rank: int | None``: no query compression): None, or
+    none/null, for a field the configuration class annotates as optional; refused for one it does not."""
+    from benanza.errors import UsageError
+
+    src = fake_transformers.resolve(f"transformers:gpt2?bos_token_id={value}&n_layer=2")
+    assert "('bos_token_id', None)" in src.identity["transformers"] and "('n_layer', 2)" in src.identity["transformers"]
+    with pytest.raises(UsageError) as e:
+        fake_transformers.resolve(f"transformers:gpt2?n_layer={value}")
+    shown = "None" if value == "None" else repr(value)
+    assert str(e.value) == f"transformers spec 'gpt2?n_layer={value}': n_layer={value}: GPT2Config's n_layer is an " \
+                           f"int (12), not {shown}"
+
+
+def test_a_spec_with_many_overrides_keeps_a_short_distinct_name(fake_transformers):
+    """A tiny DeepSeek-V2-Lite spec has 17 overrides: its name was 290 characters, and the export's file name too
+    long for the file system ("benanza: ...: file name too long"). Long names keep their first characters and a
+    digest of the whole."""
+    many = ("n_layer=2&n_head=12&n_embd=768&vocab_size=50257&max_position_embeddings=1024&layer_norm_epsilon=1e-05"
+            "&activation_function=gelu_new&num_hidden_layers=12&num_attention_heads=12&hidden_size=768")
+    a = fake_transformers.resolve(f"transformers:gpt2?{many}")
+    b = fake_transformers.resolve(f"transformers:gpt2?{many.replace('n_layer=2', 'n_layer=3')}")
+    assert len(a.name) == 120 and a.name.startswith("gpt2_n_layer2_n_head12_") and a.name != b.name
+    assert fake_transformers.resolve("transformers:gpt2?n_layer=2").name == "gpt2_n_layer2"
+
+
+def test_an_optional_annotation_is_read_from_the_class_or_its_text():
+    from benanza.processing.modules import _admits_none
+
+    base = type("Base", (), {"__annotations__": {"a": int | None, "b": int, "c": "Optional[int]"}})
+    cfg = type("Cfg", (base,), {"__annotations__": {"d": "int | None", "e": "list[int]"}})()
+    assert [_admits_none(cfg, k) for k in "abcdef"] == [True, False, True, True, False, False]
 
 
 def test_a_sequence_beyond_the_models_positions_is_refused(fake_transformers):

@@ -105,6 +105,52 @@ def test_the_report_says_which_form_the_lbl_is_of():
     assert llm_answer({"model": "m", "llm": llm}).endswith("The lower bound is of MLA's absorbed form (--mla).")
 
 
+# ------------------------------------------------------------------ DeepSeek-V2-Lite-shaped exports
+#
+# tests/data/decoders/deepseek_v2_moe_{prefill,decode,absorbed_decode}.onnx (benchmarks/lm_step_exports.py,
+# MOE_SPECS["deepseek_v2_moe"]: PyTorch 2.13 CPU, transformers 5.17, torch.export at opset 20, weights stripped):
+# transformers' deepseek_v2 type, its complex rotary embedding exported in real numbers (benanza.processing.rope),
+# no query compression (q_lora_rank none), 4 heads, kv_lora_rank 16, rope 8, nope 16, v 16, hidden 64, a dense
+# first layer and an MoE second (8 experts top-2, 2 shared), prefill of 16 tokens and decode against 32.
+
+V2 = {"deepseek_v2_moe_prefill": (4, 16, 16, 24, 16, "causal", False),
+      "deepseek_v2_moe_decode": (4, 1, 33, 24, 16, "bias", False),
+      "deepseek_v2_moe_absorbed_decode": (1, 1, 33, 24, 16, "bias", True)}
+
+
+@pytest.mark.parametrize("name", list(V2))
+@pytest.mark.parametrize("batch", [1, 8])
+def test_deepseek_v2_exports_are_measured_whole_with_their_attention_found(name, batch):
+    """Every layer measured; each of the 2 layers' attention one SDPA group: prefill causal over the 16 tokens
+    (4 heads, d_qk nope + rope = 24, d_v 16), transformers' decode over the re-expanded cache and the new token
+    (4 K/V heads), the absorbed decode one MQA over the latent (1 K/V head, d_qk r + rope = 24, d_v r = 16, V in
+    K). No query compression: q_proj is one GEMM of hidden 64 to 4 x 24, with no q_a_proj before it."""
+    ml = process(DEC / f"{name}.onnx", batch)
+    assert ml.unsupported() == {} and ml.summary()["coverage"]["percent"] == 100.0
+    kv, s_q, s_kv, d, dv, mask, v_in_k = V2[name]
+    assert [(c.b, c.h, c.kv_heads, c.s_q, c.s_kv, c.d, c.d_v, c.mask, c.v_in_k) for c in _sdpa(ml)] == \
+        [(batch, 4, kv, s_q, s_kv, d, dv, mask, v_in_k)] * 2
+    gemms = [ly.config for ly in ml.layers if ly.op_type in ("MatMul", "Gemm") and ly.static_inputs]
+    q = [g for g in gemms if g.n == 4 * 24]
+    assert len(q) == 2 and {g.k for g in q} == {64}
+
+
+def test_deepseek_v2_decode_inputs_are_the_cache_the_model_keeps():
+    """transformers' form: the latent (1 x 16) and the rotary key (1 x 8) per layer; the absorbed: the two
+    concatenated (1 x 24)."""
+    import onnx
+
+    def dims(name):
+        m = onnx.load(DEC / f"{name}.onnx", load_external_data=False)
+        return {i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim] for i in m.graph.input}
+
+    tf, ab = dims("deepseek_v2_moe_decode"), dims("deepseek_v2_moe_absorbed_decode")
+    assert {k: v for k, v in tf.items() if k.startswith("past")} == \
+        {f"past_{t}_{i}": ["batch", 1, 32, w] for i in range(2) for t, w in (("key", 16), ("value", 8))}
+    assert {k: v for k, v in ab.items() if k.startswith("past")} == {f"past_latent_{i}": ["batch", 1, 32, 24]
+                                                                      for i in range(2)}
+
+
 # ------------------------------------------------------------------ with torch: the forward's numbers
 
 CONFIG = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,

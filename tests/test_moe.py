@@ -81,7 +81,7 @@ from conftest import REPO  # noqa: E402
 DEC = REPO / "tests" / "data" / "decoders"
 #: model -> (MoE layers, hidden, expert intermediate, gate and up fused in one grouped GEMM)
 MOE = {"qwen3_moe": (2, 64, 32, True), "qwen2_moe": (2, 64, 32, True), "mixtral": (2, 64, 64, True),
-       "deepseek_v3_moe": (1, 64, 32, True), "gpt_oss": (2, 64, 32, True)}
+       "deepseek_v3_moe": (1, 64, 32, True), "deepseek_v2_moe": (1, 64, 32, True), "gpt_oss": (2, 64, 32, True)}
 CASES = [(m, p) for m in MOE for p in ("prefill", "decode")]
 
 

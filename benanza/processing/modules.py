@@ -54,7 +54,7 @@ from typing import Callable
 
 from benanza.errors import ModelError, UsageError
 from benanza.spec import DECODER_PHASES, MLA_FORMS
-from benanza.processing import mla, translations
+from benanza.processing import mla, rope, translations
 
 #: the record_function name prefix of a module scope in a native profile's trace (one colon: the
 #: join treats ``ns::name`` events as framework ops)
@@ -65,6 +65,9 @@ NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 TRANSFORMERS_ALIASES = {"bert_base": "bert", "bert-base-uncased": "bert", "bert-base-cased": "bert",
                         "gpt2": "gpt2", "roberta-base": "roberta", "distilbert-base-uncased": "distilbert"}
 FLOAT_TYPES = (1, 10, 11, 16)  # onnx FLOAT, FLOAT16, DOUBLE, BFLOAT16
+#: the longest transformers model label (a spec's type and overrides) in the export's file names: file systems
+#: take 255 bytes per name (ext4, XFS), and the phase, cache length and report suffixes follow the label
+MAX_LABEL = 120
 
 
 @dataclass
@@ -253,10 +256,16 @@ READ_IF_SET = {"head_dim": int}
 def _with_overrides(name: str, base: str, cfg, overrides: dict):
     """``cfg`` with a spec's ``?key=value`` overrides, each checked against the configuration's own
     field (:func:`_check_override`); a model type's configuration is made again with them as its
-    arguments. Raises UsageError."""
+    arguments. ``none`` or ``null`` (any case) for a field whose annotation admits None and whose
+    value is no string is None (DeepSeek-V2-Lite's ``q_lora_rank=none``: no query compression).
+    Raises UsageError."""
+    overrides = dict(overrides)
     for key, value in overrides.items():
         if not hasattr(cfg, key) and key not in READ_IF_SET:
             raise UsageError(f"transformers spec {name!r}: the {type(cfg).__name__} has no {key!r}")
+        if isinstance(value, str) and value.lower() in ("none", "null") and \
+                not isinstance(getattr(cfg, key, None), str) and _admits_none(cfg, key):
+            overrides[key] = value = None
         _check_override(name, cfg, key, value)
         setattr(cfg, key, value)
     if overrides and getattr(cfg, "model_type", None) == TRANSFORMERS_ALIASES.get(base, base):
@@ -288,6 +297,10 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     label = _safe(Path(base).parent.name if base.endswith(".json") else Path(base).name if os.path.isdir(base) else base)
     if overrides:
         label += "_" + _safe("_".join(f"{k}{v}" for k, v in overrides.items()))
+    if len(label) > MAX_LABEL:  # many overrides: their first characters and a digest of them all
+        import hashlib
+
+        label = label[:MAX_LABEL - 13].rstrip("._") + "_" + hashlib.sha256(label.encode()).hexdigest()[:12]
     causal = causal_lm(cfg)
     if phase == "decode":
         return _decoder_decode(cfg, label, vocab, kv_len if kv_len is not None else seq, causal, mla_form)
@@ -331,11 +344,37 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
     return src
 
 
+def _admits_none(cfg, key: str) -> bool:
+    """Whether the configuration class annotates ``key`` as optional (``q_lora_rank: int | None``,
+    transformers 5's dataclass configurations): the first class of its MRO that annotates it, read with
+    :func:`inspect.get_annotations`; a string annotation admits None when it names ``None`` or
+    ``Optional``. False for a field no class annotates."""
+    import inspect
+    import types
+    import typing
+
+    for c in type(cfg).__mro__:
+        try:
+            ann = inspect.get_annotations(c)
+        except Exception:  # noqa: BLE001 - a class whose annotations cannot be read
+            continue
+        if key in ann:
+            t = ann[key]
+            if isinstance(t, str):
+                return bool(re.search(r"\bNone\b|\bOptional\b", t))
+            return t is None or t is type(None) or (typing.get_origin(t) in (typing.Union, types.UnionType)
+                                                    and type(None) in typing.get_args(t))
+    return False
+
+
 def _check_override(name: str, cfg, key: str, value) -> None:
     """A configuration override ``key=value`` of the type of the configuration's own value (an int
     for an int, a number for a float, a bool for a bool, a string for a string, a list for a list;
-    anything where it is None), not negative where that is not; raises :class:`UsageError` otherwise."""
+    anything where it is None), not negative where that is not; None where the class annotates the
+    field as optional (:func:`_admits_none`); raises :class:`UsageError` otherwise."""
     cur = getattr(cfg, key, None)
+    if value is None and _admits_none(cfg, key):
+        return
     if cur is None and key in READ_IF_SET:
         cur = READ_IF_SET[key]()  # 0 of the type: a non-negative value of that type
     kinds = ((bool, "a bool", (bool,)), (int, "an int", (int,)), (float, "a float", (int, float)),
@@ -722,12 +761,17 @@ def export_key(src: ModuleSource, keep_batch_norms: bool = False, batch: int = 2
 
 
 def _export_code() -> str:
-    """benanza's version and the SHA-256 of this file: the code that builds and exports a module."""
+    """benanza's version and the SHA-256 of the code that builds and exports a module: this file and the
+    modules it changes the model or the export with (:mod:`~benanza.processing.mla`,
+    :mod:`~benanza.processing.rope`, :mod:`~benanza.processing.translations`)."""
     import hashlib
 
     from benanza import __version__
 
-    return __version__ + ":" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for f in (__file__, mla.__file__, rope.__file__, translations.__file__):
+        h.update(Path(f).read_bytes())
+    return __version__ + ":" + h.hexdigest()[:16]
 
 
 def _has_onnxscript() -> bool:
@@ -817,7 +861,8 @@ def export_onnx(src: ModuleSource, path: str | os.PathLike, batch: int = 2, keep
         try:
             quiet = io.StringIO()
             logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            # DeepSeek-V2's complex rotary embedding in real numbers (no exporter translates complex ops)
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), rope.real_rotary(model):
                 if exporter == "dynamo":
                     b = torch.export.Dim("batch")
                     torch.onnx.export(model, inputs, str(path), dynamo=True, external_data=True, opset_version=20,
