@@ -259,8 +259,10 @@ def test_both_calls_match_the_reference_on_a_gpu(tmp_path):
     from benanza.build.cudalibs import locate
 
     exe = tmp_path / "topk_check"
+    sources = [str(REPO / "cpp" / "src" / f) for f in ("topk_kernels.cu", "topk_sort_f32.cu", "topk_sort_f16.cu",
+                                                        "topk_sort_bf16.cu", "topk_sort_i32.cu", "topk_sort_i64.cu")]
     subprocess.run([str(locate().nvcc), "-O2", "-std=c++17", "-arch=native", f"-I{REPO / 'cpp' / 'include'}",
-                    str(HERE / "data" / "topk_check.cu"), str(REPO / "cpp" / "src" / "topk_kernels.cu"), "-o", str(exe)],
+                    f"-I{REPO / 'cpp' / 'src'}", str(HERE / "data" / "topk_check.cu"), *sources, "-o", str(exe)],
                    check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
     lines = out.stdout.splitlines()

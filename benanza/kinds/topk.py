@@ -10,7 +10,7 @@ cuDNN and cuBLAS have no selection. benanza times CUB's (the CUDA toolkit's) sta
 (value, index) pairs with the first k copied out (``cub::DeviceSegmentedSort::StableSortPairs`` /
 ``StableSortPairsDescending``, one segment per row, one row included), and for rows of at most 1,024 elements and k at most 32 its own
 warp kernel (one warp per row, k rounds of a warp-wide arg-max), both behind ``benanza::topk_*_kernel``
-(``cpp/src/topk_kernels.cu``). The framework side is PyTorch's ``torch.topk`` (and ``torch.sort`` where
+(``cpp/src/topk_kernels.cu``; the sort, one translation unit per key type, ``cpp/src/topk_sort_*.cu``). The framework side is PyTorch's ``torch.topk`` (and ``torch.sort`` where
 k is the whole axis). Only the innermost axis (after dropping trailing dims of 1) is timed: exporters
 write ``axis=-1``; another axis is Unsupported, as it would need a transpose first.
 

@@ -1,4 +1,4 @@
-// GPU check of benanza's TopK (cpp/src/topk_kernels.cu): topk_sort_kernel (CUB's segmented or radix sort,
+// GPU check of benanza's TopK (cpp/src/topk_kernels.cu and topk_sort_*.cu): topk_sort_kernel (CUB's segmented or radix sort,
 // the first k copied out) and, where it fits, topk_warp_kernel, against a CPU reference (a stable sort
 // of each row by topk_key, ties to the lower index: ONNX TopK-11) in fp32, fp16, bf16, int32 and int64:
 // routers (64 x 128 top-8, DeepSeek's 37 x 256 top-8 and 8 x 32 groups' top-2), short rows (8 of 2),

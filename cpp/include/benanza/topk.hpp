@@ -2,7 +2,8 @@
 // largest (or smallest) elements of each row of x and their int64 indices. cuDNN and cuBLAS have no
 // selection; benanza times CUB's sort (cub::DeviceSegmentedSort::StableSortPairs[Descending], one segment
 // per row, one row included) with the first k of each row copied
-// out, and for short rows its own warp kernel (k rounds of a warp-wide arg-max) (topk_kernels.cu).
+// out, and for short rows its own warp kernel (k rounds of a warp-wide arg-max) (topk_kernels.cu;
+// the sort path topk_sort.cuh, one translation unit per key type).
 // x is viewed as (rows, len), packed, the selected axis innermost.
 #pragma once
 #include <cuda_runtime.h>
