@@ -64,6 +64,8 @@ class LlmConfig:
     arch: str
     overrides: tuple[tuple[str, object], ...]
     config: tuple[tuple[str, object], ...]
+    #: more ``benanza torch`` options of its decode commands (DeepSeek's ``--mla absorbed``)
+    decode_args: tuple[str, ...] = ()
 
     @property
     def spec(self) -> str:
@@ -76,8 +78,8 @@ class LlmConfig:
         return param_count(self.arch, dict(self.config))
 
 
-def _cfg(name: str, arch: str, defaults: dict, **overrides) -> LlmConfig:
-    return LlmConfig(name, arch, tuple(overrides.items()), tuple({**defaults, **overrides}.items()))
+def _cfg(name: str, arch: str, defaults: dict, decode_args: tuple[str, ...] = (), **overrides) -> LlmConfig:
+    return LlmConfig(name, arch, tuple(overrides.items()), tuple({**defaults, **overrides}.items()), decode_args)
 
 
 #: transformers' defaults of the numbers :func:`param_count` reads (GPT2Config, LlamaConfig,
@@ -123,8 +125,51 @@ MOE_CONFIGS = (
     _cfg("mixtral-8x7b-2l", "mixtral", MIXTRAL, **{**MIXTRAL, "num_hidden_layers": 2}, max_position_embeddings=40960,
          sliding_window=None),
 )
+#: Deployment size (issue 54, item 5): the released models' config.json numbers (every field that sets a
+#: shape; rotary bases and scaling (transformers 5's ``rope_parameters``) and the routers' scaling left at
+#: the type's default: they change values, not a shape
+#: or a kernel), all of a model's layers, run when named or with ``--deploy`` (each row then with the most
+#: layers its memory plan and the call's time allow, :func:`deploy_layers`).
+#: meta-llama/Llama-3.1-8B config.json: 8,030,261,248 parameters (the model card's 8.03 B)
+LLAMA31_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False, attention_bias=False,
+                  max_position_embeddings=131072)
+#: Qwen/Qwen3-8B config.json (head_dim 128, per-head q/k RMSNorm): 8,190,735,360 (8.19 B)
+QWEN3_8B = dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False,
+                max_position_embeddings=40960)
+#: openai/gpt-oss-20b config.json (attention biases and sinks, 32 experts with biases, top-4, sliding window
+#: 128 on every other layer; its MXFP4 experts counted as the bf16 parameters transformers builds):
+#: 20,914,757,184 (the model card's 20.9 B, "21B")
+GPT_OSS_20B = dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=24,
+                   num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=32,
+                   num_experts_per_tok=4, sliding_window=128, tie_word_embeddings=False,
+                   max_position_embeddings=131072)
+#: deepseek-ai/DeepSeek-V2-Lite config.json (MLA: kv_lora_rank 512, no q LoRA, qk 128 + 64 rope, v 128;
+#: layer 0 dense, then 64 routed experts of 1408, top-6, and 2 shared): 15,706,484,224 (15.7 B)
+DEEPSEEK_V2_LITE = dict(vocab_size=102400, hidden_size=2048, intermediate_size=10944, moe_intermediate_size=1408,
+                        num_hidden_layers=27, num_attention_heads=16, num_key_value_heads=16, n_shared_experts=2,
+                        n_routed_experts=64, num_experts_per_tok=6, first_k_dense_replace=1, kv_lora_rank=512,
+                        q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                        tie_word_embeddings=False, max_position_embeddings=163840)
+
+#: the deployment set: Llama-3.1-8B and Qwen3-8B (dense), Mixtral-8x7B, Qwen3-30B-A3B and GPT-OSS-20B (MoE),
+#: DeepSeek-V2-Lite (MLA + MoE). DeepSeek-V2-Lite's numbers run in transformers' ``deepseek_v3`` type: the
+#: ``deepseek_v2`` type's complex-number rotary exports in neither MLA form (docs/limits.md) while V3's
+#: builds the same modules and shapes (the same 15,706,484,224 parameters; its router adds a sigmoid and a
+#: score-correction buffer, with V2-Lite's unscaled, unnormalized top-k weights set); its decode runs
+#: ``--mla absorbed``, the latent cache serving engines keep
+DEPLOY_CONFIGS = (
+    _cfg("llama3.1-8b", "llama", LLAMA, **LLAMA31_8B),
+    _cfg("qwen3-8b", "qwen3", QWEN3_8B, **QWEN3_8B),
+    _cfg("mixtral-8x7b", "mixtral", MIXTRAL, **MIXTRAL, max_position_embeddings=40960, sliding_window=None),
+    _cfg("qwen3-30b-a3b", "qwen3_moe", QWEN3_MOE, **QWEN3_MOE, max_position_embeddings=40960),
+    _cfg("gpt-oss-20b", "gpt_oss", GPT_OSS_20B, **GPT_OSS_20B),
+    _cfg("deepseek-v2-lite", "deepseek_v3", DEEPSEEK_V2_LITE, ("--mla", "absorbed"), **DEEPSEEK_V2_LITE,
+         n_group=1, topk_group=1, norm_topk_prob=False, routed_scaling_factor=1.0),
+)
 #: every configuration a run can name
-ALL_CONFIGS = CONFIGS + MOE_CONFIGS
+ALL_CONFIGS = CONFIGS + MOE_CONFIGS + DEPLOY_CONFIGS
 
 
 def param_count(arch: str, c: dict) -> int:
@@ -138,9 +183,22 @@ def param_count(arch: str, c: dict) -> int:
       hd = h / heads, kv = num_key_value_heads or heads (phi3 fuses qkv and gate/up: the same counts);
     * qwen3_moe, mixtral: the same attention (qwen3_moe: heads x head_dim wide, with per-head q/k RMSNorms
       of head_dim each) and per layer a router h x E and E experts of gate/up h x I and down I x h
-      (I = moe_intermediate_size or intermediate_size).
+      (I = moe_intermediate_size or intermediate_size);
+    * qwen3: llama's layer with q heads x head_dim wide and per-head q/k RMSNorms (head_dim each);
+    * gpt_oss: q/k/v/o with biases (q h x (heads hd) + heads hd, k and v h x kv hd + kv hd, o (heads hd) x h + h),
+      one sink per head, a router h x E + E, E experts of gate_up h x 2I + 2I and down I x h + h, two norms;
+    * deepseek_v2, deepseek_v3 (MLA): q_proj h x heads (nope + rope) (or q_a h x q_lora, its norm, q_b
+      q_lora x heads (nope + rope) with ``q_lora_rank``), kv_a h x (r + rope), its norm r, kv_b r x heads
+      (nope + v), o (heads v) x h; the first ``first_k_dense_replace`` layers a dense MLP 3 h I, the others a
+      router E x h, E experts 3 h I_moe and shared experts 3 h (n_shared I_moe); two norms h.
 
-    Raises ValueError for another architecture."""
+    Each matches the count of the model transformers 5.17 builds (``AutoModelForCausalLM.from_config`` on the
+    meta device, checked for the released configurations of :data:`DEPLOY_CONFIGS`). Raises ValueError for
+    another architecture."""
+    if arch in ("qwen3", "gpt_oss", "deepseek_v2", "deepseek_v3"):
+        h, v, n = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"]
+        return v * h + sum(_layer_params(arch, c, i) for i in range(n)) + h + (0 if c.get("tie_word_embeddings")
+                                                                               else v * h)
     if arch in ("qwen3_moe", "mixtral"):
         h, v, n, heads = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"], c["num_attention_heads"]
         kv, hd = c.get("num_key_value_heads") or heads, c.get("head_dim") or h // heads
@@ -165,6 +223,29 @@ def param_count(arch: str, c: dict) -> int:
     if arch == "llama" and c.get("attention_bias"):
         layer += 2 * h + 2 * kv * hd
     return v * h + n * layer + h + (0 if c.get("tie_word_embeddings") else v * h)
+
+
+def _layer_params(arch: str, c: dict, i: int) -> int:
+    """Parameters of layer ``i`` of a qwen3, gpt_oss or deepseek_v2/v3 decoder (:func:`param_count`)."""
+    h, heads = c["hidden_size"], c["num_attention_heads"]
+    kv = c.get("num_key_value_heads") or heads
+    if arch == "qwen3":
+        hd = c.get("head_dim") or h // heads
+        return 2 * h * heads * hd + 2 * h * kv * hd + 2 * hd + 3 * h * c["intermediate_size"] + 2 * h
+    if arch == "gpt_oss":
+        hd, e, i_ = c["head_dim"], c["num_local_experts"], c["intermediate_size"]
+        attn = (h * heads * hd + heads * hd) + 2 * (h * kv * hd + kv * hd) + (heads * hd * h + h) + heads
+        return attn + (h * e + e) + e * (h * 2 * i_ + 2 * i_ + i_ * h + h) + 2 * h
+    nope, rope, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+    q = c.get("q_lora_rank")
+    attn = (h * q + q + q * heads * (nope + rope)) if q else h * heads * (nope + rope)
+    attn += h * (r + rope) + r + r * heads * (nope + vd) + heads * vd * h
+    if i < c.get("first_k_dense_replace", 0):
+        mlp = 3 * h * c["intermediate_size"]
+    else:
+        e, im = c["n_routed_experts"], c["moe_intermediate_size"]
+        mlp = e * h + e * 3 * h * im + 3 * h * im * (c.get("n_shared_experts") or 0)
+    return attn + mlp + 2 * h
 
 
 def select(names: str | None) -> list[LlmConfig]:

@@ -334,8 +334,12 @@ def _transformers(name: str, seq: int, phase: str = "prefill", kv_len: int | Non
 def _check_override(name: str, cfg, key: str, value) -> None:
     """A configuration override ``key=value`` of the type of the configuration's own value (an int
     for an int, a number for a float, a bool for a bool, a string for a string, a list for a list;
-    anything where it is None), not negative where that is not; raises :class:`UsageError` otherwise."""
+    anything where it is None; None where the configuration class declares the field optional, as
+    DeepseekV3Config's ``q_lora_rank: int | None``, DeepSeek-V2-Lite's query without LoRA), not negative
+    where that is not; raises :class:`UsageError` otherwise."""
     cur = getattr(cfg, key, None)
+    if value is None and _optional_field(type(cfg), key):
+        return
     if cur is None and key in READ_IF_SET:
         cur = READ_IF_SET[key]()  # 0 of the type: a non-negative value of that type
     kinds = ((bool, "a bool", (bool,)), (int, "an int", (int,)), (float, "a float", (int, float)),
@@ -350,6 +354,17 @@ def _check_override(name: str, cfg, key: str, value) -> None:
                 raise UsageError(f"transformers spec {name!r}: {key}={value}: {type(cfg).__name__}'s {key} is "
                                  f"a non-negative {words.split()[-1]} ({cur!r}), not {value!r}")
             return
+
+
+def _optional_field(cls, key: str) -> bool:
+    """Whether ``cls`` (a configuration class) annotates ``key`` as possibly None (``int | None``,
+    ``Optional[int]``), by the first class of its MRO that annotates it."""
+    for k in cls.__mro__:
+        ann = vars(k).get("__annotations__", {}).get(key)
+        if ann is not None:
+            text = ann if isinstance(ann, str) else repr(ann)
+            return "None" in text or "Optional" in text
+    return False
 
 
 def _check_positions(name: str, cfg, seq: int, phase: str, kv_len: int | None) -> None:
