@@ -28,6 +28,16 @@ folders.
         [--dtype fp16,bf16] [--phases prefill,decode | --cases prefill128,decode4096 | --only CONFIG:CASE:DTYPE,...]
         [--compile-max-len 128] [--deadline S] [--timeout S] [--end S] [--streams 2] [--dry-run | --merge RUN...]
 
+``--deploy`` (issue 54, item 5) is the set at deployment size: :data:`DEPLOY_CONFIGS` (the released
+configurations of Llama-3.1-8B, Qwen3-8B, Mixtral-8x7B, Qwen3-30B-A3B, GPT-OSS-20B and DeepSeek-V2-Lite) x
+:data:`DEPLOY_CASES` x batch 1, 8, 64 x bf16, each row with the most layers that fit one GPU
+(:func:`memory_plan`) and one device call (:func:`command_seconds`), stated per row (:func:`deploy_layers`);
+its commands in groups of one GPU-call each (:func:`deploy_groups`); ``--dry-run`` lists rows and groups,
+``--group N`` runs one (``benchmarks/gpu_deploy.sh OUT N...`` on a lent machine).
+
+    python3 benchmarks/truth.py --llm --deploy --out OUT [--dry-run] [--group N] [--configs ...] [--batch 1,8,64]
+        [--call-seconds 480] [--end S]
+
 ``--streams N`` runs N commands at once on the GPU; their processes take turns on it through one
 shared lock (:func:`run_streams`), so no measurement has another command's work beside it.
 """
