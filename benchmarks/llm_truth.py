@@ -538,11 +538,13 @@ def deploy_rows(configs=DEPLOY_CONFIGS, cases=DEPLOY_CASES, batches=DEPLOY_BATCH
     return rows
 
 
-def deploy_commands(rows: list[dict], call_seconds: float = CALL_SECONDS) -> list[dict]:
+def deploy_commands(rows: list[dict], call_seconds: float = CALL_SECONDS, carried: bool = False) -> list[dict]:
     """The commands of the rows that run: one per (configuration, case, dtype, layer count), its batches
-    together, split into one command per batch where together they would pass ``call_seconds``; each with
-    its cut configuration (``cfg``, :func:`_with_layers`) and ``seconds`` (:func:`command_seconds`, with
-    its export)."""
+    together, where together they would pass ``call_seconds`` split into one command per batch, or, with
+    ``carried`` (exports carried from call to call), into a first command that makes the export with the
+    batches that fit beside it and commands of the other batches without it. Each with its cut
+    configuration (``cfg``, :func:`_with_layers`), ``makes`` (whether it counts the export) and ``seconds``
+    (:func:`command_seconds`)."""
     out: dict = {}
     for r in rows:
         if r["layers"]:
@@ -552,30 +554,45 @@ def deploy_commands(rows: list[dict], call_seconds: float = CALL_SECONDS) -> lis
             out[key]["batches"].append(r["batch"])
     cmds = []
     for c in out.values():
-        whole = command_seconds(c["cfg"], c["phase"], c["len"], c["batches"])
-        parts = [c["batches"]] if whole <= call_seconds else [[b] for b in c["batches"]]
-        for bs in parts:
-            cmds.append({**c, "batches": bs, "seconds": command_seconds(c["cfg"], c["phase"], c["len"], bs)})
+        cost = lambda bs, export: command_seconds(c["cfg"], c["phase"], c["len"], bs, export=export)  # noqa: E731
+        if cost(c["batches"], True) <= call_seconds:
+            parts = [(c["batches"], True)]
+        elif not carried:
+            parts = [([b], True) for b in c["batches"]]
+        else:
+            parts = [([c["batches"][0]], True)]
+            for b in c["batches"][1:]:
+                bs, made = parts[-1]
+                if cost(bs + [b], made) <= call_seconds:
+                    parts[-1] = (bs + [b], made)
+                else:
+                    parts.append(([b], False))
+        for bs, made in parts:
+            cmds.append({**c, "batches": bs, "makes": made, "seconds": cost(bs, made)})
     return cmds
 
 
 def deploy_groups(cmds: list[dict], call_seconds: float = CALL_SECONDS) -> list[list[dict]]:
     """The commands packed into groups of at most ``call_seconds`` each (first fit, largest first): one
     group is one GPU's work in one call. A command whose export an earlier command of its group made
-    (the same cut configuration and case) is counted without it."""
+    (the same cut configuration and case) is counted without it. Commands that do not make their export
+    (``makes`` False: :func:`deploy_commands` with exports carried) come in groups after every group of
+    those that do, so that a call runs them after the exports were made and carried."""
     groups: list[list[dict]] = []
-    loads: list[float] = []
-    for c in sorted(cmds, key=lambda c: -c["seconds"]):
-        for i, g in enumerate(groups):
-            made = any(o["cfg"].spec == c["cfg"].spec and (o["phase"], o["len"]) == (c["phase"], c["len"]) for o in g)
-            t = command_seconds(c["cfg"], c["phase"], c["len"], c["batches"], export=not made) if made else c["seconds"]
-            if loads[i] + t <= call_seconds:
-                g.append(c)
-                loads[i] += t
-                break
-        else:
-            groups.append([c])
-            loads.append(c["seconds"])
+    for wave in ([c for c in cmds if c.get("makes", True)], [c for c in cmds if not c.get("makes", True)]):
+        first, loads = len(groups), []
+        for c in sorted(wave, key=lambda c: -c["seconds"]):
+            for i, g in enumerate(groups[first:]):
+                made = any(o["cfg"].spec == c["cfg"].spec and (o["phase"], o["len"]) == (c["phase"], c["len"])
+                           for o in g)
+                t = command_seconds(c["cfg"], c["phase"], c["len"], c["batches"], export=False) if made else c["seconds"]
+                if loads[i] + t <= call_seconds:
+                    g.append(c)
+                    loads[i] += t
+                    break
+            else:
+                groups.append([c])
+                loads.append(c["seconds"])
     return groups
 
 
@@ -785,6 +802,8 @@ def parse_args(argv: list[str]):
                     "commands in groups of one GPU-call each (--dry-run lists them)")
     ap.add_argument("--group", type=int, default=0, help="with --deploy: run only this group of the plan "
                     "(1-based; 0: every group, one after another)")
+    ap.add_argument("--carried-exports", action="store_true", help="with --deploy: plan with each export made "
+                    "once and carried to later calls (.exports/): a case's other batches in later groups without it")
     ap.add_argument("--call-seconds", type=float, default=CALL_SECONDS, help="with --deploy: the seconds of "
                     f"commands a group may hold (default {CALL_SECONDS:g}: the device tool's 600 s less install "
                     "and margin)")
@@ -865,6 +884,26 @@ def _only(text: str, known: dict) -> list[tuple]:
     return out
 
 
+def plan_args(a) -> str:
+    """The options of ``a`` that change ``--deploy``'s plan from its defaults (configurations, cases,
+    batches, dtypes, ``--carried-exports``, ``--call-seconds``), as a GPU call passes them on
+    (``gpu_deploy.sh``'s ``PLAN_ARGS``) so that its group numbers are the dry run's."""
+    out = []
+    if [c.name for c in a.configs] != [c.name for c in DEPLOY_CONFIGS]:
+        out += ["--configs", ",".join(c.name for c in a.configs)]
+    if list(a.case_list) != list(DEPLOY_CASES):
+        out += ["--cases", ",".join(f"{p}{n}" for p, n in a.case_list)]
+    if a.batches != list(DEPLOY_BATCHES):
+        out += ["--batch", ",".join(map(str, a.batches))]
+    if a.dtypes != list(DEPLOY_DTYPES):
+        out += ["--dtype", ",".join(a.dtypes)]
+    if a.carried_exports:
+        out += ["--carried-exports"]
+    if a.call_seconds != CALL_SECONDS:
+        out += ["--call-seconds", f"{a.call_seconds:g}"]
+    return " ".join(out)
+
+
 def deploy_plan(a, write) -> list[tuple]:
     """``--deploy``: the rows (:func:`deploy_rows`) of ``a``'s configurations, cases, batches and dtypes, their
     commands (:func:`deploy_commands`) and groups (:func:`deploy_groups`, ``a.call_seconds`` each), printed
@@ -873,7 +912,7 @@ def deploy_plan(a, write) -> list[tuple]:
     (every group's with 0) as (cut configuration, (phase, length), dtype, batches). Raises ValueError for a
     group the plan does not have."""
     rows = deploy_rows(a.configs, a.case_list, a.batches, a.dtypes, a.call_seconds)
-    cmds = deploy_commands(rows, a.call_seconds)
+    cmds = deploy_commands(rows, a.call_seconds, a.carried_exports)
     groups = deploy_groups(cmds, a.call_seconds)
     where = {}
     for gi, g in enumerate(groups, 1):
@@ -891,21 +930,28 @@ def deploy_plan(a, write) -> list[tuple]:
             print(f"{head} 0/{r['full']} layers, {r['why']}")
         write("deploy_row", config=r["config"].name, phase=r["phase"], len=r["len"], batch=r["batch"],
               dtype=r["dtype"], layers=r["layers"], full_layers=r["full"], why=r["why"], peak_bytes=r["peak"], group=g)
+    extra = plan_args(a)
+    plan = f"PLAN_ARGS={shlex.quote(extra)} " if extra else ""
     total = 0.0
     for gi, g in enumerate(groups, 1):
         made: set = set()
         est = 0.0
         for c in g:
             key = (c["cfg"].spec, c["phase"], c["len"])
-            est += command_seconds(c["cfg"], c["phase"], c["len"], c["batches"], export=key not in made)
+            est += command_seconds(c["cfg"], c["phase"], c["len"], c["batches"],
+                                   export=key not in made and c.get("makes", True))
             made.add(key)
         total += est
-        print(f"group {gi} (~{est:.0f} s): bash benchmarks/gpu_deploy.sh $OUT {gi}", flush=True)
+        print(f"group {gi} (~{est:.0f} s): {plan}bash benchmarks/gpu_deploy.sh $OUT {gi}", flush=True)
         for c in g:
             print(f"    {c['cfg'].name} {c['phase']}{c['len']} {c['dtype']} batch {','.join(map(str, c['batches']))}")
         write("deploy_group", group=gi, seconds=est, commands=[
             dict(config=c["cfg"].name, phase=c["phase"], len=c["len"], dtype=c["dtype"], batches=c["batches"])
             for c in g])
+    reuse = [gi for gi, g in enumerate(groups, 1) if not any(c.get("makes", True) for c in g)]
+    if reuse:
+        print(f"groups {reuse[0]}-{reuse[-1]} use exports earlier groups made: run them in calls after group "
+              f"{reuse[0] - 1}'s, carrying each earlier call's OUT/gN/exports.tgz as .exports/", flush=True)
     runs_ = sum(1 for r in rows if r["layers"])
     print(f"{runs_} rows run ({len(rows) - runs_} skipped), {len(cmds)} commands, {len(groups)} groups: "
           f"~{total:.0f} s of commands estimated on one H100 (an estimate from earlier runs' wall times); "

@@ -436,3 +436,25 @@ def test_the_deploy_dry_run_lists_every_row_with_its_layers_and_groups_within_a_
                        lambda kind, **kw: None)
     r = _truth("--llm", "--group", "1", "--dry-run", "--out", tmp_path / "bad")
     assert r.returncode == 2 and "--group needs --deploy" in r.stderr
+
+
+def test_with_exports_carried_each_export_is_made_once_before_the_groups_that_reuse_it(lt, tmp_path):
+    """--carried-exports: a case's batches beyond its first call run without the export, in groups after
+    every group that makes one; each export is made by exactly one command; every group within the call;
+    the GPU call passes the plan's options on (PLAN_ARGS), so its group numbers are the dry run's."""
+    a = lt.parse_args(["--llm", "--deploy", "--carried-exports", "--batch", "1,2,4,8,16,32,48,64", "--out",
+                       str(tmp_path)])
+    rows = lt.deploy_rows(a.configs, a.case_list, a.batches, a.dtypes)
+    cmds = lt.deploy_commands(rows, carried=True)
+    groups = lt.deploy_groups(cmds)
+    key = lambda c: (c["cfg"].spec, c["phase"], c["len"])  # noqa: E731
+    makers = [key(c) for c in cmds if c["makes"]]
+    assert len(makers) == len(set(makers)) and {key(c) for c in cmds} == set(makers)
+    waves = [all(c["makes"] for c in g) for g in groups]
+    assert any(not w for w in waves) and waves == sorted(waves, reverse=True)  # makers first, then reusers
+    assert all(c["seconds"] <= lt.CALL_SECONDS for c in cmds)
+    assert sum(len(c["batches"]) for c in cmds) == sum(1 for r in rows if r["layers"]) >= 180  # 300 with the 120
+    assert lt.plan_args(a) == "--batch 1,2,4,8,16,32,48,64 --carried-exports"
+    assert lt.plan_args(lt.parse_args(["--llm", "--deploy", "--out", str(tmp_path)])) == ""
+    sh = (BENCHMARKS / "gpu_deploy.sh").read_text()
+    assert "--deploy --group $g --end ${END:-480} ${PLAN_ARGS:-}" in sh
