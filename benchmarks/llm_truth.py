@@ -413,6 +413,9 @@ RUN_FIXED_S = 20.0
 #: torch.compile's first call over eager's (compile ``timed_run`` less eager's, less ``gpu_wait``):
 #: 16-20 s at 12 layers (gpt2), 25-35 s at 22-24 (llama-1.1b, qwen2-0.5b): 8 s + 1 s a layer
 COMPILE_FIXED_S, COMPILE_LAYER_S = 8.0, 1.0
+#: a mixture of experts' routing record per batch before the bench (benanza.profiles.pytorch.record_routing: the
+#: module built as a profiled run builds it, ``timed_run_build`` 6-17 s, and one forward)
+ROUTING_BUILD_S = 12.0
 #: the layers' bench per batch (``command_seconds.bench``: 52-107 s for three batches)
 BENCH_BATCH_S = 35.0
 #: the rest of a command (start, analysis, reports: ``seconds`` less export, bench and the runs)
@@ -472,16 +475,19 @@ def command_seconds(cfg: LlmConfig, phase: str, length: int, batches, layers: in
                     export: bool = True, compile_: bool = True) -> float:
     """An estimate of one ``benanza torch`` command's seconds: its export (unless ``export`` is False: an
     earlier command of the call made it), the bench of each batch, an eager and a torch.compile run per
-    batch (:func:`run_seconds` of :func:`step_seconds`, compile adding its compilation) and the rest (the
+    batch (:func:`run_seconds` of :func:`step_seconds`, compile adding its compilation), a mixture of
+    experts' routing record per batch and the rest (the
     constants above, derived from recorded wall times: an estimate, never a measurement)."""
     c = dict(cfg.config)
     n = _layers(c) if layers is None else layers
     s = COMMAND_OTHER_S + BENCH_BATCH_S * len(batches)
     if export:
         s += EXPORT_LAYER_S * n + EXPORT_GPARAM_S * param_count(cfg.arch, _at(c, n)) / 1e9
+    moe = _dims(cfg.arch, c)["experts"] > 0
     for b in batches:
-        r = run_seconds(step_seconds(cfg, phase, length, b, n))
-        s += r + ((r + COMPILE_FIXED_S + COMPILE_LAYER_S * n) if compile_ else 0)
+        step = step_seconds(cfg, phase, length, b, n)
+        r = run_seconds(step)
+        s += r + ((r + COMPILE_FIXED_S + COMPILE_LAYER_S * n) if compile_ else 0) + ((ROUTING_BUILD_S + step) if moe else 0)
     return s
 
 
