@@ -28,6 +28,16 @@ folders.
         [--dtype fp16,bf16] [--phases prefill,decode | --cases prefill128,decode4096 | --only CONFIG:CASE:DTYPE,...]
         [--compile-max-len 128] [--deadline S] [--timeout S] [--end S] [--streams 2] [--dry-run | --merge RUN...]
 
+``--deploy`` (issue 54, item 5) is the set at deployment size: :data:`DEPLOY_CONFIGS` (the released
+configurations of Llama-3.1-8B, Qwen3-8B, Mixtral-8x7B, Qwen3-30B-A3B, GPT-OSS-20B and DeepSeek-V2-Lite) x
+:data:`DEPLOY_CASES` x batch 1, 8, 64 x bf16, each row with the most layers that fit one GPU
+(:func:`memory_plan`) and one device call (:func:`command_seconds`), stated per row (:func:`deploy_layers`);
+its commands in groups of one GPU-call each (:func:`deploy_groups`); ``--dry-run`` lists rows and groups,
+``--group N`` runs one (``benchmarks/gpu_deploy.sh OUT N...`` on a lent machine).
+
+    python3 benchmarks/truth.py --llm --deploy --out OUT [--dry-run] [--group N] [--configs ...] [--batch 1,8,64]
+        [--call-seconds 480] [--end S]
+
 ``--streams N`` runs N commands at once on the GPU; their processes take turns on it through one
 shared lock (:func:`run_streams`), so no measurement has another command's work beside it.
 """
@@ -64,6 +74,8 @@ class LlmConfig:
     arch: str
     overrides: tuple[tuple[str, object], ...]
     config: tuple[tuple[str, object], ...]
+    #: more ``benanza torch`` options of its decode commands (DeepSeek's ``--mla absorbed``)
+    decode_args: tuple[str, ...] = ()
 
     @property
     def spec(self) -> str:
@@ -76,8 +88,8 @@ class LlmConfig:
         return param_count(self.arch, dict(self.config))
 
 
-def _cfg(name: str, arch: str, defaults: dict, **overrides) -> LlmConfig:
-    return LlmConfig(name, arch, tuple(overrides.items()), tuple({**defaults, **overrides}.items()))
+def _cfg(name: str, arch: str, defaults: dict, decode_args: tuple[str, ...] = (), **overrides) -> LlmConfig:
+    return LlmConfig(name, arch, tuple(overrides.items()), tuple({**defaults, **overrides}.items()), decode_args)
 
 
 #: transformers' defaults of the numbers :func:`param_count` reads (GPT2Config, LlamaConfig,
@@ -123,8 +135,48 @@ MOE_CONFIGS = (
     _cfg("mixtral-8x7b-2l", "mixtral", MIXTRAL, **{**MIXTRAL, "num_hidden_layers": 2}, max_position_embeddings=40960,
          sliding_window=None),
 )
+#: Deployment size (issue 54, item 5): the released models' config.json numbers (every field that sets a
+#: shape; rotary bases and scaling (transformers 5's ``rope_parameters``) and the routers' scaling left at
+#: the type's default: they change values, not a shape
+#: or a kernel), all of a model's layers, run when named or with ``--deploy`` (each row then with the most
+#: layers its memory plan and the call's time allow, :func:`deploy_layers`).
+#: meta-llama/Llama-3.1-8B config.json: 8,030,261,248 parameters (the model card's 8.03 B)
+LLAMA31_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False, attention_bias=False,
+                  max_position_embeddings=131072)
+#: Qwen/Qwen3-8B config.json (head_dim 128, per-head q/k RMSNorm): 8,190,735,360 (8.19 B)
+QWEN3_8B = dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False,
+                max_position_embeddings=40960)
+#: openai/gpt-oss-20b config.json (attention biases and sinks, 32 experts with biases, top-4, sliding window
+#: 128 on every other layer; its MXFP4 experts counted as the bf16 parameters transformers builds):
+#: 20,914,757,184 (the model card's 20.9 B, "21B")
+GPT_OSS_20B = dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=24,
+                   num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=32,
+                   num_experts_per_tok=4, sliding_window=128, tie_word_embeddings=False,
+                   max_position_embeddings=131072)
+#: deepseek-ai/DeepSeek-V2-Lite config.json (MLA: kv_lora_rank 512, no q LoRA, qk 128 + 64 rope, v 128;
+#: layer 0 dense, then 64 routed experts of 1408, top-6, and 2 shared): 15,706,484,224 (15.7 B)
+DEEPSEEK_V2_LITE = dict(vocab_size=102400, hidden_size=2048, intermediate_size=10944, moe_intermediate_size=1408,
+                        num_hidden_layers=27, num_attention_heads=16, num_key_value_heads=16, n_shared_experts=2,
+                        n_routed_experts=64, num_experts_per_tok=6, first_k_dense_replace=1, kv_lora_rank=512,
+                        q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                        tie_word_embeddings=False, max_position_embeddings=163840)
+
+#: the deployment set: Llama-3.1-8B and Qwen3-8B (dense), Mixtral-8x7B, Qwen3-30B-A3B and GPT-OSS-20B (MoE),
+#: DeepSeek-V2-Lite (MLA + MoE, transformers' ``deepseek_v2`` type: its complex-number rotary runs in real
+#: numbers while it is exported, benanza/processing/rope.py); its decode runs ``--mla absorbed``, the latent
+#: cache serving engines keep
+DEPLOY_CONFIGS = (
+    _cfg("llama3.1-8b", "llama", LLAMA, **LLAMA31_8B),
+    _cfg("qwen3-8b", "qwen3", QWEN3_8B, **QWEN3_8B),
+    _cfg("mixtral-8x7b", "mixtral", MIXTRAL, **MIXTRAL, max_position_embeddings=40960, sliding_window=None),
+    _cfg("qwen3-30b-a3b", "qwen3_moe", QWEN3_MOE, **QWEN3_MOE, max_position_embeddings=40960),
+    _cfg("gpt-oss-20b", "gpt_oss", GPT_OSS_20B, **GPT_OSS_20B),
+    _cfg("deepseek-v2-lite", "deepseek_v2", DEEPSEEK_V2_LITE, ("--mla", "absorbed"), **DEEPSEEK_V2_LITE),
+)
 #: every configuration a run can name
-ALL_CONFIGS = CONFIGS + MOE_CONFIGS
+ALL_CONFIGS = CONFIGS + MOE_CONFIGS + DEPLOY_CONFIGS
 
 
 def param_count(arch: str, c: dict) -> int:
@@ -138,9 +190,22 @@ def param_count(arch: str, c: dict) -> int:
       hd = h / heads, kv = num_key_value_heads or heads (phi3 fuses qkv and gate/up: the same counts);
     * qwen3_moe, mixtral: the same attention (qwen3_moe: heads x head_dim wide, with per-head q/k RMSNorms
       of head_dim each) and per layer a router h x E and E experts of gate/up h x I and down I x h
-      (I = moe_intermediate_size or intermediate_size).
+      (I = moe_intermediate_size or intermediate_size);
+    * qwen3: llama's layer with q heads x head_dim wide and per-head q/k RMSNorms (head_dim each);
+    * gpt_oss: q/k/v/o with biases (q h x (heads hd) + heads hd, k and v h x kv hd + kv hd, o (heads hd) x h + h),
+      one sink per head, a router h x E + E, E experts of gate_up h x 2I + 2I and down I x h + h, two norms;
+    * deepseek_v2, deepseek_v3 (MLA): q_proj h x heads (nope + rope) (or q_a h x q_lora, its norm, q_b
+      q_lora x heads (nope + rope) with ``q_lora_rank``), kv_a h x (r + rope), its norm r, kv_b r x heads
+      (nope + v), o (heads v) x h; the first ``first_k_dense_replace`` layers a dense MLP 3 h I, the others a
+      router E x h, E experts 3 h I_moe and shared experts 3 h (n_shared I_moe); two norms h.
 
-    Raises ValueError for another architecture."""
+    Each matches the count of the model transformers 5.17 builds (``AutoModelForCausalLM.from_config`` on the
+    meta device, checked for the released configurations of :data:`DEPLOY_CONFIGS`). Raises ValueError for
+    another architecture."""
+    if arch in ("qwen3", "gpt_oss", "deepseek_v2", "deepseek_v3"):
+        h, v, n = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"]
+        return v * h + sum(_layer_params(arch, c, i) for i in range(n)) + h + (0 if c.get("tie_word_embeddings")
+                                                                               else v * h)
     if arch in ("qwen3_moe", "mixtral"):
         h, v, n, heads = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"], c["num_attention_heads"]
         kv, hd = c.get("num_key_value_heads") or heads, c.get("head_dim") or h // heads
@@ -167,6 +232,29 @@ def param_count(arch: str, c: dict) -> int:
     return v * h + n * layer + h + (0 if c.get("tie_word_embeddings") else v * h)
 
 
+def _layer_params(arch: str, c: dict, i: int) -> int:
+    """Parameters of layer ``i`` of a qwen3, gpt_oss or deepseek_v2/v3 decoder (:func:`param_count`)."""
+    h, heads = c["hidden_size"], c["num_attention_heads"]
+    kv = c.get("num_key_value_heads") or heads
+    if arch == "qwen3":
+        hd = c.get("head_dim") or h // heads
+        return 2 * h * heads * hd + 2 * h * kv * hd + 2 * hd + 3 * h * c["intermediate_size"] + 2 * h
+    if arch == "gpt_oss":
+        hd, e, i_ = c["head_dim"], c["num_local_experts"], c["intermediate_size"]
+        attn = (h * heads * hd + heads * hd) + 2 * (h * kv * hd + kv * hd) + (heads * hd * h + h) + heads
+        return attn + (h * e + e) + e * (h * 2 * i_ + 2 * i_ + i_ * h + h) + 2 * h
+    nope, rope, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+    q = c.get("q_lora_rank")
+    attn = (h * q + q + q * heads * (nope + rope)) if q else h * heads * (nope + rope)
+    attn += h * (r + rope) + r + r * heads * (nope + vd) + heads * vd * h
+    if i < c.get("first_k_dense_replace", 0):
+        mlp = 3 * h * c["intermediate_size"]
+    else:
+        e, im = c["n_routed_experts"], c["moe_intermediate_size"]
+        mlp = e * h + e * 3 * h * im + 3 * h * im * (c.get("n_shared_experts") or 0)
+    return attn + mlp + 2 * h
+
+
 def select(names: str | None) -> list[LlmConfig]:
     """The configurations named (comma-separated; None: all). Raises ValueError naming the known ones."""
     if not names:
@@ -181,6 +269,336 @@ def select(names: str | None) -> list[LlmConfig]:
     return out
 
 
+# ------------------------------------------------------------------------- deployment size (issue 54)
+
+#: the deployment set's cases: prefill of 512 and 8,192 tokens, decode against a 1,024- and a 32,768-token cache
+DEPLOY_CASES = (("prefill", 512), ("prefill", 8192), ("decode", 1024), ("decode", 32768))
+DEPLOY_BATCHES = (1, 8, 64)
+#: bf16 only: fp8 rows need an fp8 PyTorch reference (eager and torch.compile running the model's own fp8
+#: GEMMs), which this harness has none of (DTYPES: a module cast to fp16 or bf16)
+DEPLOY_DTYPES = ("bf16",)
+
+GIB = 2 ** 30
+#: one H100 80GB HBM3's memory as nvidia-smi reports it (81,559 MiB); an H200 (143,771 MiB) holds every row too
+GPU_BYTES = 81559 * 2 ** 20
+#: kept free of the plan: the CUDA context, cuBLAS/cuDNN workspaces, the profiler's buffers and the caching
+#: allocator's fragmentation (an allowance, not a measurement)
+GPU_RESERVE = 6 * GIB
+#: one GPU's share of its host (the lent machines: 128 GiB memory and 64 GiB disk with one H100, 512 GiB and
+#: 235 GiB with four): the export builds the module in fp32 on the CPU and writes its weights to disk (deleted after)
+HOST_RAM = 128 * GIB - 16 * GIB
+HOST_DISK = 235 * GIB // 4 - 8 * GIB
+#: H100 SXM datasheet: dense bf16 Tensor Core rate and HBM3 bandwidth (the step-time estimate only)
+H100_BF16_FLOPS, H100_BYTES_S = 989.4e12, 3.35e12
+
+
+def _dims(arch: str, c: dict) -> dict:
+    """The numbers the memory plan and the time estimate read from a configuration: hidden ``h``,
+    query heads ``heads``, query/key width per head ``dqk``, value width ``dv``, KV heads ``kv``; ``e_dec``
+    and ``e_pre``: elements per token and layer of the KV cache in decode (as ``benanza torch --phase
+    decode`` feeds it: keys and values of the KV heads; MLA's absorbed latent r + rope) and in prefill (as
+    the model's own cache fills: MLA in transformers' form keeps per-head keys and values); ``ffn``: the
+    widest MLP output per token (dense I, or k routed experts' I plus the shared ones); ``experts``, ``topk``,
+    ``expert_params`` (one expert's), ``window`` (GPT-OSS's sliding layers, every other one) and ``eager``
+    (transformers runs its eager attention: GPT-OSS has no SDPA path, for its sinks)."""
+    h, heads = c.get("hidden_size") or c.get("n_embd"), c.get("num_attention_heads") or c.get("n_head") or 12
+    kv = c.get("num_key_value_heads") or heads
+    d = dict(h=h, heads=heads, kv=kv, window=0, eager=False, experts=0, topk=0, expert_params=0,
+             vocab=c["vocab_size"])
+    if arch in ("deepseek_v2", "deepseek_v3"):
+        nope, rope, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+        im, k = c["moe_intermediate_size"], c["num_experts_per_tok"]
+        d.update(dqk=nope + rope, dv=vd, e_dec=r + rope, e_pre=heads * (nope + rope + vd),
+                 ffn=max(c["intermediate_size"], (k + (c.get("n_shared_experts") or 0)) * im),
+                 experts=c["n_routed_experts"], topk=k, expert_params=3 * h * im)
+        return d
+    hd = c.get("head_dim") or h // heads
+    d.update(dqk=hd, dv=hd, e_dec=2 * kv * hd, e_pre=2 * kv * hd)
+    if arch in ("mixtral", "qwen3_moe", "gpt_oss"):
+        e = c["num_experts"] if arch == "qwen3_moe" else c["num_local_experts"]
+        i = c["moe_intermediate_size"] if arch == "qwen3_moe" else c["intermediate_size"]
+        d.update(ffn=c["num_experts_per_tok"] * i, experts=e, topk=c["num_experts_per_tok"], expert_params=3 * h * i)
+        if arch == "gpt_oss":
+            d.update(window=c.get("sliding_window") or 0, eager=True)
+    else:
+        d["ffn"] = c.get("intermediate_size") or c.get("n_inner") or 4 * h
+    return d
+
+
+def _layers(c: dict) -> int:
+    """A configuration's layer count (GPT-2's ``n_layer``, the others' ``num_hidden_layers``)."""
+    return c["n_layer"] if "n_layer" in c else c["num_hidden_layers"]
+
+
+def _at(c: dict, n: int) -> dict:
+    """The configuration's numbers with ``n`` layers."""
+    return {**c, ("n_layer" if "n_layer" in c else "num_hidden_layers"): n}
+
+
+def _with_layers(cfg: LlmConfig, layers: int) -> LlmConfig:
+    """``cfg`` with its first ``layers`` layers (``NAME-Nl``; itself when that is all of them)."""
+    full = dict(cfg.config)["num_hidden_layers"]
+    if layers == full:
+        return cfg
+    return _cfg(f"{cfg.name}-{layers}l", cfg.arch, dict(cfg.config), cfg.decode_args,
+                **{**dict(cfg.overrides), "num_hidden_layers": layers})
+
+
+def memory_plan(cfg: LlmConfig, phase: str, length: int, batch: int, layers: int | None = None) -> dict:
+    """Bytes one row needs, on the GPU for PyTorch's module (eager and torch.compile build the same one;
+    :func:`benanza.profiles.capture.native_module`) and on the host for the export, with ``layers`` of its
+    layers (default all). W: the parameters at that depth (:func:`param_count`); bf16 = 2 bytes; n: layers;
+    e: cache elements per token and layer (:func:`_dims`); L: ``length``; B: ``batch``.
+
+    * ``build`` = 4 W: the module is built in fp32 on the GPU, then cast (``module.to(bf16)``);
+    * decode, ``inputs`` = 2 W + 3 KV, KV = 2 B L n e: the past keys and values are drawn in fp32 and cast
+      one by one while the fp32 tuple is alive (``_decoder_decode``'s inputs);
+    * decode, ``run`` = 2 W + 2 KV + KV1 + G + logits: the inputs and the model's cache filled from them
+      (``DynamicCache.update`` concatenates: a copy), the step's concatenation of one layer KV1 = 2 B L e,
+      and G = KV1 x heads / kv: one layer's keys and values repeated to every query head (``repeat_kv``:
+      transformers' SDPA path takes ``enable_gqa`` only without a mask, which torch.compile keeps; GPT-OSS's
+      eager attention always repeats). GPT-OSS's sliding layers attend over their 128-token window, but the
+      harness feeds every layer's cache at the full length and the cache's first fill copies it (the
+      window is a view of the copy), so they are counted at the full length;
+    * prefill, ``run`` = 2 W + KV + A, KV = 2 B S n e_pre (the cache the forward fills, every layer), and
+      the activation allowance A of one layer at a time (eager frees each layer's tensors), T = B S tokens:
+      A = 2 T (3 h + heads dqk + 2 kv dqk + 3 ffn + 2 k h) (the residual, normed and attention outputs, q,
+      k, v, the MLP's gate, up and product, an MoE's k routed copies of each token in and out) + the mask
+      B S^2 (bool, kept by torch.compile) or, with GPT-OSS's eager attention, 2 B S^2 (an additive bf16
+      mask) + 3 x 2 B heads S^2 (scores, the sink-extended logits, the probabilities: ``eager_attention_forward``
+      of modeling_gpt_oss) + the last position's fp32 logits 4 B V;
+    * ``peak`` = max(build, inputs, run); ``fits``: peak + :data:`GPU_RESERVE` <= :data:`GPU_BYTES`;
+    * host: ``export_ram`` = 8 W + the export's example cache (decode: 4 x 2 L n e, at batch 2), the fp32
+      module and the ONNX initializers written out; ``export_disk`` = 4 W (its external data, deleted after);
+      ``host_fits``: within :data:`HOST_RAM` and :data:`HOST_DISK`.
+
+    Raises ValueError for an unknown phase or architecture."""
+    c = dict(cfg.config)
+    n = _layers(c) if layers is None else layers
+    w = param_count(cfg.arch, _at(c, n))
+    d = _dims(cfg.arch, c)
+    logits = 4 * batch * d["vocab"]
+    if phase == "decode":
+        kv1 = 2 * batch * length * d["e_dec"]
+        kv = n * kv1
+        gqa = kv1 * d["heads"] // d["kv"] if d["kv"] < d["heads"] and d["e_dec"] == 2 * d["kv"] * d["dqk"] else 0
+        parts = dict(build=4 * w, inputs=2 * w + 3 * kv, run=2 * w + 2 * kv + kv1 + gqa + logits)
+        example = 4 * 2 * length * n * d["e_dec"]
+    elif phase == "prefill":
+        t, s = batch * length, length
+        kv = 2 * t * n * d["e_pre"]
+        act = 2 * t * (3 * d["h"] + d["heads"] * d["dqk"] + 2 * d["kv"] * d["dqk"] + 3 * d["ffn"]
+                       + 2 * d["topk"] * d["h"])
+        attn = (2 * batch * s * s + 3 * 2 * batch * d["heads"] * s * s) if d["eager"] else batch * s * s
+        parts = dict(build=4 * w, inputs=0, run=2 * w + kv + act + attn + logits)
+        example = 0
+    else:
+        raise ValueError(f"phase {phase!r}: prefill or decode")
+    peak = max(parts.values())
+    ram, disk = 8 * w + example, 4 * w
+    return dict(layers=n, params=w, weights=2 * w, kv=kv, **parts, peak=peak,
+                fits=peak + GPU_RESERVE <= GPU_BYTES, export_ram=ram, export_disk=disk,
+                host_fits=ram <= HOST_RAM and disk <= HOST_DISK)
+
+
+#: Time constants (s) of one ``benanza torch`` command, from the recorded wall times of the LLM truth's
+#: commands (benchmarks/results/2026-11-28d/call*/g*/llm-results.jsonl, one command per H200: ``seconds``,
+#: ``command_seconds``, each document's ``profile_seconds``), for 0.1-2 B decoders:
+#: a profiled run's child (start, build, a short step's warm-up and timed calls): eager ``timed_run``
+#: 13-25 s where the step is under 50 ms
+RUN_FIXED_S = 20.0
+#: torch.compile's first call over eager's (compile ``timed_run`` less eager's, less ``gpu_wait``):
+#: 16-20 s at 12 layers (gpt2), 25-35 s at 22-24 (llama-1.1b, qwen2-0.5b): 8 s + 1 s a layer
+COMPILE_FIXED_S, COMPILE_LAYER_S = 8.0, 1.0
+#: a mixture of experts' routing record per batch before the bench (benanza.profiles.pytorch.record_routing: the
+#: module built as a profiled run builds it, ``timed_run_build`` 6-17 s, and one forward)
+ROUTING_BUILD_S = 12.0
+#: the layers' bench per batch (``command_seconds.bench``: 52-107 s for three batches)
+BENCH_BATCH_S = 35.0
+#: the rest of a command (start, analysis, reports: ``seconds`` less export, bench and the runs)
+COMMAND_OTHER_S = 30.0
+#: the ONNX export on the machine's CPU (``command_seconds.export`` of first exports, 2026-11-28b/c:
+#: mistral-1b 66-90 s, llama-1.1b 101-119 s, phi3-2b 114-151 s): 3.3 s a layer + 34 s per 10^9 parameters
+#: (through llama-1.1b's and phi3-2b's), an extrapolation at deployment size
+EXPORT_LAYER_S, EXPORT_GPARAM_S = 3.3, 34.0
+#: eager's step over the physical bound (the recorded rows: LBL >= 1.21 x bound, LBL / eager <= 0.65, so eager
+#: >= 1.9 x bound; most rows 2-5 x), and its launch cost per layer (~15 kernels of ~20 us)
+STEP_OVER_BOUND, STEP_LAYER_S = 3.0, 3e-4
+#: a call's time for commands: the device tool's 600 s less the install, the export cache's seeding and the
+#: results' packing (``gpu_decoders.sh``: ~90 s on a fresh machine) and a margin
+CALL_SECONDS = 480.0
+
+
+def step_seconds(cfg: LlmConfig, phase: str, length: int, batch: int, layers: int | None = None) -> float:
+    """An estimate of PyTorch eager's step (s) on an H100: :data:`STEP_OVER_BOUND` x the roofline bound
+    max(FLOPs / :data:`H100_BF16_FLOPS`, bytes / :data:`H100_BYTES_S`) + :data:`STEP_LAYER_S` a layer.
+    FLOPs (prefill): 2 x T x (the layers' parameters less the routed experts + k experts' per token) +
+    the causal attention 2 B heads (dqk + dv) pairs, pairs = S^2 / 2 (S x window on a sliding layer), +
+    the LM head of the last position 2 B V h. Bytes (decode): 2 x (the layers' parameters less the routed
+    experts + the experts B tokens x k picks touch, E (1 - (1 - k/E)^B) per layer, + the LM head V h) + the
+    cache read 2 B L e (window on a sliding layer)."""
+    c = dict(cfg.config)
+    n = _layers(c) if layers is None else layers
+    d = _dims(cfg.arch, c)
+    w_layers = param_count(cfg.arch, _at(c, n)) - param_count(cfg.arch, _at(c, 0))
+    e, k, ep = d["experts"], d["topk"], d["expert_params"]
+    moe_layers = n - min(n, c.get("first_k_dense_replace", 0)) if e else 0
+    dense = w_layers - moe_layers * e * ep
+    sliding = n // 2 if d["window"] else 0
+    if phase == "prefill":
+        t = batch * length
+        full_pairs = length * length / 2
+        pairs = (n - sliding) * full_pairs + sliding * length * min(length, d["window"] or length)
+        flops = 2 * t * (dense + moe_layers * k * ep) + 2 * batch * d["heads"] * (d["dqk"] + d["dv"]) * pairs \
+            + 2 * batch * d["vocab"] * d["h"]
+        bound = max(flops / H100_BF16_FLOPS, 2 * (dense + moe_layers * e * ep) / H100_BYTES_S)
+    else:
+        touched = e * (1 - (1 - k / e) ** batch) if e else 0
+        cache = 2 * batch * d["e_dec"] * ((n - sliding) * length + sliding * min(length, d["window"] or length))
+        nbytes = 2 * (dense + moe_layers * touched * ep + d["vocab"] * d["h"]) + cache
+        bound = nbytes / H100_BYTES_S
+    return STEP_OVER_BOUND * bound + STEP_LAYER_S * n
+
+
+def run_seconds(step: float) -> float:
+    """A profiled run's seconds for a step of ``step`` s: :data:`RUN_FIXED_S` + its calls (benanza.profiles.capture:
+    warm-up min(20, max(5, 3 s)) calls, timed min(100, max(10, 5 s)), 5 profiled iterations)."""
+    warm = min(20 * step, max(5 * step, 3.0))
+    timed = min(100 * step, max(10 * step, 5.0))
+    return RUN_FIXED_S + warm + timed + 5 * step
+
+
+def command_seconds(cfg: LlmConfig, phase: str, length: int, batches, layers: int | None = None,
+                    export: bool = True, compile_: bool = True) -> float:
+    """An estimate of one ``benanza torch`` command's seconds: its export (unless ``export`` is False: an
+    earlier command of the call made it), the bench of each batch, an eager and a torch.compile run per
+    batch (:func:`run_seconds` of :func:`step_seconds`, compile adding its compilation), a mixture of
+    experts' routing record per batch and the rest (the
+    constants above, derived from recorded wall times: an estimate, never a measurement)."""
+    c = dict(cfg.config)
+    n = _layers(c) if layers is None else layers
+    s = COMMAND_OTHER_S + BENCH_BATCH_S * len(batches)
+    if export:
+        s += EXPORT_LAYER_S * n + EXPORT_GPARAM_S * param_count(cfg.arch, _at(c, n)) / 1e9
+    moe = _dims(cfg.arch, c)["experts"] > 0
+    for b in batches:
+        step = step_seconds(cfg, phase, length, b, n)
+        r = run_seconds(step)
+        s += r + ((r + COMPILE_FIXED_S + COMPILE_LAYER_S * n) if compile_ else 0) + ((ROUTING_BUILD_S + step) if moe else 0)
+    return s
+
+
+def deploy_layers(cfg: LlmConfig, phase: str, length: int, batch: int,
+                  call_seconds: float = CALL_SECONDS) -> tuple[int, str]:
+    """The most layers (of the configuration's, first ones first) with which the row fits: its
+    :func:`memory_plan` on the GPU and the host, and its own command (export, bench, eager and compile of
+    this batch: :func:`command_seconds`) within ``call_seconds``. Returns (layers, why): all layers and
+    "whole model"; fewer and what one layer more would pass (GPU memory, the export's host memory or
+    disk, the call's time), with the figure; or 0 and why not even one layer fits (the row is skipped)."""
+    full = _layers(dict(cfg.config))
+    why = ""
+    for n in range(full, 0, -1):
+        m = memory_plan(cfg, phase, length, batch, n)
+        if not m["fits"]:
+            why = (f"GPU memory: {n} layers need {m['peak'] / GIB:.1f} GiB + {GPU_RESERVE // GIB} GiB reserve "
+                   f"> {GPU_BYTES / GIB:.1f} GiB")
+            continue
+        if not m["host_fits"]:
+            why = (f"export host: {n} layers need {m['export_ram'] / GIB:.0f} GiB memory, "
+                   f"{m['export_disk'] / GIB:.0f} GiB disk > {HOST_RAM // GIB}, {HOST_DISK // GIB} GiB")
+            continue
+        t = command_seconds(cfg, phase, length, [batch], n)
+        if t > call_seconds:
+            why = f"call time: {n} layers ~{t:.0f} s > {call_seconds:.0f} s"
+            continue
+        return n, ("whole model" if n == full else why)
+    return 0, f"skipped: not even one layer fits ({why})"
+
+
+def deploy_rows(configs=DEPLOY_CONFIGS, cases=DEPLOY_CASES, batches=DEPLOY_BATCHES, dtypes=DEPLOY_DTYPES,
+                call_seconds: float = CALL_SECONDS) -> list[dict]:
+    """Every row of the deployment set: configuration, phase, length, batch, dtype, ``layers`` (0:
+    skipped), ``full`` (the model's layers), ``why``, ``peak`` (GPU bytes at that depth; 0 when skipped).
+    The batches of one (configuration, case) share one layer count, and so one export, where each batch's
+    own (:func:`deploy_layers`) is at least 3/4 of the largest among them: the smallest of theirs (its
+    ``why`` names the batch that sets it); a batch far below (a 32k cache at batch 64) keeps its own."""
+    rows = []
+    for cfg in configs:
+        for phase, length in cases:
+            own = {b: deploy_layers(cfg, phase, length, b, call_seconds) for b in batches}
+            top = max(n for n, _ in own.values())
+            shared = [b for b in batches if own[b][0] and own[b][0] * 4 >= top * 3]
+            low = min((own[b][0] for b in shared), default=0)
+            setter = next((b for b in shared if own[b][0] == low), None)
+            for b in batches:
+                n, why = own[b]
+                if b in shared and n != low:
+                    n, why = low, f"shares batch {setter}'s export: {own[setter][1]}"
+                peak = memory_plan(cfg, phase, length, b, n)["peak"] if n else 0
+                for dtype in dtypes:
+                    rows.append(dict(config=cfg, phase=phase, len=length, batch=b, dtype=dtype, layers=n,
+                                     full=_layers(dict(cfg.config)), why=why, peak=peak))
+    return rows
+
+
+def deploy_commands(rows: list[dict], call_seconds: float = CALL_SECONDS, carried: bool = False) -> list[dict]:
+    """The commands of the rows that run: one per (configuration, case, dtype, layer count), its batches
+    together, where together they would pass ``call_seconds`` split into one command per batch, or, with
+    ``carried`` (exports carried from call to call), into a first command that makes the export with the
+    batches that fit beside it and commands of the other batches without it. Each with its cut
+    configuration (``cfg``, :func:`_with_layers`), ``makes`` (whether it counts the export) and ``seconds``
+    (:func:`command_seconds`)."""
+    out: dict = {}
+    for r in rows:
+        if r["layers"]:
+            key = (r["config"].name, r["phase"], r["len"], r["dtype"], r["layers"])
+            out.setdefault(key, dict(cfg=_with_layers(r["config"], r["layers"]), base=r["config"], phase=r["phase"],
+                                     len=r["len"], dtype=r["dtype"], layers=r["layers"], batches=[]))
+            out[key]["batches"].append(r["batch"])
+    cmds = []
+    for c in out.values():
+        cost = lambda bs, export: command_seconds(c["cfg"], c["phase"], c["len"], bs, export=export)  # noqa: E731
+        if cost(c["batches"], True) <= call_seconds:
+            parts = [(c["batches"], True)]
+        elif not carried:
+            parts = [([b], True) for b in c["batches"]]
+        else:
+            parts = [([c["batches"][0]], True)]
+            for b in c["batches"][1:]:
+                bs, made = parts[-1]
+                if cost(bs + [b], made) <= call_seconds:
+                    parts[-1] = (bs + [b], made)
+                else:
+                    parts.append(([b], False))
+        for bs, made in parts:
+            cmds.append({**c, "batches": bs, "makes": made, "seconds": cost(bs, made)})
+    return cmds
+
+
+def deploy_groups(cmds: list[dict], call_seconds: float = CALL_SECONDS) -> list[list[dict]]:
+    """The commands packed into groups of at most ``call_seconds`` each (first fit, largest first): one
+    group is one GPU's work in one call. A command whose export an earlier command of its group made
+    (the same cut configuration and case) is counted without it. Commands that do not make their export
+    (``makes`` False: :func:`deploy_commands` with exports carried) come in groups after every group of
+    those that do, so that a call runs them after the exports were made and carried."""
+    groups: list[list[dict]] = []
+    for wave in ([c for c in cmds if c.get("makes", True)], [c for c in cmds if not c.get("makes", True)]):
+        first, loads = len(groups), []
+        for c in sorted(wave, key=lambda c: -c["seconds"]):
+            for i, g in enumerate(groups[first:]):
+                made = any(o["cfg"].spec == c["cfg"].spec and (o["phase"], o["len"]) == (c["phase"], c["len"])
+                           for o in g)
+                t = command_seconds(c["cfg"], c["phase"], c["len"], c["batches"], export=False) if made else c["seconds"]
+                if loads[i] + t <= call_seconds:
+                    g.append(c)
+                    loads[i] += t
+                    break
+            else:
+                groups.append([c])
+                loads.append(c["seconds"])
+    return groups
+
+
 def torch_command(cfg: LlmConfig, phase: str, length: int, batches: list[int], dtype: str, db: str, out: Path,
                   compile_max_len: int, bench_args: list[str] = (), logs: bool = False) -> list[str]:
     """The ``benanza torch`` command of one (configuration, case, dtype): every batch at once, torch.compile
@@ -190,6 +608,8 @@ def torch_command(cfg: LlmConfig, phase: str, length: int, batches: list[int], d
     cmd = [sys.executable, "-m", "benanza", "torch", cfg.spec, "--phase", phase, *size,
            "--batch", ",".join(map(str, batches)), "--dtype", dtype, "--db", db,
            "-o", str(out / "runs" / f"{cfg.name}-{phase}{length}-{dtype}"), "--json"]
+    if phase == "decode":
+        cmd += list(cfg.decode_args)
     if length <= compile_max_len:
         cmd += ["--compile", "default"]
     if not logs:
@@ -378,8 +798,18 @@ def parse_args(argv: list[str]):
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--db", help="benanza performance database (default OUT/truth.db)")
     ap.add_argument("--configs", help=f"comma-separated configurations (default all: {', '.join(c.name for c in CONFIGS)})")
-    ap.add_argument("--batch", default="1,8,32")
-    ap.add_argument("--dtype", default="fp16,bf16")
+    ap.add_argument("--batch", help="batch sizes (default 1,8,32; with --deploy 1,8,64)")
+    ap.add_argument("--dtype", help="data types (default fp16,bf16; with --deploy bf16)")
+    ap.add_argument("--deploy", action="store_true", help="the deployment-size set (issue 54): DEPLOY_CONFIGS x "
+                    "DEPLOY_CASES, each row with the layers its memory plan and the call's time allow, its "
+                    "commands in groups of one GPU-call each (--dry-run lists them)")
+    ap.add_argument("--group", type=int, default=0, help="with --deploy: run only this group of the plan "
+                    "(1-based; 0: every group, one after another)")
+    ap.add_argument("--carried-exports", action="store_true", help="with --deploy: plan with each export made "
+                    "once and carried to later calls (.exports/): a case's other batches in later groups without it")
+    ap.add_argument("--call-seconds", type=float, default=CALL_SECONDS, help="with --deploy: the seconds of "
+                    f"commands a group may hold (default {CALL_SECONDS:g}: the device tool's 600 s less install "
+                    "and margin)")
     ap.add_argument("--phases", default="prefill,decode")
     ap.add_argument("--cases", help="comma-separated PHASE+LENGTH cases of CASES to run (e.g. prefill128,decode4096; "
                     "default: every case of --phases)")
@@ -391,8 +821,8 @@ def parse_args(argv: list[str]):
     ap.add_argument("--end", type=float, default=0, help="seconds after the start by which every command has "
                     "ended: a command's time limit is the smaller of --timeout and what is left (0: none); a "
                     "command cut so keeps the batches it reported")
-    ap.add_argument("--compile-max-len", type=int, default=128, help="torch.compile besides eager up to this "
-                    "length (prefill tokens or cache length; default 128; 0: never)")
+    ap.add_argument("--compile-max-len", type=int, help="torch.compile besides eager up to this "
+                    "length (prefill tokens or cache length; default 128, with --deploy every length; 0: never)")
     ap.add_argument("--logs", action="store_true", help="also the cuDNN/cuBLASLt log runs of benanza torch (the "
                     "framework's engines in the reports; the table needs none: off by default since 2026-11-27f)")
     ap.add_argument("--streams", type=int, default=1, help="commands at once on the GPU, taking turns on it "
@@ -401,7 +831,11 @@ def parse_args(argv: list[str]):
     ap.add_argument("--merge", nargs="+", metavar="RUN[@GPU]", help="one table from earlier runs' --out folders "
                     "(or results files); @GPU names the GPU of runs that did not record it, e.g. RUN@H200")
     a, extra = ap.parse_known_args(argv)
-    a.configs = select(a.configs)
+    a.configs = select(a.configs) if a.configs or not a.deploy else list(DEPLOY_CONFIGS)
+    a.batch = a.batch or (",".join(map(str, DEPLOY_BATCHES)) if a.deploy else "1,8,32")
+    a.dtype = a.dtype or (",".join(DEPLOY_DTYPES) if a.deploy else "fp16,bf16")
+    if a.compile_max_len is None:
+        a.compile_max_len = max(n for _, n in DEPLOY_CASES) if a.deploy else 128
     try:
         a.batches = [int(b) for b in a.batch.split(",") if b.strip()]
     except ValueError:
@@ -414,7 +848,7 @@ def parse_args(argv: list[str]):
     a.phases = [p.strip() for p in a.phases.split(",") if p.strip()]
     if not a.phases or any(p not in ("prefill", "decode") for p in a.phases):
         raise ValueError(f"--phases {','.join(a.phases)!r}: choose prefill, decode")
-    known = {f"{p}{n}": (p, n) for p, n in CASES}
+    known = {f"{p}{n}": (p, n) for p, n in (DEPLOY_CASES if a.deploy else CASES)}
     if a.cases:
         names = [c.strip() for c in a.cases.split(",") if c.strip()]
         bad = [c for c in names if c not in known]
@@ -422,8 +856,12 @@ def parse_args(argv: list[str]):
             raise ValueError(f"--cases {a.cases!r}: choose among {', '.join(known)}")
         a.case_list = [known[c] for c in names]
     else:
-        a.case_list = [c for c in CASES if c[0] in a.phases]
+        a.case_list = [c for c in known.values() if c[0] in a.phases]
     a.only = _only(a.only, known) if a.only else None
+    if a.deploy and (a.only or a.merge):
+        raise ValueError("--deploy runs its own plan: without --only and --merge")
+    if a.group and not a.deploy:
+        raise ValueError("--group needs --deploy")
     if a.streams < 1:
         raise ValueError(f"--streams {a.streams}: at least 1")
     if a.dry_run and a.merge:
@@ -449,6 +887,85 @@ def _only(text: str, known: dict) -> list[tuple]:
     return out
 
 
+def plan_args(a) -> str:
+    """The options of ``a`` that change ``--deploy``'s plan from its defaults (configurations, cases,
+    batches, dtypes, ``--carried-exports``, ``--call-seconds``), as a GPU call passes them on
+    (``gpu_deploy.sh``'s ``PLAN_ARGS``) so that its group numbers are the dry run's."""
+    out = []
+    if [c.name for c in a.configs] != [c.name for c in DEPLOY_CONFIGS]:
+        out += ["--configs", ",".join(c.name for c in a.configs)]
+    if list(a.case_list) != list(DEPLOY_CASES):
+        out += ["--cases", ",".join(f"{p}{n}" for p, n in a.case_list)]
+    if a.batches != list(DEPLOY_BATCHES):
+        out += ["--batch", ",".join(map(str, a.batches))]
+    if a.dtypes != list(DEPLOY_DTYPES):
+        out += ["--dtype", ",".join(a.dtypes)]
+    if a.carried_exports:
+        out += ["--carried-exports"]
+    if a.call_seconds != CALL_SECONDS:
+        out += ["--call-seconds", f"{a.call_seconds:g}"]
+    return " ".join(out)
+
+
+def deploy_plan(a, write) -> list[tuple]:
+    """``--deploy``: the rows (:func:`deploy_rows`) of ``a``'s configurations, cases, batches and dtypes, their
+    commands (:func:`deploy_commands`) and groups (:func:`deploy_groups`, ``a.call_seconds`` each), printed
+    (every row with its layers, why and GPU memory estimate; every group with its estimate and the command a
+    GPU call runs) and recorded (``deploy_row``, ``deploy_group``); returns the runs of group ``a.group``
+    (every group's with 0) as (cut configuration, (phase, length), dtype, batches). Raises ValueError for a
+    group the plan does not have."""
+    rows = deploy_rows(a.configs, a.case_list, a.batches, a.dtypes, a.call_seconds)
+    cmds = deploy_commands(rows, a.call_seconds, a.carried_exports)
+    groups = deploy_groups(cmds, a.call_seconds)
+    where = {}
+    for gi, g in enumerate(groups, 1):
+        for c in g:
+            for b in c["batches"]:
+                where[(c["base"].name, c["phase"], c["len"], c["dtype"], b)] = gi
+    print(f"== deployment size: {len(rows)} rows (configuration x case x batch x dtype), the GPU memory of "
+          f"{GPU_BYTES / GIB:.1f} GiB less {GPU_RESERVE // GIB} GiB, groups of <= {a.call_seconds:g} s", flush=True)
+    for r in rows:
+        g = where.get((r["config"].name, r["phase"], r["len"], r["dtype"], r["batch"]))
+        head = f"  {r['config'].name} {r['phase']}{r['len']} b{r['batch']} {r['dtype']}:"
+        if r["layers"]:
+            print(f"{head} {r['layers']}/{r['full']} layers, ~{r['peak'] / GIB:.1f} GiB, group {g} ({r['why']})")
+        else:
+            print(f"{head} 0/{r['full']} layers, {r['why']}")
+        write("deploy_row", config=r["config"].name, phase=r["phase"], len=r["len"], batch=r["batch"],
+              dtype=r["dtype"], layers=r["layers"], full_layers=r["full"], why=r["why"], peak_bytes=r["peak"], group=g)
+    extra = plan_args(a)
+    plan = f"PLAN_ARGS={shlex.quote(extra)} " if extra else ""
+    total = 0.0
+    for gi, g in enumerate(groups, 1):
+        made: set = set()
+        est = 0.0
+        for c in g:
+            key = (c["cfg"].spec, c["phase"], c["len"])
+            est += command_seconds(c["cfg"], c["phase"], c["len"], c["batches"],
+                                   export=key not in made and c.get("makes", True))
+            made.add(key)
+        total += est
+        print(f"group {gi} (~{est:.0f} s): {plan}bash benchmarks/gpu_deploy.sh $OUT {gi}", flush=True)
+        for c in g:
+            print(f"    {c['cfg'].name} {c['phase']}{c['len']} {c['dtype']} batch {','.join(map(str, c['batches']))}")
+        write("deploy_group", group=gi, seconds=est, commands=[
+            dict(config=c["cfg"].name, phase=c["phase"], len=c["len"], dtype=c["dtype"], batches=c["batches"])
+            for c in g])
+    reuse = [gi for gi, g in enumerate(groups, 1) if not any(c.get("makes", True) for c in g)]
+    if reuse:
+        print(f"groups {reuse[0]}-{reuse[-1]} use exports earlier groups made: run them in calls after group "
+              f"{reuse[0] - 1}'s, carrying each earlier call's OUT/gN/exports.tgz as .exports/", flush=True)
+    runs_ = sum(1 for r in rows if r["layers"])
+    print(f"{runs_} rows run ({len(rows) - runs_} skipped), {len(cmds)} commands, {len(groups)} groups: "
+          f"~{total:.0f} s of commands estimated on one H100 (an estimate from earlier runs' wall times); "
+          f"with the {len(CONFIGS) * len(CASES) * 3 * len(DTYPES)} rows of CONFIGS: "
+          f"{runs_ + len(CONFIGS) * len(CASES) * 3 * len(DTYPES)}", flush=True)
+    if a.group and not 1 <= a.group <= len(groups):
+        raise ValueError(f"--group {a.group}: the plan has groups 1 to {len(groups)}")
+    chosen = [groups[a.group - 1]] if a.group else groups
+    return [(c["cfg"], (c["phase"], c["len"]), c["dtype"], c["batches"]) for g in chosen for c in g]
+
+
 def run(a) -> list[dict]:
     """Every command of ``a`` (or their dry run, or the merge); writes the records and tables; the rows."""
     a.out.mkdir(parents=True, exist_ok=True)
@@ -471,18 +988,21 @@ def run(a) -> list[dict]:
         t0 = time.monotonic()
         todo = []
         runs = a.only or [(cfg, case, dtype) for cfg in a.configs for case in a.case_list for dtype in a.dtypes]
-        for i, (cfg, (phase, length), dtype) in enumerate(runs):
+        if a.deploy:
+            runs = deploy_plan(a, write)
+        for i, (cfg, (phase, length), dtype, *own) in enumerate(runs):
             if i == 0 or runs[i - 1][0] != cfg:
                 print(f"== {cfg.name}: {cfg.params / 1e9:.3f} B parameters, {cfg.spec}", flush=True)
-            cmd = torch_command(cfg, phase, length, a.batches, dtype, a.db, a.out, a.compile_max_len,
+            batches = own[0] if own else a.batches
+            cmd = torch_command(cfg, phase, length, batches, dtype, a.db, a.out, a.compile_max_len,
                                 a.bench_args, a.logs)
             if a.dry_run:
                 write("dry_run", config=cfg.name, params=cfg.params, command=shlex.join(cmd))
                 print(f"  would run: {shlex.join(cmd)}", flush=True)
                 continue
-            todo.append((cfg, phase, length, dtype, cmd))
+            todo.append((cfg, phase, length, dtype, cmd, batches))
 
-        def one(cfg, phase, length, dtype, cmd, env=None) -> None:
+        def one(cfg, phase, length, dtype, cmd, batches=None, env=None) -> None:
             if a.deadline and time.monotonic() - t0 > a.deadline:
                 write("skipped", config=cfg.name, phase=phase, len=length, dtype=dtype,
                       reason=f"--deadline {a.deadline:g} s passed")
@@ -500,7 +1020,7 @@ def run(a) -> list[dict]:
             reused = reuse_export(cmd)
             if reused is not None:
                 print(f"  export reused: {reused.parent.name}/{reused.name}", flush=True)
-            records.append(_run_one(write, cfg, phase, length, dtype, a.batches, cmd, limit, env))
+            records.append(_run_one(write, cfg, phase, length, dtype, batches or a.batches, cmd, limit, env))
             print(f"  {cfg.name} {phase}{length} {dtype}: {records[-1]['seconds']:.0f} s", flush=True)
 
         if a.streams > 1:
@@ -518,7 +1038,7 @@ def run(a) -> list[dict]:
 
 
 def run_streams(todo: list[tuple], streams: int, one) -> None:
-    """``one(*item, env=ENV)`` for every item of ``todo`` ((config, phase, length, dtype, command)), ``streams``
+    """``one(*item, env=ENV)`` for every item of ``todo`` ((config, phase, length, dtype, command, batches)), ``streams``
     at a time on this machine's GPU: each command's processes take turns on the GPU through one shared lock
     (``BENANZA_GPU_LOCK_SHARED``, :data:`benanza.runner.run.SHARED_GPU_LOCK_ENV`: the benches' workers and
     the profiling children measure only while they hold it), so that one command exports, compiles and

@@ -262,6 +262,21 @@ def test_an_optional_annotation_is_read_from_the_class_or_its_text():
     assert [_admits_none(cfg, k) for k in "abcdef"] == [True, False, True, True, False, False]
 
 
+def test_none_is_taken_only_for_a_field_the_configuration_declares_optional(fake_transformers):
+    """DeepSeek-V2-Lite's q_lora_rank=None (DeepseekV3Config's ``q_lora_rank: int | None``) passes; None for
+    an int field without None in its annotation is refused as before."""
+    from benanza.errors import UsageError
+    from benanza.processing.modules import _check_override
+
+    class Cfg:
+        q_lora_rank: int | None = 1536
+        n_layer: int = 12
+
+    _check_override("deepseek_v3?q_lora_rank=None", Cfg(), "q_lora_rank", None)
+    with pytest.raises(UsageError, match="n_layer is an int"):
+        _check_override("x?n_layer=None", Cfg(), "n_layer", None)
+
+
 def test_a_sequence_beyond_the_models_positions_is_refused(fake_transformers):
     from benanza.errors import UsageError
 
