@@ -60,6 +60,34 @@ def make_fake_suite(folder: Path, model: Path, batches=(1,), precisions=("fp32",
     return folder
 
 
+def run_fake_suite(mls, precisions, folder: Path, db_url: str, gpu: str = "NVIDIA H100 80GB HBM3") -> Path:
+    """Generate the real suite of ``mls`` (processed models) in ``precisions``, put the fake executable where
+    the build would, and run it into ``db_url`` on a system named ``gpu`` (tests/fake_suite.py's times)."""
+    from benanza.database.store import open_db
+    from benanza.generation.generator import generate, load_suite
+    from benanza.runner.run import RunOptions, run_suite
+
+    generate(list(mls), list(precisions), folder)
+    exe = folder / "build" / "benanza-suite"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HERE / "fake_suite.py", exe)
+    exe.chmod(0o755)
+    old = os.environ.get("FAKE_SUITE_GPU")
+    os.environ["FAKE_SUITE_GPU"] = gpu
+    try:
+        db = open_db(db_url)
+        try:
+            run_suite(load_suite(folder), db, RunOptions())
+        finally:
+            db.close()
+    finally:
+        if old is None:
+            del os.environ["FAKE_SUITE_GPU"]
+        else:
+            os.environ["FAKE_SUITE_GPU"] = old
+    return folder
+
+
 @pytest.fixture
 def fake_suite(tmp_path, models):
     return make_fake_suite(tmp_path / "suite", models / "googlenet.onnx", (1,), ("fp32", "fp16"))

@@ -2,13 +2,12 @@
 the initializers' shapes of the weight-stripped decoder exports, KV-cache bytes, the causal attention's
 FLOPs, the phase found, and the step in LLM terms in the terminal table, the JSON and the HTML."""
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import HERE, REPO, scenario_of
+from conftest import HERE, REPO, run_fake_suite, scenario_of
 from benanza.analysis import llm
 from benanza.analysis.roofline import Ceilings
 from benanza.errors import UsageError
@@ -129,23 +128,9 @@ def _cli(*args, env=None):
 def test_analyze_reports_the_decode_step_in_llm_terms(tmp_path, db_url):
     """A decode export measured by the fake suite on a system named as an H100: `analyze` prints the step
     in LLM terms (datasheet roofs, said so) and writes them to the JSON; the bound is below the LBL."""
-    from benanza.database.store import open_db
-    from benanza.generation.generator import generate, load_suite
-    from benanza.runner.run import RunOptions, run_suite
-
     path, dims = DEC / "llama_decode_torchscript.onnx", {"past": 64, "total": 65}
     ml = process(path, 1, dims)
-    folder = tmp_path / "s"
-    generate([ml], ["fp16"], folder)
-    exe = folder / "build" / "benanza-suite"
-    exe.parent.mkdir(parents=True)
-    shutil.copy(HERE / "fake_suite.py", exe)
-    exe.chmod(0o755)
-    os.environ["FAKE_SUITE_GPU"] = "NVIDIA H100 80GB HBM3"
-    try:
-        run_suite(load_suite(folder), open_db(db_url), RunOptions())
-    finally:
-        del os.environ["FAKE_SUITE_GPU"]
+    run_fake_suite([ml], ["fp16"], tmp_path / "s", db_url)
     args = ["analyze", path, "--batch", "1", "--dtype", "fp16", "--db", db_url, "--dim", "past=64",
             "--dim", "total=65"]
     r = _cli(*args, "--json")

@@ -10,7 +10,6 @@ second layer's router gives expert 3 no rows.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from benanza.analysis.llm import weight_bytes, with_balanced_experts
 from benanza.errors import ModelError
 from benanza.processing.model import process
 from benanza.processing.routing import ROUTING_KEY, balanced_twins, stored_routing, write_routing
-from conftest import HERE, REPO, scenario_of
+from conftest import HERE, REPO, run_fake_suite, scenario_of
 
 DEC = HERE / "data" / "decoders"
 ROUTED = DEC / "qwen3_moe_routed_prefill.onnx"
@@ -123,24 +122,9 @@ def test_the_report_and_json_name_the_routing_and_the_balanced_what_if(tmp_path,
     """Measured by the fake suite (its times a hash of each job: the measured and balanced configs differ):
     the LBL takes the measured routing, `llm.experts` names it with each layer's experts given rows and the
     balanced what-if (its LBL, its experts' time and its physical bound), and the terminal table prints it."""
-    from benanza.database.store import open_db
-    from benanza.generation.generator import generate, load_suite
-    from benanza.runner.run import RunOptions, run_suite
-
-    ml = process(ROUTED, 1)
-    folder = tmp_path / "s"
-    generate([ml], ["bf16"], folder)
+    folder = run_fake_suite([process(ROUTED, 1)], ["bf16"], tmp_path / "s", db_url)
     src = (folder / "src" / "groupedgemm.cpp").read_text()
     assert '"measured", {1, 12, 5, 0, 8, 1, 2, 3}}' in src and '"balanced", {}}' in src
-    exe = folder / "build" / "benanza-suite"
-    exe.parent.mkdir(parents=True)
-    shutil.copy(HERE / "fake_suite.py", exe)
-    exe.chmod(0o755)
-    os.environ["FAKE_SUITE_GPU"] = "NVIDIA H100 80GB HBM3"
-    try:
-        run_suite(load_suite(folder), open_db(db_url), RunOptions())
-    finally:
-        del os.environ["FAKE_SUITE_GPU"]
     args = [sys.executable, "-c", "from benanza.cli import main; main()", "analyze", str(ROUTED), "--batch", "1",
             "--dtype", "bf16", "--db", db_url]
     r = subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=REPO)
