@@ -243,13 +243,32 @@ def cross_gpu_lines(prediction) -> list[str]:
     dt = _headline_grid(prediction.precision)
     wave = sum(lp.predicted_ms for lp in lps if lp.method == "wave")
     if wave:
-        r = validated_error(o.name, d.name, dt, "habitat") if dt else None
+        r, frm = _wave_error(o, d, dt)
         what = (f"measured across architectures on GEMMs only, to {r['target']} ({r['architecture']}) on the public "
-                f"table: mean {r['mean']:.1%}, 90th percentile {r['p90']:.1%}") if r else \
+                f"table{frm}: mean {r['mean']:.1%}, 90th percentile {r['p90']:.1%}") if r else \
             f"never validated from {o.architecture} to {d.architecture} in {prediction.precision}"
         out.append(f"other layers ({wave / total:.1%} of the predicted time): wave scaling across architectures; "
                    f"{what}")
     return out
+
+
+def _wave_error(origin, target, dt: str | None) -> tuple[dict | None, str]:
+    """The ``habitat`` (wave scaling) error row for ``origin`` -> ``target`` in table ``dt`` and how it is
+    named: the origin's own row, else, for an origin of the architecture of the fp32 table's only origin
+    (H100-SXM: an H200's fp32 GEMMs), that GPU's row, said so (wave scaling within Hopper was validated
+    apart, docs/prediction.md); (None, "") where neither exists."""
+    if not dt:
+        return None, ""
+    r = validated_error(origin.name, target.name, dt, "habitat")
+    if r is not None or not dt.startswith("fp32") or origin.name == FP32_ORIGIN:
+        return r, ""
+    from benanza.analysis.gpus import find_gpu
+
+    if find_gpu(FP32_ORIGIN).architecture != origin.architecture:
+        return None, ""
+    r = validated_error(FP32_ORIGIN, target.name, dt, "habitat")
+    return r, (f", from {FP32_ORIGIN}, the table's GPU of the origin's architecture ({origin.architecture})"
+               if r else "")
 
 
 def _folds() -> int:
@@ -275,9 +294,9 @@ def training_cross_gpu_lines(origin, target, precision: str) -> list[str]:
     if origin.architecture == target.architecture:
         return []
     dt = _headline_grid(precision)
-    r = validated_error(origin.name, target.name, dt, "habitat") if dt else None
+    r, frm = _wave_error(origin, target, dt)
     what = (f"measured across architectures on forward GEMMs only, to {r['target']} ({r['architecture']}) on the "
-            f"public table: mean {r['mean']:.1%}, 90th percentile {r['p90']:.1%}") if r else \
+            f"public table{frm}: mean {r['mean']:.1%}, 90th percentile {r['p90']:.1%}") if r else \
         f"never validated from {origin.architecture} to {target.architecture} in {precision}"
     return [f"the step's calls after the forward pass (loss, gradients, optimizer): wave scaling across "
             f"architectures; {what}"]
