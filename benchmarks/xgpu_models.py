@@ -8,8 +8,8 @@ No GPU.
 
 For every model (the ONNX files of db/reference/truth/, the same scenarios the database measured), batch, data
 type and target it prints the LBL measured on the origin, the LBL predicted on the target
-(``benanza predict``: benanza/analysis/predict.py) and the share of the predicted time by how each layer was
-predicted (:attr:`benanza.analysis.predict.LayerPrediction.method`):
+(``benanza predict``: benanza/analysis/predict.py) (each the headline LBL ``benanza predict`` prints: fused, critical path; a training step's critical path)
+and the share of the predicted time by how each layer was predicted (:attr:`benanza.analysis.predict.LayerPrediction.method`):
 
 * ``grid``: a GEMM through the public ratio grid (aiconfigurator's bf16/fp8 table; the error on shapes the grid
   never saw is in db/reference/xgpu/xgpu_errors.json, ``benchmarks/xgpu_check.py``), ``grid+wave`` through the
@@ -62,8 +62,8 @@ def one(api, model: Path, batch: int, dtype: str, origin: str, target: str, db, 
     except BenanzaError as e:
         return str(e).splitlines()[0]
     p = r.prediction
-    if train:  # the step's sequential time: the forward's layers and every other call of the step
-        return p.step.sequential_ms, p.sequential_ms, shares([*p.forward.layers, *p.calls]), p.complete
+    if train:  # the step's LBL as `predict --train` heads it (critical path); shares over all its calls
+        return p.step.critical_path_ms, p.critical_path_ms, shares([*p.forward.layers, *p.calls]), p.complete
     return p.origin_lbl_ms, p.lbl_ms, shares(p.layers), p.lbl_complete
 
 
